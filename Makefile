@@ -1,0 +1,120 @@
+# SPDX-License-Identifier: MIT
+# kis sandbox: build of the library (static and shared), the `kis` CLI, the
+# unit tests (plain and under ASan+UBSan) and the behaviour tests.
+# Components may add a fragment under mk/*.mk: it appends to BINS,
+# CHECK_TARGETS and CLEAN_EXTRA (see the variables below).
+
+PREFIX   ?= /usr/local
+CC       ?= cc
+BUILD    ?= build
+PYTHON   ?= /usr/bin/python3
+PKGS     := jansson libseccomp
+
+PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+
+WARN := -Wall -Wextra -Werror -Wshadow -Wmissing-prototypes -Wstrict-prototypes \
+        -Wformat=2 -Wformat-nonliteral -Wswitch-default -Wswitch-enum \
+        -Wno-unused-parameter -Wpointer-arith -Wvla -Wundef -Wcast-align
+HARDEN := -D_FORTIFY_SOURCE=3 -fstack-protector-strong -fstack-clash-protection \
+          -fcf-protection -fno-strict-overflow -fno-delete-null-pointer-checks
+CFLAGS  ?= -O2 -g
+BASE_CFLAGS := -std=gnu11 $(WARN) -fPIC -fvisibility=hidden -Iinclude -Isrc $(PKG_CFLAGS)
+HARD_LDFLAGS := -Wl,-z,relro,-z,now -Wl,-z,noexecstack
+ALL_CFLAGS := $(BASE_CFLAGS) $(HARDEN) $(CFLAGS)
+
+# Library sources: every module directory except the CLI and the programs.
+LIB_DIRS := src/engine src/store src/exec src/confine src/backends src/agent
+LIB_SRCS := $(filter-out src/agent/main.c,$(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.c)))
+CLI_SRCS := $(wildcard src/cli/*.c)
+LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o)
+CLI_OBJS := $(CLI_SRCS:%.c=$(BUILD)/obj/%.o)
+
+UNIT_SRCS := $(wildcard tests/unit/test_*.c)
+UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
+ASAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
+ASAN_LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/asan/%.o)
+ASAN_UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/asan-tests/%)
+
+STATIC_LIB := $(BUILD)/libkis-sandbox.a
+SHARED_LIB := $(BUILD)/libkis-sandbox.so.0
+KIS := $(BUILD)/kis
+
+BINS := $(KIS)
+CHECK_TARGETS :=
+CLEAN_EXTRA :=
+
+.PHONY: all check check-unit check-asan check-integration run install clean deps bench
+all: $(KIS) $(STATIC_LIB) $(SHARED_LIB)
+
+-include $(sort $(wildcard mk/*.mk))
+
+all: $(BINS)
+
+$(BUILD)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -MMD -MP -c $< -o $@
+
+$(BUILD)/asan/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_CFLAGS) -O1 -g $(ASAN_FLAGS) -MMD -MP -c $< -o $@
+
+$(STATIC_LIB): $(LIB_OBJS)
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+
+$(SHARED_LIB): $(LIB_OBJS)
+	$(CC) -shared -Wl,-soname,libkis-sandbox.so.0 $(HARD_LDFLAGS) -o $@ $^ $(PKG_LIBS)
+
+$(BUILD)/asan/libkis-sandbox.a: $(ASAN_LIB_OBJS)
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+
+$(KIS): $(CLI_OBJS) $(STATIC_LIB)
+	$(CC) -pie $(HARD_LDFLAGS) -o $@ $(CLI_OBJS) $(STATIC_LIB) $(PKG_LIBS)
+
+$(BUILD)/tests/%: tests/unit/%.c $(STATIC_LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -pie $(HARD_LDFLAGS) -o $@ $< $(STATIC_LIB) $(PKG_LIBS) -lcmocka
+
+$(BUILD)/asan-tests/%: tests/unit/%.c $(BUILD)/asan/libkis-sandbox.a
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_CFLAGS) -O1 -g $(ASAN_FLAGS) -o $@ $< $(BUILD)/asan/libkis-sandbox.a $(PKG_LIBS) -lcmocka
+
+check-unit: $(UNIT_BINS)
+	@set -e; for t in $(UNIT_BINS); do echo "== $$t"; $$t; done
+
+check-asan: $(ASAN_UNIT_BINS)
+	@set -e; for t in $(ASAN_UNIT_BINS); do echo "== $$t (asan+ubsan)"; \
+	  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 $$t; done
+
+check-integration: all
+	$(PYTHON) -m pytest -q -rs tests/integration
+
+check: all check-unit check-asan $(CHECK_TARGETS) check-integration
+
+# The newcomer's command: install what is missing, build, run the main job.
+run:
+	sh scripts/install-deps.sh
+	$(MAKE) all
+	sh scripts/demo.sh
+
+deps:
+	sh scripts/install-deps.sh
+
+bench: all
+	sh bench/run.sh
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/include/kis
+	install -m 0755 $(BINS) $(DESTDIR)$(PREFIX)/bin/
+	install -m 0644 $(STATIC_LIB) $(DESTDIR)$(PREFIX)/lib/
+	install -m 0755 $(SHARED_LIB) $(DESTDIR)$(PREFIX)/lib/
+	ln -sf libkis-sandbox.so.0 $(DESTDIR)$(PREFIX)/lib/libkis-sandbox.so
+	install -m 0644 include/kis/*.h $(DESTDIR)$(PREFIX)/include/kis/
+	sed -e 's|@PREFIX@|$(PREFIX)|g' kis-sandbox.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/kis-sandbox.pc
+
+clean:
+	rm -rf $(BUILD) $(CLEAN_EXTRA)
+
+-include $(LIB_OBJS:.o=.d) $(CLI_OBJS:.o=.d) $(ASAN_LIB_OBJS:.o=.d)

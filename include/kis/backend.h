@@ -1,0 +1,86 @@
+/* SPDX-License-Identifier: MIT */
+/* kis/backend.h: the interface every backend implements (one table per
+ * backend), its probed capabilities, and selection among them. */
+#ifndef KIS_BACKEND_H
+#define KIS_BACKEND_H
+
+#include <stdbool.h>
+
+#include "kis/error.h"
+#include "kis/profile.h"
+#include "kis/result.h"
+
+/* Limits a backend can enforce, as bits. */
+enum {
+	KIS_LIMIT_WALL = 1u << 0,
+	KIS_LIMIT_CPU = 1u << 1,
+	KIS_LIMIT_MEMORY = 1u << 2,
+	KIS_LIMIT_PIDS = 1u << 3,
+	KIS_LIMIT_OUTPUT = 1u << 4,
+	KIS_LIMIT_FILE = 1u << 5,
+	KIS_LIMIT_OPEN_FILES = 1u << 6,
+};
+
+/* What a backend can enforce on this host, measured by probing. */
+struct kis_caps {
+	bool present;            /* usable on this host at all */
+	char why_absent[200];    /* when !present: what is missing */
+	bool cow, shell, native, seccomp, snapshot, tty;
+	unsigned net_modes;      /* bits (1u << enum kis_net_mode) */
+	unsigned limits;         /* KIS_LIMIT_* bits */
+	char accel[16];          /* microvm: "kvm" or "tcg"; else "" */
+};
+
+/* How the caller's side of the streams is wired for one run. */
+struct kis_io {
+	int stdin_fd;   /* passed to the command as its stdin; -1: /dev/null */
+	bool capture;   /* keep stdout/stderr in the result instead of writing them */
+	int stdout_fd;  /* live destination when !capture */
+	int stderr_fd;
+};
+
+/* One run, fully resolved: limits already defaulted, ids minted. */
+struct kis_run_request {
+	const struct kis_profile *profile;
+	struct kis_limits limits;      /* resolved (no zeroes) */
+	char *const *argv;
+	const char *workspace_path;    /* host path of the workspace, or NULL */
+	const char *sandbox_id;
+	struct kis_io io;
+};
+
+struct kis_plan; /* backend-private: what the backend will do, validated */
+
+struct kis_backend {
+	const char *name;
+	enum kis_tier tier;
+	/* Fill caps from what this host offers. Never fails: an absent backend
+	 * sets present = false and says why. */
+	void (*probe)(struct kis_caps *caps);
+	/* Turn a request into a plan, touching nothing on the host. Refuse what
+	 * cannot be enforced (KIS_E_PROFILE_UNSATISFIABLE naming the field,
+	 * KIS_E_TTY_UNSUPPORTED). The check lives here, with the backend, so it
+	 * holds however the call arrives. */
+	int (*plan)(const struct kis_caps *caps, const struct kis_run_request *req,
+		    struct kis_plan **out, struct kis_error **err);
+	/* The plan as JSON (malloc'ed), for --dry-run. */
+	char *(*describe)(const struct kis_plan *plan);
+	/* Carry the plan out. A command that ran and failed is a successful run
+	 * (the reason says how it ended); < 0 only when the engine failed. */
+	int (*run)(struct kis_plan *plan, struct kis_result *res, struct kis_error **err);
+	void (*plan_free)(struct kis_plan *plan);
+};
+
+/* Every backend compiled in, strongest tier last. */
+KIS_API const struct kis_backend *const *kis_backends(size_t *n);
+KIS_API const struct kis_backend *kis_backend_find(const char *name);
+
+/* Which backend runs this profile and command: a pinned backend or tier
+ * must be present (else KIS_E_TIER_UNAVAILABLE); auto picks the most
+ * restrictive present tier that can run the command and never the process
+ * tier. caps receives the chosen backend's probe. */
+KIS_API int kis_select_backend(const struct kis_profile *p, char *const *argv,
+			       const struct kis_backend **out, struct kis_caps *caps,
+			       struct kis_error **err);
+
+#endif

@@ -1,0 +1,105 @@
+/* SPDX-License-Identifier: MIT */
+/* kis/profile.h: the resolved profile the engine enforces. The zero value
+ * (kis_profile_init) is deny-all: no network, no hatches, default limits. */
+#ifndef KIS_PROFILE_H
+#define KIS_PROFILE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kis/error.h"
+
+enum kis_tier {
+	KIS_TIER_AUTO = 0,
+	KIS_TIER_PROCESS,
+	KIS_TIER_WASM,
+	KIS_TIER_HOST,
+	KIS_TIER_CONTAINER,
+	KIS_TIER_MICROVM,
+	KIS_TIER__COUNT
+};
+
+enum kis_net_mode { KIS_NET_OFF = 0, KIS_NET_LOOPBACK, KIS_NET_EGRESS, KIS_NET_HOST, KIS_NET__COUNT };
+
+enum kis_root_mode { KIS_ROOT_HOST = 0, KIS_ROOT_WORKSPACE };
+
+/* Every limit: 0 means "the engine's safe default" (kis_limits_resolve),
+ * never unlimited. */
+struct kis_limits {
+	uint64_t wall_ms;      /* wall clock from start to exit */
+	uint64_t cpu_ms;       /* user + system CPU time */
+	uint64_t memory_bytes; /* resident memory (cgroup) */
+	uint64_t pids;         /* processes and threads (cgroup) */
+	uint64_t output_bytes; /* stdout + stderr together */
+	uint64_t file_bytes;   /* largest file the command may write (RLIMIT_FSIZE) */
+	uint64_t open_files;   /* descriptors per process (RLIMIT_NOFILE) */
+};
+
+/* The documented safe defaults (README, "Limits"). */
+#define KIS_DEFAULT_WALL_MS (10ull * 60 * 1000)
+#define KIS_DEFAULT_CPU_MS (10ull * 60 * 1000)
+#define KIS_DEFAULT_MEMORY_BYTES (1024ull << 20)
+#define KIS_DEFAULT_PIDS 256ull
+#define KIS_DEFAULT_OUTPUT_BYTES (64ull << 20)
+#define KIS_DEFAULT_FILE_BYTES (1024ull << 20)
+#define KIS_DEFAULT_OPEN_FILES 1024ull
+
+struct kis_profile {
+	enum kis_tier tier;
+	char *backend;   /* optional: pins a backend inside the tier */
+	char *base;      /* a base id: run clones a fresh workspace from it */
+	char *workspace; /* an existing workspace id */
+	bool keep;       /* keep the workspace that a --base run cloned */
+	enum kis_root_mode root;
+	enum kis_net_mode net;
+	struct kis_limits limits;
+	char **env;      /* "KEY=VALUE" strings, n_env of them; keys unique */
+	size_t n_env;
+	char *cwd;       /* working directory inside the sandbox; NULL: default */
+	struct {
+		bool enabled;
+		unsigned rows, cols;
+	} tty;
+	struct {
+		bool allow_process_tier;
+		bool allow_net_host;
+	} escape_hatch;
+};
+
+KIS_API void kis_profile_init(struct kis_profile *p);
+KIS_API void kis_profile_release(struct kis_profile *p);
+
+/* Merge a JSON profile into p, field by field (fields absent from the JSON
+ * keep their value). Unknown fields, wrong types and bad values fail with
+ * KIS_E_INVALID_PROFILE naming the JSON path ("limits.wall_ms"). */
+KIS_API int kis_profile_merge_json(struct kis_profile *p, const char *text, size_t len,
+				   struct kis_error **err);
+KIS_API int kis_profile_merge_file(struct kis_profile *p, const char *path, struct kis_error **err);
+
+/* Set one field by its JSON path from a string, as a command-line flag does:
+ * durations take a unit ("500ms", "2s", "1m"), sizes take k, M or G, "env"
+ * takes "KEY=VALUE" and replaces an earlier value of KEY. */
+KIS_API int kis_profile_set(struct kis_profile *p, const char *path, const char *value,
+			    struct kis_error **err);
+
+/* Cross-field checks that need no backend: the escape hatches. */
+KIS_API int kis_profile_check_hatches(const struct kis_profile *p, struct kis_error **err);
+
+/* The profile as JSON (malloc'ed), every field shown, for --dry-run. */
+KIS_API char *kis_profile_to_json(const struct kis_profile *p);
+
+/* Copy `in` with each 0 replaced by its safe default. */
+KIS_API void kis_limits_resolve(const struct kis_limits *in, struct kis_limits *out);
+
+KIS_API const char *kis_tier_name(enum kis_tier t);
+KIS_API int kis_tier_parse(const char *s, enum kis_tier *out);
+KIS_API const char *kis_net_mode_name(enum kis_net_mode m);
+KIS_API int kis_net_mode_parse(const char *s, enum kis_net_mode *out);
+
+/* "500ms", "2s", "1m", "1h", or a bare number of milliseconds. */
+KIS_API int kis_parse_duration_ms(const char *s, uint64_t *out, struct kis_error **err);
+/* "4096", "64k", "512M", "2G" (powers of 1024). */
+KIS_API int kis_parse_size(const char *s, uint64_t *out, struct kis_error **err);
+
+#endif

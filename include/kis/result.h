@@ -1,0 +1,72 @@
+/* SPDX-License-Identifier: MIT */
+/* kis/result.h: what a run returns: termination reason, exit code, usage,
+ * streams. The reason is first-class: a timeout is never just SIGKILL. */
+#ifndef KIS_RESULT_H
+#define KIS_RESULT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kis/error.h"
+#include "kis/id.h"
+#include "kis/profile.h"
+
+enum kis_reason {
+	KIS_REASON_EXITED = 0,
+	KIS_REASON_SIGNALED,
+	KIS_REASON_TRAPPED,      /* wasm trap */
+	KIS_REASON_TIMEOUT,      /* wall clock limit */
+	KIS_REASON_CPU_LIMIT,
+	KIS_REASON_MEMORY_LIMIT,
+	KIS_REASON_OUTPUT_LIMIT,
+	KIS_REASON_PIDS_LIMIT,
+	KIS_REASON_CANCELLED,
+	KIS_REASON_SETUP_FAILED, /* the command never started (not found, not executable) */
+	KIS_REASON__COUNT
+};
+
+/* Engine-assigned stream ids. */
+enum { KIS_STREAM_STDIN = 0, KIS_STREAM_STDOUT = 1, KIS_STREAM_STDERR = 2 };
+
+struct kis_stream {
+	int id;
+	const char *name;
+	uint64_t bytes;  /* bytes the command wrote that were delivered */
+	bool truncated;  /* the output limit cut this stream */
+	char *data;      /* captured bytes (capture mode), NUL-terminated */
+	size_t len, cap;
+};
+
+struct kis_usage {
+	uint64_t wall_ms, user_ms, sys_ms;
+	uint64_t max_rss_bytes;
+	uint64_t minor_faults, major_faults;
+	uint64_t voluntary_ctxsw, involuntary_ctxsw;
+};
+
+struct kis_result {
+	char sandbox[KIS_ID_BUFSZ];
+	enum kis_tier tier;
+	const char *backend;
+	enum kis_reason reason;
+	int exit_code;   /* valid when reason is exited; -1 otherwise */
+	int signal;      /* the signal that ended it, 0 if none */
+	char *detail;    /* human explanation, may be NULL */
+	struct kis_usage usage;
+	struct kis_stream streams[2]; /* stdout, stderr */
+	char *workspace; /* the workspace id when one was used or kept */
+	bool workspace_kept;
+};
+
+KIS_API void kis_result_init(struct kis_result *r);
+KIS_API void kis_result_release(struct kis_result *r);
+KIS_API const char *kis_reason_name(enum kis_reason r);
+/* The CLI exit status: the command's own code when it exited, 126 when it
+ * could not be executed, 127 when not found, 128+N when killed by signal N. */
+KIS_API int kis_result_exit_status(const struct kis_result *r);
+/* The result as JSON (malloc'ed); captured stream bytes are included as
+ * "stdout" and "stderr" (invalid UTF-8 replaced by U+FFFD). */
+KIS_API char *kis_result_to_json(const struct kis_result *r);
+
+#endif

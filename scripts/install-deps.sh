@@ -1,0 +1,18 @@
+#!/bin/sh
+# SPDX-License-Identifier: MIT
+# Install the Debian packages kis sandbox builds, tests and runs with.
+# Idempotent: installs only what is missing; needs root (or sudo).
+set -eu
+PKGS="build-essential pkg-config libjansson-dev libseccomp-dev libcmocka-dev
+python3 python3-pytest bubblewrap crun wabt busybox-static e2fsprogs btrfs-progs
+xfsprogs iproute2 hyperfine gnuplot-nox clang"
+missing=""
+for p in $PKGS; do
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing="$missing $p"
+done
+[ -z "$missing" ] && exit 0
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO=sudo
+echo "installing:$missing" >&2
+$SUDO apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends $missing

@@ -1,0 +1,32 @@
+/* SPDX-License-Identifier: MIT */
+/* The `kis` command line: one file per verb, each a `cmd_*` entry in the
+ * table of main.c. Output formatting only: the work is the library's. */
+#ifndef KIS_CLI_H
+#define KIS_CLI_H
+
+#include <stdbool.h>
+
+#include "kis/sandbox.h"
+
+/* Exit status when the engine refused or failed (as podman and docker do). */
+#define KIS_EXIT_ENGINE 125
+/* Exit status for bad usage: also an engine refusal. */
+#define KIS_EXIT_USAGE 125
+
+struct cli_verb {
+	const char *name;
+	int (*fn)(int argc, char **argv); /* argv[0] is the verb */
+	const char *summary;
+};
+
+/* Print "code: message" once on stderr, free the error, return 125. */
+int cli_fail(struct kis_error *err);
+/* Print "invalid_argument: <message>\nTry 'kis sandbox VERB --help'." and return 125. */
+int cli_usage_error(const char *verb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* True when argv holds -h or --help before any "--". */
+bool cli_wants_help(int argc, char **argv);
+
+int cmd_backends(int argc, char **argv);
+int cmd_run(int argc, char **argv);
+
+#endif
