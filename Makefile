@@ -8,6 +8,8 @@ PREFIX   ?= /usr/local
 CC       ?= cc
 BUILD    ?= build
 PYTHON   ?= /usr/bin/python3
+V        ?= 0
+Q        := $(if $(filter 1,$(V)),,@)
 PKGS     := jansson libseccomp
 
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
@@ -19,7 +21,7 @@ WARN := -Wall -Wextra -Werror -Wshadow -Wmissing-prototypes -Wstrict-prototypes 
 HARDEN := -D_FORTIFY_SOURCE=3 -fstack-protector-strong -fstack-clash-protection \
           -fcf-protection -fno-strict-overflow -fno-delete-null-pointer-checks
 CFLAGS  ?= -O2 -g
-BASE_CFLAGS := -std=gnu11 $(WARN) -fPIC -fvisibility=hidden -Iinclude -Isrc $(PKG_CFLAGS)
+BASE_CFLAGS := -std=gnu11 -D_GNU_SOURCE $(WARN) -fPIC -fvisibility=hidden -Iinclude -Isrc $(PKG_CFLAGS)
 HARD_LDFLAGS := -Wl,-z,relro,-z,now -Wl,-z,noexecstack
 ALL_CFLAGS := $(BASE_CFLAGS) $(HARDEN) $(CFLAGS)
 
@@ -53,11 +55,13 @@ all: $(BINS)
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -MMD -MP -c $< -o $@
+	@echo "  CC      $<"
+	$(Q)$(CC) $(ALL_CFLAGS) -MMD -MP -c $< -o $@
 
 $(BUILD)/asan/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(BASE_CFLAGS) -O1 -g $(ASAN_FLAGS) -MMD -MP -c $< -o $@
+	@echo "  CC asan $<"
+	$(Q)$(CC) $(BASE_CFLAGS) -O1 -g $(ASAN_FLAGS) -MMD -MP -c $< -o $@
 
 $(STATIC_LIB): $(LIB_OBJS)
 	@mkdir -p $(dir $@)

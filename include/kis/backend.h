@@ -37,6 +37,7 @@ struct kis_io {
 	bool capture;   /* keep stdout/stderr in the result instead of writing them */
 	int stdout_fd;  /* live destination when !capture */
 	int stderr_fd;
+	int cancel_fd;  /* readable means cancel the run; -1: none */
 };
 
 /* One run, fully resolved: limits already defaulted, ids minted. */

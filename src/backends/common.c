@@ -1,0 +1,178 @@
+/* SPDX-License-Identifier: MIT */
+/* Shared pieces of the native backends: limit checks against probed
+ * capabilities, and the plan of one native command. */
+#include "util.h"
+
+#include <jansson.h>
+#include <string.h>
+
+#include "backends/common.h"
+#include "exec/spawn.h"
+
+static const struct {
+	unsigned bit;
+	size_t off;
+	const char *field;
+} limit_fields[] = {
+	{KIS_LIMIT_WALL, offsetof(struct kis_limits, wall_ms), "limits.wall_ms"},
+	{KIS_LIMIT_CPU, offsetof(struct kis_limits, cpu_ms), "limits.cpu_ms"},
+	{KIS_LIMIT_MEMORY, offsetof(struct kis_limits, memory_bytes), "limits.memory_bytes"},
+	{KIS_LIMIT_PIDS, offsetof(struct kis_limits, pids), "limits.pids"},
+	{KIS_LIMIT_OUTPUT, offsetof(struct kis_limits, output_bytes), "limits.output_bytes"},
+	{KIS_LIMIT_FILE, offsetof(struct kis_limits, file_bytes), "limits.file_bytes"},
+	{KIS_LIMIT_OPEN_FILES, offsetof(struct kis_limits, open_files), "limits.open_files"},
+};
+
+int kis_check_limits(const struct kis_caps *caps, const struct kis_profile *p,
+		     const char *backend, struct kis_error **err)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(limit_fields); i++) {
+		uint64_t v = *(const uint64_t *)((const char *)&p->limits + limit_fields[i].off);
+		if (v && !(caps->limits & limit_fields[i].bit))
+			return kis_error_set(err, KIS_E_PROFILE_UNSATISFIABLE, 0,
+					     "%s: the %s backend cannot enforce this limit on this "
+					     "host (it needs a cgroup the engine may use): drop the "
+					     "field or choose another tier",
+					     limit_fields[i].field, backend);
+	}
+	return 0;
+}
+
+static int strv_push(char ***v, size_t *n, const char *s)
+{
+	char **g = realloc(*v, (*n + 2) * sizeof(**v));
+	if (!g)
+		return -1;
+	*v = g;
+	if (!(g[*n] = strdup(s)))
+		return -1;
+	g[++*n] = NULL;
+	return 0;
+}
+
+static void strv_free(char **v)
+{
+	for (size_t i = 0; v && v[i]; i++)
+		free(v[i]);
+	free(v);
+}
+
+static bool env_has(char *const *env, size_t n, const char *key)
+{
+	size_t k = strlen(key);
+	for (size_t i = 0; i < n; i++)
+		if (!strncmp(env[i], key, k) && env[i][k] == '=')
+			return true;
+	return false;
+}
+
+int kis_native_plan_init(struct kis_native_plan *n, const struct kis_run_request *req,
+			 struct kis_error **err)
+{
+	const struct kis_profile *p = req->profile;
+	memset(n, 0, sizeof(*n));
+	n->limits = req->limits;
+	n->io = req->io;
+	n->tty = p->tty.enabled;
+	size_t na = 0, ne = 0;
+	for (char *const *a = req->argv; *a; a++)
+		if (strv_push(&n->argv, &na, *a) < 0)
+			goto oom;
+	/* cwd: the profile's (inside-sandbox paths under /workspace map onto the
+	 * workspace here), else the workspace, else the caller's. */
+	const char *ws = req->workspace_path;
+	if (p->cwd && ws && !strncmp(p->cwd, "/workspace", 10) &&
+	    (p->cwd[10] == '/' || !p->cwd[10])) {
+		if (asprintf(&n->cwd, "%s%s", ws, p->cwd + 10) < 0)
+			goto oom;
+	} else if (p->cwd) {
+		if (!(n->cwd = strdup(p->cwd)))
+			goto oom;
+	} else if (ws) {
+		if (!(n->cwd = strdup(ws)))
+			goto oom;
+	}
+	for (size_t i = 0; i < p->n_env; i++)
+		if (strv_push(&n->envp, &ne, p->env[i]) < 0)
+			goto oom;
+	if (!env_has(n->envp, ne, "PATH") && strv_push(&n->envp, &ne, "PATH=" KIS_DEFAULT_PATH) < 0)
+		goto oom;
+	if (!env_has(n->envp, ne, "HOME")) {
+		_cleanup_free_ char *home = NULL;
+		if (asprintf(&home, "HOME=%s", n->cwd ? n->cwd : "/") < 0 ||
+		    strv_push(&n->envp, &ne, home) < 0)
+			goto oom;
+	}
+	if (!n->envp && strv_push(&n->envp, &ne, "PATH=" KIS_DEFAULT_PATH) < 0)
+		goto oom;
+	return 0;
+oom:
+	kis_native_plan_release(n);
+	return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "cannot plan the command");
+}
+
+void kis_native_plan_release(struct kis_native_plan *n)
+{
+	strv_free(n->argv);
+	strv_free(n->envp);
+	free(n->cwd);
+	memset(n, 0, sizeof(*n));
+}
+
+static json_t *strv_json(char **v)
+{
+	json_t *a = json_array();
+	for (size_t i = 0; v && v[i]; i++)
+		json_array_append_new(a, json_string(v[i]));
+	return a;
+}
+
+char *kis_native_plan_describe(const struct kis_native_plan *n, const char *backend)
+{
+	const struct kis_limits *l = &n->limits;
+	json_t *o = json_pack("{s:s, s:o, s:o, s:o, s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I}}",
+			      "backend", backend, "argv", strv_json(n->argv), "env",
+			      strv_json(n->envp), "cwd", n->cwd ? json_string(n->cwd) : json_null(),
+			      "limits", "wall_ms", (json_int_t)l->wall_ms, "cpu_ms",
+			      (json_int_t)l->cpu_ms, "memory_bytes", (json_int_t)l->memory_bytes,
+			      "pids", (json_int_t)l->pids, "output_bytes",
+			      (json_int_t)l->output_bytes, "file_bytes", (json_int_t)l->file_bytes,
+			      "open_files", (json_int_t)l->open_files);
+	if (!o)
+		return NULL;
+	char *s = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+	json_decref(o);
+	return s;
+}
+
+int kis_native_plan_run(struct kis_native_plan *n, int (*child_setup)(void *, struct kis_error **),
+			void *ctx, const struct kis_supervise_hooks *hooks, struct kis_result *res,
+			struct kis_error **err)
+{
+	struct kis_spawn sp = {
+		.argv = n->argv,
+		.envp = n->envp,
+		.cwd = n->cwd,
+		.stdin_fd = n->io.stdin_fd,
+		.limits = &n->limits,
+		.child_setup = child_setup,
+		.child_ctx = ctx,
+		.foreground = !n->io.capture,
+	};
+	struct kis_supervise sv = {
+		.wall_ms = n->limits.wall_ms,
+		.cpu_ms = n->limits.cpu_ms,
+		.output_bytes = n->limits.output_bytes,
+		.capture = n->io.capture,
+		.stdout_fd = n->io.stdout_fd,
+		.stderr_fd = n->io.stderr_fd,
+		.cancel_fd = n->io.cancel_fd,
+		.hooks = hooks,
+	};
+	return kis_exec_run(&sp, &sv, res, err);
+}
+
+bool kis_backend_store_cow(void)
+{
+	return false; /* until the store reports its clone strategy */
+}

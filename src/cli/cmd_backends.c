@@ -1,0 +1,84 @@
+/* SPDX-License-Identifier: MIT */
+/* `kis sandbox backends`: the matrix of what this build and this host can
+ * enforce, probed now (never written down). */
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+static void net_modes(unsigned bits, char *buf, size_t n)
+{
+	buf[0] = '\0';
+	for (unsigned m = 0; m < KIS_NET__COUNT; m++)
+		if (bits & (1u << m)) {
+			size_t o = strlen(buf);
+			snprintf(buf + o, n - o, "%s%s", o ? "," : "", kis_net_mode_name(m));
+		}
+	if (!buf[0])
+		snprintf(buf, n, "-");
+}
+
+static const char *yes_no(bool b)
+{
+	return b ? "yes" : "-";
+}
+
+int cmd_backends(int argc, char **argv)
+{
+	bool json = false;
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+			puts("Usage: kis sandbox backends [--json]\n\n"
+			     "Probe this host and print, for each backend compiled in, the tier it\n"
+			     "serves and what it can enforce here: copy-on-write workspaces, durable\n"
+			     "shells, native binaries, network modes, seccomp, snapshots, terminals,\n"
+			     "the accelerator (microvm), and why a backend is absent.");
+			return 0;
+		}
+		if (!strcmp(argv[i], "--json"))
+			json = true;
+		else
+			return cli_usage_error("backends", "unknown option '%s'", argv[i]);
+	}
+	size_t n;
+	const struct kis_backend *const *b = kis_backends(&n);
+	json_t *arr = json_array();
+	if (!json)
+		printf("%-12s %-10s %-4s %-6s %-7s %-24s %-8s %-9s %-4s %-6s %s\n", "BACKEND", "TIERS",
+		       "CoW", "SHELL", "NATIVE", "NETWORK", "SECCOMP", "SNAPSHOT", "TTY", "ACCEL",
+		       "STATUS");
+	for (size_t i = 0; i < n; i++) {
+		struct kis_caps c;
+		b[i]->probe(&c);
+		char net[64];
+		net_modes(c.present ? c.net_modes : 0, net, sizeof(net));
+		if (json) {
+			json_t *o = json_pack(
+				"{s:s, s:[s], s:b, s:b, s:b, s:b, s:s%, s:b, s:b, s:b, s:s}", "backend",
+				b[i]->name, "tiers", kis_tier_name(b[i]->tier), "available", c.present,
+				"cow", c.present && c.cow, "shell", c.present && c.shell, "native",
+				c.present && c.native, "network", net, strlen(net), "seccomp",
+				c.present && c.seccomp, "snapshot", c.present && c.snapshot, "tty",
+				c.present && c.tty, "accel", c.accel);
+			if (!c.present)
+				json_object_set_new(o, "why_absent", json_string(c.why_absent));
+			json_array_append_new(arr, o);
+			continue;
+		}
+		printf("%-12s %-10s %-4s %-6s %-7s %-24s %-8s %-9s %-4s %-6s %s\n", b[i]->name,
+		       kis_tier_name(b[i]->tier), yes_no(c.present && c.cow), yes_no(c.present && c.shell),
+		       yes_no(c.present && c.native), net, yes_no(c.present && c.seccomp),
+		       yes_no(c.present && c.snapshot), yes_no(c.present && c.tty), c.accel[0] ? c.accel : "-",
+		       c.present ? "available" : c.why_absent);
+	}
+	if (json) {
+		char *s = json_dumps(arr, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+		if (s)
+			printf("%s\n", s);
+		free(s);
+	}
+	json_decref(arr);
+	return 0;
+}

@@ -1,0 +1,111 @@
+/* SPDX-License-Identifier: MIT */
+/* `kis sandbox run`: clone (--base) or use (--workspace) a workspace and run
+ * one command; streams live, or the whole result as JSON with --json. */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "flags.h"
+
+static int cancel_pipe[2] = {-1, -1};
+
+static void on_signal(int sig)
+{
+	(void)sig;
+	int saved = errno;
+	if (cancel_pipe[1] >= 0) {
+		ssize_t r = write(cancel_pipe[1], "x", 1);
+		(void)r;
+	}
+	errno = saved;
+}
+
+static void help(void)
+{
+	puts("Usage: kis sandbox run [OPTIONS] -- COMMAND [ARG...]\n\n"
+	     "Run one command in a fresh sandbox and report how it ended. Without --json\n"
+	     "the command's streams pass through live and kis exits with the command's\n"
+	     "status: its own exit code, 126 if it could not be executed, 127 if not\n"
+	     "found, 128+N if killed by signal N, 125 if the engine refused or failed.\n\n"
+	     "Deny-all by default: no network, the safe default limits. The process tier\n"
+	     "runs unconfined and is never chosen automatically.\n\n"
+	     "Options:");
+	cli_profile_flags_help(stdout);
+	puts("\nExamples:\n"
+	     "  kis sandbox run --tier process --allow-process-tier -- echo hello\n"
+	     "  kis sandbox run --json --timeout 2s --allow-process-tier --tier process -- sleep 5");
+}
+
+int cmd_run(int argc, char **argv)
+{
+	if (cli_wants_help(argc, argv)) {
+		help();
+		return 0;
+	}
+	struct cli_opts o = {0};
+	kis_profile_init(&o.profile);
+	int rc = cli_parse_profile_flags("run", argc, argv, &o);
+	if (rc) {
+		kis_profile_release(&o.profile);
+		return rc;
+	}
+	if (o.cmd_index >= argc) {
+		kis_profile_release(&o.profile);
+		return cli_usage_error("run", "no command: give it after '--'");
+	}
+
+	/* SIGINT/SIGTERM/SIGHUP cancel the run (reason 'cancelled'); a broken
+	 * stdout must not kill the engine mid-run. */
+	if (pipe2(cancel_pipe, O_CLOEXEC | O_NONBLOCK) < 0) {
+		kis_profile_release(&o.profile);
+		return cli_fail(NULL);
+	}
+	struct sigaction sa = {.sa_handler = on_signal};
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);
+	signal(SIGPIPE, SIG_IGN);
+
+	struct kis_run_options ro = {
+		.io = {.stdin_fd = STDIN_FILENO, .capture = o.json, .stdout_fd = STDOUT_FILENO,
+		       .stderr_fd = STDERR_FILENO, .cancel_fd = cancel_pipe[0]},
+		.dry_run = o.dry_run,
+		.store_root = o.store_root,
+	};
+	struct kis_result res;
+	kis_result_init(&res);
+	struct kis_error *err = NULL;
+	char *plan = NULL;
+	int r = kis_run(&o.profile, argv + o.cmd_index, &ro, &res, &plan, &err);
+	kis_profile_release(&o.profile);
+	if (r < 0) {
+		kis_result_release(&res);
+		return cli_fail(err);
+	}
+	if (o.dry_run) {
+		printf("%s\n", plan ? plan : "{}");
+		free(plan);
+		kis_result_release(&res);
+		return 0;
+	}
+	int status = kis_result_exit_status(&res);
+	if (o.json) {
+		char *j = kis_result_to_json(&res);
+		if (j)
+			printf("%s\n", j);
+		free(j);
+	} else if (res.reason != KIS_REASON_EXITED) {
+		fprintf(stderr, "kis: %s%s%s\n", kis_reason_name(res.reason),
+			res.detail ? ": " : "", res.detail ? res.detail : "");
+	}
+	if (res.workspace && res.workspace_kept && !o.json)
+		fprintf(stderr, "kis: workspace %s kept\n", res.workspace);
+	kis_result_release(&res);
+	return status;
+}

@@ -1,0 +1,124 @@
+/* SPDX-License-Identifier: MIT */
+/* The profile flags shared by `run` and `create`: each flag maps onto one
+ * profile field (DESIGN.md, The command line); --profile FILE is read first
+ * and the flags then override it field by field, in order. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "flags.h"
+
+struct flag {
+	const char *name;
+	const char *field; /* NULL for the CLI's own options */
+	bool takes_value;
+	const char *help;
+};
+
+static const struct flag flags[] = {
+	{"--profile", NULL, true, "FILE  read the profile (JSON) from FILE first"},
+	{"--tier", "tier", true, "T  auto|process|wasm|host|container|microvm (default auto)"},
+	{"--backend", "backend", true, "B  pin a backend inside the tier"},
+	{"--base", "base", true, "ID  clone a fresh workspace from this base"},
+	{"--workspace", "workspace", true, "ID  use this existing workspace"},
+	{"--keep", "keep", false, "keep the workspace a --base run cloned"},
+	{"--root", "root", true, "host|workspace  system view, or the workspace as /"},
+	{"--net", "network.mode", true, "off|loopback|egress|host  (default off)"},
+	{"--timeout", "limits.wall_ms", true, "DUR  wall-clock limit (500ms, 2s, 1m)"},
+	{"--cpu-time", "limits.cpu_ms", true, "DUR  CPU-time limit"},
+	{"--memory", "limits.memory_bytes", true, "SIZE  memory limit (k, M, G)"},
+	{"--pids", "limits.pids", true, "N  process limit"},
+	{"--output-limit", "limits.output_bytes", true, "SIZE  stdout+stderr limit"},
+	{"--file-size", "limits.file_bytes", true, "SIZE  largest file the command may write"},
+	{"--open-files", "limits.open_files", true, "N  descriptors per process"},
+	{"--env", "env", true, "K=V  set an environment variable (repeatable)"},
+	{"--cwd", "cwd", true, "DIR  working directory inside the sandbox"},
+	{"--tty", "tty.enabled", false, "a real terminal for the command"},
+	{"--allow-process-tier", "escape_hatch.allow_process_tier", false,
+	 "escape hatch: allow the unconfined process tier"},
+	{"--allow-net-host", "escape_hatch.allow_net_host", false,
+	 "escape hatch: allow host networking"},
+	{"--json", NULL, false, "print the result as JSON (streams captured)"},
+	{"--dry-run", NULL, false, "print the plan and run nothing"},
+	{"--store-root", NULL, true, "DIR  the store (default $KIS_SANDBOX_ROOT or /var/lib/kis/sandbox)"},
+};
+
+void cli_profile_flags_help(FILE *f)
+{
+	for (size_t i = 0; i < sizeof(flags) / sizeof(flags[0]); i++) {
+		const char *h = flags[i].help;
+		const char *sp = flags[i].takes_value ? strchr(h, ' ') : NULL;
+		char left[64];
+		if (sp)
+			snprintf(left, sizeof(left), "%s %.*s", flags[i].name, (int)(sp - h), h);
+		else
+			snprintf(left, sizeof(left), "%s", flags[i].name);
+		fprintf(f, "  %-30s %s\n", left, sp ? sp + 2 : h);
+	}
+}
+
+static const struct flag *lookup(const char *arg, size_t len)
+{
+	for (size_t i = 0; i < sizeof(flags) / sizeof(flags[0]); i++)
+		if (strlen(flags[i].name) == len && !strncmp(flags[i].name, arg, len))
+			return &flags[i];
+	return NULL;
+}
+
+int cli_parse_profile_flags(const char *verb, int argc, char **argv, struct cli_opts *o)
+{
+	struct kis_error *err = NULL;
+	int end = argc;
+	for (int i = 1; i < argc; i++)
+		if (!strcmp(argv[i], "--")) {
+			end = i;
+			break;
+		}
+	/* Pass 1: --profile, so that flags override it wherever they stand. */
+	for (int i = 1; i < end; i++) {
+		const char *a = argv[i];
+		const char *val = NULL;
+		if (!strcmp(a, "--profile") && i + 1 < end)
+			val = argv[i + 1];
+		else if (!strncmp(a, "--profile=", 10))
+			val = a + 10;
+		if (val && kis_profile_merge_file(&o->profile, val, &err) < 0)
+			return cli_fail(err);
+	}
+	for (int i = 1; i < end; i++) {
+		const char *a = argv[i];
+		if (strncmp(a, "--", 2))
+			return cli_usage_error(verb, "unexpected argument '%s' (the command goes after '--')", a);
+		const char *eq = strchr(a, '=');
+		size_t len = eq ? (size_t)(eq - a) : strlen(a);
+		const struct flag *f = lookup(a, len);
+		if (!f)
+			return cli_usage_error(verb, "unknown option '%.*s'", (int)len, a);
+		const char *val = "true";
+		if (f->takes_value) {
+			if (eq)
+				val = eq + 1;
+			else if (i + 1 < end)
+				val = argv[++i];
+			else
+				return cli_usage_error(verb, "option '%s' needs a value", f->name);
+		} else if (eq) {
+			return cli_usage_error(verb, "option '%s' takes no value", f->name);
+		}
+		if (f->field) {
+			if (kis_profile_set(&o->profile, f->field, val, &err) < 0) {
+				kis_error_wrap(&err, "%s", f->name);
+				return cli_fail(err);
+			}
+		} else if (!strcmp(f->name, "--json")) {
+			o->json = true;
+		} else if (!strcmp(f->name, "--dry-run")) {
+			o->dry_run = true;
+		} else if (!strcmp(f->name, "--store-root")) {
+			o->store_root = val;
+		}
+	}
+	o->cmd_index = end < argc ? end + 1 : argc;
+	return 0;
+}

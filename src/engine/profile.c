@@ -1,0 +1,569 @@
+/* SPDX-License-Identifier: MIT */
+/* The profile: its deny-all zero value, the JSON reader and the flag setter.
+ * Both go through one field table, so a flag and a JSON field cannot differ. */
+#include "util.h"
+
+#include <ctype.h>
+#include <jansson.h>
+#include <limits.h>
+#include <stddef.h>
+#include <string.h>
+
+#include "kis/id.h"
+#include "kis/profile.h"
+
+enum field_kind {
+	F_TIER,
+	F_NAME,    /* backend name: [a-z0-9-] */
+	F_ID,      /* base / workspace id */
+	F_BOOL,
+	F_ROOT,
+	F_NET,
+	F_MS,      /* duration in milliseconds; flags take a unit */
+	F_BYTES,   /* size in bytes; flags take k, M, G */
+	F_COUNT,
+	F_TTYDIM,  /* 1..4096 */
+	F_PATH,    /* absolute path inside the sandbox */
+	F_ENV,
+};
+
+struct field {
+	const char *path;
+	enum field_kind kind;
+	size_t off;
+};
+
+#define FIELD(p, k, member) {p, k, offsetof(struct kis_profile, member)}
+static const struct field fields[] = {
+	FIELD("tier", F_TIER, tier),
+	FIELD("backend", F_NAME, backend),
+	FIELD("base", F_ID, base),
+	FIELD("workspace", F_ID, workspace),
+	FIELD("keep", F_BOOL, keep),
+	FIELD("root", F_ROOT, root),
+	FIELD("network.mode", F_NET, net),
+	FIELD("limits.wall_ms", F_MS, limits.wall_ms),
+	FIELD("limits.cpu_ms", F_MS, limits.cpu_ms),
+	FIELD("limits.memory_bytes", F_BYTES, limits.memory_bytes),
+	FIELD("limits.pids", F_COUNT, limits.pids),
+	FIELD("limits.output_bytes", F_BYTES, limits.output_bytes),
+	FIELD("limits.file_bytes", F_BYTES, limits.file_bytes),
+	FIELD("limits.open_files", F_COUNT, limits.open_files),
+	FIELD("env", F_ENV, env),
+	FIELD("cwd", F_PATH, cwd),
+	FIELD("tty.enabled", F_BOOL, tty.enabled),
+	FIELD("tty.rows", F_TTYDIM, tty.rows),
+	FIELD("tty.cols", F_TTYDIM, tty.cols),
+	FIELD("escape_hatch.allow_process_tier", F_BOOL, escape_hatch.allow_process_tier),
+	FIELD("escape_hatch.allow_net_host", F_BOOL, escape_hatch.allow_net_host),
+};
+#undef FIELD
+
+/* Objects that group fields: a JSON key naming one of them recurses. */
+static const char *const groups[] = {"network", "limits", "tty", "escape_hatch"};
+
+static const char *const tier_names[KIS_TIER__COUNT] = {
+	[KIS_TIER_AUTO] = "auto",	  [KIS_TIER_PROCESS] = "process",
+	[KIS_TIER_WASM] = "wasm",	  [KIS_TIER_HOST] = "host",
+	[KIS_TIER_CONTAINER] = "container", [KIS_TIER_MICROVM] = "microvm",
+};
+static const char *const net_names[KIS_NET__COUNT] = {
+	[KIS_NET_OFF] = "off", [KIS_NET_LOOPBACK] = "loopback",
+	[KIS_NET_EGRESS] = "egress", [KIS_NET_HOST] = "host",
+};
+
+const char *kis_tier_name(enum kis_tier t)
+{
+	return (unsigned)t < KIS_TIER__COUNT ? tier_names[t] : "unknown";
+}
+
+int kis_tier_parse(const char *s, enum kis_tier *out)
+{
+	for (unsigned i = 0; i < KIS_TIER__COUNT; i++)
+		if (s && !strcmp(s, tier_names[i])) {
+			*out = (enum kis_tier)i;
+			return 0;
+		}
+	return -1;
+}
+
+const char *kis_net_mode_name(enum kis_net_mode m)
+{
+	return (unsigned)m < KIS_NET__COUNT ? net_names[m] : "unknown";
+}
+
+int kis_net_mode_parse(const char *s, enum kis_net_mode *out)
+{
+	for (unsigned i = 0; i < KIS_NET__COUNT; i++)
+		if (s && !strcmp(s, net_names[i])) {
+			*out = (enum kis_net_mode)i;
+			return 0;
+		}
+	return -1;
+}
+
+void kis_profile_init(struct kis_profile *p)
+{
+	memset(p, 0, sizeof(*p));
+	p->tier = KIS_TIER_AUTO;
+	p->net = KIS_NET_OFF;
+	p->root = KIS_ROOT_HOST;
+	p->tty.rows = 24;
+	p->tty.cols = 80;
+}
+
+void kis_profile_release(struct kis_profile *p)
+{
+	if (!p)
+		return;
+	free(p->backend);
+	free(p->base);
+	free(p->workspace);
+	free(p->cwd);
+	for (size_t i = 0; i < p->n_env; i++)
+		free(p->env[i]);
+	free(p->env);
+	kis_profile_init(p);
+}
+
+void kis_limits_resolve(const struct kis_limits *in, struct kis_limits *out)
+{
+	*out = *in;
+#define DEFAULT(f, v) \
+	if (!out->f)  \
+		out->f = (v);
+	DEFAULT(wall_ms, KIS_DEFAULT_WALL_MS)
+	DEFAULT(cpu_ms, KIS_DEFAULT_CPU_MS)
+	DEFAULT(memory_bytes, KIS_DEFAULT_MEMORY_BYTES)
+	DEFAULT(pids, KIS_DEFAULT_PIDS)
+	DEFAULT(output_bytes, KIS_DEFAULT_OUTPUT_BYTES)
+	DEFAULT(file_bytes, KIS_DEFAULT_FILE_BYTES)
+	DEFAULT(open_files, KIS_DEFAULT_OPEN_FILES)
+#undef DEFAULT
+}
+
+/* ---- units ---- */
+
+static int parse_number(const char *s, uint64_t *num, const char **rest)
+{
+	if (!s || !isdigit((unsigned char)*s))
+		return -1;
+	uint64_t v = 0;
+	while (isdigit((unsigned char)*s)) {
+		unsigned d = (unsigned)(*s - '0');
+		if (v > (UINT64_MAX - d) / 10)
+			return -1;
+		v = v * 10 + d;
+		s++;
+	}
+	*num = v;
+	*rest = s;
+	return 0;
+}
+
+static int mul_checked(uint64_t a, uint64_t b, uint64_t *out)
+{
+	if (b && a > UINT64_MAX / b)
+		return -1;
+	*out = a * b;
+	return 0;
+}
+
+int kis_parse_duration_ms(const char *s, uint64_t *out, struct kis_error **err)
+{
+	uint64_t v;
+	const char *unit;
+	if (parse_number(s, &v, &unit) < 0)
+		goto bad;
+	uint64_t mul;
+	if (!*unit || !strcmp(unit, "ms"))
+		mul = 1;
+	else if (!strcmp(unit, "s"))
+		mul = 1000;
+	else if (!strcmp(unit, "m"))
+		mul = 60 * 1000;
+	else if (!strcmp(unit, "h"))
+		mul = 3600 * 1000;
+	else
+		goto bad;
+	if (mul_checked(v, mul, out) < 0)
+		goto bad;
+	return 0;
+bad:
+	return kis_error_set(err, KIS_E_INVALID_ARGUMENT, 0,
+			     "'%s' is not a duration: write a number with ms, s, m or h (e.g. 500ms, 2s)",
+			     s ? s : "");
+}
+
+int kis_parse_size(const char *s, uint64_t *out, struct kis_error **err)
+{
+	uint64_t v;
+	const char *unit;
+	if (parse_number(s, &v, &unit) < 0)
+		goto bad;
+	uint64_t mul;
+	if (!*unit)
+		mul = 1;
+	else if (!strcmp(unit, "k") || !strcmp(unit, "K"))
+		mul = 1ull << 10;
+	else if (!strcmp(unit, "M"))
+		mul = 1ull << 20;
+	else if (!strcmp(unit, "G"))
+		mul = 1ull << 30;
+	else
+		goto bad;
+	if (mul_checked(v, mul, out) < 0)
+		goto bad;
+	return 0;
+bad:
+	return kis_error_set(err, KIS_E_INVALID_ARGUMENT, 0,
+			     "'%s' is not a size: write a number of bytes, optionally with k, M or G",
+			     s ? s : "");
+}
+
+/* ---- setting one field ---- */
+
+static int bad(struct kis_error **err, const char *path, const char *fmt, const char *what)
+{
+	return kis_error_set(err, KIS_E_INVALID_PROFILE, 0, "%s: %s '%s'", path, fmt, what);
+}
+
+static int env_valid_key(const char *k, size_t n)
+{
+	if (!n)
+		return 0;
+	for (size_t i = 0; i < n; i++)
+		if (k[i] == '=' || k[i] == '\0')
+			return 0;
+	return 1;
+}
+
+/* Add or replace KEY=VALUE; keys stay unique, order of first appearance. */
+static int env_put(struct kis_profile *p, const char *key, size_t klen, const char *val,
+		   struct kis_error **err)
+{
+	char *kv = NULL;
+	if (asprintf(&kv, "%.*s=%s", (int)klen, key, val) < 0)
+		return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "cannot store env");
+	for (size_t i = 0; i < p->n_env; i++)
+		if (!strncmp(p->env[i], key, klen) && p->env[i][klen] == '=') {
+			free(p->env[i]);
+			p->env[i] = kv;
+			return 0;
+		}
+	char **grown = realloc(p->env, (p->n_env + 2) * sizeof(*grown));
+	if (!grown) {
+		free(kv);
+		return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "cannot store env");
+	}
+	p->env = grown;
+	p->env[p->n_env++] = kv;
+	p->env[p->n_env] = NULL;
+	return 0;
+}
+
+static int set_string_field(char **slot, const char *path, enum field_kind kind, const char *v,
+			    struct kis_error **err)
+{
+	if (kind == F_ID) {
+		struct kis_error *e = NULL;
+		if (kis_id_validate(v, path, &e) < 0) {
+			kis_error_set(err, KIS_E_INVALID_PROFILE, 0, "%s", e ? e->message : path);
+			kis_error_free(e);
+			return -1;
+		}
+	} else if (kind == F_NAME) {
+		if (!*v || strspn(v, "abcdefghijklmnopqrstuvwxyz0123456789-") != strlen(v))
+			return bad(err, path, "expected a backend name (see 'kis sandbox backends'), not", v);
+	} else if (kind == F_PATH) {
+		if (v[0] != '/')
+			return bad(err, path, "expected an absolute path, not", v);
+	}
+	char *dup = strdup(v);
+	if (!dup)
+		return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "%s: out of memory", path);
+	free(*slot);
+	*slot = dup;
+	return 0;
+}
+
+/* Store a number in the field, checking its range. */
+static int set_number_field(struct kis_profile *p, const struct field *f, uint64_t v,
+			    struct kis_error **err)
+{
+	void *slot = (char *)p + f->off;
+	if (f->kind == F_TTYDIM) {
+		if (v < 1 || v > 4096)
+			return kis_error_set(err, KIS_E_INVALID_PROFILE, 0,
+					     "%s: expected 1 to 4096, not %llu", f->path,
+					     (unsigned long long)v);
+		*(unsigned *)slot = (unsigned)v;
+	} else {
+		*(uint64_t *)slot = v;
+	}
+	return 0;
+}
+
+static const struct field *find_field(const char *path)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(fields); i++)
+		if (!strcmp(fields[i].path, path))
+			return &fields[i];
+	return NULL;
+}
+
+int kis_profile_set(struct kis_profile *p, const char *path, const char *v,
+		    struct kis_error **err)
+{
+	const struct field *f = find_field(path);
+	if (!f)
+		return kis_error_set(err, KIS_E_INVALID_PROFILE, 0, "%s: unknown field", path);
+	if (!v)
+		v = "";
+	void *slot = (char *)p + f->off;
+	uint64_t num = 0;
+	struct kis_error *e = NULL;
+	int r = 0;
+	switch (f->kind) {
+	case F_TIER:
+		if (kis_tier_parse(v, slot) < 0)
+			return bad(err, path, "expected auto, process, wasm, host, container or microvm, not", v);
+		return 0;
+	case F_NET:
+		if (kis_net_mode_parse(v, slot) < 0)
+			return bad(err, path, "expected off, loopback, egress or host, not", v);
+		return 0;
+	case F_ROOT:
+		if (!strcmp(v, "host"))
+			*(enum kis_root_mode *)slot = KIS_ROOT_HOST;
+		else if (!strcmp(v, "workspace"))
+			*(enum kis_root_mode *)slot = KIS_ROOT_WORKSPACE;
+		else
+			return bad(err, path, "expected host or workspace, not", v);
+		return 0;
+	case F_BOOL:
+		if (!strcmp(v, "true") || !strcmp(v, "1"))
+			*(bool *)slot = true;
+		else if (!strcmp(v, "false") || !strcmp(v, "0"))
+			*(bool *)slot = false;
+		else
+			return bad(err, path, "expected true or false, not", v);
+		return 0;
+	case F_NAME:
+	case F_ID:
+	case F_PATH:
+		return set_string_field(slot, path, f->kind, v, err);
+	case F_MS:
+		r = kis_parse_duration_ms(v, &num, &e);
+		break;
+	case F_BYTES:
+		r = kis_parse_size(v, &num, &e);
+		break;
+	case F_COUNT:
+	case F_TTYDIM: {
+		const char *rest;
+		if (parse_number(v, &num, &rest) < 0 || *rest)
+			return bad(err, path, "expected a whole number, not", v);
+		break;
+	}
+	case F_ENV: {
+		const char *eq = strchr(v, '=');
+		if (!eq || !env_valid_key(v, (size_t)(eq - v)))
+			return bad(err, path, "expected KEY=VALUE, not", v);
+		return env_put(p, v, (size_t)(eq - v), eq + 1, err);
+	}
+	default:
+		return kis_error_set(err, KIS_E_INTERNAL, 0, "%s: unhandled field kind", path);
+	}
+	if (r < 0) {
+		kis_error_set(err, KIS_E_INVALID_PROFILE, 0, "%s: %s", path, e->message);
+		kis_error_free(e);
+		return -1;
+	}
+	return set_number_field(p, f, num, err);
+}
+
+/* ---- JSON ---- */
+
+static int json_set_field(struct kis_profile *p, const struct field *f, json_t *v,
+			  struct kis_error **err)
+{
+	switch (f->kind) {
+	case F_BOOL:
+		if (!json_is_boolean(v))
+			return kis_error_set(err, KIS_E_INVALID_PROFILE, 0,
+					     "%s: expected true or false", f->path);
+		*(bool *)((char *)p + f->off) = json_is_true(v);
+		return 0;
+	case F_MS:
+	case F_BYTES:
+	case F_COUNT:
+	case F_TTYDIM:
+		if (!json_is_integer(v) || json_integer_value(v) < 0)
+			return kis_error_set(err, KIS_E_INVALID_PROFILE, 0,
+					     "%s: expected a non-negative integer%s", f->path,
+					     f->kind == F_MS ? " of milliseconds" :
+					     f->kind == F_BYTES ? " of bytes" : "");
+		return set_number_field(p, f, (uint64_t)json_integer_value(v), err);
+	case F_ENV: {
+		if (!json_is_object(v))
+			return kis_error_set(err, KIS_E_INVALID_PROFILE, 0,
+					     "env: expected an object of strings");
+		const char *k;
+		json_t *val;
+		json_object_foreach(v, k, val) {
+			if (!json_is_string(val))
+				return kis_error_set(err, KIS_E_INVALID_PROFILE, 0,
+						     "env.%s: expected a string", k);
+			if (!env_valid_key(k, strlen(k)))
+				return kis_error_set(err, KIS_E_INVALID_PROFILE, 0,
+						     "env.%s: a name may not be empty or hold '='", k);
+			TRY(env_put(p, k, strlen(k), json_string_value(val), err));
+		}
+		return 0;
+	}
+	case F_TIER:
+	case F_NAME:
+	case F_ID:
+	case F_ROOT:
+	case F_NET:
+	case F_PATH:
+		if (!json_is_string(v))
+			return kis_error_set(err, KIS_E_INVALID_PROFILE, 0, "%s: expected a string",
+					     f->path);
+		if (strlen(json_string_value(v)) != json_string_length(v))
+			return kis_error_set(err, KIS_E_INVALID_PROFILE, 0,
+					     "%s: holds a NUL character", f->path);
+		return kis_profile_set(p, f->path, json_string_value(v), err);
+	default:
+		return kis_error_set(err, KIS_E_INTERNAL, 0, "%s: unhandled field kind", f->path);
+	}
+}
+
+static int json_merge_object(struct kis_profile *p, json_t *obj, const char *prefix,
+			     struct kis_error **err)
+{
+	const char *key;
+	json_t *v;
+	json_object_foreach(obj, key, v) {
+		char path[128];
+		if (snprintf(path, sizeof(path), "%s%s%s", prefix, *prefix ? "." : "", key) >=
+		    (int)sizeof(path))
+			return kis_error_set(err, KIS_E_INVALID_PROFILE, 0, "%s...: unknown field",
+					     prefix);
+		const struct field *f = find_field(path);
+		if (f) {
+			TRY(json_set_field(p, f, v, err));
+			continue;
+		}
+		bool group = false;
+		if (!*prefix)
+			for (size_t i = 0; i < ARRAY_SIZE(groups); i++)
+				group |= !strcmp(key, groups[i]);
+		if (!group)
+			return kis_error_set(err, KIS_E_INVALID_PROFILE, 0, "%s: unknown field", path);
+		if (!json_is_object(v))
+			return kis_error_set(err, KIS_E_INVALID_PROFILE, 0, "%s: expected an object",
+					     path);
+		TRY(json_merge_object(p, v, path, err));
+	}
+	return 0;
+}
+
+int kis_profile_merge_json(struct kis_profile *p, const char *text, size_t len,
+			   struct kis_error **err)
+{
+	json_error_t jerr;
+	json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
+	if (!root)
+		return kis_error_set(err, KIS_E_INVALID_PROFILE, 0, "line %d column %d: %s",
+				     jerr.line, jerr.column, jerr.text);
+	int r;
+	if (!json_is_object(root))
+		r = kis_error_set(err, KIS_E_INVALID_PROFILE, 0, "(top level): expected an object");
+	else
+		r = json_merge_object(p, root, "", err);
+	json_decref(root);
+	return r;
+}
+
+int kis_profile_merge_file(struct kis_profile *p, const char *path, struct kis_error **err)
+{
+	_cleanup_fclose_ FILE *f = fopen(path, "re");
+	if (!f)
+		return kis_error_set(err, KIS_E_INVALID_PROFILE, errno, "cannot open profile '%s'",
+				     path);
+	_cleanup_free_ char *buf = NULL;
+	size_t len = 0, cap = 0;
+	for (;;) {
+		if (len + 4096 > cap) {
+			if (cap >= (16u << 20))
+				return kis_error_set(err, KIS_E_INVALID_PROFILE, 0,
+						     "profile '%s' is larger than 16 MiB", path);
+			cap = cap ? cap * 2 : 8192;
+			char *g = realloc(buf, cap);
+			if (!g)
+				return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "reading '%s'", path);
+			buf = g;
+		}
+		size_t n = fread(buf + len, 1, cap - len, f);
+		len += n;
+		if (n == 0) {
+			if (ferror(f))
+				return kis_error_set(err, KIS_E_INVALID_PROFILE, errno,
+						     "cannot read profile '%s'", path);
+			break;
+		}
+	}
+	if (kis_profile_merge_json(p, buf, len, err) < 0)
+		return kis_error_wrap(err, "profile '%s'", path);
+	return 0;
+}
+
+int kis_profile_check_hatches(const struct kis_profile *p, struct kis_error **err)
+{
+	if (p->tier == KIS_TIER_PROCESS && !p->escape_hatch.allow_process_tier)
+		return kis_error_set(err, KIS_E_ESCAPE_HATCH_FORBIDDEN, 0,
+				     "the process tier runs unconfined and requires "
+				     "escape_hatch.allow_process_tier");
+	if (p->net == KIS_NET_HOST && !p->escape_hatch.allow_net_host)
+		return kis_error_set(err, KIS_E_ESCAPE_HATCH_FORBIDDEN, 0,
+				     "host networking removes network confinement and requires "
+				     "escape_hatch.allow_net_host");
+	return 0;
+}
+
+static json_t *str_or_null(const char *s)
+{
+	return s ? json_string(s) : json_null();
+}
+
+char *kis_profile_to_json(const struct kis_profile *p)
+{
+	json_t *env = json_object();
+	for (size_t i = 0; i < p->n_env; i++) {
+		const char *eq = strchr(p->env[i], '=');
+		_cleanup_free_ char *k = strndup(p->env[i], (size_t)(eq - p->env[i]));
+		if (k)
+			json_object_set_new(env, k, json_string(eq + 1));
+	}
+	json_t *o = json_pack(
+		"{s:s, s:o, s:o, s:o, s:b, s:s, s:{s:s}, "
+		"s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I}, s:o, s:o, s:{s:b, s:i, s:i}, s:{s:b, s:b}}",
+		"tier", kis_tier_name(p->tier), "backend", str_or_null(p->backend), "base",
+		str_or_null(p->base), "workspace", str_or_null(p->workspace), "keep", p->keep,
+		"root", p->root == KIS_ROOT_HOST ? "host" : "workspace", "network", "mode",
+		kis_net_mode_name(p->net), "limits", "wall_ms", (json_int_t)p->limits.wall_ms,
+		"cpu_ms", (json_int_t)p->limits.cpu_ms, "memory_bytes",
+		(json_int_t)p->limits.memory_bytes, "pids", (json_int_t)p->limits.pids,
+		"output_bytes", (json_int_t)p->limits.output_bytes, "file_bytes",
+		(json_int_t)p->limits.file_bytes, "open_files", (json_int_t)p->limits.open_files,
+		"env", env, "cwd", str_or_null(p->cwd), "tty", "enabled", p->tty.enabled, "rows",
+		(int)p->tty.rows, "cols", (int)p->tty.cols, "escape_hatch", "allow_process_tier",
+		p->escape_hatch.allow_process_tier, "allow_net_host", p->escape_hatch.allow_net_host);
+	if (!o)
+		return NULL;
+	char *s = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+	json_decref(o);
+	return s;
+}

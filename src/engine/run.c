@@ -1,0 +1,87 @@
+/* SPDX-License-Identifier: MIT */
+/* kis_run: one command, start to end: hatches, selection, workspace,
+ * plan, run, teardown. Stateless: everything comes from the profile. */
+#include "util.h"
+
+#include <string.h>
+
+#include "kis/sandbox.h"
+
+static int open_workspace(const struct kis_profile *p, const struct kis_run_options *o,
+			  struct kis_result *res, char **path, struct kis_error **err)
+{
+	(void)o;
+	(void)res;
+	*path = NULL;
+	if (!p->base && !p->workspace)
+		return 0;
+	return kis_error_set(err, KIS_E_INVALID_ARGUMENT, 0,
+			     "workspaces are not available in this build yet");
+}
+
+static void close_workspace(const struct kis_profile *p, const struct kis_run_options *o,
+			    struct kis_result *res)
+{
+	(void)p;
+	(void)o;
+	(void)res;
+}
+
+int kis_run(const struct kis_profile *p, char *const *argv, const struct kis_run_options *opts,
+	    struct kis_result *res, char **plan_json, struct kis_error **err)
+{
+	if (plan_json)
+		*plan_json = NULL;
+	TRY(kis_profile_check_hatches(p, err));
+	if (!argv || !argv[0] || !argv[0][0])
+		return kis_error_set(err, KIS_E_INVALID_ARGUMENT, 0,
+				     "no command to run: give it after '--'");
+	if (p->base && p->workspace)
+		return kis_error_set(err, KIS_E_INVALID_PROFILE, 0,
+				     "base and workspace: give one of them, not both");
+
+	const struct kis_backend *b = NULL;
+	struct kis_caps caps;
+	TRY(kis_select_backend(p, argv, &b, &caps, err));
+	/* The same check is in every backend's plan; here it fails before any
+	 * workspace is made. */
+	if (p->tty.enabled && !caps.tty)
+		return kis_error_set(err, KIS_E_TTY_UNSUPPORTED, 0,
+				     "the %s backend cannot give a terminal: drop tty.enabled (--tty)",
+				     b->name);
+	if (b->tier != KIS_TIER_PROCESS && !(caps.net_modes & (1u << p->net)))
+		return kis_error_set(err, KIS_E_PROFILE_UNSATISFIABLE, 0,
+				     "network.mode: the %s backend cannot enforce '%s'", b->name,
+				     kis_net_mode_name(p->net));
+
+	struct kis_run_request req = {.profile = p, .argv = argv, .io = opts->io};
+	kis_limits_resolve(&p->limits, &req.limits);
+	TRY(kis_id_mint('s', res->sandbox, err));
+	req.sandbox_id = res->sandbox;
+	res->tier = b->tier;
+	res->backend = b->name;
+
+	_cleanup_free_ char *ws_path = NULL;
+	struct kis_plan *plan = NULL;
+	if (b->plan(&caps, &req, &plan, err) < 0)
+		return -1;
+	if (opts->dry_run) {
+		if (plan_json)
+			*plan_json = b->describe(plan);
+		b->plan_free(plan);
+		return 0;
+	}
+	b->plan_free(plan);
+	plan = NULL;
+
+	/* Plan once without the workspace to refuse early, then for real. */
+	TRY(open_workspace(p, opts, res, &ws_path, err));
+	req.workspace_path = ws_path;
+	int r = b->plan(&caps, &req, &plan, err);
+	if (r >= 0) {
+		r = b->run(plan, res, err);
+		b->plan_free(plan);
+	}
+	close_workspace(p, opts, res);
+	return r;
+}

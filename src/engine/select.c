@@ -1,0 +1,102 @@
+/* SPDX-License-Identifier: MIT */
+/* The backend table and tier selection (DESIGN.md, Selection): a pinned
+ * backend or tier must be present; auto takes the most restrictive present
+ * tier that can run the command, and never the process tier. */
+#include "util.h"
+
+#include <fcntl.h>
+#include <string.h>
+
+#include "backends/common.h"
+#include "kis/backend.h"
+
+/* Weakest tier first; within a tier, preferred backend first. */
+static const struct kis_backend *const table[] = {
+	&kis_backend_process,
+};
+
+const struct kis_backend *const *kis_backends(size_t *n)
+{
+	*n = ARRAY_SIZE(table);
+	return table;
+}
+
+const struct kis_backend *kis_backend_find(const char *name)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(table); i++)
+		if (!strcmp(table[i]->name, name))
+			return table[i];
+	return NULL;
+}
+
+/* A module starts with "\0asm" (WebAssembly core spec, 5.5.16 Modules). */
+static bool is_wasm_file(const char *path)
+{
+	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+	unsigned char m[4];
+	return fd >= 0 && read(fd, m, 4) == 4 && !memcmp(m, "\0asm", 4);
+}
+
+static bool can_run(const struct kis_caps *c, const struct kis_backend *b, bool wasm)
+{
+	return wasm ? b->tier == KIS_TIER_WASM : c->native;
+}
+
+int kis_select_backend(const struct kis_profile *p, char *const *argv,
+		       const struct kis_backend **out, struct kis_caps *caps,
+		       struct kis_error **err)
+{
+	if (p->backend) {
+		const struct kis_backend *b = kis_backend_find(p->backend);
+		if (!b)
+			return kis_error_set(err, KIS_E_TIER_UNAVAILABLE, 0,
+					     "backend '%s' is not in this build: see 'kis sandbox "
+					     "backends'",
+					     p->backend);
+		if (p->tier != KIS_TIER_AUTO && p->tier != b->tier)
+			return kis_error_set(err, KIS_E_INVALID_PROFILE, 0,
+					     "backend: '%s' serves the %s tier, not the %s tier",
+					     b->name, kis_tier_name(b->tier), kis_tier_name(p->tier));
+		b->probe(caps);
+		if (!caps->present)
+			return kis_error_set(err, KIS_E_TIER_UNAVAILABLE, 0,
+					     "backend '%s' is not available on this host: %s", b->name,
+					     caps->why_absent);
+		*out = b;
+		return 0;
+	}
+	if (p->tier != KIS_TIER_AUTO) {
+		char why[400] = "";
+		for (size_t i = 0; i < ARRAY_SIZE(table); i++) {
+			if (table[i]->tier != p->tier)
+				continue;
+			table[i]->probe(caps);
+			if (caps->present) {
+				*out = table[i];
+				return 0;
+			}
+			size_t o = strlen(why);
+			snprintf(why + o, sizeof(why) - o, "%s%s: %s", o ? "; " : "", table[i]->name,
+				 caps->why_absent);
+		}
+		return kis_error_set(err, KIS_E_TIER_UNAVAILABLE, 0,
+				     "the %s tier is not available on this host%s%s",
+				     kis_tier_name(p->tier), *why ? ": " : " (no backend in this build)",
+				     why);
+	}
+	bool wasm = argv && argv[0] && is_wasm_file(argv[0]);
+	for (size_t i = ARRAY_SIZE(table); i-- > 0;) {
+		const struct kis_backend *b = table[i];
+		if (b->tier == KIS_TIER_PROCESS)
+			continue; /* never chosen implicitly: it is an escape hatch */
+		b->probe(caps);
+		if (caps->present && can_run(caps, b, wasm)) {
+			*out = b;
+			return 0;
+		}
+	}
+	return kis_error_set(err, KIS_E_TIER_UNAVAILABLE, 0,
+			     "no confining tier that can run this command is available on this "
+			     "host (see 'kis sandbox backends'); the process tier is never chosen "
+			     "automatically: pin it with --tier process --allow-process-tier");
+}

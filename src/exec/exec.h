@@ -1,0 +1,62 @@
+/* SPDX-License-Identifier: MIT */
+/* Spawning and supervising one command: shared by every backend that runs a
+ * native process and by the in-sandbox agent, so limits behave the same. */
+#ifndef KIS_EXEC_H
+#define KIS_EXEC_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "kis/error.h"
+#include "kis/profile.h"
+#include "kis/result.h"
+
+/* What to start. Everything is resolved by the caller. */
+struct kis_spawn {
+	char *const *argv;
+	char *const *envp;     /* the whole environment; PATH in it drives lookup */
+	const char *cwd;       /* NULL: inherit */
+	int stdin_fd;          /* -1: /dev/null */
+	const struct kis_limits *limits; /* rlimits: file_bytes, open_files, cpu backstop */
+	/* Runs in the child after the descriptors and rlimits are in place and
+	 * before exec: confinement (landlock, seccomp, ...). A failure is sent
+	 * back to the parent and fails the run with that error. */
+	int (*child_setup)(void *ctx, struct kis_error **err);
+	void *child_ctx;
+	bool foreground;       /* give the child the terminal of stdin_fd, if any */
+};
+
+/* Host-side checks the supervisor consults (cgroups, for example). */
+struct kis_supervise_hooks {
+	/* Called once the child exists, before it execs: put it in a cgroup. */
+	int (*attach)(void *ctx, pid_t pid, struct kis_error **err);
+	/* After the command ended by a signal: did a limit cause it? Set *reason
+	 * and return 1, or return 0. */
+	int (*explain)(void *ctx, enum kis_reason *reason, char **detail);
+	/* Kill every process the run made (a cgroup does it best); the process
+	 * group is always killed as well. */
+	void (*kill_all)(void *ctx);
+	void *ctx;
+};
+
+/* Where output goes: called for each chunk that fits the output limit. */
+typedef void (*kis_output_fn)(void *ctx, int stream_id, const char *buf, size_t n);
+
+struct kis_supervise {
+	uint64_t wall_ms, cpu_ms, output_bytes; /* resolved, never 0 */
+	bool capture;          /* append output to the result's streams */
+	int stdout_fd, stderr_fd; /* live destination when !capture and !sink */
+	kis_output_fn sink;    /* optional: overrides both of the above */
+	void *sink_ctx;
+	int cancel_fd;         /* readable means cancel the run; -1: none */
+	const struct kis_supervise_hooks *hooks; /* may be NULL */
+};
+
+/* Start the command and supervise it to the end. Returns 0 when the run
+ * happened (res says how it ended, including not found: setup_failed with
+ * exit_code 127) and < 0 when the engine itself failed. */
+int kis_exec_run(const struct kis_spawn *sp, const struct kis_supervise *sv, struct kis_result *res,
+		 struct kis_error **err);
+
+#endif

@@ -1,0 +1,170 @@
+/* SPDX-License-Identifier: MIT */
+/* The child side of a run, between fork and exec: descriptors, process
+ * group, rlimits, confinement hook, PATH lookup. Failures travel back to the
+ * parent over a SOCK_CLOEXEC socketpair (CONVENTIONS.md, rule 3). */
+#include "util.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <termios.h>
+
+#include "exec/spawn.h"
+
+void kis_child_report(int fd, enum kis_child_stage stage, int sys_errno, enum kis_errc code,
+		      const char *msg)
+{
+	struct kis_child_msg m;
+	memset(&m, 0, sizeof(m));
+	m.stage = (int32_t)stage;
+	m.sys_errno = sys_errno;
+	m.code = (int32_t)code;
+	snprintf(m.message, sizeof(m.message), "%s", msg ? msg : "");
+	ssize_t r = RETRY_EINTR(send(fd, &m, sizeof(m), MSG_NOSIGNAL));
+	(void)r;
+}
+
+static int set_rlimit(int resource, uint64_t soft, uint64_t hard)
+{
+	struct rlimit rl = {.rlim_cur = soft, .rlim_max = hard};
+	struct rlimit cur;
+	/* Never try to raise a hard limit we were given: lower only. */
+	if (getrlimit(resource, &cur) == 0 && cur.rlim_max != RLIM_INFINITY) {
+		if (rl.rlim_max > cur.rlim_max)
+			rl.rlim_max = cur.rlim_max;
+		if (rl.rlim_cur > rl.rlim_max)
+			rl.rlim_cur = rl.rlim_max;
+	}
+	return setrlimit(resource, &rl);
+}
+
+int kis_apply_rlimits(const struct kis_limits *l)
+{
+	if (!l)
+		return 0;
+	if (l->file_bytes && set_rlimit(RLIMIT_FSIZE, l->file_bytes, l->file_bytes) < 0)
+		return -1;
+	if (l->open_files && set_rlimit(RLIMIT_NOFILE, l->open_files, l->open_files) < 0)
+		return -1;
+	if (l->cpu_ms) {
+		/* A backstop for every process of the run: the supervisor stops the
+		 * command at cpu_ms exactly; RLIMIT_CPU (whole seconds) catches a
+		 * process the supervisor cannot see. SIGXCPU at the soft limit,
+		 * SIGKILL at the hard one (setrlimit(2)). */
+		uint64_t s = (l->cpu_ms + 999) / 1000 + 1;
+		if (set_rlimit(RLIMIT_CPU, s, s + 1) < 0)
+			return -1;
+	}
+	return set_rlimit(RLIMIT_CORE, 0, 0);
+}
+
+static const char *env_get(char *const *envp, const char *key)
+{
+	size_t n = strlen(key);
+	for (; envp && *envp; envp++)
+		if (!strncmp(*envp, key, n) && (*envp)[n] == '=')
+			return *envp + n + 1;
+	return NULL;
+}
+
+/* execvpe(3) searches the caller's PATH, not the one in envp: the command
+ * must be looked up in the sandbox's own environment, so search here. */
+int kis_exec_search(char *const *argv, char *const *envp)
+{
+	const char *cmd = argv[0];
+	if (!cmd || !*cmd) {
+		errno = ENOENT;
+		return -1;
+	}
+	if (strchr(cmd, '/')) {
+		execve(cmd, argv, envp);
+		return -1;
+	}
+	const char *path = env_get(envp, "PATH");
+	if (!path)
+		path = KIS_DEFAULT_PATH;
+	int saved = ENOENT;
+	size_t clen = strlen(cmd);
+	while (*path) {
+		const char *end = strchrnul(path, ':');
+		size_t dlen = (size_t)(end - path);
+		char full[4096];
+		if (dlen + 1 + clen + 1 <= sizeof(full)) {
+			memcpy(full, dlen ? path : ".", dlen ? dlen : 1);
+			size_t o = dlen ? dlen : 1;
+			full[o++] = '/';
+			memcpy(full + o, cmd, clen + 1);
+			execve(full, argv, envp);
+			if (errno == EACCES || errno == ENOEXEC || errno == EPERM)
+				saved = errno; /* found but not runnable: remember */
+			else if (errno != ENOENT && errno != ENOTDIR && errno != ELOOP &&
+				 errno != ENAMETOOLONG)
+				return -1;
+		}
+		path = *end ? end + 1 : end;
+	}
+	errno = saved;
+	return -1;
+}
+
+void kis_child_main(const struct kis_spawn *sp, int report_fd, int out_fd, int err_fd)
+{
+	/* Our own process group, so the supervisor can kill the whole group.
+	 * The parent calls setpgid too, to close the race (setpgid(2)). */
+	setpgid(0, 0);
+
+	sigset_t all;
+	sigemptyset(&all);
+	for (int s = 1; s < NSIG; s++)
+		signal(s, SIG_DFL);
+	sigprocmask(SIG_SETMASK, &all, NULL);
+
+	int in_fd = sp->stdin_fd;
+	if (in_fd < 0) {
+		in_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+		if (in_fd < 0) {
+			kis_child_report(report_fd, KIS_CHILD_SETUP, errno, KIS_E_INTERNAL,
+					 "cannot open /dev/null");
+			_exit(126);
+		}
+	}
+	/* dup2 clears FD_CLOEXEC on the target; a source already at its target
+	 * number keeps the flag, so clear it by hand then. */
+	int fds[3] = {in_fd, out_fd, err_fd};
+	for (int i = 0; i < 3; i++) {
+		if (fds[i] == i) {
+			int fl = fcntl(i, F_GETFD);
+			if (fl >= 0)
+				fcntl(i, F_SETFD, fl & ~FD_CLOEXEC);
+		} else if (dup2(fds[i], i) < 0) {
+			kis_child_report(report_fd, KIS_CHILD_SETUP, errno, KIS_E_INTERNAL,
+					 "cannot set up the standard streams");
+			_exit(126);
+		}
+	}
+	if (kis_apply_rlimits(sp->limits) < 0) {
+		kis_child_report(report_fd, KIS_CHILD_SETUP, errno, KIS_E_INTERNAL,
+				 "cannot set resource limits");
+		_exit(126);
+	}
+	if (sp->cwd && chdir(sp->cwd) < 0) {
+		char msg[300];
+		snprintf(msg, sizeof(msg), "cannot enter the working directory '%s'", sp->cwd);
+		kis_child_report(report_fd, KIS_CHILD_SETUP, errno, KIS_E_PROFILE_UNSATISFIABLE, msg);
+		_exit(126);
+	}
+	if (sp->child_setup) {
+		struct kis_error *e = NULL;
+		if (sp->child_setup(sp->child_ctx, &e) < 0) {
+			kis_child_report(report_fd, KIS_CHILD_SETUP, e ? e->sys_errno : 0,
+					 e ? e->code : KIS_E_INTERNAL,
+					 e && e->message ? e->message : "confinement failed");
+			_exit(126);
+		}
+	}
+	kis_exec_search(sp->argv, sp->envp);
+	kis_child_report(report_fd, KIS_CHILD_EXEC, errno, KIS_E_OK, sp->argv[0]);
+	_exit(errno == ENOENT ? 127 : 126);
+}

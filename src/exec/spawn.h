@@ -1,0 +1,32 @@
+/* SPDX-License-Identifier: MIT */
+/* Internal: the child side of kis_exec_run and its report message. */
+#ifndef KIS_SPAWN_H
+#define KIS_SPAWN_H
+
+#include <stdint.h>
+
+#include "exec/exec.h"
+
+#define KIS_DEFAULT_PATH "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+enum kis_child_stage { KIS_CHILD_SETUP = 1, KIS_CHILD_EXEC = 2 };
+
+/* One datagram from the child: why it could not become the command. */
+struct kis_child_msg {
+	int32_t stage;
+	int32_t sys_errno;
+	int32_t code;
+	char message[244];
+};
+
+void kis_child_report(int fd, enum kis_child_stage stage, int sys_errno, enum kis_errc code,
+		      const char *msg);
+/* Apply file_bytes, open_files, the cpu backstop and no core dumps. */
+int kis_apply_rlimits(const struct kis_limits *l);
+/* execve argv[0] searched in envp's PATH; returns only on failure. */
+int kis_exec_search(char *const *argv, char *const *envp);
+/* Never returns. */
+void kis_child_main(const struct kis_spawn *sp, int report_fd, int out_fd, int err_fd)
+	__attribute__((noreturn));
+
+#endif

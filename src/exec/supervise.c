@@ -1,0 +1,404 @@
+/* SPDX-License-Identifier: MIT */
+/* The parent side of a run: fork, wait for exec, then one poll loop over
+ * the child's pidfd, its output pipes, a deadline and a cancel fd.
+ *
+ * Theory of operation. The supervisor forks one child (kis_child_main), in a
+ * process group of its own. A SOCK_CLOEXEC socketpair carries a failure
+ * report from the child; EOF on it means exec succeeded. stdout and stderr
+ * are two pipes read here: each chunk is counted against the output limit
+ * and then written live or captured. The child is watched through a pidfd
+ * (pidfd_open(2)); the wall clock by the poll timeout; CPU time through the
+ * child's CPU clock (clock_getcpuclockid(3)) sampled every tick. A limit
+ * that trips kills the whole process group (and the hooks' cgroup) and
+ * records the reason first, so the later SIGKILL is never mistaken for a
+ * plain signal. wait4(2) gives the exit status and the kernel's rusage. */
+#include "util.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <termios.h>
+#include <time.h>
+
+#include "exec/spawn.h"
+
+#define TICK_MS 20
+#define DRAIN_MS 500
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static uint64_t tv_ms(struct timeval tv)
+{
+	return (uint64_t)tv.tv_sec * 1000 + (uint64_t)tv.tv_usec / 1000;
+}
+
+static int pidfd_open_(pid_t pid)
+{
+	return (int)syscall(SYS_pidfd_open, pid, 0);
+}
+
+struct run_state {
+	const struct kis_supervise *sv;
+	struct kis_result *res;
+	pid_t pid;
+	uint64_t out_total;
+	bool limit_hit; /* reason already decided by the supervisor */
+	int out_fd[2];  /* read ends: stdout, stderr (-1 when closed) */
+};
+
+static void kill_run(struct run_state *st)
+{
+	kill(-st->pid, SIGKILL);
+	kill(st->pid, SIGKILL);
+	if (st->sv->hooks && st->sv->hooks->kill_all)
+		st->sv->hooks->kill_all(st->sv->hooks->ctx);
+}
+
+static void stop_for(struct run_state *st, enum kis_reason reason, const char *detail)
+{
+	if (st->limit_hit)
+		return;
+	st->limit_hit = true;
+	st->res->reason = reason;
+	free(st->res->detail);
+	st->res->detail = detail ? strdup(detail) : NULL;
+	kill_run(st);
+}
+
+static int stream_append(struct kis_stream *s, const char *buf, size_t n)
+{
+	if (s->len + n + 1 > s->cap) {
+		size_t cap = s->cap ? s->cap : 4096;
+		while (cap < s->len + n + 1)
+			cap *= 2;
+		char *g = realloc(s->data, cap);
+		if (!g)
+			return -1;
+		s->data = g;
+		s->cap = cap;
+	}
+	memcpy(s->data + s->len, buf, n);
+	s->len += n;
+	s->data[s->len] = '\0';
+	return 0;
+}
+
+static void write_all(int fd, const char *buf, size_t n)
+{
+	while (n > 0) {
+		ssize_t w = RETRY_EINTR(write(fd, buf, n));
+		if (w <= 0)
+			return; /* the reader went away: output is dropped, not fatal */
+		buf += w;
+		n -= (size_t)w;
+	}
+}
+
+static int deliver(struct run_state *st, int idx, const char *buf, size_t n)
+{
+	struct kis_stream *s = &st->res->streams[idx];
+	s->bytes += n;
+	if (st->sv->sink)
+		st->sv->sink(st->sv->sink_ctx, s->id, buf, n);
+	else if (st->sv->capture)
+		return stream_append(s, buf, n);
+	else
+		write_all(idx == 0 ? st->sv->stdout_fd : st->sv->stderr_fd, buf, n);
+	return 0;
+}
+
+/* Read what one pipe has. Returns -1 on engine failure. */
+static int pump(struct run_state *st, int idx, struct kis_error **err)
+{
+	char buf[65536];
+	ssize_t n = RETRY_EINTR(read(st->out_fd[idx], buf, sizeof(buf)));
+	if (n < 0 && errno == EAGAIN)
+		return 0;
+	if (n <= 0) {
+		close(st->out_fd[idx]);
+		st->out_fd[idx] = -1;
+		return 0;
+	}
+	size_t room = st->out_total >= st->sv->output_bytes ? 0 : st->sv->output_bytes - st->out_total;
+	size_t take = (size_t)n < room ? (size_t)n : room;
+	if (take && deliver(st, idx, buf, take) < 0)
+		return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "cannot keep the output");
+	st->out_total += take;
+	if (take < (size_t)n) {
+		st->res->streams[idx].truncated = true;
+		char d[120];
+		snprintf(d, sizeof(d), "output passed limits.output_bytes (%llu bytes)",
+			 (unsigned long long)st->sv->output_bytes);
+		stop_for(st, KIS_REASON_OUTPUT_LIMIT, d);
+	}
+	return 0;
+}
+
+static uint64_t child_cpu_ms(clockid_t clk, bool have)
+{
+	struct timespec ts;
+	if (!have || clock_gettime(clk, &ts) < 0)
+		return 0;
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static void set_result_from_status(struct run_state *st, int status, const struct rusage *ru)
+{
+	struct kis_result *r = st->res;
+	struct kis_usage *u = &r->usage;
+	u->user_ms = tv_ms(ru->ru_utime);
+	u->sys_ms = tv_ms(ru->ru_stime);
+	u->max_rss_bytes = (uint64_t)ru->ru_maxrss * 1024; /* getrusage(2): kilobytes */
+	u->minor_faults = (uint64_t)ru->ru_minflt;
+	u->major_faults = (uint64_t)ru->ru_majflt;
+	u->voluntary_ctxsw = (uint64_t)ru->ru_nvcsw;
+	u->involuntary_ctxsw = (uint64_t)ru->ru_nivcsw;
+
+	if (WIFEXITED(status)) {
+		r->exit_code = WEXITSTATUS(status);
+		r->signal = 0;
+		if (!st->limit_hit)
+			r->reason = KIS_REASON_EXITED;
+		return;
+	}
+	r->exit_code = -1;
+	r->signal = WIFSIGNALED(status) ? WTERMSIG(status) : SIGKILL;
+	if (st->limit_hit)
+		return;
+	uint64_t cpu = u->user_ms + u->sys_ms;
+	if (r->signal == SIGXCPU || (r->signal == SIGKILL && cpu >= st->sv->cpu_ms)) {
+		r->reason = KIS_REASON_CPU_LIMIT;
+		free(r->detail);
+		r->detail = strdup("cpu time passed limits.cpu_ms");
+		return;
+	}
+	enum kis_reason why;
+	char *detail = NULL;
+	if (st->sv->hooks && st->sv->hooks->explain &&
+	    st->sv->hooks->explain(st->sv->hooks->ctx, &why, &detail) > 0) {
+		r->reason = why;
+		free(r->detail);
+		r->detail = detail;
+		return;
+	}
+	r->reason = KIS_REASON_SIGNALED;
+	if (r->signal == SIGXFSZ) {
+		free(r->detail);
+		r->detail = strdup("a file grew past limits.file_bytes");
+	}
+}
+
+/* Hand the terminal to the child's group so it can read it (a background
+ * group reading its terminal gets SIGTTIN, tcsetpgrp(3)); give it back after. */
+static pid_t take_terminal(int fd, pid_t pgid)
+{
+	if (fd < 0 || !isatty(fd))
+		return -1;
+	pid_t old = tcgetpgrp(fd);
+	if (old < 0 || old != getpgrp())
+		return -1; /* not our controlling terminal's foreground: leave it */
+	void (*prev)(int) = signal(SIGTTOU, SIG_IGN);
+	int r = tcsetpgrp(fd, pgid);
+	signal(SIGTTOU, prev);
+	return r == 0 ? old : -1;
+}
+
+static void give_back_terminal(int fd, pid_t old)
+{
+	if (old < 0)
+		return;
+	void (*prev)(int) = signal(SIGTTOU, SIG_IGN);
+	tcsetpgrp(fd, old);
+	signal(SIGTTOU, prev);
+}
+
+static int wait_exec(int report_fd, pid_t pid, struct run_state *st, struct kis_error **err)
+{
+	struct kis_child_msg m;
+	ssize_t n = RETRY_EINTR(recv(report_fd, &m, sizeof(m), 0));
+	if (n <= 0)
+		return 0; /* EOF: exec happened (the socket was close-on-exec) */
+	m.message[sizeof(m.message) - 1] = '\0';
+	int status;
+	struct rusage ru;
+	RETRY_EINTR(wait4(pid, &status, 0, &ru));
+	if (m.stage == KIS_CHILD_EXEC) {
+		struct kis_result *r = st->res;
+		r->reason = KIS_REASON_SETUP_FAILED;
+		r->exit_code = m.sys_errno == ENOENT ? 127 : 126;
+		char *d = NULL;
+		if (asprintf(&d, m.sys_errno == ENOENT ? "command not found: '%s'" :
+				 "cannot execute '%s': %s",
+			     m.message, strerror(m.sys_errno)) < 0)
+			d = NULL;
+		free(r->detail);
+		r->detail = d;
+		return 1;
+	}
+	enum kis_errc code = (m.code > 0 && m.code < KIS_E__COUNT) ? (enum kis_errc)m.code :
+								      KIS_E_INTERNAL;
+	return kis_error_set(err, code, m.sys_errno, "%s", m.message);
+}
+
+int kis_exec_run(const struct kis_spawn *sp, const struct kis_supervise *sv, struct kis_result *res,
+		 struct kis_error **err)
+{
+	int sock[2] = {-1, -1}, po[2] = {-1, -1}, pe[2] = {-1, -1};
+	int pidfd = -1, rc = -1;
+	pid_t pid = -1, old_fg = -1;
+	struct run_state st = {.sv = sv, .res = res, .out_fd = {-1, -1}};
+
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sock) < 0 ||
+	    pipe2(po, O_CLOEXEC) < 0 || pipe2(pe, O_CLOEXEC) < 0) {
+		kis_error_set(err, KIS_E_INTERNAL, errno, "cannot create the run's pipes");
+		goto out;
+	}
+	uint64_t start = now_ms();
+	pid = fork();
+	if (pid < 0) {
+		kis_error_set(err, KIS_E_INTERNAL, errno, "cannot fork");
+		goto out;
+	}
+	if (pid == 0) {
+		close(sock[0]);
+		close(po[0]);
+		close(pe[0]);
+		kis_child_main(sp, sock[1], po[1], pe[1]);
+	}
+	st.pid = pid;
+	setpgid(pid, pid); /* also done by the child; whichever runs first wins */
+	close(sock[1]);
+	sock[1] = -1;
+	close(po[1]);
+	po[1] = -1;
+	close(pe[1]);
+	pe[1] = -1;
+	st.out_fd[0] = po[0];
+	st.out_fd[1] = pe[0];
+	po[0] = pe[0] = -1;
+	for (int i = 0; i < 2; i++)
+		fcntl(st.out_fd[i], F_SETFL, O_NONBLOCK);
+
+	if (sv->hooks && sv->hooks->attach && sv->hooks->attach(sv->hooks->ctx, pid, err) < 0) {
+		kill_run(&st);
+		RETRY_EINTR(waitpid(pid, NULL, 0));
+		goto out;
+	}
+	if (sp->foreground)
+		old_fg = take_terminal(sp->stdin_fd, pid);
+
+	int w = wait_exec(sock[0], pid, &st, err);
+	if (w != 0) {
+		res->usage.wall_ms = now_ms() - start;
+		rc = w < 0 ? -1 : 0;
+		goto out;
+	}
+
+	pidfd = pidfd_open_(pid);
+	if (pidfd < 0) {
+		/* pidfd_open(2) is Linux 5.3: the engine requires it. */
+		kis_error_set(err, KIS_E_INTERNAL, errno, "cannot watch the command (pidfd_open)");
+		kill_run(&st);
+		RETRY_EINTR(waitpid(pid, NULL, 0));
+		goto out;
+	}
+	clockid_t cpu_clk;
+	bool have_clk = clock_getcpuclockid(pid, &cpu_clk) == 0;
+	uint64_t deadline = start + sv->wall_ms;
+	bool exited = false;
+	int status = 0;
+	struct rusage ru;
+	memset(&ru, 0, sizeof(ru));
+	uint64_t drain_until = 0;
+
+	for (;;) {
+		struct pollfd pfd[4];
+		int n = 0, i_pid = -1, i_out[2] = {-1, -1}, i_cancel = -1;
+		if (!exited) {
+			i_pid = n;
+			pfd[n++] = (struct pollfd){.fd = pidfd, .events = POLLIN};
+		}
+		for (int i = 0; i < 2; i++)
+			if (st.out_fd[i] >= 0) {
+				i_out[i] = n;
+				pfd[n++] = (struct pollfd){.fd = st.out_fd[i], .events = POLLIN};
+			}
+		if (!exited && sv->cancel_fd >= 0) {
+			i_cancel = n;
+			pfd[n++] = (struct pollfd){.fd = sv->cancel_fd, .events = POLLIN};
+		}
+		if (exited && n == 0)
+			break;
+		uint64_t now = now_ms();
+		if (exited && now >= drain_until)
+			break; /* a process outside the group holds a pipe: stop waiting */
+		int timeout = TICK_MS;
+		if (!exited && deadline > now && deadline - now < (uint64_t)timeout)
+			timeout = (int)(deadline - now);
+		if (exited)
+			timeout = (int)(drain_until - now);
+		int pr = poll(pfd, (nfds_t)n, timeout);
+		if (pr < 0 && errno != EINTR) {
+			kis_error_set(err, KIS_E_INTERNAL, errno, "poll failed while supervising");
+			kill_run(&st);
+			goto out;
+		}
+		for (int i = 0; i < 2; i++)
+			if (i_out[i] >= 0 && pr > 0 && (pfd[i_out[i]].revents & (POLLIN | POLLHUP | POLLERR)))
+				if (pump(&st, i, err) < 0) {
+					kill_run(&st);
+					goto out;
+				}
+		if (i_cancel >= 0 && pr > 0 && (pfd[i_cancel].revents & POLLIN))
+			stop_for(&st, KIS_REASON_CANCELLED, "the run was cancelled");
+		bool child_done = i_pid >= 0 && pr > 0 && (pfd[i_pid].revents & POLLIN);
+		if (!exited && child_done) {
+			RETRY_EINTR(wait4(pid, &status, 0, &ru));
+			exited = true;
+			/* The run ends with its command: what it left behind goes too. */
+			kill(-pid, SIGKILL);
+			if (sv->hooks && sv->hooks->kill_all)
+				sv->hooks->kill_all(sv->hooks->ctx);
+			drain_until = now_ms() + DRAIN_MS;
+			continue;
+		}
+		if (exited)
+			continue;
+		now = now_ms();
+		if (now >= deadline) {
+			char d[120];
+			snprintf(d, sizeof(d), "wall clock passed limits.wall_ms (%llu ms)",
+				 (unsigned long long)sv->wall_ms);
+			stop_for(&st, KIS_REASON_TIMEOUT, d);
+		} else if (child_cpu_ms(cpu_clk, have_clk) >= sv->cpu_ms) {
+			char d[120];
+			snprintf(d, sizeof(d), "cpu time passed limits.cpu_ms (%llu ms)",
+				 (unsigned long long)sv->cpu_ms);
+			stop_for(&st, KIS_REASON_CPU_LIMIT, d);
+		}
+	}
+	res->usage.wall_ms = now_ms() - start;
+	set_result_from_status(&st, status, &ru);
+	rc = 0;
+out:
+	if (sp->foreground)
+		give_back_terminal(sp->stdin_fd, old_fg);
+	for (int i = 0; i < 2; i++) {
+		kis_closep(&sock[i]);
+		kis_closep(&po[i]);
+		kis_closep(&pe[i]);
+		kis_closep(&st.out_fd[i]);
+	}
+	kis_closep(&pidfd);
+	return rc;
+}
