@@ -1,0 +1,337 @@
+# SPDX-License-Identifier: MIT
+# Behaviour of `kis sandbox run` on the process tier: exit statuses, every
+# termination reason, the escape hatches to the letter, JSON field by field.
+import json
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+
+from conftest import KIS, PROC, kis, kis_json
+
+HATCH_TEXT = ("escape_hatch_forbidden: the process tier runs unconfined and requires "
+              "escape_hatch.allow_process_tier\n")
+
+
+def test_process_tier_without_hatch_is_refused_and_runs_nothing(tmp_path):
+    marker = tmp_path / "ran"
+    p = kis("run", "--tier", "process", "--", "touch", str(marker))
+    assert p.returncode == 125
+    assert p.stderr == HATCH_TEXT
+    assert p.stdout == ""
+    assert not marker.exists()
+
+
+def test_seed_example_to_the_letter():
+    p = kis("run", "--tier", "process", "--", "echo", "nope")
+    assert (p.returncode, p.stdout, p.stderr) == (125, "", HATCH_TEXT)
+
+
+def test_process_tier_with_hatch_runs():
+    p = kis("run", *PROC, "--", "echo", "nope")
+    assert (p.returncode, p.stdout, p.stderr) == (0, "nope\n", "")
+
+
+def test_net_host_needs_its_own_hatch(tmp_path):
+    marker = tmp_path / "ran"
+    p = kis("run", *PROC, "--net", "host", "--", "touch", str(marker))
+    assert p.returncode == 125
+    assert p.stderr.startswith("escape_hatch_forbidden: ")
+    assert "escape_hatch.allow_net_host" in p.stderr
+    assert not marker.exists()
+    p = kis("run", *PROC, "--net", "host", "--allow-net-host", "--", "true")
+    assert p.returncode == 0, p.stderr
+
+
+def test_profile_file_hatch_is_the_same_field(tmp_path):
+    prof = tmp_path / "p.json"
+    prof.write_text(json.dumps({"tier": "process"}))
+    p = kis("run", "--profile", str(prof), "--", "true")
+    assert p.returncode == 125 and p.stderr == HATCH_TEXT
+    prof.write_text(json.dumps({"tier": "process",
+                                "escape_hatch": {"allow_process_tier": True}}))
+    p = kis("run", "--profile", str(prof), "--", "true")
+    assert p.returncode == 0, p.stderr
+
+
+def test_auto_never_selects_the_process_tier(tmp_path):
+    marker = tmp_path / "ran"
+    p = kis("run", "--allow-process-tier", "--", "touch", str(marker))
+    # either a confining tier ran it, or none is available: never process
+    if p.returncode == 125:
+        assert p.stderr.startswith("tier_unavailable: ")
+        assert not marker.exists()
+    else:
+        p2, res = kis_json("--allow-process-tier", "--", "true")
+        assert res["tier"] != "process"
+
+
+def test_exit_code_is_passed_through():
+    p = kis("run", *PROC, "--", "sh", "-c", "exit 3")
+    assert p.returncode == 3
+    p, res = kis_json(*PROC, "--", "sh", "-c", "exit 3")
+    assert p.returncode == 3
+    t = res["termination"]
+    assert t["reason"] == "exited" and t["exit_code"] == 3 and t["signal"] is None
+
+
+def test_killed_by_signal_is_128_plus_n():
+    p, res = kis_json(*PROC, "--", "sh", "-c", "kill -KILL $$")
+    assert p.returncode == 137
+    t = res["termination"]
+    assert (t["reason"], t["signal"], t["exit_code"]) == ("signaled", 9, None)
+    p, res = kis_json(*PROC, "--", "sh", "-c", "kill -TERM $$")
+    assert p.returncode == 128 + 15 and res["termination"]["signal"] == 15
+
+
+def test_not_found_is_127():
+    p = kis("run", *PROC, "--", "no-such-command-kis")
+    assert p.returncode == 127
+    assert "command not found: 'no-such-command-kis'" in p.stderr
+    p, res = kis_json(*PROC, "--", "no-such-command-kis")
+    assert p.returncode == 127
+    assert res["termination"]["reason"] == "setup_failed"
+    assert res["termination"]["exit_code"] == 127
+
+
+def test_not_executable_is_126(tmp_path):
+    f = tmp_path / "script"
+    f.write_text("#!/bin/sh\necho hi\n")
+    f.chmod(0o644)
+    p, res = kis_json(*PROC, "--", str(f))
+    assert p.returncode == 126
+    assert res["termination"]["reason"] == "setup_failed"
+    assert "cannot execute" in res["termination"]["detail"]
+
+
+def test_wall_clock_limit_kills_the_whole_group(tmp_path):
+    pidfile = tmp_path / "bg"
+    t0 = time.monotonic()
+    p, res = kis_json(*PROC, "--timeout", "500ms", "--",
+                      "sh", "-c", f"sleep 60 & echo $! > {pidfile}; wait")
+    elapsed = time.monotonic() - t0
+    assert res["termination"]["reason"] == "timeout"
+    assert res["termination"]["signal"] == 9
+    assert p.returncode == 137
+    assert elapsed < 10
+    assert 400 <= res["usage"]["wall_ms"] < 10000
+    bg = int(pidfile.read_text())
+    time.sleep(0.2)
+    assert not os.path.exists(f"/proc/{bg}") or \
+        open(f"/proc/{bg}/stat").read().split()[2] == "Z", "background child survived"
+
+
+def test_cpu_limit():
+    p, res = kis_json(*PROC, "--cpu-time", "300ms", "--", "sh", "-c", "while :; do :; done")
+    assert res["termination"]["reason"] == "cpu_limit"
+    assert p.returncode == 137
+    assert res["usage"]["user_ms"] + res["usage"]["sys_ms"] >= 250
+
+
+def test_output_limit_truncates_and_stops():
+    p, res = kis_json(*PROC, "--output-limit", "1000", "--", "yes")
+    assert res["termination"]["reason"] == "output_limit"
+    out = res["streams"][0]
+    assert out["name"] == "stdout" and out["truncated"] is True and out["bytes"] == 1000
+    assert len(res["stdout"]) == 1000
+    # live mode stops too, with exactly the limit delivered
+    p = kis("run", *PROC, "--output-limit", "64k", "--", "yes")
+    assert len(p.stdout) == 65536
+    assert "output_limit" in p.stderr
+
+
+def test_file_size_limit(tmp_path):
+    f = tmp_path / "big"
+    p, res = kis_json(*PROC, "--file-size", "4k", "--",
+                      "sh", "-c", f"head -c 100000 /dev/zero > {f}")
+    assert res["termination"]["reason"] in ("signaled", "exited")
+    assert f.stat().st_size <= 4096
+    assert p.returncode != 0
+
+
+def test_open_files_limit():
+    p, res = kis_json(*PROC, "--open-files", "17", "--", "sh", "-c", "ulimit -n")
+    assert res["stdout"].strip() == "17"
+
+
+def test_memory_and_pids_refused_when_unenforceable():
+    from conftest import kis as k
+    caps = json.loads(k("backends", "--json").stdout)
+    proc = [b for b in caps if b["backend"] == "process"][0]
+    for flag, field in (("--memory", "limits.memory_bytes"), ("--pids", "limits.pids")):
+        p = kis("run", *PROC, flag, "64M" if flag == "--memory" else "10", "--", "true")
+        if p.returncode == 125:
+            assert p.stderr.startswith("profile_unsatisfiable: ")
+            assert field in p.stderr
+        else:
+            assert p.returncode == 0, p.stderr  # enforced through a cgroup
+
+
+def test_json_result_field_by_field():
+    p, res = kis_json(*PROC, "--", "sh", "-c", "echo out; echo err >&2")
+    assert p.returncode == 0
+    assert res["sandbox"].startswith("s-") and len(res["sandbox"]) == 28
+    assert res["tier"] == "process" and res["backend"] == "process"
+    assert res["termination"] == {"reason": "exited", "exit_code": 0, "signal": None,
+                                  "detail": None}
+    assert res["stdout"] == "out\n" and res["stderr"] == "err\n"
+    assert res["streams"] == [
+        {"id": 1, "name": "stdout", "bytes": 4, "truncated": False},
+        {"id": 2, "name": "stderr", "bytes": 4, "truncated": False}]
+    u = res["usage"]
+    for k in ("wall_ms", "user_ms", "sys_ms", "max_rss_bytes", "minor_faults",
+              "major_faults", "voluntary_ctxsw", "involuntary_ctxsw"):
+        assert isinstance(u[k], int) and u[k] >= 0, k
+    assert u["max_rss_bytes"] > 100 * 1024
+    assert res["exit_status"] == 0
+
+
+def test_two_runs_get_distinct_ids():
+    ids = {kis_json(*PROC, "--", "true")[1]["sandbox"] for _ in range(3)}
+    assert len(ids) == 3
+
+
+def test_stdin_passes_through_and_streams_are_live():
+    p = kis("run", *PROC, "--", "tr", "a-z", "A-Z", input="hello\n")
+    assert p.stdout == "HELLO\n"
+    # live: the first line arrives before the command ends
+    proc = subprocess.Popen([str(KIS), "sandbox", "run", *PROC, "--", "sh", "-c",
+                             "echo first; sleep 3; echo second"], stdout=subprocess.PIPE,
+                            text=True)
+    t0 = time.monotonic()
+    first = proc.stdout.readline()
+    assert first == "first\n" and time.monotonic() - t0 < 2.5
+    proc.stdout.read()
+    proc.wait(timeout=10)
+
+
+def test_environment_is_not_inherited():
+    p = kis("run", *PROC, "--env", "A=1", "--", "env", env={"KIS_SECRET": "leak"})
+    lines = p.stdout.splitlines()
+    assert "A=1" in lines
+    assert not any(l.startswith("KIS_SECRET=") for l in lines)
+    assert any(l.startswith("PATH=") for l in lines)
+
+
+def test_cwd_flag(tmp_path):
+    p = kis("run", *PROC, "--cwd", str(tmp_path), "--", "pwd")
+    assert p.stdout.strip() == str(tmp_path)
+    p = kis("run", *PROC, "--cwd", "/no/such/dir", "--", "pwd")
+    assert p.returncode == 125 and "/no/such/dir" in p.stderr
+
+
+def test_cancel_by_signal_kills_the_command():
+    proc = subprocess.Popen([str(KIS), "sandbox", "run", "--json", *PROC, "--",
+                             "sleep", "60"], stdout=subprocess.PIPE, text=True)
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=10)
+    res = json.loads(out)
+    assert res["termination"]["reason"] == "cancelled"
+
+
+def test_tty_on_a_backend_without_one_is_refused():
+    p = kis("run", *PROC, "--tty", "--", "true")
+    if p.returncode == 125:
+        assert p.stderr.startswith("tty_unsupported: ")
+
+
+def test_pinned_absent_tier_is_unavailable():
+    caps = {b["backend"]: b for b in json.loads(kis("backends", "--json").stdout)}
+    p = kis("run", "--backend", "no-such-backend", "--", "true")
+    assert p.returncode == 125 and p.stderr.startswith("tier_unavailable: ")
+    if not any(b["tiers"] == ["microvm"] and b["available"] for b in caps.values()):
+        p = kis("run", "--tier", "microvm", "--", "true")
+        assert p.returncode == 125 and p.stderr.startswith("tier_unavailable: ")
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--timeout", "soon"], "--timeout"),
+    (["--memory", "lots"], "--memory"),
+    (["--net", "wifi"], "network.mode"),
+    (["--tier", "vm"], "tier"),
+    (["--bogus"], "unknown option '--bogus'"),
+    (["--workspace", "../etc"], "workspace"),
+])
+def test_bad_flags_are_refused_naming_what_to_change(args, needle):
+    p = kis("run", *args, *PROC, "--", "true")
+    assert p.returncode == 125
+    assert needle in p.stderr
+    assert p.stderr.count("\n") <= 2
+
+
+def test_invalid_profile_file_names_the_path(tmp_path):
+    prof = tmp_path / "p.json"
+    prof.write_text('{"limits": {"wall_ms": "2s"}}')
+    p = kis("run", "--profile", str(prof), *PROC, "--", "true")
+    assert p.returncode == 125
+    assert p.stderr.startswith("invalid_profile: ") and "limits.wall_ms" in p.stderr
+    prof.write_text('{"network": {"mode": "off", "extra": true}}')
+    p = kis("run", "--profile", str(prof), *PROC, "--", "true")
+    assert "network.extra: unknown field" in p.stderr
+    p = kis("run", "--profile", str(tmp_path / "missing.json"), *PROC, "--", "true")
+    assert p.returncode == 125 and "missing.json" in p.stderr
+
+
+def test_flags_override_the_profile_file(tmp_path):
+    prof = tmp_path / "p.json"
+    prof.write_text(json.dumps({"limits": {"wall_ms": 100}, "env": {"A": "file"}}))
+    p, res = kis_json(*PROC, "--timeout", "5s", "--profile", str(prof), "--env", "A=flag",
+                      "--", "sh", "-c", "sleep 0.5; echo $A")
+    assert res["termination"]["reason"] == "exited"
+    assert res["stdout"] == "flag\n"
+
+
+def test_dry_run_prints_the_plan_and_runs_nothing(tmp_path):
+    marker = tmp_path / "ran"
+    p = kis("run", "--dry-run", *PROC, "--timeout", "3s", "--", "touch", str(marker))
+    assert p.returncode == 0, p.stderr
+    plan = json.loads(p.stdout)
+    assert plan["argv"] == ["touch", str(marker)]
+    assert plan["limits"]["wall_ms"] == 3000
+    assert plan["limits"]["cpu_ms"] > 0  # defaults resolved, never unlimited
+    assert not marker.exists()
+
+
+def test_missing_command_is_a_usage_error():
+    p = kis("run", *PROC)
+    assert p.returncode == 125 and "after '--'" in p.stderr
+
+
+def verbs():
+    out = subprocess.run([str(KIS), "sandbox", "--help"], capture_output=True,
+                         text=True).stdout
+    section = out.split("Verbs:")[1]
+    return [l.split()[0] for l in section.splitlines() if l.startswith("  ")]
+
+
+def test_every_verb_has_help():
+    vs = verbs()
+    assert "run" in vs and "backends" in vs
+    for v in vs:
+        p = kis(v, "--help")
+        assert p.returncode == 0, v
+        assert p.stdout.startswith("Usage: kis sandbox " + v), v
+
+
+def test_unknown_verb():
+    p = kis("frobnicate")
+    assert p.returncode == 125 and "unknown verb 'frobnicate'" in p.stderr
+
+
+def test_backends_table_and_json():
+    p = kis("backends")
+    assert p.returncode == 0
+    header = p.stdout.splitlines()[0].split()
+    for col in ("BACKEND", "TIERS", "CoW", "SHELL", "NATIVE", "NETWORK", "SECCOMP",
+                "SNAPSHOT", "TTY"):
+        assert col in header
+    caps = json.loads(kis("backends", "--json").stdout)
+    proc = [b for b in caps if b["backend"] == "process"][0]
+    assert proc["available"] is True and proc["tiers"] == ["process"]
+    assert proc["network"] == "host"  # honest: the process tier confines nothing
+    for b in caps:
+        if not b["available"]:
+            assert b["why_absent"]

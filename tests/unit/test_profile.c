@@ -1,0 +1,233 @@
+/* SPDX-License-Identifier: MIT */
+/* Unit tests of the profile: deny-all zero value, JSON parsing (valid and
+ * each kind of invalid, with the path named), flags, units, hatches. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "kis/profile.h"
+
+static void expect_invalid(const char *json, const char *needle)
+{
+	struct kis_profile p;
+	kis_profile_init(&p);
+	struct kis_error *e = NULL;
+	int r = kis_profile_merge_json(&p, json, strlen(json), &e);
+	assert_int_equal(r, -1);
+	assert_non_null(e);
+	assert_int_equal(e->code, KIS_E_INVALID_PROFILE);
+	if (!strstr(e->message, needle))
+		fail_msg("message '%s' does not name '%s'", e->message, needle);
+	kis_error_free(e);
+	kis_profile_release(&p);
+}
+
+static void test_zero_value_is_deny_all(void **state)
+{
+	(void)state;
+	struct kis_profile p;
+	kis_profile_init(&p);
+	assert_int_equal(p.tier, KIS_TIER_AUTO);
+	assert_int_equal(p.net, KIS_NET_OFF);
+	assert_false(p.escape_hatch.allow_process_tier);
+	assert_false(p.escape_hatch.allow_net_host);
+	assert_int_equal(p.n_env, 0);
+	assert_false(p.tty.enabled);
+	struct kis_limits l;
+	kis_limits_resolve(&p.limits, &l);
+	/* 0 means the safe default, never unlimited */
+	assert_int_equal(l.wall_ms, KIS_DEFAULT_WALL_MS);
+	assert_int_equal(l.cpu_ms, KIS_DEFAULT_CPU_MS);
+	assert_int_equal(l.memory_bytes, KIS_DEFAULT_MEMORY_BYTES);
+	assert_int_equal(l.pids, KIS_DEFAULT_PIDS);
+	assert_int_equal(l.output_bytes, KIS_DEFAULT_OUTPUT_BYTES);
+	assert_int_equal(l.file_bytes, KIS_DEFAULT_FILE_BYTES);
+	assert_int_equal(l.open_files, KIS_DEFAULT_OPEN_FILES);
+	kis_profile_release(&p);
+}
+
+static void test_valid_full_profile(void **state)
+{
+	(void)state;
+	const char *json = "{\"tier\":\"host\",\"backend\":\"landlock\",\"workspace\":\"w-abc\","
+			   "\"root\":\"workspace\",\"network\":{\"mode\":\"loopback\"},"
+			   "\"limits\":{\"wall_ms\":1500,\"cpu_ms\":0,\"memory_bytes\":1048576,"
+			   "\"pids\":10,\"output_bytes\":5,\"file_bytes\":6,\"open_files\":7},"
+			   "\"env\":{\"A\":\"1\",\"B\":\"x=y\"},\"cwd\":\"/workspace/src\","
+			   "\"tty\":{\"enabled\":true,\"rows\":50,\"cols\":132},"
+			   "\"escape_hatch\":{\"allow_process_tier\":true,\"allow_net_host\":false}}";
+	struct kis_profile p;
+	kis_profile_init(&p);
+	struct kis_error *e = NULL;
+	assert_int_equal(kis_profile_merge_json(&p, json, strlen(json), &e), 0);
+	assert_null(e);
+	assert_int_equal(p.tier, KIS_TIER_HOST);
+	assert_string_equal(p.backend, "landlock");
+	assert_string_equal(p.workspace, "w-abc");
+	assert_int_equal(p.root, KIS_ROOT_WORKSPACE);
+	assert_int_equal(p.net, KIS_NET_LOOPBACK);
+	assert_int_equal(p.limits.wall_ms, 1500);
+	assert_int_equal(p.limits.memory_bytes, 1048576);
+	assert_int_equal(p.limits.pids, 10);
+	assert_int_equal(p.limits.open_files, 7);
+	assert_int_equal(p.n_env, 2);
+	assert_string_equal(p.env[0], "A=1");
+	assert_string_equal(p.env[1], "B=x=y");
+	assert_string_equal(p.cwd, "/workspace/src");
+	assert_true(p.tty.enabled);
+	assert_int_equal(p.tty.rows, 50);
+	assert_int_equal(p.tty.cols, 132);
+	assert_true(p.escape_hatch.allow_process_tier);
+	char *s = kis_profile_to_json(&p);
+	assert_non_null(s);
+	assert_non_null(strstr(s, "\"loopback\""));
+	free(s);
+	kis_profile_release(&p);
+}
+
+static void test_invalid_profiles_name_the_path(void **state)
+{
+	(void)state;
+	expect_invalid("{\"tier\":\"vm\"}", "tier");
+	expect_invalid("{\"tier\":3}", "tier: expected a string");
+	expect_invalid("{\"bogus\":1}", "bogus: unknown field");
+	expect_invalid("{\"limits\":{\"wall\":1}}", "limits.wall: unknown field");
+	expect_invalid("{\"limits\":{\"wall_ms\":-1}}", "limits.wall_ms");
+	expect_invalid("{\"limits\":{\"wall_ms\":\"2s\"}}", "limits.wall_ms");
+	expect_invalid("{\"limits\":{\"pids\":1.5}}", "limits.pids");
+	expect_invalid("{\"limits\":7}", "limits: expected an object");
+	expect_invalid("{\"network\":{\"mode\":\"wifi\"}}", "network.mode");
+	expect_invalid("{\"network\":{\"mode\":\"off\",\"x\":1}}", "network.x: unknown field");
+	expect_invalid("{\"env\":{\"A\":1}}", "env.A");
+	expect_invalid("{\"env\":{\"A=B\":\"1\"}}", "env.A=B");
+	expect_invalid("{\"env\":[]}", "env");
+	expect_invalid("{\"cwd\":\"relative\"}", "cwd");
+	expect_invalid("{\"tty\":{\"rows\":0}}", "tty.rows");
+	expect_invalid("{\"tty\":{\"enabled\":\"yes\"}}", "tty.enabled");
+	expect_invalid("{\"escape_hatch\":{\"allow_process_tier\":1}}",
+		       "escape_hatch.allow_process_tier");
+	expect_invalid("{\"workspace\":\"../x\"}", "workspace");
+	expect_invalid("{\"base\":\"UPPER\"}", "base");
+	expect_invalid("{\"backend\":\"a/b\"}", "backend");
+	expect_invalid("{\"tier\":\"host\",\"tier\":\"wasm\"}", "duplicate");
+	expect_invalid("[1,2]", "expected an object");
+	expect_invalid("{\"tier\":", "line 1");
+	expect_invalid("", "line");
+	expect_invalid("{\"tier\":\"ho\\u0000st\"}", "NUL");
+}
+
+static void test_flags_override_field_by_field(void **state)
+{
+	(void)state;
+	struct kis_profile p;
+	kis_profile_init(&p);
+	struct kis_error *e = NULL;
+	const char *json = "{\"limits\":{\"wall_ms\":1000,\"cpu_ms\":2000},\"env\":{\"A\":\"1\"}}";
+	assert_int_equal(kis_profile_merge_json(&p, json, strlen(json), &e), 0);
+	assert_int_equal(kis_profile_set(&p, "limits.wall_ms", "2s", &e), 0);
+	assert_int_equal(kis_profile_set(&p, "env", "A=2", &e), 0);
+	assert_int_equal(kis_profile_set(&p, "env", "C=3", &e), 0);
+	assert_int_equal(kis_profile_set(&p, "limits.memory_bytes", "64M", &e), 0);
+	assert_int_equal(kis_profile_set(&p, "tty.enabled", "true", &e), 0);
+	assert_int_equal(p.limits.wall_ms, 2000);
+	assert_int_equal(p.limits.cpu_ms, 2000); /* untouched */
+	assert_int_equal(p.limits.memory_bytes, 64u << 20);
+	assert_int_equal(p.n_env, 2);
+	assert_string_equal(p.env[0], "A=2");
+	assert_string_equal(p.env[1], "C=3");
+	assert_true(p.tty.enabled);
+
+	assert_int_equal(kis_profile_set(&p, "limits.wall_ms", "2x", &e), -1);
+	assert_int_equal(e->code, KIS_E_INVALID_PROFILE);
+	assert_non_null(strstr(e->message, "limits.wall_ms"));
+	assert_int_equal(kis_profile_set(&p, "env", "=x", &e), -1);
+	assert_int_equal(kis_profile_set(&p, "nope", "1", &e), -1);
+	assert_non_null(strstr(e->message, "unknown field"));
+	kis_error_free(e);
+	kis_profile_release(&p);
+}
+
+static void test_durations(void **state)
+{
+	(void)state;
+	uint64_t v;
+	struct kis_error *e = NULL;
+	assert_int_equal(kis_parse_duration_ms("500ms", &v, &e), 0);
+	assert_int_equal(v, 500);
+	assert_int_equal(kis_parse_duration_ms("2s", &v, &e), 0);
+	assert_int_equal(v, 2000);
+	assert_int_equal(kis_parse_duration_ms("1m", &v, &e), 0);
+	assert_int_equal(v, 60000);
+	assert_int_equal(kis_parse_duration_ms("1h", &v, &e), 0);
+	assert_int_equal(v, 3600000);
+	assert_int_equal(kis_parse_duration_ms("250", &v, &e), 0);
+	assert_int_equal(v, 250);
+	const char *bad[] = {"", "s", "-1s", "1.5s", "2 s", "2sec", "99999999999999999999", "18446744073709551615h"};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		assert_int_equal(kis_parse_duration_ms(bad[i], &v, &e), -1);
+		assert_int_equal(e->code, KIS_E_INVALID_ARGUMENT);
+	}
+	assert_int_equal(kis_parse_duration_ms(NULL, &v, &e), -1);
+	kis_error_free(e);
+}
+
+static void test_sizes(void **state)
+{
+	(void)state;
+	uint64_t v;
+	struct kis_error *e = NULL;
+	assert_int_equal(kis_parse_size("4096", &v, &e), 0);
+	assert_int_equal(v, 4096);
+	assert_int_equal(kis_parse_size("64k", &v, &e), 0);
+	assert_int_equal(v, 65536);
+	assert_int_equal(kis_parse_size("512M", &v, &e), 0);
+	assert_int_equal(v, 512ull << 20);
+	assert_int_equal(kis_parse_size("2G", &v, &e), 0);
+	assert_int_equal(v, 2ull << 30);
+	const char *bad[] = {"", "k", "1T", "1.5G", "-4", "17179869184G"};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		assert_int_equal(kis_parse_size(bad[i], &v, &e), -1);
+	kis_error_free(e);
+}
+
+static void test_hatches(void **state)
+{
+	(void)state;
+	struct kis_profile p;
+	kis_profile_init(&p);
+	struct kis_error *e = NULL;
+	assert_int_equal(kis_profile_check_hatches(&p, &e), 0);
+	p.tier = KIS_TIER_PROCESS;
+	assert_int_equal(kis_profile_check_hatches(&p, &e), -1);
+	assert_int_equal(e->code, KIS_E_ESCAPE_HATCH_FORBIDDEN);
+	assert_string_equal(e->message, "the process tier runs unconfined and requires "
+					"escape_hatch.allow_process_tier");
+	p.escape_hatch.allow_process_tier = true;
+	assert_int_equal(kis_profile_check_hatches(&p, &e), 0);
+	p.net = KIS_NET_HOST;
+	assert_int_equal(kis_profile_check_hatches(&p, &e), -1);
+	assert_non_null(strstr(e->message, "escape_hatch.allow_net_host"));
+	p.escape_hatch.allow_net_host = true;
+	assert_int_equal(kis_profile_check_hatches(&p, &e), 0);
+	kis_error_free(e);
+	kis_profile_release(&p);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_zero_value_is_deny_all),
+		cmocka_unit_test(test_valid_full_profile),
+		cmocka_unit_test(test_invalid_profiles_name_the_path),
+		cmocka_unit_test(test_flags_override_field_by_field),
+		cmocka_unit_test(test_durations),
+		cmocka_unit_test(test_sizes),
+		cmocka_unit_test(test_hatches),
+	};
+	return cmocka_run_group_tests_name("profile", tests, NULL, NULL);
+}
