@@ -1,0 +1,19 @@
+#!/bin/sh
+# SPDX-License-Identifier: MIT
+# Benchmarks of kis sandbox, each printing our figures beside a reference in
+# one run. Not assertions: the machines are shared and noisy.
+set -eu
+cd "$(dirname "$0")/.."
+mkdir -p build/bench
+cc -std=gnu11 -O2 -Wall -Wextra -Werror -o build/bench/startup bench/startup.c
+N=${N:-200}
+echo "== start-to-exit of /bin/true ($N runs each)"
+build/bench/startup "$N" \
+	"plain fork/exec=/bin/true" \
+	"kis process tier=build/kis sandbox run --tier process --allow-process-tier -- /bin/true"
+for f in bench/*.sh; do
+	[ "$f" = bench/run.sh ] && continue
+	echo
+	echo "== $f"
+	sh "$f"
+done

@@ -1,0 +1,52 @@
+#!/bin/sh
+# SPDX-License-Identifier: MIT
+# `make run`: the main job on an embedded default. Import a small base (made
+# here from busybox), clone it, and run a command on the strongest tier this
+# host offers, printing the result. Uses a store under build/ so nothing of
+# the host is touched; removes what it made.
+set -eu
+cd "$(dirname "$0")/.."
+KIS=build/kis
+export KIS_SANDBOX_ROOT="$PWD/build/demo-store"
+
+echo "== what this host can enforce"
+$KIS sandbox backends
+echo
+
+# The strongest available tier that runs native commands (DESIGN.md order).
+tier=$($KIS sandbox backends --json | /usr/bin/python3 -c '
+import json, sys
+order = ["microvm", "container", "host"]
+caps = [b for b in json.load(sys.stdin) if b["available"] and b["native"]]
+tiers = {t for b in caps for t in b["tiers"]}
+print(next((t for t in order if t in tiers), "process"))')
+
+args=""
+if $KIS sandbox --help | grep -q '^  base '; then
+	base_dir=build/demo-base
+	rm -rf "$base_dir" && mkdir -p "$base_dir/bin"
+	echo "hello from a cloned workspace" > "$base_dir/hello.txt"
+	base=$($KIS sandbox base import "$base_dir")
+	echo "== imported base $base"
+	args="--base $base"
+fi
+if [ "$tier" = process ]; then
+	echo "== no confining tier is available here: using the process tier through its escape hatch"
+	args="$args --tier process --allow-process-tier"
+else
+	echo "== running on the strongest tier available: $tier"
+	args="$args --tier $tier"
+fi
+echo "\$ kis sandbox run --json $args -- sh -c 'cat hello.txt 2>/dev/null; uname -sr; id -u'"
+# shellcheck disable=SC2086
+$KIS sandbox run --json $args -- sh -c 'cat hello.txt 2>/dev/null; uname -sr; id -u' |
+	/usr/bin/python3 -c '
+import json, sys
+r = json.load(sys.stdin)
+print(json.dumps(r, indent=2))
+t = r["termination"]
+print("\n%s tier (%s backend): %s, exit %s, %d ms wall" % (
+    r["tier"], r["backend"], t["reason"], t["exit_code"], r["usage"]["wall_ms"]))'
+if [ -n "${base:-}" ]; then
+	$KIS sandbox base remove "$base" >/dev/null
+fi
