@@ -42,12 +42,13 @@ STATIC_LIB := $(BUILD)/libkis-sandbox.a
 SHARED_LIB := $(BUILD)/libkis-sandbox.so.0
 KIS := $(BUILD)/kis
 
-BINS := $(KIS)
+AGENT := $(BUILD)/kis-agent
+BINS := $(KIS) $(AGENT)
 CHECK_TARGETS :=
 CLEAN_EXTRA :=
 
 .PHONY: all check check-unit check-asan check-integration run install clean deps bench
-all: $(KIS) $(STATIC_LIB) $(SHARED_LIB)
+all: $(KIS) $(AGENT) $(STATIC_LIB) $(SHARED_LIB)
 
 -include $(sort $(wildcard mk/*.mk))
 
@@ -76,6 +77,10 @@ $(BUILD)/asan/libkis-sandbox.a: $(ASAN_LIB_OBJS)
 
 $(KIS): $(CLI_OBJS) $(STATIC_LIB)
 	$(CC) -pie $(HARD_LDFLAGS) -o $@ $(CLI_OBJS) $(STATIC_LIB) $(PKG_LIBS)
+
+# The agent is static: it runs inside sandboxes whose root may hold no libc.
+$(AGENT): $(BUILD)/obj/src/agent/main.o $(STATIC_LIB)
+	$(CC) -static-pie $(HARD_LDFLAGS) -o $@ $< $(STATIC_LIB) $(PKG_LIBS)
 
 $(BUILD)/tests/%: tests/unit/%.c $(STATIC_LIB)
 	@mkdir -p $(dir $@)
@@ -121,4 +126,4 @@ install: all
 clean:
 	rm -rf $(BUILD) $(CLEAN_EXTRA)
 
--include $(LIB_OBJS:.o=.d) $(CLI_OBJS:.o=.d) $(ASAN_LIB_OBJS:.o=.d)
+-include $(LIB_OBJS:.o=.d) $(CLI_OBJS:.o=.d) $(BUILD)/obj/src/agent/main.d $(ASAN_LIB_OBJS:.o=.d)

@@ -5,6 +5,7 @@
 #define KIS_BACKEND_H
 
 #include <stdbool.h>
+#include <sys/types.h>
 
 #include "kis/error.h"
 #include "kis/profile.h"
@@ -70,6 +71,11 @@ struct kis_backend {
 	 * (the reason says how it ended); < 0 only when the engine failed. */
 	int (*run)(struct kis_plan *plan, struct kis_result *res, struct kis_error **err);
 	void (*plan_free)(struct kis_plan *plan);
+	/* Sessions (NULL when the backend has none): start the plan's command,
+	 * the agent, detached from the caller, with listen_fd as its fd 3;
+	 * *pid receives the agent's pid on the host. */
+	int (*start_session)(struct kis_plan *plan, int listen_fd, pid_t *pid,
+			     struct kis_error **err);
 };
 
 /* Every backend compiled in, strongest tier last. */

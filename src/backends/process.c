@@ -76,7 +76,18 @@ static void process_plan_free(struct kis_plan *pl)
 	free(pl);
 }
 
+static int process_start_session(struct kis_plan *pl, int listen_fd, pid_t *pid,
+				 struct kis_error **err)
+{
+	struct kis_spawn sp = {
+		.argv = pl->n.argv, .envp = pl->n.envp, .cwd = pl->n.cwd, .stdin_fd = -1,
+		.pass_fd3 = true, .fd3 = listen_fd,
+	};
+	return kis_spawn_detached(&sp, pid, err);
+}
+
 const struct kis_backend kis_backend_process = {
+	.start_session = process_start_session,
 	.name = "process",
 	.tier = KIS_TIER_PROCESS,
 	.probe = process_probe,

@@ -7,6 +7,7 @@
 #include <stdbool.h>
 
 #include "kis/sandbox.h"
+#include "kis/session.h"
 
 /* Exit status when the engine refused or failed (as podman and docker do). */
 #define KIS_EXIT_ENGINE 125
@@ -28,5 +29,9 @@ bool cli_wants_help(int argc, char **argv);
 
 int cmd_backends(int argc, char **argv);
 int cmd_run(int argc, char **argv);
+int cmd_create(int argc, char **argv);
+int cmd_exec(int argc, char **argv);
+int cmd_shell(int argc, char **argv);
+int cmd_session(int argc, char **argv);
 
 #endif

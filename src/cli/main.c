@@ -11,6 +11,10 @@
 static const struct cli_verb verbs[] = {
 	{"backends", cmd_backends, "what this build and host can enforce"},
 	{"run", cmd_run, "run one command in a fresh sandbox"},
+	{"create", cmd_create, "create a session, print its id"},
+	{"exec", cmd_exec, "run a command in a session"},
+	{"shell", cmd_shell, "a durable shell reading lines from stdin"},
+	{"session", cmd_session, "manage sessions: list, destroy"},
 };
 
 int cli_fail(struct kis_error *err)

@@ -5,27 +5,8 @@
 
 #include <string.h>
 
+#include "engine/internal.h"
 #include "kis/sandbox.h"
-
-static int open_workspace(const struct kis_profile *p, const struct kis_run_options *o,
-			  struct kis_result *res, char **path, struct kis_error **err)
-{
-	(void)o;
-	(void)res;
-	*path = NULL;
-	if (!p->base && !p->workspace)
-		return 0;
-	return kis_error_set(err, KIS_E_INVALID_ARGUMENT, 0,
-			     "workspaces are not available in this build yet");
-}
-
-static void close_workspace(const struct kis_profile *p, const struct kis_run_options *o,
-			    struct kis_result *res)
-{
-	(void)p;
-	(void)o;
-	(void)res;
-}
 
 int kis_run(const struct kis_profile *p, char *const *argv, const struct kis_run_options *opts,
 	    struct kis_result *res, char **plan_json, struct kis_error **err)
@@ -61,7 +42,8 @@ int kis_run(const struct kis_profile *p, char *const *argv, const struct kis_run
 	res->tier = b->tier;
 	res->backend = b->name;
 
-	_cleanup_free_ char *ws_path = NULL;
+	_cleanup_free_ char *ws_path = NULL, *ws_id = NULL;
+	bool cloned = false;
 	struct kis_plan *plan = NULL;
 	if (b->plan(&caps, &req, &plan, err) < 0)
 		return -1;
@@ -75,13 +57,18 @@ int kis_run(const struct kis_profile *p, char *const *argv, const struct kis_run
 	plan = NULL;
 
 	/* Plan once without the workspace to refuse early, then for real. */
-	TRY(open_workspace(p, opts, res, &ws_path, err));
+	TRY(kis_workspace_acquire(p, opts->store_root, &ws_id, &ws_path, &cloned, err));
 	req.workspace_path = ws_path;
 	int r = b->plan(&caps, &req, &plan, err);
 	if (r >= 0) {
 		r = b->run(plan, res, err);
 		b->plan_free(plan);
 	}
-	close_workspace(p, opts, res);
+	if (ws_id) {
+		res->workspace = strdup(ws_id);
+		res->workspace_kept = !cloned || p->keep;
+		if (cloned && !p->keep)
+			kis_workspace_release(opts->store_root, ws_id);
+	}
 	return r;
 }

@@ -25,6 +25,13 @@ struct kis_spawn {
 	int (*child_setup)(void *ctx, struct kis_error **err);
 	void *child_ctx;
 	bool foreground;       /* give the child the terminal of stdin_fd, if any */
+	/* A terminal: the child becomes a session leader with pty_slave as its
+	 * controlling terminal and standard streams (stdin_fd is ignored). */
+	bool pty;
+	int pty_slave;
+	/* An extra descriptor the command receives as fd 3. */
+	bool pass_fd3;
+	int fd3;
 };
 
 /* Host-side checks the supervisor consults (cgroups, for example). */
@@ -43,6 +50,15 @@ struct kis_supervise_hooks {
 /* Where output goes: called for each chunk that fits the output limit. */
 typedef void (*kis_output_fn)(void *ctx, int stream_id, const char *buf, size_t n);
 
+/* A descriptor the supervisor watches besides its own: on readable (or
+ * hang-up) it calls on_ready, which returns 0 to go on, 1 to stop watching
+ * the fd, or -1 to cancel the run. */
+struct kis_watch {
+	int fd;
+	int (*on_ready)(void *ctx, int fd);
+	void *ctx;
+};
+
 struct kis_supervise {
 	uint64_t wall_ms, cpu_ms, output_bytes; /* resolved, never 0 */
 	bool capture;          /* append output to the result's streams */
@@ -51,12 +67,24 @@ struct kis_supervise {
 	void *sink_ctx;
 	int cancel_fd;         /* readable means cancel the run; -1: none */
 	const struct kis_supervise_hooks *hooks; /* may be NULL */
+	/* With a terminal, output is read from the pty master (a single
+	 * stream, stdout); the master itself stays the caller's. */
+	bool pty;
+	int pty_master;
+	struct kis_watch watches[3];
+	size_t n_watches;
 };
 
-/* Start the command and supervise it to the end. Returns 0 when the run
+/* Start the command and supervise it to the end. With sp->pty, the
+ * parent's copy of the slave is closed once the child has it (and set -1). Returns 0 when the run
  * happened (res says how it ended, including not found: setup_failed with
  * exit_code 127) and < 0 when the engine itself failed. */
-int kis_exec_run(const struct kis_spawn *sp, const struct kis_supervise *sv, struct kis_result *res,
+int kis_exec_run(struct kis_spawn *sp, const struct kis_supervise *sv, struct kis_result *res,
 		 struct kis_error **err);
+
+/* Start a long-lived command (an agent) detached from the caller: a new
+ * session, stdin/stdout/stderr on /dev/null, reparented away from us
+ * (double fork). Returns once it has exec'd; *pid is its pid. */
+int kis_spawn_detached(struct kis_spawn *sp, pid_t *pid, struct kis_error **err);
 
 #endif

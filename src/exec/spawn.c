@@ -8,6 +8,7 @@
 #include <signal.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <termios.h>
 
@@ -112,8 +113,19 @@ int kis_exec_search(char *const *argv, char *const *envp)
 void kis_child_main(const struct kis_spawn *sp, int report_fd, int out_fd, int err_fd)
 {
 	/* Our own process group, so the supervisor can kill the whole group.
-	 * The parent calls setpgid too, to close the race (setpgid(2)). */
-	setpgid(0, 0);
+	 * The parent calls setpgid too, to close the race (setpgid(2)). With a
+	 * terminal, a new session instead (its id is our pid, so is the group):
+	 * the pty slave becomes the controlling terminal (TIOCSCTTY, tty_ioctl(4)). */
+	if (sp->pty) {
+		if (setsid() < 0 || ioctl(sp->pty_slave, TIOCSCTTY, 0) < 0) {
+			kis_child_report(report_fd, KIS_CHILD_SETUP, errno, KIS_E_INTERNAL,
+					 "cannot make the terminal controlling");
+			_exit(126);
+		}
+		out_fd = err_fd = sp->pty_slave;
+	} else {
+		setpgid(0, 0);
+	}
 
 	sigset_t all;
 	sigemptyset(&all);
@@ -121,7 +133,7 @@ void kis_child_main(const struct kis_spawn *sp, int report_fd, int out_fd, int e
 		signal(s, SIG_DFL);
 	sigprocmask(SIG_SETMASK, &all, NULL);
 
-	int in_fd = sp->stdin_fd;
+	int in_fd = sp->pty ? sp->pty_slave : sp->stdin_fd;
 	if (in_fd < 0) {
 		in_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
 		if (in_fd < 0) {
@@ -141,6 +153,17 @@ void kis_child_main(const struct kis_spawn *sp, int report_fd, int out_fd, int e
 		} else if (dup2(fds[i], i) < 0) {
 			kis_child_report(report_fd, KIS_CHILD_SETUP, errno, KIS_E_INTERNAL,
 					 "cannot set up the standard streams");
+			_exit(126);
+		}
+	}
+	if (sp->pass_fd3) {
+		if (sp->fd3 == 3) {
+			int fl = fcntl(3, F_GETFD);
+			if (fl >= 0)
+				fcntl(3, F_SETFD, fl & ~FD_CLOEXEC);
+		} else if (dup2(sp->fd3, 3) < 0) {
+			kis_child_report(report_fd, KIS_CHILD_SETUP, errno, KIS_E_INTERNAL,
+					 "cannot pass descriptor 3");
 			_exit(126);
 		}
 	}

@@ -124,7 +124,7 @@ static int pump(struct run_state *st, int idx, struct kis_error **err)
 	ssize_t n = RETRY_EINTR(read(st->out_fd[idx], buf, sizeof(buf)));
 	if (n < 0 && errno == EAGAIN)
 		return 0;
-	if (n <= 0) {
+	if (n <= 0) { /* EOF, or EIO from a pty master whose slave closed (pty(7)) */
 		close(st->out_fd[idx]);
 		st->out_fd[idx] = -1;
 		return 0;
@@ -250,7 +250,7 @@ static int wait_exec(int report_fd, pid_t pid, struct run_state *st, struct kis_
 	return kis_error_set(err, code, m.sys_errno, "%s", m.message);
 }
 
-int kis_exec_run(const struct kis_spawn *sp, const struct kis_supervise *sv, struct kis_result *res,
+int kis_exec_run(struct kis_spawn *sp, const struct kis_supervise *sv, struct kis_result *res,
 		 struct kis_error **err)
 {
 	int sock[2] = {-1, -1}, po[2] = {-1, -1}, pe[2] = {-1, -1};
@@ -259,7 +259,8 @@ int kis_exec_run(const struct kis_spawn *sp, const struct kis_supervise *sv, str
 	struct run_state st = {.sv = sv, .res = res, .out_fd = {-1, -1}};
 
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sock) < 0 ||
-	    pipe2(po, O_CLOEXEC) < 0 || pipe2(pe, O_CLOEXEC) < 0) {
+	    (sv->pty ? (po[0] = fcntl(sv->pty_master, F_DUPFD_CLOEXEC, 3)) < 0 :
+		       (pipe2(po, O_CLOEXEC) < 0 || pipe2(pe, O_CLOEXEC) < 0))) {
 		kis_error_set(err, KIS_E_INTERNAL, errno, "cannot create the run's pipes");
 		goto out;
 	}
@@ -287,7 +288,13 @@ int kis_exec_run(const struct kis_spawn *sp, const struct kis_supervise *sv, str
 	st.out_fd[1] = pe[0];
 	po[0] = pe[0] = -1;
 	for (int i = 0; i < 2; i++)
-		fcntl(st.out_fd[i], F_SETFL, O_NONBLOCK);
+		if (st.out_fd[i] >= 0)
+			fcntl(st.out_fd[i], F_SETFL, O_NONBLOCK);
+	if (sp->pty) {
+		/* Our copy of the slave must go, or the master never sees EOF. */
+		close(sp->pty_slave);
+		sp->pty_slave = -1;
+	}
 
 	if (sv->hooks && sv->hooks->attach && sv->hooks->attach(sv->hooks->ctx, pid, err) < 0) {
 		kill_run(&st);
@@ -320,10 +327,11 @@ int kis_exec_run(const struct kis_spawn *sp, const struct kis_supervise *sv, str
 	struct rusage ru;
 	memset(&ru, 0, sizeof(ru));
 	uint64_t drain_until = 0;
+	bool watch_on[3] = {true, true, true};
 
 	for (;;) {
-		struct pollfd pfd[4];
-		int n = 0, i_pid = -1, i_out[2] = {-1, -1}, i_cancel = -1;
+		struct pollfd pfd[4 + 3];
+		int n = 0, i_pid = -1, i_out[2] = {-1, -1}, i_cancel = -1, i_watch[3] = {-1, -1, -1};
 		if (!exited) {
 			i_pid = n;
 			pfd[n++] = (struct pollfd){.fd = pidfd, .events = POLLIN};
@@ -339,6 +347,11 @@ int kis_exec_run(const struct kis_spawn *sp, const struct kis_supervise *sv, str
 		}
 		if (exited && n == 0)
 			break;
+		for (size_t k = 0; !exited && k < sv->n_watches && k < 3; k++)
+			if (watch_on[k]) {
+				i_watch[k] = n;
+				pfd[n++] = (struct pollfd){.fd = sv->watches[k].fd, .events = POLLIN};
+			}
 		uint64_t now = now_ms();
 		if (exited && now >= drain_until)
 			break; /* a process outside the group holds a pipe: stop waiting */
@@ -361,6 +374,16 @@ int kis_exec_run(const struct kis_spawn *sp, const struct kis_supervise *sv, str
 				}
 		if (i_cancel >= 0 && pr > 0 && (pfd[i_cancel].revents & POLLIN))
 			stop_for(&st, KIS_REASON_CANCELLED, "the run was cancelled");
+		for (size_t k = 0; k < 3; k++) {
+			if (i_watch[k] < 0 || pr <= 0 ||
+			    !(pfd[i_watch[k]].revents & (POLLIN | POLLHUP | POLLERR)))
+				continue;
+			int wr = sv->watches[k].on_ready(sv->watches[k].ctx, sv->watches[k].fd);
+			if (wr > 0)
+				watch_on[k] = false;
+			else if (wr < 0)
+				stop_for(&st, KIS_REASON_CANCELLED, "the client went away");
+		}
 		bool child_done = i_pid >= 0 && pr > 0 && (pfd[i_pid].revents & POLLIN);
 		if (!exited && child_done) {
 			RETRY_EINTR(wait4(pid, &status, 0, &ru));

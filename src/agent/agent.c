@@ -1,0 +1,617 @@
+/* SPDX-License-Identifier: MIT */
+/* The agent: PID 1 (or a subreaper) of a sandbox. It accepts connections,
+ * forks one worker per connection, and keeps the durable shell's state.
+ *
+ * Theory of operation. The main loop polls the listening socket, a
+ * signalfd (SIGCHLD, SIGTERM) and one state pipe per worker. A worker
+ * speaks the protocol on its connection (docs/protocol.md): HELLO, then any
+ * number of EXEC requests one after another; several execs at once use
+ * several connections. Each EXEC runs through kis_exec_run, the supervisor
+ * the engine uses too; stdin, resize and signal frames arrive through a
+ * watch on the connection; output leaves as DATA frames. A shell line runs
+ * under /bin/sh with an EXIT trap that writes the shell's cwd and exported
+ * environment to fd 3; the worker hands that to the main loop, so the next
+ * line (on any connection) starts where the last one ended. Orphans are
+ * reparented to us (PR_SET_CHILD_SUBREAPER, or being PID 1) and reaped. */
+#include "util.h"
+
+#include <fcntl.h>
+#include <jansson.h>
+#include <poll.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <termios.h>
+
+#include "agent/agent.h"
+#include "agent/exec_json.h"
+#include "agent/proto.h"
+#include "exec/exec.h"
+
+#define MAX_WORKERS 64
+#define STATE_MAX (1u << 20)
+
+/* The durable shell's state, owned by the main loop; a worker inherits a
+ * copy at fork. */
+static char *state_cwd;
+static char **state_env;
+
+static void strv_free(char **v)
+{
+	for (size_t i = 0; v && v[i]; i++)
+		free(v[i]);
+	free(v);
+}
+
+static char **strv_dup(char *const *v)
+{
+	size_t n = 0;
+	while (v && v[n])
+		n++;
+	char **d = calloc(n + 1, sizeof(*d));
+	for (size_t i = 0; d && i < n; i++)
+		if (!(d[i] = strdup(v[i]))) {
+			strv_free(d);
+			return NULL;
+		}
+	return d;
+}
+
+/* "cwd\0K=V\0K=V\0..." from the shell's EXIT trap. */
+static void state_apply(const char *buf, size_t len)
+{
+	if (!len || buf[len - 1] != '\0')
+		return; /* truncated: keep the old state */
+	size_t n = 0;
+	for (size_t i = 0; i < len; i++)
+		n += buf[i] == '\0';
+	char **env = calloc(n + 1, sizeof(*env));
+	if (!env)
+		return;
+	char *cwd = strdup(buf);
+	size_t k = 0;
+	for (const char *p = buf + strlen(buf) + 1; p < buf + len; p += strlen(p) + 1) {
+		/* shell bookkeeping is not part of the session's environment */
+		if (!strncmp(p, "_=", 2) || !strncmp(p, "SHLVL=", 6) || !strncmp(p, "OLDPWD=", 7) ||
+		    !strchr(p, '='))
+			continue;
+		env[k++] = strdup(p);
+	}
+	free(state_cwd);
+	state_cwd = cwd;
+	strv_free(state_env);
+	state_env = env;
+}
+
+/* ---- a worker: one connection ---- */
+
+struct worker {
+	int conn;
+	uint32_t exec_id;
+	pid_t pid;            /* the command, once started */
+	int stdin_w;          /* our end of the command's stdin pipe, or -1 */
+	int pty_master;       /* or -1 */
+	struct kis_frame_reader rd;
+	bool conn_broken;
+	char *state;          /* bytes read from the shell's fd 3 */
+	size_t state_len;
+};
+
+static void send_error(int fd, uint32_t exec, const char *code, const char *msg)
+{
+	json_t *o = json_pack("{s:s, s:s}", "code", code, "message", msg);
+	char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
+	if (s)
+		kis_frame_write(fd, KIS_F_ERROR, 0, exec, s, (uint32_t)strlen(s));
+	free(s);
+	json_decref(o);
+}
+
+static void on_output(void *ctx, int stream, const char *buf, size_t n)
+{
+	struct worker *w = ctx;
+	while (n > 0 && !w->conn_broken) {
+		uint32_t chunk = n > 65536 ? 65536 : (uint32_t)n;
+		if (kis_frame_write(w->conn, KIS_F_DATA, (uint8_t)stream, w->exec_id, buf, chunk) < 0)
+			w->conn_broken = true;
+		buf += chunk;
+		n -= chunk;
+	}
+}
+
+static void write_all(int fd, const uint8_t *p, size_t n)
+{
+	while (n > 0) {
+		ssize_t r = RETRY_EINTR(write(fd, p, n));
+		if (r <= 0)
+			return;
+		p += r;
+		n -= (size_t)r;
+	}
+}
+
+/* Frames that arrive while a command runs (some may already be buffered
+ * behind the EXEC frame). */
+static int process_frames(struct worker *w)
+{
+	struct kis_frame f;
+	int st;
+	while ((st = kis_frame_reader_next(&w->rd, &f)) == KIS_FRAME_OK) {
+		switch (f.type) {
+		case KIS_F_DATA:
+			if (f.stream != 0)
+				break;
+			if (w->pty_master >= 0)
+				write_all(w->pty_master, f.payload, f.len);
+			else if (w->stdin_w >= 0)
+				write_all(w->stdin_w, f.payload, f.len);
+			break;
+		case KIS_F_EOF:
+			if (f.stream == 0 && w->stdin_w >= 0) {
+				close(w->stdin_w);
+				w->stdin_w = -1;
+			}
+			break;
+		case KIS_F_RESIZE:
+			if (w->pty_master >= 0) {
+				struct winsize ws = {
+					.ws_row = (unsigned short)(f.payload[0] | f.payload[1] << 8),
+					.ws_col = (unsigned short)(f.payload[2] | f.payload[3] << 8)};
+				/* TIOCSWINSZ sends SIGWINCH to the foreground group (tty_ioctl(4)) */
+				ioctl(w->pty_master, TIOCSWINSZ, &ws);
+			}
+			break;
+		case KIS_F_SIGNAL: {
+			uint32_t sig = (uint32_t)f.payload[0] | (uint32_t)f.payload[1] << 8 |
+				       (uint32_t)f.payload[2] << 16 | (uint32_t)f.payload[3] << 24;
+			if (w->pid > 0 && sig > 0 && sig < 65)
+				kill(-w->pid, (int)sig);
+			break;
+		}
+		case KIS_F_HELLO:
+		case KIS_F_EXEC:
+		case KIS_F_EXIT:
+		case KIS_F_ERROR:
+		case KIS_F_STARTED:
+		default:
+			send_error(w->conn, f.exec, "protocol", "unexpected frame during an exec");
+			break;
+		}
+	}
+	if (st < 0) {
+		send_error(w->conn, w->exec_id, "protocol", kis_frame_status_text(st));
+		return -1; /* a peer that sends garbage loses its exec, not the session */
+	}
+	return w->rd.eof ? -1 : 0;
+}
+
+static int on_conn(void *ctx, int fd)
+{
+	struct worker *w = ctx;
+	if (kis_frame_reader_fill(&w->rd, fd) < 0 && errno != EAGAIN)
+		return -1;
+	return process_frames(w);
+}
+
+/* The command of the exec in progress: killed with its group when the
+ * worker is told to stop (session destroy), so nothing outlives it. */
+static volatile pid_t current_pgid;
+
+static void on_term(int sig)
+{
+	(void)sig;
+	if (current_pgid > 0)
+		kill(-current_pgid, SIGKILL);
+	_exit(1);
+}
+
+static int write_full(int fd, const void *p, size_t n)
+{
+	const char *c = p;
+	while (n > 0) {
+		ssize_t r = RETRY_EINTR(write(fd, c, n));
+		if (r <= 0)
+			return -1;
+		c += r;
+		n -= (size_t)r;
+	}
+	return 0;
+}
+
+static int on_state(void *ctx, int fd)
+{
+	struct worker *w = ctx;
+	char buf[8192];
+	ssize_t n = RETRY_EINTR(read(fd, buf, sizeof(buf)));
+	if (n <= 0)
+		return 1;
+	if (w->state_len + (size_t)n > STATE_MAX)
+		return 1;
+	char *g = realloc(w->state, w->state_len + (size_t)n);
+	if (!g)
+		return 1;
+	w->state = g;
+	memcpy(w->state + w->state_len, buf, (size_t)n);
+	w->state_len += (size_t)n;
+	return 0;
+}
+
+static int on_attach(void *ctx, pid_t pid, struct kis_error **err)
+{
+	struct worker *w = ctx;
+	w->pid = pid;
+	current_pgid = pid;
+	char body[48];
+	int n = snprintf(body, sizeof(body), "{\"pid\":%d}", (int)pid);
+	kis_frame_write(w->conn, KIS_F_STARTED, 0, w->exec_id, body, (uint32_t)n);
+	return 0;
+}
+
+/* The EXIT trap runs after the line, also when the line calls exit; fd 3 is
+ * closed for the line itself so its commands do not inherit it. */
+static const char shell_wrapper[] =
+	"trap '__kis_st=$?; { printf \"%s\\0\" \"$PWD\"; env -0; } >&3 2>/dev/null; "
+	"exit $__kis_st' EXIT\n"
+	"eval \"$1\" 3>&-\n";
+
+static int open_pty(unsigned rows, unsigned cols, int *master, int *slave)
+{
+	int m = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+	if (m < 0)
+		return -1;
+	if (grantpt(m) < 0 || unlockpt(m) < 0) {
+		close(m);
+		return -1;
+	}
+	char name[128];
+	if (ptsname_r(m, name, sizeof(name)) != 0) {
+		close(m);
+		return -1;
+	}
+	int s = open(name, O_RDWR | O_NOCTTY | O_CLOEXEC);
+	if (s < 0) {
+		close(m);
+		return -1;
+	}
+	struct winsize ws = {.ws_row = (unsigned short)(rows ? rows : 24),
+			     .ws_col = (unsigned short)(cols ? cols : 80)};
+	ioctl(m, TIOCSWINSZ, &ws);
+	*master = m;
+	*slave = s;
+	return 0;
+}
+
+static void run_exec(struct worker *w, struct kis_exec_req *req, int state_fd)
+{
+	struct kis_result res;
+	kis_result_init(&res);
+	struct kis_error *err = NULL;
+	int in[2] = {-1, -1}, st[2] = {-1, -1}, slave = -1;
+	w->stdin_w = w->pty_master = -1;
+	w->pid = 0;
+	free(w->state);
+	w->state = NULL;
+	w->state_len = 0;
+
+	char *sh_argv[] = {"/bin/sh", "-c", (char *)shell_wrapper, "sh", req->argv[0], NULL};
+	char *const *argv = req->shell ? sh_argv : req->argv;
+	char *const *envp = req->env ? req->env : state_env;
+	const char *cwd = req->cwd ? req->cwd : state_cwd;
+
+	if (req->tty) {
+		if (open_pty(req->rows, req->cols, &w->pty_master, &slave) < 0) {
+			send_error(w->conn, w->exec_id, "internal", "cannot allocate a terminal");
+			return;
+		}
+	} else if (pipe2(in, O_CLOEXEC) < 0) {
+		send_error(w->conn, w->exec_id, "internal", "cannot create a pipe");
+		return;
+	}
+	if (req->shell && pipe2(st, O_CLOEXEC) < 0) {
+		send_error(w->conn, w->exec_id, "internal", "cannot create a pipe");
+		goto out;
+	}
+	w->stdin_w = in[1];
+	in[1] = -1;
+	struct kis_spawn sp = {
+		.argv = argv, .envp = envp, .cwd = cwd, .stdin_fd = in[0], .limits = &req->limits,
+		.pty = req->tty, .pty_slave = slave, .pass_fd3 = req->shell, .fd3 = st[1],
+	};
+	struct kis_supervise_hooks hooks = {.attach = on_attach, .ctx = w};
+	struct kis_supervise sv = {
+		.wall_ms = req->limits.wall_ms, .cpu_ms = req->limits.cpu_ms,
+		.output_bytes = req->limits.output_bytes, .sink = on_output, .sink_ctx = w,
+		.cancel_fd = -1, .hooks = &hooks, .pty = req->tty, .pty_master = w->pty_master,
+	};
+	sv.watches[sv.n_watches++] = (struct kis_watch){.fd = w->conn, .on_ready = on_conn, .ctx = w};
+	if (req->shell)
+		sv.watches[sv.n_watches++] = (struct kis_watch){.fd = st[0], .on_ready = on_state, .ctx = w};
+	if (w->rd.len)
+		process_frames(w); /* stdin that came with the request */
+	int r = kis_exec_run(&sp, &sv, &res, &err);
+	current_pgid = 0;
+	slave = sp.pty_slave;
+	if (r < 0) {
+		send_error(w->conn, w->exec_id, kis_errc_name(err ? err->code : KIS_E_INTERNAL),
+			   err && err->message ? err->message : "exec failed");
+		kis_error_free(err);
+		goto out;
+	}
+	if (req->shell) {
+		/* the trap wrote before the shell exited: take what is left */
+		kis_closep(&st[1]);
+		while (on_state(w, st[0]) == 0)
+			;
+		if (w->state_len && w->state_len < STATE_MAX) {
+			/* Hand the state to the main loop and wait for its ack before
+			 * the EXIT frame: a client's next exec, which can only follow
+			 * the EXIT, then always starts from this state. */
+			uint32_t len = (uint32_t)w->state_len;
+			char ack;
+			if (write_full(state_fd, &len, sizeof(len)) == 0 &&
+			    write_full(state_fd, w->state, w->state_len) == 0)
+				(void)!RETRY_EINTR(read(state_fd, &ack, 1));
+			state_apply(w->state, w->state_len);
+		}
+	}
+	char *body = kis_exit_to_json(&res);
+	if (body && !w->conn_broken)
+		kis_frame_write(w->conn, KIS_F_EXIT, 0, w->exec_id, body, (uint32_t)strlen(body));
+	free(body);
+out:
+	kis_result_release(&res);
+	for (int i = 0; i < 2; i++) {
+		kis_closep(&in[i]);
+		kis_closep(&st[i]);
+	}
+	kis_closep(&slave);
+	kis_closep(&w->stdin_w);
+	kis_closep(&w->pty_master);
+}
+
+static int worker_main(int conn, int state_fd)
+{
+	struct worker w = {.conn = conn, .stdin_w = -1, .pty_master = -1};
+	kis_frame_reader_init(&w.rd);
+	struct kis_frame f;
+	int st = kis_frame_read_blocking(&w.rd, conn, &f);
+	uint32_t ver = 0;
+	if (st == 1 && f.type == KIS_F_HELLO)
+		ver = (uint32_t)f.payload[0] | (uint32_t)f.payload[1] << 8 |
+		      (uint32_t)f.payload[2] << 16 | (uint32_t)f.payload[3] << 24;
+	if (st != 1 || f.type != KIS_F_HELLO || ver != KIS_PROTO_VERSION) {
+		send_error(conn, 0, "protocol",
+			   st < 0 ? kis_frame_status_text(st) :
+			   st == 1 && f.type == KIS_F_HELLO ? "unsupported protocol version" :
+							      "expected a HELLO frame first");
+		kis_frame_reader_release(&w.rd);
+		return 1;
+	}
+	uint8_t v[4] = {KIS_PROTO_VERSION, 0, 0, 0};
+	kis_frame_write(conn, KIS_F_HELLO, 0, 0, v, 4);
+	for (;;) {
+		st = kis_frame_read_blocking(&w.rd, conn, &f);
+		if (st == 0)
+			break;
+		if (st < 0) {
+			send_error(conn, 0, "protocol", kis_frame_status_text(st));
+			break;
+		}
+		if (f.type != KIS_F_EXEC) {
+			send_error(conn, f.exec, "protocol", "expected an EXEC frame");
+			continue;
+		}
+		struct kis_exec_req req;
+		struct kis_error *err = NULL;
+		if (kis_exec_req_from_json((const char *)f.payload, f.len, &req, &err) < 0) {
+			send_error(conn, f.exec, "invalid_argument", err->message);
+			kis_error_free(err);
+			continue;
+		}
+		w.exec_id = f.exec;
+		/* the reader may hold frames that belong to this exec (stdin) */
+		run_exec(&w, &req, state_fd);
+		kis_exec_req_release(&req);
+		if (w.conn_broken || w.rd.eof)
+			break;
+	}
+	kis_frame_reader_release(&w.rd);
+	free(w.state);
+	return 0;
+}
+
+/* ---- the main loop ---- */
+
+struct wslot {
+	pid_t pid;
+	int state_fd;
+	char *buf;
+	size_t len;
+};
+
+static int peer_allowed(int fd)
+{
+	struct ucred cr;
+	socklen_t l = sizeof(cr);
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &l) < 0)
+		return 0;
+	/* only the engine's own user (or root) may drive this sandbox */
+	return cr.uid == getuid() || cr.uid == 0;
+}
+
+static pid_t spawn_worker(int conn, int listen_fd, int sfd, int *state_rd)
+{
+	int sp[2];
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) < 0)
+		return -1;
+	pid_t pid = fork();
+	if (pid < 0) {
+		close(sp[0]);
+		close(sp[1]);
+		return -1;
+	}
+	if (pid == 0) {
+		close(sp[0]);
+		if (listen_fd >= 0)
+			close(listen_fd);
+		close(sfd);
+		sigset_t none;
+		sigemptyset(&none);
+		signal(SIGTERM, on_term);
+		sigprocmask(SIG_SETMASK, &none, NULL);
+		/* the worker's command is killed with it when the agent ends */
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		_exit(worker_main(conn, sp[1]));
+	}
+	close(sp[1]);
+	*state_rd = sp[0];
+	return pid;
+}
+
+static int serve(int listen_fd, int channel_fd)
+{
+	prctl(PR_SET_CHILD_SUBREAPER, 1);
+	signal(SIGPIPE, SIG_IGN);
+	char cwd[4096];
+	state_cwd = strdup(getcwd(cwd, sizeof(cwd)) ? cwd : "/");
+	extern char **environ;
+	state_env = strv_dup(environ);
+
+	sigset_t mask;
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGCHLD);
+	sigaddset(&mask, SIGTERM);
+	sigaddset(&mask, SIGINT);
+	sigprocmask(SIG_BLOCK, &mask, NULL);
+	int sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+	if (sfd < 0)
+		return 1;
+
+	struct wslot slots[MAX_WORKERS];
+	memset(slots, 0, sizeof(slots));
+	for (int i = 0; i < MAX_WORKERS; i++)
+		slots[i].state_fd = -1;
+	if (channel_fd >= 0) {
+		int rd;
+		pid_t p = spawn_worker(channel_fd, -1, sfd, &rd);
+		if (p < 0)
+			return 1;
+		slots[0] = (struct wslot){.pid = p, .state_fd = rd};
+		close(channel_fd);
+	}
+	bool stopping = false;
+	for (;;) {
+		struct pollfd pfd[2 + MAX_WORKERS];
+		int map[2 + MAX_WORKERS];
+		int n = 0;
+		pfd[n] = (struct pollfd){.fd = sfd, .events = POLLIN};
+		map[n++] = -1;
+		if (listen_fd >= 0 && !stopping) {
+			pfd[n] = (struct pollfd){.fd = listen_fd, .events = POLLIN};
+			map[n++] = -2;
+		}
+		bool any = false;
+		for (int i = 0; i < MAX_WORKERS; i++) {
+			any |= slots[i].pid > 0;
+			if (slots[i].state_fd >= 0) {
+				pfd[n] = (struct pollfd){.fd = slots[i].state_fd, .events = POLLIN};
+				map[n++] = i;
+			}
+		}
+		if (channel_fd >= 0 && !any)
+			break; /* one channel, served: done */
+		if (stopping && !any)
+			break;
+		if (poll(pfd, (nfds_t)n, -1) < 0 && errno != EINTR)
+			break;
+		for (int k = 0; k < n; k++) {
+			if (!pfd[k].revents)
+				continue;
+			if (map[k] == -1) {
+				struct signalfd_siginfo si;
+				while (read(sfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
+					if (si.ssi_signo == SIGTERM || si.ssi_signo == SIGINT) {
+						stopping = true;
+						for (int i = 0; i < MAX_WORKERS; i++)
+							if (slots[i].pid > 0)
+								kill(slots[i].pid, SIGTERM);
+						if (getpid() == 1)
+							kill(-1, SIGKILL);
+					}
+				}
+				pid_t p;
+				int status;
+				while ((p = waitpid(-1, &status, WNOHANG)) > 0)
+					for (int i = 0; i < MAX_WORKERS; i++)
+						if (slots[i].pid == p)
+							slots[i].pid = 0;
+			} else if (map[k] == -2) {
+				int c = accept4(listen_fd, NULL, NULL, SOCK_CLOEXEC);
+				if (c < 0)
+					continue;
+				int free_slot = -1;
+				for (int i = 0; i < MAX_WORKERS && free_slot < 0; i++)
+					if (!slots[i].pid && slots[i].state_fd < 0)
+						free_slot = i;
+				if (!peer_allowed(c) || free_slot < 0) {
+					if (free_slot < 0)
+						send_error(c, 0, "busy", "too many connections to this session");
+					close(c);
+					continue;
+				}
+				int rd;
+				pid_t p = spawn_worker(c, listen_fd, sfd, &rd);
+				close(c);
+				if (p > 0)
+					slots[free_slot] = (struct wslot){.pid = p, .state_fd = rd};
+			} else {
+				struct wslot *s = &slots[map[k]];
+				char buf[8192];
+				ssize_t r = RETRY_EINTR(read(s->state_fd, buf, sizeof(buf)));
+				if (r > 0 && s->len + (size_t)r <= STATE_MAX + 4) {
+					char *g = realloc(s->buf, s->len + (size_t)r);
+					if (g) {
+						memcpy(g + s->len, buf, (size_t)r);
+						s->buf = g;
+						s->len += (size_t)r;
+					}
+					/* a message: u32 length, then the state; ack it */
+					uint32_t need;
+					if (s->len >= 4) {
+						memcpy(&need, s->buf, 4);
+						if (need <= STATE_MAX && s->len >= 4 + (size_t)need) {
+							state_apply(s->buf + 4, need);
+							memmove(s->buf, s->buf + 4 + need,
+								s->len - 4 - need);
+							s->len -= 4 + need;
+							(void)!write(s->state_fd, "k", 1);
+						}
+					}
+				} else {
+					free(s->buf);
+					s->buf = NULL;
+					s->len = 0;
+					close(s->state_fd);
+					s->state_fd = -1;
+				}
+			}
+		}
+	}
+	if (getpid() == 1)
+		kill(-1, SIGKILL);
+	return 0;
+}
+
+int kis_agent_serve_listener(int listen_fd)
+{
+	return serve(listen_fd, -1);
+}
+
+int kis_agent_serve_channel(int fd)
+{
+	return serve(-1, fd);
+}

@@ -1,0 +1,13 @@
+/* SPDX-License-Identifier: MIT */
+/* The in-sandbox agent: accept connections on a listening socket (or serve
+ * one channel), run exec requests with the shared supervisor, keep the
+ * durable shell's state. */
+#ifndef KIS_AGENT_H
+#define KIS_AGENT_H
+
+/* Serve connections accepted on listen_fd until SIGTERM. Returns an exit status. */
+int kis_agent_serve_listener(int listen_fd);
+/* Serve exactly one already-connected channel (virtio console, a socket). */
+int kis_agent_serve_channel(int fd);
+
+#endif

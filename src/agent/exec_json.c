@@ -1,0 +1,187 @@
+/* SPDX-License-Identifier: MIT */
+/* EXEC request and EXIT result bodies as JSON (jansson). The agent parses
+ * what a peer sent: every field is type-checked, nothing assumed. */
+#include "util.h"
+
+#include <jansson.h>
+#include <string.h>
+
+#include "agent/exec_json.h"
+
+static void strv_free(char **v)
+{
+	for (size_t i = 0; v && v[i]; i++)
+		free(v[i]);
+	free(v);
+}
+
+void kis_exec_req_release(struct kis_exec_req *r)
+{
+	strv_free(r->argv);
+	strv_free(r->env);
+	free(r->cwd);
+	memset(r, 0, sizeof(*r));
+}
+
+static json_t *strv_json(char **v)
+{
+	json_t *a = json_array();
+	for (size_t i = 0; v && v[i]; i++)
+		json_array_append_new(a, json_string(v[i]));
+	return a;
+}
+
+char *kis_exec_req_to_json(const struct kis_exec_req *r)
+{
+	const struct kis_limits *l = &r->limits;
+	json_t *o = json_pack("{s:o, s:o, s:o, s:b, s:{s:b, s:i, s:i}, s:{s:I, s:I, s:I, s:I, s:I}}",
+			      "argv", strv_json(r->argv), "env",
+			      r->env ? strv_json(r->env) : json_null(), "cwd",
+			      r->cwd ? json_string(r->cwd) : json_null(), "shell", r->shell, "tty",
+			      "enabled", r->tty, "rows", (int)r->rows, "cols", (int)r->cols,
+			      "limits", "wall_ms", (json_int_t)l->wall_ms, "cpu_ms",
+			      (json_int_t)l->cpu_ms, "output_bytes", (json_int_t)l->output_bytes,
+			      "file_bytes", (json_int_t)l->file_bytes, "open_files",
+			      (json_int_t)l->open_files);
+	if (!o)
+		return NULL;
+	char *s = json_dumps(o, JSON_COMPACT);
+	json_decref(o);
+	return s;
+}
+
+static int strv_from_json(json_t *a, char ***out, const char *what, struct kis_error **err)
+{
+	if (!json_is_array(a) || json_array_size(a) > 65536)
+		return kis_error_set(err, KIS_E_INVALID_ARGUMENT, 0, "%s: expected an array", what);
+	size_t n = json_array_size(a);
+	char **v = calloc(n + 1, sizeof(*v));
+	if (!v)
+		return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "%s", what);
+	for (size_t i = 0; i < n; i++) {
+		json_t *s = json_array_get(a, i);
+		if (!json_is_string(s) || strlen(json_string_value(s)) != json_string_length(s)) {
+			strv_free(v);
+			return kis_error_set(err, KIS_E_INVALID_ARGUMENT, 0,
+					     "%s[%zu]: expected a string without NUL", what, i);
+		}
+		if (!(v[i] = strdup(json_string_value(s)))) {
+			strv_free(v);
+			return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "%s", what);
+		}
+	}
+	*out = v;
+	return 0;
+}
+
+static uint64_t get_u64(json_t *o, const char *k)
+{
+	json_t *v = json_object_get(o, k);
+	return json_is_integer(v) && json_integer_value(v) > 0 ? (uint64_t)json_integer_value(v) : 0;
+}
+
+int kis_exec_req_from_json(const char *text, size_t len, struct kis_exec_req *out,
+			   struct kis_error **err)
+{
+	memset(out, 0, sizeof(*out));
+	json_error_t je;
+	json_t *o = json_loadb(text, len, 0, &je);
+	if (!o || !json_is_object(o)) {
+		json_decref(o);
+		return kis_error_set(err, KIS_E_INVALID_ARGUMENT, 0, "exec request: not a JSON object");
+	}
+	int r = -1;
+	json_t *v;
+	if (strv_from_json(json_object_get(o, "argv"), &out->argv, "argv", err) < 0)
+		goto out;
+	if (!out->argv[0]) {
+		kis_error_set(err, KIS_E_INVALID_ARGUMENT, 0, "argv: no command");
+		goto out;
+	}
+	v = json_object_get(o, "env");
+	if (v && !json_is_null(v) && strv_from_json(v, &out->env, "env", err) < 0)
+		goto out;
+	v = json_object_get(o, "cwd");
+	if (json_is_string(v) && !(out->cwd = strdup(json_string_value(v)))) {
+		kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "cwd");
+		goto out;
+	}
+	out->shell = json_is_true(json_object_get(o, "shell"));
+	json_t *t = json_object_get(o, "tty");
+	out->tty = json_is_true(json_object_get(t, "enabled"));
+	out->rows = (unsigned)get_u64(t, "rows");
+	out->cols = (unsigned)get_u64(t, "cols");
+	if (out->rows > 4096 || out->cols > 4096)
+		out->rows = out->cols = 0;
+	json_t *l = json_object_get(o, "limits");
+	out->limits.wall_ms = get_u64(l, "wall_ms");
+	out->limits.cpu_ms = get_u64(l, "cpu_ms");
+	out->limits.output_bytes = get_u64(l, "output_bytes");
+	out->limits.file_bytes = get_u64(l, "file_bytes");
+	out->limits.open_files = get_u64(l, "open_files");
+	kis_limits_resolve(&out->limits, &out->limits);
+	r = 0;
+out:
+	if (r < 0)
+		kis_exec_req_release(out);
+	json_decref(o);
+	return r;
+}
+
+char *kis_exit_to_json(const struct kis_result *r)
+{
+	const struct kis_usage *u = &r->usage;
+	json_t *o = json_pack(
+		"{s:s, s:i, s:i, s:o, s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}, "
+		"s:[{s:I, s:b}, {s:I, s:b}]}",
+		"reason", kis_reason_name(r->reason), "exit_code", r->exit_code, "signal", r->signal,
+		"detail", r->detail ? json_string(r->detail) : json_null(), "usage", "wall_ms",
+		(json_int_t)u->wall_ms, "user_ms", (json_int_t)u->user_ms, "sys_ms",
+		(json_int_t)u->sys_ms, "max_rss_bytes", (json_int_t)u->max_rss_bytes, "minor_faults",
+		(json_int_t)u->minor_faults, "major_faults", (json_int_t)u->major_faults,
+		"voluntary_ctxsw", (json_int_t)u->voluntary_ctxsw, "involuntary_ctxsw",
+		(json_int_t)u->involuntary_ctxsw, "streams", "bytes",
+		(json_int_t)r->streams[0].bytes, "truncated", r->streams[0].truncated, "bytes",
+		(json_int_t)r->streams[1].bytes, "truncated", r->streams[1].truncated);
+	if (!o)
+		return NULL;
+	char *s = json_dumps(o, JSON_COMPACT);
+	json_decref(o);
+	return s;
+}
+
+int kis_exit_from_json(const char *text, size_t len, struct kis_result *r, struct kis_error **err)
+{
+	json_error_t je;
+	json_t *o = json_loadb(text, len, 0, &je);
+	if (!json_is_object(o)) {
+		json_decref(o);
+		return kis_error_set(err, KIS_E_INTERNAL, 0, "agent sent a malformed exit frame");
+	}
+	const char *reason = json_string_value(json_object_get(o, "reason"));
+	r->reason = KIS_REASON_SIGNALED;
+	for (int i = 0; i < KIS_REASON__COUNT; i++)
+		if (reason && !strcmp(reason, kis_reason_name((enum kis_reason)i)))
+			r->reason = (enum kis_reason)i;
+	r->exit_code = (int)json_integer_value(json_object_get(o, "exit_code"));
+	r->signal = (int)json_integer_value(json_object_get(o, "signal"));
+	const char *d = json_string_value(json_object_get(o, "detail"));
+	free(r->detail);
+	r->detail = d ? strdup(d) : NULL;
+	json_t *u = json_object_get(o, "usage");
+	r->usage.wall_ms = get_u64(u, "wall_ms");
+	r->usage.user_ms = get_u64(u, "user_ms");
+	r->usage.sys_ms = get_u64(u, "sys_ms");
+	r->usage.max_rss_bytes = get_u64(u, "max_rss_bytes");
+	r->usage.minor_faults = get_u64(u, "minor_faults");
+	r->usage.major_faults = get_u64(u, "major_faults");
+	r->usage.voluntary_ctxsw = get_u64(u, "voluntary_ctxsw");
+	r->usage.involuntary_ctxsw = get_u64(u, "involuntary_ctxsw");
+	json_t *s = json_object_get(o, "streams");
+	for (int i = 0; i < 2; i++) {
+		json_t *e = json_array_get(s, (size_t)i);
+		r->streams[i].truncated = json_is_true(json_object_get(e, "truncated"));
+	}
+	json_decref(o);
+	return 0;
+}

@@ -1,0 +1,32 @@
+/* SPDX-License-Identifier: MIT */
+/* The JSON bodies of EXEC and EXIT frames, shared by engine and agent. */
+#ifndef KIS_EXEC_JSON_H
+#define KIS_EXEC_JSON_H
+
+#include <stdbool.h>
+
+#include "kis/error.h"
+#include "kis/profile.h"
+#include "kis/result.h"
+
+struct kis_exec_req {
+	char **argv;         /* NULL-terminated */
+	char **env;          /* NULL: the session's environment */
+	char *cwd;           /* NULL: the session's working directory */
+	bool shell;          /* argv[0] is a shell line; keep cwd and env after it */
+	bool tty;
+	unsigned rows, cols;
+	struct kis_limits limits; /* resolved */
+};
+
+void kis_exec_req_release(struct kis_exec_req *r);
+/* malloc'ed JSON text of a request. */
+char *kis_exec_req_to_json(const struct kis_exec_req *r);
+/* Parse and check a request (every field typed, argv non-empty). */
+int kis_exec_req_from_json(const char *text, size_t len, struct kis_exec_req *out,
+			   struct kis_error **err);
+/* The EXIT frame: the termination and usage part of a result. */
+char *kis_exit_to_json(const struct kis_result *r);
+int kis_exit_from_json(const char *text, size_t len, struct kis_result *r, struct kis_error **err);
+
+#endif

@@ -1,0 +1,338 @@
+/* SPDX-License-Identifier: MIT */
+/* `kis sandbox create`, `exec`, `shell` and `session list|destroy`: sessions
+ * that outlive a command. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "cli.h"
+#include "flags.h"
+#include "session_io.h"
+
+int cmd_create(int argc, char **argv)
+{
+	if (cli_wants_help(argc, argv)) {
+		puts("Usage: kis sandbox create [OPTIONS]\n\n"
+		     "Create a session: a sandbox that outlives its commands, with a durable\n"
+		     "working directory and environment. Prints the session id. The session\n"
+		     "survives this client; end it with 'kis sandbox session destroy ID'.\n\n"
+		     "Options (the profile of the session):");
+		cli_profile_flags_help(stdout);
+		return 0;
+	}
+	struct cli_opts o = {0};
+	kis_profile_init(&o.profile);
+	int rc = cli_parse_profile_flags("create", argc, argv, &o);
+	if (!rc && o.cmd_index < argc)
+		rc = cli_usage_error("create", "create takes no command; use 'kis sandbox exec'");
+	if (rc) {
+		kis_profile_release(&o.profile);
+		return rc;
+	}
+	struct kis_run_options ro = {.io = {.stdin_fd = -1, .cancel_fd = -1},
+				     .store_root = o.store_root};
+	char id[KIS_ID_BUFSZ];
+	struct kis_error *err = NULL;
+	int r = kis_session_create(&o.profile, &ro, id, &err);
+	kis_profile_release(&o.profile);
+	if (r < 0)
+		return cli_fail(err);
+	if (o.json)
+		printf("{\"session\":\"%s\"}\n", id);
+	else
+		printf("%s\n", id);
+	return 0;
+}
+
+/* Options of exec and shell: a small set, parsed here. */
+struct exec_flags {
+	const char *id;
+	bool tty, json;
+	const char *store_root, *cwd;
+	struct kis_profile env; /* only env and limits are used */
+	int cmd_index;
+};
+
+static int parse_exec_flags(const char *verb, int argc, char **argv, struct exec_flags *f)
+{
+	struct kis_error *err = NULL;
+	kis_profile_init(&f->env);
+	f->cmd_index = argc;
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i];
+		const char *field = NULL;
+		if (!strcmp(a, "--")) {
+			f->cmd_index = i + 1;
+			break;
+		} else if (!strcmp(a, "--tty")) {
+			f->tty = true;
+		} else if (!strcmp(a, "--json")) {
+			f->json = true;
+		} else if (!strcmp(a, "--store-root") && i + 1 < argc) {
+			f->store_root = argv[++i];
+		} else if (!strcmp(a, "--cwd") && i + 1 < argc) {
+			f->cwd = argv[++i];
+		} else if (!strcmp(a, "--env")) {
+			field = "env";
+		} else if (!strcmp(a, "--timeout")) {
+			field = "limits.wall_ms";
+		} else if (!strcmp(a, "--cpu-time")) {
+			field = "limits.cpu_ms";
+		} else if (!strcmp(a, "--output-limit")) {
+			field = "limits.output_bytes";
+		} else if (a[0] == '-') {
+			return cli_usage_error(verb, "unknown option '%s'", a);
+		} else if (!f->id) {
+			f->id = a;
+		} else {
+			return cli_usage_error(verb, "unexpected argument '%s' (the command goes after '--')", a);
+		}
+		if (field) {
+			if (i + 1 >= argc)
+				return cli_usage_error(verb, "option '%s' needs a value", a);
+			if (kis_profile_set(&f->env, field, argv[++i], &err) < 0) {
+				kis_error_wrap(&err, "%s", a);
+				return cli_fail(err);
+			}
+		}
+	}
+	if (!f->id)
+		return cli_usage_error(verb, "which session? give its id (see 'kis sandbox session list')");
+	return 0;
+}
+
+static void exec_flags_options(struct exec_flags *f, struct cli_term *t,
+			       struct kis_exec_options *o)
+{
+	memset(o, 0, sizeof(*o));
+	cli_term_exec_options(t, f->tty, f->json, o);
+	o->env = NULL;
+	o->cwd = f->cwd;
+	o->limits = f->env.limits;
+	o->store_root = f->store_root;
+}
+
+static int print_result(struct kis_result *res, bool json, const char *line)
+{
+	int status = kis_result_exit_status(res);
+	if (json) {
+		char *j = kis_result_to_json(res);
+		if (j && line) {
+			/* one result per shell line, with the line itself */
+			size_t n = strlen(j);
+			if (n && j[n - 1] == '}') {
+				j[n - 1] = '\0';
+				printf("%s,\"line\":", j);
+				fputc('"', stdout);
+				for (const char *p = line; *p; p++) {
+					if (*p == '"' || *p == '\\')
+						printf("\\%c", *p);
+					else if ((unsigned char)*p < 0x20)
+						printf("\\u%04x", *p);
+					else
+						fputc(*p, stdout);
+				}
+				printf("\"}\n");
+			}
+		} else if (j) {
+			printf("%s\n", j);
+		}
+		free(j);
+	} else if (res->reason != KIS_REASON_EXITED) {
+		fprintf(stderr, "kis: %s%s%s\n", kis_reason_name(res->reason), res->detail ? ": " : "",
+			res->detail ? res->detail : "");
+	}
+	fflush(stdout);
+	return status;
+}
+
+int cmd_exec(int argc, char **argv)
+{
+	if (cli_wants_help(argc, argv)) {
+		puts("Usage: kis sandbox exec ID [--tty] [--json] [--cwd DIR] [--env K=V]\n"
+		     "                        [--timeout DUR] [--cpu-time DUR] [--output-limit SIZE] -- CMD...\n\n"
+		     "Run a command in session ID. It starts in the session's working directory\n"
+		     "and environment (as the durable shell left them); --env adds to that\n"
+		     "environment for this command only. --tty gives it a real terminal inside\n"
+		     "the sandbox, sized like yours and resized with it. Exit status as for run.");
+		return 0;
+	}
+	struct exec_flags f = {0};
+	int rc = parse_exec_flags("exec", argc, argv, &f);
+	if (rc) {
+		kis_profile_release(&f.env);
+		return rc;
+	}
+	if (f.cmd_index >= argc) {
+		kis_profile_release(&f.env);
+		return cli_usage_error("exec", "no command: give it after '--'");
+	}
+	struct cli_term t;
+	cli_term_setup(&t, f.tty);
+	struct kis_exec_options o;
+	exec_flags_options(&f, &t, &o);
+	/* --env: the command's own additions, as "env" prefix through the shell-free path */
+	char **argv_cmd = argv + f.cmd_index;
+	char **wrapped = NULL;
+	if (f.env.n_env) {
+		size_t n = 0;
+		while (argv_cmd[n])
+			n++;
+		wrapped = calloc(n + f.env.n_env + 2, sizeof(*wrapped));
+		size_t k = 0;
+		wrapped[k++] = "env";
+		for (size_t i = 0; i < f.env.n_env; i++)
+			wrapped[k++] = f.env.env[i];
+		for (size_t i = 0; i < n; i++)
+			wrapped[k++] = argv_cmd[i];
+		argv_cmd = wrapped;
+	}
+	struct kis_result res;
+	kis_result_init(&res);
+	struct kis_error *err = NULL;
+	int r = kis_session_exec(f.id, argv_cmd, &o, &res, &err);
+	cli_term_restore(&t);
+	free(wrapped);
+	kis_profile_release(&f.env);
+	if (r < 0) {
+		kis_result_release(&res);
+		return cli_fail(err);
+	}
+	int status = print_result(&res, f.json, NULL);
+	kis_result_release(&res);
+	return status;
+}
+
+int cmd_shell(int argc, char **argv)
+{
+	if (cli_wants_help(argc, argv)) {
+		puts("Usage: kis sandbox shell ID [--tty] [--json]\n\n"
+		     "A durable shell in session ID: reads lines from stdin and runs them one\n"
+		     "by one with /bin/sh inside the sandbox. The working directory and the\n"
+		     "exported environment a line leaves ('cd /tmp', 'export X=1') are there\n"
+		     "for the next line and for later 'kis sandbox exec' commands. Each line's\n"
+		     "exit status is shown on stderr when it is not 0; --json prints one result\n"
+		     "per line. With --tty, an interactive shell on a real terminal instead.\n"
+		     "Exits with the status of the last line.");
+		return 0;
+	}
+	struct exec_flags f = {0};
+	int rc = parse_exec_flags("shell", argc, argv, &f);
+	if (!rc && f.cmd_index < argc)
+		rc = cli_usage_error("shell", "shell takes no command: it reads lines from stdin");
+	if (rc) {
+		kis_profile_release(&f.env);
+		return rc;
+	}
+	struct cli_term t;
+	cli_term_setup(&t, f.tty);
+	struct kis_exec_options o;
+	exec_flags_options(&f, &t, &o);
+	struct kis_error *err = NULL;
+	int status = 0;
+	if (f.tty) {
+		char *sh[] = {"/bin/sh", "-i", NULL};
+		struct kis_result res;
+		kis_result_init(&res);
+		int r = kis_session_exec(f.id, sh, &o, &res, &err);
+		cli_term_restore(&t);
+		status = r < 0 ? cli_fail(err) : print_result(&res, f.json, NULL);
+		kis_result_release(&res);
+		kis_profile_release(&f.env);
+		return status;
+	}
+	o.shell = true;
+	o.io.stdin_fd = -1; /* stdin carries the lines, not the lines' input */
+	char *line = NULL;
+	size_t cap = 0;
+	ssize_t n;
+	while ((n = getline(&line, &cap, stdin)) >= 0) {
+		if (n && line[n - 1] == '\n')
+			line[--n] = '\0';
+		if (!n)
+			continue;
+		char *one[] = {line, NULL};
+		struct kis_result res;
+		kis_result_init(&res);
+		if (kis_session_exec(f.id, one, &o, &res, &err) < 0) {
+			kis_result_release(&res);
+			free(line);
+			kis_profile_release(&f.env);
+			return cli_fail(err);
+		}
+		status = print_result(&res, f.json, line);
+		if (!f.json && status)
+			fprintf(stderr, "kis: exit %d\n", status);
+		kis_result_release(&res);
+	}
+	free(line);
+	kis_profile_release(&f.env);
+	return status;
+}
+
+int cmd_session(int argc, char **argv)
+{
+	if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
+		puts("Usage: kis sandbox session list [--json] [--store-root DIR]\n"
+		     "       kis sandbox session destroy ID [--store-root DIR]\n"
+		     "       kis sandbox session create [OPTIONS]   (the same as 'kis sandbox create')\n\n"
+		     "Manage sessions. 'list' shows each session's id, tier, backend, workspace,\n"
+		     "creation time and state (running or stopped), read from the session itself.\n"
+		     "'destroy' ends every process of the session and releases the workspace it\n"
+		     "cloned; destroying a session that is already gone succeeds.");
+		return argc < 2 ? KIS_EXIT_USAGE : 0;
+	}
+	if (!strcmp(argv[1], "create"))
+		return cmd_create(argc - 1, argv + 1);
+	const char *root = NULL, *id = NULL;
+	bool json = false;
+	for (int i = 2; i < argc; i++) {
+		if (!strcmp(argv[i], "--json"))
+			json = true;
+		else if (!strcmp(argv[i], "--store-root") && i + 1 < argc)
+			root = argv[++i];
+		else if (argv[i][0] != '-' && !id)
+			id = argv[i];
+		else
+			return cli_usage_error("session", "unexpected argument '%s'", argv[i]);
+	}
+	struct kis_error *err = NULL;
+	if (!strcmp(argv[1], "list")) {
+		char *out = NULL;
+		if (kis_session_list(root, &out, &err) < 0)
+			return cli_fail(err);
+		if (json) {
+			printf("%s\n", out);
+		} else {
+			json_error_t je;
+			json_t *a = json_loads(out, 0, &je);
+			printf("%-28s %-10s %-11s %-28s %-20s %s\n", "SESSION", "TIER", "BACKEND",
+			       "WORKSPACE", "CREATED", "STATE");
+			size_t i;
+			json_t *s;
+			json_array_foreach(a, i, s) {
+				const char *ws = json_string_value(json_object_get(s, "workspace"));
+				printf("%-28s %-10s %-11s %-28s %-20s %s\n",
+				       json_string_value(json_object_get(s, "id")),
+				       json_string_value(json_object_get(s, "tier")),
+				       json_string_value(json_object_get(s, "backend")), ws ? ws : "-",
+				       json_string_value(json_object_get(s, "created")),
+				       json_string_value(json_object_get(s, "state")));
+			}
+			json_decref(a);
+		}
+		free(out);
+		return 0;
+	}
+	if (!strcmp(argv[1], "destroy")) {
+		if (!id)
+			return cli_usage_error("session", "destroy needs a session id");
+		if (kis_session_destroy(root, id, &err) < 0)
+			return cli_fail(err);
+		return 0;
+	}
+	return cli_usage_error("session", "unknown subcommand '%s' (list, destroy, create)", argv[1]);
+}

@@ -1,0 +1,26 @@
+/* SPDX-License-Identifier: MIT */
+/* Internal to the engine: store root resolution, the agent's path, and
+ * acquiring the workspace a profile names (clone from base, or open). */
+#ifndef KIS_ENGINE_INTERNAL_H
+#define KIS_ENGINE_INTERNAL_H
+
+#include <stdbool.h>
+
+#include "kis/profile.h"
+
+/* NULL: $KIS_SANDBOX_ROOT, else /var/lib/kis/sandbox for root, else
+ * $XDG_STATE_HOME/kis/sandbox (~/.local/state/kis/sandbox). */
+int kis_store_root_resolve(const char *given, char **out, struct kis_error **err);
+int kis_mkdir_p(const char *path, mode_t mode, struct kis_error **err);
+/* $KIS_AGENT, else kis-agent beside the running binary. */
+int kis_agent_path(char **out, struct kis_error **err);
+
+/* The profile's workspace: cloned from p->base (cloned = true) or the
+ * existing p->workspace; none when neither is set (*id = *path = NULL). */
+int kis_workspace_acquire(const struct kis_profile *p, const char *store_root, char **id,
+			  char **path, bool *cloned, struct kis_error **err);
+/* Destroy a workspace the engine cloned; failures are ignored (destroy is
+ * idempotent and a later command sweeps). */
+void kis_workspace_release(const char *store_root, const char *id);
+
+#endif

@@ -1,0 +1,506 @@
+/* SPDX-License-Identifier: MIT */
+/* Sessions on the engine side: create (start the agent through the
+ * backend), exec (one connection to the agent, relayed), list, destroy.
+ * The handle is rebuilt from the session's directory every time, so a client
+ * that was killed finds the same session when it comes back. */
+#include "util.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <poll.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <termios.h>
+#include <time.h>
+
+#include "agent/exec_json.h"
+#include "agent/proto.h"
+#include "engine/internal.h"
+#include "kis/session.h"
+
+#define SOCK_NAME "agent.sock"
+#define META_NAME "session.json"
+
+/* sessions/ under the store root, created 0700 (DESIGN.md: the channel is a
+ * unix socket in a 0700 directory of the store). */
+static int open_sessions_dir(const char *store_root, bool create, struct kis_error **err)
+{
+	_cleanup_free_ char *root = NULL;
+	TRY(kis_store_root_resolve(store_root, &root, err));
+	_cleanup_free_ char *path = NULL;
+	if (asprintf(&path, "%s/sessions", root) < 0)
+		return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "sessions");
+	if (create) {
+		TRY(kis_mkdir_p(root, 0700, err));
+		if (mkdir(path, 0700) < 0 && errno != EEXIST)
+			return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot create '%s'", path);
+	}
+	int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return errno == ENOENT ? -2 : kis_error_set(err, KIS_E_INTERNAL, errno,
+							   "cannot open '%s'", path);
+	return fd;
+}
+
+/* The path of a file inside a directory fd, short enough for sun_path:
+ * /proc/self/fd/N/NAME resolves through the descriptor. */
+static int fd_sockaddr(int dfd, struct sockaddr_un *sa)
+{
+	memset(sa, 0, sizeof(*sa));
+	sa->sun_family = AF_UNIX;
+	snprintf(sa->sun_path, sizeof(sa->sun_path), "/proc/self/fd/%d/" SOCK_NAME, dfd);
+	return 0;
+}
+
+static uint64_t proc_starttime(pid_t pid)
+{
+	char path[64], buf[1024];
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	if (n <= 0)
+		return 0;
+	buf[n] = '\0';
+	/* field 22 (starttime), counted after the ')' that ends comm (proc(5)) */
+	char *p = strrchr(buf, ')');
+	if (!p)
+		return 0;
+	int field = 2;
+	for (p++; *p && field < 22; p++)
+		if (*p == ' ')
+			field++;
+	return strtoull(p, NULL, 10);
+}
+
+static int write_meta(int dfd, json_t *meta, struct kis_error **err)
+{
+	char *s = json_dumps(meta, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+	if (!s)
+		return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "session metadata");
+	int fd = openat(dfd, META_NAME ".tmp", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	int r = 0;
+	if (fd < 0 || write(fd, s, strlen(s)) != (ssize_t)strlen(s) || fsync(fd) < 0 ||
+	    renameat(dfd, META_NAME ".tmp", dfd, META_NAME) < 0)
+		r = kis_error_set(err, KIS_E_INTERNAL, errno, "cannot write the session metadata");
+	if (fd >= 0)
+		close(fd);
+	free(s);
+	return r;
+}
+
+static json_t *read_meta(int dfd)
+{
+	_cleanup_close_ int fd = openat(dfd, META_NAME, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return NULL;
+	json_error_t je;
+	return json_loadfd(fd, 0, &je);
+}
+
+static bool agent_alive(json_t *meta)
+{
+	pid_t pid = (pid_t)json_integer_value(json_object_get(meta, "agent_pid"));
+	uint64_t st = (uint64_t)json_integer_value(json_object_get(meta, "agent_start"));
+	return pid > 0 && st && proc_starttime(pid) == st;
+}
+
+static void remove_tree_at(int dfd, const char *name)
+{
+	int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd >= 0) {
+		DIR *d = fdopendir(fd);
+		if (d) {
+			struct dirent *e;
+			while ((e = readdir(d)))
+				if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
+					unlinkat(dirfd(d), e->d_name, 0);
+			closedir(d);
+		} else {
+			close(fd);
+		}
+	}
+	unlinkat(dfd, name, AT_REMOVEDIR);
+}
+
+int kis_session_create(const struct kis_profile *p, const struct kis_run_options *o,
+		       char id[KIS_ID_BUFSZ], struct kis_error **err)
+{
+	TRY(kis_profile_check_hatches(p, err));
+	const struct kis_backend *b = NULL;
+	struct kis_caps caps;
+	TRY(kis_select_backend(p, NULL, &b, &caps, err));
+	if (!b->start_session || !caps.shell)
+		return kis_error_set(err, KIS_E_PROFILE_UNSATISFIABLE, 0,
+				     "tier: the %s backend has no sessions (see the SHELL column of "
+				     "'kis sandbox backends')",
+				     b->name);
+	_cleanup_free_ char *agent = NULL;
+	TRY(kis_agent_path(&agent, err));
+	char *argv[] = {agent, "--listen-fd", "3", NULL};
+	struct kis_run_request req = {.profile = p, .argv = argv, .io = o->io};
+	kis_limits_resolve(&p->limits, &req.limits);
+	TRY(kis_id_mint('s', id, err));
+	req.sandbox_id = id;
+
+	_cleanup_close_ int sdir = open_sessions_dir(o->store_root, true, err);
+	if (sdir < 0)
+		return -1;
+	char tmp[KIS_ID_BUFSZ + 8];
+	snprintf(tmp, sizeof(tmp), ".tmp-%s", id);
+	if (mkdirat(sdir, tmp, 0700) < 0)
+		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot create the session");
+	int r = -1;
+	_cleanup_close_ int dfd = openat(sdir, tmp, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+	_cleanup_close_ int lfd = -1;
+	_cleanup_free_ char *ws_id = NULL, *ws_path = NULL;
+	bool ws_cloned = false;
+	struct kis_plan *plan = NULL;
+	pid_t pid = 0;
+	if (dfd < 0) {
+		kis_error_set(err, KIS_E_INTERNAL, errno, "cannot open the session directory");
+		goto fail;
+	}
+	if (kis_workspace_acquire(p, o->store_root, &ws_id, &ws_path, &ws_cloned, err) < 0)
+		goto fail;
+	req.workspace_path = ws_path;
+	if (b->plan(&caps, &req, &plan, err) < 0)
+		goto fail;
+	struct sockaddr_un sa;
+	fd_sockaddr(dfd, &sa);
+	lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (lfd < 0 || bind(lfd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(lfd, 16) < 0) {
+		kis_error_set(err, KIS_E_INTERNAL, errno, "cannot create the session socket");
+		goto fail;
+	}
+	if (b->start_session(plan, lfd, &pid, err) < 0)
+		goto fail;
+	time_t now = time(NULL);
+	char created[32];
+	strftime(created, sizeof(created), "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
+	json_t *meta = json_pack("{s:s, s:s, s:s, s:o, s:b, s:s, s:i, s:I}", "id", id, "tier",
+				 kis_tier_name(b->tier), "backend", b->name, "workspace",
+				 ws_id ? json_string(ws_id) : json_null(), "workspace_cloned",
+				 ws_cloned, "created", created, "agent_pid", (int)pid, "agent_start",
+				 (json_int_t)proc_starttime(pid));
+	r = meta ? write_meta(dfd, meta, err) : kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "meta");
+	json_decref(meta);
+	if (r < 0)
+		goto fail;
+	if (renameat(sdir, tmp, sdir, id) < 0) {
+		r = kis_error_set(err, KIS_E_INTERNAL, errno, "cannot publish the session");
+		goto fail;
+	}
+	b->plan_free(plan);
+	return 0;
+fail:
+	if (pid > 0)
+		kill(pid, SIGKILL);
+	if (plan)
+		b->plan_free(plan);
+	if (ws_id && ws_cloned)
+		kis_workspace_release(o->store_root, ws_id);
+	remove_tree_at(sdir, tmp);
+	return -1;
+}
+
+/* ---- exec: the client side of one connection ---- */
+
+static void put_u32(uint8_t *b, uint32_t v)
+{
+	b[0] = (uint8_t)v;
+	b[1] = (uint8_t)(v >> 8);
+	b[2] = (uint8_t)(v >> 16);
+	b[3] = (uint8_t)(v >> 24);
+}
+
+static int send_resize(int conn, uint32_t exec, int tty_fd, unsigned rows, unsigned cols)
+{
+	struct winsize ws;
+	if (tty_fd >= 0 && ioctl(tty_fd, TIOCGWINSZ, &ws) == 0) {
+		rows = ws.ws_row;
+		cols = ws.ws_col;
+	}
+	uint8_t b[4] = {(uint8_t)rows, (uint8_t)(rows >> 8), (uint8_t)cols, (uint8_t)(cols >> 8)};
+	return kis_frame_write(conn, KIS_F_RESIZE, 0, exec, b, 4);
+}
+
+static int connect_session(const char *store_root, const char *id, struct kis_error **err)
+{
+	TRY(kis_id_validate(id, "session id", err));
+	_cleanup_close_ int sdir = open_sessions_dir(store_root, false, err);
+	if (sdir == -1)
+		return -1;
+	_cleanup_close_ int dfd = sdir < 0 ? -1 :
+		openat(sdir, id, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+	if (dfd < 0)
+		return kis_error_set(err, KIS_E_NOT_FOUND, 0,
+				     "no session '%s' (see 'kis sandbox session list')", id);
+	struct sockaddr_un sa;
+	fd_sockaddr(dfd, &sa);
+	int c = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (c < 0)
+		return kis_error_set(err, KIS_E_INTERNAL, errno, "socket");
+	if (connect(c, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		int e = errno;
+		close(c);
+		return kis_error_set(err, KIS_E_NOT_FOUND, e,
+				     "session '%s' is not running: destroy it and create another", id);
+	}
+	return c;
+}
+
+static int stream_keep(struct kis_stream *s, const uint8_t *p, size_t n)
+{
+	if (s->len + n + 1 > s->cap) {
+		size_t cap = s->cap ? s->cap * 2 : 4096;
+		while (cap < s->len + n + 1)
+			cap *= 2;
+		char *g = realloc(s->data, cap);
+		if (!g)
+			return -1;
+		s->data = g;
+		s->cap = cap;
+	}
+	memcpy(s->data + s->len, p, n);
+	s->len += n;
+	s->data[s->len] = '\0';
+	return 0;
+}
+
+static void write_all(int fd, const uint8_t *p, size_t n)
+{
+	while (n > 0) {
+		ssize_t w = RETRY_EINTR(write(fd, p, n));
+		if (w <= 0)
+			return;
+		p += w;
+		n -= (size_t)w;
+	}
+}
+
+int kis_session_exec(const char *id, char *const *argv, const struct kis_exec_options *o,
+		     struct kis_result *res, struct kis_error **err)
+{
+	if (!argv || !argv[0])
+		return kis_error_set(err, KIS_E_INVALID_ARGUMENT, 0, "no command to run");
+	_cleanup_close_ int conn = connect_session(o->store_root, id, err);
+	if (conn < 0)
+		return -1;
+	struct kis_frame_reader rd;
+	kis_frame_reader_init(&rd);
+	int r = -1;
+	uint8_t v[4];
+	put_u32(v, KIS_PROTO_VERSION);
+	struct kis_frame f;
+	if (kis_frame_write(conn, KIS_F_HELLO, 0, 0, v, 4) < 0 ||
+	    kis_frame_read_blocking(&rd, conn, &f) != 1 || f.type != KIS_F_HELLO) {
+		kis_error_set(err, KIS_E_INTERNAL, errno, "the agent of session '%s' did not answer",
+			      id);
+		goto out;
+	}
+	const uint32_t exec_id = 1; /* one exec per connection: ids are per connection */
+	struct kis_exec_req req = {.argv = (char **)argv, .env = o->env, .cwd = (char *)o->cwd,
+				   .shell = o->shell, .tty = o->tty, .rows = o->rows,
+				   .cols = o->cols};
+	kis_limits_resolve(&o->limits, &req.limits);
+	if (o->tty && o->tty_fd >= 0) {
+		struct winsize ws;
+		if (ioctl(o->tty_fd, TIOCGWINSZ, &ws) == 0 && ws.ws_row && ws.ws_col) {
+			req.rows = ws.ws_row;
+			req.cols = ws.ws_col;
+		}
+	}
+	char *body = kis_exec_req_to_json(&req);
+	if (!body || kis_frame_write(conn, KIS_F_EXEC, 0, exec_id, body, (uint32_t)strlen(body)) < 0) {
+		free(body);
+		kis_error_set(err, KIS_E_INTERNAL, errno, "cannot send the request");
+		goto out;
+	}
+	free(body);
+	snprintf(res->sandbox, sizeof(res->sandbox), "%s", id);
+	int in_fd = o->io.stdin_fd;
+	if (in_fd < 0)
+		kis_frame_write(conn, KIS_F_EOF, 0, exec_id, NULL, 0);
+	bool done = false;
+	while (!done) {
+		struct pollfd pfd[4];
+		int n = 0, i_conn, i_in = -1, i_sig = -1, i_rsz = -1;
+		i_conn = n;
+		pfd[n++] = (struct pollfd){.fd = conn, .events = POLLIN};
+		if (in_fd >= 0) {
+			i_in = n;
+			pfd[n++] = (struct pollfd){.fd = in_fd, .events = POLLIN};
+		}
+		if (o->io.cancel_fd >= 0) {
+			i_sig = n;
+			pfd[n++] = (struct pollfd){.fd = o->io.cancel_fd, .events = POLLIN};
+		}
+		if (o->resize_fd >= 0) {
+			i_rsz = n;
+			pfd[n++] = (struct pollfd){.fd = o->resize_fd, .events = POLLIN};
+		}
+		if (poll(pfd, (nfds_t)n, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			kis_error_set(err, KIS_E_INTERNAL, errno, "poll");
+			goto out;
+		}
+		if (i_in >= 0 && pfd[i_in].revents) {
+			uint8_t buf[32768];
+			ssize_t k = RETRY_EINTR(read(in_fd, buf, sizeof(buf)));
+			if (k > 0) {
+				kis_frame_write(conn, KIS_F_DATA, 0, exec_id, buf, (uint32_t)k);
+			} else {
+				kis_frame_write(conn, KIS_F_EOF, 0, exec_id, NULL, 0);
+				in_fd = -1;
+			}
+		}
+		if (i_sig >= 0 && pfd[i_sig].revents) {
+			uint8_t s;
+			if (read(o->io.cancel_fd, &s, 1) == 1) {
+				uint8_t b[4];
+				put_u32(b, s);
+				kis_frame_write(conn, KIS_F_SIGNAL, 0, exec_id, b, 4);
+			}
+		}
+		if (i_rsz >= 0 && pfd[i_rsz].revents) {
+			uint8_t junk[64];
+			(void)!read(o->resize_fd, junk, sizeof(junk));
+			send_resize(conn, exec_id, o->tty_fd, o->rows, o->cols);
+		}
+		if (!pfd[i_conn].revents)
+			continue;
+		if (kis_frame_reader_fill(&rd, conn) < 0) {
+			kis_error_set(err, KIS_E_INTERNAL, errno, "lost the session's agent");
+			goto out;
+		}
+		int st;
+		while (!done && (st = kis_frame_reader_next(&rd, &f)) == KIS_FRAME_OK) {
+			if (f.type == KIS_F_DATA && (f.stream == 1 || f.stream == 2)) {
+				struct kis_stream *s = &res->streams[f.stream - 1];
+				s->bytes += f.len;
+				if (o->io.capture) {
+					if (stream_keep(s, f.payload, f.len) < 0) {
+						kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "output");
+						goto out;
+					}
+				} else {
+					write_all(f.stream == 1 ? o->io.stdout_fd : o->io.stderr_fd,
+						  f.payload, f.len);
+				}
+			} else if (f.type == KIS_F_EXIT) {
+				if (kis_exit_from_json((const char *)f.payload, f.len, res, err) < 0)
+					goto out;
+				done = true;
+			} else if (f.type == KIS_F_ERROR) {
+				json_error_t je;
+				json_t *e = json_loadb((const char *)f.payload, f.len, 0, &je);
+				const char *msg = json_string_value(json_object_get(e, "message"));
+				kis_error_set(err, KIS_E_INTERNAL, 0, "agent: %s",
+					      msg ? msg : "unknown error");
+				json_decref(e);
+				goto out;
+			}
+		}
+		if (!done && rd.eof) {
+			kis_error_set(err, KIS_E_INTERNAL, 0,
+				      "the session's agent closed the connection before the exit");
+			goto out;
+		}
+	}
+	r = 0;
+out:
+	kis_frame_reader_release(&rd);
+	return r;
+}
+
+/* ---- list and destroy ---- */
+
+int kis_session_list(const char *store_root, char **out, struct kis_error **err)
+{
+	json_t *arr = json_array();
+	int sdir = open_sessions_dir(store_root, false, err);
+	if (sdir == -1) {
+		json_decref(arr);
+		return -1;
+	}
+	if (sdir >= 0) {
+		DIR *d = fdopendir(sdir);
+		struct dirent *e;
+		while (d && (e = readdir(d))) {
+			if (e->d_name[0] == '.')
+				continue;
+			_cleanup_close_ int dfd = openat(dirfd(d), e->d_name,
+							 O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+			json_t *m = dfd >= 0 ? read_meta(dfd) : NULL;
+			if (!m)
+				continue;
+			json_object_set_new(m, "state",
+					    json_string(agent_alive(m) ? "running" : "stopped"));
+			json_object_del(m, "agent_start");
+			json_array_append_new(arr, m);
+		}
+		if (d)
+			closedir(d);
+		else
+			close(sdir);
+	}
+	*out = json_dumps(arr, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+	json_decref(arr);
+	return *out ? 0 : kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "session list");
+}
+
+static void end_agent(json_t *meta)
+{
+	if (!agent_alive(meta))
+		return;
+	pid_t pid = (pid_t)json_integer_value(json_object_get(meta, "agent_pid"));
+	_cleanup_close_ int pfd = (int)syscall(SYS_pidfd_open, pid, 0);
+	if (pfd < 0 || !agent_alive(meta))
+		return;
+	/* SIGTERM: the agent ends every command of the session; SIGKILL if it
+	 * has not gone in 3 s. Through the pidfd, so a recycled pid is safe. */
+	syscall(SYS_pidfd_send_signal, pfd, SIGTERM, NULL, 0);
+	struct pollfd p = {.fd = pfd, .events = POLLIN};
+	if (poll(&p, 1, 3000) <= 0) {
+		syscall(SYS_pidfd_send_signal, pfd, SIGKILL, NULL, 0);
+		poll(&p, 1, 3000);
+	}
+}
+
+int kis_session_destroy(const char *store_root, const char *id, struct kis_error **err)
+{
+	TRY(kis_id_validate(id, "session id", err));
+	_cleanup_close_ int sdir = open_sessions_dir(store_root, false, err);
+	if (sdir == -1)
+		return -1;
+	if (sdir < 0)
+		return 0; /* no sessions at all: nothing to destroy */
+	_cleanup_close_ int dfd = openat(sdir, id, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+	if (dfd < 0)
+		return 0; /* idempotent: already gone, or never was */
+	json_t *meta = read_meta(dfd);
+	if (meta) {
+		end_agent(meta);
+		const char *ws = json_string_value(json_object_get(meta, "workspace"));
+		if (ws && json_is_true(json_object_get(meta, "workspace_cloned")))
+			kis_workspace_release(store_root, ws);
+		json_decref(meta);
+	}
+	/* Hide it first (a rename is atomic), then remove. */
+	char tmp[KIS_ID_BUFSZ + 8];
+	snprintf(tmp, sizeof(tmp), ".del-%s", id);
+	if (renameat(sdir, id, sdir, tmp) < 0)
+		return errno == ENOENT ? 0 : kis_error_set(err, KIS_E_INTERNAL, errno,
+							   "cannot remove session '%s'", id);
+	remove_tree_at(sdir, tmp);
+	return 0;
+}

@@ -1,0 +1,61 @@
+/* SPDX-License-Identifier: MIT */
+/* Detached start of a long-lived command (the session agent): it must
+ * survive the client, so it leaves our session and our parentage. */
+#include "util.h"
+
+#include <fcntl.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+
+#include "exec/spawn.h"
+
+int kis_spawn_detached(struct kis_spawn *sp, pid_t *pid, struct kis_error **err)
+{
+	int sock[2];
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sock) < 0)
+		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot create a socket pair");
+	pid_t mid = fork();
+	if (mid < 0) {
+		close(sock[0]);
+		close(sock[1]);
+		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot fork");
+	}
+	if (mid == 0) {
+		close(sock[0]);
+		setsid();
+		pid_t g = fork();
+		if (g < 0)
+			_exit(1);
+		if (g > 0) {
+			int32_t v = g;
+			(void)!send(sock[1], &v, sizeof(v), MSG_NOSIGNAL);
+			_exit(0);
+		}
+		int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
+		struct kis_spawn s = *sp;
+		s.stdin_fd = devnull;
+		kis_child_main(&s, sock[1], devnull, devnull);
+	}
+	close(sock[1]);
+	int status;
+	RETRY_EINTR(waitpid(mid, &status, 0));
+	int32_t g = 0;
+	ssize_t n = RETRY_EINTR(recv(sock[0], &g, sizeof(g), 0));
+	if (n != (ssize_t)sizeof(g) || g <= 0) {
+		close(sock[0]);
+		return kis_error_set(err, KIS_E_INTERNAL, 0, "cannot start the agent");
+	}
+	struct kis_child_msg m;
+	n = RETRY_EINTR(recv(sock[0], &m, sizeof(m), 0));
+	close(sock[0]);
+	if (n > 0) {
+		m.message[sizeof(m.message) - 1] = '\0';
+		enum kis_errc code = m.stage == KIS_CHILD_EXEC || m.code <= 0 || m.code >= KIS_E__COUNT ?
+					     KIS_E_INTERNAL : (enum kis_errc)m.code;
+		return kis_error_set(err, code, m.sys_errno, "cannot start '%s'",
+				     m.stage == KIS_CHILD_EXEC ? m.message : sp->argv[0]);
+	}
+	*pid = g;
+	return 0;
+}
