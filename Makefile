@@ -97,7 +97,14 @@ check-asan: $(ASAN_UNIT_BINS)
 	@set -e; for t in $(ASAN_UNIT_BINS); do echo "== $$t (asan+ubsan)"; \
 	  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 $$t; done
 
-check-integration: all
+# Small programs the behaviour tests run inside sandboxes (probes).
+HELPER_SRCS := $(wildcard tests/helpers/*.c)
+HELPER_BINS := $(HELPER_SRCS:tests/helpers/%.c=$(BUILD)/test-helpers/%)
+$(BUILD)/test-helpers/%: tests/helpers/%.c
+	@mkdir -p $(dir $@)
+	$(CC) -std=gnu11 -D_GNU_SOURCE -O2 -Wall -Wextra -Werror -static -o $@ $<
+
+check-integration: all $(HELPER_BINS)
 	$(PYTHON) -m pytest -q -rs tests/integration
 
 check: all check-unit check-asan $(CHECK_TARGETS) check-integration

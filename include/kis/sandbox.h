@@ -13,6 +13,8 @@ struct kis_run_options {
 	struct kis_io io;
 	bool dry_run;          /* plan and describe, run nothing */
 	const char *store_root; /* NULL: KIS_SANDBOX_ROOT or the default */
+	int resize_fd;          /* with tty: readable means the caller's terminal resized */
+	int tty_fd;             /* with tty: the caller's terminal (TIOCGWINSZ), or -1 */
 };
 
 /* Run one command under a profile: check the hatches, select a backend,

@@ -16,6 +16,7 @@ static void process_probe(struct kis_caps *c)
 	c->present = true;
 	c->shell = true;
 	c->native = true;
+	c->tty = true; /* through the agent, which allocates the PTY */
 	/* No confinement at all: the command shares the host's network. */
 	c->net_modes = 1u << KIS_NET_HOST;
 	c->limits = KIS_LIMIT_WALL | KIS_LIMIT_CPU | KIS_LIMIT_OUTPUT | KIS_LIMIT_FILE |
@@ -39,10 +40,6 @@ static int process_plan(const struct kis_caps *caps, const struct kis_run_reques
 				     "the process tier runs unconfined and requires "
 				     "escape_hatch.allow_process_tier");
 	TRY(kis_check_limits(caps, p, "process", err));
-	if (p->tty.enabled)
-		return kis_error_set(err, KIS_E_TTY_UNSUPPORTED, 0,
-				     "the process backend of this build cannot give a terminal: "
-				     "drop tty.enabled (--tty)");
 	if (p->root == KIS_ROOT_WORKSPACE)
 		return kis_error_set(err, KIS_E_PROFILE_UNSATISFIABLE, 0,
 				     "root: the process backend cannot make the workspace the root "

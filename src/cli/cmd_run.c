@@ -11,6 +11,7 @@
 
 #include "cli.h"
 #include "flags.h"
+#include "session_io.h"
 
 static int cancel_pipe[2] = {-1, -1};
 
@@ -77,12 +78,23 @@ int cmd_run(int argc, char **argv)
 		       .stderr_fd = STDERR_FILENO, .cancel_fd = cancel_pipe[0]},
 		.dry_run = o.dry_run,
 		.store_root = o.store_root,
+		.resize_fd = -1,
+		.tty_fd = -1,
 	};
+	struct cli_term term = {0};
+	if (o.profile.tty.enabled && !o.dry_run) {
+		/* the run is a one-exec session: signals and resizes are forwarded */
+		cli_term_setup(&term, true);
+		ro.io.cancel_fd = term.sig_pipe[0];
+		ro.resize_fd = term.winch_pipe[0];
+		ro.tty_fd = isatty(STDIN_FILENO) ? STDIN_FILENO : -1;
+	}
 	struct kis_result res;
 	kis_result_init(&res);
 	struct kis_error *err = NULL;
 	char *plan = NULL;
 	int r = kis_run(&o.profile, argv + o.cmd_index, &ro, &res, &plan, &err);
+	cli_term_restore(&term);
 	kis_profile_release(&o.profile);
 	if (r < 0) {
 		kis_result_release(&res);

@@ -7,6 +7,34 @@
 
 #include "engine/internal.h"
 #include "kis/sandbox.h"
+#include "kis/session.h"
+
+/* A terminal lives in the agent (DESIGN.md, Theory of operation): a run
+ * that asks for one is a session with one exec, destroyed afterwards. */
+static int run_in_session(const struct kis_profile *p, const struct kis_backend *b,
+			  char *const *argv, const struct kis_run_options *opts,
+			  struct kis_result *res, struct kis_error **err)
+{
+	if (!b->start_session)
+		return kis_error_set(err, KIS_E_TTY_UNSUPPORTED, 0,
+				     "the %s backend cannot give a terminal: drop tty.enabled (--tty)",
+				     b->name);
+	char id[KIS_ID_BUFSZ];
+	TRY(kis_session_create(p, opts, id, err));
+	struct kis_exec_options eo = {
+		.io = opts->io, .tty = true, .rows = p->tty.rows, .cols = p->tty.cols,
+		.resize_fd = opts->resize_fd, .tty_fd = opts->tty_fd, .limits = p->limits,
+		.store_root = opts->store_root,
+	};
+	int r = kis_session_exec(id, argv, &eo, res, err);
+	snprintf(res->sandbox, sizeof(res->sandbox), "%s", id);
+	res->tier = b->tier;
+	res->backend = b->name;
+	struct kis_error *e2 = NULL;
+	kis_session_destroy(opts->store_root, id, &e2);
+	kis_error_free(e2);
+	return r;
+}
 
 int kis_run(const struct kis_profile *p, char *const *argv, const struct kis_run_options *opts,
 	    struct kis_result *res, char **plan_json, struct kis_error **err)
@@ -34,6 +62,9 @@ int kis_run(const struct kis_profile *p, char *const *argv, const struct kis_run
 		return kis_error_set(err, KIS_E_PROFILE_UNSATISFIABLE, 0,
 				     "network.mode: the %s backend cannot enforce '%s'", b->name,
 				     kis_net_mode_name(p->net));
+
+	if (p->tty.enabled && !opts->dry_run)
+		return run_in_session(p, b, argv, opts, res, err);
 
 	struct kis_run_request req = {.profile = p, .argv = argv, .io = opts->io};
 	kis_limits_resolve(&p->limits, &req.limits);

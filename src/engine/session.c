@@ -232,7 +232,8 @@ static int send_resize(int conn, uint32_t exec, int tty_fd, unsigned rows, unsig
 	return kis_frame_write(conn, KIS_F_RESIZE, 0, exec, b, 4);
 }
 
-static int connect_session(const char *store_root, const char *id, struct kis_error **err)
+static int connect_session(const char *store_root, const char *id, bool tty,
+			   struct kis_error **err)
 {
 	TRY(kis_id_validate(id, "session id", err));
 	_cleanup_close_ int sdir = open_sessions_dir(store_root, false, err);
@@ -243,6 +244,23 @@ static int connect_session(const char *store_root, const char *id, struct kis_er
 	if (dfd < 0)
 		return kis_error_set(err, KIS_E_NOT_FOUND, 0,
 				     "no session '%s' (see 'kis sandbox session list')", id);
+	if (tty) {
+		/* The backend decides, however the call arrives: no silent pipes. */
+		json_t *meta = read_meta(dfd);
+		const char *name = json_string_value(json_object_get(meta, "backend"));
+		const struct kis_backend *b = name ? kis_backend_find(name) : NULL;
+		struct kis_caps caps = {0};
+		if (b)
+			b->probe(&caps);
+		int ok = b && caps.tty;
+		if (!ok)
+			kis_error_set(err, KIS_E_TTY_UNSUPPORTED, 0,
+				      "the %s backend of session '%s' cannot give a terminal: drop --tty",
+				      name ? name : "unknown", id);
+		json_decref(meta);
+		if (!ok)
+			return -1;
+	}
 	struct sockaddr_un sa;
 	fd_sockaddr(dfd, &sa);
 	int c = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -291,7 +309,7 @@ int kis_session_exec(const char *id, char *const *argv, const struct kis_exec_op
 {
 	if (!argv || !argv[0])
 		return kis_error_set(err, KIS_E_INVALID_ARGUMENT, 0, "no command to run");
-	_cleanup_close_ int conn = connect_session(o->store_root, id, err);
+	_cleanup_close_ int conn = connect_session(o->store_root, id, o->tty, err);
 	if (conn < 0)
 		return -1;
 	struct kis_frame_reader rd;

@@ -277,7 +277,8 @@ int kis_exec_run(struct kis_spawn *sp, const struct kis_supervise *sv, struct ki
 		kis_child_main(sp, sock[1], po[1], pe[1]);
 	}
 	st.pid = pid;
-	setpgid(pid, pid); /* also done by the child; whichever runs first wins */
+	if (!sp->pty)
+		setpgid(pid, pid); /* also done by the child; whichever runs first wins */
 	close(sock[1]);
 	sock[1] = -1;
 	close(po[1]);

@@ -1,0 +1,298 @@
+# SPDX-License-Identifier: MIT
+# Sessions, the durable shell and real terminals (process tier, through the
+# agent): state carried between commands, clients that die, concurrent
+# execs, idempotent destroy, PTYs and resizes, hostile frames.
+import fcntl
+import json
+import os
+import pty
+import select
+import signal
+import socket
+import struct
+import subprocess
+import termios
+import time
+import uuid
+
+import pytest
+
+from conftest import KIS, PROC, ROOT, kis
+
+HELPERS = ROOT / "build" / "test-helpers"
+
+
+@pytest.fixture
+def session(store):
+    p = kis("create", *PROC)
+    assert p.returncode == 0, p.stderr
+    sid = p.stdout.strip()
+    assert sid.startswith("s-")
+    yield sid
+    kis("session", "destroy", sid)
+
+
+def shell(sid, text, *flags):
+    return kis("shell", sid, *flags, input=text)
+
+
+def test_shell_carries_cwd_and_env_to_next_line_and_to_exec(session, tmp_path):
+    p = shell(session, f"cd {tmp_path}\nexport KIS_X=42\necho $KIS_X $(pwd)\n")
+    assert p.returncode == 0, p.stderr
+    assert p.stdout == f"42 {tmp_path}\n"
+    p = kis("exec", session, "--", "sh", "-c", "echo $KIS_X; pwd")
+    assert p.stdout == f"42\n{tmp_path}\n"
+
+
+def test_shell_line_status_and_json(session):
+    p = shell(session, "true\nsh -c 'exit 3'\n")
+    assert p.returncode == 3
+    assert "exit 3" in p.stderr
+    p = shell(session, "echo one\nfalse\n", "--json")
+    lines = [json.loads(l) for l in p.stdout.splitlines()]
+    assert [l["line"] for l in lines] == ["echo one", "false"]
+    assert lines[0]["stdout"] == "one\n" and lines[0]["termination"]["exit_code"] == 0
+    assert lines[1]["termination"]["exit_code"] == 1
+    assert p.returncode == 1
+
+
+def test_exit_in_a_line_still_keeps_state(session, tmp_path):
+    shell(session, f"cd {tmp_path}; export KIS_Y=1; exit 5\n")
+    p = kis("exec", session, "--", "sh", "-c", "echo $KIS_Y; pwd")
+    assert p.stdout == f"1\n{tmp_path}\n"
+
+
+def test_file_in_tmp_is_seen_by_the_next_command(session):
+    name = f"/tmp/kis-test-{uuid.uuid4().hex}"
+    try:
+        assert kis("exec", session, "--", "sh", "-c", f"echo kept > {name}").returncode == 0
+        assert kis("exec", session, "--", "cat", name).stdout == "kept\n"
+    finally:
+        if os.path.exists(name):
+            os.unlink(name)
+
+
+def test_exec_exit_status_and_streams(session):
+    p = kis("exec", session, "--", "sh", "-c", "echo out; echo err >&2; exit 7")
+    assert (p.returncode, p.stdout, p.stderr) == (7, "out\n", "err\n")
+    p = kis("exec", session, "--", "no-such-command-kis")
+    assert p.returncode == 127
+    p = kis("exec", session, "--json", "--timeout", "300ms", "--", "sleep", "5")
+    res = json.loads(p.stdout)
+    assert res["termination"]["reason"] == "timeout" and p.returncode == 137
+    p = kis("exec", session, "--", "tr", "a-z", "A-Z", input="stdin works\n")
+    assert p.stdout == "STDIN WORKS\n"
+
+
+def test_client_killed_mid_exec_then_session_still_works(session):
+    proc = subprocess.Popen([str(KIS), "sandbox", "exec", session, "--", "sleep", "30"],
+                            env=os.environ)
+    time.sleep(0.5)
+    proc.kill()
+    proc.wait()
+    p = kis("exec", session, "--", "echo", "still here")
+    assert p.returncode == 0 and p.stdout == "still here\n"
+    lst = json.loads(kis("session", "list", "--json").stdout)
+    me = [s for s in lst if s["id"] == session]
+    assert me and me[0]["state"] == "running"
+    assert set(me[0]) >= {"id", "tier", "backend", "workspace", "created", "state"}
+
+
+def test_two_execs_at_once(session):
+    t0 = time.monotonic()
+    a = subprocess.Popen([str(KIS), "sandbox", "exec", session, "--", "sh", "-c",
+                          "sleep 1; echo a"], stdout=subprocess.PIPE, text=True)
+    b = subprocess.Popen([str(KIS), "sandbox", "exec", session, "--", "sh", "-c",
+                          "sleep 1; echo b"], stdout=subprocess.PIPE, text=True)
+    assert a.communicate(timeout=10)[0] == "a\n"
+    assert b.communicate(timeout=10)[0] == "b\n"
+    assert time.monotonic() - t0 < 1.9, "the two execs ran one after the other"
+
+
+def test_destroy_ends_processes_and_is_idempotent(store):
+    sid = kis("create", *PROC).stdout.strip()
+    marker = f"sleep 300.{uuid.uuid4().int % 10**9}"
+    proc = subprocess.Popen([str(KIS), "sandbox", "exec", sid, "--", "sh", "-c",
+                             f"{marker}; true"], env=os.environ)
+    time.sleep(0.5)
+    pids = subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True).stdout.split()
+    assert pids, "the command did not start"
+    assert kis("session", "destroy", sid).returncode == 0
+    proc.wait(timeout=10)
+    time.sleep(0.2)
+    for pid in pids:
+        assert not os.path.exists(f"/proc/{pid}") or \
+            open(f"/proc/{pid}/stat").read().split()[2] == "Z"
+    assert kis("session", "destroy", sid).returncode == 0
+    assert sid not in kis("session", "list").stdout
+    p = kis("exec", sid, "--", "true")
+    assert p.returncode == 125 and p.stderr.startswith("not_found: ")
+
+
+def test_bad_session_ids(store):
+    p = kis("exec", "../etc", "--", "true")
+    assert p.returncode == 125 and p.stderr.startswith("invalid_id: ")
+    p = kis("exec", "s-nosuchsession", "--", "true")
+    assert p.returncode == 125 and p.stderr.startswith("not_found: ")
+    assert kis("session", "destroy", "s-neverexisted").returncode == 0
+
+
+def run_in_pty(argv, rows=24, cols=80, actions=(), timeout=15):
+    """Run argv on a new pseudo-terminal; actions: (delay_s, fn(master_fd))."""
+    pid, fd = pty.fork()
+    if pid == 0:
+        fcntl.ioctl(0, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+        os.execve(argv[0], argv, os.environ)
+    out = b""
+    t0 = time.monotonic()
+    pending = list(actions)
+    while True:
+        if pending and time.monotonic() - t0 >= pending[0][0]:
+            pending.pop(0)[1](fd)
+        r, _, _ = select.select([fd], [], [], 0.05)
+        if r:
+            try:
+                chunk = os.read(fd, 4096)
+            except OSError:
+                break
+            if not chunk:
+                break
+            out += chunk
+        if time.monotonic() - t0 > timeout:
+            os.kill(pid, signal.SIGKILL)
+            break
+    _, status = os.waitpid(pid, 0)
+    os.close(fd)
+    return os.waitstatus_to_exitcode(status), out.decode(errors="replace")
+
+
+def resize(rows, cols):
+    return lambda fd: fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+
+
+def test_tty_exec_is_a_terminal_and_follows_resizes(session):
+    code, out = run_in_pty([str(KIS), "sandbox", "exec", session, "--tty", "--", "sh", "-c",
+                            "test -t 0 && test -t 1 && echo IS-A-TTY; stty size; sleep 1.5; "
+                            "stty size"],
+                           rows=33, cols=101, actions=[(0.7, resize(40, 120))])
+    assert code == 0, out
+    assert "IS-A-TTY" in out
+    sizes = [l.strip() for l in out.splitlines() if l.strip() and l.strip()[0].isdigit()]
+    assert sizes == ["33 101", "40 120"], out
+
+
+def test_tty_run_on_the_process_tier(store):
+    code, out = run_in_pty([str(KIS), "sandbox", "run", "--tty", *PROC, "--", "sh", "-c",
+                            "test -t 0 && echo IS-A-TTY; stty size"], rows=20, cols=70)
+    assert code == 0 and "IS-A-TTY" in out and "20 70" in out, out
+    assert not os.listdir(store / "sessions"), "the one-exec session was not destroyed"
+
+
+def test_pipes_without_tty_are_not_terminals(session):
+    p = kis("exec", session, "--", "sh", "-c", "test -t 0 || echo NOT-A-TTY")
+    assert p.stdout == "NOT-A-TTY\n"
+
+
+def test_tiocsti_from_inside_cannot_reach_the_outer_terminal(session):
+    helper = HELPERS / "tiocsti"
+    # The outer shell reads its terminal after the exec: an injected line
+    # would arrive there as input.
+    script = (f"{KIS} sandbox exec {session} --tty -- {helper}; "
+              "if read -t 1 line; then echo \"GOT:[$line]\"; else echo GOT:NOTHING; fi")
+    code, out = run_in_pty(["/bin/bash", "-c", script])
+    assert "tiocsti:" in out, out
+    assert "GOT:NOTHING" in out, out
+    assert "PWNED]" not in out
+
+
+def test_tty_refused_by_a_backend_without_one(store):
+    caps = json.loads(kis("backends", "--json").stdout)
+    without = [b for b in caps if b["available"] and not b["tty"]]
+    if not without:
+        pytest.skip("every available backend here has a terminal")
+    b = without[0]
+    p = kis("run", "--tty", "--backend", b["backend"], "--allow-process-tier", "--", "true")
+    assert p.returncode == 125 and p.stderr.startswith("tty_unsupported: ")
+
+
+# ---- hostile frames sent straight to a live agent ----
+
+def agent_socket(store, sid):
+    d = os.open(store / "sessions" / sid, os.O_RDONLY | os.O_DIRECTORY)
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.connect(f"/proc/self/fd/{d}/agent.sock")
+    os.close(d)
+    s.settimeout(5)
+    return s
+
+
+def frame(ftype, payload=b"", stream=0, exec_id=0, reserved=0):
+    return struct.pack("<IBBHI", len(payload), ftype, stream, reserved, exec_id) + payload
+
+
+def read_frame(s):
+    hdr = b""
+    while len(hdr) < 12:
+        c = s.recv(12 - len(hdr))
+        if not c:
+            return None
+        hdr += c
+    n, t, _, _, _ = struct.unpack("<IBBHI", hdr)
+    body = b""
+    while len(body) < n:
+        c = s.recv(n - len(body))
+        if not c:
+            break
+        body += c
+    return t, body
+
+
+HELLO = frame(1, struct.pack("<I", 1))
+
+
+@pytest.mark.parametrize("name,data", [
+    ("unknown type", frame(99, b"x")),
+    ("oversized", struct.pack("<IBBHI", 64 << 20, 2, 0, 0, 1)),
+    ("wrong version", frame(1, struct.pack("<I", 77))),
+    ("reserved bits", frame(1, struct.pack("<I", 1), reserved=5)),
+    ("hello of wrong size", frame(1, b"\x01")),
+])
+def test_malformed_first_frames_are_refused(store, session, name, data):
+    s = agent_socket(store, session)
+    s.sendall(data)
+    f = read_frame(s)
+    assert f is not None and f[0] == 8, f"{name}: expected an ERROR frame, got {f}"
+    s.close()
+    assert kis("exec", session, "--", "echo", "ok").stdout == "ok\n"
+
+
+def test_malformed_frames_after_hello_and_truncation(store, session):
+    s = agent_socket(store, session)
+    s.sendall(HELLO)
+    assert read_frame(s)[0] == 1
+    s.sendall(frame(2, b"{not json", exec_id=1))
+    t, body = read_frame(s)
+    assert t == 8 and b"invalid_argument" in body
+    s.sendall(frame(2, json.dumps({"argv": []}).encode(), exec_id=2))
+    assert read_frame(s)[0] == 8
+    s.sendall(frame(2, json.dumps({"argv": [1, 2]}).encode(), exec_id=3))
+    assert read_frame(s)[0] == 8
+    s.sendall(frame(5, b"\x00\x10\x00\x10", exec_id=3))  # resize with no exec
+    assert read_frame(s)[0] == 8
+    s.sendall(struct.pack("<IBBHI", 100, 3, 0, 0, 1) + b"short")  # truncated, then gone
+    s.close()
+    s = agent_socket(store, session)
+    s.sendall(HELLO)
+    read_frame(s)
+    s.sendall(frame(2, json.dumps({"argv": ["echo", "via raw frames"]}).encode(), exec_id=9))
+    out = b""
+    while True:
+        t, body = read_frame(s)
+        if t == 3:
+            out += body
+        if t == 7:
+            assert json.loads(body)["exit_code"] == 0
+            break
+    assert out == b"via raw frames\n"
+    s.close()
+    assert kis("exec", session, "--", "echo", "ok").stdout == "ok\n"
