@@ -47,6 +47,16 @@ BINS := $(KIS) $(AGENT)
 CHECK_TARGETS :=
 CLEAN_EXTRA :=
 
+.PHONY: fuzz-proto
+# libFuzzer over the agent's frame decoder and request parser (clang).
+fuzz-proto:
+	@mkdir -p $(BUILD)/fuzz
+	clang -std=gnu11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined -Iinclude -Isrc \
+	  $(PKG_CFLAGS) -o $(BUILD)/fuzz/fuzz_frame tests/fuzz/fuzz_frame.c src/agent/proto.c \
+	  src/agent/exec_json.c src/engine/error.c src/engine/profile.c src/engine/id.c \
+	  src/engine/result.c $(PKG_LIBS)
+	$(BUILD)/fuzz/fuzz_frame -max_total_time=$${FUZZ_SECONDS:-60} -max_len=4096
+
 .PHONY: all check check-unit check-asan check-integration run install clean deps bench
 all: $(KIS) $(AGENT) $(STATIC_LIB) $(SHARED_LIB)
 

@@ -1,0 +1,135 @@
+/* SPDX-License-Identifier: MIT */
+/* Unit tests of the agent protocol: frame round trip, each refusal of the
+ * decoder, partial frames, and the EXEC request parser's checks. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "agent/exec_json.h"
+#include "agent/proto.h"
+
+static void test_roundtrip_through_a_pipe(void **state)
+{
+	(void)state;
+	int p[2];
+	assert_int_equal(pipe(p), 0);
+	assert_int_equal(kis_frame_write(p[1], KIS_F_DATA, 1, 7, "hello", 5), 0);
+	assert_int_equal(kis_frame_write(p[1], KIS_F_EOF, 0, 7, NULL, 0), 0);
+	close(p[1]);
+	struct kis_frame_reader r;
+	kis_frame_reader_init(&r);
+	struct kis_frame f;
+	assert_int_equal(kis_frame_read_blocking(&r, p[0], &f), 1);
+	assert_int_equal(f.type, KIS_F_DATA);
+	assert_int_equal(f.stream, 1);
+	assert_int_equal(f.exec, 7);
+	assert_int_equal(f.len, 5);
+	assert_memory_equal(f.payload, "hello", 5);
+	assert_int_equal(kis_frame_read_blocking(&r, p[0], &f), 1);
+	assert_int_equal(f.type, KIS_F_EOF);
+	assert_int_equal(kis_frame_read_blocking(&r, p[0], &f), 0);
+	kis_frame_reader_release(&r);
+	close(p[0]);
+}
+
+static void hdr(uint8_t *b, uint32_t len, uint8_t type, uint8_t stream, uint16_t res)
+{
+	kis_frame_encode_hdr(b, type, stream, 1, len);
+	b[6] = (uint8_t)res;
+	b[7] = (uint8_t)(res >> 8);
+}
+
+static void test_decoder_refusals(void **state)
+{
+	(void)state;
+	uint8_t b[64] = {0};
+	struct kis_frame f;
+	size_t used;
+	hdr(b, KIS_FRAME_MAX + 1, KIS_F_DATA, 1, 0);
+	assert_int_equal(kis_frame_decode(b, 12, &f, &used), KIS_FRAME_ERR_OVERSIZED);
+	hdr(b, 0, 0, 0, 0);
+	assert_int_equal(kis_frame_decode(b, 12, &f, &used), KIS_FRAME_ERR_TYPE);
+	hdr(b, 0, KIS_F__MAX, 0, 0);
+	assert_int_equal(kis_frame_decode(b, 12, &f, &used), KIS_FRAME_ERR_TYPE);
+	hdr(b, 0, 200, 0, 0);
+	assert_int_equal(kis_frame_decode(b, 12, &f, &used), KIS_FRAME_ERR_TYPE);
+	hdr(b, 4, KIS_F_HELLO, 0, 1);
+	assert_int_equal(kis_frame_decode(b, 16, &f, &used), KIS_FRAME_ERR_RESERVED);
+	hdr(b, 4, KIS_F_HELLO, 1, 0);
+	assert_int_equal(kis_frame_decode(b, 16, &f, &used), KIS_FRAME_ERR_RESERVED);
+	hdr(b, 1, KIS_F_DATA, 3, 0);
+	assert_int_equal(kis_frame_decode(b, 13, &f, &used), KIS_FRAME_ERR_RESERVED);
+	hdr(b, 3, KIS_F_HELLO, 0, 0);
+	assert_int_equal(kis_frame_decode(b, 15, &f, &used), KIS_FRAME_ERR_LENGTH);
+	hdr(b, 8, KIS_F_RESIZE, 0, 0);
+	assert_int_equal(kis_frame_decode(b, 20, &f, &used), KIS_FRAME_ERR_LENGTH);
+	hdr(b, 1, KIS_F_EOF, 0, 0);
+	assert_int_equal(kis_frame_decode(b, 13, &f, &used), KIS_FRAME_ERR_LENGTH);
+	/* partial: header only, or header plus part of the payload */
+	hdr(b, 10, KIS_F_DATA, 0, 0);
+	assert_int_equal(kis_frame_decode(b, 11, &f, &used), KIS_FRAME_NEED_MORE);
+	assert_int_equal(kis_frame_decode(b, 15, &f, &used), KIS_FRAME_NEED_MORE);
+	assert_int_equal(kis_frame_decode(b, 22, &f, &used), KIS_FRAME_OK);
+	assert_int_equal(used, 22);
+	assert_string_not_equal(kis_frame_status_text(KIS_FRAME_ERR_TYPE), "");
+}
+
+static void expect_bad_req(const char *json)
+{
+	struct kis_exec_req r;
+	struct kis_error *e = NULL;
+	assert_int_equal(kis_exec_req_from_json(json, strlen(json), &r, &e), -1);
+	assert_non_null(e);
+	kis_error_free(e);
+}
+
+static void test_exec_request(void **state)
+{
+	(void)state;
+	struct kis_exec_req in = {0};
+	char *argv[] = {"sh", "-c", "echo hi", NULL};
+	in.argv = argv;
+	in.shell = true;
+	in.tty = true;
+	in.rows = 40;
+	in.cols = 100;
+	in.limits.wall_ms = 1234;
+	char *s = kis_exec_req_to_json(&in);
+	assert_non_null(s);
+	struct kis_exec_req out;
+	struct kis_error *e = NULL;
+	assert_int_equal(kis_exec_req_from_json(s, strlen(s), &out, &e), 0);
+	assert_string_equal(out.argv[2], "echo hi");
+	assert_null(out.argv[3]);
+	assert_null(out.env);
+	assert_true(out.shell && out.tty);
+	assert_int_equal(out.rows, 40);
+	assert_int_equal(out.limits.wall_ms, 1234);
+	assert_true(out.limits.cpu_ms > 0); /* defaults resolved */
+	kis_exec_req_release(&out);
+	free(s);
+	expect_bad_req("");
+	expect_bad_req("[]");
+	expect_bad_req("{}");
+	expect_bad_req("{\"argv\":[]}");
+	expect_bad_req("{\"argv\":[1]}");
+	expect_bad_req("{\"argv\":\"sh\"}");
+	expect_bad_req("{\"argv\":[\"a\\u0000b\"]}");
+	expect_bad_req("{\"argv\":[\"sh\"],\"env\":[3]}");
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_roundtrip_through_a_pipe),
+		cmocka_unit_test(test_decoder_refusals),
+		cmocka_unit_test(test_exec_request),
+	};
+	return cmocka_run_group_tests_name("proto", tests, NULL, NULL);
+}
