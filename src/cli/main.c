@@ -11,6 +11,10 @@
 static const struct cli_verb verbs[] = {
 	{"backends", cmd_backends, "what this build and host can enforce"},
 	{"run", cmd_run, "run one command in a fresh sandbox"},
+	{"base", cmd_base, "import, list and remove bases"},
+	{"clone", cmd_clone, "clone a base into a copy-on-write workspace"},
+	{"destroy", cmd_destroy, "destroy a workspace (idempotent)"},
+	{"workspace", cmd_workspace, "list workspaces, print a workspace's path"},
 };
 
 int cli_fail(struct kis_error *err)
