@@ -484,7 +484,8 @@ static size_t collect_dead(int dirfd, struct dead *out, size_t max)
 		if (strncmp(e->d_name, STORE_TMP_PREFIX, strlen(STORE_TMP_PREFIX)) &&
 		    strncmp(e->d_name, STORE_TRASH_PREFIX, strlen(STORE_TRASH_PREFIX)))
 			continue;
-		if (strlen(e->d_name) >= sizeof(out[n].name))
+		size_t len = strlen(e->d_name);
+		if (len >= sizeof(out[n].name))
 			continue;
 		int fd = store_opendir(dirfd, e->d_name);
 		if (fd < 0)
@@ -493,7 +494,7 @@ static size_t collect_dead(int dirfd, struct dead *out, size_t max)
 			close(fd);
 			continue;
 		}
-		snprintf(out[n].name, sizeof(out[n].name), "%s", e->d_name);
+		memcpy(out[n].name, e->d_name, len + 1);
 		out[n].fd = fd;
 		n++;
 	}
