@@ -27,6 +27,10 @@ int cmd_destroy(int argc, char **argv)
 			continue;
 		if (!strcmp(argv[i], "--json"))
 			continue; /* nothing to print */
+		if (!strcmp(argv[i], "--") && i + 1 < argc && !id) {
+			id = argv[++i]; /* an id that starts with a dash, to be refused */
+			continue;
+		}
 		if (argv[i][0] == '-' && argv[i][1] && !id)
 			return cli_usage_error("destroy", "unknown option '%s'", argv[i]);
 		if (id)
