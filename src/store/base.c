@@ -216,7 +216,10 @@ int kis_base_import(struct kis_store *s, const char *src, const struct kis_impor
 			kis_error_wrap(err, "importing '%s'", src);
 			goto out;
 		}
-		if (fsync(tree) < 0 && errno != EINVAL) {
+		/* syncfs before the rename: a base is published only once its
+		 * data is on disk, so a power cut never leaves a visible base
+		 * with empty files (rename(2) alone orders nothing on disk). */
+		if (syncfs(tree) < 0) {
 			kis_error_set(err, KIS_E_INTERNAL, errno, "cannot sync base '%s'", id);
 			goto out;
 		}

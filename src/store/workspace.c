@@ -105,7 +105,8 @@ int store_release_workspace(struct kis_store *s, const char *name, struct kis_er
 static int resolve_strategy(struct kis_store *s, enum kis_clone_strategy want,
 			    enum kis_clone_strategy *got, struct kis_error **err)
 {
-	store_probe(s);
+	if (want != KIS_CLONE_COPY)
+		store_probe(s); /* a pinned copy needs no mount nor FICLONE probe */
 	switch (want) {
 	case KIS_CLONE_AUTO:
 		/* DESIGN.md order: reflink (a plain directory, no mount to
@@ -164,7 +165,12 @@ static int base_ref(struct kis_store *s, int base_fd, const char *base_id, const
 	struct stat st;
 	/* Under the lock, `removed` absent means the base has not been
 	 * freed either: freeing needs the marker. */
-	if (fstatat(base_fd, "removed", &st, AT_SYMLINK_NOFOLLOW) == 0 || errno != ENOENT) {
+	if (fstat(base_fd, &st) == 0 && st.st_nlink == 0) {
+		/* Freed (renamed to trash and removed) while we waited: the
+		 * freer held this same lock until the directory was gone. */
+		r = kis_error_set(err, KIS_E_NOT_FOUND, 0, "base '%s' was removed; import it again",
+				  base_id);
+	} else if (fstatat(base_fd, "removed", &st, AT_SYMLINK_NOFOLLOW) == 0 || errno != ENOENT) {
 		r = kis_error_set(err, KIS_E_NOT_FOUND, 0,
 				  "base '%s' was removed; import it again", base_id);
 	} else {
