@@ -214,6 +214,14 @@ static int copy_bytes(struct walk *w, int src, int dst, const struct stat *st,
 
 static int copy_dir(struct walk *w, int src, int dst, struct kis_error **err);
 
+static int open_failed(struct walk *w, struct kis_error **err)
+{
+	if (errno == EACCES)
+		return kis_error_set(err, KIS_E_INVALID_ARGUMENT, errno,
+				     "cannot read '%s'; make it readable, or run as root", w->rel);
+	return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot open '%s'", w->rel);
+}
+
 /* One entry `name` of the directory src into the directory dst. */
 static int copy_entry(struct walk *w, int src, int dst, const char *name, struct kis_error **err)
 {
@@ -240,13 +248,13 @@ static int copy_entry(struct walk *w, int src, int dst, const char *name, struct
 		 * stat, the open fails rather than copying the link target. */
 		_cleanup_close_ int s = openat(src, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 		if (s < 0)
-			return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot open '%s'", w->rel);
+			return open_failed(w, err);
 		if (mkdirat(dst, name, 0700) < 0)
 			return kis_error_set(err, errno == EEXIST ? KIS_E_DESTINATION_EXISTS : KIS_E_INTERNAL,
 					     errno, "cannot create directory '%s'", w->rel);
 		_cleanup_close_ int d = store_opendir(dst, name);
 		if (d < 0)
-			return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot open '%s'", w->rel);
+			return open_failed(w, err);
 		TRY(copy_dir(w, s, d, err));
 		TRY(copy_xattrs(w, s, d, err));
 		c->files++;
@@ -257,7 +265,7 @@ static int copy_entry(struct walk *w, int src, int dst, const char *name, struct
 		_cleanup_close_ int s =
 			openat(src, name, O_RDONLY | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
 		if (s < 0)
-			return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot open '%s'", w->rel);
+			return open_failed(w, err);
 		struct stat st2;
 		if (fstat(s, &st2) < 0 || !S_ISREG(st2.st_mode) || st2.st_ino != st.st_ino)
 			return kis_error_set(err, KIS_E_INTERNAL, EAGAIN,

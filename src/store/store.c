@@ -103,6 +103,20 @@ DIR *store_dir_stream(int dirfd)
 	return d;
 }
 
+/* Open a directory to empty it. overlayfs leaves work/work mode 000 and a
+ * workspace's owner may have made a directory unreadable: as its owner
+ * (without CAP_DAC_OVERRIDE) we may chmod it back, never through a link
+ * (AT_SYMLINK_NOFOLLOW). */
+static int opendir_writable(int dirfd, const char *name)
+{
+	int fd = store_opendir(dirfd, name);
+	if (fd >= 0 || errno != EACCES)
+		return fd;
+	if (fchmodat(dirfd, name, 0700, AT_SYMLINK_NOFOLLOW) < 0)
+		return -1;
+	return store_opendir(dirfd, name);
+}
+
 /* Remove every entry of the directory fd (already open), then nothing else. */
 static int rmtree_fd(int fd, dev_t dev, const char *what, struct kis_error **err)
 {
@@ -130,7 +144,7 @@ static int rmtree_fd(int fd, dev_t dev, const char *what, struct kis_error **err
 		if (errno != EISDIR && errno != EPERM)
 			return kis_error_set(err, KIS_E_INTERNAL, errno,
 					     "cannot remove '%s' in '%s'", e->d_name, what);
-		_cleanup_close_ int sub = store_opendir(fd, e->d_name);
+		_cleanup_close_ int sub = opendir_writable(fd, e->d_name);
 		if (sub < 0) {
 			if (errno == ENOENT)
 				continue;
@@ -162,7 +176,7 @@ int store_rmtree(int dirfd, const char *name, struct kis_error **err)
 		return 0;
 	if (errno != EISDIR && errno != EPERM)
 		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot remove '%s'", name);
-	_cleanup_close_ int fd = store_opendir(dirfd, name);
+	_cleanup_close_ int fd = opendir_writable(dirfd, name);
 	if (fd < 0) {
 		if (errno == ENOENT)
 			return 0;

@@ -34,7 +34,19 @@ int store_overlay_mount(int lower_fd, int upper_fd, int work_fd, int target_fd,
 	snprintf(target, sizeof(target), "/proc/self/fd/%d", target_fd);
 	/* MS_NOSUID|MS_NODEV: a workspace is data, not a place to gain
 	 * privilege from; the base may be an OS image, so exec stays. */
-	if (mount("overlay", target, "overlay", MS_NOSUID | MS_NODEV, opts) < 0)
+	int r = mount("overlay", target, "overlay", MS_NOSUID | MS_NODEV, opts);
+	if (r < 0 && (errno == EPERM || errno == EINVAL)) {
+		/* In a user namespace (kernel >= 5.11) overlayfs may be
+		 * mounted but cannot write trusted.* xattrs: "userxattr"
+		 * keeps its metadata in user.overlay.* instead. */
+		int saved = errno;
+		size_t len = strlen(opts);
+		snprintf(opts + len, sizeof(opts) - len, ",userxattr");
+		r = mount("overlay", target, "overlay", MS_NOSUID | MS_NODEV, opts);
+		if (r < 0)
+			errno = saved;
+	}
+	if (r < 0)
 		return kis_error_set(err, errno == EPERM ? KIS_E_PROFILE_UNSATISFIABLE : KIS_E_INTERNAL,
 				     errno, "cannot mount the overlay of a workspace%s",
 				     errno == EPERM ? "; overlay clones need root, use --strategy copy" : "");
@@ -126,8 +138,8 @@ static int resolve_strategy(struct kis_store *s, enum kis_clone_strategy want,
 	case KIS_CLONE_OVERLAY:
 		if (!s->can_overlay)
 			return kis_error_set(err, KIS_E_PROFILE_UNSATISFIABLE, 0,
-					     "overlayfs cannot be mounted for the store '%s' (it "
-					     "needs root); use --strategy reflink or copy",
+					     "overlayfs cannot be mounted for the store '%s' (it needs "
+					     "root, or a user namespace); use --strategy reflink or copy",
 					     s->root);
 		break;
 	case KIS_CLONE_COPY:

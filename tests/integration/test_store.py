@@ -461,3 +461,56 @@ def test_reflink_clone_on_loop_image(tmp_path, fstype):
                 subprocess.run(["umount", str(mnt)], check=False)
             subprocess.run(["losetup", "-d", dev], check=False)
             assert mounts_under(mnt) == []
+
+
+@pytest.mark.skipif(not IS_ROOT, reason="switching to an unprivileged user needs root")
+def test_unprivileged_user_copy_and_userns_overlay():
+    import tempfile
+    if not shutil.which("setpriv") or not shutil.which("unshare"):
+        pytest.skip("setpriv or unshare is not installed")
+    top = Path(tempfile.mkdtemp(prefix="kis-store-nobody-", dir="/tmp"))
+    try:
+        os.chmod(top, 0o755)
+        src = make_tree(top / "src")
+        os.chmod(src / "ro.txt", 0o644)
+        for dirpath, dirnames, filenames in os.walk(top):
+            for n in [dirpath] + [os.path.join(dirpath, x) for x in dirnames + filenames]:
+                os.lchown(n, 65534, 65534)
+        env = dict(os.environ, KIS_SANDBOX_ROOT=str(top / "store"))
+        nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+
+        def kis(*args, userns=False, check=True):
+            pre = nobody + (["unshare", "-Urm"] if userns else [])
+            p = subprocess.run(pre + [str(KIS), "sandbox", *args], env=env,
+                               capture_output=True, text=True, timeout=60)
+            if check:
+                assert p.returncode == 0, p.stderr
+            return p
+
+        base = kis("base", "import", str(src)).stdout.strip()
+        tree = top / "store" / "bases" / base / "tree"
+        assert os.lstat(tree / "a.txt").st_uid == 65534
+        before = tree_digest(tree)
+        # Outside a user namespace overlay is refused, never replaced.
+        p = kis("clone", base, "--strategy", "overlay", check=False)
+        if p.returncode == 0:
+            pytest.fail("an unprivileged overlay clone succeeded outside a user namespace")
+        assert p.stderr.startswith("profile_unsatisfiable: "), p.stderr
+        ws = kis("clone", base, "--strategy", "copy").stdout.strip()
+        # Inside one, the kernel allows it (userxattr); write through it.
+        p = kis("clone", base, "--strategy", "overlay", "--id", "ns-ws", userns=True, check=False)
+        if p.returncode != 0:
+            pytest.skip(f"this kernel refuses overlayfs in a user namespace: {p.stderr}")
+        pre = nobody + ["unshare", "-Urm", "sh", "-c",
+                        f'cd "$({KIS} sandbox workspace path ns-ws)" && echo x > new && rm a.txt']
+        assert subprocess.run(pre, env=env).returncode == 0
+        assert tree_digest(tree) == before
+        kis("destroy", "ns-ws")
+        kis("destroy", ws)
+        kis("base", "remove", base)
+        assert os.listdir(top / "store" / "bases") == []
+        assert os.listdir(top / "store" / "workspaces") == []
+    finally:
+        left = mounts_under(top)
+        shutil.rmtree(top, ignore_errors=True)
+        assert not left
