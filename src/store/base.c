@@ -179,22 +179,9 @@ int kis_base_import(struct kis_store *s, const char *src, const struct kis_impor
 	TRY(kis_id_mint('b', id, err));
 	snprintf(tmp, sizeof(tmp), STORE_TMP_PREFIX "%s", id);
 
-	/* Shared store lock across mkdir + flock: a sweep (exclusive) never
-	 * sees the temporary unlocked. */
-	if (store_flock(s->lock_fd, LOCK_SH) < 0)
-		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot lock store '%s'", s->root);
-	_cleanup_close_ int t = -1;
-	if (mkdirat(s->bases_fd, tmp, 0700) == 0) {
-		t = store_opendir(s->bases_fd, tmp);
-		if (t >= 0 && store_flock(t, LOCK_EX) < 0) {
-			close(t);
-			t = -1;
-		}
-	}
-	int saved = errno;
-	(void)store_flock(s->lock_fd, LOCK_UN);
+	_cleanup_close_ int t = store_mktemp_locked(s, s->bases_fd, tmp);
 	if (t < 0)
-		return kis_error_set(err, KIS_E_INTERNAL, saved, "cannot create '%s' in '%s/bases'",
+		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot create '%s' in '%s/bases'",
 				     tmp, s->root);
 
 	int r = -1;

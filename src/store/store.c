@@ -12,7 +12,6 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/ioctl.h>
-#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/types.h>
@@ -296,40 +295,51 @@ static bool probe_reflink(struct kis_store *s)
 	return ioctl(b, FICLONE, a) == 0;
 }
 
+int store_mktemp_locked(struct kis_store *s, int dirfd, const char *name)
+{
+	/* Shared store lock across mkdir + flock: the sweep takes it
+	 * exclusively, so it never sees this temporary unlocked and mistakes
+	 * it for the leftover of a dead command. */
+	if (store_flock(s->lock_fd, LOCK_SH) < 0)
+		return -1;
+	int t = -1;
+	if (mkdirat(dirfd, name, 0700) == 0) {
+		t = store_opendir(dirfd, name);
+		if (t >= 0 && store_flock(t, LOCK_EX) < 0) {
+			close(t);
+			t = -1;
+		}
+	}
+	int saved = errno;
+	(void)store_flock(s->lock_fd, LOCK_UN);
+	errno = saved;
+	return t;
+}
+
 static bool probe_overlay(struct kis_store *s)
 {
+	/* Probe under workspaces/ with a temporary's name and lock: if we are
+	 * killed with the probe mounted, the sweep unmounts and removes it
+	 * like any dead clone. */
 	char sfx[9], name[32];
 	if (store_rand_suffix(sfx, NULL) < 0)
 		return false;
-	snprintf(name, sizeof(name), ".probe-%s", sfx);
-	if (mkdirat(s->root_fd, name, 0700) < 0)
+	snprintf(name, sizeof(name), STORE_TMP_PREFIX "probe-%s", sfx);
+	_cleanup_close_ int d = store_mktemp_locked(s, s->ws_fd, name);
+	if (d < 0)
 		return false;
-	bool ok = false;
-	{
-		_cleanup_close_ int d = store_opendir(s->root_fd, name);
-		if (d < 0)
-			goto out;
-		static const char *const sub[] = {"lower", "upper", "work", "merged"};
-		int fds[4] = {-1, -1, -1, -1};
-		for (size_t i = 0; i < 4; i++)
-			if (mkdirat(d, sub[i], 0700) == 0)
-				fds[i] = store_opendir(d, sub[i]);
-		if (fds[0] >= 0 && fds[1] >= 0 && fds[2] >= 0 && fds[3] >= 0 &&
-		    store_overlay_mount(fds[0], fds[1], fds[2], fds[3], NULL) == 0) {
-			ok = true;
-		}
-		if (ok) {
-			char path[PATH_MAX];
-			snprintf(path, sizeof(path), "%s/%s/merged", s->root, name);
-			if (umount2(path, UMOUNT_NOFOLLOW) < 0)
-				(void)umount2(path, MNT_DETACH | UMOUNT_NOFOLLOW);
-		}
-		for (size_t i = 0; i < 4; i++)
-			if (fds[i] >= 0)
-				close(fds[i]);
-	}
-out:
-	(void)store_rmtree(s->root_fd, name, NULL);
+	static const char *const sub[] = {"lower", "upper", "work", "merged"};
+	int fds[4] = {-1, -1, -1, -1};
+	for (size_t i = 0; i < 4; i++)
+		if (mkdirat(d, sub[i], 0700) == 0)
+			fds[i] = store_opendir(d, sub[i]);
+	bool ok = fds[0] >= 0 && fds[1] >= 0 && fds[2] >= 0 && fds[3] >= 0 &&
+		  store_overlay_mount(fds[0], fds[1], fds[2], fds[3], NULL) == 0;
+	for (size_t i = 0; i < 4; i++)
+		if (fds[i] >= 0)
+			close(fds[i]);
+	/* Unmounts merged (no meta: no reference to drop) and removes it. */
+	(void)store_release_workspace(s, name, NULL);
 	return ok;
 }
 

@@ -70,6 +70,10 @@ int store_flock(int fd, int op);
  * symlink and never descending into another mount. ENOENT is success. */
 int store_rmtree(int dirfd, const char *name, struct kis_error **err);
 
+/* mkdir name below dirfd and flock it, under the shared store lock;
+ * returns the locked directory fd, or -1 with errno (EEXIST: taken). */
+int store_mktemp_locked(struct kis_store *s, int dirfd, const char *name);
+
 /* Random suffix for trash names. */
 int store_rand_suffix(char buf[9], struct kis_error **err);
 

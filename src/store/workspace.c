@@ -258,18 +258,8 @@ int kis_workspace_clone_ex(struct kis_store *s, const char *base_id, const char 
 
 	char tmp[KIS_ID_BUFSZ + 8];
 	snprintf(tmp, sizeof(tmp), STORE_TMP_PREFIX "%s", id);
-	if (store_flock(s->lock_fd, LOCK_SH) < 0)
-		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot lock store '%s'", s->root);
-	_cleanup_close_ int t = -1;
-	if (mkdirat(s->ws_fd, tmp, 0700) == 0) {
-		t = store_opendir(s->ws_fd, tmp);
-		if (t >= 0 && store_flock(t, LOCK_EX) < 0) {
-			close(t);
-			t = -1;
-		}
-	}
+	_cleanup_close_ int t = store_mktemp_locked(s, s->ws_fd, tmp);
 	int saved = errno;
-	(void)store_flock(s->lock_fd, LOCK_UN);
 	if (t < 0) {
 		if (saved == EEXIST)
 			return kis_error_set(err, KIS_E_DESTINATION_EXISTS, 0,
