@@ -31,8 +31,16 @@ static const char base_help[] =
 
 struct progress {
 	struct timespec start, last;
+	uint64_t files, bytes; /* the latest totals, shown or not */
 	bool shown;
 };
+
+static void print_progress(const struct progress *p)
+{
+	fprintf(stderr, "\rimporting: %llu files, %.1f MiB", (unsigned long long)p->files,
+		(double)p->bytes / (1024.0 * 1024.0));
+	fflush(stderr);
+}
 
 static double since(const struct timespec *a, const struct timespec *b)
 {
@@ -44,15 +52,15 @@ static double since(const struct timespec *a, const struct timespec *b)
 static void show_progress(void *ctx, uint64_t files, uint64_t bytes)
 {
 	struct progress *p = ctx;
+	p->files = files;
+	p->bytes = bytes;
 	struct timespec now;
 	clock_gettime(CLOCK_MONOTONIC, &now);
 	if (since(&p->start, &now) < 0.5 || (p->shown && since(&p->last, &now) < 0.1))
 		return;
 	p->last = now;
 	p->shown = true;
-	fprintf(stderr, "\rimporting: %llu files, %.1f MiB", (unsigned long long)files,
-		(double)bytes / (1024.0 * 1024.0));
-	fflush(stderr);
+	print_progress(p);
 }
 
 static int do_import(const char *root, const char *dir, bool os_image, bool json)
@@ -72,8 +80,10 @@ static int do_import(const char *root, const char *dir, bool os_image, bool json
 	char id[KIS_ID_BUFSZ];
 	int r = kis_base_import(s, dir, &o, id, &err);
 	kis_store_free(s);
-	if (p.shown)
+	if (p.shown) {
+		print_progress(&p); /* the final totals, which the throttle may have skipped */
 		fputc('\n', stderr);
+	}
 	if (r < 0)
 		return cli_fail(err);
 	if (json)
