@@ -4,6 +4,10 @@
 #ifndef KIS_STORE_H
 #define KIS_STORE_H
 
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
 #include "kis/error.h"
 #include "kis/id.h"
 
@@ -11,7 +15,9 @@ struct kis_store;
 
 /* Open (creating if needed) the store at root; NULL root means
  * $KIS_SANDBOX_ROOT, else /var/lib/kis/sandbox for root and
- * $XDG_STATE_HOME/kis/sandbox (~/.local/state/kis/sandbox) otherwise. */
+ * $XDG_STATE_HOME/kis/sandbox (~/.local/state/kis/sandbox) otherwise.
+ * Opening also reclaims what a killed command left behind (half-made
+ * clones, half-destroyed workspaces and their references). */
 KIS_API int kis_store_open(const char *root, struct kis_store **out, struct kis_error **err);
 KIS_API void kis_store_free(struct kis_store *s);
 KIS_API const char *kis_store_root(const struct kis_store *s);
@@ -25,5 +31,79 @@ KIS_API int kis_workspace_path(struct kis_store *s, const char *id, char **out,
 			       struct kis_error **err);
 /* Idempotent: a valid id that names nothing succeeds. */
 KIS_API int kis_workspace_destroy(struct kis_store *s, const char *id, struct kis_error **err);
+
+/* ---- Clone strategies ------------------------------------------------ */
+
+enum kis_clone_strategy {
+	KIS_CLONE_AUTO = 0, /* cheapest the store offers: reflink, overlay, copy */
+	KIS_CLONE_REFLINK,  /* FICLONE per file (btrfs, xfs with reflink=1) */
+	KIS_CLONE_OVERLAY,  /* overlayfs: lower = base tree, upper = the delta */
+	KIS_CLONE_COPY,     /* a plain copy: not copy-on-write */
+};
+
+/* "auto", "reflink", "overlay", "copy". */
+KIS_API const char *kis_clone_strategy_name(enum kis_clone_strategy st);
+/* Parse a name as above; -1 with KIS_E_INVALID_ARGUMENT otherwise. */
+KIS_API int kis_clone_strategy_parse(const char *name, enum kis_clone_strategy *out,
+				     struct kis_error **err);
+
+/* Whether the store offers a copy-on-write clone, probed once per store
+ * (a FICLONE between two probe files, an overlay mount of probe dirs).
+ * Returns 1 and *name = "reflink" or "overlay" when it does, 0 and
+ * *name = "copy" when only a plain copy works, < 0 on a probe failure
+ * (then *name = "copy"). name may be NULL. For `backends`' CoW column. */
+KIS_API int kis_store_cow_strategy(struct kis_store *s, const char **name);
+
+/* As kis_workspace_clone, with a strategy. A pinned strategy that this
+ * store cannot do is refused with KIS_E_PROFILE_UNSATISFIABLE, never
+ * replaced by another. */
+KIS_API int kis_workspace_clone_ex(struct kis_store *s, const char *base_id, const char *want_id,
+				   enum kis_clone_strategy strategy, char out[KIS_ID_BUFSZ],
+				   struct kis_error **err);
+
+/* ---- Bases ------------------------------------------------------------ */
+
+struct kis_import_options {
+	/* Admit device nodes, FIFOs and sockets (an OS image); root only. */
+	bool os_image;
+	/* Called now and then with the running totals; may be NULL. */
+	void (*progress)(void *ctx, uint64_t files, uint64_t bytes);
+	void *progress_ctx;
+};
+
+/* Copy the tree at src (a host path) into the store as a new, immutable
+ * base; out receives the minted id. Keeps modes, ownership (as root),
+ * symlinks as links (never followed), hard links, extended attributes and
+ * times. Device nodes, FIFOs and sockets are refused with
+ * KIS_E_INVALID_ARGUMENT unless opts->os_image (which needs root).
+ * opts may be NULL. */
+KIS_API int kis_base_import(struct kis_store *s, const char *src,
+			    const struct kis_import_options *opts, char out[KIS_ID_BUFSZ],
+			    struct kis_error **err);
+/* Mark a base removed; it is freed now if no clone holds it, else when the
+ * last clone is destroyed. A removed base cannot be cloned. Idempotent for
+ * a removed base; KIS_E_NOT_FOUND for an id that names nothing. */
+KIS_API int kis_base_remove(struct kis_store *s, const char *id, struct kis_error **err);
+/* The host path of a base's (read-only by convention) tree; malloc'ed. */
+KIS_API int kis_base_path(struct kis_store *s, const char *id, char **out,
+			  struct kis_error **err);
+
+struct kis_base_info {
+	char id[KIS_ID_BUFSZ];
+	size_t refs;  /* clones holding the base */
+	bool removed; /* marked removed, freed with its last clone */
+};
+/* All bases, sorted by id; *out is malloc'ed (free()), *n its length. */
+KIS_API int kis_base_list(struct kis_store *s, struct kis_base_info **out, size_t *n,
+			  struct kis_error **err);
+
+struct kis_workspace_info {
+	char id[KIS_ID_BUFSZ];
+	char base[KIS_ID_BUFSZ];
+	enum kis_clone_strategy strategy;
+};
+/* All workspaces, sorted by id; *out is malloc'ed (free()), *n its length. */
+KIS_API int kis_workspace_list(struct kis_store *s, struct kis_workspace_info **out, size_t *n,
+			       struct kis_error **err);
 
 #endif

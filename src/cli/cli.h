@@ -33,5 +33,21 @@ int cmd_create(int argc, char **argv);
 int cmd_exec(int argc, char **argv);
 int cmd_shell(int argc, char **argv);
 int cmd_session(int argc, char **argv);
+int cmd_base(int argc, char **argv);
+int cmd_clone(int argc, char **argv);
+int cmd_destroy(int argc, char **argv);
+int cmd_workspace(int argc, char **argv);
+
+/* Store verbs (cmd_workspace.c). Open the store, printing the error:
+ * returns 0 or the exit status. */
+struct kis_store;
+int cli_store_open(const char *root, struct kis_store **out);
+/* Consume "--store-root DIR" / "--store-root=DIR" at argv[*i]: 1 when
+ * taken, 0 when argv[*i] is something else, minus the exit status on a
+ * missing value (the usage error is printed). */
+int cli_store_flag(const char *verb, int argc, char **argv, int *i, const char **root);
+/* Print a JSON value (consumed) on stdout; 0 or the exit status. */
+struct json_t;
+int cli_print_json(struct json_t *j);
 
 #endif

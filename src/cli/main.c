@@ -15,6 +15,10 @@ static const struct cli_verb verbs[] = {
 	{"exec", cmd_exec, "run a command in a session"},
 	{"shell", cmd_shell, "a durable shell reading lines from stdin"},
 	{"session", cmd_session, "manage sessions: list, destroy"},
+	{"base", cmd_base, "import, list and remove bases"},
+	{"clone", cmd_clone, "clone a base into a copy-on-write workspace"},
+	{"destroy", cmd_destroy, "destroy a workspace (idempotent)"},
+	{"workspace", cmd_workspace, "list workspaces, print a workspace's path"},
 };
 
 int cli_fail(struct kis_error *err)

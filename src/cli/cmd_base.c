@@ -1,0 +1,175 @@
+/* SPDX-License-Identifier: MIT */
+/* `kis sandbox base import DIR | list | remove ID`: bases, the immutable
+ * trees workspaces are cloned from; the one place a host path enters. */
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "kis/store.h"
+
+static const char base_help[] =
+	"Usage: kis sandbox base import DIR [--os-image] [--json] [--store-root DIR]\n"
+	"       kis sandbox base list [--json] [--store-root DIR]\n"
+	"       kis sandbox base remove ID [--store-root DIR]\n\n"
+	"import  copy the tree DIR into the store as a new, immutable base and print\n"
+	"        its id. Modes, times, extended attributes, symlinks (kept as links,\n"
+	"        never followed) and hard links are kept; owners too when run as\n"
+	"        root. Device nodes, FIFOs and sockets are refused, unless the tree\n"
+	"        is an OS image (a root filesystem for 'run --root workspace'):\n"
+	"        then import it as root with --os-image. A large import shows its\n"
+	"        progress on stderr when that is a terminal.\n"
+	"list    print every base, how many workspaces hold it, and whether it was\n"
+	"        removed.\n"
+	"remove  remove a base: at once if no workspace holds it, else it is marked\n"
+	"        removed (no new clones) and freed with its last workspace.\n\n"
+	"The store is --store-root DIR, else $KIS_SANDBOX_ROOT, else\n"
+	"/var/lib/kis/sandbox as root and $XDG_STATE_HOME/kis/sandbox otherwise.\n";
+
+struct progress {
+	struct timespec start, last;
+	uint64_t files, bytes; /* the latest totals, shown or not */
+	bool shown;
+};
+
+static void print_progress(const struct progress *p)
+{
+	fprintf(stderr, "\rimporting: %llu files, %.1f MiB", (unsigned long long)p->files,
+		(double)p->bytes / (1024.0 * 1024.0));
+	fflush(stderr);
+}
+
+static double since(const struct timespec *a, const struct timespec *b)
+{
+	return (double)(b->tv_sec - a->tv_sec) + (double)(b->tv_nsec - a->tv_nsec) / 1e9;
+}
+
+/* Shown only on a terminal, only once an import has run for half a
+ * second, and at most ten times a second. */
+static void show_progress(void *ctx, uint64_t files, uint64_t bytes)
+{
+	struct progress *p = ctx;
+	p->files = files;
+	p->bytes = bytes;
+	struct timespec now;
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	if (since(&p->start, &now) < 0.5 || (p->shown && since(&p->last, &now) < 0.1))
+		return;
+	p->last = now;
+	p->shown = true;
+	print_progress(p);
+}
+
+static int do_import(const char *root, const char *dir, bool os_image, bool json)
+{
+	struct kis_store *s = NULL;
+	int st = cli_store_open(root, &s);
+	if (st)
+		return st;
+	struct progress p = {0};
+	clock_gettime(CLOCK_MONOTONIC, &p.start);
+	struct kis_import_options o = {.os_image = os_image};
+	if (isatty(STDERR_FILENO)) {
+		o.progress = show_progress;
+		o.progress_ctx = &p;
+	}
+	struct kis_error *err = NULL;
+	char id[KIS_ID_BUFSZ];
+	int r = kis_base_import(s, dir, &o, id, &err);
+	kis_store_free(s);
+	if (p.shown) {
+		print_progress(&p); /* the final totals, which the throttle may have skipped */
+		fputc('\n', stderr);
+	}
+	if (r < 0)
+		return cli_fail(err);
+	if (json)
+		return cli_print_json(json_pack("{s:s}", "base", id));
+	printf("%s\n", id);
+	return 0;
+}
+
+static int do_list(const char *root, bool json)
+{
+	struct kis_store *s = NULL;
+	int st = cli_store_open(root, &s);
+	if (st)
+		return st;
+	struct kis_error *err = NULL;
+	struct kis_base_info *v = NULL;
+	size_t n = 0;
+	int r = kis_base_list(s, &v, &n, &err);
+	kis_store_free(s);
+	if (r < 0)
+		return cli_fail(err);
+	json_t *arr = json ? json_array() : NULL;
+	if (!json)
+		printf("%-30s %-10s %s\n", "BASE", "CLONES", "STATE");
+	for (size_t i = 0; i < n; i++) {
+		if (json)
+			json_array_append_new(arr, json_pack("{s:s, s:I, s:b}", "id", v[i].id, "refs",
+							     (json_int_t)v[i].refs, "removed",
+							     v[i].removed));
+		else
+			printf("%-30s %-10zu %s\n", v[i].id, v[i].refs,
+			       v[i].removed ? "removed" : "ready");
+	}
+	free(v);
+	return json ? cli_print_json(arr) : 0;
+}
+
+int cmd_base(int argc, char **argv)
+{
+	if (cli_wants_help(argc, argv)) {
+		fputs(base_help, stdout);
+		return 0;
+	}
+	if (argc < 2)
+		return cli_usage_error("base", "expected 'import DIR', 'list' or 'remove ID'");
+	const char *sub = argv[1], *root = NULL, *arg = NULL;
+	bool json = false, os_image = false;
+	for (int i = 2; i < argc; i++) {
+		int r = cli_store_flag("base", argc, argv, &i, &root);
+		if (r < 0)
+			return -r;
+		if (r > 0)
+			continue;
+		if (!strcmp(argv[i], "--json"))
+			json = true;
+		else if (!strcmp(argv[i], "--os-image") && !strcmp(sub, "import"))
+			os_image = true;
+		else if (!strcmp(argv[i], "--") && i + 1 < argc && !arg)
+			arg = argv[++i];
+		else if (argv[i][0] == '-' && argv[i][1])
+			return cli_usage_error("base", "unknown option '%s'", argv[i]);
+		else if (!arg && strcmp(sub, "list"))
+			arg = argv[i];
+		else
+			return cli_usage_error("base", "unexpected argument '%s'", argv[i]);
+	}
+	if (!strcmp(sub, "import")) {
+		if (!arg)
+			return cli_usage_error("base", "'base import' needs a directory");
+		return do_import(root, arg, os_image, json);
+	}
+	if (!strcmp(sub, "list"))
+		return do_list(root, json);
+	if (!strcmp(sub, "remove")) {
+		if (!arg)
+			return cli_usage_error("base", "'base remove' needs a base id");
+		struct kis_error *err = NULL;
+		if (kis_id_validate(arg, "base id", &err) < 0)
+			return cli_fail(err);
+		struct kis_store *s = NULL;
+		int st = cli_store_open(root, &s);
+		if (st)
+			return st;
+		int r = kis_base_remove(s, arg, &err);
+		kis_store_free(s);
+		return r < 0 ? cli_fail(err) : 0;
+	}
+	return cli_usage_error("base", "unknown subcommand '%s'; use import, list or remove", sub);
+}

@@ -1,0 +1,131 @@
+/* SPDX-License-Identifier: MIT */
+/* Internals shared by the store's files: the open store, fd-relative path
+ * resolution, locks, tree copy and removal, the overlay mount. */
+#ifndef KIS_STORE_INTERNAL_H
+#define KIS_STORE_INTERNAL_H
+
+#include <dirent.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "kis/store.h"
+#include "util.h"
+
+/* Store layout (all names single path components, resolved relative to
+ * the directory fds below, never through a symlink):
+ *
+ *   ROOT/.lock                       flock: held shared while a temporary
+ *                                    entry is being created and locked,
+ *                                    exclusively by the leftover sweep
+ *   ROOT/bases/<b>/tree/             the base's files
+ *   ROOT/bases/<b>/refs/<w>          one empty file per clone holding <b>
+ *   ROOT/bases/<b>/removed           marker: freed with the last clone
+ *   ROOT/bases/.tmp-<b>/             an import in progress (flocked)
+ *   ROOT/bases/.trash-<b>-<r>/       a base being freed (flocked)
+ *   ROOT/workspaces/<w>/meta         "base=<b>\nstrategy=<name>\n"
+ *   ROOT/workspaces/<w>/tree/        files (reflink, copy)
+ *   ROOT/workspaces/<w>/{upper,work,merged}/   overlay
+ *   ROOT/workspaces/.tmp-<w>/        a clone in progress (flocked)
+ *   ROOT/workspaces/.trash-<w>-<r>/  a workspace being destroyed (flocked)
+ *
+ * Every directory lock is flock(2) on the directory's own fd: the kernel
+ * drops it when the holder dies, which is how the sweep tells a live
+ * temporary from a leftover of a killed command. */
+
+struct kis_store {
+	char *root;       /* canonical absolute path */
+	int root_fd;
+	int bases_fd;
+	int ws_fd;
+	int sessions_fd;
+	int lock_fd;      /* ROOT/.lock */
+	bool probed;
+	bool can_reflink;
+	bool can_overlay;
+};
+
+#define STORE_TMP_PREFIX ".tmp-"
+#define STORE_TRASH_PREFIX ".trash-"
+
+/* openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS)
+ * relative to dirfd, O_CLOEXEC | O_NOFOLLOW added; falls back to openat
+ * with O_NOFOLLOW (equivalent for single components) where openat2 is
+ * missing. Returns the fd or -1 with errno. */
+int store_openat(int dirfd, const char *path, int flags, mode_t mode);
+/* Open a directory below dirfd (O_RDONLY | O_DIRECTORY, never a symlink). */
+int store_opendir(int dirfd, const char *name);
+/* mkdirat that accepts an existing directory (not a symlink). */
+int store_mkdir_p1(int dirfd, const char *name, mode_t mode);
+
+/* A DIR stream over a dup of dirfd, rewound; closedir it. */
+DIR *store_dir_stream(int dirfd);
+void store_closedirp(DIR **d);
+#define _cleanup_dir_ _cleanup_(store_closedirp)
+
+/* flock with EINTR retry; returns 0 or -1 with errno. */
+int store_flock(int fd, int op);
+
+/* Remove name (a file or a whole tree) below dirfd, never following a
+ * symlink and never descending into another mount. ENOENT is success. */
+int store_rmtree(int dirfd, const char *name, struct kis_error **err);
+
+/* mkdir name below dirfd and flock it, under the shared store lock;
+ * returns the locked directory fd, or -1 with errno (EEXIST: taken). */
+int store_mktemp_locked(struct kis_store *s, int dirfd, const char *name);
+
+/* Random suffix for trash names. */
+int store_rand_suffix(char buf[9], struct kis_error **err);
+
+/* Probe reflink and overlay once per store. */
+void store_probe(struct kis_store *s);
+
+/* The leftover sweep: dead temporaries and trash in bases/ and workspaces/,
+ * removed bases with no reference left. Opportunistic (skipped while
+ * another command holds ROOT/.lock); never fails the caller. */
+void store_sweep(struct kis_store *s);
+
+/* Release a workspace directory that is no longer visible (a dead or
+ * failed temporary, or trash): unmount its overlay, drop its reference on
+ * the base (freeing a removed base with its last clone), remove the tree.
+ * name is below s->ws_fd; the caller holds the directory's flock. */
+int store_release_workspace(struct kis_store *s, const char *name, struct kis_error **err);
+
+/* Drop the reference <ws_id> on base <base_id>; frees the base when it is
+ * removed and this was the last reference. */
+int store_base_unref(struct kis_store *s, const char *base_id, const char *ws_id,
+		     struct kis_error **err);
+/* Free a base whose dir fd is locked: rename to trash, remove. */
+int store_base_free_locked(struct kis_store *s, const char *id, struct kis_error **err);
+/* Count the entries of a base's refs/ (fd of the base dir); -1 on error. */
+long store_base_refcount(int base_fd);
+
+/* Mount overlayfs with lower, upper, work on target (all dir fds). */
+int store_overlay_mount(int lower_fd, int upper_fd, int work_fd, int target_fd,
+			struct kis_error **err);
+/* True when fd (a directory) is the root of a mount. */
+bool store_is_mountpoint(int dirfd, const char *name);
+
+/* Tree copy: src_fd/dst_fd are directories; dst is empty. */
+struct store_copy {
+	bool reflink_only;  /* every regular file by FICLONE, else fail */
+	bool try_reflink;   /* FICLONE first, fall back to copying bytes */
+	bool allow_special; /* device nodes, FIFOs, sockets */
+	bool keep_owner;    /* chown to the source's owner (root) */
+	void (*progress)(void *ctx, uint64_t files, uint64_t bytes);
+	void *progress_ctx;
+	/* running totals */
+	uint64_t files;
+	uint64_t bytes;
+};
+int store_copy_tree(struct store_copy *c, int src_fd, int dst_fd, struct kis_error **err);
+
+/* Write a small file below dirfd, O_EXCL; read one back (malloc'ed). */
+int store_write_file(int dirfd, const char *name, const char *data, struct kis_error **err);
+int store_read_file(int dirfd, const char *name, char **out, struct kis_error **err);
+
+/* Workspace meta: parse "base=...\nstrategy=...\n". */
+int store_ws_meta(int ws_dir_fd, char base[KIS_ID_BUFSZ], enum kis_clone_strategy *st,
+		  struct kis_error **err);
+
+#endif

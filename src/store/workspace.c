@@ -1,0 +1,423 @@
+/* SPDX-License-Identifier: MIT */
+/* Workspaces: clone (reflink, overlay, copy) built under a temporary name
+ * and renamed into place, path (remounting an overlay), destroy, list. */
+#include "store_internal.h"
+
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <time.h>
+
+#ifndef RENAME_NOREPLACE
+#define RENAME_NOREPLACE (1 << 0)
+#endif
+#ifndef STATX_ATTR_MOUNT_ROOT
+#define STATX_ATTR_MOUNT_ROOT 0x00002000
+#endif
+
+int store_overlay_mount(int lower_fd, int upper_fd, int work_fd, int target_fd,
+			struct kis_error **err)
+{
+	/* The layers are named through /proc/self/fd: overlayfs resolves
+	 * each option path with a lookup that would follow a symlink, and
+	 * the magic link pins the exact directories we opened O_NOFOLLOW.
+	 * It also keeps ',' and ':' of the store path out of the options. */
+	char opts[256], target[64];
+	snprintf(opts, sizeof(opts),
+		 "lowerdir=/proc/self/fd/%d,upperdir=/proc/self/fd/%d,workdir=/proc/self/fd/%d",
+		 lower_fd, upper_fd, work_fd);
+	snprintf(target, sizeof(target), "/proc/self/fd/%d", target_fd);
+	/* MS_NOSUID|MS_NODEV: a workspace is data, not a place to gain
+	 * privilege from; the base may be an OS image, so exec stays. */
+	int r = mount("overlay", target, "overlay", MS_NOSUID | MS_NODEV, opts);
+	if (r < 0 && (errno == EPERM || errno == EINVAL)) {
+		/* In a user namespace (kernel >= 5.11) overlayfs may be
+		 * mounted but cannot write trusted.* xattrs: "userxattr"
+		 * keeps its metadata in user.overlay.* instead. */
+		int saved = errno;
+		size_t len = strlen(opts);
+		snprintf(opts + len, sizeof(opts) - len, ",userxattr");
+		r = mount("overlay", target, "overlay", MS_NOSUID | MS_NODEV, opts);
+		if (r < 0)
+			errno = saved;
+	}
+	if (r < 0)
+		return kis_error_set(err, errno == EPERM ? KIS_E_PROFILE_UNSATISFIABLE : KIS_E_INTERNAL,
+				     errno, "cannot mount the overlay of a workspace%s",
+				     errno == EPERM ? "; overlay clones need root, use --strategy copy" : "");
+	return 0;
+}
+
+bool store_is_mountpoint(int dirfd, const char *name)
+{
+	struct statx stx;
+	if (statx(dirfd, name, AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT, STATX_BASIC_STATS, &stx) < 0)
+		return false;
+	if (stx.stx_attributes_mask & STATX_ATTR_MOUNT_ROOT)
+		return (stx.stx_attributes & STATX_ATTR_MOUNT_ROOT) != 0;
+	struct stat parent;
+	return fstat(dirfd, &parent) == 0 &&
+	       makedev(stx.stx_dev_major, stx.stx_dev_minor) != parent.st_dev;
+}
+
+/* Unmount NAME/merged below workspaces/ if it is mounted. */
+static int unmount_merged(struct kis_store *s, const char *name, struct kis_error **err)
+{
+	_cleanup_close_ int d = store_opendir(s->ws_fd, name);
+	if (d < 0)
+		return 0;
+	if (!store_is_mountpoint(d, "merged"))
+		return 0;
+	char path[PATH_MAX];
+	snprintf(path, sizeof(path), "%s/workspaces/%s/merged", s->root, name);
+	/* UMOUNT_NOFOLLOW: the last component is never a symlink we follow.
+	 * A busy mount (a process still inside) is detached lazily: it is
+	 * gone from the namespace at once, freed when the last user leaves. */
+	if (umount2(path, UMOUNT_NOFOLLOW) < 0 && umount2(path, UMOUNT_NOFOLLOW | MNT_DETACH) < 0 &&
+	    errno != EINVAL && errno != ENOENT)
+		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot unmount '%s'", path);
+	return 0;
+}
+
+int store_release_workspace(struct kis_store *s, const char *name, struct kis_error **err)
+{
+	TRY(unmount_merged(s, name, err));
+	_cleanup_close_ int d = store_opendir(s->ws_fd, name);
+	if (d >= 0) {
+		char base[KIS_ID_BUFSZ];
+		/* No meta: the clone died before it took a reference. */
+		if (store_ws_meta(d, base, NULL, NULL) == 0) {
+			/* The id is the name without prefix and trash suffix. */
+			char ws_id[KIS_ID_BUFSZ] = "";
+			const char *p = name;
+			if (!strncmp(p, STORE_TMP_PREFIX, strlen(STORE_TMP_PREFIX)))
+				snprintf(ws_id, sizeof(ws_id), "%s", p + strlen(STORE_TMP_PREFIX));
+			else if (!strncmp(p, STORE_TRASH_PREFIX, strlen(STORE_TRASH_PREFIX))) {
+				p += strlen(STORE_TRASH_PREFIX);
+				const char *dash = strrchr(p, '-');
+				size_t len = dash ? (size_t)(dash - p) : strlen(p);
+				if (len < sizeof(ws_id)) {
+					memcpy(ws_id, p, len);
+					ws_id[len] = '\0';
+				}
+			} else
+				snprintf(ws_id, sizeof(ws_id), "%s", p);
+			if (kis_id_validate(ws_id, "workspace id", NULL) == 0)
+				TRY(store_base_unref(s, base, ws_id, err));
+		}
+	}
+	return store_rmtree(s->ws_fd, name, err);
+}
+
+static int resolve_strategy(struct kis_store *s, enum kis_clone_strategy want,
+			    enum kis_clone_strategy *got, struct kis_error **err)
+{
+	if (want != KIS_CLONE_COPY)
+		store_probe(s); /* a pinned copy needs no mount nor FICLONE probe */
+	switch (want) {
+	case KIS_CLONE_AUTO:
+		/* DESIGN.md order: reflink (a plain directory, no mount to
+		 * manage), overlay (O(1), needs a mount), then a plain copy. */
+		*got = s->can_reflink ? KIS_CLONE_REFLINK
+		       : s->can_overlay ? KIS_CLONE_OVERLAY
+					: KIS_CLONE_COPY;
+		return 0;
+	case KIS_CLONE_REFLINK:
+		if (!s->can_reflink)
+			return kis_error_set(err, KIS_E_PROFILE_UNSATISFIABLE, 0,
+					     "the store '%s' is on a filesystem without reflinks "
+					     "(FICLONE); put the store on btrfs or xfs, or use "
+					     "--strategy overlay or copy",
+					     s->root);
+		break;
+	case KIS_CLONE_OVERLAY:
+		if (!s->can_overlay)
+			return kis_error_set(err, KIS_E_PROFILE_UNSATISFIABLE, 0,
+					     "overlayfs cannot be mounted for the store '%s' (it needs "
+					     "root, or a user namespace); use --strategy reflink or copy",
+					     s->root);
+		break;
+	case KIS_CLONE_COPY:
+		break;
+	default:
+		return kis_error_set(err, KIS_E_INVALID_ARGUMENT, 0, "unknown clone strategy %d",
+				     (int)want);
+	}
+	*got = want;
+	return 0;
+}
+
+/* Test hook: pause between taking the reference and publishing the clone,
+ * so a test can SIGKILL a clone at its most delicate point. */
+static void test_pause(void)
+{
+	const char *ms = getenv("KIS_TEST_CLONE_PAUSE_MS");
+	if (!ms || !*ms)
+		return;
+	long v = strtol(ms, NULL, 10);
+	if (v <= 0 || v > 600000)
+		return;
+	struct timespec ts = {.tv_sec = v / 1000, .tv_nsec = (v % 1000) * 1000000L};
+	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+		;
+}
+
+/* Take the reference of ws_id on the base; refuses a removed base. */
+static int base_ref(struct kis_store *s, int base_fd, const char *base_id, const char *ws_id,
+		    struct kis_error **err)
+{
+	if (store_flock(base_fd, LOCK_EX) < 0)
+		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot lock base '%s'", base_id);
+	int r = 0;
+	struct stat st;
+	/* Under the lock, `removed` absent means the base has not been
+	 * freed either: freeing needs the marker. */
+	if (fstat(base_fd, &st) == 0 && st.st_nlink == 0) {
+		/* Freed (renamed to trash and removed) while we waited: the
+		 * freer held this same lock until the directory was gone. */
+		r = kis_error_set(err, KIS_E_NOT_FOUND, 0, "base '%s' was removed; import it again",
+				  base_id);
+	} else if (fstatat(base_fd, "removed", &st, AT_SYMLINK_NOFOLLOW) == 0 || errno != ENOENT) {
+		r = kis_error_set(err, KIS_E_NOT_FOUND, 0,
+				  "base '%s' was removed; import it again", base_id);
+	} else {
+		_cleanup_close_ int refs = store_opendir(base_fd, "refs");
+		_cleanup_close_ int f = refs < 0 ? -1
+						 : store_openat(refs, ws_id,
+								O_WRONLY | O_CREAT | O_EXCL, 0600);
+		if (f < 0)
+			r = kis_error_set(err, errno == EEXIST ? KIS_E_DESTINATION_EXISTS : KIS_E_INTERNAL,
+					  errno, "cannot take reference '%s' on base '%s'", ws_id,
+					  base_id);
+	}
+	(void)store_flock(base_fd, LOCK_UN);
+	return r;
+}
+
+static int build_clone(struct kis_store *s, int t, int base_fd, enum kis_clone_strategy st,
+		       struct kis_error **err)
+{
+	_cleanup_close_ int lower = store_opendir(base_fd, "tree");
+	if (lower < 0)
+		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot open the tree of the base");
+	if (st == KIS_CLONE_OVERLAY) {
+		static const char *const sub[] = {"upper", "work", "merged"};
+		int fds[3] = {-1, -1, -1};
+		int r = 0;
+		for (size_t i = 0; i < 3 && r == 0; i++)
+			if (mkdirat(t, sub[i], 0755) < 0 || (fds[i] = store_opendir(t, sub[i])) < 0)
+				r = kis_error_set(err, KIS_E_INTERNAL, errno, "cannot create '%s'", sub[i]);
+		if (r == 0)
+			r = store_overlay_mount(lower, fds[0], fds[1], fds[2], err);
+		for (size_t i = 0; i < 3; i++)
+			if (fds[i] >= 0)
+				close(fds[i]);
+		return r;
+	}
+	_cleanup_close_ int tree = -1;
+	if (mkdirat(t, "tree", 0755) < 0 || (tree = store_opendir(t, "tree")) < 0)
+		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot create the workspace tree");
+	struct store_copy c = {
+		.reflink_only = st == KIS_CLONE_REFLINK,
+		.allow_special = true, /* already admitted at import */
+		.keep_owner = geteuid() == 0,
+	};
+	return store_copy_tree(&c, lower, tree, err);
+}
+
+int kis_workspace_clone_ex(struct kis_store *s, const char *base_id, const char *want_id,
+			   enum kis_clone_strategy strategy, char out[KIS_ID_BUFSZ],
+			   struct kis_error **err)
+{
+	char id[KIS_ID_BUFSZ];
+	TRY(kis_id_validate(base_id, "base id", err));
+	if (want_id) {
+		TRY(kis_id_validate(want_id, "workspace id", err));
+		snprintf(id, sizeof(id), "%s", want_id);
+	} else {
+		TRY(kis_id_mint('w', id, err));
+	}
+	struct stat st;
+	/* AT_SYMLINK_NOFOLLOW: whatever sits there (a symlink included) is
+	 * an existing destination, never a place we write through. */
+	if (fstatat(s->ws_fd, id, &st, AT_SYMLINK_NOFOLLOW) == 0)
+		return kis_error_set(err, KIS_E_DESTINATION_EXISTS, 0,
+				     "workspace '%s' already exists; choose another --id or destroy it",
+				     id);
+	enum kis_clone_strategy use = KIS_CLONE_COPY;
+	TRY(resolve_strategy(s, strategy, &use, err));
+	_cleanup_close_ int b = store_opendir(s->bases_fd, base_id);
+	if (b < 0)
+		return kis_error_set(err, errno == ENOENT ? KIS_E_NOT_FOUND : KIS_E_INTERNAL, errno,
+				     "no base '%s'; see 'kis sandbox base list'", base_id);
+
+	char tmp[KIS_ID_BUFSZ + 8];
+	snprintf(tmp, sizeof(tmp), STORE_TMP_PREFIX "%s", id);
+	_cleanup_close_ int t = store_mktemp_locked(s, s->ws_fd, tmp);
+	int saved = errno;
+	if (t < 0) {
+		if (saved == EEXIST)
+			return kis_error_set(err, KIS_E_DESTINATION_EXISTS, 0,
+					     "workspace '%s' is being created by another command", id);
+		return kis_error_set(err, KIS_E_INTERNAL, saved, "cannot create '%s' in '%s/workspaces'",
+				     tmp, s->root);
+	}
+
+	char meta[128];
+	snprintf(meta, sizeof(meta), "base=%s\nstrategy=%s\n", base_id, kis_clone_strategy_name(use));
+	/* meta before the reference: a leftover with a reference always says
+	 * which base to release. */
+	int r = store_write_file(t, "meta", meta, err);
+	if (r >= 0)
+		r = base_ref(s, b, base_id, id, err);
+	if (r < 0) {
+		(void)store_rmtree(s->ws_fd, tmp, NULL);
+		return r;
+	}
+	r = build_clone(s, t, b, use, err);
+	if (r >= 0) {
+		test_pause();
+		/* RENAME_NOREPLACE: a destination that appeared meanwhile
+		 * (even an empty directory, which plain rename(2) would
+		 * replace) fails the clone instead of merging. */
+		if (renameat2(s->ws_fd, tmp, s->ws_fd, id, RENAME_NOREPLACE) < 0)
+			r = kis_error_set(err, errno == EEXIST ? KIS_E_DESTINATION_EXISTS : KIS_E_INTERNAL,
+					  errno, "cannot publish workspace '%s'", id);
+	}
+	if (r < 0) {
+		struct kis_error *e2 = NULL;
+		if (store_release_workspace(s, tmp, &e2) < 0)
+			kis_error_free(e2);
+		return kis_error_wrap(err, "cloning base '%s'", base_id);
+	}
+	memcpy(out, id, strlen(id) + 1);
+	return 0;
+}
+
+int kis_workspace_clone(struct kis_store *s, const char *base_id, const char *want_id,
+			char out[KIS_ID_BUFSZ], struct kis_error **err)
+{
+	return kis_workspace_clone_ex(s, base_id, want_id, KIS_CLONE_AUTO, out, err);
+}
+
+int kis_workspace_path(struct kis_store *s, const char *id, char **out, struct kis_error **err)
+{
+	TRY(kis_id_validate(id, "workspace id", err));
+	_cleanup_close_ int d = store_opendir(s->ws_fd, id);
+	if (d < 0)
+		return kis_error_set(err, errno == ENOENT ? KIS_E_NOT_FOUND : KIS_E_INTERNAL, errno,
+				     "no workspace '%s'; see 'kis sandbox workspace list'", id);
+	char base[KIS_ID_BUFSZ];
+	enum kis_clone_strategy st;
+	TRY(store_ws_meta(d, base, &st, err));
+	const char *leaf = st == KIS_CLONE_OVERLAY ? "merged" : "tree";
+	if (st == KIS_CLONE_OVERLAY && !store_is_mountpoint(d, "merged")) {
+		/* Mounts do not survive a reboot (or live in another mount
+		 * namespace): mount again, under the workspace's lock so two
+		 * callers do not stack two overlays. */
+		if (store_flock(d, LOCK_EX) < 0)
+			return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot lock workspace '%s'", id);
+		if (!store_is_mountpoint(d, "merged")) {
+			_cleanup_close_ int b = store_opendir(s->bases_fd, base);
+			_cleanup_close_ int lower = b < 0 ? -1 : store_opendir(b, "tree");
+			_cleanup_close_ int up = store_opendir(d, "upper");
+			_cleanup_close_ int wk = store_opendir(d, "work");
+			_cleanup_close_ int mg = store_opendir(d, "merged");
+			if (lower < 0 || up < 0 || wk < 0 || mg < 0)
+				return kis_error_set(err, KIS_E_INTERNAL, errno,
+						     "workspace '%s' is damaged; destroy it", id);
+			TRY(store_overlay_mount(lower, up, wk, mg, err));
+		}
+		(void)store_flock(d, LOCK_UN);
+	}
+	if (asprintf(out, "%s/workspaces/%s/%s", s->root, id, leaf) < 0) {
+		*out = NULL;
+		return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "out of memory");
+	}
+	return 0;
+}
+
+int kis_workspace_destroy(struct kis_store *s, const char *id, struct kis_error **err)
+{
+	TRY(kis_id_validate(id, "workspace id", err));
+	_cleanup_close_ int d = store_opendir(s->ws_fd, id);
+	if (d < 0) {
+		if (errno == ENOENT)
+			return 0; /* idempotent */
+		if (errno == ELOOP || errno == ENOTDIR || errno == EXDEV) {
+			/* Not a workspace (a planted symlink or file): remove the
+			 * entry itself; unlink(2) never follows a link. */
+			if (unlinkat(s->ws_fd, id, 0) < 0 && errno != ENOENT)
+				return kis_error_set(err, KIS_E_INTERNAL, errno,
+						     "cannot remove '%s' in '%s/workspaces'", id, s->root);
+			return 0;
+		}
+		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot open workspace '%s'", id);
+	}
+	/* Lock before the rename: the lock moves with the directory, so the
+	 * trash is never seen unlocked by a sweep while we live. */
+	if (store_flock(d, LOCK_EX) < 0)
+		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot lock workspace '%s'", id);
+	char sfx[9], trash[KIS_ID_BUFSZ + 32];
+	TRY(store_rand_suffix(sfx, err));
+	snprintf(trash, sizeof(trash), STORE_TRASH_PREFIX "%s-%s", id, sfx);
+	struct stat a, b;
+	if (fstat(d, &a) < 0 || fstatat(s->ws_fd, id, &b, AT_SYMLINK_NOFOLLOW) < 0 ||
+	    a.st_ino != b.st_ino || a.st_dev != b.st_dev)
+		return 0; /* destroyed (and maybe re-created) meanwhile */
+	if (renameat(s->ws_fd, id, s->ws_fd, trash) < 0) {
+		if (errno == ENOENT)
+			return 0;
+		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot destroy workspace '%s'", id);
+	}
+	if (store_release_workspace(s, trash, err) < 0)
+		return kis_error_wrap(err, "destroying workspace '%s'", id);
+	return 0;
+}
+
+static int cmp_ws(const void *a, const void *b)
+{
+	return strcmp(((const struct kis_workspace_info *)a)->id,
+		      ((const struct kis_workspace_info *)b)->id);
+}
+
+int kis_workspace_list(struct kis_store *s, struct kis_workspace_info **out, size_t *n,
+		       struct kis_error **err)
+{
+	_cleanup_dir_ DIR *dir = store_dir_stream(s->ws_fd);
+	if (!dir)
+		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot read the workspaces of '%s'",
+				     s->root);
+	_cleanup_free_ struct kis_workspace_info *v = NULL;
+	size_t len = 0, cap = 0;
+	struct dirent *e;
+	while ((e = readdir(dir))) {
+		if (e->d_name[0] == '.' || kis_id_validate(e->d_name, "workspace id", NULL) < 0)
+			continue;
+		_cleanup_close_ int d = store_opendir(s->ws_fd, e->d_name);
+		if (d < 0)
+			continue;
+		struct kis_workspace_info wi = {0};
+		if (store_ws_meta(d, wi.base, &wi.strategy, NULL) < 0)
+			continue;
+		memcpy(wi.id, e->d_name, strlen(e->d_name) + 1); /* validated: <= 64 */
+		if (len == cap) {
+			cap = cap ? cap * 2 : 16;
+			struct kis_workspace_info *nv = realloc(v, cap * sizeof(*v));
+			if (!nv)
+				return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "out of memory");
+			v = nv;
+		}
+		v[len++] = wi;
+	}
+	if (len)
+		qsort(v, len, sizeof(*v), cmp_ws);
+	*n = len;
+	*out = steal_ptr(v);
+	return 0;
+}
