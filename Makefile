@@ -4,6 +4,7 @@
 # Components may add a fragment under mk/*.mk: it appends to BINS,
 # CHECK_TARGETS and CLEAN_EXTRA (see the variables below).
 
+.DEFAULT_GOAL := all
 PREFIX   ?= /usr/local
 CC       ?= cc
 BUILD    ?= build
