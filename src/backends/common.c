@@ -171,8 +171,3 @@ int kis_native_plan_run(struct kis_native_plan *n, int (*child_setup)(void *, st
 	};
 	return kis_exec_run(&sp, &sv, res, err);
 }
-
-bool kis_backend_store_cow(void)
-{
-	return false; /* until the store reports its clone strategy */
-}

@@ -29,9 +29,6 @@ int kis_native_plan_run(struct kis_native_plan *n, int (*child_setup)(void *, st
 			void *ctx, const struct kis_supervise_hooks *hooks, struct kis_result *res,
 			struct kis_error **err);
 
-/* Whether the store on this host makes copy-on-write clones. */
-bool kis_backend_store_cow(void);
-
 extern const struct kis_backend kis_backend_process;
 
 #endif

@@ -21,7 +21,6 @@ static void process_probe(struct kis_caps *c)
 	c->net_modes = 1u << KIS_NET_HOST;
 	c->limits = KIS_LIMIT_WALL | KIS_LIMIT_CPU | KIS_LIMIT_OUTPUT | KIS_LIMIT_FILE |
 		    KIS_LIMIT_OPEN_FILES;
-	c->cow = kis_backend_store_cow();
 }
 
 struct kis_plan {

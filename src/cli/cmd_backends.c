@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "kis/store.h"
 
 static void net_modes(unsigned bits, char *buf, size_t n)
 {
@@ -28,9 +29,15 @@ static const char *yes_no(bool b)
 int cmd_backends(int argc, char **argv)
 {
 	bool json = false;
+	const char *root = NULL;
 	for (int i = 1; i < argc; i++) {
+		int t = cli_store_flag("backends", argc, argv, &i, &root);
+		if (t < 0)
+			return -t;
+		if (t)
+			continue;
 		if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-			puts("Usage: kis sandbox backends [--json]\n\n"
+			puts("Usage: kis sandbox backends [--json] [--store-root DIR]\n\n"
 			     "Probe this host and print, for each backend compiled in, the tier it\n"
 			     "serves and what it can enforce here: copy-on-write workspaces, durable\n"
 			     "shells, native binaries, network modes, seccomp, snapshots, terminals,\n"
@@ -42,6 +49,16 @@ int cmd_backends(int argc, char **argv)
 		else
 			return cli_usage_error("backends", "unknown option '%s'", argv[i]);
 	}
+	/* CoW is the store's: every backend runs on a workspace it clones. */
+	const char *strategy = "copy";
+	bool cow = false;
+	struct kis_store *st = NULL;
+	struct kis_error *err = NULL;
+	if (kis_store_open(root, &st, &err) == 0) {
+		cow = kis_store_cow_strategy(st, &strategy) == 1;
+		kis_store_free(st);
+	}
+	kis_error_free(err);
 	size_t n;
 	const struct kis_backend *const *b = kis_backends(&n);
 	json_t *arr = json_array();
@@ -52,6 +69,7 @@ int cmd_backends(int argc, char **argv)
 	for (size_t i = 0; i < n; i++) {
 		struct kis_caps c;
 		b[i]->probe(&c);
+		c.cow = cow;
 		char net[64];
 		net_modes(c.present ? c.net_modes : 0, net, sizeof(net));
 		if (json) {
@@ -62,6 +80,7 @@ int cmd_backends(int argc, char **argv)
 				c.present && c.native, "network", net, strlen(net), "seccomp",
 				c.present && c.seccomp, "snapshot", c.present && c.snapshot, "tty",
 				c.present && c.tty, "accel", c.accel);
+			json_object_set_new(o, "clone_strategy", json_string(strategy));
 			if (!c.present)
 				json_object_set_new(o, "why_absent", json_string(c.why_absent));
 			json_array_append_new(arr, o);

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* Internal to the engine: store root resolution, the agent's path, and
+/* Internal to the engine: the agent's path, and
  * acquiring the workspace a profile names (clone from base, or open). */
 #ifndef KIS_ENGINE_INTERNAL_H
 #define KIS_ENGINE_INTERNAL_H
@@ -8,10 +8,6 @@
 
 #include "kis/profile.h"
 
-/* NULL: $KIS_SANDBOX_ROOT, else /var/lib/kis/sandbox for root, else
- * $XDG_STATE_HOME/kis/sandbox (~/.local/state/kis/sandbox). */
-int kis_store_root_resolve(const char *given, char **out, struct kis_error **err);
-int kis_mkdir_p(const char *path, mode_t mode, struct kis_error **err);
 /* $KIS_AGENT, else kis-agent beside the running binary. */
 int kis_agent_path(char **out, struct kis_error **err);
 

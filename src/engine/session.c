@@ -23,6 +23,7 @@
 #include "agent/proto.h"
 #include "engine/internal.h"
 #include "kis/session.h"
+#include "kis/store.h"
 
 #define SOCK_NAME "agent.sock"
 #define META_NAME "session.json"
@@ -31,16 +32,15 @@
  * unix socket in a 0700 directory of the store). */
 static int open_sessions_dir(const char *store_root, bool create, struct kis_error **err)
 {
-	_cleanup_free_ char *root = NULL;
-	TRY(kis_store_root_resolve(store_root, &root, err));
+	struct kis_store *st = NULL;
+	TRY(kis_store_open(store_root, &st, err));
 	_cleanup_free_ char *path = NULL;
-	if (asprintf(&path, "%s/sessions", root) < 0)
+	int r = asprintf(&path, "%s/sessions", kis_store_root(st));
+	kis_store_free(st);
+	if (r < 0)
 		return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "sessions");
-	if (create) {
-		TRY(kis_mkdir_p(root, 0700, err));
-		if (mkdir(path, 0700) < 0 && errno != EEXIST)
-			return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot create '%s'", path);
-	}
+	if (create && mkdir(path, 0700) < 0 && errno != EEXIST)
+		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot create '%s'", path);
 	int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
 	if (fd < 0)
 		return errno == ENOENT ? -2 : kis_error_set(err, KIS_E_INTERNAL, errno,

@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: MIT */
-/* The workspace a run or a session uses, acquired from the store. */
+/* The workspace a run or a session uses, acquired from the store: cloned
+ * from the profile's base, or the existing workspace it names. */
 #include "util.h"
 
 #include <string.h>
 
 #include "engine/internal.h"
+#include "kis/store.h"
 
 int kis_workspace_acquire(const struct kis_profile *p, const char *store_root, char **id,
 			  char **path, bool *cloned, struct kis_error **err)
@@ -13,12 +15,38 @@ int kis_workspace_acquire(const struct kis_profile *p, const char *store_root, c
 	*cloned = false;
 	if (!p->base && !p->workspace)
 		return 0;
-	return kis_error_set(err, KIS_E_INVALID_ARGUMENT, 0,
-			     "workspaces are not available in this build yet");
+	struct kis_store *s = NULL;
+	TRY(kis_store_open(store_root, &s, err));
+	char ws[KIS_ID_BUFSZ];
+	int r;
+	if (p->base) {
+		r = kis_workspace_clone(s, p->base, NULL, ws, err);
+		if (r >= 0)
+			*cloned = true;
+	} else {
+		snprintf(ws, sizeof(ws), "%s", p->workspace);
+		r = 0;
+	}
+	if (r >= 0)
+		r = kis_workspace_path(s, ws, path, err);
+	if (r >= 0 && !(*id = strdup(ws)))
+		r = kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "workspace id");
+	if (r < 0) {
+		if (*cloned)
+			kis_workspace_destroy(s, ws, NULL);
+		*cloned = false;
+		free(*path);
+		*path = NULL;
+	}
+	kis_store_free(s);
+	return r;
 }
 
 void kis_workspace_release(const char *store_root, const char *id)
 {
-	(void)store_root;
-	(void)id;
+	struct kis_store *s = NULL;
+	if (kis_store_open(store_root, &s, NULL) < 0)
+		return;
+	kis_workspace_destroy(s, id, NULL);
+	kis_store_free(s);
 }
