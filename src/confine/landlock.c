@@ -269,6 +269,8 @@ static int add_etc(int rs, uint64_t handled, struct kis_error **err)
 	if (fd < 0)
 		return errno == ENOENT ? 0 : kis_error_set(err, KIS_E_INTERNAL, errno,
 							  "cannot open '/etc'");
+	/* listing /etc (names only) is harmless and `ls /etc` expects it */
+	TRY(add_fd_rule(rs, fd, LANDLOCK_ACCESS_FS_READ_DIR, handled, "/etc", err));
 	return add_dir_except(rs, fd, "", R_RO, handled, 0, err);
 }
 

@@ -351,8 +351,10 @@ int kis_seccomp_build(const struct kis_seccomp_opts *o, scmp_filter_ctx *out,
 	for (size_t i = 0; i < p.n; i++) {
 		const struct sc_rule *ru = &p.r[i];
 		int nr = seccomp_syscall_resolve_name(ru->name);
-		if (nr == __NR_SCMP_ERROR)
-			continue; /* unknown to this libseccomp: stays ENOSYS */
+		if (nr == __NR_SCMP_ERROR || ru->act == ENOSYS)
+			continue; /* unknown to this libseccomp, or the default
+				   * action already (libseccomp refuses a rule
+				   * equal to the default with EACCES) */
 		struct scmp_arg_cmp c[2];
 		for (unsigned k = 0; k < ru->n; k++) {
 			c[k].arg = ru->c[k].arg;
@@ -529,7 +531,7 @@ int kis_seccomp_to_oci_json(const struct kis_seccomp_opts *o, json_t **out,
 	int acts[8];
 	size_t n_acts = 0;
 	for (size_t i = 0; i < p.n && !bad; i++) {
-		if (p.r[i].n)
+		if (p.r[i].n || p.r[i].act == ENOSYS)
 			continue;
 		size_t k = 0;
 		while (k < n_acts && acts[k] != p.r[i].act)
@@ -556,7 +558,8 @@ int kis_seccomp_to_oci_json(const struct kis_seccomp_opts *o, json_t **out,
 		bad |= arr_add(calls, oci_rule(first, names));
 	}
 	for (size_t i = 0; i < p.n && !bad; i++) {
-		if (!p.r[i].n || seccomp_syscall_resolve_name(p.r[i].name) == __NR_SCMP_ERROR)
+		if (!p.r[i].n || p.r[i].act == ENOSYS ||
+		    seccomp_syscall_resolve_name(p.r[i].name) == __NR_SCMP_ERROR)
 			continue;
 		json_t *names = json_pack("[s]", p.r[i].name);
 		bad |= !names || arr_add(calls, oci_rule(&p.r[i], names));
