@@ -2,7 +2,8 @@
 /* Probe: TIOCSTI, pushing input into a terminal. On a pty of its own made
  * its controlling terminal (so the kernel's own ctty check passes) the only
  * refusal left is seccomp's EPERM. argv[1] == "high" sets the high 32 bits
- * of the request, which the kernel ignores (cmd is an unsigned int). */
+ * of the request, which the kernel ignores (cmd is an unsigned int).
+ * An ordinary ioctl (TIOCGWINSZ) must work first, or it is a setup error. */
 #include <fcntl.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -25,6 +26,11 @@ int main(int argc, char **argv)
 	int s = sn ? open(sn, O_RDWR | O_CLOEXEC) : -1; /* becomes our ctty */
 	if (s < 0)
 		probe_setup(name, "open pts");
+	/* the policy must still allow ordinary terminal ioctls: a refused
+	 * TIOCGWINSZ means the ioctl rule is too wide, not that we are safe */
+	struct winsize wsz;
+	if (ioctl(s, TIOCGWINSZ, &wsz) < 0)
+		probe_setup(name, "TIOCGWINSZ");
 	unsigned long req = TIOCSTI;
 	if (high)
 		req |= 0xffffffff00000000ul;
