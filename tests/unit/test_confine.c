@@ -17,6 +17,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/ptrace.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -375,6 +376,13 @@ static void test_probe_write_inside_works(void **s)
 	unlink(p);
 }
 
+static void test_probe_cwd_outside(void **s)
+{
+	(void)s;
+	need_landlock();
+	check_probe("cwd_outside", outside, ST_STOPPED, true);
+}
+
 static void test_probe_symlink(void **s)
 {
 	(void)s;
@@ -551,6 +559,40 @@ static void test_python_works(void **s)
 	assert_int_equal(run_cmd(CONFINED, KIS_NET_OFF, argv), 0);
 }
 
+/* The libseccomp load path (no memfd), as an in-process filter would use. */
+static void test_seccomp_load_ctx(void **s)
+{
+	(void)s;
+	fflush(NULL);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		struct kis_error *e = NULL;
+		scmp_filter_ctx ctx = NULL;
+		struct kis_seccomp_opts o = {.net = KIS_NET_OFF};
+		if (kis_seccomp_build(&o, &ctx, &e) < 0 || kis_seccomp_load(ctx, &e) < 0)
+			_exit(10);
+		seccomp_release(ctx);
+		if (socket(AF_INET, SOCK_STREAM, 0) >= 0 || errno != EAFNOSUPPORT)
+			_exit(11);
+		int sv[2];
+		if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) < 0)
+			_exit(12);
+		if (syscall(SYS_clone3, NULL, 0) >= 0 || errno != ENOSYS)
+			_exit(13);
+		if (syscall(SYS_ptrace, PTRACE_TRACEME, 0, 0, 0) >= 0 || errno != EPERM)
+			_exit(14);
+		/* an unknown syscall number: ENOSYS, the default */
+		if (syscall(1000) >= 0 || errno != ENOSYS)
+			_exit(15);
+		_exit(0);
+	}
+	int st;
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_true(WIFEXITED(st));
+	assert_int_equal(WEXITSTATUS(st), 0);
+}
+
 static void test_net_host_allows_inet(void **s)
 {
 	(void)s;
@@ -568,12 +610,14 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_seccomp_build_and_export),
 		cmocka_unit_test(test_seccomp_oci_json),
+		cmocka_unit_test(test_seccomp_load_ctx),
 		cmocka_unit_test(test_landlock_refusals),
 		cmocka_unit_test(test_harden_self),
 		cmocka_unit_test(test_probe_read_outside),
 		cmocka_unit_test(test_probe_write_outside),
 		cmocka_unit_test(test_probe_write_inside_works),
 		cmocka_unit_test(test_probe_symlink),
+		cmocka_unit_test(test_probe_cwd_outside),
 		cmocka_unit_test(test_probe_network),
 		cmocka_unit_test(test_probe_ptrace),
 		cmocka_unit_test(test_probe_mount),
