@@ -22,6 +22,7 @@ $(CONFINE_RUN): tests/probes/confine-run.c $(STATIC_LIB)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(ALL_CFLAGS) -pie $(HARD_LDFLAGS) -o $@ $< $(STATIC_LIB) $(PKG_LIBS)
 
-# The confine tests run the probes: build them first.
-$(BUILD)/tests/test_confine $(BUILD)/asan-tests/test_confine: probes
+# The confine tests run the probes: build them first (order-only, so the
+# test binaries are not relinked on every make).
+$(BUILD)/tests/test_confine $(BUILD)/asan-tests/test_confine: | $(PROBE_BINS) $(CONFINE_RUN)
 all: probes

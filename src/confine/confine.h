@@ -95,6 +95,9 @@ struct kis_landlock_report {
 
 /* The Landlock ABI version of this kernel, 0 when absent or disabled. */
 KIS_HIDDEN int kis_landlock_abi(void);
+/* What this kernel's Landlock offers, without building anything (for the
+ * backends matrix): abi, and missing = features the ABI lacks. Never fails. */
+KIS_HIDDEN void kis_landlock_probe(struct kis_landlock_report *rep);
 /* Name of one KIS_LL_* bit ("refer", "scope_signal", ...). */
 KIS_HIDDEN const char *kis_landlock_feature_name(unsigned bit);
 /* Before fork: create the ruleset and add every rule, returning its fd

@@ -150,6 +150,18 @@ static unsigned features_of_abi(int abi)
 	return f;
 }
 
+void kis_landlock_probe(struct kis_landlock_report *rep)
+{
+	memset(rep, 0, sizeof(*rep));
+	rep->abi = kis_landlock_abi();
+	if (rep->abi > 0) {
+		rep->enforced = features_of_abi(rep->abi);
+		rep->missing = KIS_LL__ALL & ~rep->enforced;
+	} else {
+		rep->missing = KIS_LL__ALL;
+	}
+}
+
 static uint64_t fs_rights_of_abi(int abi)
 {
 	uint64_t r = FS_V1;
@@ -289,16 +301,14 @@ static int add_list(int rs, const char *const *list, uint64_t rights, uint64_t h
 int kis_landlock_prepare(const struct kis_landlock_opts *o, int *fd_out,
 			 struct kis_landlock_report *rep, struct kis_error **err)
 {
-	struct kis_landlock_report local = {0};
+	struct kis_landlock_report local;
 	if (!rep)
 		rep = &local;
-	memset(rep, 0, sizeof(*rep));
-	rep->abi = kis_landlock_abi();
+	kis_landlock_probe(rep);
 	if (rep->abi <= 0)
 		return kis_error_set(err, KIS_E_TIER_UNAVAILABLE, 0,
 				     "landlock is not available on this kernel");
 	unsigned have = features_of_abi(rep->abi);
-	rep->missing = KIS_LL__ALL & ~have;
 
 	/* Landlock restricts TCP bind/connect by port only: it cannot say
 	 * "loopback only" or "these hosts". */

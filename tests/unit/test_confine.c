@@ -246,6 +246,9 @@ static void test_landlock_refusals(void **state)
 	struct kis_error *e = NULL;
 	int fd = -1;
 	struct kis_landlock_report rep;
+	kis_landlock_probe(&rep);
+	assert_int_equal(rep.abi, kis_landlock_abi());
+	assert_int_equal(rep.enforced | rep.missing, KIS_LL__ALL);
 	struct kis_landlock_opts lo = {.workspace = ws, .net = KIS_NET_LOOPBACK};
 	assert_int_equal(kis_landlock_prepare(&lo, &fd, &rep, &e), -1);
 	assert_int_equal(e->code, KIS_E_PROFILE_UNSATISFIABLE);
