@@ -131,7 +131,29 @@ static int last_cap(void)
 	return c;
 }
 
-int kis_drop_caps(struct kis_error **err)
+/* setgroups/setresgid/setresuid to an unprivileged user. Needs CAP_SETGID
+ * and CAP_SETUID in the effective set: call before the capabilities go. */
+int kis_switch_user(uid_t uid, gid_t gid, struct kis_error **err)
+{
+	if (uid == 0 || gid == 0)
+		return kis_error_set(err, KIS_E_INVALID_ARGUMENT, 0,
+				     "the sandbox user must not be root (uid %u, gid %u)",
+				     (unsigned)uid, (unsigned)gid);
+	/* raw syscalls: glibc's wrappers broadcast to every thread through a
+	 * signal (setxid), which we neither need (one thread after fork) nor
+	 * want between fork and exec */
+	if (syscall(SYS_setgroups, 0, NULL) < 0)
+		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot clear supplementary groups");
+	if (syscall(SYS_setresgid, gid, gid, gid) < 0)
+		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot switch to gid %u",
+				     (unsigned)gid);
+	if (syscall(SYS_setresuid, uid, uid, uid) < 0)
+		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot switch to uid %u",
+				     (unsigned)uid);
+	return 0;
+}
+
+static int drop_caps_then(const struct kis_harden_opts *o, struct kis_error **err)
 {
 	struct __user_cap_header_struct hdr = {.version = _LINUX_CAPABILITY_VERSION_3, .pid = 0};
 	struct __user_cap_data_struct data[2];
@@ -164,6 +186,10 @@ int kis_drop_caps(struct kis_error **err)
 					     "cannot drop capability %d from the bounding set", c);
 		}
 	}
+	/* the bounding set is empty now; setuid still has CAP_SETUID in the
+	 * effective set (the bounding set only limits what execve may add) */
+	if (o && o->set_user)
+		TRY(kis_switch_user(o->uid, o->gid, err));
 	if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 && errno != EINVAL)
 		return kis_error_set(err, KIS_E_INTERNAL, errno,
 				     "cannot clear ambient capabilities");
@@ -173,14 +199,21 @@ int kis_drop_caps(struct kis_error **err)
 	return 0;
 }
 
-int kis_harden_self(const struct kis_limits *lim, const int *keep, size_t n_keep,
-		    struct kis_error **err)
+int kis_drop_caps(struct kis_error **err)
 {
+	return drop_caps_then(NULL, err);
+}
+
+int kis_harden_self(const struct kis_harden_opts *o, struct kis_error **err)
+{
+	static const struct kis_harden_opts none;
+	if (!o)
+		o = &none;
 	/* rlimits first: lowering needs nothing, but a clamp of the hard limit
 	 * must happen while we still could have raised it */
-	TRY(kis_set_rlimits(lim, err));
-	TRY(kis_cloexec_fds_from(3, keep, n_keep, err));
+	TRY(kis_set_rlimits(o->limits, err));
+	TRY(kis_cloexec_fds_from(3, o->keep_fds, o->n_keep, err));
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
 		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot set no_new_privs");
-	return kis_drop_caps(err);
+	return drop_caps_then(o, err);
 }

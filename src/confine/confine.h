@@ -111,19 +111,33 @@ KIS_HIDDEN int kis_landlock_enforce(int ruleset_fd, struct kis_error **err);
 
 /* -------------------------------------------------- capabilities and limits */
 
-/* In the child, last step before Landlock and seccomp: rlimits from lim
- * (0 fields take the engine's defaults; RLIMIT_CORE 0; RLIMIT_CPU a backstop
- * a second past cpu_ms), every fd >= 3 not in keep marked close-on-exec,
- * no_new_privs, and every capability dropped (bounding, ambient, inheritable,
- * permitted, effective), with SECBIT_NOROOT locked where permitted. No
- * allocation. */
-KIS_HIDDEN int kis_harden_self(const struct kis_limits *lim, const int *keep, size_t n_keep,
-			       struct kis_error **err);
+struct kis_harden_opts {
+	const struct kis_limits *limits; /* 0 fields take the engine's defaults */
+	const int *keep_fds;             /* fds >= 3 left as they are */
+	size_t n_keep;
+	/* Run the command as this unprivileged user (uid and gid != 0) with no
+	 * supplementary groups. An engine running as root should: with uid 0
+	 * and no capabilities the command still owns root's files by DAC
+	 * (0600 secrets, root-only pathname sockets such as docker.sock, which
+	 * Landlock up to ABI 7 does not mediate on connect). */
+	bool set_user;
+	uid_t uid;
+	gid_t gid;
+};
+
+/* In the child, last step before Landlock and seccomp: rlimits (RLIMIT_CORE
+ * 0; RLIMIT_CPU a backstop a second past cpu_ms), every fd >= 3 not kept
+ * marked close-on-exec, no_new_privs, SECBIT_NOROOT locked where permitted,
+ * the bounding set emptied, then the user switched (if asked), and ambient,
+ * inheritable, permitted and effective capabilities cleared. No allocation
+ * on the success path. */
+KIS_HIDDEN int kis_harden_self(const struct kis_harden_opts *o, struct kis_error **err);
 /* The parts on their own, for backends that need only some. */
 KIS_HIDDEN int kis_set_rlimits(const struct kis_limits *lim, struct kis_error **err);
 KIS_HIDDEN int kis_cloexec_fds_from(int lowfd, const int *keep, size_t n_keep,
 				    struct kis_error **err);
 KIS_HIDDEN int kis_drop_caps(struct kis_error **err);
+KIS_HIDDEN int kis_switch_user(uid_t uid, gid_t gid, struct kis_error **err);
 
 /* ------------------------------------------------------------------ cgroups */
 

@@ -150,3 +150,23 @@ def test_bad_path_is_refused_before_running(dirs):
                        capture_output=True, text=True)
     assert p.returncode == 125
     assert "invalid_argument" in p.stderr
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="switching user needs root")
+def test_root_only_unix_socket_needs_unprivileged_user(dirs):
+    # Landlock up to ABI 7 does not mediate connect() on pathname sockets:
+    # what keeps a command off a root-only host socket is running it as an
+    # unprivileged user, which confine-run -u does as a backend should.
+    import socket
+    ws, out = dirs
+    os.chmod(out, 0o711)
+    os.chmod(out.parent, 0o711)
+    path = out / "sock"
+    with socket.socket(socket.AF_UNIX) as s:
+        s.bind(str(path))
+        os.chmod(path, 0o600)
+        s.listen(4)
+        p = subprocess.run([str(RUN), "-w", str(ws), "-r", str(PROBES), "-u", "65534:65534",
+                            "--", str(PROBES / "unix_path_connect"), str(path)],
+                           capture_output=True, text=True)
+        assert p.returncode == STOPPED, p.stdout + p.stderr

@@ -19,13 +19,14 @@
  * confinement itself failed (as the CLI does).
  *
  * usage: confine-run [-w WORKSPACE] [-r RO_PATH]... [-n off|host] [-p]
- *                    [-k FD]... [-x none|all] -- CMD [ARG...]
- *   -p  read-only /proc      -x none  no confinement (controls only)    */
+ *                    [-k FD]... [-u UID:GID] [-x none|all] -- CMD [ARG...]
+ *   -p  read-only /proc      -u  run as this unprivileged user
+ *   -x none  no confinement (controls only)                               */
 
 static void usage(void)
 {
 	fprintf(stderr, "usage: confine-run [-w DIR] [-r PATH]... [-n off|host] [-p] [-k FD]... "
-			"[-x none|all] -- CMD [ARG...]\n");
+			"[-u UID:GID] [-x none|all] -- CMD [ARG...]\n");
 	exit(125);
 }
 
@@ -47,9 +48,19 @@ int main(int argc, char **argv)
 	struct kis_landlock_opts ll = {.net = KIS_NET_OFF};
 	struct kis_seccomp_opts sc = {.net = KIS_NET_OFF};
 	bool confine = true;
+	struct kis_harden_opts ho = {0};
 	int c;
-	while ((c = getopt(argc, argv, "+w:r:n:pk:x:")) != -1) {
+	while ((c = getopt(argc, argv, "+w:r:n:pk:x:u:")) != -1) {
 		switch (c) {
+		case 'u': {
+			unsigned u, g;
+			if (sscanf(optarg, "%u:%u", &u, &g) != 2)
+				usage();
+			ho.set_user = true;
+			ho.uid = u;
+			ho.gid = g;
+			break;
+		}
 		case 'w': ll.workspace = optarg; break;
 		case 'r':
 			if (n_ro + 1 >= ARRAY_SIZE(ro))
@@ -95,7 +106,10 @@ int main(int argc, char **argv)
 	if (pid == 0) {
 		if (confine) {
 			struct kis_limits lim = {0};
-			if (kis_harden_self(&lim, keep, n_keep, &e) < 0)
+			ho.limits = &lim;
+			ho.keep_fds = keep;
+			ho.n_keep = n_keep;
+			if (kis_harden_self(&ho, &e) < 0)
 				die_err("harden", e);
 			if (kis_landlock_enforce(rs_fd, &e) < 0)
 				die_err("landlock", e);

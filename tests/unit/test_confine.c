@@ -94,8 +94,9 @@ static int teardown_dirs(void **state)
 
 enum confine { BARE, CONFINED };
 
-/* Run argv (argv[0] a path) confined or bare; returns the status as above. */
-static int run_cmd(enum confine how, enum kis_net_mode net, char *const argv[])
+/* Run argv (argv[0] a path) confined or bare, as uid 0 or as `nobody`
+ * (uid 0 when as_user is 0); returns the status as above. */
+static int run_cmd_as(enum confine how, enum kis_net_mode net, uid_t as_user, char *const argv[])
 {
 	struct kis_error *e = NULL;
 	int bpf = -1, rs = -1;
@@ -114,7 +115,11 @@ static int run_cmd(enum confine how, enum kis_net_mode net, char *const argv[])
 	if (pid == 0) {
 		if (how == CONFINED) {
 			struct kis_limits lim = {0};
-			if (kis_harden_self(&lim, NULL, 0, &e) < 0 ||
+			struct kis_harden_opts ho = {.limits = &lim,
+						     .set_user = as_user != 0,
+						     .uid = as_user,
+						     .gid = as_user};
+			if (kis_harden_self(&ho, &e) < 0 ||
 			    kis_landlock_enforce(rs, &e) < 0 || kis_seccomp_load_bpf_fd(bpf, &e) < 0) {
 				dprintf(2, "confinement failed: %s\n", e && e->message ? e->message : "?");
 				_exit(125);
@@ -133,14 +138,24 @@ static int run_cmd(enum confine how, enum kis_net_mode net, char *const argv[])
 	return WIFSIGNALED(st) ? 128 + WTERMSIG(st) : WEXITSTATUS(st);
 }
 
-static int run_probe(enum confine how, const char *probe, const char *arg)
+static int run_cmd(enum confine how, enum kis_net_mode net, char *const argv[])
+{
+	return run_cmd_as(how, net, 0, argv);
+}
+
+static int run_probe_as(enum confine how, uid_t as_user, const char *probe, const char *arg)
 {
 	char path[PATH_MAX + 64];
 	snprintf(path, sizeof(path), "%s/%s", probe_dir, probe);
 	if (access(path, X_OK) < 0)
 		fail_msg("probe %s is not built (make probes)", path);
 	char *argv[] = {path, (char *)arg, NULL};
-	return run_cmd(how, KIS_NET_OFF, argv);
+	return run_cmd_as(how, KIS_NET_OFF, as_user, argv);
+}
+
+static int run_probe(enum confine how, const char *probe, const char *arg)
+{
+	return run_probe_as(how, 0, probe, arg);
 }
 
 static void need_landlock(void)
@@ -298,7 +313,8 @@ static void test_harden_self(void **state)
 	if (pid == 0) {
 		struct kis_error *e = NULL;
 		struct kis_limits lim = {.file_bytes = 1 << 20, .open_files = 64, .cpu_ms = 1500};
-		if (kis_harden_self(&lim, NULL, 0, &e) < 0)
+		struct kis_harden_opts ho = {.limits = &lim};
+		if (kis_harden_self(&ho, &e) < 0)
 			_exit(10);
 		struct rlimit rl;
 		if (getrlimit(RLIMIT_FSIZE, &rl) < 0 || rl.rlim_cur != 1 << 20)
@@ -518,6 +534,54 @@ static void test_probe_fds_and_caps(void **s)
 	check_probe("caps_left", NULL, ST_STOPPED, true);
 }
 
+/* A root-only (0600) pathname socket outside the workspace. Landlock up to
+ * ABI 7 does not mediate connect(2) on pathname sockets, so as uid 0 the
+ * probe gets through (shown below as the control); as an unprivileged user
+ * the socket's own permission refuses it. The backend must therefore run
+ * commands under a non-root uid when the engine is root. */
+static void test_probe_unix_path_socket(void **s)
+{
+	(void)s;
+	need_landlock();
+	if (geteuid() != 0)
+		skip(); /* switching user needs root */
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	assert_true(fd >= 0);
+	struct sockaddr_un a = {.sun_family = AF_UNIX};
+	if (strlen(outside) + 6 > sizeof(a.sun_path))
+		skip(); /* temp dir path too long for a socket address */
+	memcpy(a.sun_path, outside, strlen(outside));
+	memcpy(a.sun_path + strlen(outside), "/sock", 6);
+	assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+	assert_int_equal(chmod(a.sun_path, 0600), 0);
+	assert_int_equal(listen(fd, 8), 0);
+	/* /tmp/kis-confine-out.* is 0700: let `nobody` reach the socket file */
+	assert_int_equal(chmod(outside, 0711), 0);
+	int got = run_probe_as(CONFINED, 65534, "unix_path_connect", a.sun_path);
+	int as_root = run_probe_as(CONFINED, 0, "unix_path_connect", a.sun_path);
+	chmod(outside, 0700);
+	unlink(a.sun_path);
+	close(fd);
+	assert_int_equal(got, ST_STOPPED);
+	if (as_root == ST_ESCAPED)
+		print_message("note: as uid 0 a pathname socket is reachable under this "
+			      "Landlock ABI: run commands as an unprivileged user\n");
+}
+
+static void test_unprivileged_user_still_works(void **s)
+{
+	(void)s;
+	need_landlock();
+	if (geteuid() != 0)
+		skip(); /* switching user needs root */
+	char path[PATH_MAX + 64];
+	snprintf(path, sizeof(path), "%s/caps_left", probe_dir);
+	char *argv[] = {path, NULL};
+	assert_int_equal(run_cmd_as(CONFINED, KIS_NET_OFF, 65534, argv), ST_STOPPED);
+	char *sh[] = {"/bin/sh", "-c", "test \"$(id -u)\" = 65534 && echo a | grep -q a", NULL};
+	assert_int_equal(run_cmd_as(CONFINED, KIS_NET_OFF, 65534, sh), 0);
+}
+
 /* ------------------------------------------------ what must still work */
 
 static void test_shell_pipeline_works(void **s)
@@ -631,6 +695,8 @@ int main(void)
 		cmocka_unit_test(test_probe_signals),
 		cmocka_unit_test(test_probe_abstract_unix),
 		cmocka_unit_test(test_probe_fds_and_caps),
+		cmocka_unit_test(test_probe_unix_path_socket),
+		cmocka_unit_test(test_unprivileged_user_still_works),
 		cmocka_unit_test(test_shell_pipeline_works),
 		cmocka_unit_test(test_compile_works),
 		cmocka_unit_test(test_python_works),
