@@ -157,16 +157,29 @@ def test_root_only_unix_socket_needs_unprivileged_user(dirs):
     # Landlock up to ABI 7 does not mediate connect() on pathname sockets:
     # what keeps a command off a root-only host socket is running it as an
     # unprivileged user, which confine-run -u does as a backend should.
+    import shutil
     import socket
-    ws, out = dirs
-    os.chmod(out, 0o711)
-    os.chmod(out.parent, 0o711)
-    path = out / "sock"
-    with socket.socket(socket.AF_UNIX) as s:
-        s.bind(str(path))
-        os.chmod(path, 0o600)
-        s.listen(4)
-        p = subprocess.run([str(RUN), "-w", str(ws), "-r", str(PROBES), "-u", "65534:65534",
-                            "--", str(PROBES / "unix_path_connect"), str(path)],
-                           capture_output=True, text=True)
-        assert p.returncode == STOPPED, p.stdout + p.stderr
+    import tempfile
+    ws, _ = dirs
+    d = Path(tempfile.mkdtemp(prefix="kis-sock-", dir="/tmp"))  # /tmp: traversable
+    try:
+        os.chmod(d, 0o711)
+        path = d / "sock"
+        with socket.socket(socket.AF_UNIX) as s:
+            s.bind(str(path))
+            s.listen(4)
+
+            def connect():
+                return subprocess.run(
+                    [str(RUN), "-w", str(ws), "-r", str(PROBES), "-u", "65534:65534", "--",
+                     str(PROBES / "unix_path_connect"), str(path)],
+                    capture_output=True, text=True)
+            os.chmod(path, 0o600)
+            p = connect()
+            assert p.returncode == STOPPED, p.stdout + p.stderr
+            # control: the same socket world-writable is reached, so only its
+            # mode stopped the probe, not the path or the launcher
+            os.chmod(path, 0o666)
+            assert connect().returncode == ESCAPED
+    finally:
+        shutil.rmtree(d, ignore_errors=True)

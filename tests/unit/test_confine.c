@@ -559,10 +559,15 @@ static void test_probe_unix_path_socket(void **s)
 	assert_int_equal(chmod(outside, 0711), 0);
 	int got = run_probe_as(CONFINED, 65534, "unix_path_connect", a.sun_path);
 	int as_root = run_probe_as(CONFINED, 0, "unix_path_connect", a.sun_path);
+	/* control: world-writable, the same path is reached as nobody, so it
+	 * is the socket's mode that stopped the probe above */
+	assert_int_equal(chmod(a.sun_path, 0666), 0);
+	int control = run_probe_as(CONFINED, 65534, "unix_path_connect", a.sun_path);
 	chmod(outside, 0700);
 	unlink(a.sun_path);
 	close(fd);
 	assert_int_equal(got, ST_STOPPED);
+	assert_int_equal(control, ST_ESCAPED);
 	if (as_root == ST_ESCAPED)
 		print_message("note: as uid 0 a pathname socket is reachable under this "
 			      "Landlock ABI: run commands as an unprivileged user\n");
