@@ -452,6 +452,10 @@ static void test_probe_kernel_surfaces(void **s)
 	check_probe("bpf_map", NULL, ST_STOPPED, true);
 	check_probe("perf_event", NULL, ST_STOPPED, true);
 	check_probe("personality_change", NULL, ST_STOPPED, true);
+	check_probe("userfaultfd", NULL, ST_STOPPED, false);
+	check_probe("setns_net", NULL, ST_STOPPED, false);
+	check_probe("chroot_dir", NULL, ST_STOPPED, true);
+	check_probe("module_load", NULL, ST_STOPPED, false);
 	/* io_uring's control only where the host has not disabled it */
 	int c = run_probe(BARE, "io_uring_setup", NULL);
 	if (c != ST_ESCAPED)
