@@ -669,6 +669,58 @@ static void test_seccomp_load_ctx(void **s)
 	assert_int_equal(WEXITSTATUS(st), 0);
 }
 
+/* The exported program as bubblewrap takes it (--seccomp FD): the same
+ * probes stopped, a pipeline still working. bwrap reports its child's
+ * death by signal N as exit status 128+N. */
+static int run_bwrap(const char *cmd, const char *arg, const char *arg2)
+{
+	struct kis_error *e = NULL;
+	int fd = -1;
+	struct kis_seccomp_opts o = {.net = KIS_NET_OFF};
+	if (kis_seccomp_export_bpf_fd(&o, &fd, &e) < 0)
+		fail_err("export", e);
+	fflush(NULL);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		/* the memfd is O_CLOEXEC by contract: hand it on as fd 3 */
+		if ((fd != 3 && dup2(fd, 3) < 0) || fcntl(3, F_SETFD, 0) < 0)
+			_exit(120);
+		char *argv[] = {"bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
+				"--unshare-all", "--die-with-parent", "--cap-drop", "ALL",
+				"--seccomp", "3", "--", (char *)cmd, (char *)arg, (char *)arg2,
+				NULL};
+		execvp("bwrap", argv);
+		_exit(121);
+	}
+	close(fd);
+	int st;
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	return WIFSIGNALED(st) ? 128 + WTERMSIG(st) : WEXITSTATUS(st);
+}
+
+static void test_bwrap_takes_exported_filter(void **s)
+{
+	(void)s;
+	if (access("/usr/bin/bwrap", X_OK) < 0)
+		skip(); /* bubblewrap not installed */
+	char p[PATH_MAX + 64];
+	/* /bin/true first: can bwrap make its namespaces here at all? */
+	if (run_bwrap("/bin/true", NULL, NULL) != 0)
+		skip(); /* bwrap cannot create namespaces on this host */
+	static const char *const stopped[] = {"net_inet", "net_udp_send", "unshare_user",
+					      "keyctl_keyring", "io_uring_setup", "bpf_map"};
+	for (size_t i = 0; i < ARRAY_SIZE(stopped); i++) {
+		snprintf(p, sizeof(p), "%s/%s", probe_dir, stopped[i]);
+		int got = run_bwrap(p, NULL, NULL);
+		if (got != ST_STOPPED)
+			fail_msg("%s under bwrap --seccomp: status %d", stopped[i], got);
+	}
+	snprintf(p, sizeof(p), "%s/x32_syscall", probe_dir);
+	assert_int_equal(run_bwrap(p, NULL, NULL), ST_SIGSYS);
+	assert_int_equal(run_bwrap("/bin/sh", "-c", "echo hi | tr a-z A-Z | grep -q HI"), 0);
+}
+
 static void test_net_host_allows_inet(void **s)
 {
 	(void)s;
@@ -710,6 +762,7 @@ int main(void)
 		cmocka_unit_test(test_compile_works),
 		cmocka_unit_test(test_python_works),
 		cmocka_unit_test(test_net_host_allows_inet),
+		cmocka_unit_test(test_bwrap_takes_exported_filter),
 	};
 	return cmocka_run_group_tests(tests, setup_dirs, teardown_dirs);
 }
