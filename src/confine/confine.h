@@ -4,18 +4,25 @@
  *
  * Order a native backend follows (see each function for where it runs):
  *
+ *   probe (any time, never fails): kis_landlock_probe(), kis_cgroup_probe()
  *   before fork (may allocate, may fail with a named error):
- *     kis_seccomp_build()            the policy as a libseccomp context
- *     kis_seccomp_export_bpf_fd()    (bubblewrap) memfd for `bwrap --seccomp FD`
+ *     kis_seccomp_export_bpf_fd()    the policy compiled to raw BPF in a sealed
+ *                                    memfd: loaded by the landlock child with
+ *                                    kis_seccomp_load_bpf_fd, or handed to
+ *                                    `bwrap --seccomp FD` (clear CLOEXEC)
  *     kis_seccomp_to_oci_json()      (oci) the linux.seccomp object for crun
  *     kis_landlock_prepare()         ruleset fd, refuses what it cannot enforce
  *     kis_cgroup_create()            leaf group with memory/pids/cpu limits
  *   in the child, between fork and exec (no allocation on the success path):
  *     kis_cgroup_attach(cg, 0)       or from the parent with the child's pid
- *     kis_harden_self()              rlimits, fds, no_new_privs, caps dropped
+ *     kis_harden_self()              rlimits, fds, no_new_privs, caps dropped,
+ *                                    optionally an unprivileged uid/gid
  *     kis_landlock_enforce()         restrict_self with the prepared ruleset
- *     kis_seccomp_load()             last: the filter then only has to allow
+ *     kis_seccomp_load_bpf_fd()      last: the filter then only has to allow
  *                                    execve of the command
+ *   (kis_seccomp_build + kis_seccomp_load: the same policy through libseccomp
+ *   in-process, e.g. for the wasm interpreter's child; libseccomp allocates
+ *   while loading, so not between fork and exec of a multithreaded parent)
  *   after the child exits (parent):
  *     kis_cgroup_read_events()       memory_limit / pids_limit evidence
  *     kis_cgroup_kill(), kis_cgroup_destroy()

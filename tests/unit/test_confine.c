@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sched.h>
 #include <sys/prctl.h>
 #include <sys/ptrace.h>
 #include <sys/resource.h>
@@ -252,6 +253,101 @@ static void test_seccomp_oci_json(void **state)
 		fail_err("oci host", e);
 	assert_non_null(find_rule(json_object_get(j, "syscalls"), "socket", false));
 	json_decref(j);
+}
+
+/* Read the OCI profile back the way crun does (each entry: names, action,
+ * errnoRet, args with value/valueTwo as datum_a/datum_b, all ANDed) into a
+ * libseccomp filter, load it in a child and check the same refusals. */
+static enum scmp_compare op_of(const char *s)
+{
+	static const struct {
+		const char *n;
+		enum scmp_compare op;
+	} ops[] = {{"SCMP_CMP_NE", SCMP_CMP_NE},	 {"SCMP_CMP_LT", SCMP_CMP_LT},
+		   {"SCMP_CMP_LE", SCMP_CMP_LE},	 {"SCMP_CMP_EQ", SCMP_CMP_EQ},
+		   {"SCMP_CMP_GE", SCMP_CMP_GE},	 {"SCMP_CMP_GT", SCMP_CMP_GT},
+		   {"SCMP_CMP_MASKED_EQ", SCMP_CMP_MASKED_EQ}};
+	for (size_t i = 0; i < ARRAY_SIZE(ops); i++)
+		if (strcmp(ops[i].n, s) == 0)
+			return ops[i].op;
+	fail_msg("unknown op %s", s);
+	return _SCMP_CMP_MIN;
+}
+
+static scmp_filter_ctx ctx_from_oci(json_t *j)
+{
+	scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ERRNO(
+		(uint32_t)json_integer_value(json_object_get(j, "defaultErrnoRet"))));
+	assert_non_null(ctx);
+	size_t i, k;
+	json_t *r, *n;
+	json_array_foreach(json_object_get(j, "syscalls"), i, r) {
+		const char *act = json_string_value(json_object_get(r, "action"));
+		uint32_t a = strcmp(act, "SCMP_ACT_ALLOW") == 0 ?
+				     SCMP_ACT_ALLOW :
+				     SCMP_ACT_ERRNO((uint32_t)json_integer_value(
+					     json_object_get(r, "errnoRet")));
+		struct scmp_arg_cmp c[6];
+		unsigned nc = 0;
+		json_t *args = json_object_get(r, "args"), *x;
+		json_array_foreach(args, k, x) {
+			assert_true(nc < 6);
+			c[nc].arg = (unsigned)json_integer_value(json_object_get(x, "index"));
+			c[nc].op = op_of(json_string_value(json_object_get(x, "op")));
+			c[nc].datum_a = (uint64_t)json_integer_value(json_object_get(x, "value"));
+			c[nc].datum_b = (uint64_t)json_integer_value(json_object_get(x, "valueTwo"));
+			nc++;
+		}
+		json_array_foreach(json_object_get(r, "names"), k, n) {
+			int nr = seccomp_syscall_resolve_name(json_string_value(n));
+			assert_true(nr != __NR_SCMP_ERROR);
+			int rc = seccomp_rule_add_array(ctx, a, nr, nc, c);
+			if (rc < 0)
+				fail_msg("rule for %s: %s", json_string_value(n), strerror(-rc));
+		}
+	}
+	return ctx;
+}
+
+static void test_seccomp_oci_json_as_crun_reads_it(void **state)
+{
+	(void)state;
+	struct kis_error *e = NULL;
+	json_t *j = NULL;
+	struct kis_seccomp_opts off = {.net = KIS_NET_OFF};
+	if (kis_seccomp_to_oci_json(&off, &j, &e) < 0)
+		fail_err("oci", e);
+	scmp_filter_ctx ctx = ctx_from_oci(j);
+	json_decref(j);
+	fflush(NULL);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 || seccomp_load(ctx) < 0)
+			_exit(10);
+		if (socket(AF_INET, SOCK_DGRAM, 0) >= 0 || errno != EAFNOSUPPORT)
+			_exit(11);
+		int sv[2];
+		if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) < 0)
+			_exit(12);
+		char c = 'x';
+		if (syscall(SYS_ioctl, 0, 0xffffffff00005412ul, &c) >= 0 || errno != EPERM)
+			_exit(13);
+		if (syscall(SYS_ioctl, 0, 0x5413ul /* TIOCGWINSZ */, NULL) < 0 && errno == EPERM)
+			_exit(14);
+		if (syscall(SYS_unshare, CLONE_NEWUSER) >= 0 || errno != EPERM)
+			_exit(15);
+		if (syscall(SYS_personality, 0xffffffffUL) < 0)
+			_exit(16);
+		if (syscall(SYS_personality, 0x0400000UL) >= 0 || errno != EPERM)
+			_exit(17);
+		_exit(0);
+	}
+	seccomp_release(ctx);
+	int st;
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_true(WIFEXITED(st));
+	assert_int_equal(WEXITSTATUS(st), 0);
 }
 
 static void test_landlock_refusals(void **state)
@@ -739,6 +835,7 @@ int main(void)
 		cmocka_unit_test(test_seccomp_build_and_export),
 		cmocka_unit_test(test_seccomp_oci_json),
 		cmocka_unit_test(test_seccomp_load_ctx),
+		cmocka_unit_test(test_seccomp_oci_json_as_crun_reads_it),
 		cmocka_unit_test(test_landlock_refusals),
 		cmocka_unit_test(test_harden_self),
 		cmocka_unit_test(test_probe_read_outside),
