@@ -252,15 +252,16 @@ static int build_policy(const struct kis_seccomp_opts *o, struct sc_policy *p)
 	add_allow_except32(p, "ioctl", 1, tty_inject, ARRAY_SIZE(tty_inject), EPERM);
 
 	/* personality(2) reads an unsigned int: allow the query (0xffffffff)
-	 * and PER_LINUX (0), refuse the rest. The refused set is "bit 0 is 0
-	 * and some bit i is 1, or bit 0 is 1 and some bit i is 0", one rule
-	 * per bit: disjoint from the two allowed values. */
+	 * and PER_LINUX (0), refuse the rest. Read the low 32 bits as a cycle:
+	 * a value that is neither all zeros nor all ones has some bit j set
+	 * whose cyclic neighbour j+1 is clear. One rule per j (32 rules, each
+	 * one masked comparison) covers exactly the refused set, disjoint
+	 * from the two allowed values. */
 	add1(p, "personality", ACT_ALLOW, 0, SCMP_CMP_MASKED_EQ, LOW32, 0xffffffffu);
 	add1(p, "personality", ACT_ALLOW, 0, SCMP_CMP_MASKED_EQ, LOW32, PER_LINUX);
-	for (unsigned bit = 1; bit < 32; bit++) {
-		uint64_t b = 1ull << bit;
-		add1(p, "personality", EPERM, 0, SCMP_CMP_MASKED_EQ, b | 1, b);
-		add1(p, "personality", EPERM, 0, SCMP_CMP_MASKED_EQ, b | 1, 1);
+	for (unsigned j = 0; j < 32; j++) {
+		uint64_t bj = 1ull << j, bn = 1ull << ((j + 1) % 32);
+		add1(p, "personality", EPERM, 0, SCMP_CMP_MASKED_EQ, bj | bn, bj);
 	}
 
 	/* Calls that take a pid and act on another process when it is not 0:

@@ -757,6 +757,31 @@ static void test_seccomp_load_ctx(void **s)
 		/* an unknown syscall number: ENOSYS, the default */
 		if (syscall(1000) >= 0 || errno != ENOSYS)
 			_exit(15);
+		/* ioctl on fd -1: EBADF when the filter lets it through, EPERM
+		 * when it refuses; exactly TIOCSTI and TIOCLINUX refused, with
+		 * or without high bits, every neighbour let through */
+		for (unsigned long v = 0x5400; v < 0x5500; v++) {
+			for (int hi = 0; hi < 2; hi++) {
+				unsigned long req = v | (hi ? 0xdead000000000000ul : 0);
+				long r = syscall(SYS_ioctl, -1, req, 0);
+				bool refused = r < 0 && errno == EPERM;
+				if (refused != (v == 0x5412 || v == 0x541C))
+					_exit(16);
+			}
+		}
+		/* personality: only the query and PER_LINUX pass; every single
+		 * bit, every all-but-one-bit and the high-half tricks refused */
+		if (syscall(SYS_personality, 0xffffffffUL) < 0 || syscall(SYS_personality, 0UL) < 0)
+			_exit(17);
+		for (unsigned b = 0; b < 32; b++) {
+			unsigned long one = 1ul << b, allbut = 0xfffffffful & ~(1ul << b);
+			if (syscall(SYS_personality, one) >= 0 || errno != EPERM)
+				_exit(18);
+			if (syscall(SYS_personality, allbut) >= 0 || errno != EPERM)
+				_exit(19);
+			if (syscall(SYS_personality, one | 0x100000000ul) >= 0 || errno != EPERM)
+				_exit(20);
+		}
 		_exit(0);
 	}
 	int st;
