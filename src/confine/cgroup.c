@@ -1,0 +1,583 @@
+/* SPDX-License-Identifier: MIT */
+/* cgroups for one sandbox: a leaf group with memory, pids and CPU limits on
+ * pure v2 hosts and on v1/v2 hybrids, its events, kill and removal. */
+#include "confine/confine.h"
+
+#include "kis/backend.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/magic.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <time.h>
+#include <unistd.h>
+
+/* Theory: we only ever create directories of our own (a `kis` parent and a
+ * leaf per sandbox) and write files inside them; the existing hierarchy is
+ * never rearranged and no file outside our groups is written.
+ *
+ * v1 (this machine kind: memory, pids, cpu each mounted on its own under
+ * /sys/fs/cgroup/<ctrl>): the parent is `<own cgroup>/kis` in each
+ * hierarchy, so the sandbox stays inside whatever limits the engine itself
+ * runs under (v1 has no "no internal processes" rule).
+ *
+ * v2: controllers reach a child only through the parent's
+ * cgroup.subtree_control, and a group with member processes cannot enable
+ * them (EBUSY) unless it is the root. So the parent is `A/kis` where A is the
+ * nearest ancestor of our own cgroup that already delegates the controllers
+ * we need; we enable them in kis/cgroup.subtree_control, our own file. */
+
+#define CG_ROOT "/sys/fs/cgroup"
+#define V1_MEMORY 0
+#define V1_PIDS 1
+#define V1_CPU 2
+static const char *const v1_ctrl[3] = {"memory", "pids", "cpu"};
+
+static bool is_fs(const char *path, long magic)
+{
+	struct statfs sf;
+	return statfs(path, &sf) == 0 && sf.f_type == magic;
+}
+
+/* Where the v2 hierarchy is mounted, when it carries the memory and pids
+ * controllers: the root on pure v2, /unified on a hybrid that put them there. */
+static const char *v2_mount(void)
+{
+	if (is_fs(CG_ROOT, CGROUP2_SUPER_MAGIC))
+		return CG_ROOT;
+	if (is_fs(CG_ROOT "/unified", CGROUP2_SUPER_MAGIC)) {
+		char buf[512] = "";
+		FILE *f = fopen(CG_ROOT "/unified/cgroup.controllers", "re");
+		if (f) {
+			if (!fgets(buf, sizeof(buf), f))
+				buf[0] = '\0';
+			fclose(f);
+		}
+		if (strstr(buf, "memory") && strstr(buf, "pids"))
+			return CG_ROOT "/unified";
+	}
+	return NULL;
+}
+
+enum kis_cgroup_mode kis_cgroup_detect(void)
+{
+	if (v2_mount())
+		return KIS_CG_V2;
+	char p[64];
+	snprintf(p, sizeof(p), CG_ROOT "/%s", v1_ctrl[V1_MEMORY]);
+	if (is_fs(p, CGROUP_SUPER_MAGIC))
+		return KIS_CG_V1;
+	snprintf(p, sizeof(p), CG_ROOT "/%s", v1_ctrl[V1_PIDS]);
+	if (is_fs(p, CGROUP_SUPER_MAGIC))
+		return KIS_CG_V1;
+	return KIS_CG_NONE;
+}
+
+/* Our own cgroup path (starting with '/') in the v1 hierarchy holding ctrl,
+ * or in v2 when ctrl is NULL, from /proc/self/cgroup. */
+static int own_path(const char *ctrl, char *out, size_t len)
+{
+	FILE *f = fopen("/proc/self/cgroup", "re");
+	if (!f)
+		return -1;
+	char line[1024];
+	int r = -1;
+	while (r < 0 && fgets(line, sizeof(line), f)) {
+		line[strcspn(line, "\n")] = '\0';
+		char *c1 = strchr(line, ':');
+		char *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+		if (!c2)
+			continue;
+		*c2 = '\0';
+		const char *list = c1 + 1, *path = c2 + 1;
+		bool match = false;
+		if (!ctrl) {
+			match = strcmp(line, "0") == 0 && *list == '\0';
+		} else {
+			size_t n = strlen(ctrl);
+			for (const char *s = list; *s;) {
+				size_t w = strcspn(s, ",");
+				if (w == n && strncmp(s, ctrl, n) == 0)
+					match = true;
+				s += w + (s[w] == ',');
+			}
+		}
+		if (match && (size_t)snprintf(out, len, "%s", path) < len)
+			r = 0;
+	}
+	fclose(f);
+	return r;
+}
+
+/* Write a string to dir/file. No allocation. */
+static int write_file(const char *dir, const char *file, const char *val)
+{
+	char p[PATH_MAX];
+	if ((size_t)snprintf(p, sizeof(p), "%s/%s", dir, file) >= sizeof(p)) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	int fd = open(p, O_WRONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	size_t n = strlen(val);
+	ssize_t w = RETRY_EINTR(write(fd, val, n));
+	int e = errno;
+	close(fd);
+	if (w < 0) {
+		errno = e;
+		return -1;
+	}
+	return (size_t)w == n ? 0 : (errno = EIO, -1);
+}
+
+static int read_file(const char *dir, const char *file, char *buf, size_t len)
+{
+	char p[PATH_MAX];
+	if ((size_t)snprintf(p, sizeof(p), "%s/%s", dir, file) >= sizeof(p)) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	int fd = open(p, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	size_t off = 0;
+	while (off + 1 < len) {
+		ssize_t n = RETRY_EINTR(read(fd, buf + off, len - 1 - off));
+		if (n < 0) {
+			int e = errno;
+			close(fd);
+			errno = e;
+			return -1;
+		}
+		if (n == 0)
+			break;
+		off += (size_t)n;
+	}
+	buf[off] = '\0';
+	close(fd);
+	return (int)off;
+}
+
+/* "key N" lines (memory.events, pids.events, memory.oom_control). */
+static uint64_t keyed_value(const char *text, const char *key)
+{
+	size_t n = strlen(key);
+	for (const char *s = text; s && *s; s = strchr(s, '\n'), s = s ? s + 1 : NULL) {
+		if (strncmp(s, key, n) == 0 && s[n] == ' ')
+			return strtoull(s + n + 1, NULL, 10);
+	}
+	return 0;
+}
+
+static bool valid_name(const char *name)
+{
+	size_t n = strlen(name);
+	if (n == 0 || n > 64 || name[0] == '-')
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (!(islower((unsigned char)name[i]) || isdigit((unsigned char)name[i]) ||
+		      name[i] == '-'))
+			return false;
+	return true;
+}
+
+static void u64_str(char *buf, size_t len, uint64_t v)
+{
+	snprintf(buf, len, "%llu", (unsigned long long)v);
+}
+
+static void cg_free(struct kis_cgroup *cg)
+{
+	if (!cg)
+		return;
+	for (size_t i = 0; i < ARRAY_SIZE(cg->dirs); i++) {
+		free(cg->dirs[i]);
+		free(cg->parents[i]);
+	}
+	free(cg);
+}
+
+/* Remove a leaf, retrying while its last members finish exiting (an exiting
+ * task can keep the group busy for a moment after SIGKILL). */
+static int rmdir_retry(const char *dir)
+{
+	for (int i = 0; i < 500; i++) {
+		if (rmdir(dir) == 0 || errno == ENOENT)
+			return 0;
+		if (errno != EBUSY)
+			return -1;
+		struct timespec ts = {0, 10 * 1000 * 1000};
+		nanosleep(&ts, NULL);
+	}
+	return -1;
+}
+
+/* mkdir parent (shared, may exist) then leaf (ours, must not exist). A
+ * concurrent destroy may remove the empty parent between the two mkdirs:
+ * then we make it again. */
+static int make_leaf(const char *parent, const char *leaf, struct kis_error **err)
+{
+	for (int tries = 0; tries < 5; tries++) {
+		if (mkdir(parent, 0755) < 0 && errno != EEXIST)
+			return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot create cgroup '%s'",
+					     parent);
+		if (mkdir(leaf, 0755) == 0)
+			return 0;
+		if (errno == EEXIST)
+			return kis_error_set(err, KIS_E_DESTINATION_EXISTS, EEXIST,
+					     "cgroup '%s' already exists", leaf);
+		if (errno != ENOENT)
+			return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot create cgroup '%s'",
+					     leaf);
+	}
+	return kis_error_set(err, KIS_E_INTERNAL, ENOENT, "cannot create cgroup '%s'", leaf);
+}
+
+static int set_limit(const char *dir, const char *file, const char *val, struct kis_error **err)
+{
+	if (write_file(dir, file, val) < 0)
+		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot write '%s' to %s/%s", val,
+				     dir, file);
+	return 0;
+}
+
+static int create_v1(struct kis_cgroup *cg, const char *name, const struct kis_cgroup_limits *lim,
+		     struct kis_error **err)
+{
+	bool want[3] = {true, true, lim->cpu_millis > 0};
+	for (int i = 0; i < 3; i++) {
+		char mnt[64], own[PATH_MAX / 2];
+		snprintf(mnt, sizeof(mnt), CG_ROOT "/%s", v1_ctrl[i]);
+		if (!want[i])
+			continue;
+		if (!is_fs(mnt, CGROUP_SUPER_MAGIC) || own_path(v1_ctrl[i], own, sizeof(own)) < 0) {
+			bool needed = (i == V1_MEMORY && lim->memory_bytes) ||
+				      (i == V1_PIDS && lim->pids) || i == V1_CPU;
+			if (needed)
+				return kis_error_set(err, KIS_E_PROFILE_UNSATISFIABLE, 0,
+						     "the cgroup v1 '%s' controller is not mounted",
+						     v1_ctrl[i]);
+			continue;
+		}
+		const char *sep = strcmp(own, "/") == 0 ? "" : own;
+		if (asprintf(&cg->parents[i], "%s%s/kis", mnt, sep) < 0) {
+			cg->parents[i] = NULL;
+			return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "out of memory");
+		}
+		if (asprintf(&cg->dirs[i], "%s/%s", cg->parents[i], name) < 0) {
+			cg->dirs[i] = NULL;
+			return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "out of memory");
+		}
+		TRY(make_leaf(cg->parents[i], cg->dirs[i], err));
+	}
+	char v[32];
+	if (lim->memory_bytes && cg->dirs[V1_MEMORY]) {
+		u64_str(v, sizeof(v), lim->memory_bytes);
+		TRY(set_limit(cg->dirs[V1_MEMORY], "memory.limit_in_bytes", v, err));
+		/* memory+swap: without it the group swaps past its limit. The
+		 * file exists only with swap accounting (swapaccount=1). */
+		if (write_file(cg->dirs[V1_MEMORY], "memory.memsw.limit_in_bytes", v) < 0 &&
+		    errno != ENOENT)
+			return kis_error_set(err, KIS_E_INTERNAL, errno,
+					     "cannot write memory.memsw.limit_in_bytes");
+	}
+	if (lim->pids && cg->dirs[V1_PIDS]) {
+		u64_str(v, sizeof(v), lim->pids);
+		TRY(set_limit(cg->dirs[V1_PIDS], "pids.max", v, err));
+	}
+	if (lim->cpu_millis && cg->dirs[V1_CPU]) {
+		/* quota per 100 ms period: cpu_millis per second = cpu_millis/10 ms */
+		uint64_t quota = lim->cpu_millis * 100;
+		TRY(set_limit(cg->dirs[V1_CPU], "cpu.cfs_period_us", "100000", err));
+		u64_str(v, sizeof(v), quota < 1000 ? 1000 : quota);
+		TRY(set_limit(cg->dirs[V1_CPU], "cpu.cfs_quota_us", v, err));
+	}
+	return 0;
+}
+
+static bool has_controllers(const char *dir, bool cpu)
+{
+	char buf[512];
+	if (read_file(dir, "cgroup.subtree_control", buf, sizeof(buf)) < 0)
+		return false;
+	/* words, not substrings: "pids" must not match inside another name */
+	bool mem = false, pids = false, c = false;
+	for (char *s = strtok(buf, " \n"); s; s = strtok(NULL, " \n")) {
+		mem |= strcmp(s, "memory") == 0;
+		pids |= strcmp(s, "pids") == 0;
+		c |= strcmp(s, "cpu") == 0;
+	}
+	return mem && pids && (!cpu || c);
+}
+
+static int create_v2(struct kis_cgroup *cg, const char *name, const struct kis_cgroup_limits *lim,
+		     struct kis_error **err)
+{
+	const char *mnt = v2_mount();
+	char own[PATH_MAX / 2];
+	if (!mnt || own_path(NULL, own, sizeof(own)) < 0)
+		return kis_error_set(err, KIS_E_PROFILE_UNSATISFIABLE, 0,
+				     "no cgroup v2 hierarchy with the memory and pids controllers");
+	bool cpu = lim->cpu_millis > 0;
+	/* walk up from our own group to the nearest one delegating to us */
+	char anc[PATH_MAX];
+	snprintf(anc, sizeof(anc), "%s%s", mnt, strcmp(own, "/") == 0 ? "" : own);
+	size_t root_len = strlen(mnt);
+	while (!has_controllers(anc, cpu)) {
+		char *slash = strrchr(anc, '/');
+		if (!slash || (size_t)(slash - anc) < root_len)
+			return kis_error_set(err, KIS_E_PROFILE_UNSATISFIABLE, 0,
+					     "no cgroup above '%s' delegates the memory and pids "
+					     "controllers",
+					     own);
+		*slash = '\0';
+	}
+	if (asprintf(&cg->parents[0], "%s/kis", anc) < 0) {
+		cg->parents[0] = NULL;
+		return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "out of memory");
+	}
+	if (asprintf(&cg->dirs[0], "%s/%s", cg->parents[0], name) < 0) {
+		cg->dirs[0] = NULL;
+		return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "out of memory");
+	}
+	if (mkdir(cg->parents[0], 0755) < 0 && errno != EEXIST)
+		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot create cgroup '%s'",
+				     cg->parents[0]);
+	if (set_limit(cg->parents[0], "cgroup.subtree_control",
+		      cpu ? "+memory +pids +cpu" : "+memory +pids", err) < 0)
+		return -1;
+	TRY(make_leaf(cg->parents[0], cg->dirs[0], err));
+	char v[48];
+	if (lim->memory_bytes) {
+		u64_str(v, sizeof(v), lim->memory_bytes);
+		TRY(set_limit(cg->dirs[0], "memory.max", v, err));
+		/* no swap past the limit; absent without swap accounting */
+		if (write_file(cg->dirs[0], "memory.swap.max", "0") < 0 && errno != ENOENT)
+			return kis_error_set(err, KIS_E_INTERNAL, errno,
+					     "cannot write memory.swap.max");
+	}
+	if (lim->pids) {
+		u64_str(v, sizeof(v), lim->pids);
+		TRY(set_limit(cg->dirs[0], "pids.max", v, err));
+	}
+	if (cpu) {
+		uint64_t quota = lim->cpu_millis * 100;
+		snprintf(v, sizeof(v), "%llu 100000",
+			 (unsigned long long)(quota < 1000 ? 1000 : quota));
+		TRY(set_limit(cg->dirs[0], "cpu.max", v, err));
+	}
+	return 0;
+}
+
+int kis_cgroup_create(const char *name, const struct kis_cgroup_limits *lim,
+		      struct kis_cgroup **out, struct kis_error **err)
+{
+	if (!name || !valid_name(name))
+		return kis_error_set(err, KIS_E_INVALID_ID, 0, "invalid cgroup name '%s'",
+				     name ? name : "");
+	static const struct kis_cgroup_limits none;
+	if (!lim)
+		lim = &none;
+	struct kis_cgroup *cg = calloc(1, sizeof(*cg));
+	if (!cg)
+		return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "out of memory");
+	cg->mode = kis_cgroup_detect();
+	int r;
+	switch (cg->mode) {
+	case KIS_CG_V1: r = create_v1(cg, name, lim, err); break;
+	case KIS_CG_V2: r = create_v2(cg, name, lim, err); break;
+	case KIS_CG_NONE:
+	default:
+		r = kis_error_set(err, KIS_E_PROFILE_UNSATISFIABLE, 0,
+				  "no usable cgroup hierarchy on this host");
+		break;
+	}
+	if (r < 0) {
+		/* leave nothing behind: remove what was made, keep the error */
+		struct kis_error *ignored = NULL;
+		kis_cgroup_destroy(cg, &ignored);
+		kis_error_free(ignored);
+		return -1;
+	}
+	*out = cg;
+	return 0;
+}
+
+int kis_cgroup_attach(const struct kis_cgroup *cg, pid_t pid, struct kis_error **err)
+{
+	/* "0" moves the writing process itself, in v1 and v2 alike; decimal
+	 * by hand so the child side stays free of stdio */
+	char num[24];
+	size_t i = sizeof(num) - 1;
+	num[i] = '\0';
+	unsigned long v = pid > 0 ? (unsigned long)pid : 0;
+	do {
+		num[--i] = (char)('0' + v % 10);
+		v /= 10;
+	} while (v && i > 0);
+	for (size_t k = 0; k < ARRAY_SIZE(cg->dirs); k++) {
+		if (!cg->dirs[k])
+			continue;
+		if (write_file(cg->dirs[k], "cgroup.procs", num + i) < 0)
+			return kis_error_set(err, KIS_E_INTERNAL, errno,
+					     "cannot move process into cgroup '%s'", cg->dirs[k]);
+	}
+	return 0;
+}
+
+int kis_cgroup_read_events(const struct kis_cgroup *cg, struct kis_cgroup_events *ev,
+			   struct kis_error **err)
+{
+	memset(ev, 0, sizeof(*ev));
+	char buf[1024];
+	const char *mem = cg->mode == KIS_CG_V1 ? cg->dirs[V1_MEMORY] : cg->dirs[0];
+	const char *pids = cg->mode == KIS_CG_V1 ? cg->dirs[V1_PIDS] : cg->dirs[0];
+	if (mem) {
+		if (cg->mode == KIS_CG_V1) {
+			/* oom_kill in memory.oom_control: Linux 4.13 */
+			if (read_file(mem, "memory.oom_control", buf, sizeof(buf)) < 0)
+				return kis_error_set(err, KIS_E_INTERNAL, errno,
+						     "cannot read memory.oom_control");
+			ev->oom_kills = keyed_value(buf, "oom_kill");
+			if (read_file(mem, "memory.failcnt", buf, sizeof(buf)) >= 0)
+				ev->mem_failcnt = strtoull(buf, NULL, 10);
+		} else {
+			if (read_file(mem, "memory.events", buf, sizeof(buf)) < 0)
+				return kis_error_set(err, KIS_E_INTERNAL, errno,
+						     "cannot read memory.events");
+			ev->oom_kills = keyed_value(buf, "oom_kill");
+			ev->mem_failcnt = keyed_value(buf, "max");
+		}
+	}
+	if (pids) {
+		if (read_file(pids, "pids.events", buf, sizeof(buf)) < 0)
+			return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot read pids.events");
+		ev->pids_max = keyed_value(buf, "max");
+	}
+	return 0;
+}
+
+/* Members of one leaf, calling fn(pid) on each; returns the count. */
+static int for_each_pid(const char *dir, void (*fn)(pid_t))
+{
+	char p[PATH_MAX];
+	snprintf(p, sizeof(p), "%s/cgroup.procs", dir);
+	FILE *f = fopen(p, "re");
+	if (!f)
+		return -1;
+	int n = 0;
+	long pid;
+	while (fscanf(f, "%ld", &pid) == 1) {
+		n++;
+		if (fn && pid > 0)
+			fn((pid_t)pid);
+	}
+	fclose(f);
+	return n;
+}
+
+int kis_cgroup_count(const struct kis_cgroup *cg, struct kis_error **err)
+{
+	int best = 0;
+	for (size_t k = 0; k < ARRAY_SIZE(cg->dirs); k++) {
+		if (!cg->dirs[k])
+			continue;
+		int n = for_each_pid(cg->dirs[k], NULL);
+		if (n < 0)
+			return kis_error_set(err, KIS_E_INTERNAL, errno,
+					     "cannot read members of cgroup '%s'", cg->dirs[k]);
+		if (n > best)
+			best = n;
+	}
+	return best;
+}
+
+static void sigkill(pid_t pid)
+{
+	kill(pid, SIGKILL);
+}
+
+int kis_cgroup_kill(const struct kis_cgroup *cg, struct kis_error **err)
+{
+	/* cgroup.kill (v2, Linux 5.14) kills every member atomically, forks in
+	 * flight included */
+	if (cg->mode == KIS_CG_V2 && cg->dirs[0] && write_file(cg->dirs[0], "cgroup.kill", "1") == 0)
+		return 0;
+	/* Otherwise: signal what is listed until nothing is. A member that
+	 * forks between the read and the kill shows up in the next round, and
+	 * pids.max bounds how many can appear. */
+	for (int round = 0; round < 1000; round++) {
+		int total = 0;
+		for (size_t k = 0; k < ARRAY_SIZE(cg->dirs); k++) {
+			if (!cg->dirs[k])
+				continue;
+			int n = for_each_pid(cg->dirs[k], sigkill);
+			if (n < 0 && errno != ENOENT)
+				return kis_error_set(err, KIS_E_INTERNAL, errno,
+						     "cannot read members of cgroup '%s'",
+						     cg->dirs[k]);
+			total += n > 0 ? n : 0;
+		}
+		if (total == 0)
+			return 0;
+		struct timespec ts = {0, 5 * 1000 * 1000};
+		nanosleep(&ts, NULL);
+	}
+	return kis_error_set(err, KIS_E_INTERNAL, EBUSY, "cgroup members keep reappearing");
+}
+
+int kis_cgroup_destroy(struct kis_cgroup *cg, struct kis_error **err)
+{
+	if (!cg)
+		return 0;
+	int r = 0;
+	if (kis_cgroup_kill(cg, err) < 0)
+		r = -1;
+	for (size_t k = 0; k < ARRAY_SIZE(cg->dirs); k++) {
+		if (cg->dirs[k] && rmdir_retry(cg->dirs[k]) < 0 && r == 0)
+			r = kis_error_set(err, KIS_E_INTERNAL, errno, "cannot remove cgroup '%s'",
+					  cg->dirs[k]);
+		/* the shared parent goes when it is empty; another sandbox's
+		 * leaf in it (EBUSY, ENOTEMPTY) keeps it */
+		if (cg->parents[k])
+			(void)rmdir(cg->parents[k]);
+	}
+	cg_free(cg);
+	return r;
+}
+
+unsigned kis_cgroup_probe(char *why, size_t why_len)
+{
+	if (why && why_len)
+		why[0] = '\0';
+	char name[40];
+	snprintf(name, sizeof(name), "probe-%ld", (long)getpid());
+	struct kis_cgroup_limits lim = {.memory_bytes = 64ull << 20, .pids = 64};
+	struct kis_cgroup *cg = NULL;
+	struct kis_error *e = NULL;
+	if (kis_cgroup_create(name, &lim, &cg, &e) < 0) {
+		if (why && why_len)
+			snprintf(why, why_len, "%s", e && e->message ? e->message : "out of memory");
+		kis_error_free(e);
+		return 0;
+	}
+	unsigned bits = 0;
+	if (cg->mode == KIS_CG_V2 || cg->dirs[V1_MEMORY])
+		bits |= KIS_LIMIT_MEMORY;
+	if (cg->mode == KIS_CG_V2 || cg->dirs[V1_PIDS])
+		bits |= KIS_LIMIT_PIDS;
+	if (kis_cgroup_destroy(cg, &e) < 0) {
+		if (why && why_len)
+			snprintf(why, why_len, "%s", e && e->message ? e->message : "out of memory");
+		kis_error_free(e);
+		return 0;
+	}
+	return bits;
+}

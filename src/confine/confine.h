@@ -1,0 +1,196 @@
+/* SPDX-License-Identifier: MIT */
+/* Internal API of the confinement building blocks: the shared seccomp policy,
+ * Landlock, process hardening (caps, rlimits, fds) and cgroups (v1 and v2).
+ *
+ * Order a native backend follows (see each function for where it runs):
+ *
+ *   probe (any time, never fails): kis_landlock_probe(), kis_cgroup_probe()
+ *   before fork (may allocate, may fail with a named error):
+ *     kis_seccomp_export_bpf_fd()    the policy compiled to raw BPF in a sealed
+ *                                    memfd: loaded by the landlock child with
+ *                                    kis_seccomp_load_bpf_fd, or handed to
+ *                                    `bwrap --seccomp FD` (clear CLOEXEC)
+ *     kis_seccomp_to_oci_json()      (oci) the linux.seccomp object for crun
+ *     kis_landlock_prepare()         ruleset fd, refuses what it cannot enforce
+ *     kis_cgroup_create()            leaf group with memory/pids/cpu limits
+ *   in the child, between fork and exec (no allocation on the success path):
+ *     kis_cgroup_attach(cg, 0)       or from the parent with the child's pid
+ *     kis_harden_self()              rlimits, fds, no_new_privs, caps dropped,
+ *                                    optionally an unprivileged uid/gid
+ *     kis_landlock_enforce()         restrict_self with the prepared ruleset
+ *     kis_seccomp_load_bpf_fd()      last: the filter then only has to allow
+ *                                    execve of the command
+ *   (kis_seccomp_build + kis_seccomp_load: the same policy through libseccomp
+ *   in-process, e.g. for the wasm interpreter's child; libseccomp allocates
+ *   while loading, so not between fork and exec of a multithreaded parent)
+ *   after the child exits (parent):
+ *     kis_cgroup_read_events()       memory_limit / pids_limit evidence
+ *     kis_cgroup_kill(), kis_cgroup_destroy()
+ */
+#ifndef KIS_CONFINE_H
+#define KIS_CONFINE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <jansson.h>
+#include <seccomp.h>
+
+#include "kis/error.h"
+#include "kis/profile.h"
+#include "util.h"
+
+/* ------------------------------------------------------------------ seccomp */
+
+struct kis_seccomp_opts {
+	enum kis_net_mode net;  /* KIS_NET_OFF: only AF_UNIX sockets open */
+	bool allow_sysv_ipc;    /* SysV shm/sem/msg: only where an IPC namespace
+				 * separates the sandbox from the host */
+};
+
+/* Build the default policy shared by every native tier. Unknown syscalls
+ * fail with ENOSYS, the dangerous families with EPERM, foreign ABIs (x32,
+ * i386) kill the process. *out is released with seccomp_release(). */
+KIS_HIDDEN int kis_seccomp_build(const struct kis_seccomp_opts *o, scmp_filter_ctx *out,
+				 struct kis_error **err);
+/* Load ctx into the calling process (sets no_new_privs first). Child side:
+ * libseccomp generates the BPF here, so build (and ideally export) before
+ * fork; the kernel call itself does not allocate. */
+KIS_HIDDEN int kis_seccomp_load(scmp_filter_ctx ctx, struct kis_error **err);
+/* Load a filter already compiled to raw sock_filter[] (from
+ * kis_seccomp_export_bpf_fd): no allocation at all, for the child. */
+KIS_HIDDEN int kis_seccomp_load_bpf_fd(int memfd, struct kis_error **err);
+/* A sealed memfd (O_CLOEXEC: clear it for the bwrap child) holding the raw
+ * struct sock_filter[] as bwrap --seccomp FD reads it. */
+KIS_HIDDEN int kis_seccomp_export_bpf_fd(const struct kis_seccomp_opts *o, int *memfd_out,
+					 struct kis_error **err);
+/* The same policy as the OCI runtime-spec linux.seccomp object. */
+KIS_HIDDEN int kis_seccomp_to_oci_json(const struct kis_seccomp_opts *o, json_t **out,
+				       struct kis_error **err);
+
+/* ----------------------------------------------------------------- landlock */
+
+/* Features of the policy that need a given Landlock ABI. The backend lists in
+ * kis_landlock_opts.required those it cannot do without; a missing required
+ * one makes prepare fail with KIS_E_PROFILE_UNSATISFIABLE naming it. */
+enum {
+	KIS_LL_REFER = 1u << 0,        /* ABI 2: rename/link across directories */
+	KIS_LL_TRUNCATE = 1u << 1,     /* ABI 3 */
+	KIS_LL_NET_TCP = 1u << 2,      /* ABI 4: TCP bind/connect */
+	KIS_LL_IOCTL_DEV = 1u << 3,    /* ABI 5 */
+	KIS_LL_SCOPE_ABSTRACT_UNIX = 1u << 4, /* ABI 6 */
+	KIS_LL_SCOPE_SIGNAL = 1u << 5, /* ABI 6 */
+	KIS_LL__ALL = (1u << 6) - 1,
+};
+
+struct kis_landlock_opts {
+	const char *workspace;          /* read-write, absolute host path (or NULL) */
+	const char *const *extra_ro;    /* read+execute, NULL-terminated (or NULL) */
+	const char *const *extra_rw;    /* read-write, NULL-terminated (or NULL) */
+	enum kis_net_mode net;          /* off: every TCP bind/connect denied */
+	bool allow_proc;                /* read-only /proc (ptrace checks still apply) */
+	unsigned required;              /* KIS_LL_* the caller cannot do without */
+};
+
+struct kis_landlock_report {
+	int abi;              /* 0: Landlock absent */
+	unsigned enforced;    /* KIS_LL_* in effect */
+	unsigned missing;     /* KIS_LL_* the ABI does not offer */
+};
+
+/* The Landlock ABI version of this kernel, 0 when absent or disabled. */
+KIS_HIDDEN int kis_landlock_abi(void);
+/* What this kernel's Landlock offers, without building anything (for the
+ * backends matrix): abi, and missing = features the ABI lacks. Never fails. */
+KIS_HIDDEN void kis_landlock_probe(struct kis_landlock_report *rep);
+/* Name of one KIS_LL_* bit ("refer", "scope_signal", ...). */
+KIS_HIDDEN const char *kis_landlock_feature_name(unsigned bit);
+/* Before fork: create the ruleset and add every rule, returning its fd
+ * (O_CLOEXEC) in *fd_out. Absent Landlock is KIS_E_TIER_UNAVAILABLE; a
+ * network mode Landlock cannot express (loopback, egress) or a missing
+ * required feature is KIS_E_PROFILE_UNSATISFIABLE naming the field. */
+KIS_HIDDEN int kis_landlock_prepare(const struct kis_landlock_opts *o, int *fd_out,
+				    struct kis_landlock_report *rep, struct kis_error **err);
+/* In the child: no_new_privs, then landlock_restrict_self(fd). Closes fd. */
+KIS_HIDDEN int kis_landlock_enforce(int ruleset_fd, struct kis_error **err);
+
+/* -------------------------------------------------- capabilities and limits */
+
+struct kis_harden_opts {
+	const struct kis_limits *limits; /* 0 fields take the engine's defaults */
+	const int *keep_fds;             /* fds >= 3 left as they are */
+	size_t n_keep;
+	/* Run the command as this unprivileged user (uid and gid != 0) with no
+	 * supplementary groups. An engine running as root should: with uid 0
+	 * and no capabilities the command still owns root's files by DAC
+	 * (0600 secrets, root-only pathname sockets such as docker.sock, which
+	 * Landlock up to ABI 7 does not mediate on connect). */
+	bool set_user;
+	uid_t uid;
+	gid_t gid;
+};
+
+/* In the child, last step before Landlock and seccomp: rlimits (RLIMIT_CORE
+ * 0; RLIMIT_CPU a backstop a second past cpu_ms), every fd >= 3 not kept
+ * marked close-on-exec, no_new_privs, SECBIT_NOROOT locked where permitted,
+ * the bounding set emptied, then the user switched (if asked), and ambient,
+ * inheritable, permitted and effective capabilities cleared. No allocation
+ * on the success path. */
+KIS_HIDDEN int kis_harden_self(const struct kis_harden_opts *o, struct kis_error **err);
+/* The parts on their own, for backends that need only some. */
+KIS_HIDDEN int kis_set_rlimits(const struct kis_limits *lim, struct kis_error **err);
+KIS_HIDDEN int kis_cloexec_fds_from(int lowfd, const int *keep, size_t n_keep,
+				    struct kis_error **err);
+KIS_HIDDEN int kis_drop_caps(struct kis_error **err);
+KIS_HIDDEN int kis_switch_user(uid_t uid, gid_t gid, struct kis_error **err);
+
+/* ------------------------------------------------------------------ cgroups */
+
+enum kis_cgroup_mode { KIS_CG_NONE = 0, KIS_CG_V1, KIS_CG_V2 };
+
+struct kis_cgroup_limits {
+	uint64_t memory_bytes; /* 0: no memory limit */
+	uint64_t pids;         /* 0: no pids limit */
+	uint64_t cpu_millis;   /* CPU bandwidth per second of wall time, 1000 =
+				* one core; 0: none */
+};
+
+struct kis_cgroup {
+	enum kis_cgroup_mode mode;
+	/* v2: dirs[0] is the leaf. v1: memory, pids, cpu leaves (NULL when that
+	 * hierarchy is not mounted). Paths prepared before fork so attach in
+	 * the child needs no allocation. */
+	char *dirs[3];
+	char *parents[3]; /* the kis parent of each leaf, removed when empty */
+};
+
+struct kis_cgroup_events {
+	uint64_t oom_kills;   /* memory: processes killed by the OOM killer */
+	uint64_t mem_failcnt; /* v1 memory.failcnt (hits of the limit) */
+	uint64_t pids_max;    /* forks refused by pids.max */
+};
+
+/* Which of KIS_LIMIT_MEMORY and KIS_LIMIT_PIDS this host lets this user
+ * enforce, measured by creating (and removing) a probe group. why gets the
+ * reason when a limit is missing. Never fails. */
+KIS_HIDDEN unsigned kis_cgroup_probe(char *why, size_t why_len);
+KIS_HIDDEN enum kis_cgroup_mode kis_cgroup_detect(void);
+/* Create a leaf group `name` ([a-z0-9-]) under a `kis` parent next to this
+ * process's own cgroup and write the limits. On failure nothing is left. */
+KIS_HIDDEN int kis_cgroup_create(const char *name, const struct kis_cgroup_limits *lim,
+				 struct kis_cgroup **out, struct kis_error **err);
+/* Move pid (0: the caller itself) into the group. No allocation. */
+KIS_HIDDEN int kis_cgroup_attach(const struct kis_cgroup *cg, pid_t pid, struct kis_error **err);
+KIS_HIDDEN int kis_cgroup_read_events(const struct kis_cgroup *cg, struct kis_cgroup_events *ev,
+				      struct kis_error **err);
+/* Number of processes in the group, < 0 on error. */
+KIS_HIDDEN int kis_cgroup_count(const struct kis_cgroup *cg, struct kis_error **err);
+/* SIGKILL every member until the group is empty (cgroup.kill where v2 has it). */
+KIS_HIDDEN int kis_cgroup_kill(const struct kis_cgroup *cg, struct kis_error **err);
+/* Kill what remains, rmdir the leaves (retrying while members exit) and the
+ * kis parents when empty, free cg. Safe with NULL. */
+KIS_HIDDEN int kis_cgroup_destroy(struct kis_cgroup *cg, struct kis_error **err);
+
+#endif

@@ -1,0 +1,216 @@
+/* SPDX-License-Identifier: MIT */
+/* Tests of src/confine/cgroup.c on the running host: a memory balloon ends
+ * in an OOM kill the events show, a fork bomb hits pids.max, nothing stays. */
+#include <errno.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "confine/confine.h"
+#include "kis/backend.h"
+
+/* Every test creates at most one group, kept here so teardown removes it
+ * whatever assertion failed first. */
+static struct kis_cgroup *cur;
+
+static int teardown(void **state)
+{
+	(void)state;
+	struct kis_error *e = NULL;
+	if (cur && kis_cgroup_destroy(cur, &e) < 0) {
+		fprintf(stderr, "cgroup cleanup: %s\n", e && e->message ? e->message : "?");
+		kis_error_free(e);
+	}
+	cur = NULL;
+	return 0;
+}
+
+static void make_group(const char *tag, const struct kis_cgroup_limits *lim)
+{
+	if (kis_cgroup_detect() == KIS_CG_NONE)
+		skip(); /* no cgroup hierarchy on this host */
+	char name[64];
+	snprintf(name, sizeof(name), "test-%s-%ld", tag, (long)getpid());
+	struct kis_error *e = NULL;
+	if (kis_cgroup_create(name, lim, &cur, &e) < 0) {
+		bool perm = e->code == KIS_E_PROFILE_UNSATISFIABLE || e->sys_errno == EACCES ||
+			    e->sys_errno == EPERM || e->sys_errno == EROFS;
+		print_message("cannot create a cgroup here: %s\n", e->message);
+		kis_error_free(e);
+		if (perm)
+			skip(); /* not delegated to this user */
+		fail();
+	}
+}
+
+static bool dirs_exist(const struct kis_cgroup *cg, char saved[3][4096])
+{
+	bool any = false;
+	for (size_t i = 0; i < 3; i++) {
+		saved[i][0] = '\0';
+		if (cg->dirs[i]) {
+			snprintf(saved[i], 4096, "%s", cg->dirs[i]);
+			any |= access(cg->dirs[i], F_OK) == 0;
+		}
+	}
+	return any;
+}
+
+static void test_probe_reports_limits(void **state)
+{
+	(void)state;
+	char why[200];
+	unsigned bits = kis_cgroup_probe(why, sizeof(why));
+	if (kis_cgroup_detect() == KIS_CG_NONE) {
+		assert_int_equal(bits, 0);
+		assert_true(why[0] != '\0');
+		return;
+	}
+	print_message("cgroup mode %d, limits 0x%x %s\n", kis_cgroup_detect(), bits, why);
+	if (geteuid() == 0)
+		assert_int_equal(bits, KIS_LIMIT_MEMORY | KIS_LIMIT_PIDS);
+}
+
+static void test_bad_name_refused(void **state)
+{
+	(void)state;
+	struct kis_error *e = NULL;
+	struct kis_cgroup *cg = NULL;
+	assert_int_equal(kis_cgroup_create("../escape", NULL, &cg, &e), -1);
+	assert_int_equal(e->code, KIS_E_INVALID_ID);
+	kis_error_free(e);
+	assert_null(cg);
+}
+
+static void test_create_attach_destroy(void **state)
+{
+	(void)state;
+	struct kis_cgroup_limits lim = {.memory_bytes = 64ull << 20, .pids = 32, .cpu_millis = 500};
+	make_group("life", &lim);
+	struct kis_error *e = NULL;
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		pause();
+		_exit(0);
+	}
+	if (kis_cgroup_attach(cur, pid, &e) < 0) {
+		kill(pid, SIGKILL);
+		waitpid(pid, NULL, 0);
+		fail_msg("attach: %s", e->message);
+	}
+	assert_int_equal(kis_cgroup_count(cur, &e), 1);
+	/* a second group of the same name is refused, not shared */
+	struct kis_cgroup *dup = NULL;
+	char name[64];
+	snprintf(name, sizeof(name), "test-life-%ld", (long)getpid());
+	assert_int_equal(kis_cgroup_create(name, &lim, &dup, &e), -1);
+	assert_int_equal(e->code, KIS_E_DESTINATION_EXISTS);
+	kis_error_free(e);
+	e = NULL;
+
+	char saved[3][4096];
+	assert_true(dirs_exist(cur, saved));
+	/* destroy kills the member and removes every leaf */
+	assert_int_equal(kis_cgroup_destroy(cur, &e), 0);
+	cur = NULL;
+	int st;
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_true(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+	for (size_t i = 0; i < 3; i++)
+		if (saved[i][0])
+			assert_int_equal(access(saved[i], F_OK), -1);
+}
+
+/* The balloon: a child moves itself in and touches 512 MiB against a
+ * 32 MiB limit; the OOM killer ends it and the events say so. */
+static void test_memory_limit_kills_balloon(void **state)
+{
+	(void)state;
+	struct kis_cgroup_limits lim = {.memory_bytes = 32ull << 20, .pids = 16};
+	make_group("mem", &lim);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		struct kis_error *e = NULL;
+		if (kis_cgroup_attach(cur, 0, &e) < 0)
+			_exit(3);
+		size_t sz = 512ull << 20;
+		char *p = mmap(NULL, sz, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (p == MAP_FAILED)
+			_exit(4);
+		for (size_t off = 0; off < sz; off += 4096)
+			p[off] = 1;
+		_exit(0); /* survived: the limit did nothing */
+	}
+	int st;
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	struct kis_cgroup_events ev;
+	struct kis_error *e = NULL;
+	assert_int_equal(kis_cgroup_read_events(cur, &ev, &e), 0);
+	print_message("balloon status 0x%x, oom_kills %llu, failcnt %llu\n", st,
+		      (unsigned long long)ev.oom_kills, (unsigned long long)ev.mem_failcnt);
+	assert_true(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+	assert_true(ev.oom_kills >= 1);
+}
+
+/* The fork bomb: children that pause until fork fails; pids.max holds at
+ * 16 and pids.events counts the refusals. */
+static void test_pids_limit_stops_fork_bomb(void **state)
+{
+	(void)state;
+	struct kis_cgroup_limits lim = {.memory_bytes = 256ull << 20, .pids = 16};
+	make_group("pids", &lim);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		struct kis_error *e = NULL;
+		if (kis_cgroup_attach(cur, 0, &e) < 0)
+			_exit(3);
+		for (int i = 0; i < 1000; i++) {
+			pid_t c = fork();
+			if (c < 0)
+				_exit(errno == EAGAIN ? 0 : 4); /* refused: as wanted */
+			if (c == 0) {
+				pause();
+				_exit(0);
+			}
+		}
+		_exit(5); /* 1000 forks: the limit did nothing */
+	}
+	int st;
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_true(WIFEXITED(st));
+	assert_int_equal(WEXITSTATUS(st), 0);
+	struct kis_cgroup_events ev;
+	struct kis_error *e = NULL;
+	assert_int_equal(kis_cgroup_read_events(cur, &ev, &e), 0);
+	assert_true(ev.pids_max >= 1);
+	/* the paused grandchildren are still inside: kill empties the group */
+	assert_true(kis_cgroup_count(cur, &e) >= 1);
+	assert_int_equal(kis_cgroup_kill(cur, &e), 0);
+	assert_int_equal(kis_cgroup_count(cur, &e), 0);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_probe_reports_limits),
+		cmocka_unit_test(test_bad_name_refused),
+		cmocka_unit_test_teardown(test_create_attach_destroy, teardown),
+		cmocka_unit_test_teardown(test_memory_limit_kills_balloon, teardown),
+		cmocka_unit_test_teardown(test_pids_limit_stops_fork_bomb, teardown),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
