@@ -78,6 +78,12 @@ struct kis_backend {
 			     struct kis_error **err);
 };
 
+/* Probes that cost time (creating a probe cgroup, booting nothing) run only
+ * when thorough is set, as `kis sandbox backends` does; selection runs the
+ * cheap probes and a backend's plan measures what a profile needs. */
+KIS_API void kis_probe_set_thorough(bool thorough);
+KIS_API bool kis_probe_thorough(void);
+
 /* Every backend compiled in, strongest tier last. */
 KIS_API const struct kis_backend *const *kis_backends(size_t *n);
 KIS_API const struct kis_backend *kis_backend_find(const char *name);

@@ -29,6 +29,23 @@ int kis_native_plan_run(struct kis_native_plan *n, int (*child_setup)(void *, st
 			void *ctx, const struct kis_supervise_hooks *hooks, struct kis_result *res,
 			struct kis_error **err);
 
+/* The cgroup of one run (memory, pids), when the host lets us make one. */
+struct kis_cgroup;
+struct kis_run_cgroup {
+	struct kis_cgroup *cg; /* NULL: no cgroup for this run */
+	uint64_t memory_bytes, pids;
+};
+/* Make the run's group with the limits in `enforceable` (KIS_LIMIT_*). */
+int kis_run_cgroup_open(struct kis_run_cgroup *rc, const char *sandbox_id,
+			const struct kis_limits *l, unsigned enforceable, struct kis_error **err);
+/* In the child before exec. */
+int kis_run_cgroup_join(struct kis_run_cgroup *rc, struct kis_error **err);
+/* explain (memory_limit, pids_limit) and kill_all hooks for the supervisor. */
+void kis_run_cgroup_hooks(struct kis_run_cgroup *rc, struct kis_supervise_hooks *h);
+void kis_run_cgroup_close(struct kis_run_cgroup *rc);
+/* KIS_LIMIT_MEMORY / KIS_LIMIT_PIDS when a cgroup can enforce them here. */
+unsigned kis_cgroup_limits_available(void);
+
 extern const struct kis_backend kis_backend_process;
 
 #endif

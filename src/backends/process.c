@@ -20,11 +20,13 @@ static void process_probe(struct kis_caps *c)
 	/* No confinement at all: the command shares the host's network. */
 	c->net_modes = 1u << KIS_NET_HOST;
 	c->limits = KIS_LIMIT_WALL | KIS_LIMIT_CPU | KIS_LIMIT_OUTPUT | KIS_LIMIT_FILE |
-		    KIS_LIMIT_OPEN_FILES;
+		    KIS_LIMIT_OPEN_FILES | (kis_probe_thorough() ? kis_cgroup_limits_available() : 0);
 }
 
 struct kis_plan {
 	struct kis_native_plan n;
+	unsigned cgroup_limits; /* memory/pids this host can enforce */
+	const char *sandbox_id;
 };
 
 static int process_plan(const struct kis_caps *caps, const struct kis_run_request *req,
@@ -38,6 +40,10 @@ static int process_plan(const struct kis_caps *caps, const struct kis_run_reques
 		return kis_error_set(err, KIS_E_ESCAPE_HATCH_FORBIDDEN, 0,
 				     "the process tier runs unconfined and requires "
 				     "escape_hatch.allow_process_tier");
+	struct kis_caps c = *caps;
+	if ((p->limits.memory_bytes || p->limits.pids) && !kis_probe_thorough())
+		c.limits |= kis_cgroup_limits_available(); /* measured only when asked for */
+	caps = &c;
 	TRY(kis_check_limits(caps, p, "process", err));
 	if (p->root == KIS_ROOT_WORKSPACE)
 		return kis_error_set(err, KIS_E_PROFILE_UNSATISFIABLE, 0,
@@ -50,6 +56,12 @@ static int process_plan(const struct kis_caps *caps, const struct kis_run_reques
 		free(pl);
 		return -1;
 	}
+	/* A cgroup costs two v1 migrations (about 10 ms each on this kind of
+	 * host): the escape-hatch tier makes one only for limits asked for by
+	 * name. Their defaults belong to the tiers that confine. */
+	pl->cgroup_limits = caps->limits & ((p->limits.memory_bytes ? KIS_LIMIT_MEMORY : 0) |
+					    (p->limits.pids ? KIS_LIMIT_PIDS : 0));
+	pl->sandbox_id = req->sandbox_id;
 	*out = pl;
 	return 0;
 }
@@ -59,9 +71,22 @@ static char *process_describe(const struct kis_plan *pl)
 	return kis_native_plan_describe(&pl->n, "process");
 }
 
+static int join_cgroup(void *ctx, struct kis_error **err)
+{
+	return kis_run_cgroup_join(ctx, err);
+}
+
 static int process_run(struct kis_plan *pl, struct kis_result *res, struct kis_error **err)
 {
-	return kis_native_plan_run(&pl->n, NULL, NULL, NULL, res, err);
+	/* Memory and pids through a cgroup where this host lets us make one;
+	 * where not, an explicit value was refused in plan. */
+	struct kis_run_cgroup rc;
+	TRY(kis_run_cgroup_open(&rc, pl->sandbox_id, &pl->n.limits, pl->cgroup_limits, err));
+	struct kis_supervise_hooks hooks;
+	kis_run_cgroup_hooks(&rc, &hooks);
+	int r = kis_native_plan_run(&pl->n, rc.cg ? join_cgroup : NULL, &rc, &hooks, res, err);
+	kis_run_cgroup_close(&rc);
+	return r;
 }
 
 static void process_plan_free(struct kis_plan *pl)

@@ -59,6 +59,7 @@ int cmd_backends(int argc, char **argv)
 		kis_store_free(st);
 	}
 	kis_error_free(err);
+	kis_probe_set_thorough(true);
 	size_t n;
 	const struct kis_backend *const *b = kis_backends(&n);
 	json_t *arr = json_array();
@@ -81,6 +82,13 @@ int cmd_backends(int argc, char **argv)
 				c.present && c.seccomp, "snapshot", c.present && c.snapshot, "tty",
 				c.present && c.tty, "accel", c.accel);
 			json_object_set_new(o, "clone_strategy", json_string(strategy));
+			static const char *const lim[] = {"wall_ms", "cpu_ms", "memory_bytes", "pids",
+							  "output_bytes", "file_bytes", "open_files"};
+			json_t *la = json_array();
+			for (unsigned k = 0; k < 7; k++)
+				if (c.present && (c.limits & (1u << k)))
+					json_array_append_new(la, json_string(lim[k]));
+			json_object_set_new(o, "limits", la);
 			if (!c.present)
 				json_object_set_new(o, "why_absent", json_string(c.why_absent));
 			json_array_append_new(arr, o);

@@ -15,6 +15,18 @@ static const struct kis_backend *const table[] = {
 	&kis_backend_process,
 };
 
+static bool thorough;
+
+void kis_probe_set_thorough(bool t)
+{
+	thorough = t;
+}
+
+bool kis_probe_thorough(void)
+{
+	return thorough;
+}
+
 const struct kis_backend *const *kis_backends(size_t *n)
 {
 	*n = ARRAY_SIZE(table);

@@ -152,6 +152,19 @@ static uint64_t child_cpu_ms(clockid_t clk, bool have)
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
+static bool explain(struct run_state *st, enum kis_reason *why, char **detail)
+{
+	const struct kis_supervise_hooks *h = st->sv->hooks;
+	return h && h->explain && h->explain(h->ctx, why, detail) > 0;
+}
+
+static void set_reason(struct kis_result *r, enum kis_reason why, char *detail)
+{
+	r->reason = why;
+	free(r->detail);
+	r->detail = detail;
+}
+
 static void set_result_from_status(struct run_state *st, int status, const struct rusage *ru)
 {
 	struct kis_result *r = st->res;
@@ -164,17 +177,27 @@ static void set_result_from_status(struct run_state *st, int status, const struc
 	u->voluntary_ctxsw = (uint64_t)ru->ru_nvcsw;
 	u->involuntary_ctxsw = (uint64_t)ru->ru_nivcsw;
 
+	enum kis_reason why;
+	char *detail = NULL;
 	if (WIFEXITED(status)) {
 		r->exit_code = WEXITSTATUS(status);
 		r->signal = 0;
 		if (!st->limit_hit)
 			r->reason = KIS_REASON_EXITED;
+		/* A command that failed, or ran out its clock, after the cgroup
+		 * refused it forks (a fork bomb) ended because of that limit. */
+		if ((r->exit_code != 0 || r->reason == KIS_REASON_TIMEOUT) && explain(st, &why, &detail))
+			set_reason(r, why, detail);
 		return;
 	}
 	r->exit_code = -1;
 	r->signal = WIFSIGNALED(status) ? WTERMSIG(status) : SIGKILL;
-	if (st->limit_hit)
+	if (st->limit_hit) {
+		if (r->reason == KIS_REASON_TIMEOUT && explain(st, &why, &detail) &&
+		    why == KIS_REASON_PIDS_LIMIT)
+			set_reason(r, why, detail);
 		return;
+	}
 	uint64_t cpu = u->user_ms + u->sys_ms;
 	if (r->signal == SIGXCPU || (r->signal == SIGKILL && cpu >= st->sv->cpu_ms)) {
 		r->reason = KIS_REASON_CPU_LIMIT;
@@ -182,13 +205,8 @@ static void set_result_from_status(struct run_state *st, int status, const struc
 		r->detail = strdup("cpu time passed limits.cpu_ms");
 		return;
 	}
-	enum kis_reason why;
-	char *detail = NULL;
-	if (st->sv->hooks && st->sv->hooks->explain &&
-	    st->sv->hooks->explain(st->sv->hooks->ctx, &why, &detail) > 0) {
-		r->reason = why;
-		free(r->detail);
-		r->detail = detail;
+	if (explain(st, &why, &detail)) {
+		set_reason(r, why, detail);
 		return;
 	}
 	r->reason = KIS_REASON_SIGNALED;

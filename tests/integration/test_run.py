@@ -156,17 +156,37 @@ def test_open_files_limit():
     assert res["stdout"].strip() == "17"
 
 
-def test_memory_and_pids_refused_when_unenforceable():
-    from conftest import kis as k
-    caps = json.loads(k("backends", "--json").stdout)
-    proc = [b for b in caps if b["backend"] == "process"][0]
-    for flag, field in (("--memory", "limits.memory_bytes"), ("--pids", "limits.pids")):
-        p = kis("run", *PROC, flag, "64M" if flag == "--memory" else "10", "--", "true")
-        if p.returncode == 125:
-            assert p.stderr.startswith("profile_unsatisfiable: ")
-            assert field in p.stderr
-        else:
-            assert p.returncode == 0, p.stderr  # enforced through a cgroup
+def process_limits():
+    caps = json.loads(kis("backends", "--json").stdout)
+    return [b for b in caps if b["backend"] == "process"][0]["limits"]
+
+
+def test_memory_limit_enforced_or_refused():
+    p, res = None, None
+    if "memory_bytes" not in process_limits():
+        p = kis("run", *PROC, "--memory", "64M", "--", "true")
+        assert p.returncode == 125
+        assert p.stderr.startswith("profile_unsatisfiable: limits.memory_bytes")
+        return
+    p, res = kis_json(*PROC, "--memory", "32M", "--", "python3", "-c",
+                      "x = bytearray(256 << 20); print(len(x))")
+    assert res["termination"]["reason"] == "memory_limit", res["termination"]
+    assert p.returncode == 137
+    # under the limit: runs
+    p, res = kis_json(*PROC, "--memory", "256M", "--", "python3", "-c",
+                      "x = bytearray(16 << 20); print(len(x))")
+    assert res["termination"]["reason"] == "exited" and res["stdout"] == f"{16 << 20}\n"
+
+
+def test_pids_limit_enforced_or_refused():
+    if "pids" not in process_limits():
+        p = kis("run", *PROC, "--pids", "10", "--", "true")
+        assert p.returncode == 125
+        assert p.stderr.startswith("profile_unsatisfiable: limits.pids")
+        return
+    p, res = kis_json(*PROC, "--pids", "16", "--timeout", "10s", "--", "sh", "-c",
+                      "i=0; while [ $i -lt 64 ]; do sleep 3 & i=$((i+1)); done; wait")
+    assert res["termination"]["reason"] == "pids_limit", res["termination"]
 
 
 def test_json_result_field_by_field():

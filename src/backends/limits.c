@@ -1,0 +1,83 @@
+/* SPDX-License-Identifier: MIT */
+/* The cgroup of one native run: memory and pids limits, the evidence for
+ * memory_limit and pids_limit, and killing everything the run made. */
+#include "util.h"
+
+#include <string.h>
+
+#include "backends/common.h"
+#include "confine/confine.h"
+
+int kis_run_cgroup_open(struct kis_run_cgroup *rc, const char *sandbox_id,
+			const struct kis_limits *l, unsigned enforceable, struct kis_error **err)
+{
+	memset(rc, 0, sizeof(*rc));
+	if (!(enforceable & (KIS_LIMIT_MEMORY | KIS_LIMIT_PIDS)))
+		return 0;
+	struct kis_cgroup_limits cl = {
+		.memory_bytes = (enforceable & KIS_LIMIT_MEMORY) ? l->memory_bytes : 0,
+		.pids = (enforceable & KIS_LIMIT_PIDS) ? l->pids : 0,
+	};
+	rc->memory_bytes = cl.memory_bytes;
+	rc->pids = cl.pids;
+	return kis_cgroup_create(sandbox_id, &cl, &rc->cg, err);
+}
+
+/* In the child, before exec: join the group, so nothing the command forks
+ * can be outside it (no allocation: the paths were prepared). */
+int kis_run_cgroup_join(struct kis_run_cgroup *rc, struct kis_error **err)
+{
+	return rc->cg ? kis_cgroup_attach(rc->cg, 0, err) : 0;
+}
+
+static int explain(void *ctx, enum kis_reason *reason, char **detail)
+{
+	struct kis_run_cgroup *rc = ctx;
+	struct kis_cgroup_events ev;
+	if (!rc->cg || kis_cgroup_read_events(rc->cg, &ev, NULL) < 0)
+		return 0;
+	char buf[160];
+	if (ev.oom_kills) {
+		*reason = KIS_REASON_MEMORY_LIMIT;
+		snprintf(buf, sizeof(buf), "memory use passed limits.memory_bytes (%llu bytes)",
+			 (unsigned long long)rc->memory_bytes);
+	} else if (ev.pids_max) {
+		*reason = KIS_REASON_PIDS_LIMIT;
+		snprintf(buf, sizeof(buf), "%llu forks refused at limits.pids (%llu)",
+			 (unsigned long long)ev.pids_max, (unsigned long long)rc->pids);
+	} else {
+		return 0;
+	}
+	*detail = strdup(buf);
+	return 1;
+}
+
+static void kill_all(void *ctx)
+{
+	struct kis_run_cgroup *rc = ctx;
+	if (rc->cg)
+		kis_cgroup_kill(rc->cg, NULL);
+}
+
+void kis_run_cgroup_hooks(struct kis_run_cgroup *rc, struct kis_supervise_hooks *h)
+{
+	memset(h, 0, sizeof(*h));
+	if (!rc->cg)
+		return;
+	h->explain = explain;
+	h->kill_all = kill_all;
+	h->ctx = rc;
+}
+
+void kis_run_cgroup_close(struct kis_run_cgroup *rc)
+{
+	if (rc->cg)
+		kis_cgroup_destroy(rc->cg, NULL);
+	rc->cg = NULL;
+}
+
+unsigned kis_cgroup_limits_available(void)
+{
+	char why[160];
+	return kis_cgroup_probe(why, sizeof(why));
+}
