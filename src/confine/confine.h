@@ -119,7 +119,9 @@ KIS_HIDDEN int kis_landlock_enforce(int ruleset_fd, struct kis_error **err);
 /* -------------------------------------------------- capabilities and limits */
 
 struct kis_harden_opts {
-	const struct kis_limits *limits; /* 0 fields take the engine's defaults */
+	/* rlimits to set (0 fields take the engine's defaults); NULL leaves
+	 * them as they are (src/exec/spawn.c sets them already) */
+	const struct kis_limits *limits;
 	const int *keep_fds;             /* fds >= 3 left as they are */
 	size_t n_keep;
 	/* Run the command as this unprivileged user (uid and gid != 0) with no
