@@ -211,7 +211,8 @@ int kis_harden_self(const struct kis_harden_opts *o, struct kis_error **err)
 		o = &none;
 	/* rlimits first: lowering needs nothing, but a clamp of the hard limit
 	 * must happen while we still could have raised it */
-	TRY(kis_set_rlimits(o->limits, err));
+	if (o->limits)
+		TRY(kis_set_rlimits(o->limits, err));
 	TRY(kis_cloexec_fds_from(3, o->keep_fds, o->n_keep, err));
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
 		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot set no_new_privs");

@@ -20,6 +20,8 @@
  *     kis_landlock_enforce()         restrict_self with the prepared ruleset
  *     kis_seccomp_load_bpf_fd()      last: the filter then only has to allow
  *                                    execve of the command
+ *   The landlock backend gets all of the host tier from kis_confine_plan
+ *   (below): prepare before fork, kis_confine_child as spawn's child_setup.
  *   (kis_seccomp_build + kis_seccomp_load: the same policy through libseccomp
  *   in-process, e.g. for the wasm interpreter's child; libseccomp allocates
  *   while loading, so not between fork and exec of a multithreaded parent)
@@ -119,7 +121,9 @@ KIS_HIDDEN int kis_landlock_enforce(int ruleset_fd, struct kis_error **err);
 /* -------------------------------------------------- capabilities and limits */
 
 struct kis_harden_opts {
-	const struct kis_limits *limits; /* 0 fields take the engine's defaults */
+	/* rlimits to set (0 fields take the engine's defaults); NULL leaves
+	 * them as they are (src/exec/spawn.c sets them already) */
+	const struct kis_limits *limits;
 	const int *keep_fds;             /* fds >= 3 left as they are */
 	size_t n_keep;
 	/* Run the command as this unprivileged user (uid and gid != 0) with no
@@ -145,6 +149,30 @@ KIS_HIDDEN int kis_cloexec_fds_from(int lowfd, const int *keep, size_t n_keep,
 				    struct kis_error **err);
 KIS_HIDDEN int kis_drop_caps(struct kis_error **err);
 KIS_HIDDEN int kis_switch_user(uid_t uid, gid_t gid, struct kis_error **err);
+
+/* ------------------------------------------------- the host tier in one go */
+
+/* What the landlock backend does, as one plan: prepare before fork, then
+ * kis_confine_child in the child (it fits struct kis_spawn's child_setup
+ * hook: child_setup = kis_confine_child, child_ctx = &plan), release in the
+ * parent after fork. Fill `harden` before fork. */
+struct kis_confine_plan {
+	int landlock_fd;  /* -1: no Landlock */
+	int seccomp_fd;   /* -1: no seccomp */
+	struct kis_landlock_report landlock;
+	struct kis_harden_opts harden;
+};
+
+KIS_HIDDEN void kis_confine_plan_init(struct kis_confine_plan *p);
+/* Either opts may be NULL to leave that layer out. On failure nothing is
+ * left open. */
+KIS_HIDDEN int kis_confine_plan_prepare(struct kis_confine_plan *p,
+					const struct kis_seccomp_opts *sc,
+					const struct kis_landlock_opts *ll, struct kis_error **err);
+/* In the child: harden, Landlock, seccomp, in that order. No allocation on
+ * the success path. */
+KIS_HIDDEN int kis_confine_child(void *plan, struct kis_error **err);
+KIS_HIDDEN void kis_confine_plan_release(struct kis_confine_plan *p);
 
 /* ------------------------------------------------------------------ cgroups */
 

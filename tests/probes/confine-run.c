@@ -90,41 +90,29 @@ int main(int argc, char **argv)
 	ll.extra_ro = ro;
 
 	struct kis_error *e = NULL;
-	int bpf_fd = -1, rs_fd = -1;
-	if (confine) {
-		if (kis_seccomp_export_bpf_fd(&sc, &bpf_fd, &e) < 0)
-			die_err("seccomp", e);
-		struct kis_landlock_report rep;
-		if (kis_landlock_prepare(&ll, &rs_fd, &rep, &e) < 0)
-			die_err("landlock", e);
-	}
+	struct kis_confine_plan plan;
+	kis_confine_plan_init(&plan);
+	struct kis_limits lim = {0};
+	ho.limits = &lim;
+	ho.keep_fds = keep;
+	ho.n_keep = n_keep;
+	plan.harden = ho;
+	if (confine && kis_confine_plan_prepare(&plan, &sc, &ll, &e) < 0)
+		die_err("prepare", e);
 	pid_t pid = fork();
 	if (pid < 0) {
 		perror("confine-run: fork");
 		return 125;
 	}
 	if (pid == 0) {
-		if (confine) {
-			struct kis_limits lim = {0};
-			ho.limits = &lim;
-			ho.keep_fds = keep;
-			ho.n_keep = n_keep;
-			if (kis_harden_self(&ho, &e) < 0)
-				die_err("harden", e);
-			if (kis_landlock_enforce(rs_fd, &e) < 0)
-				die_err("landlock", e);
-			if (kis_seccomp_load_bpf_fd(bpf_fd, &e) < 0)
-				die_err("seccomp", e);
-		}
+		if (confine && kis_confine_child(&plan, &e) < 0)
+			die_err("confine", e);
 		execv(argv[optind], argv + optind);
 		fprintf(stderr, "confine-run: cannot execute '%s': %s\n", argv[optind],
 			strerror(errno));
 		_exit(errno == ENOENT ? 127 : 126);
 	}
-	if (bpf_fd >= 0)
-		close(bpf_fd);
-	if (rs_fd >= 0)
-		close(rs_fd);
+	kis_confine_plan_release(&plan);
 	int st;
 	while (waitpid(pid, &st, 0) < 0)
 		if (errno != EINTR)

@@ -100,39 +100,31 @@ enum confine { BARE, CONFINED };
 static int run_cmd_as(enum confine how, enum kis_net_mode net, uid_t as_user, char *const argv[])
 {
 	struct kis_error *e = NULL;
-	int bpf = -1, rs = -1;
+	struct kis_confine_plan plan;
+	kis_confine_plan_init(&plan);
+	struct kis_limits lim = {0};
+	plan.harden = (struct kis_harden_opts){
+		.limits = &lim, .set_user = as_user != 0, .uid = as_user, .gid = as_user};
 	if (how == CONFINED) {
 		struct kis_seccomp_opts so = {.net = net};
-		if (kis_seccomp_export_bpf_fd(&so, &bpf, &e) < 0)
-			fail_err("seccomp export", e);
 		const char *ro[] = {probe_dir, NULL};
 		struct kis_landlock_opts lo = {.workspace = ws, .extra_ro = ro, .net = net};
-		if (kis_landlock_prepare(&lo, &rs, NULL, &e) < 0)
-			fail_err("landlock prepare", e);
+		if (kis_confine_plan_prepare(&plan, &so, &lo, &e) < 0)
+			fail_err("prepare", e);
 	}
 	fflush(NULL);
 	pid_t pid = fork();
 	assert_true(pid >= 0);
 	if (pid == 0) {
-		if (how == CONFINED) {
-			struct kis_limits lim = {0};
-			struct kis_harden_opts ho = {.limits = &lim,
-						     .set_user = as_user != 0,
-						     .uid = as_user,
-						     .gid = as_user};
-			if (kis_harden_self(&ho, &e) < 0 ||
-			    kis_landlock_enforce(rs, &e) < 0 || kis_seccomp_load_bpf_fd(bpf, &e) < 0) {
-				dprintf(2, "confinement failed: %s\n", e && e->message ? e->message : "?");
-				_exit(125);
-			}
+		/* the sequence a backend runs in its child_setup hook */
+		if (how == CONFINED && kis_confine_child(&plan, &e) < 0) {
+			dprintf(2, "confinement failed: %s\n", e && e->message ? e->message : "?");
+			_exit(125);
 		}
 		execv(argv[0], argv);
 		_exit(127);
 	}
-	if (bpf >= 0)
-		close(bpf);
-	if (rs >= 0)
-		close(rs);
+	kis_confine_plan_release(&plan);
 	int st;
 	while (waitpid(pid, &st, 0) < 0)
 		assert_int_equal(errno, EINTR);
