@@ -53,6 +53,16 @@ struct kis_run_request {
 
 struct kis_plan; /* backend-private: what the backend will do, validated */
 
+/* A session's place on the host, handed to the backend's session hooks. */
+struct kis_session_ctx {
+	const char *id;       /* the session id ("s-...") */
+	int dir_fd;           /* sessions/<id>/ (0700), open O_DIRECTORY */
+	const char *dir_path; /* its path (during create, a temporary name that is
+			       * renamed to sessions/<id> once the session is up;
+			       * NULL in session_state) */
+	int listen_fd;        /* the listening socket the agent serves; -1 after create */
+};
+
 struct kis_backend {
 	const char *name;
 	enum kis_tier tier;
@@ -72,10 +82,19 @@ struct kis_backend {
 	int (*run)(struct kis_plan *plan, struct kis_result *res, struct kis_error **err);
 	void (*plan_free)(struct kis_plan *plan);
 	/* Sessions (NULL when the backend has none): start the plan's command,
-	 * the agent, detached from the caller, with listen_fd as its fd 3;
-	 * *pid receives the agent's pid on the host. */
-	int (*start_session)(struct kis_plan *plan, int listen_fd, pid_t *pid,
+	 * the agent, detached from the caller; it serves ctx->listen_fd (its
+	 * fd 3 on the native tiers). *pid receives the pid on the host whose
+	 * life is the session's (the agent, crun's container init, QEMU). The
+	 * backend may keep its own files in ctx->dir_fd. */
+	int (*start_session)(struct kis_plan *plan, const struct kis_session_ctx *ctx, pid_t *pid,
 			     struct kis_error **err);
+	/* Optional: after destroy has stopped the agent (SIGTERM, then SIGKILL),
+	 * remove what the backend made for the session (container, VM files).
+	 * Idempotent. */
+	int (*end_session)(const struct kis_session_ctx *ctx, struct kis_error **err);
+	/* Optional: the session's state as the runtime sees it ("running",
+	 * "stopped", ...); NULL: judged from the pid's life. */
+	const char *(*session_state)(const struct kis_session_ctx *ctx);
 };
 
 /* Probes that cost time (creating a probe cgroup, booting nothing) run only

@@ -97,9 +97,10 @@ static void process_plan_free(struct kis_plan *pl)
 	free(pl);
 }
 
-static int process_start_session(struct kis_plan *pl, int listen_fd, pid_t *pid,
-				 struct kis_error **err)
+static int process_start_session(struct kis_plan *pl, const struct kis_session_ctx *ctx,
+				 pid_t *pid, struct kis_error **err)
 {
+	int listen_fd = ctx->listen_fd;
 	struct kis_spawn sp = {
 		.argv = pl->n.argv, .envp = pl->n.envp, .cwd = pl->n.cwd, .stdin_fd = -1,
 		.pass_fd3 = true, .fd3 = listen_fd,

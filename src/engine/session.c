@@ -30,7 +30,8 @@
 
 /* sessions/ under the store root, created 0700 (DESIGN.md: the channel is a
  * unix socket in a 0700 directory of the store). */
-static int open_sessions_dir(const char *store_root, bool create, struct kis_error **err)
+static int open_sessions_dir(const char *store_root, bool create, char **path_out,
+			     struct kis_error **err)
 {
 	struct kis_store *st = NULL;
 	TRY(kis_store_open(store_root, &st, err));
@@ -45,6 +46,8 @@ static int open_sessions_dir(const char *store_root, bool create, struct kis_err
 	if (fd < 0)
 		return errno == ENOENT ? -2 : kis_error_set(err, KIS_E_INTERNAL, errno,
 							   "cannot open '%s'", path);
+	if (path_out)
+		*path_out = steal_ptr(path);
 	return fd;
 }
 
@@ -150,7 +153,8 @@ int kis_session_create(const struct kis_profile *p, const struct kis_run_options
 	TRY(kis_id_mint('s', id, err));
 	req.sandbox_id = id;
 
-	_cleanup_close_ int sdir = open_sessions_dir(o->store_root, true, err);
+	_cleanup_free_ char *sessions_path = NULL;
+	_cleanup_close_ int sdir = open_sessions_dir(o->store_root, true, &sessions_path, err);
 	if (sdir < 0)
 		return -1;
 	char tmp[KIS_ID_BUFSZ + 8];
@@ -180,7 +184,14 @@ int kis_session_create(const struct kis_profile *p, const struct kis_run_options
 		kis_error_set(err, KIS_E_INTERNAL, errno, "cannot create the session socket");
 		goto fail;
 	}
-	if (b->start_session(plan, lfd, &pid, err) < 0)
+	_cleanup_free_ char *dir_path = NULL;
+	if (asprintf(&dir_path, "%s/%s", sessions_path, tmp) < 0) {
+		kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "session path");
+		goto fail;
+	}
+	struct kis_session_ctx sctx = {.id = id, .dir_fd = dfd, .dir_path = dir_path,
+				       .listen_fd = lfd};
+	if (b->start_session(plan, &sctx, &pid, err) < 0)
 		goto fail;
 	time_t now = time(NULL);
 	char created[32];
@@ -236,7 +247,7 @@ static int connect_session(const char *store_root, const char *id, bool tty,
 			   struct kis_error **err)
 {
 	TRY(kis_id_validate(id, "session id", err));
-	_cleanup_close_ int sdir = open_sessions_dir(store_root, false, err);
+	_cleanup_close_ int sdir = open_sessions_dir(store_root, false, NULL, err);
 	if (sdir == -1)
 		return -1;
 	_cleanup_close_ int dfd = sdir < 0 ? -1 :
@@ -442,10 +453,28 @@ out:
 
 /* ---- list and destroy ---- */
 
+static const struct kis_backend *meta_backend(json_t *meta)
+{
+	const char *name = json_string_value(json_object_get(meta, "backend"));
+	return name ? kis_backend_find(name) : NULL;
+}
+
+static const char *session_state(json_t *meta, const char *id, int dfd)
+{
+	const struct kis_backend *b = meta_backend(meta);
+	if (b && b->session_state) {
+		struct kis_session_ctx ctx = {.id = id, .dir_fd = dfd, .listen_fd = -1};
+		const char *st = b->session_state(&ctx);
+		if (st)
+			return st;
+	}
+	return agent_alive(meta) ? "running" : "stopped";
+}
+
 int kis_session_list(const char *store_root, char **out, struct kis_error **err)
 {
 	json_t *arr = json_array();
-	int sdir = open_sessions_dir(store_root, false, err);
+	int sdir = open_sessions_dir(store_root, false, NULL, err);
 	if (sdir == -1) {
 		json_decref(arr);
 		return -1;
@@ -461,8 +490,7 @@ int kis_session_list(const char *store_root, char **out, struct kis_error **err)
 			json_t *m = dfd >= 0 ? read_meta(dfd) : NULL;
 			if (!m)
 				continue;
-			json_object_set_new(m, "state",
-					    json_string(agent_alive(m) ? "running" : "stopped"));
+			json_object_set_new(m, "state", json_string(session_state(m, e->d_name, dfd)));
 			json_object_del(m, "agent_start");
 			json_array_append_new(arr, m);
 		}
@@ -497,7 +525,8 @@ static void end_agent(json_t *meta)
 int kis_session_destroy(const char *store_root, const char *id, struct kis_error **err)
 {
 	TRY(kis_id_validate(id, "session id", err));
-	_cleanup_close_ int sdir = open_sessions_dir(store_root, false, err);
+	_cleanup_free_ char *spath = NULL, *dpath = NULL;
+	_cleanup_close_ int sdir = open_sessions_dir(store_root, false, &spath, err);
 	if (sdir == -1)
 		return -1;
 	if (sdir < 0)
@@ -508,6 +537,17 @@ int kis_session_destroy(const char *store_root, const char *id, struct kis_error
 	json_t *meta = read_meta(dfd);
 	if (meta) {
 		end_agent(meta);
+		const struct kis_backend *b = meta_backend(meta);
+		if (b && b->end_session) {
+			if (asprintf(&dpath, "%s/%s", spath, id) < 0)
+				dpath = NULL;
+			struct kis_session_ctx ctx = {.id = id, .dir_fd = dfd, .dir_path = dpath,
+						      .listen_fd = -1};
+			if (b->end_session(&ctx, err) < 0) {
+				json_decref(meta);
+				return kis_error_wrap(err, "destroying session '%s'", id);
+			}
+		}
 		const char *ws = json_string_value(json_object_get(meta, "workspace"));
 		if (ws && json_is_true(json_object_get(meta, "workspace_cloned")))
 			kis_workspace_release(store_root, ws);
