@@ -1,0 +1,66 @@
+#!/bin/sh
+# SPDX-License-Identifier: MIT
+# Fetch the microvm guest kernel into the engine's guest cache, never
+# installing it on the host: `apt-get download` + `dpkg -x` of Debian's
+# linux-image-cloud-amd64, then the modules the guest needs (with their
+# dependencies, in load order) and a static busybox.
+# Usage: fetch-kernel.sh [DIR]   (default: $KIS_MICROVM_GUEST_DIR, else
+# ${KIS_SANDBOX_ROOT:-$XDG_STATE_HOME/kis/sandbox}/cache/guest). Idempotent.
+set -eu
+DIR=${1:-${KIS_MICROVM_GUEST_DIR:-}}
+if [ -z "$DIR" ]; then
+	if [ -n "${KIS_SANDBOX_ROOT:-}" ]; then ROOT=$KIS_SANDBOX_ROOT
+	elif [ "$(id -u)" -eq 0 ]; then ROOT=/var/lib/kis/sandbox
+	else ROOT=${XDG_STATE_HOME:-$HOME/.local/state}/kis/sandbox; fi
+	DIR=$ROOT/cache/guest
+fi
+[ -s "$DIR/vmlinuz" ] && [ -s "$DIR/modules/load" ] && [ -x "$DIR/busybox" ] && exit 0
+mkdir -p "$DIR"
+TMP=$(mktemp -d "$DIR/.fetch.XXXXXX")
+trap 'rm -rf "$TMP"' EXIT
+cd "$TMP"
+# The metapackage names the versioned image package in its Depends.
+apt-get download linux-image-cloud-amd64 >/dev/null 2>&1
+META=$(ls linux-image-cloud-amd64_*.deb)
+PKG=$(dpkg-deb -f "$META" Depends | sed 's/ *(.*//; s/,.*//')
+apt-get download "$PKG" >/dev/null 2>&1
+dpkg -x "$PKG"_*.deb x
+REL=$(ls x/lib/modules)
+MODDIR=x/lib/modules/$REL
+mkdir -p out/modules
+cp x/boot/vmlinuz-"$REL" out/vmlinuz
+echo "$REL" > out/kernel.release
+# What the guest needs that the cloud kernel builds as modules (the rest,
+# checked in modules.builtin, is in the image): virtio_mmio for the
+# microvm's devices, virtio_console for the channel, virtio_blk and ext4
+# for the workspace disk.
+: > out/modules/load
+add() { # add MODULE: its dependencies first (modinfo's depends field)
+	f=$(find "$MODDIR/kernel" -name "$1.ko" -o -name "$1.ko.xz" | head -n1)
+	if [ -z "$f" ]; then
+		m=$(echo "$1" | tr - _)
+		grep -q "/$m.ko\$\|/$(echo "$1" | tr _ -).ko\$" "$MODDIR/modules.builtin" && return 0
+		echo "module $1 is neither built in nor in the package" >&2
+		exit 1
+	fi
+	b=$(basename "$f")
+	grep -qx "$b" out/modules/load && return 0
+	# the depends= field of the module's .modinfo section (what modinfo
+	# -F depends prints; read with objcopy: kmod may not be installed)
+	deps=$(objcopy -O binary --only-section=.modinfo "$f" /dev/stdout |
+		tr '\0' '\n' | sed -n 's/^depends=//p' | tr , ' ')
+	for d in $deps; do add "$d"; done
+	f=$(find "$MODDIR/kernel" -name "$1.ko" -o -name "$1.ko.xz" | head -n1)
+	b=$(basename "$f")
+	cp "$f" out/modules/
+	echo "$b" >> out/modules/load
+}
+for m in virtio_mmio virtio_console virtio_blk ext4; do add $m; done
+BB=$(command -v busybox || true)
+[ -n "$BB" ] && file -L "$BB" 2>/dev/null | grep -q 'statically linked' || BB=/bin/busybox
+cp "$BB" out/busybox
+chmod 0755 out/busybox
+for f in vmlinuz kernel.release busybox; do mv -f out/$f "$DIR/$f"; done
+rm -rf "$DIR/modules"
+mv out/modules "$DIR/modules"
+echo "guest kernel $REL in $DIR" >&2

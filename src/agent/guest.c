@@ -1,0 +1,578 @@
+/* SPDX-License-Identifier: MIT */
+/* kis-agent --guest-init: PID 1 of the microvm guest. It mounts the kernel's
+ * filesystems, loads the modules, relays virtio ports to the agent, and obeys
+ * the host's control port.
+ *
+ * Theory of operation. The initramfs holds this binary as /init, busybox,
+ * and the modules listed in /lib/modules/load. QEMU gives the guest one
+ * virtio-serial device with named ports (/sys/class/virtio-ports/X/name):
+ * "kis.ctl", a line protocol with the engine (ping, cfg JSON, sync, oom),
+ * and "kis.0".."kis.N", each backed on the host by a chardev that accepts
+ * engine connections. One relay process per port copies bytes between the
+ * port and a fresh unix connection to the agent listener (the unchanged
+ * kis_agent_serve_listener), so several execs run at once and share the
+ * durable shell's state. A virtio port has no accept: the relay learns of a
+ * new host connection from data after a read of 0 (the port driver returns
+ * 0 while the host side is closed, virtio_console.c port_fops_read) or from
+ * a HELLO frame, which the engine sends only first on a connection. The
+ * workspace is the virtio disk /dev/vda (ext4), mounted when the cfg line
+ * arrives, so one snapshot taken before cfg serves every workspace. */
+#include "util.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <linux/fs.h>
+#include <net/if.h>
+#include <poll.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+
+#include "agent/agent.h"
+#include "agent/guest.h"
+#include "agent/proto.h"
+
+#define AGENT_SOCK "/run/kis-agent.sock"
+#define MAX_PORTS 16
+#define FRAME_HDR KIS_FRAME_HDR
+
+static void klog(const char *msg)
+{
+	int fd = open("/dev/kmsg", O_WRONLY | O_CLOEXEC);
+	if (fd >= 0) {
+		dprintf(fd, "kis-guest: %s\n", msg);
+		close(fd);
+	}
+}
+
+static void mount_basics(void)
+{
+	mkdir("/dev", 0755);
+	mount("devtmpfs", "/dev", "devtmpfs", MS_NOSUID, "mode=0755");
+	mkdir("/proc", 0555);
+	mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
+	mkdir("/sys", 0555);
+	mount("sysfs", "/sys", "sysfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
+	mkdir("/dev/pts", 0755);
+	/* a PTY opened through /dev/ptmx comes from the devpts instance mounted
+	 * at the sibling "pts" directory (Documentation/filesystems/devpts.rst) */
+	mount("devpts", "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC, "ptmxmode=0666,mode=0620");
+	mkdir("/tmp", 01777);
+	mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777");
+	mkdir("/run", 0755);
+	mount("tmpfs", "/run", "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755");
+	mkdir("/workspace", 0755);
+	mkdir("/root", 0700);
+}
+
+/* finit_module(2) for each file named in /lib/modules/load, in order (the
+ * list is written dependencies first by scripts/guest/fetch-kernel.sh). */
+static void load_modules(void)
+{
+	FILE *f = fopen("/lib/modules/load", "re");
+	if (!f)
+		return;
+	char line[256];
+	while (fgets(line, sizeof(line), f)) {
+		line[strcspn(line, "\n")] = '\0';
+		if (!line[0])
+			continue;
+		char path[300];
+		snprintf(path, sizeof(path), "/lib/modules/%s", line);
+		int fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			continue;
+		if (syscall(SYS_finit_module, fd, "", 0) < 0 && errno != EEXIST) {
+			char m[400];
+			snprintf(m, sizeof(m), "cannot load %s: %s", line, strerror(errno));
+			klog(m);
+		}
+		close(fd);
+	}
+	fclose(f);
+}
+
+static int run_wait(char *const argv[])
+{
+	pid_t p = fork();
+	if (p == 0) {
+		execv(argv[0], argv);
+		_exit(127);
+	}
+	int st = 0;
+	if (p > 0)
+		waitpid(p, &st, 0);
+	return p > 0 && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* The port device named NAME, found through sysfs (no udev in the guest). */
+static int find_port(const char *name, char *dev, size_t n)
+{
+	DIR *d = opendir("/sys/class/virtio-ports");
+	if (!d)
+		return -1;
+	struct dirent *e;
+	int r = -1;
+	while (r < 0 && (e = readdir(d))) {
+		if (e->d_name[0] == '.')
+			continue;
+		char p[300], buf[64] = "";
+		snprintf(p, sizeof(p), "/sys/class/virtio-ports/%s/name", e->d_name);
+		int fd = open(p, O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			continue;
+		ssize_t k = read(fd, buf, sizeof(buf) - 1);
+		close(fd);
+		if (k <= 0)
+			continue;
+		buf[k] = '\0';
+		buf[strcspn(buf, "\n")] = '\0';
+		if (!strcmp(buf, name)) {
+			snprintf(dev, n, "/dev/%s", e->d_name);
+			r = 0;
+		}
+	}
+	closedir(d);
+	return r;
+}
+
+static int open_port(const char *name)
+{
+	char dev[300];
+	for (int i = 0; i < 500; i++) { /* up to 5 s for the driver's probe */
+		if (find_port(name, dev, sizeof(dev)) == 0) {
+			int fd = open(dev, O_RDWR | O_NONBLOCK | O_CLOEXEC);
+			if (fd >= 0) {
+				/* SIGIO when the host side opens or sends (port_fops_fasync) */
+				fcntl(fd, F_SETOWN, getpid());
+				fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_ASYNC);
+				return fd;
+			}
+		}
+		struct timespec ts = {0, 10 * 1000 * 1000};
+		nanosleep(&ts, NULL);
+	}
+	return -1;
+}
+
+/* Wait until the host side may have opened or written: SIGIO, or 200 ms. */
+static void wait_host(void)
+{
+	sigset_t s;
+	sigemptyset(&s);
+	sigaddset(&s, SIGIO);
+	struct timespec ts = {0, 200 * 1000 * 1000};
+	sigtimedwait(&s, NULL, &ts);
+}
+
+static int connect_agent(void)
+{
+	for (int i = 0; i < 500; i++) {
+		int c = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		struct sockaddr_un sa = {.sun_family = AF_UNIX};
+		snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", AGENT_SOCK);
+		if (c >= 0 && connect(c, (struct sockaddr *)&sa, sizeof(sa)) == 0)
+			return c;
+		if (c >= 0)
+			close(c);
+		struct timespec ts = {0, 10 * 1000 * 1000};
+		nanosleep(&ts, NULL);
+	}
+	return -1;
+}
+
+static int write_all_fd(int fd, const uint8_t *p, size_t n)
+{
+	while (n > 0) {
+		ssize_t w = RETRY_EINTR(write(fd, p, n));
+		if (w < 0)
+			return -1;
+		p += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
+/* ---- one relay per agent port ---- */
+
+struct relay {
+	int port, conn;
+	bool hello_seen;
+	/* host -> agent: frame boundaries, to see a HELLO that starts a new
+	 * host connection the port gave no sign of */
+	uint8_t hdr[FRAME_HDR];
+	size_t hdr_len;
+	uint32_t body_left;
+	/* agent -> host: bytes read from the agent, not yet taken by the port */
+	uint8_t out[65536];
+	size_t out_off, out_len;
+};
+
+static void relay_drop(struct relay *r)
+{
+	if (r->conn >= 0)
+		close(r->conn);
+	r->conn = -1;
+	r->hello_seen = false;
+	r->hdr_len = 0;
+	r->body_left = 0;
+	r->out_off = r->out_len = 0;
+}
+
+/* Host bytes, forwarded frame by frame. */
+static void relay_from_host(struct relay *r, const uint8_t *p, size_t n)
+{
+	while (n > 0) {
+		if (r->body_left) {
+			size_t k = n < r->body_left ? n : r->body_left;
+			if (r->conn >= 0 && write_all_fd(r->conn, p, k) < 0)
+				relay_drop(r);
+			r->body_left -= (uint32_t)k;
+			p += k;
+			n -= k;
+			continue;
+		}
+		size_t k = FRAME_HDR - r->hdr_len;
+		if (k > n)
+			k = n;
+		memcpy(r->hdr + r->hdr_len, p, k);
+		r->hdr_len += k;
+		p += k;
+		n -= k;
+		if (r->hdr_len < FRAME_HDR)
+			break;
+		uint32_t len = (uint32_t)r->hdr[0] | (uint32_t)r->hdr[1] << 8 |
+			       (uint32_t)r->hdr[2] << 16 | (uint32_t)r->hdr[3] << 24;
+		uint8_t type = r->hdr[4];
+		r->hdr_len = 0;
+		if (type == KIS_F_HELLO && r->hello_seen)
+			relay_drop(r); /* a new host connection: the old one is over */
+		if (r->conn < 0) {
+			r->conn = connect_agent();
+			if (getenv("KIS_GUEST_DEBUG"))
+				klog(r->conn < 0 ? "relay: no agent" : "relay: connected");
+			if (r->conn < 0)
+				return;
+		}
+		if (type == KIS_F_HELLO)
+			r->hello_seen = true;
+		/* the agent's decoder judges the frame; we only need its length,
+		 * capped so garbage cannot make us swallow the next connection */
+		r->body_left = len > KIS_FRAME_MAX ? 0 : len;
+		if (write_all_fd(r->conn, r->hdr, FRAME_HDR) < 0)
+			relay_drop(r);
+	}
+}
+
+static _Noreturn void relay_main(const char *name)
+{
+	sigset_t s;
+	sigemptyset(&s);
+	sigaddset(&s, SIGIO);
+	sigprocmask(SIG_BLOCK, &s, NULL);
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	struct relay r = {.port = open_port(name), .conn = -1};
+	if (r.port < 0) {
+		klog("relay: no port");
+		_exit(1);
+	}
+	uint8_t buf[65536];
+	for (;;) {
+		struct pollfd pfd[2] = {{.fd = r.port, .events = POLLIN}, {.fd = -1}};
+		if (r.out_len > r.out_off)
+			pfd[0].events |= POLLOUT;
+		else if (r.conn >= 0)
+			pfd[1] = (struct pollfd){.fd = r.conn, .events = POLLIN};
+		if (poll(pfd, 2, -1) < 0)
+			continue;
+		if (pfd[0].revents & (POLLIN | POLLHUP)) {
+			ssize_t k = read(r.port, buf, sizeof(buf));
+			if (k > 0) {
+				relay_from_host(&r, buf, (size_t)k);
+			} else if (k == 0) {
+				/* the host side is closed: end the agent connection
+				 * (which cancels its exec) and wait for the next one */
+				relay_drop(&r);
+				wait_host();
+				continue;
+			}
+		}
+		if (r.out_len > r.out_off && (pfd[0].revents & POLLOUT)) {
+			ssize_t w = write(r.port, r.out + r.out_off, r.out_len - r.out_off);
+			if (w > 0)
+				r.out_off += (size_t)w;
+			if (r.out_off == r.out_len)
+				r.out_off = r.out_len = 0;
+		}
+		if (pfd[1].fd >= 0 && pfd[1].revents) {
+			ssize_t k = read(r.conn, r.out, sizeof(r.out));
+			if (k > 0) {
+				r.out_off = 0;
+				r.out_len = (size_t)k;
+			} else {
+				/* the agent closed (a protocol error): the host sees
+				 * nothing more on this connection until it reconnects */
+				close(r.conn);
+				r.conn = -1;
+			}
+		}
+	}
+}
+
+/* ---- the control port ---- */
+
+static pid_t agent_pid;
+
+static int set_lo_up(void)
+{
+	int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (s < 0)
+		return -1;
+	struct ifreq ifr = {0};
+	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "lo");
+	int r = ioctl(s, SIOCGIFFLAGS, &ifr);
+	if (r == 0) {
+		ifr.ifr_flags |= IFF_UP;
+		r = ioctl(s, SIOCSIFFLAGS, &ifr);
+	}
+	close(s);
+	return r;
+}
+
+/* Mount the workspace disk (ext4 on /dev/vda). The page cache may hold
+ * blocks read from the disk the snapshot was taken with: drop them first
+ * (BLKFLSBUF, blockdev(8) --flushbufs). With "sync" every write reaches the
+ * host's image before the syscall returns, so a VM that is killed (session
+ * destroy) loses nothing the command was told was written. */
+static int mount_workspace(const char *target, bool sync_writes, char *msg, size_t n)
+{
+	int fd = open("/dev/vda", O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		snprintf(msg, n, "no workspace disk: %s", strerror(errno));
+		return -1;
+	}
+	ioctl(fd, BLKFLSBUF, 0);
+	close(fd);
+	mkdir(target, 0755);
+	if (mount("/dev/vda", target, "ext4", MS_NOSUID | MS_NODEV | (sync_writes ? MS_SYNCHRONOUS : 0),
+		  NULL) < 0) {
+		snprintf(msg, n, "cannot mount the workspace: %s", strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+static int start_agent(json_t *cfg, char *msg, size_t n)
+{
+	const char *root = json_string_value(json_object_get(cfg, "root"));
+	const char *net = json_string_value(json_object_get(cfg, "net"));
+	const char *cwd = json_string_value(json_object_get(cfg, "cwd"));
+	bool disk = json_is_true(json_object_get(cfg, "disk"));
+	bool sync_writes = json_is_true(json_object_get(cfg, "sync"));
+	bool root_ws = root && !strcmp(root, "workspace");
+	if (net && !strcmp(net, "loopback") && set_lo_up() < 0) {
+		snprintf(msg, n, "cannot bring lo up: %s", strerror(errno));
+		return -1;
+	}
+	if (disk && mount_workspace(root_ws ? "/mnt/ws" : "/workspace", sync_writes, msg, n) < 0)
+		return -1;
+	if (root_ws && !disk) {
+		snprintf(msg, n, "root: workspace needs a workspace");
+		return -1;
+	}
+	unlink(AGENT_SOCK);
+	int l = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", AGENT_SOCK);
+	if (l < 0 || bind(l, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(l, 16) < 0) {
+		snprintf(msg, n, "cannot create the agent socket: %s", strerror(errno));
+		return -1;
+	}
+	/* environment of the durable shell: what the host sends */
+	json_t *env = json_object_get(cfg, "env");
+	size_t ne = json_array_size(env);
+	char **envp = calloc(ne + 1, sizeof(*envp));
+	for (size_t i = 0; envp && i < ne; i++)
+		envp[i] = (char *)json_string_value(json_array_get(env, i));
+	pid_t p = fork();
+	if (p == 0) {
+		sigset_t none;
+		sigemptyset(&none);
+		sigprocmask(SIG_SETMASK, &none, NULL);
+		if (root_ws) {
+			/* the workspace as root: the kernel filesystems inside it
+			 * where it has the directories for them */
+			mount("proc", "/mnt/ws/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
+			mount("/dev", "/mnt/ws/dev", NULL, MS_BIND | MS_REC, NULL);
+			mount("tmpfs", "/mnt/ws/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777");
+			if (chroot("/mnt/ws") < 0)
+				_exit(1);
+		}
+		if (chdir(cwd ? cwd : root_ws ? "/" : "/workspace") < 0 && chdir("/") < 0)
+			_exit(1);
+		extern char **environ;
+		environ = envp ? envp : environ;
+		_exit(kis_agent_serve_listener(l));
+	}
+	close(l);
+	free(envp);
+	if (p < 0) {
+		snprintf(msg, n, "cannot fork: %s", strerror(errno));
+		return -1;
+	}
+	agent_pid = p;
+	return 0;
+}
+
+static unsigned long oom_kills(void)
+{
+	FILE *f = fopen("/proc/vmstat", "re");
+	char line[128];
+	unsigned long v = 0;
+	while (f && fgets(line, sizeof(line), f))
+		if (!strncmp(line, "oom_kill ", 9))
+			v = strtoul(line + 9, NULL, 10);
+	if (f)
+		fclose(f);
+	return v;
+}
+
+static void ctl_reply(int fd, const char *s)
+{
+	/* the port is non-blocking: wait for room (the host reads replies) */
+	size_t n = strlen(s), off = 0;
+	while (off < n) {
+		ssize_t w = write(fd, s + off, n - off);
+		if (w > 0) {
+			off += (size_t)w;
+			continue;
+		}
+		if (w < 0 && errno != EAGAIN && errno != EINTR)
+			return;
+		struct pollfd p = {.fd = fd, .events = POLLOUT};
+		if (poll(&p, 1, 1000) <= 0 || (p.revents & POLLHUP))
+			return;
+	}
+}
+
+static void ctl_line(int fd, char *line)
+{
+	char msg[512];
+	if (!strcmp(line, "ping")) {
+		ctl_reply(fd, "pong\n");
+	} else if (!strncmp(line, "cfg ", 4)) {
+		json_error_t je;
+		json_t *cfg = json_loads(line + 4, 0, &je);
+		if (agent_pid > 0) {
+			ctl_reply(fd, "err already configured\n");
+		} else if (!cfg) {
+			ctl_reply(fd, "err bad cfg\n");
+		} else if (start_agent(cfg, msg, sizeof(msg)) < 0) {
+			char out[600];
+			snprintf(out, sizeof(out), "err %s\n", msg);
+			ctl_reply(fd, out);
+		} else {
+			ctl_reply(fd, "ok\n");
+		}
+		json_decref(cfg);
+	} else if (!strcmp(line, "sync")) {
+		sync();
+		ctl_reply(fd, "ok\n");
+	} else if (!strcmp(line, "oom")) {
+		snprintf(msg, sizeof(msg), "%lu\n", oom_kills());
+		ctl_reply(fd, msg);
+	} else {
+		ctl_reply(fd, "err unknown\n");
+	}
+}
+
+/* kis.ports=N on the kernel command line: how many agent ports QEMU has. */
+static int cmdline_ports(void)
+{
+	char buf[4096];
+	int fd = open("/proc/cmdline", O_RDONLY | O_CLOEXEC);
+	ssize_t k = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
+	if (fd >= 0)
+		close(fd);
+	if (k <= 0)
+		return 1;
+	buf[k] = '\0';
+	const char *p = strstr(buf, "kis.ports=");
+	int n = p ? atoi(p + 10) : 1;
+	return n < 1 ? 1 : n > MAX_PORTS ? MAX_PORTS : n;
+}
+
+static void reap(void)
+{
+	int st;
+	pid_t p;
+	while ((p = waitpid(-1, &st, WNOHANG)) > 0)
+		if (p == agent_pid)
+			agent_pid = -1; /* the agent died: refuse new cfg, the host sees no reply */
+}
+
+int kis_agent_guest_init(void)
+{
+	if (getpid() != 1)
+		return 2;
+	mount_basics();
+	load_modules();
+	char *inst[] = {"/bin/busybox", "--install", "-s", "/bin", NULL};
+	run_wait(inst);
+	setenv("PATH", "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin", 1);
+	setenv("HOME", "/root", 1);
+	sigset_t s;
+	sigemptyset(&s);
+	sigaddset(&s, SIGIO);
+	sigprocmask(SIG_BLOCK, &s, NULL);
+	signal(SIGPIPE, SIG_IGN);
+	for (int i = 0; i < cmdline_ports(); i++) {
+		if (fork() == 0) {
+			char name[32];
+			snprintf(name, sizeof(name), "kis.%d", i);
+			relay_main(name);
+		}
+	}
+	int ctl = open_port("kis.ctl");
+	if (ctl < 0) {
+		klog("no control port");
+		for (;;)
+			pause();
+	}
+	char line[65536];
+	size_t len = 0;
+	for (;;) {
+		reap();
+		struct pollfd p = {.fd = ctl, .events = POLLIN};
+		if (poll(&p, 1, 1000) <= 0)
+			continue;
+		ssize_t k = read(ctl, line + len, sizeof(line) - 1 - len);
+		if (k == 0) {
+			len = 0; /* the host closed: a partial line is void */
+			wait_host();
+			continue;
+		}
+		if (k < 0)
+			continue;
+		len += (size_t)k;
+		char *nl;
+		while ((nl = memchr(line, '\n', len))) {
+			*nl = '\0';
+			ctl_line(ctl, line);
+			size_t used = (size_t)(nl - line) + 1;
+			memmove(line, nl + 1, len - used);
+			len -= used;
+		}
+		if (len == sizeof(line) - 1)
+			len = 0;
+	}
+}

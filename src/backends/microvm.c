@@ -1,0 +1,618 @@
+/* SPDX-License-Identifier: MIT */
+/* The microvm backend: QEMU's microvm machine with Debian's cloud kernel and
+ * the agent as /init, one VM per run or per session.
+ *
+ * Theory of operation. A run: the workspace becomes an ext4 image (the
+ * guest's /workspace, or its root), QEMU starts by restoring a snapshot of a
+ * guest booted to its ready point (made once per memory size, vCPUs and
+ * disk size class; a cold boot when none can be had), the control port
+ * sends the run's configuration (root, network, env), one exec goes over an
+ * agent port (docs/protocol.md, relayed inside the guest to the agent), the
+ * guest syncs, QEMU quits, and the image's tree is mirrored back into the
+ * host workspace. A session: the same VM, detached, with agent port 0 on
+ * the session's agent.sock (its listening fd handed to QEMU's chardev), so
+ * the engine's exec path reaches the guest agent with no process of ours in
+ * between; the workspace disk is mounted with synchronous writes and copied
+ * back by end_session. Limits: wall, CPU, output, file size and open files
+ * by the agent inside the guest (wall also by the engine's clock, which
+ * kills the VM); memory is the VM's RAM; pids are refused. */
+#include "util.h"
+
+#include <fcntl.h>
+#include <jansson.h>
+#include <poll.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+
+#include "agent/exec_json.h"
+#include "agent/proto.h"
+#include "backends/common.h"
+#include "backends/microvm_vm.h"
+#include "kis/backend.h"
+
+#define MIN_MEM_MIB 128u
+
+static void microvm_probe(struct kis_caps *c)
+{
+	memset(c, 0, sizeof(*c));
+	if (!kis_mvm_guest_present(c->why_absent, sizeof(c->why_absent)))
+		return;
+	c->present = true;
+	c->shell = true;
+	c->native = true;
+	c->tty = true; /* a PTY inside the guest, resizes over the channel */
+	c->cow = false; /* the workspace is copied into a per-run image, see README */
+	c->snapshot = true;
+	c->net_modes = (1u << KIS_NET_OFF) | (1u << KIS_NET_LOOPBACK);
+	c->limits = KIS_LIMIT_WALL | KIS_LIMIT_CPU | KIS_LIMIT_MEMORY | KIS_LIMIT_OUTPUT |
+		    KIS_LIMIT_FILE | KIS_LIMIT_OPEN_FILES;
+	const char *a = kis_mvm_accel_cached();
+	if (!a && kis_probe_thorough()) {
+		struct kis_mvm_guest g;
+		struct kis_error *err = NULL;
+		char buf[8];
+		if (kis_mvm_guest_open(&g, &err) == 0 && kis_mvm_accel(&g, buf, &err) == 0)
+			snprintf(c->accel, sizeof(c->accel), "%s", buf);
+		kis_error_free(err);
+		kis_mvm_guest_release(&g);
+	} else {
+		snprintf(c->accel, sizeof(c->accel), "%s", a ? a : "tcg?");
+	}
+}
+
+struct kis_plan {
+	char **argv;
+	char **envp;
+	char *cwd;
+	struct kis_limits limits;
+	struct kis_io io;
+	const char *ws_path;
+	enum kis_root_mode root;
+	enum kis_net_mode net;
+	unsigned mem_mib, vcpus;
+	const char *sandbox_id;
+};
+
+static void strv_free(char **v)
+{
+	for (size_t i = 0; v && v[i]; i++)
+		free(v[i]);
+	free(v);
+}
+
+static int microvm_plan(const struct kis_caps *caps, const struct kis_run_request *req,
+			struct kis_plan **out, struct kis_error **err)
+{
+	const struct kis_profile *p = req->profile;
+	if (!caps->present)
+		return kis_error_set(err, KIS_E_TIER_UNAVAILABLE, 0, "microvm: %s", caps->why_absent);
+	TRY(kis_check_limits(caps, p, "microvm", err));
+	if (p->net != KIS_NET_OFF && p->net != KIS_NET_LOOPBACK)
+		return kis_error_set(err, KIS_E_PROFILE_UNSATISFIABLE, 0,
+				     "network.mode: the microvm has no network device; use 'off' or "
+				     "'loopback'");
+	if (p->root == KIS_ROOT_WORKSPACE && !req->workspace_path)
+		return kis_error_set(err, KIS_E_PROFILE_UNSATISFIABLE, 0,
+				     "root: 'workspace' needs a workspace (--base or --workspace)");
+	/* the guest's RAM is the memory limit: it holds the guest kernel too,
+	 * so a limit below what the guest needs to boot cannot be honoured */
+	uint64_t mib = req->limits.memory_bytes >> 20;
+	if (mib < MIN_MEM_MIB)
+		return kis_error_set(err, KIS_E_PROFILE_UNSATISFIABLE, 0,
+				     "limits.memory_bytes: the microvm's memory is its RAM, at least "
+				     "%u MiB",
+				     MIN_MEM_MIB);
+	if (mib > (64u << 10))
+		mib = 64u << 10;
+	struct kis_plan *pl = calloc(1, sizeof(*pl));
+	if (!pl)
+		return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "plan");
+	size_t n = 0;
+	while (req->argv && req->argv[n])
+		n++;
+	pl->argv = calloc(n + 1, sizeof(char *));
+	pl->envp = calloc(p->n_env + 3, sizeof(char *));
+	bool ok = pl->argv && pl->envp;
+	for (size_t i = 0; ok && i < n; i++)
+		ok = (pl->argv[i] = strdup(req->argv[i])) != NULL;
+	/* deny-all environment: a PATH and HOME of the guest, then the profile's */
+	size_t k = 0;
+	bool has_path = false, has_home = false;
+	for (size_t i = 0; i < p->n_env; i++) {
+		has_path |= !strncmp(p->env[i], "PATH=", 5);
+		has_home |= !strncmp(p->env[i], "HOME=", 5);
+	}
+	if (ok && !has_path)
+		ok = (pl->envp[k++] = strdup("PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin")) != NULL;
+	if (ok && !has_home)
+		ok = (pl->envp[k++] = strdup(p->root == KIS_ROOT_WORKSPACE ? "HOME=/" : "HOME=/root")) != NULL;
+	for (size_t i = 0; ok && i < p->n_env; i++)
+		ok = (pl->envp[k++] = strdup(p->env[i])) != NULL;
+	const char *cwd = p->cwd ? p->cwd : p->root == KIS_ROOT_WORKSPACE ? "/" :
+				   req->workspace_path ? "/workspace" : "/root";
+	ok = ok && (pl->cwd = strdup(cwd)) != NULL;
+	if (!ok) {
+		strv_free(pl->argv);
+		strv_free(pl->envp);
+		free(pl->cwd);
+		free(pl);
+		return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "plan");
+	}
+	pl->limits = req->limits;
+	pl->io = req->io;
+	pl->ws_path = req->workspace_path;
+	pl->root = p->root;
+	pl->net = p->net;
+	pl->mem_mib = (unsigned)mib;
+	pl->vcpus = 1;
+	pl->sandbox_id = req->sandbox_id;
+	*out = pl;
+	return 0;
+}
+
+static char *microvm_describe(const struct kis_plan *pl)
+{
+	json_t *argv = json_array(), *env = json_array();
+	for (size_t i = 0; pl->argv[i]; i++)
+		json_array_append_new(argv, json_string(pl->argv[i]));
+	for (size_t i = 0; pl->envp[i]; i++)
+		json_array_append_new(env, json_string(pl->envp[i]));
+	const char *a = kis_mvm_accel_cached();
+	json_t *o = json_pack("{s:s, s:o, s:o, s:s, s:s, s:s, s:I, s:I, s:s, s:s}", "backend",
+			      "microvm", "argv", argv, "env", env, "cwd", pl->cwd, "root",
+			      pl->root == KIS_ROOT_WORKSPACE ? "workspace" : "host", "network",
+			      pl->net == KIS_NET_LOOPBACK ? "loopback" : "off", "memory_mib",
+			      (json_int_t)pl->mem_mib, "vcpus", (json_int_t)pl->vcpus, "accel",
+			      a ? a : "measured at first run", "workspace_disk",
+			      pl->ws_path ? "ext4 image of the workspace, copied back" : "none");
+	char *s = o ? json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
+	json_decref(o);
+	return s;
+}
+
+static void microvm_plan_free(struct kis_plan *pl)
+{
+	if (!pl)
+		return;
+	strv_free(pl->argv);
+	strv_free(pl->envp);
+	free(pl->cwd);
+	free(pl);
+}
+
+/* ---- one VM ---- */
+
+struct vm {
+	struct kis_mvm_guest g;
+	char accel[8];
+	char *tdir;      /* private directory: sockets, disk, log */
+	int dfd;
+	char *disk;
+	pid_t pid;
+	int ctl;
+	bool restored;
+};
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static char *cfg_line(const struct kis_plan *pl, bool sync_writes)
+{
+	json_t *env = json_array();
+	for (size_t i = 0; pl->envp[i]; i++)
+		json_array_append_new(env, json_string(pl->envp[i]));
+	json_t *o = json_pack("{s:s, s:s, s:b, s:b, s:o, s:s}", "root",
+			      pl->root == KIS_ROOT_WORKSPACE ? "workspace" : "host", "net",
+			      pl->net == KIS_NET_LOOPBACK ? "loopback" : "off", "disk", 1, "sync",
+			      sync_writes, "env", env, "cwd", pl->cwd);
+	char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
+	json_decref(o);
+	char *line = NULL;
+	if (s && asprintf(&line, "cfg %s", s) < 0)
+		line = NULL;
+	free(s);
+	return line;
+}
+
+static void vm_stop(struct vm *v)
+{
+	if (v->pid <= 0)
+		return;
+	int qmp = v->dfd >= 0 ? kis_mvm_qmp_open(v->dfd, "qmp.sock", 500) : -1;
+	if (qmp >= 0) {
+		kis_mvm_qmp_cmd(qmp, "{\"execute\":\"quit\"}", -1, NULL, 2000);
+		close(qmp);
+	}
+	for (int i = 0; i < 300; i++) {
+		int st;
+		if (waitpid(v->pid, &st, WNOHANG) == v->pid) {
+			v->pid = 0;
+			return;
+		}
+		struct timespec ts = {0, 10 * 1000 * 1000};
+		nanosleep(&ts, NULL);
+	}
+	kill(v->pid, SIGKILL);
+	int st;
+	RETRY_EINTR(waitpid(v->pid, &st, 0));
+	v->pid = 0;
+}
+
+static void vm_release(struct vm *v)
+{
+	vm_stop(v);
+	if (v->ctl >= 0)
+		close(v->ctl);
+	if (v->dfd >= 0)
+		close(v->dfd);
+	if (v->tdir && !getenv("KIS_MICROVM_KEEP"))
+		kis_mvm_rmtree(v->tdir);
+	free(v->tdir);
+	free(v->disk);
+	kis_mvm_guest_release(&v->g);
+}
+
+/* Start the VM for plan pl: its files in the directory dfd (the run's
+ * private directory or the session's), agent port 0 on agent0_fd. */
+static int vm_start(struct vm *v, const struct kis_plan *pl, int dfd, const char *dpath,
+		    int agent0_fd, bool detach, bool sync_writes, struct kis_error **err)
+{
+	TRY(kis_mvm_guest_open(&v->g, err));
+	TRY(kis_mvm_accel(&v->g, v->accel, err));
+	if (asprintf(&v->disk, "%s/disk.img", dpath) < 0)
+		return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "disk");
+	uint64_t dsz = kis_mvm_disk_size_for(pl->ws_path);
+	TRY(kis_mvm_disk_make(v->disk, pl->ws_path, dsz, err));
+	struct kis_error *serr = NULL;
+	_cleanup_close_ int snap = getenv("KIS_MICROVM_NO_SNAPSHOT") ? -1 :
+		kis_mvm_snapshot(&v->g, v->accel, pl->mem_mib, pl->vcpus, dsz, &serr);
+	kis_error_free(serr); /* no snapshot: a cold boot, slower but the same guest */
+	int fds[2 + KIS_MVM_PORTS];
+	for (int i = 0; i < 2 + KIS_MVM_PORTS; i++)
+		fds[i] = -1;
+	int r = -1;
+	_cleanup_close_ int log = -1;
+	_cleanup_free_ char *line = NULL;
+	struct kis_mvm_cfg c = {.accel = v->accel, .mem_mib = pl->mem_mib, .vcpus = pl->vcpus,
+				.disk = v->disk, .snap_fd = snap, .detach = detach};
+	if ((fds[0] = kis_mvm_listen_at(dfd, "ctl.sock", err)) < 0 ||
+	    (fds[1] = kis_mvm_listen_at(dfd, "qmp.sock", err)) < 0)
+		goto out;
+	for (int i = 0; i < KIS_MVM_PORTS; i++) {
+		char name[32];
+		snprintf(name, sizeof(name), "agent-%d.sock", i);
+		if (i == 0 && agent0_fd >= 0)
+			continue;
+		if ((fds[2 + i] = kis_mvm_listen_at(dfd, name, err)) < 0)
+			goto out;
+	}
+	c.ctl_fd = fds[0];
+	c.qmp_fd = fds[1];
+	for (int i = 0; i < KIS_MVM_PORTS; i++)
+		c.agent_fd[i] = i == 0 && agent0_fd >= 0 ? agent0_fd : fds[2 + i];
+	log = openat(dfd, "qemu.log", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	c.log_fd = log;
+	if (kis_mvm_spawn(&v->g, &c, &v->pid, err) < 0)
+		goto out;
+	v->restored = snap >= 0;
+	/* a cold boot takes seconds under TCG, a restore a fraction of one */
+	v->ctl = kis_mvm_ctl_wait(dfd, 90000, detach ? 0 : v->pid);
+	if (v->ctl < 0) {
+		kis_error_set(err, KIS_E_INTERNAL, 0, "the microvm guest did not answer (%s, %s)",
+			      v->accel, v->restored ? "restored" : "cold boot");
+		goto out;
+	}
+	line = cfg_line(pl, sync_writes);
+	char rep[512];
+	if (!line || kis_mvm_ctl(v->ctl, line, rep, sizeof(rep), 30000) < 0 || strcmp(rep, "ok")) {
+		kis_error_set(err, KIS_E_INTERNAL, 0, "the microvm guest refused its setup: %s",
+			      line ? rep + (strncmp(rep, "err ", 4) ? 0 : 4) : "no memory");
+		goto out;
+	}
+	r = 0;
+out:
+	for (int i = 0; i < 2 + KIS_MVM_PORTS; i++)
+		if (fds[i] >= 0)
+			close(fds[i]);
+	return r;
+}
+
+/* ---- the exec client: one request on an agent port ---- */
+
+static void put_u32(uint8_t *b, uint32_t v)
+{
+	b[0] = (uint8_t)v;
+	b[1] = (uint8_t)(v >> 8);
+	b[2] = (uint8_t)(v >> 16);
+	b[3] = (uint8_t)(v >> 24);
+}
+
+static int keep(struct kis_stream *s, const uint8_t *p, size_t n)
+{
+	if (s->len + n + 1 > s->cap) {
+		size_t cap = s->cap ? s->cap * 2 : 4096;
+		while (cap < s->len + n + 1)
+			cap *= 2;
+		char *g = realloc(s->data, cap);
+		if (!g)
+			return -1;
+		s->data = g;
+		s->cap = cap;
+	}
+	memcpy(s->data + s->len, p, n);
+	s->len += n;
+	s->data[s->len] = '\0';
+	return 0;
+}
+
+static void write_all(int fd, const uint8_t *p, size_t n)
+{
+	while (n > 0) {
+		ssize_t w = RETRY_EINTR(write(fd, p, n));
+		if (w <= 0)
+			return;
+		p += w;
+		n -= (size_t)w;
+	}
+}
+
+/* Returns 0 with res filled, 1 when the engine's deadline passed, -1 on a failure. */
+static int exec_one(int conn, const struct kis_plan *pl, struct kis_result *res,
+		    struct kis_error **err)
+{
+	struct kis_frame_reader rd;
+	kis_frame_reader_init(&rd);
+	int r = -1;
+	uint8_t v[4];
+	put_u32(v, KIS_PROTO_VERSION);
+	struct kis_frame f;
+	int64_t deadline = now_ms() + (int64_t)pl->limits.wall_ms + 10000;
+	if (kis_frame_write(conn, KIS_F_HELLO, 0, 0, v, 4) < 0 ||
+	    kis_frame_read_blocking(&rd, conn, &f) != 1 || f.type != KIS_F_HELLO) {
+		kis_error_set(err, KIS_E_INTERNAL, errno, "the microvm's agent did not answer");
+		goto out;
+	}
+	struct kis_exec_req req = {.argv = pl->argv, .env = pl->envp, .cwd = pl->cwd,
+				   .limits = pl->limits};
+	char *body = kis_exec_req_to_json(&req);
+	if (!body || kis_frame_write(conn, KIS_F_EXEC, 0, 1, body, (uint32_t)strlen(body)) < 0) {
+		free(body);
+		kis_error_set(err, KIS_E_INTERNAL, errno, "cannot send the request");
+		goto out;
+	}
+	free(body);
+	int in_fd = pl->io.stdin_fd;
+	if (in_fd < 0)
+		kis_frame_write(conn, KIS_F_EOF, 0, 1, NULL, 0);
+	for (;;) {
+		struct pollfd pfd[3];
+		int n = 0, i_in = -1, i_c = -1;
+		pfd[n++] = (struct pollfd){.fd = conn, .events = POLLIN};
+		if (in_fd >= 0) {
+			i_in = n;
+			pfd[n++] = (struct pollfd){.fd = in_fd, .events = POLLIN};
+		}
+		if (pl->io.cancel_fd >= 0) {
+			i_c = n;
+			pfd[n++] = (struct pollfd){.fd = pl->io.cancel_fd, .events = POLLIN};
+		}
+		int left = (int)(deadline - now_ms());
+		if (left <= 0) {
+			r = 1;
+			goto out;
+		}
+		if (poll(pfd, (nfds_t)n, left) < 0) {
+			if (errno == EINTR)
+				continue;
+			kis_error_set(err, KIS_E_INTERNAL, errno, "poll");
+			goto out;
+		}
+		if (i_in >= 0 && pfd[i_in].revents) {
+			uint8_t buf[32768];
+			ssize_t k = RETRY_EINTR(read(in_fd, buf, sizeof(buf)));
+			if (k > 0) {
+				kis_frame_write(conn, KIS_F_DATA, 0, 1, buf, (uint32_t)k);
+			} else {
+				kis_frame_write(conn, KIS_F_EOF, 0, 1, NULL, 0);
+				in_fd = -1;
+			}
+		}
+		if (i_c >= 0 && pfd[i_c].revents) {
+			uint8_t b[4];
+			put_u32(b, SIGKILL);
+			kis_frame_write(conn, KIS_F_SIGNAL, 0, 1, b, 4);
+			res->reason = KIS_REASON_CANCELLED;
+		}
+		if (!pfd[0].revents)
+			continue;
+		if (kis_frame_reader_fill(&rd, conn) < 0) {
+			kis_error_set(err, KIS_E_INTERNAL, errno, "lost the microvm's agent");
+			goto out;
+		}
+		int st;
+		while ((st = kis_frame_reader_next(&rd, &f)) == KIS_FRAME_OK) {
+			if (f.type == KIS_F_DATA && (f.stream == 1 || f.stream == 2)) {
+				struct kis_stream *s = &res->streams[f.stream - 1];
+				s->bytes += f.len;
+				if (pl->io.capture) {
+					if (keep(s, f.payload, f.len) < 0) {
+						kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "output");
+						goto out;
+					}
+				} else {
+					write_all(f.stream == 1 ? pl->io.stdout_fd : pl->io.stderr_fd,
+						  f.payload, f.len);
+				}
+			} else if (f.type == KIS_F_EXIT) {
+				bool cancelled = res->reason == KIS_REASON_CANCELLED;
+				r = kis_exit_from_json((const char *)f.payload, f.len, res, err);
+				if (r == 0 && cancelled)
+					res->reason = KIS_REASON_CANCELLED;
+				goto out;
+			} else if (f.type == KIS_F_ERROR) {
+				json_error_t je;
+				json_t *e = json_loadb((const char *)f.payload, f.len, 0, &je);
+				const char *msg = json_string_value(json_object_get(e, "message"));
+				kis_error_set(err, KIS_E_INTERNAL, 0, "microvm agent: %s",
+					      msg ? msg : "unknown error");
+				json_decref(e);
+				goto out;
+			}
+		}
+		if (st < 0) {
+			/* the guest is not trusted to frame well: a bad frame ends the
+			 * run as a failure of the engine, never a crash */
+			kis_error_set(err, KIS_E_INTERNAL, 0, "the microvm's agent sent a bad frame: %s",
+				      kis_frame_status_text(st));
+			goto out;
+		}
+		if (rd.eof) {
+			kis_error_set(err, KIS_E_INTERNAL, 0,
+				      "the microvm's agent closed the channel before the exit");
+			goto out;
+		}
+	}
+out:
+	kis_frame_reader_release(&rd);
+	return r;
+}
+
+static unsigned long oom_count(int ctl)
+{
+	char rep[64];
+	if (ctl < 0 || kis_mvm_ctl(ctl, "oom", rep, sizeof(rep), 5000) < 0)
+		return 0;
+	return strtoul(rep, NULL, 10);
+}
+
+static int microvm_run(struct kis_plan *pl, struct kis_result *res, struct kis_error **err)
+{
+	struct vm v = {.dfd = -1, .ctl = -1};
+	int r = -1;
+	_cleanup_close_ int conn = -1;
+	if (kis_mvm_tmpdir(&v.tdir, err) < 0)
+		return -1;
+	v.dfd = open(v.tdir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (v.dfd < 0) {
+		kis_error_set(err, KIS_E_INTERNAL, errno, "cannot open '%s'", v.tdir);
+		goto out;
+	}
+	if (vm_start(&v, pl, v.dfd, v.tdir, -1, false, false, err) < 0)
+		goto out;
+	conn = kis_mvm_connect_at(v.dfd, "agent-0.sock");
+	if (conn < 0) {
+		kis_error_set(err, KIS_E_INTERNAL, errno, "cannot reach the microvm's agent port");
+		goto out;
+	}
+	unsigned long oom0 = oom_count(v.ctl);
+	int x = exec_one(conn, pl, res, err);
+	if (x < 0)
+		goto out;
+	if (x == 1) {
+		res->reason = KIS_REASON_TIMEOUT;
+		res->exit_code = -1;
+		res->signal = SIGKILL;
+	} else if (res->reason == KIS_REASON_SIGNALED && res->signal == SIGKILL &&
+		   oom_count(v.ctl) > oom0) {
+		/* the guest's OOM killer ended it: its RAM is the memory limit */
+		res->reason = KIS_REASON_MEMORY_LIMIT;
+	}
+	if (pl->ws_path) {
+		char rep[32];
+		if (x == 0 && kis_mvm_ctl(v.ctl, "sync", rep, sizeof(rep), 30000) < 0) {
+			kis_error_set(err, KIS_E_INTERNAL, 0, "the microvm guest did not sync its disk");
+			goto out;
+		}
+		vm_stop(&v);
+		if (kis_mvm_disk_sync_back(v.disk, pl->ws_path, err) < 0)
+			goto out;
+	}
+	r = 0;
+out:
+	vm_release(&v);
+	return r;
+}
+
+/* ---- sessions: the VM is the session ---- */
+
+static int microvm_start_session(struct kis_plan *pl, const struct kis_session_ctx *ctx,
+				 pid_t *pid, struct kis_error **err)
+{
+	struct vm v = {.dfd = -1, .ctl = -1};
+	/* files in the session's directory: QEMU's sockets, the disk, the log;
+	 * the workspace path, for end_session's copy back */
+	if (pl->ws_path) {
+		_cleanup_close_ int f = openat(ctx->dir_fd, "microvm-workspace",
+					       O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+		if (f < 0 || write(f, pl->ws_path, strlen(pl->ws_path)) < 0)
+			return kis_error_set(err, KIS_E_INTERNAL, errno, "session files");
+	}
+	int r = vm_start(&v, pl, ctx->dir_fd, ctx->dir_path, ctx->listen_fd, true, true, err);
+	if (r == 0)
+		*pid = v.pid;
+	else if (v.pid > 0)
+		kill(v.pid, SIGKILL);
+	v.pid = 0; /* the session owns it now */
+	if (v.ctl >= 0)
+		close(v.ctl);
+	kis_mvm_guest_release(&v.g);
+	free(v.disk);
+	return r;
+}
+
+static int microvm_end_session(const struct kis_session_ctx *ctx, struct kis_error **err)
+{
+	/* the engine has stopped QEMU (SIGTERM, then SIGKILL): every write the
+	 * guest made reached the image (synchronous mount) */
+	char ws[4096] = "";
+	_cleanup_close_ int f = openat(ctx->dir_fd, "microvm-workspace", O_RDONLY | O_CLOEXEC);
+	ssize_t k = f >= 0 ? read(f, ws, sizeof(ws) - 1) : -1;
+	if (k > 0 && ctx->dir_path) {
+		ws[k] = '\0';
+		_cleanup_free_ char *disk = NULL;
+		if (asprintf(&disk, "%s/disk.img", ctx->dir_path) < 0)
+			return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "disk");
+		if (access(disk, R_OK) == 0) {
+			TRY(kis_mvm_disk_sync_back(disk, ws, err));
+			unlink(disk);
+		}
+	}
+	return 0;
+}
+
+static const char *microvm_session_state(const struct kis_session_ctx *ctx)
+{
+	/* QMP answers only while QEMU runs; its status tells a paused VM */
+	int q = kis_mvm_qmp_open(ctx->dir_fd, "qmp.sock", 300);
+	if (q < 0)
+		return NULL; /* judged from the pid */
+	char *rep = NULL;
+	const char *st = NULL;
+	if (kis_mvm_qmp_cmd(q, "{\"execute\":\"query-status\"}", -1, &rep, 1000) == 0)
+		st = strstr(rep, "\"running\"") ? "running" : "paused";
+	free(rep);
+	close(q);
+	return st;
+}
+
+const struct kis_backend kis_backend_microvm = {
+	.name = "microvm",
+	.tier = KIS_TIER_MICROVM,
+	.probe = microvm_probe,
+	.plan = microvm_plan,
+	.describe = microvm_describe,
+	.run = microvm_run,
+	.plan_free = microvm_plan_free,
+	.start_session = microvm_start_session,
+	.end_session = microvm_end_session,
+	.session_state = microvm_session_state,
+};

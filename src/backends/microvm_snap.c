@@ -1,0 +1,247 @@
+/* SPDX-License-Identifier: MIT */
+/* The microvm's accelerator verdict (does KVM run this guest, measured by a
+ * boot) and its snapshots (a booted guest saved by QEMU migration). */
+#include "util.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+
+#include "backends/microvm_vm.h"
+
+static void stop_vm(pid_t pid, int qmp)
+{
+	if (qmp >= 0)
+		kis_mvm_qmp_cmd(qmp, "{\"execute\":\"quit\"}", -1, NULL, 2000);
+	for (int i = 0; i < 200; i++) {
+		int st;
+		if (waitpid(pid, &st, WNOHANG) == pid)
+			return;
+		struct timespec ts = {0, 10 * 1000 * 1000};
+		nanosleep(&ts, NULL);
+	}
+	kill(pid, SIGKILL);
+	int st;
+	RETRY_EINTR(waitpid(pid, &st, 0));
+}
+
+/* A VM of the standard device set in the private directory tdir (dfd),
+ * with an unformatted disk of disk_bytes (the guest does not touch it
+ * before cfg). */
+static int boot_probe_vm(const struct kis_mvm_guest *g, const char *accel, unsigned mem_mib,
+			 unsigned vcpus, uint64_t disk_bytes, const char *tdir, int dfd,
+			 pid_t *pid, struct kis_error **err)
+{
+	_cleanup_free_ char *disk = NULL;
+	if (asprintf(&disk, "%s/disk.img", tdir) < 0)
+		return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "disk");
+	_cleanup_close_ int df = open(disk, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (df < 0 || ftruncate(df, (off_t)disk_bytes) < 0)
+		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot make '%s'", disk);
+	struct kis_mvm_cfg c = {.accel = accel, .mem_mib = mem_mib, .vcpus = vcpus, .disk = disk,
+				.snap_fd = -1, .log_fd = -1};
+	int fds[2 + KIS_MVM_PORTS];
+	for (int i = 0; i < 2 + KIS_MVM_PORTS; i++)
+		fds[i] = -1;
+	int r = -1;
+	fds[0] = kis_mvm_listen_at(dfd, "ctl.sock", err);
+	fds[1] = fds[0] < 0 ? -1 : kis_mvm_listen_at(dfd, "qmp.sock", err);
+	bool ok = fds[1] >= 0;
+	for (int i = 0; ok && i < KIS_MVM_PORTS; i++) {
+		char name[32];
+		snprintf(name, sizeof(name), "agent-%d.sock", i);
+		ok = (fds[2 + i] = kis_mvm_listen_at(dfd, name, err)) >= 0;
+	}
+	if (ok) {
+		c.ctl_fd = fds[0];
+		c.qmp_fd = fds[1];
+		for (int i = 0; i < KIS_MVM_PORTS; i++)
+			c.agent_fd[i] = fds[2 + i];
+		_cleanup_close_ int log = openat(dfd, "qemu.log", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
+						 0600);
+		c.log_fd = log;
+		r = kis_mvm_spawn(g, &c, pid, err);
+	}
+	for (int i = 0; i < 2 + KIS_MVM_PORTS; i++)
+		if (fds[i] >= 0)
+			close(fds[i]);
+	return r;
+}
+
+static char *cache_path(const struct kis_mvm_guest *g, const char *name)
+{
+	char *p = NULL;
+	if (asprintf(&p, "%s/%s", g->dir, name) < 0)
+		return NULL;
+	return p;
+}
+
+const char *kis_mvm_accel_cached(void)
+{
+	/* without a usable /dev/kvm the answer needs no boot */
+	int fd = open("/dev/kvm", O_RDWR | O_CLOEXEC);
+	if (fd < 0)
+		return "tcg";
+	close(fd);
+	_cleanup_free_ char *dir = kis_mvm_guest_dir();
+	_cleanup_free_ char *path = NULL;
+	if (!dir || asprintf(&path, "%s/accel", dir) < 0)
+		return NULL;
+	char buf[8] = "";
+	_cleanup_close_ int rf = open(path, O_RDONLY | O_CLOEXEC);
+	if (rf >= 0 && read(rf, buf, 3) == 3)
+		return !strncmp(buf, "kvm", 3) ? "kvm" : !strncmp(buf, "tcg", 3) ? "tcg" : NULL;
+	return NULL; /* unknown: kis_mvm_accel measures it */
+}
+
+int kis_mvm_accel(const struct kis_mvm_guest *g, char out[8], struct kis_error **err)
+{
+	const char *quick = kis_mvm_accel_cached();
+	if (quick) {
+		snprintf(out, 8, "%s", quick);
+		return 0;
+	}
+	_cleanup_free_ char *path = cache_path(g, "accel");
+	if (!path)
+		return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "accel");
+	char buf[16] = "";
+	_cleanup_close_ int rf = open(path, O_RDONLY | O_CLOEXEC);
+	if (rf >= 0 && read(rf, buf, sizeof(buf) - 1) > 0 && (!strncmp(buf, "kvm", 3) || !strncmp(buf, "tcg", 3))) {
+		snprintf(out, 8, "%.3s", buf);
+		return 0;
+	}
+	/* /dev/kvm opens; does it run a standard guest? On PVM-only hosts the
+	 * guest hangs: boot under KVM and wait for the agent's pong a few
+	 * seconds (a KVM boot answers well under one second). */
+	_cleanup_free_ char *tdir = NULL;
+	TRY(kis_mvm_tmpdir(&tdir, err));
+	int dfd = open(tdir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	pid_t pid = 0;
+	const char *verdict = "tcg";
+	if (dfd >= 0 && boot_probe_vm(g, "kvm", 128, 1, KIS_MVM_DISK_MIN, tdir, dfd, &pid, err) == 0) {
+		int c = kis_mvm_ctl_wait(dfd, 4000, pid);
+		if (c >= 0) {
+			verdict = "kvm";
+			close(c);
+		}
+		stop_vm(pid, -1);
+	} else {
+		kis_error_free(*err);
+		*err = NULL;
+	}
+	if (dfd >= 0)
+		close(dfd);
+	kis_mvm_rmtree(tdir);
+	_cleanup_free_ char *tmp = NULL;
+	if (asprintf(&tmp, "%s.%d", path, (int)getpid()) >= 0) {
+		int wf = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+		if (wf >= 0) {
+			(void)!write(wf, verdict, 3);
+			close(wf);
+			rename(tmp, path);
+		}
+	}
+	snprintf(out, 8, "%s", verdict);
+	return 0;
+}
+
+static int make_snapshot(const struct kis_mvm_guest *g, const char *accel, unsigned mem_mib,
+			 unsigned vcpus, uint64_t disk_bytes, const char *final,
+			 struct kis_error **err)
+{
+	_cleanup_free_ char *tdir = NULL;
+	TRY(kis_mvm_tmpdir(&tdir, err));
+	_cleanup_close_ int dfd = open(tdir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	_cleanup_free_ char *tmp = NULL;
+	pid_t pid = 0;
+	int qmp = -1, r = -1, sf = -1;
+	if (dfd < 0 || asprintf(&tmp, "%s.tmp.%d", final, (int)getpid()) < 0) {
+		kis_error_set(err, KIS_E_INTERNAL, errno, "snapshot");
+		goto out;
+	}
+	if (boot_probe_vm(g, accel, mem_mib, vcpus, disk_bytes, tdir, dfd, &pid, err) < 0)
+		goto out;
+	/* the agent's ready point: init done, ports open, waiting for cfg */
+	int c = kis_mvm_ctl_wait(dfd, 60000, pid);
+	if (c < 0) {
+		kis_error_set(err, KIS_E_INTERNAL, 0, "the microvm guest did not boot (%s)", accel);
+		goto out;
+	}
+	close(c); /* saved with the control port closed, as every restore finds it */
+	qmp = kis_mvm_qmp_open(dfd, "qmp.sock", 5000);
+	sf = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (qmp < 0 || sf < 0 ||
+	    kis_mvm_qmp_cmd(qmp, "{\"execute\":\"getfd\",\"arguments\":{\"fdname\":\"snap\"}}", sf,
+			    NULL, 3000) < 0 ||
+	    kis_mvm_qmp_cmd(qmp, "{\"execute\":\"migrate\",\"arguments\":{\"uri\":\"fd:snap\"}}", -1,
+			    NULL, 3000) < 0) {
+		kis_error_set(err, KIS_E_INTERNAL, errno, "cannot start saving the microvm snapshot");
+		goto out;
+	}
+	for (int i = 0; i < 6000; i++) {
+		char *rep = NULL;
+		if (kis_mvm_qmp_cmd(qmp, "{\"execute\":\"query-migrate\"}", -1, &rep, 3000) < 0)
+			break;
+		bool done = strstr(rep, "\"completed\"") != NULL;
+		bool failed = strstr(rep, "\"failed\"") != NULL || strstr(rep, "\"cancelled\"") != NULL;
+		free(rep);
+		if (done) {
+			r = 0;
+			break;
+		}
+		if (failed)
+			break;
+		struct timespec ts = {0, 20 * 1000 * 1000};
+		nanosleep(&ts, NULL);
+	}
+	if (r < 0) {
+		kis_error_set(err, KIS_E_INTERNAL, 0, "saving the microvm snapshot failed");
+		goto out;
+	}
+	if (fsync(sf) < 0 || rename(tmp, final) < 0) {
+		r = kis_error_set(err, KIS_E_INTERNAL, errno, "cannot publish the snapshot");
+		goto out;
+	}
+out:
+	if (sf >= 0)
+		close(sf);
+	if (pid > 0)
+		stop_vm(pid, qmp);
+	if (qmp >= 0)
+		close(qmp);
+	if (tmp && r < 0)
+		unlink(tmp);
+	kis_mvm_rmtree(tdir);
+	return r;
+}
+
+int kis_mvm_snapshot(const struct kis_mvm_guest *g, const char *accel, unsigned mem_mib,
+		     unsigned vcpus, uint64_t disk_bytes, struct kis_error **err)
+{
+	char name[256];
+	snprintf(name, sizeof(name), "snap-%s-%s-%um-%uc-%lug.vmstate", g->stamp, accel, mem_mib,
+		 vcpus, (unsigned long)(disk_bytes >> 30));
+	_cleanup_free_ char *final = cache_path(g, name);
+	_cleanup_free_ char *lock = cache_path(g, "snap.lock");
+	if (!final || !lock)
+		return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "snapshot");
+	int fd = open(final, O_RDONLY | O_CLOEXEC);
+	if (fd >= 0)
+		return fd;
+	/* one maker at a time; the others wait and then use its file */
+	_cleanup_close_ int lf = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	if (lf < 0 || flock(lf, LOCK_EX) < 0)
+		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot lock '%s'", lock);
+	fd = open(final, O_RDONLY | O_CLOEXEC);
+	if (fd >= 0)
+		return fd;
+	TRY(make_snapshot(g, accel, mem_mib, vcpus, disk_bytes, final, err));
+	fd = open(final, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot open '%s'", final);
+	return fd;
+}

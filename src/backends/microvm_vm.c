@@ -1,0 +1,606 @@
+/* SPDX-License-Identifier: MIT */
+/* The microvm's machinery: the guest cache and its initramfs (written here
+ * as cpio newc), QEMU's argv and start, the control port, QMP. */
+#include "util.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <string.h>
+#include <stdarg.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+
+#include "backends/microvm_vm.h"
+#include "engine/internal.h"
+#include "kis/store.h"
+
+const char *kis_mvm_qemu_path(void)
+{
+	static const char *const cands[] = {"/usr/bin/qemu-system-x86_64",
+					    "/usr/local/bin/qemu-system-x86_64"};
+	const char *env = getenv("KIS_QEMU");
+	if (env && *env)
+		return env;
+	for (size_t i = 0; i < sizeof(cands) / sizeof(cands[0]); i++)
+		if (access(cands[i], X_OK) == 0)
+			return cands[i];
+	return NULL;
+}
+
+char *kis_mvm_guest_dir(void)
+{
+	const char *env = getenv("KIS_MICROVM_GUEST_DIR");
+	if (env && *env)
+		return strdup(env);
+	struct kis_store *st = NULL;
+	struct kis_error *err = NULL;
+	if (kis_store_open(NULL, &st, &err) < 0) {
+		kis_error_free(err);
+		return NULL;
+	}
+	char *d = NULL;
+	if (asprintf(&d, "%s/cache/guest", kis_store_root(st)) < 0)
+		d = NULL;
+	kis_store_free(st);
+	return d;
+}
+
+bool kis_mvm_guest_present(char *why, size_t n)
+{
+	if (!kis_mvm_qemu_path()) {
+		snprintf(why, n, "qemu-system-x86_64 is not installed (Debian: qemu-system-x86)");
+		return false;
+	}
+	_cleanup_free_ char *d = kis_mvm_guest_dir();
+	char p[4096];
+	snprintf(p, sizeof(p), "%s/vmlinuz", d ? d : "");
+	if (!d || access(p, R_OK) < 0) {
+		snprintf(why, n, "no guest kernel in '%s': run scripts/guest/fetch-kernel.sh",
+			 d ? d : "the store's cache/guest");
+		return false;
+	}
+	snprintf(p, sizeof(p), "%s/modules/load", d);
+	if (access(p, R_OK) < 0) {
+		snprintf(why, n, "the guest cache '%s' is incomplete: run scripts/guest/fetch-kernel.sh", d);
+		return false;
+	}
+	return true;
+}
+
+/* ---- cpio newc (the initramfs format, Documentation/driver-api/early-userspace/buffer-format.rst) ---- */
+
+struct cpio {
+	FILE *f;
+	unsigned ino;
+};
+
+static void cpio_pad(struct cpio *c)
+{
+	long pos = ftell(c->f);
+	while (pos % 4) {
+		fputc(0, c->f);
+		pos++;
+	}
+}
+
+static void cpio_entry(struct cpio *c, const char *name, unsigned mode, const void *data,
+		       size_t len, unsigned rmaj, unsigned rmin)
+{
+	fprintf(c->f, "070701%08X%08X%08X%08X%08X%08X%08zX%08X%08X%08X%08X%08zX%08X", ++c->ino,
+		mode, 0u, 0u, 1u, 0u, len, 0u, 0u, rmaj, rmin, strlen(name) + 1, 0u);
+	fwrite(name, 1, strlen(name) + 1, c->f);
+	cpio_pad(c);
+	if (len)
+		fwrite(data, 1, len, c->f);
+	cpio_pad(c);
+}
+
+static int cpio_file(struct cpio *c, const char *name, const char *src, unsigned mode)
+{
+	_cleanup_close_ int fd = open(src, O_RDONLY | O_CLOEXEC);
+	struct stat st;
+	if (fd < 0 || fstat(fd, &st) < 0)
+		return -1;
+	char *buf = malloc((size_t)st.st_size + 1);
+	if (!buf)
+		return -1;
+	size_t off = 0;
+	while (off < (size_t)st.st_size) {
+		ssize_t k = RETRY_EINTR(read(fd, buf + off, (size_t)st.st_size - off));
+		if (k <= 0) {
+			free(buf);
+			return -1;
+		}
+		off += (size_t)k;
+	}
+	cpio_entry(c, name, S_IFREG | mode, buf, off, 0, 0);
+	free(buf);
+	return 0;
+}
+
+static int build_initramfs(const char *dir, const char *agent, const char *out,
+			   struct kis_error **err)
+{
+	_cleanup_free_ char *tmp = NULL;
+	if (asprintf(&tmp, "%s.tmp.%d", out, (int)getpid()) < 0)
+		return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "initramfs");
+	struct cpio c = {.f = fopen(tmp, "we")};
+	if (!c.f)
+		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot write '%s'", tmp);
+	static const char *const dirs[] = {"bin", "dev", "lib", "lib/modules", "proc", "sys",
+					   "tmp", "run", "workspace", "root", "etc", "mnt"};
+	for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++)
+		cpio_entry(&c, dirs[i], S_IFDIR | (strcmp(dirs[i], "tmp") ? 0755 : 01777), NULL, 0, 0, 0);
+	/* the kernel opens /dev/console for init's standard streams before
+	 * devtmpfs exists (init/main.c console_on_rootfs) */
+	cpio_entry(&c, "dev/console", S_IFCHR | 0600, NULL, 0, 5, 1);
+	cpio_entry(&c, "bin/sh", S_IFLNK | 0777, "busybox", 7, 0, 0);
+	static const char etc_passwd[] = "root:x:0:0:root:/root:/bin/sh\n";
+	cpio_entry(&c, "etc/passwd", S_IFREG | 0644, etc_passwd, sizeof(etc_passwd) - 1, 0, 0);
+	char src[4096];
+	int r = cpio_file(&c, "init", agent, 0755);
+	snprintf(src, sizeof(src), "%s/busybox", dir);
+	r = r < 0 ? r : cpio_file(&c, "bin/busybox", src, 0755);
+	snprintf(src, sizeof(src), "%s/modules/load", dir);
+	r = r < 0 ? r : cpio_file(&c, "lib/modules/load", src, 0644);
+	FILE *lf = r < 0 ? NULL : fopen(src, "re");
+	char line[256];
+	while (lf && r == 0 && fgets(line, sizeof(line), lf)) {
+		line[strcspn(line, "\n")] = '\0';
+		if (!line[0] || strchr(line, '/'))
+			continue;
+		char name[300];
+		snprintf(name, sizeof(name), "lib/modules/%s", line);
+		snprintf(src, sizeof(src), "%s/modules/%s", dir, line);
+		r = cpio_file(&c, name, src, 0644);
+	}
+	if (lf)
+		fclose(lf);
+	cpio_entry(&c, "TRAILER!!!", 0, NULL, 0, 0, 0);
+	if (fclose(c.f) != 0 || r < 0) {
+		unlink(tmp);
+		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot build the guest initramfs");
+	}
+	if (rename(tmp, out) < 0) {
+		unlink(tmp);
+		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot publish '%s'", out);
+	}
+	return 0;
+}
+
+int kis_mvm_guest_open(struct kis_mvm_guest *g, struct kis_error **err)
+{
+	memset(g, 0, sizeof(*g));
+	char why[256];
+	if (!kis_mvm_guest_present(why, sizeof(why)))
+		return kis_error_set(err, KIS_E_TIER_UNAVAILABLE, 0, "microvm: %s", why);
+	_cleanup_free_ char *agent = NULL;
+	TRY(kis_agent_path(&agent, err));
+	g->dir = kis_mvm_guest_dir();
+	struct stat sa, sk;
+	if (!g->dir || asprintf(&g->kernel, "%s/vmlinuz", g->dir) < 0 || stat(agent, &sa) < 0 ||
+	    stat(g->kernel, &sk) < 0) {
+		kis_mvm_guest_release(g);
+		return kis_error_set(err, KIS_E_INTERNAL, errno, "microvm guest cache");
+	}
+	/* the stamp names what the guest runs: the agent and the kernel */
+	if (asprintf(&g->stamp, "%lx-%lx-%lx", (unsigned long)sa.st_size,
+		     (unsigned long)sa.st_mtim.tv_sec, (unsigned long)sk.st_size) < 0 ||
+	    asprintf(&g->initrd, "%s/initramfs-%s.cpio", g->dir, g->stamp) < 0) {
+		kis_mvm_guest_release(g);
+		return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "microvm guest cache");
+	}
+	if (access(g->initrd, R_OK) < 0 && build_initramfs(g->dir, agent, g->initrd, err) < 0) {
+		kis_mvm_guest_release(g);
+		return -1;
+	}
+	return 0;
+}
+
+void kis_mvm_guest_release(struct kis_mvm_guest *g)
+{
+	free(g->dir);
+	free(g->kernel);
+	free(g->initrd);
+	free(g->stamp);
+	memset(g, 0, sizeof(*g));
+}
+
+/* ---- sockets ---- */
+
+static void sa_at(int dfd, const char *name, struct sockaddr_un *sa)
+{
+	memset(sa, 0, sizeof(*sa));
+	sa->sun_family = AF_UNIX;
+	snprintf(sa->sun_path, sizeof(sa->sun_path), "/proc/self/fd/%d/%s", dfd, name);
+}
+
+int kis_mvm_listen_at(int dfd, const char *name, struct kis_error **err)
+{
+	struct sockaddr_un sa;
+	sa_at(dfd, name, &sa);
+	unlinkat(dfd, name, 0);
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(fd, 16) < 0) {
+		int e = errno;
+		if (fd >= 0)
+			close(fd);
+		return kis_error_set(err, KIS_E_INTERNAL, e, "cannot make the socket '%s'", name);
+	}
+	return fd;
+}
+
+int kis_mvm_connect_at(int dfd, const char *name)
+{
+	struct sockaddr_un sa;
+	sa_at(dfd, name, &sa);
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -1;
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/* ---- QEMU ---- */
+
+struct argv_b {
+	char *v[96];
+	int n;
+	char bufs[24][160];
+	int nb;
+};
+
+static void add(struct argv_b *a, const char *s)
+{
+	if (a->n < 95)
+		a->v[a->n++] = (char *)s;
+	a->v[a->n] = NULL;
+}
+
+static const char *fmt(struct argv_b *a, const char *f, ...) __attribute__((format(printf, 2, 3)));
+static const char *fmt(struct argv_b *a, const char *f, ...)
+{
+	if (a->nb >= 24)
+		return "";
+	va_list ap;
+	va_start(ap, f);
+	vsnprintf(a->bufs[a->nb], sizeof(a->bufs[0]), f, ap);
+	va_end(ap);
+	return a->bufs[a->nb++];
+}
+
+int kis_mvm_spawn(const struct kis_mvm_guest *g, const struct kis_mvm_cfg *c, pid_t *pid,
+		  struct kis_error **err)
+{
+	const char *qemu = kis_mvm_qemu_path();
+	if (!qemu)
+		return kis_error_set(err, KIS_E_TIER_UNAVAILABLE, 0, "qemu-system-x86_64 is missing");
+	/* In the child the fds are renumbered: ctl 3, qmp 4, agents 5.., snapshot last. */
+	struct argv_b a = {.n = 0};
+	bool debug = getenv("KIS_MICROVM_DEBUG") != NULL;
+	add(&a, qemu);
+	/* rtc=on: the guest kernel calibrates its clock against it; without a
+	 * PIT or HPET, microvm under TCG otherwise hangs in TSC calibration */
+	add(&a, "-M");
+	add(&a, "microvm,rtc=on");
+	add(&a, "-accel");
+	add(&a, c->accel);
+	add(&a, "-m");
+	add(&a, fmt(&a, "%uM", c->mem_mib));
+	add(&a, "-smp");
+	add(&a, fmt(&a, "%u", c->vcpus));
+	add(&a, "-nodefaults");
+	add(&a, "-no-user-config");
+	add(&a, "-display");
+	add(&a, "none");
+	add(&a, "-no-reboot");
+	add(&a, "-serial");
+	/* no console unless debugging: a guest cannot flood the host through it */
+	add(&a, debug ? "stdio" : "none");
+	add(&a, "-kernel");
+	add(&a, g->kernel);
+	add(&a, "-initrd");
+	add(&a, g->initrd);
+	add(&a, "-append");
+	add(&a, fmt(&a, "%s panic=-1 tsc_early_khz=1000000 kis.ports=%d%s",
+		    debug ? "console=ttyS0" : "quiet", KIS_MVM_PORTS,
+		    debug ? " KIS_GUEST_DEBUG=1" : ""));
+	add(&a, "-device");
+	add(&a, "virtio-serial-device,max_ports=16");
+	add(&a, "-chardev");
+	add(&a, "socket,id=ctl,fd=3,server=on,wait=off");
+	add(&a, "-device");
+	add(&a, "virtserialport,chardev=ctl,name=kis.ctl,nr=1");
+	add(&a, "-chardev");
+	add(&a, "socket,id=qmp,fd=4,server=on,wait=off");
+	add(&a, "-mon");
+	add(&a, "chardev=qmp,mode=control");
+	for (int i = 0; i < KIS_MVM_PORTS; i++) {
+		add(&a, "-chardev");
+		add(&a, fmt(&a, "socket,id=a%d,fd=%d,server=on,wait=off", i, 5 + i));
+		add(&a, "-device");
+		add(&a, fmt(&a, "virtserialport,chardev=a%d,name=kis.%d,nr=%d", i, i, 2 + i));
+	}
+	add(&a, "-drive");
+	add(&a, fmt(&a, "if=none,id=ws,format=raw,cache=writeback,file=%s", c->disk));
+	add(&a, "-device");
+	add(&a, "virtio-blk-device,drive=ws");
+	if (c->snap_fd >= 0) {
+		/* fd: migration from an open file: no shell (exec:) needed */
+		add(&a, "-incoming");
+		add(&a, fmt(&a, "fd:%d", 5 + KIS_MVM_PORTS));
+	}
+	int src[4 + KIS_MVM_PORTS];
+	int nsrc = 0;
+	src[nsrc++] = c->ctl_fd;
+	src[nsrc++] = c->qmp_fd;
+	for (int i = 0; i < KIS_MVM_PORTS; i++)
+		src[nsrc++] = c->agent_fd[i];
+	if (c->snap_fd >= 0)
+		src[nsrc++] = c->snap_fd;
+
+	int sp[2];
+	if (pipe2(sp, O_CLOEXEC) < 0)
+		return kis_error_set(err, KIS_E_INTERNAL, errno, "pipe");
+	pid_t p = fork();
+	if (p < 0) {
+		close(sp[0]);
+		close(sp[1]);
+		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot fork");
+	}
+	if (p == 0) {
+		close(sp[0]);
+		setsid();
+		if (c->detach) {
+			pid_t g2 = fork();
+			if (g2 != 0) {
+				int32_t v = g2;
+				(void)!write(sp[1], &v, sizeof(v));
+				_exit(g2 < 0);
+			}
+		} else {
+			/* die with the engine that runs this one command */
+			prctl(PR_SET_PDEATHSIG, SIGKILL);
+		}
+		/* move the fds above the target range first, then into place */
+		int hi[4 + KIS_MVM_PORTS];
+		for (int i = 0; i < nsrc; i++)
+			hi[i] = fcntl(src[i], F_DUPFD_CLOEXEC, 64);
+		int nul = open("/dev/null", O_RDWR | O_CLOEXEC);
+		int lg = c->log_fd >= 0 ? fcntl(c->log_fd, F_DUPFD_CLOEXEC, 64) : -1;
+		dup2(nul, 0);
+		dup2(lg >= 0 ? lg : nul, 1);
+		dup2(lg >= 0 ? lg : nul, 2);
+		for (int i = 0; i < nsrc; i++)
+			if (hi[i] < 0 || dup2(hi[i], 3 + i) < 0)
+				_exit(126);
+		syscall(SYS_close_range, 3 + nsrc, ~0u, 0);
+		execv(qemu, a.v);
+		_exit(127);
+	}
+	close(sp[1]);
+	if (c->detach) {
+		int32_t v = 0;
+		ssize_t k = RETRY_EINTR(read(sp[0], &v, sizeof(v)));
+		int st;
+		RETRY_EINTR(waitpid(p, &st, 0));
+		close(sp[0]);
+		if (k != sizeof(v) || v <= 0)
+			return kis_error_set(err, KIS_E_INTERNAL, 0, "cannot start qemu");
+		*pid = v;
+		return 0;
+	}
+	close(sp[0]);
+	*pid = p;
+	return 0;
+}
+
+/* ---- the control port ---- */
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int kis_mvm_ctl(int fd, const char *line, char *reply, size_t n, int ms)
+{
+	size_t len = strlen(line);
+	if (send(fd, line, len, MSG_NOSIGNAL) != (ssize_t)len || send(fd, "\n", 1, MSG_NOSIGNAL) != 1)
+		return -1;
+	int64_t end = now_ms() + ms;
+	size_t got = 0;
+	while (got + 1 < n) {
+		int left = (int)(end - now_ms());
+		struct pollfd p = {.fd = fd, .events = POLLIN};
+		if (left <= 0 || poll(&p, 1, left) <= 0)
+			return -1;
+		ssize_t k = RETRY_EINTR(read(fd, reply + got, 1));
+		if (k <= 0)
+			return -1;
+		if (reply[got] == '\n') {
+			reply[got] = '\0';
+			return 0;
+		}
+		got++;
+	}
+	return -1;
+}
+
+int kis_mvm_ctl_wait(int dfd, int ms, pid_t pid)
+{
+	int64_t end = now_ms() + ms;
+	int fd = -1;
+	while (now_ms() < end) {
+		if (pid > 0 && kill(pid, 0) < 0)
+			break;
+		int st;
+		if (pid > 0 && waitpid(pid, &st, WNOHANG) == pid)
+			break;
+		if (fd < 0)
+			fd = kis_mvm_connect_at(dfd, "ctl.sock");
+		char r[64];
+		/* a ping sent before the guest's port opened is lost: ask again */
+		if (fd >= 0 && kis_mvm_ctl(fd, "ping", r, sizeof(r), 250) == 0 && !strcmp(r, "pong"))
+			return fd;
+		if (fd < 0) {
+			struct timespec ts = {0, 20 * 1000 * 1000};
+			nanosleep(&ts, NULL);
+		}
+	}
+	if (fd >= 0)
+		close(fd);
+	return -1;
+}
+
+/* ---- QMP (docs/interop/qmp-spec.rst): greeting, qmp_capabilities, commands ---- */
+
+static int qmp_read_msg(int fd, char **out, int ms)
+{
+	int64_t end = now_ms() + ms;
+	size_t cap = 4096, len = 0;
+	char *b = malloc(cap);
+	if (!b)
+		return -1;
+	for (;;) {
+		int left = (int)(end - now_ms());
+		struct pollfd p = {.fd = fd, .events = POLLIN};
+		if (left <= 0 || poll(&p, 1, left) <= 0)
+			break;
+		if (len + 2 >= cap) {
+			if (cap > (1u << 20))
+				break;
+			char *g = realloc(b, cap *= 2);
+			if (!g)
+				break;
+			b = g;
+		}
+		ssize_t k = RETRY_EINTR(read(fd, b + len, 1));
+		if (k <= 0)
+			break;
+		if (b[len] == '\n') {
+			b[len] = '\0';
+			*out = b;
+			return 0;
+		}
+		len++;
+	}
+	free(b);
+	return -1;
+}
+
+int kis_mvm_qmp_cmd(int fd, const char *json, int send_fd, char **reply, int ms)
+{
+	size_t len = strlen(json);
+	struct iovec iov = {.iov_base = (void *)json, .iov_len = len};
+	union {
+		char buf[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} u;
+	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
+	if (send_fd >= 0) {
+		/* getfd takes the descriptor from SCM_RIGHTS on the command */
+		memset(&u, 0, sizeof(u));
+		mh.msg_control = u.buf;
+		mh.msg_controllen = sizeof(u.buf);
+		struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+		cm->cmsg_level = SOL_SOCKET;
+		cm->cmsg_type = SCM_RIGHTS;
+		cm->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(cm), &send_fd, sizeof(int));
+	}
+	if (sendmsg(fd, &mh, MSG_NOSIGNAL) != (ssize_t)len)
+		return -1;
+	int64_t end = now_ms() + ms;
+	for (;;) {
+		char *m = NULL;
+		int left = (int)(end - now_ms());
+		if (left <= 0 || qmp_read_msg(fd, &m, left) < 0)
+			return -1;
+		/* events are interleaved with the reply: skip them */
+		if (strstr(m, "\"return\"") || strstr(m, "\"error\"")) {
+			bool ok = strstr(m, "\"error\"") == NULL;
+			if (reply)
+				*reply = m;
+			else
+				free(m);
+			return ok ? 0 : -1;
+		}
+		free(m);
+	}
+}
+
+int kis_mvm_qmp_open(int dfd, const char *name, int ms)
+{
+	int64_t end = now_ms() + ms;
+	int fd;
+	while ((fd = kis_mvm_connect_at(dfd, name)) < 0) {
+		if (now_ms() > end)
+			return -1;
+		struct timespec ts = {0, 10 * 1000 * 1000};
+		nanosleep(&ts, NULL);
+	}
+	char *greet = NULL;
+	if (qmp_read_msg(fd, &greet, (int)(end - now_ms()) + 1000) < 0 ||
+	    kis_mvm_qmp_cmd(fd, "{\"execute\":\"qmp_capabilities\"}", -1, NULL, 3000) < 0) {
+		free(greet);
+		close(fd);
+		return -1;
+	}
+	free(greet);
+	return fd;
+}
+
+/* ---- temporary directories ---- */
+
+int kis_mvm_tmpdir(char **path, struct kis_error **err)
+{
+	const char *base = getenv("XDG_RUNTIME_DIR");
+	if (!base || access(base, W_OK) < 0)
+		base = "/tmp";
+	if (asprintf(path, "%s/kis-mvm.XXXXXX", base) < 0)
+		return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "tmpdir");
+	if (!mkdtemp(*path)) {
+		int e = errno;
+		free(*path);
+		*path = NULL;
+		return kis_error_set(err, KIS_E_INTERNAL, e, "cannot make a private directory");
+	}
+	return 0;
+}
+
+static void rm_at(int dfd, const char *name)
+{
+	if (unlinkat(dfd, name, 0) == 0 || (errno != EISDIR && errno != EPERM))
+		return;
+	int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd >= 0) {
+		DIR *d = fdopendir(fd);
+		struct dirent *e;
+		while (d && (e = readdir(d)))
+			if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
+				rm_at(dirfd(d), e->d_name);
+		if (d)
+			closedir(d);
+		else
+			close(fd);
+	}
+	unlinkat(dfd, name, AT_REMOVEDIR);
+}
+
+void kis_mvm_rmtree(const char *path)
+{
+	if (path)
+		rm_at(AT_FDCWD, path);
+}

@@ -1,0 +1,84 @@
+/* SPDX-License-Identifier: MIT */
+/* Internal to the microvm backend: the guest's assets (kernel, initramfs),
+ * QEMU's argv and start, its control port and QMP, snapshots, the
+ * workspace disk and its copy back to the host. */
+#ifndef KIS_BACKENDS_MICROVM_VM_H
+#define KIS_BACKENDS_MICROVM_VM_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "kis/error.h"
+
+#define KIS_MVM_PORTS 4          /* agent ports per VM (kis.0 .. kis.3) */
+#define KIS_MVM_DISK_MIN (1ull << 30)
+
+/* The guest cache: $KIS_MICROVM_GUEST_DIR, else <store>/cache/guest, filled
+ * by scripts/guest/fetch-kernel.sh; the engine adds the initramfs, the
+ * accelerator verdict and the snapshots. */
+struct kis_mvm_guest {
+	char *dir;
+	char *kernel;   /* dir/vmlinuz */
+	char *initrd;   /* dir/initramfs-<agent stamp>.cpio */
+	char *stamp;    /* identifies kernel + initramfs, for snapshot names */
+};
+
+/* Is a guest kernel there (cheap: no build)? why receives what is missing. */
+char *kis_mvm_guest_dir(void);
+bool kis_mvm_guest_present(char *why, size_t n);
+/* Find the cache and build the initramfs if it is missing or older than the agent. */
+int kis_mvm_guest_open(struct kis_mvm_guest *g, struct kis_error **err);
+void kis_mvm_guest_release(struct kis_mvm_guest *g);
+const char *kis_mvm_qemu_path(void);
+
+/* One VM's start. Sockets are listening fds the backend made. */
+struct kis_mvm_cfg {
+	const char *accel;     /* "kvm" or "tcg" */
+	unsigned mem_mib, vcpus;
+	const char *disk;      /* raw ext4 image */
+	int ctl_fd, qmp_fd;
+	int agent_fd[KIS_MVM_PORTS];
+	int snap_fd;           /* -incoming fd:N (restore), or -1 */
+	int log_fd;            /* QEMU's stderr (and the guest console when debugging), or -1 */
+	bool detach;           /* a session: leave our session and parentage */
+};
+
+int kis_mvm_spawn(const struct kis_mvm_guest *g, const struct kis_mvm_cfg *c, pid_t *pid,
+		  struct kis_error **err);
+
+/* A listening unix socket NAME in the directory dfd (path-length safe). */
+int kis_mvm_listen_at(int dfd, const char *name, struct kis_error **err);
+int kis_mvm_connect_at(int dfd, const char *name);
+
+/* The control port: send one line, read one reply line, within ms. */
+int kis_mvm_ctl(int fd, const char *line, char *reply, size_t n, int ms);
+/* Connect to ctl and repeat "ping" until "pong" or the deadline. */
+int kis_mvm_ctl_wait(int dfd, int ms, pid_t pid);
+
+/* QMP: connect, negotiate, then one command and its "return". */
+int kis_mvm_qmp_open(int dfd, const char *name, int ms);
+int kis_mvm_qmp_cmd(int fd, const char *json, int send_fd, char **reply, int ms);
+
+/* The accelerator that runs our guest here, measured once and cached. */
+const char *kis_mvm_accel_cached(void);
+int kis_mvm_accel(const struct kis_mvm_guest *g, char out[8], struct kis_error **err);
+
+/* The snapshot of a booted guest with this memory, vCPUs and disk size:
+ * made on first use (cold boot to the agent's ready point, QEMU migration
+ * to a file). Returns an fd open on it, or -1 with err. */
+int kis_mvm_snapshot(const struct kis_mvm_guest *g, const char *accel, unsigned mem_mib,
+		     unsigned vcpus, uint64_t disk_bytes, struct kis_error **err);
+
+/* The workspace as an ext4 image of disk_bytes (mkfs.ext4 -d), and back:
+ * the image's tree mirrored into the host directory (debugfs rdump). */
+int kis_mvm_disk_make(const char *img, const char *src_dir, uint64_t disk_bytes,
+		      struct kis_error **err);
+uint64_t kis_mvm_disk_size_for(const char *src_dir);
+int kis_mvm_disk_sync_back(const char *img, const char *dst_dir, struct kis_error **err);
+
+/* Make a private 0700 directory for one run's sockets and disk. */
+int kis_mvm_tmpdir(char **path, struct kis_error **err);
+void kis_mvm_rmtree(const char *path);
+
+#endif
