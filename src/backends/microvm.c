@@ -205,6 +205,18 @@ static int64_t now_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+/* KIS_MICROVM_TRACE=1: phase times on stderr, for bench/microvm.sh only */
+static void trace(const char *what)
+{
+	static int64_t t0;
+	if (!getenv("KIS_MICROVM_TRACE"))
+		return;
+	int64_t t = now_ms();
+	if (!t0)
+		t0 = t;
+	dprintf(2, "microvm: %6lld ms %s\n", (long long)(t - t0), what);
+}
+
 static char *cfg_line(const struct kis_plan *pl, bool sync_writes)
 {
 	json_t *env = json_array();
@@ -212,7 +224,7 @@ static char *cfg_line(const struct kis_plan *pl, bool sync_writes)
 		json_array_append_new(env, json_string(pl->envp[i]));
 	json_t *o = json_pack("{s:s, s:s, s:b, s:b, s:o, s:s}", "root",
 			      pl->root == KIS_ROOT_WORKSPACE ? "workspace" : "host", "net",
-			      pl->net == KIS_NET_LOOPBACK ? "loopback" : "off", "disk", 1, "sync",
+			      pl->net == KIS_NET_LOOPBACK ? "loopback" : "off", "disk", pl->ws_path != NULL, "sync",
 			      sync_writes, "env", env, "cwd", pl->cwd);
 	char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
 	json_decref(o);
@@ -266,12 +278,14 @@ static void vm_release(struct vm *v)
 static int vm_start(struct vm *v, const struct kis_plan *pl, int dfd, const char *dpath,
 		    int agent0_fd, bool detach, bool sync_writes, struct kis_error **err)
 {
+	trace("start");
 	TRY(kis_mvm_guest_open(&v->g, err));
 	TRY(kis_mvm_accel(&v->g, v->accel, err));
 	if (asprintf(&v->disk, "%s/disk.img", dpath) < 0)
 		return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "disk");
 	uint64_t dsz = kis_mvm_disk_size_for(pl->ws_path);
 	TRY(kis_mvm_disk_make(v->disk, pl->ws_path, dsz, err));
+	trace("disk made");
 	struct kis_error *serr = NULL;
 	_cleanup_close_ int snap = getenv("KIS_MICROVM_NO_SNAPSHOT") ? -1 :
 		kis_mvm_snapshot(&v->g, v->accel, pl->mem_mib, pl->vcpus, dsz, &serr);
@@ -304,6 +318,7 @@ static int vm_start(struct vm *v, const struct kis_plan *pl, int dfd, const char
 	if (kis_mvm_spawn(&v->g, &c, &v->pid, err) < 0)
 		goto out;
 	v->restored = snap >= 0;
+	trace(v->restored ? "qemu started (restore)" : "qemu started (cold boot)");
 	/* a cold boot takes seconds under TCG, a restore a fraction of one */
 	v->ctl = kis_mvm_ctl_wait(dfd, 90000, detach ? 0 : v->pid);
 	if (v->ctl < 0) {
@@ -311,6 +326,7 @@ static int vm_start(struct vm *v, const struct kis_plan *pl, int dfd, const char
 			      v->accel, v->restored ? "restored" : "cold boot");
 		goto out;
 	}
+	trace("guest answered");
 	line = cfg_line(pl, sync_writes);
 	char rep[512];
 	if (!line || kis_mvm_ctl(v->ctl, line, rep, sizeof(rep), 30000) < 0 || strcmp(rep, "ok")) {
@@ -318,6 +334,7 @@ static int vm_start(struct vm *v, const struct kis_plan *pl, int dfd, const char
 			      line ? rep + (strncmp(rep, "err ", 4) ? 0 : 4) : "no memory");
 		goto out;
 	}
+	trace("guest configured");
 	r = 0;
 out:
 	for (int i = 0; i < 2 + KIS_MVM_PORTS; i++)
@@ -515,6 +532,7 @@ static int microvm_run(struct kis_plan *pl, struct kis_result *res, struct kis_e
 	}
 	unsigned long oom0 = oom_count(v.ctl);
 	int x = exec_one(conn, pl, res, err);
+	trace("exec done");
 	if (x < 0)
 		goto out;
 	if (x == 1) {
@@ -539,6 +557,7 @@ static int microvm_run(struct kis_plan *pl, struct kis_result *res, struct kis_e
 	r = 0;
 out:
 	vm_release(&v);
+	trace("stopped");
 	return r;
 }
 

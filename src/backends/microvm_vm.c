@@ -175,6 +175,24 @@ static int build_initramfs(const char *dir, const char *agent, const char *out,
 	return 0;
 }
 
+/* A new agent or kernel makes the older initramfs and snapshots useless
+ * (about 100 MiB each): remove those of other stamps. A VM restoring one
+ * right now keeps its open descriptor. */
+static void drop_stale(const char *dir, const char *stamp)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	while (d && (e = readdir(d))) {
+		const char *n = e->d_name;
+		const char *rest = !strncmp(n, "initramfs-", 10) ? n + 10 :
+				   !strncmp(n, "snap-", 5) ? n + 5 : NULL;
+		if (rest && strncmp(rest, stamp, strlen(stamp)))
+			unlinkat(dirfd(d), n, 0);
+	}
+	if (d)
+		closedir(d);
+}
+
 int kis_mvm_guest_open(struct kis_mvm_guest *g, struct kis_error **err)
 {
 	memset(g, 0, sizeof(*g));
@@ -197,9 +215,12 @@ int kis_mvm_guest_open(struct kis_mvm_guest *g, struct kis_error **err)
 		kis_mvm_guest_release(g);
 		return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "microvm guest cache");
 	}
-	if (access(g->initrd, R_OK) < 0 && build_initramfs(g->dir, agent, g->initrd, err) < 0) {
-		kis_mvm_guest_release(g);
-		return -1;
+	if (access(g->initrd, R_OK) < 0) {
+		if (build_initramfs(g->dir, agent, g->initrd, err) < 0) {
+			kis_mvm_guest_release(g);
+			return -1;
+		}
+		drop_stale(g->dir, g->stamp);
 	}
 	return 0;
 }
@@ -431,6 +452,12 @@ int kis_mvm_ctl(int fd, const char *line, char *reply, size_t n, int ms)
 			return -1;
 		if (reply[got] == '\n') {
 			reply[got] = '\0';
+			/* answers to earlier pings (sent while the guest's port was
+			 * still closed) may arrive late: they are not this reply */
+			if (strcmp(line, "ping") && !strcmp(reply, "pong")) {
+				got = 0;
+				continue;
+			}
 			return 0;
 		}
 		got++;
