@@ -9,11 +9,11 @@
  * sends the run's configuration (root, network, env), one exec goes over an
  * agent port (docs/protocol.md, relayed inside the guest to the agent), the
  * guest syncs, QEMU quits, and the image's tree is mirrored back into the
- * host workspace. A session: the same VM, detached, with agent port 0 on
- * the session's agent.sock (its listening fd handed to QEMU's chardev), so
- * the engine's exec path reaches the guest agent with no process of ours in
- * between; the workspace disk is mounted with synchronous writes and copied
- * back by end_session. Limits: wall, CPU, output, file size and open files
+ * host workspace. A session: the same VM, detached, and a broker process
+ * (microvm_mux.c) serving the session's agent.sock, which hands each engine
+ * connection to a free agent port, so several execs run at once; the
+ * workspace disk is mounted with synchronous writes and copied back by
+ * end_session. Limits: wall, CPU, output, file size and open files
  * by the agent inside the guest (wall also by the engine's clock, which
  * kills the VM); memory is the VM's RAM; pids are refused. */
 #include "util.h"
@@ -32,6 +32,7 @@
 #include "agent/exec_json.h"
 #include "agent/proto.h"
 #include "backends/common.h"
+#include "backends/microvm_mux.h"
 #include "backends/microvm_vm.h"
 #include "kis/backend.h"
 
@@ -575,7 +576,9 @@ static int microvm_start_session(struct kis_plan *pl, const struct kis_session_c
 		if (f < 0 || write(f, pl->ws_path, strlen(pl->ws_path)) < 0)
 			return kis_error_set(err, KIS_E_INTERNAL, errno, "session files");
 	}
-	int r = vm_start(&v, pl, ctx->dir_fd, ctx->dir_path, ctx->listen_fd, true, true, err);
+	int r = vm_start(&v, pl, ctx->dir_fd, ctx->dir_path, -1, true, true, err);
+	if (r == 0)
+		r = kis_mvm_broker_start(ctx->listen_fd, ctx->dir_fd, v.pid, err);
 	if (r == 0)
 		*pid = v.pid;
 	else if (v.pid > 0)

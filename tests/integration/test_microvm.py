@@ -144,6 +144,15 @@ def test_session_shell_state_tty_resize_and_reattach(mvm, tmp_path):
                  "pwd; echo $K; cat /tmp/x\n", env=mvm, timeout=60)
         assert sh.returncode == 0, sh.stderr
         assert sh.stdout.split()[-3:] == ["/workspace/sub", "v1", "t"]
+        # several execs at once: each gets its own agent port
+        slow = subprocess.Popen([str(KIS), "sandbox", "exec", sid, "--", "sh", "-c", "sleep 4; echo slow"],
+                                env={**os.environ, **mvm}, stdin=subprocess.DEVNULL,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        time.sleep(0.5)
+        t = time.monotonic()
+        q = kis("exec", sid, "--", "echo", "quick", env=mvm, timeout=60)
+        assert q.stdout == "quick\n" and time.monotonic() - t < 3.5, q.stderr
+        assert slow.communicate(timeout=60)[0] == "slow\n"
         # a client killed mid-exec: the session goes on and answers the next one
         e = subprocess.Popen([str(KIS), "sandbox", "exec", sid, "--", "sleep", "30"],
                              env={**os.environ, **mvm}, stdin=subprocess.DEVNULL,

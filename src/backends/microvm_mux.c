@@ -1,0 +1,147 @@
+/* SPDX-License-Identifier: MIT */
+/* The microvm session's port broker: the session's agent.sock is served by
+ * a small host process that hands each engine connection to a free agent
+ * port of the VM (agent-N.sock, one QEMU chardev each), so several execs run
+ * at once.
+ *
+ * Why a process: QEMU's socket chardev serves one client at a time, and two
+ * chardevs cannot share one listening socket (tested with QEMU 7.2: the
+ * second never sees its clients). The broker accepts on agent.sock, picks
+ * the port that has been free longest (the guest learns of a closed host
+ * connection asynchronously, so an immediate reuse is avoided), and forks
+ * one relay per connection; a relay is plain byte copying with poll. It
+ * watches QEMU through a pidfd and ends with it. */
+#include "util.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+
+#include "backends/microvm_mux.h"
+#include "backends/microvm_vm.h"
+
+static int pump(int from, int to)
+{
+	char buf[65536];
+	ssize_t k = RETRY_EINTR(read(from, buf, sizeof(buf)));
+	if (k <= 0)
+		return -1;
+	for (ssize_t off = 0; off < k;) {
+		ssize_t w = RETRY_EINTR(send(to, buf + off, (size_t)(k - off), MSG_NOSIGNAL));
+		if (w <= 0)
+			return -1;
+		off += w;
+	}
+	return 0;
+}
+
+static _Noreturn void relay(int a, int b)
+{
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	for (;;) {
+		struct pollfd p[2] = {{.fd = a, .events = POLLIN}, {.fd = b, .events = POLLIN}};
+		if (poll(p, 2, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			_exit(1);
+		}
+		if ((p[0].revents && pump(a, b) < 0) || (p[1].revents && pump(b, a) < 0))
+			_exit(0); /* either side closed: both close, the guest cancels the exec */
+	}
+}
+
+static _Noreturn void broker(int listen_fd, int dfd, int qemu_pidfd)
+{
+	struct {
+		pid_t relay;
+		int64_t freed;
+	} port[KIS_MVM_PORTS] = {{0}};
+	int64_t tick = 0;
+	signal(SIGPIPE, SIG_IGN);
+	for (;;) {
+		int st;
+		pid_t done;
+		while ((done = waitpid(-1, &st, WNOHANG)) > 0)
+			for (int i = 0; i < KIS_MVM_PORTS; i++)
+				if (port[i].relay == done) {
+					port[i].relay = 0;
+					port[i].freed = ++tick;
+				}
+		int freep = -1;
+		for (int i = 0; i < KIS_MVM_PORTS; i++)
+			if (!port[i].relay && (freep < 0 || port[i].freed < port[freep].freed))
+				freep = i;
+		/* with every port busy, new clients wait in the listen backlog */
+		struct pollfd p[2] = {{.fd = qemu_pidfd, .events = POLLIN},
+				      {.fd = freep >= 0 ? listen_fd : -1, .events = POLLIN}};
+		int n = poll(p, 2, 200);
+		if (n < 0 && errno != EINTR)
+			break;
+		if (p[0].revents)
+			break; /* QEMU is gone: so is the session */
+		if (freep < 0 || !p[1].revents)
+			continue;
+		int c = accept4(listen_fd, NULL, NULL, SOCK_CLOEXEC);
+		if (c < 0)
+			continue;
+		char name[32];
+		snprintf(name, sizeof(name), "agent-%d.sock", freep);
+		int g = kis_mvm_connect_at(dfd, name);
+		if (g < 0) {
+			close(c);
+			continue;
+		}
+		pid_t r = fork();
+		if (r == 0) {
+			close(listen_fd);
+			relay(c, g);
+		}
+		close(c);
+		close(g);
+		if (r > 0)
+			port[freep].relay = r;
+	}
+	kill(0, SIGKILL); /* our process group: the relays */
+	_exit(0);
+}
+
+int kis_mvm_broker_start(int listen_fd, int dfd, pid_t qemu, struct kis_error **err)
+{
+	int pfd = (int)syscall(SYS_pidfd_open, qemu, 0);
+	if (pfd < 0)
+		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot watch qemu");
+	pid_t p = fork();
+	if (p < 0) {
+		close(pfd);
+		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot fork");
+	}
+	if (p == 0) {
+		/* detached like QEMU: it outlives the client that made the session */
+		setsid();
+		if (fork() != 0)
+			_exit(0);
+		int nul = open("/dev/null", O_RDWR | O_CLOEXEC);
+		dup2(nul, 0);
+		dup2(nul, 1);
+		dup2(nul, 2);
+		/* keep only what the broker needs (it never execs: CLOEXEC
+		 * would not close the engine's other descriptors) */
+		int hi[3] = {fcntl(listen_fd, F_DUPFD_CLOEXEC, 64), fcntl(dfd, F_DUPFD_CLOEXEC, 64),
+			     fcntl(pfd, F_DUPFD_CLOEXEC, 64)};
+		for (int i = 0; i < 3; i++)
+			if (hi[i] < 0 || dup3(hi[i], 3 + i, O_CLOEXEC) < 0)
+				_exit(1);
+		syscall(SYS_close_range, 6, ~0u, 0);
+		broker(3, 4, 5);
+	}
+	close(pfd);
+	int st;
+	RETRY_EINTR(waitpid(p, &st, 0));
+	return 0;
+}
