@@ -14,6 +14,8 @@
 #include "util.h"
 
 #include <fcntl.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <poll.h>
 #include <signal.h>
 #include <string.h>
@@ -23,6 +25,7 @@
 #include <sys/wait.h>
 #include <time.h>
 
+#include "agent/proto.h"
 #include "backends/microvm_mux.h"
 #include "backends/microvm_vm.h"
 
@@ -41,9 +44,28 @@ static int pump(int from, int to)
 	return 0;
 }
 
-static _Noreturn void relay(int a, int b)
+/* Read exactly n bytes within ms. */
+static int read_n(int fd, uint8_t *buf, size_t n, int ms)
+{
+	size_t got = 0;
+	while (got < n) {
+		struct pollfd p = {.fd = fd, .events = POLLIN};
+		int r = poll(&p, 1, ms);
+		if (r <= 0)
+			return -1;
+		ssize_t k = RETRY_EINTR(read(fd, buf + got, n - got));
+		if (k <= 0)
+			return -1;
+		got += (size_t)k;
+	}
+	return 0;
+}
+
+static _Noreturn void relay(int a, int b, const uint8_t *first, size_t n)
 {
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	if (n && send(a, first, n, MSG_NOSIGNAL) != (ssize_t)n)
+		_exit(0);
 	for (;;) {
 		struct pollfd p[2] = {{.fd = a, .events = POLLIN}, {.fd = b, .events = POLLIN}};
 		if (poll(p, 2, -1) < 0) {
@@ -61,6 +83,7 @@ static _Noreturn void broker(int listen_fd, int dfd, int qemu_pidfd)
 	struct {
 		pid_t relay;
 		int64_t freed;
+		bool dead;
 	} port[KIS_MVM_PORTS] = {{0}};
 	int64_t tick = 0;
 	signal(SIGPIPE, SIG_IGN);
@@ -75,7 +98,8 @@ static _Noreturn void broker(int listen_fd, int dfd, int qemu_pidfd)
 				}
 		int freep = -1;
 		for (int i = 0; i < KIS_MVM_PORTS; i++)
-			if (!port[i].relay && (freep < 0 || port[i].freed < port[freep].freed))
+			if (!port[i].relay && !port[i].dead &&
+			    (freep < 0 || port[i].freed < port[freep].freed))
 				freep = i;
 		/* with every port busy, new clients wait in the listen backlog */
 		struct pollfd p[2] = {{.fd = qemu_pidfd, .events = POLLIN},
@@ -90,9 +114,32 @@ static _Noreturn void broker(int listen_fd, int dfd, int qemu_pidfd)
 		int c = accept4(listen_fd, NULL, NULL, SOCK_CLOEXEC);
 		if (c < 0)
 			continue;
-		char name[32];
-		snprintf(name, sizeof(name), "agent-%d.sock", freep);
-		int g = kis_mvm_connect_at(dfd, name);
+		/* The HELLO exchange happens here, so a port whose guest side
+		 * does not answer (see the README's known problems) is retired
+		 * and the client is served by the next free one. */
+		uint8_t hello[KIS_FRAME_HDR + 4], reply[KIS_FRAME_HDR + 4];
+		if (read_n(c, hello, sizeof(hello), 10000) < 0 || hello[4] != KIS_F_HELLO) {
+			close(c);
+			continue;
+		}
+		int g = -1;
+		while (freep >= 0) {
+			char name[32];
+			snprintf(name, sizeof(name), "agent-%d.sock", freep);
+			g = kis_mvm_connect_at(dfd, name);
+			if (g >= 0 && send(g, hello, sizeof(hello), MSG_NOSIGNAL) == (ssize_t)sizeof(hello) &&
+			    read_n(g, reply, sizeof(reply), 3000) == 0 && reply[4] == KIS_F_HELLO)
+				break;
+			if (g >= 0)
+				close(g);
+			g = -1;
+			port[freep].dead = true;
+			freep = -1;
+			for (int i = 0; i < KIS_MVM_PORTS; i++)
+				if (!port[i].relay && !port[i].dead &&
+				    (freep < 0 || port[i].freed < port[freep].freed))
+					freep = i;
+		}
 		if (g < 0) {
 			close(c);
 			continue;
@@ -100,7 +147,7 @@ static _Noreturn void broker(int listen_fd, int dfd, int qemu_pidfd)
 		pid_t r = fork();
 		if (r == 0) {
 			close(listen_fd);
-			relay(c, g);
+			relay(c, g, reply, sizeof(reply));
 		}
 		close(c);
 		close(g);

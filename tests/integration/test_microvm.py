@@ -58,7 +58,7 @@ def mvm(tmp_path_factory):
             for s in sess.iterdir():
                 if not s.name.startswith("."):
                     kis("session", "destroy", s.name, env=env, timeout=60)
-        for pid in _qemu_pids(str(store)) + _qemu_pids(str(GUEST)):
+        for pid in _qemu_pids(str(store)):  # sessions: their disk is in the store
             os.kill(pid, signal.SIGKILL)
         assert not _qemu_pids(str(store)), "a VM outlived the tests"
 
