@@ -97,7 +97,7 @@ static int microvm_plan(const struct kis_caps *caps, const struct kis_run_reques
 		return kis_error_set(err, KIS_E_PROFILE_UNSATISFIABLE, 0,
 				     "network.mode: the microvm has no network device; use 'off' or "
 				     "'loopback'");
-	if (p->root == KIS_ROOT_WORKSPACE && !req->workspace_path)
+	if (p->root == KIS_ROOT_WORKSPACE && !req->workspace_path && !p->base && !p->workspace)
 		return kis_error_set(err, KIS_E_PROFILE_UNSATISFIABLE, 0,
 				     "root: 'workspace' needs a workspace (--base or --workspace)");
 	/* the guest's RAM is the memory limit: it holds the guest kernel too,

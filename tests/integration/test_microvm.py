@@ -196,3 +196,21 @@ def test_session_shell_state_tty_resize_and_reattach(mvm, tmp_path):
     assert (path / "out.txt").read_text() == "kept\n"
     assert not _qemu_pids(mvm["KIS_SANDBOX_ROOT"])
     kis("destroy", ws, env=mvm)
+
+
+def test_root_workspace_makes_the_workspace_the_guests_root(mvm, tmp_path):
+    src = tmp_path / "rootfs"
+    for d in ("bin", "proc", "dev", "tmp"):
+        (src / d).mkdir(parents=True)
+    (src / "bin" / "busybox").write_bytes((GUEST / "busybox").read_bytes())
+    (src / "bin" / "busybox").chmod(0o755)
+    for applet in ("sh", "cat"):
+        (src / "bin" / applet).symlink_to("busybox")
+    (src / "marker").write_text("my root\n")
+    b = kis("base", "import", str(src), env=mvm).stdout.strip()
+    p, r = run_json(mvm, "--base", b, "--root", "workspace", "--keep", "--", "sh", "-c",
+                    "cat /marker; echo w > /written")
+    assert r["stdout"] == "my root\n", r
+    path = Path(kis("workspace", "path", r["workspace"], env=mvm).stdout.strip())
+    assert (path / "written").read_text() == "w\n"
+    kis("destroy", r["workspace"], env=mvm)
