@@ -136,6 +136,8 @@ def test_session_shell_state_tty_resize_and_reattach(mvm, tmp_path):
     b = kis("base", "import", str(src), env=mvm).stdout.strip()
     ws = kis("clone", b, env=mvm).stdout.strip()
     c = kis("create", "--tier", "microvm", "--workspace", ws, env=mvm, timeout=TIMEOUT)
+    if c.returncode != 0:
+        kis("destroy", ws, env=mvm)
     assert c.returncode == 0, c.stderr
     sid = c.stdout.strip()
     try:
@@ -191,11 +193,13 @@ def test_session_shell_state_tty_resize_and_reattach(mvm, tmp_path):
         assert "24 80" in text and "30 100" in text, text
     finally:
         kis("session", "destroy", sid, env=mvm, timeout=60)
-    # the session's writes are in its workspace once it ended, and its VM is gone
-    path = Path(kis("workspace", "path", ws, env=mvm).stdout.strip())
-    assert (path / "out.txt").read_text() == "kept\n"
-    assert not _qemu_pids(mvm["KIS_SANDBOX_ROOT"])
-    kis("destroy", ws, env=mvm)
+    try:
+        # the session's writes are in its workspace once it ended, and its VM is gone
+        path = Path(kis("workspace", "path", ws, env=mvm).stdout.strip())
+        assert (path / "out.txt").read_text() == "kept\n"
+        assert not _qemu_pids(mvm["KIS_SANDBOX_ROOT"])
+    finally:
+        kis("destroy", ws, env=mvm)
 
 
 def test_root_workspace_makes_the_workspace_the_guests_root(mvm, tmp_path):
