@@ -29,6 +29,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 
 #include "agent/exec_json.h"
@@ -255,13 +256,13 @@ static int write_all_fd(int fd, const char *s, size_t n)
 	return 0;
 }
 
-/* Make the bundle directory and config.json; start the container with fd
- * as its fd 3. *bundle_fd receives the bundle (for the owner record). */
-static int start_container(struct kis_plan *pl, int fd3, const char *session_dir,
-			   struct kis_error **err)
+/* Make the bundle directory: owner record, root:host skeleton,
+ * config.json. bp receives its path. */
+static int make_bundle(struct kis_plan *pl, const char *session_dir, char *bp, size_t bplen,
+		       struct kis_error **err)
 {
-	char bp[256], cg[128];
-	if (kis_oci_bundle_path(pl->ctr_id, bp, sizeof(bp)) < 0)
+	char cg[128];
+	if (kis_oci_bundle_path(pl->ctr_id, bp, bplen) < 0)
 		return kis_error_set(err, KIS_E_INTERNAL, ENAMETOOLONG, "bundle path");
 	/* /run/kis/oci: 0700 all the way, our own */
 	if ((mkdir("/run/kis", 0700) < 0 && errno != EEXIST) ||
@@ -304,24 +305,41 @@ static int start_container(struct kis_plan *pl, int fd3, const char *session_dir
 		close(cfd);
 	if (r < 0)
 		return kis_error_set(err, KIS_E_INTERNAL, e, "cannot write config.json");
+	return 0;
+}
+
+/* crun's own words about a failure, from its --log file. */
+static void crun_log(const char *bp, char *msg, size_t len)
+{
+	char p[320];
+	snprintf(p, sizeof(p), "%s/crun.log", bp);
+	msg[0] = '\0';
+	_cleanup_close_ int lfd = open(p, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (lfd < 0)
+		return;
+	ssize_t n = read(lfd, msg, len - 1);
+	msg[n > 0 ? n : 0] = '\0';
+	size_t k = strlen(msg);
+	while (k && (msg[k - 1] == '\n' || msg[k - 1] == ' '))
+		msg[--k] = '\0';
+}
+
+/* The session's container: `crun run --detach`, fd3 its listening socket. */
+static int start_detached(struct kis_plan *pl, int fd3, const char *session_dir,
+			  struct kis_error **err)
+{
+	char bp[256];
+	TRY(make_bundle(pl, session_dir, bp, sizeof(bp), err));
 	char logopt[320];
 	snprintf(logopt, sizeof(logopt), "--log=file:%s/crun.log", bp);
 	char *argv[] = {"crun", "--root", KIS_OCI_STATE_ROOT, logopt, "run", "--detach",
 			"--preserve-fds", "1", "--bundle", bp, pl->ctr_id, NULL};
-	r = kis_oci_crun(argv, fd3, NULL, NULL, 0, err);
+	int r = kis_oci_crun(argv, fd3, NULL, NULL, 0, err);
 	if (r < 0)
 		return -1;
 	if (r != 0) {
-		char msg[512] = "";
-		int lfd = openat(bfd, "crun.log", O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-		if (lfd >= 0) {
-			ssize_t n = read(lfd, msg, sizeof(msg) - 1);
-			msg[n > 0 ? n : 0] = '\0';
-			close(lfd);
-			size_t k = strlen(msg);
-			while (k && (msg[k - 1] == '\n' || msg[k - 1] == ' '))
-				msg[--k] = '\0';
-		}
+		char msg[512];
+		crun_log(bp, msg, sizeof(msg));
 		return kis_error_set(err, KIS_E_INTERNAL, 0, "crun could not start the container: %s",
 				     *msg ? msg : "no message");
 	}
@@ -531,21 +549,72 @@ static void explain(const struct kis_plan *pl, struct kis_result *res)
 	res->detail = strdup(buf);
 }
 
+static bool crun_knows(const char *ctr_id)
+{
+	char p[256];
+	struct stat st;
+	snprintf(p, sizeof(p), "%s/%s", KIS_OCI_STATE_ROOT, ctr_id);
+	return stat(p, &st) == 0;
+}
+
+/* Wait for crun up to ms; false if it is still there. */
+static bool wait_crun(pid_t pid, int ms, int *status)
+{
+	for (int waited = 0;; waited += 5) {
+		pid_t w = waitpid(pid, status, WNOHANG);
+		if (w == pid || (w < 0 && errno != EINTR))
+			return true;
+		if (waited >= ms)
+			return false;
+		struct timespec ts = {0, 5 * 1000 * 1000};
+		nanosleep(&ts, NULL);
+	}
+}
+
+/* One-shot: `crun run` in the foreground, which deletes the container
+ * itself when the agent (PID 1) ends, as a raw crun run does. The cgroup
+ * is read for the verdict while the agent still holds the container up
+ * (after EXIT, before the channel closes). */
 static int oci_run(struct kis_plan *pl, struct kis_result *res, struct kis_error **err)
 {
 	if (pl->session)
 		return kis_error_set(err, KIS_E_INTERNAL, 0, "a session plan cannot run");
 	kis_oci_collect();
-	int sv[2];
-	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
-		return kis_error_set(err, KIS_E_INTERNAL, errno, "socketpair");
 	uint64_t t0 = now_ms();
-	int r = start_container(pl, sv[1], NULL, err);
+	char bp[256];
+	if (make_bundle(pl, NULL, bp, sizeof(bp), err) < 0) {
+		kis_oci_remove(pl->ctr_id, NULL);
+		return -1;
+	}
+	int sv[2];
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) {
+		kis_oci_remove(pl->ctr_id, NULL);
+		return kis_error_set(err, KIS_E_INTERNAL, errno, "socketpair");
+	}
+	char logopt[320];
+	snprintf(logopt, sizeof(logopt), "--log=file:%s/crun.log", bp);
+	char *argv[] = {"crun", "--root", KIS_OCI_STATE_ROOT, logopt, "run", "--preserve-fds", "1",
+			"--bundle", bp, pl->ctr_id, NULL};
+	pid_t crun = -1;
+	int r = kis_oci_crun_spawn(argv, sv[1], &crun, err);
 	close(sv[1]);
 	enum host_stop stop = STOP_NONE;
-	if (r >= 0)
+	if (r >= 0) {
 		r = channel_exec(pl, sv[0], res, &stop, err);
-	close(sv[0]); /* the agent ends with its channel; delete -f does the rest */
+		if (r < 0) {
+			/* did crun fail to start it? its log says why */
+			char msg[512];
+			int st;
+			if (wait_crun(crun, 200, &st)) {
+				crun = -1;
+				crun_log(bp, msg, sizeof(msg));
+				if (*msg) {
+					kis_error_set(err, KIS_E_INTERNAL, 0,
+						      "crun could not start the container: %s", msg);
+				}
+			}
+		}
+	}
 	if (r >= 0) {
 		if (stop == STOP_TIMEOUT) {
 			res->reason = KIS_REASON_TIMEOUT;
@@ -562,8 +631,22 @@ static int oci_run(struct kis_plan *pl, struct kis_result *res, struct kis_error
 		if (res->usage.wall_ms == 0)
 			res->usage.wall_ms = now_ms() - t0;
 	}
+	close(sv[0]); /* the agent ends with its channel, crun deletes the container */
+	int st;
+	if (crun > 0 && !wait_crun(crun, 3000, &st)) {
+		kill(crun, SIGKILL);
+		waitpid(crun, &st, 0);
+	}
 	struct kis_error *e2 = NULL;
-	if (kis_oci_remove(pl->ctr_id, &e2) < 0 && r >= 0) {
+	int rr = 0;
+	if (crun_knows(pl->ctr_id)) {
+		rr = kis_oci_remove(pl->ctr_id, &e2);
+	} else {
+		/* crun deleted the container: only the bundle is left */
+		_cleanup_close_ int bfd = open(KIS_OCI_BUNDLES, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		kis_oci_remove_bundle(bfd, pl->ctr_id);
+	}
+	if (rr < 0 && r >= 0) {
 		/* a container we could not delete is an engine failure */
 		if (err)
 			*err = e2;
@@ -588,7 +671,7 @@ static int oci_start_session(struct kis_plan *pl, const struct kis_session_ctx *
 	if (!slash || asprintf(&final, "%.*s/%s", (int)(slash - ctx->dir_path), ctx->dir_path,
 			       ctx->id) < 0)
 		return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "session path");
-	if (start_container(pl, ctx->listen_fd, final, err) < 0) {
+	if (start_detached(pl, ctx->listen_fd, final, err) < 0) {
 		kis_oci_remove(pl->ctr_id, NULL);
 		return -1;
 	}

@@ -61,12 +61,18 @@ int kis_oci_cgroup_layout(void);
  * Returns crun's exit status (>= 0), < 0 when it could not be run. */
 int kis_oci_crun(char *const *argv, int fd_keep, char **out, char *errbuf, size_t errlen,
 		 struct kis_error **err);
+/* The same, not waited for: stdin, stdout and stderr on /dev/null (pass
+ * --log for crun's errors), in a process group of its own. */
+int kis_oci_crun_spawn(char *const *argv, int fd_keep, pid_t *pid, struct kis_error **err);
 /* `crun state ID`: status string ("running", "stopped", ...) into status,
  * the init's host pid into *pid. < 0 when crun does not know it. */
 int kis_oci_state(const char *ctr_id, char *status, size_t len, pid_t *pid);
 /* crun delete -f, then the bundle directory and the cgroup parent when it
  * is empty. Idempotent. */
 int kis_oci_remove(const char *ctr_id, struct kis_error **err);
+/* The bundle directory and the empty cgroup parents, for a container crun
+ * has deleted itself. */
+void kis_oci_remove_bundle(int bundles_fd, const char *ctr_id);
 /* Delete our containers whose run or session no longer exists. Cheap when
  * there is nothing to collect (directory reads only). */
 void kis_oci_collect(void);

@@ -72,6 +72,46 @@ static int hybrid_workaround(void)
 	return 0;
 }
 
+int kis_oci_crun_spawn(char *const *argv, int fd_keep, pid_t *pid_out, struct kis_error **err)
+{
+	const char *crun = kis_oci_crun_path();
+	if (!crun)
+		return kis_error_set(err, KIS_E_TIER_UNAVAILABLE, 0,
+				     "crun is not installed: install Debian's crun");
+	bool hybrid = kis_oci_cgroup_layout() == 3;
+	int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
+	if (devnull < 0)
+		return kis_error_set(err, KIS_E_INTERNAL, errno, "/dev/null");
+	pid_t pid = fork();
+	if (pid < 0) {
+		int e = errno;
+		close(devnull);
+		return kis_error_set(err, KIS_E_INTERNAL, e, "fork");
+	}
+	if (pid == 0) {
+		/* our own process group: a terminal's ^C reaches the engine,
+		 * which ends the run through the agent; crun then cleans up */
+		setpgid(0, 0);
+		if (hybrid && hybrid_workaround() < 0)
+			_exit(125);
+		if (dup2(devnull, 0) < 0 || dup2(devnull, 1) < 0 || dup2(devnull, 2) < 0)
+			_exit(125);
+		if (fd_keep >= 0) {
+			if (fd_keep == 3) {
+				int fl = fcntl(3, F_GETFD);
+				fcntl(3, F_SETFD, fl & ~FD_CLOEXEC);
+			} else if (dup2(fd_keep, 3) < 0) {
+				_exit(125);
+			}
+		}
+		execv(crun, argv);
+		_exit(127);
+	}
+	close(devnull);
+	*pid_out = pid;
+	return 0;
+}
+
 int kis_oci_crun(char *const *argv, int fd_keep, char **out, char *errbuf, size_t errlen,
 		 struct kis_error **err)
 {
@@ -293,10 +333,15 @@ int kis_oci_remove(const char *ctr_id, struct kis_error **err)
 	if (r != 0 && !strstr(eb, "does not exist") && !strstr(eb, "No such file"))
 		return kis_error_set(err, KIS_E_INTERNAL, 0, "crun delete '%s' failed: %s", ctr_id, eb);
 	_cleanup_close_ int bfd = open(KIS_OCI_BUNDLES, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (bfd >= 0)
-		remove_tree(bfd, ctr_id, 0);
-	remove_cgroup_parents();
+	kis_oci_remove_bundle(bfd, ctr_id);
 	return 0;
+}
+
+void kis_oci_remove_bundle(int bundles_fd, const char *ctr_id)
+{
+	if (bundles_fd >= 0)
+		remove_tree(bundles_fd, ctr_id, 0);
+	remove_cgroup_parents();
 }
 
 static int write_owner(int bundle_fd, const char *text, struct kis_error **err)
