@@ -28,6 +28,7 @@
 #include <signal.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -224,7 +225,7 @@ static void plan_spec(const struct kis_plan *pl, const char *rootfs, char *const
 
 static char *oci_describe(const struct kis_plan *pl)
 {
-	char *args[] = {KIS_OCI_AGENT_PATH, pl->session ? "--listen-fd" : "--channel-fd", "3", NULL};
+	char *args[] = {KIS_OCI_AGENT_PATH, "--listen-fd", "3", NULL};
 	struct kis_oci_spec s;
 	char cg[128], bp[256], rootfs[300];
 	kis_oci_bundle_path(pl->ctr_id, bp, sizeof(bp));
@@ -290,7 +291,7 @@ static int make_bundle(struct kis_plan *pl, const char *session_dir, char *bp, s
 					     "root: 'workspace' needs a workspace (--base or --workspace)");
 		snprintf(rootfs, sizeof(rootfs), "%s", pl->workspace);
 	}
-	char *args[] = {KIS_OCI_AGENT_PATH, pl->session ? "--listen-fd" : "--channel-fd", "3", NULL};
+	char *args[] = {KIS_OCI_AGENT_PATH, "--listen-fd", "3", NULL};
 	struct kis_oci_spec s;
 	plan_spec(pl, rootfs, args, &s, cg, sizeof(cg));
 	json_t *cfg = NULL;
@@ -586,10 +587,29 @@ static int oci_run(struct kis_plan *pl, struct kis_result *res, struct kis_error
 		kis_oci_remove(pl->ctr_id, NULL);
 		return -1;
 	}
-	int sv[2];
-	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) {
+	/* The agent serves a listening socket in the bundle (0700), as in a
+	 * session, rather than a socketpair with --channel-fd: crun's
+	 * --preserve-fds clears close-on-exec, and the agent leaves a channel
+	 * fd open into the command it runs, while it closes its listening
+	 * socket in the worker and accepts with SOCK_CLOEXEC. */
+	int sv[2] = {-1, -1};
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	if (snprintf(sa.sun_path, sizeof(sa.sun_path), "%.90s/agent.sock", bp) >=
+	    (int)sizeof(sa.sun_path)) {
 		kis_oci_remove(pl->ctr_id, NULL);
-		return kis_error_set(err, KIS_E_INTERNAL, errno, "socketpair");
+		return kis_error_set(err, KIS_E_INTERNAL, ENAMETOOLONG, "agent socket path");
+	}
+	sv[1] = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	sv[0] = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (sv[0] < 0 || sv[1] < 0 || bind(sv[1], (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
+	    listen(sv[1], 1) < 0 || connect(sv[0], (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		int e = errno;
+		if (sv[0] >= 0)
+			close(sv[0]);
+		if (sv[1] >= 0)
+			close(sv[1]);
+		kis_oci_remove(pl->ctr_id, NULL);
+		return kis_error_set(err, KIS_E_INTERNAL, e, "cannot make the agent's socket");
 	}
 	char logopt[320];
 	snprintf(logopt, sizeof(logopt), "--log=file:%s/crun.log", bp);
@@ -631,7 +651,15 @@ static int oci_run(struct kis_plan *pl, struct kis_result *res, struct kis_error
 		if (res->usage.wall_ms == 0)
 			res->usage.wall_ms = now_ms() - t0;
 	}
-	close(sv[0]); /* the agent ends with its channel, crun deletes the container */
+	/* The command has ended: end the agent (PID 1, so every process of
+	 * the container), and crun deletes the container. */
+	close(sv[0]);
+	{
+		char mem[256], pids[256];
+		struct kis_cgroup cg;
+		container_cgroup(pl, &cg, mem, pids, sizeof(mem));
+		kis_cgroup_kill(&cg, NULL);
+	}
 	int st;
 	if (crun > 0 && !wait_crun(crun, 3000, &st)) {
 		kill(crun, SIGKILL);
