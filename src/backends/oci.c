@@ -625,13 +625,12 @@ static int oci_run(struct kis_plan *pl, struct kis_result *res, struct kis_error
 			/* did crun fail to start it? its log says why */
 			char msg[512];
 			int st;
-			if (wait_crun(crun, 200, &st)) {
+			if (wait_crun(crun, 500, &st)) {
 				crun = -1;
 				crun_log(bp, msg, sizeof(msg));
-				if (*msg) {
-					kis_error_set(err, KIS_E_INTERNAL, 0,
-						      "crun could not start the container: %s", msg);
-				}
+				kis_error_set(err, KIS_E_INTERNAL, 0,
+					      "crun could not start the container: %s",
+					      *msg ? msg : "crun exited without a message");
 			}
 		}
 	}

@@ -155,13 +155,20 @@ static json_t *build_resources(const struct kis_oci_spec *s)
 static json_t *build_process(const struct kis_oci_spec *s)
 {
 	const struct kis_limits *l = s->limits;
+	/* The container's rlimits are a backstop: the agent gives each command
+	 * the exact file_bytes and open_files (src/exec/spawn.c). They have a
+	 * floor because crun applies them before it writes out and loads the
+	 * compiled seccomp filter (a file of a few KiB: a tiny RLIMIT_FSIZE
+	 * truncates it and the load fails with EINVAL), and the agent itself
+	 * needs a few descriptors. */
+	json_int_t fsize = (json_int_t)(l->file_bytes > (1u << 20) ? l->file_bytes : (1u << 20));
+	json_int_t nofile = (json_int_t)(l->open_files > 64 ? l->open_files : 64);
 	/* No capabilities in any set (config.md "capabilities"). */
 	json_t *caps = json_pack("{s:[], s:[], s:[], s:[], s:[]}", "bounding", "effective",
 				 "inheritable", "permitted", "ambient");
 	json_t *rl = json_pack("[{s:s, s:I, s:I}, {s:s, s:I, s:I}, {s:s, s:i, s:i}]", "type",
-			       "RLIMIT_NOFILE", "hard", (json_int_t)l->open_files, "soft",
-			       (json_int_t)l->open_files, "type", "RLIMIT_FSIZE", "hard",
-			       (json_int_t)l->file_bytes, "soft", (json_int_t)l->file_bytes, "type",
+			       "RLIMIT_NOFILE", "hard", nofile, "soft", nofile, "type",
+			       "RLIMIT_FSIZE", "hard", fsize, "soft", fsize, "type",
 			       "RLIMIT_CORE", "hard", 0, "soft", 0);
 	return json_pack("{s:b, s:{s:i, s:i}, s:o, s:o, s:s, s:o, s:o, s:b}", "terminal", 0, "user",
 			 "uid", 0, "gid", 0, "args", strv(s->args), "env", strv(s->env), "cwd",

@@ -420,16 +420,16 @@ static bool owner_gone(int bundle_fd)
 	}
 	if (!strncmp(buf, "session ", 8)) {
 		const char *dir = buf + 8;
-		struct stat st;
-		if (stat(dir, &st) == 0)
-			return false;
-		/* during create the session lives under sessions/.tmp-<id> */
 		const char *slash = strrchr(dir, '/');
 		if (!slash)
 			return true;
+		/* during create the session lives under sessions/.tmp-<id>, then
+		 * is renamed to sessions/<id>: look at the temporary name first,
+		 * so a rename between the two looks is seen at the final one */
 		char tmp[4300];
 		snprintf(tmp, sizeof(tmp), "%.*s/.tmp-%s", (int)(slash - dir), dir, slash + 1);
-		return stat(tmp, &st) != 0;
+		struct stat st;
+		return stat(tmp, &st) != 0 && stat(dir, &st) != 0;
 	}
 	return true;
 }

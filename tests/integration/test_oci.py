@@ -190,6 +190,19 @@ def test_pids_limit_reason(mstore):
     assert r["termination"]["reason"] == "pids_limit", r["termination"]
 
 
+def test_small_file_and_fd_limits_apply_to_the_command(mstore):
+    # regression: crun applies config.json's rlimits before it writes out the
+    # compiled seccomp filter, so a tiny RLIMIT_FSIZE there broke the start
+    p, r = kis_json(*CT, "--file-size", "1k", "--open-files", "8", "--", "sh", "-c",
+                    "ulimit -n; head -c 5000 /dev/zero > /tmp/big; echo rc=$?")
+    assert r["stdout"] == "8\nrc=153\n", r  # 128 + SIGXFSZ
+    p, r = kis_json(*CT, "--output-limit", "1000", "--", "sh", "-c", "yes | head -c 100000")
+    assert r["termination"]["reason"] == "output_limit"
+    assert r["streams"][0]["bytes"] == 1000 and r["streams"][0]["truncated"]
+    p, r = kis_json(*CT, "--cpu-time", "300ms", "--", "sh", "-c", "while :; do :; done")
+    assert r["termination"]["reason"] == "cpu_limit"
+
+
 def test_network_modes(mstore):
     p, r = kis_json(*CT, "--net", "loopback", "--", "cat", "/proc/net/dev")
     ifaces = [l.split(":")[0].strip() for l in r["stdout"].splitlines()[2:]]
