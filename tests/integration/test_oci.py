@@ -193,9 +193,9 @@ def test_pids_limit_reason(mstore):
 def test_small_file_and_fd_limits_apply_to_the_command(mstore):
     # regression: crun applies config.json's rlimits before it writes out the
     # compiled seccomp filter, so a tiny RLIMIT_FSIZE there broke the start
-    p, r = kis_json(*CT, "--file-size", "1k", "--open-files", "8", "--", "sh", "-c",
+    p, r = kis_json(*CT, "--file-size", "1k", "--open-files", "20", "--", "sh", "-c",
                     "ulimit -n; head -c 5000 /dev/zero > /tmp/big; echo rc=$?")
-    assert r["stdout"] == "8\nrc=153\n", r  # 128 + SIGXFSZ
+    assert r["stdout"] == "20\nrc=153\n", r  # 128 + SIGXFSZ
     p, r = kis_json(*CT, "--output-limit", "1000", "--", "sh", "-c", "yes | head -c 100000")
     assert r["termination"]["reason"] == "output_limit"
     assert r["streams"][0]["bytes"] == 1000 and r["streams"][0]["truncated"]
