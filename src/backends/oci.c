@@ -30,6 +30,7 @@
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 
@@ -558,16 +559,27 @@ static bool crun_knows(const char *ctr_id)
 	return stat(p, &st) == 0;
 }
 
-/* Wait for crun up to ms; false if it is still there. */
+/* Wait for crun up to ms; false if it is still there. Through a pidfd
+ * (pidfd_open(2), Linux 5.3) so the exit is seen at once; a short sleep
+ * loop where the kernel lacks it. */
 static bool wait_crun(pid_t pid, int ms, int *status)
 {
-	for (int waited = 0;; waited += 5) {
+	int pfd = (int)syscall(SYS_pidfd_open, pid, 0);
+	if (pfd >= 0) {
+		struct pollfd p = {.fd = pfd, .events = POLLIN};
+		int r = RETRY_EINTR(poll(&p, 1, ms));
+		close(pfd);
+		if (r == 0)
+			return false;
+		return RETRY_EINTR(waitpid(pid, status, 0)) == pid || errno == ECHILD;
+	}
+	for (int waited = 0;; waited += 2) {
 		pid_t w = waitpid(pid, status, WNOHANG);
 		if (w == pid || (w < 0 && errno != EINTR))
 			return true;
 		if (waited >= ms)
 			return false;
-		struct timespec ts = {0, 5 * 1000 * 1000};
+		struct timespec ts = {0, 2 * 1000 * 1000};
 		nanosleep(&ts, NULL);
 	}
 }
