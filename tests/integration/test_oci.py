@@ -33,9 +33,11 @@ def _why_skip():
         return "the oci backend needs root"
     p = subprocess.run([str(KIS), "sandbox", "backends", "--json"], capture_output=True,
                        text=True)
-    for b in json.loads(p.stdout or "[]"):
-        if b.get("name") == "oci" and not b.get("available"):
-            return "oci backend unavailable: " + str(b.get("why_absent") or b)
+    rows = [b for b in json.loads(p.stdout or "[]") if b.get("backend") == "oci"]
+    if not rows:
+        return "the oci backend is not in this build"
+    if not rows[0].get("available"):
+        return "oci backend unavailable: " + str(rows[0].get("why_absent"))
     return None
 
 
@@ -129,6 +131,22 @@ def ex(sid, *argv, **kw):
 
 
 # ---- one-shot runs ----
+
+def test_backends_matrix_and_plan(mstore):
+    p = kis("backends", "--json")
+    oci = [b for b in json.loads(p.stdout) if b["backend"] == "oci"][0]
+    assert oci["tiers"] == ["container"] and oci["available"] and oci["seccomp"]
+    assert oci["tty"] and oci["shell"] and oci["native"]
+    assert set(oci["network"].split(",")) == {"off", "loopback", "host"}
+    assert {"memory_bytes", "pids"} <= set(oci["limits"])
+    p = kis("run", *CT, "--dry-run", "--", "true")
+    plan = json.loads(p.stdout)
+    caps = plan["config"]["process"]["capabilities"]
+    assert all(v == [] for v in caps.values()) and len(caps) == 5
+    assert plan["config"]["process"]["noNewPrivileges"] is True
+    assert plan["command"] == ["true"]
+    assert not os.path.exists(plan["bundle"])
+
 
 def test_run_streams_status_and_isolation(mstore):
     p = kis("run", *CT, "--", "sh", "-c", "echo out; echo err >&2; exit 7")
@@ -380,6 +398,38 @@ def test_destroy_removes_container_cgroup_and_mounts(mstore, probe_base):
     p = kis("session", "list", "--json")
     assert sid not in [r["id"] for r in json.loads(p.stdout)]
     assert kis("session", "destroy", sid).returncode == 0  # idempotent
+
+
+def test_session_on_an_os_image_root(mstore, os_base):
+    p = kis("create", *CT, "--root", "workspace", "--base", os_base)
+    assert p.returncode == 0, p.stderr
+    sid = p.stdout.strip()
+    try:
+        assert ex(sid, "sh", "-c", "echo kept > /root/note").returncode == 0
+        p = ex(sid, "sh", "-c", "cat /root/note; cat /etc/hostname; readlink /bin/ls")
+        assert p.stdout == "kept\nkis\nbusybox\n", p.stdout + p.stderr
+    finally:
+        kis("session", "destroy", sid)
+
+
+def test_session_state_is_the_runtimes(mstore, probe_base):
+    p = kis("create", *CT, "--base", probe_base)
+    sid = p.stdout.strip()
+    try:
+        # the container dies behind the engine's back: list asks crun
+        subprocess.run(["crun", "kill", "kis-" + sid, "KILL"], check=True,
+                       capture_output=True)
+        for _ in range(50):
+            rows = {r["id"]: r for r in json.loads(kis("session", "list", "--json").stdout)}
+            if rows[sid]["state"] == "stopped":
+                break
+            time.sleep(0.05)
+        assert rows[sid]["state"] == "stopped"
+        p = ex(sid, "true")
+        assert p.returncode == 125 and "not running" in p.stderr
+    finally:
+        assert kis("session", "destroy", sid).returncode == 0
+    assert "kis-" + sid not in crun_ids()
 
 
 def test_tty_with_resize(mstore):
