@@ -322,6 +322,33 @@ static void remove_cgroup_parents(void)
 	}
 }
 
+/* After crun delete: the container's own groups must be gone. crun leaves
+ * one behind when a process in it outlived the kill (EBUSY on rmdir); try
+ * again briefly, then report it rather than leave it silently. */
+static int check_cgroups_gone(const char *ctr_id, struct kis_error **err)
+{
+	static const char *const ctrls[] = {"memory", "pids", "cpu", "cpuacct", "cpuset",
+					    "blkio", "devices", "freezer", "systemd"};
+	bool v2 = kis_oci_cgroup_layout() == 2;
+	size_t n = v2 ? 1 : ARRAY_SIZE(ctrls);
+	for (size_t i = 0; i < n; i++) {
+		char p[256];
+		if (v2)
+			snprintf(p, sizeof(p), "/sys/fs/cgroup/%s/%s", KIS_OCI_CGROUP_PARENT, ctr_id);
+		else
+			snprintf(p, sizeof(p), "/sys/fs/cgroup/%s/%s/%s", ctrls[i],
+				 KIS_OCI_CGROUP_PARENT, ctr_id);
+		for (int tries = 0; rmdir(p) < 0 && errno == EBUSY; tries++) {
+			if (tries == 100)
+				return kis_error_set(err, KIS_E_INTERNAL, EBUSY,
+						     "the container's cgroup '%s' is still in use", p);
+			struct timespec ts = {0, 10 * 1000 * 1000};
+			nanosleep(&ts, NULL);
+		}
+	}
+	return 0;
+}
+
 int kis_oci_remove(const char *ctr_id, struct kis_error **err)
 {
 	char *argv[] = {"crun", "--root", KIS_OCI_STATE_ROOT, "delete", "-f", (char *)ctr_id, NULL};
@@ -333,8 +360,9 @@ int kis_oci_remove(const char *ctr_id, struct kis_error **err)
 	if (r != 0 && !strstr(eb, "does not exist") && !strstr(eb, "No such file"))
 		return kis_error_set(err, KIS_E_INTERNAL, 0, "crun delete '%s' failed: %s", ctr_id, eb);
 	_cleanup_close_ int bfd = open(KIS_OCI_BUNDLES, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	int r = check_cgroups_gone(ctr_id, err);
 	kis_oci_remove_bundle(bfd, ctr_id);
-	return 0;
+	return r;
 }
 
 void kis_oci_remove_bundle(int bundles_fd, const char *ctr_id)
