@@ -360,7 +360,7 @@ int kis_oci_remove(const char *ctr_id, struct kis_error **err)
 	if (r != 0 && !strstr(eb, "does not exist") && !strstr(eb, "No such file"))
 		return kis_error_set(err, KIS_E_INTERNAL, 0, "crun delete '%s' failed: %s", ctr_id, eb);
 	_cleanup_close_ int bfd = open(KIS_OCI_BUNDLES, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	int r = check_cgroups_gone(ctr_id, err);
+	r = check_cgroups_gone(ctr_id, err);
 	kis_oci_remove_bundle(bfd, ctr_id);
 	return r;
 }
