@@ -117,9 +117,12 @@ KIS_API int kis_wasm_instantiate(struct kis_wasm_store *s, const struct kis_wasm
 				 kis_wasm_resolve_fn resolve, void *user,
 				 struct kis_wasm_instance **out, enum kis_wasm_trap *trap,
 				 struct kis_error **err);
-/* Look up an export by name; 0 when found, -1 otherwise. */
+/* Look up an export by name; 0 when found, -1 otherwise. The _n form takes
+ * names that hold NUL bytes, which the binary format allows. */
 KIS_API int kis_wasm_instance_export(const struct kis_wasm_instance *inst, const char *name,
 				     struct kis_wasm_extern *out);
+KIS_API int kis_wasm_instance_export_n(const struct kis_wasm_instance *inst, const char *name,
+				       size_t len, struct kis_wasm_extern *out);
 /* The instance's memory 0, or NULL. */
 KIS_API struct kis_wasm_memory *kis_wasm_instance_memory(const struct kis_wasm_instance *inst);
 

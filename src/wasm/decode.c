@@ -163,7 +163,7 @@ static bool utf8_valid(const uint8_t *s, size_t n)
 	return true;
 }
 
-static int name(struct reader *r, char **out)
+static int name_n(struct reader *r, char **out, uint32_t *len)
 {
 	uint32_t n;
 	if (count(r, &n, UINT32_MAX) < 0)
@@ -177,7 +177,14 @@ static int name(struct reader *r, char **out)
 	s[n] = 0;
 	r->p += n;
 	*out = s;
+	if (len)
+		*len = n;
 	return 0;
+}
+
+static int name(struct reader *r, char **out)
+{
+	return name_n(r, out, NULL);
 }
 
 static bool is_valtype(uint8_t t)
@@ -250,7 +257,8 @@ static int globaltype(struct reader *r, struct wasm_globaltype *g)
 }
 
 /* Constant expressions (spec 3.3.10): one instruction of the right type and
- * `end`. Global initialisers may only read imported globals (2.0, C'). */
+ * `end`. In Wasm 2.0 they may only read imported globals (context C' of
+ * spec 3.4.10), for global initialisers and segment offsets alike. */
 static int constexpr(struct reader *r, struct kis_wasm_module *m, uint8_t want,
 		     uint32_t visible_globals, struct wasm_constexpr *e)
 {
@@ -521,7 +529,7 @@ static int sec_export(struct reader *r, struct kis_wasm_module *m)
 	for (uint32_t i = 0; i < n; i++) {
 		struct wasm_export *e = &m->exports[i];
 		m->nexports = i + 1;
-		if (name(r, &e->name) < 0 || byte(r, &e->kind) < 0 || u32(r, &e->idx) < 0)
+		if (name_n(r, &e->name, &e->name_len) < 0 || byte(r, &e->kind) < 0 || u32(r, &e->idx) < 0)
 			return -1;
 		uint32_t lim;
 		switch (e->kind) {
@@ -548,7 +556,8 @@ static int sec_export(struct reader *r, struct kis_wasm_module *m)
 			m->declared[e->idx] = 1;
 		/* Quadratic, but bounded by the export cap and only done once. */
 		for (uint32_t k = 0; k < i; k++)
-			if (!strcmp(m->exports[k].name, e->name))
+			if (m->exports[k].name_len == e->name_len &&
+			    !memcmp(m->exports[k].name, e->name, e->name_len))
 				return fail(r, "invalid: duplicate export name");
 	}
 	return 0;
@@ -591,7 +600,7 @@ static int sec_elem(struct reader *r, struct kis_wasm_module *m)
 				return -1;
 			if (e->table >= m->ntables)
 				return fail(r, "invalid: unknown table %u", e->table);
-			if (constexpr(r, m, KIS_WASM_I32, m->nglobals, &e->offset) < 0)
+			if (constexpr(r, m, KIS_WASM_I32, m->nglobal_imports, &e->offset) < 0)
 				return -1;
 		}
 		bool exprs = flags & 4;
@@ -614,7 +623,7 @@ static int sec_elem(struct reader *r, struct kis_wasm_module *m)
 			return fail(r, "out of memory");
 		for (uint32_t k = 0; k < e->n; k++) {
 			if (exprs) {
-				if (constexpr(r, m, e->type, m->nglobals, &e->init[k]) < 0)
+				if (constexpr(r, m, e->type, m->nglobal_imports, &e->init[k]) < 0)
 					return -1;
 			} else {
 				uint32_t f;
@@ -683,7 +692,7 @@ static int sec_data(struct reader *r, struct kis_wasm_module *m)
 		if (d->mode == SEG_ACTIVE) {
 			if (d->mem >= m->nmems)
 				return fail(r, "invalid: unknown memory %u", d->mem);
-			if (constexpr(r, m, KIS_WASM_I32, m->nglobals, &d->offset) < 0)
+			if (constexpr(r, m, KIS_WASM_I32, m->nglobal_imports, &d->offset) < 0)
 				return -1;
 		}
 		if (count(r, &d->len, UINT32_MAX) < 0)

@@ -51,6 +51,7 @@ struct wasm_import {
 
 struct wasm_export {
 	char *name;
+	uint32_t name_len; /* names may hold NUL bytes (spec 5.2.4) */
 	uint8_t kind;
 	uint32_t idx;
 };

@@ -488,10 +488,16 @@ int kis_wasm_instantiate(struct kis_wasm_store *s, const struct kis_wasm_module 
 int kis_wasm_instance_export(const struct kis_wasm_instance *inst, const char *nm,
 			     struct kis_wasm_extern *out)
 {
+	return kis_wasm_instance_export_n(inst, nm, strlen(nm), out);
+}
+
+int kis_wasm_instance_export_n(const struct kis_wasm_instance *inst, const char *nm, size_t len,
+			       struct kis_wasm_extern *out)
+{
 	const struct kis_wasm_module *m = inst->m;
 	for (uint32_t i = 0; i < m->nexports; i++) {
 		const struct wasm_export *e = &m->exports[i];
-		if (strcmp(e->name, nm))
+		if (e->name_len != len || memcmp(e->name, nm, len))
 			continue;
 		out->kind = (enum kis_wasm_extern_kind)e->kind;
 		switch (e->kind) {
