@@ -666,7 +666,7 @@ static int instr(struct cc *c)
 		if (c->nvals != f->height)
 			return fail(c, "invalid: type mismatch (values remaining at end of block)");
 		if (f->kind == 0x04) {
-			if (f->np != f->nr || memcmp(f->params, f->results, f->np))
+			if (f->np != f->nr || (f->np && memcmp(f->params, f->results, f->np)))
 				return fail(c, "invalid: type mismatch (if without else)");
 			if (f->else_fix != NONE)
 				c->code[f->else_fix] = c->ncode;
