@@ -32,3 +32,29 @@ wasm-spec-json:
 
 check-wasm: $(SPECTEST) wasm-spec-json
 	$(SPECTEST) --known-failures $(WASM_KNOWN_FAILURES) $(BUILD)/spectest/*.json
+
+# libFuzzer over decode + validate + instantiate + run (clang only). The
+# corpus starts from the spec tests' binary modules; FUZZ_SECONDS bounds it.
+FUZZ_SECONDS ?= 180
+WASM_FUZZ := $(BUILD)/fuzz/fuzz-wasm
+$(WASM_FUZZ): tests/wasm/fuzz_wasm.c $(wildcard src/wasm/*.c src/wasm/*.h) src/engine/error.c
+	@mkdir -p $(dir $@)
+	clang -std=gnu11 -D_GNU_SOURCE -g -O1 -Iinclude -Isrc -fsanitize=fuzzer,address,undefined \
+	  -fno-sanitize-recover=all -o $@ tests/wasm/fuzz_wasm.c $(wildcard src/wasm/*.c) src/engine/error.c
+
+fuzz-wasm: $(WASM_FUZZ) wasm-spec-json
+	@mkdir -p $(BUILD)/fuzz/corpus
+	cp -n $(BUILD)/spectest/*.wasm $(BUILD)/fuzz/corpus/ 2>/dev/null || true
+	$(WASM_FUZZ) -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -rss_limit_mb=4096 \
+	  -timeout=10 $(BUILD)/fuzz/corpus
+
+# Benchmark: kernels in bench/wasm/*.c run in our interpreter, in wabt's
+# wasm-interp and natively (bench/wasm/bench.sh prints the table).
+WASM_RUN := $(BUILD)/kis-wasm-run
+BINS += $(WASM_RUN)
+$(WASM_RUN): $(BUILD)/obj/bench/wasm/run.o $(STATIC_LIB)
+	$(CC) -pie $(HARD_LDFLAGS) -o $@ $< $(STATIC_LIB) $(PKG_LIBS)
+
+.PHONY: bench-wasm
+bench-wasm: $(WASM_RUN)
+	sh bench/wasm/bench.sh $(BUILD)
