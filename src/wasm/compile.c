@@ -24,8 +24,15 @@ struct ctl {
 	uint32_t else_fix;  /* if: the word of the JMP_IF_NOT to patch */
 };
 
+/* An instruction just emitted, remembered for fusing (see fuse_binop). */
+struct emitted {
+	uint32_t pc, len, op, a, b;
+};
+
 struct cc {
 	const struct kis_wasm_module *m;
+	struct emitted last[2]; /* [0] the latest */
+	uint32_t nlast;
 	const uint8_t *p, *end;
 	uint8_t *locals;
 	uint32_t nlocals;
@@ -102,17 +109,39 @@ static int emit(struct cc *c, uint32_t w)
 	return 0;
 }
 
+/* Remember an instruction for fusion; forget everything at a label, since
+ * no fused instruction may swallow a branch target. */
+static void note(struct cc *c, uint32_t pc, uint32_t op, uint32_t a, uint32_t b)
+{
+	c->last[1] = c->last[0];
+	c->last[0] = (struct emitted){ .pc = pc, .len = c->ncode - pc, .op = op, .a = a, .b = b };
+	if (c->nlast < 2)
+		c->nlast++;
+}
+
+static void label_here(struct cc *c)
+{
+	c->nlast = 0;
+}
+
 static int emit_op(struct cc *c, uint32_t op)
 {
-	return dead(c) ? 0 : emit(c, op);
+	if (dead(c))
+		return 0;
+	uint32_t at = c->ncode;
+	TRY(emit(c, op));
+	note(c, at, op, 0, 0);
+	return 0;
 }
 
 static int emit_op1(struct cc *c, uint32_t op, uint32_t a)
 {
 	if (dead(c))
 		return 0;
+	uint32_t at = c->ncode;
 	if (emit(c, op) < 0 || emit(c, a) < 0)
 		return -1;
+	note(c, at, op, a, 0);
 	return 0;
 }
 
@@ -120,8 +149,105 @@ static int emit_op2(struct cc *c, uint32_t op, uint32_t a, uint32_t b)
 {
 	if (dead(c))
 		return 0;
+	uint32_t at = c->ncode;
 	if (emit(c, op) < 0 || emit(c, a) < 0 || emit(c, b) < 0)
 		return -1;
+	note(c, at, op, a, b);
+	return 0;
+}
+
+static int fusable_index(uint8_t op)
+{
+#define FUSABLE_CASE(k, opcode, bits, expr) \
+	case opcode:                        \
+		return k;
+	switch (op) {
+		WASM_FUSABLE_BINOPS(FUSABLE_CASE)
+	default:
+		return -1;
+	}
+#undef FUSABLE_CASE
+}
+
+/* The latest emitted instruction, if it ends where the code ends now (so
+ * nothing was emitted since, unrecorded) and no label came in between. */
+static const struct emitted *prev(const struct cc *c, unsigned i)
+{
+	if (i >= c->nlast)
+		return NULL;
+	const struct emitted *e = &c->last[i];
+	uint32_t end = i == 0 ? c->ncode : c->last[i - 1].pc;
+	return e->pc + e->len == end ? e : NULL;
+}
+
+/* An operand that fits the one-word immediate of a fused form. */
+static bool const_operand(const struct emitted *e, int bits, uint32_t *imm)
+{
+	if (bits == 32 && e->op == OP_I32_CONST) {
+		*imm = e->a;
+		return true;
+	}
+	if (bits == 64 && e->op == OP_I64_CONST) {
+		int64_t v = (int64_t)((uint64_t)e->a | ((uint64_t)e->b << 32));
+		if (v < INT32_MIN || v > INT32_MAX)
+			return false;
+		*imm = e->a;
+		return true;
+	}
+	return false;
+}
+
+/* Emit a binary operator, fused with the local.get / const instructions
+ * just before it into one register-style instruction where possible: a
+ * stack interpreter spends most of its time on those pushes. */
+static int emit_binop(struct cc *c, uint8_t op)
+{
+	int k = fusable_index(op);
+	if (k < 0 || dead(c))
+		return emit_op(c, op);
+	int bits = k < 21 ? 32 : 64;
+	const struct emitted *p0 = prev(c, 0), *p1 = p0 ? prev(c, 1) : NULL;
+	uint32_t imm, x, form, at;
+	if (!p0)
+		return emit_op(c, op);
+	if (p0->op == OP_LOCAL_GET) {
+		if (p1 && p1->op == OP_LOCAL_GET) {
+			x = p1->a;
+			at = p1->pc;
+			c->ncode = at;
+			TRY(emit(c, OP_FUSED + 64 * FUSE_LL + (uint32_t)k));
+			TRY(emit(c, x));
+			TRY(emit(c, p0->a));
+			form = FUSE_LL;
+		} else {
+			x = p0->a;
+			at = p0->pc;
+			c->ncode = at;
+			TRY(emit(c, OP_FUSED + 64 * FUSE_L + (uint32_t)k));
+			TRY(emit(c, x));
+			form = FUSE_L;
+		}
+	} else if (const_operand(p0, bits, &imm)) {
+		if (p1 && p1->op == OP_LOCAL_GET) {
+			x = p1->a;
+			at = p1->pc;
+			c->ncode = at;
+			TRY(emit(c, OP_FUSED + 64 * FUSE_LI + (uint32_t)k));
+			TRY(emit(c, x));
+			TRY(emit(c, imm));
+			form = FUSE_LI;
+		} else {
+			at = p0->pc;
+			c->ncode = at;
+			TRY(emit(c, OP_FUSED + 64 * FUSE_I + (uint32_t)k));
+			TRY(emit(c, imm));
+			form = FUSE_I;
+		}
+	} else {
+		return emit_op(c, op);
+	}
+	c->nlast = 0;
+	note(c, at, OP_FUSED + 64 * form + (uint32_t)k, 0, 0);
 	return 0;
 }
 
@@ -478,7 +604,7 @@ static int numeric(struct cc *c, uint8_t op)
 	if (pop(c, a) < 0)
 		return -1;
 	TRY(push(c, r));
-	return emit_op(c, op);
+	return b ? emit_binop(c, op) : emit_op(c, op);
 }
 
 static const struct wasm_tabletype *table(struct cc *c, uint32_t idx)
@@ -623,8 +749,10 @@ static int instr(struct cc *c)
 		if (pop_n(c, f.params, f.np) < 0)
 			return -1;
 		bool was_dead = dead(c);
-		if (op == 0x03 && !was_dead)
+		if (op == 0x03 && !was_dead) {
 			TRY(emit(c, OP_LOOP_CHECK));
+			label_here(c);
+		}
 		f.start_pc = c->ncode - (op == 0x03 && !was_dead ? 1 : 0);
 		uint32_t else_at = NONE;
 		if (op == 0x04 && !was_dead) {
@@ -655,6 +783,7 @@ static int instr(struct cc *c)
 			c->code[f->else_fix] = c->ncode;
 			f->else_fix = NONE;
 		}
+		label_here(c);
 		f->unreachable = false;
 		f->kind = 0x05;
 		return push_n(c, f->params, f->np);
@@ -665,6 +794,7 @@ static int instr(struct cc *c)
 			return -1;
 		if (c->nvals != f->height)
 			return fail(c, "invalid: type mismatch (values remaining at end of block)");
+		label_here(c);
 		if (f->kind == 0x04) {
 			if (f->np != f->nr || (f->np && memcmp(f->params, f->results, f->np)))
 				return fail(c, "invalid: type mismatch (if without else)");

@@ -570,6 +570,13 @@ static enum kis_wasm_trap run(struct kis_wasm_store *s, struct kis_wasm_func *en
 		[OP_FC_BASE + 7] = &&op_fc7,
 		[OP_FC_BASE + 8] = &&op_fc8,
 		[OP_FC_BASE + 9] = &&op_fc9,
+#define FUSED_ENTRIES(k, opcode, bits, expr)              \
+		[OP_FUSED + 64 * FUSE_L + k] = &&op_l_##k,     \
+		[OP_FUSED + 64 * FUSE_I + k] = &&op_i_##k,     \
+		[OP_FUSED + 64 * FUSE_LL + k] = &&op_ll_##k,   \
+		[OP_FUSED + 64 * FUSE_LI + k] = &&op_li_##k,
+		WASM_FUSABLE_BINOPS(FUSED_ENTRIES)
+#undef FUSED_ENTRIES
 	};
 #pragma GCC diagnostic pop
 #define NEXT() goto *dispatch[*pc++]
@@ -1091,6 +1098,35 @@ static enum kis_wasm_trap run(struct kis_wasm_store *s, struct kis_wasm_func *en
 				t->elems[d + i] = v;
 			NEXT();
 		}
+		/* fused binary operators (see OP_FUSED in internal.h) */
+#define FUSED_HANDLERS(k, opcode, bits, expr)                                             \
+	op_l_##k: {                                                                       \
+		uint##bits##_t a = (uint##bits##_t)sp[-1], b = (uint##bits##_t)fp[*pc++]; \
+		sp[-1] = (uint##bits##_t)(expr);                                          \
+		NEXT();                                                                   \
+	}                                                                                 \
+	op_i_##k: {                                                                       \
+		uint##bits##_t a = (uint##bits##_t)sp[-1];                                \
+		uint##bits##_t b = (uint##bits##_t)(int##bits##_t)(int32_t)*pc++;         \
+		sp[-1] = (uint##bits##_t)(expr);                                          \
+		NEXT();                                                                   \
+	}                                                                                 \
+	op_ll_##k: {                                                                      \
+		uint##bits##_t a = (uint##bits##_t)fp[pc[0]], b = (uint##bits##_t)fp[pc[1]]; \
+		pc += 2;                                                                  \
+		*sp++ = (uint##bits##_t)(expr);                                           \
+		NEXT();                                                                   \
+	}                                                                                 \
+	op_li_##k: {                                                                      \
+		uint##bits##_t a = (uint##bits##_t)fp[pc[0]];                             \
+		uint##bits##_t b = (uint##bits##_t)(int##bits##_t)(int32_t)pc[1];         \
+		pc += 2;                                                                  \
+		*sp++ = (uint##bits##_t)(expr);                                           \
+		NEXT();                                                                   \
+	}
+		WASM_FUSABLE_BINOPS(FUSED_HANDLERS)
+#undef FUSED_HANDLERS
+
 	op_bad:
 		trap = KIS_WASM_TRAP_UNREACHABLE; /* not produced by compile.c */
 		goto trapped;
