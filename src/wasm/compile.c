@@ -251,6 +251,65 @@ static int emit_binop(struct cc *c, uint8_t op)
 	return 0;
 }
 
+/* If the latest instruction is a fusable operator (plain or fused), its
+ * operator index and operand shape. */
+static const struct emitted *binop_shape(const struct cc *c, int *k, int *shape)
+{
+	const struct emitted *p0 = prev(c, 0);
+	if (!p0)
+		return NULL;
+	if (p0->op < 0x100) {
+		*k = fusable_index((uint8_t)p0->op);
+		*shape = SHAPE_S;
+		return *k >= 0 ? p0 : NULL;
+	}
+	if (p0->op >= OP_FUSED && p0->op < OP_FUSED + 64 * FUSE_SET) {
+		*k = (int)((p0->op - OP_FUSED) % 64);
+		*shape = SHAPE_L + (int)((p0->op - OP_FUSED) / 64);
+		return p0;
+	}
+	return NULL;
+}
+
+/* 'op; local.set z' (or local.tee) -> one instruction writing the local. */
+static int fuse_local_set(struct cc *c, uint32_t op, uint32_t z)
+{
+	int k, shape;
+	const struct emitted *p0 = dead(c) ? NULL : binop_shape(c, &k, &shape);
+	if (!p0)
+		return emit_op1(c, op, z);
+	uint32_t at = p0->pc;
+	uint32_t form = (op == OP_LOCAL_SET ? FUSE_SET : FUSE_TEE) + (uint32_t)shape;
+	c->code[at] = OP_FUSED + 64 * form + (uint32_t)k;
+	TRY(emit(c, z));
+	c->nlast = 0;
+	note(c, at, c->code[at], 0, 0);
+	return 0;
+}
+
+/* A conditional jump on the value just computed: when it comes from a
+ * fusable operator (or i32.eqz), rewrite that operator into a compare-and-
+ * branch. `on_zero` selects 'jump when zero' (if) over 'when non-zero'
+ * (br_if). The caller emits the target word next. */
+static int emit_cond_jump(struct cc *c, bool on_zero)
+{
+	int k, shape;
+	const struct emitted *p0 = binop_shape(c, &k, &shape);
+	if (p0) {
+		c->code[p0->pc] = OP_FUSED + 64 * (uint32_t)((on_zero ? FUSE_BRZ : FUSE_BR) + shape) + (uint32_t)k;
+		c->nlast = 0;
+		return 0;
+	}
+	p0 = prev(c, 0);
+	if (p0 && p0->op == 0x45) { /* i32.eqz: invert the jump instead */
+		c->ncode = p0->pc;
+		c->nlast = 0;
+		return emit(c, on_zero ? OP_BR_IF_SIMPLE : OP_JMP_IF_NOT);
+	}
+	c->nlast = 0;
+	return emit(c, on_zero ? OP_JMP_IF_NOT : OP_BR_IF_SIMPLE);
+}
+
 /* ---- the operand and control stacks (spec appendix) ---- */
 
 static int push(struct cc *c, uint8_t t)
@@ -424,7 +483,10 @@ static int branch(struct cc *c, uint32_t depth, bool cond)
 			TRY(emit(c, OP_RETURN));
 			TRY(emit(c, n));
 		} else if (simple) {
-			TRY(emit(c, cond ? OP_BR_IF_SIMPLE : OP_JMP));
+			if (cond)
+				TRY(emit_cond_jump(c, false));
+			else
+				TRY(emit(c, OP_JMP));
 			TRY(emit_target(c, f));
 		} else {
 			TRY(emit(c, cond ? OP_BR_IF : OP_BR));
@@ -756,7 +818,7 @@ static int instr(struct cc *c)
 		f.start_pc = c->ncode - (op == 0x03 && !was_dead ? 1 : 0);
 		uint32_t else_at = NONE;
 		if (op == 0x04 && !was_dead) {
-			TRY(emit(c, OP_JMP_IF_NOT));
+			TRY(emit_cond_jump(c, true));
 			else_at = c->ncode;
 			TRY(emit(c, NONE));
 		}
@@ -897,6 +959,8 @@ static int instr(struct cc *c)
 			if (op == 0x22)
 				TRY(push(c, c->locals[x]));
 		}
+		if (op == 0x21 || op == 0x22)
+			return fuse_local_set(c, op, x);
 		return emit_op1(c, op, x);
 	case 0x23:
 	case 0x24:

@@ -574,8 +574,21 @@ static enum kis_wasm_trap run(struct kis_wasm_store *s, struct kis_wasm_func *en
 		[OP_FUSED + 64 * FUSE_L + k] = &&op_l_##k,     \
 		[OP_FUSED + 64 * FUSE_I + k] = &&op_i_##k,     \
 		[OP_FUSED + 64 * FUSE_LL + k] = &&op_ll_##k,   \
-		[OP_FUSED + 64 * FUSE_LI + k] = &&op_li_##k,
+		[OP_FUSED + 64 * FUSE_LI + k] = &&op_li_##k,   \
+		DERIVED_ENTRIES(k, s) DERIVED_ENTRIES(k, l) DERIVED_ENTRIES(k, i) \
+		DERIVED_ENTRIES(k, ll) DERIVED_ENTRIES(k, li)
+#define SHAPE_s SHAPE_S
+#define SHAPE_l SHAPE_L
+#define SHAPE_i SHAPE_I
+#define SHAPE_ll SHAPE_LL
+#define SHAPE_li SHAPE_LI
+#define DERIVED_ENTRIES(k, sh)                                       \
+		[OP_FUSED + 64 * (FUSE_SET + SHAPE_##sh) + k] = &&op_##sh##_set_##k, \
+		[OP_FUSED + 64 * (FUSE_BR + SHAPE_##sh) + k] = &&op_##sh##_br_##k,   \
+		[OP_FUSED + 64 * (FUSE_BRZ + SHAPE_##sh) + k] = &&op_##sh##_brz_##k, \
+		[OP_FUSED + 64 * (FUSE_TEE + SHAPE_##sh) + k] = &&op_##sh##_tee_##k,
 		WASM_FUSABLE_BINOPS(FUSED_ENTRIES)
+#undef DERIVED_ENTRIES
 #undef FUSED_ENTRIES
 	};
 #pragma GCC diagnostic pop
@@ -1126,6 +1139,54 @@ static enum kis_wasm_trap run(struct kis_wasm_store *s, struct kis_wasm_func *en
 	}
 		WASM_FUSABLE_BINOPS(FUSED_HANDLERS)
 #undef FUSED_HANDLERS
+
+		/* their forms that store the result or branch on it: operands
+		 * first (n words of them), then the local or target word */
+#define OPERANDS_s(bits) \
+	uint##bits##_t b = (uint##bits##_t)sp[-1], a = (uint##bits##_t)sp[-2]; \
+	sp -= 2;
+#define OPERANDS_l(bits) \
+	uint##bits##_t a = (uint##bits##_t)*--sp, b = (uint##bits##_t)fp[pc[0]];
+#define OPERANDS_i(bits) \
+	uint##bits##_t a = (uint##bits##_t)*--sp, b = (uint##bits##_t)(int##bits##_t)(int32_t)pc[0];
+#define OPERANDS_ll(bits) \
+	uint##bits##_t a = (uint##bits##_t)fp[pc[0]], b = (uint##bits##_t)fp[pc[1]];
+#define OPERANDS_li(bits) \
+	uint##bits##_t a = (uint##bits##_t)fp[pc[0]], b = (uint##bits##_t)(int##bits##_t)(int32_t)pc[1];
+#define DERIVED_HANDLERS(k, bits, expr, sh, n)                    \
+	op_##sh##_set_##k: {                                      \
+		OPERANDS_##sh(bits)                               \
+		fp[pc[n]] = (uint##bits##_t)(expr);               \
+		pc += n + 1;                                      \
+		NEXT();                                           \
+	}                                                         \
+	op_##sh##_tee_##k: {                                      \
+		OPERANDS_##sh(bits)                               \
+		uint64_t v = (uint##bits##_t)(expr);              \
+		fp[pc[n]] = v;                                    \
+		*sp++ = v;                                        \
+		pc += n + 1;                                      \
+		NEXT();                                           \
+	}                                                         \
+	op_##sh##_br_##k: {                                       \
+		OPERANDS_##sh(bits)                               \
+		pc = ((expr) != 0) ? code + pc[n] : pc + n + 1;        \
+		NEXT();                                           \
+	}                                                         \
+	op_##sh##_brz_##k: {                                      \
+		OPERANDS_##sh(bits)                               \
+		pc = ((expr) != 0) ? pc + n + 1 : code + pc[n];        \
+		NEXT();                                           \
+	}
+#define ALL_DERIVED(k, opcode, bits, expr)             \
+	DERIVED_HANDLERS(k, bits, expr, s, 0)          \
+	DERIVED_HANDLERS(k, bits, expr, l, 1)          \
+	DERIVED_HANDLERS(k, bits, expr, i, 1)          \
+	DERIVED_HANDLERS(k, bits, expr, ll, 2)         \
+	DERIVED_HANDLERS(k, bits, expr, li, 2)
+		WASM_FUSABLE_BINOPS(ALL_DERIVED)
+#undef ALL_DERIVED
+#undef DERIVED_HANDLERS
 
 	op_bad:
 		trap = KIS_WASM_TRAP_UNREACHABLE; /* not produced by compile.c */

@@ -155,12 +155,25 @@ enum {
 	 *   form 1 "I":  top op imm                 (t.const imm; op)
 	 *   form 2 "LL": push local[x] op local[y]  (local.get x; local.get y; op)
 	 *   form 3 "LI": push local[x] op imm       (local.get x; t.const imm; op)
-	 * imm is one word, sign-extended for i64. */
+	 * imm is one word, sign-extended for i64. Each of the five operand
+	 * shapes (S = both from the stack, L, I, LL, LI) also has forms that
+	 * put the result in a local (op; local.set z), also keep it on the
+	 * stack (op; local.tee z), branch when it is non-zero (op; br_if
+	 * without unwinding) or zero (op; if), with z or the target as the
+	 * last immediate. */
 	OP_FUSED = 0x100,
-	OP__COUNT = 0x200
+	OP__COUNT = OP_FUSED + 64 * 24
 };
 
-enum { FUSE_L, FUSE_I, FUSE_LL, FUSE_LI, FUSE__COUNT };
+enum {
+	FUSE_L, FUSE_I, FUSE_LL, FUSE_LI,
+	FUSE_SET = 4, /* + shape: S, L, I, LL, LI */
+	FUSE_BR = 9,
+	FUSE_BRZ = 14,
+	FUSE_TEE = 19,
+	FUSE__COUNT = 24
+};
+enum { SHAPE_S, SHAPE_L, SHAPE_I, SHAPE_LL, SHAPE_LI };
 
 /* The integer binary operators that cannot trap: X(index, opcode, bits, expr)
  * with operands a and b of type uint<bits>_t. Shared by compile.c (which
