@@ -22,6 +22,7 @@
 #include "agent/exec_json.h"
 #include "agent/proto.h"
 #include "engine/internal.h"
+#include "exec/io.h"
 #include "kis/session.h"
 #include "kis/store.h"
 
@@ -286,35 +287,6 @@ static int connect_session(const char *store_root, const char *id, bool tty,
 	return c;
 }
 
-static int stream_keep(struct kis_stream *s, const uint8_t *p, size_t n)
-{
-	if (s->len + n + 1 > s->cap) {
-		size_t cap = s->cap ? s->cap * 2 : 4096;
-		while (cap < s->len + n + 1)
-			cap *= 2;
-		char *g = realloc(s->data, cap);
-		if (!g)
-			return -1;
-		s->data = g;
-		s->cap = cap;
-	}
-	memcpy(s->data + s->len, p, n);
-	s->len += n;
-	s->data[s->len] = '\0';
-	return 0;
-}
-
-static void write_all(int fd, const uint8_t *p, size_t n)
-{
-	while (n > 0) {
-		ssize_t w = RETRY_EINTR(write(fd, p, n));
-		if (w <= 0)
-			return;
-		p += w;
-		n -= (size_t)w;
-	}
-}
-
 int kis_session_exec(const char *id, char *const *argv, const struct kis_exec_options *o,
 		     struct kis_result *res, struct kis_error **err)
 {
@@ -417,13 +389,13 @@ int kis_session_exec(const char *id, char *const *argv, const struct kis_exec_op
 				struct kis_stream *s = &res->streams[f.stream - 1];
 				s->bytes += f.len;
 				if (o->io.capture) {
-					if (stream_keep(s, f.payload, f.len) < 0) {
+					if (kis_stream_append(s, f.payload, f.len) < 0) {
 						kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "output");
 						goto out;
 					}
 				} else {
-					write_all(f.stream == 1 ? o->io.stdout_fd : o->io.stderr_fd,
-						  f.payload, f.len);
+					(void)kis_write_all(f.stream == 1 ? o->io.stdout_fd :
+								    o->io.stderr_fd, f.payload, f.len);
 				}
 			} else if (f.type == KIS_F_EXIT) {
 				if (kis_exit_from_json((const char *)f.payload, f.len, res, err) < 0)
