@@ -134,6 +134,49 @@ static void remove_tree_at(int dfd, const char *name)
 	unlinkat(dfd, name, AT_REMOVEDIR);
 }
 
+static void end_agent(json_t *meta);
+static const struct kis_backend *meta_backend(json_t *meta);
+
+/* A create or destroy that was killed half-way leaves .tmp-<id> or
+ * .del-<id> behind, perhaps with its agent running. A later command ends
+ * what it finds there once it is a minute old (a create in progress is
+ * younger than that). */
+static void sweep_leftovers(int sdir)
+{
+	int fd = dup(sdir);
+	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+	if (!d) {
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	struct dirent *e;
+	time_t now = time(NULL);
+	while ((e = readdir(d))) {
+		if (strncmp(e->d_name, ".tmp-", 5) && strncmp(e->d_name, ".del-", 5))
+			continue;
+		struct stat stb;
+		if (fstatat(sdir, e->d_name, &stb, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISDIR(stb.st_mode) ||
+		    now - stb.st_mtime < 60)
+			continue;
+		_cleanup_close_ int dfd = openat(sdir, e->d_name,
+						 O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+		json_t *meta = dfd >= 0 ? read_meta(dfd) : NULL;
+		if (meta) {
+			end_agent(meta);
+			const struct kis_backend *b = meta_backend(meta);
+			if (b && b->end_session) {
+				struct kis_session_ctx ctx = {.id = e->d_name + 5, .dir_fd = dfd,
+							      .listen_fd = -1};
+				b->end_session(&ctx, NULL);
+			}
+			json_decref(meta);
+		}
+		remove_tree_at(sdir, e->d_name);
+	}
+	closedir(d);
+}
+
 int kis_session_create(const struct kis_profile *p, const struct kis_run_options *o,
 		       char id[KIS_ID_BUFSZ], struct kis_error **err)
 {
@@ -158,6 +201,7 @@ int kis_session_create(const struct kis_profile *p, const struct kis_run_options
 	_cleanup_close_ int sdir = open_sessions_dir(o->store_root, true, &sessions_path, err);
 	if (sdir < 0)
 		return -1;
+	sweep_leftovers(sdir);
 	char tmp[KIS_ID_BUFSZ + 8];
 	snprintf(tmp, sizeof(tmp), ".tmp-%s", id);
 	if (mkdirat(sdir, tmp, 0700) < 0)
