@@ -380,6 +380,21 @@ int kis_workspace_destroy(struct kis_store *s, const char *id, struct kis_error 
 	return 0;
 }
 
+int kis_workspace_info(struct kis_store *s, const char *id, struct kis_workspace_info *out,
+		       struct kis_error **err)
+{
+	TRY(kis_id_validate(id, "workspace id", err));
+	_cleanup_close_ int d = store_opendir(s->ws_fd, id);
+	if (d < 0)
+		return kis_error_set(err, errno == ENOENT ? KIS_E_NOT_FOUND : KIS_E_INTERNAL, errno,
+				     "no workspace '%s'; see 'kis sandbox workspace list'", id);
+	struct kis_workspace_info wi = {0};
+	TRY(store_ws_meta(d, wi.base, &wi.strategy, err));
+	memcpy(wi.id, id, strlen(id) + 1); /* validated: <= 64 */
+	*out = wi;
+	return 0;
+}
+
 static int cmp_ws(const void *a, const void *b)
 {
 	return strcmp(((const struct kis_workspace_info *)a)->id,

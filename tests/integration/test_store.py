@@ -179,6 +179,8 @@ def test_clone_prints_id_and_json(store, tmp_path):
     j = json.loads(store.run("clone", base, "--json").stdout)
     assert j["workspace"].startswith("w-") and j["base"] == base
     assert Path(j["path"]).is_dir()
+    assert j["strategy"] in ("reflink", "overlay", "copy")
+    assert j["strategy"] == store.workspaces()[j["workspace"]]["strategy"]
     assert set(store.workspaces()) == {"my-ws-1", j["workspace"]}
     assert store.bases()[base]["refs"] == 2
 
