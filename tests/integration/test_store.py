@@ -516,3 +516,25 @@ def test_unprivileged_user_copy_and_userns_overlay():
         left = mounts_under(top)
         shutil.rmtree(top, ignore_errors=True)
         assert not left
+
+
+def test_store_root_flag_overrides_environment(tmp_path):
+    flag_root = tmp_path / "flagged"
+    env_root = tmp_path / "from-env"
+    env = dict(os.environ, KIS_SANDBOX_ROOT=str(env_root))
+    src = make_tree(tmp_path / "src")
+
+    def kis(*args):
+        p = subprocess.run([str(KIS), "sandbox", *args], env=env, capture_output=True, text=True)
+        assert p.returncode == 0, p.stderr
+        return p.stdout.strip()
+
+    base = kis("base", "import", str(src), "--store-root", str(flag_root))
+    ws = kis("clone", base, "--strategy=copy", f"--store-root={flag_root}")
+    assert (flag_root / "bases" / base / "refs" / ws).exists()
+    assert kis("workspace", "path", ws, "--store-root", str(flag_root)) == \
+        str(flag_root / "workspaces" / ws / "tree")
+    assert json.loads(kis("base", "list", "--json")) == []  # the env store is another one
+    kis("destroy", ws, "--store-root", str(flag_root))
+    kis("base", "remove", base, "--store-root", str(flag_root))
+    assert os.listdir(flag_root / "bases") == [] and os.listdir(flag_root / "workspaces") == []
