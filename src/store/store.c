@@ -22,7 +22,9 @@ int store_openat(int dirfd, const char *path, int flags, mode_t mode)
 {
 	struct open_how how = {
 		.flags = (uint64_t)(flags | O_CLOEXEC | O_NOFOLLOW),
-		.mode = (flags & (O_CREAT | O_TMPFILE)) ? mode : 0,
+		/* openat2 refuses a mode without O_CREAT or O_TMPFILE (whose
+		 * bits include O_DIRECTORY's, hence the full comparison). */
+		.mode = ((flags & O_CREAT) || (flags & O_TMPFILE) == O_TMPFILE) ? mode : 0,
 		/* The kernel refuses, rather than resolves, any symlink on the
 		 * way and any escape from dirfd: a planted link is not followed. */
 		.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
