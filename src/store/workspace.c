@@ -65,6 +65,10 @@ static int overlay_mount_once(int lower_fd, int upper_fd, int work_fd, int targe
 			      bool userxattr)
 {
 	static int fd_api = 1; /* cleared once the kernel refuses fd layers */
+	/* Test hook: exercise the fallback on a kernel that has both. */
+	const char *legacy = getenv("KIS_TEST_OVERLAY_LEGACY");
+	if (legacy && *legacy == '1')
+		__atomic_store_n(&fd_api, 0, __ATOMIC_RELAXED);
 	if (__atomic_load_n(&fd_api, __ATOMIC_RELAXED)) {
 		if (overlay_mount_fds(lower_fd, upper_fd, work_fd, target_fd, userxattr) == 0)
 			return 0;

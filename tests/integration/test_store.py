@@ -389,12 +389,19 @@ def test_fifo_and_device_node_refused(store, tmp_path):
 
 
 @pytest.mark.skipif(not IS_ROOT, reason="overlay workspaces need root")
-def test_overlay_path_remounts_and_destroy_unmounts(store, tmp_path):
+@pytest.mark.parametrize("mount_api", ["fd-layers", "legacy"])
+def test_overlay_path_remounts_and_destroy_unmounts(store, tmp_path, mount_api):
+    if mount_api == "legacy":
+        store.env["KIS_TEST_OVERLAY_LEGACY"] = "1"  # mount(2) with /proc/self/fd paths
     base = store.import_(make_tree(tmp_path / "src"))
     ws = store.clone(base, "--strategy", "overlay")
     w = store.path(ws)
     (w / "kept").write_text("delta\n")
     assert mounts_under(w) == [str(w)]
+    with open("/proc/self/mountinfo") as f:
+        opts = [line for line in f if f" {w} " in line][0]
+    assert ("/proc/self/fd/" in opts) == (mount_api == "legacy"), opts
+    assert tree_digest(store.root / "bases" / base / "tree") == tree_digest(tmp_path / "src")
     subprocess.run(["umount", str(w)], check=True)  # as after a reboot
     assert mounts_under(w) == []
     assert store.path(ws) == w and (w / "kept").read_text() == "delta\n"
