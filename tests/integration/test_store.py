@@ -247,16 +247,17 @@ def test_pinned_reflink_refused_on_ext4(store, tmp_path):
     assert store.workspaces() == {} and store.refs(base) == []
 
 
-def test_parallel_clones_and_destroys_keep_count_exact(store, tmp_path):
+@pytest.mark.parametrize("strategy", strategies())
+def test_parallel_clones_and_destroys_keep_count_exact(store, tmp_path, strategy):
     base = store.import_(make_tree(tmp_path / "src"))
     with ThreadPoolExecutor(max_workers=20) as ex:
-        first = list(ex.map(lambda _: store.clone(base, "--strategy", "copy"), range(20)))
+        first = list(ex.map(lambda _: store.clone(base, "--strategy", strategy), range(20)))
     assert len(set(first)) == 20
     assert store.refs(base) == sorted(first)
     # 20 destroys racing 20 new clones.
     with ThreadPoolExecutor(max_workers=40) as ex:
         dfut = [ex.submit(store.run, "destroy", w) for w in first]
-        cfut = [ex.submit(store.clone, base, "--strategy", "copy") for _ in range(20)]
+        cfut = [ex.submit(store.clone, base, "--strategy", strategy) for _ in range(20)]
         second = [f.result() for f in cfut]
         [f.result() for f in dfut]
     assert store.refs(base) == sorted(second)
