@@ -18,9 +18,10 @@ static const char clone_help[] =
 	"                 no leading dash) instead of a minted one; an id that is\n"
 	"                 taken is refused (destination_exists)\n"
 	"  --strategy S   auto (default): the cheapest the store offers, in order\n"
-	"                 reflink (FICLONE, btrfs/xfs), overlay (overlayfs, root),\n"
-	"                 copy. A pinned strategy the store cannot do is refused\n"
-	"                 (profile_unsatisfiable), never replaced\n"
+	"                 reflink (FICLONE, btrfs/xfs), overlay (overlayfs: root, or\n"
+	"                 a user namespace), copy. A pinned strategy the store\n"
+	"                 cannot do is refused (profile_unsatisfiable), never\n"
+	"                 replaced\n"
 	"  --json         print {\"workspace\", \"base\", \"strategy\", \"path\"}\n"
 	"  --store-root   the store (default $KIS_SANDBOX_ROOT, else\n"
 	"                 /var/lib/kis/sandbox as root, $XDG_STATE_HOME/kis/sandbox)\n";

@@ -92,12 +92,17 @@ int store_overlay_mount(int lower_fd, int upper_fd, int work_fd, int target_fd,
 		if (r < 0)
 			errno = saved;
 	}
-	if (r < 0)
-		return kis_error_set(err, errno == EPERM ? KIS_E_PROFILE_UNSATISFIABLE : KIS_E_INTERNAL,
-				     errno, "cannot mount the overlay of a workspace%s",
-				     errno == EPERM ? "; overlay clones need root or a user namespace, "
-						      "use --strategy copy"
-						    : "");
+	if (r < 0) {
+		/* Refused (no privilege, no overlayfs, a store filesystem it
+		 * cannot stack on): the strategy cannot work here. */
+		bool refused = errno == EPERM || errno == EACCES || errno == EINVAL ||
+			       errno == ENODEV || errno == EOPNOTSUPP;
+		return kis_error_set(err, refused ? KIS_E_PROFILE_UNSATISFIABLE : KIS_E_INTERNAL, errno,
+				     "cannot mount the overlay of a workspace%s",
+				     refused ? "; overlay clones need root or a user namespace and a "
+					       "store overlayfs can stack on, use --strategy copy"
+					     : "");
+	}
 	return 0;
 }
 
@@ -162,21 +167,28 @@ int store_release_workspace(struct kis_store *s, const char *name, struct kis_er
 	return store_rmtree(s->ws_fd, name, err);
 }
 
+/* Which strategy to build. *tentative: auto chose overlay without knowing
+ * whether a mount will work (probing costs a mount and an unmount, which
+ * syncs the store's filesystem); the clone then falls back to a copy if
+ * the mount is refused. A pinned strategy is never replaced. */
 static int resolve_strategy(struct kis_store *s, enum kis_clone_strategy want,
-			    enum kis_clone_strategy *got, struct kis_error **err)
+			    enum kis_clone_strategy *got, bool *tentative, struct kis_error **err)
 {
-	if (want != KIS_CLONE_COPY)
-		store_probe(s); /* a pinned copy needs no mount nor FICLONE probe */
+	*tentative = false;
 	switch (want) {
 	case KIS_CLONE_AUTO:
 		/* DESIGN.md order: reflink (a plain directory, no mount to
 		 * manage), overlay (O(1), needs a mount), then a plain copy. */
-		*got = s->can_reflink ? KIS_CLONE_REFLINK
-		       : s->can_overlay ? KIS_CLONE_OVERLAY
-					: KIS_CLONE_COPY;
+		if (store_can_reflink(s))
+			*got = KIS_CLONE_REFLINK;
+		else if (s->can_overlay != 0) {
+			*got = KIS_CLONE_OVERLAY;
+			*tentative = s->can_overlay < 0;
+		} else
+			*got = KIS_CLONE_COPY;
 		return 0;
 	case KIS_CLONE_REFLINK:
-		if (!s->can_reflink)
+		if (!store_can_reflink(s))
 			return kis_error_set(err, KIS_E_PROFILE_UNSATISFIABLE, 0,
 					     "the store '%s' is on a filesystem without reflinks "
 					     "(FICLONE); put the store on btrfs or xfs, or use "
@@ -184,7 +196,8 @@ static int resolve_strategy(struct kis_store *s, enum kis_clone_strategy want,
 					     s->root);
 		break;
 	case KIS_CLONE_OVERLAY:
-		if (!s->can_overlay)
+		/* Unknown is tried: a refused mount is profile_unsatisfiable. */
+		if (s->can_overlay == 0)
 			return kis_error_set(err, KIS_E_PROFILE_UNSATISFIABLE, 0,
 					     "overlayfs cannot be mounted for the store '%s' (it needs "
 					     "root, or a user namespace); use --strategy reflink or copy",
@@ -197,6 +210,22 @@ static int resolve_strategy(struct kis_store *s, enum kis_clone_strategy want,
 				     (int)want);
 	}
 	*got = want;
+	return 0;
+}
+
+static int write_meta(int t, const char *base_id, enum kis_clone_strategy use, bool replace,
+		      struct kis_error **err)
+{
+	char meta[128];
+	snprintf(meta, sizeof(meta), "base=%s\nstrategy=%s\n", base_id, kis_clone_strategy_name(use));
+	if (!replace)
+		return store_write_file(t, "meta", meta, err);
+	/* rename(2) over the old meta: a crash leaves one or the other,
+	 * both naming the base whose reference we hold. */
+	(void)unlinkat(t, "meta.new", 0);
+	TRY(store_write_file(t, "meta.new", meta, err));
+	if (renameat(t, "meta.new", t, "meta") < 0)
+		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot update workspace meta");
 	return 0;
 }
 
@@ -298,7 +327,8 @@ int kis_workspace_clone_ex(struct kis_store *s, const char *base_id, const char 
 				     "workspace '%s' already exists; choose another --id or destroy it",
 				     id);
 	enum kis_clone_strategy use = KIS_CLONE_COPY;
-	TRY(resolve_strategy(s, strategy, &use, err));
+	bool tentative = false;
+	TRY(resolve_strategy(s, strategy, &use, &tentative, err));
 	_cleanup_close_ int b = store_opendir(s->bases_fd, base_id);
 	if (b < 0)
 		return kis_error_set(err, errno == ENOENT ? KIS_E_NOT_FOUND : KIS_E_INTERNAL, errno,
@@ -316,18 +346,39 @@ int kis_workspace_clone_ex(struct kis_store *s, const char *base_id, const char 
 				     tmp, s->root);
 	}
 
-	char meta[128];
-	snprintf(meta, sizeof(meta), "base=%s\nstrategy=%s\n", base_id, kis_clone_strategy_name(use));
 	/* meta before the reference: a leftover with a reference always says
 	 * which base to release. */
-	int r = store_write_file(t, "meta", meta, err);
+	int r = write_meta(t, base_id, use, false, err);
 	if (r >= 0)
 		r = base_ref(s, b, base_id, id, err);
 	if (r < 0) {
 		(void)store_rmtree(s->ws_fd, tmp, NULL);
 		return r;
 	}
-	r = build_clone(s, t, b, use, err);
+	struct kis_error *build_err = NULL; /* err may be NULL: keep the code */
+	r = build_clone(s, t, b, use, &build_err);
+	if (use == KIS_CLONE_OVERLAY)
+		s->can_overlay = r >= 0;
+	if (r < 0 && tentative && build_err && build_err->code == KIS_E_PROFILE_UNSATISFIABLE) {
+		/* Auto, and the overlay mount was refused: a copy it is. */
+		kis_error_free(build_err);
+		build_err = NULL;
+		use = KIS_CLONE_COPY;
+		static const char *const sub[] = {"upper", "work", "merged"};
+		for (size_t i = 0; i < ARRAY_SIZE(sub); i++)
+			(void)store_rmtree(t, sub[i], NULL);
+		r = write_meta(t, base_id, use, true, &build_err);
+		if (r >= 0)
+			r = build_clone(s, t, b, use, &build_err);
+	}
+	if (r < 0) {
+		if (err) {
+			kis_error_free(*err);
+			*err = build_err;
+		} else {
+			kis_error_free(build_err);
+		}
+	}
 	if (r >= 0) {
 		test_pause();
 		/* RENAME_NOREPLACE: a destination that appeared meanwhile

@@ -507,6 +507,12 @@ def test_unprivileged_user_copy_and_userns_overlay():
             pytest.fail("an unprivileged overlay clone succeeded outside a user namespace")
         assert p.stderr.startswith("profile_unsatisfiable: "), p.stderr
         ws = kis("clone", base, "--strategy", "copy").stdout.strip()
+        # Auto tries overlay, is refused the mount, and copies.
+        auto = json.loads(kis("clone", base, "--json").stdout)
+        assert auto["strategy"] == "copy"
+        ws_dir = top / "store" / "workspaces" / auto["workspace"]
+        assert sorted(os.listdir(ws_dir)) == ["meta", "tree"]
+        kis("destroy", auto["workspace"])
         # Inside one, the kernel allows it (userxattr); write through it.
         p = kis("clone", base, "--strategy", "overlay", "--id", "ns-ws", userns=True, check=False)
         if p.returncode != 0:
