@@ -377,6 +377,15 @@ def test_fifo_and_device_node_refused(store, tmp_path):
     assert p.stderr.startswith("invalid_argument: ") and "'sub/fifo' is a FIFO" in p.stderr
     assert "--os-image" in p.stderr
     os.unlink(src / "sub" / "fifo")
+    import socket
+    sock = socket.socket(socket.AF_UNIX)
+    try:
+        sock.bind(str(src / "sock"))
+        p = store.run("base", "import", str(src), check=False)
+        assert p.returncode == 125 and "'sock' is a socket" in p.stderr, p.stderr
+    finally:
+        sock.close()
+        os.unlink(src / "sock")
     if not IS_ROOT:
         pytest.skip("device nodes can only be made as root")
     os.mknod(src / "null", 0o666 | stat.S_IFCHR, os.makedev(1, 3))
