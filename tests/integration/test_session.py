@@ -296,3 +296,28 @@ def test_malformed_frames_after_hello_and_truncation(store, session):
     assert out == b"via raw frames\n"
     s.close()
     assert kis("exec", session, "--", "echo", "ok").stdout == "ok\n"
+
+
+def test_a_half_made_session_is_swept_by_a_later_command(store):
+    # What a create killed after starting its agent leaves: .tmp-<id> with
+    # the agent's pid. A later create ends that process and removes the dir.
+    first = kis("create", *PROC).stdout.strip()  # makes the store and sessions/
+    kis("session", "destroy", first)
+    victim = subprocess.Popen(["sleep", "300"])
+    try:
+        stat = open(f"/proc/{victim.pid}/stat").read()
+        start = int(stat[stat.rindex(")") + 2:].split()[19])
+        left = store / "sessions" / ".tmp-s-leftover"
+        left.mkdir(mode=0o700)
+        (left / "session.json").write_text(json.dumps({
+            "id": "s-leftover", "tier": "process", "backend": "process",
+            "agent_pid": victim.pid, "agent_start": start}))
+        old = time.time() - 120
+        os.utime(left, (old, old))
+        sid = kis("create", *PROC).stdout.strip()
+        assert not left.exists()
+        assert victim.wait(timeout=5) is not None
+        kis("session", "destroy", sid)
+    finally:
+        victim.kill()
+        victim.wait()
