@@ -199,8 +199,10 @@ static int oci_plan(const struct kis_caps *caps, const struct kis_run_request *r
 			goto oom;
 	if (!env_has(pl->envp, ne, "PATH") && !(pl->envp[ne++] = strdup("PATH=" KIS_DEFAULT_PATH)))
 		goto oom;
-	if (!env_has(pl->envp, ne, "HOME") &&
-	    asprintf(&pl->envp[ne++], "HOME=%s", ws_mounted ? "/workspace" : "/root") < 0) {
+	/* HOME: somewhere writable that exists: the workspace, the image's
+	 * /root, or the private /tmp of a root:host run without a workspace */
+	const char *home = ws_mounted ? "/workspace" : p->root == KIS_ROOT_WORKSPACE ? "/root" : "/tmp";
+	if (!env_has(pl->envp, ne, "HOME") && asprintf(&pl->envp[ne++], "HOME=%s", home) < 0) {
 		pl->envp[--ne] = NULL;
 		goto oom;
 	}
@@ -392,7 +394,7 @@ static int keep(struct kis_stream *s, const uint8_t *p, size_t n)
 	return 0;
 }
 
-enum host_stop { STOP_NONE, STOP_TIMEOUT, STOP_CANCEL };
+enum host_stop { STOP_NONE, STOP_TIMEOUT, STOP_CANCEL, STOP_OUTPUT };
 
 /* One exec over the channel: the client side of docs/protocol.md. The
  * agent enforces the per-exec limits; the host keeps a deadline of its own
@@ -475,15 +477,29 @@ static int channel_exec(struct kis_plan *pl, int conn, struct kis_result *res,
 		while ((st = kis_frame_reader_next(&rd, &f)) == KIS_FRAME_OK) {
 			if (f.type == KIS_F_DATA && (f.stream == 1 || f.stream == 2)) {
 				struct kis_stream *s = &res->streams[f.stream - 1];
-				s->bytes += f.len;
+				/* The agent cuts the output at the limit; the host
+				 * holds the same line in case it does not. */
+				uint64_t used = res->streams[0].bytes + res->streams[1].bytes;
+				uint64_t room = used < pl->limits.output_bytes ?
+							pl->limits.output_bytes - used : 0;
+				uint32_t take = f.len <= room ? f.len : (uint32_t)room;
+				if (take < f.len) {
+					s->truncated = true;
+					if (*stop == STOP_NONE) {
+						*stop = STOP_OUTPUT;
+						uint8_t b[4] = {SIGKILL, 0, 0, 0};
+						kis_frame_write(conn, KIS_F_SIGNAL, 0, 1, b, 4);
+					}
+				}
+				s->bytes += take;
 				if (pl->io.capture) {
-					if (keep(s, f.payload, f.len) < 0) {
+					if (keep(s, f.payload, take) < 0) {
 						kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "output");
 						goto out;
 					}
 				} else {
 					write_all_fd(f.stream == 1 ? pl->io.stdout_fd : pl->io.stderr_fd,
-						     (const char *)f.payload, f.len);
+						     (const char *)f.payload, take);
 				}
 			} else if (f.type == KIS_F_EXIT) {
 				if (kis_exit_from_json((const char *)f.payload, f.len, res, err) < 0)
@@ -657,6 +673,10 @@ static int oci_run(struct kis_plan *pl, struct kis_result *res, struct kis_error
 			res->reason = KIS_REASON_CANCELLED;
 			free(res->detail);
 			res->detail = strdup("the run was cancelled");
+		} else if (stop == STOP_OUTPUT && res->reason != KIS_REASON_OUTPUT_LIMIT) {
+			res->reason = KIS_REASON_OUTPUT_LIMIT;
+			free(res->detail);
+			res->detail = strdup("output passed limits.output_bytes");
 		}
 		explain(pl, res);
 		if (res->usage.wall_ms == 0)
