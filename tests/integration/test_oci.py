@@ -408,6 +408,10 @@ def test_session_on_an_os_image_root(mstore, os_base):
         assert ex(sid, "sh", "-c", "echo kept > /root/note").returncode == 0
         p = ex(sid, "sh", "-c", "cat /root/note; cat /etc/hostname; readlink /bin/ls")
         assert p.stdout == "kept\nkis\nbusybox\n", p.stdout + p.stderr
+        # the durable shell needs /bin/sh and env -0: busybox has both
+        p = kis("shell", sid, input="cd /tmp\nexport KIS_Y=7\necho $KIS_Y $(pwd)\n")
+        assert p.stdout == "7 /tmp\n", p.stdout + p.stderr
+        assert ex(sid, "sh", "-c", "echo $KIS_Y; pwd").stdout == "7\n/tmp\n"
     finally:
         kis("session", "destroy", sid)
 
