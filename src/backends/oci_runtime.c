@@ -349,6 +349,25 @@ static int check_cgroups_gone(const char *ctr_id, struct kis_error **err)
 	return 0;
 }
 
+/* The container's mounts live in its own mount namespace and go with it;
+ * none may show in ours (a bind that propagated would be a leak). */
+static int check_mounts_gone(const char *ctr_id, struct kis_error **err)
+{
+	char bp[256];
+	if (kis_oci_bundle_path(ctr_id, bp, sizeof(bp)) < 0)
+		return 0;
+	_cleanup_fclose_ FILE *f = fopen("/proc/self/mountinfo", "re");
+	if (!f)
+		return 0;
+	char line[4096];
+	while (fgets(line, sizeof(line), f))
+		if (strstr(line, bp))
+			return kis_error_set(err, KIS_E_INTERNAL, 0,
+					     "a mount of container '%s' is still in the mount table",
+					     ctr_id);
+	return 0;
+}
+
 int kis_oci_remove(const char *ctr_id, struct kis_error **err)
 {
 	char *argv[] = {"crun", "--root", KIS_OCI_STATE_ROOT, "delete", "-f", (char *)ctr_id, NULL};
@@ -361,6 +380,8 @@ int kis_oci_remove(const char *ctr_id, struct kis_error **err)
 		return kis_error_set(err, KIS_E_INTERNAL, 0, "crun delete '%s' failed: %s", ctr_id, eb);
 	_cleanup_close_ int bfd = open(KIS_OCI_BUNDLES, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	r = check_cgroups_gone(ctr_id, err);
+	if (r >= 0)
+		r = check_mounts_gone(ctr_id, err);
 	kis_oci_remove_bundle(bfd, ctr_id);
 	return r;
 }
