@@ -105,8 +105,13 @@ def probe_base(mstore, tmp_path_factory):
 
 @pytest.fixture(autouse=True)
 def nothing_left(request):
-    """Every test leaves no container, cgroup or mount of ours behind."""
+    """Every test leaves no container, cgroup or mount of ours behind, and
+    the host's mount table as it was (the hybrid-cgroup workaround unmounts
+    the v2 mount only in crun's private namespace)."""
     before = crun_ids()
+    with open("/proc/self/mountinfo") as f:
+        mounts_before = sorted(l.split(" - ")[0].split(" ", 4)[4] for l in f
+                               if "/sys/fs/cgroup" in l)
     yield
     if WHY is not None:
         return
@@ -115,6 +120,10 @@ def nothing_left(request):
     assert not left, f"containers left: {left}"
     assert not kis_cgroups(), f"cgroups left: {kis_cgroups()}"
     assert not our_mounts(), f"mounts left: {our_mounts()}"
+    with open("/proc/self/mountinfo") as f:
+        mounts_after = sorted(l.split(" - ")[0].split(" ", 4)[4] for l in f
+                              if "/sys/fs/cgroup" in l)
+    assert mounts_after == mounts_before
 
 
 @pytest.fixture
