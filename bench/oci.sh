@@ -73,7 +73,7 @@ cfg = {
     "namespaces": [{"type": t} for t in ["pid", "mount", "ipc", "uts", "cgroup", "network"]],
     "resources": {"devices": [{"allow": False, "access": "rwm"}],
                   "memory": {"limit": 1 << 30, "swap": 1 << 30}, "pids": {"limit": 256}},
-    "cgroupsPath": "/kis-bench/raw",
+    "cgroupsPath": "/kis-bench-raw",
     "maskedPaths": ["/proc/kcore", "/proc/keys", "/proc/timer_list", "/sys/firmware"],
     "readonlyPaths": ["/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus"],
     "seccomp": seccomp,
@@ -104,4 +104,3 @@ echo "start-to-exit of /bin/true, $N runs each (reference: raw crun run of the h
 	"kis run --tier container=$KIS sandbox run --tier container -- /bin/true" \
 	"kis clone+run (root:host)=$KIS sandbox run --tier container --base $tiny -- /bin/true" \
 	"kis clone+run (root:ws)=$KIS sandbox run --tier container --root workspace --base $os -- /bin/true"
-rmdir /sys/fs/cgroup/*/kis-bench 2>/dev/null || rmdir /sys/fs/cgroup/kis-bench 2>/dev/null || true

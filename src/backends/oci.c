@@ -17,7 +17,7 @@
  *            listening socket; exec and shell connect to it (session.c).
  *            The session's pid is the container init's host pid (crun state).
  * A memory or pids limit is decided from the container's cgroup (cgroupsPath
- * kis-oci/<name>), read before the container is deleted.
+ * /<name>), read before the container is deleted.
  * Containers left by an engine that was killed are collected at the start
  * of the next run, create or backends (kis_oci_collect). */
 #include "util.h"
@@ -217,7 +217,7 @@ oom:
 static void plan_spec(const struct kis_plan *pl, const char *rootfs, char *const *args,
 		      struct kis_oci_spec *s, char *cgpath, size_t cglen)
 {
-	snprintf(cgpath, cglen, "/%s/%s", KIS_OCI_CGROUP_PARENT, pl->ctr_id);
+	snprintf(cgpath, cglen, "/%s", pl->ctr_id);
 	*s = (struct kis_oci_spec){
 		.args = args, .env = pl->envp, .cwd = pl->cwd, .root = pl->root, .rootfs = rootfs,
 		.workspace = pl->workspace, .agent = pl->agent, .net = pl->net,
@@ -358,12 +358,12 @@ static void container_cgroup(const struct kis_plan *pl, struct kis_cgroup *cg, c
 	memset(cg, 0, sizeof(*cg));
 	if (kis_oci_cgroup_layout() == 2) {
 		cg->mode = KIS_CG_V2;
-		snprintf(mem, len, "/sys/fs/cgroup/%s/%s", KIS_OCI_CGROUP_PARENT, pl->ctr_id);
+		snprintf(mem, len, "/sys/fs/cgroup/%s", pl->ctr_id);
 		cg->dirs[0] = mem;
 	} else {
 		cg->mode = KIS_CG_V1;
-		snprintf(mem, len, "/sys/fs/cgroup/memory/%s/%s", KIS_OCI_CGROUP_PARENT, pl->ctr_id);
-		snprintf(pids, len, "/sys/fs/cgroup/pids/%s/%s", KIS_OCI_CGROUP_PARENT, pl->ctr_id);
+		snprintf(mem, len, "/sys/fs/cgroup/memory/%s", pl->ctr_id);
+		snprintf(pids, len, "/sys/fs/cgroup/pids/%s", pl->ctr_id);
 		cg->dirs[0] = mem;
 		cg->dirs[1] = pids;
 	}

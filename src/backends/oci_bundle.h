@@ -21,8 +21,9 @@
 #define KIS_OCI_STATE_ROOT "/run/crun"
 /* Our bundles: one private directory per container, on tmpfs. */
 #define KIS_OCI_BUNDLES "/run/kis/oci"
-/* The cgroup parent crun creates the containers' groups under. */
-#define KIS_OCI_CGROUP_PARENT "kis-oci"
+/* Each container's cgroup is /<container id> in every hierarchy: no shared
+ * parent, so no race between one removal of an empty parent and another
+ * container's creation under it; crun removes the group on delete. */
 
 struct kis_oci_spec {
 	char *const *args;        /* the container process (the agent) */
@@ -70,7 +71,7 @@ int kis_oci_state(const char *ctr_id, char *status, size_t len, pid_t *pid);
 /* crun delete -f, then the bundle directory and the cgroup parent when it
  * is empty. Idempotent. */
 int kis_oci_remove(const char *ctr_id, struct kis_error **err);
-/* The bundle directory and the empty cgroup parents, for a container crun
+/* The bundle directory, for a container crun
  * has deleted itself. */
 void kis_oci_remove_bundle(int bundles_fd, const char *ctr_id);
 /* Delete our containers whose run or session no longer exists. Cheap when

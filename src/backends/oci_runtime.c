@@ -303,25 +303,6 @@ static void remove_tree(int dfd, const char *name, int depth)
 	unlinkat(dfd, name, AT_REMOVEDIR);
 }
 
-/* crun removes the container's own groups on delete; the shared parent
- * goes when it is empty (another container may still be in it: EBUSY). */
-static void remove_cgroup_parents(void)
-{
-	static const char *const v1[] = {"memory", "pids", "cpu", "cpuacct", "cpuset", "blkio",
-					 "devices", "freezer", "systemd", "net_cls", "net_prio",
-					 "perf_event", "hugetlb", "rdma", "misc"};
-	char p[128];
-	if (kis_oci_cgroup_layout() == 2) {
-		snprintf(p, sizeof(p), "/sys/fs/cgroup/%s", KIS_OCI_CGROUP_PARENT);
-		(void)rmdir(p);
-		return;
-	}
-	for (size_t i = 0; i < ARRAY_SIZE(v1); i++) {
-		snprintf(p, sizeof(p), "/sys/fs/cgroup/%s/%s", v1[i], KIS_OCI_CGROUP_PARENT);
-		(void)rmdir(p);
-	}
-}
-
 /* After crun delete: the container's own groups must be gone. crun leaves
  * one behind when a process in it outlived the kill (EBUSY on rmdir); try
  * again briefly, then report it rather than leave it silently. */
@@ -334,10 +315,9 @@ static int check_cgroups_gone(const char *ctr_id, struct kis_error **err)
 	for (size_t i = 0; i < n; i++) {
 		char p[256];
 		if (v2)
-			snprintf(p, sizeof(p), "/sys/fs/cgroup/%s/%s", KIS_OCI_CGROUP_PARENT, ctr_id);
+			snprintf(p, sizeof(p), "/sys/fs/cgroup/%s", ctr_id);
 		else
-			snprintf(p, sizeof(p), "/sys/fs/cgroup/%s/%s/%s", ctrls[i],
-				 KIS_OCI_CGROUP_PARENT, ctr_id);
+			snprintf(p, sizeof(p), "/sys/fs/cgroup/%s/%s", ctrls[i], ctr_id);
 		for (int tries = 0; rmdir(p) < 0 && errno == EBUSY; tries++) {
 			if (tries == 100)
 				return kis_error_set(err, KIS_E_INTERNAL, EBUSY,
@@ -390,7 +370,6 @@ void kis_oci_remove_bundle(int bundles_fd, const char *ctr_id)
 {
 	if (bundles_fd >= 0)
 		remove_tree(bundles_fd, ctr_id, 0);
-	remove_cgroup_parents();
 }
 
 static int write_owner(int bundle_fd, const char *text, struct kis_error **err)

@@ -51,7 +51,7 @@ def crun_ids():
 
 
 def kis_cgroups():
-    return glob.glob("/sys/fs/cgroup/*/kis-oci/*") + glob.glob("/sys/fs/cgroup/kis-oci/*")
+    return glob.glob("/sys/fs/cgroup/*/kis-s-*") + glob.glob("/sys/fs/cgroup/kis-s-*")
 
 
 def our_mounts():

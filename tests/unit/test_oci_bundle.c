@@ -25,7 +25,7 @@ static json_t *build(enum kis_root_mode root, enum kis_net_mode net, bool user_n
 		.args = args, .env = env, .cwd = "/workspace", .root = root,
 		.rootfs = "/run/kis/oci/kis-t/rootfs", .workspace = "/store/ws/merged",
 		.agent = "/usr/lib/kis/kis-agent", .net = net, .limits = &l,
-		.cgroups_path = "/kis-oci/kis-t", .user_ns = user_ns, .host_uid = 1000,
+		.cgroups_path = "/kis-t", .user_ns = user_ns, .host_uid = 1000,
 		.host_gid = 1000,
 	};
 	json_t *cfg = NULL;
@@ -124,7 +124,7 @@ static void test_resources_and_devices(void **state)
 	assert_true(json_is_false(json_object_get(d0, "allow")));
 	assert_string_equal(json_string_value(json_object_get(d0, "access")), "rwm");
 	assert_null(json_object_get(d0, "major")); /* deny-all first: every device */
-	assert_string_equal(json_string_value(json_object_get(lx, "cgroupsPath")), "/kis-oci/kis-t");
+	assert_string_equal(json_string_value(json_object_get(lx, "cgroupsPath")), "/kis-t");
 	assert_non_null(json_object_get(json_object_get(lx, "seccomp"), "syscalls"));
 	assert_true(json_array_size(json_object_get(lx, "maskedPaths")) > 5);
 	assert_true(json_array_size(json_object_get(lx, "readonlyPaths")) >= 4);
