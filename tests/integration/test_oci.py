@@ -296,6 +296,39 @@ def test_host_paths_are_not_there(session, tmp_path):
     assert not (tmp_path / "new").exists()
 
 
+def test_tiocsti_is_stopped(session):
+    # under sh, so the probe is not a process group leader and can setsid
+    for arg in ("", " high"):
+        p = ex(session, "sh", "-c", "./tiocsti" + arg)
+        assert p.returncode == STOPPED, p.stdout + p.stderr
+
+
+def test_host_unix_sockets_are_unreachable(session, tmp_path):
+    import socket
+    name = f"kis-oci-test-{os.getpid()}"
+    abstract = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    abstract.bind("\0" + name)
+    abstract.listen(1)
+    path = tmp_path / "host.sock"
+    named = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    named.bind(str(path))
+    named.listen(1)
+    try:
+        # the abstract namespace is per network namespace; the host's
+        # socket files are not in the container's view
+        p = ex(session, "./abstract_unix", name)
+        assert p.returncode in (STOPPED, OTHER) and "ESCAPED" not in p.stdout, p.stdout
+        p = ex(session, "./unix_path_connect", str(path))
+        assert p.returncode in (STOPPED, OTHER) and "ESCAPED" not in p.stdout, p.stdout
+        # control: from the host both are reachable
+        c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        c.connect("\0" + name)
+        c.close()
+    finally:
+        abstract.close()
+        named.close()
+
+
 def test_proc_sys_and_sys_are_read_only(session):
     p = ex(session, "sh", "-c", "echo 0 > /proc/sys/vm/overcommit_memory; echo $?;"
            "echo x > /proc/sys/kernel/domainname; echo $?; echo 1 > /sys/kernel/profiling;"
