@@ -244,6 +244,16 @@ def test_network_modes(mstore):
     assert "network.mode" in p.stderr
     p = kis("run", *CT, "--net", "host", "--", "true")
     assert p.returncode == 125 and "escape_hatch_forbidden" in p.stderr
+    # with its hatch: no network namespace, and inet sockets open
+    p, r = kis_json(*CT, "--net", "host", "--allow-net-host", "--", "/usr/bin/python3", "-c",
+                    "import socket; socket.socket(); print(open('/proc/net/dev').read())")
+    assert r["termination"]["exit_code"] == 0, r
+    with open("/proc/net/dev") as f:
+        assert sorted(l.split(":")[0].strip() for l in r["stdout"].splitlines()[2:] if l) == \
+            sorted(l.split(":")[0].strip() for l in f.read().splitlines()[2:])
+    # off: the same python cannot even open an inet socket (seccomp)
+    p, r = kis_json(*CT, "--", "/usr/bin/python3", "-c", "import socket; socket.socket()")
+    assert "Address family not supported" in r["stderr"], r
 
 
 def test_engine_killed_mid_run_is_collected(mstore):
