@@ -31,6 +31,7 @@
 #include <sys/un.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <time.h>
 
@@ -409,11 +410,17 @@ static int channel_exec(struct kis_plan *pl, int conn, struct kis_result *res,
 	struct kis_frame f;
 	struct kis_exec_req req = {.argv = pl->argv, .limits = pl->limits};
 	char *body = NULL;
+	/* the agent answers once crun has started the container: bounded, so a
+	 * runtime that hangs cannot hang the engine */
+	struct timeval tv = {.tv_sec = 30};
+	setsockopt(conn, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	if (kis_frame_write(conn, KIS_F_HELLO, 0, 0, v, 4) < 0 ||
 	    kis_frame_read_blocking(&rd, conn, &f) != 1 || f.type != KIS_F_HELLO) {
 		kis_error_set(err, KIS_E_INTERNAL, errno, "the container's agent did not answer");
 		goto out;
 	}
+	tv.tv_sec = 0;
+	setsockopt(conn, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	body = kis_exec_req_to_json(&req);
 	if (!body || kis_frame_write(conn, KIS_F_EXEC, 0, 1, body, (uint32_t)strlen(body)) < 0) {
 		kis_error_set(err, KIS_E_INTERNAL, errno, "cannot send the request");
