@@ -170,6 +170,13 @@ def test_run_streams_status_and_isolation(mstore):
         assert d not in devs.split()
 
 
+def test_absent_runtime_is_tier_unavailable(mstore):
+    p = kis("run", *CT, "--", "true", env={"KIS_CRUN": "/nonexistent/crun"})
+    assert p.returncode == 125 and "tier_unavailable" in p.stderr and "crun" in p.stderr
+    p = kis("backends", env={"KIS_CRUN": "/nonexistent/crun"})
+    assert "crun is not installed" in p.stdout
+
+
 def test_signal_is_a_signal_not_128_plus(mstore):
     p, r = kis_json(*CT, "--", "sh", "-c", "kill -TERM $$")
     assert r["termination"]["reason"] == "signaled" and r["termination"]["signal"] == 15
