@@ -104,3 +104,27 @@ echo "start-to-exit of /bin/true, $N runs each (reference: raw crun run of the h
 	"kis run --tier container=$KIS sandbox run --tier container -- /bin/true" \
 	"kis clone+run (root:host)=$KIS sandbox run --tier container --base $tiny -- /bin/true" \
 	"kis clone+run (root:ws)=$KIS sandbox run --tier container --root workspace --base $os -- /bin/true"
+
+# The machines are shared: load that changes between the rows above moves
+# the ratios. The same pair again, interleaved run by run, so both see the
+# same load.
+echo
+echo "interleaved, $N pairs: raw crun run, then kis run --tier container"
+/usr/bin/python3 - "$N" "$WORK/raw.sh" "$KIS" <<'PY'
+import statistics, subprocess, sys, time
+n, raw, kis = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+cmds = {"raw crun run": [raw],
+        "kis run --tier container": [kis, "sandbox", "run", "--tier", "container", "--", "/bin/true"]}
+t = {k: [] for k in cmds}
+for _ in range(n):
+    for k, c in cmds.items():
+        t0 = time.perf_counter()
+        subprocess.run(c, stdout=subprocess.DEVNULL, check=True)
+        t[k].append((time.perf_counter() - t0) * 1000)
+ref = statistics.median(t["raw crun run"])
+print("%-28s %10s %10s %8s" % ("command", "median_ms", "p90_ms", "ratio"))
+for k, v in t.items():
+    v.sort()
+    print("%-28s %10.3f %10.3f %7.2fx" % (k, statistics.median(v), v[len(v) * 9 // 10],
+                                           statistics.median(v) / ref))
+PY
