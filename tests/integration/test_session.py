@@ -321,3 +321,23 @@ def test_a_half_made_session_is_swept_by_a_later_command(store):
     finally:
         victim.kill()
         victim.wait()
+
+
+def test_session_on_a_cloned_workspace_releases_it(store, tmp_path):
+    src = tmp_path / "base"
+    src.mkdir()
+    (src / "hello.txt").write_text("from the base\n")
+    base = kis("base", "import", str(src)).stdout.strip()
+    sid = kis("create", *PROC, "--base", base).stdout.strip()
+    try:
+        lst = json.loads(kis("session", "list", "--json").stdout)
+        ws = [s for s in lst if s["id"] == sid][0]["workspace"]
+        assert ws and ws.startswith("w-")
+        assert kis("exec", sid, "--", "cat", "hello.txt").stdout == "from the base\n"
+        kis("exec", sid, "--", "sh", "-c", "echo mine > new.txt")
+        assert (src / "new.txt").exists() is False
+        assert ws in kis("workspace", "list").stdout
+    finally:
+        assert kis("session", "destroy", sid).returncode == 0
+    assert ws not in kis("workspace", "list").stdout
+    kis("base", "remove", base)
