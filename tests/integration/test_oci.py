@@ -278,6 +278,21 @@ def test_engine_killed_mid_run_is_collected(mstore):
     assert not (crun_ids() - before)
 
 
+def test_session_whose_directory_is_gone_is_collected(tmp_path):
+    # a store thrown away without destroying its sessions: the next engine
+    # command (here `backends`) deletes the orphaned container
+    root = tmp_path / "lost-store"
+    env = {"KIS_SANDBOX_ROOT": str(root)}
+    p = kis("create", *CT, env=env)
+    assert p.returncode == 0, p.stderr
+    sid = p.stdout.strip()
+    assert "kis-" + sid in crun_ids()
+    shutil.rmtree(root)  # the container is still running
+    kis("backends")
+    assert "kis-" + sid not in crun_ids()
+    assert not os.path.exists(f"/run/kis/oci/kis-{sid}")
+
+
 # ---- break-out probes, inside the container ----
 
 @pytest.mark.parametrize("name", [
