@@ -510,10 +510,17 @@ def test_session_state_is_the_runtimes(mstore, probe_base):
     assert "kis-" + sid not in crun_ids()
 
 
-def test_tty_with_resize(mstore):
+@pytest.mark.parametrize("how", ["run", "exec"])
+def test_tty_with_resize(mstore, how, request):
+    if how == "run":
+        verb = ["run", *CT, "--tty"]
+    else:
+        sid = kis("create", *CT).stdout.strip()
+        request.addfinalizer(lambda: kis("session", "destroy", sid))
+        verb = ["exec", sid, "--tty"]
     m, s = pty.openpty()
     fcntl.ioctl(s, termios.TIOCSWINSZ, struct.pack("HHHH", 30, 100, 0, 0))
-    p = subprocess.Popen([str(KIS), "sandbox", "run", *CT, "--tty", "--", "sh", "-c",
+    p = subprocess.Popen([str(KIS), "sandbox", *verb, "--", "sh", "-c",
                           "tty; stty size; sleep 0.8; stty size"],
                          stdin=s, stdout=s, stderr=s, start_new_session=True)
     os.close(s)
