@@ -430,6 +430,13 @@ static pid_t spawn_worker(int conn, int listen_fd, int sfd, int *state_rd)
 
 static int serve(int listen_fd, int channel_fd)
 {
+	/* The descriptors we were handed arrive without close-on-exec (crun's
+	 * --preserve-fds clears it, and so does passing them as fd 3): mark
+	 * them, or every command would inherit the agent's channel. */
+	if (listen_fd >= 0)
+		fcntl(listen_fd, F_SETFD, FD_CLOEXEC);
+	if (channel_fd >= 0)
+		fcntl(channel_fd, F_SETFD, FD_CLOEXEC);
 	prctl(PR_SET_CHILD_SUBREAPER, 1);
 	signal(SIGPIPE, SIG_IGN);
 	char cwd[4096];

@@ -772,7 +772,57 @@ static const char *oci_session_state(const struct kis_session_ctx *ctx)
 	return "unknown";
 }
 
+/* An exec in a session ended badly: did the session's cgroup cause it? The
+ * counters are the container's, cumulative, so the last ones seen are kept
+ * in the session directory and only an increase counts for this exec. */
+static int oci_session_explain(const struct kis_session_ctx *ctx, struct kis_result *res)
+{
+	struct kis_plan pl;
+	memset(&pl, 0, sizeof(pl));
+	snprintf(pl.ctr_id, sizeof(pl.ctr_id), "%s%s", KIS_OCI_PREFIX, ctx->id);
+	char mem[256], pids[256];
+	struct kis_cgroup cg;
+	container_cgroup(&pl, &cg, mem, pids, sizeof(mem));
+	struct kis_cgroup_events ev;
+	if (kis_cgroup_read_events(&cg, &ev, NULL) < 0)
+		return 0;
+	unsigned long long seen_oom = 0, seen_pids = 0;
+	char buf[64];
+	int fd = openat(ctx->dir_fd, "oci-events", O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd >= 0) {
+		ssize_t n = read(fd, buf, sizeof(buf) - 1);
+		close(fd);
+		if (n > 0) {
+			buf[n] = '\0';
+			if (sscanf(buf, "%llu %llu", &seen_oom, &seen_pids) != 2)
+				seen_oom = seen_pids = 0;
+		}
+	}
+	fd = openat(ctx->dir_fd, "oci-events", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW,
+		    0600);
+	if (fd >= 0) {
+		int n = snprintf(buf, sizeof(buf), "%llu %llu\n", (unsigned long long)ev.oom_kills,
+				 (unsigned long long)ev.pids_max);
+		(void)!write(fd, buf, (size_t)n);
+		close(fd);
+	}
+	const char *detail;
+	if (ev.oom_kills > seen_oom) {
+		res->reason = KIS_REASON_MEMORY_LIMIT;
+		detail = "memory use passed the session's limits.memory_bytes";
+	} else if (ev.pids_max > seen_pids) {
+		res->reason = KIS_REASON_PIDS_LIMIT;
+		detail = "forks refused at the session's limits.pids";
+	} else {
+		return 0;
+	}
+	free(res->detail);
+	res->detail = strdup(detail);
+	return 1;
+}
+
 const struct kis_backend kis_backend_oci = {
+	.session_explain = oci_session_explain,
 	.name = "oci",
 	.tier = KIS_TIER_CONTAINER,
 	.probe = oci_probe,

@@ -84,6 +84,9 @@ static uint64_t proc_starttime(pid_t pid)
 	return strtoull(p, NULL, 10);
 }
 
+static void end_agent(json_t *meta);
+static const struct kis_backend *meta_backend(json_t *meta);
+
 static int write_meta(int dfd, json_t *meta, struct kis_error **err)
 {
 	char *s = json_dumps(meta, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
@@ -134,8 +137,6 @@ static void remove_tree_at(int dfd, const char *name)
 	unlinkat(dfd, name, AT_REMOVEDIR);
 }
 
-static void end_agent(json_t *meta);
-static const struct kis_backend *meta_backend(json_t *meta);
 
 /* A create or destroy that was killed half-way leaves .tmp-<id> or
  * .del-<id> behind, perhaps with its agent running. A later command ends
@@ -286,6 +287,27 @@ static int send_resize(int conn, uint32_t exec, int tty_fd, unsigned rows, unsig
 	}
 	uint8_t b[4] = {(uint8_t)rows, (uint8_t)(rows >> 8), (uint8_t)cols, (uint8_t)(cols >> 8)};
 	return kis_frame_write(conn, KIS_F_RESIZE, 0, exec, b, 4);
+}
+
+/* After an exec: the backend may know better why it ended (its cgroup). */
+static void explain_exec(const char *store_root, const char *id, struct kis_result *res)
+{
+	if (res->reason == KIS_REASON_EXITED && res->exit_code == 0)
+		return;
+	if (res->reason != KIS_REASON_EXITED && res->reason != KIS_REASON_SIGNALED &&
+	    res->reason != KIS_REASON_TIMEOUT)
+		return;
+	_cleanup_close_ int sdir = open_sessions_dir(store_root, false, NULL, NULL);
+	if (sdir < 0)
+		return;
+	_cleanup_close_ int dfd = openat(sdir, id, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+	json_t *meta = dfd >= 0 ? read_meta(dfd) : NULL;
+	const struct kis_backend *b = meta ? meta_backend(meta) : NULL;
+	if (b && b->session_explain) {
+		struct kis_session_ctx ctx = {.id = id, .dir_fd = dfd, .listen_fd = -1};
+		b->session_explain(&ctx, res);
+	}
+	json_decref(meta);
 }
 
 static int connect_session(const char *store_root, const char *id, bool tty,
@@ -461,6 +483,7 @@ int kis_session_exec(const char *id, char *const *argv, const struct kis_exec_op
 			goto out;
 		}
 	}
+	explain_exec(o->store_root, id, res);
 	r = 0;
 out:
 	kis_frame_reader_release(&rd);

@@ -542,3 +542,17 @@ def test_tty_with_resize(mstore, how, request):
     os.close(m)
     assert p.wait(timeout=10) == 0
     assert out.split(b"\r\n")[:3] == [b"/dev/pts/0", b"30 100", b"40 120"], out
+
+
+def test_session_exec_limits_have_their_reasons(mstore, probe_base):
+    sid = kis("create", *CT, "--base", probe_base, "--memory", "48M").stdout.strip()
+    try:
+        p = kis("exec", sid, "--json", "--", "sh", "-c",
+                "x=$(head -c 200000000 /dev/zero | tr '\\0' a); echo ${#x}")
+        assert json.loads(p.stdout)["termination"]["reason"] == "memory_limit", p.stdout
+        # a later ordinary failure is not blamed on the earlier OOM
+        p = kis("exec", sid, "--json", "--", "sh", "-c", "exit 1")
+        t = json.loads(p.stdout)["termination"]
+        assert (t["reason"], t["exit_code"]) == ("exited", 1)
+    finally:
+        kis("session", "destroy", sid)
