@@ -47,5 +47,6 @@ void kis_run_cgroup_close(struct kis_run_cgroup *rc);
 unsigned kis_cgroup_limits_available(void);
 
 extern const struct kis_backend kis_backend_process;
+extern const struct kis_backend kis_backend_wasm;
 
 #endif

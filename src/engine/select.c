@@ -13,6 +13,7 @@
 /* Weakest tier first; within a tier, preferred backend first. */
 static const struct kis_backend *const table[] = {
 	&kis_backend_process,
+	&kis_backend_wasm,
 };
 
 static bool thorough;

@@ -22,7 +22,8 @@ static int beneath(int dirfd, const char *path, uint64_t flags, uint64_t mode)
 {
 	struct open_how how = {
 		.flags = flags | O_CLOEXEC | O_NOCTTY,
-		.mode = mode,
+		/* openat2 refuses a mode without O_CREAT (EINVAL). */
+		.mode = (flags & O_CREAT) ? mode : 0,
 		.resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS,
 	};
 	for (int tries = 0;; tries++) {
