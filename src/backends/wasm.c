@@ -32,6 +32,7 @@
  * reads the output pipes; the shared page turns the end into a reason. */
 
 #define MODULE_MAX (256u << 20)
+#define BACKSTOP_MS 50
 #define TRAP_EXIT_CODE 134 /* 128 + SIGABRT: what a trapped module reports */
 
 static void wasm_probe(struct kis_caps *c)
@@ -363,6 +364,9 @@ static void explain(const struct kis_plan *pl, const struct child_status *st,
 		set_detail(res, "the interpreter made a system call outside its seccomp allowlist");
 		return;
 	}
+	if (res->reason == KIS_REASON_TIMEOUT)
+		set_detail(res, "wall clock passed limits.wall_ms (%llu ms); the interpreter was "
+				"killed", (unsigned long long)pl->limits.wall_ms);
 	if (res->reason != KIS_REASON_EXITED || !st->done)
 		return;
 	if (st->load_failed) {
@@ -429,9 +433,10 @@ static int wasm_run(struct kis_plan *pl, struct kis_result *res, struct kis_erro
 	if (st == MAP_FAILED)
 		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot map the status page");
 	struct child_ctx cc = {.pl = pl, .bytes = bytes, .len = len, .st = st};
-	/* A hair before the supervisor's own deadline, so the interpreter's
-	 * interrupt, not the SIGKILL, is what normally ends the run. */
-	uint64_t wall = pl->limits.wall_ms > 20 ? pl->limits.wall_ms - 2 : pl->limits.wall_ms;
+	/* The interpreter's interrupt ends the run at the deadline; the
+	 * supervisor's SIGKILL comes BACKSTOP_MS later, only for an
+	 * interpreter that failed to stop. */
+	uint64_t wall = pl->limits.wall_ms;
 	clock_gettime(CLOCK_MONOTONIC, &cc.deadline);
 	uint64_t ns = (uint64_t)cc.deadline.tv_nsec + (wall % 1000) * 1000000ull;
 	cc.deadline.tv_sec += (time_t)(wall / 1000 + ns / 1000000000ull);
@@ -449,7 +454,7 @@ static int wasm_run(struct kis_plan *pl, struct kis_result *res, struct kis_erro
 		.fd3 = wsfd,
 	};
 	struct kis_supervise sv = {
-		.wall_ms = pl->limits.wall_ms,
+		.wall_ms = pl->limits.wall_ms + BACKSTOP_MS,
 		.cpu_ms = pl->limits.cpu_ms,
 		.output_bytes = pl->limits.output_bytes,
 		.capture = pl->io.capture,
