@@ -21,7 +21,9 @@
 static int beneath(int dirfd, const char *path, uint64_t flags, uint64_t mode)
 {
 	struct open_how how = {
-		.flags = flags | O_CLOEXEC | O_NOCTTY,
+		/* With O_PATH, openat2 takes no flag but O_DIRECTORY, O_NOFOLLOW
+		 * and O_CLOEXEC (EINVAL otherwise). */
+		.flags = flags | O_CLOEXEC | ((flags & O_PATH) ? 0 : O_NOCTTY),
 		/* openat2 refuses a mode without O_CREAT (EINVAL). */
 		.mode = (flags & O_CREAT) ? mode : 0,
 		.resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS,
