@@ -345,7 +345,7 @@ def test_backends_shows_the_wasm_row():
 @pytest.mark.parametrize("args,stdin", [
     (["hello"], None), (["args", "a", "b c"], None), (["exit", "9"], None),
     (["clock"], None), (["random"], None), (["poll"], None), (["cat"], "x\ny\n"),
-    (["files"], None),
+    (["files"], None), (["misc"], None),
 ])
 def test_same_as_node_wasi(world, tmp_path, args, stdin):
     node = shutil.which("node")

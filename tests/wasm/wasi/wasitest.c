@@ -288,6 +288,42 @@ static int cmd_poll(void)
 	return 0;
 }
 
+/* The fd_* calls the other commands do not reach. */
+static int cmd_misc(void)
+{
+	int fd = open("m.bin", O_RDWR | O_CREAT | O_TRUNC, 0644);
+	if (fd < 0)
+		return perror("open"), 2;
+	printf("pwrite=%d\n", (int)pwrite(fd, "0123456789", 10, 5));
+	char b[16] = {0};
+	printf("pread=%d:%.4s\n", (int)pread(fd, b, 4, 7), b);
+	printf("seek_end=%lld tell=%lld\n", (long long)lseek(fd, 0, SEEK_END),
+	       (long long)lseek(fd, 0, SEEK_CUR));
+	printf("allocate=%d\n", posix_fallocate(fd, 0, 100));
+	printf("advise=%d\n", posix_fadvise(fd, 0, 10, POSIX_FADV_SEQUENTIAL));
+	printf("sync=%d datasync=%d\n", fsync(fd), fdatasync(fd));
+	printf("truncate=%d\n", ftruncate(fd, 3));
+	struct stat st;
+	fstat(fd, &st);
+	printf("size=%lld\n", (long long)st.st_size);
+	struct timespec ts[2] = {{1000000000, 0}, {1200000000, 500}};
+	printf("futimens=%d\n", futimens(fd, ts));
+	fstat(fd, &st);
+	printf("mtime=%lld\n", (long long)st.st_mtim.tv_sec);
+	ts[1].tv_sec = 1300000000;
+	printf("utimensat=%d\n", utimensat(AT_FDCWD, "m.bin", ts, 0));
+	stat("m.bin", &st);
+	printf("mtime2=%lld\n", (long long)st.st_mtim.tv_sec);
+	int fd2 = open("m.bin", O_RDONLY);
+	printf("renumber=%d\n", __wasi_fd_renumber(fd2, fd));
+	printf("read_after=%d\n", (int)read(fd, b, 3));
+	int fl = fcntl(fd, F_GETFL);
+	printf("setfl=%d\n", fcntl(fd, F_SETFL, fl | O_NONBLOCK));
+	printf("close=%d close_again=%d\n", close(fd), close(fd));
+	printf("unlink=%d\n", unlink("m.bin"));
+	return 0;
+}
+
 static int cmd_flood(void)
 {
 	static char line[4096];
@@ -333,6 +369,8 @@ int main(int argc, char **argv)
 		return cmd_rights();
 	if (!strcmp(c, "poll"))
 		return cmd_poll();
+	if (!strcmp(c, "misc"))
+		return cmd_misc();
 	if (!strcmp(c, "flood"))
 		return cmd_flood();
 	if (!strcmp(c, "recurse"))
