@@ -16,6 +16,7 @@
 #include <time.h>
 
 #include "backends/common.h"
+#include "confine/confine.h"
 #include "exec/exec.h"
 #include "kis/backend.h"
 #include "wasm/wasi.h"
@@ -196,6 +197,7 @@ struct child_ctx {
 	size_t len;
 	struct child_status *st;
 	struct timespec deadline; /* CLOCK_MONOTONIC */
+	int landlock_fd;          /* a ruleset allowing the workspace only, or -1 */
 };
 
 static struct kis_wasm_store *g_store;
@@ -264,6 +266,16 @@ static int child_main(void *vctx, struct kis_error **err)
 	/* Past limits.file_bytes a write fails with EFBIG (FBIG to the module)
 	 * rather than killing the interpreter. */
 	signal(SIGXFSZ, SIG_IGN);
+	/* Defence in depth under the seccomp filter (which cannot look inside
+	 * openat2's struct open_how): no capabilities, and Landlock lets the
+	 * process reach the workspace's files only. */
+	struct kis_error *e = NULL;
+	if (kis_drop_caps(&e) < 0 ||
+	    (c->landlock_fd >= 0 && kis_landlock_enforce(c->landlock_fd, &e) < 0)) {
+		errno = e ? e->sys_errno : 0;
+		kis_error_free(e);
+		child_fail(st, "cannot confine the interpreter");
+	}
 	/* Everything but 0-2 and the workspace (3) goes, the supervisor's
 	 * report socket among them: its EOF is how the parent learns that the
 	 * command started, as an exec would have closed it. */
@@ -432,7 +444,17 @@ static int wasm_run(struct kis_plan *pl, struct kis_result *res, struct kis_erro
 				       MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (st == MAP_FAILED)
 		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot map the status page");
-	struct child_ctx cc = {.pl = pl, .bytes = bytes, .len = len, .st = st};
+	struct child_ctx cc = {.pl = pl, .bytes = bytes, .len = len, .st = st, .landlock_fd = -1};
+	/* Landlock where the kernel has it; without it the seccomp filter and
+	 * openat2 beneath the workspace still hold. */
+	if (kis_landlock_abi() > 0) {
+		struct kis_landlock_opts lo = {.workspace = pl->workspace, .net = KIS_NET_OFF};
+		struct kis_landlock_report rep;
+		struct kis_error *e = NULL;
+		if (kis_landlock_prepare(&lo, &cc.landlock_fd, &rep, &e) < 0)
+			cc.landlock_fd = -1;
+		kis_error_free(e);
+	}
 	/* The interpreter's interrupt ends the run at the deadline; the
 	 * supervisor's SIGKILL comes BACKSTOP_MS later, only for an
 	 * interpreter that failed to stop. */
@@ -463,6 +485,7 @@ static int wasm_run(struct kis_plan *pl, struct kis_result *res, struct kis_erro
 		.cancel_fd = pl->io.cancel_fd,
 	};
 	int r = kis_exec_run(&sp, &sv, res, err);
+	kis_closep(&cc.landlock_fd);
 	if (r == 0)
 		explain(pl, st, res);
 	munmap(st, sizeof(*st));

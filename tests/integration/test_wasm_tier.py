@@ -282,7 +282,8 @@ def test_output_flood_stops_at_the_limit(world):
 
 
 def test_interpreter_runs_under_seccomp(world):
-    """The interpreter's process has a seccomp filter and no_new_privs."""
+    """The interpreter's process has a seccomp filter, no_new_privs and no
+    capabilities."""
     p = subprocess.Popen([str(KIS), "sandbox", "run", "--tier", "wasm", "--base", world["base"],
                           "--timeout", "5s", "--", "loop.wasm"], env=env_of(world["store"]),
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -303,6 +304,7 @@ def test_interpreter_runs_under_seccomp(world):
                 break
         assert status, "no interpreter child found"
         assert "Seccomp:\t2" in status and "NoNewPrivs:\t1" in status
+        assert "CapEff:\t0000000000000000" in status
     finally:
         p.kill()
         p.wait()
