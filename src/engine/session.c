@@ -22,6 +22,7 @@
 #include "agent/exec_json.h"
 #include "agent/proto.h"
 #include "engine/internal.h"
+#include "exec/io.h"
 #include "kis/session.h"
 #include "kis/store.h"
 
@@ -133,6 +134,49 @@ static void remove_tree_at(int dfd, const char *name)
 	unlinkat(dfd, name, AT_REMOVEDIR);
 }
 
+static void end_agent(json_t *meta);
+static const struct kis_backend *meta_backend(json_t *meta);
+
+/* A create or destroy that was killed half-way leaves .tmp-<id> or
+ * .del-<id> behind, perhaps with its agent running. A later command ends
+ * what it finds there once it is a minute old (a create in progress is
+ * younger than that). */
+static void sweep_leftovers(int sdir)
+{
+	int fd = dup(sdir);
+	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+	if (!d) {
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	struct dirent *e;
+	time_t now = time(NULL);
+	while ((e = readdir(d))) {
+		if (strncmp(e->d_name, ".tmp-", 5) && strncmp(e->d_name, ".del-", 5))
+			continue;
+		struct stat stb;
+		if (fstatat(sdir, e->d_name, &stb, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISDIR(stb.st_mode) ||
+		    now - stb.st_mtime < 60)
+			continue;
+		_cleanup_close_ int dfd = openat(sdir, e->d_name,
+						 O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+		json_t *meta = dfd >= 0 ? read_meta(dfd) : NULL;
+		if (meta) {
+			end_agent(meta);
+			const struct kis_backend *b = meta_backend(meta);
+			if (b && b->end_session) {
+				struct kis_session_ctx ctx = {.id = e->d_name + 5, .dir_fd = dfd,
+							      .listen_fd = -1};
+				b->end_session(&ctx, NULL);
+			}
+			json_decref(meta);
+		}
+		remove_tree_at(sdir, e->d_name);
+	}
+	closedir(d);
+}
+
 int kis_session_create(const struct kis_profile *p, const struct kis_run_options *o,
 		       char id[KIS_ID_BUFSZ], struct kis_error **err)
 {
@@ -157,6 +201,7 @@ int kis_session_create(const struct kis_profile *p, const struct kis_run_options
 	_cleanup_close_ int sdir = open_sessions_dir(o->store_root, true, &sessions_path, err);
 	if (sdir < 0)
 		return -1;
+	sweep_leftovers(sdir);
 	char tmp[KIS_ID_BUFSZ + 8];
 	snprintf(tmp, sizeof(tmp), ".tmp-%s", id);
 	if (mkdirat(sdir, tmp, 0700) < 0)
@@ -286,35 +331,6 @@ static int connect_session(const char *store_root, const char *id, bool tty,
 	return c;
 }
 
-static int stream_keep(struct kis_stream *s, const uint8_t *p, size_t n)
-{
-	if (s->len + n + 1 > s->cap) {
-		size_t cap = s->cap ? s->cap * 2 : 4096;
-		while (cap < s->len + n + 1)
-			cap *= 2;
-		char *g = realloc(s->data, cap);
-		if (!g)
-			return -1;
-		s->data = g;
-		s->cap = cap;
-	}
-	memcpy(s->data + s->len, p, n);
-	s->len += n;
-	s->data[s->len] = '\0';
-	return 0;
-}
-
-static void write_all(int fd, const uint8_t *p, size_t n)
-{
-	while (n > 0) {
-		ssize_t w = RETRY_EINTR(write(fd, p, n));
-		if (w <= 0)
-			return;
-		p += w;
-		n -= (size_t)w;
-	}
-}
-
 int kis_session_exec(const char *id, char *const *argv, const struct kis_exec_options *o,
 		     struct kis_result *res, struct kis_error **err)
 {
@@ -417,13 +433,13 @@ int kis_session_exec(const char *id, char *const *argv, const struct kis_exec_op
 				struct kis_stream *s = &res->streams[f.stream - 1];
 				s->bytes += f.len;
 				if (o->io.capture) {
-					if (stream_keep(s, f.payload, f.len) < 0) {
+					if (kis_stream_append(s, f.payload, f.len) < 0) {
 						kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "output");
 						goto out;
 					}
 				} else {
-					write_all(f.stream == 1 ? o->io.stdout_fd : o->io.stderr_fd,
-						  f.payload, f.len);
+					(void)kis_write_all(f.stream == 1 ? o->io.stdout_fd :
+								    o->io.stderr_fd, f.payload, f.len);
 				}
 			} else if (f.type == KIS_F_EXIT) {
 				if (kis_exit_from_json((const char *)f.payload, f.len, res, err) < 0)
