@@ -617,6 +617,29 @@ static int load_store(struct cc *c, uint8_t op)
 		if (pop(c, type[k]) < 0 || pop(c, KIS_WASM_I32) < 0)
 			return -1;
 	}
+	/* operands straight from locals: one instruction instead of three */
+	const struct emitted *p0 = dead(c) ? NULL : prev(c, 0);
+	const struct emitted *p1 = p0 ? prev(c, 1) : NULL;
+	if (op <= 0x35 && p0 && p0->op == OP_LOCAL_GET) {
+		uint32_t at = p0->pc, x = p0->a;
+		c->ncode = at;
+		c->nlast = 0;
+		TRY(emit(c, OP_LOAD_L + (op - 0x28u)));
+		TRY(emit(c, x));
+		TRY(emit(c, off));
+		note(c, at, OP_LOAD_L + (op - 0x28u), 0, 0);
+		return 0;
+	}
+	if (op >= 0x36 && p0 && p1 && p0->op == OP_LOCAL_GET && p1->op == OP_LOCAL_GET) {
+		uint32_t at = p1->pc, x = p1->a, y = p0->a;
+		c->ncode = at;
+		c->nlast = 0;
+		TRY(emit(c, OP_STORE_LL + (op - 0x36u)));
+		TRY(emit(c, x));
+		TRY(emit(c, y));
+		TRY(emit(c, off));
+		return 0;
+	}
 	return emit_op1(c, op, off);
 }
 

@@ -351,6 +351,26 @@ static inline uint64_t rotr64(uint64_t x, uint64_t k)
 	return (x >> k) | (x << ((64 - k) & 63));
 }
 
+/* Loads (opcode, bytes, value from the bytes at p) and stores (opcode,
+ * bytes), for their forms with operands in locals. */
+#define WASM_LOADS(X)                                          \
+	X(0x28, 4, rd32(p))                                    \
+	X(0x29, 8, rd64(p))                                    \
+	X(0x2a, 4, rd32(p))                                    \
+	X(0x2b, 8, rd64(p))                                    \
+	X(0x2c, 1, (uint32_t)(int32_t)(int8_t)*p)              \
+	X(0x2d, 1, *p)                                         \
+	X(0x2e, 2, (uint32_t)(int32_t)(int16_t)rd16(p))        \
+	X(0x2f, 2, rd16(p))                                    \
+	X(0x30, 1, (uint64_t)(int64_t)(int8_t)*p)              \
+	X(0x31, 1, *p)                                         \
+	X(0x32, 2, (uint64_t)(int64_t)(int16_t)rd16(p))        \
+	X(0x33, 2, rd16(p))                                    \
+	X(0x34, 4, (uint64_t)(int64_t)(int32_t)rd32(p))        \
+	X(0x35, 4, rd32(p))
+#define WASM_STORES(X) \
+	X(0x36, 4) X(0x37, 8) X(0x38, 4) X(0x39, 8) X(0x3a, 1) X(0x3b, 2) X(0x3c, 1) X(0x3d, 2) X(0x3e, 4)
+
 static enum kis_wasm_trap run(struct kis_wasm_store *s, struct kis_wasm_func *entry)
 {
 	const uint32_t entry_depth = s->depth;
@@ -601,6 +621,12 @@ next:
 #undef CMP_ENTRIES
 #undef ARITH_ENTRIES
 #undef FUSED_ENTRIES
+#define LOCAL_MEM_ENTRY(op, n, conv) ENTRY(OP_LOAD_L + op - 0x28, op_lload_##op)
+		WASM_LOADS(LOCAL_MEM_ENTRY)
+#undef LOCAL_MEM_ENTRY
+#define LOCAL_MEM_ENTRY(op, n) ENTRY(OP_STORE_LL + op - 0x36, op_llstore_##op)
+		WASM_STORES(LOCAL_MEM_ENTRY)
+#undef LOCAL_MEM_ENTRY
 	default:
 		goto op_bad;
 	}
@@ -836,6 +862,12 @@ next:
 #undef CMP_ENTRIES
 #undef ARITH_ENTRIES
 #undef FUSED_ENTRIES
+#define LOCAL_MEM_ENTRY(op, n, conv) ENTRY(OP_LOAD_L + op - 0x28, op_lload_##op)
+		WASM_LOADS(LOCAL_MEM_ENTRY)
+#undef LOCAL_MEM_ENTRY
+#define LOCAL_MEM_ENTRY(op, n) ENTRY(OP_STORE_LL + op - 0x36, op_llstore_##op)
+		WASM_STORES(LOCAL_MEM_ENTRY)
+#undef LOCAL_MEM_ENTRY
 	};
 #pragma GCC diagnostic pop
 #define NEXT() goto *dispatch[*pc++]
@@ -1441,6 +1473,32 @@ next:
 #undef ALL_SHAPES
 #undef CMP_HANDLERS
 #undef ARITH_HANDLERS
+
+		/* loads and stores with operands in locals */
+#define LOCAL_LOAD(op, n, conv)                                                   \
+	op_lload_##op: {                                                          \
+		uint64_t ea = (uint64_t)(uint32_t)fp[pc[0]] + pc[1];              \
+		pc += 2;                                                          \
+		if (ea + (n) > memsize)                                           \
+			goto mem_oob;                                             \
+		const uint8_t *p = mem + ea;                                      \
+		*sp++ = (conv);                                                   \
+		NEXT();                                                           \
+	}
+		WASM_LOADS(LOCAL_LOAD)
+#undef LOCAL_LOAD
+#define LOCAL_STORE(op, n)                                                        \
+	op_llstore_##op: {                                                        \
+		uint64_t ea = (uint64_t)(uint32_t)fp[pc[0]] + pc[2];              \
+		uint64_t v = fp[pc[1]];                                           \
+		pc += 3;                                                          \
+		if (ea + (n) > memsize)                                           \
+			goto mem_oob;                                             \
+		memcpy(mem + ea, &v, (n));                                        \
+		NEXT();                                                           \
+	}
+		WASM_STORES(LOCAL_STORE)
+#undef LOCAL_STORE
 
 	op_bad:
 		trap = KIS_WASM_TRAP_UNREACHABLE; /* not produced by compile.c */

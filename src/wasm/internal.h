@@ -164,7 +164,11 @@ enum {
 	 * all operators would be a thousand handlers, which takes compilers
 	 * minutes to build.) */
 	OP_FUSED = 0x100,
-	OP__COUNT = OP_FUSED + 64 * 24
+	/* loads with the address in a local (local.get x; load): x, offset;
+	 * stores with address and value in locals: x, y, offset */
+	OP_LOAD_L = OP_FUSED + 64 * 24,  /* + opcode - 0x28 */
+	OP_STORE_LL = OP_LOAD_L + 16,     /* + opcode - 0x36 */
+	OP__COUNT = OP_STORE_LL + 16
 };
 
 enum {
