@@ -34,6 +34,7 @@
 
 #define MODULE_MAX (256u << 20)
 #define BACKSTOP_MS 50
+#define CANCEL_GRACE_MS 50
 #define TRAP_EXIT_CODE 134 /* 128 + SIGABRT: what a trapped module reports */
 
 static void wasm_probe(struct kis_caps *c)
@@ -187,6 +188,8 @@ static char *wasm_describe(const struct kis_plan *pl)
 struct child_status {
 	volatile int done;       /* the outcome below is written */
 	volatile int timed_out;  /* the deadline's timer fired */
+	volatile int cancelled;  /* the parent asked to stop (SIGUSR1) */
+	volatile pid_t pid;      /* the child, once its handlers are in place */
 	int load_failed;         /* the module could not be loaded or linked */
 	struct kis_wasi_outcome out;
 };
@@ -203,11 +206,29 @@ struct child_ctx {
 static struct kis_wasm_store *g_store;
 static struct child_status *g_status;
 
+static timer_t g_timer;
+
+/* The deadline, or the grace after a cancel: interrupt the interpreter at
+ * its next check; if it is still running when the grace (CANCEL_GRACE_MS)
+ * after a cancel ends, leave (exit_group is all the filter needs). */
 static void on_deadline(int sig)
 {
 	(void)sig;
+	if (g_status->cancelled)
+		_exit(128 + SIGKILL);
 	g_status->timed_out = 1;
 	kis_wasm_interrupt(g_store); /* async-signal-safe (kis/wasm.h) */
+}
+
+/* The parent's cancel (Ctrl-C): interrupt now, and re-arm the timer for the
+ * grace (timer_settime is async-signal-safe, POSIX 2.4.3). */
+static void on_cancel(int sig)
+{
+	(void)sig;
+	g_status->cancelled = 1;
+	kis_wasm_interrupt(g_store);
+	struct itimerspec its = {.it_value = {.tv_nsec = CANCEL_GRACE_MS * 1000000l}};
+	timer_settime(g_timer, 0, &its, NULL);
 }
 
 /* The syscalls the WASI layer, the interpreter and malloc make once the
@@ -221,7 +242,7 @@ static const char *const allowed[] = {
 	"fadvise64", "fallocate", "ftruncate", "fcntl", "getdents64", "clock_gettime",
 	"clock_getres", "clock_nanosleep", "nanosleep", "getrandom", "sched_yield", "ppoll",
 	"poll", "exit_group", "exit", "munmap", "mremap", "brk", "madvise", "rt_sigreturn",
-	"rt_sigprocmask", "futex", "restart_syscall",
+	"rt_sigprocmask", "futex", "restart_syscall", "timer_settime",
 };
 
 static int load_seccomp(void)
@@ -295,14 +316,18 @@ static int child_main(void *vctx, struct kis_error **err)
 	/* The deadline interrupts the interpreter at its next check; the
 	 * supervisor's SIGKILL at the same deadline is only the backstop. No
 	 * SA_RESTART: a blocking read or poll returns EINTR to the module. */
-	struct sigaction sa = {.sa_handler = on_deadline};
+	struct sigaction sa = {.sa_handler = on_deadline}, sc = {.sa_handler = on_cancel};
 	sigemptyset(&sa.sa_mask);
-	timer_t tm;
+	sigaddset(&sa.sa_mask, SIGUSR1);
+	sigemptyset(&sc.sa_mask);
+	sigaddset(&sc.sa_mask, SIGALRM);
 	struct sigevent sev = {.sigev_notify = SIGEV_SIGNAL, .sigev_signo = SIGALRM};
 	struct itimerspec its = {.it_value = c->deadline};
-	if (sigaction(SIGALRM, &sa, NULL) < 0 || timer_create(CLOCK_MONOTONIC, &sev, &tm) < 0 ||
-	    timer_settime(tm, TIMER_ABSTIME, &its, NULL) < 0)
+	if (sigaction(SIGALRM, &sa, NULL) < 0 || sigaction(SIGUSR1, &sc, NULL) < 0 ||
+	    timer_create(CLOCK_MONOTONIC, &sev, &g_timer) < 0 ||
+	    timer_settime(g_timer, TIMER_ABSTIME, &its, NULL) < 0)
 		child_fail(st, "cannot arm the deadline");
+	st->pid = getpid(); /* signals may come now: the handlers are in place */
 	if (load_seccomp() < 0)
 		child_fail(st, "cannot load the seccomp filter");
 	/* From here on the module's bytes are only ever seen under seccomp. */
@@ -316,6 +341,20 @@ static int child_main(void *vctx, struct kis_error **err)
 }
 
 /* ---- the parent ---- */
+
+/* Cancel (Ctrl-C) goes to the interpreter first: SIGUSR1 makes the child
+ * interrupt the module, and it leaves by itself CANCEL_GRACE_MS later if the
+ * module has not stopped. Before the child has its handlers, the
+ * supervisor's own cancel (SIGKILL) is used. */
+static int on_cancel_fd(void *ctx, int fd)
+{
+	struct child_status *st = ctx;
+	(void)fd;
+	pid_t pid = st->pid;
+	if (pid <= 0 || kill(pid, SIGUSR1) < 0)
+		return -1;
+	return 1; /* stop watching: the child ends itself */
+}
 
 static int read_module(int wsfd, const char *rel, uint8_t **bytes, size_t *len, int *sys)
 {
@@ -379,12 +418,36 @@ static void explain(const struct kis_plan *pl, const struct child_status *st,
 	if (res->reason == KIS_REASON_TIMEOUT)
 		set_detail(res, "wall clock passed limits.wall_ms (%llu ms); the interpreter was "
 				"killed", (unsigned long long)pl->limits.wall_ms);
+	if (res->reason == KIS_REASON_CANCELLED)
+		set_detail(res, "the run was cancelled");
+	if (res->reason == KIS_REASON_EXITED && !st->done && st->cancelled) {
+		res->reason = KIS_REASON_CANCELLED; /* the grace ran out */
+		res->exit_code = 128 + SIGKILL;
+		set_detail(res, "the run was cancelled");
+		return;
+	}
 	if (res->reason != KIS_REASON_EXITED || !st->done)
 		return;
 	if (st->load_failed) {
 		res->reason = KIS_REASON_SETUP_FAILED;
 		res->exit_code = 126;
 		set_detail(res, "cannot run module '%s': %s", pl->module, o->message);
+		return;
+	}
+	/* After a cancel or the deadline, however the module then ended (an
+	 * interrupt, or its own exit after a blocking call returned EINTR),
+	 * that is why it ended. */
+	if (st->cancelled) {
+		res->reason = KIS_REASON_CANCELLED;
+		res->exit_code = 128 + SIGKILL;
+		set_detail(res, "the run was cancelled; the interpreter stopped");
+		return;
+	}
+	if (st->timed_out) {
+		res->reason = KIS_REASON_TIMEOUT;
+		res->exit_code = 128 + SIGKILL;
+		set_detail(res, "wall clock passed limits.wall_ms (%llu ms); the interpreter stopped",
+			   (unsigned long long)pl->limits.wall_ms);
 		return;
 	}
 	/* The cap caused the end when the module stopped abnormally with its
@@ -394,13 +457,6 @@ static void explain(const struct kis_plan *pl, const struct child_status *st,
 	bool at_cap = o->memory_cap && o->memory_bytes + (1u << 20) >= o->memory_cap;
 	if (o->exited && !(abnormal && at_cap))
 		return; /* exited with its own code */
-	if (!o->exited && o->trap == KIS_WASM_TRAP_INTERRUPTED && st->timed_out) {
-		res->reason = KIS_REASON_TIMEOUT;
-		res->exit_code = 128 + SIGKILL;
-		set_detail(res, "wall clock passed limits.wall_ms (%llu ms); the interpreter stopped",
-			   (unsigned long long)pl->limits.wall_ms);
-		return;
-	}
 	if (abnormal && at_cap) {
 		res->reason = KIS_REASON_MEMORY_LIMIT;
 		set_detail(res, "linear memory reached limits.memory_bytes (%llu bytes)%s%s",
@@ -482,8 +538,13 @@ static int wasm_run(struct kis_plan *pl, struct kis_result *res, struct kis_erro
 		.capture = pl->io.capture,
 		.stdout_fd = pl->io.stdout_fd,
 		.stderr_fd = pl->io.stderr_fd,
-		.cancel_fd = pl->io.cancel_fd,
+		.cancel_fd = -1,
 	};
+	if (pl->io.cancel_fd >= 0) {
+		sv.watches[0] = (struct kis_watch){.fd = pl->io.cancel_fd, .on_ready = on_cancel_fd,
+						   .ctx = st};
+		sv.n_watches = 1;
+	}
 	int r = kis_exec_run(&sp, &sv, res, err);
 	kis_closep(&cc.landlock_fd);
 	if (r == 0)

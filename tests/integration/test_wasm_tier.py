@@ -5,6 +5,7 @@
 import json
 import os
 import shutil
+import signal
 import subprocess
 import threading
 import time
@@ -252,6 +253,29 @@ def test_deadline_interrupts_an_infinite_loop(world):
     assert 500 <= d["usage"]["wall_ms"] <= 600, d["usage"]
     d = run(world, "--timeout", "300ms", "--", "wasitest.wasm", "spin")
     assert d["termination"]["reason"] == "timeout"
+
+
+@pytest.mark.parametrize("argv", [["loop.wasm"], ["wasitest.wasm", "cat"]])
+def test_ctrl_c_cancels_through_the_interpreter(world, argv):
+    """SIGINT to kis: the interpreter is interrupted (a busy loop at its next
+    check, a blocking read by EINTR) and the run ends cancelled, quickly."""
+    p = subprocess.Popen([str(KIS), "sandbox", "run", "--json", "--tier", "wasm", "--base",
+                          world["base"], "--timeout", "30s", "--", *argv],
+                         env=env_of(world["store"]), stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        time.sleep(0.5)
+        t0 = time.monotonic()
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=10)
+        took = time.monotonic() - t0
+    finally:
+        p.kill()
+        p.wait()
+    d = json.loads(out)
+    assert d["termination"]["reason"] == "cancelled", (d, err)
+    assert "interpreter stopped" in d["termination"]["detail"]
+    assert took < 0.5
 
 
 def test_memory_grow_past_the_limit(world):
