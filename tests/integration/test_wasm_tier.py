@@ -278,6 +278,14 @@ def test_ctrl_c_cancels_through_the_interpreter(world, argv):
     assert took < 0.5
 
 
+def test_cpu_and_file_size_limits(world):
+    d = run(world, "--cpu-time", "300ms", "--", "loop.wasm")
+    assert d["termination"]["reason"] == "cpu_limit", d["termination"]
+    d = run(world, "--file-size", "64k", "--", "wasitest.wasm", "bigfile", "100")
+    assert d["stdout"] == "wrote=64 errno=File too large\n"
+    assert d["termination"]["reason"] == "exited"
+
+
 def test_memory_grow_past_the_limit(world):
     d = run(world, "--memory", "4M", "--", "grow.wasm")
     assert d["termination"]["reason"] == "memory_limit", d["termination"]

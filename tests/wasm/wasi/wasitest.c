@@ -369,6 +369,16 @@ int main(int argc, char **argv)
 		return cmd_rights();
 	if (!strcmp(c, "poll"))
 		return cmd_poll();
+	if (!strcmp(c, "bigfile")) { /* write N KiB, report how it ended */
+		int fd = open("big.bin", O_WRONLY | O_CREAT | O_TRUNC, 0644);
+		static char kib[1024];
+		long n = argc > 2 ? atol(argv[2]) : 0, i;
+		for (i = 0; i < n; i++)
+			if (write(fd, kib, sizeof(kib)) != (ssize_t)sizeof(kib))
+				break;
+		printf("wrote=%ld errno=%s\n", i, i < n ? strerror(errno) : "none");
+		return 0;
+	}
 	if (!strcmp(c, "misc"))
 		return cmd_misc();
 	if (!strcmp(c, "flood"))
