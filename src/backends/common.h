@@ -48,5 +48,6 @@ unsigned kis_cgroup_limits_available(void);
 
 extern const struct kis_backend kis_backend_process;
 extern const struct kis_backend kis_backend_oci;
+extern const struct kis_backend kis_backend_wasm;
 
 #endif

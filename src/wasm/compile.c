@@ -271,12 +271,25 @@ static const struct emitted *binop_shape(const struct cc *c, int *k, int *shape)
 	return NULL;
 }
 
+static bool is_compare(int k)
+{
+#define COMPARE_CASE(idx, opcode, bits, expr) \
+	case idx:                             \
+		return true;
+	switch (k) {
+		WASM_FUSABLE_COMPARES(COMPARE_CASE)
+	default:
+		return false;
+	}
+#undef COMPARE_CASE
+}
+
 /* 'op; local.set z' (or local.tee) -> one instruction writing the local. */
 static int fuse_local_set(struct cc *c, uint32_t op, uint32_t z)
 {
 	int k, shape;
 	const struct emitted *p0 = dead(c) ? NULL : binop_shape(c, &k, &shape);
-	if (!p0)
+	if (!p0 || is_compare(k))
 		return emit_op1(c, op, z);
 	uint32_t at = p0->pc;
 	uint32_t form = (op == OP_LOCAL_SET ? FUSE_SET : FUSE_TEE) + (uint32_t)shape;
@@ -295,7 +308,7 @@ static int emit_cond_jump(struct cc *c, bool on_zero)
 {
 	int k, shape;
 	const struct emitted *p0 = binop_shape(c, &k, &shape);
-	if (p0) {
+	if (p0 && is_compare(k)) {
 		c->code[p0->pc] = OP_FUSED + 64 * (uint32_t)((on_zero ? FUSE_BRZ : FUSE_BR) + shape) + (uint32_t)k;
 		c->nlast = 0;
 		return 0;
@@ -603,6 +616,29 @@ static int load_store(struct cc *c, uint8_t op)
 	} else {
 		if (pop(c, type[k]) < 0 || pop(c, KIS_WASM_I32) < 0)
 			return -1;
+	}
+	/* operands straight from locals: one instruction instead of three */
+	const struct emitted *p0 = dead(c) ? NULL : prev(c, 0);
+	const struct emitted *p1 = p0 ? prev(c, 1) : NULL;
+	if (op <= 0x35 && p0 && p0->op == OP_LOCAL_GET) {
+		uint32_t at = p0->pc, x = p0->a;
+		c->ncode = at;
+		c->nlast = 0;
+		TRY(emit(c, OP_LOAD_L + (op - 0x28u)));
+		TRY(emit(c, x));
+		TRY(emit(c, off));
+		note(c, at, OP_LOAD_L + (op - 0x28u), 0, 0);
+		return 0;
+	}
+	if (op >= 0x36 && p0 && p1 && p0->op == OP_LOCAL_GET && p1->op == OP_LOCAL_GET) {
+		uint32_t at = p1->pc, x = p1->a, y = p0->a;
+		c->ncode = at;
+		c->nlast = 0;
+		TRY(emit(c, OP_STORE_LL + (op - 0x36u)));
+		TRY(emit(c, x));
+		TRY(emit(c, y));
+		TRY(emit(c, off));
+		return 0;
 	}
 	return emit_op1(c, op, off);
 }

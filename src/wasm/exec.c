@@ -14,221 +14,7 @@
 #include <string.h>
 
 #include "wasm/internal.h"
-
-/* ---- float helpers: bit-exact, no libm (spec 4.3.3) ---- */
-
-static inline float f32_of(uint64_t v)
-{
-	uint32_t u = (uint32_t)v;
-	float f;
-	memcpy(&f, &u, 4);
-	return f;
-}
-
-static inline uint64_t of_f32(float f)
-{
-	uint32_t u;
-	memcpy(&u, &f, 4);
-	return u;
-}
-
-static inline double f64_of(uint64_t v)
-{
-	double d;
-	memcpy(&d, &v, 8);
-	return d;
-}
-
-static inline uint64_t of_f64(double d)
-{
-	uint64_t u;
-	memcpy(&u, &d, 8);
-	return u;
-}
-
-/* trunc by clearing the fraction bits; NaN is quieted by x + x */
-static float trunc32(float x)
-{
-	uint32_t u = (uint32_t)of_f32(x);
-	int e = (int)((u >> 23) & 0xff) - 127;
-	if (e >= 23)
-		return isnan(x) ? x + x : x;
-	if (e < 0)
-		return f32_of(u & 0x80000000u);
-	return f32_of(u & ~((1u << (23 - e)) - 1));
-}
-
-static double trunc64(double x)
-{
-	uint64_t u = of_f64(x);
-	int e = (int)((u >> 52) & 0x7ff) - 1023;
-	if (e >= 52)
-		return isnan(x) ? x + x : x;
-	if (e < 0)
-		return f64_of(u & 0x8000000000000000ull);
-	return f64_of(u & ~((1ull << (52 - e)) - 1));
-}
-
-static float floor32(float x)
-{
-	float t = trunc32(x);
-	return (x < 0 && t != x) ? t - 1.0f : t;
-}
-
-static double floor64(double x)
-{
-	double t = trunc64(x);
-	return (x < 0 && t != x) ? t - 1.0 : t;
-}
-
-static float ceil32(float x)
-{
-	float t = trunc32(x);
-	return (x > 0 && t != x) ? t + 1.0f : t;
-}
-
-static double ceil64(double x)
-{
-	double t = trunc64(x);
-	return (x > 0 && t != x) ? t + 1.0 : t;
-}
-
-static float copysign32(float x, float s)
-{
-	return f32_of((of_f32(x) & 0x7fffffffu) | (of_f32(s) & 0x80000000u));
-}
-
-static double copysign64(double x, double s)
-{
-	return f64_of((of_f64(x) & ~(1ull << 63)) | (of_f64(s) & (1ull << 63)));
-}
-
-/* round half to even: adding and removing 2^23 (2^52) rounds in the default
- * rounding mode, which is to nearest even */
-static float nearest32(float x)
-{
-	if (isnan(x))
-		return x + x;
-	float a = f32_of(of_f32(x) & 0x7fffffffu);
-	if (a >= 8388608.0f)
-		return x;
-	volatile float t = a + 8388608.0f;
-	return copysign32(t - 8388608.0f, x);
-}
-
-static double nearest64(double x)
-{
-	if (isnan(x))
-		return x + x;
-	double a = f64_of(of_f64(x) & ~(1ull << 63));
-	if (a >= 4503599627370496.0)
-		return x;
-	volatile double t = a + 4503599627370496.0;
-	return copysign64(t - 4503599627370496.0, x);
-}
-
-static float sqrt32(float x)
-{
-#if defined(__x86_64__)
-	float r;
-	__asm__("sqrtss %1, %0" : "=x"(r) : "x"(x));
-	return r;
-#else
-	return __builtin_sqrtf(x);
-#endif
-}
-
-static double sqrt64(double x)
-{
-#if defined(__x86_64__)
-	double r;
-	__asm__("sqrtsd %1, %0" : "=x"(r) : "x"(x));
-	return r;
-#else
-	return __builtin_sqrt(x);
-#endif
-}
-
-/* min/max (spec 4.3.3 fmin): NaN in, NaN out; -0 is less than +0 */
-static float min32(float a, float b)
-{
-	if (isnan(a) || isnan(b))
-		return a + b;
-	if (a == 0 && b == 0)
-		return signbit(a) ? a : b;
-	return a < b ? a : b;
-}
-
-static float max32(float a, float b)
-{
-	if (isnan(a) || isnan(b))
-		return a + b;
-	if (a == 0 && b == 0)
-		return signbit(a) ? b : a;
-	return a > b ? a : b;
-}
-
-static double min64(double a, double b)
-{
-	if (isnan(a) || isnan(b))
-		return a + b;
-	if (a == 0 && b == 0)
-		return signbit(a) ? a : b;
-	return a < b ? a : b;
-}
-
-static double max64(double a, double b)
-{
-	if (isnan(a) || isnan(b))
-		return a + b;
-	if (a == 0 && b == 0)
-		return signbit(a) ? b : a;
-	return a > b ? a : b;
-}
-
-/* ---- float to integer (spec 4.3.3 trunc, trunc_sat) ----
- * Each range is the open interval of values whose truncation fits. */
-#define TRUNC_RANGE(x, lo, hi) ((x) > (lo) && (x) < (hi))
-
-static inline uint64_t sat_s32(double x)
-{
-	if (isnan(x))
-		return 0;
-	if (x <= -2147483648.0)
-		return (uint32_t)INT32_MIN;
-	if (x >= 2147483647.0)
-		return (uint32_t)INT32_MAX;
-	return (uint32_t)(int32_t)x;
-}
-
-static inline uint64_t sat_u32(double x)
-{
-	if (isnan(x) || x <= 0)
-		return 0;
-	if (x >= 4294967295.0)
-		return UINT32_MAX;
-	return (uint32_t)x;
-}
-
-static inline uint64_t sat_s64(double x)
-{
-	if (isnan(x))
-		return 0;
-	if (x < -9223372036854775808.0)
-		return (uint64_t)INT64_MIN;
-	if (x >= 9223372036854775808.0)
-		return (uint64_t)INT64_MAX;
-	return (uint64_t)(int64_t)x;
-}
-
-static inline uint64_t sat_u64(double x)
-{
-	if (isnan(x) || x <= 0)
-		return 0;
-	if (x >= 18446744073709551616.0)
-		return UINT64_MAX;
-	return (uint64_t)x;
-}
+#include "wasm/numeric.h"
 
 bool wasm_functype_eq(const struct wasm_functype *a, const struct wasm_functype *b)
 {
@@ -351,6 +137,257 @@ static inline uint64_t rotr64(uint64_t x, uint64_t k)
 	return (x >> k) | (x << ((64 - k) & 63));
 }
 
+/* Loads (opcode, bytes, value from the bytes at p) and stores (opcode,
+ * bytes), for their forms with operands in locals. */
+#define WASM_LOADS(X)                                          \
+	X(0x28, 4, rd32(p))                                    \
+	X(0x29, 8, rd64(p))                                    \
+	X(0x2a, 4, rd32(p))                                    \
+	X(0x2b, 8, rd64(p))                                    \
+	X(0x2c, 1, (uint32_t)(int32_t)(int8_t)*p)              \
+	X(0x2d, 1, *p)                                         \
+	X(0x2e, 2, (uint32_t)(int32_t)(int16_t)rd16(p))        \
+	X(0x2f, 2, rd16(p))                                    \
+	X(0x30, 1, (uint64_t)(int64_t)(int8_t)*p)              \
+	X(0x31, 1, *p)                                         \
+	X(0x32, 2, (uint64_t)(int64_t)(int16_t)rd16(p))        \
+	X(0x33, 2, rd16(p))                                    \
+	X(0x34, 4, (uint64_t)(int64_t)(int32_t)rd32(p))        \
+	X(0x35, 4, rd32(p))
+#define WASM_STORES(X) \
+	X(0x36, 4) X(0x37, 8) X(0x38, 4) X(0x39, 8) X(0x3a, 1) X(0x3b, 2) X(0x3c, 1) X(0x3d, 2) X(0x3e, 4)
+
+/* The dispatch entries (opcode -> handler label), expanded inside run()
+ * either as a table of label addresses or as switch cases. */
+#define SHAPE_s SHAPE_S
+#define SHAPE_l SHAPE_L
+#define SHAPE_i SHAPE_I
+#define SHAPE_ll SHAPE_LL
+#define SHAPE_li SHAPE_LI
+#define BASE_FUSED_ENTRIES(k)                          \
+	ENTRY(OP_FUSED + 64 * FUSE_L + k, op_l_##k)    \
+	ENTRY(OP_FUSED + 64 * FUSE_I + k, op_i_##k)    \
+	ENTRY(OP_FUSED + 64 * FUSE_LL + k, op_ll_##k)  \
+	ENTRY(OP_FUSED + 64 * FUSE_LI + k, op_li_##k)
+#define CMP_ENTRIES(k, sh)                                                   \
+	ENTRY(OP_FUSED + 64 * (FUSE_BR + SHAPE_##sh) + k, op_##sh##_br_##k)  \
+	ENTRY(OP_FUSED + 64 * (FUSE_BRZ + SHAPE_##sh) + k, op_##sh##_brz_##k)
+#define ARITH_ENTRIES(k, sh)                                                 \
+	ENTRY(OP_FUSED + 64 * (FUSE_SET + SHAPE_##sh) + k, op_##sh##_set_##k) \
+	ENTRY(OP_FUSED + 64 * (FUSE_TEE + SHAPE_##sh) + k, op_##sh##_tee_##k)
+#define FUSED_CMP_ENTRIES(k, opcode, bits, expr)                             \
+	BASE_FUSED_ENTRIES(k) CMP_ENTRIES(k, s) CMP_ENTRIES(k, l)            \
+	CMP_ENTRIES(k, i) CMP_ENTRIES(k, ll) CMP_ENTRIES(k, li)
+#define FUSED_ARITH_ENTRIES(k, opcode, bits, expr)                           \
+	BASE_FUSED_ENTRIES(k) ARITH_ENTRIES(k, s) ARITH_ENTRIES(k, l)        \
+	ARITH_ENTRIES(k, i) ARITH_ENTRIES(k, ll) ARITH_ENTRIES(k, li)
+#define LOAD_ENTRY(op, n, conv) ENTRY(OP_LOAD_L + op - 0x28, op_lload_##op)
+#define STORE_ENTRY(op, n) ENTRY(OP_STORE_LL + op - 0x36, op_llstore_##op)
+#define DISPATCH_ENTRIES                              \
+	ENTRY(0x28, op_0x28) \
+	ENTRY(0x29, op_0x29) \
+	ENTRY(0x2a, op_0x2a) \
+	ENTRY(0x2b, op_0x2b) \
+	ENTRY(0x2c, op_0x2c) \
+	ENTRY(0x2d, op_0x2d) \
+	ENTRY(0x2e, op_0x2e) \
+	ENTRY(0x2f, op_0x2f) \
+	ENTRY(0x30, op_0x30) \
+	ENTRY(0x31, op_0x31) \
+	ENTRY(0x32, op_0x32) \
+	ENTRY(0x33, op_0x33) \
+	ENTRY(0x34, op_0x34) \
+	ENTRY(0x35, op_0x35) \
+	ENTRY(0x36, op_0x36) \
+	ENTRY(0x37, op_0x37) \
+	ENTRY(0x38, op_0x38) \
+	ENTRY(0x39, op_0x39) \
+	ENTRY(0x3a, op_0x3a) \
+	ENTRY(0x3b, op_0x3b) \
+	ENTRY(0x3c, op_0x3c) \
+	ENTRY(0x3d, op_0x3d) \
+	ENTRY(0x3e, op_0x3e) \
+	ENTRY(0x45, op_0x45) \
+	ENTRY(0x46, op_0x46) \
+	ENTRY(0x47, op_0x47) \
+	ENTRY(0x48, op_0x48) \
+	ENTRY(0x49, op_0x49) \
+	ENTRY(0x4a, op_0x4a) \
+	ENTRY(0x4b, op_0x4b) \
+	ENTRY(0x4c, op_0x4c) \
+	ENTRY(0x4d, op_0x4d) \
+	ENTRY(0x4e, op_0x4e) \
+	ENTRY(0x4f, op_0x4f) \
+	ENTRY(0x50, op_0x50) \
+	ENTRY(0x51, op_0x51) \
+	ENTRY(0x52, op_0x52) \
+	ENTRY(0x53, op_0x53) \
+	ENTRY(0x54, op_0x54) \
+	ENTRY(0x55, op_0x55) \
+	ENTRY(0x56, op_0x56) \
+	ENTRY(0x57, op_0x57) \
+	ENTRY(0x58, op_0x58) \
+	ENTRY(0x59, op_0x59) \
+	ENTRY(0x5a, op_0x5a) \
+	ENTRY(0x5b, op_0x5b) \
+	ENTRY(0x5c, op_0x5c) \
+	ENTRY(0x5d, op_0x5d) \
+	ENTRY(0x5e, op_0x5e) \
+	ENTRY(0x5f, op_0x5f) \
+	ENTRY(0x60, op_0x60) \
+	ENTRY(0x61, op_0x61) \
+	ENTRY(0x62, op_0x62) \
+	ENTRY(0x63, op_0x63) \
+	ENTRY(0x64, op_0x64) \
+	ENTRY(0x65, op_0x65) \
+	ENTRY(0x66, op_0x66) \
+	ENTRY(0x67, op_0x67) \
+	ENTRY(0x68, op_0x68) \
+	ENTRY(0x69, op_0x69) \
+	ENTRY(0x6a, op_0x6a) \
+	ENTRY(0x6b, op_0x6b) \
+	ENTRY(0x6c, op_0x6c) \
+	ENTRY(0x6d, op_0x6d) \
+	ENTRY(0x6e, op_0x6e) \
+	ENTRY(0x6f, op_0x6f) \
+	ENTRY(0x70, op_0x70) \
+	ENTRY(0x71, op_0x71) \
+	ENTRY(0x72, op_0x72) \
+	ENTRY(0x73, op_0x73) \
+	ENTRY(0x74, op_0x74) \
+	ENTRY(0x75, op_0x75) \
+	ENTRY(0x76, op_0x76) \
+	ENTRY(0x77, op_0x77) \
+	ENTRY(0x78, op_0x78) \
+	ENTRY(0x79, op_0x79) \
+	ENTRY(0x7a, op_0x7a) \
+	ENTRY(0x7b, op_0x7b) \
+	ENTRY(0x7c, op_0x7c) \
+	ENTRY(0x7d, op_0x7d) \
+	ENTRY(0x7e, op_0x7e) \
+	ENTRY(0x7f, op_0x7f) \
+	ENTRY(0x80, op_0x80) \
+	ENTRY(0x81, op_0x81) \
+	ENTRY(0x82, op_0x82) \
+	ENTRY(0x83, op_0x83) \
+	ENTRY(0x84, op_0x84) \
+	ENTRY(0x85, op_0x85) \
+	ENTRY(0x86, op_0x86) \
+	ENTRY(0x87, op_0x87) \
+	ENTRY(0x88, op_0x88) \
+	ENTRY(0x89, op_0x89) \
+	ENTRY(0x8a, op_0x8a) \
+	ENTRY(0x8b, op_0x8b) \
+	ENTRY(0x8c, op_0x8c) \
+	ENTRY(0x8d, op_0x8d) \
+	ENTRY(0x8e, op_0x8e) \
+	ENTRY(0x8f, op_0x8f) \
+	ENTRY(0x90, op_0x90) \
+	ENTRY(0x91, op_0x91) \
+	ENTRY(0x92, op_0x92) \
+	ENTRY(0x93, op_0x93) \
+	ENTRY(0x94, op_0x94) \
+	ENTRY(0x95, op_0x95) \
+	ENTRY(0x96, op_0x96) \
+	ENTRY(0x97, op_0x97) \
+	ENTRY(0x98, op_0x98) \
+	ENTRY(0x99, op_0x99) \
+	ENTRY(0x9a, op_0x9a) \
+	ENTRY(0x9b, op_0x9b) \
+	ENTRY(0x9c, op_0x9c) \
+	ENTRY(0x9d, op_0x9d) \
+	ENTRY(0x9e, op_0x9e) \
+	ENTRY(0x9f, op_0x9f) \
+	ENTRY(0xa0, op_0xa0) \
+	ENTRY(0xa1, op_0xa1) \
+	ENTRY(0xa2, op_0xa2) \
+	ENTRY(0xa3, op_0xa3) \
+	ENTRY(0xa4, op_0xa4) \
+	ENTRY(0xa5, op_0xa5) \
+	ENTRY(0xa6, op_0xa6) \
+	ENTRY(0xa7, op_0xa7) \
+	ENTRY(0xa8, op_0xa8) \
+	ENTRY(0xa9, op_0xa9) \
+	ENTRY(0xaa, op_0xaa) \
+	ENTRY(0xab, op_0xab) \
+	ENTRY(0xac, op_0xac) \
+	ENTRY(0xad, op_0xad) \
+	ENTRY(0xae, op_0xae) \
+	ENTRY(0xaf, op_0xaf) \
+	ENTRY(0xb0, op_0xb0) \
+	ENTRY(0xb1, op_0xb1) \
+	ENTRY(0xb2, op_0xb2) \
+	ENTRY(0xb3, op_0xb3) \
+	ENTRY(0xb4, op_0xb4) \
+	ENTRY(0xb5, op_0xb5) \
+	ENTRY(0xb6, op_0xb6) \
+	ENTRY(0xb7, op_0xb7) \
+	ENTRY(0xb8, op_0xb8) \
+	ENTRY(0xb9, op_0xb9) \
+	ENTRY(0xba, op_0xba) \
+	ENTRY(0xbb, op_0xbb) \
+	ENTRY(0xbc, op_0xbc) \
+	ENTRY(0xbd, op_0xbd) \
+	ENTRY(0xbe, op_0xbe) \
+	ENTRY(0xbf, op_0xbf) \
+	ENTRY(0xc0, op_0xc0) \
+	ENTRY(0xc1, op_0xc1) \
+	ENTRY(0xc2, op_0xc2) \
+	ENTRY(0xc3, op_0xc3) \
+	ENTRY(0xc4, op_0xc4) \
+	ENTRY(OP_BR, op_OP_BR) \
+	ENTRY(OP_BR_IF, op_OP_BR_IF) \
+	ENTRY(OP_BR_IF_SIMPLE, op_OP_BR_IF_SIMPLE) \
+	ENTRY(OP_BR_TABLE, op_OP_BR_TABLE) \
+	ENTRY(OP_CALL, op_OP_CALL) \
+	ENTRY(OP_CALL_INDIRECT, op_OP_CALL_INDIRECT) \
+	ENTRY(OP_DROP, op_OP_DROP) \
+	ENTRY(OP_F32_CONST, op_OP_F32_CONST) \
+	ENTRY(OP_F64_CONST, op_OP_F64_CONST) \
+	ENTRY(OP_GLOBAL_GET, op_OP_GLOBAL_GET) \
+	ENTRY(OP_GLOBAL_SET, op_OP_GLOBAL_SET) \
+	ENTRY(OP_I32_CONST, op_OP_I32_CONST) \
+	ENTRY(OP_I64_CONST, op_OP_I64_CONST) \
+	ENTRY(OP_JMP, op_OP_JMP) \
+	ENTRY(OP_JMP_IF_NOT, op_OP_JMP_IF_NOT) \
+	ENTRY(OP_LOCAL_GET, op_OP_LOCAL_GET) \
+	ENTRY(OP_LOCAL_SET, op_OP_LOCAL_SET) \
+	ENTRY(OP_LOCAL_TEE, op_OP_LOCAL_TEE) \
+	ENTRY(OP_LOOP_CHECK, op_OP_LOOP_CHECK) \
+	ENTRY(OP_MEMORY_GROW, op_OP_MEMORY_GROW) \
+	ENTRY(OP_MEMORY_SIZE, op_OP_MEMORY_SIZE) \
+	ENTRY(OP_NOP, op_OP_NOP) \
+	ENTRY(OP_REF_FUNC, op_OP_REF_FUNC) \
+	ENTRY(OP_REF_IS_NULL, op_OP_REF_IS_NULL) \
+	ENTRY(OP_REF_NULL, op_OP_REF_NULL) \
+	ENTRY(OP_RETURN, op_OP_RETURN) \
+	ENTRY(OP_SELECT, op_OP_SELECT) \
+	ENTRY(OP_TABLE_GET, op_OP_TABLE_GET) \
+	ENTRY(OP_TABLE_SET, op_OP_TABLE_SET) \
+	ENTRY(OP_UNREACHABLE, op_OP_UNREACHABLE) \
+	ENTRY(OP_FC_BASE + 0, op_fc0) \
+	ENTRY(OP_FC_BASE + 1, op_fc1) \
+	ENTRY(OP_FC_BASE + 10, op_fc10) \
+	ENTRY(OP_FC_BASE + 11, op_fc11) \
+	ENTRY(OP_FC_BASE + 12, op_fc12) \
+	ENTRY(OP_FC_BASE + 13, op_fc13) \
+	ENTRY(OP_FC_BASE + 14, op_fc14) \
+	ENTRY(OP_FC_BASE + 15, op_fc15) \
+	ENTRY(OP_FC_BASE + 16, op_fc16) \
+	ENTRY(OP_FC_BASE + 17, op_fc17) \
+	ENTRY(OP_FC_BASE + 2, op_fc2) \
+	ENTRY(OP_FC_BASE + 3, op_fc3) \
+	ENTRY(OP_FC_BASE + 4, op_fc4) \
+	ENTRY(OP_FC_BASE + 5, op_fc5) \
+	ENTRY(OP_FC_BASE + 6, op_fc6) \
+	ENTRY(OP_FC_BASE + 7, op_fc7) \
+	ENTRY(OP_FC_BASE + 8, op_fc8) \
+	ENTRY(OP_FC_BASE + 9, op_fc9) \
+	WASM_FUSABLE_COMPARES(FUSED_CMP_ENTRIES) \
+	WASM_FUSABLE_ARITH(FUSED_ARITH_ENTRIES) \
+	WASM_LOADS(LOAD_ENTRY) \
+	WASM_STORES(STORE_ENTRY)
+
 static enum kis_wasm_trap run(struct kis_wasm_store *s, struct kis_wasm_func *entry)
 {
 	const uint32_t entry_depth = s->depth;
@@ -367,234 +404,31 @@ static enum kis_wasm_trap run(struct kis_wasm_store *s, struct kis_wasm_func *en
 	 * next one through this table (GNU labels as values), which predicts
 	 * far better than one shared switch. NEXT() is the one macro here
 	 * that hides a jump; it is the whole point of the technique. */
+#if defined(__clang__) && !defined(KIS_WASM_THREADED)
+	/* clang takes minutes over a thousand address-taken labels, so it gets
+	 * one switch whose cases jump to the handlers (gcc: threaded). */
+#define ENTRY(op, label) case op: goto label;
+#define NEXT() goto next
+	goto call;
+next:
+	switch (*pc++) {
+		DISPATCH_ENTRIES
+	default:
+		goto op_bad;
+	}
+#else
+#define ENTRY(op, label) [op] = &&label,
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Woverride-init"
 	static const void *const dispatch[OP__COUNT] = {
 		[0 ... OP__COUNT - 1] = &&op_bad,
-		[0x28] = &&op_0x28,
-		[0x29] = &&op_0x29,
-		[0x2a] = &&op_0x2a,
-		[0x2b] = &&op_0x2b,
-		[0x2c] = &&op_0x2c,
-		[0x2d] = &&op_0x2d,
-		[0x2e] = &&op_0x2e,
-		[0x2f] = &&op_0x2f,
-		[0x30] = &&op_0x30,
-		[0x31] = &&op_0x31,
-		[0x32] = &&op_0x32,
-		[0x33] = &&op_0x33,
-		[0x34] = &&op_0x34,
-		[0x35] = &&op_0x35,
-		[0x36] = &&op_0x36,
-		[0x37] = &&op_0x37,
-		[0x38] = &&op_0x38,
-		[0x39] = &&op_0x39,
-		[0x3a] = &&op_0x3a,
-		[0x3b] = &&op_0x3b,
-		[0x3c] = &&op_0x3c,
-		[0x3d] = &&op_0x3d,
-		[0x3e] = &&op_0x3e,
-		[0x45] = &&op_0x45,
-		[0x46] = &&op_0x46,
-		[0x47] = &&op_0x47,
-		[0x48] = &&op_0x48,
-		[0x49] = &&op_0x49,
-		[0x4a] = &&op_0x4a,
-		[0x4b] = &&op_0x4b,
-		[0x4c] = &&op_0x4c,
-		[0x4d] = &&op_0x4d,
-		[0x4e] = &&op_0x4e,
-		[0x4f] = &&op_0x4f,
-		[0x50] = &&op_0x50,
-		[0x51] = &&op_0x51,
-		[0x52] = &&op_0x52,
-		[0x53] = &&op_0x53,
-		[0x54] = &&op_0x54,
-		[0x55] = &&op_0x55,
-		[0x56] = &&op_0x56,
-		[0x57] = &&op_0x57,
-		[0x58] = &&op_0x58,
-		[0x59] = &&op_0x59,
-		[0x5a] = &&op_0x5a,
-		[0x5b] = &&op_0x5b,
-		[0x5c] = &&op_0x5c,
-		[0x5d] = &&op_0x5d,
-		[0x5e] = &&op_0x5e,
-		[0x5f] = &&op_0x5f,
-		[0x60] = &&op_0x60,
-		[0x61] = &&op_0x61,
-		[0x62] = &&op_0x62,
-		[0x63] = &&op_0x63,
-		[0x64] = &&op_0x64,
-		[0x65] = &&op_0x65,
-		[0x66] = &&op_0x66,
-		[0x67] = &&op_0x67,
-		[0x68] = &&op_0x68,
-		[0x69] = &&op_0x69,
-		[0x6a] = &&op_0x6a,
-		[0x6b] = &&op_0x6b,
-		[0x6c] = &&op_0x6c,
-		[0x6d] = &&op_0x6d,
-		[0x6e] = &&op_0x6e,
-		[0x6f] = &&op_0x6f,
-		[0x70] = &&op_0x70,
-		[0x71] = &&op_0x71,
-		[0x72] = &&op_0x72,
-		[0x73] = &&op_0x73,
-		[0x74] = &&op_0x74,
-		[0x75] = &&op_0x75,
-		[0x76] = &&op_0x76,
-		[0x77] = &&op_0x77,
-		[0x78] = &&op_0x78,
-		[0x79] = &&op_0x79,
-		[0x7a] = &&op_0x7a,
-		[0x7b] = &&op_0x7b,
-		[0x7c] = &&op_0x7c,
-		[0x7d] = &&op_0x7d,
-		[0x7e] = &&op_0x7e,
-		[0x7f] = &&op_0x7f,
-		[0x80] = &&op_0x80,
-		[0x81] = &&op_0x81,
-		[0x82] = &&op_0x82,
-		[0x83] = &&op_0x83,
-		[0x84] = &&op_0x84,
-		[0x85] = &&op_0x85,
-		[0x86] = &&op_0x86,
-		[0x87] = &&op_0x87,
-		[0x88] = &&op_0x88,
-		[0x89] = &&op_0x89,
-		[0x8a] = &&op_0x8a,
-		[0x8b] = &&op_0x8b,
-		[0x8c] = &&op_0x8c,
-		[0x8d] = &&op_0x8d,
-		[0x8e] = &&op_0x8e,
-		[0x8f] = &&op_0x8f,
-		[0x90] = &&op_0x90,
-		[0x91] = &&op_0x91,
-		[0x92] = &&op_0x92,
-		[0x93] = &&op_0x93,
-		[0x94] = &&op_0x94,
-		[0x95] = &&op_0x95,
-		[0x96] = &&op_0x96,
-		[0x97] = &&op_0x97,
-		[0x98] = &&op_0x98,
-		[0x99] = &&op_0x99,
-		[0x9a] = &&op_0x9a,
-		[0x9b] = &&op_0x9b,
-		[0x9c] = &&op_0x9c,
-		[0x9d] = &&op_0x9d,
-		[0x9e] = &&op_0x9e,
-		[0x9f] = &&op_0x9f,
-		[0xa0] = &&op_0xa0,
-		[0xa1] = &&op_0xa1,
-		[0xa2] = &&op_0xa2,
-		[0xa3] = &&op_0xa3,
-		[0xa4] = &&op_0xa4,
-		[0xa5] = &&op_0xa5,
-		[0xa6] = &&op_0xa6,
-		[0xa7] = &&op_0xa7,
-		[0xa8] = &&op_0xa8,
-		[0xa9] = &&op_0xa9,
-		[0xaa] = &&op_0xaa,
-		[0xab] = &&op_0xab,
-		[0xac] = &&op_0xac,
-		[0xad] = &&op_0xad,
-		[0xae] = &&op_0xae,
-		[0xaf] = &&op_0xaf,
-		[0xb0] = &&op_0xb0,
-		[0xb1] = &&op_0xb1,
-		[0xb2] = &&op_0xb2,
-		[0xb3] = &&op_0xb3,
-		[0xb4] = &&op_0xb4,
-		[0xb5] = &&op_0xb5,
-		[0xb6] = &&op_0xb6,
-		[0xb7] = &&op_0xb7,
-		[0xb8] = &&op_0xb8,
-		[0xb9] = &&op_0xb9,
-		[0xba] = &&op_0xba,
-		[0xbb] = &&op_0xbb,
-		[0xbc] = &&op_0xbc,
-		[0xbd] = &&op_0xbd,
-		[0xbe] = &&op_0xbe,
-		[0xbf] = &&op_0xbf,
-		[0xc0] = &&op_0xc0,
-		[0xc1] = &&op_0xc1,
-		[0xc2] = &&op_0xc2,
-		[0xc3] = &&op_0xc3,
-		[0xc4] = &&op_0xc4,
-		[OP_BR] = &&op_OP_BR,
-		[OP_BR_IF] = &&op_OP_BR_IF,
-		[OP_BR_IF_SIMPLE] = &&op_OP_BR_IF_SIMPLE,
-		[OP_BR_TABLE] = &&op_OP_BR_TABLE,
-		[OP_CALL] = &&op_OP_CALL,
-		[OP_CALL_INDIRECT] = &&op_OP_CALL_INDIRECT,
-		[OP_DROP] = &&op_OP_DROP,
-		[OP_F32_CONST] = &&op_OP_F32_CONST,
-		[OP_F64_CONST] = &&op_OP_F64_CONST,
-		[OP_GLOBAL_GET] = &&op_OP_GLOBAL_GET,
-		[OP_GLOBAL_SET] = &&op_OP_GLOBAL_SET,
-		[OP_I32_CONST] = &&op_OP_I32_CONST,
-		[OP_I64_CONST] = &&op_OP_I64_CONST,
-		[OP_JMP] = &&op_OP_JMP,
-		[OP_JMP_IF_NOT] = &&op_OP_JMP_IF_NOT,
-		[OP_LOCAL_GET] = &&op_OP_LOCAL_GET,
-		[OP_LOCAL_SET] = &&op_OP_LOCAL_SET,
-		[OP_LOCAL_TEE] = &&op_OP_LOCAL_TEE,
-		[OP_LOOP_CHECK] = &&op_OP_LOOP_CHECK,
-		[OP_MEMORY_GROW] = &&op_OP_MEMORY_GROW,
-		[OP_MEMORY_SIZE] = &&op_OP_MEMORY_SIZE,
-		[OP_NOP] = &&op_OP_NOP,
-		[OP_REF_FUNC] = &&op_OP_REF_FUNC,
-		[OP_REF_IS_NULL] = &&op_OP_REF_IS_NULL,
-		[OP_REF_NULL] = &&op_OP_REF_NULL,
-		[OP_RETURN] = &&op_OP_RETURN,
-		[OP_SELECT] = &&op_OP_SELECT,
-		[OP_TABLE_GET] = &&op_OP_TABLE_GET,
-		[OP_TABLE_SET] = &&op_OP_TABLE_SET,
-		[OP_UNREACHABLE] = &&op_OP_UNREACHABLE,
-		[OP_FC_BASE + 0] = &&op_fc0,
-		[OP_FC_BASE + 1] = &&op_fc1,
-		[OP_FC_BASE + 10] = &&op_fc10,
-		[OP_FC_BASE + 11] = &&op_fc11,
-		[OP_FC_BASE + 12] = &&op_fc12,
-		[OP_FC_BASE + 13] = &&op_fc13,
-		[OP_FC_BASE + 14] = &&op_fc14,
-		[OP_FC_BASE + 15] = &&op_fc15,
-		[OP_FC_BASE + 16] = &&op_fc16,
-		[OP_FC_BASE + 17] = &&op_fc17,
-		[OP_FC_BASE + 2] = &&op_fc2,
-		[OP_FC_BASE + 3] = &&op_fc3,
-		[OP_FC_BASE + 4] = &&op_fc4,
-		[OP_FC_BASE + 5] = &&op_fc5,
-		[OP_FC_BASE + 6] = &&op_fc6,
-		[OP_FC_BASE + 7] = &&op_fc7,
-		[OP_FC_BASE + 8] = &&op_fc8,
-		[OP_FC_BASE + 9] = &&op_fc9,
-#define FUSED_ENTRIES(k, opcode, bits, expr)              \
-		[OP_FUSED + 64 * FUSE_L + k] = &&op_l_##k,     \
-		[OP_FUSED + 64 * FUSE_I + k] = &&op_i_##k,     \
-		[OP_FUSED + 64 * FUSE_LL + k] = &&op_ll_##k,   \
-		[OP_FUSED + 64 * FUSE_LI + k] = &&op_li_##k,   \
-		DERIVED_ENTRIES(k, s) DERIVED_ENTRIES(k, l) DERIVED_ENTRIES(k, i) \
-		DERIVED_ENTRIES(k, ll) DERIVED_ENTRIES(k, li)
-#define SHAPE_s SHAPE_S
-#define SHAPE_l SHAPE_L
-#define SHAPE_i SHAPE_I
-#define SHAPE_ll SHAPE_LL
-#define SHAPE_li SHAPE_LI
-#define DERIVED_ENTRIES(k, sh)                                       \
-		[OP_FUSED + 64 * (FUSE_SET + SHAPE_##sh) + k] = &&op_##sh##_set_##k, \
-		[OP_FUSED + 64 * (FUSE_BR + SHAPE_##sh) + k] = &&op_##sh##_br_##k,   \
-		[OP_FUSED + 64 * (FUSE_BRZ + SHAPE_##sh) + k] = &&op_##sh##_brz_##k, \
-		[OP_FUSED + 64 * (FUSE_TEE + SHAPE_##sh) + k] = &&op_##sh##_tee_##k,
-		WASM_FUSABLE_BINOPS(FUSED_ENTRIES)
-#undef DERIVED_ENTRIES
-#undef FUSED_ENTRIES
+		DISPATCH_ENTRIES
 	};
 #pragma GCC diagnostic pop
 #define NEXT() goto *dispatch[*pc++]
-
 	goto call;
+#endif
+#undef ENTRY
 
 		op_OP_UNREACHABLE:
 			trap = KIS_WASM_TRAP_UNREACHABLE;
@@ -1153,7 +987,7 @@ static enum kis_wasm_trap run(struct kis_wasm_store *s, struct kis_wasm_func *en
 	uint##bits##_t a = (uint##bits##_t)fp[pc[0]], b = (uint##bits##_t)fp[pc[1]];
 #define OPERANDS_li(bits) \
 	uint##bits##_t a = (uint##bits##_t)fp[pc[0]], b = (uint##bits##_t)(int##bits##_t)(int32_t)pc[1];
-#define DERIVED_HANDLERS(k, bits, expr, sh, n)                    \
+#define ARITH_HANDLERS(k, bits, expr, sh, n)                      \
 	op_##sh##_set_##k: {                                      \
 		OPERANDS_##sh(bits)                               \
 		fp[pc[n]] = (uint##bits##_t)(expr);               \
@@ -1167,7 +1001,8 @@ static enum kis_wasm_trap run(struct kis_wasm_store *s, struct kis_wasm_func *en
 		*sp++ = v;                                        \
 		pc += n + 1;                                      \
 		NEXT();                                           \
-	}                                                         \
+	}
+#define CMP_HANDLERS(k, bits, expr, sh, n)                        \
 	op_##sh##_br_##k: {                                       \
 		OPERANDS_##sh(bits)                               \
 		pc = ((expr) != 0) ? code + pc[n] : pc + n + 1;        \
@@ -1178,15 +1013,47 @@ static enum kis_wasm_trap run(struct kis_wasm_store *s, struct kis_wasm_func *en
 		pc = ((expr) != 0) ? pc + n + 1 : code + pc[n];        \
 		NEXT();                                           \
 	}
-#define ALL_DERIVED(k, opcode, bits, expr)             \
-	DERIVED_HANDLERS(k, bits, expr, s, 0)          \
-	DERIVED_HANDLERS(k, bits, expr, l, 1)          \
-	DERIVED_HANDLERS(k, bits, expr, i, 1)          \
-	DERIVED_HANDLERS(k, bits, expr, ll, 2)         \
-	DERIVED_HANDLERS(k, bits, expr, li, 2)
-		WASM_FUSABLE_BINOPS(ALL_DERIVED)
-#undef ALL_DERIVED
-#undef DERIVED_HANDLERS
+#define ALL_SHAPES(H, k, bits, expr) \
+	H(k, bits, expr, s, 0)        \
+	H(k, bits, expr, l, 1)        \
+	H(k, bits, expr, i, 1)        \
+	H(k, bits, expr, ll, 2)       \
+	H(k, bits, expr, li, 2)
+#define ALL_CMP(k, opcode, bits, expr) ALL_SHAPES(CMP_HANDLERS, k, bits, expr)
+#define ALL_ARITH(k, opcode, bits, expr) ALL_SHAPES(ARITH_HANDLERS, k, bits, expr)
+		WASM_FUSABLE_COMPARES(ALL_CMP)
+		WASM_FUSABLE_ARITH(ALL_ARITH)
+#undef ALL_CMP
+#undef ALL_ARITH
+#undef ALL_SHAPES
+#undef CMP_HANDLERS
+#undef ARITH_HANDLERS
+
+		/* loads and stores with operands in locals */
+#define LOCAL_LOAD(op, n, conv)                                                   \
+	op_lload_##op: {                                                          \
+		uint64_t ea = (uint64_t)(uint32_t)fp[pc[0]] + pc[1];              \
+		pc += 2;                                                          \
+		if (ea + (n) > memsize)                                           \
+			goto mem_oob;                                             \
+		const uint8_t *p = mem + ea;                                      \
+		*sp++ = (conv);                                                   \
+		NEXT();                                                           \
+	}
+		WASM_LOADS(LOCAL_LOAD)
+#undef LOCAL_LOAD
+#define LOCAL_STORE(op, n)                                                        \
+	op_llstore_##op: {                                                        \
+		uint64_t ea = (uint64_t)(uint32_t)fp[pc[0]] + pc[2];              \
+		uint64_t v = fp[pc[1]];                                           \
+		pc += 3;                                                          \
+		if (ea + (n) > memsize)                                           \
+			goto mem_oob;                                             \
+		memcpy(mem + ea, &v, (n));                                        \
+		NEXT();                                                           \
+	}
+		WASM_STORES(LOCAL_STORE)
+#undef LOCAL_STORE
 
 	op_bad:
 		trap = KIS_WASM_TRAP_UNREACHABLE; /* not produced by compile.c */

@@ -158,11 +158,17 @@ enum {
 	 * imm is one word, sign-extended for i64. Each of the five operand
 	 * shapes (S = both from the stack, L, I, LL, LI) also has forms that
 	 * put the result in a local (op; local.set z), also keep it on the
-	 * stack (op; local.tee z), branch when it is non-zero (op; br_if
-	 * without unwinding) or zero (op; if), with z or the target as the
-	 * last immediate. */
+	 * stack (op; local.tee z) -- arithmetic only -- or branch when it is
+	 * non-zero (op; br_if without unwinding) or zero (op; if) -- compares
+	 * only --, with z or the target as the last immediate. (All forms for
+	 * all operators would be a thousand handlers, which takes compilers
+	 * minutes to build.) */
 	OP_FUSED = 0x100,
-	OP__COUNT = OP_FUSED + 64 * 24
+	/* loads with the address in a local (local.get x; load): x, offset;
+	 * stores with address and value in locals: x, y, offset */
+	OP_LOAD_L = OP_FUSED + 64 * 24,  /* + opcode - 0x28 */
+	OP_STORE_LL = OP_LOAD_L + 16,     /* + opcode - 0x36 */
+	OP__COUNT = OP_STORE_LL + 16
 };
 
 enum {
@@ -178,47 +184,50 @@ enum { SHAPE_S, SHAPE_L, SHAPE_I, SHAPE_LL, SHAPE_LI };
 /* The integer binary operators that cannot trap: X(index, opcode, bits, expr)
  * with operands a and b of type uint<bits>_t. Shared by compile.c (which
  * fuses them) and exec.c (which runs them). */
-#define WASM_FUSABLE_BINOPS(X)                                   \
-	X(0, 0x46, 32, a == b)                                   \
-	X(1, 0x47, 32, a != b)                                   \
-	X(2, 0x48, 32, (int32_t)a < (int32_t)b)                  \
-	X(3, 0x49, 32, a < b)                                    \
-	X(4, 0x4a, 32, (int32_t)a > (int32_t)b)                  \
-	X(5, 0x4b, 32, a > b)                                    \
-	X(6, 0x4c, 32, (int32_t)a <= (int32_t)b)                 \
-	X(7, 0x4d, 32, a <= b)                                   \
-	X(8, 0x4e, 32, (int32_t)a >= (int32_t)b)                 \
-	X(9, 0x4f, 32, a >= b)                                   \
-	X(10, 0x6a, 32, a + b)                                   \
-	X(11, 0x6b, 32, a - b)                                   \
-	X(12, 0x6c, 32, a * b)                                   \
-	X(13, 0x71, 32, a & b)                                   \
-	X(14, 0x72, 32, a | b)                                   \
-	X(15, 0x73, 32, a ^ b)                                   \
-	X(16, 0x74, 32, a << (b & 31))                           \
-	X(17, 0x75, 32, (uint32_t)((int32_t)a >> (b & 31)))      \
-	X(18, 0x76, 32, a >> (b & 31))                           \
+#define WASM_FUSABLE_BINOPS(X) WASM_FUSABLE_COMPARES(X) WASM_FUSABLE_ARITH(X)
+/* Compares get the branching forms, arithmetic the local-writing ones. */
+#define WASM_FUSABLE_COMPARES(X) \
+	X(0, 0x46, 32, a == b) \
+	X(1, 0x47, 32, a != b) \
+	X(2, 0x48, 32, (int32_t)a < (int32_t)b) \
+	X(3, 0x49, 32, a < b) \
+	X(4, 0x4a, 32, (int32_t)a > (int32_t)b) \
+	X(5, 0x4b, 32, a > b) \
+	X(6, 0x4c, 32, (int32_t)a <= (int32_t)b) \
+	X(7, 0x4d, 32, a <= b) \
+	X(8, 0x4e, 32, (int32_t)a >= (int32_t)b) \
+	X(9, 0x4f, 32, a >= b) \
+	X(21, 0x51, 64, a == b) \
+	X(22, 0x52, 64, a != b) \
+	X(23, 0x53, 64, (int64_t)a < (int64_t)b) \
+	X(24, 0x54, 64, a < b) \
+	X(25, 0x55, 64, (int64_t)a > (int64_t)b) \
+	X(26, 0x56, 64, a > b) \
+	X(27, 0x57, 64, (int64_t)a <= (int64_t)b) \
+	X(28, 0x58, 64, a <= b) \
+	X(29, 0x59, 64, (int64_t)a >= (int64_t)b) \
+	X(30, 0x5a, 64, a >= b)
+#define WASM_FUSABLE_ARITH(X) \
+	X(10, 0x6a, 32, a + b) \
+	X(11, 0x6b, 32, a - b) \
+	X(12, 0x6c, 32, a * b) \
+	X(13, 0x71, 32, a & b) \
+	X(14, 0x72, 32, a | b) \
+	X(15, 0x73, 32, a ^ b) \
+	X(16, 0x74, 32, a << (b & 31)) \
+	X(17, 0x75, 32, (uint32_t)((int32_t)a >> (b & 31))) \
+	X(18, 0x76, 32, a >> (b & 31)) \
 	X(19, 0x77, 32, (a << (b & 31)) | (a >> ((32 - b) & 31))) \
 	X(20, 0x78, 32, (a >> (b & 31)) | (a << ((32 - b) & 31))) \
-	X(21, 0x51, 64, a == b)                                  \
-	X(22, 0x52, 64, a != b)                                  \
-	X(23, 0x53, 64, (int64_t)a < (int64_t)b)                 \
-	X(24, 0x54, 64, a < b)                                   \
-	X(25, 0x55, 64, (int64_t)a > (int64_t)b)                 \
-	X(26, 0x56, 64, a > b)                                   \
-	X(27, 0x57, 64, (int64_t)a <= (int64_t)b)                \
-	X(28, 0x58, 64, a <= b)                                  \
-	X(29, 0x59, 64, (int64_t)a >= (int64_t)b)                \
-	X(30, 0x5a, 64, a >= b)                                  \
-	X(31, 0x7c, 64, a + b)                                   \
-	X(32, 0x7d, 64, a - b)                                   \
-	X(33, 0x7e, 64, a * b)                                   \
-	X(34, 0x83, 64, a & b)                                   \
-	X(35, 0x84, 64, a | b)                                   \
-	X(36, 0x85, 64, a ^ b)                                   \
-	X(37, 0x86, 64, a << (b & 63))                           \
-	X(38, 0x87, 64, (uint64_t)((int64_t)a >> (b & 63)))      \
-	X(39, 0x88, 64, a >> (b & 63))                           \
+	X(31, 0x7c, 64, a + b) \
+	X(32, 0x7d, 64, a - b) \
+	X(33, 0x7e, 64, a * b) \
+	X(34, 0x83, 64, a & b) \
+	X(35, 0x84, 64, a | b) \
+	X(36, 0x85, 64, a ^ b) \
+	X(37, 0x86, 64, a << (b & 63)) \
+	X(38, 0x87, 64, (uint64_t)((int64_t)a >> (b & 63))) \
+	X(39, 0x88, 64, a >> (b & 63)) \
 	X(40, 0x89, 64, (a << (b & 63)) | (a >> ((64 - b) & 63))) \
 	X(41, 0x8a, 64, (a >> (b & 63)) | (a << ((64 - b) & 63)))
 
