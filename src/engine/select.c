@@ -13,6 +13,8 @@
 /* Weakest tier first; within a tier, preferred backend first. */
 static const struct kis_backend *const table[] = {
 	&kis_backend_process,
+	&kis_backend_landlock,
+	&kis_backend_bubblewrap,
 };
 
 static bool thorough;

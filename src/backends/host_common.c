@@ -1,0 +1,227 @@
+/* SPDX-License-Identifier: MIT */
+/* Shared pieces of the host-tier backends: environment edits, the sandbox
+ * user, giving it the workspace, private temporary directories. */
+#include "util.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "backends/host_common.h"
+
+const char *kis_host_env_get(char *const *envp, const char *key)
+{
+	size_t k = strlen(key);
+	for (; envp && *envp; envp++)
+		if (!strncmp(*envp, key, k) && (*envp)[k] == '=')
+			return *envp + k + 1;
+	return NULL;
+}
+
+bool kis_host_profile_has_env(const struct kis_profile *p, const char *key)
+{
+	return kis_host_env_get(p->env, key) != NULL;
+}
+
+int kis_host_env_set(char ***envp, const char *key, const char *val, bool override)
+{
+	size_t k = strlen(key), n = 0;
+	char *kv = NULL;
+	if (asprintf(&kv, "%s=%s", key, val) < 0)
+		return -1;
+	for (; *envp && (*envp)[n]; n++) {
+		if (!strncmp((*envp)[n], key, k) && (*envp)[n][k] == '=') {
+			if (override) {
+				free((*envp)[n]);
+				(*envp)[n] = kv;
+			} else {
+				free(kv);
+			}
+			return 0;
+		}
+	}
+	char **g = realloc(*envp, (n + 2) * sizeof(*g));
+	if (!g) {
+		free(kv);
+		return -1;
+	}
+	g[n] = kv;
+	g[n + 1] = NULL;
+	*envp = g;
+	return 0;
+}
+
+void kis_host_sandbox_user(uid_t *uid, gid_t *gid)
+{
+	*uid = 65534;
+	*gid = 65534;
+	const char *s = getenv("KIS_SANDBOX_USER");
+	unsigned u, g;
+	if (s && sscanf(s, "%u:%u", &u, &g) == 2 && u != 0 && g != 0) {
+		*uid = u;
+		*gid = g;
+	}
+}
+
+/* Depth-first over one filesystem: lchown every entry. Links are changed
+ * themselves (AT_SYMLINK_NOFOLLOW), never their targets. */
+static int chown_dir(int fd, dev_t dev, uid_t uid, gid_t gid, int depth)
+{
+	if (depth > 256)
+		return -1;
+	int dup = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+	if (dup < 0)
+		return -1;
+	DIR *d = fdopendir(dup);
+	if (!d) {
+		close(dup);
+		return -1;
+	}
+	int r = 0;
+	struct dirent *e;
+	while (r == 0 && (e = readdir(d))) {
+		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+			continue;
+		struct stat st;
+		if (fstatat(fd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+			continue; /* gone since readdir */
+		if (st.st_dev != dev)
+			continue; /* another mount: not ours to give away */
+		if ((st.st_uid != uid || st.st_gid != gid) &&
+		    fchownat(fd, e->d_name, uid, gid, AT_SYMLINK_NOFOLLOW) < 0) {
+			r = -1;
+			break;
+		}
+		if (S_ISDIR(st.st_mode)) {
+			int sub = openat(fd, e->d_name,
+					 O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+			if (sub < 0) {
+				r = -1;
+				break;
+			}
+			r = chown_dir(sub, dev, uid, gid, depth + 1);
+			close(sub);
+		}
+	}
+	int e2 = errno;
+	closedir(d);
+	errno = e2;
+	return r;
+}
+
+int kis_host_chown_tree(const char *path, uid_t uid, gid_t gid, struct kis_error **err)
+{
+	_cleanup_close_ int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	struct stat st;
+	if (fd < 0 || fstat(fd, &st) < 0)
+		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot open the workspace '%s'",
+				     path);
+	if ((st.st_uid != uid || st.st_gid != gid) && fchown(fd, uid, gid) < 0)
+		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot chown the workspace '%s'",
+				     path);
+	if (chown_dir(fd, st.st_dev, uid, gid, 0) < 0)
+		return kis_error_set(err, KIS_E_INTERNAL, errno,
+				     "cannot give the workspace '%s' to the sandbox user", path);
+	return 0;
+}
+
+/* workspaces live at ROOT/workspaces/ID/LEAF (src/store/workspace.c): the
+ * three directories below ROOT and ROOT itself belong to the store. */
+int kis_host_make_reachable(const char *ws_path, struct kis_error **err)
+{
+	_cleanup_free_ char *p = strdup(ws_path);
+	if (!p)
+		return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "workspace path");
+	char *marker = strstr(p, "/workspaces/");
+	size_t store_end = marker ? (size_t)(marker - p) : 0;
+	/* walk every ancestor of the workspace, from / down */
+	for (char *s = p + 1;; s++) {
+		bool last = !*s;
+		if (*s != '/' && !last)
+			continue;
+		char saved = *s;
+		*s = '\0';
+		struct stat st;
+		if (stat(p, &st) < 0)
+			return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot stat '%s'", p);
+		if (!(st.st_mode & S_IXOTH)) {
+			if (marker && (size_t)(s - p) >= store_end) {
+				/* the store's own directory: search, not read */
+				if (chmod(p, (st.st_mode & 07777) | S_IXOTH) < 0)
+					return kis_error_set(err, KIS_E_INTERNAL, errno,
+							     "cannot open '%s' to the sandbox user",
+							     p);
+			} else {
+				return kis_error_set(
+					err, KIS_E_PROFILE_UNSATISFIABLE, 0,
+					"workspace: '%s' on the way to it cannot be searched by the "
+					"unprivileged sandbox user (mode %03o): put the store "
+					"(KIS_SANDBOX_ROOT) under directories others may search",
+					p, (unsigned)(st.st_mode & 0777));
+			}
+		}
+		*s = saved;
+		if (last)
+			break;
+	}
+	return 0;
+}
+
+int kis_host_private_dir(const char *name, uid_t uid, gid_t gid, char **out,
+			 struct kis_error **err)
+{
+	_cleanup_free_ char *path = NULL;
+	if (asprintf(&path, "/tmp/kis-%s", name) < 0)
+		return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "private directory");
+	/* mkdir fails on anything already there, a planted link included */
+	if (mkdir(path, 0700) < 0)
+		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot create '%s'", path);
+	if (geteuid() == 0 && chown(path, uid, gid) < 0) {
+		int e = errno;
+		rmdir(path);
+		return kis_error_set(err, KIS_E_INTERNAL, e, "cannot chown '%s'", path);
+	}
+	*out = steal_ptr(path);
+	return 0;
+}
+
+static void remove_in(int fd, int depth)
+{
+	int dup = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+	DIR *d = dup >= 0 ? fdopendir(dup) : NULL;
+	if (!d) {
+		if (dup >= 0)
+			close(dup);
+		return;
+	}
+	struct dirent *e;
+	while ((e = readdir(d))) {
+		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+			continue;
+		if (unlinkat(fd, e->d_name, 0) == 0)
+			continue;
+		int sub = openat(fd, e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (sub >= 0) {
+			if (depth < 256) {
+				(void)fchmod(sub, 0700);
+				remove_in(sub, depth + 1);
+			}
+			close(sub);
+		}
+		unlinkat(fd, e->d_name, AT_REMOVEDIR);
+	}
+	closedir(d);
+}
+
+void kis_host_remove_tree(const char *path)
+{
+	if (!path)
+		return;
+	int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd >= 0) {
+		remove_in(fd, 0);
+		close(fd);
+	}
+	rmdir(path);
+}

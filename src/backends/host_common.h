@@ -1,0 +1,40 @@
+/* SPDX-License-Identifier: MIT */
+/* Internal: what the two host-tier backends (landlock, bubblewrap) share:
+ * environment edits, the unprivileged sandbox user and its workspace. */
+#ifndef KIS_BACKENDS_HOST_COMMON_H
+#define KIS_BACKENDS_HOST_COMMON_H
+
+#include <stdbool.h>
+#include <sys/types.h>
+
+#include "backends/common.h"
+
+/* Set KEY=VAL in a NULL-terminated malloc'ed environment; an existing KEY is
+ * replaced only when override is set. */
+int kis_host_env_set(char ***envp, const char *key, const char *val, bool override);
+/* The value of KEY in envp, or NULL. */
+const char *kis_host_env_get(char *const *envp, const char *key);
+/* Did the profile set KEY itself? */
+bool kis_host_profile_has_env(const struct kis_profile *p, const char *key);
+
+/* The unprivileged user a root engine runs sandboxed commands as:
+ * KIS_SANDBOX_USER=UID:GID, else nobody (65534:65534). */
+void kis_host_sandbox_user(uid_t *uid, gid_t *gid);
+
+/* Give the workspace tree to uid:gid (lchown, never through a link, never
+ * into another mount), so an unprivileged command can write it. */
+int kis_host_chown_tree(const char *path, uid_t uid, gid_t gid, struct kis_error **err);
+/* Make the workspace reachable by a user other than the store's owner: the
+ * store's own directories on the way (store root, workspaces/, the id) get
+ * search permission for others (0711-like: no listing); a directory above
+ * the store that others cannot search is refused, naming `workspace`. */
+int kis_host_make_reachable(const char *ws_path, struct kis_error **err);
+
+/* A private directory /tmp/kis-NAME (0700, owned by uid:gid), created
+ * exclusively (never an existing one); *out its path. */
+int kis_host_private_dir(const char *name, uid_t uid, gid_t gid, char **out,
+			 struct kis_error **err);
+/* Remove such a directory and all in it (never following links). */
+void kis_host_remove_tree(const char *path);
+
+#endif
