@@ -412,6 +412,7 @@ struct bw_start {
 	struct kis_run_cgroup rc;
 	int seccomp_fd;
 	int info_fd; /* write end for bwrap --info-fd, or -1 */
+	bool keep3;  /* the session's listening socket */
 };
 
 static int clear_cloexec(int fd)
@@ -425,6 +426,10 @@ static int bw_child(void *ctx, struct kis_error **err)
 {
 	struct bw_start *s = ctx;
 	TRY(kis_run_cgroup_join(&s->rc, err));
+	/* bwrap hands every inherited fd to the command: only ours pass (an
+	 * fd our own caller leaked to us included) */
+	int keep[3] = {s->seccomp_fd, s->info_fd, s->keep3 ? 3 : -1};
+	TRY(kis_cloexec_fds_from(3, keep, 3, err));
 	if (clear_cloexec(s->seccomp_fd) < 0 || (s->info_fd >= 0 && clear_cloexec(s->info_fd) < 0))
 		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot pass the seccomp program");
 	return 0;
@@ -522,7 +527,7 @@ static int bubblewrap_start_session(struct kis_plan *pl, const struct kis_sessio
 				    pid_t *pid, struct kis_error **err)
 {
 	(void)ctx;
-	struct bw_start s = {.seccomp_fd = -1, .info_fd = -1};
+	struct bw_start s = {.seccomp_fd = -1, .info_fd = -1, .keep3 = true};
 	int info[2] = {-1, -1};
 	char **argv = NULL;
 	int r = -1;
