@@ -442,7 +442,7 @@ static int export_seccomp(enum kis_net_mode net, struct kis_error **err)
 	/* an IPC namespace separates SysV IPC from the host's */
 	struct kis_seccomp_opts sc = {.net = net, .allow_sysv_ipc = true};
 	int fd = -1;
-	TRY(kis_seccomp_export_bpf_fd(&sc, &fd, err));
+	TRY(kis_host_seccomp_fd(&sc, &fd, err));
 	int hi = fcntl(fd, F_DUPFD_CLOEXEC, 10);
 	int e = errno;
 	close(fd);

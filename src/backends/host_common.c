@@ -6,9 +6,11 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 
 #include "backends/host_common.h"
+#include "confine/confine.h"
 
 const char *kis_host_env_get(char *const *envp, const char *key)
 {
@@ -224,4 +226,103 @@ void kis_host_remove_tree(const char *path)
 		close(fd);
 	}
 	rmdir(path);
+}
+
+/* ---- the compiled seccomp program, cached ---- */
+
+static int cache_dir(char *buf, size_t len)
+{
+	const char *base = geteuid() == 0 ? "/run" : getenv("XDG_RUNTIME_DIR");
+	if (!base || base[0] != '/')
+		return -1;
+	if ((size_t)snprintf(buf, len, "%s/kis-sandbox", base) >= len)
+		return -1;
+	if (mkdir(buf, 0700) < 0 && errno != EEXIST)
+		return -1;
+	struct stat st;
+	/* ours, a real directory, nobody else may write (or read) it */
+	if (lstat(buf, &st) < 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid() ||
+	    (st.st_mode & 077))
+		return -1;
+	return 0;
+}
+
+static int cache_name(const struct kis_seccomp_opts *o, char *buf, size_t len)
+{
+	struct stat st;
+	if (stat("/proc/self/exe", &st) < 0)
+		return -1;
+	const struct scmp_version *v = seccomp_version();
+	int n = snprintf(buf, len, "seccomp-n%d-i%d-%llx-%llx-%llx-%llx.%09ld-%u.%u.%u.bpf",
+			 (int)o->net, o->allow_sysv_ipc ? 1 : 0, (unsigned long long)st.st_dev,
+			 (unsigned long long)st.st_ino, (unsigned long long)st.st_size,
+			 (unsigned long long)st.st_mtim.tv_sec, st.st_mtim.tv_nsec,
+			 v ? v->major : 0, v ? v->minor : 0, v ? v->micro : 0);
+	return n > 0 && (size_t)n < len ? 0 : -1;
+}
+
+static int sealed_copy(int src, off_t size)
+{
+	_cleanup_close_ int fd = memfd_create("kis-seccomp", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	if (fd < 0)
+		return -1;
+	char buf[8192];
+	off_t done = 0;
+	while (done < size) {
+		ssize_t r = RETRY_EINTR(pread(src, buf, sizeof(buf), done));
+		if (r <= 0 || write(fd, buf, (size_t)r) != r)
+			return -1;
+		done += r;
+	}
+	if (lseek(fd, 0, SEEK_SET) < 0 ||
+	    fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) < 0)
+		return -1;
+	return steal_fd(&fd);
+}
+
+int kis_host_seccomp_fd(const struct kis_seccomp_opts *o, int *fd_out, struct kis_error **err)
+{
+	char dir[256], name[160];
+	bool cache = cache_dir(dir, sizeof(dir)) == 0 && cache_name(o, name, sizeof(name)) == 0;
+	_cleanup_close_ int dfd = cache ? open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
+							O_CLOEXEC) : -1;
+	if (dfd >= 0) {
+		_cleanup_close_ int f = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+		struct stat st;
+		if (f >= 0 && fstat(f, &st) == 0 && S_ISREG(st.st_mode) &&
+		    st.st_uid == geteuid() && !(st.st_mode & 022) && st.st_size > 0 &&
+		    st.st_size % 8 == 0 && st.st_size <= 8 * 4096) {
+			int m = sealed_copy(f, st.st_size);
+			if (m >= 0) {
+				*fd_out = m;
+				return 0;
+			}
+		}
+	}
+	int fd = -1;
+	TRY(kis_seccomp_export_bpf_fd(o, &fd, err));
+	if (dfd >= 0) {
+		/* best effort: a failure here only costs the next run 4 ms */
+		struct stat st;
+		char tmp[200];
+		snprintf(tmp, sizeof(tmp), ".%s.%d", name, (int)getpid());
+		int t = fstat(fd, &st) == 0 ?
+				openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+				       0600) : -1;
+		if (t >= 0) {
+			char buf[8192];
+			off_t done = 0;
+			bool ok = true;
+			while (ok && done < st.st_size) {
+				ssize_t r = RETRY_EINTR(pread(fd, buf, sizeof(buf), done));
+				ok = r > 0 && write(t, buf, (size_t)r) == r;
+				done += r > 0 ? r : 0;
+			}
+			close(t);
+			if (!ok || renameat(dfd, tmp, dfd, name) < 0)
+				unlinkat(dfd, tmp, 0);
+		}
+	}
+	*fd_out = fd;
+	return 0;
 }

@@ -38,3 +38,12 @@ int kis_host_private_dir(const char *name, uid_t uid, gid_t gid, char **out,
 void kis_host_remove_tree(const char *path);
 
 #endif
+
+struct kis_seccomp_opts;
+/* The shared seccomp policy for these options as a sealed memfd (O_CLOEXEC),
+ * like kis_seccomp_export_bpf_fd, from a cache of compiled programs where
+ * one can be kept safely (a 0700 directory of ours: /run/kis-sandbox for
+ * root, $XDG_RUNTIME_DIR/kis-sandbox otherwise). The key is the options,
+ * the running binary's identity and libseccomp's version: compiling the
+ * policy costs about 4 ms, a cached copy a few microseconds. */
+int kis_host_seccomp_fd(const struct kis_seccomp_opts *o, int *fd_out, struct kis_error **err);

@@ -205,7 +205,9 @@ static int ll_prepare(struct kis_plan *pl, const char *name, const char *agent, 
 		.workspace = pl->workspace, .extra_rw = rw, .extra_ro = agent ? ro : NULL,
 		.net = pl->net, .allow_proc = false,
 	};
-	if (kis_confine_plan_prepare(&s->cp, &sc, &ll, err) < 0)
+	/* the compiled program from the cache (4 ms saved), then Landlock */
+	if (kis_host_seccomp_fd(&sc, &s->cp.seccomp_fd, err) < 0 ||
+	    kis_confine_plan_prepare(&s->cp, NULL, &ll, err) < 0)
 		goto fail;
 	s->keep_fd = 3;
 	s->cp.harden.limits = NULL; /* spawn has set them already */
