@@ -454,18 +454,8 @@ static int export_seccomp(enum kis_net_mode net, struct kis_error **err)
 static int bubblewrap_run(struct kis_plan *pl, struct kis_result *res, struct kis_error **err)
 {
 	struct bw_start s = {.seccomp_fd = -1, .info_fd = -1};
-	if (pl->cgroup_limits) {
-		struct kis_error *e = NULL;
-		if (kis_run_cgroup_open(&s.rc, pl->sandbox_id, &pl->n.limits, pl->cgroup_limits,
-					&e) < 0) {
-			if (pl->cgroup_explicit) {
-				*err = e;
-				return -1;
-			}
-			kis_error_free(e);
-			memset(&s.rc, 0, sizeof(s.rc));
-		}
-	}
+	TRY(kis_host_cgroup_open(&s.rc, pl->sandbox_id, &pl->n.limits, pl->cgroup_limits,
+				 pl->cgroup_explicit, err));
 	int r = -1;
 	char **argv = NULL, **user_argv = pl->n.argv;
 	if ((s.seccomp_fd = export_seccomp(pl->net, err)) < 0)
@@ -526,11 +516,13 @@ static pid_t read_child_pid(int fd)
 static int bubblewrap_start_session(struct kis_plan *pl, const struct kis_session_ctx *ctx,
 				    pid_t *pid, struct kis_error **err)
 {
-	(void)ctx;
 	struct bw_start s = {.seccomp_fd = -1, .info_fd = -1, .keep3 = true};
 	int info[2] = {-1, -1};
 	char **argv = NULL;
 	int r = -1;
+	if (kis_host_cgroup_open(&s.rc, ctx->id, &pl->n.limits, pl->cgroup_limits,
+				 pl->cgroup_explicit, err) < 0)
+		return -1;
 	if ((s.seccomp_fd = export_seccomp(pl->net, err)) < 0)
 		goto out;
 	if (pipe2(info, O_CLOEXEC) < 0 || (s.info_fd = fcntl(info[1], F_DUPFD_CLOEXEC, 10)) < 0) {
@@ -559,9 +551,15 @@ static int bubblewrap_start_session(struct kis_plan *pl, const struct kis_sessio
 		kis_error_set(err, KIS_E_INTERNAL, 0, "bwrap did not start the agent");
 		goto out;
 	}
+	/* the cgroup outlives us: end_session finds it in the session's dir */
+	if (kis_host_cgroup_save(ctx->dir_fd, &s.rc, err) < 0) {
+		kill(agent, SIGKILL);
+		goto out;
+	}
 	*pid = agent;
 	r = 0;
 out:
+	kis_run_cgroup_close(&s.rc);
 	argv_free(argv);
 	if (s.seccomp_fd >= 0)
 		close(s.seccomp_fd);
@@ -574,7 +572,16 @@ out:
 	return r;
 }
 
+/* The agent's death ended the pid namespace; the cgroup goes now. */
+static int bubblewrap_end_session(const struct kis_session_ctx *ctx, struct kis_error **err)
+{
+	(void)err;
+	kis_host_cgroup_end(ctx->dir_fd);
+	return 0;
+}
+
 const struct kis_backend kis_backend_bubblewrap = {
+	.end_session = bubblewrap_end_session,
 	.name = "bubblewrap",
 	.tier = KIS_TIER_HOST,
 	.probe = bubblewrap_probe,

@@ -326,3 +326,87 @@ int kis_host_seccomp_fd(const struct kis_seccomp_opts *o, int *fd_out, struct ki
 	*fd_out = fd;
 	return 0;
 }
+
+/* ---- cgroups of runs and sessions ---- */
+
+int kis_host_cgroup_open(struct kis_run_cgroup *rc, const char *name, const struct kis_limits *l,
+			 unsigned want, unsigned explicit_limits, struct kis_error **err)
+{
+	struct kis_error *e = NULL;
+	if (kis_run_cgroup_open(rc, name, l, want, &e) < 0) {
+		memset(rc, 0, sizeof(*rc));
+		if (explicit_limits) {
+			*err = e;
+			return -1;
+		}
+		kis_error_free(e); /* only defaults: this host gives us no cgroup */
+	}
+	return 0;
+}
+
+#define CG_FILE "host-cgroup"
+
+int kis_host_cgroup_save(int dir_fd, struct kis_run_cgroup *rc, struct kis_error **err)
+{
+	struct kis_cgroup *cg = rc->cg;
+	if (!cg)
+		return 0;
+	_cleanup_close_ int fd = openat(dir_fd, CG_FILE, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC |
+							 O_NOFOLLOW, 0600);
+	_cleanup_fclose_ FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+	if (!f)
+		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot record the session cgroup");
+	fd = -1; /* the FILE owns it */
+	fprintf(f, "%d\n", (int)cg->mode);
+	for (size_t i = 0; i < ARRAY_SIZE(cg->dirs); i++)
+		fprintf(f, "%s\n%s\n", cg->dirs[i] ? cg->dirs[i] : "-",
+			cg->parents[i] ? cg->parents[i] : "-");
+	if (fflush(f) != 0)
+		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot record the session cgroup");
+	/* recorded: the session owns it now, end_session removes it */
+	for (size_t i = 0; i < ARRAY_SIZE(cg->dirs); i++) {
+		free(cg->dirs[i]);
+		free(cg->parents[i]);
+	}
+	free(cg);
+	rc->cg = NULL;
+	return 0;
+}
+
+/* A path read back must be a kis leaf or parent under /sys/fs/cgroup:
+ * the file is ours (0600 in a 0700 directory), this is belt and braces. */
+static char *cg_path(const char *line)
+{
+	if (!strcmp(line, "-"))
+		return NULL;
+	if (strncmp(line, "/sys/fs/cgroup/", 15) || strstr(line, "/../") || !strstr(line, "/kis"))
+		return NULL;
+	return strdup(line);
+}
+
+void kis_host_cgroup_end(int dir_fd)
+{
+	int fd = openat(dir_fd, CG_FILE, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	FILE *f = fd >= 0 ? fdopen(fd, "r") : NULL;
+	if (!f) {
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	struct kis_cgroup *cg = calloc(1, sizeof(*cg));
+	char line[4096];
+	int mode = 0;
+	if (cg && fgets(line, sizeof(line), f) && sscanf(line, "%d", &mode) == 1) {
+		cg->mode = (enum kis_cgroup_mode)mode;
+		for (size_t i = 0; i < ARRAY_SIZE(cg->dirs) * 2 && fgets(line, sizeof(line), f); i++) {
+			line[strcspn(line, "\n")] = '\0';
+			char **slot = i % 2 ? &cg->parents[i / 2] : &cg->dirs[i / 2];
+			*slot = cg_path(line);
+		}
+		kis_cgroup_destroy(cg, NULL); /* kills what is left, frees cg */
+	} else {
+		free(cg);
+	}
+	fclose(f);
+	unlinkat(dir_fd, CG_FILE, 0);
+}

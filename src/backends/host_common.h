@@ -47,3 +47,14 @@ struct kis_seccomp_opts;
  * the running binary's identity and libseccomp's version: compiling the
  * policy costs about 4 ms, a cached copy a few microseconds. */
 int kis_host_seccomp_fd(const struct kis_seccomp_opts *o, int *fd_out, struct kis_error **err);
+
+/* The run's or session's cgroup: memory and pids defaults on every start
+ * where the host lets us make one; when it does not, a failure is an error
+ * only for limits the profile named (explicit, KIS_LIMIT_* bits). */
+int kis_host_cgroup_open(struct kis_run_cgroup *rc, const char *name, const struct kis_limits *l,
+			 unsigned want, unsigned explicit_limits, struct kis_error **err);
+/* Sessions: the group outlives this process. Save where it is in the
+ * session's directory (then let go of it here without removing it), and
+ * at the end kill what is left in it and remove it. */
+int kis_host_cgroup_save(int dir_fd, struct kis_run_cgroup *rc, struct kis_error **err);
+void kis_host_cgroup_end(int dir_fd);

@@ -20,6 +20,7 @@
 #include "util.h"
 
 #include <jansson.h>
+#include <signal.h>
 #include <string.h>
 
 #include "backends/common.h"
@@ -170,23 +171,14 @@ static void ll_start_release(struct ll_start *s, bool remove_tmp)
 
 /* name: the private directory's name (the sandbox or session id);
  * agent: the agent binary to grant read+execute, or NULL. */
-static int ll_prepare(struct kis_plan *pl, const char *name, const char *agent, bool cgroup,
+static int ll_prepare(struct kis_plan *pl, const char *name, const char *agent,
 		      struct ll_start *s, struct kis_error **err)
 {
 	memset(s, 0, sizeof(*s));
 	kis_confine_plan_init(&s->cp);
-	if (cgroup && pl->cgroup_limits) {
-		struct kis_error *e = NULL;
-		if (kis_run_cgroup_open(&s->rc, pl->sandbox_id, &pl->n.limits, pl->cgroup_limits,
-					&e) < 0) {
-			if (pl->cgroup_explicit) {
-				*err = e;
-				return -1;
-			}
-			kis_error_free(e); /* defaults only: the host has no cgroup for us */
-			memset(&s->rc, 0, sizeof(s->rc));
-		}
-	}
+	if (kis_host_cgroup_open(&s->rc, name, &pl->n.limits, pl->cgroup_limits,
+				 pl->cgroup_explicit, err) < 0)
+		return -1;
 	if (pl->set_user && pl->workspace &&
 	    (kis_host_make_reachable(pl->workspace, err) < 0 ||
 	     kis_host_chown_tree(pl->workspace, pl->uid, pl->gid, err) < 0))
@@ -225,7 +217,7 @@ fail:
 static int landlock_run(struct kis_plan *pl, struct kis_result *res, struct kis_error **err)
 {
 	struct ll_start s;
-	TRY(ll_prepare(pl, pl->sandbox_id, NULL, true, &s, err));
+	TRY(ll_prepare(pl, pl->sandbox_id, NULL, &s, err));
 	struct kis_supervise_hooks hooks;
 	kis_run_cgroup_hooks(&s.rc, &hooks);
 	int r = kis_native_plan_run(&pl->n, ll_child, &s, &hooks, res, err);
@@ -248,13 +240,18 @@ static int landlock_start_session(struct kis_plan *pl, const struct kis_session_
 				  pid_t *pid, struct kis_error **err)
 {
 	struct ll_start s;
-	TRY(ll_prepare(pl, ctx->id, pl->n.argv[0], false, &s, err));
+	TRY(ll_prepare(pl, ctx->id, pl->n.argv[0], &s, err));
 	struct kis_spawn sp = {
 		.argv = pl->n.argv, .envp = pl->n.envp, .cwd = pl->n.cwd, .stdin_fd = -1,
 		.limits = &pl->n.limits, .child_setup = ll_child, .child_ctx = &s,
 		.pass_fd3 = true, .fd3 = ctx->listen_fd,
 	};
 	int r = kis_spawn_detached(&sp, pid, err);
+	/* the cgroup outlives us: end_session finds it in the session's dir */
+	if (r >= 0 && kis_host_cgroup_save(ctx->dir_fd, &s.rc, err) < 0) {
+		kill(*pid, SIGKILL);
+		r = -1;
+	}
 	ll_start_release(&s, r < 0);
 	return r;
 }
@@ -262,6 +259,9 @@ static int landlock_start_session(struct kis_plan *pl, const struct kis_session_
 static int landlock_end_session(const struct kis_session_ctx *ctx, struct kis_error **err)
 {
 	(void)err;
+	/* kills whatever the session left behind (a daemon that left the
+	 * agent's process groups included), then removes the group */
+	kis_host_cgroup_end(ctx->dir_fd);
 	char path[128];
 	snprintf(path, sizeof(path), "/tmp/kis-%s", ctx->id);
 	kis_host_remove_tree(path);

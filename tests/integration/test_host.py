@@ -270,6 +270,25 @@ class TestSessions:
             open(f"/proc/{agent_pid}/stat").read().rsplit(")", 1)[1].split()[0] == "Z"
         assert not sdir.exists()
 
+    def test_destroy_ends_a_daemon_that_left_the_agent(self, host, backend):
+        require(backend)
+        sid = kis(host, "create", "--backend", backend, "--base", host["base"]).stdout.strip()
+        marker = f"300.{os.getpid() % 1000}{len(backend)}7"
+        try:
+            p = kis(host, "exec", sid, "--", "sh", "-c",
+                    f"setsid sleep {marker} </dev/null >/dev/null 2>&1 & sleep 0.3; echo started")
+            assert p.stdout == "started\n", p.stderr
+            time.sleep(0.3)
+            pids = subprocess.run(["pgrep", "-f", f"sleep {marker}"], capture_output=True,
+                                  text=True).stdout.split()
+            assert pids, "the daemon did not start"
+        finally:
+            assert kis(host, "session", "destroy", sid).returncode == 0
+        time.sleep(0.3)
+        for pid in pids:
+            assert not os.path.exists(f"/proc/{pid}") or \
+                open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] == "Z"
+
     def test_run_tty(self, host, backend):
         require(backend)
         code, out = run_in_pty([str(KIS), "sandbox", "run", "--tty", "--backend", backend,
