@@ -164,14 +164,23 @@ class TestProbes:
 
     def test_leaked_fd_from_the_caller_is_not_inherited(self, host, backend):
         require(backend)
-        with open(host["out"] / "canary") as f:
-            os.set_inheritable(f.fileno(), True)
-            p = subprocess.run([str(KIS), "sandbox", "run", "--backend", backend, "--base",
-                                host["base"], "--", "sh", "-c",
-                                "./fd_inherit; r=$?; ls -l /proc/self/fd/ 2>/dev/null; "
-                                "cat /proc/self/fd/*/canary 2>/dev/null; exit $r"],
-                               capture_output=True, text=True, env=host["env"],
-                               close_fds=False)
+        # a file and a directory outside, both left inheritable by our caller:
+        # neither may arrive, nor serve as a cwd through /proc/self/fd
+        fd_dir = os.open(host["out"], os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            with open(host["out"] / "canary") as f:
+                os.set_inheritable(f.fileno(), True)
+                os.set_inheritable(fd_dir, True)
+                script = ("./fd_inherit; r=$?; for d in /proc/self/fd/* /proc/$$/fd/*; do "
+                          "case ${d##*/} in 0|1|2) continue;; esac; "
+                          "(cd $d 2>/dev/null && cat canary 2>/dev/null); "
+                          "cat $d 2>/dev/null; done; exit $r")
+                p = subprocess.run([str(KIS), "sandbox", "run", "--backend", backend, "--base",
+                                    host["base"], "--", "sh", "-c", script],
+                                   capture_output=True, text=True, env=host["env"],
+                                   close_fds=False, stdin=subprocess.DEVNULL, timeout=60)
+        finally:
+            os.close(fd_dir)
         assert p.returncode == STOPPED, p.stdout + p.stderr
         assert "canary-secret" not in p.stdout
 
