@@ -129,6 +129,14 @@ class TestProbes:
             assert "canary-secret" not in p.stdout
         assert not (out / "new").exists()
 
+    def test_roots_secrets_in_etc_stay_hidden(self, host, backend):
+        require(backend)
+        if not os.path.exists("/etc/shadow"):
+            pytest.skip("no /etc/shadow on this host")
+        p = run(host, backend, "sh", "-c", "cat /etc/shadow; cat /etc/passwd >/dev/null && echo PASSWD-OK")
+        assert "root:" not in p.stdout, p.stdout
+        assert "PASSWD-OK" in p.stdout, p.stderr  # /etc itself is still there
+
     @pytest.mark.parametrize("probe", ["net_inet", "net_inet6", "net_udp_send",
                                        "unshare_user", "keyctl_keyring", "io_uring_setup",
                                        "fd_inherit", "clone3_ns", "bpf_map", "perf_event",
