@@ -27,6 +27,18 @@
 #include "backends/host_common.h"
 #include "confine/confine.h"
 
+/* What every profile needs from Landlock: signals and truncation confined
+ * to the sandbox; with the network off, no host abstract unix sockets
+ * either (X11, D-Bus listen there). TCP rules (ABI 4) are not needed: the
+ * seccomp socket-family rule already stops every inet socket; refer
+ * (ABI 2) only loosens, and device ioctls (ABI 5) are backed by the
+ * seccomp TIOCSTI/TIOCLINUX rule. */
+static unsigned required_features(enum kis_net_mode net)
+{
+	return KIS_LL_SCOPE_SIGNAL | KIS_LL_TRUNCATE |
+	       (net == KIS_NET_OFF ? KIS_LL_SCOPE_ABSTRACT_UNIX : 0);
+}
+
 static void landlock_probe(struct kis_caps *c)
 {
 	memset(c, 0, sizeof(*c));
@@ -36,6 +48,14 @@ static void landlock_probe(struct kis_caps *c)
 		snprintf(c->why_absent, sizeof(c->why_absent),
 			 "Landlock is not enabled in this kernel (CONFIG_SECURITY_LANDLOCK and "
 			 "lsm=landlock)");
+		return;
+	}
+	/* without these no profile can be confined: absent, routed around */
+	unsigned lacking = required_features(KIS_NET_HOST) & rep.missing;
+	if (lacking) {
+		snprintf(c->why_absent, sizeof(c->why_absent),
+			 "Landlock ABI %d lacks '%s' (ABI 6 has everything the host tier needs)",
+			 rep.abi, kis_landlock_feature_name(lacking & -lacking));
 		return;
 	}
 	c->present = true;
@@ -81,6 +101,15 @@ static int landlock_plan(const struct kis_caps *caps, const struct kis_run_reque
 		return kis_error_set(err, KIS_E_ESCAPE_HATCH_FORBIDDEN, 0,
 				     "network.mode 'host' removes network confinement and requires "
 				     "escape_hatch.allow_net_host (--allow-net-host)");
+	struct kis_landlock_report rep;
+	kis_landlock_probe(&rep);
+	unsigned lacking = required_features(p->net) & rep.missing;
+	if (lacking)
+		return kis_error_set(err, KIS_E_PROFILE_UNSATISFIABLE, 0,
+				     "tier: landlock ABI %d on this kernel lacks '%s', which the "
+				     "host tier needs to confine this profile: use the bubblewrap "
+				     "backend or a newer kernel",
+				     rep.abi, kis_landlock_feature_name(lacking & -lacking));
 	struct kis_caps c = *caps;
 	unsigned explicit_cg = (p->limits.memory_bytes ? KIS_LIMIT_MEMORY : 0) |
 			       (p->limits.pids ? KIS_LIMIT_PIDS : 0);
@@ -195,7 +224,7 @@ static int ll_prepare(struct kis_plan *pl, const char *name, const char *agent,
 	const char *ro[] = {agent, NULL};
 	struct kis_landlock_opts ll = {
 		.workspace = pl->workspace, .extra_rw = rw, .extra_ro = agent ? ro : NULL,
-		.net = pl->net, .allow_proc = false,
+		.net = pl->net, .allow_proc = false, .required = required_features(pl->net),
 	};
 	/* the compiled program from the cache (4 ms saved), then Landlock */
 	if (kis_host_seccomp_fd(&sc, &s->cp.seccomp_fd, err) < 0 ||
