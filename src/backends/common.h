@@ -49,5 +49,6 @@ unsigned kis_cgroup_limits_available(void);
 extern const struct kis_backend kis_backend_process;
 extern const struct kis_backend kis_backend_landlock;
 extern const struct kis_backend kis_backend_bubblewrap;
+extern const struct kis_backend kis_backend_oci;
 
 #endif

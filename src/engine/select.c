@@ -15,6 +15,7 @@ static const struct kis_backend *const table[] = {
 	&kis_backend_process,
 	&kis_backend_landlock,
 	&kis_backend_bubblewrap,
+	&kis_backend_oci,
 };
 
 static bool thorough;

@@ -1,0 +1,60 @@
+# SPDX-License-Identifier: MIT
+# WebAssembly runtime: the spec-test runner, its check target (converts the
+# spec .wast files with wabt's wast2json and runs every command), the fuzzer.
+
+WASM_SPEC_DIR ?= ../shared/testdata/wasm-spec
+WAST2JSON ?= wast2json
+SPECTEST := $(BUILD)/kis-wasm-spectest
+SPECTEST_SRCS := $(wildcard src/wasm/spectest/*.c)
+SPECTEST_OBJS := $(SPECTEST_SRCS:%.c=$(BUILD)/obj/%.o)
+WASM_KNOWN_FAILURES := tests/wasm/known-failures.txt
+
+BINS += $(SPECTEST)
+CHECK_TARGETS += check-wasm
+
+$(SPECTEST): $(SPECTEST_OBJS) $(STATIC_LIB)
+	$(CC) -pie $(HARD_LDFLAGS) -o $@ $(SPECTEST_OBJS) $(STATIC_LIB) $(PKG_LIBS)
+
+# Every non-SIMD spec file; SIMD (simd_*.wast) is not implemented yet.
+WASM_SPEC_FILES = $(filter-out $(WASM_SPEC_DIR)/simd_%,$(wildcard $(WASM_SPEC_DIR)/*.wast))
+
+.PHONY: check-wasm wasm-spec-json fuzz-wasm
+wasm-spec-json:
+	@test -d $(WASM_SPEC_DIR) || { echo "check-wasm: no spec tests in $(WASM_SPEC_DIR)"; exit 1; }
+	@command -v $(WAST2JSON) >/dev/null || { echo "check-wasm: $(WAST2JSON) not installed (apt install wabt)"; exit 1; }
+	@mkdir -p $(BUILD)/spectest
+	@set -e; for f in $(WASM_SPEC_FILES); do \
+	  b=$$(basename $$f .wast); \
+	  if [ ! -f $(BUILD)/spectest/$$b.json ] || [ $$f -nt $(BUILD)/spectest/$$b.json ]; then \
+	    $(WAST2JSON) $$f -o $(BUILD)/spectest/$$b.json; \
+	  fi; \
+	done
+
+check-wasm: $(SPECTEST) wasm-spec-json
+	$(SPECTEST) --known-failures $(WASM_KNOWN_FAILURES) $(BUILD)/spectest/*.json
+
+# libFuzzer over decode + validate + instantiate + run (clang only). The
+# corpus starts from the spec tests' binary modules; FUZZ_SECONDS bounds it.
+FUZZ_SECONDS ?= 180
+WASM_FUZZ := $(BUILD)/fuzz/fuzz-wasm
+$(WASM_FUZZ): tests/wasm/fuzz_wasm.c $(wildcard src/wasm/*.c src/wasm/*.h) src/engine/error.c
+	@mkdir -p $(dir $@)
+	clang -std=gnu11 -D_GNU_SOURCE -g -O1 -Iinclude -Isrc -fsanitize=fuzzer,address,undefined \
+	  -fno-sanitize-recover=all -o $@ tests/wasm/fuzz_wasm.c $(wildcard src/wasm/*.c) src/engine/error.c
+
+fuzz-wasm: $(WASM_FUZZ) wasm-spec-json
+	@mkdir -p $(BUILD)/fuzz/corpus
+	cp -n $(BUILD)/spectest/*.wasm $(BUILD)/fuzz/corpus/ 2>/dev/null || true
+	$(WASM_FUZZ) -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -rss_limit_mb=4096 \
+	  -timeout=10 $(BUILD)/fuzz/corpus
+
+# Benchmark: kernels in bench/wasm/*.c run in our interpreter, in wabt's
+# wasm-interp and natively (bench/wasm/bench.sh prints the table).
+WASM_RUN := $(BUILD)/kis-wasm-run
+BINS += $(WASM_RUN)
+$(WASM_RUN): $(BUILD)/obj/bench/wasm/run.o $(STATIC_LIB)
+	$(CC) -pie $(HARD_LDFLAGS) -o $@ $< $(STATIC_LIB) $(PKG_LIBS)
+
+.PHONY: bench-wasm
+bench-wasm: $(WASM_RUN)
+	sh bench/wasm/bench.sh $(BUILD)
