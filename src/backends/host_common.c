@@ -384,14 +384,15 @@ static char *cg_path(const char *line)
 	return strdup(line);
 }
 
-void kis_host_cgroup_end(int dir_fd)
+/* The session's group as recorded by kis_host_cgroup_save, or NULL. */
+static struct kis_cgroup *cgroup_load(int dir_fd)
 {
 	int fd = openat(dir_fd, CG_FILE, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 	FILE *f = fd >= 0 ? fdopen(fd, "r") : NULL;
 	if (!f) {
 		if (fd >= 0)
 			close(fd);
-		return;
+		return NULL;
 	}
 	struct kis_cgroup *cg = calloc(1, sizeof(*cg));
 	char line[4096];
@@ -403,10 +404,72 @@ void kis_host_cgroup_end(int dir_fd)
 			char **slot = i % 2 ? &cg->parents[i / 2] : &cg->dirs[i / 2];
 			*slot = cg_path(line);
 		}
-		kis_cgroup_destroy(cg, NULL); /* kills what is left, frees cg */
 	} else {
 		free(cg);
+		cg = NULL;
 	}
 	fclose(f);
+	return cg;
+}
+
+static void cgroup_free(struct kis_cgroup *cg)
+{
+	if (!cg)
+		return;
+	for (size_t i = 0; i < ARRAY_SIZE(cg->dirs); i++) {
+		free(cg->dirs[i]);
+		free(cg->parents[i]);
+	}
+	free(cg);
+}
+
+void kis_host_cgroup_end(int dir_fd)
+{
+	struct kis_cgroup *cg = cgroup_load(dir_fd);
+	if (cg)
+		kis_cgroup_destroy(cg, NULL); /* kills what is left, frees cg */
 	unlinkat(dir_fd, CG_FILE, 0);
+	unlinkat(dir_fd, CG_FILE "-events", 0);
+}
+
+/* The group's counters are cumulative over the session: the last ones seen
+ * are kept beside it and only an increase is this exec's doing. */
+int kis_host_cgroup_explain(int dir_fd, struct kis_result *res)
+{
+	struct kis_cgroup *cg = cgroup_load(dir_fd);
+	struct kis_cgroup_events ev;
+	int ok = cg ? kis_cgroup_read_events(cg, &ev, NULL) : -1;
+	cgroup_free(cg);
+	if (ok < 0)
+		return 0;
+	unsigned long long seen_oom = 0, seen_pids = 0;
+	char buf[64];
+	int fd = openat(dir_fd, CG_FILE "-events", O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd >= 0) {
+		ssize_t n = read(fd, buf, sizeof(buf) - 1);
+		close(fd);
+		if (n <= 0 || (buf[n] = '\0', sscanf(buf, "%llu %llu", &seen_oom, &seen_pids) != 2))
+			seen_oom = seen_pids = 0;
+	}
+	fd = openat(dir_fd, CG_FILE "-events", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW,
+		    0600);
+	if (fd >= 0) {
+		int n = snprintf(buf, sizeof(buf), "%llu %llu\n", (unsigned long long)ev.oom_kills,
+				 (unsigned long long)ev.pids_max);
+		(void)!write(fd, buf, (size_t)n);
+		close(fd);
+	}
+	const char *detail;
+	if (ev.oom_kills > seen_oom) {
+		res->reason = KIS_REASON_MEMORY_LIMIT;
+		detail = "memory use passed the session's limits.memory_bytes";
+	} else if (ev.pids_max > seen_pids) {
+		res->reason = KIS_REASON_PIDS_LIMIT;
+		detail = "forks refused at the session's limits.pids";
+	} else {
+		return 0;
+	}
+	free(res->detail);
+	res->detail = strdup(detail);
+	return 1;
 }

@@ -306,6 +306,26 @@ class TestSessions:
             assert not os.path.exists(f"/proc/{pid}") or \
                 open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] == "Z"
 
+    def test_session_exec_limits_have_their_reasons(self, host, backend):
+        require(backend)
+        p = kis(host, "create", "--backend", backend, "--base", host["base"], "--memory", "48M",
+                "--pids", "24")
+        assert p.returncode == 0, p.stderr
+        sid = p.stdout.strip()
+        try:
+            p = kis(host, "exec", sid, "--json", "--", "python3", "-c",
+                    "b = bytearray(300 << 20); b[::4096] = b'x' * len(b[::4096])")
+            assert json.loads(p.stdout)["termination"]["reason"] == "memory_limit", p.stdout
+            # a later ordinary failure is not blamed on the earlier OOM
+            p = kis(host, "exec", sid, "--json", "--", "sh", "-c", "exit 1")
+            t = json.loads(p.stdout)["termination"]
+            assert (t["reason"], t["exit_code"]) == ("exited", 1)
+            p = kis(host, "exec", sid, "--json", "--", "sh", "-c",
+                    "while :; do sleep 10 & done")
+            assert json.loads(p.stdout)["termination"]["reason"] == "pids_limit", p.stdout
+        finally:
+            kis(host, "session", "destroy", sid)
+
     def test_run_tty(self, host, backend):
         require(backend)
         code, out = run_in_pty([str(KIS), "sandbox", "run", "--tty", "--backend", backend,
@@ -359,11 +379,25 @@ class TestRefusals:
 def test_auto_picks_the_host_tier_without_a_hatch(host):
     if not any(caps_of(b) and caps_of(b)["available"] for b in BACKENDS):
         pytest.skip("no host-tier backend here")
-    caps = json.loads(kis(host, "backends", "--json").stdout)
+    # stronger tiers hidden the way their backends allow (KIS_CRUN: no crun)
+    env = dict(host["env"], KIS_CRUN="/nonexistent/crun")
+    caps = json.loads(subprocess.run([str(KIS), "sandbox", "backends", "--json"],
+                                     capture_output=True, text=True, env=env).stdout)
     stronger = [b for b in caps if b["available"] and b["tiers"][0] in ("container", "microvm")]
     if stronger:
         pytest.skip("a stronger tier is present: auto picks it")
-    p = kis(host, "run", "--json", "--", "true")
+    p = subprocess.run([str(KIS), "sandbox", "run", "--json", "--", "true"],
+                       capture_output=True, text=True, env=env)
     assert p.returncode == 0, p.stderr
     r = json.loads(p.stdout)
     assert r["tier"] == "host" and r["termination"]["exit_code"] == 0
+    # an absent backend is routed around: without bwrap, landlock serves
+    if caps_of("landlock")["available"]:
+        env["KIS_BWRAP"] = "/nonexistent/bwrap"
+        p = subprocess.run([str(KIS), "sandbox", "run", "--json", "--", "true"],
+                           capture_output=True, text=True, env=env)
+        assert p.returncode == 0, p.stderr
+        assert json.loads(p.stdout)["backend"] == "landlock"
+        p = subprocess.run([str(KIS), "sandbox", "run", "--backend", "bubblewrap", "--", "true"],
+                           capture_output=True, text=True, env=env)
+        assert p.returncode == 125 and p.stderr.startswith("tier_unavailable"), p.stderr
