@@ -32,3 +32,18 @@ if [ "$(avail bubblewrap)" = True ]; then
 fi
 echo "== start-to-exit of /bin/true, host tier ($N runs each; ratio to plain fork/exec)"
 build/bench/startup "$N" "$@"
+# the pairs the targets name, each measured back to back (the machine is
+# shared: a pair run together sees the same load)
+if [ "$(avail landlock)" = True ]; then
+	echo
+	echo "== landlock beside the unconfined engine path (what confinement adds)"
+	build/bench/startup "$N" \
+		"kis process tier=$KIS sandbox run --tier process --allow-process-tier -- /bin/true" \
+		"kis landlock=$KIS sandbox run --backend landlock -- /bin/true"
+fi
+if [ "$(avail bubblewrap)" = True ]; then
+	echo
+	echo "== bubblewrap beside raw bwrap (target: within 1.3x)"
+	build/bench/startup "$N" "raw bwrap=$raw" \
+		"kis bubblewrap=$KIS sandbox run --backend bubblewrap -- /bin/true"
+fi
