@@ -47,6 +47,8 @@ void kis_run_cgroup_close(struct kis_run_cgroup *rc);
 unsigned kis_cgroup_limits_available(void);
 
 extern const struct kis_backend kis_backend_process;
+extern const struct kis_backend kis_backend_landlock;
+extern const struct kis_backend kis_backend_bubblewrap;
 extern const struct kis_backend kis_backend_oci;
 extern const struct kis_backend kis_backend_wasm;
 

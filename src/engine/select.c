@@ -17,6 +17,10 @@
 static const struct kis_backend *const table[] = {
 	&kis_backend_process,
 	&kis_backend_wasm,
+	/* bubblewrap first: namespaces (pid, net, mount) on top of the same
+	 * seccomp policy confine more than Landlock alone */
+	&kis_backend_bubblewrap,
+	&kis_backend_landlock,
 	&kis_backend_oci,
 };
 
@@ -128,14 +132,18 @@ int kis_select_backend_in(const struct kis_profile *p, char *const *argv, const 
 				     why);
 	}
 	bool wasm = argv && argv[0] && is_wasm_file(root, argv[0]);
-	for (size_t i = ARRAY_SIZE(table); i-- > 0;) {
-		const struct kis_backend *b = table[i];
-		if (b->tier == KIS_TIER_PROCESS)
-			continue; /* never chosen implicitly: it is an escape hatch */
-		b->probe(caps);
-		if (caps->present && can_run(caps, b, wasm)) {
-			*out = b;
-			return 0;
+	/* Strongest tier first; within a tier, the table's order of preference.
+	 * The process tier is never chosen implicitly: it is an escape hatch. */
+	for (int t = KIS_TIER__COUNT - 1; t > KIS_TIER_PROCESS; t--) {
+		for (size_t i = 0; i < ARRAY_SIZE(table); i++) {
+			const struct kis_backend *b = table[i];
+			if ((int)b->tier != t)
+				continue;
+			b->probe(caps);
+			if (caps->present && can_run(caps, b, wasm)) {
+				*out = b;
+				return 0;
+			}
 		}
 	}
 	return kis_error_set(err, KIS_E_TIER_UNAVAILABLE, 0,
