@@ -289,21 +289,23 @@ static int send_resize(int conn, uint32_t exec, int tty_fd, unsigned rows, unsig
 	return kis_frame_write(conn, KIS_F_RESIZE, 0, exec, b, 4);
 }
 
-/* After an exec: the backend may know better why it ended (its cgroup). */
+/* After an exec: name the session's tier and backend in the result, and let
+ * the backend say whether a limit it enforces (its cgroup) ended the exec. */
 static void explain_exec(const char *store_root, const char *id, struct kis_result *res)
 {
-	if (res->reason == KIS_REASON_EXITED && res->exit_code == 0)
-		return;
-	if (res->reason != KIS_REASON_EXITED && res->reason != KIS_REASON_SIGNALED &&
-	    res->reason != KIS_REASON_TIMEOUT)
-		return;
 	_cleanup_close_ int sdir = open_sessions_dir(store_root, false, NULL, NULL);
 	if (sdir < 0)
 		return;
 	_cleanup_close_ int dfd = openat(sdir, id, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
 	json_t *meta = dfd >= 0 ? read_meta(dfd) : NULL;
 	const struct kis_backend *b = meta ? meta_backend(meta) : NULL;
-	if (b && b->session_explain) {
+	if (b) {
+		res->tier = b->tier;
+		res->backend = b->name;
+	}
+	bool failed = (res->reason == KIS_REASON_EXITED && res->exit_code != 0) ||
+		      res->reason == KIS_REASON_SIGNALED || res->reason == KIS_REASON_TIMEOUT;
+	if (b && b->session_explain && failed) {
 		struct kis_session_ctx ctx = {.id = id, .dir_fd = dfd, .listen_fd = -1};
 		b->session_explain(&ctx, res);
 	}

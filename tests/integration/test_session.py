@@ -341,3 +341,8 @@ def test_session_on_a_cloned_workspace_releases_it(store, tmp_path):
         assert kis("session", "destroy", sid).returncode == 0
     assert ws not in kis("workspace", "list").stdout
     kis("base", "remove", base)
+
+
+def test_exec_json_names_the_sessions_tier_and_backend(session):
+    res = json.loads(kis("exec", session, "--json", "--", "true").stdout)
+    assert (res["tier"], res["backend"], res["sandbox"]) == ("process", "process", session)
