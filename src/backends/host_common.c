@@ -437,39 +437,9 @@ void kis_host_cgroup_end(int dir_fd)
 int kis_host_cgroup_explain(int dir_fd, struct kis_result *res)
 {
 	struct kis_cgroup *cg = cgroup_load(dir_fd);
-	struct kis_cgroup_events ev;
-	int ok = cg ? kis_cgroup_read_events(cg, &ev, NULL) : -1;
+	if (!cg)
+		return 0;
+	int r = kis_cgroup_explain_since(cg, dir_fd, CG_FILE "-events", res);
 	cgroup_free(cg);
-	if (ok < 0)
-		return 0;
-	unsigned long long seen_oom = 0, seen_pids = 0;
-	char buf[64];
-	int fd = openat(dir_fd, CG_FILE "-events", O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-	if (fd >= 0) {
-		ssize_t n = read(fd, buf, sizeof(buf) - 1);
-		close(fd);
-		if (n <= 0 || (buf[n] = '\0', sscanf(buf, "%llu %llu", &seen_oom, &seen_pids) != 2))
-			seen_oom = seen_pids = 0;
-	}
-	fd = openat(dir_fd, CG_FILE "-events", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW,
-		    0600);
-	if (fd >= 0) {
-		int n = snprintf(buf, sizeof(buf), "%llu %llu\n", (unsigned long long)ev.oom_kills,
-				 (unsigned long long)ev.pids_max);
-		(void)!write(fd, buf, (size_t)n);
-		close(fd);
-	}
-	const char *detail;
-	if (ev.oom_kills > seen_oom) {
-		res->reason = KIS_REASON_MEMORY_LIMIT;
-		detail = "memory use passed the session's limits.memory_bytes";
-	} else if (ev.pids_max > seen_pids) {
-		res->reason = KIS_REASON_PIDS_LIMIT;
-		detail = "forks refused at the session's limits.pids";
-	} else {
-		return 0;
-	}
-	free(res->detail);
-	res->detail = strdup(detail);
-	return 1;
+	return r;
 }

@@ -41,6 +41,7 @@
 #include "backends/oci_bundle.h"
 #include "confine/confine.h"
 #include "engine/internal.h"
+#include "exec/io.h"
 #include "exec/spawn.h"
 
 static void oci_probe(struct kis_caps *c)
@@ -109,33 +110,12 @@ struct kis_plan {
 	char ctr_id[KIS_ID_BUFSZ + 8];
 };
 
-static void strv_free(char **v)
-{
-	for (size_t i = 0; v && v[i]; i++)
-		free(v[i]);
-	free(v);
-}
-
-static char **strv_dup(char *const *v)
-{
-	size_t n = 0;
-	while (v && v[n])
-		n++;
-	char **o = calloc(n + 1, sizeof(*o));
-	for (size_t i = 0; o && i < n; i++)
-		if (!(o[i] = strdup(v[i]))) {
-			strv_free(o);
-			return NULL;
-		}
-	return o;
-}
-
 static void oci_plan_free(struct kis_plan *pl)
 {
 	if (!pl)
 		return;
-	strv_free(pl->argv);
-	strv_free(pl->envp);
+	kis_strv_free(pl->argv);
+	kis_strv_free(pl->envp);
 	free(pl->cwd);
 	free(pl->agent);
 	free(pl->workspace);
@@ -192,7 +172,7 @@ static int oci_plan(const struct kis_caps *caps, const struct kis_run_request *r
 	const char *cwd = p->cwd ? p->cwd : ws_mounted ? "/workspace" : "/";
 	size_t ne = 0;
 	pl->envp = calloc(p->n_env + 3, sizeof(char *));
-	if (!pl->envp || !(pl->argv = strv_dup(req->argv)) || !(pl->cwd = strdup(cwd)) ||
+	if (!pl->envp || !(pl->argv = kis_strv_dup(req->argv)) || !(pl->cwd = strdup(cwd)) ||
 	    (req->workspace_path && !(pl->workspace = strdup(req->workspace_path))))
 		goto oom;
 	for (size_t i = 0; i < p->n_env; i++)
@@ -377,24 +357,6 @@ static uint64_t now_ms(void)
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
-static int keep(struct kis_stream *s, const uint8_t *p, size_t n)
-{
-	if (s->len + n + 1 > s->cap) {
-		size_t cap = s->cap ? s->cap * 2 : 4096;
-		while (cap < s->len + n + 1)
-			cap *= 2;
-		char *g = realloc(s->data, cap);
-		if (!g)
-			return -1;
-		s->data = g;
-		s->cap = cap;
-	}
-	memcpy(s->data + s->len, p, n);
-	s->len += n;
-	s->data[s->len] = '\0';
-	return 0;
-}
-
 enum host_stop { STOP_NONE, STOP_TIMEOUT, STOP_CANCEL, STOP_OUTPUT };
 
 /* One exec over the channel: the client side of docs/protocol.md. The
@@ -500,7 +462,7 @@ static int channel_exec(struct kis_plan *pl, int conn, struct kis_result *res,
 				}
 				s->bytes += take;
 				if (pl->io.capture) {
-					if (keep(s, f.payload, take) < 0) {
+					if (kis_stream_append(s, f.payload, take) < 0) {
 						kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "output");
 						goto out;
 					}
@@ -783,42 +745,7 @@ static int oci_session_explain(const struct kis_session_ctx *ctx, struct kis_res
 	char mem[256], pids[256];
 	struct kis_cgroup cg;
 	container_cgroup(&pl, &cg, mem, pids, sizeof(mem));
-	struct kis_cgroup_events ev;
-	if (kis_cgroup_read_events(&cg, &ev, NULL) < 0)
-		return 0;
-	unsigned long long seen_oom = 0, seen_pids = 0;
-	char buf[64];
-	int fd = openat(ctx->dir_fd, "oci-events", O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-	if (fd >= 0) {
-		ssize_t n = read(fd, buf, sizeof(buf) - 1);
-		close(fd);
-		if (n > 0) {
-			buf[n] = '\0';
-			if (sscanf(buf, "%llu %llu", &seen_oom, &seen_pids) != 2)
-				seen_oom = seen_pids = 0;
-		}
-	}
-	fd = openat(ctx->dir_fd, "oci-events", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW,
-		    0600);
-	if (fd >= 0) {
-		int n = snprintf(buf, sizeof(buf), "%llu %llu\n", (unsigned long long)ev.oom_kills,
-				 (unsigned long long)ev.pids_max);
-		(void)!write(fd, buf, (size_t)n);
-		close(fd);
-	}
-	const char *detail;
-	if (ev.oom_kills > seen_oom) {
-		res->reason = KIS_REASON_MEMORY_LIMIT;
-		detail = "memory use passed the session's limits.memory_bytes";
-	} else if (ev.pids_max > seen_pids) {
-		res->reason = KIS_REASON_PIDS_LIMIT;
-		detail = "forks refused at the session's limits.pids";
-	} else {
-		return 0;
-	}
-	free(res->detail);
-	res->detail = strdup(detail);
-	return 1;
+	return kis_cgroup_explain_since(&cg, ctx->dir_fd, "oci-events", res);
 }
 
 const struct kis_backend kis_backend_oci = {

@@ -16,6 +16,7 @@
 #include <time.h>
 
 #include "backends/common.h"
+#include "exec/io.h"
 #include "confine/confine.h"
 #include "exec/exec.h"
 #include "kis/backend.h"
@@ -70,30 +71,12 @@ struct kis_plan {
 	struct kis_io io;
 };
 
-static void strv_free(char **v)
-{
-	for (size_t i = 0; v && v[i]; i++)
-		free(v[i]);
-	free(v);
-}
-
-static char **strv_dup(char *const *v, size_t n)
-{
-	char **o = calloc(n + 1, sizeof(*o));
-	for (size_t i = 0; o && i < n; i++)
-		if (!(o[i] = strdup(v[i]))) {
-			strv_free(o);
-			return NULL;
-		}
-	return o;
-}
-
 static void wasm_plan_free(struct kis_plan *pl)
 {
 	if (!pl)
 		return;
-	strv_free(pl->argv);
-	strv_free(pl->envp);
+	kis_strv_free(pl->argv);
+	kis_strv_free(pl->envp);
 	free(pl->module);
 	free(pl->workspace);
 	free(pl);
@@ -139,11 +122,8 @@ static int wasm_plan(const struct kis_caps *caps, const struct kis_run_request *
 	struct kis_plan *pl = calloc(1, sizeof(*pl));
 	if (!pl)
 		return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "cannot plan");
-	size_t na = 0;
-	while (req->argv[na])
-		na++;
-	pl->argv = strv_dup(req->argv, na);
-	pl->envp = strv_dup(p->env, p->n_env);
+	pl->argv = kis_strv_dup(req->argv);
+	pl->envp = kis_strv_dup(p->env);
 	pl->module = strdup(rel);
 	pl->workspace = req->workspace_path ? strdup(req->workspace_path) : NULL;
 	pl->limits = req->limits;
