@@ -9,7 +9,7 @@ SPECTEST_SRCS := $(wildcard src/wasm/spectest/*.c)
 SPECTEST_OBJS := $(SPECTEST_SRCS:%.c=$(BUILD)/obj/%.o)
 WASM_KNOWN_FAILURES := tests/wasm/known-failures.txt
 
-BINS += $(SPECTEST)
+# Not in BINS: test and bench tools are built by their targets, never installed.
 CHECK_TARGETS += check-wasm
 
 $(SPECTEST): $(SPECTEST_OBJS) $(STATIC_LIB)
@@ -51,7 +51,6 @@ fuzz-wasm: $(WASM_FUZZ) wasm-spec-json
 # Benchmark: kernels in bench/wasm/*.c run in our interpreter, in wabt's
 # wasm-interp and natively (bench/wasm/bench.sh prints the table).
 WASM_RUN := $(BUILD)/kis-wasm-run
-BINS += $(WASM_RUN)
 $(WASM_RUN): $(BUILD)/obj/bench/wasm/run.o $(STATIC_LIB)
 	$(CC) -pie $(HARD_LDFLAGS) -o $@ $< $(STATIC_LIB) $(PKG_LIBS)
 
