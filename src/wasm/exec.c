@@ -443,10 +443,12 @@ next:
 				trap = KIS_WASM_TRAP_INTERRUPTED;
 				goto trapped;
 			}
-			if (s->fuel >= 0 && s->fuel-- == 0) {
+			if (s->fuel == 0) { /* fuel < 0: unlimited */
 				trap = KIS_WASM_TRAP_OUT_OF_FUEL;
 				goto trapped;
 			}
+			if (s->fuel > 0)
+				s->fuel--;
 			NEXT();
 		op_OP_JMP_IF_NOT:
 			if ((uint32_t)*--sp == 0)
@@ -1066,10 +1068,12 @@ next:
 			trap = KIS_WASM_TRAP_INTERRUPTED;
 			goto trapped;
 		}
-		if (s->fuel >= 0 && s->fuel-- == 0) {
+		if (s->fuel == 0) { /* fuel < 0: unlimited */
 			trap = KIS_WASM_TRAP_OUT_OF_FUEL;
 			goto trapped;
 		}
+		if (s->fuel > 0)
+			s->fuel--;
 		if (s->depth >= KIS_WASM_MAX_CALL_DEPTH) {
 			trap = KIS_WASM_TRAP_STACK_EXHAUSTED;
 			goto trapped;
