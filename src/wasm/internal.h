@@ -253,6 +253,7 @@ struct kis_wasm_memory {
 	uint8_t *data;
 	uint64_t size; /* bytes */
 	struct wasm_limits lim;
+	uint32_t cap_pages; /* the store's limit when the memory was made */
 };
 
 struct kis_wasm_global {
@@ -295,6 +296,7 @@ struct kis_wasm_store {
 	uint32_t depth;
 	atomic_int interrupt;
 	int64_t fuel, fuel_budget;
+	uint32_t mem_limit_pages; /* per memory, see kis_wasm_set_memory_limit */
 	struct wasm_obj *objs;
 	size_t nobjs, cap_objs;
 };

@@ -284,6 +284,47 @@ static void interrupt_from_thread(void **state)
 	kis_wasm_module_free(m);
 }
 
+/* (module (memory (export "m") 1) (func (export "grow") (param i32) (result i32)
+ *   (memory.grow (local.get 0)))) */
+static const uint8_t grow_module[] = {
+	0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00, 0x01, 0x06, 0x01, 0x60,
+	0x01, 0x7f, 0x01, 0x7f, 0x03, 0x02, 0x01, 0x00, 0x05, 0x03, 0x01, 0x00,
+	0x01, 0x07, 0x0c, 0x02, 0x01, 0x6d, 0x02, 0x00, 0x04, 0x67, 0x72, 0x6f,
+	0x77, 0x00, 0x00, 0x0a, 0x08, 0x01, 0x06, 0x00, 0x20, 0x00, 0x40, 0x00,
+	0x0b
+};
+
+static void memory_limit(void **state)
+{
+	(void)state;
+	struct kis_wasm_module *m = NULL;
+	struct kis_error *err = NULL;
+	assert_int_equal(kis_wasm_module_load(grow_module, sizeof(grow_module), &m, &err), 0);
+	struct kis_wasm_store *s = kis_wasm_store_new();
+	kis_wasm_set_memory_limit(s, 4);
+	struct kis_wasm_instance *inst;
+	enum kis_wasm_trap trap;
+	assert_int_equal(kis_wasm_instantiate(s, m, NULL, NULL, &inst, &trap, &err), 0);
+	struct kis_wasm_extern e;
+	assert_int_equal(kis_wasm_instance_export(inst, "grow", &e), 0);
+	kis_wasm_slot arg = 3, res = 0;
+	assert_int_equal(kis_wasm_call(s, e.u.func, &arg, &res), KIS_WASM_OK);
+	assert_int_equal(res, 1); /* old size: now 4 pages, the limit */
+	arg = 1;
+	assert_int_equal(kis_wasm_call(s, e.u.func, &arg, &res), KIS_WASM_OK);
+	assert_int_equal((uint32_t)res, UINT32_MAX); /* -1: refused */
+	uint64_t size;
+	kis_wasm_memory_data(kis_wasm_instance_memory(inst), &size);
+	assert_int_equal(size, 4 * 65536);
+
+	kis_wasm_set_memory_limit(s, 0); /* a new instance cannot even start */
+	assert_int_equal(kis_wasm_instantiate(s, m, NULL, NULL, &inst, &trap, &err), -1);
+	assert_int_equal(trap, KIS_WASM_OK);
+	kis_error_free(err);
+	kis_wasm_store_free(s);
+	kis_wasm_module_free(m);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -294,6 +335,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(interrupt_stops_loop, setup, teardown),
 		cmocka_unit_test_setup_teardown(fuel_stops_loop, setup, teardown),
 		cmocka_unit_test(interrupt_from_thread),
+		cmocka_unit_test(memory_limit),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
