@@ -183,6 +183,10 @@ static inline uint64_t rotr64(uint64_t x, uint64_t k)
 	ARITH_ENTRIES(k, i) ARITH_ENTRIES(k, ll) ARITH_ENTRIES(k, li)
 #define LOAD_ENTRY(op, n, conv) ENTRY(OP_LOAD_L + op - 0x28, op_lload_##op)
 #define STORE_ENTRY(op, n) ENTRY(OP_STORE_LL + op - 0x36, op_llstore_##op)
+#define LOAD_LI_ENTRY(op, n, conv) ENTRY(OP_LOAD_LI + op - 0x28, op_liload_##op)
+#define FLOAT_ENTRIES(k, opcode, type, expr)          \
+	ENTRY(OP_FLOAT_L + k, op_fl_##k)             \
+	ENTRY(OP_FLOAT_LL + k, op_fll_##k)
 #define DISPATCH_ENTRIES                              \
 	ENTRY(0x28, op_0x28) \
 	ENTRY(0x29, op_0x29) \
@@ -386,7 +390,9 @@ static inline uint64_t rotr64(uint64_t x, uint64_t k)
 	WASM_FUSABLE_COMPARES(FUSED_CMP_ENTRIES) \
 	WASM_FUSABLE_ARITH(FUSED_ARITH_ENTRIES) \
 	WASM_LOADS(LOAD_ENTRY) \
-	WASM_STORES(STORE_ENTRY)
+	WASM_STORES(STORE_ENTRY) \
+	WASM_LOADS(LOAD_LI_ENTRY) \
+	WASM_FUSABLE_FLOATS(FLOAT_ENTRIES)
 
 static enum kis_wasm_trap run(struct kis_wasm_store *s, struct kis_wasm_func *entry)
 {
@@ -1056,6 +1062,38 @@ next:
 	}
 		WASM_STORES(LOCAL_STORE)
 #undef LOCAL_STORE
+#define LOCAL_IMM_LOAD(op, n, conv)                                               \
+	op_liload_##op: {                                                         \
+		uint64_t ea = (uint64_t)(uint32_t)((uint32_t)fp[pc[0]] + pc[1]) + pc[2]; \
+		pc += 3;                                                          \
+		if (ea + (n) > memsize)                                           \
+			goto mem_oob;                                             \
+		const uint8_t *p = mem + ea;                                      \
+		*sp++ = (conv);                                                   \
+		NEXT();                                                           \
+	}
+		WASM_LOADS(LOCAL_IMM_LOAD)
+#undef LOCAL_IMM_LOAD
+
+		/* float operators with operands in locals */
+#define FLOAT_OF_float f32_of
+#define FLOAT_OF_double f64_of
+#define OF_FLOAT_float of_f32
+#define OF_FLOAT_double of_f64
+#define FLOAT_HANDLERS(k, opcode, type, expr)                                     \
+	op_fl_##k: {                                                              \
+		type a = FLOAT_OF_##type(sp[-1]), b = FLOAT_OF_##type(fp[*pc++]); \
+		sp[-1] = OF_FLOAT_##type(expr);                                   \
+		NEXT();                                                           \
+	}                                                                         \
+	op_fll_##k: {                                                             \
+		type a = FLOAT_OF_##type(fp[pc[0]]), b = FLOAT_OF_##type(fp[pc[1]]); \
+		pc += 2;                                                          \
+		*sp++ = OF_FLOAT_##type(expr);                                    \
+		NEXT();                                                           \
+	}
+		WASM_FUSABLE_FLOATS(FLOAT_HANDLERS)
+#undef FLOAT_HANDLERS
 
 	op_bad:
 		trap = KIS_WASM_TRAP_UNREACHABLE; /* not produced by compile.c */

@@ -168,8 +168,24 @@ enum {
 	 * stores with address and value in locals: x, y, offset */
 	OP_LOAD_L = OP_FUSED + 64 * 24,  /* + opcode - 0x28 */
 	OP_STORE_LL = OP_LOAD_L + 16,     /* + opcode - 0x36 */
-	OP__COUNT = OP_STORE_LL + 16
+	/* loads from local[x] + imm (local.get x; i32.const imm; i32.add;
+	 * load), the sum wrapping at 32 bits as i32.add does: x, imm, offset */
+	OP_LOAD_LI = OP_STORE_LL + 16,    /* + opcode - 0x28 */
+	/* float add/sub/mul with operands from locals: L (top op local[x]) and
+	 * LL (push local[x] op local[y]) */
+	OP_FLOAT_L = OP_LOAD_LI + 16,     /* + index in WASM_FUSABLE_FLOATS */
+	OP_FLOAT_LL = OP_FLOAT_L + 8,
+	OP__COUNT = OP_FLOAT_LL + 8
 };
+
+/* X(index, opcode, C type, expr) on operands a and b of that type */
+#define WASM_FUSABLE_FLOATS(X)          \
+	X(0, 0x92, float, a + b)        \
+	X(1, 0x93, float, a - b)        \
+	X(2, 0x94, float, a * b)        \
+	X(3, 0xa0, double, a + b)       \
+	X(4, 0xa1, double, a - b)       \
+	X(5, 0xa2, double, a * b)
 
 enum {
 	FUSE_L, FUSE_I, FUSE_LL, FUSE_LI,

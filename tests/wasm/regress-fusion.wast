@@ -66,6 +66,14 @@
     (i32.load offset=4 (local.get 0)))
   (func (export "load8-s-l") (param i32) (result i32)
     (i32.load8_s (local.get 0)))
+  ;; local + constant as the address wraps at 32 bits before the offset
+  (func (export "load-li-wrap") (param i32) (result i32)
+    (i32.load offset=4 (i32.add (local.get 0) (i32.const 8))))
+  ;; float operators with operands in locals
+  (func (export "f32-sub-ll") (param f32 f32) (result f32)
+    (f32.sub (local.get 0) (local.get 1)))
+  (func (export "f64-mul-l") (param f64 f64) (result f64)
+    (f64.mul (f64.add (local.get 0) (f64.const 0)) (local.get 1)))
 )
 
 (assert_return (invoke "i64-li-neg" (i64.const 3)) (i64.const -2))
@@ -94,3 +102,13 @@
 (assert_trap (invoke "store-ll" (i32.const 65529) (i32.const 1)) "out of bounds memory access")
 (assert_trap (invoke "load-l" (i32.const -4)) "out of bounds memory access")
 (assert_return (invoke "load8-s-l" (i32.const 65535)) (i32.const 0x11))
+(assert_return (invoke "store-ll" (i32.const 0) (i32.const 0x55667788)))
+(assert_return (invoke "load-li-wrap" (i32.const -8)) (i32.const 0x55667788))
+(assert_trap (invoke "load-li-wrap" (i32.const -12)) "out of bounds memory access")
+(assert_trap (invoke "load-li-wrap" (i32.const 65524)) "out of bounds memory access")
+(assert_return (invoke "f32-sub-ll" (f32.const 0) (f32.const 0)) (f32.const 0))
+(assert_return (invoke "f32-sub-ll" (f32.const -0) (f32.const 0)) (f32.const -0))
+(assert_return (invoke "f32-sub-ll" (f32.const inf) (f32.const inf)) (f32.const nan:canonical))
+(assert_return (invoke "f64-mul-l" (f64.const -0) (f64.const 5)) (f64.const 0))
+(assert_return (invoke "f64-mul-l" (f64.const 1.5) (f64.const -2)) (f64.const -3))
+(assert_return (invoke "f64-mul-l" (f64.const nan:0x4) (f64.const 1)) (f64.const nan:arithmetic))
