@@ -496,7 +496,9 @@ next:
 		}
 		op_OP_RETURN: {
 			uint32_t n = pc[0];
-			memmove(fp, sp - n, (size_t)n * 8);
+			const uint64_t *from = sp - n;
+			for (uint32_t i = 0; i < n; i++) /* results: usually 0 or 1 */
+				fp[i] = from[i];
 			sp = fp + n;
 			struct wasm_frame *fr = &s->frames[--s->depth];
 			if (s->depth == entry_depth) {
@@ -507,8 +509,11 @@ next:
 			fp = fr->fp;
 			fn = fr->func;
 			code = fn->code->ops;
-			inst = fn->inst;
-			memo = inst->m->nmems ? inst->mems[0] : NULL;
+			if (fn->inst != inst) {
+				inst = fn->inst;
+				memo = inst->m->nmems ? inst->mems[0] : NULL;
+			}
+			/* the callee may have grown the memory */
 			mem = memo ? memo->data : NULL;
 			memsize = memo ? memo->size : 0;
 			NEXT();
@@ -1154,7 +1159,8 @@ next:
 			fr->ret_pc = pc;
 			fr->fp = fp;
 			fr->func = fn;
-			memset(nfp + ft->np, 0, (size_t)(cd->nlocals - ft->np) * 8);
+			for (uint32_t i = ft->np; i < cd->nlocals; i++)
+				nfp[i] = 0;
 			fp = nfp;
 			sp = fp + cd->nlocals;
 			fn = callee;
