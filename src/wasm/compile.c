@@ -579,7 +579,6 @@ static int br_table(struct cc *c)
 	const uint8_t *dt;
 	uint32_t arity;
 	label_types(def, &dt, &arity);
-	uint32_t cur = c->nlocals + c->nvals;
 	if (!dead(c)) {
 		rc = emit(c, OP_BR_TABLE);
 		if (rc == 0)
@@ -620,7 +619,6 @@ static int br_table(struct cc *c)
 				rc = emit(c, c->nlocals + f->height);
 		}
 	}
-	(void)cur;
 	free(depths);
 	if (rc < 0)
 		return -1;
