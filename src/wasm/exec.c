@@ -601,23 +601,18 @@ next:
 		op_0x34: { uint64_t ea = EA(); if (ea + 4 > memsize) goto mem_oob; sp[-1] = (uint64_t)(int64_t)(int32_t)rd32(mem + ea); NEXT(); }
 		op_0x35: { uint64_t ea = EA(); if (ea + 4 > memsize) goto mem_oob; sp[-1] = rd32(mem + ea); NEXT(); }
 #undef EA
-#define STORE(n) \
-		uint64_t ea = (uint64_t)(uint32_t)sp[-2] + *pc++; \
-		uint64_t v = sp[-1]; \
-		sp -= 2; \
-		if (ea + (n) > memsize) \
-			goto mem_oob_stored; \
-		memcpy(mem + ea, &v, (n)) /* little-endian host: low bytes first */
-		op_0x36: { STORE(4); NEXT(); }
-		op_0x37: { STORE(8); NEXT(); }
-		op_0x38: { STORE(4); NEXT(); }
-		op_0x39: { STORE(8); NEXT(); }
-		op_0x3a: { STORE(1); NEXT(); }
-		op_0x3b: { STORE(2); NEXT(); }
-		op_0x3c: { STORE(1); NEXT(); }
-		op_0x3d: { STORE(2); NEXT(); }
-		op_0x3e: { STORE(4); NEXT(); }
-#undef STORE
+		/* stores: the value's low bytes, little-endian host */
+#define STORE_EA() ((uint64_t)(uint32_t)sp[-2] + *pc++)
+		op_0x36: { uint64_t ea = STORE_EA(), v = sp[-1]; sp -= 2; if (ea + 4 > memsize) goto mem_oob; memcpy(mem + ea, &v, 4); NEXT(); }
+		op_0x37: { uint64_t ea = STORE_EA(), v = sp[-1]; sp -= 2; if (ea + 8 > memsize) goto mem_oob; memcpy(mem + ea, &v, 8); NEXT(); }
+		op_0x38: { uint64_t ea = STORE_EA(), v = sp[-1]; sp -= 2; if (ea + 4 > memsize) goto mem_oob; memcpy(mem + ea, &v, 4); NEXT(); }
+		op_0x39: { uint64_t ea = STORE_EA(), v = sp[-1]; sp -= 2; if (ea + 8 > memsize) goto mem_oob; memcpy(mem + ea, &v, 8); NEXT(); }
+		op_0x3a: { uint64_t ea = STORE_EA(), v = sp[-1]; sp -= 2; if (ea + 1 > memsize) goto mem_oob; memcpy(mem + ea, &v, 1); NEXT(); }
+		op_0x3b: { uint64_t ea = STORE_EA(), v = sp[-1]; sp -= 2; if (ea + 2 > memsize) goto mem_oob; memcpy(mem + ea, &v, 2); NEXT(); }
+		op_0x3c: { uint64_t ea = STORE_EA(), v = sp[-1]; sp -= 2; if (ea + 1 > memsize) goto mem_oob; memcpy(mem + ea, &v, 1); NEXT(); }
+		op_0x3d: { uint64_t ea = STORE_EA(), v = sp[-1]; sp -= 2; if (ea + 2 > memsize) goto mem_oob; memcpy(mem + ea, &v, 2); NEXT(); }
+		op_0x3e: { uint64_t ea = STORE_EA(), v = sp[-1]; sp -= 2; if (ea + 4 > memsize) goto mem_oob; memcpy(mem + ea, &v, 4); NEXT(); }
+#undef STORE_EA
 		op_OP_MEMORY_SIZE:
 			*sp++ = (uint32_t)(memsize / WASM_PAGE);
 			NEXT();
@@ -1176,7 +1171,6 @@ next:
 		NEXT();
 
 #undef NEXT
-mem_oob_stored:
 mem_oob:
 	trap = KIS_WASM_TRAP_MEMORY_OOB;
 	goto trapped;
