@@ -330,6 +330,23 @@ static bool is_compare(int k)
 /* 'op; local.set z' (or local.tee) -> one instruction writing the local. */
 static int fuse_local_set(struct cc *c, uint32_t op, uint32_t z)
 {
+	const struct emitted *q = dead(c) || op != OP_LOCAL_SET ? NULL : prev(c, 0);
+	if (q && (q->op == OP_I32_CONST || q->op == OP_F32_CONST || q->op == OP_I64_CONST ||
+		  q->op == OP_F64_CONST || q->op == OP_LOCAL_GET)) {
+		uint32_t at = q->pc, a = q->a, b = q->b, qop = q->op;
+		c->ncode = at;
+		c->nlast = 0;
+		if (qop == OP_LOCAL_GET) {
+			TRY(emit(c, OP_COPY));
+			TRY(emit(c, a));
+			return emit(c, z);
+		}
+		bool wide = qop == OP_I64_CONST || qop == OP_F64_CONST;
+		TRY(emit(c, wide ? OP_SET_K64 : OP_SET_K32));
+		TRY(emit(c, z));
+		TRY(emit(c, a));
+		return wide ? emit(c, b) : 0;
+	}
 	int k, shape;
 	const struct emitted *p0 = dead(c) ? NULL : binop_shape(c, &k, &shape);
 	if (!p0 || is_compare(k))

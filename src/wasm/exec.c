@@ -392,7 +392,10 @@ static inline uint64_t rotr64(uint64_t x, uint64_t k)
 	WASM_LOADS(LOAD_ENTRY) \
 	WASM_STORES(STORE_ENTRY) \
 	WASM_LOADS(LOAD_LI_ENTRY) \
-	WASM_FUSABLE_FLOATS(FLOAT_ENTRIES)
+	WASM_FUSABLE_FLOATS(FLOAT_ENTRIES) \
+	ENTRY(OP_SET_K32, op_set_k32) \
+	ENTRY(OP_SET_K64, op_set_k64) \
+	ENTRY(OP_COPY, op_copy)
 
 static enum kis_wasm_trap run(struct kis_wasm_store *s, struct kis_wasm_func *entry)
 {
@@ -1094,6 +1097,19 @@ next:
 	}
 		WASM_FUSABLE_FLOATS(FLOAT_HANDLERS)
 #undef FLOAT_HANDLERS
+
+	op_set_k32:
+		fp[pc[0]] = pc[1];
+		pc += 2;
+		NEXT();
+	op_set_k64:
+		fp[pc[0]] = (uint64_t)pc[1] | ((uint64_t)pc[2] << 32);
+		pc += 3;
+		NEXT();
+	op_copy:
+		fp[pc[1]] = fp[pc[0]];
+		pc += 2;
+		NEXT();
 
 	op_bad:
 		trap = KIS_WASM_TRAP_UNREACHABLE; /* not produced by compile.c */

@@ -175,7 +175,12 @@ enum {
 	 * LL (push local[x] op local[y]) */
 	OP_FLOAT_L = OP_LOAD_LI + 16,     /* + index in WASM_FUSABLE_FLOATS */
 	OP_FLOAT_LL = OP_FLOAT_L + 8,
-	OP__COUNT = OP_FLOAT_LL + 8
+	/* constants and locals straight into locals: 't.const c; local.set z'
+	 * (z, c; c as two words for 64-bit) and 'local.get x; local.set z' (x, z) */
+	OP_SET_K32 = OP_FLOAT_LL + 8,
+	OP_SET_K64,
+	OP_COPY,
+	OP__COUNT
 };
 
 /* X(index, opcode, C type, expr) on operands a and b of that type */
