@@ -108,6 +108,10 @@ KIS_API void kis_wasm_interrupt(struct kis_wasm_store *s);
  * (a negative value means unlimited, the default). */
 KIS_API void kis_wasm_set_fuel(struct kis_wasm_store *s, int64_t fuel);
 KIS_API int64_t kis_wasm_fuel_left(const struct kis_wasm_store *s);
+/* Cap, in 64 KiB pages, every memory made in this store from now on:
+ * instantiation fails above it and memory.grow returns -1 (default and
+ * ceiling: 65536 pages, 4 GiB). */
+KIS_API void kis_wasm_set_memory_limit(struct kis_wasm_store *s, uint32_t max_pages);
 
 /* Instantiate (spec 4.5.4): resolve imports, initialise tables and memory,
  * run the start function. A link failure returns -1 with *trap = OK; a trap

@@ -197,12 +197,55 @@ static bool const_operand(const struct emitted *e, int bits, uint32_t *imm)
 	return false;
 }
 
+static int float_index(uint8_t op)
+{
+#define FLOAT_CASE(k, opcode, type, expr) \
+	case opcode:                      \
+		return k;
+	switch (op) {
+		WASM_FUSABLE_FLOATS(FLOAT_CASE)
+	default:
+		return -1;
+	}
+#undef FLOAT_CASE
+}
+
+/* Float add/sub/mul with operands from local.get: forms L and LL. */
+static int emit_float_binop(struct cc *c, uint8_t op, int k)
+{
+	const struct emitted *p0 = prev(c, 0), *p1 = p0 ? prev(c, 1) : NULL;
+	if (!p0 || p0->op != OP_LOCAL_GET)
+		return emit_op(c, op);
+	uint32_t at, opc;
+	if (p1 && p1->op == OP_LOCAL_GET) {
+		at = p1->pc;
+		opc = OP_FLOAT_LL + (uint32_t)k;
+		uint32_t x = p1->a, y = p0->a;
+		c->ncode = at;
+		TRY(emit(c, opc));
+		TRY(emit(c, x));
+		TRY(emit(c, y));
+	} else {
+		at = p0->pc;
+		opc = OP_FLOAT_L + (uint32_t)k;
+		uint32_t x = p0->a;
+		c->ncode = at;
+		TRY(emit(c, opc));
+		TRY(emit(c, x));
+	}
+	c->nlast = 0;
+	note(c, at, opc, 0, 0);
+	return 0;
+}
+
 /* Emit a binary operator, fused with the local.get / const instructions
  * just before it into one register-style instruction where possible: a
  * stack interpreter spends most of its time on those pushes. */
 static int emit_binop(struct cc *c, uint8_t op)
 {
 	int k = fusable_index(op);
+	if (k < 0 && !dead(c) && float_index(op) >= 0)
+		return emit_float_binop(c, op, float_index(op));
 	if (k < 0 || dead(c))
 		return emit_op(c, op);
 	int bits = k < 21 ? 32 : 64;
@@ -287,6 +330,23 @@ static bool is_compare(int k)
 /* 'op; local.set z' (or local.tee) -> one instruction writing the local. */
 static int fuse_local_set(struct cc *c, uint32_t op, uint32_t z)
 {
+	const struct emitted *q = dead(c) || op != OP_LOCAL_SET ? NULL : prev(c, 0);
+	if (q && (q->op == OP_I32_CONST || q->op == OP_F32_CONST || q->op == OP_I64_CONST ||
+		  q->op == OP_F64_CONST || q->op == OP_LOCAL_GET)) {
+		uint32_t at = q->pc, a = q->a, b = q->b, qop = q->op;
+		c->ncode = at;
+		c->nlast = 0;
+		if (qop == OP_LOCAL_GET) {
+			TRY(emit(c, OP_COPY));
+			TRY(emit(c, a));
+			return emit(c, z);
+		}
+		bool wide = qop == OP_I64_CONST || qop == OP_F64_CONST;
+		TRY(emit(c, wide ? OP_SET_K64 : OP_SET_K32));
+		TRY(emit(c, z));
+		TRY(emit(c, a));
+		return wide ? emit(c, b) : 0;
+	}
 	int k, shape;
 	const struct emitted *p0 = dead(c) ? NULL : binop_shape(c, &k, &shape);
 	if (!p0 || is_compare(k))
@@ -536,7 +596,6 @@ static int br_table(struct cc *c)
 	const uint8_t *dt;
 	uint32_t arity;
 	label_types(def, &dt, &arity);
-	uint32_t cur = c->nlocals + c->nvals;
 	if (!dead(c)) {
 		rc = emit(c, OP_BR_TABLE);
 		if (rc == 0)
@@ -577,7 +636,6 @@ static int br_table(struct cc *c)
 				rc = emit(c, c->nlocals + f->height);
 		}
 	}
-	(void)cur;
 	free(depths);
 	if (rc < 0)
 		return -1;
@@ -620,6 +678,17 @@ static int load_store(struct cc *c, uint8_t op)
 	/* operands straight from locals: one instruction instead of three */
 	const struct emitted *p0 = dead(c) ? NULL : prev(c, 0);
 	const struct emitted *p1 = p0 ? prev(c, 1) : NULL;
+	if (op <= 0x35 && p0 && p0->op == OP_FUSED + 64 * FUSE_LI + 10 /* i32.add */) {
+		uint32_t at = p0->pc, x = c->code[at + 1], imm = c->code[at + 2];
+		c->ncode = at;
+		c->nlast = 0;
+		TRY(emit(c, OP_LOAD_LI + (op - 0x28u)));
+		TRY(emit(c, x));
+		TRY(emit(c, imm));
+		TRY(emit(c, off));
+		note(c, at, OP_LOAD_LI + (op - 0x28u), 0, 0);
+		return 0;
+	}
 	if (op <= 0x35 && p0 && p0->op == OP_LOCAL_GET) {
 		uint32_t at = p0->pc, x = p0->a;
 		c->ncode = at;

@@ -183,6 +183,10 @@ static inline uint64_t rotr64(uint64_t x, uint64_t k)
 	ARITH_ENTRIES(k, i) ARITH_ENTRIES(k, ll) ARITH_ENTRIES(k, li)
 #define LOAD_ENTRY(op, n, conv) ENTRY(OP_LOAD_L + op - 0x28, op_lload_##op)
 #define STORE_ENTRY(op, n) ENTRY(OP_STORE_LL + op - 0x36, op_llstore_##op)
+#define LOAD_LI_ENTRY(op, n, conv) ENTRY(OP_LOAD_LI + op - 0x28, op_liload_##op)
+#define FLOAT_ENTRIES(k, opcode, type, expr)          \
+	ENTRY(OP_FLOAT_L + k, op_fl_##k)             \
+	ENTRY(OP_FLOAT_LL + k, op_fll_##k)
 #define DISPATCH_ENTRIES                              \
 	ENTRY(0x28, op_0x28) \
 	ENTRY(0x29, op_0x29) \
@@ -386,7 +390,12 @@ static inline uint64_t rotr64(uint64_t x, uint64_t k)
 	WASM_FUSABLE_COMPARES(FUSED_CMP_ENTRIES) \
 	WASM_FUSABLE_ARITH(FUSED_ARITH_ENTRIES) \
 	WASM_LOADS(LOAD_ENTRY) \
-	WASM_STORES(STORE_ENTRY)
+	WASM_STORES(STORE_ENTRY) \
+	WASM_LOADS(LOAD_LI_ENTRY) \
+	WASM_FUSABLE_FLOATS(FLOAT_ENTRIES) \
+	ENTRY(OP_SET_K32, op_set_k32) \
+	ENTRY(OP_SET_K64, op_set_k64) \
+	ENTRY(OP_COPY, op_copy)
 
 static enum kis_wasm_trap run(struct kis_wasm_store *s, struct kis_wasm_func *entry)
 {
@@ -443,10 +452,12 @@ next:
 				trap = KIS_WASM_TRAP_INTERRUPTED;
 				goto trapped;
 			}
-			if (s->fuel >= 0 && s->fuel-- == 0) {
+			if (s->fuel == 0) { /* fuel < 0: unlimited */
 				trap = KIS_WASM_TRAP_OUT_OF_FUEL;
 				goto trapped;
 			}
+			if (s->fuel > 0)
+				s->fuel--;
 			NEXT();
 		op_OP_JMP_IF_NOT:
 			if ((uint32_t)*--sp == 0)
@@ -488,7 +499,9 @@ next:
 		}
 		op_OP_RETURN: {
 			uint32_t n = pc[0];
-			memmove(fp, sp - n, (size_t)n * 8);
+			const uint64_t *from = sp - n;
+			for (uint32_t i = 0; i < n; i++) /* results: usually 0 or 1 */
+				fp[i] = from[i];
 			sp = fp + n;
 			struct wasm_frame *fr = &s->frames[--s->depth];
 			if (s->depth == entry_depth) {
@@ -499,8 +512,11 @@ next:
 			fp = fr->fp;
 			fn = fr->func;
 			code = fn->code->ops;
-			inst = fn->inst;
-			memo = inst->m->nmems ? inst->mems[0] : NULL;
+			if (fn->inst != inst) {
+				inst = fn->inst;
+				memo = inst->m->nmems ? inst->mems[0] : NULL;
+			}
+			/* the callee may have grown the memory */
 			mem = memo ? memo->data : NULL;
 			memsize = memo ? memo->size : 0;
 			NEXT();
@@ -588,23 +604,18 @@ next:
 		op_0x34: { uint64_t ea = EA(); if (ea + 4 > memsize) goto mem_oob; sp[-1] = (uint64_t)(int64_t)(int32_t)rd32(mem + ea); NEXT(); }
 		op_0x35: { uint64_t ea = EA(); if (ea + 4 > memsize) goto mem_oob; sp[-1] = rd32(mem + ea); NEXT(); }
 #undef EA
-#define STORE(n) \
-		uint64_t ea = (uint64_t)(uint32_t)sp[-2] + *pc++; \
-		uint64_t v = sp[-1]; \
-		sp -= 2; \
-		if (ea + (n) > memsize) \
-			goto mem_oob_stored; \
-		memcpy(mem + ea, &v, (n)) /* little-endian host: low bytes first */
-		op_0x36: { STORE(4); NEXT(); }
-		op_0x37: { STORE(8); NEXT(); }
-		op_0x38: { STORE(4); NEXT(); }
-		op_0x39: { STORE(8); NEXT(); }
-		op_0x3a: { STORE(1); NEXT(); }
-		op_0x3b: { STORE(2); NEXT(); }
-		op_0x3c: { STORE(1); NEXT(); }
-		op_0x3d: { STORE(2); NEXT(); }
-		op_0x3e: { STORE(4); NEXT(); }
-#undef STORE
+		/* stores: the value's low bytes, little-endian host */
+#define STORE_EA() ((uint64_t)(uint32_t)sp[-2] + *pc++)
+		op_0x36: { uint64_t ea = STORE_EA(), v = sp[-1]; sp -= 2; if (ea + 4 > memsize) goto mem_oob; memcpy(mem + ea, &v, 4); NEXT(); }
+		op_0x37: { uint64_t ea = STORE_EA(), v = sp[-1]; sp -= 2; if (ea + 8 > memsize) goto mem_oob; memcpy(mem + ea, &v, 8); NEXT(); }
+		op_0x38: { uint64_t ea = STORE_EA(), v = sp[-1]; sp -= 2; if (ea + 4 > memsize) goto mem_oob; memcpy(mem + ea, &v, 4); NEXT(); }
+		op_0x39: { uint64_t ea = STORE_EA(), v = sp[-1]; sp -= 2; if (ea + 8 > memsize) goto mem_oob; memcpy(mem + ea, &v, 8); NEXT(); }
+		op_0x3a: { uint64_t ea = STORE_EA(), v = sp[-1]; sp -= 2; if (ea + 1 > memsize) goto mem_oob; memcpy(mem + ea, &v, 1); NEXT(); }
+		op_0x3b: { uint64_t ea = STORE_EA(), v = sp[-1]; sp -= 2; if (ea + 2 > memsize) goto mem_oob; memcpy(mem + ea, &v, 2); NEXT(); }
+		op_0x3c: { uint64_t ea = STORE_EA(), v = sp[-1]; sp -= 2; if (ea + 1 > memsize) goto mem_oob; memcpy(mem + ea, &v, 1); NEXT(); }
+		op_0x3d: { uint64_t ea = STORE_EA(), v = sp[-1]; sp -= 2; if (ea + 2 > memsize) goto mem_oob; memcpy(mem + ea, &v, 2); NEXT(); }
+		op_0x3e: { uint64_t ea = STORE_EA(), v = sp[-1]; sp -= 2; if (ea + 4 > memsize) goto mem_oob; memcpy(mem + ea, &v, 4); NEXT(); }
+#undef STORE_EA
 		op_OP_MEMORY_SIZE:
 			*sp++ = (uint32_t)(memsize / WASM_PAGE);
 			NEXT();
@@ -1054,6 +1065,51 @@ next:
 	}
 		WASM_STORES(LOCAL_STORE)
 #undef LOCAL_STORE
+#define LOCAL_IMM_LOAD(op, n, conv)                                               \
+	op_liload_##op: {                                                         \
+		uint64_t ea = (uint64_t)(uint32_t)((uint32_t)fp[pc[0]] + pc[1]) + pc[2]; \
+		pc += 3;                                                          \
+		if (ea + (n) > memsize)                                           \
+			goto mem_oob;                                             \
+		const uint8_t *p = mem + ea;                                      \
+		*sp++ = (conv);                                                   \
+		NEXT();                                                           \
+	}
+		WASM_LOADS(LOCAL_IMM_LOAD)
+#undef LOCAL_IMM_LOAD
+
+		/* float operators with operands in locals */
+#define FLOAT_OF_float f32_of
+#define FLOAT_OF_double f64_of
+#define OF_FLOAT_float of_f32
+#define OF_FLOAT_double of_f64
+#define FLOAT_HANDLERS(k, opcode, type, expr)                                     \
+	op_fl_##k: {                                                              \
+		type a = FLOAT_OF_##type(sp[-1]), b = FLOAT_OF_##type(fp[*pc++]); \
+		sp[-1] = OF_FLOAT_##type(expr);                                   \
+		NEXT();                                                           \
+	}                                                                         \
+	op_fll_##k: {                                                             \
+		type a = FLOAT_OF_##type(fp[pc[0]]), b = FLOAT_OF_##type(fp[pc[1]]); \
+		pc += 2;                                                          \
+		*sp++ = OF_FLOAT_##type(expr);                                    \
+		NEXT();                                                           \
+	}
+		WASM_FUSABLE_FLOATS(FLOAT_HANDLERS)
+#undef FLOAT_HANDLERS
+
+	op_set_k32:
+		fp[pc[0]] = pc[1];
+		pc += 2;
+		NEXT();
+	op_set_k64:
+		fp[pc[0]] = (uint64_t)pc[1] | ((uint64_t)pc[2] << 32);
+		pc += 3;
+		NEXT();
+	op_copy:
+		fp[pc[1]] = fp[pc[0]];
+		pc += 2;
+		NEXT();
 
 	op_bad:
 		trap = KIS_WASM_TRAP_UNREACHABLE; /* not produced by compile.c */
@@ -1066,10 +1122,12 @@ next:
 			trap = KIS_WASM_TRAP_INTERRUPTED;
 			goto trapped;
 		}
-		if (s->fuel >= 0 && s->fuel-- == 0) {
+		if (s->fuel == 0) { /* fuel < 0: unlimited */
 			trap = KIS_WASM_TRAP_OUT_OF_FUEL;
 			goto trapped;
 		}
+		if (s->fuel > 0)
+			s->fuel--;
 		if (s->depth >= KIS_WASM_MAX_CALL_DEPTH) {
 			trap = KIS_WASM_TRAP_STACK_EXHAUSTED;
 			goto trapped;
@@ -1112,7 +1170,8 @@ next:
 			fr->ret_pc = pc;
 			fr->fp = fp;
 			fr->func = fn;
-			memset(nfp + ft->np, 0, (size_t)(cd->nlocals - ft->np) * 8);
+			for (uint32_t i = ft->np; i < cd->nlocals; i++)
+				nfp[i] = 0;
 			fp = nfp;
 			sp = fp + cd->nlocals;
 			fn = callee;
@@ -1128,7 +1187,6 @@ next:
 		NEXT();
 
 #undef NEXT
-mem_oob_stored:
 mem_oob:
 	trap = KIS_WASM_TRAP_MEMORY_OOB;
 	goto trapped;

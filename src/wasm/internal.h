@@ -168,8 +168,29 @@ enum {
 	 * stores with address and value in locals: x, y, offset */
 	OP_LOAD_L = OP_FUSED + 64 * 24,  /* + opcode - 0x28 */
 	OP_STORE_LL = OP_LOAD_L + 16,     /* + opcode - 0x36 */
-	OP__COUNT = OP_STORE_LL + 16
+	/* loads from local[x] + imm (local.get x; i32.const imm; i32.add;
+	 * load), the sum wrapping at 32 bits as i32.add does: x, imm, offset */
+	OP_LOAD_LI = OP_STORE_LL + 16,    /* + opcode - 0x28 */
+	/* float add/sub/mul with operands from locals: L (top op local[x]) and
+	 * LL (push local[x] op local[y]) */
+	OP_FLOAT_L = OP_LOAD_LI + 16,     /* + index in WASM_FUSABLE_FLOATS */
+	OP_FLOAT_LL = OP_FLOAT_L + 8,
+	/* constants and locals straight into locals: 't.const c; local.set z'
+	 * (z, c; c as two words for 64-bit) and 'local.get x; local.set z' (x, z) */
+	OP_SET_K32 = OP_FLOAT_LL + 8,
+	OP_SET_K64,
+	OP_COPY,
+	OP__COUNT
 };
+
+/* X(index, opcode, C type, expr) on operands a and b of that type */
+#define WASM_FUSABLE_FLOATS(X)          \
+	X(0, 0x92, float, a + b)        \
+	X(1, 0x93, float, a - b)        \
+	X(2, 0x94, float, a * b)        \
+	X(3, 0xa0, double, a + b)       \
+	X(4, 0xa1, double, a - b)       \
+	X(5, 0xa2, double, a * b)
 
 enum {
 	FUSE_L, FUSE_I, FUSE_LL, FUSE_LI,
@@ -253,6 +274,7 @@ struct kis_wasm_memory {
 	uint8_t *data;
 	uint64_t size; /* bytes */
 	struct wasm_limits lim;
+	uint32_t cap_pages; /* the store's limit when the memory was made */
 };
 
 struct kis_wasm_global {
@@ -295,6 +317,7 @@ struct kis_wasm_store {
 	uint32_t depth;
 	atomic_int interrupt;
 	int64_t fuel, fuel_budget;
+	uint32_t mem_limit_pages; /* per memory, see kis_wasm_set_memory_limit */
 	struct wasm_obj *objs;
 	size_t nobjs, cap_objs;
 };

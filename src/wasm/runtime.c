@@ -55,6 +55,7 @@ struct kis_wasm_store *kis_wasm_store_new(void)
 	s->stack_end = s->stack + KIS_WASM_STACK_SLOTS;
 	s->sp = s->stack;
 	s->fuel = s->fuel_budget = -1;
+	s->mem_limit_pages = KIS_WASM_MAX_PAGES;
 	atomic_init(&s->interrupt, 0);
 	return s;
 }
@@ -145,6 +146,11 @@ void kis_wasm_set_fuel(struct kis_wasm_store *s, int64_t fuel)
 int64_t kis_wasm_fuel_left(const struct kis_wasm_store *s)
 {
 	return s->fuel;
+}
+
+void kis_wasm_set_memory_limit(struct kis_wasm_store *s, uint32_t max_pages)
+{
+	s->mem_limit_pages = max_pages < KIS_WASM_MAX_PAGES ? max_pages : KIS_WASM_MAX_PAGES;
 }
 
 /* ---- objects ---- */
@@ -261,7 +267,7 @@ int64_t wasm_memory_grow(struct kis_wasm_memory *mem, uint32_t delta)
 {
 	uint64_t old = mem->size / WASM_PAGE, n = old + delta;
 	uint64_t cap = mem->lim.has_max ? mem->lim.max : 65536;
-	if (n > cap || n > KIS_WASM_MAX_PAGES)
+	if (n > cap || n > mem->cap_pages)
 		return -1;
 	if (delta == 0)
 		return (int64_t)old;
@@ -287,7 +293,8 @@ struct kis_wasm_memory *kis_wasm_memory_new(struct kis_wasm_store *s, uint32_t m
 	mem->lim.min = min;
 	mem->lim.has_max = has_max != 0;
 	mem->lim.max = has_max ? max : 65536;
-	if (min > KIS_WASM_MAX_PAGES || (min && wasm_memory_grow(mem, min) < 0) ||
+	mem->cap_pages = s->mem_limit_pages;
+	if (min > mem->cap_pages || (min && wasm_memory_grow(mem, min) < 0) ||
 	    track(s, OBJ_MEMORY, mem) < 0) {
 		memory_free(mem);
 		return NULL;
@@ -430,7 +437,9 @@ int kis_wasm_instantiate(struct kis_wasm_store *s, const struct kis_wasm_module 
 		const struct wasm_limits *l = &m->mems[i];
 		inst->mems[i] = kis_wasm_memory_new(s, l->min, l->has_max, l->max);
 		if (!inst->mems[i])
-			return kis_error_set(err, KIS_E_INVALID_ARGUMENT, ENOMEM, "cannot allocate memory of %u pages", l->min);
+			return kis_error_set(err, KIS_E_INVALID_ARGUMENT, ENOMEM,
+					     "cannot allocate memory of %u pages (store limit %u)", l->min,
+					     s->mem_limit_pages);
 	}
 	for (uint32_t i = m->nglobal_imports; i < m->nglobals; i++) {
 		const struct wasm_globaltype *g = &m->globals[i];

@@ -1,11 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /* Unit tests of the WebAssembly runtime: LEB128 edge cases, rejection of
  * malformed input, running a small module, traps, interrupt and fuel. */
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+#include <time.h>
 
 #include <cmocka.h>
 
@@ -38,6 +40,14 @@ static const uint8_t test_module[] = {
   0x20, 0x00, 0x05, 0x20, 0x00, 0x41, 0x01, 0x6b, 0x10, 0x05, 0x20, 0x00,
   0x41, 0x02, 0x6b, 0x10, 0x05, 0x6a, 0x0b, 0x0b, 0x07, 0x00, 0x20, 0x00,
   0x28, 0x02, 0x00, 0x0b
+};
+
+/* (module (func (export "loop") (loop br 0))): no calls, only a back-edge */
+static const uint8_t bare_loop[] = {
+	0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00, 0x01, 0x04, 0x01, 0x60,
+	0x00, 0x00, 0x03, 0x02, 0x01, 0x00, 0x07, 0x08, 0x01, 0x04, 0x6c, 0x6f,
+	0x6f, 0x70, 0x00, 0x00, 0x0a, 0x09, 0x01, 0x07, 0x00, 0x03, 0x40, 0x0c,
+	0x00, 0x0b, 0x0b
 };
 
 static void leb128(void **state)
@@ -239,6 +249,82 @@ static void fuel_stops_loop(void **state)
 	kis_wasm_set_fuel(f->s, -1);
 }
 
+static void *interrupt_later(void *arg)
+{
+	struct timespec ts = { 0, 50 * 1000 * 1000 };
+	nanosleep(&ts, NULL);
+	kis_wasm_interrupt(arg);
+	return NULL;
+}
+
+/* What the tier does to cancel a run: another thread sets the flag while
+ * the guest spins in a loop that calls nothing. */
+static void interrupt_from_thread(void **state)
+{
+	(void)state;
+	struct kis_wasm_module *m = NULL;
+	struct kis_error *err = NULL;
+	assert_int_equal(kis_wasm_module_load(bare_loop, sizeof(bare_loop), &m, &err), 0);
+	struct kis_wasm_store *s = kis_wasm_store_new();
+	struct kis_wasm_instance *inst;
+	enum kis_wasm_trap trap;
+	assert_int_equal(kis_wasm_instantiate(s, m, NULL, NULL, &inst, &trap, &err), 0);
+	struct kis_wasm_extern e;
+	assert_int_equal(kis_wasm_instance_export(inst, "loop", &e), 0);
+
+	pthread_t t;
+	assert_int_equal(pthread_create(&t, NULL, interrupt_later, s), 0);
+	assert_int_equal(kis_wasm_call(s, e.u.func, NULL, NULL), KIS_WASM_TRAP_INTERRUPTED);
+	pthread_join(t, NULL);
+
+	kis_wasm_set_fuel(s, 1000);
+	assert_int_equal(kis_wasm_call(s, e.u.func, NULL, NULL), KIS_WASM_TRAP_OUT_OF_FUEL);
+	assert_int_equal(kis_wasm_fuel_left(s), 0);
+	kis_wasm_store_free(s);
+	kis_wasm_module_free(m);
+}
+
+/* (module (memory (export "m") 1) (func (export "grow") (param i32) (result i32)
+ *   (memory.grow (local.get 0)))) */
+static const uint8_t grow_module[] = {
+	0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00, 0x01, 0x06, 0x01, 0x60,
+	0x01, 0x7f, 0x01, 0x7f, 0x03, 0x02, 0x01, 0x00, 0x05, 0x03, 0x01, 0x00,
+	0x01, 0x07, 0x0c, 0x02, 0x01, 0x6d, 0x02, 0x00, 0x04, 0x67, 0x72, 0x6f,
+	0x77, 0x00, 0x00, 0x0a, 0x08, 0x01, 0x06, 0x00, 0x20, 0x00, 0x40, 0x00,
+	0x0b
+};
+
+static void memory_limit(void **state)
+{
+	(void)state;
+	struct kis_wasm_module *m = NULL;
+	struct kis_error *err = NULL;
+	assert_int_equal(kis_wasm_module_load(grow_module, sizeof(grow_module), &m, &err), 0);
+	struct kis_wasm_store *s = kis_wasm_store_new();
+	kis_wasm_set_memory_limit(s, 4);
+	struct kis_wasm_instance *inst;
+	enum kis_wasm_trap trap;
+	assert_int_equal(kis_wasm_instantiate(s, m, NULL, NULL, &inst, &trap, &err), 0);
+	struct kis_wasm_extern e;
+	assert_int_equal(kis_wasm_instance_export(inst, "grow", &e), 0);
+	kis_wasm_slot arg = 3, res = 0;
+	assert_int_equal(kis_wasm_call(s, e.u.func, &arg, &res), KIS_WASM_OK);
+	assert_int_equal(res, 1); /* old size: now 4 pages, the limit */
+	arg = 1;
+	assert_int_equal(kis_wasm_call(s, e.u.func, &arg, &res), KIS_WASM_OK);
+	assert_int_equal((uint32_t)res, UINT32_MAX); /* -1: refused */
+	uint64_t size;
+	kis_wasm_memory_data(kis_wasm_instance_memory(inst), &size);
+	assert_int_equal(size, 4 * 65536);
+
+	kis_wasm_set_memory_limit(s, 0); /* a new instance cannot even start */
+	assert_int_equal(kis_wasm_instantiate(s, m, NULL, NULL, &inst, &trap, &err), -1);
+	assert_int_equal(trap, KIS_WASM_OK);
+	kis_error_free(err);
+	kis_wasm_store_free(s);
+	kis_wasm_module_free(m);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -248,6 +334,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(traps_are_named, setup, teardown),
 		cmocka_unit_test_setup_teardown(interrupt_stops_loop, setup, teardown),
 		cmocka_unit_test_setup_teardown(fuel_stops_loop, setup, teardown),
+		cmocka_unit_test(interrupt_from_thread),
+		cmocka_unit_test(memory_limit),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
