@@ -95,6 +95,11 @@ struct kis_backend {
 	/* Optional: the session's state as the runtime sees it ("running",
 	 * "stopped", ...); NULL: judged from the pid's life. */
 	const char *(*session_state)(const struct kis_session_ctx *ctx);
+	/* Optional: after an exec in the session ended by a signal or a
+	 * failure, say whether a limit the runtime enforces caused it (the
+	 * session's cgroup: memory_limit, pids_limit); set res->reason and
+	 * res->detail and return 1, or return 0. */
+	int (*session_explain)(const struct kis_session_ctx *ctx, struct kis_result *res);
 };
 
 /* Probes that cost time (creating a probe cgroup, booting nothing) run only

@@ -102,6 +102,10 @@ struct kis_workspace_info {
 	char base[KIS_ID_BUFSZ];
 	enum kis_clone_strategy strategy;
 };
+/* One workspace: its base and strategy. KIS_E_NOT_FOUND when it does not
+ * exist. */
+KIS_API int kis_workspace_info(struct kis_store *s, const char *id, struct kis_workspace_info *out,
+			       struct kis_error **err);
 /* All workspaces, sorted by id; *out is malloc'ed (free()), *n its length. */
 KIS_API int kis_workspace_list(struct kis_store *s, struct kis_workspace_info **out, size_t *n,
 			       struct kis_error **err);

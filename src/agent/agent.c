@@ -31,6 +31,7 @@
 #include "agent/exec_json.h"
 #include "agent/proto.h"
 #include "exec/exec.h"
+#include "exec/io.h"
 
 #define MAX_WORKERS 64
 #define STATE_MAX (1u << 20)
@@ -39,27 +40,6 @@
  * copy at fork. */
 static char *state_cwd;
 static char **state_env;
-
-static void strv_free(char **v)
-{
-	for (size_t i = 0; v && v[i]; i++)
-		free(v[i]);
-	free(v);
-}
-
-static char **strv_dup(char *const *v)
-{
-	size_t n = 0;
-	while (v && v[n])
-		n++;
-	char **d = calloc(n + 1, sizeof(*d));
-	for (size_t i = 0; d && i < n; i++)
-		if (!(d[i] = strdup(v[i]))) {
-			strv_free(d);
-			return NULL;
-		}
-	return d;
-}
 
 /* "cwd\0K=V\0K=V\0..." from the shell's EXIT trap. */
 static void state_apply(const char *buf, size_t len)
@@ -83,7 +63,7 @@ static void state_apply(const char *buf, size_t len)
 	}
 	free(state_cwd);
 	state_cwd = cwd;
-	strv_free(state_env);
+	kis_strv_free(state_env);
 	state_env = env;
 }
 
@@ -123,17 +103,6 @@ static void on_output(void *ctx, int stream, const char *buf, size_t n)
 	}
 }
 
-static void write_all(int fd, const uint8_t *p, size_t n)
-{
-	while (n > 0) {
-		ssize_t r = RETRY_EINTR(write(fd, p, n));
-		if (r <= 0)
-			return;
-		p += r;
-		n -= (size_t)r;
-	}
-}
-
 /* Frames that arrive while a command runs (some may already be buffered
  * behind the EXEC frame). */
 static int process_frames(struct worker *w)
@@ -146,9 +115,9 @@ static int process_frames(struct worker *w)
 			if (f.stream != 0)
 				break;
 			if (w->pty_master >= 0)
-				write_all(w->pty_master, f.payload, f.len);
+				(void)kis_write_all(w->pty_master, f.payload, f.len);
 			else if (w->stdin_w >= 0)
-				write_all(w->stdin_w, f.payload, f.len);
+				(void)kis_write_all(w->stdin_w, f.payload, f.len);
 			break;
 		case KIS_F_EOF:
 			if (f.stream == 0 && w->stdin_w >= 0) {
@@ -207,19 +176,6 @@ static void on_term(int sig)
 	if (current_pgid > 0)
 		kill(-current_pgid, SIGKILL);
 	_exit(1);
-}
-
-static int write_full(int fd, const void *p, size_t n)
-{
-	const char *c = p;
-	while (n > 0) {
-		ssize_t r = RETRY_EINTR(write(fd, c, n));
-		if (r <= 0)
-			return -1;
-		c += r;
-		n -= (size_t)r;
-	}
-	return 0;
 }
 
 static int on_state(void *ctx, int fd)
@@ -352,8 +308,8 @@ static void run_exec(struct worker *w, struct kis_exec_req *req, int state_fd)
 			 * the EXIT, then always starts from this state. */
 			uint32_t len = (uint32_t)w->state_len;
 			char ack;
-			if (write_full(state_fd, &len, sizeof(len)) == 0 &&
-			    write_full(state_fd, w->state, w->state_len) == 0)
+			if (kis_write_all(state_fd, &len, sizeof(len)) == 0 &&
+			    kis_write_all(state_fd, w->state, w->state_len) == 0)
 				(void)!RETRY_EINTR(read(state_fd, &ack, 1));
 			state_apply(w->state, w->state_len);
 		}
@@ -474,12 +430,19 @@ static pid_t spawn_worker(int conn, int listen_fd, int sfd, int *state_rd)
 
 static int serve(int listen_fd, int channel_fd)
 {
+	/* The descriptors we were handed arrive without close-on-exec (crun's
+	 * --preserve-fds clears it, and so does passing them as fd 3): mark
+	 * them, or every command would inherit the agent's channel. */
+	if (listen_fd >= 0)
+		fcntl(listen_fd, F_SETFD, FD_CLOEXEC);
+	if (channel_fd >= 0)
+		fcntl(channel_fd, F_SETFD, FD_CLOEXEC);
 	prctl(PR_SET_CHILD_SUBREAPER, 1);
 	signal(SIGPIPE, SIG_IGN);
 	char cwd[4096];
 	state_cwd = strdup(getcwd(cwd, sizeof(cwd)) ? cwd : "/");
 	extern char **environ;
-	state_env = strv_dup(environ);
+	state_env = kis_strv_dup(environ);
 
 	sigset_t mask;
 	sigemptyset(&mask);

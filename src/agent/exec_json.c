@@ -7,36 +7,22 @@
 #include <string.h>
 
 #include "agent/exec_json.h"
-
-static void strv_free(char **v)
-{
-	for (size_t i = 0; v && v[i]; i++)
-		free(v[i]);
-	free(v);
-}
+#include "exec/io.h"
 
 void kis_exec_req_release(struct kis_exec_req *r)
 {
-	strv_free(r->argv);
-	strv_free(r->env);
+	kis_strv_free(r->argv);
+	kis_strv_free(r->env);
 	free(r->cwd);
 	memset(r, 0, sizeof(*r));
-}
-
-static json_t *strv_json(char **v)
-{
-	json_t *a = json_array();
-	for (size_t i = 0; v && v[i]; i++)
-		json_array_append_new(a, json_string(v[i]));
-	return a;
 }
 
 char *kis_exec_req_to_json(const struct kis_exec_req *r)
 {
 	const struct kis_limits *l = &r->limits;
 	json_t *o = json_pack("{s:o, s:o, s:o, s:b, s:{s:b, s:i, s:i}, s:{s:I, s:I, s:I, s:I, s:I}}",
-			      "argv", strv_json(r->argv), "env",
-			      r->env ? strv_json(r->env) : json_null(), "cwd",
+			      "argv", kis_strv_json(r->argv), "env",
+			      r->env ? kis_strv_json(r->env) : json_null(), "cwd",
 			      r->cwd ? json_string(r->cwd) : json_null(), "shell", r->shell, "tty",
 			      "enabled", r->tty, "rows", (int)r->rows, "cols", (int)r->cols,
 			      "limits", "wall_ms", (json_int_t)l->wall_ms, "cpu_ms",
@@ -61,12 +47,12 @@ static int strv_from_json(json_t *a, char ***out, const char *what, struct kis_e
 	for (size_t i = 0; i < n; i++) {
 		json_t *s = json_array_get(a, i);
 		if (!json_is_string(s) || strlen(json_string_value(s)) != json_string_length(s)) {
-			strv_free(v);
+			kis_strv_free(v);
 			return kis_error_set(err, KIS_E_INVALID_ARGUMENT, 0,
 					     "%s[%zu]: expected a string without NUL", what, i);
 		}
 		if (!(v[i] = strdup(json_string_value(s)))) {
-			strv_free(v);
+			kis_strv_free(v);
 			return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "%s", what);
 		}
 	}

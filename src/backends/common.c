@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "backends/common.h"
+#include "exec/io.h"
 #include "exec/spawn.h"
 
 static const struct {
@@ -38,25 +39,6 @@ int kis_check_limits(const struct kis_caps *caps, const struct kis_profile *p,
 	return 0;
 }
 
-static int strv_push(char ***v, size_t *n, const char *s)
-{
-	char **g = realloc(*v, (*n + 2) * sizeof(**v));
-	if (!g)
-		return -1;
-	*v = g;
-	if (!(g[*n] = strdup(s)))
-		return -1;
-	g[++*n] = NULL;
-	return 0;
-}
-
-static void strv_free(char **v)
-{
-	for (size_t i = 0; v && v[i]; i++)
-		free(v[i]);
-	free(v);
-}
-
 static bool env_has(char *const *env, size_t n, const char *key)
 {
 	size_t k = strlen(key);
@@ -76,7 +58,7 @@ int kis_native_plan_init(struct kis_native_plan *n, const struct kis_run_request
 	n->tty = p->tty.enabled;
 	size_t na = 0, ne = 0;
 	for (char *const *a = req->argv; *a; a++)
-		if (strv_push(&n->argv, &na, *a) < 0)
+		if (kis_strv_push(&n->argv, &na, *a) < 0)
 			goto oom;
 	/* cwd: the profile's (inside-sandbox paths under /workspace map onto the
 	 * workspace here), else the workspace, else the caller's. */
@@ -93,17 +75,17 @@ int kis_native_plan_init(struct kis_native_plan *n, const struct kis_run_request
 			goto oom;
 	}
 	for (size_t i = 0; i < p->n_env; i++)
-		if (strv_push(&n->envp, &ne, p->env[i]) < 0)
+		if (kis_strv_push(&n->envp, &ne, p->env[i]) < 0)
 			goto oom;
-	if (!env_has(n->envp, ne, "PATH") && strv_push(&n->envp, &ne, "PATH=" KIS_DEFAULT_PATH) < 0)
+	if (!env_has(n->envp, ne, "PATH") && kis_strv_push(&n->envp, &ne, "PATH=" KIS_DEFAULT_PATH) < 0)
 		goto oom;
 	if (!env_has(n->envp, ne, "HOME")) {
 		_cleanup_free_ char *home = NULL;
 		if (asprintf(&home, "HOME=%s", n->cwd ? n->cwd : "/") < 0 ||
-		    strv_push(&n->envp, &ne, home) < 0)
+		    kis_strv_push(&n->envp, &ne, home) < 0)
 			goto oom;
 	}
-	if (!n->envp && strv_push(&n->envp, &ne, "PATH=" KIS_DEFAULT_PATH) < 0)
+	if (!n->envp && kis_strv_push(&n->envp, &ne, "PATH=" KIS_DEFAULT_PATH) < 0)
 		goto oom;
 	return 0;
 oom:
@@ -113,26 +95,18 @@ oom:
 
 void kis_native_plan_release(struct kis_native_plan *n)
 {
-	strv_free(n->argv);
-	strv_free(n->envp);
+	kis_strv_free(n->argv);
+	kis_strv_free(n->envp);
 	free(n->cwd);
 	memset(n, 0, sizeof(*n));
-}
-
-static json_t *strv_json(char **v)
-{
-	json_t *a = json_array();
-	for (size_t i = 0; v && v[i]; i++)
-		json_array_append_new(a, json_string(v[i]));
-	return a;
 }
 
 char *kis_native_plan_describe(const struct kis_native_plan *n, const char *backend)
 {
 	const struct kis_limits *l = &n->limits;
 	json_t *o = json_pack("{s:s, s:o, s:o, s:o, s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I}}",
-			      "backend", backend, "argv", strv_json(n->argv), "env",
-			      strv_json(n->envp), "cwd", n->cwd ? json_string(n->cwd) : json_null(),
+			      "backend", backend, "argv", kis_strv_json(n->argv), "env",
+			      kis_strv_json(n->envp), "cwd", n->cwd ? json_string(n->cwd) : json_null(),
 			      "limits", "wall_ms", (json_int_t)l->wall_ms, "cpu_ms",
 			      (json_int_t)l->cpu_ms, "memory_bytes", (json_int_t)l->memory_bytes,
 			      "pids", (json_int_t)l->pids, "output_bytes",

@@ -43,10 +43,19 @@ int kis_run_cgroup_join(struct kis_run_cgroup *rc, struct kis_error **err);
 /* explain (memory_limit, pids_limit) and kill_all hooks for the supervisor. */
 void kis_run_cgroup_hooks(struct kis_run_cgroup *rc, struct kis_supervise_hooks *h);
 void kis_run_cgroup_close(struct kis_run_cgroup *rc);
+/* After a failed exec in a session: blame memory_limit or pids_limit when
+ * the session's group counted new OOM kills or refused forks since the last
+ * exec (counts kept in `file` under dir_fd). 1 when it set res->reason. */
+int kis_cgroup_explain_since(const struct kis_cgroup *cg, int dir_fd, const char *file,
+			     struct kis_result *res);
 /* KIS_LIMIT_MEMORY / KIS_LIMIT_PIDS when a cgroup can enforce them here. */
 unsigned kis_cgroup_limits_available(void);
 
 extern const struct kis_backend kis_backend_process;
+extern const struct kis_backend kis_backend_landlock;
+extern const struct kis_backend kis_backend_bubblewrap;
+extern const struct kis_backend kis_backend_oci;
+extern const struct kis_backend kis_backend_wasm;
 extern const struct kis_backend kis_backend_microvm;
 
 #endif

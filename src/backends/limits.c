@@ -3,6 +3,7 @@
  * memory_limit and pids_limit, and killing everything the run made. */
 #include "util.h"
 
+#include <fcntl.h>
 #include <string.h>
 
 #include "backends/common.h"
@@ -80,4 +81,44 @@ unsigned kis_cgroup_limits_available(void)
 {
 	char why[160];
 	return kis_cgroup_probe(why, sizeof(why));
+}
+
+/* A session's group counts OOM kills and refused forks over its whole life:
+ * the last counts seen are kept in `file` beside the session, and only an
+ * increase is blamed on this exec. */
+int kis_cgroup_explain_since(const struct kis_cgroup *cg, int dir_fd, const char *file,
+			     struct kis_result *res)
+{
+	struct kis_cgroup_events ev;
+	if (kis_cgroup_read_events(cg, &ev, NULL) < 0)
+		return 0;
+	unsigned long long seen_oom = 0, seen_pids = 0;
+	char buf[64];
+	int fd = openat(dir_fd, file, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd >= 0) {
+		ssize_t n = read(fd, buf, sizeof(buf) - 1);
+		close(fd);
+		if (n <= 0 || (buf[n] = '\0', sscanf(buf, "%llu %llu", &seen_oom, &seen_pids) != 2))
+			seen_oom = seen_pids = 0;
+	}
+	fd = openat(dir_fd, file, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd >= 0) {
+		int n = snprintf(buf, sizeof(buf), "%llu %llu\n", (unsigned long long)ev.oom_kills,
+				 (unsigned long long)ev.pids_max);
+		(void)!write(fd, buf, (size_t)n);
+		close(fd);
+	}
+	const char *detail;
+	if (ev.oom_kills > seen_oom) {
+		res->reason = KIS_REASON_MEMORY_LIMIT;
+		detail = "memory use passed the session's limits.memory_bytes";
+	} else if (ev.pids_max > seen_pids) {
+		res->reason = KIS_REASON_PIDS_LIMIT;
+		detail = "forks refused at the session's limits.pids";
+	} else {
+		return 0;
+	}
+	free(res->detail);
+	res->detail = strdup(detail);
+	return 1;
 }

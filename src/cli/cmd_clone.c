@@ -18,10 +18,11 @@ static const char clone_help[] =
 	"                 no leading dash) instead of a minted one; an id that is\n"
 	"                 taken is refused (destination_exists)\n"
 	"  --strategy S   auto (default): the cheapest the store offers, in order\n"
-	"                 reflink (FICLONE, btrfs/xfs), overlay (overlayfs, root),\n"
-	"                 copy. A pinned strategy the store cannot do is refused\n"
-	"                 (profile_unsatisfiable), never replaced\n"
-	"  --json         print {\"workspace\": ID, \"base\": BASE, \"path\": PATH}\n"
+	"                 reflink (FICLONE, btrfs/xfs), overlay (overlayfs: root, or\n"
+	"                 a user namespace), copy. A pinned strategy the store\n"
+	"                 cannot do is refused (profile_unsatisfiable), never\n"
+	"                 replaced\n"
+	"  --json         print {\"workspace\", \"base\", \"strategy\", \"path\"}\n"
 	"  --store-root   the store (default $KIS_SANDBOX_ROOT, else\n"
 	"                 /var/lib/kis/sandbox as root, $XDG_STATE_HOME/kis/sandbox)\n";
 
@@ -75,15 +76,19 @@ int cmd_clone(int argc, char **argv)
 		return rc;
 	char out[KIS_ID_BUFSZ];
 	char *path = NULL;
+	struct kis_workspace_info wi = {0};
 	int r = kis_workspace_clone_ex(s, base, id, st, out, &err);
 	if (r >= 0 && json)
 		r = kis_workspace_path(s, out, &path, &err);
+	if (r >= 0 && json)
+		r = kis_workspace_info(s, out, &wi, &err);
 	kis_store_free(s);
 	if (r < 0)
 		return cli_fail(err);
 	if (json)
-		rc = cli_print_json(json_pack("{s:s, s:s, s:s}", "workspace", out, "base", base, "path",
-					      path));
+		rc = cli_print_json(json_pack("{s:s, s:s, s:s, s:s}", "workspace", out, "base", base,
+					      "strategy", kis_clone_strategy_name(wi.strategy),
+					      "path", path));
 	else
 		printf("%s\n", out);
 	free(path);

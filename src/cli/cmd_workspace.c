@@ -51,7 +51,8 @@ static const char workspace_help[] =
 	"list  print every workspace: its id, the base it was cloned from and the\n"
 	"      clone strategy (reflink, overlay or copy).\n"
 	"path  print the host path of the workspace's files; an overlay workspace\n"
-	"      whose mount is gone (after a reboot) is mounted again first.\n\n"
+	"      whose mount is gone (after a reboot, or in another mount namespace)\n"
+	"      is mounted again first.\n\n"
 	"The store is --store-root DIR, else $KIS_SANDBOX_ROOT, else\n"
 	"/var/lib/kis/sandbox as root and $XDG_STATE_HOME/kis/sandbox otherwise.\n";
 

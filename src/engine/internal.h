@@ -6,6 +6,7 @@
 
 #include <stdbool.h>
 
+#include "kis/backend.h"
 #include "kis/profile.h"
 
 /* $KIS_AGENT, else kis-agent beside the running binary. */
@@ -18,5 +19,12 @@ int kis_workspace_acquire(const struct kis_profile *p, const char *store_root, c
 /* Destroy a workspace the engine cloned; failures are ignored (destroy is
  * idempotent and a later command sweeps). */
 void kis_workspace_release(const char *store_root, const char *id);
+
+/* kis_select_backend with the command looked up inside root (the files of
+ * the workspace the run will use) when auto looks for a wasm module; root
+ * NULL: relative to the caller's working directory. */
+int kis_select_backend_in(const struct kis_profile *p, char *const *argv, const char *root,
+			  const struct kis_backend **out, struct kis_caps *caps,
+			  struct kis_error **err);
 
 #endif

@@ -8,6 +8,7 @@
 #include "engine/internal.h"
 #include "kis/sandbox.h"
 #include "kis/session.h"
+#include "kis/store.h"
 
 /* A terminal lives in the agent (DESIGN.md, Theory of operation): a run
  * that asks for one is a session with one exec, destroyed afterwards. */
@@ -51,7 +52,20 @@ int kis_run(const struct kis_profile *p, char *const *argv, const struct kis_run
 
 	const struct kis_backend *b = NULL;
 	struct kis_caps caps;
-	TRY(kis_select_backend(p, argv, &b, &caps, err));
+	/* auto looks for a wasm module where the run will find it: in the
+	 * workspace, or in the base it will be cloned from. */
+	_cleanup_free_ char *files = NULL;
+	if (p->tier == KIS_TIER_AUTO && !p->backend && (p->base || p->workspace)) {
+		struct kis_store *st = NULL;
+		if (kis_store_open(opts->store_root, &st, NULL) == 0) {
+			if (p->base)
+				kis_base_path(st, p->base, &files, NULL);
+			else
+				kis_workspace_path(st, p->workspace, &files, NULL);
+			kis_store_free(st);
+		}
+	}
+	TRY(kis_select_backend_in(p, argv, files, &b, &caps, err));
 	/* The same check is in every backend's plan; here it fails before any
 	 * workspace is made. */
 	if (p->tty.enabled && !caps.tty)

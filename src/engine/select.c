@@ -5,14 +5,23 @@
 #include "util.h"
 
 #include <fcntl.h>
+#include <linux/openat2.h>
 #include <string.h>
+#include <sys/syscall.h>
 
 #include "backends/common.h"
+#include "engine/internal.h"
 #include "kis/backend.h"
 
 /* Weakest tier first; within a tier, preferred backend first. */
 static const struct kis_backend *const table[] = {
 	&kis_backend_process,
+	&kis_backend_wasm,
+	/* bubblewrap first: namespaces (pid, net, mount) on top of the same
+	 * seccomp policy confine more than Landlock alone */
+	&kis_backend_bubblewrap,
+	&kis_backend_landlock,
+	&kis_backend_oci,
 	&kis_backend_microvm,
 };
 
@@ -42,10 +51,29 @@ const struct kis_backend *kis_backend_find(const char *name)
 	return NULL;
 }
 
-/* A module starts with "\0asm" (WebAssembly core spec, 5.5.16 Modules). */
-static bool is_wasm_file(const char *path)
+/* A module starts with "\0asm" (WebAssembly core spec, 5.5.16 Modules).
+ * With a root (the workspace's files, or the base's a run will clone), the
+ * command is looked up inside it as the wasm tier will: relative to it or
+ * under /workspace, resolved beneath it (openat2(2) RESOLVE_BENEATH), so a
+ * symlink in the tree never makes selection read a host file. */
+static bool is_wasm_file(const char *root, const char *path)
 {
-	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+	_cleanup_close_ int fd = -1;
+	if (root) {
+		if (!strncmp(path, "/workspace/", 11))
+			path += 11;
+		else if (path[0] == '/')
+			return false;
+		_cleanup_close_ int dfd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		struct open_how how = {
+			.flags = O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK,
+			.resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS,
+		};
+		if (dfd >= 0)
+			fd = (int)syscall(SYS_openat2, dfd, path, &how, sizeof(how));
+	} else {
+		fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+	}
 	unsigned char m[4];
 	return fd >= 0 && read(fd, m, 4) == 4 && !memcmp(m, "\0asm", 4);
 }
@@ -58,6 +86,13 @@ static bool can_run(const struct kis_caps *c, const struct kis_backend *b, bool 
 int kis_select_backend(const struct kis_profile *p, char *const *argv,
 		       const struct kis_backend **out, struct kis_caps *caps,
 		       struct kis_error **err)
+{
+	return kis_select_backend_in(p, argv, NULL, out, caps, err);
+}
+
+int kis_select_backend_in(const struct kis_profile *p, char *const *argv, const char *root,
+			  const struct kis_backend **out, struct kis_caps *caps,
+			  struct kis_error **err)
 {
 	if (p->backend) {
 		const struct kis_backend *b = kis_backend_find(p->backend);
@@ -97,15 +132,19 @@ int kis_select_backend(const struct kis_profile *p, char *const *argv,
 				     kis_tier_name(p->tier), *why ? ": " : " (no backend in this build)",
 				     why);
 	}
-	bool wasm = argv && argv[0] && is_wasm_file(argv[0]);
-	for (size_t i = ARRAY_SIZE(table); i-- > 0;) {
-		const struct kis_backend *b = table[i];
-		if (b->tier == KIS_TIER_PROCESS)
-			continue; /* never chosen implicitly: it is an escape hatch */
-		b->probe(caps);
-		if (caps->present && can_run(caps, b, wasm)) {
-			*out = b;
-			return 0;
+	bool wasm = argv && argv[0] && is_wasm_file(root, argv[0]);
+	/* Strongest tier first; within a tier, the table's order of preference.
+	 * The process tier is never chosen implicitly: it is an escape hatch. */
+	for (int t = KIS_TIER__COUNT - 1; t > KIS_TIER_PROCESS; t--) {
+		for (size_t i = 0; i < ARRAY_SIZE(table); i++) {
+			const struct kis_backend *b = table[i];
+			if ((int)b->tier != t)
+				continue;
+			b->probe(caps);
+			if (caps->present && can_run(caps, b, wasm)) {
+				*out = b;
+				return 0;
+			}
 		}
 	}
 	return kis_error_set(err, KIS_E_TIER_UNAVAILABLE, 0,

@@ -22,6 +22,7 @@
 #include "agent/exec_json.h"
 #include "agent/proto.h"
 #include "engine/internal.h"
+#include "exec/io.h"
 #include "kis/session.h"
 #include "kis/store.h"
 
@@ -83,6 +84,9 @@ static uint64_t proc_starttime(pid_t pid)
 	return strtoull(p, NULL, 10);
 }
 
+static void end_agent(json_t *meta);
+static const struct kis_backend *meta_backend(json_t *meta);
+
 static int write_meta(int dfd, json_t *meta, struct kis_error **err)
 {
 	char *s = json_dumps(meta, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
@@ -133,6 +137,47 @@ static void remove_tree_at(int dfd, const char *name)
 	unlinkat(dfd, name, AT_REMOVEDIR);
 }
 
+
+/* A create or destroy that was killed half-way leaves .tmp-<id> or
+ * .del-<id> behind, perhaps with its agent running. A later command ends
+ * what it finds there once it is a minute old (a create in progress is
+ * younger than that). */
+static void sweep_leftovers(int sdir)
+{
+	int fd = dup(sdir);
+	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+	if (!d) {
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	struct dirent *e;
+	time_t now = time(NULL);
+	while ((e = readdir(d))) {
+		if (strncmp(e->d_name, ".tmp-", 5) && strncmp(e->d_name, ".del-", 5))
+			continue;
+		struct stat stb;
+		if (fstatat(sdir, e->d_name, &stb, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISDIR(stb.st_mode) ||
+		    now - stb.st_mtime < 60)
+			continue;
+		_cleanup_close_ int dfd = openat(sdir, e->d_name,
+						 O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+		json_t *meta = dfd >= 0 ? read_meta(dfd) : NULL;
+		if (meta) {
+			end_agent(meta);
+			const struct kis_backend *b = meta_backend(meta);
+			if (b && b->end_session) {
+				struct kis_session_ctx ctx = {.id = e->d_name + 5, .dir_fd = dfd,
+							      .listen_fd = -1};
+				b->end_session(&ctx, NULL);
+			}
+			json_decref(meta);
+		}
+		remove_tree_at(sdir, e->d_name);
+	}
+	closedir(d);
+}
+
 int kis_session_create(const struct kis_profile *p, const struct kis_run_options *o,
 		       char id[KIS_ID_BUFSZ], struct kis_error **err)
 {
@@ -157,6 +202,7 @@ int kis_session_create(const struct kis_profile *p, const struct kis_run_options
 	_cleanup_close_ int sdir = open_sessions_dir(o->store_root, true, &sessions_path, err);
 	if (sdir < 0)
 		return -1;
+	sweep_leftovers(sdir);
 	char tmp[KIS_ID_BUFSZ + 8];
 	snprintf(tmp, sizeof(tmp), ".tmp-%s", id);
 	if (mkdirat(sdir, tmp, 0700) < 0)
@@ -243,6 +289,29 @@ static int send_resize(int conn, uint32_t exec, int tty_fd, unsigned rows, unsig
 	return kis_frame_write(conn, KIS_F_RESIZE, 0, exec, b, 4);
 }
 
+/* After an exec: name the session's tier and backend in the result, and let
+ * the backend say whether a limit it enforces (its cgroup) ended the exec. */
+static void explain_exec(const char *store_root, const char *id, struct kis_result *res)
+{
+	_cleanup_close_ int sdir = open_sessions_dir(store_root, false, NULL, NULL);
+	if (sdir < 0)
+		return;
+	_cleanup_close_ int dfd = openat(sdir, id, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+	json_t *meta = dfd >= 0 ? read_meta(dfd) : NULL;
+	const struct kis_backend *b = meta ? meta_backend(meta) : NULL;
+	if (b) {
+		res->tier = b->tier;
+		res->backend = b->name;
+	}
+	bool failed = (res->reason == KIS_REASON_EXITED && res->exit_code != 0) ||
+		      res->reason == KIS_REASON_SIGNALED || res->reason == KIS_REASON_TIMEOUT;
+	if (b && b->session_explain && failed) {
+		struct kis_session_ctx ctx = {.id = id, .dir_fd = dfd, .listen_fd = -1};
+		b->session_explain(&ctx, res);
+	}
+	json_decref(meta);
+}
+
 static int connect_session(const char *store_root, const char *id, bool tty,
 			   struct kis_error **err)
 {
@@ -284,35 +353,6 @@ static int connect_session(const char *store_root, const char *id, bool tty,
 				     "session '%s' is not running: destroy it and create another", id);
 	}
 	return c;
-}
-
-static int stream_keep(struct kis_stream *s, const uint8_t *p, size_t n)
-{
-	if (s->len + n + 1 > s->cap) {
-		size_t cap = s->cap ? s->cap * 2 : 4096;
-		while (cap < s->len + n + 1)
-			cap *= 2;
-		char *g = realloc(s->data, cap);
-		if (!g)
-			return -1;
-		s->data = g;
-		s->cap = cap;
-	}
-	memcpy(s->data + s->len, p, n);
-	s->len += n;
-	s->data[s->len] = '\0';
-	return 0;
-}
-
-static void write_all(int fd, const uint8_t *p, size_t n)
-{
-	while (n > 0) {
-		ssize_t w = RETRY_EINTR(write(fd, p, n));
-		if (w <= 0)
-			return;
-		p += w;
-		n -= (size_t)w;
-	}
 }
 
 int kis_session_exec(const char *id, char *const *argv, const struct kis_exec_options *o,
@@ -417,13 +457,13 @@ int kis_session_exec(const char *id, char *const *argv, const struct kis_exec_op
 				struct kis_stream *s = &res->streams[f.stream - 1];
 				s->bytes += f.len;
 				if (o->io.capture) {
-					if (stream_keep(s, f.payload, f.len) < 0) {
+					if (kis_stream_append(s, f.payload, f.len) < 0) {
 						kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "output");
 						goto out;
 					}
 				} else {
-					write_all(f.stream == 1 ? o->io.stdout_fd : o->io.stderr_fd,
-						  f.payload, f.len);
+					(void)kis_write_all(f.stream == 1 ? o->io.stdout_fd :
+								    o->io.stderr_fd, f.payload, f.len);
 				}
 			} else if (f.type == KIS_F_EXIT) {
 				if (kis_exit_from_json((const char *)f.payload, f.len, res, err) < 0)
@@ -445,6 +485,7 @@ int kis_session_exec(const char *id, char *const *argv, const struct kis_exec_op
 			goto out;
 		}
 	}
+	explain_exec(o->store_root, id, res);
 	r = 0;
 out:
 	kis_frame_reader_release(&rd);

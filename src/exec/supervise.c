@@ -25,6 +25,7 @@
 #include <termios.h>
 #include <time.h>
 
+#include "exec/io.h"
 #include "exec/spawn.h"
 
 #define TICK_MS 20
@@ -75,35 +76,6 @@ static void stop_for(struct run_state *st, enum kis_reason reason, const char *d
 	kill_run(st);
 }
 
-static int stream_append(struct kis_stream *s, const char *buf, size_t n)
-{
-	if (s->len + n + 1 > s->cap) {
-		size_t cap = s->cap ? s->cap : 4096;
-		while (cap < s->len + n + 1)
-			cap *= 2;
-		char *g = realloc(s->data, cap);
-		if (!g)
-			return -1;
-		s->data = g;
-		s->cap = cap;
-	}
-	memcpy(s->data + s->len, buf, n);
-	s->len += n;
-	s->data[s->len] = '\0';
-	return 0;
-}
-
-static void write_all(int fd, const char *buf, size_t n)
-{
-	while (n > 0) {
-		ssize_t w = RETRY_EINTR(write(fd, buf, n));
-		if (w <= 0)
-			return; /* the reader went away: output is dropped, not fatal */
-		buf += w;
-		n -= (size_t)w;
-	}
-}
-
 static int deliver(struct run_state *st, int idx, const char *buf, size_t n)
 {
 	struct kis_stream *s = &st->res->streams[idx];
@@ -111,9 +83,10 @@ static int deliver(struct run_state *st, int idx, const char *buf, size_t n)
 	if (st->sv->sink)
 		st->sv->sink(st->sv->sink_ctx, s->id, buf, n);
 	else if (st->sv->capture)
-		return stream_append(s, buf, n);
+		return kis_stream_append(s, buf, n);
 	else
-		write_all(idx == 0 ? st->sv->stdout_fd : st->sv->stderr_fd, buf, n);
+		/* a reader that went away loses the output; the run goes on */
+		(void)kis_write_all(idx == 0 ? st->sv->stdout_fd : st->sv->stderr_fd, buf, n);
 	return 0;
 }
 

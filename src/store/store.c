@@ -22,7 +22,9 @@ int store_openat(int dirfd, const char *path, int flags, mode_t mode)
 {
 	struct open_how how = {
 		.flags = (uint64_t)(flags | O_CLOEXEC | O_NOFOLLOW),
-		.mode = (flags & (O_CREAT | O_TMPFILE)) ? mode : 0,
+		/* openat2 refuses a mode without O_CREAT or O_TMPFILE (whose
+		 * bits include O_DIRECTORY's, hence the full comparison). */
+		.mode = ((flags & O_CREAT) || (flags & O_TMPFILE) == O_TMPFILE) ? mode : 0,
 		/* The kernel refuses, rather than resolves, any symlink on the
 		 * way and any escape from dirfd: a planted link is not followed. */
 		.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
@@ -343,22 +345,28 @@ static bool probe_overlay(struct kis_store *s)
 	return ok;
 }
 
-void store_probe(struct kis_store *s)
+bool store_can_reflink(struct kis_store *s)
 {
-	if (s->probed)
-		return;
-	s->can_reflink = probe_reflink(s);
-	s->can_overlay = probe_overlay(s);
-	s->probed = true;
+	if (s->can_reflink < 0)
+		s->can_reflink = probe_reflink(s);
+	return s->can_reflink > 0;
+}
+
+bool store_can_overlay(struct kis_store *s)
+{
+	if (s->can_overlay < 0)
+		s->can_overlay = probe_overlay(s);
+	return s->can_overlay > 0;
 }
 
 int kis_store_cow_strategy(struct kis_store *s, const char **name)
 {
-	store_probe(s);
-	const char *n = s->can_reflink ? "reflink" : s->can_overlay ? "overlay" : "copy";
+	const char *n = store_can_reflink(s)	 ? "reflink"
+			: store_can_overlay(s) ? "overlay"
+					       : "copy";
 	if (name)
 		*name = n;
-	return (s->can_reflink || s->can_overlay) ? 1 : 0;
+	return strcmp(n, "copy") ? 1 : 0;
 }
 
 /* ---- Open ----------------------------------------------------------- */
@@ -435,6 +443,7 @@ int kis_store_open(const char *root, struct kis_store **out, struct kis_error **
 	if (!s)
 		return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "out of memory");
 	s->root_fd = s->bases_fd = s->ws_fd = s->sessions_fd = s->lock_fd = -1;
+	s->can_reflink = s->can_overlay = -1;
 	s->root = realpath(want, NULL);
 	if (!s->root) {
 		kis_error_set(err, KIS_E_INTERNAL, errno, "cannot resolve store root '%s'", want);

@@ -40,9 +40,10 @@ struct kis_store {
 	int ws_fd;
 	int sessions_fd;
 	int lock_fd;      /* ROOT/.lock */
-	bool probed;
-	bool can_reflink;
-	bool can_overlay;
+	/* What the store's filesystem and our privileges allow, learned
+	 * lazily: -1 unknown, 0 no, 1 yes. */
+	int can_reflink;
+	int can_overlay;
 };
 
 #define STORE_TMP_PREFIX ".tmp-"
@@ -77,8 +78,11 @@ int store_mktemp_locked(struct kis_store *s, int dirfd, const char *name);
 /* Random suffix for trash names. */
 int store_rand_suffix(char buf[9], struct kis_error **err);
 
-/* Probe reflink and overlay once per store. */
-void store_probe(struct kis_store *s);
+/* FICLONE between two O_TMPFILEs of the store: cheap, no mount. */
+bool store_can_reflink(struct kis_store *s);
+/* An overlay mount of probe directories. Costly (unmounting an overlay
+ * syncs its upper filesystem), so clones learn it by trying instead. */
+bool store_can_overlay(struct kis_store *s);
 
 /* The leftover sweep: dead temporaries and trash in bases/ and workspaces/,
  * removed bases with no reference left. Opportunistic (skipped while

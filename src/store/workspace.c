@@ -20,36 +20,89 @@
 #define STATX_ATTR_MOUNT_ROOT 0x00002000
 #endif
 
+/* The new mount API with the layers given as fds (overlayfs takes
+ * FSCONFIG_SET_FD for lowerdir+, upperdir and workdir since Linux 6.13):
+ * nothing is looked up by name, and mountinfo shows the real paths.
+ * Returns 0, or -1 with errno; ENOSYS/EINVAL mean "not on this kernel". */
+static int overlay_mount_fds(int lower_fd, int upper_fd, int work_fd, int target_fd,
+			     bool userxattr)
+{
+	_cleanup_close_ int fs = fsopen("overlay", FSOPEN_CLOEXEC);
+	if (fs < 0)
+		return -1;
+	if (fsconfig(fs, FSCONFIG_SET_FD, "lowerdir+", NULL, lower_fd) < 0 ||
+	    fsconfig(fs, FSCONFIG_SET_FD, "upperdir", NULL, upper_fd) < 0 ||
+	    fsconfig(fs, FSCONFIG_SET_FD, "workdir", NULL, work_fd) < 0)
+		return -1;
+	if (userxattr && fsconfig(fs, FSCONFIG_SET_FLAG, "userxattr", NULL, 0) < 0)
+		return -1;
+	if (fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0)
+		return -1;
+	/* nosuid, nodev: a workspace is data, not a place to gain privilege
+	 * from; the base may be an OS image, so exec stays. */
+	_cleanup_close_ int mnt = fsmount(fs, FSMOUNT_CLOEXEC, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
+	if (mnt < 0)
+		return -1;
+	return move_mount(mnt, "", target_fd, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH);
+}
+
+/* mount(2) with the layers named through /proc/self/fd: overlayfs resolves
+ * each option path with a lookup that would follow a symlink, and the
+ * magic link pins the exact directories we opened O_NOFOLLOW. It also
+ * keeps ',' and ':' of the store path out of the options. */
+static int overlay_mount_legacy(int lower_fd, int upper_fd, int work_fd, int target_fd,
+				bool userxattr)
+{
+	char opts[256], target[64];
+	snprintf(opts, sizeof(opts),
+		 "lowerdir=/proc/self/fd/%d,upperdir=/proc/self/fd/%d,workdir=/proc/self/fd/%d%s",
+		 lower_fd, upper_fd, work_fd, userxattr ? ",userxattr" : "");
+	snprintf(target, sizeof(target), "/proc/self/fd/%d", target_fd);
+	return mount("overlay", target, "overlay", MS_NOSUID | MS_NODEV, opts);
+}
+
+static int overlay_mount_once(int lower_fd, int upper_fd, int work_fd, int target_fd,
+			      bool userxattr)
+{
+	static int fd_api = 1; /* cleared once the kernel refuses fd layers */
+	/* Test hook: exercise the fallback on a kernel that has both. */
+	const char *legacy = getenv("KIS_TEST_OVERLAY_LEGACY");
+	if (legacy && *legacy == '1')
+		__atomic_store_n(&fd_api, 0, __ATOMIC_RELAXED);
+	if (__atomic_load_n(&fd_api, __ATOMIC_RELAXED)) {
+		if (overlay_mount_fds(lower_fd, upper_fd, work_fd, target_fd, userxattr) == 0)
+			return 0;
+		if (errno != ENOSYS && errno != EINVAL && errno != EOPNOTSUPP)
+			return -1;
+		__atomic_store_n(&fd_api, 0, __ATOMIC_RELAXED);
+	}
+	return overlay_mount_legacy(lower_fd, upper_fd, work_fd, target_fd, userxattr);
+}
+
 int store_overlay_mount(int lower_fd, int upper_fd, int work_fd, int target_fd,
 			struct kis_error **err)
 {
-	/* The layers are named through /proc/self/fd: overlayfs resolves
-	 * each option path with a lookup that would follow a symlink, and
-	 * the magic link pins the exact directories we opened O_NOFOLLOW.
-	 * It also keeps ',' and ':' of the store path out of the options. */
-	char opts[256], target[64];
-	snprintf(opts, sizeof(opts),
-		 "lowerdir=/proc/self/fd/%d,upperdir=/proc/self/fd/%d,workdir=/proc/self/fd/%d",
-		 lower_fd, upper_fd, work_fd);
-	snprintf(target, sizeof(target), "/proc/self/fd/%d", target_fd);
-	/* MS_NOSUID|MS_NODEV: a workspace is data, not a place to gain
-	 * privilege from; the base may be an OS image, so exec stays. */
-	int r = mount("overlay", target, "overlay", MS_NOSUID | MS_NODEV, opts);
+	int r = overlay_mount_once(lower_fd, upper_fd, work_fd, target_fd, false);
 	if (r < 0 && (errno == EPERM || errno == EINVAL)) {
 		/* In a user namespace (kernel >= 5.11) overlayfs may be
 		 * mounted but cannot write trusted.* xattrs: "userxattr"
 		 * keeps its metadata in user.overlay.* instead. */
 		int saved = errno;
-		size_t len = strlen(opts);
-		snprintf(opts + len, sizeof(opts) - len, ",userxattr");
-		r = mount("overlay", target, "overlay", MS_NOSUID | MS_NODEV, opts);
+		r = overlay_mount_once(lower_fd, upper_fd, work_fd, target_fd, true);
 		if (r < 0)
 			errno = saved;
 	}
-	if (r < 0)
-		return kis_error_set(err, errno == EPERM ? KIS_E_PROFILE_UNSATISFIABLE : KIS_E_INTERNAL,
-				     errno, "cannot mount the overlay of a workspace%s",
-				     errno == EPERM ? "; overlay clones need root, use --strategy copy" : "");
+	if (r < 0) {
+		/* Refused (no privilege, no overlayfs, a store filesystem it
+		 * cannot stack on): the strategy cannot work here. */
+		bool refused = errno == EPERM || errno == EACCES || errno == EINVAL ||
+			       errno == ENODEV || errno == EOPNOTSUPP;
+		return kis_error_set(err, refused ? KIS_E_PROFILE_UNSATISFIABLE : KIS_E_INTERNAL, errno,
+				     "cannot mount the overlay of a workspace%s",
+				     refused ? "; overlay clones need root or a user namespace and a "
+					       "store overlayfs can stack on, use --strategy copy"
+					     : "");
+	}
 	return 0;
 }
 
@@ -114,21 +167,28 @@ int store_release_workspace(struct kis_store *s, const char *name, struct kis_er
 	return store_rmtree(s->ws_fd, name, err);
 }
 
+/* Which strategy to build. *tentative: auto chose overlay without knowing
+ * whether a mount will work (probing costs a mount and an unmount, which
+ * syncs the store's filesystem); the clone then falls back to a copy if
+ * the mount is refused. A pinned strategy is never replaced. */
 static int resolve_strategy(struct kis_store *s, enum kis_clone_strategy want,
-			    enum kis_clone_strategy *got, struct kis_error **err)
+			    enum kis_clone_strategy *got, bool *tentative, struct kis_error **err)
 {
-	if (want != KIS_CLONE_COPY)
-		store_probe(s); /* a pinned copy needs no mount nor FICLONE probe */
+	*tentative = false;
 	switch (want) {
 	case KIS_CLONE_AUTO:
 		/* DESIGN.md order: reflink (a plain directory, no mount to
 		 * manage), overlay (O(1), needs a mount), then a plain copy. */
-		*got = s->can_reflink ? KIS_CLONE_REFLINK
-		       : s->can_overlay ? KIS_CLONE_OVERLAY
-					: KIS_CLONE_COPY;
+		if (store_can_reflink(s))
+			*got = KIS_CLONE_REFLINK;
+		else if (s->can_overlay != 0) {
+			*got = KIS_CLONE_OVERLAY;
+			*tentative = s->can_overlay < 0;
+		} else
+			*got = KIS_CLONE_COPY;
 		return 0;
 	case KIS_CLONE_REFLINK:
-		if (!s->can_reflink)
+		if (!store_can_reflink(s))
 			return kis_error_set(err, KIS_E_PROFILE_UNSATISFIABLE, 0,
 					     "the store '%s' is on a filesystem without reflinks "
 					     "(FICLONE); put the store on btrfs or xfs, or use "
@@ -136,7 +196,8 @@ static int resolve_strategy(struct kis_store *s, enum kis_clone_strategy want,
 					     s->root);
 		break;
 	case KIS_CLONE_OVERLAY:
-		if (!s->can_overlay)
+		/* Unknown is tried: a refused mount is profile_unsatisfiable. */
+		if (s->can_overlay == 0)
 			return kis_error_set(err, KIS_E_PROFILE_UNSATISFIABLE, 0,
 					     "overlayfs cannot be mounted for the store '%s' (it needs "
 					     "root, or a user namespace); use --strategy reflink or copy",
@@ -149,6 +210,22 @@ static int resolve_strategy(struct kis_store *s, enum kis_clone_strategy want,
 				     (int)want);
 	}
 	*got = want;
+	return 0;
+}
+
+static int write_meta(int t, const char *base_id, enum kis_clone_strategy use, bool replace,
+		      struct kis_error **err)
+{
+	char meta[128];
+	snprintf(meta, sizeof(meta), "base=%s\nstrategy=%s\n", base_id, kis_clone_strategy_name(use));
+	if (!replace)
+		return store_write_file(t, "meta", meta, err);
+	/* rename(2) over the old meta: a crash leaves one or the other,
+	 * both naming the base whose reference we hold. */
+	(void)unlinkat(t, "meta.new", 0);
+	TRY(store_write_file(t, "meta.new", meta, err));
+	if (renameat(t, "meta.new", t, "meta") < 0)
+		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot update workspace meta");
 	return 0;
 }
 
@@ -250,7 +327,8 @@ int kis_workspace_clone_ex(struct kis_store *s, const char *base_id, const char 
 				     "workspace '%s' already exists; choose another --id or destroy it",
 				     id);
 	enum kis_clone_strategy use = KIS_CLONE_COPY;
-	TRY(resolve_strategy(s, strategy, &use, err));
+	bool tentative = false;
+	TRY(resolve_strategy(s, strategy, &use, &tentative, err));
 	_cleanup_close_ int b = store_opendir(s->bases_fd, base_id);
 	if (b < 0)
 		return kis_error_set(err, errno == ENOENT ? KIS_E_NOT_FOUND : KIS_E_INTERNAL, errno,
@@ -268,18 +346,39 @@ int kis_workspace_clone_ex(struct kis_store *s, const char *base_id, const char 
 				     tmp, s->root);
 	}
 
-	char meta[128];
-	snprintf(meta, sizeof(meta), "base=%s\nstrategy=%s\n", base_id, kis_clone_strategy_name(use));
 	/* meta before the reference: a leftover with a reference always says
 	 * which base to release. */
-	int r = store_write_file(t, "meta", meta, err);
+	int r = write_meta(t, base_id, use, false, err);
 	if (r >= 0)
 		r = base_ref(s, b, base_id, id, err);
 	if (r < 0) {
 		(void)store_rmtree(s->ws_fd, tmp, NULL);
 		return r;
 	}
-	r = build_clone(s, t, b, use, err);
+	struct kis_error *build_err = NULL; /* err may be NULL: keep the code */
+	r = build_clone(s, t, b, use, &build_err);
+	if (use == KIS_CLONE_OVERLAY)
+		s->can_overlay = r >= 0;
+	if (r < 0 && tentative && build_err && build_err->code == KIS_E_PROFILE_UNSATISFIABLE) {
+		/* Auto, and the overlay mount was refused: a copy it is. */
+		kis_error_free(build_err);
+		build_err = NULL;
+		use = KIS_CLONE_COPY;
+		static const char *const sub[] = {"upper", "work", "merged"};
+		for (size_t i = 0; i < ARRAY_SIZE(sub); i++)
+			(void)store_rmtree(t, sub[i], NULL);
+		r = write_meta(t, base_id, use, true, &build_err);
+		if (r >= 0)
+			r = build_clone(s, t, b, use, &build_err);
+	}
+	if (r < 0) {
+		if (err) {
+			kis_error_free(*err);
+			*err = build_err;
+		} else {
+			kis_error_free(build_err);
+		}
+	}
 	if (r >= 0) {
 		test_pause();
 		/* RENAME_NOREPLACE: a destination that appeared meanwhile
@@ -377,6 +476,21 @@ int kis_workspace_destroy(struct kis_store *s, const char *id, struct kis_error 
 	}
 	if (store_release_workspace(s, trash, err) < 0)
 		return kis_error_wrap(err, "destroying workspace '%s'", id);
+	return 0;
+}
+
+int kis_workspace_info(struct kis_store *s, const char *id, struct kis_workspace_info *out,
+		       struct kis_error **err)
+{
+	TRY(kis_id_validate(id, "workspace id", err));
+	_cleanup_close_ int d = store_opendir(s->ws_fd, id);
+	if (d < 0)
+		return kis_error_set(err, errno == ENOENT ? KIS_E_NOT_FOUND : KIS_E_INTERNAL, errno,
+				     "no workspace '%s'; see 'kis sandbox workspace list'", id);
+	struct kis_workspace_info wi = {0};
+	TRY(store_ws_meta(d, wi.base, &wi.strategy, err));
+	memcpy(wi.id, id, strlen(id) + 1); /* validated: <= 64 */
+	*out = wi;
 	return 0;
 }
 

@@ -179,6 +179,8 @@ def test_clone_prints_id_and_json(store, tmp_path):
     j = json.loads(store.run("clone", base, "--json").stdout)
     assert j["workspace"].startswith("w-") and j["base"] == base
     assert Path(j["path"]).is_dir()
+    assert j["strategy"] in ("reflink", "overlay", "copy")
+    assert j["strategy"] == store.workspaces()[j["workspace"]]["strategy"]
     assert set(store.workspaces()) == {"my-ws-1", j["workspace"]}
     assert store.bases()[base]["refs"] == 2
 
@@ -245,16 +247,17 @@ def test_pinned_reflink_refused_on_ext4(store, tmp_path):
     assert store.workspaces() == {} and store.refs(base) == []
 
 
-def test_parallel_clones_and_destroys_keep_count_exact(store, tmp_path):
+@pytest.mark.parametrize("strategy", strategies())
+def test_parallel_clones_and_destroys_keep_count_exact(store, tmp_path, strategy):
     base = store.import_(make_tree(tmp_path / "src"))
     with ThreadPoolExecutor(max_workers=20) as ex:
-        first = list(ex.map(lambda _: store.clone(base, "--strategy", "copy"), range(20)))
+        first = list(ex.map(lambda _: store.clone(base, "--strategy", strategy), range(20)))
     assert len(set(first)) == 20
     assert store.refs(base) == sorted(first)
     # 20 destroys racing 20 new clones.
     with ThreadPoolExecutor(max_workers=40) as ex:
         dfut = [ex.submit(store.run, "destroy", w) for w in first]
-        cfut = [ex.submit(store.clone, base, "--strategy", "copy") for _ in range(20)]
+        cfut = [ex.submit(store.clone, base, "--strategy", strategy) for _ in range(20)]
         second = [f.result() for f in cfut]
         [f.result() for f in dfut]
     assert store.refs(base) == sorted(second)
@@ -374,6 +377,15 @@ def test_fifo_and_device_node_refused(store, tmp_path):
     assert p.stderr.startswith("invalid_argument: ") and "'sub/fifo' is a FIFO" in p.stderr
     assert "--os-image" in p.stderr
     os.unlink(src / "sub" / "fifo")
+    import socket
+    sock = socket.socket(socket.AF_UNIX)
+    try:
+        sock.bind(str(src / "sock"))
+        p = store.run("base", "import", str(src), check=False)
+        assert p.returncode == 125 and "'sock' is a socket" in p.stderr, p.stderr
+    finally:
+        sock.close()
+        os.unlink(src / "sock")
     if not IS_ROOT:
         pytest.skip("device nodes can only be made as root")
     os.mknod(src / "null", 0o666 | stat.S_IFCHR, os.makedev(1, 3))
@@ -387,12 +399,19 @@ def test_fifo_and_device_node_refused(store, tmp_path):
 
 
 @pytest.mark.skipif(not IS_ROOT, reason="overlay workspaces need root")
-def test_overlay_path_remounts_and_destroy_unmounts(store, tmp_path):
+@pytest.mark.parametrize("mount_api", ["fd-layers", "legacy"])
+def test_overlay_path_remounts_and_destroy_unmounts(store, tmp_path, mount_api):
+    if mount_api == "legacy":
+        store.env["KIS_TEST_OVERLAY_LEGACY"] = "1"  # mount(2) with /proc/self/fd paths
     base = store.import_(make_tree(tmp_path / "src"))
     ws = store.clone(base, "--strategy", "overlay")
     w = store.path(ws)
     (w / "kept").write_text("delta\n")
     assert mounts_under(w) == [str(w)]
+    with open("/proc/self/mountinfo") as f:
+        opts = [line for line in f if f" {w} " in line][0]
+    assert ("/proc/self/fd/" in opts) == (mount_api == "legacy"), opts
+    assert tree_digest(store.root / "bases" / base / "tree") == tree_digest(tmp_path / "src")
     subprocess.run(["umount", str(w)], check=True)  # as after a reboot
     assert mounts_under(w) == []
     assert store.path(ws) == w and (w / "kept").read_text() == "delta\n"
@@ -497,6 +516,12 @@ def test_unprivileged_user_copy_and_userns_overlay():
             pytest.fail("an unprivileged overlay clone succeeded outside a user namespace")
         assert p.stderr.startswith("profile_unsatisfiable: "), p.stderr
         ws = kis("clone", base, "--strategy", "copy").stdout.strip()
+        # Auto tries overlay, is refused the mount, and copies.
+        auto = json.loads(kis("clone", base, "--json").stdout)
+        assert auto["strategy"] == "copy"
+        ws_dir = top / "store" / "workspaces" / auto["workspace"]
+        assert sorted(os.listdir(ws_dir)) == ["meta", "tree"]
+        kis("destroy", auto["workspace"])
         # Inside one, the kernel allows it (userxattr); write through it.
         p = kis("clone", base, "--strategy", "overlay", "--id", "ns-ws", userns=True, check=False)
         if p.returncode != 0:
@@ -514,3 +539,25 @@ def test_unprivileged_user_copy_and_userns_overlay():
         left = mounts_under(top)
         shutil.rmtree(top, ignore_errors=True)
         assert not left
+
+
+def test_store_root_flag_overrides_environment(tmp_path):
+    flag_root = tmp_path / "flagged"
+    env_root = tmp_path / "from-env"
+    env = dict(os.environ, KIS_SANDBOX_ROOT=str(env_root))
+    src = make_tree(tmp_path / "src")
+
+    def kis(*args):
+        p = subprocess.run([str(KIS), "sandbox", *args], env=env, capture_output=True, text=True)
+        assert p.returncode == 0, p.stderr
+        return p.stdout.strip()
+
+    base = kis("base", "import", str(src), "--store-root", str(flag_root))
+    ws = kis("clone", base, "--strategy=copy", f"--store-root={flag_root}")
+    assert (flag_root / "bases" / base / "refs" / ws).exists()
+    assert kis("workspace", "path", ws, "--store-root", str(flag_root)) == \
+        str(flag_root / "workspaces" / ws / "tree")
+    assert json.loads(kis("base", "list", "--json")) == []  # the env store is another one
+    kis("destroy", ws, "--store-root", str(flag_root))
+    kis("base", "remove", base, "--store-root", str(flag_root))
+    assert os.listdir(flag_root / "bases") == [] and os.listdir(flag_root / "workspaces") == []

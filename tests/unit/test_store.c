@@ -339,6 +339,33 @@ static void test_sweep_reclaims_dead_clone(void **state)
 	assert_int_equal(refcount(f, base), 0);
 }
 
+static void test_workspace_info_and_cow(void **state)
+{
+	struct fixture *f = *state;
+	char base[KIS_ID_BUFSZ], ws[KIS_ID_BUFSZ];
+	struct kis_error *err = NULL;
+	import(f, base);
+	const char *name = NULL;
+	int cow = kis_store_cow_strategy(f->s, &name);
+	assert_int_equal(cow, strcmp(name, "copy") ? 1 : 0);
+	/* Auto takes the strategy the store reports. */
+	assert_int_equal(kis_workspace_clone(f->s, base, NULL, ws, &err), 0);
+	struct kis_workspace_info wi;
+	assert_int_equal(kis_workspace_info(f->s, ws, &wi, &err), 0);
+	assert_string_equal(wi.id, ws);
+	assert_string_equal(wi.base, base);
+	assert_string_equal(kis_clone_strategy_name(wi.strategy), name);
+	assert_int_equal(kis_workspace_destroy(f->s, ws, &err), 0);
+	assert_int_equal(kis_workspace_info(f->s, ws, &wi, &err), -1);
+	assert_int_equal(err->code, KIS_E_NOT_FOUND);
+	kis_error_free(err);
+	err = NULL;
+	enum kis_clone_strategy st;
+	assert_int_equal(kis_clone_strategy_parse("overlayfs", &st, &err), -1);
+	assert_int_equal(err->code, KIS_E_INVALID_ARGUMENT);
+	kis_error_free(err);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -351,6 +378,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_pinned_strategy_refused, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_import_refuses_fifo, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_sweep_reclaims_dead_clone, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_workspace_info_and_cow, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,54 @@
+#!/bin/sh
+# SPDX-License-Identifier: MIT
+# Benchmark of the wasm interpreter: each kernel in bench/wasm/*.c is built
+# for wasm32 (clang + wasm-ld) and natively (gcc -O2), then timed in our
+# interpreter (kis-wasm-run), in wabt's wasm-interp and natively. Prints one
+# table with the ratios and their geometric means. Usage: bench.sh [BUILD]
+set -eu
+BUILD=${1:-build}
+SRC=$(dirname "$0")
+OUT=$BUILD/bench-wasm
+RUN=$BUILD/kis-wasm-run
+KERNELS=${KERNELS:-"fib crc32 matmul sort sha256 loop_sum"}
+mkdir -p "$OUT"
+
+for tool in clang wasm-ld gcc; do
+	command -v $tool >/dev/null || { echo "bench-wasm: skipped, $tool not installed"; exit 0; }
+done
+HAVE_WABT=1
+command -v wasm-interp >/dev/null || HAVE_WABT=0
+
+# seconds taken by a command, its output checked against the native result
+timeit() {
+	start=$(date +%s.%N)
+	"$@" > "$OUT/last.out" 2>&1 || { echo "failed: $*" >&2; cat "$OUT/last.out" >&2; exit 1; }
+	end=$(date +%s.%N)
+	echo "$start $end" | awk '{printf "%.3f", $2 - $1}'
+}
+
+printf '%-10s %9s %9s %9s %9s %9s\n' kernel native kis wabt kis/nat wabt/kis
+rows=""
+for k in $KERNELS; do
+	clang --target=wasm32 -O2 -nostdlib -Wl,--no-entry -o "$OUT/$k.wasm" "$SRC/$k.c"
+	gcc -O2 -o "$OUT/$k.native" "$SRC/driver.c" "$SRC/$k.c"
+	tn=$(timeit "$OUT/$k.native"); want=$(cat "$OUT/last.out")
+	tk=$(timeit "$RUN" "$OUT/$k.wasm"); got=$(cat "$OUT/last.out")
+	[ "$got" = "$want" ] || { echo "$k: kis-wasm-run printed $got, native $want" >&2; exit 1; }
+	tw=-
+	if [ $HAVE_WABT = 1 ]; then
+		tw=$(timeit wasm-interp "$OUT/$k.wasm" --run-all-exports)
+		grep -q ":$want\$" "$OUT/last.out" || { echo "$k: wasm-interp disagrees" >&2; exit 1; }
+	fi
+	echo "$k $tn $tk $tw" | awk '{
+		kn = ($2 > 0) ? $3 / $2 : 0; wk = ($4 != "-" && $3 > 0) ? $4 / $3 : 0;
+		printf "%-10s %9.3f %9.3f %9s %8.1fx %8.1fx\n", $1, $2, $3, $4, kn, wk }'
+	rows="$rows$k $tn $tk $tw
+"
+done
+printf '%s' "$rows" | awk '
+	{ if ($2 > 0) { lkn += log($3 / $2); n1++ } if ($4 != "-") { lwk += log($4 / $3); n2++ } }
+	END {
+		printf "geometric mean: kis is %.1fx native", (n1 ? exp(lkn / n1) : 0)
+		if (n2) printf ", wabt wasm-interp is %.1fx kis", exp(lwk / n2)
+		printf "\n"
+	}'

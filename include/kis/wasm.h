@@ -1,0 +1,161 @@
+/* SPDX-License-Identifier: MIT */
+/* kis/wasm.h: the public interface of the project's WebAssembly 2.0 runtime:
+ * load and validate a module, instantiate it in a store, call exports. */
+#ifndef KIS_WASM_H
+#define KIS_WASM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kis/error.h"
+
+/* Value types, numbered as in the binary format (spec 5.3.1). */
+enum kis_wasm_valtype {
+	KIS_WASM_I32 = 0x7f,
+	KIS_WASM_I64 = 0x7e,
+	KIS_WASM_F32 = 0x7d,
+	KIS_WASM_F64 = 0x7c,
+	KIS_WASM_V128 = 0x7b,
+	KIS_WASM_FUNCREF = 0x70,
+	KIS_WASM_EXTERNREF = 0x6f,
+};
+
+/* Kinds of imports and exports (spec 2.5.10), numbered as in the binary. */
+enum kis_wasm_extern_kind {
+	KIS_WASM_EXTERN_FUNC = 0,
+	KIS_WASM_EXTERN_TABLE = 1,
+	KIS_WASM_EXTERN_MEMORY = 2,
+	KIS_WASM_EXTERN_GLOBAL = 3,
+};
+
+/* Why a run stopped. Stable: only append. kis_wasm_trap_message() gives the
+ * text the specification's test suite uses for each. */
+enum kis_wasm_trap {
+	KIS_WASM_OK = 0,
+	KIS_WASM_TRAP_UNREACHABLE,
+	KIS_WASM_TRAP_MEMORY_OOB,
+	KIS_WASM_TRAP_TABLE_OOB,
+	KIS_WASM_TRAP_DIV_ZERO,
+	KIS_WASM_TRAP_INT_OVERFLOW,
+	KIS_WASM_TRAP_INVALID_CONVERSION,
+	KIS_WASM_TRAP_UNDEFINED_ELEMENT,
+	KIS_WASM_TRAP_UNINITIALIZED_ELEMENT,
+	KIS_WASM_TRAP_INDIRECT_CALL_MISMATCH,
+	KIS_WASM_TRAP_STACK_EXHAUSTED,
+	KIS_WASM_TRAP_INTERRUPTED,  /* kis_wasm_interrupt() was called */
+	KIS_WASM_TRAP_OUT_OF_FUEL,  /* the budget of kis_wasm_set_fuel() ran out */
+	KIS_WASM_TRAP_HOST,         /* a host function asked to stop */
+	KIS_WASM_TRAP__COUNT
+};
+
+/* Values cross the interface as raw 64-bit slots: i32 zero-extended, f32 as
+ * its bit pattern in the low half, i64/f64 as their bits, funcref as an
+ * opaque handle (0 is null), externref as the host's own 64-bit value (0 is
+ * null, so a host should not use 0 for a non-null reference). */
+typedef uint64_t kis_wasm_slot;
+
+struct kis_wasm_module;   /* decoded, validated and translated; immutable */
+struct kis_wasm_store;    /* owns every instance and runtime object */
+struct kis_wasm_instance;
+struct kis_wasm_func;
+struct kis_wasm_table;
+struct kis_wasm_memory;
+struct kis_wasm_global;
+
+struct kis_wasm_extern {
+	enum kis_wasm_extern_kind kind;
+	union {
+		struct kis_wasm_func *func;
+		struct kis_wasm_table *table;
+		struct kis_wasm_memory *memory;
+		struct kis_wasm_global *global;
+	} u;
+};
+
+/* A host function. `caller` is the instance whose code made the call (NULL
+ * when called through kis_wasm_call), so a WASI layer can reach its memory.
+ * args and results are separate arrays. Return KIS_WASM_OK or a trap. */
+typedef enum kis_wasm_trap (*kis_wasm_host_fn)(void *user, struct kis_wasm_instance *caller,
+					       const kis_wasm_slot *args, kis_wasm_slot *results);
+
+/* Import resolution during instantiation: fill *out for (module, name) and
+ * return 0, or return -1 when nothing of that name is provided. The kind and
+ * type are checked by the runtime (spec 4.5.4, "incompatible import type"). */
+typedef int (*kis_wasm_resolve_fn)(void *user, const char *module, const char *name,
+				   enum kis_wasm_extern_kind kind, struct kis_wasm_extern *out);
+
+KIS_API const char *kis_wasm_trap_message(enum kis_wasm_trap trap);
+
+/* Decode, validate and translate a binary module. Fails with
+ * KIS_E_INVALID_ARGUMENT and a message that starts with "malformed" or
+ * "invalid" (spec chapters 5 and 3). `bytes` need not outlive the call. */
+KIS_API int kis_wasm_module_load(const uint8_t *bytes, size_t len, struct kis_wasm_module **out,
+				 struct kis_error **err);
+KIS_API void kis_wasm_module_free(struct kis_wasm_module *m);
+KIS_API size_t kis_wasm_module_import_count(const struct kis_wasm_module *m);
+KIS_API int kis_wasm_module_import(const struct kis_wasm_module *m, size_t i, const char **module,
+				   const char **name, enum kis_wasm_extern_kind *kind);
+
+/* A store holds the runtime objects and the execution stack. Not thread
+ * safe, except kis_wasm_interrupt(). The module must outlive the store's
+ * instances of it. */
+KIS_API struct kis_wasm_store *kis_wasm_store_new(void);
+KIS_API void kis_wasm_store_free(struct kis_wasm_store *s);
+/* Ask the running code to stop at the next loop back-edge or call; safe from
+ * a signal handler or another thread. Cleared when the next call starts. */
+KIS_API void kis_wasm_interrupt(struct kis_wasm_store *s);
+/* Budget of loop iterations plus calls for each following kis_wasm_call
+ * (a negative value means unlimited, the default). */
+KIS_API void kis_wasm_set_fuel(struct kis_wasm_store *s, int64_t fuel);
+KIS_API int64_t kis_wasm_fuel_left(const struct kis_wasm_store *s);
+/* Cap, in 64 KiB pages, every memory made in this store from now on:
+ * instantiation fails above it and memory.grow returns -1 (default and
+ * ceiling: 65536 pages, 4 GiB). */
+KIS_API void kis_wasm_set_memory_limit(struct kis_wasm_store *s, uint32_t max_pages);
+
+/* Instantiate (spec 4.5.4): resolve imports, initialise tables and memory,
+ * run the start function. A link failure returns -1 with *trap = OK; a trap
+ * while initialising returns -1 with *trap set (the objects it touched stay
+ * modified, as the specification says). */
+KIS_API int kis_wasm_instantiate(struct kis_wasm_store *s, const struct kis_wasm_module *m,
+				 kis_wasm_resolve_fn resolve, void *user,
+				 struct kis_wasm_instance **out, enum kis_wasm_trap *trap,
+				 struct kis_error **err);
+/* Look up an export by name; 0 when found, -1 otherwise. The _n form takes
+ * names that hold NUL bytes, which the binary format allows. */
+KIS_API int kis_wasm_instance_export(const struct kis_wasm_instance *inst, const char *name,
+				     struct kis_wasm_extern *out);
+KIS_API int kis_wasm_instance_export_n(const struct kis_wasm_instance *inst, const char *name,
+				       size_t len, struct kis_wasm_extern *out);
+/* The instance's memory 0, or NULL. */
+KIS_API struct kis_wasm_memory *kis_wasm_instance_memory(const struct kis_wasm_instance *inst);
+
+/* Call a function: args holds one slot per parameter, results receives one
+ * per result. Returns KIS_WASM_OK or the trap that stopped it. */
+KIS_API enum kis_wasm_trap kis_wasm_call(struct kis_wasm_store *s, struct kis_wasm_func *f,
+					 const kis_wasm_slot *args, kis_wasm_slot *results);
+KIS_API void kis_wasm_func_type(const struct kis_wasm_func *f, const uint8_t **params,
+				uint32_t *nparams, const uint8_t **results, uint32_t *nresults);
+KIS_API struct kis_wasm_func *kis_wasm_host_func_new(struct kis_wasm_store *s,
+						     const uint8_t *params, uint32_t nparams,
+						     const uint8_t *results, uint32_t nresults,
+						     kis_wasm_host_fn fn, void *user);
+
+KIS_API struct kis_wasm_global *kis_wasm_global_new(struct kis_wasm_store *s,
+						    enum kis_wasm_valtype type, int mutable_,
+						    kis_wasm_slot value);
+KIS_API kis_wasm_slot kis_wasm_global_get(const struct kis_wasm_global *g);
+KIS_API enum kis_wasm_valtype kis_wasm_global_type(const struct kis_wasm_global *g);
+/* -1 when the global is immutable. */
+KIS_API int kis_wasm_global_set(struct kis_wasm_global *g, kis_wasm_slot value);
+
+/* has_max = 0 means no maximum. */
+KIS_API struct kis_wasm_table *kis_wasm_table_new(struct kis_wasm_store *s,
+						  enum kis_wasm_valtype elem, uint32_t min,
+						  int has_max, uint32_t max);
+KIS_API struct kis_wasm_memory *kis_wasm_memory_new(struct kis_wasm_store *s, uint32_t min_pages,
+						    int has_max, uint32_t max_pages);
+/* The memory's bytes and size; valid until the memory next grows. */
+KIS_API uint8_t *kis_wasm_memory_data(struct kis_wasm_memory *mem, uint64_t *size);
+
+#endif

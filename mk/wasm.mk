@@ -1,0 +1,77 @@
+# SPDX-License-Identifier: MIT
+# WebAssembly runtime: the spec-test runner, its check target (converts the
+# spec .wast files with wabt's wast2json and runs every command), the fuzzer.
+
+WASM_SPEC_DIR ?= ../shared/testdata/wasm-spec
+WAST2JSON ?= wast2json
+SPECTEST := $(BUILD)/kis-wasm-spectest
+SPECTEST_SRCS := $(wildcard src/wasm/spectest/*.c)
+SPECTEST_OBJS := $(SPECTEST_SRCS:%.c=$(BUILD)/obj/%.o)
+WASM_KNOWN_FAILURES := tests/wasm/known-failures.txt
+
+# Not in BINS: test and bench tools are built by their targets, never installed.
+CHECK_TARGETS += check-wasm
+
+$(SPECTEST): $(SPECTEST_OBJS) $(STATIC_LIB)
+	$(CC) -pie $(HARD_LDFLAGS) -o $@ $(SPECTEST_OBJS) $(STATIC_LIB) $(PKG_LIBS)
+
+# Every non-SIMD spec file (SIMD, simd_*.wast, is not implemented yet), and
+# our own regression scripts in tests/wasm/.
+WASM_SPEC_FILES = $(filter-out $(WASM_SPEC_DIR)/simd_%,$(wildcard $(WASM_SPEC_DIR)/*.wast)) \
+	$(wildcard tests/wasm/*.wast)
+
+.PHONY: check-wasm wasm-spec-json fuzz-wasm
+# Convert the scripts that changed since their last conversion.
+wasm-spec-json:
+	@mkdir -p $(BUILD)/spectest
+	@set -e; for f in $(WASM_SPEC_FILES); do \
+	  b=$$(basename $$f .wast); \
+	  if [ ! -f $(BUILD)/spectest/$$b.json ] || [ $$f -nt $(BUILD)/spectest/$$b.json ]; then \
+	    $(WAST2JSON) $$f -o $(BUILD)/spectest/$$b.json; \
+	  fi; \
+	done
+
+# Without wabt or the spec tests this is a skip that says why, as for any
+# test that needs a package.
+check-wasm: $(SPECTEST)
+	@if [ ! -d $(WASM_SPEC_DIR) ]; then \
+	  echo "check-wasm: skipped: no spec tests in $(WASM_SPEC_DIR)"; \
+	elif ! command -v $(WAST2JSON) >/dev/null; then \
+	  echo "check-wasm: skipped: $(WAST2JSON) not installed (Debian package wabt)"; \
+	else \
+	  $(MAKE) --no-print-directory wasm-spec-json && \
+	  $(SPECTEST) --known-failures $(WASM_KNOWN_FAILURES) $(BUILD)/spectest/*.json; \
+	fi
+
+# libFuzzer over decode + validate + instantiate + run (clang only). The
+# corpus starts from the spec tests' binary modules; FUZZ_SECONDS bounds it.
+FUZZ_SECONDS ?= 180
+WASM_FUZZ := $(BUILD)/fuzz/fuzz-wasm
+WASM_FUZZ_FLAGS := -std=gnu11 -D_GNU_SOURCE -g -Iinclude -Isrc \
+	-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all
+WASM_FUZZ_SRCS := tests/wasm/fuzz_wasm.c $(filter-out src/wasm/exec.c,$(wildcard src/wasm/*.c)) src/engine/error.c
+# exec.c at -O0: clang's optimiser needs many minutes for its ~800 handlers
+# under coverage instrumentation; -O0 builds in seconds and still checks.
+$(BUILD)/fuzz/exec.o: src/wasm/exec.c $(wildcard src/wasm/*.h)
+	@mkdir -p $(dir $@)
+	clang $(WASM_FUZZ_FLAGS) -O0 -c $< -o $@
+$(WASM_FUZZ): $(WASM_FUZZ_SRCS) $(BUILD)/fuzz/exec.o $(wildcard src/wasm/*.h)
+	@mkdir -p $(dir $@)
+	clang $(WASM_FUZZ_FLAGS) -fsanitize=fuzzer -O1 -o $@ $(WASM_FUZZ_SRCS) $(BUILD)/fuzz/exec.o
+
+fuzz-wasm: $(WASM_FUZZ)
+	@$(MAKE) --no-print-directory wasm-spec-json
+	@mkdir -p $(BUILD)/fuzz/corpus
+	cp -n $(BUILD)/spectest/*.wasm $(BUILD)/fuzz/corpus/ 2>/dev/null || true
+	$(WASM_FUZZ) -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -rss_limit_mb=4096 \
+	  -timeout=10 $(BUILD)/fuzz/corpus
+
+# Benchmark: kernels in bench/wasm/*.c run in our interpreter, in wabt's
+# wasm-interp and natively (bench/wasm/bench.sh prints the table).
+WASM_RUN := $(BUILD)/kis-wasm-run
+$(WASM_RUN): $(BUILD)/obj/bench/wasm/run.o $(STATIC_LIB)
+	$(CC) -pie $(HARD_LDFLAGS) -o $@ $< $(STATIC_LIB) $(PKG_LIBS)
+
+.PHONY: bench-wasm
+bench-wasm: $(WASM_RUN)
+	sh bench/wasm/bench.sh $(BUILD)

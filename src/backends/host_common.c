@@ -1,0 +1,445 @@
+/* SPDX-License-Identifier: MIT */
+/* Shared pieces of the host-tier backends: environment edits, the sandbox
+ * user, giving it the workspace, private temporary directories. */
+#include "util.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+
+#include "backends/host_common.h"
+#include "confine/confine.h"
+
+const char *kis_host_env_get(char *const *envp, const char *key)
+{
+	size_t k = strlen(key);
+	for (; envp && *envp; envp++)
+		if (!strncmp(*envp, key, k) && (*envp)[k] == '=')
+			return *envp + k + 1;
+	return NULL;
+}
+
+bool kis_host_profile_has_env(const struct kis_profile *p, const char *key)
+{
+	return kis_host_env_get(p->env, key) != NULL;
+}
+
+int kis_host_env_set(char ***envp, const char *key, const char *val, bool override)
+{
+	size_t k = strlen(key), n = 0;
+	char *kv = NULL;
+	if (asprintf(&kv, "%s=%s", key, val) < 0)
+		return -1;
+	for (; *envp && (*envp)[n]; n++) {
+		if (!strncmp((*envp)[n], key, k) && (*envp)[n][k] == '=') {
+			if (override) {
+				free((*envp)[n]);
+				(*envp)[n] = kv;
+			} else {
+				free(kv);
+			}
+			return 0;
+		}
+	}
+	char **g = realloc(*envp, (n + 2) * sizeof(*g));
+	if (!g) {
+		free(kv);
+		return -1;
+	}
+	g[n] = kv;
+	g[n + 1] = NULL;
+	*envp = g;
+	return 0;
+}
+
+void kis_host_sandbox_user(uid_t *uid, gid_t *gid)
+{
+	*uid = 65534;
+	*gid = 65534;
+	const char *s = getenv("KIS_SANDBOX_USER");
+	unsigned u, g;
+	if (s && sscanf(s, "%u:%u", &u, &g) == 2 && u != 0 && g != 0) {
+		*uid = u;
+		*gid = g;
+	}
+}
+
+/* Depth-first over one filesystem: lchown every entry. Links are changed
+ * themselves (AT_SYMLINK_NOFOLLOW), never their targets. */
+static int chown_dir(int fd, dev_t dev, uid_t uid, gid_t gid, int depth)
+{
+	if (depth > 256)
+		return -1;
+	int dup = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+	if (dup < 0)
+		return -1;
+	DIR *d = fdopendir(dup);
+	if (!d) {
+		close(dup);
+		return -1;
+	}
+	int r = 0;
+	struct dirent *e;
+	while (r == 0 && (e = readdir(d))) {
+		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+			continue;
+		struct stat st;
+		if (fstatat(fd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+			continue; /* gone since readdir */
+		if (st.st_dev != dev)
+			continue; /* another mount: not ours to give away */
+		if ((st.st_uid != uid || st.st_gid != gid) &&
+		    fchownat(fd, e->d_name, uid, gid, AT_SYMLINK_NOFOLLOW) < 0) {
+			r = -1;
+			break;
+		}
+		if (S_ISDIR(st.st_mode)) {
+			int sub = openat(fd, e->d_name,
+					 O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+			if (sub < 0) {
+				r = -1;
+				break;
+			}
+			r = chown_dir(sub, dev, uid, gid, depth + 1);
+			close(sub);
+		}
+	}
+	int e2 = errno;
+	closedir(d);
+	errno = e2;
+	return r;
+}
+
+int kis_host_chown_tree(const char *path, uid_t uid, gid_t gid, struct kis_error **err)
+{
+	_cleanup_close_ int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	struct stat st;
+	if (fd < 0 || fstat(fd, &st) < 0)
+		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot open the workspace '%s'",
+				     path);
+	if ((st.st_uid != uid || st.st_gid != gid) && fchown(fd, uid, gid) < 0)
+		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot chown the workspace '%s'",
+				     path);
+	if (chown_dir(fd, st.st_dev, uid, gid, 0) < 0)
+		return kis_error_set(err, KIS_E_INTERNAL, errno,
+				     "cannot give the workspace '%s' to the sandbox user", path);
+	return 0;
+}
+
+/* workspaces live at ROOT/workspaces/ID/LEAF (src/store/workspace.c): the
+ * three directories below ROOT and ROOT itself belong to the store. */
+int kis_host_make_reachable(const char *ws_path, struct kis_error **err)
+{
+	_cleanup_free_ char *p = strdup(ws_path);
+	if (!p)
+		return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "workspace path");
+	char *marker = strstr(p, "/workspaces/");
+	size_t store_end = marker ? (size_t)(marker - p) : 0;
+	/* walk every ancestor of the workspace, from / down */
+	for (char *s = p + 1;; s++) {
+		bool last = !*s;
+		if (*s != '/' && !last)
+			continue;
+		char saved = *s;
+		*s = '\0';
+		struct stat st;
+		if (stat(p, &st) < 0)
+			return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot stat '%s'", p);
+		if (!(st.st_mode & S_IXOTH)) {
+			if (marker && (size_t)(s - p) >= store_end) {
+				/* the store's own directory: search, not read */
+				if (chmod(p, (st.st_mode & 07777) | S_IXOTH) < 0)
+					return kis_error_set(err, KIS_E_INTERNAL, errno,
+							     "cannot open '%s' to the sandbox user",
+							     p);
+			} else {
+				return kis_error_set(
+					err, KIS_E_PROFILE_UNSATISFIABLE, 0,
+					"workspace: '%s' on the way to it cannot be searched by the "
+					"unprivileged sandbox user (mode %03o): put the store "
+					"(KIS_SANDBOX_ROOT) under directories others may search",
+					p, (unsigned)(st.st_mode & 0777));
+			}
+		}
+		*s = saved;
+		if (last)
+			break;
+	}
+	return 0;
+}
+
+int kis_host_private_dir(const char *name, uid_t uid, gid_t gid, char **out,
+			 struct kis_error **err)
+{
+	_cleanup_free_ char *path = NULL;
+	if (asprintf(&path, "/tmp/kis-%s", name) < 0)
+		return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "private directory");
+	/* mkdir fails on anything already there, a planted link included */
+	if (mkdir(path, 0700) < 0)
+		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot create '%s'", path);
+	if (geteuid() == 0 && chown(path, uid, gid) < 0) {
+		int e = errno;
+		rmdir(path);
+		return kis_error_set(err, KIS_E_INTERNAL, e, "cannot chown '%s'", path);
+	}
+	*out = steal_ptr(path);
+	return 0;
+}
+
+static void remove_in(int fd, int depth)
+{
+	int dup = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+	DIR *d = dup >= 0 ? fdopendir(dup) : NULL;
+	if (!d) {
+		if (dup >= 0)
+			close(dup);
+		return;
+	}
+	struct dirent *e;
+	while ((e = readdir(d))) {
+		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+			continue;
+		if (unlinkat(fd, e->d_name, 0) == 0)
+			continue;
+		int sub = openat(fd, e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (sub >= 0) {
+			if (depth < 256) {
+				(void)fchmod(sub, 0700);
+				remove_in(sub, depth + 1);
+			}
+			close(sub);
+		}
+		unlinkat(fd, e->d_name, AT_REMOVEDIR);
+	}
+	closedir(d);
+}
+
+void kis_host_remove_tree(const char *path)
+{
+	if (!path)
+		return;
+	int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd >= 0) {
+		remove_in(fd, 0);
+		close(fd);
+	}
+	rmdir(path);
+}
+
+/* ---- the compiled seccomp program, cached ---- */
+
+static int cache_dir(char *buf, size_t len)
+{
+	const char *base = geteuid() == 0 ? "/run" : getenv("XDG_RUNTIME_DIR");
+	if (!base || base[0] != '/')
+		return -1;
+	if ((size_t)snprintf(buf, len, "%s/kis-sandbox", base) >= len)
+		return -1;
+	if (mkdir(buf, 0700) < 0 && errno != EEXIST)
+		return -1;
+	struct stat st;
+	/* ours, a real directory, nobody else may write (or read) it */
+	if (lstat(buf, &st) < 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid() ||
+	    (st.st_mode & 077))
+		return -1;
+	return 0;
+}
+
+static int cache_name(const struct kis_seccomp_opts *o, char *buf, size_t len)
+{
+	struct stat st;
+	if (stat("/proc/self/exe", &st) < 0)
+		return -1;
+	const struct scmp_version *v = seccomp_version();
+	int n = snprintf(buf, len, "seccomp-n%d-i%d-%llx-%llx-%llx-%llx.%09ld-%u.%u.%u.bpf",
+			 (int)o->net, o->allow_sysv_ipc ? 1 : 0, (unsigned long long)st.st_dev,
+			 (unsigned long long)st.st_ino, (unsigned long long)st.st_size,
+			 (unsigned long long)st.st_mtim.tv_sec, st.st_mtim.tv_nsec,
+			 v ? v->major : 0, v ? v->minor : 0, v ? v->micro : 0);
+	return n > 0 && (size_t)n < len ? 0 : -1;
+}
+
+static int sealed_copy(int src, off_t size)
+{
+	_cleanup_close_ int fd = memfd_create("kis-seccomp", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	if (fd < 0)
+		return -1;
+	char buf[8192];
+	off_t done = 0;
+	while (done < size) {
+		ssize_t r = RETRY_EINTR(pread(src, buf, sizeof(buf), done));
+		if (r <= 0 || write(fd, buf, (size_t)r) != r)
+			return -1;
+		done += r;
+	}
+	if (lseek(fd, 0, SEEK_SET) < 0 ||
+	    fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) < 0)
+		return -1;
+	return steal_fd(&fd);
+}
+
+int kis_host_seccomp_fd(const struct kis_seccomp_opts *o, int *fd_out, struct kis_error **err)
+{
+	char dir[256], name[160];
+	bool cache = cache_dir(dir, sizeof(dir)) == 0 && cache_name(o, name, sizeof(name)) == 0;
+	_cleanup_close_ int dfd = cache ? open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
+							O_CLOEXEC) : -1;
+	if (dfd >= 0) {
+		_cleanup_close_ int f = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+		struct stat st;
+		if (f >= 0 && fstat(f, &st) == 0 && S_ISREG(st.st_mode) &&
+		    st.st_uid == geteuid() && !(st.st_mode & 022) && st.st_size > 0 &&
+		    st.st_size % 8 == 0 && st.st_size <= 8 * 4096) {
+			int m = sealed_copy(f, st.st_size);
+			if (m >= 0) {
+				*fd_out = m;
+				return 0;
+			}
+		}
+	}
+	int fd = -1;
+	TRY(kis_seccomp_export_bpf_fd(o, &fd, err));
+	if (dfd >= 0) {
+		/* best effort: a failure here only costs the next run 4 ms */
+		struct stat st;
+		char tmp[200];
+		snprintf(tmp, sizeof(tmp), ".%s.%d", name, (int)getpid());
+		int t = fstat(fd, &st) == 0 ?
+				openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+				       0600) : -1;
+		if (t >= 0) {
+			char buf[8192];
+			off_t done = 0;
+			bool ok = true;
+			while (ok && done < st.st_size) {
+				ssize_t r = RETRY_EINTR(pread(fd, buf, sizeof(buf), done));
+				ok = r > 0 && write(t, buf, (size_t)r) == r;
+				done += r > 0 ? r : 0;
+			}
+			close(t);
+			if (!ok || renameat(dfd, tmp, dfd, name) < 0)
+				unlinkat(dfd, tmp, 0);
+		}
+	}
+	*fd_out = fd;
+	return 0;
+}
+
+/* ---- cgroups of runs and sessions ---- */
+
+int kis_host_cgroup_open(struct kis_run_cgroup *rc, const char *name, const struct kis_limits *l,
+			 unsigned want, unsigned explicit_limits, struct kis_error **err)
+{
+	struct kis_error *e = NULL;
+	if (kis_run_cgroup_open(rc, name, l, want, &e) < 0) {
+		memset(rc, 0, sizeof(*rc));
+		if (explicit_limits) {
+			*err = e;
+			return -1;
+		}
+		kis_error_free(e); /* only defaults: this host gives us no cgroup */
+	}
+	return 0;
+}
+
+#define CG_FILE "host-cgroup"
+
+int kis_host_cgroup_save(int dir_fd, struct kis_run_cgroup *rc, struct kis_error **err)
+{
+	struct kis_cgroup *cg = rc->cg;
+	if (!cg)
+		return 0;
+	_cleanup_close_ int fd = openat(dir_fd, CG_FILE, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC |
+							 O_NOFOLLOW, 0600);
+	_cleanup_fclose_ FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+	if (!f)
+		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot record the session cgroup");
+	fd = -1; /* the FILE owns it */
+	fprintf(f, "%d\n", (int)cg->mode);
+	for (size_t i = 0; i < ARRAY_SIZE(cg->dirs); i++)
+		fprintf(f, "%s\n%s\n", cg->dirs[i] ? cg->dirs[i] : "-",
+			cg->parents[i] ? cg->parents[i] : "-");
+	if (fflush(f) != 0)
+		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot record the session cgroup");
+	/* recorded: the session owns it now, end_session removes it */
+	for (size_t i = 0; i < ARRAY_SIZE(cg->dirs); i++) {
+		free(cg->dirs[i]);
+		free(cg->parents[i]);
+	}
+	free(cg);
+	rc->cg = NULL;
+	return 0;
+}
+
+/* A path read back must be a kis leaf or parent under /sys/fs/cgroup:
+ * the file is ours (0600 in a 0700 directory), this is belt and braces. */
+static char *cg_path(const char *line)
+{
+	if (!strcmp(line, "-"))
+		return NULL;
+	if (strncmp(line, "/sys/fs/cgroup/", 15) || strstr(line, "/../") || !strstr(line, "/kis"))
+		return NULL;
+	return strdup(line);
+}
+
+/* The session's group as recorded by kis_host_cgroup_save, or NULL. */
+static struct kis_cgroup *cgroup_load(int dir_fd)
+{
+	int fd = openat(dir_fd, CG_FILE, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	FILE *f = fd >= 0 ? fdopen(fd, "r") : NULL;
+	if (!f) {
+		if (fd >= 0)
+			close(fd);
+		return NULL;
+	}
+	struct kis_cgroup *cg = calloc(1, sizeof(*cg));
+	char line[4096];
+	int mode = 0;
+	if (cg && fgets(line, sizeof(line), f) && sscanf(line, "%d", &mode) == 1) {
+		cg->mode = (enum kis_cgroup_mode)mode;
+		for (size_t i = 0; i < ARRAY_SIZE(cg->dirs) * 2 && fgets(line, sizeof(line), f); i++) {
+			line[strcspn(line, "\n")] = '\0';
+			char **slot = i % 2 ? &cg->parents[i / 2] : &cg->dirs[i / 2];
+			*slot = cg_path(line);
+		}
+	} else {
+		free(cg);
+		cg = NULL;
+	}
+	fclose(f);
+	return cg;
+}
+
+static void cgroup_free(struct kis_cgroup *cg)
+{
+	if (!cg)
+		return;
+	for (size_t i = 0; i < ARRAY_SIZE(cg->dirs); i++) {
+		free(cg->dirs[i]);
+		free(cg->parents[i]);
+	}
+	free(cg);
+}
+
+void kis_host_cgroup_end(int dir_fd)
+{
+	struct kis_cgroup *cg = cgroup_load(dir_fd);
+	if (cg)
+		kis_cgroup_destroy(cg, NULL); /* kills what is left, frees cg */
+	unlinkat(dir_fd, CG_FILE, 0);
+	unlinkat(dir_fd, CG_FILE "-events", 0);
+}
+
+/* The group's counters are cumulative over the session: the last ones seen
+ * are kept beside it and only an increase is this exec's doing. */
+int kis_host_cgroup_explain(int dir_fd, struct kis_result *res)
+{
+	struct kis_cgroup *cg = cgroup_load(dir_fd);
+	if (!cg)
+		return 0;
+	int r = kis_cgroup_explain_since(cg, dir_fd, CG_FILE "-events", res);
+	cgroup_free(cg);
+	return r;
+}

@@ -1,0 +1,763 @@
+/* SPDX-License-Identifier: MIT */
+/* The oci backend (container tier): a generated OCI bundle run by crun, the
+ * agent as the container process, limits in the container's cgroup.
+ *
+ * Theory of operation. Every container is named kis-<sandbox id>, its bundle
+ * is a private directory KIS_OCI_BUNDLES/<name> (config.json, the root:host
+ * rootfs skeleton, crun's log, an owner record). The container process is
+ * always the agent, bind-mounted read-only at /.kis/agent:
+ *   run      `crun run --detach --preserve-fds 1` with one end of a
+ *            socketpair as its fd 3 (`--channel-fd 3`); the engine speaks
+ *            the protocol (docs/protocol.md) over the other end: one EXEC,
+ *            streams, EXIT. The agent is PID 1 of the container, so the
+ *            command is an ordinary process (signals work as usual) and its
+ *            status arrives exactly, not as crun's 128+N. Then the container
+ *            is deleted (crun delete -f, which also removes its cgroups).
+ *   session  the same container with `--listen-fd 3` on the session's
+ *            listening socket; exec and shell connect to it (session.c).
+ *            The session's pid is the container init's host pid (crun state).
+ * A memory or pids limit is decided from the container's cgroup (cgroupsPath
+ * /<name>), read before the container is deleted.
+ * Containers left by an engine that was killed are collected at the start
+ * of the next run, create or backends (kis_oci_collect). */
+#include "util.h"
+
+#include <fcntl.h>
+#include <jansson.h>
+#include <poll.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/time.h>
+#include <sys/wait.h>
+#include <time.h>
+
+#include "agent/exec_json.h"
+#include "agent/proto.h"
+#include "backends/common.h"
+#include "backends/oci_bundle.h"
+#include "confine/confine.h"
+#include "engine/internal.h"
+#include "exec/io.h"
+#include "exec/spawn.h"
+
+static void oci_probe(struct kis_caps *c)
+{
+	memset(c, 0, sizeof(*c));
+	if (!kis_oci_crun_path()) {
+		snprintf(c->why_absent, sizeof(c->why_absent),
+			 "crun is not installed (Debian package crun)");
+		return;
+	}
+	if (geteuid() != 0) {
+		/* rootless crun needs a delegated cgroup v2 subtree and subordinate
+		 * ids: not done by this backend yet */
+		snprintf(c->why_absent, sizeof(c->why_absent),
+			 "the oci backend needs root (rootless containers are not supported yet)");
+		return;
+	}
+	if (kis_oci_cgroup_layout() == 0) {
+		snprintf(c->why_absent, sizeof(c->why_absent),
+			 "no cgroup hierarchy is mounted (crun needs one for the limits)");
+		return;
+	}
+	char *agent = NULL;
+	struct kis_error *e = NULL;
+	if (kis_agent_path(&agent, &e) < 0) {
+		char *m = kis_error_format(e);
+		snprintf(c->why_absent, sizeof(c->why_absent), "%s", m ? m : "the agent is missing");
+		free(m);
+		kis_error_free(e);
+		return;
+	}
+	free(agent);
+	if (kis_probe_thorough()) {
+		/* `backends` is one of the commands that collect leftovers */
+		kis_oci_collect();
+		char *argv[] = {"crun", "--version", NULL};
+		char eb[200];
+		if (kis_oci_crun(argv, -1, NULL, eb, sizeof(eb), NULL) != 0) {
+			snprintf(c->why_absent, sizeof(c->why_absent), "crun does not run here: %.150s", eb);
+			return;
+		}
+	}
+	c->present = true;
+	c->cow = true;
+	c->shell = true;
+	c->native = true;
+	c->seccomp = true;
+	c->tty = true; /* the agent's PTY inside the container */
+	/* egress needs a veth and a filter: refused until then */
+	c->net_modes = (1u << KIS_NET_OFF) | (1u << KIS_NET_LOOPBACK) | (1u << KIS_NET_HOST);
+	c->limits = KIS_LIMIT_WALL | KIS_LIMIT_CPU | KIS_LIMIT_MEMORY | KIS_LIMIT_PIDS |
+		    KIS_LIMIT_OUTPUT | KIS_LIMIT_FILE | KIS_LIMIT_OPEN_FILES;
+}
+
+struct kis_plan {
+	bool session;            /* the agent serving a session's listening socket */
+	char **argv;             /* the user's command (run) */
+	char **envp;             /* the container process's environment */
+	char *cwd;               /* inside the container */
+	char *agent;             /* host path */
+	char *workspace;         /* host path or NULL */
+	enum kis_root_mode root;
+	enum kis_net_mode net;
+	struct kis_limits limits;
+	struct kis_io io;
+	char ctr_id[KIS_ID_BUFSZ + 8];
+};
+
+static void oci_plan_free(struct kis_plan *pl)
+{
+	if (!pl)
+		return;
+	kis_strv_free(pl->argv);
+	kis_strv_free(pl->envp);
+	free(pl->cwd);
+	free(pl->agent);
+	free(pl->workspace);
+	free(pl);
+}
+
+static bool env_has(char *const *env, size_t n, const char *key)
+{
+	size_t k = strlen(key);
+	for (size_t i = 0; i < n; i++)
+		if (!strncmp(env[i], key, k) && env[i][k] == '=')
+			return true;
+	return false;
+}
+
+static int oci_plan(const struct kis_caps *caps, const struct kis_run_request *req,
+		    struct kis_plan **out, struct kis_error **err)
+{
+	const struct kis_profile *p = req->profile;
+	TRY(kis_check_limits(caps, p, "oci", err));
+	if (!(caps->net_modes & (1u << p->net)))
+		return kis_error_set(err, KIS_E_PROFILE_UNSATISFIABLE, 0,
+				     "network.mode: the oci backend cannot enforce '%s' (egress "
+				     "filtering is not implemented yet): use off, loopback or host",
+				     kis_net_mode_name(p->net));
+	if (p->net == KIS_NET_HOST && !p->escape_hatch.allow_net_host)
+		return kis_error_set(err, KIS_E_ESCAPE_HATCH_FORBIDDEN, 0,
+				     "host networking removes network confinement and requires "
+				     "escape_hatch.allow_net_host (--allow-net-host)");
+	if (p->root == KIS_ROOT_WORKSPACE && !req->workspace_path && !p->base && !p->workspace)
+		return kis_error_set(err, KIS_E_PROFILE_UNSATISFIABLE, 0,
+				     "root: 'workspace' makes the workspace the root filesystem: give "
+				     "a base holding an OS image (--base) or a workspace");
+	if (p->cwd && p->cwd[0] != '/')
+		return kis_error_set(err, KIS_E_INVALID_PROFILE, 0, "cwd: must be an absolute path");
+	struct kis_plan *pl = calloc(1, sizeof(*pl));
+	if (!pl)
+		return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "cannot plan");
+	if (kis_agent_path(&pl->agent, err) < 0) {
+		free(pl);
+		return -1;
+	}
+	/* session.c asks for the agent serving fd 3: that is the container
+	 * process itself here, not a command run through it */
+	pl->session = req->argv[0] && req->argv[1] && !strcmp(req->argv[1], "--listen-fd") &&
+		      !strcmp(req->argv[0], pl->agent);
+	pl->root = p->root;
+	pl->net = p->net;
+	pl->limits = req->limits;
+	pl->io = req->io;
+	snprintf(pl->ctr_id, sizeof(pl->ctr_id), "%s%s", KIS_OCI_PREFIX,
+		 req->sandbox_id ? req->sandbox_id : "plan");
+	bool ws_mounted = p->root == KIS_ROOT_HOST && (req->workspace_path || p->base || p->workspace);
+	const char *cwd = p->cwd ? p->cwd : ws_mounted ? "/workspace" : "/";
+	size_t ne = 0;
+	pl->envp = calloc(p->n_env + 3, sizeof(char *));
+	if (!pl->envp || !(pl->argv = kis_strv_dup(req->argv)) || !(pl->cwd = strdup(cwd)) ||
+	    (req->workspace_path && !(pl->workspace = strdup(req->workspace_path))))
+		goto oom;
+	for (size_t i = 0; i < p->n_env; i++)
+		if (!(pl->envp[ne++] = strdup(p->env[i])))
+			goto oom;
+	if (!env_has(pl->envp, ne, "PATH") && !(pl->envp[ne++] = strdup("PATH=" KIS_DEFAULT_PATH)))
+		goto oom;
+	/* HOME: somewhere writable that exists: the workspace, the image's
+	 * /root, or the private /tmp of a root:host run without a workspace */
+	const char *home = ws_mounted ? "/workspace" : p->root == KIS_ROOT_WORKSPACE ? "/root" : "/tmp";
+	if (!env_has(pl->envp, ne, "HOME") && asprintf(&pl->envp[ne++], "HOME=%s", home) < 0) {
+		pl->envp[--ne] = NULL;
+		goto oom;
+	}
+	*out = pl;
+	return 0;
+oom:
+	oci_plan_free(pl);
+	return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "cannot plan");
+}
+
+/* The spec of this plan's container (paths point into the bundle). */
+static void plan_spec(const struct kis_plan *pl, const char *rootfs, char *const *args,
+		      struct kis_oci_spec *s, char *cgpath, size_t cglen)
+{
+	snprintf(cgpath, cglen, "/%s", pl->ctr_id);
+	*s = (struct kis_oci_spec){
+		.args = args, .env = pl->envp, .cwd = pl->cwd, .root = pl->root, .rootfs = rootfs,
+		.workspace = pl->workspace, .agent = pl->agent, .net = pl->net,
+		.limits = &pl->limits, .cgroups_path = cgpath, .user_ns = geteuid() != 0,
+		.host_uid = geteuid(), .host_gid = getegid(),
+	};
+}
+
+static char *oci_describe(const struct kis_plan *pl)
+{
+	char *args[] = {KIS_OCI_AGENT_PATH, "--listen-fd", "3", NULL};
+	struct kis_oci_spec s;
+	char cg[128], bp[256], rootfs[300];
+	kis_oci_bundle_path(pl->ctr_id, bp, sizeof(bp));
+	snprintf(rootfs, sizeof(rootfs), "%s/rootfs", bp);
+	plan_spec(pl, pl->root == KIS_ROOT_HOST ? rootfs : (pl->workspace ? pl->workspace : "<workspace>"),
+		  args, &s, cg, sizeof(cg));
+	json_t *cfg = NULL;
+	if (kis_oci_config_build(&s, &cfg, NULL) < 0)
+		return NULL;
+	json_t *cmd = json_array();
+	for (size_t i = 0; pl->argv && pl->argv[i] && !pl->session; i++)
+		json_array_append_new(cmd, json_string(pl->argv[i]));
+	json_t *o = json_pack("{s:s, s:s, s:s, s:o, s:o}", "backend", "oci", "container", pl->ctr_id,
+			      "bundle", bp, "command", cmd, "config", cfg);
+	char *txt = o ? json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
+	json_decref(o);
+	return txt;
+}
+
+static int write_all_fd(int fd, const char *s, size_t n)
+{
+	while (n) {
+		ssize_t w = RETRY_EINTR(write(fd, s, n));
+		if (w <= 0)
+			return -1;
+		s += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
+/* Make the bundle directory: owner record, root:host skeleton,
+ * config.json. bp receives its path. */
+static int make_bundle(struct kis_plan *pl, const char *session_dir, char *bp, size_t bplen,
+		       struct kis_error **err)
+{
+	char cg[128];
+	if (kis_oci_bundle_path(pl->ctr_id, bp, bplen) < 0)
+		return kis_error_set(err, KIS_E_INTERNAL, ENAMETOOLONG, "bundle path");
+	/* /run/kis/oci: 0700 all the way, our own */
+	if ((mkdir("/run/kis", 0700) < 0 && errno != EEXIST) ||
+	    (mkdir(KIS_OCI_BUNDLES, 0700) < 0 && errno != EEXIST))
+		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot create '%s'", KIS_OCI_BUNDLES);
+	if (mkdir(bp, 0700) < 0)
+		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot create the bundle '%s'", bp);
+	_cleanup_close_ int bfd = open(bp, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+	if (bfd < 0)
+		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot open '%s'", bp);
+	TRY(session_dir ? kis_oci_write_owner_session(bfd, session_dir, err)
+			: kis_oci_write_owner_run(bfd, err));
+	char rootfs[300];
+	if (pl->root == KIS_ROOT_HOST) {
+		snprintf(rootfs, sizeof(rootfs), "%s/rootfs", bp);
+		if (mkdirat(bfd, "rootfs", 0755) < 0)
+			return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot create the rootfs");
+		_cleanup_close_ int rfd = openat(bfd, "rootfs", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (rfd < 0)
+			return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot open the rootfs");
+		TRY(kis_oci_rootfs_skeleton(rfd, err));
+	} else {
+		if (!pl->workspace)
+			return kis_error_set(err, KIS_E_PROFILE_UNSATISFIABLE, 0,
+					     "root: 'workspace' needs a workspace (--base or --workspace)");
+		snprintf(rootfs, sizeof(rootfs), "%s", pl->workspace);
+	}
+	char *args[] = {KIS_OCI_AGENT_PATH, "--listen-fd", "3", NULL};
+	struct kis_oci_spec s;
+	plan_spec(pl, rootfs, args, &s, cg, sizeof(cg));
+	json_t *cfg = NULL;
+	TRY(kis_oci_config_build(&s, &cfg, err));
+	char *txt = json_dumps(cfg, JSON_COMPACT);
+	json_decref(cfg);
+	int cfd = openat(bfd, "config.json", O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	int r = (!txt || cfd < 0 || write_all_fd(cfd, txt, strlen(txt)) < 0) ? -1 : 0;
+	int e = errno;
+	free(txt);
+	if (cfd >= 0)
+		close(cfd);
+	if (r < 0)
+		return kis_error_set(err, KIS_E_INTERNAL, e, "cannot write config.json");
+	return 0;
+}
+
+/* crun's own words about a failure, from its --log file. */
+static void crun_log(const char *bp, char *msg, size_t len)
+{
+	char p[320];
+	snprintf(p, sizeof(p), "%s/crun.log", bp);
+	msg[0] = '\0';
+	_cleanup_close_ int lfd = open(p, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (lfd < 0)
+		return;
+	ssize_t n = read(lfd, msg, len - 1);
+	msg[n > 0 ? n : 0] = '\0';
+	size_t k = strlen(msg);
+	while (k && (msg[k - 1] == '\n' || msg[k - 1] == ' '))
+		msg[--k] = '\0';
+}
+
+/* The session's container: `crun run --detach`, fd3 its listening socket. */
+static int start_detached(struct kis_plan *pl, int fd3, const char *session_dir,
+			  struct kis_error **err)
+{
+	char bp[256];
+	TRY(make_bundle(pl, session_dir, bp, sizeof(bp), err));
+	char logopt[320];
+	snprintf(logopt, sizeof(logopt), "--log=file:%s/crun.log", bp);
+	char *argv[] = {"crun", "--root", KIS_OCI_STATE_ROOT, logopt, "run", "--detach",
+			"--preserve-fds", "1", "--bundle", bp, pl->ctr_id, NULL};
+	int r = kis_oci_crun(argv, fd3, NULL, NULL, 0, err);
+	if (r < 0)
+		return -1;
+	if (r != 0) {
+		char msg[512];
+		crun_log(bp, msg, sizeof(msg));
+		return kis_error_set(err, KIS_E_INTERNAL, 0, "crun could not start the container: %s",
+				     *msg ? msg : "no message");
+	}
+	return 0;
+}
+
+/* The container's cgroup as struct kis_cgroup, for the shared readers of
+ * OOM and pids events and the killer. */
+static void container_cgroup(const struct kis_plan *pl, struct kis_cgroup *cg, char *mem,
+			     char *pids, size_t len)
+{
+	memset(cg, 0, sizeof(*cg));
+	if (kis_oci_cgroup_layout() == 2) {
+		cg->mode = KIS_CG_V2;
+		snprintf(mem, len, "/sys/fs/cgroup/%s", pl->ctr_id);
+		cg->dirs[0] = mem;
+	} else {
+		cg->mode = KIS_CG_V1;
+		snprintf(mem, len, "/sys/fs/cgroup/memory/%s", pl->ctr_id);
+		snprintf(pids, len, "/sys/fs/cgroup/pids/%s", pl->ctr_id);
+		cg->dirs[0] = mem;
+		cg->dirs[1] = pids;
+	}
+}
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+enum host_stop { STOP_NONE, STOP_TIMEOUT, STOP_CANCEL, STOP_OUTPUT };
+
+/* One exec over the channel: the client side of docs/protocol.md. The
+ * agent enforces the per-exec limits; the host keeps a deadline of its own
+ * (the agent's report is evidence, not a verdict). */
+static int channel_exec(struct kis_plan *pl, int conn, struct kis_result *res,
+			enum host_stop *stop, struct kis_error **err)
+{
+	struct kis_frame_reader rd;
+	kis_frame_reader_init(&rd);
+	int r = -1;
+	uint8_t v[4] = {KIS_PROTO_VERSION, 0, 0, 0};
+	struct kis_frame f;
+	struct kis_exec_req req = {.argv = pl->argv, .limits = pl->limits};
+	char *body = NULL;
+	/* the agent answers once crun has started the container: bounded, so a
+	 * runtime that hangs cannot hang the engine */
+	struct timeval tv = {.tv_sec = 30};
+	setsockopt(conn, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	if (kis_frame_write(conn, KIS_F_HELLO, 0, 0, v, 4) < 0 ||
+	    kis_frame_read_blocking(&rd, conn, &f) != 1 || f.type != KIS_F_HELLO) {
+		kis_error_set(err, KIS_E_INTERNAL, errno, "the container's agent did not answer");
+		goto out;
+	}
+	tv.tv_sec = 0;
+	setsockopt(conn, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	body = kis_exec_req_to_json(&req);
+	if (!body || kis_frame_write(conn, KIS_F_EXEC, 0, 1, body, (uint32_t)strlen(body)) < 0) {
+		kis_error_set(err, KIS_E_INTERNAL, errno, "cannot send the request");
+		goto out;
+	}
+	int in_fd = pl->io.stdin_fd;
+	if (in_fd < 0)
+		kis_frame_write(conn, KIS_F_EOF, 0, 1, NULL, 0);
+	/* the agent's own clock ends the command at wall_ms; ours is the
+	 * backstop a little later, in case the agent cannot */
+	uint64_t deadline = now_ms() + pl->limits.wall_ms + 2000;
+	for (;;) {
+		struct pollfd pfd[3];
+		int n = 0, i_in = -1, i_cancel = -1;
+		pfd[n++] = (struct pollfd){.fd = conn, .events = POLLIN};
+		if (in_fd >= 0) {
+			i_in = n;
+			pfd[n++] = (struct pollfd){.fd = in_fd, .events = POLLIN};
+		}
+		if (pl->io.cancel_fd >= 0 && *stop == STOP_NONE) {
+			i_cancel = n;
+			pfd[n++] = (struct pollfd){.fd = pl->io.cancel_fd, .events = POLLIN};
+		}
+		uint64_t t = now_ms();
+		if (t >= deadline) {
+			*stop = STOP_TIMEOUT;
+			r = 0;
+			goto out;
+		}
+		int pr = poll(pfd, (nfds_t)n, (int)(deadline - t));
+		if (pr < 0) {
+			if (errno == EINTR)
+				continue;
+			kis_error_set(err, KIS_E_INTERNAL, errno, "poll");
+			goto out;
+		}
+		if (i_cancel >= 0 && (pfd[i_cancel].revents & POLLIN)) {
+			uint8_t junk[16];
+			(void)!read(pl->io.cancel_fd, junk, sizeof(junk));
+			*stop = STOP_CANCEL;
+			uint8_t b[4] = {SIGKILL, 0, 0, 0};
+			kis_frame_write(conn, KIS_F_SIGNAL, 0, 1, b, 4);
+		}
+		if (i_in >= 0 && pfd[i_in].revents) {
+			uint8_t buf[32768];
+			ssize_t k = RETRY_EINTR(read(in_fd, buf, sizeof(buf)));
+			if (k > 0) {
+				kis_frame_write(conn, KIS_F_DATA, 0, 1, buf, (uint32_t)k);
+			} else {
+				kis_frame_write(conn, KIS_F_EOF, 0, 1, NULL, 0);
+				in_fd = -1;
+			}
+		}
+		if (!pfd[0].revents)
+			continue;
+		if (kis_frame_reader_fill(&rd, conn) < 0) {
+			kis_error_set(err, KIS_E_INTERNAL, errno, "lost the container's agent");
+			goto out;
+		}
+		int st;
+		while ((st = kis_frame_reader_next(&rd, &f)) == KIS_FRAME_OK) {
+			if (f.type == KIS_F_DATA && (f.stream == 1 || f.stream == 2)) {
+				struct kis_stream *s = &res->streams[f.stream - 1];
+				/* The agent cuts the output at the limit; the host
+				 * holds the same line in case it does not. */
+				uint64_t used = res->streams[0].bytes + res->streams[1].bytes;
+				uint64_t room = used < pl->limits.output_bytes ?
+							pl->limits.output_bytes - used : 0;
+				uint32_t take = f.len <= room ? f.len : (uint32_t)room;
+				if (take < f.len) {
+					s->truncated = true;
+					if (*stop == STOP_NONE) {
+						*stop = STOP_OUTPUT;
+						uint8_t b[4] = {SIGKILL, 0, 0, 0};
+						kis_frame_write(conn, KIS_F_SIGNAL, 0, 1, b, 4);
+					}
+				}
+				s->bytes += take;
+				if (pl->io.capture) {
+					if (kis_stream_append(s, f.payload, take) < 0) {
+						kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "output");
+						goto out;
+					}
+				} else {
+					write_all_fd(f.stream == 1 ? pl->io.stdout_fd : pl->io.stderr_fd,
+						     (const char *)f.payload, take);
+				}
+			} else if (f.type == KIS_F_EXIT) {
+				if (kis_exit_from_json((const char *)f.payload, f.len, res, err) < 0)
+					goto out;
+				r = 0;
+				goto out;
+			} else if (f.type == KIS_F_ERROR) {
+				json_error_t je;
+				json_t *e = json_loadb((const char *)f.payload, f.len, 0, &je);
+				const char *msg = json_string_value(json_object_get(e, "message"));
+				kis_error_set(err, KIS_E_INTERNAL, 0, "agent: %s",
+					      msg ? msg : "unknown error");
+				json_decref(e);
+				goto out;
+			}
+		}
+		if (st < 0) {
+			kis_error_set(err, KIS_E_INTERNAL, 0, "bad frame from the agent: %s",
+				      kis_frame_status_text(st));
+			goto out;
+		}
+		if (rd.eof) {
+			/* the container died under the agent: the cgroup may say why */
+			res->reason = KIS_REASON_SIGNALED;
+			res->signal = SIGKILL;
+			res->exit_code = -1;
+			r = 0;
+			goto out;
+		}
+	}
+out:
+	free(body);
+	kis_frame_reader_release(&rd);
+	return r;
+}
+
+/* The host's verdict over the agent's evidence (as src/exec/supervise.c
+ * does for native runs): an OOM kill in the container's cgroup is
+ * memory_limit, forks refused by pids.max that ended the command are
+ * pids_limit. */
+static void explain(const struct kis_plan *pl, struct kis_result *res)
+{
+	char mem[256], pids[256];
+	struct kis_cgroup cg;
+	container_cgroup(pl, &cg, mem, pids, sizeof(mem));
+	struct kis_cgroup_events ev;
+	if (kis_cgroup_read_events(&cg, &ev, NULL) < 0)
+		return;
+	bool signaled = res->reason == KIS_REASON_SIGNALED;
+	bool failed = (res->reason == KIS_REASON_EXITED && res->exit_code != 0) ||
+		      res->reason == KIS_REASON_TIMEOUT || signaled;
+	char buf[160];
+	if (ev.oom_kills && (signaled || failed)) {
+		res->reason = KIS_REASON_MEMORY_LIMIT;
+		snprintf(buf, sizeof(buf), "memory use passed limits.memory_bytes (%llu bytes)",
+			 (unsigned long long)pl->limits.memory_bytes);
+	} else if (ev.pids_max && failed) {
+		res->reason = KIS_REASON_PIDS_LIMIT;
+		snprintf(buf, sizeof(buf), "%llu forks refused at limits.pids (%llu)",
+			 (unsigned long long)ev.pids_max, (unsigned long long)pl->limits.pids);
+	} else {
+		return;
+	}
+	free(res->detail);
+	res->detail = strdup(buf);
+}
+
+static bool crun_knows(const char *ctr_id)
+{
+	char p[256];
+	struct stat st;
+	snprintf(p, sizeof(p), "%s/%s", KIS_OCI_STATE_ROOT, ctr_id);
+	return stat(p, &st) == 0;
+}
+
+/* Wait for crun up to ms; false if it is still there. Through a pidfd
+ * (pidfd_open(2), Linux 5.3) so the exit is seen at once; a short sleep
+ * loop where the kernel lacks it. */
+static bool wait_crun(pid_t pid, int ms, int *status)
+{
+	int pfd = (int)syscall(SYS_pidfd_open, pid, 0);
+	if (pfd >= 0) {
+		struct pollfd p = {.fd = pfd, .events = POLLIN};
+		int r = RETRY_EINTR(poll(&p, 1, ms));
+		close(pfd);
+		if (r == 0)
+			return false;
+		return RETRY_EINTR(waitpid(pid, status, 0)) == pid || errno == ECHILD;
+	}
+	for (int waited = 0;; waited += 2) {
+		pid_t w = waitpid(pid, status, WNOHANG);
+		if (w == pid || (w < 0 && errno != EINTR))
+			return true;
+		if (waited >= ms)
+			return false;
+		struct timespec ts = {0, 2 * 1000 * 1000};
+		nanosleep(&ts, NULL);
+	}
+}
+
+/* One-shot: `crun run` in the foreground, which deletes the container
+ * itself when the agent (PID 1) ends, as a raw crun run does. The cgroup
+ * is read for the verdict while the agent still holds the container up
+ * (after EXIT, before the channel closes). */
+static int oci_run(struct kis_plan *pl, struct kis_result *res, struct kis_error **err)
+{
+	if (pl->session)
+		return kis_error_set(err, KIS_E_INTERNAL, 0, "a session plan cannot run");
+	kis_oci_collect();
+	uint64_t t0 = now_ms();
+	char bp[256];
+	if (make_bundle(pl, NULL, bp, sizeof(bp), err) < 0) {
+		kis_oci_remove(pl->ctr_id, NULL);
+		return -1;
+	}
+	/* The agent serves a listening socket in the bundle (0700), as in a
+	 * session, rather than a socketpair with --channel-fd: crun's
+	 * --preserve-fds clears close-on-exec, and the agent leaves a channel
+	 * fd open into the command it runs, while it closes its listening
+	 * socket in the worker and accepts with SOCK_CLOEXEC. */
+	int sv[2] = {-1, -1};
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	if (snprintf(sa.sun_path, sizeof(sa.sun_path), "%.90s/agent.sock", bp) >=
+	    (int)sizeof(sa.sun_path)) {
+		kis_oci_remove(pl->ctr_id, NULL);
+		return kis_error_set(err, KIS_E_INTERNAL, ENAMETOOLONG, "agent socket path");
+	}
+	sv[1] = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	sv[0] = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (sv[0] < 0 || sv[1] < 0 || bind(sv[1], (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
+	    listen(sv[1], 1) < 0 || connect(sv[0], (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		int e = errno;
+		if (sv[0] >= 0)
+			close(sv[0]);
+		if (sv[1] >= 0)
+			close(sv[1]);
+		kis_oci_remove(pl->ctr_id, NULL);
+		return kis_error_set(err, KIS_E_INTERNAL, e, "cannot make the agent's socket");
+	}
+	char logopt[320];
+	snprintf(logopt, sizeof(logopt), "--log=file:%s/crun.log", bp);
+	char *argv[] = {"crun", "--root", KIS_OCI_STATE_ROOT, logopt, "run", "--preserve-fds", "1",
+			"--bundle", bp, pl->ctr_id, NULL};
+	pid_t crun = -1;
+	int r = kis_oci_crun_spawn(argv, sv[1], &crun, err);
+	close(sv[1]);
+	enum host_stop stop = STOP_NONE;
+	if (r >= 0) {
+		r = channel_exec(pl, sv[0], res, &stop, err);
+		if (r < 0) {
+			/* did crun fail to start it? its log says why */
+			char msg[512];
+			int st;
+			if (wait_crun(crun, 500, &st)) {
+				crun = -1;
+				crun_log(bp, msg, sizeof(msg));
+				kis_error_set(err, KIS_E_INTERNAL, 0,
+					      "crun could not start the container: %s",
+					      *msg ? msg : "crun exited without a message");
+			}
+		}
+	}
+	if (r >= 0) {
+		if (stop == STOP_TIMEOUT) {
+			res->reason = KIS_REASON_TIMEOUT;
+			res->exit_code = -1;
+			res->signal = SIGKILL;
+			free(res->detail);
+			res->detail = strdup("wall clock passed limits.wall_ms");
+		} else if (stop == STOP_CANCEL) {
+			res->reason = KIS_REASON_CANCELLED;
+			free(res->detail);
+			res->detail = strdup("the run was cancelled");
+		} else if (stop == STOP_OUTPUT && res->reason != KIS_REASON_OUTPUT_LIMIT) {
+			res->reason = KIS_REASON_OUTPUT_LIMIT;
+			free(res->detail);
+			res->detail = strdup("output passed limits.output_bytes");
+		}
+		explain(pl, res);
+		if (res->usage.wall_ms == 0)
+			res->usage.wall_ms = now_ms() - t0;
+	}
+	/* The command has ended: end the agent (PID 1, so every process of
+	 * the container), and crun deletes the container. */
+	close(sv[0]);
+	{
+		char mem[256], pids[256];
+		struct kis_cgroup cg;
+		container_cgroup(pl, &cg, mem, pids, sizeof(mem));
+		kis_cgroup_kill(&cg, NULL);
+	}
+	int st;
+	if (crun > 0 && !wait_crun(crun, 3000, &st)) {
+		kill(crun, SIGKILL);
+		waitpid(crun, &st, 0);
+	}
+	struct kis_error *e2 = NULL;
+	int rr = 0;
+	if (crun_knows(pl->ctr_id)) {
+		rr = kis_oci_remove(pl->ctr_id, &e2);
+	} else {
+		/* crun deleted the container: only the bundle is left */
+		_cleanup_close_ int bfd = open(KIS_OCI_BUNDLES, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		kis_oci_remove_bundle(bfd, pl->ctr_id);
+	}
+	if (rr < 0 && r >= 0) {
+		/* a container we could not delete is an engine failure */
+		if (err)
+			*err = e2;
+		else
+			kis_error_free(e2);
+		return -1;
+	}
+	kis_error_free(e2);
+	return r;
+}
+
+static int oci_start_session(struct kis_plan *pl, const struct kis_session_ctx *ctx, pid_t *pid,
+			     struct kis_error **err)
+{
+	if (!pl->session)
+		return kis_error_set(err, KIS_E_INTERNAL, 0, "not a session plan");
+	kis_oci_collect();
+	snprintf(pl->ctr_id, sizeof(pl->ctr_id), "%s%s", KIS_OCI_PREFIX, ctx->id);
+	/* the owner is the session's final directory (sessions/<id>) */
+	_cleanup_free_ char *final = NULL;
+	const char *slash = ctx->dir_path ? strrchr(ctx->dir_path, '/') : NULL;
+	if (!slash || asprintf(&final, "%.*s/%s", (int)(slash - ctx->dir_path), ctx->dir_path,
+			       ctx->id) < 0)
+		return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "session path");
+	if (start_detached(pl, ctx->listen_fd, final, err) < 0) {
+		kis_oci_remove(pl->ctr_id, NULL);
+		return -1;
+	}
+	char status[32];
+	pid_t p = 0;
+	if (kis_oci_state(pl->ctr_id, status, sizeof(status), &p) < 0 || p <= 0) {
+		kis_oci_remove(pl->ctr_id, NULL);
+		return kis_error_set(err, KIS_E_INTERNAL, 0,
+				     "the session's container is not running (crun state)");
+	}
+	*pid = p;
+	return 0;
+}
+
+static int oci_end_session(const struct kis_session_ctx *ctx, struct kis_error **err)
+{
+	char id[KIS_ID_BUFSZ + 8];
+	snprintf(id, sizeof(id), "%s%s", KIS_OCI_PREFIX, ctx->id);
+	return kis_oci_remove(id, err);
+}
+
+static const char *oci_session_state(const struct kis_session_ctx *ctx)
+{
+	static const char *const known[] = {"running", "created", "paused", "stopped"};
+	char id[KIS_ID_BUFSZ + 8], status[32];
+	snprintf(id, sizeof(id), "%s%s", KIS_OCI_PREFIX, ctx->id);
+	if (kis_oci_state(id, status, sizeof(status), NULL) < 0)
+		return "stopped"; /* crun does not know it: the container is gone */
+	for (size_t i = 0; i < ARRAY_SIZE(known); i++)
+		if (!strcmp(status, known[i]))
+			return known[i];
+	return "unknown";
+}
+
+/* An exec in a session ended badly: did the session's cgroup cause it? The
+ * counters are the container's, cumulative, so the last ones seen are kept
+ * in the session directory and only an increase counts for this exec. */
+static int oci_session_explain(const struct kis_session_ctx *ctx, struct kis_result *res)
+{
+	struct kis_plan pl;
+	memset(&pl, 0, sizeof(pl));
+	snprintf(pl.ctr_id, sizeof(pl.ctr_id), "%s%s", KIS_OCI_PREFIX, ctx->id);
+	char mem[256], pids[256];
+	struct kis_cgroup cg;
+	container_cgroup(&pl, &cg, mem, pids, sizeof(mem));
+	return kis_cgroup_explain_since(&cg, ctx->dir_fd, "oci-events", res);
+}
+
+const struct kis_backend kis_backend_oci = {
+	.session_explain = oci_session_explain,
+	.name = "oci",
+	.tier = KIS_TIER_CONTAINER,
+	.probe = oci_probe,
+	.plan = oci_plan,
+	.describe = oci_describe,
+	.run = oci_run,
+	.plan_free = oci_plan_free,
+	.start_session = oci_start_session,
+	.end_session = oci_end_session,
+	.session_state = oci_session_state,
+};

@@ -1,0 +1,256 @@
+/* SPDX-License-Identifier: MIT */
+/* config.json of the oci backend, following the OCI runtime specification
+ * (config.md, config-linux.md) with runc's defaults for masked paths. */
+#include "util.h"
+
+#include <fcntl.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "backends/oci_bundle.h"
+#include "confine/confine.h"
+
+/* The host's system directories shown read-only with root: host. */
+static const char *const host_dirs[] = {"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64",
+					"/libx32", "/etc"};
+
+/* runc's defaults (libcontainer/specconv): kernel interfaces that leak host
+ * information or take writes even from a process without capabilities. */
+static const char *const masked[] = {
+	"/proc/acpi", "/proc/asound", "/proc/interrupts", "/proc/kcore", "/proc/keys",
+	"/proc/latency_stats", "/proc/timer_list", "/proc/timer_stats", "/proc/sched_debug",
+	"/proc/scsi", "/sys/firmware", "/sys/devices/virtual/powercap",
+	/* root: host shows the host's /etc: its root-owned secrets stay hidden
+	 * (the command is uid 0 without capabilities, so DAC would let it read
+	 * files root owns). Missing paths are skipped by the runtime. */
+	"/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-", "/etc/sudoers",
+	"/etc/sudoers.d", "/etc/ssh", "/etc/ssl/private",
+};
+static const char *const readonly[] = {"/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys",
+				       "/proc/sysrq-trigger"};
+
+/* The only devices: config-linux.md "Default Devices" (null, zero, full,
+ * random, urandom, tty, ptmx) which the runtime creates in the /dev tmpfs;
+ * the device cgroup allows those and the pseudo-terminals, nothing else. */
+static const struct {
+	int major, minor; /* -1: any */
+} dev_allow[] = {{1, 3}, {1, 5}, {1, 7}, {1, 8}, {1, 9}, {5, 0}, {5, 2}, {136, -1}};
+
+static int add(json_t *arr, json_t *v)
+{
+	return v ? json_array_append_new(arr, v) : -1;
+}
+
+static json_t *strs(const char *const *v, size_t n)
+{
+	json_t *a = json_array();
+	for (size_t i = 0; a && i < n; i++)
+		if (json_array_append_new(a, json_string(v[i])) < 0) {
+			json_decref(a);
+			return NULL;
+		}
+	return a;
+}
+
+static json_t *strv(char *const *v)
+{
+	size_t n = 0;
+	while (v && v[n])
+		n++;
+	return strs((const char *const *)v, n);
+}
+
+static json_t *mount_entry(const char *dst, const char *type, const char *src,
+			   const char *const *opts, size_t n)
+{
+	return json_pack("{s:s, s:s, s:s, s:o}", "destination", dst, "type", type, "source", src,
+			 "options", strs(opts, n));
+}
+
+static bool is_real_dir(const char *p)
+{
+	struct stat st;
+	return lstat(p, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+static int build_mounts(const struct kis_oci_spec *s, json_t *m)
+{
+	static const char *const proc_o[] = {"nosuid", "noexec", "nodev"};
+	static const char *const dev_o[] = {"nosuid", "strictatime", "mode=755", "size=65536k"};
+	static const char *const pts_o[] = {"nosuid", "noexec", "newinstance", "ptmxmode=0666",
+					    "mode=0620"};
+	static const char *const shm_o[] = {"nosuid", "noexec", "nodev", "mode=1777",
+					    "size=65536k"};
+	static const char *const mq_o[] = {"nosuid", "noexec", "nodev"};
+	static const char *const sys_o[] = {"nosuid", "noexec", "nodev", "ro"};
+	static const char *const tmp_o[] = {"nosuid", "nodev", "mode=1777"};
+	static const char *const sysro_o[] = {"bind", "ro", "nosuid", "nodev"};
+	static const char *const ws_o[] = {"rbind", "rw", "nosuid", "nodev"};
+	static const char *const agent_o[] = {"bind", "ro", "nosuid", "nodev"};
+	int r = 0;
+	r |= add(m, mount_entry("/proc", "proc", "proc", proc_o, ARRAY_SIZE(proc_o)));
+	r |= add(m, mount_entry("/dev", "tmpfs", "tmpfs", dev_o, ARRAY_SIZE(dev_o)));
+	r |= add(m, mount_entry("/dev/pts", "devpts", "devpts", pts_o, ARRAY_SIZE(pts_o)));
+	r |= add(m, mount_entry("/dev/shm", "tmpfs", "shm", shm_o, ARRAY_SIZE(shm_o)));
+	r |= add(m, mount_entry("/dev/mqueue", "mqueue", "mqueue", mq_o, ARRAY_SIZE(mq_o)));
+	/* sysfs read-only; with the host's network namespace a fresh sysfs
+	 * cannot be mounted (it is tied to the netns), crun then binds it. */
+	r |= add(m, mount_entry("/sys", "sysfs", "sysfs", sys_o, ARRAY_SIZE(sys_o)));
+	/* /tmp on tmpfs: its pages are charged to the container's memory cgroup */
+	char tmp_size[48];
+	snprintf(tmp_size, sizeof(tmp_size), "size=%llu",
+		 (unsigned long long)(s->limits->memory_bytes ? s->limits->memory_bytes : 1ull << 30));
+	const char *tmpo[ARRAY_SIZE(tmp_o) + 1];
+	memcpy(tmpo, tmp_o, sizeof(tmp_o));
+	tmpo[ARRAY_SIZE(tmp_o)] = tmp_size;
+	r |= add(m, mount_entry("/tmp", "tmpfs", "tmpfs", tmpo, ARRAY_SIZE(tmpo)));
+	if (s->root == KIS_ROOT_HOST) {
+		for (size_t i = 0; i < ARRAY_SIZE(host_dirs); i++)
+			if (is_real_dir(host_dirs[i]))
+				r |= add(m, mount_entry(host_dirs[i], "bind", host_dirs[i], sysro_o,
+							ARRAY_SIZE(sysro_o)));
+		if (s->workspace)
+			r |= add(m, mount_entry("/workspace", "bind", s->workspace, ws_o,
+						ARRAY_SIZE(ws_o)));
+	}
+	r |= add(m, mount_entry(KIS_OCI_AGENT_PATH, "bind", s->agent, agent_o,
+				ARRAY_SIZE(agent_o)));
+	return r ? -1 : 0;
+}
+
+static json_t *build_namespaces(const struct kis_oci_spec *s)
+{
+	static const char *const ns[] = {"pid", "mount", "ipc", "uts", "cgroup"};
+	json_t *a = json_array();
+	for (size_t i = 0; a && i < ARRAY_SIZE(ns); i++)
+		add(a, json_pack("{s:s}", "type", ns[i]));
+	/* host networking is the hatch: no network namespace at all */
+	if (a && s->net != KIS_NET_HOST)
+		add(a, json_pack("{s:s}", "type", "network"));
+	if (a && s->user_ns)
+		add(a, json_pack("{s:s}", "type", "user"));
+	return a;
+}
+
+static json_t *build_resources(const struct kis_oci_spec *s)
+{
+	json_t *devs = json_array();
+	add(devs, json_pack("{s:b, s:s}", "allow", 0, "access", "rwm"));
+	for (size_t i = 0; devs && i < ARRAY_SIZE(dev_allow); i++) {
+		json_t *d = json_pack("{s:b, s:s, s:s, s:I}", "allow", 1, "type", "c", "access", "rwm",
+				      "major", (json_int_t)dev_allow[i].major);
+		if (d && dev_allow[i].minor >= 0)
+			json_object_set_new(d, "minor", json_integer(dev_allow[i].minor));
+		add(devs, d);
+	}
+	const struct kis_limits *l = s->limits;
+	/* swap = limit: memory plus swap capped at the same value (v1
+	 * memory.memsw.limit_in_bytes; crun writes memory.swap.max = 0 on v2),
+	 * so the limit cannot be dodged by swapping. */
+	return json_pack("{s:o, s:{s:I, s:I}, s:{s:I}}", "devices", devs, "memory", "limit",
+			 (json_int_t)l->memory_bytes, "swap", (json_int_t)l->memory_bytes, "pids",
+			 "limit", (json_int_t)l->pids);
+}
+
+static json_t *build_process(const struct kis_oci_spec *s)
+{
+	const struct kis_limits *l = s->limits;
+	/* The container's rlimits are a backstop: the agent gives each command
+	 * the exact file_bytes and open_files (src/exec/spawn.c). They have a
+	 * floor because crun applies them before it writes out and loads the
+	 * compiled seccomp filter (a file of a few KiB: a tiny RLIMIT_FSIZE
+	 * truncates it and the load fails with EINVAL), and the agent itself
+	 * needs a few descriptors. */
+	json_int_t fsize = (json_int_t)(l->file_bytes > (1u << 20) ? l->file_bytes : (1u << 20));
+	json_int_t nofile = (json_int_t)(l->open_files > 64 ? l->open_files : 64);
+	/* No capabilities in any set (config.md "capabilities"). */
+	json_t *caps = json_pack("{s:[], s:[], s:[], s:[], s:[]}", "bounding", "effective",
+				 "inheritable", "permitted", "ambient");
+	json_t *rl = json_pack("[{s:s, s:I, s:I}, {s:s, s:I, s:I}, {s:s, s:i, s:i}]", "type",
+			       "RLIMIT_NOFILE", "hard", nofile, "soft", nofile, "type",
+			       "RLIMIT_FSIZE", "hard", fsize, "soft", fsize, "type",
+			       "RLIMIT_CORE", "hard", 0, "soft", 0);
+	return json_pack("{s:b, s:{s:i, s:i}, s:o, s:o, s:s, s:o, s:o, s:b}", "terminal", 0, "user",
+			 "uid", 0, "gid", 0, "args", strv(s->args), "env", strv(s->env), "cwd",
+			 s->cwd ? s->cwd : "/", "capabilities", caps, "rlimits", rl,
+			 "noNewPrivileges", 1);
+}
+
+int kis_oci_config_build(const struct kis_oci_spec *s, json_t **out, struct kis_error **err)
+{
+	json_t *mounts = json_array();
+	json_t *sc = NULL;
+	struct kis_seccomp_opts so = {.net = s->net, .allow_sysv_ipc = true};
+	if (kis_seccomp_to_oci_json(&so, &sc, err) < 0) {
+		json_decref(mounts);
+		return -1;
+	}
+	if (!mounts || build_mounts(s, mounts) < 0) {
+		json_decref(mounts);
+		json_decref(sc);
+		return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "cannot build config.json");
+	}
+	json_t *lnx = json_pack(
+		"{s:o, s:o, s:s, s:o, s:o, s:o}", "namespaces", build_namespaces(s), "resources",
+		build_resources(s), "cgroupsPath", s->cgroups_path, "maskedPaths",
+		strs(masked, ARRAY_SIZE(masked)), "readonlyPaths", strs(readonly, ARRAY_SIZE(readonly)),
+		"seccomp", sc);
+	if (lnx && s->user_ns) {
+		json_object_set_new(lnx, "uidMappings",
+				    json_pack("[{s:i, s:I, s:i}]", "containerID", 0, "hostID",
+					      (json_int_t)s->host_uid, "size", 1));
+		json_object_set_new(lnx, "gidMappings",
+				    json_pack("[{s:i, s:I, s:i}]", "containerID", 0, "hostID",
+					      (json_int_t)s->host_gid, "size", 1));
+	}
+	/* root:host: the skeleton is read-only, writes go to /workspace and
+	 * /tmp; root:workspace: the cloned OS image is the writable root. */
+	json_t *cfg = lnx ? json_pack("{s:s, s:o, s:{s:s, s:b}, s:s, s:o, s:o}", "ociVersion",
+					"1.0.2", "process", build_process(s), "root", "path",
+					s->rootfs, "readonly", s->root == KIS_ROOT_HOST, "hostname",
+					"kis", "mounts", mounts, "linux", lnx)
+			    : NULL;
+	if (!cfg) {
+		if (!lnx) {
+			json_decref(mounts);
+		}
+		return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "cannot build config.json");
+	}
+	*out = cfg;
+	return 0;
+}
+
+int kis_oci_rootfs_skeleton(int rfd, struct kis_error **err)
+{
+	static const char *const dirs[] = {"proc", "dev", "sys", "tmp", "workspace", ".kis"};
+	for (size_t i = 0; i < ARRAY_SIZE(dirs); i++)
+		if (mkdirat(rfd, dirs[i], 0755) < 0 && errno != EEXIST)
+			return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot create '%s' in the rootfs",
+					     dirs[i]);
+	/* the agent's bind mount needs a file to cover */
+	int fd = openat(rfd, ".kis/agent", O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0755);
+	if (fd < 0)
+		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot create the agent mount point");
+	close(fd);
+	for (size_t i = 0; i < ARRAY_SIZE(host_dirs); i++) {
+		const char *name = host_dirs[i] + 1;
+		struct stat st;
+		if (lstat(host_dirs[i], &st) < 0)
+			continue;
+		if (S_ISLNK(st.st_mode)) {
+			char target[256];
+			ssize_t n = readlink(host_dirs[i], target, sizeof(target) - 1);
+			if (n <= 0)
+				continue;
+			target[n] = '\0';
+			if (symlinkat(target, rfd, name) < 0 && errno != EEXIST)
+				return kis_error_set(err, KIS_E_INTERNAL, errno,
+						     "cannot mirror '%s' in the rootfs", host_dirs[i]);
+		} else if (S_ISDIR(st.st_mode)) {
+			if (mkdirat(rfd, name, 0755) < 0 && errno != EEXIST)
+				return kis_error_set(err, KIS_E_INTERNAL, errno,
+						     "cannot create '%s' in the rootfs", name);
+		}
+	}
+	return 0;
+}

@@ -1,0 +1,87 @@
+/* SPDX-License-Identifier: MIT */
+/* Internal to the oci backend: the OCI bundle (config.json per the OCI
+ * runtime specification, the root:host rootfs skeleton) and crun itself. */
+#ifndef KIS_OCI_BUNDLE_H
+#define KIS_OCI_BUNDLE_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <sys/types.h>
+
+#include "kis/error.h"
+#include "kis/profile.h"
+
+/* Where the agent appears inside every container (bind-mounted read-only). */
+#define KIS_OCI_AGENT_PATH "/.kis/agent"
+/* Container ids are "kis-" + the sandbox or session id: the prefix is how
+ * the collector recognises ours in crun's state directory. */
+#define KIS_OCI_PREFIX "kis-"
+/* crun's state root for root (crun's default); passed explicitly so the
+ * collector knows where to look. */
+#define KIS_OCI_STATE_ROOT "/run/crun"
+/* Our bundles: one private directory per container, on tmpfs. */
+#define KIS_OCI_BUNDLES "/run/kis/oci"
+/* Each container's cgroup is /<container id> in every hierarchy: no shared
+ * parent, so no race between one removal of an empty parent and another
+ * container's creation under it; crun removes the group on delete. */
+
+struct kis_oci_spec {
+	char *const *args;        /* the container process (the agent) */
+	char *const *env;
+	const char *cwd;          /* inside the container */
+	enum kis_root_mode root;
+	const char *rootfs;       /* host path of root.path */
+	const char *workspace;    /* root:host: bound read-write at /workspace; may be NULL */
+	const char *agent;        /* host path of the static agent */
+	enum kis_net_mode net;
+	const struct kis_limits *limits; /* resolved */
+	const char *cgroups_path;
+	bool user_ns;             /* the engine is not root: map it to root inside */
+	uid_t host_uid;
+	gid_t host_gid;
+};
+
+/* The config.json document for s. */
+int kis_oci_config_build(const struct kis_oci_spec *s, json_t **out, struct kis_error **err);
+/* root:host: fill the empty directory rootfs_fd with the mount points
+ * config.json binds onto, and the host's symlinked system dirs (/bin ->
+ * usr/bin on a merged-/usr system) as the same symlinks. */
+int kis_oci_rootfs_skeleton(int rootfs_fd, struct kis_error **err);
+
+/* ---- crun (oci_runtime.c) ---- */
+
+/* Where crun lives, NULL when not installed. */
+const char *kis_oci_crun_path(void);
+/* Which cgroup layout crun will see: 2 pure v2, 1 pure v1, 3 hybrid (v1
+ * controllers plus a v2 mount at /sys/fs/cgroup/unified), 0 none. */
+int kis_oci_cgroup_layout(void);
+/* Run crun with argv (argv[0] ignored; crun's path is used) in a private
+ * mount namespace (on a hybrid host, without the v2 mount crun refuses).
+ * stdout of crun into *out (malloc'ed, may be NULL); its stderr into
+ * errbuf. fd_keep >= 0 is passed as the child's fd 3 (for --preserve-fds).
+ * Returns crun's exit status (>= 0), < 0 when it could not be run. */
+int kis_oci_crun(char *const *argv, int fd_keep, char **out, char *errbuf, size_t errlen,
+		 struct kis_error **err);
+/* The same, not waited for: stdin, stdout and stderr on /dev/null (pass
+ * --log for crun's errors), in a process group of its own. */
+int kis_oci_crun_spawn(char *const *argv, int fd_keep, pid_t *pid, struct kis_error **err);
+/* `crun state ID`: status string ("running", "stopped", ...) into status,
+ * the init's host pid into *pid. < 0 when crun does not know it. */
+int kis_oci_state(const char *ctr_id, char *status, size_t len, pid_t *pid);
+/* crun delete -f, then the bundle directory and the cgroup parent when it
+ * is empty. Idempotent. */
+int kis_oci_remove(const char *ctr_id, struct kis_error **err);
+/* The bundle directory, for a container crun
+ * has deleted itself. */
+void kis_oci_remove_bundle(int bundles_fd, const char *ctr_id);
+/* Delete our containers whose run or session no longer exists. Cheap when
+ * there is nothing to collect (directory reads only). */
+void kis_oci_collect(void);
+/* The bundle directory of a container (KIS_OCI_BUNDLES/<id>). */
+int kis_oci_bundle_path(const char *ctr_id, char *out, size_t len);
+/* Owner records, read by the collector: a one-shot run lives while its
+ * engine process does; a session while its directory in the store exists. */
+int kis_oci_write_owner_run(int bundle_fd, struct kis_error **err);
+int kis_oci_write_owner_session(int bundle_fd, const char *session_dir, struct kis_error **err);
+
+#endif

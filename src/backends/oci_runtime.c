@@ -1,0 +1,496 @@
+/* SPDX-License-Identifier: MIT */
+/* Driving crun from the oci backend: each call in a private mount namespace
+ * (the hybrid-cgroup workaround), state, removal and the collector. */
+#include "util.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/wait.h>
+#include <time.h>
+
+#include "backends/oci_bundle.h"
+
+#ifndef CGROUP2_SUPER_MAGIC
+#define CGROUP2_SUPER_MAGIC 0x63677270
+#endif
+#ifndef CGROUP_SUPER_MAGIC
+#define CGROUP_SUPER_MAGIC 0x27e0eb
+#endif
+
+const char *kis_oci_crun_path(void)
+{
+	static const char *const cands[] = {"/usr/bin/crun", "/usr/local/bin/crun", "/bin/crun"};
+	const char *env = getenv("KIS_CRUN");
+	if (env && *env)
+		return access(env, X_OK) == 0 ? env : NULL;
+	for (size_t i = 0; i < ARRAY_SIZE(cands); i++)
+		if (access(cands[i], X_OK) == 0)
+			return cands[i];
+	return NULL;
+}
+
+static long fs_magic(const char *p)
+{
+	struct statfs sf;
+	return statfs(p, &sf) == 0 ? (long)sf.f_type : 0;
+}
+
+int kis_oci_cgroup_layout(void)
+{
+	long root = fs_magic("/sys/fs/cgroup");
+	if (root == CGROUP2_SUPER_MAGIC)
+		return 2;
+	/* v1 controllers mounted under a tmpfs, maybe with v2 beside them */
+	bool v1 = fs_magic("/sys/fs/cgroup/memory") == CGROUP_SUPER_MAGIC ||
+		  fs_magic("/sys/fs/cgroup/pids") == CGROUP_SUPER_MAGIC;
+	bool unified = fs_magic("/sys/fs/cgroup/unified") == CGROUP2_SUPER_MAGIC;
+	return v1 ? (unified ? 3 : 1) : 0;
+}
+
+/* In the child, before exec of crun: crun 1.8 refuses a hybrid layout
+ * ("cgroups in hybrid mode not supported"). It sees v1 only when the v2
+ * mount is gone from its mount namespace: a namespace of its own, made a
+ * slave of ours first so nothing we do there reaches the host's table
+ * (mount_namespaces(7): MS_SLAVE receives, never sends). Async-signal-safe
+ * calls only. */
+static int hybrid_workaround(void)
+{
+	if (unshare(CLONE_NEWNS) < 0)
+		return -1;
+	if (mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL) < 0)
+		return -1;
+	if (umount2("/sys/fs/cgroup/unified", MNT_DETACH) < 0 && errno != EINVAL && errno != ENOENT)
+		return -1;
+	return 0;
+}
+
+int kis_oci_crun_spawn(char *const *argv, int fd_keep, pid_t *pid_out, struct kis_error **err)
+{
+	const char *crun = kis_oci_crun_path();
+	if (!crun)
+		return kis_error_set(err, KIS_E_TIER_UNAVAILABLE, 0,
+				     "crun is not installed: install Debian's crun");
+	bool hybrid = kis_oci_cgroup_layout() == 3;
+	int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
+	if (devnull < 0)
+		return kis_error_set(err, KIS_E_INTERNAL, errno, "/dev/null");
+	pid_t pid = fork();
+	if (pid < 0) {
+		int e = errno;
+		close(devnull);
+		return kis_error_set(err, KIS_E_INTERNAL, e, "fork");
+	}
+	if (pid == 0) {
+		/* our own process group: a terminal's ^C reaches the engine,
+		 * which ends the run through the agent; crun then cleans up */
+		setpgid(0, 0);
+		if (hybrid && hybrid_workaround() < 0)
+			_exit(125);
+		if (dup2(devnull, 0) < 0 || dup2(devnull, 1) < 0 || dup2(devnull, 2) < 0)
+			_exit(125);
+		if (fd_keep >= 0) {
+			if (fd_keep == 3) {
+				int fl = fcntl(3, F_GETFD);
+				fcntl(3, F_SETFD, fl & ~FD_CLOEXEC);
+			} else if (dup2(fd_keep, 3) < 0) {
+				_exit(125);
+			}
+		}
+		execv(crun, argv);
+		_exit(127);
+	}
+	close(devnull);
+	*pid_out = pid;
+	return 0;
+}
+
+int kis_oci_crun(char *const *argv, int fd_keep, char **out, char *errbuf, size_t errlen,
+		 struct kis_error **err)
+{
+	const char *crun = kis_oci_crun_path();
+	if (!crun)
+		return kis_error_set(err, KIS_E_TIER_UNAVAILABLE, 0,
+				     "crun is not installed: install Debian's crun");
+	bool hybrid = kis_oci_cgroup_layout() == 3;
+	int op[2] = {-1, -1}, ep[2] = {-1, -1};
+	/* quiet (no errbuf): stdout and stderr on /dev/null, for `run
+	 * --detach`, whose container inherits them (the caller passes --log) */
+	bool quiet = !errbuf;
+	if ((out && pipe2(op, O_CLOEXEC) < 0) || (!quiet && pipe2(ep, O_CLOEXEC) < 0)) {
+		int e = errno;
+		if (op[0] >= 0) {
+			close(op[0]);
+			close(op[1]);
+		}
+		return kis_error_set(err, KIS_E_INTERNAL, e, "pipe");
+	}
+	/* A detached container inherits crun's stdout and stderr: it must get
+	 * /dev/null, not our pipes, or it would hold them open for its life. */
+	int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
+	pid_t pid = fork();
+	if (pid < 0) {
+		int e = errno;
+		if (op[0] >= 0) {
+			close(op[0]);
+			close(op[1]);
+		}
+		if (ep[0] >= 0) {
+			close(ep[0]);
+			close(ep[1]);
+		}
+		if (devnull >= 0)
+			close(devnull);
+		return kis_error_set(err, KIS_E_INTERNAL, e, "fork");
+	}
+	if (pid == 0) {
+		if (hybrid && hybrid_workaround() < 0) {
+			if (!quiet)
+				dprintf(ep[1], "cannot hide the cgroup v2 mount from crun: %s",
+					strerror(errno));
+			_exit(125);
+		}
+		int o = out ? op[1] : devnull;
+		if (dup2(devnull, 0) < 0 || dup2(o, 1) < 0 || dup2(quiet ? devnull : ep[1], 2) < 0)
+			_exit(125);
+		if (fd_keep >= 0) {
+			if (fd_keep == 3) {
+				int fl = fcntl(3, F_GETFD);
+				fcntl(3, F_SETFD, fl & ~FD_CLOEXEC);
+			} else if (dup2(fd_keep, 3) < 0) {
+				_exit(125);
+			}
+		}
+		execv(crun, argv);
+		dprintf(2, "cannot execute '%s': %s", crun, strerror(errno));
+		_exit(127);
+	}
+	if (devnull >= 0)
+		close(devnull);
+	if (!quiet)
+		close(ep[1]);
+	if (out)
+		close(op[1]);
+	size_t eused = 0, oused = 0, ocap = 0;
+	char *obuf = NULL;
+	if (errbuf && errlen)
+		errbuf[0] = '\0';
+	/* read both pipes to their end (crun's output is small) */
+	struct pollfd p[2] = {{.fd = ep[0], .events = POLLIN},
+			      {.fd = out ? op[0] : -1, .events = POLLIN}};
+	int open_n = (out ? 1 : 0) + (quiet ? 0 : 1);
+	while (open_n > 0) {
+		if (poll(p, 2, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			break;
+		}
+		if (p[0].fd >= 0 && p[0].revents) {
+			char tmp[4096];
+			ssize_t n = RETRY_EINTR(read(ep[0], tmp, sizeof(tmp)));
+			if (n <= 0) {
+				p[0].fd = -1;
+				open_n--;
+			} else if (errbuf && errlen) {
+				size_t k = (size_t)n;
+				if (eused + k >= errlen)
+					k = errlen - 1 - eused;
+				memcpy(errbuf + eused, tmp, k);
+				eused += k;
+				errbuf[eused] = '\0';
+			}
+		}
+		if (p[1].fd >= 0 && p[1].revents) {
+			char tmp[4096];
+			ssize_t n = RETRY_EINTR(read(op[0], tmp, sizeof(tmp)));
+			if (n <= 0) {
+				p[1].fd = -1;
+				open_n--;
+			} else {
+				if (oused + (size_t)n + 1 > ocap) {
+					size_t nc = ocap ? ocap * 2 : 8192;
+					while (nc < oused + (size_t)n + 1)
+						nc *= 2;
+					char *g = realloc(obuf, nc);
+					if (!g)
+						break;
+					obuf = g;
+					ocap = nc;
+				}
+				memcpy(obuf + oused, tmp, (size_t)n);
+				oused += (size_t)n;
+				obuf[oused] = '\0';
+			}
+		}
+	}
+	if (!quiet)
+		close(ep[0]);
+	if (out)
+		close(op[0]);
+	int st = 0;
+	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+		;
+	/* trim the trailing newline of crun's message */
+	while (errbuf && eused && (errbuf[eused - 1] == '\n' || errbuf[eused - 1] == ' '))
+		errbuf[--eused] = '\0';
+	if (out)
+		*out = obuf;
+	else
+		free(obuf);
+	if (WIFEXITED(st))
+		return WEXITSTATUS(st);
+	return 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+}
+
+int kis_oci_state(const char *ctr_id, char *status, size_t len, pid_t *pid)
+{
+	char *argv[] = {"crun", "--root", KIS_OCI_STATE_ROOT, "state", (char *)ctr_id, NULL};
+	char *out = NULL;
+	char eb[256];
+	struct kis_error *e = NULL;
+	int r = kis_oci_crun(argv, -1, &out, eb, sizeof(eb), &e);
+	kis_error_free(e);
+	if (r != 0 || !out) {
+		free(out);
+		return -1;
+	}
+	json_error_t je;
+	json_t *j = json_loads(out, 0, &je);
+	free(out);
+	const char *s = json_string_value(json_object_get(j, "status"));
+	if (!s) {
+		json_decref(j);
+		return -1;
+	}
+	snprintf(status, len, "%s", s);
+	if (pid)
+		*pid = (pid_t)json_integer_value(json_object_get(j, "pid"));
+	json_decref(j);
+	return 0;
+}
+
+int kis_oci_bundle_path(const char *ctr_id, char *out, size_t len)
+{
+	int n = snprintf(out, len, "%s/%s", KIS_OCI_BUNDLES, ctr_id);
+	return n < 0 || (size_t)n >= len ? -1 : 0;
+}
+
+static void remove_tree(int dfd, const char *name, int depth)
+{
+	int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd >= 0) {
+		DIR *d = fdopendir(fd);
+		if (d) {
+			struct dirent *e;
+			while ((e = readdir(d))) {
+				if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+					continue;
+				if (unlinkat(dirfd(d), e->d_name, 0) < 0 && errno == EISDIR && depth < 8)
+					remove_tree(dirfd(d), e->d_name, depth + 1);
+			}
+			closedir(d);
+		} else {
+			close(fd);
+		}
+	}
+	unlinkat(dfd, name, AT_REMOVEDIR);
+}
+
+/* After crun delete: the container's own groups must be gone. crun leaves
+ * one behind when a process in it outlived the kill (EBUSY on rmdir); try
+ * again briefly, then report it rather than leave it silently. */
+static int check_cgroups_gone(const char *ctr_id, struct kis_error **err)
+{
+	static const char *const ctrls[] = {"memory", "pids", "cpu", "cpuacct", "cpuset",
+					    "blkio", "devices", "freezer", "systemd"};
+	bool v2 = kis_oci_cgroup_layout() == 2;
+	size_t n = v2 ? 1 : ARRAY_SIZE(ctrls);
+	for (size_t i = 0; i < n; i++) {
+		char p[256];
+		if (v2)
+			snprintf(p, sizeof(p), "/sys/fs/cgroup/%s", ctr_id);
+		else
+			snprintf(p, sizeof(p), "/sys/fs/cgroup/%s/%s", ctrls[i], ctr_id);
+		for (int tries = 0; rmdir(p) < 0 && errno == EBUSY; tries++) {
+			if (tries == 100)
+				return kis_error_set(err, KIS_E_INTERNAL, EBUSY,
+						     "the container's cgroup '%s' is still in use", p);
+			struct timespec ts = {0, 10 * 1000 * 1000};
+			nanosleep(&ts, NULL);
+		}
+	}
+	return 0;
+}
+
+/* The container's mounts live in its own mount namespace and go with it;
+ * none may show in ours (a bind that propagated would be a leak). */
+static int check_mounts_gone(const char *ctr_id, struct kis_error **err)
+{
+	char bp[256];
+	if (kis_oci_bundle_path(ctr_id, bp, sizeof(bp)) < 0)
+		return 0;
+	_cleanup_fclose_ FILE *f = fopen("/proc/self/mountinfo", "re");
+	if (!f)
+		return 0;
+	char line[4096];
+	while (fgets(line, sizeof(line), f))
+		if (strstr(line, bp))
+			return kis_error_set(err, KIS_E_INTERNAL, 0,
+					     "a mount of container '%s' is still in the mount table",
+					     ctr_id);
+	return 0;
+}
+
+int kis_oci_remove(const char *ctr_id, struct kis_error **err)
+{
+	char *argv[] = {"crun", "--root", KIS_OCI_STATE_ROOT, "delete", "-f", (char *)ctr_id, NULL};
+	char eb[512];
+	int r = kis_oci_crun(argv, -1, NULL, eb, sizeof(eb), err);
+	if (r < 0)
+		return -1;
+	/* not known to crun (already deleted) is fine: delete is idempotent */
+	if (r != 0 && !strstr(eb, "does not exist") && !strstr(eb, "No such file"))
+		return kis_error_set(err, KIS_E_INTERNAL, 0, "crun delete '%s' failed: %s", ctr_id, eb);
+	_cleanup_close_ int bfd = open(KIS_OCI_BUNDLES, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	r = check_cgroups_gone(ctr_id, err);
+	if (r >= 0)
+		r = check_mounts_gone(ctr_id, err);
+	kis_oci_remove_bundle(bfd, ctr_id);
+	return r;
+}
+
+void kis_oci_remove_bundle(int bundles_fd, const char *ctr_id)
+{
+	if (bundles_fd >= 0)
+		remove_tree(bundles_fd, ctr_id, 0);
+}
+
+static int write_owner(int bundle_fd, const char *text, struct kis_error **err)
+{
+	int fd = openat(bundle_fd, "owner", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW,
+			0600);
+	if (fd < 0)
+		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot write the bundle owner");
+	ssize_t n = write(fd, text, strlen(text));
+	close(fd);
+	return n == (ssize_t)strlen(text) ? 0 :
+		kis_error_set(err, KIS_E_INTERNAL, errno, "cannot write the bundle owner");
+}
+
+static unsigned long long starttime(pid_t pid)
+{
+	char path[64], buf[1024];
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	if (n <= 0)
+		return 0;
+	buf[n] = '\0';
+	char *p = strrchr(buf, ')'); /* proc(5): field 22 after comm */
+	if (!p)
+		return 0;
+	int field = 2;
+	for (p++; *p && field < 22; p++)
+		if (*p == ' ')
+			field++;
+	return strtoull(p, NULL, 10);
+}
+
+int kis_oci_write_owner_run(int bundle_fd, struct kis_error **err)
+{
+	char t[96];
+	snprintf(t, sizeof(t), "run %d %llu\n", (int)getpid(), starttime(getpid()));
+	return write_owner(bundle_fd, t, err);
+}
+
+int kis_oci_write_owner_session(int bundle_fd, const char *session_dir, struct kis_error **err)
+{
+	_cleanup_free_ char *t = NULL;
+	if (asprintf(&t, "session %s\n", session_dir) < 0)
+		return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "owner");
+	return write_owner(bundle_fd, t, err);
+}
+
+/* Is the owner of this bundle gone? A run: its engine process ended (pid
+ * and start time no longer match). A session: its directory, final or
+ * still under its temporary create name, is gone. */
+static bool owner_gone(int bundle_fd)
+{
+	_cleanup_close_ int fd = openat(bundle_fd, "owner", O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0) {
+		/* no owner yet: a bundle being made; old ones are leftovers */
+		struct stat st;
+		return fstat(bundle_fd, &st) == 0 && time(NULL) - st.st_mtime > 60;
+	}
+	char buf[4200];
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	if (n <= 0)
+		return true;
+	buf[n] = '\0';
+	char *nl = strchr(buf, '\n');
+	if (nl)
+		*nl = '\0';
+	if (!strncmp(buf, "run ", 4)) {
+		int pid = 0;
+		unsigned long long st = 0;
+		if (sscanf(buf + 4, "%d %llu", &pid, &st) != 2 || pid <= 0)
+			return true;
+		return starttime(pid) != st;
+	}
+	if (!strncmp(buf, "session ", 8)) {
+		const char *dir = buf + 8;
+		const char *slash = strrchr(dir, '/');
+		if (!slash)
+			return true;
+		/* during create the session lives under sessions/.tmp-<id>, then
+		 * is renamed to sessions/<id>: look at the temporary name first,
+		 * so a rename between the two looks is seen at the final one */
+		char tmp[4300];
+		snprintf(tmp, sizeof(tmp), "%.*s/.tmp-%s", (int)(slash - dir), dir, slash + 1);
+		struct stat st;
+		return stat(tmp, &st) != 0 && stat(dir, &st) != 0;
+	}
+	return true;
+}
+
+void kis_oci_collect(void)
+{
+	/* 1: our bundles whose owner is gone */
+	DIR *d = opendir(KIS_OCI_BUNDLES);
+	struct dirent *e;
+	while (d && (e = readdir(d))) {
+		if (strncmp(e->d_name, KIS_OCI_PREFIX, strlen(KIS_OCI_PREFIX)))
+			continue;
+		int bfd = openat(dirfd(d), e->d_name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+		if (bfd < 0)
+			continue;
+		bool gone = owner_gone(bfd);
+		close(bfd);
+		if (gone)
+			kis_oci_remove(e->d_name, NULL);
+	}
+	if (d)
+		closedir(d);
+	/* 2: containers of ours in crun's state whose bundle is gone */
+	d = opendir(KIS_OCI_STATE_ROOT);
+	while (d && (e = readdir(d))) {
+		if (strncmp(e->d_name, KIS_OCI_PREFIX, strlen(KIS_OCI_PREFIX)))
+			continue;
+		char bp[512];
+		struct stat st;
+		if (kis_oci_bundle_path(e->d_name, bp, sizeof(bp)) == 0 && stat(bp, &st) < 0 &&
+		    errno == ENOENT)
+			kis_oci_remove(e->d_name, NULL);
+	}
+	if (d)
+		closedir(d);
+}

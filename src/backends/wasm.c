@@ -1,0 +1,544 @@
+/* SPDX-License-Identifier: MIT */
+/* The wasm backend: a WASI preview1 module from the workspace, run by our
+ * interpreter in a child process under a tight seccomp allowlist. */
+#include "util.h"
+
+#include <fcntl.h>
+#include <jansson.h>
+#include <linux/openat2.h>
+#include <seccomp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+
+#include "backends/common.h"
+#include "exec/io.h"
+#include "confine/confine.h"
+#include "exec/exec.h"
+#include "kis/backend.h"
+#include "wasm/wasi.h"
+
+/* Theory of operation. run() reads the module from the workspace (openat2
+ * beneath it) and hands everything to kis_exec_run, which forks, wires
+ * stdin/stdout/stderr, applies rlimits, passes the workspace directory as
+ * fd 3 and calls our child_setup hook instead of a confinement step. The
+ * hook never returns: it closes every other descriptor (as exec would close
+ * the close-on-exec ones, which tells the supervisor "started"), arms a
+ * timer for the wall deadline, loads the seccomp allowlist, decodes and runs
+ * the module, writes how it ended to a shared page and exits. The parent's
+ * supervisor enforces wall (SIGKILL backstop), cpu, output and cancel, and
+ * reads the output pipes; the shared page turns the end into a reason. */
+
+#define MODULE_MAX (256u << 20)
+#define BACKSTOP_MS 50
+#define CANCEL_GRACE_MS 50
+#define TRAP_EXIT_CODE 134 /* 128 + SIGABRT: what a trapped module reports */
+
+static void wasm_probe(struct kis_caps *c)
+{
+	memset(c, 0, sizeof(*c));
+	/* The interpreter is part of this library: always present. openat2
+	 * (Linux 5.6) is what confines paths; without it the tier is absent. */
+	struct open_how how = {.flags = O_PATH | O_CLOEXEC, .resolve = RESOLVE_BENEATH};
+	long fd = syscall(SYS_openat2, AT_FDCWD, ".", &how, sizeof(how));
+	if (fd < 0 && errno == ENOSYS) {
+		snprintf(c->why_absent, sizeof(c->why_absent),
+			 "openat2(2) is missing (Linux 5.6 or later confines WASI paths)");
+		return;
+	}
+	if (fd >= 0)
+		close((int)fd);
+	c->present = true;
+	c->cow = true;     /* workspaces from the store */
+	c->seccomp = true; /* the interpreter's process */
+	c->net_modes = 1u << KIS_NET_OFF;
+	/* pids: a module cannot make a process (no WASI call does, and the
+	 * seccomp allowlist has no fork/clone): any pids limit holds. */
+	c->limits = KIS_LIMIT_WALL | KIS_LIMIT_CPU | KIS_LIMIT_MEMORY | KIS_LIMIT_PIDS |
+		    KIS_LIMIT_OUTPUT | KIS_LIMIT_FILE | KIS_LIMIT_OPEN_FILES;
+}
+
+struct kis_plan {
+	char **argv;       /* as the guest sees it: argv[0] is the module path */
+	char **envp;       /* the profile's env only */
+	char *module;      /* path of the module relative to the workspace */
+	char *workspace;   /* host path, NULL in the early plan */
+	struct kis_limits limits;
+	struct kis_io io;
+};
+
+static void wasm_plan_free(struct kis_plan *pl)
+{
+	if (!pl)
+		return;
+	kis_strv_free(pl->argv);
+	kis_strv_free(pl->envp);
+	free(pl->module);
+	free(pl->workspace);
+	free(pl);
+}
+
+/* The module's path inside the workspace: relative to it, or under
+ * /workspace (the path the other tiers show it at). */
+static const char *module_rel(const char *a)
+{
+	if (!strncmp(a, "/workspace/", 11))
+		return a + 11;
+	return a[0] == '/' ? NULL : a;
+}
+
+static int wasm_plan(const struct kis_caps *caps, const struct kis_run_request *req,
+		     struct kis_plan **out, struct kis_error **err)
+{
+	const struct kis_profile *p = req->profile;
+	if (p->tty.enabled)
+		return kis_error_set(err, KIS_E_TTY_UNSUPPORTED, 0,
+				     "the wasm backend cannot give a terminal: drop tty.enabled (--tty)");
+	if (!(caps->net_modes & (1u << p->net)))
+		return kis_error_set(err, KIS_E_PROFILE_UNSATISFIABLE, 0,
+				     "network.mode: the wasm backend has no network ('%s' asked); "
+				     "WASI preview1 modules get no sockets",
+				     kis_net_mode_name(p->net));
+	TRY(kis_check_limits(caps, p, "wasm", err));
+	if (p->cwd && strcmp(p->cwd, "/workspace") && strcmp(p->cwd, "/workspace/"))
+		return kis_error_set(err, KIS_E_PROFILE_UNSATISFIABLE, 0,
+				     "cwd: a WASI module starts at the workspace's root ('/'); "
+				     "'%s' cannot be its working directory",
+				     p->cwd);
+	if (!req->workspace_path && !p->base && !p->workspace)
+		return kis_error_set(err, KIS_E_PROFILE_UNSATISFIABLE, 0,
+				     "workspace: the wasm tier runs a module that lies in a "
+				     "workspace: give --base or --workspace");
+	const char *rel = module_rel(req->argv[0]);
+	if (!rel)
+		return kis_error_set(err, KIS_E_INVALID_ARGUMENT, 0,
+				     "'%s': the module must lie in the workspace (a relative path, "
+				     "or one under /workspace)",
+				     req->argv[0]);
+	struct kis_plan *pl = calloc(1, sizeof(*pl));
+	if (!pl)
+		return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "cannot plan");
+	pl->argv = kis_strv_dup(req->argv);
+	pl->envp = kis_strv_dup(p->env);
+	pl->module = strdup(rel);
+	pl->workspace = req->workspace_path ? strdup(req->workspace_path) : NULL;
+	pl->limits = req->limits;
+	pl->io = req->io;
+	if (!pl->argv || !pl->envp || !pl->module || (req->workspace_path && !pl->workspace)) {
+		wasm_plan_free(pl);
+		return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "cannot plan");
+	}
+	*out = pl;
+	return 0;
+}
+
+static json_t *strv_json(char **v)
+{
+	json_t *a = json_array();
+	for (size_t i = 0; v && v[i]; i++)
+		json_array_append_new(a, json_string(v[i]));
+	return a;
+}
+
+static char *wasm_describe(const struct kis_plan *pl)
+{
+	const struct kis_limits *l = &pl->limits;
+	json_t *o = json_pack(
+		"{s:s, s:s, s:o, s:o, s:s, s:s, s:{s:I, s:I, s:I, s:I, s:I, s:I}}", "backend", "wasm",
+		"module", pl->module, "argv", strv_json(pl->argv), "env", strv_json(pl->envp),
+		"preopen", "/ (the workspace)", "seccomp", "allowlist of the WASI layer's syscalls",
+		"limits", "wall_ms", (json_int_t)l->wall_ms, "cpu_ms", (json_int_t)l->cpu_ms,
+		"linear_memory_bytes", (json_int_t)l->memory_bytes, "output_bytes",
+		(json_int_t)l->output_bytes, "file_bytes", (json_int_t)l->file_bytes, "open_files",
+		(json_int_t)l->open_files);
+	if (!o)
+		return NULL;
+	char *s = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+	json_decref(o);
+	return s;
+}
+
+/* ---- the child ---- */
+
+/* What the child tells the parent, in a shared anonymous page. */
+struct child_status {
+	volatile int done;       /* the outcome below is written */
+	volatile int timed_out;  /* the deadline's timer fired */
+	volatile int cancelled;  /* the parent asked to stop (SIGUSR1) */
+	volatile pid_t pid;      /* the child, once its handlers are in place */
+	int load_failed;         /* the module could not be loaded or linked */
+	struct kis_wasi_outcome out;
+};
+
+struct child_ctx {
+	const struct kis_plan *pl;
+	const uint8_t *bytes;
+	size_t len;
+	struct child_status *st;
+	struct timespec deadline; /* CLOCK_MONOTONIC */
+	int landlock_fd;          /* a ruleset allowing the workspace only, or -1 */
+};
+
+static struct kis_wasm_store *g_store;
+static struct child_status *g_status;
+
+static timer_t g_timer;
+
+/* The deadline, or the grace after a cancel: interrupt the interpreter at
+ * its next check; if it is still running when the grace (CANCEL_GRACE_MS)
+ * after a cancel ends, leave (exit_group is all the filter needs). */
+static void on_deadline(int sig)
+{
+	(void)sig;
+	if (g_status->cancelled)
+		_exit(128 + SIGKILL);
+	g_status->timed_out = 1;
+	kis_wasm_interrupt(g_store); /* async-signal-safe (kis/wasm.h) */
+}
+
+/* The parent's cancel (Ctrl-C): interrupt now, and re-arm the timer for the
+ * grace (timer_settime is async-signal-safe, POSIX 2.4.3). */
+static void on_cancel(int sig)
+{
+	(void)sig;
+	g_status->cancelled = 1;
+	kis_wasm_interrupt(g_store);
+	struct itimerspec its = {.it_value = {.tv_nsec = CANCEL_GRACE_MS * 1000000l}};
+	timer_settime(g_timer, 0, &its, NULL);
+}
+
+/* The syscalls the WASI layer, the interpreter and malloc make once the
+ * module runs; anything else kills the process (SIGSYS). No exec, no
+ * sockets, no fork, no ptrace, no mount, no open without openat2's
+ * RESOLVE_BENEATH (plain open/openat are absent). */
+static const char *const allowed[] = {
+	"read", "write", "readv", "writev", "pread64", "pwrite64", "preadv", "pwritev", "lseek",
+	"close", "openat2", "fstat", "newfstatat", "statx", "mkdirat", "unlinkat", "renameat",
+	"renameat2", "linkat", "symlinkat", "readlinkat", "utimensat", "fsync", "fdatasync",
+	"fadvise64", "fallocate", "ftruncate", "fcntl", "getdents64", "clock_gettime",
+	"clock_getres", "clock_nanosleep", "nanosleep", "getrandom", "sched_yield", "ppoll",
+	"poll", "exit_group", "exit", "munmap", "mremap", "brk", "madvise", "rt_sigreturn",
+	"rt_sigprocmask", "futex", "restart_syscall", "timer_settime",
+};
+
+static int load_seccomp(void)
+{
+	scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_KILL_PROCESS);
+	if (!ctx)
+		return -1;
+	int r = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_NNP, 1);
+	if (r == 0)
+		r = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS);
+	for (size_t i = 0; r == 0 && i < ARRAY_SIZE(allowed); i++) {
+		int nr = seccomp_syscall_resolve_name(allowed[i]);
+		if (nr != __NR_SCMP_ERROR)
+			r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, nr, 0);
+	}
+	/* Memory, never executable: the interpreter makes no code. */
+	if (r == 0)
+		r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(mmap), 1,
+				     SCMP_A2(SCMP_CMP_MASKED_EQ, PROT_EXEC, 0));
+	if (r == 0)
+		r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(mprotect), 1,
+				     SCMP_A2(SCMP_CMP_MASKED_EQ, PROT_EXEC, 0));
+	if (r == 0)
+		r = seccomp_load(ctx);
+	seccomp_release(ctx);
+	return r;
+}
+
+static _Noreturn void child_fail(struct child_status *st, const char *what)
+{
+	st->load_failed = 1;
+	snprintf(st->out.message, sizeof(st->out.message), "%s: %s", what, strerror(errno));
+	st->done = 1;
+	_exit(126);
+}
+
+static int child_main(void *vctx, struct kis_error **err)
+{
+	struct child_ctx *c = vctx;
+	struct child_status *st = c->st;
+	const struct kis_plan *pl = c->pl;
+	/* Past limits.file_bytes a write fails with EFBIG (FBIG to the module)
+	 * rather than killing the interpreter. */
+	signal(SIGXFSZ, SIG_IGN);
+	/* Defence in depth under the seccomp filter (which cannot look inside
+	 * openat2's struct open_how): no capabilities, and Landlock lets the
+	 * process reach the workspace's files only. */
+	struct kis_error *e = NULL;
+	if (kis_drop_caps(&e) < 0 ||
+	    (c->landlock_fd >= 0 && kis_landlock_enforce(c->landlock_fd, &e) < 0)) {
+		errno = e ? e->sys_errno : 0;
+		kis_error_free(e);
+		child_fail(st, "cannot confine the interpreter");
+	}
+	/* Everything but 0-2 and the workspace (3) goes, the supervisor's
+	 * report socket among them: its EOF is how the parent learns that the
+	 * command started, as an exec would have closed it. */
+	if (syscall(SYS_close_range, 4u, ~0u, 0u) < 0)
+		for (int fd = 4; fd < 1024; fd++)
+			close(fd);
+	g_status = st;
+	g_store = kis_wasm_store_new();
+	uint64_t nofile = pl->limits.open_files ? pl->limits.open_files : 1024;
+	struct kis_wasi_config cfg = {
+		.argv = pl->argv, .envp = pl->envp, .stdin_fd = 0, .stdout_fd = 1, .stderr_fd = 2,
+		.preopen_fd = 3, .preopen_name = "/", .max_fds = nofile > 4096 ? 4096 : (uint32_t)nofile,
+	};
+	struct kis_wasi *w = g_store ? kis_wasi_new(&cfg) : NULL;
+	if (!w)
+		child_fail(st, "cannot set up WASI");
+	/* The deadline interrupts the interpreter at its next check; the
+	 * supervisor's SIGKILL at the same deadline is only the backstop. No
+	 * SA_RESTART: a blocking read or poll returns EINTR to the module. */
+	struct sigaction sa = {.sa_handler = on_deadline}, sc = {.sa_handler = on_cancel};
+	sigemptyset(&sa.sa_mask);
+	sigaddset(&sa.sa_mask, SIGUSR1);
+	sigemptyset(&sc.sa_mask);
+	sigaddset(&sc.sa_mask, SIGALRM);
+	struct sigevent sev = {.sigev_notify = SIGEV_SIGNAL, .sigev_signo = SIGALRM};
+	struct itimerspec its = {.it_value = c->deadline};
+	if (sigaction(SIGALRM, &sa, NULL) < 0 || sigaction(SIGUSR1, &sc, NULL) < 0 ||
+	    timer_create(CLOCK_MONOTONIC, &sev, &g_timer) < 0 ||
+	    timer_settime(g_timer, TIMER_ABSTIME, &its, NULL) < 0)
+		child_fail(st, "cannot arm the deadline");
+	st->pid = getpid(); /* signals may come now: the handlers are in place */
+	if (load_seccomp() < 0)
+		child_fail(st, "cannot load the seccomp filter");
+	/* From here on the module's bytes are only ever seen under seccomp. */
+	int r = kis_wasi_run_module(w, g_store, c->bytes, c->len, pl->limits.memory_bytes, &st->out);
+	st->load_failed = r < 0;
+	st->done = 1;
+	if (r < 0)
+		_exit(126);
+	_exit(st->out.exited ? st->out.exit_code & 0xff : TRAP_EXIT_CODE);
+	(void)err;
+}
+
+/* ---- the parent ---- */
+
+/* Cancel (Ctrl-C) goes to the interpreter first: SIGUSR1 makes the child
+ * interrupt the module, and it leaves by itself CANCEL_GRACE_MS later if the
+ * module has not stopped. Before the child has its handlers, the
+ * supervisor's own cancel (SIGKILL) is used. */
+static int on_cancel_fd(void *ctx, int fd)
+{
+	struct child_status *st = ctx;
+	(void)fd;
+	pid_t pid = st->pid;
+	if (pid <= 0 || kill(pid, SIGUSR1) < 0)
+		return -1;
+	return 1; /* stop watching: the child ends itself */
+}
+
+static int read_module(int wsfd, const char *rel, uint8_t **bytes, size_t *len, int *sys)
+{
+	struct open_how how = {
+		.flags = O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK,
+		.resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS,
+	};
+	_cleanup_close_ int fd = (int)syscall(SYS_openat2, wsfd, rel, &how, sizeof(how));
+	struct stat st;
+	if (fd < 0 || fstat(fd, &st) < 0) {
+		*sys = errno == EXDEV ? EACCES : errno;
+		return -1;
+	}
+	if (!S_ISREG(st.st_mode) || st.st_size < 8 || (uint64_t)st.st_size > MODULE_MAX) {
+		*sys = ENOEXEC;
+		return -1;
+	}
+	uint8_t *b = malloc((size_t)st.st_size);
+	size_t n = 0;
+	while (b && n < (size_t)st.st_size) {
+		ssize_t r = RETRY_EINTR(read(fd, b + n, (size_t)st.st_size - n));
+		if (r <= 0)
+			break;
+		n += (size_t)r;
+	}
+	if (!b || n < 8 || !kis_wasi_is_module(b, n)) {
+		free(b);
+		*sys = b ? ENOEXEC : ENOMEM;
+		return -1;
+	}
+	*bytes = b;
+	*len = n;
+	return 0;
+}
+
+static void set_detail(struct kis_result *res, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+static void set_detail(struct kis_result *res, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	char *d = NULL;
+	if (vasprintf(&d, fmt, ap) < 0)
+		d = NULL;
+	va_end(ap);
+	free(res->detail);
+	res->detail = d;
+}
+
+/* Turn the child's account into the result. The supervisor's own verdicts
+ * (its SIGKILL at the deadline, cpu, output, cancel) stand when the child
+ * did not finish first. */
+static void explain(const struct kis_plan *pl, const struct child_status *st,
+		    struct kis_result *res)
+{
+	const struct kis_wasi_outcome *o = &st->out;
+	if (res->reason == KIS_REASON_SIGNALED && res->signal == SIGSYS) {
+		set_detail(res, "the interpreter made a system call outside its seccomp allowlist");
+		return;
+	}
+	if (res->reason == KIS_REASON_TIMEOUT)
+		set_detail(res, "wall clock passed limits.wall_ms (%llu ms); the interpreter was "
+				"killed", (unsigned long long)pl->limits.wall_ms);
+	if (res->reason == KIS_REASON_CANCELLED)
+		set_detail(res, "the run was cancelled");
+	if (res->reason == KIS_REASON_EXITED && !st->done && st->cancelled) {
+		res->reason = KIS_REASON_CANCELLED; /* the grace ran out */
+		res->exit_code = 128 + SIGKILL;
+		set_detail(res, "the run was cancelled");
+		return;
+	}
+	if (res->reason != KIS_REASON_EXITED || !st->done)
+		return;
+	if (st->load_failed) {
+		res->reason = KIS_REASON_SETUP_FAILED;
+		res->exit_code = 126;
+		set_detail(res, "cannot run module '%s': %s", pl->module, o->message);
+		return;
+	}
+	/* After a cancel or the deadline, however the module then ended (an
+	 * interrupt, or its own exit after a blocking call returned EINTR),
+	 * that is why it ended. */
+	if (st->cancelled) {
+		res->reason = KIS_REASON_CANCELLED;
+		res->exit_code = 128 + SIGKILL;
+		set_detail(res, "the run was cancelled; the interpreter stopped");
+		return;
+	}
+	if (st->timed_out) {
+		res->reason = KIS_REASON_TIMEOUT;
+		res->exit_code = 128 + SIGKILL;
+		set_detail(res, "wall clock passed limits.wall_ms (%llu ms); the interpreter stopped",
+			   (unsigned long long)pl->limits.wall_ms);
+		return;
+	}
+	/* The cap caused the end when the module stopped abnormally with its
+	 * memory up against the cap (a refused memory.grow leaves it there:
+	 * within 1 MiB, or any growth from the cap). */
+	bool abnormal = !o->exited || o->exit_code != 0;
+	bool at_cap = o->memory_cap && o->memory_bytes + (1u << 20) >= o->memory_cap;
+	if (o->exited && !(abnormal && at_cap))
+		return; /* exited with its own code */
+	if (abnormal && at_cap) {
+		res->reason = KIS_REASON_MEMORY_LIMIT;
+		set_detail(res, "linear memory reached limits.memory_bytes (%llu bytes)%s%s",
+			   (unsigned long long)o->memory_cap, o->exited ? "" : "; then: ",
+			   o->exited ? "" : kis_wasm_trap_message(o->trap));
+		if (!o->exited)
+			res->exit_code = TRAP_EXIT_CODE;
+		return;
+	}
+	res->reason = KIS_REASON_TRAPPED;
+	res->exit_code = TRAP_EXIT_CODE;
+	if (o->trap == KIS_WASM_TRAP_HOST && o->message[0])
+		set_detail(res, "%s", o->message);
+	else
+		set_detail(res, "trap: %s", kis_wasm_trap_message(o->trap));
+}
+
+static int wasm_run(struct kis_plan *pl, struct kis_result *res, struct kis_error **err)
+{
+	if (!pl->workspace)
+		return kis_error_set(err, KIS_E_INTERNAL, 0, "the wasm plan has no workspace");
+	_cleanup_close_ int wsfd = open(pl->workspace, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (wsfd < 0)
+		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot open the workspace '%s'",
+				     pl->workspace);
+	_cleanup_free_ uint8_t *bytes = NULL;
+	size_t len = 0;
+	int sys = 0;
+	if (read_module(wsfd, pl->module, &bytes, &len, &sys) < 0) {
+		res->reason = KIS_REASON_SETUP_FAILED;
+		res->exit_code = sys == ENOENT ? 127 : 126;
+		if (sys == ENOENT)
+			set_detail(res, "module not found in the workspace: '%s'", pl->module);
+		else if (sys == ENOEXEC)
+			set_detail(res, "'%s' is not a WebAssembly module", pl->module);
+		else
+			set_detail(res, "cannot read module '%s': %s", pl->module, strerror(sys));
+		return 0;
+	}
+	struct child_status *st = mmap(NULL, sizeof(*st), PROT_READ | PROT_WRITE,
+				       MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (st == MAP_FAILED)
+		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot map the status page");
+	struct child_ctx cc = {.pl = pl, .bytes = bytes, .len = len, .st = st, .landlock_fd = -1};
+	/* Landlock where the kernel has it; without it the seccomp filter and
+	 * openat2 beneath the workspace still hold. */
+	if (kis_landlock_abi() > 0) {
+		struct kis_landlock_opts lo = {.workspace = pl->workspace, .net = KIS_NET_OFF};
+		struct kis_landlock_report rep;
+		struct kis_error *e = NULL;
+		if (kis_landlock_prepare(&lo, &cc.landlock_fd, &rep, &e) < 0)
+			cc.landlock_fd = -1;
+		kis_error_free(e);
+	}
+	/* The interpreter's interrupt ends the run at the deadline; the
+	 * supervisor's SIGKILL comes BACKSTOP_MS later, only for an
+	 * interpreter that failed to stop. */
+	uint64_t wall = pl->limits.wall_ms;
+	clock_gettime(CLOCK_MONOTONIC, &cc.deadline);
+	uint64_t ns = (uint64_t)cc.deadline.tv_nsec + (wall % 1000) * 1000000ull;
+	cc.deadline.tv_sec += (time_t)(wall / 1000 + ns / 1000000000ull);
+	cc.deadline.tv_nsec = (long)(ns % 1000000000ull);
+
+	static char *const never[] = {"(wasm)", NULL}; /* never exec'd */
+	struct kis_spawn sp = {
+		.argv = never,
+		.envp = never + 1,
+		.stdin_fd = pl->io.stdin_fd,
+		.limits = &pl->limits,
+		.child_setup = child_main,
+		.child_ctx = &cc,
+		.pass_fd3 = true,
+		.fd3 = wsfd,
+	};
+	struct kis_supervise sv = {
+		.wall_ms = pl->limits.wall_ms + BACKSTOP_MS,
+		.cpu_ms = pl->limits.cpu_ms,
+		.output_bytes = pl->limits.output_bytes,
+		.capture = pl->io.capture,
+		.stdout_fd = pl->io.stdout_fd,
+		.stderr_fd = pl->io.stderr_fd,
+		.cancel_fd = -1,
+	};
+	if (pl->io.cancel_fd >= 0) {
+		sv.watches[0] = (struct kis_watch){.fd = pl->io.cancel_fd, .on_ready = on_cancel_fd,
+						   .ctx = st};
+		sv.n_watches = 1;
+	}
+	int r = kis_exec_run(&sp, &sv, res, err);
+	kis_closep(&cc.landlock_fd);
+	if (r == 0)
+		explain(pl, st, res);
+	munmap(st, sizeof(*st));
+	return r;
+}
+
+const struct kis_backend kis_backend_wasm = {
+	.name = "wasm",
+	.tier = KIS_TIER_WASM,
+	.probe = wasm_probe,
+	.plan = wasm_plan,
+	.describe = wasm_describe,
+	.run = wasm_run,
+	.plan_free = wasm_plan_free,
+};

@@ -1,0 +1,83 @@
+/* SPDX-License-Identifier: MIT */
+/* Whole writes, captured streams and string vectors (see io.h). */
+#include "util.h"
+
+#include <string.h>
+
+#include "exec/io.h"
+
+int kis_write_all(int fd, const void *buf, size_t n)
+{
+	const char *p = buf;
+	while (n > 0) {
+		ssize_t w = RETRY_EINTR(write(fd, p, n));
+		if (w < 0)
+			return -1;
+		if (w == 0) {
+			errno = EIO;
+			return -1;
+		}
+		p += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
+int kis_stream_append(struct kis_stream *s, const void *buf, size_t n)
+{
+	if (s->len + n + 1 > s->cap) {
+		size_t cap = s->cap ? s->cap : 4096;
+		while (cap < s->len + n + 1)
+			cap *= 2;
+		char *g = realloc(s->data, cap);
+		if (!g)
+			return -1;
+		s->data = g;
+		s->cap = cap;
+	}
+	memcpy(s->data + s->len, buf, n);
+	s->len += n;
+	s->data[s->len] = '\0';
+	return 0;
+}
+
+void kis_strv_free(char **v)
+{
+	for (size_t i = 0; v && v[i]; i++)
+		free(v[i]);
+	free(v);
+}
+
+char **kis_strv_dup(char *const *v)
+{
+	size_t n = 0;
+	while (v && v[n])
+		n++;
+	char **d = calloc(n + 1, sizeof(*d));
+	for (size_t i = 0; d && i < n; i++)
+		if (!(d[i] = strdup(v[i]))) {
+			kis_strv_free(d);
+			return NULL;
+		}
+	return d;
+}
+
+int kis_strv_push(char ***v, size_t *n, const char *s)
+{
+	char **g = realloc(*v, (*n + 2) * sizeof(**v));
+	if (!g)
+		return -1;
+	*v = g;
+	if (!(g[*n] = strdup(s)))
+		return -1;
+	g[++*n] = NULL;
+	return 0;
+}
+
+json_t *kis_strv_json(char *const *v)
+{
+	json_t *a = json_array();
+	for (size_t i = 0; v && v[i]; i++)
+		json_array_append_new(a, json_string(v[i]));
+	return a;
+}

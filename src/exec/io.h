@@ -1,0 +1,27 @@
+/* SPDX-License-Identifier: MIT */
+/* Small shared helpers: whole writes, captured streams, NULL-terminated
+ * string vectors (argv, envp), used by engine, backends and agent alike. */
+#ifndef KIS_IO_H
+#define KIS_IO_H
+
+#include <stddef.h>
+
+#include <jansson.h>
+
+#include "kis/result.h"
+
+/* Write all n bytes, retrying on EINTR and short writes. 0, or -1 + errno
+ * (a reader that went away is the caller's to judge). */
+int kis_write_all(int fd, const void *buf, size_t n);
+/* Append to a captured stream, keeping it NUL-terminated. -1 on ENOMEM. */
+int kis_stream_append(struct kis_stream *s, const void *buf, size_t n);
+
+void kis_strv_free(char **v);
+/* A deep copy; NULL on ENOMEM. */
+char **kis_strv_dup(char *const *v);
+/* Append a copy of s to *v (holding *n strings). -1 on ENOMEM. */
+int kis_strv_push(char ***v, size_t *n, const char *s);
+/* A JSON array of the strings. */
+json_t *kis_strv_json(char *const *v);
+
+#endif

@@ -1,0 +1,1246 @@
+/* SPDX-License-Identifier: MIT */
+/* Function bodies: validation (spec 3.3, with the algorithm of the spec's
+ * appendix "Validation Algorithm") and translation to the internal code in one pass. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "wasm/internal.h"
+
+#define ANY 0u /* operand of unknown type, only in unreachable code */
+#define NONE UINT32_MAX
+
+struct ctl {
+	uint8_t kind; /* 0 function, 0x02 block, 0x03 loop, 0x04 if, 0x05 else */
+	bool unreachable;   /* validation: the rest of this block cannot run */
+	bool dead_entry;    /* emission: the block was entered from dead code */
+	uint8_t single;     /* storage for a one-value block type */
+	uint32_t height;    /* operand count below the block's params */
+	const uint8_t *params, *results;
+	uint32_t np, nr;
+	uint32_t start_pc;  /* loop: where branches go */
+	uint32_t fixups;    /* chain of code words to patch with the end's pc */
+	uint32_t else_fix;  /* if: the word of the JMP_IF_NOT to patch */
+};
+
+/* An instruction just emitted, remembered for fusing (see fuse_binop). */
+struct emitted {
+	uint32_t pc, len, op, a, b;
+};
+
+struct cc {
+	const struct kis_wasm_module *m;
+	struct emitted last[2]; /* [0] the latest */
+	uint32_t nlast;
+	const uint8_t *p, *end;
+	uint8_t *locals;
+	uint32_t nlocals;
+	uint8_t *vals;
+	uint32_t nvals, maxvals;
+	struct ctl *ctl;
+	uint32_t nctl;
+	uint32_t *code;
+	uint32_t ncode, capcode;
+	char *err;
+	size_t errlen;
+	bool failed;
+};
+
+__attribute__((format(printf, 2, 3))) static int fail(struct cc *c, const char *fmt, ...)
+{
+	if (!c->failed) {
+		va_list ap;
+		va_start(ap, fmt);
+		vsnprintf(c->err, c->errlen, fmt, ap);
+		va_end(ap);
+		c->failed = true;
+	}
+	return -1;
+}
+
+/* ---- immediates ---- */
+
+static int rd_u32(struct cc *c, uint32_t *v)
+{
+	if (wasm_read_u32(&c->p, c->end, v) < 0)
+		return fail(c, c->p >= c->end ? "malformed: unexpected end" : "malformed: integer representation too long");
+	return 0;
+}
+
+static int rd_byte(struct cc *c, uint8_t *b)
+{
+	*b = 0;
+	if (c->p >= c->end)
+		return fail(c, "malformed: unexpected end");
+	*b = *c->p++;
+	return 0;
+}
+
+static int rd_zero(struct cc *c)
+{
+	uint8_t b = 0;
+	if (rd_byte(c, &b) < 0)
+		return -1;
+	if (b != 0)
+		return fail(c, "malformed: zero byte expected");
+	return 0;
+}
+
+/* ---- code emission; nothing is emitted in unreachable code ---- */
+
+static bool dead(const struct cc *c)
+{
+	const struct ctl *f = &c->ctl[c->nctl - 1];
+	return f->unreachable || f->dead_entry;
+}
+
+static int emit(struct cc *c, uint32_t w)
+{
+	if (c->ncode == c->capcode) {
+		uint32_t ncap = c->capcode ? c->capcode * 2 : 64;
+		uint32_t *n = realloc(c->code, (size_t)ncap * sizeof(*n));
+		if (!n)
+			return fail(c, "out of memory");
+		c->code = n;
+		c->capcode = ncap;
+	}
+	c->code[c->ncode++] = w;
+	return 0;
+}
+
+/* Remember an instruction for fusion; forget everything at a label, since
+ * no fused instruction may swallow a branch target. */
+static void note(struct cc *c, uint32_t pc, uint32_t op, uint32_t a, uint32_t b)
+{
+	c->last[1] = c->last[0];
+	c->last[0] = (struct emitted){ .pc = pc, .len = c->ncode - pc, .op = op, .a = a, .b = b };
+	if (c->nlast < 2)
+		c->nlast++;
+}
+
+static void label_here(struct cc *c)
+{
+	c->nlast = 0;
+}
+
+static int emit_op(struct cc *c, uint32_t op)
+{
+	if (dead(c))
+		return 0;
+	uint32_t at = c->ncode;
+	TRY(emit(c, op));
+	note(c, at, op, 0, 0);
+	return 0;
+}
+
+static int emit_op1(struct cc *c, uint32_t op, uint32_t a)
+{
+	if (dead(c))
+		return 0;
+	uint32_t at = c->ncode;
+	if (emit(c, op) < 0 || emit(c, a) < 0)
+		return -1;
+	note(c, at, op, a, 0);
+	return 0;
+}
+
+static int emit_op2(struct cc *c, uint32_t op, uint32_t a, uint32_t b)
+{
+	if (dead(c))
+		return 0;
+	uint32_t at = c->ncode;
+	if (emit(c, op) < 0 || emit(c, a) < 0 || emit(c, b) < 0)
+		return -1;
+	note(c, at, op, a, b);
+	return 0;
+}
+
+static int fusable_index(uint8_t op)
+{
+#define FUSABLE_CASE(k, opcode, bits, expr) \
+	case opcode:                        \
+		return k;
+	switch (op) {
+		WASM_FUSABLE_BINOPS(FUSABLE_CASE)
+	default:
+		return -1;
+	}
+#undef FUSABLE_CASE
+}
+
+/* The latest emitted instruction, if it ends where the code ends now (so
+ * nothing was emitted since, unrecorded) and no label came in between. */
+static const struct emitted *prev(const struct cc *c, unsigned i)
+{
+	if (i >= c->nlast)
+		return NULL;
+	const struct emitted *e = &c->last[i];
+	uint32_t end = i == 0 ? c->ncode : c->last[i - 1].pc;
+	return e->pc + e->len == end ? e : NULL;
+}
+
+/* An operand that fits the one-word immediate of a fused form. */
+static bool const_operand(const struct emitted *e, int bits, uint32_t *imm)
+{
+	if (bits == 32 && e->op == OP_I32_CONST) {
+		*imm = e->a;
+		return true;
+	}
+	if (bits == 64 && e->op == OP_I64_CONST) {
+		int64_t v = (int64_t)((uint64_t)e->a | ((uint64_t)e->b << 32));
+		if (v < INT32_MIN || v > INT32_MAX)
+			return false;
+		*imm = e->a;
+		return true;
+	}
+	return false;
+}
+
+static int float_index(uint8_t op)
+{
+#define FLOAT_CASE(k, opcode, type, expr) \
+	case opcode:                      \
+		return k;
+	switch (op) {
+		WASM_FUSABLE_FLOATS(FLOAT_CASE)
+	default:
+		return -1;
+	}
+#undef FLOAT_CASE
+}
+
+/* Float add/sub/mul with operands from local.get: forms L and LL. */
+static int emit_float_binop(struct cc *c, uint8_t op, int k)
+{
+	const struct emitted *p0 = prev(c, 0), *p1 = p0 ? prev(c, 1) : NULL;
+	if (!p0 || p0->op != OP_LOCAL_GET)
+		return emit_op(c, op);
+	uint32_t at, opc;
+	if (p1 && p1->op == OP_LOCAL_GET) {
+		at = p1->pc;
+		opc = OP_FLOAT_LL + (uint32_t)k;
+		uint32_t x = p1->a, y = p0->a;
+		c->ncode = at;
+		TRY(emit(c, opc));
+		TRY(emit(c, x));
+		TRY(emit(c, y));
+	} else {
+		at = p0->pc;
+		opc = OP_FLOAT_L + (uint32_t)k;
+		uint32_t x = p0->a;
+		c->ncode = at;
+		TRY(emit(c, opc));
+		TRY(emit(c, x));
+	}
+	c->nlast = 0;
+	note(c, at, opc, 0, 0);
+	return 0;
+}
+
+/* Emit a binary operator, fused with the local.get / const instructions
+ * just before it into one register-style instruction where possible: a
+ * stack interpreter spends most of its time on those pushes. */
+static int emit_binop(struct cc *c, uint8_t op)
+{
+	int k = fusable_index(op);
+	if (k < 0 && !dead(c) && float_index(op) >= 0)
+		return emit_float_binop(c, op, float_index(op));
+	if (k < 0 || dead(c))
+		return emit_op(c, op);
+	int bits = k < 21 ? 32 : 64;
+	const struct emitted *p0 = prev(c, 0), *p1 = p0 ? prev(c, 1) : NULL;
+	uint32_t imm, x, form, at;
+	if (!p0)
+		return emit_op(c, op);
+	if (p0->op == OP_LOCAL_GET) {
+		if (p1 && p1->op == OP_LOCAL_GET) {
+			x = p1->a;
+			at = p1->pc;
+			c->ncode = at;
+			TRY(emit(c, OP_FUSED + 64 * FUSE_LL + (uint32_t)k));
+			TRY(emit(c, x));
+			TRY(emit(c, p0->a));
+			form = FUSE_LL;
+		} else {
+			x = p0->a;
+			at = p0->pc;
+			c->ncode = at;
+			TRY(emit(c, OP_FUSED + 64 * FUSE_L + (uint32_t)k));
+			TRY(emit(c, x));
+			form = FUSE_L;
+		}
+	} else if (const_operand(p0, bits, &imm)) {
+		if (p1 && p1->op == OP_LOCAL_GET) {
+			x = p1->a;
+			at = p1->pc;
+			c->ncode = at;
+			TRY(emit(c, OP_FUSED + 64 * FUSE_LI + (uint32_t)k));
+			TRY(emit(c, x));
+			TRY(emit(c, imm));
+			form = FUSE_LI;
+		} else {
+			at = p0->pc;
+			c->ncode = at;
+			TRY(emit(c, OP_FUSED + 64 * FUSE_I + (uint32_t)k));
+			TRY(emit(c, imm));
+			form = FUSE_I;
+		}
+	} else {
+		return emit_op(c, op);
+	}
+	c->nlast = 0;
+	note(c, at, OP_FUSED + 64 * form + (uint32_t)k, 0, 0);
+	return 0;
+}
+
+/* If the latest instruction is a fusable operator (plain or fused), its
+ * operator index and operand shape. */
+static const struct emitted *binop_shape(const struct cc *c, int *k, int *shape)
+{
+	const struct emitted *p0 = prev(c, 0);
+	if (!p0)
+		return NULL;
+	if (p0->op < 0x100) {
+		*k = fusable_index((uint8_t)p0->op);
+		*shape = SHAPE_S;
+		return *k >= 0 ? p0 : NULL;
+	}
+	if (p0->op >= OP_FUSED && p0->op < OP_FUSED + 64 * FUSE_SET) {
+		*k = (int)((p0->op - OP_FUSED) % 64);
+		*shape = SHAPE_L + (int)((p0->op - OP_FUSED) / 64);
+		return p0;
+	}
+	return NULL;
+}
+
+static bool is_compare(int k)
+{
+#define COMPARE_CASE(idx, opcode, bits, expr) \
+	case idx:                             \
+		return true;
+	switch (k) {
+		WASM_FUSABLE_COMPARES(COMPARE_CASE)
+	default:
+		return false;
+	}
+#undef COMPARE_CASE
+}
+
+/* 'op; local.set z' (or local.tee) -> one instruction writing the local. */
+static int fuse_local_set(struct cc *c, uint32_t op, uint32_t z)
+{
+	const struct emitted *q = dead(c) || op != OP_LOCAL_SET ? NULL : prev(c, 0);
+	if (q && (q->op == OP_I32_CONST || q->op == OP_F32_CONST || q->op == OP_I64_CONST ||
+		  q->op == OP_F64_CONST || q->op == OP_LOCAL_GET)) {
+		uint32_t at = q->pc, a = q->a, b = q->b, qop = q->op;
+		c->ncode = at;
+		c->nlast = 0;
+		if (qop == OP_LOCAL_GET) {
+			TRY(emit(c, OP_COPY));
+			TRY(emit(c, a));
+			return emit(c, z);
+		}
+		bool wide = qop == OP_I64_CONST || qop == OP_F64_CONST;
+		TRY(emit(c, wide ? OP_SET_K64 : OP_SET_K32));
+		TRY(emit(c, z));
+		TRY(emit(c, a));
+		return wide ? emit(c, b) : 0;
+	}
+	int k, shape;
+	const struct emitted *p0 = dead(c) ? NULL : binop_shape(c, &k, &shape);
+	if (!p0 || is_compare(k))
+		return emit_op1(c, op, z);
+	uint32_t at = p0->pc;
+	uint32_t form = (op == OP_LOCAL_SET ? FUSE_SET : FUSE_TEE) + (uint32_t)shape;
+	c->code[at] = OP_FUSED + 64 * form + (uint32_t)k;
+	TRY(emit(c, z));
+	c->nlast = 0;
+	note(c, at, c->code[at], 0, 0);
+	return 0;
+}
+
+/* A conditional jump on the value just computed: when it comes from a
+ * fusable operator (or i32.eqz), rewrite that operator into a compare-and-
+ * branch. `on_zero` selects 'jump when zero' (if) over 'when non-zero'
+ * (br_if). The caller emits the target word next. */
+static int emit_cond_jump(struct cc *c, bool on_zero)
+{
+	int k, shape;
+	const struct emitted *p0 = binop_shape(c, &k, &shape);
+	if (p0 && is_compare(k)) {
+		c->code[p0->pc] = OP_FUSED + 64 * (uint32_t)((on_zero ? FUSE_BRZ : FUSE_BR) + shape) + (uint32_t)k;
+		c->nlast = 0;
+		return 0;
+	}
+	p0 = prev(c, 0);
+	if (p0 && p0->op == 0x45) { /* i32.eqz: invert the jump instead */
+		c->ncode = p0->pc;
+		c->nlast = 0;
+		return emit(c, on_zero ? OP_BR_IF_SIMPLE : OP_JMP_IF_NOT);
+	}
+	c->nlast = 0;
+	return emit(c, on_zero ? OP_JMP_IF_NOT : OP_BR_IF_SIMPLE);
+}
+
+/* ---- the operand and control stacks (spec appendix) ---- */
+
+static int push(struct cc *c, uint8_t t)
+{
+	if (c->nvals >= KIS_WASM_MAX_OPERANDS)
+		return fail(c, "invalid: operand stack too deep");
+	c->vals[c->nvals++] = t;
+	if (c->nvals > c->maxvals)
+		c->maxvals = c->nvals;
+	return 0;
+}
+
+/* Pop one operand, which must be `want` unless want is ANY; returns its
+ * type or -1. */
+static int pop(struct cc *c, uint8_t want)
+{
+	struct ctl *f = &c->ctl[c->nctl - 1];
+	if (c->nvals == f->height) {
+		if (f->unreachable)
+			return want;
+		return fail(c, "invalid: type mismatch (operand stack underflow)");
+	}
+	uint8_t t = c->vals[--c->nvals];
+	if (want != ANY && t != ANY && t != want)
+		return fail(c, "invalid: type mismatch (expected 0x%02x, got 0x%02x)", want, t);
+	return t == ANY ? want : t;
+}
+
+static int pop_n(struct cc *c, const uint8_t *t, uint32_t n)
+{
+	for (uint32_t i = n; i-- > 0;)
+		if (pop(c, t[i]) < 0)
+			return -1;
+	return 0;
+}
+
+static int push_n(struct cc *c, const uint8_t *t, uint32_t n)
+{
+	for (uint32_t i = 0; i < n; i++)
+		if (push(c, t[i]) < 0)
+			return -1;
+	return 0;
+}
+
+static void set_unreachable(struct cc *c)
+{
+	struct ctl *f = &c->ctl[c->nctl - 1];
+	c->nvals = f->height;
+	f->unreachable = true;
+}
+
+static bool is_num(uint8_t t)
+{
+	return t == KIS_WASM_I32 || t == KIS_WASM_I64 || t == KIS_WASM_F32 || t == KIS_WASM_F64;
+}
+
+static bool is_ref(uint8_t t)
+{
+	return t == KIS_WASM_FUNCREF || t == KIS_WASM_EXTERNREF;
+}
+
+/* blocktype (spec 5.4.1): empty, one value type, or a type index (s33). */
+static int blocktype(struct cc *c, struct ctl *f)
+{
+	f->np = f->nr = 0;
+	f->params = f->results = NULL;
+	if (c->p >= c->end)
+		return fail(c, "malformed: unexpected end");
+	uint8_t b = *c->p;
+	if (b == 0x40) {
+		c->p++;
+		return 0;
+	}
+	if (is_num(b) || is_ref(b)) {
+		c->p++;
+		f->single = b;
+		f->results = &f->single;
+		f->nr = 1;
+		return 0;
+	}
+	int64_t idx;
+	if (wasm_read_s33(&c->p, c->end, &idx) < 0)
+		return fail(c, "malformed: integer representation too long");
+	if (idx < 0)
+		return fail(c, "malformed: malformed value type");
+	if ((uint64_t)idx >= c->m->ntypes)
+		return fail(c, "invalid: unknown type %lld", (long long)idx);
+	const struct wasm_functype *ft = &c->m->types[idx];
+	f->params = ft->t;
+	f->np = ft->np;
+	f->results = ft->t + ft->np;
+	f->nr = ft->nr;
+	return 0;
+}
+
+static int push_ctl(struct cc *c, struct ctl *f)
+{
+	if (c->nctl >= KIS_WASM_MAX_NESTING)
+		return fail(c, "invalid: blocks nested too deeply");
+	f->height = c->nvals;
+	f->unreachable = false;
+	f->dead_entry = false;
+	f->fixups = NONE;
+	f->else_fix = NONE;
+	c->ctl[c->nctl] = *f;
+	/* a one-value type points into the frame: re-point at its new home */
+	struct ctl *n = &c->ctl[c->nctl++];
+	if (f->results == &f->single)
+		n->results = &n->single;
+	return push_n(c, n->params, n->np);
+}
+
+static void patch_chain(struct cc *c, uint32_t head, uint32_t target)
+{
+	while (head != NONE) {
+		uint32_t next = c->code[head];
+		c->code[head] = target;
+		head = next;
+	}
+}
+
+/* Emit the target word of a branch to frame f: known for a loop, else
+ * chained into f's fixups. */
+static int emit_target(struct cc *c, struct ctl *f)
+{
+	if (f->kind == 0x03)
+		return emit(c, f->start_pc);
+	uint32_t at = c->ncode;
+	if (emit(c, f->fixups) < 0)
+		return -1;
+	f->fixups = at;
+	return 0;
+}
+
+static struct ctl *label(struct cc *c, uint32_t depth)
+{
+	if (depth >= c->nctl) {
+		fail(c, "invalid: unknown label %u", depth);
+		return NULL;
+	}
+	return &c->ctl[c->nctl - 1 - depth];
+}
+
+static void label_types(const struct ctl *f, const uint8_t **t, uint32_t *n)
+{
+	if (f->kind == 0x03) {
+		*t = f->params;
+		*n = f->np;
+	} else {
+		*t = f->results;
+		*n = f->nr;
+	}
+}
+
+/* br / br_if: `cond` says which. The label's values are on top. */
+static int branch(struct cc *c, uint32_t depth, bool cond)
+{
+	struct ctl *f = label(c, depth);
+	if (!f)
+		return -1;
+	const uint8_t *t;
+	uint32_t n;
+	label_types(f, &t, &n);
+	uint32_t cur = c->nlocals + c->nvals;
+	uint32_t dst = c->nlocals + f->height;
+	if (pop_n(c, t, n) < 0)
+		return -1;
+	if (!dead(c)) {
+		bool simple = cur - n == dst;
+		if (!cond && f == &c->ctl[0]) {
+			TRY(emit(c, OP_RETURN));
+			TRY(emit(c, n));
+		} else if (simple) {
+			if (cond)
+				TRY(emit_cond_jump(c, false));
+			else
+				TRY(emit(c, OP_JMP));
+			TRY(emit_target(c, f));
+		} else {
+			TRY(emit(c, cond ? OP_BR_IF : OP_BR));
+			TRY(emit_target(c, f));
+			TRY(emit(c, dst));
+			TRY(emit(c, n));
+		}
+	}
+	if (cond)
+		return push_n(c, t, n);
+	set_unreachable(c);
+	return 0;
+}
+
+static int br_table(struct cc *c)
+{
+	uint32_t n;
+	TRY(rd_u32(c, &n));
+	if (n > KIS_WASM_MAX_BR_TABLE || n > (size_t)(c->end - c->p))
+		return fail(c, "malformed: unexpected end (br_table too long)");
+	if (pop(c, KIS_WASM_I32) < 0)
+		return -1;
+	uint32_t *depths = malloc(((size_t)n + 1) * sizeof(*depths));
+	if (!depths)
+		return fail(c, "out of memory");
+	int rc = 0;
+	for (uint32_t i = 0; i <= n && rc == 0; i++)
+		rc = rd_u32(c, &depths[i]);
+	struct ctl *def = rc == 0 ? label(c, depths[n]) : NULL;
+	if (!def) {
+		free(depths);
+		return -1;
+	}
+	const uint8_t *dt;
+	uint32_t arity;
+	label_types(def, &dt, &arity);
+	if (!dead(c)) {
+		rc = emit(c, OP_BR_TABLE);
+		if (rc == 0)
+			rc = emit(c, n);
+		if (rc == 0)
+			rc = emit(c, arity);
+	}
+	for (uint32_t i = 0; i <= n && rc == 0; i++) {
+		struct ctl *f = label(c, depths[i]);
+		if (!f) {
+			rc = -1;
+			break;
+		}
+		const uint8_t *t;
+		uint32_t k;
+		label_types(f, &t, &k);
+		if (k != arity) {
+			rc = fail(c, "invalid: type mismatch (br_table arity)");
+			break;
+		}
+		/* each label's types must fit the operands (spec 3.3.8.9) */
+		uint32_t save = c->nvals;
+		uint8_t tmp[KIS_WASM_MAX_PARAMS];
+		if (save - c->ctl[c->nctl - 1].height >= k)
+			memcpy(tmp, c->vals + save - k, k);
+		rc = pop_n(c, t, k);
+		if (rc < 0)
+			break;
+		if (save - c->ctl[c->nctl - 1].height >= k) {
+			c->nvals = save;
+			memcpy(c->vals + save - k, tmp, k);
+		} else {
+			c->nvals = save; /* unreachable: polymorphic stack stays as it was */
+		}
+		if (!dead(c)) {
+			rc = emit_target(c, f);
+			if (rc == 0)
+				rc = emit(c, c->nlocals + f->height);
+		}
+	}
+	free(depths);
+	if (rc < 0)
+		return -1;
+	if (pop_n(c, dt, arity) < 0)
+		return -1;
+	set_unreachable(c);
+	return 0;
+}
+
+static int memarg(struct cc *c, uint32_t natural, uint32_t *offset)
+{
+	uint32_t align;
+	TRY(rd_u32(c, &align));
+	TRY(rd_u32(c, offset));
+	if (c->m->nmems == 0)
+		return fail(c, "invalid: unknown memory 0");
+	if (align >= 32 || (1u << align) > natural)
+		return fail(c, "invalid: alignment must not be larger than natural");
+	return 0;
+}
+
+static int load_store(struct cc *c, uint8_t op)
+{
+	static const uint8_t size[] = { 4, 8, 4, 8, 1, 1, 2, 2, 1, 1, 2, 2, 4, 4,
+					4, 8, 4, 8, 1, 2, 1, 2, 4 };
+	static const uint8_t type[] = { 0x7f, 0x7e, 0x7d, 0x7c, 0x7f, 0x7f, 0x7f, 0x7f,
+					0x7e, 0x7e, 0x7e, 0x7e, 0x7e, 0x7e, 0x7f, 0x7e,
+					0x7d, 0x7c, 0x7f, 0x7f, 0x7e, 0x7e, 0x7e };
+	uint32_t off;
+	unsigned k = op - 0x28u;
+	TRY(memarg(c, size[k], &off));
+	if (op <= 0x35) {
+		if (pop(c, KIS_WASM_I32) < 0)
+			return -1;
+		TRY(push(c, type[k]));
+	} else {
+		if (pop(c, type[k]) < 0 || pop(c, KIS_WASM_I32) < 0)
+			return -1;
+	}
+	/* operands straight from locals: one instruction instead of three */
+	const struct emitted *p0 = dead(c) ? NULL : prev(c, 0);
+	const struct emitted *p1 = p0 ? prev(c, 1) : NULL;
+	if (op <= 0x35 && p0 && p0->op == OP_FUSED + 64 * FUSE_LI + 10 /* i32.add */) {
+		uint32_t at = p0->pc, x = c->code[at + 1], imm = c->code[at + 2];
+		c->ncode = at;
+		c->nlast = 0;
+		TRY(emit(c, OP_LOAD_LI + (op - 0x28u)));
+		TRY(emit(c, x));
+		TRY(emit(c, imm));
+		TRY(emit(c, off));
+		note(c, at, OP_LOAD_LI + (op - 0x28u), 0, 0);
+		return 0;
+	}
+	if (op <= 0x35 && p0 && p0->op == OP_LOCAL_GET) {
+		uint32_t at = p0->pc, x = p0->a;
+		c->ncode = at;
+		c->nlast = 0;
+		TRY(emit(c, OP_LOAD_L + (op - 0x28u)));
+		TRY(emit(c, x));
+		TRY(emit(c, off));
+		note(c, at, OP_LOAD_L + (op - 0x28u), 0, 0);
+		return 0;
+	}
+	if (op >= 0x36 && p0 && p1 && p0->op == OP_LOCAL_GET && p1->op == OP_LOCAL_GET) {
+		uint32_t at = p1->pc, x = p1->a, y = p0->a;
+		c->ncode = at;
+		c->nlast = 0;
+		TRY(emit(c, OP_STORE_LL + (op - 0x36u)));
+		TRY(emit(c, x));
+		TRY(emit(c, y));
+		TRY(emit(c, off));
+		return 0;
+	}
+	return emit_op1(c, op, off);
+}
+
+/* Numeric instructions 0x45..0xc4 (spec 3.3.1): operand and result types. */
+static void numeric_sig(uint8_t op, uint8_t *a, uint8_t *b, uint8_t *r)
+{
+	const uint8_t I32 = 0x7f, I64 = 0x7e, F32 = 0x7d, F64 = 0x7c;
+	*b = 0;
+	if (op == 0x45) {
+		*a = I32, *r = I32;
+	} else if (op <= 0x4f) {
+		*a = *b = I32, *r = I32;
+	} else if (op == 0x50) {
+		*a = I64, *r = I32;
+	} else if (op <= 0x5a) {
+		*a = *b = I64, *r = I32;
+	} else if (op <= 0x60) {
+		*a = *b = F32, *r = I32;
+	} else if (op <= 0x66) {
+		*a = *b = F64, *r = I32;
+	} else if (op <= 0x69) {
+		*a = I32, *r = I32;
+	} else if (op <= 0x78) {
+		*a = *b = I32, *r = I32;
+	} else if (op <= 0x7b) {
+		*a = I64, *r = I64;
+	} else if (op <= 0x8a) {
+		*a = *b = I64, *r = I64;
+	} else if (op <= 0x91) {
+		*a = F32, *r = F32;
+	} else if (op <= 0x98) {
+		*a = *b = F32, *r = F32;
+	} else if (op <= 0x9f) {
+		*a = F64, *r = F64;
+	} else if (op <= 0xa6) {
+		*a = *b = F64, *r = F64;
+	} else {
+		/* conversions 0xa7..0xc4: one operand */
+		static const uint8_t in[] = {
+			/* a7 */ 0x7e, 0x7d, 0x7d, 0x7c, 0x7c, 0x7f, 0x7f, 0x7d, 0x7d, 0x7c,
+			/* b1 */ 0x7c, 0x7f, 0x7f, 0x7e, 0x7e, 0x7c, 0x7f, 0x7f, 0x7e, 0x7e,
+			/* bb */ 0x7d, 0x7d, 0x7c, 0x7f, 0x7e, 0x7f, 0x7f, 0x7e, 0x7e, 0x7e
+		};
+		static const uint8_t out[] = {
+			/* a7 */ 0x7f, 0x7f, 0x7f, 0x7f, 0x7f, 0x7e, 0x7e, 0x7e, 0x7e, 0x7e,
+			/* b1 */ 0x7e, 0x7d, 0x7d, 0x7d, 0x7d, 0x7d, 0x7c, 0x7c, 0x7c, 0x7c,
+			/* bb */ 0x7c, 0x7f, 0x7e, 0x7d, 0x7c, 0x7f, 0x7f, 0x7e, 0x7e, 0x7e
+		};
+		*a = in[op - 0xa7];
+		*r = out[op - 0xa7];
+	}
+}
+
+static int numeric(struct cc *c, uint8_t op)
+{
+	uint8_t a, b, r;
+	numeric_sig(op, &a, &b, &r);
+	if (b && pop(c, b) < 0)
+		return -1;
+	if (pop(c, a) < 0)
+		return -1;
+	TRY(push(c, r));
+	return b ? emit_binop(c, op) : emit_op(c, op);
+}
+
+static const struct wasm_tabletype *table(struct cc *c, uint32_t idx)
+{
+	if (idx >= c->m->ntables) {
+		fail(c, "invalid: unknown table %u", idx);
+		return NULL;
+	}
+	return &c->m->tables[idx];
+}
+
+static int need_datacount(struct cc *c, uint32_t idx)
+{
+	if (!c->m->has_datacount)
+		return fail(c, "malformed: data count section required");
+	if (idx >= c->m->datacount)
+		return fail(c, "invalid: unknown data segment %u", idx);
+	return 0;
+}
+
+static int prefixed(struct cc *c)
+{
+	uint32_t sub, x, y;
+	const struct wasm_tabletype *t, *t2;
+	TRY(rd_u32(c, &sub));
+	switch (sub) {
+	case 0: case 1: case 2: case 3: case 4: case 5: case 6: case 7: {
+		/* trunc_sat (spec 4.3.2 trunc_sat) */
+		static const uint8_t in[8] = { 0x7d, 0x7d, 0x7c, 0x7c, 0x7d, 0x7d, 0x7c, 0x7c };
+		if (pop(c, in[sub]) < 0)
+			return -1;
+		TRY(push(c, sub < 4 ? KIS_WASM_I32 : KIS_WASM_I64));
+		return emit_op(c, OP_FC_BASE + sub);
+	}
+	case 8: /* memory.init */
+		TRY(rd_u32(c, &x));
+		TRY(rd_zero(c));
+		if (c->m->nmems == 0)
+			return fail(c, "invalid: unknown memory 0");
+		TRY(need_datacount(c, x));
+		for (int i = 0; i < 3; i++)
+			if (pop(c, KIS_WASM_I32) < 0)
+				return -1;
+		return emit_op1(c, OP_FC_BASE + 8, x);
+	case 9: /* data.drop */
+		TRY(rd_u32(c, &x));
+		TRY(need_datacount(c, x));
+		return emit_op1(c, OP_FC_BASE + 9, x);
+	case 10: /* memory.copy */
+		TRY(rd_zero(c));
+		TRY(rd_zero(c));
+		if (c->m->nmems == 0)
+			return fail(c, "invalid: unknown memory 0");
+		for (int i = 0; i < 3; i++)
+			if (pop(c, KIS_WASM_I32) < 0)
+				return -1;
+		return emit_op(c, OP_FC_BASE + 10);
+	case 11: /* memory.fill */
+		TRY(rd_zero(c));
+		if (c->m->nmems == 0)
+			return fail(c, "invalid: unknown memory 0");
+		for (int i = 0; i < 3; i++)
+			if (pop(c, KIS_WASM_I32) < 0)
+				return -1;
+		return emit_op(c, OP_FC_BASE + 11);
+	case 12: /* table.init elem, table */
+		TRY(rd_u32(c, &x));
+		TRY(rd_u32(c, &y));
+		if (!(t = table(c, y)))
+			return -1;
+		if (x >= c->m->nelems)
+			return fail(c, "invalid: unknown elem segment %u", x);
+		if (c->m->elems[x].type != t->elem)
+			return fail(c, "invalid: type mismatch (table.init)");
+		for (int i = 0; i < 3; i++)
+			if (pop(c, KIS_WASM_I32) < 0)
+				return -1;
+		return emit_op2(c, OP_FC_BASE + 12, x, y);
+	case 13: /* elem.drop */
+		TRY(rd_u32(c, &x));
+		if (x >= c->m->nelems)
+			return fail(c, "invalid: unknown elem segment %u", x);
+		return emit_op1(c, OP_FC_BASE + 13, x);
+	case 14: /* table.copy dst, src */
+		TRY(rd_u32(c, &x));
+		TRY(rd_u32(c, &y));
+		if (!(t = table(c, x)) || !(t2 = table(c, y)))
+			return -1;
+		if (t->elem != t2->elem)
+			return fail(c, "invalid: type mismatch (table.copy)");
+		for (int i = 0; i < 3; i++)
+			if (pop(c, KIS_WASM_I32) < 0)
+				return -1;
+		return emit_op2(c, OP_FC_BASE + 14, x, y);
+	case 15: /* table.grow */
+		TRY(rd_u32(c, &x));
+		if (!(t = table(c, x)))
+			return -1;
+		if (pop(c, KIS_WASM_I32) < 0 || pop(c, t->elem) < 0)
+			return -1;
+		TRY(push(c, KIS_WASM_I32));
+		return emit_op1(c, OP_FC_BASE + 15, x);
+	case 16: /* table.size */
+		TRY(rd_u32(c, &x));
+		if (!table(c, x))
+			return -1;
+		TRY(push(c, KIS_WASM_I32));
+		return emit_op1(c, OP_FC_BASE + 16, x);
+	case 17: /* table.fill */
+		TRY(rd_u32(c, &x));
+		if (!(t = table(c, x)))
+			return -1;
+		if (pop(c, KIS_WASM_I32) < 0 || pop(c, t->elem) < 0 || pop(c, KIS_WASM_I32) < 0)
+			return -1;
+		return emit_op1(c, OP_FC_BASE + 17, x);
+	default:
+		return fail(c, "malformed: illegal opcode 0xfc %u", sub);
+	}
+}
+
+/* One instruction. Returns 1 when the function's final `end` was read. */
+static int instr(struct cc *c)
+{
+	uint8_t op = 0;
+	uint32_t x, y;
+	TRY(rd_byte(c, &op));
+	const struct kis_wasm_module *m = c->m;
+	switch (op) {
+	case 0x00: /* unreachable */
+		TRY(emit_op(c, OP_UNREACHABLE));
+		set_unreachable(c);
+		return 0;
+	case 0x01:
+		return 0;
+	case 0x02: /* block */
+	case 0x03: /* loop */
+	case 0x04: { /* if */
+		struct ctl f = { .kind = op };
+		TRY(blocktype(c, &f));
+		if (op == 0x04 && pop(c, KIS_WASM_I32) < 0)
+			return -1;
+		if (pop_n(c, f.params, f.np) < 0)
+			return -1;
+		bool was_dead = dead(c);
+		if (op == 0x03 && !was_dead) {
+			TRY(emit(c, OP_LOOP_CHECK));
+			label_here(c);
+		}
+		f.start_pc = c->ncode - (op == 0x03 && !was_dead ? 1 : 0);
+		uint32_t else_at = NONE;
+		if (op == 0x04 && !was_dead) {
+			TRY(emit_cond_jump(c, true));
+			else_at = c->ncode;
+			TRY(emit(c, NONE));
+		}
+		TRY(push_ctl(c, &f));
+		c->ctl[c->nctl - 1].else_fix = else_at;
+		/* code in a block entered from dead code is never run: it is
+		 * validated as usual but not emitted */
+		c->ctl[c->nctl - 1].dead_entry = was_dead;
+		return 0;
+	}
+	case 0x05: { /* else */
+		struct ctl *f = &c->ctl[c->nctl - 1];
+		if (f->kind != 0x04)
+			return fail(c, "malformed: else without if");
+		if (pop_n(c, f->results, f->nr) < 0)
+			return -1;
+		if (c->nvals != f->height)
+			return fail(c, "invalid: type mismatch (values remaining in then branch)");
+		if (!dead(c)) {
+			TRY(emit(c, OP_JMP));
+			TRY(emit_target(c, f));
+		}
+		if (f->else_fix != NONE) {
+			c->code[f->else_fix] = c->ncode;
+			f->else_fix = NONE;
+		}
+		label_here(c);
+		f->unreachable = false;
+		f->kind = 0x05;
+		return push_n(c, f->params, f->np);
+	}
+	case 0x0b: { /* end */
+		struct ctl *f = &c->ctl[c->nctl - 1];
+		if (pop_n(c, f->results, f->nr) < 0)
+			return -1;
+		if (c->nvals != f->height)
+			return fail(c, "invalid: type mismatch (values remaining at end of block)");
+		label_here(c);
+		if (f->kind == 0x04) {
+			if (f->np != f->nr || (f->np && memcmp(f->params, f->results, f->np)))
+				return fail(c, "invalid: type mismatch (if without else)");
+			if (f->else_fix != NONE)
+				c->code[f->else_fix] = c->ncode;
+		}
+		if (c->nctl == 1) {
+			patch_chain(c, f->fixups, c->ncode);
+			TRY(emit(c, OP_RETURN));
+			TRY(emit(c, f->nr));
+			c->nctl = 0;
+			return 1;
+		}
+		patch_chain(c, f->fixups, c->ncode);
+		struct ctl done = *f;
+		c->nctl--;
+		return push_n(c, done.results == &f->single ? &done.single : done.results, done.nr);
+	}
+	case 0x0c:
+		TRY(rd_u32(c, &x));
+		return branch(c, x, false);
+	case 0x0d:
+		TRY(rd_u32(c, &x));
+		if (pop(c, KIS_WASM_I32) < 0)
+			return -1;
+		return branch(c, x, true);
+	case 0x0e:
+		return br_table(c);
+	case 0x0f: /* return */
+		return branch(c, c->nctl - 1, false);
+	case 0x10: { /* call */
+		TRY(rd_u32(c, &x));
+		if (x >= m->nfuncs)
+			return fail(c, "invalid: unknown function %u", x);
+		const struct wasm_functype *ft = &m->types[m->func_types[x]];
+		if (pop_n(c, ft->t, ft->np) < 0)
+			return -1;
+		TRY(push_n(c, ft->t + ft->np, ft->nr));
+		return emit_op1(c, OP_CALL, x);
+	}
+	case 0x11: { /* call_indirect typeidx tableidx */
+		TRY(rd_u32(c, &x));
+		TRY(rd_u32(c, &y));
+		const struct wasm_tabletype *t = table(c, y);
+		if (!t)
+			return -1;
+		if (x >= m->ntypes)
+			return fail(c, "invalid: unknown type %u", x);
+		if (t->elem != KIS_WASM_FUNCREF)
+			return fail(c, "invalid: type mismatch (call_indirect on a non-funcref table)");
+		const struct wasm_functype *ft = &m->types[x];
+		if (pop(c, KIS_WASM_I32) < 0 || pop_n(c, ft->t, ft->np) < 0)
+			return -1;
+		TRY(push_n(c, ft->t + ft->np, ft->nr));
+		return emit_op2(c, OP_CALL_INDIRECT, x, y);
+	}
+	case 0x1a: /* drop */
+		if (pop(c, ANY) < 0)
+			return -1;
+		return emit_op(c, OP_DROP);
+	case 0x1b:
+	case 0x1c: { /* select, select t* */
+		uint8_t want = ANY;
+		if (op == 0x1c) {
+			TRY(rd_u32(c, &x));
+			if (x != 1)
+				return fail(c, "invalid: invalid result arity");
+			TRY(rd_byte(c, &want));
+			if (!is_num(want) && !is_ref(want))
+				return fail(c, "malformed: malformed value type");
+		}
+		if (pop(c, KIS_WASM_I32) < 0)
+			return -1;
+		int t1 = pop(c, want);
+		if (t1 < 0)
+			return -1;
+		int t2 = pop(c, (uint8_t)t1);
+		if (t2 < 0)
+			return -1;
+		if (op == 0x1b) {
+			if ((t1 != ANY && !is_num((uint8_t)t1)) || (t2 != ANY && !is_num((uint8_t)t2)))
+				return fail(c, "invalid: type mismatch (select needs numeric operands)");
+			TRY(push(c, t1 == ANY ? (uint8_t)t2 : (uint8_t)t1));
+		} else {
+			TRY(push(c, want));
+		}
+		return emit_op(c, OP_SELECT);
+	}
+	case 0x20:
+	case 0x21:
+	case 0x22:
+		TRY(rd_u32(c, &x));
+		if (x >= c->nlocals)
+			return fail(c, "invalid: unknown local %u", x);
+		if (op == 0x20) {
+			TRY(push(c, c->locals[x]));
+		} else {
+			if (pop(c, c->locals[x]) < 0)
+				return -1;
+			if (op == 0x22)
+				TRY(push(c, c->locals[x]));
+		}
+		if (op == 0x21 || op == 0x22)
+			return fuse_local_set(c, op, x);
+		return emit_op1(c, op, x);
+	case 0x23:
+	case 0x24:
+		TRY(rd_u32(c, &x));
+		if (x >= m->nglobals)
+			return fail(c, "invalid: unknown global %u", x);
+		if (op == 0x23) {
+			TRY(push(c, m->globals[x].type));
+		} else {
+			if (!m->globals[x].mut)
+				return fail(c, "invalid: global is immutable");
+			if (pop(c, m->globals[x].type) < 0)
+				return -1;
+		}
+		return emit_op1(c, op, x);
+	case 0x25:
+	case 0x26: {
+		TRY(rd_u32(c, &x));
+		const struct wasm_tabletype *t = table(c, x);
+		if (!t)
+			return -1;
+		if (op == 0x25) {
+			if (pop(c, KIS_WASM_I32) < 0)
+				return -1;
+			TRY(push(c, t->elem));
+		} else if (pop(c, t->elem) < 0 || pop(c, KIS_WASM_I32) < 0) {
+			return -1;
+		}
+		return emit_op1(c, op, x);
+	}
+	case 0x3f:
+	case 0x40:
+		TRY(rd_zero(c));
+		if (m->nmems == 0)
+			return fail(c, "invalid: unknown memory 0");
+		if (op == 0x40 && pop(c, KIS_WASM_I32) < 0)
+			return -1;
+		TRY(push(c, KIS_WASM_I32));
+		return emit_op(c, op);
+	case 0x41: {
+		int32_t v;
+		if (wasm_read_s32(&c->p, c->end, &v) < 0)
+			return fail(c, "malformed: integer representation too long");
+		TRY(push(c, KIS_WASM_I32));
+		return emit_op1(c, op, (uint32_t)v);
+	}
+	case 0x42: {
+		int64_t v;
+		if (wasm_read_s64(&c->p, c->end, &v) < 0)
+			return fail(c, "malformed: integer representation too long");
+		TRY(push(c, KIS_WASM_I64));
+		return emit_op2(c, op, (uint32_t)(uint64_t)v, (uint32_t)((uint64_t)v >> 32));
+	}
+	case 0x43: {
+		uint32_t v;
+		if (c->end - c->p < 4)
+			return fail(c, "malformed: unexpected end");
+		memcpy(&v, c->p, 4);
+		c->p += 4;
+		TRY(push(c, KIS_WASM_F32));
+		return emit_op1(c, op, v);
+	}
+	case 0x44: {
+		uint64_t v;
+		if (c->end - c->p < 8)
+			return fail(c, "malformed: unexpected end");
+		memcpy(&v, c->p, 8);
+		c->p += 8;
+		TRY(push(c, KIS_WASM_F64));
+		return emit_op2(c, op, (uint32_t)v, (uint32_t)(v >> 32));
+	}
+	case 0xd0: { /* ref.null t */
+		uint8_t t = 0;
+		TRY(rd_byte(c, &t));
+		if (!is_ref(t))
+			return fail(c, "malformed: malformed reference type");
+		TRY(push(c, t));
+		return emit_op(c, OP_REF_NULL);
+	}
+	case 0xd1: { /* ref.is_null */
+		int t = pop(c, ANY);
+		if (t < 0)
+			return -1;
+		if (t != ANY && !is_ref((uint8_t)t))
+			return fail(c, "invalid: type mismatch (ref.is_null on a number)");
+		TRY(push(c, KIS_WASM_I32));
+		return emit_op(c, OP_REF_IS_NULL);
+	}
+	case 0xd2: /* ref.func */
+		TRY(rd_u32(c, &x));
+		if (x >= m->nfuncs)
+			return fail(c, "invalid: unknown function %u", x);
+		if (!m->declared || !m->declared[x])
+			return fail(c, "invalid: undeclared function reference");
+		TRY(push(c, KIS_WASM_FUNCREF));
+		return emit_op1(c, OP_REF_FUNC, x);
+	case 0xfc:
+		return prefixed(c);
+	default:
+		if (op >= 0x28 && op <= 0x3e)
+			return load_store(c, op);
+		if (op >= 0x45 && op <= 0xc4)
+			return numeric(c, op);
+		return fail(c, "malformed: illegal opcode 0x%02x", op);
+	}
+}
+
+int wasm_compile_func(const struct kis_wasm_module *m, uint32_t func_idx, const uint8_t *body,
+		      size_t len, struct wasm_code *out, char *err, size_t errlen)
+{
+	struct cc c = { .m = m, .p = body, .end = body + len, .err = err, .errlen = errlen };
+	const struct wasm_functype *ft = &m->types[m->func_types[func_idx]];
+	int rc = -1;
+
+	/* locals (spec 5.5.13): runs of (count, type), at most MAX_LOCALS in all */
+	uint32_t nruns;
+	uint64_t total = ft->np;
+	const uint8_t *save = c.p;
+	if (rd_u32(&c, &nruns) < 0)
+		return -1;
+	for (uint32_t i = 0; i < nruns; i++) {
+		uint32_t n = 0;
+		uint8_t t = 0;
+		if (rd_u32(&c, &n) < 0 || rd_byte(&c, &t) < 0)
+			return -1;
+		total += n;
+		if (total > KIS_WASM_MAX_LOCALS)
+			return fail(&c, "malformed: too many locals");
+		if (!is_num(t) && !is_ref(t))
+			return fail(&c, "malformed: malformed value type 0x%02x", t);
+	}
+	c.locals = malloc(total + 1);
+	c.vals = malloc(KIS_WASM_MAX_OPERANDS);
+	c.ctl = malloc(KIS_WASM_MAX_NESTING * sizeof(*c.ctl));
+	if (!c.locals || !c.vals || !c.ctl) {
+		fail(&c, "out of memory");
+		goto out;
+	}
+	memcpy(c.locals, ft->t, ft->np);
+	c.nlocals = ft->np;
+	c.p = save;
+	(void)rd_u32(&c, &nruns);
+	for (uint32_t i = 0; i < nruns; i++) {
+		uint32_t n = 0;
+		uint8_t t = 0;
+		(void)rd_u32(&c, &n);
+		(void)rd_byte(&c, &t);
+		memset(c.locals + c.nlocals, t, n);
+		c.nlocals += n;
+	}
+
+	struct ctl f = { .kind = 0, .results = ft->t + ft->np, .nr = ft->nr };
+	if (push_ctl(&c, &f) < 0)
+		goto out;
+	for (;;) {
+		int r = instr(&c);
+		if (r < 0)
+			goto out;
+		if (r == 1)
+			break;
+	}
+	if (c.p != c.end) {
+		fail(&c, "malformed: section size mismatch (bytes after the end of a function)");
+		goto out;
+	}
+	out->ops = c.code;
+	out->nops = c.ncode;
+	out->nlocals = c.nlocals;
+	out->max_height = c.nlocals + c.maxvals;
+	c.code = NULL;
+	rc = 0;
+out:
+	free(c.code);
+	free(c.locals);
+	free(c.vals);
+	free(c.ctl);
+	return rc;
+}

@@ -1,0 +1,1224 @@
+/* SPDX-License-Identifier: MIT */
+/* The interpreter (spec 4.4): runs translated code on the store's value stack
+ * with its own frame stack, so guest recursion never grows the host stack.
+ *
+ * Theory of operation: a frame's slots are [params][locals][operands], fp
+ * points at the first param, sp one past the top operand. A call leaves the
+ * arguments where the caller pushed them and they become the callee's first
+ * slots; a return copies the results down to fp. Branch targets, stack
+ * heights and arities were resolved by compile.c, so no immediate is decoded
+ * here. Every memory and table access is bounds-checked against 64-bit sums,
+ * which cannot wrap for 32-bit addresses and offsets. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "wasm/internal.h"
+#include "wasm/numeric.h"
+
+bool wasm_functype_eq(const struct wasm_functype *a, const struct wasm_functype *b)
+{
+	return a == b || (a->np == b->np && a->nr == b->nr &&
+			  !memcmp(a->t, b->t, (size_t)a->np + a->nr));
+}
+
+static inline uint32_t rd32(const uint8_t *p)
+{
+	uint32_t v;
+	memcpy(&v, p, 4);
+	return v;
+}
+
+static inline uint64_t rd64(const uint8_t *p)
+{
+	uint64_t v;
+	memcpy(&v, p, 8);
+	return v;
+}
+
+static inline uint16_t rd16(const uint8_t *p)
+{
+	uint16_t v;
+	memcpy(&v, p, 2);
+	return v;
+}
+
+/* Binary and unary operators on the top of the stack. These expand to a
+ * complete `case` and never jump elsewhere. */
+#define BIN32(op, expr)                                                   \
+	op_##op: {                                                        \
+		uint32_t b = (uint32_t)sp[-1], a = (uint32_t)sp[-2];      \
+		sp--;                                                     \
+		sp[-1] = (uint32_t)(expr);                                \
+		NEXT();                                                   \
+	}
+#define BIN64(op, expr)                                                   \
+	op_##op: {                                                        \
+		uint64_t b = sp[-1], a = sp[-2];                          \
+		sp--;                                                     \
+		sp[-1] = (uint64_t)(expr);                                \
+		NEXT();                                                   \
+	}
+#define CMP64(op, expr) BIN64(op, expr)
+#define UN32(op, expr)                                                    \
+	op_##op: {                                                        \
+		uint32_t a = (uint32_t)sp[-1];                            \
+		sp[-1] = (uint32_t)(expr);                                \
+		NEXT();                                                   \
+	}
+#define UN64(op, expr)                                                    \
+	op_##op: {                                                        \
+		uint64_t a = sp[-1];                                      \
+		sp[-1] = (uint64_t)(expr);                                \
+		NEXT();                                                   \
+	}
+#define FBIN32(op, expr)                                                  \
+	op_##op: {                                                        \
+		float b = f32_of(sp[-1]), a = f32_of(sp[-2]);             \
+		sp--;                                                     \
+		sp[-1] = of_f32(expr);                                    \
+		NEXT();                                                   \
+	}
+#define FBIN64(op, expr)                                                  \
+	op_##op: {                                                        \
+		double b = f64_of(sp[-1]), a = f64_of(sp[-2]);            \
+		sp--;                                                     \
+		sp[-1] = of_f64(expr);                                    \
+		NEXT();                                                   \
+	}
+#define FCMP32(op, expr)                                                  \
+	op_##op: {                                                        \
+		float b = f32_of(sp[-1]), a = f32_of(sp[-2]);             \
+		sp--;                                                     \
+		sp[-1] = (expr) ? 1 : 0;                                  \
+		NEXT();                                                   \
+	}
+#define FCMP64(op, expr)                                                  \
+	op_##op: {                                                        \
+		double b = f64_of(sp[-1]), a = f64_of(sp[-2]);            \
+		sp--;                                                     \
+		sp[-1] = (expr) ? 1 : 0;                                  \
+		NEXT();                                                   \
+	}
+#define FUN32(op, expr)                                                   \
+	op_##op: {                                                        \
+		float a = f32_of(sp[-1]);                                 \
+		sp[-1] = of_f32(expr);                                    \
+		NEXT();                                                   \
+	}
+#define FUN64(op, expr)                                                   \
+	op_##op: {                                                        \
+		double a = f64_of(sp[-1]);                                \
+		sp[-1] = of_f64(expr);                                    \
+		NEXT();                                                   \
+	}
+
+static inline uint32_t rotl32(uint32_t x, uint32_t k)
+{
+	k &= 31;
+	return (x << k) | (x >> ((32 - k) & 31));
+}
+
+static inline uint32_t rotr32(uint32_t x, uint32_t k)
+{
+	k &= 31;
+	return (x >> k) | (x << ((32 - k) & 31));
+}
+
+static inline uint64_t rotl64(uint64_t x, uint64_t k)
+{
+	k &= 63;
+	return (x << k) | (x >> ((64 - k) & 63));
+}
+
+static inline uint64_t rotr64(uint64_t x, uint64_t k)
+{
+	k &= 63;
+	return (x >> k) | (x << ((64 - k) & 63));
+}
+
+/* Loads (opcode, bytes, value from the bytes at p) and stores (opcode,
+ * bytes), for their forms with operands in locals. */
+#define WASM_LOADS(X)                                          \
+	X(0x28, 4, rd32(p))                                    \
+	X(0x29, 8, rd64(p))                                    \
+	X(0x2a, 4, rd32(p))                                    \
+	X(0x2b, 8, rd64(p))                                    \
+	X(0x2c, 1, (uint32_t)(int32_t)(int8_t)*p)              \
+	X(0x2d, 1, *p)                                         \
+	X(0x2e, 2, (uint32_t)(int32_t)(int16_t)rd16(p))        \
+	X(0x2f, 2, rd16(p))                                    \
+	X(0x30, 1, (uint64_t)(int64_t)(int8_t)*p)              \
+	X(0x31, 1, *p)                                         \
+	X(0x32, 2, (uint64_t)(int64_t)(int16_t)rd16(p))        \
+	X(0x33, 2, rd16(p))                                    \
+	X(0x34, 4, (uint64_t)(int64_t)(int32_t)rd32(p))        \
+	X(0x35, 4, rd32(p))
+#define WASM_STORES(X) \
+	X(0x36, 4) X(0x37, 8) X(0x38, 4) X(0x39, 8) X(0x3a, 1) X(0x3b, 2) X(0x3c, 1) X(0x3d, 2) X(0x3e, 4)
+
+/* The dispatch entries (opcode -> handler label), expanded inside run()
+ * either as a table of label addresses or as switch cases. */
+#define SHAPE_s SHAPE_S
+#define SHAPE_l SHAPE_L
+#define SHAPE_i SHAPE_I
+#define SHAPE_ll SHAPE_LL
+#define SHAPE_li SHAPE_LI
+#define BASE_FUSED_ENTRIES(k)                          \
+	ENTRY(OP_FUSED + 64 * FUSE_L + k, op_l_##k)    \
+	ENTRY(OP_FUSED + 64 * FUSE_I + k, op_i_##k)    \
+	ENTRY(OP_FUSED + 64 * FUSE_LL + k, op_ll_##k)  \
+	ENTRY(OP_FUSED + 64 * FUSE_LI + k, op_li_##k)
+#define CMP_ENTRIES(k, sh)                                                   \
+	ENTRY(OP_FUSED + 64 * (FUSE_BR + SHAPE_##sh) + k, op_##sh##_br_##k)  \
+	ENTRY(OP_FUSED + 64 * (FUSE_BRZ + SHAPE_##sh) + k, op_##sh##_brz_##k)
+#define ARITH_ENTRIES(k, sh)                                                 \
+	ENTRY(OP_FUSED + 64 * (FUSE_SET + SHAPE_##sh) + k, op_##sh##_set_##k) \
+	ENTRY(OP_FUSED + 64 * (FUSE_TEE + SHAPE_##sh) + k, op_##sh##_tee_##k)
+#define FUSED_CMP_ENTRIES(k, opcode, bits, expr)                             \
+	BASE_FUSED_ENTRIES(k) CMP_ENTRIES(k, s) CMP_ENTRIES(k, l)            \
+	CMP_ENTRIES(k, i) CMP_ENTRIES(k, ll) CMP_ENTRIES(k, li)
+#define FUSED_ARITH_ENTRIES(k, opcode, bits, expr)                           \
+	BASE_FUSED_ENTRIES(k) ARITH_ENTRIES(k, s) ARITH_ENTRIES(k, l)        \
+	ARITH_ENTRIES(k, i) ARITH_ENTRIES(k, ll) ARITH_ENTRIES(k, li)
+#define LOAD_ENTRY(op, n, conv) ENTRY(OP_LOAD_L + op - 0x28, op_lload_##op)
+#define STORE_ENTRY(op, n) ENTRY(OP_STORE_LL + op - 0x36, op_llstore_##op)
+#define LOAD_LI_ENTRY(op, n, conv) ENTRY(OP_LOAD_LI + op - 0x28, op_liload_##op)
+#define FLOAT_ENTRIES(k, opcode, type, expr)          \
+	ENTRY(OP_FLOAT_L + k, op_fl_##k)             \
+	ENTRY(OP_FLOAT_LL + k, op_fll_##k)
+#define DISPATCH_ENTRIES                              \
+	ENTRY(0x28, op_0x28) \
+	ENTRY(0x29, op_0x29) \
+	ENTRY(0x2a, op_0x2a) \
+	ENTRY(0x2b, op_0x2b) \
+	ENTRY(0x2c, op_0x2c) \
+	ENTRY(0x2d, op_0x2d) \
+	ENTRY(0x2e, op_0x2e) \
+	ENTRY(0x2f, op_0x2f) \
+	ENTRY(0x30, op_0x30) \
+	ENTRY(0x31, op_0x31) \
+	ENTRY(0x32, op_0x32) \
+	ENTRY(0x33, op_0x33) \
+	ENTRY(0x34, op_0x34) \
+	ENTRY(0x35, op_0x35) \
+	ENTRY(0x36, op_0x36) \
+	ENTRY(0x37, op_0x37) \
+	ENTRY(0x38, op_0x38) \
+	ENTRY(0x39, op_0x39) \
+	ENTRY(0x3a, op_0x3a) \
+	ENTRY(0x3b, op_0x3b) \
+	ENTRY(0x3c, op_0x3c) \
+	ENTRY(0x3d, op_0x3d) \
+	ENTRY(0x3e, op_0x3e) \
+	ENTRY(0x45, op_0x45) \
+	ENTRY(0x46, op_0x46) \
+	ENTRY(0x47, op_0x47) \
+	ENTRY(0x48, op_0x48) \
+	ENTRY(0x49, op_0x49) \
+	ENTRY(0x4a, op_0x4a) \
+	ENTRY(0x4b, op_0x4b) \
+	ENTRY(0x4c, op_0x4c) \
+	ENTRY(0x4d, op_0x4d) \
+	ENTRY(0x4e, op_0x4e) \
+	ENTRY(0x4f, op_0x4f) \
+	ENTRY(0x50, op_0x50) \
+	ENTRY(0x51, op_0x51) \
+	ENTRY(0x52, op_0x52) \
+	ENTRY(0x53, op_0x53) \
+	ENTRY(0x54, op_0x54) \
+	ENTRY(0x55, op_0x55) \
+	ENTRY(0x56, op_0x56) \
+	ENTRY(0x57, op_0x57) \
+	ENTRY(0x58, op_0x58) \
+	ENTRY(0x59, op_0x59) \
+	ENTRY(0x5a, op_0x5a) \
+	ENTRY(0x5b, op_0x5b) \
+	ENTRY(0x5c, op_0x5c) \
+	ENTRY(0x5d, op_0x5d) \
+	ENTRY(0x5e, op_0x5e) \
+	ENTRY(0x5f, op_0x5f) \
+	ENTRY(0x60, op_0x60) \
+	ENTRY(0x61, op_0x61) \
+	ENTRY(0x62, op_0x62) \
+	ENTRY(0x63, op_0x63) \
+	ENTRY(0x64, op_0x64) \
+	ENTRY(0x65, op_0x65) \
+	ENTRY(0x66, op_0x66) \
+	ENTRY(0x67, op_0x67) \
+	ENTRY(0x68, op_0x68) \
+	ENTRY(0x69, op_0x69) \
+	ENTRY(0x6a, op_0x6a) \
+	ENTRY(0x6b, op_0x6b) \
+	ENTRY(0x6c, op_0x6c) \
+	ENTRY(0x6d, op_0x6d) \
+	ENTRY(0x6e, op_0x6e) \
+	ENTRY(0x6f, op_0x6f) \
+	ENTRY(0x70, op_0x70) \
+	ENTRY(0x71, op_0x71) \
+	ENTRY(0x72, op_0x72) \
+	ENTRY(0x73, op_0x73) \
+	ENTRY(0x74, op_0x74) \
+	ENTRY(0x75, op_0x75) \
+	ENTRY(0x76, op_0x76) \
+	ENTRY(0x77, op_0x77) \
+	ENTRY(0x78, op_0x78) \
+	ENTRY(0x79, op_0x79) \
+	ENTRY(0x7a, op_0x7a) \
+	ENTRY(0x7b, op_0x7b) \
+	ENTRY(0x7c, op_0x7c) \
+	ENTRY(0x7d, op_0x7d) \
+	ENTRY(0x7e, op_0x7e) \
+	ENTRY(0x7f, op_0x7f) \
+	ENTRY(0x80, op_0x80) \
+	ENTRY(0x81, op_0x81) \
+	ENTRY(0x82, op_0x82) \
+	ENTRY(0x83, op_0x83) \
+	ENTRY(0x84, op_0x84) \
+	ENTRY(0x85, op_0x85) \
+	ENTRY(0x86, op_0x86) \
+	ENTRY(0x87, op_0x87) \
+	ENTRY(0x88, op_0x88) \
+	ENTRY(0x89, op_0x89) \
+	ENTRY(0x8a, op_0x8a) \
+	ENTRY(0x8b, op_0x8b) \
+	ENTRY(0x8c, op_0x8c) \
+	ENTRY(0x8d, op_0x8d) \
+	ENTRY(0x8e, op_0x8e) \
+	ENTRY(0x8f, op_0x8f) \
+	ENTRY(0x90, op_0x90) \
+	ENTRY(0x91, op_0x91) \
+	ENTRY(0x92, op_0x92) \
+	ENTRY(0x93, op_0x93) \
+	ENTRY(0x94, op_0x94) \
+	ENTRY(0x95, op_0x95) \
+	ENTRY(0x96, op_0x96) \
+	ENTRY(0x97, op_0x97) \
+	ENTRY(0x98, op_0x98) \
+	ENTRY(0x99, op_0x99) \
+	ENTRY(0x9a, op_0x9a) \
+	ENTRY(0x9b, op_0x9b) \
+	ENTRY(0x9c, op_0x9c) \
+	ENTRY(0x9d, op_0x9d) \
+	ENTRY(0x9e, op_0x9e) \
+	ENTRY(0x9f, op_0x9f) \
+	ENTRY(0xa0, op_0xa0) \
+	ENTRY(0xa1, op_0xa1) \
+	ENTRY(0xa2, op_0xa2) \
+	ENTRY(0xa3, op_0xa3) \
+	ENTRY(0xa4, op_0xa4) \
+	ENTRY(0xa5, op_0xa5) \
+	ENTRY(0xa6, op_0xa6) \
+	ENTRY(0xa7, op_0xa7) \
+	ENTRY(0xa8, op_0xa8) \
+	ENTRY(0xa9, op_0xa9) \
+	ENTRY(0xaa, op_0xaa) \
+	ENTRY(0xab, op_0xab) \
+	ENTRY(0xac, op_0xac) \
+	ENTRY(0xad, op_0xad) \
+	ENTRY(0xae, op_0xae) \
+	ENTRY(0xaf, op_0xaf) \
+	ENTRY(0xb0, op_0xb0) \
+	ENTRY(0xb1, op_0xb1) \
+	ENTRY(0xb2, op_0xb2) \
+	ENTRY(0xb3, op_0xb3) \
+	ENTRY(0xb4, op_0xb4) \
+	ENTRY(0xb5, op_0xb5) \
+	ENTRY(0xb6, op_0xb6) \
+	ENTRY(0xb7, op_0xb7) \
+	ENTRY(0xb8, op_0xb8) \
+	ENTRY(0xb9, op_0xb9) \
+	ENTRY(0xba, op_0xba) \
+	ENTRY(0xbb, op_0xbb) \
+	ENTRY(0xbc, op_0xbc) \
+	ENTRY(0xbd, op_0xbd) \
+	ENTRY(0xbe, op_0xbe) \
+	ENTRY(0xbf, op_0xbf) \
+	ENTRY(0xc0, op_0xc0) \
+	ENTRY(0xc1, op_0xc1) \
+	ENTRY(0xc2, op_0xc2) \
+	ENTRY(0xc3, op_0xc3) \
+	ENTRY(0xc4, op_0xc4) \
+	ENTRY(OP_BR, op_OP_BR) \
+	ENTRY(OP_BR_IF, op_OP_BR_IF) \
+	ENTRY(OP_BR_IF_SIMPLE, op_OP_BR_IF_SIMPLE) \
+	ENTRY(OP_BR_TABLE, op_OP_BR_TABLE) \
+	ENTRY(OP_CALL, op_OP_CALL) \
+	ENTRY(OP_CALL_INDIRECT, op_OP_CALL_INDIRECT) \
+	ENTRY(OP_DROP, op_OP_DROP) \
+	ENTRY(OP_F32_CONST, op_OP_F32_CONST) \
+	ENTRY(OP_F64_CONST, op_OP_F64_CONST) \
+	ENTRY(OP_GLOBAL_GET, op_OP_GLOBAL_GET) \
+	ENTRY(OP_GLOBAL_SET, op_OP_GLOBAL_SET) \
+	ENTRY(OP_I32_CONST, op_OP_I32_CONST) \
+	ENTRY(OP_I64_CONST, op_OP_I64_CONST) \
+	ENTRY(OP_JMP, op_OP_JMP) \
+	ENTRY(OP_JMP_IF_NOT, op_OP_JMP_IF_NOT) \
+	ENTRY(OP_LOCAL_GET, op_OP_LOCAL_GET) \
+	ENTRY(OP_LOCAL_SET, op_OP_LOCAL_SET) \
+	ENTRY(OP_LOCAL_TEE, op_OP_LOCAL_TEE) \
+	ENTRY(OP_LOOP_CHECK, op_OP_LOOP_CHECK) \
+	ENTRY(OP_MEMORY_GROW, op_OP_MEMORY_GROW) \
+	ENTRY(OP_MEMORY_SIZE, op_OP_MEMORY_SIZE) \
+	ENTRY(OP_NOP, op_OP_NOP) \
+	ENTRY(OP_REF_FUNC, op_OP_REF_FUNC) \
+	ENTRY(OP_REF_IS_NULL, op_OP_REF_IS_NULL) \
+	ENTRY(OP_REF_NULL, op_OP_REF_NULL) \
+	ENTRY(OP_RETURN, op_OP_RETURN) \
+	ENTRY(OP_SELECT, op_OP_SELECT) \
+	ENTRY(OP_TABLE_GET, op_OP_TABLE_GET) \
+	ENTRY(OP_TABLE_SET, op_OP_TABLE_SET) \
+	ENTRY(OP_UNREACHABLE, op_OP_UNREACHABLE) \
+	ENTRY(OP_FC_BASE + 0, op_fc0) \
+	ENTRY(OP_FC_BASE + 1, op_fc1) \
+	ENTRY(OP_FC_BASE + 10, op_fc10) \
+	ENTRY(OP_FC_BASE + 11, op_fc11) \
+	ENTRY(OP_FC_BASE + 12, op_fc12) \
+	ENTRY(OP_FC_BASE + 13, op_fc13) \
+	ENTRY(OP_FC_BASE + 14, op_fc14) \
+	ENTRY(OP_FC_BASE + 15, op_fc15) \
+	ENTRY(OP_FC_BASE + 16, op_fc16) \
+	ENTRY(OP_FC_BASE + 17, op_fc17) \
+	ENTRY(OP_FC_BASE + 2, op_fc2) \
+	ENTRY(OP_FC_BASE + 3, op_fc3) \
+	ENTRY(OP_FC_BASE + 4, op_fc4) \
+	ENTRY(OP_FC_BASE + 5, op_fc5) \
+	ENTRY(OP_FC_BASE + 6, op_fc6) \
+	ENTRY(OP_FC_BASE + 7, op_fc7) \
+	ENTRY(OP_FC_BASE + 8, op_fc8) \
+	ENTRY(OP_FC_BASE + 9, op_fc9) \
+	WASM_FUSABLE_COMPARES(FUSED_CMP_ENTRIES) \
+	WASM_FUSABLE_ARITH(FUSED_ARITH_ENTRIES) \
+	WASM_LOADS(LOAD_ENTRY) \
+	WASM_STORES(STORE_ENTRY) \
+	WASM_LOADS(LOAD_LI_ENTRY) \
+	WASM_FUSABLE_FLOATS(FLOAT_ENTRIES) \
+	ENTRY(OP_SET_K32, op_set_k32) \
+	ENTRY(OP_SET_K64, op_set_k64) \
+	ENTRY(OP_COPY, op_copy)
+
+static enum kis_wasm_trap run(struct kis_wasm_store *s, struct kis_wasm_func *entry)
+{
+	const uint32_t entry_depth = s->depth;
+	uint64_t *sp = s->sp, *fp = NULL;
+	const uint32_t *pc = NULL, *code = NULL;
+	struct kis_wasm_func *fn = NULL, *callee = entry;
+	struct kis_wasm_instance *inst = NULL;
+	struct kis_wasm_memory *memo = NULL;
+	uint8_t *mem = NULL;
+	uint64_t memsize = 0;
+	enum kis_wasm_trap trap = KIS_WASM_OK;
+
+	/* Threaded dispatch: every handler ends by jumping straight to the
+	 * next one through this table (GNU labels as values), which predicts
+	 * far better than one shared switch. NEXT() is the one macro here
+	 * that hides a jump; it is the whole point of the technique. */
+#if defined(__clang__) && !defined(KIS_WASM_THREADED)
+	/* clang takes minutes over a thousand address-taken labels, so it gets
+	 * one switch whose cases jump to the handlers (gcc: threaded). */
+#define ENTRY(op, label) case op: goto label;
+#define NEXT() goto next
+	goto call;
+next:
+	switch (*pc++) {
+		DISPATCH_ENTRIES
+	default:
+		goto op_bad;
+	}
+#else
+#define ENTRY(op, label) [op] = &&label,
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Woverride-init"
+	static const void *const dispatch[OP__COUNT] = {
+		[0 ... OP__COUNT - 1] = &&op_bad,
+		DISPATCH_ENTRIES
+	};
+#pragma GCC diagnostic pop
+#define NEXT() goto *dispatch[*pc++]
+	goto call;
+#endif
+#undef ENTRY
+
+		op_OP_UNREACHABLE:
+			trap = KIS_WASM_TRAP_UNREACHABLE;
+			goto trapped;
+		op_OP_NOP:
+			NEXT();
+		op_OP_JMP:
+			pc = code + pc[0];
+			NEXT();
+		op_OP_LOOP_CHECK:
+			if (atomic_load_explicit(&s->interrupt, memory_order_relaxed)) {
+				trap = KIS_WASM_TRAP_INTERRUPTED;
+				goto trapped;
+			}
+			if (s->fuel == 0) { /* fuel < 0: unlimited */
+				trap = KIS_WASM_TRAP_OUT_OF_FUEL;
+				goto trapped;
+			}
+			if (s->fuel > 0)
+				s->fuel--;
+			NEXT();
+		op_OP_JMP_IF_NOT:
+			if ((uint32_t)*--sp == 0)
+				pc = code + pc[0];
+			else
+				pc++;
+			NEXT();
+		op_OP_BR_IF_SIMPLE:
+			if ((uint32_t)*--sp != 0)
+				pc = code + pc[0];
+			else
+				pc++;
+			NEXT();
+		op_OP_BR_IF:
+			if ((uint32_t)*--sp == 0) {
+				pc += 3;
+				NEXT();
+			}
+			/* fall through */
+		op_OP_BR: {
+			uint64_t *dst = fp + pc[1];
+			uint32_t n = pc[2];
+			memmove(dst, sp - n, (size_t)n * 8);
+			sp = dst + n;
+			pc = code + pc[0];
+			NEXT();
+		}
+		op_OP_BR_TABLE: {
+			uint32_t n = pc[0], arity = pc[1];
+			uint32_t i = (uint32_t)*--sp;
+			if (i > n)
+				i = n;
+			const uint32_t *e = pc + 2 + 2 * (size_t)i;
+			uint64_t *dst = fp + e[1];
+			memmove(dst, sp - arity, (size_t)arity * 8);
+			sp = dst + arity;
+			pc = code + e[0];
+			NEXT();
+		}
+		op_OP_RETURN: {
+			uint32_t n = pc[0];
+			const uint64_t *from = sp - n;
+			for (uint32_t i = 0; i < n; i++) /* results: usually 0 or 1 */
+				fp[i] = from[i];
+			sp = fp + n;
+			struct wasm_frame *fr = &s->frames[--s->depth];
+			if (s->depth == entry_depth) {
+				s->sp = sp;
+				return KIS_WASM_OK;
+			}
+			pc = fr->ret_pc;
+			fp = fr->fp;
+			fn = fr->func;
+			code = fn->code->ops;
+			if (fn->inst != inst) {
+				inst = fn->inst;
+				memo = inst->m->nmems ? inst->mems[0] : NULL;
+			}
+			/* the callee may have grown the memory */
+			mem = memo ? memo->data : NULL;
+			memsize = memo ? memo->size : 0;
+			NEXT();
+		}
+		op_OP_CALL:
+			callee = inst->funcs[*pc++];
+			goto call;
+		op_OP_CALL_INDIRECT: {
+			const struct wasm_functype *want = &inst->m->types[pc[0]];
+			struct kis_wasm_table *t = inst->tables[pc[1]];
+			pc += 2;
+			uint32_t i = (uint32_t)*--sp;
+			if (i >= t->size) {
+				trap = KIS_WASM_TRAP_UNDEFINED_ELEMENT;
+				goto trapped;
+			}
+			callee = (struct kis_wasm_func *)(uintptr_t)t->elems[i];
+			if (!callee) {
+				trap = KIS_WASM_TRAP_UNINITIALIZED_ELEMENT;
+				goto trapped;
+			}
+			if (!wasm_functype_eq(callee->type, want)) {
+				trap = KIS_WASM_TRAP_INDIRECT_CALL_MISMATCH;
+				goto trapped;
+			}
+			goto call;
+		}
+		op_OP_DROP:
+			sp--;
+			NEXT();
+		op_OP_SELECT: {
+			uint32_t c = (uint32_t)sp[-1];
+			sp -= 2;
+			if (!c)
+				sp[-1] = sp[0];
+			NEXT();
+		}
+		op_OP_LOCAL_GET:
+			*sp++ = fp[*pc++];
+			NEXT();
+		op_OP_LOCAL_SET:
+			fp[*pc++] = *--sp;
+			NEXT();
+		op_OP_LOCAL_TEE:
+			fp[*pc++] = sp[-1];
+			NEXT();
+		op_OP_GLOBAL_GET:
+			*sp++ = inst->globals[*pc++]->val;
+			NEXT();
+		op_OP_GLOBAL_SET:
+			inst->globals[*pc++]->val = *--sp;
+			NEXT();
+		op_OP_TABLE_GET: {
+			struct kis_wasm_table *t = inst->tables[*pc++];
+			uint32_t i = (uint32_t)sp[-1];
+			if (i >= t->size)
+				goto table_oob;
+			sp[-1] = t->elems[i];
+			NEXT();
+		}
+		op_OP_TABLE_SET: {
+			struct kis_wasm_table *t = inst->tables[*pc++];
+			uint32_t i = (uint32_t)sp[-2];
+			if (i >= t->size)
+				goto table_oob;
+			t->elems[i] = sp[-1];
+			sp -= 2;
+			NEXT();
+		}
+
+		/* loads and stores (spec 4.4.7): effective address is a 33-bit sum */
+#define EA() ((uint64_t)(uint32_t)sp[-1] + *pc++)
+		op_0x28: { uint64_t ea = EA(); if (ea + 4 > memsize) goto mem_oob; sp[-1] = rd32(mem + ea); NEXT(); }
+		op_0x29: { uint64_t ea = EA(); if (ea + 8 > memsize) goto mem_oob; sp[-1] = rd64(mem + ea); NEXT(); }
+		op_0x2a: { uint64_t ea = EA(); if (ea + 4 > memsize) goto mem_oob; sp[-1] = rd32(mem + ea); NEXT(); }
+		op_0x2b: { uint64_t ea = EA(); if (ea + 8 > memsize) goto mem_oob; sp[-1] = rd64(mem + ea); NEXT(); }
+		op_0x2c: { uint64_t ea = EA(); if (ea + 1 > memsize) goto mem_oob; sp[-1] = (uint32_t)(int32_t)(int8_t)mem[ea]; NEXT(); }
+		op_0x2d: { uint64_t ea = EA(); if (ea + 1 > memsize) goto mem_oob; sp[-1] = mem[ea]; NEXT(); }
+		op_0x2e: { uint64_t ea = EA(); if (ea + 2 > memsize) goto mem_oob; sp[-1] = (uint32_t)(int32_t)(int16_t)rd16(mem + ea); NEXT(); }
+		op_0x2f: { uint64_t ea = EA(); if (ea + 2 > memsize) goto mem_oob; sp[-1] = rd16(mem + ea); NEXT(); }
+		op_0x30: { uint64_t ea = EA(); if (ea + 1 > memsize) goto mem_oob; sp[-1] = (uint64_t)(int64_t)(int8_t)mem[ea]; NEXT(); }
+		op_0x31: { uint64_t ea = EA(); if (ea + 1 > memsize) goto mem_oob; sp[-1] = mem[ea]; NEXT(); }
+		op_0x32: { uint64_t ea = EA(); if (ea + 2 > memsize) goto mem_oob; sp[-1] = (uint64_t)(int64_t)(int16_t)rd16(mem + ea); NEXT(); }
+		op_0x33: { uint64_t ea = EA(); if (ea + 2 > memsize) goto mem_oob; sp[-1] = rd16(mem + ea); NEXT(); }
+		op_0x34: { uint64_t ea = EA(); if (ea + 4 > memsize) goto mem_oob; sp[-1] = (uint64_t)(int64_t)(int32_t)rd32(mem + ea); NEXT(); }
+		op_0x35: { uint64_t ea = EA(); if (ea + 4 > memsize) goto mem_oob; sp[-1] = rd32(mem + ea); NEXT(); }
+#undef EA
+		/* stores: the value's low bytes, little-endian host */
+#define STORE_EA() ((uint64_t)(uint32_t)sp[-2] + *pc++)
+		op_0x36: { uint64_t ea = STORE_EA(), v = sp[-1]; sp -= 2; if (ea + 4 > memsize) goto mem_oob; memcpy(mem + ea, &v, 4); NEXT(); }
+		op_0x37: { uint64_t ea = STORE_EA(), v = sp[-1]; sp -= 2; if (ea + 8 > memsize) goto mem_oob; memcpy(mem + ea, &v, 8); NEXT(); }
+		op_0x38: { uint64_t ea = STORE_EA(), v = sp[-1]; sp -= 2; if (ea + 4 > memsize) goto mem_oob; memcpy(mem + ea, &v, 4); NEXT(); }
+		op_0x39: { uint64_t ea = STORE_EA(), v = sp[-1]; sp -= 2; if (ea + 8 > memsize) goto mem_oob; memcpy(mem + ea, &v, 8); NEXT(); }
+		op_0x3a: { uint64_t ea = STORE_EA(), v = sp[-1]; sp -= 2; if (ea + 1 > memsize) goto mem_oob; memcpy(mem + ea, &v, 1); NEXT(); }
+		op_0x3b: { uint64_t ea = STORE_EA(), v = sp[-1]; sp -= 2; if (ea + 2 > memsize) goto mem_oob; memcpy(mem + ea, &v, 2); NEXT(); }
+		op_0x3c: { uint64_t ea = STORE_EA(), v = sp[-1]; sp -= 2; if (ea + 1 > memsize) goto mem_oob; memcpy(mem + ea, &v, 1); NEXT(); }
+		op_0x3d: { uint64_t ea = STORE_EA(), v = sp[-1]; sp -= 2; if (ea + 2 > memsize) goto mem_oob; memcpy(mem + ea, &v, 2); NEXT(); }
+		op_0x3e: { uint64_t ea = STORE_EA(), v = sp[-1]; sp -= 2; if (ea + 4 > memsize) goto mem_oob; memcpy(mem + ea, &v, 4); NEXT(); }
+#undef STORE_EA
+		op_OP_MEMORY_SIZE:
+			*sp++ = (uint32_t)(memsize / WASM_PAGE);
+			NEXT();
+		op_OP_MEMORY_GROW: {
+			int64_t r = wasm_memory_grow(memo, (uint32_t)sp[-1]);
+			sp[-1] = (uint32_t)r;
+			mem = memo->data;
+			memsize = memo->size;
+			NEXT();
+		}
+		op_OP_I32_CONST:
+			*sp++ = *pc++;
+			NEXT();
+		op_OP_F32_CONST:
+			*sp++ = *pc++;
+			NEXT();
+		op_OP_I64_CONST:
+		op_OP_F64_CONST:
+			*sp++ = (uint64_t)pc[0] | ((uint64_t)pc[1] << 32);
+			pc += 2;
+			NEXT();
+
+		/* numeric instructions (spec 4.3) */
+		UN32(0x45, a == 0)
+		BIN32(0x46, a == b)
+		BIN32(0x47, a != b)
+		BIN32(0x48, (int32_t)a < (int32_t)b)
+		BIN32(0x49, a < b)
+		BIN32(0x4a, (int32_t)a > (int32_t)b)
+		BIN32(0x4b, a > b)
+		BIN32(0x4c, (int32_t)a <= (int32_t)b)
+		BIN32(0x4d, a <= b)
+		BIN32(0x4e, (int32_t)a >= (int32_t)b)
+		BIN32(0x4f, a >= b)
+		UN64(0x50, a == 0)
+		CMP64(0x51, a == b)
+		CMP64(0x52, a != b)
+		CMP64(0x53, (int64_t)a < (int64_t)b)
+		CMP64(0x54, a < b)
+		CMP64(0x55, (int64_t)a > (int64_t)b)
+		CMP64(0x56, a > b)
+		CMP64(0x57, (int64_t)a <= (int64_t)b)
+		CMP64(0x58, a <= b)
+		CMP64(0x59, (int64_t)a >= (int64_t)b)
+		CMP64(0x5a, a >= b)
+		FCMP32(0x5b, a == b)
+		FCMP32(0x5c, a != b)
+		FCMP32(0x5d, a < b)
+		FCMP32(0x5e, a > b)
+		FCMP32(0x5f, a <= b)
+		FCMP32(0x60, a >= b)
+		FCMP64(0x61, a == b)
+		FCMP64(0x62, a != b)
+		FCMP64(0x63, a < b)
+		FCMP64(0x64, a > b)
+		FCMP64(0x65, a <= b)
+		FCMP64(0x66, a >= b)
+		UN32(0x67, a ? (uint32_t)__builtin_clz(a) : 32u)
+		UN32(0x68, a ? (uint32_t)__builtin_ctz(a) : 32u)
+		UN32(0x69, (uint32_t)__builtin_popcount(a))
+		BIN32(0x6a, a + b)
+		BIN32(0x6b, a - b)
+		BIN32(0x6c, a * b)
+		op_0x6d: { /* i32.div_s */
+			int32_t b = (int32_t)sp[-1], a = (int32_t)sp[-2];
+			if (b == 0)
+				goto div_zero;
+			if (a == INT32_MIN && b == -1)
+				goto overflow;
+			sp--;
+			sp[-1] = (uint32_t)(a / b);
+			NEXT();
+		}
+		op_0x6e: {
+			uint32_t b = (uint32_t)sp[-1], a = (uint32_t)sp[-2];
+			if (b == 0)
+				goto div_zero;
+			sp--;
+			sp[-1] = a / b;
+			NEXT();
+		}
+		op_0x6f: {
+			int32_t b = (int32_t)sp[-1], a = (int32_t)sp[-2];
+			if (b == 0)
+				goto div_zero;
+			sp--;
+			sp[-1] = (b == -1) ? 0 : (uint32_t)(a % b);
+			NEXT();
+		}
+		op_0x70: {
+			uint32_t b = (uint32_t)sp[-1], a = (uint32_t)sp[-2];
+			if (b == 0)
+				goto div_zero;
+			sp--;
+			sp[-1] = a % b;
+			NEXT();
+		}
+		BIN32(0x71, a & b)
+		BIN32(0x72, a | b)
+		BIN32(0x73, a ^ b)
+		BIN32(0x74, a << (b & 31))
+		BIN32(0x75, (uint32_t)((int32_t)a >> (b & 31)))
+		BIN32(0x76, a >> (b & 31))
+		BIN32(0x77, rotl32(a, b))
+		BIN32(0x78, rotr32(a, b))
+		UN64(0x79, a ? (uint64_t)__builtin_clzll(a) : 64u)
+		UN64(0x7a, a ? (uint64_t)__builtin_ctzll(a) : 64u)
+		UN64(0x7b, (uint64_t)__builtin_popcountll(a))
+		BIN64(0x7c, a + b)
+		BIN64(0x7d, a - b)
+		BIN64(0x7e, a * b)
+		op_0x7f: {
+			int64_t b = (int64_t)sp[-1], a = (int64_t)sp[-2];
+			if (b == 0)
+				goto div_zero;
+			if (a == INT64_MIN && b == -1)
+				goto overflow;
+			sp--;
+			sp[-1] = (uint64_t)(a / b);
+			NEXT();
+		}
+		op_0x80: {
+			uint64_t b = sp[-1], a = sp[-2];
+			if (b == 0)
+				goto div_zero;
+			sp--;
+			sp[-1] = a / b;
+			NEXT();
+		}
+		op_0x81: {
+			int64_t b = (int64_t)sp[-1], a = (int64_t)sp[-2];
+			if (b == 0)
+				goto div_zero;
+			sp--;
+			sp[-1] = (b == -1) ? 0 : (uint64_t)(a % b);
+			NEXT();
+		}
+		op_0x82: {
+			uint64_t b = sp[-1], a = sp[-2];
+			if (b == 0)
+				goto div_zero;
+			sp--;
+			sp[-1] = a % b;
+			NEXT();
+		}
+		BIN64(0x83, a & b)
+		BIN64(0x84, a | b)
+		BIN64(0x85, a ^ b)
+		BIN64(0x86, a << (b & 63))
+		BIN64(0x87, (uint64_t)((int64_t)a >> (b & 63)))
+		BIN64(0x88, a >> (b & 63))
+		BIN64(0x89, rotl64(a, b))
+		BIN64(0x8a, rotr64(a, b))
+		op_0x8b: sp[-1] = (uint32_t)sp[-1] & 0x7fffffffu; NEXT(); /* f32.abs */
+		op_0x8c: sp[-1] = (uint32_t)sp[-1] ^ 0x80000000u; NEXT(); /* f32.neg */
+		FUN32(0x8d, ceil32(a))
+		FUN32(0x8e, floor32(a))
+		FUN32(0x8f, trunc32(a))
+		FUN32(0x90, nearest32(a))
+		FUN32(0x91, sqrt32(a))
+		FBIN32(0x92, a + b)
+		FBIN32(0x93, a - b)
+		FBIN32(0x94, a * b)
+		FBIN32(0x95, a / b)
+		FBIN32(0x96, min32(a, b))
+		FBIN32(0x97, max32(a, b))
+		op_0x98: /* f32.copysign */
+			sp[-2] = ((uint32_t)sp[-2] & 0x7fffffffu) | ((uint32_t)sp[-1] & 0x80000000u);
+			sp--;
+			NEXT();
+		op_0x99: sp[-1] &= ~(1ull << 63); NEXT();
+		op_0x9a: sp[-1] ^= 1ull << 63; NEXT();
+		FUN64(0x9b, ceil64(a))
+		FUN64(0x9c, floor64(a))
+		FUN64(0x9d, trunc64(a))
+		FUN64(0x9e, nearest64(a))
+		FUN64(0x9f, sqrt64(a))
+		FBIN64(0xa0, a + b)
+		FBIN64(0xa1, a - b)
+		FBIN64(0xa2, a * b)
+		FBIN64(0xa3, a / b)
+		FBIN64(0xa4, min64(a, b))
+		FBIN64(0xa5, max64(a, b))
+		op_0xa6:
+			sp[-2] = (sp[-2] & ~(1ull << 63)) | (sp[-1] & (1ull << 63));
+			sp--;
+			NEXT();
+		op_0xa7: sp[-1] = (uint32_t)sp[-1]; NEXT(); /* i32.wrap_i64 */
+
+		/* trapping float-to-int (spec 4.3.3 trunc): NaN, then range */
+		op_0xa8: op_0xa9: op_0xaa: op_0xab:
+		op_0xae: op_0xaf: op_0xb0: op_0xb1: {
+			uint32_t op = pc[-1];
+			double x = (op == 0xa8 || op == 0xa9 || op == 0xae || op == 0xaf)
+					   ? (double)f32_of(sp[-1]) : f64_of(sp[-1]);
+			if (isnan(x))
+				goto bad_conversion;
+			if (op == 0xa8 || op == 0xaa) {
+				if (!TRUNC_RANGE(x, -2147483649.0, 2147483648.0))
+					goto overflow;
+				sp[-1] = (uint32_t)(int32_t)x;
+			} else if (op == 0xa9 || op == 0xab) {
+				if (!TRUNC_RANGE(x, -1.0, 4294967296.0))
+					goto overflow;
+				sp[-1] = (uint32_t)x;
+			} else if (op == 0xae || op == 0xb0) {
+				if (!(x >= -9223372036854775808.0 && x < 9223372036854775808.0))
+					goto overflow;
+				sp[-1] = (uint64_t)(int64_t)x;
+			} else {
+				if (!TRUNC_RANGE(x, -1.0, 18446744073709551616.0))
+					goto overflow;
+				sp[-1] = (uint64_t)x;
+			}
+			NEXT();
+		}
+		op_0xac: sp[-1] = (uint64_t)(int64_t)(int32_t)sp[-1]; NEXT();
+		op_0xad: sp[-1] = (uint32_t)sp[-1]; NEXT();
+		op_0xb2: sp[-1] = of_f32((float)(int32_t)sp[-1]); NEXT();
+		op_0xb3: sp[-1] = of_f32((float)(uint32_t)sp[-1]); NEXT();
+		op_0xb4: sp[-1] = of_f32((float)(int64_t)sp[-1]); NEXT();
+		op_0xb5: sp[-1] = of_f32((float)sp[-1]); NEXT();
+		op_0xb6: sp[-1] = of_f32((float)f64_of(sp[-1])); NEXT();
+		op_0xb7: sp[-1] = of_f64((double)(int32_t)sp[-1]); NEXT();
+		op_0xb8: sp[-1] = of_f64((double)(uint32_t)sp[-1]); NEXT();
+		op_0xb9: sp[-1] = of_f64((double)(int64_t)sp[-1]); NEXT();
+		op_0xba: sp[-1] = of_f64((double)sp[-1]); NEXT();
+		op_0xbb: sp[-1] = of_f64((double)f32_of(sp[-1])); NEXT();
+		op_0xbc: op_0xbd: op_0xbe: op_0xbf: /* reinterpret: same bits */
+			NEXT();
+		op_0xc0: sp[-1] = (uint32_t)(int32_t)(int8_t)sp[-1]; NEXT();
+		op_0xc1: sp[-1] = (uint32_t)(int32_t)(int16_t)sp[-1]; NEXT();
+		op_0xc2: sp[-1] = (uint64_t)(int64_t)(int8_t)sp[-1]; NEXT();
+		op_0xc3: sp[-1] = (uint64_t)(int64_t)(int16_t)sp[-1]; NEXT();
+		op_0xc4: sp[-1] = (uint64_t)(int64_t)(int32_t)sp[-1]; NEXT();
+
+		op_OP_REF_NULL:
+			*sp++ = 0;
+			NEXT();
+		op_OP_REF_IS_NULL:
+			sp[-1] = sp[-1] == 0;
+			NEXT();
+		op_OP_REF_FUNC:
+			*sp++ = (uint64_t)(uintptr_t)inst->funcs[*pc++];
+			NEXT();
+
+		/* 0xfc prefix: saturating truncation (spec 4.3.3 trunc_sat) */
+		op_fc0: sp[-1] = sat_s32(f32_of(sp[-1])); NEXT();
+		op_fc1: sp[-1] = sat_u32(f32_of(sp[-1])); NEXT();
+		op_fc2: sp[-1] = sat_s32(f64_of(sp[-1])); NEXT();
+		op_fc3: sp[-1] = sat_u32(f64_of(sp[-1])); NEXT();
+		op_fc4: sp[-1] = sat_s64(f32_of(sp[-1])); NEXT();
+		op_fc5: sp[-1] = sat_u64(f32_of(sp[-1])); NEXT();
+		op_fc6: sp[-1] = sat_s64(f64_of(sp[-1])); NEXT();
+		op_fc7: sp[-1] = sat_u64(f64_of(sp[-1])); NEXT();
+
+		/* bulk memory and table instructions (spec 4.4.7, 4.4.6): the
+		 * bounds are checked before anything is written */
+		op_fc8: { /* memory.init */
+			uint64_t n = (uint32_t)sp[-1], src = (uint32_t)sp[-2], d = (uint32_t)sp[-3];
+			uint32_t x = *pc++;
+			sp -= 3;
+			const struct wasm_data *seg = &inst->m->datas[x];
+			uint64_t len = inst->data_dropped[x] ? 0 : seg->len;
+			if (src + n > len || d + n > memsize)
+				goto mem_oob;
+			if (n)
+				memcpy(mem + d, seg->bytes + src, n);
+			NEXT();
+		}
+		op_fc9:
+			inst->data_dropped[*pc++] = true;
+			NEXT();
+		op_fc10: { /* memory.copy */
+			uint64_t n = (uint32_t)sp[-1], src = (uint32_t)sp[-2], d = (uint32_t)sp[-3];
+			sp -= 3;
+			if (src + n > memsize || d + n > memsize)
+				goto mem_oob;
+			if (n)
+				memmove(mem + d, mem + src, n);
+			NEXT();
+		}
+		op_fc11: { /* memory.fill */
+			uint64_t n = (uint32_t)sp[-1], d = (uint32_t)sp[-3];
+			int v = (int)(uint8_t)sp[-2];
+			sp -= 3;
+			if (d + n > memsize)
+				goto mem_oob;
+			if (n)
+				memset(mem + d, v, n);
+			NEXT();
+		}
+		op_fc12: { /* table.init */
+			uint64_t n = (uint32_t)sp[-1], src = (uint32_t)sp[-2], d = (uint32_t)sp[-3];
+			struct wasm_elem_inst *seg = &inst->elems[pc[0]];
+			struct kis_wasm_table *t = inst->tables[pc[1]];
+			pc += 2;
+			sp -= 3;
+			if (src + n > seg->n || d + n > t->size)
+				goto table_oob;
+			if (n)
+				memcpy(t->elems + d, seg->refs + src, n * 8);
+			NEXT();
+		}
+		op_fc13:
+			inst->elems[*pc++].n = 0;
+			NEXT();
+		op_fc14: { /* table.copy */
+			uint64_t n = (uint32_t)sp[-1], src = (uint32_t)sp[-2], d = (uint32_t)sp[-3];
+			struct kis_wasm_table *td = inst->tables[pc[0]], *ts = inst->tables[pc[1]];
+			pc += 2;
+			sp -= 3;
+			if (src + n > ts->size || d + n > td->size)
+				goto table_oob;
+			if (n)
+				memmove(td->elems + d, ts->elems + src, n * 8);
+			NEXT();
+		}
+		op_fc15: { /* table.grow */
+			struct kis_wasm_table *t = inst->tables[*pc++];
+			uint32_t n = (uint32_t)sp[-1];
+			int64_t r = wasm_table_grow(t, n, sp[-2]);
+			sp--;
+			sp[-1] = (uint32_t)r;
+			NEXT();
+		}
+		op_fc16:
+			*sp++ = inst->tables[*pc++]->size;
+			NEXT();
+		op_fc17: { /* table.fill */
+			uint64_t n = (uint32_t)sp[-1], d = (uint32_t)sp[-3];
+			uint64_t v = sp[-2];
+			struct kis_wasm_table *t = inst->tables[*pc++];
+			sp -= 3;
+			if (d + n > t->size)
+				goto table_oob;
+			for (uint64_t i = 0; i < n; i++)
+				t->elems[d + i] = v;
+			NEXT();
+		}
+		/* fused binary operators (see OP_FUSED in internal.h) */
+#define FUSED_HANDLERS(k, opcode, bits, expr)                                             \
+	op_l_##k: {                                                                       \
+		uint##bits##_t a = (uint##bits##_t)sp[-1], b = (uint##bits##_t)fp[*pc++]; \
+		sp[-1] = (uint##bits##_t)(expr);                                          \
+		NEXT();                                                                   \
+	}                                                                                 \
+	op_i_##k: {                                                                       \
+		uint##bits##_t a = (uint##bits##_t)sp[-1];                                \
+		uint##bits##_t b = (uint##bits##_t)(int##bits##_t)(int32_t)*pc++;         \
+		sp[-1] = (uint##bits##_t)(expr);                                          \
+		NEXT();                                                                   \
+	}                                                                                 \
+	op_ll_##k: {                                                                      \
+		uint##bits##_t a = (uint##bits##_t)fp[pc[0]], b = (uint##bits##_t)fp[pc[1]]; \
+		pc += 2;                                                                  \
+		*sp++ = (uint##bits##_t)(expr);                                           \
+		NEXT();                                                                   \
+	}                                                                                 \
+	op_li_##k: {                                                                      \
+		uint##bits##_t a = (uint##bits##_t)fp[pc[0]];                             \
+		uint##bits##_t b = (uint##bits##_t)(int##bits##_t)(int32_t)pc[1];         \
+		pc += 2;                                                                  \
+		*sp++ = (uint##bits##_t)(expr);                                           \
+		NEXT();                                                                   \
+	}
+		WASM_FUSABLE_BINOPS(FUSED_HANDLERS)
+#undef FUSED_HANDLERS
+
+		/* their forms that store the result or branch on it: operands
+		 * first (n words of them), then the local or target word */
+#define OPERANDS_s(bits) \
+	uint##bits##_t b = (uint##bits##_t)sp[-1], a = (uint##bits##_t)sp[-2]; \
+	sp -= 2;
+#define OPERANDS_l(bits) \
+	uint##bits##_t a = (uint##bits##_t)*--sp, b = (uint##bits##_t)fp[pc[0]];
+#define OPERANDS_i(bits) \
+	uint##bits##_t a = (uint##bits##_t)*--sp, b = (uint##bits##_t)(int##bits##_t)(int32_t)pc[0];
+#define OPERANDS_ll(bits) \
+	uint##bits##_t a = (uint##bits##_t)fp[pc[0]], b = (uint##bits##_t)fp[pc[1]];
+#define OPERANDS_li(bits) \
+	uint##bits##_t a = (uint##bits##_t)fp[pc[0]], b = (uint##bits##_t)(int##bits##_t)(int32_t)pc[1];
+#define ARITH_HANDLERS(k, bits, expr, sh, n)                      \
+	op_##sh##_set_##k: {                                      \
+		OPERANDS_##sh(bits)                               \
+		fp[pc[n]] = (uint##bits##_t)(expr);               \
+		pc += n + 1;                                      \
+		NEXT();                                           \
+	}                                                         \
+	op_##sh##_tee_##k: {                                      \
+		OPERANDS_##sh(bits)                               \
+		uint64_t v = (uint##bits##_t)(expr);              \
+		fp[pc[n]] = v;                                    \
+		*sp++ = v;                                        \
+		pc += n + 1;                                      \
+		NEXT();                                           \
+	}
+#define CMP_HANDLERS(k, bits, expr, sh, n)                        \
+	op_##sh##_br_##k: {                                       \
+		OPERANDS_##sh(bits)                               \
+		pc = ((expr) != 0) ? code + pc[n] : pc + n + 1;        \
+		NEXT();                                           \
+	}                                                         \
+	op_##sh##_brz_##k: {                                      \
+		OPERANDS_##sh(bits)                               \
+		pc = ((expr) != 0) ? pc + n + 1 : code + pc[n];        \
+		NEXT();                                           \
+	}
+#define ALL_SHAPES(H, k, bits, expr) \
+	H(k, bits, expr, s, 0)        \
+	H(k, bits, expr, l, 1)        \
+	H(k, bits, expr, i, 1)        \
+	H(k, bits, expr, ll, 2)       \
+	H(k, bits, expr, li, 2)
+#define ALL_CMP(k, opcode, bits, expr) ALL_SHAPES(CMP_HANDLERS, k, bits, expr)
+#define ALL_ARITH(k, opcode, bits, expr) ALL_SHAPES(ARITH_HANDLERS, k, bits, expr)
+		WASM_FUSABLE_COMPARES(ALL_CMP)
+		WASM_FUSABLE_ARITH(ALL_ARITH)
+#undef ALL_CMP
+#undef ALL_ARITH
+#undef ALL_SHAPES
+#undef CMP_HANDLERS
+#undef ARITH_HANDLERS
+
+		/* loads and stores with operands in locals */
+#define LOCAL_LOAD(op, n, conv)                                                   \
+	op_lload_##op: {                                                          \
+		uint64_t ea = (uint64_t)(uint32_t)fp[pc[0]] + pc[1];              \
+		pc += 2;                                                          \
+		if (ea + (n) > memsize)                                           \
+			goto mem_oob;                                             \
+		const uint8_t *p = mem + ea;                                      \
+		*sp++ = (conv);                                                   \
+		NEXT();                                                           \
+	}
+		WASM_LOADS(LOCAL_LOAD)
+#undef LOCAL_LOAD
+#define LOCAL_STORE(op, n)                                                        \
+	op_llstore_##op: {                                                        \
+		uint64_t ea = (uint64_t)(uint32_t)fp[pc[0]] + pc[2];              \
+		uint64_t v = fp[pc[1]];                                           \
+		pc += 3;                                                          \
+		if (ea + (n) > memsize)                                           \
+			goto mem_oob;                                             \
+		memcpy(mem + ea, &v, (n));                                        \
+		NEXT();                                                           \
+	}
+		WASM_STORES(LOCAL_STORE)
+#undef LOCAL_STORE
+#define LOCAL_IMM_LOAD(op, n, conv)                                               \
+	op_liload_##op: {                                                         \
+		uint64_t ea = (uint64_t)(uint32_t)((uint32_t)fp[pc[0]] + pc[1]) + pc[2]; \
+		pc += 3;                                                          \
+		if (ea + (n) > memsize)                                           \
+			goto mem_oob;                                             \
+		const uint8_t *p = mem + ea;                                      \
+		*sp++ = (conv);                                                   \
+		NEXT();                                                           \
+	}
+		WASM_LOADS(LOCAL_IMM_LOAD)
+#undef LOCAL_IMM_LOAD
+
+		/* float operators with operands in locals */
+#define FLOAT_OF_float f32_of
+#define FLOAT_OF_double f64_of
+#define OF_FLOAT_float of_f32
+#define OF_FLOAT_double of_f64
+#define FLOAT_HANDLERS(k, opcode, type, expr)                                     \
+	op_fl_##k: {                                                              \
+		type a = FLOAT_OF_##type(sp[-1]), b = FLOAT_OF_##type(fp[*pc++]); \
+		sp[-1] = OF_FLOAT_##type(expr);                                   \
+		NEXT();                                                           \
+	}                                                                         \
+	op_fll_##k: {                                                             \
+		type a = FLOAT_OF_##type(fp[pc[0]]), b = FLOAT_OF_##type(fp[pc[1]]); \
+		pc += 2;                                                          \
+		*sp++ = OF_FLOAT_##type(expr);                                    \
+		NEXT();                                                           \
+	}
+		WASM_FUSABLE_FLOATS(FLOAT_HANDLERS)
+#undef FLOAT_HANDLERS
+
+	op_set_k32:
+		fp[pc[0]] = pc[1];
+		pc += 2;
+		NEXT();
+	op_set_k64:
+		fp[pc[0]] = (uint64_t)pc[1] | ((uint64_t)pc[2] << 32);
+		pc += 3;
+		NEXT();
+	op_copy:
+		fp[pc[1]] = fp[pc[0]];
+		pc += 2;
+		NEXT();
+
+	op_bad:
+		trap = KIS_WASM_TRAP_UNREACHABLE; /* not produced by compile.c */
+		goto trapped;
+
+	call:
+		/* Calls (spec 4.4.8): the interrupt flag and fuel are checked
+		 * here and at loop headers, so every unbounded run passes one. */
+		if (atomic_load_explicit(&s->interrupt, memory_order_relaxed)) {
+			trap = KIS_WASM_TRAP_INTERRUPTED;
+			goto trapped;
+		}
+		if (s->fuel == 0) { /* fuel < 0: unlimited */
+			trap = KIS_WASM_TRAP_OUT_OF_FUEL;
+			goto trapped;
+		}
+		if (s->fuel > 0)
+			s->fuel--;
+		if (s->depth >= KIS_WASM_MAX_CALL_DEPTH) {
+			trap = KIS_WASM_TRAP_STACK_EXHAUSTED;
+			goto trapped;
+		}
+		{
+			const struct wasm_functype *ft = callee->type;
+			if (callee->host) {
+				if (sp + ft->np + ft->nr > s->stack_end) {
+					trap = KIS_WASM_TRAP_STACK_EXHAUSTED;
+					goto trapped;
+				}
+				/* arguments copied above the stack top so results
+				 * never overwrite them; re-entry starts above both */
+				memcpy(sp, sp - ft->np, (size_t)ft->np * 8);
+				s->sp = sp + ft->np + ft->nr;
+				s->depth++;
+				trap = callee->host(callee->user, inst, sp, sp + ft->np);
+				s->depth--;
+				if (trap != KIS_WASM_OK)
+					goto trapped;
+				memmove(sp - ft->np, sp + ft->np, (size_t)ft->nr * 8);
+				sp = sp - ft->np + ft->nr;
+				if (!fn) { /* the entry itself was a host function */
+					s->sp = sp;
+					return KIS_WASM_OK;
+				}
+				if (memo) {
+					mem = memo->data;
+					memsize = memo->size;
+				}
+				NEXT();
+			}
+			const struct wasm_code *cd = callee->code;
+			uint64_t *nfp = sp - ft->np;
+			if (nfp + cd->max_height > s->stack_end) {
+				trap = KIS_WASM_TRAP_STACK_EXHAUSTED;
+				goto trapped;
+			}
+			struct wasm_frame *fr = &s->frames[s->depth++];
+			fr->ret_pc = pc;
+			fr->fp = fp;
+			fr->func = fn;
+			for (uint32_t i = ft->np; i < cd->nlocals; i++)
+				nfp[i] = 0;
+			fp = nfp;
+			sp = fp + cd->nlocals;
+			fn = callee;
+			code = cd->ops;
+			pc = code;
+			if (fn->inst != inst) {
+				inst = fn->inst;
+				memo = inst->m->nmems ? inst->mems[0] : NULL;
+			}
+			mem = memo ? memo->data : NULL;
+			memsize = memo ? memo->size : 0;
+		}
+		NEXT();
+
+#undef NEXT
+mem_oob:
+	trap = KIS_WASM_TRAP_MEMORY_OOB;
+	goto trapped;
+table_oob:
+	trap = KIS_WASM_TRAP_TABLE_OOB;
+	goto trapped;
+div_zero:
+	trap = KIS_WASM_TRAP_DIV_ZERO;
+	goto trapped;
+overflow:
+	trap = KIS_WASM_TRAP_INT_OVERFLOW;
+	goto trapped;
+bad_conversion:
+	trap = KIS_WASM_TRAP_INVALID_CONVERSION;
+trapped:
+	s->depth = entry_depth;
+	return trap;
+}
+
+enum kis_wasm_trap wasm_invoke(struct kis_wasm_store *s, struct kis_wasm_func *f,
+			       const uint64_t *args, uint64_t *results)
+{
+	const struct wasm_functype *ft = f->type;
+	uint64_t *base = s->sp;
+	if (base + ft->np + ft->nr + 1 > s->stack_end)
+		return KIS_WASM_TRAP_STACK_EXHAUSTED;
+	if (ft->np)
+		memcpy(base, args, (size_t)ft->np * 8);
+	s->sp = base + ft->np;
+	enum kis_wasm_trap t = run(s, f);
+	if (t == KIS_WASM_OK && ft->nr)
+		memcpy(results, base, (size_t)ft->nr * 8);
+	s->sp = base;
+	return t;
+}

@@ -1,0 +1,351 @@
+/* SPDX-License-Identifier: MIT */
+/* Internal types of the WebAssembly runtime shared by its phases: the decoded
+ * module, the translated code format, and the runtime objects of a store. */
+#ifndef KIS_WASM_INTERNAL_H
+#define KIS_WASM_INTERNAL_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "kis/wasm.h"
+#include "util.h"
+#include "wasm/config.h"
+
+/* ---- Module (spec 2.5), as decoded ---- */
+
+struct wasm_functype {
+	uint32_t np, nr;
+	uint8_t *t; /* np params then nr results */
+};
+
+struct wasm_limits {
+	uint32_t min, max;
+	bool has_max;
+};
+
+struct wasm_tabletype {
+	uint8_t elem;
+	struct wasm_limits lim;
+};
+
+struct wasm_globaltype {
+	uint8_t type;
+	bool mut;
+};
+
+/* A constant expression of Wasm 2.0 (spec 3.3.10) is a single instruction:
+ * op is 0x41..0x44 (val holds the bits), 0xd0 (ref.null), 0xd2 (ref.func,
+ * val = function index) or 0x23 (global.get, val = global index). */
+struct wasm_constexpr {
+	uint8_t op;
+	uint64_t val;
+};
+
+struct wasm_import {
+	char *module, *name;
+	uint8_t kind;
+	uint32_t idx; /* index in the space of that kind */
+};
+
+struct wasm_export {
+	char *name;
+	uint32_t name_len; /* names may hold NUL bytes (spec 5.2.4) */
+	uint8_t kind;
+	uint32_t idx;
+};
+
+enum { SEG_ACTIVE, SEG_PASSIVE, SEG_DECLARATIVE };
+
+struct wasm_elem {
+	uint8_t mode, type;
+	uint32_t table;
+	struct wasm_constexpr offset;
+	uint32_t n;
+	struct wasm_constexpr *init;
+};
+
+struct wasm_data {
+	uint8_t mode;
+	uint32_t mem;
+	struct wasm_constexpr offset;
+	uint32_t len;
+	uint8_t *bytes;
+};
+
+/* A function body after translation (compile.c): a sequence of 32-bit words,
+ * an internal opcode followed by its decoded immediates. */
+struct wasm_code {
+	uint32_t *ops;
+	uint32_t nops;
+	uint32_t nlocals;    /* params + declared locals */
+	uint32_t max_height; /* nlocals + deepest operand stack */
+};
+
+struct kis_wasm_module {
+	struct wasm_functype *types;
+	uint32_t ntypes;
+	struct wasm_import *imports;
+	uint32_t nimports;
+	uint32_t *func_types; /* type index of every function, imports first */
+	uint32_t nfuncs, nfunc_imports;
+	struct wasm_code *codes; /* nfuncs - nfunc_imports */
+	struct wasm_tabletype *tables;
+	uint32_t ntables, ntable_imports;
+	struct wasm_limits *mems;
+	uint32_t nmems, nmem_imports;
+	struct wasm_globaltype *globals;
+	struct wasm_constexpr *global_init; /* for defined globals only */
+	uint32_t nglobals, nglobal_imports;
+	struct wasm_export *exports;
+	uint32_t nexports;
+	int64_t start; /* -1 when absent */
+	struct wasm_elem *elems;
+	uint32_t nelems;
+	struct wasm_data *datas;
+	uint32_t ndatas;
+	bool has_datacount;
+	uint32_t datacount;
+	uint8_t *declared; /* per function: may be named by ref.func (spec 3.4.10 C.refs) */
+};
+
+/* ---- Translated code: internal opcodes ----
+ * Wasm's own numbering is kept for instructions that translate one to one;
+ * the 0xfc-prefixed ones become OP_FC_BASE + subopcode; control flow that
+ * validation resolves becomes the jump forms below (in unused opcode slots). */
+enum {
+	OP_UNREACHABLE = 0x00,
+	OP_NOP = 0x01,
+	OP_JMP = 0x02,         /* target */
+	OP_LOOP_CHECK = 0x03,  /* interrupt flag and fuel, at every loop header */
+	OP_JMP_IF_NOT = 0x04,  /* target; pops the condition */
+	OP_BR_IF_SIMPLE = 0x05, /* target; pops, jumps when non-zero, no unwinding */
+	OP_BR = 0x0c,          /* target, height, arity */
+	OP_BR_IF = 0x0d,       /* target, height, arity */
+	OP_BR_TABLE = 0x0e,    /* n, arity, then n+1 pairs (target, height) */
+	OP_RETURN = 0x0f,      /* arity */
+	OP_CALL = 0x10,        /* function index */
+	OP_CALL_INDIRECT = 0x11, /* type index, table index */
+	OP_DROP = 0x1a,
+	OP_SELECT = 0x1b,
+	OP_LOCAL_GET = 0x20,
+	OP_LOCAL_SET = 0x21,
+	OP_LOCAL_TEE = 0x22,
+	OP_GLOBAL_GET = 0x23,
+	OP_GLOBAL_SET = 0x24,
+	OP_TABLE_GET = 0x25,
+	OP_TABLE_SET = 0x26,
+	OP_I32_LOAD = 0x28, /* loads and stores 0x28..0x3e: one word, the offset */
+	OP_I64_STORE32 = 0x3e,
+	OP_MEMORY_SIZE = 0x3f,
+	OP_MEMORY_GROW = 0x40,
+	OP_I32_CONST = 0x41, /* 1 word */
+	OP_I64_CONST = 0x42, /* 2 words, low first */
+	OP_F32_CONST = 0x43,
+	OP_F64_CONST = 0x44,
+	/* 0x45 .. 0xc4: numeric instructions, no immediates */
+	OP_REF_NULL = 0xd0,
+	OP_REF_IS_NULL = 0xd1,
+	OP_REF_FUNC = 0xd2, /* function index */
+	OP_FC_BASE = 0xe0,  /* 0xfc n -> 0xe0 + n, n <= 17 */
+	/* Fused forms of the binary operators below (superinstructions made
+	 * by compile.c), OP_FUSED + 64 * form + index:
+	 *   form 0 "L":  top op local[x]            (local.get x; op)
+	 *   form 1 "I":  top op imm                 (t.const imm; op)
+	 *   form 2 "LL": push local[x] op local[y]  (local.get x; local.get y; op)
+	 *   form 3 "LI": push local[x] op imm       (local.get x; t.const imm; op)
+	 * imm is one word, sign-extended for i64. Each of the five operand
+	 * shapes (S = both from the stack, L, I, LL, LI) also has forms that
+	 * put the result in a local (op; local.set z), also keep it on the
+	 * stack (op; local.tee z) -- arithmetic only -- or branch when it is
+	 * non-zero (op; br_if without unwinding) or zero (op; if) -- compares
+	 * only --, with z or the target as the last immediate. (All forms for
+	 * all operators would be a thousand handlers, which takes compilers
+	 * minutes to build.) */
+	OP_FUSED = 0x100,
+	/* loads with the address in a local (local.get x; load): x, offset;
+	 * stores with address and value in locals: x, y, offset */
+	OP_LOAD_L = OP_FUSED + 64 * 24,  /* + opcode - 0x28 */
+	OP_STORE_LL = OP_LOAD_L + 16,     /* + opcode - 0x36 */
+	/* loads from local[x] + imm (local.get x; i32.const imm; i32.add;
+	 * load), the sum wrapping at 32 bits as i32.add does: x, imm, offset */
+	OP_LOAD_LI = OP_STORE_LL + 16,    /* + opcode - 0x28 */
+	/* float add/sub/mul with operands from locals: L (top op local[x]) and
+	 * LL (push local[x] op local[y]) */
+	OP_FLOAT_L = OP_LOAD_LI + 16,     /* + index in WASM_FUSABLE_FLOATS */
+	OP_FLOAT_LL = OP_FLOAT_L + 8,
+	/* constants and locals straight into locals: 't.const c; local.set z'
+	 * (z, c; c as two words for 64-bit) and 'local.get x; local.set z' (x, z) */
+	OP_SET_K32 = OP_FLOAT_LL + 8,
+	OP_SET_K64,
+	OP_COPY,
+	OP__COUNT
+};
+
+/* X(index, opcode, C type, expr) on operands a and b of that type */
+#define WASM_FUSABLE_FLOATS(X)          \
+	X(0, 0x92, float, a + b)        \
+	X(1, 0x93, float, a - b)        \
+	X(2, 0x94, float, a * b)        \
+	X(3, 0xa0, double, a + b)       \
+	X(4, 0xa1, double, a - b)       \
+	X(5, 0xa2, double, a * b)
+
+enum {
+	FUSE_L, FUSE_I, FUSE_LL, FUSE_LI,
+	FUSE_SET = 4, /* + shape: S, L, I, LL, LI */
+	FUSE_BR = 9,
+	FUSE_BRZ = 14,
+	FUSE_TEE = 19,
+	FUSE__COUNT = 24
+};
+enum { SHAPE_S, SHAPE_L, SHAPE_I, SHAPE_LL, SHAPE_LI };
+
+/* The integer binary operators that cannot trap: X(index, opcode, bits, expr)
+ * with operands a and b of type uint<bits>_t. Shared by compile.c (which
+ * fuses them) and exec.c (which runs them). */
+#define WASM_FUSABLE_BINOPS(X) WASM_FUSABLE_COMPARES(X) WASM_FUSABLE_ARITH(X)
+/* Compares get the branching forms, arithmetic the local-writing ones. */
+#define WASM_FUSABLE_COMPARES(X) \
+	X(0, 0x46, 32, a == b) \
+	X(1, 0x47, 32, a != b) \
+	X(2, 0x48, 32, (int32_t)a < (int32_t)b) \
+	X(3, 0x49, 32, a < b) \
+	X(4, 0x4a, 32, (int32_t)a > (int32_t)b) \
+	X(5, 0x4b, 32, a > b) \
+	X(6, 0x4c, 32, (int32_t)a <= (int32_t)b) \
+	X(7, 0x4d, 32, a <= b) \
+	X(8, 0x4e, 32, (int32_t)a >= (int32_t)b) \
+	X(9, 0x4f, 32, a >= b) \
+	X(21, 0x51, 64, a == b) \
+	X(22, 0x52, 64, a != b) \
+	X(23, 0x53, 64, (int64_t)a < (int64_t)b) \
+	X(24, 0x54, 64, a < b) \
+	X(25, 0x55, 64, (int64_t)a > (int64_t)b) \
+	X(26, 0x56, 64, a > b) \
+	X(27, 0x57, 64, (int64_t)a <= (int64_t)b) \
+	X(28, 0x58, 64, a <= b) \
+	X(29, 0x59, 64, (int64_t)a >= (int64_t)b) \
+	X(30, 0x5a, 64, a >= b)
+#define WASM_FUSABLE_ARITH(X) \
+	X(10, 0x6a, 32, a + b) \
+	X(11, 0x6b, 32, a - b) \
+	X(12, 0x6c, 32, a * b) \
+	X(13, 0x71, 32, a & b) \
+	X(14, 0x72, 32, a | b) \
+	X(15, 0x73, 32, a ^ b) \
+	X(16, 0x74, 32, a << (b & 31)) \
+	X(17, 0x75, 32, (uint32_t)((int32_t)a >> (b & 31))) \
+	X(18, 0x76, 32, a >> (b & 31)) \
+	X(19, 0x77, 32, (a << (b & 31)) | (a >> ((32 - b) & 31))) \
+	X(20, 0x78, 32, (a >> (b & 31)) | (a << ((32 - b) & 31))) \
+	X(31, 0x7c, 64, a + b) \
+	X(32, 0x7d, 64, a - b) \
+	X(33, 0x7e, 64, a * b) \
+	X(34, 0x83, 64, a & b) \
+	X(35, 0x84, 64, a | b) \
+	X(36, 0x85, 64, a ^ b) \
+	X(37, 0x86, 64, a << (b & 63)) \
+	X(38, 0x87, 64, (uint64_t)((int64_t)a >> (b & 63))) \
+	X(39, 0x88, 64, a >> (b & 63)) \
+	X(40, 0x89, 64, (a << (b & 63)) | (a >> ((64 - b) & 63))) \
+	X(41, 0x8a, 64, (a >> (b & 63)) | (a << ((64 - b) & 63)))
+
+/* ---- Runtime objects (spec 4.2) ---- */
+
+struct kis_wasm_func {
+	const struct wasm_functype *type;
+	struct kis_wasm_instance *inst; /* NULL for a host function */
+	const struct wasm_code *code;
+	kis_wasm_host_fn host;
+	void *user;
+	struct wasm_functype own; /* a host function's type */
+};
+
+struct kis_wasm_table {
+	uint8_t elem;
+	uint32_t size;
+	struct wasm_limits lim;
+	uint64_t *elems;
+};
+
+struct kis_wasm_memory {
+	uint8_t *data;
+	uint64_t size; /* bytes */
+	struct wasm_limits lim;
+	uint32_t cap_pages; /* the store's limit when the memory was made */
+};
+
+struct kis_wasm_global {
+	uint8_t type;
+	bool mut;
+	uint64_t val;
+};
+
+struct wasm_elem_inst {
+	uint64_t *refs;
+	uint32_t n; /* 0 once dropped */
+};
+
+struct kis_wasm_instance {
+	const struct kis_wasm_module *m;
+	struct kis_wasm_store *store;
+	struct kis_wasm_func **funcs;
+	struct kis_wasm_func *own_funcs; /* the module's own functions, one block */
+	struct kis_wasm_table **tables;
+	struct kis_wasm_memory **mems;
+	struct kis_wasm_global **globals;
+	struct wasm_elem_inst *elems;
+	bool *data_dropped;
+};
+
+struct wasm_frame {
+	const uint32_t *ret_pc;
+	uint64_t *fp;
+	struct kis_wasm_func *func;
+};
+
+struct wasm_obj {
+	int kind; /* enum kis_wasm_extern_kind, or 4 for an instance */
+	void *p;
+};
+
+struct kis_wasm_store {
+	uint64_t *stack, *stack_end, *sp;
+	struct wasm_frame *frames;
+	uint32_t depth;
+	atomic_int interrupt;
+	int64_t fuel, fuel_budget;
+	uint32_t mem_limit_pages; /* per memory, see kis_wasm_set_memory_limit */
+	struct wasm_obj *objs;
+	size_t nobjs, cap_objs;
+};
+
+/* ---- Functions shared between the phases ---- */
+
+/* compile.c: validate one function body (spec 3.3) and translate it.
+ * Returns 0, or -1 with a message in err (size errlen). */
+KIS_HIDDEN int wasm_compile_func(const struct kis_wasm_module *m, uint32_t func_idx,
+				 const uint8_t *body, size_t len, struct wasm_code *out, char *err,
+				 size_t errlen);
+/* compile.c: the LEB128 readers the decoder shares (spec 5.2.2). Each
+ * returns 0 and advances *p, or -1 on malformed input. */
+KIS_HIDDEN int wasm_read_u32(const uint8_t **p, const uint8_t *end, uint32_t *v);
+KIS_HIDDEN int wasm_read_s32(const uint8_t **p, const uint8_t *end, int32_t *v);
+KIS_HIDDEN int wasm_read_s33(const uint8_t **p, const uint8_t *end, int64_t *v);
+KIS_HIDDEN int wasm_read_s64(const uint8_t **p, const uint8_t *end, int64_t *v);
+
+KIS_HIDDEN bool wasm_functype_eq(const struct wasm_functype *a, const struct wasm_functype *b);
+
+/* exec.c: run a function on the store's stack. */
+KIS_HIDDEN enum kis_wasm_trap wasm_invoke(struct kis_wasm_store *s, struct kis_wasm_func *f,
+					  const uint64_t *args, uint64_t *results);
+
+/* runtime.c: growth (spec 4.5.3); return the old size or -1. */
+KIS_HIDDEN int64_t wasm_memory_grow(struct kis_wasm_memory *mem, uint32_t delta);
+KIS_HIDDEN int64_t wasm_table_grow(struct kis_wasm_table *t, uint32_t delta, uint64_t init);
+
+#define WASM_PAGE 65536u
+
+#endif

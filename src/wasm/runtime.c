@@ -1,0 +1,545 @@
+/* SPDX-License-Identifier: MIT */
+/* The store and its objects (spec 4.2), instantiation with import matching
+ * (spec 4.5), growth of tables and memories, and the public call interface. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* mremap */
+#endif
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "wasm/internal.h"
+
+enum { OBJ_FUNC, OBJ_TABLE, OBJ_MEMORY, OBJ_GLOBAL, OBJ_INSTANCE };
+
+static const char *const trap_messages[KIS_WASM_TRAP__COUNT] = {
+	[KIS_WASM_OK] = "ok",
+	[KIS_WASM_TRAP_UNREACHABLE] = "unreachable",
+	[KIS_WASM_TRAP_MEMORY_OOB] = "out of bounds memory access",
+	[KIS_WASM_TRAP_TABLE_OOB] = "out of bounds table access",
+	[KIS_WASM_TRAP_DIV_ZERO] = "integer divide by zero",
+	[KIS_WASM_TRAP_INT_OVERFLOW] = "integer overflow",
+	[KIS_WASM_TRAP_INVALID_CONVERSION] = "invalid conversion to integer",
+	[KIS_WASM_TRAP_UNDEFINED_ELEMENT] = "undefined element",
+	[KIS_WASM_TRAP_UNINITIALIZED_ELEMENT] = "uninitialized element",
+	[KIS_WASM_TRAP_INDIRECT_CALL_MISMATCH] = "indirect call type mismatch",
+	[KIS_WASM_TRAP_STACK_EXHAUSTED] = "call stack exhausted",
+	[KIS_WASM_TRAP_INTERRUPTED] = "interrupted",
+	[KIS_WASM_TRAP_OUT_OF_FUEL] = "out of fuel",
+	[KIS_WASM_TRAP_HOST] = "host function trapped",
+};
+
+const char *kis_wasm_trap_message(enum kis_wasm_trap trap)
+{
+	if ((unsigned)trap >= KIS_WASM_TRAP__COUNT)
+		return "unknown trap";
+	return trap_messages[trap];
+}
+
+/* ---- store ---- */
+
+struct kis_wasm_store *kis_wasm_store_new(void)
+{
+	struct kis_wasm_store *s = calloc(1, sizeof(*s));
+	if (!s)
+		return NULL;
+	s->stack = malloc((size_t)KIS_WASM_STACK_SLOTS * sizeof(uint64_t));
+	s->frames = malloc(((size_t)KIS_WASM_MAX_CALL_DEPTH + 2) * sizeof(*s->frames));
+	if (!s->stack || !s->frames) {
+		free(s->stack);
+		free(s->frames);
+		free(s);
+		return NULL;
+	}
+	s->stack_end = s->stack + KIS_WASM_STACK_SLOTS;
+	s->sp = s->stack;
+	s->fuel = s->fuel_budget = -1;
+	s->mem_limit_pages = KIS_WASM_MAX_PAGES;
+	atomic_init(&s->interrupt, 0);
+	return s;
+}
+
+static int track(struct kis_wasm_store *s, int kind, void *p)
+{
+	if (s->nobjs == s->cap_objs) {
+		size_t ncap = s->cap_objs ? s->cap_objs * 2 : 64;
+		struct wasm_obj *n = realloc(s->objs, ncap * sizeof(*n));
+		if (!n)
+			return -1;
+		s->objs = n;
+		s->cap_objs = ncap;
+	}
+	s->objs[s->nobjs].kind = kind;
+	s->objs[s->nobjs++].p = p;
+	return 0;
+}
+
+static void memory_free(struct kis_wasm_memory *mem)
+{
+	if (mem->data)
+		munmap(mem->data, mem->size);
+	free(mem);
+}
+
+static void instance_free(struct kis_wasm_instance *inst)
+{
+	free(inst->own_funcs);
+	free(inst->funcs);
+	free(inst->tables);
+	free(inst->mems);
+	free(inst->globals);
+	if (inst->elems)
+		for (uint32_t i = 0; i < inst->m->nelems; i++)
+			free(inst->elems[i].refs);
+	free(inst->elems);
+	free(inst->data_dropped);
+	free(inst);
+}
+
+void kis_wasm_store_free(struct kis_wasm_store *s)
+{
+	if (!s)
+		return;
+	for (size_t i = 0; i < s->nobjs; i++) {
+		void *p = s->objs[i].p;
+		switch (s->objs[i].kind) {
+		case OBJ_FUNC: {
+			struct kis_wasm_func *f = p;
+			free(f->own.t);
+			free(f);
+			break;
+		}
+		case OBJ_TABLE:
+			free(((struct kis_wasm_table *)p)->elems);
+			free(p);
+			break;
+		case OBJ_MEMORY:
+			memory_free(p);
+			break;
+		case OBJ_GLOBAL:
+			free(p);
+			break;
+		case OBJ_INSTANCE:
+			instance_free(p);
+			break;
+		default:
+			break;
+		}
+	}
+	free(s->objs);
+	free(s->stack);
+	free(s->frames);
+	free(s);
+}
+
+void kis_wasm_interrupt(struct kis_wasm_store *s)
+{
+	atomic_store(&s->interrupt, 1);
+}
+
+void kis_wasm_set_fuel(struct kis_wasm_store *s, int64_t fuel)
+{
+	s->fuel_budget = fuel < 0 ? -1 : fuel;
+}
+
+int64_t kis_wasm_fuel_left(const struct kis_wasm_store *s)
+{
+	return s->fuel;
+}
+
+void kis_wasm_set_memory_limit(struct kis_wasm_store *s, uint32_t max_pages)
+{
+	s->mem_limit_pages = max_pages < KIS_WASM_MAX_PAGES ? max_pages : KIS_WASM_MAX_PAGES;
+}
+
+/* ---- objects ---- */
+
+struct kis_wasm_func *kis_wasm_host_func_new(struct kis_wasm_store *s, const uint8_t *params,
+					     uint32_t np, const uint8_t *results, uint32_t nr,
+					     kis_wasm_host_fn fn, void *user)
+{
+	struct kis_wasm_func *f = calloc(1, sizeof(*f));
+	if (!f)
+		return NULL;
+	f->own.t = malloc((size_t)np + nr + 1);
+	if (!f->own.t || track(s, OBJ_FUNC, f) < 0) {
+		free(f->own.t);
+		free(f);
+		return NULL;
+	}
+	if (np)
+		memcpy(f->own.t, params, np);
+	if (nr)
+		memcpy(f->own.t + np, results, nr);
+	f->own.np = np;
+	f->own.nr = nr;
+	f->type = &f->own;
+	f->host = fn;
+	f->user = user;
+	return f;
+}
+
+void kis_wasm_func_type(const struct kis_wasm_func *f, const uint8_t **params, uint32_t *np,
+			const uint8_t **results, uint32_t *nr)
+{
+	*params = f->type->t;
+	*np = f->type->np;
+	*results = f->type->t + f->type->np;
+	*nr = f->type->nr;
+}
+
+struct kis_wasm_global *kis_wasm_global_new(struct kis_wasm_store *s, enum kis_wasm_valtype type,
+					    int mutable_, kis_wasm_slot value)
+{
+	struct kis_wasm_global *g = calloc(1, sizeof(*g));
+	if (!g || track(s, OBJ_GLOBAL, g) < 0) {
+		free(g);
+		return NULL;
+	}
+	g->type = (uint8_t)type;
+	g->mut = mutable_ != 0;
+	g->val = value;
+	return g;
+}
+
+kis_wasm_slot kis_wasm_global_get(const struct kis_wasm_global *g)
+{
+	return g->val;
+}
+
+enum kis_wasm_valtype kis_wasm_global_type(const struct kis_wasm_global *g)
+{
+	return (enum kis_wasm_valtype)g->type;
+}
+
+int kis_wasm_global_set(struct kis_wasm_global *g, kis_wasm_slot value)
+{
+	if (!g->mut)
+		return -1;
+	g->val = value;
+	return 0;
+}
+
+struct kis_wasm_table *kis_wasm_table_new(struct kis_wasm_store *s, enum kis_wasm_valtype elem,
+					  uint32_t min, int has_max, uint32_t max)
+{
+	if (min > KIS_WASM_MAX_TABLE_ELEMS)
+		return NULL;
+	struct kis_wasm_table *t = calloc(1, sizeof(*t));
+	if (!t)
+		return NULL;
+	t->elems = calloc((size_t)min + 1, sizeof(uint64_t));
+	if (!t->elems || track(s, OBJ_TABLE, t) < 0) {
+		free(t->elems);
+		free(t);
+		return NULL;
+	}
+	t->elem = (uint8_t)elem;
+	t->size = min;
+	t->lim.min = min;
+	t->lim.has_max = has_max != 0;
+	t->lim.max = has_max ? max : UINT32_MAX;
+	return t;
+}
+
+int64_t wasm_table_grow(struct kis_wasm_table *t, uint32_t delta, uint64_t init)
+{
+	uint64_t old = t->size, n = old + delta;
+	uint64_t cap = t->lim.has_max ? t->lim.max : UINT32_MAX;
+	if (n > cap || n > KIS_WASM_MAX_TABLE_ELEMS)
+		return -1;
+	if (delta) {
+		uint64_t *e = realloc(t->elems, (size_t)(n + 1) * sizeof(uint64_t));
+		if (!e)
+			return -1;
+		t->elems = e;
+		for (uint64_t i = old; i < n; i++)
+			e[i] = init;
+		t->size = (uint32_t)n;
+	}
+	return (int64_t)old;
+}
+
+/* Memory lives in an anonymous mapping: growth by mremap gives zeroed pages
+ * that cost nothing until touched. */
+int64_t wasm_memory_grow(struct kis_wasm_memory *mem, uint32_t delta)
+{
+	uint64_t old = mem->size / WASM_PAGE, n = old + delta;
+	uint64_t cap = mem->lim.has_max ? mem->lim.max : 65536;
+	if (n > cap || n > mem->cap_pages)
+		return -1;
+	if (delta == 0)
+		return (int64_t)old;
+	size_t nbytes = (size_t)n * WASM_PAGE;
+	void *p;
+	if (mem->data)
+		p = mremap(mem->data, mem->size, nbytes, MREMAP_MAYMOVE);
+	else
+		p = mmap(NULL, nbytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (p == MAP_FAILED)
+		return -1;
+	mem->data = p;
+	mem->size = nbytes;
+	return (int64_t)old;
+}
+
+struct kis_wasm_memory *kis_wasm_memory_new(struct kis_wasm_store *s, uint32_t min, int has_max,
+					    uint32_t max)
+{
+	struct kis_wasm_memory *mem = calloc(1, sizeof(*mem));
+	if (!mem)
+		return NULL;
+	mem->lim.min = min;
+	mem->lim.has_max = has_max != 0;
+	mem->lim.max = has_max ? max : 65536;
+	mem->cap_pages = s->mem_limit_pages;
+	if (min > mem->cap_pages || (min && wasm_memory_grow(mem, min) < 0) ||
+	    track(s, OBJ_MEMORY, mem) < 0) {
+		memory_free(mem);
+		return NULL;
+	}
+	return mem;
+}
+
+uint8_t *kis_wasm_memory_data(struct kis_wasm_memory *mem, uint64_t *size)
+{
+	*size = mem->size;
+	return mem->data;
+}
+
+/* ---- instantiation (spec 4.5.4) ---- */
+
+/* Import subtyping of limits (spec 4.5.2.4): at least as large, and a
+ * maximum at least as tight. */
+static bool limits_match(uint64_t size, const struct wasm_limits *have, const struct wasm_limits *want)
+{
+	if (size < want->min)
+		return false;
+	if (want->has_max && (!have->has_max || have->max > want->max))
+		return false;
+	return true;
+}
+
+static uint64_t eval_const(const struct kis_wasm_instance *inst, const struct wasm_constexpr *e)
+{
+	switch (e->op) {
+	case 0x23:
+		return inst->globals[e->val]->val;
+	case 0xd2:
+		return (uint64_t)(uintptr_t)inst->funcs[e->val];
+	case 0xd0:
+		return 0;
+	default:
+		return e->val;
+	}
+}
+
+static int link_imports(struct kis_wasm_instance *inst, kis_wasm_resolve_fn resolve, void *user,
+			struct kis_error **err)
+{
+	const struct kis_wasm_module *m = inst->m;
+	for (uint32_t i = 0; i < m->nimports; i++) {
+		const struct wasm_import *im = &m->imports[i];
+		struct kis_wasm_extern ext;
+		memset(&ext, 0, sizeof(ext));
+		if (!resolve || resolve(user, im->module, im->name, (enum kis_wasm_extern_kind)im->kind, &ext) < 0)
+			return kis_error_set(err, KIS_E_NOT_FOUND, 0, "unknown import '%s' '%s'",
+					     im->module, im->name);
+		bool ok = ext.kind == im->kind && ext.u.func;
+		if (ok) {
+			switch (im->kind) {
+			case KIS_WASM_EXTERN_FUNC:
+				ok = wasm_functype_eq(ext.u.func->type, &m->types[m->func_types[im->idx]]);
+				inst->funcs[im->idx] = ext.u.func;
+				break;
+			case KIS_WASM_EXTERN_TABLE: {
+				const struct wasm_tabletype *want = &m->tables[im->idx];
+				ok = ext.u.table->elem == want->elem &&
+				     limits_match(ext.u.table->size, &ext.u.table->lim, &want->lim);
+				inst->tables[im->idx] = ext.u.table;
+				break;
+			}
+			case KIS_WASM_EXTERN_MEMORY:
+				ok = limits_match(ext.u.memory->size / WASM_PAGE, &ext.u.memory->lim,
+						  &m->mems[im->idx]);
+				inst->mems[im->idx] = ext.u.memory;
+				break;
+			case KIS_WASM_EXTERN_GLOBAL:
+				ok = ext.u.global->type == m->globals[im->idx].type &&
+				     ext.u.global->mut == m->globals[im->idx].mut;
+				inst->globals[im->idx] = ext.u.global;
+				break;
+			default:
+				ok = false;
+				break;
+			}
+		}
+		if (!ok)
+			return kis_error_set(err, KIS_E_INVALID_ARGUMENT, 0,
+					     "incompatible import type for '%s' '%s'", im->module, im->name);
+	}
+	return 0;
+}
+
+static int fail_trap(struct kis_error **err, enum kis_wasm_trap *trap, enum kis_wasm_trap t)
+{
+	*trap = t;
+	return kis_error_set(err, KIS_E_INVALID_ARGUMENT, 0, "instantiation trapped: %s",
+			     kis_wasm_trap_message(t));
+}
+
+int kis_wasm_instantiate(struct kis_wasm_store *s, const struct kis_wasm_module *m,
+			 kis_wasm_resolve_fn resolve, void *user, struct kis_wasm_instance **out,
+			 enum kis_wasm_trap *trap, struct kis_error **err)
+{
+	enum kis_wasm_trap dummy;
+	if (!trap)
+		trap = &dummy;
+	*trap = KIS_WASM_OK;
+	struct kis_wasm_instance *inst = calloc(1, sizeof(*inst));
+	if (!inst)
+		return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "cannot allocate instance");
+	inst->m = m;
+	inst->store = s;
+	inst->funcs = calloc((size_t)m->nfuncs + 1, sizeof(*inst->funcs));
+	inst->tables = calloc((size_t)m->ntables + 1, sizeof(*inst->tables));
+	inst->mems = calloc((size_t)m->nmems + 1, sizeof(*inst->mems));
+	inst->globals = calloc((size_t)m->nglobals + 1, sizeof(*inst->globals));
+	inst->elems = calloc((size_t)m->nelems + 1, sizeof(*inst->elems));
+	inst->data_dropped = calloc((size_t)m->ndatas + 1, sizeof(bool));
+	uint32_t ndef = m->nfuncs - m->nfunc_imports;
+	struct kis_wasm_func *own = calloc((size_t)ndef + 1, sizeof(*own));
+	if (!inst->funcs || !inst->tables || !inst->mems || !inst->globals || !inst->elems ||
+	    !inst->data_dropped || !own || track(s, OBJ_INSTANCE, inst) < 0) {
+		inst->own_funcs = own;
+		instance_free(inst);
+		return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "cannot allocate instance");
+	}
+	for (uint32_t i = 0; i < ndef; i++) {
+		own[i].type = &m->types[m->func_types[m->nfunc_imports + i]];
+		own[i].inst = inst;
+		own[i].code = &m->codes[i];
+		inst->funcs[m->nfunc_imports + i] = &own[i];
+	}
+	inst->own_funcs = own;
+
+	TRY(link_imports(inst, resolve, user, err));
+
+	for (uint32_t i = m->ntable_imports; i < m->ntables; i++) {
+		const struct wasm_tabletype *t = &m->tables[i];
+		inst->tables[i] = kis_wasm_table_new(s, (enum kis_wasm_valtype)t->elem, t->lim.min,
+						     t->lim.has_max, t->lim.max);
+		if (!inst->tables[i])
+			return kis_error_set(err, KIS_E_INVALID_ARGUMENT, ENOMEM, "cannot allocate table of %u elements", t->lim.min);
+	}
+	for (uint32_t i = m->nmem_imports; i < m->nmems; i++) {
+		const struct wasm_limits *l = &m->mems[i];
+		inst->mems[i] = kis_wasm_memory_new(s, l->min, l->has_max, l->max);
+		if (!inst->mems[i])
+			return kis_error_set(err, KIS_E_INVALID_ARGUMENT, ENOMEM,
+					     "cannot allocate memory of %u pages (store limit %u)", l->min,
+					     s->mem_limit_pages);
+	}
+	for (uint32_t i = m->nglobal_imports; i < m->nglobals; i++) {
+		const struct wasm_globaltype *g = &m->globals[i];
+		uint64_t v = eval_const(inst, &m->global_init[i - m->nglobal_imports]);
+		inst->globals[i] = kis_wasm_global_new(s, (enum kis_wasm_valtype)g->type, g->mut, v);
+		if (!inst->globals[i])
+			return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "cannot allocate global");
+	}
+	for (uint32_t i = 0; i < m->nelems; i++) {
+		const struct wasm_elem *e = &m->elems[i];
+		inst->elems[i].refs = calloc((size_t)e->n + 1, sizeof(uint64_t));
+		if (!inst->elems[i].refs)
+			return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "cannot allocate element segment");
+		for (uint32_t k = 0; k < e->n; k++)
+			inst->elems[i].refs[k] = eval_const(inst, &e->init[k]);
+		inst->elems[i].n = e->n;
+	}
+
+	/* Active segments behave as table.init / memory.init followed by a
+	 * drop, in order; a trap stops there with earlier writes kept. */
+	for (uint32_t i = 0; i < m->nelems; i++) {
+		const struct wasm_elem *e = &m->elems[i];
+		if (e->mode == SEG_ACTIVE) {
+			struct kis_wasm_table *t = inst->tables[e->table];
+			uint64_t off = (uint32_t)eval_const(inst, &e->offset);
+			if (off + e->n > t->size)
+				return fail_trap(err, trap, KIS_WASM_TRAP_TABLE_OOB);
+			if (e->n)
+				memcpy(t->elems + off, inst->elems[i].refs, (size_t)e->n * 8);
+		}
+		if (e->mode != SEG_PASSIVE)
+			inst->elems[i].n = 0;
+	}
+	for (uint32_t i = 0; i < m->ndatas; i++) {
+		const struct wasm_data *d = &m->datas[i];
+		if (d->mode != SEG_ACTIVE)
+			continue;
+		struct kis_wasm_memory *mem = inst->mems[d->mem];
+		uint64_t off = (uint32_t)eval_const(inst, &d->offset);
+		if (off + d->len > mem->size)
+			return fail_trap(err, trap, KIS_WASM_TRAP_MEMORY_OOB);
+		if (d->len)
+			memcpy(mem->data + off, d->bytes, d->len);
+		inst->data_dropped[i] = true;
+	}
+	if (m->start >= 0) {
+		enum kis_wasm_trap t = kis_wasm_call(s, inst->funcs[m->start], NULL, NULL);
+		if (t != KIS_WASM_OK)
+			return fail_trap(err, trap, t);
+	}
+	*out = inst;
+	return 0;
+}
+
+int kis_wasm_instance_export(const struct kis_wasm_instance *inst, const char *nm,
+			     struct kis_wasm_extern *out)
+{
+	return kis_wasm_instance_export_n(inst, nm, strlen(nm), out);
+}
+
+int kis_wasm_instance_export_n(const struct kis_wasm_instance *inst, const char *nm, size_t len,
+			       struct kis_wasm_extern *out)
+{
+	const struct kis_wasm_module *m = inst->m;
+	for (uint32_t i = 0; i < m->nexports; i++) {
+		const struct wasm_export *e = &m->exports[i];
+		if (e->name_len != len || memcmp(e->name, nm, len))
+			continue;
+		out->kind = (enum kis_wasm_extern_kind)e->kind;
+		switch (e->kind) {
+		case KIS_WASM_EXTERN_FUNC:
+			out->u.func = inst->funcs[e->idx];
+			break;
+		case KIS_WASM_EXTERN_TABLE:
+			out->u.table = inst->tables[e->idx];
+			break;
+		case KIS_WASM_EXTERN_MEMORY:
+			out->u.memory = inst->mems[e->idx];
+			break;
+		default:
+			out->u.global = inst->globals[e->idx];
+			break;
+		}
+		return 0;
+	}
+	return -1;
+}
+
+struct kis_wasm_memory *kis_wasm_instance_memory(const struct kis_wasm_instance *inst)
+{
+	return inst->m->nmems ? inst->mems[0] : NULL;
+}
+
+enum kis_wasm_trap kis_wasm_call(struct kis_wasm_store *s, struct kis_wasm_func *f,
+				 const kis_wasm_slot *args, kis_wasm_slot *results)
+{
+	if (s->depth == 0) {
+		/* a new run from the host: fresh budget, no stale interrupt */
+		atomic_store(&s->interrupt, 0);
+		s->fuel = s->fuel_budget;
+	}
+	return wasm_invoke(s, f, args, results);
+}

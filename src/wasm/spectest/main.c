@@ -1,0 +1,602 @@
+/* SPDX-License-Identifier: MIT */
+/* kis-wasm-spectest: runs the JSON scripts that wabt's wast2json makes from
+ * the WebAssembly spec tests against our runtime, with the `spectest` host module. */
+#include <errno.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kis/wasm.h"
+
+struct named {
+	char *name;
+	struct kis_wasm_instance *inst;
+};
+
+struct known {
+	char **keys;
+	bool *hit;
+	size_t n;
+};
+
+struct file_run {
+	struct kis_wasm_store *store;
+	struct kis_wasm_module **mods;
+	size_t nmods;
+	struct named *named, *registered;
+	size_t nnamed, nregistered;
+	struct kis_wasm_instance *current;
+	struct kis_wasm_extern spectest[16];
+	const char *spectest_names[16];
+	const char *dir, *wast;
+	int passed, failed, skipped, known_failed;
+};
+
+static struct known known;
+static bool verbose;
+
+/* ---- the spectest host module (see the spec interpreter's spectest.ml) ---- */
+
+static enum kis_wasm_trap host_print(void *user, struct kis_wasm_instance *caller,
+				     const kis_wasm_slot *args, kis_wasm_slot *results)
+{
+	return KIS_WASM_OK;
+}
+
+static kis_wasm_slot f32_bits(float f)
+{
+	uint32_t u;
+	memcpy(&u, &f, 4);
+	return u;
+}
+
+static kis_wasm_slot f64_bits(double d)
+{
+	uint64_t u;
+	memcpy(&u, &d, 8);
+	return u;
+}
+
+static int make_spectest(struct file_run *r)
+{
+	static const uint8_t I32 = KIS_WASM_I32, I64 = KIS_WASM_I64, F32 = KIS_WASM_F32,
+			     F64 = KIS_WASM_F64;
+	static const uint8_t i32_f32[2] = { KIS_WASM_I32, KIS_WASM_F32 };
+	static const uint8_t f64_f64[2] = { KIS_WASM_F64, KIS_WASM_F64 };
+	struct kis_wasm_store *s = r->store;
+	size_t k = 0;
+#define FUNC(nm, p, np)                                                                    \
+	r->spectest_names[k] = nm;                                                         \
+	r->spectest[k].kind = KIS_WASM_EXTERN_FUNC;                                        \
+	r->spectest[k++].u.func = kis_wasm_host_func_new(s, p, np, NULL, 0, host_print, NULL)
+	FUNC("print", NULL, 0);
+	FUNC("print_i32", &I32, 1);
+	FUNC("print_i64", &I64, 1);
+	FUNC("print_f32", &F32, 1);
+	FUNC("print_f64", &F64, 1);
+	FUNC("print_i32_f32", i32_f32, 2);
+	FUNC("print_f64_f64", f64_f64, 2);
+#undef FUNC
+#define GLOBAL(nm, t, v)                                                                   \
+	r->spectest_names[k] = nm;                                                         \
+	r->spectest[k].kind = KIS_WASM_EXTERN_GLOBAL;                                      \
+	r->spectest[k++].u.global = kis_wasm_global_new(s, t, 0, v)
+	GLOBAL("global_i32", KIS_WASM_I32, 666);
+	GLOBAL("global_i64", KIS_WASM_I64, 666);
+	GLOBAL("global_f32", KIS_WASM_F32, f32_bits(666.6f));
+	GLOBAL("global_f64", KIS_WASM_F64, f64_bits(666.6));
+#undef GLOBAL
+	r->spectest_names[k] = "table";
+	r->spectest[k].kind = KIS_WASM_EXTERN_TABLE;
+	r->spectest[k++].u.table = kis_wasm_table_new(s, KIS_WASM_FUNCREF, 10, 1, 20);
+	r->spectest_names[k] = "memory";
+	r->spectest[k].kind = KIS_WASM_EXTERN_MEMORY;
+	r->spectest[k++].u.memory = kis_wasm_memory_new(s, 1, 1, 2);
+	for (size_t i = 0; i < k; i++)
+		if (!r->spectest[i].u.func)
+			return -1;
+	return 0;
+}
+
+static int resolve(void *user, const char *module, const char *name,
+		   enum kis_wasm_extern_kind kind, struct kis_wasm_extern *out)
+{
+	struct file_run *r = user;
+	if (!strcmp(module, "spectest")) {
+		for (size_t i = 0; i < 16 && r->spectest_names[i]; i++) {
+			if (!strcmp(r->spectest_names[i], name)) {
+				*out = r->spectest[i];
+				return 0;
+			}
+		}
+		return -1;
+	}
+	for (size_t i = r->nregistered; i-- > 0;)
+		if (!strcmp(r->registered[i].name, module))
+			return kis_wasm_instance_export(r->registered[i].inst, name, out);
+	return -1;
+}
+
+/* ---- helpers ---- */
+
+static uint8_t *read_file(const char *path, size_t *len)
+{
+	FILE *f = fopen(path, "rb");
+	if (!f)
+		return NULL;
+	uint8_t *buf = NULL;
+	size_t cap = 0, n = 0;
+	for (;;) {
+		if (n == cap) {
+			cap = cap ? cap * 2 : 65536;
+			uint8_t *nb = realloc(buf, cap);
+			if (!nb) {
+				free(buf);
+				fclose(f);
+				return NULL;
+			}
+			buf = nb;
+		}
+		size_t got = fread(buf + n, 1, cap - n, f);
+		n += got;
+		if (got == 0)
+			break;
+	}
+	fclose(f);
+	*len = n;
+	return buf;
+}
+
+static void add_named(struct named **arr, size_t *n, const char *name, struct kis_wasm_instance *inst)
+{
+	struct named *a = realloc(*arr, (*n + 1) * sizeof(**arr));
+	if (!a)
+		abort();
+	*arr = a;
+	a[*n].name = strdup(name);
+	a[*n].inst = inst;
+	(*n)++;
+}
+
+static struct kis_wasm_instance *find_named(struct file_run *r, const char *name)
+{
+	if (!name)
+		return r->current;
+	for (size_t i = r->nnamed; i-- > 0;)
+		if (!strcmp(r->named[i].name, name))
+			return r->named[i].inst;
+	return NULL;
+}
+
+/* Load a binary module; NULL with *msg set on failure. */
+static struct kis_wasm_module *load(struct file_run *r, const char *file, char *msg, size_t msglen)
+{
+	char path[4096];
+	snprintf(path, sizeof(path), "%s/%s", r->dir, file);
+	size_t len;
+	uint8_t *bytes = read_file(path, &len);
+	if (!bytes) {
+		snprintf(msg, msglen, "cannot read %.900s: %s", path, strerror(errno));
+		return NULL;
+	}
+	struct kis_wasm_module *m = NULL;
+	struct kis_error *err = NULL;
+	if (kis_wasm_module_load(bytes, len, &m, &err) < 0) {
+		snprintf(msg, msglen, "%s", err && err->message ? err->message : "load failed");
+		kis_error_free(err);
+		free(bytes);
+		return NULL;
+	}
+	free(bytes);
+	struct kis_wasm_module **mods = realloc(r->mods, (r->nmods + 1) * sizeof(*mods));
+	if (!mods)
+		abort();
+	r->mods = mods;
+	mods[r->nmods++] = m;
+	return m;
+}
+
+/* Instantiate; returns 0, or -1 with *trap (OK for a link error) and msg. */
+static int instantiate(struct file_run *r, struct kis_wasm_module *m, struct kis_wasm_instance **inst,
+		       enum kis_wasm_trap *trap, char *msg, size_t msglen)
+{
+	struct kis_error *err = NULL;
+	if (kis_wasm_instantiate(r->store, m, resolve, r, inst, trap, &err) < 0) {
+		snprintf(msg, msglen, "%s", err && err->message ? err->message : "instantiation failed");
+		kis_error_free(err);
+		return -1;
+	}
+	return 0;
+}
+
+static int parse_value(json_t *v, kis_wasm_slot *out)
+{
+	const char *type = json_string_value(json_object_get(v, "type"));
+	json_t *jv = json_object_get(v, "value");
+	const char *val = json_string_value(jv);
+	if (!type)
+		return -1;
+	if (!strcmp(type, "externref") || !strcmp(type, "funcref")) {
+		if (!val || !strcmp(val, "null")) {
+			*out = 0;
+			return 0;
+		}
+		/* host references are numbered from 0; shifted so 0 stays null */
+		*out = strtoull(val, NULL, 10) + 1;
+		return 0;
+	}
+	if (!val || !strcmp(type, "v128"))
+		return -1;
+	*out = strtoull(val, NULL, 10);
+	return 0;
+}
+
+static bool value_matches(json_t *want, kis_wasm_slot got)
+{
+	const char *type = json_string_value(json_object_get(want, "type"));
+	const char *val = json_string_value(json_object_get(want, "value"));
+	if (!type)
+		return false;
+	if (!strcmp(type, "funcref") && !val)
+		return got != 0; /* any non-null function */
+	if (!strcmp(type, "externref") || !strcmp(type, "funcref")) {
+		if (!val || !strcmp(val, "null"))
+			return got == 0;
+		return got == strtoull(val, NULL, 10) + 1;
+	}
+	if (!val)
+		return false;
+	if (!strcmp(type, "i32"))
+		return (uint32_t)got == (uint32_t)strtoull(val, NULL, 10);
+	if (!strcmp(type, "i64"))
+		return got == strtoull(val, NULL, 10);
+	if (!strcmp(type, "f32")) {
+		uint32_t b = (uint32_t)got;
+		if (!strcmp(val, "nan:canonical"))
+			return (b & 0x7fffffffu) == 0x7fc00000u;
+		if (!strcmp(val, "nan:arithmetic"))
+			return (b & 0x7fc00000u) == 0x7fc00000u;
+		return b == (uint32_t)strtoull(val, NULL, 10);
+	}
+	if (!strcmp(type, "f64")) {
+		if (!strcmp(val, "nan:canonical"))
+			return (got & ~(1ull << 63)) == 0x7ff8000000000000ull;
+		if (!strcmp(val, "nan:arithmetic"))
+			return (got & 0x7ff8000000000000ull) == 0x7ff8000000000000ull;
+		return got == strtoull(val, NULL, 10);
+	}
+	return false;
+}
+
+/* Run an action; returns 0 when it ran (trap or not), -1 when it could not
+ * be started (msg says why). */
+static int do_action(struct file_run *r, json_t *action, kis_wasm_slot *results, size_t maxres,
+		     size_t *nres, enum kis_wasm_trap *trap, char *msg, size_t msglen)
+{
+	const char *type = json_string_value(json_object_get(action, "type"));
+	const char *modname = json_string_value(json_object_get(action, "module"));
+	const char *field = json_string_value(json_object_get(action, "field"));
+	struct kis_wasm_instance *inst = find_named(r, modname);
+	*trap = KIS_WASM_OK;
+	*nres = 0;
+	if (!inst || !field || !type) {
+		snprintf(msg, msglen, "no module instance for the action");
+		return -1;
+	}
+	struct kis_wasm_extern ext;
+	json_t *jfield = json_object_get(action, "field");
+	if (kis_wasm_instance_export_n(inst, field, json_string_length(jfield), &ext) < 0) {
+		snprintf(msg, msglen, "no export '%s'", field);
+		return -1;
+	}
+	if (!strcmp(type, "get")) {
+		if (ext.kind != KIS_WASM_EXTERN_GLOBAL) {
+			snprintf(msg, msglen, "'%s' is not a global", field);
+			return -1;
+		}
+		results[0] = kis_wasm_global_get(ext.u.global);
+		*nres = 1;
+		return 0;
+	}
+	if (ext.kind != KIS_WASM_EXTERN_FUNC) {
+		snprintf(msg, msglen, "'%s' is not a function", field);
+		return -1;
+	}
+	const uint8_t *pt, *rt;
+	uint32_t np, nr;
+	kis_wasm_func_type(ext.u.func, &pt, &np, &rt, &nr);
+	json_t *args = json_object_get(action, "args");
+	if (json_array_size(args) != np || nr > maxres) {
+		snprintf(msg, msglen, "argument count mismatch for '%s'", field);
+		return -1;
+	}
+	kis_wasm_slot argv[64];
+	if (np > 64) {
+		snprintf(msg, msglen, "too many arguments");
+		return -1;
+	}
+	for (size_t i = 0; i < np; i++) {
+		if (parse_value(json_array_get(args, i), &argv[i]) < 0) {
+			snprintf(msg, msglen, "unsupported argument");
+			return -1;
+		}
+	}
+	*trap = kis_wasm_call(r->store, ext.u.func, argv, results);
+	*nres = nr;
+	return 0;
+}
+
+/* ---- commands ---- */
+
+static bool trap_text_matches(const char *want, enum kis_wasm_trap t)
+{
+	const char *ours = kis_wasm_trap_message(t);
+	return want && !strncmp(want, ours, strlen(ours));
+}
+
+/* Returns 1 pass, 0 fail, -1 skipped; msg explains a failure. */
+static int run_command(struct file_run *r, json_t *cmd, char *msg, size_t msglen)
+{
+	const char *type = json_string_value(json_object_get(cmd, "type"));
+	const char *file = json_string_value(json_object_get(cmd, "filename"));
+	const char *text = json_string_value(json_object_get(cmd, "text"));
+	kis_wasm_slot res[256];
+	size_t nres;
+	enum kis_wasm_trap trap;
+	msg[0] = 0;
+	if (!type)
+		return 0;
+
+	if (!strcmp(type, "module")) {
+		r->current = NULL;
+		struct kis_wasm_module *m = load(r, file, msg, msglen);
+		struct kis_wasm_instance *inst;
+		if (!m || instantiate(r, m, &inst, &trap, msg, msglen) < 0)
+			return 0;
+		r->current = inst;
+		const char *name = json_string_value(json_object_get(cmd, "name"));
+		if (name)
+			add_named(&r->named, &r->nnamed, name, inst);
+		return 1;
+	}
+	if (!strcmp(type, "register")) {
+		const char *as = json_string_value(json_object_get(cmd, "as"));
+		struct kis_wasm_instance *inst =
+			find_named(r, json_string_value(json_object_get(cmd, "name")));
+		if (!inst || !as) {
+			snprintf(msg, msglen, "nothing to register");
+			return 0;
+		}
+		add_named(&r->registered, &r->nregistered, as, inst);
+		return 1;
+	}
+	if (!strcmp(type, "action")) {
+		if (do_action(r, json_object_get(cmd, "action"), res, 256, &nres, &trap, msg, msglen) < 0)
+			return 0;
+		if (trap) {
+			snprintf(msg, msglen, "trapped: %s", kis_wasm_trap_message(trap));
+			return 0;
+		}
+		return 1;
+	}
+	if (!strcmp(type, "assert_return")) {
+		if (do_action(r, json_object_get(cmd, "action"), res, 256, &nres, &trap, msg, msglen) < 0)
+			return 0;
+		if (trap) {
+			snprintf(msg, msglen, "trapped: %s", kis_wasm_trap_message(trap));
+			return 0;
+		}
+		json_t *exp = json_object_get(cmd, "expected");
+		if (json_array_size(exp) != nres) {
+			snprintf(msg, msglen, "%zu results, expected %zu", nres, json_array_size(exp));
+			return 0;
+		}
+		for (size_t i = 0; i < nres; i++) {
+			json_t *w = json_array_get(exp, i);
+			if (!value_matches(w, res[i])) {
+				snprintf(msg, msglen, "result %zu: got 0x%" PRIx64 ", expected %s %s", i,
+					 res[i], json_string_value(json_object_get(w, "type")),
+					 json_string_value(json_object_get(w, "value")) ?: "(any)");
+				return 0;
+			}
+		}
+		return 1;
+	}
+	if (!strcmp(type, "assert_trap") || !strcmp(type, "assert_exhaustion")) {
+		if (do_action(r, json_object_get(cmd, "action"), res, 256, &nres, &trap, msg, msglen) < 0)
+			return 0;
+		if (!trap) {
+			snprintf(msg, msglen, "returned, expected trap '%s'", text ? text : "");
+			return 0;
+		}
+		if (!trap_text_matches(text, trap)) {
+			snprintf(msg, msglen, "trapped with '%s', expected '%s'", kis_wasm_trap_message(trap),
+				 text ? text : "");
+			return 0;
+		}
+		return 1;
+	}
+	if (!strcmp(type, "assert_invalid") || !strcmp(type, "assert_malformed")) {
+		const char *mt = json_string_value(json_object_get(cmd, "module_type"));
+		if (mt && strcmp(mt, "binary"))
+			return -1; /* text modules: a matter for the text parser, as in wabt */
+		char lmsg[512];
+		if (load(r, file, lmsg, sizeof(lmsg))) {
+			snprintf(msg, msglen, "module accepted, expected '%s'", text ? text : "");
+			return 0;
+		}
+		if (verbose)
+			printf("    %s: rejected with '%s' (expected '%s')\n", type, lmsg, text ? text : "");
+		return 1;
+	}
+	if (!strcmp(type, "assert_unlinkable") || !strcmp(type, "assert_uninstantiable")) {
+		struct kis_wasm_module *m = load(r, file, msg, msglen);
+		if (!m)
+			return 0;
+		struct kis_wasm_instance *inst;
+		char imsg[512];
+		if (instantiate(r, m, &inst, &trap, imsg, sizeof(imsg)) == 0) {
+			snprintf(msg, msglen, "instantiated, expected '%s'", text ? text : "");
+			return 0;
+		}
+		bool want_trap = !strcmp(type, "assert_uninstantiable");
+		if (want_trap != (trap != KIS_WASM_OK)) {
+			snprintf(msg, msglen, "failed with '%s', expected '%s'", imsg, text ? text : "");
+			return 0;
+		}
+		if (want_trap && !trap_text_matches(text, trap)) {
+			snprintf(msg, msglen, "trapped with '%s', expected '%s'", kis_wasm_trap_message(trap),
+				 text ? text : "");
+			return 0;
+		}
+		return 1;
+	}
+	snprintf(msg, msglen, "unknown command type '%s'", type);
+	return 0;
+}
+
+static bool is_known(const char *key)
+{
+	for (size_t i = 0; i < known.n; i++) {
+		if (!strcmp(known.keys[i], key)) {
+			known.hit[i] = true;
+			return true;
+		}
+	}
+	return false;
+}
+
+static void load_known(const char *path)
+{
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return; /* no list: every failure counts */
+	char line[512];
+	while (fgets(line, sizeof(line), f)) {
+		line[strcspn(line, " \t\r\n#")] = 0;
+		if (!line[0])
+			continue;
+		known.keys = realloc(known.keys, (known.n + 1) * sizeof(char *));
+		known.hit = realloc(known.hit, (known.n + 1) * sizeof(bool));
+		if (!known.keys || !known.hit)
+			abort();
+		known.keys[known.n] = strdup(line);
+		known.hit[known.n++] = false;
+	}
+	fclose(f);
+}
+
+static void file_run_release(struct file_run *r)
+{
+	kis_wasm_store_free(r->store);
+	for (size_t i = 0; i < r->nmods; i++)
+		kis_wasm_module_free(r->mods[i]);
+	free(r->mods);
+	for (size_t i = 0; i < r->nnamed; i++)
+		free(r->named[i].name);
+	for (size_t i = 0; i < r->nregistered; i++)
+		free(r->registered[i].name);
+	free(r->named);
+	free(r->registered);
+}
+
+static int run_file(const char *json_path, int *passed, int *failed, int *skipped, int *kfailed)
+{
+	json_error_t jerr;
+	json_t *root = json_load_file(json_path, JSON_ALLOW_NUL, &jerr);
+	if (!root) {
+		fprintf(stderr, "%s: cannot parse: %s\n", json_path, jerr.text);
+		(*failed)++;
+		return -1;
+	}
+	char dir[4096];
+	snprintf(dir, sizeof(dir), "%s", json_path);
+	char *slash = strrchr(dir, '/');
+	if (slash)
+		*slash = 0;
+	else
+		snprintf(dir, sizeof(dir), ".");
+	const char *src = json_string_value(json_object_get(root, "source_filename"));
+	const char *wast = src ? strrchr(src, '/') : NULL;
+	wast = wast ? wast + 1 : (src ? src : json_path);
+
+	struct file_run r = { .dir = dir, .wast = wast };
+	r.store = kis_wasm_store_new();
+	if (!r.store || make_spectest(&r) < 0) {
+		fprintf(stderr, "%s: cannot set up the store\n", wast);
+		json_decref(root);
+		file_run_release(&r);
+		(*failed)++;
+		return -1;
+	}
+	json_t *cmds = json_object_get(root, "commands");
+	for (size_t i = 0; i < json_array_size(cmds); i++) {
+		json_t *cmd = json_array_get(cmds, i);
+		char msg[1024];
+		int rc = run_command(&r, cmd, msg, sizeof(msg));
+		long line = (long)json_integer_value(json_object_get(cmd, "line"));
+		char key[600];
+		snprintf(key, sizeof(key), "%s:%ld", wast, line);
+		if (rc > 0) {
+			r.passed++;
+		} else if (rc < 0) {
+			r.skipped++;
+		} else if (is_known(key)) {
+			r.known_failed++;
+			printf("  known failure %s %s: %s\n", key,
+			       json_string_value(json_object_get(cmd, "type")), msg);
+		} else {
+			r.failed++;
+			printf("  FAIL %s %s: %s\n", key, json_string_value(json_object_get(cmd, "type")), msg);
+		}
+	}
+	printf("%s: %d passed, %d failed", wast, r.passed, r.failed + r.known_failed);
+	if (r.known_failed)
+		printf(" (%d known)", r.known_failed);
+	if (r.skipped)
+		printf(", %d skipped (text modules)", r.skipped);
+	printf("\n");
+	*passed += r.passed;
+	*failed += r.failed;
+	*kfailed += r.known_failed;
+	*skipped += r.skipped;
+	file_run_release(&r);
+	json_decref(root);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	int i = 1;
+	for (; i < argc && argv[i][0] == '-'; i++) {
+		if (!strcmp(argv[i], "--known-failures") && i + 1 < argc) {
+			load_known(argv[++i]);
+		} else if (!strcmp(argv[i], "-v")) {
+			verbose = true;
+		} else {
+			fprintf(stderr, "usage: kis-wasm-spectest [-v] [--known-failures FILE] FILE.json...\n");
+			return 2;
+		}
+	}
+	if (i == argc) {
+		fprintf(stderr, "usage: kis-wasm-spectest [-v] [--known-failures FILE] FILE.json...\n");
+		return 2;
+	}
+	int passed = 0, failed = 0, skipped = 0, kfailed = 0;
+	for (; i < argc; i++)
+		run_file(argv[i], &passed, &failed, &skipped, &kfailed);
+	int stale = 0;
+	for (size_t k = 0; k < known.n; k++) {
+		if (!known.hit[k]) {
+			printf("known failure %s did not fail: remove it from the list\n", known.keys[k]);
+			stale++;
+		}
+	}
+	printf("skipped: %d text-format assert_malformed/assert_invalid commands\n", skipped);
+	printf("known failures: %d, unexpected failures: %d\n", kfailed, failed);
+	printf("%d passed, %d failed\n", passed, failed + kfailed);
+	return failed ? 1 : 0;
+}

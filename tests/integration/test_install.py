@@ -1,0 +1,52 @@
+# SPDX-License-Identifier: MIT
+# `make install PREFIX=...` installs the binary, the agent, the libraries
+# (static and shared), the headers and a pkg-config file that works.
+import os
+import subprocess
+
+from conftest import ROOT
+
+PROGRAM = r'''
+#include <kis/sandbox.h>
+#include <stdio.h>
+#include <stdlib.h>
+int main(void)
+{
+	struct kis_profile p;
+	struct kis_error *e = NULL;
+	kis_profile_init(&p);
+	p.tier = KIS_TIER_PROCESS;
+	if (kis_profile_check_hatches(&p, &e) < 0) {
+		char *s = kis_error_format(e);
+		puts(s);
+		free(s);
+		kis_error_free(e);
+	}
+	return 0;
+}
+'''
+
+
+def test_make_install_and_link_against_it(tmp_path):
+    prefix = tmp_path / "prefix"
+    subprocess.run(["make", "-s", "install", f"PREFIX={prefix}"], cwd=ROOT, check=True,
+                   capture_output=True)
+    for f in ("bin/kis", "bin/kis-agent", "lib/libkis-sandbox.a", "lib/libkis-sandbox.so",
+              "lib/libkis-sandbox.so.0", "include/kis/sandbox.h",
+              "lib/pkgconfig/kis-sandbox.pc"):
+        assert (prefix / f).exists(), f
+    env = dict(os.environ, PKG_CONFIG_PATH=str(prefix / "lib/pkgconfig"))
+    flags = subprocess.run(["pkg-config", "--cflags", "--libs", "kis-sandbox"], env=env,
+                           check=True, capture_output=True, text=True).stdout.split()
+    src = tmp_path / "t.c"
+    src.write_text(PROGRAM)
+    subprocess.run(["cc", str(src), *flags, "-o", str(tmp_path / "t")], check=True)
+    out = subprocess.run([str(tmp_path / "t")], env=dict(env, LD_LIBRARY_PATH=str(prefix / "lib")),
+                         check=True, capture_output=True, text=True).stdout
+    assert out.startswith("escape_hatch_forbidden: the process tier runs unconfined")
+    # the installed kis finds its installed agent
+    r = subprocess.run([str(prefix / "bin/kis"), "sandbox", "run", "--tty", "--tier", "process",
+                        "--allow-process-tier", "--", "true"],
+                       env=dict(env, KIS_SANDBOX_ROOT=str(tmp_path / "store")),
+                       capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    assert r.returncode == 0, r.stderr
