@@ -8,6 +8,13 @@ set -eu
 cd "$(dirname "$0")/.."
 KIS=build/kis
 export KIS_SANDBOX_ROOT="$PWD/build/demo-store"
+# The microvm tier needs a guest kernel: fetch Debian's cloud kernel into
+# build/microvm-guest (downloaded and unpacked, never installed on the host).
+# Without it (no QEMU, no network to the archive) the demo uses the next tier.
+if command -v qemu-system-x86_64 >/dev/null 2>&1 &&
+	scripts/guest/fetch-kernel.sh "$PWD/build/microvm-guest" 2>/dev/null; then
+	export KIS_MICROVM_GUEST_DIR="$PWD/build/microvm-guest"
+fi
 
 echo "== what this host can enforce"
 $KIS sandbox backends
