@@ -43,6 +43,8 @@ struct kis_usage {
 	uint64_t max_rss_bytes;
 	uint64_t minor_faults, major_faults;
 	uint64_t voluntary_ctxsw, involuntary_ctxsw;
+	/* wasm tier: the module's linear memory at its peak (0 elsewhere) */
+	uint64_t linear_memory_bytes;
 };
 
 struct kis_result {

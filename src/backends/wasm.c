@@ -391,6 +391,8 @@ static void explain(const struct kis_plan *pl, const struct child_status *st,
 		    struct kis_result *res)
 {
 	const struct kis_wasi_outcome *o = &st->out;
+	if (st->done)
+		res->usage.linear_memory_bytes = o->memory_bytes; /* it never shrinks: the peak */
 	if (res->reason == KIS_REASON_SIGNALED && res->signal == SIGSYS) {
 		set_detail(res, "the interpreter made a system call outside its seccomp allowlist");
 		return;

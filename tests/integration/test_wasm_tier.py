@@ -294,6 +294,8 @@ def test_cpu_and_file_size_limits(world):
 def test_memory_grow_past_the_limit(world):
     d = run(world, "--memory", "4M", "--", "grow.wasm")
     assert d["termination"]["reason"] == "memory_limit", d["termination"]
+    # usage reports the module's peak linear memory: up to the cap, not past it
+    assert 3 << 20 < d["usage"]["linear_memory_bytes"] <= 4 << 20, d["usage"]
     d = run(world, "--memory", "32M", "--", "wasitest.wasm", "malloc")
     assert d["termination"]["reason"] == "memory_limit", d["termination"]
     assert d["termination"]["exit_code"] == 3
