@@ -17,6 +17,7 @@ struct kis_exec_options {
 	int tty_fd;            /* the caller's terminal, for TIOCGWINSZ; -1 none */
 	bool shell;            /* argv[0] is a shell line; cwd and env carry over */
 	char **env;            /* NULL: the session's environment */
+	char **env_add;        /* "K=V" set for this command only (NULL-terminated) */
 	const char *cwd;       /* NULL: the session's working directory */
 	struct kis_limits limits; /* 0: defaults */
 	const char *store_root;

@@ -255,7 +255,26 @@ static void run_exec(struct worker *w, struct kis_exec_req *req, int state_fd)
 
 	char *sh_argv[] = {"/bin/sh", "-c", (char *)shell_wrapper, "sh", req->argv[0], NULL};
 	char *const *argv = req->shell ? sh_argv : req->argv;
-	char *const *envp = req->env ? req->env : state_env;
+	char *const *base_env = req->env ? req->env : state_env;
+	char **merged = NULL;
+	if (req->env_add && req->env_add[0]) {
+		/* the exec's own variables on top of the session's (replacing a
+		 * variable of the same name) */
+		size_t n = 0;
+		merged = NULL;
+		for (char *const *e = base_env; e && *e; e++) {
+			size_t k = strcspn(*e, "=");
+			bool replaced = false;
+			for (char **a = req->env_add; *a && !replaced; a++)
+				replaced = !strncmp(*a, *e, k) && (*a)[k] == '=';
+			if (!replaced && kis_strv_push(&merged, &n, *e) < 0)
+				break;
+		}
+		for (char **a = req->env_add; *a; a++)
+			if (kis_strv_push(&merged, &n, *a) < 0)
+				break;
+	}
+	char *const *envp = merged ? merged : base_env;
 	const char *cwd = req->cwd ? req->cwd : state_cwd;
 
 	if (req->tty) {
@@ -319,6 +338,7 @@ static void run_exec(struct worker *w, struct kis_exec_req *req, int state_fd)
 		kis_frame_write(w->conn, KIS_F_EXIT, 0, w->exec_id, body, (uint32_t)strlen(body));
 	free(body);
 out:
+	kis_strv_free(merged);
 	kis_result_release(&res);
 	for (int i = 0; i < 2; i++) {
 		kis_closep(&in[i]);

@@ -13,6 +13,7 @@ void kis_exec_req_release(struct kis_exec_req *r)
 {
 	kis_strv_free(r->argv);
 	kis_strv_free(r->env);
+	kis_strv_free(r->env_add);
 	free(r->cwd);
 	memset(r, 0, sizeof(*r));
 }
@@ -31,6 +32,8 @@ char *kis_exec_req_to_json(const struct kis_exec_req *r)
 			      (json_int_t)l->open_files);
 	if (!o)
 		return NULL;
+	if (r->env_add && r->env_add[0])
+		json_object_set_new(o, "env_add", kis_strv_json(r->env_add));
 	char *s = json_dumps(o, JSON_COMPACT);
 	json_decref(o);
 	return s;
@@ -87,6 +90,14 @@ int kis_exec_req_from_json(const char *text, size_t len, struct kis_exec_req *ou
 	v = json_object_get(o, "env");
 	if (v && !json_is_null(v) && strv_from_json(v, &out->env, "env", err) < 0)
 		goto out;
+	v = json_object_get(o, "env_add");
+	if (v && !json_is_null(v) && strv_from_json(v, &out->env_add, "env_add", err) < 0)
+		goto out;
+	for (size_t i = 0; out->env_add && out->env_add[i]; i++)
+		if (!strchr(out->env_add[i], '=') || out->env_add[i][0] == '=') {
+			kis_error_set(err, KIS_E_INVALID_ARGUMENT, 0, "env_add[%zu]: expected K=V", i);
+			goto out;
+		}
 	v = json_object_get(o, "cwd");
 	if (json_is_string(v) && !(out->cwd = strdup(json_string_value(v)))) {
 		kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "cwd");

@@ -12,6 +12,7 @@
 struct kis_exec_req {
 	char **argv;         /* NULL-terminated */
 	char **env;          /* NULL: the session's environment */
+	char **env_add;      /* "K=V" set on top of env for this command; may be NULL */
 	char *cwd;           /* NULL: the session's working directory */
 	bool shell;          /* argv[0] is a shell line; keep cwd and env after it */
 	bool tty;

@@ -174,28 +174,13 @@ int cmd_exec(int argc, char **argv)
 	cli_term_setup(&t, f.tty);
 	struct kis_exec_options o;
 	exec_flags_options(&f, &t, &o);
-	/* --env: the command's own additions, as "env" prefix through the shell-free path */
 	char **argv_cmd = argv + f.cmd_index;
-	char **wrapped = NULL;
-	if (f.env.n_env) {
-		size_t n = 0;
-		while (argv_cmd[n])
-			n++;
-		wrapped = calloc(n + f.env.n_env + 2, sizeof(*wrapped));
-		size_t k = 0;
-		wrapped[k++] = "env";
-		for (size_t i = 0; i < f.env.n_env; i++)
-			wrapped[k++] = f.env.env[i];
-		for (size_t i = 0; i < n; i++)
-			wrapped[k++] = argv_cmd[i];
-		argv_cmd = wrapped;
-	}
+	o.env_add = f.env.n_env ? f.env.env : NULL; /* this command's own variables */
 	struct kis_result res;
 	kis_result_init(&res);
 	struct kis_error *err = NULL;
 	int r = kis_session_exec(f.id, argv_cmd, &o, &res, &err);
 	cli_term_restore(&t);
-	free(wrapped);
 	kis_profile_release(&f.env);
 	if (r < 0) {
 		kis_result_release(&res);

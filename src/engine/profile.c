@@ -428,6 +428,13 @@ static int json_set_field(struct kis_profile *p, const struct field *f, json_t *
 	case F_ROOT:
 	case F_NET:
 	case F_PATH:
+		if (json_is_null(v) && (f->kind == F_NAME || f->kind == F_ID || f->kind == F_PATH)) {
+			/* null: unset, as kis_profile_to_json writes an absent field */
+			char **slot = (char **)((char *)p + f->off);
+			free(*slot);
+			*slot = NULL;
+			return 0;
+		}
 		if (!json_is_string(v))
 			return kis_error_set(err, KIS_E_INVALID_PROFILE, 0, "%s: expected a string",
 					     f->path);

@@ -178,6 +178,36 @@ static void sweep_leftovers(int sdir)
 	closedir(d);
 }
 
+static void created_now(char buf[32])
+{
+	time_t now = time(NULL);
+	strftime(buf, 32, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
+}
+
+/* The whole session of an agentless backend: its profile and workspace. */
+static int write_agentless_meta(int dfd, const char *id, const struct kis_backend *b,
+				const struct kis_profile *p, const char *ws_id, bool ws_cloned,
+				struct kis_error **err)
+{
+	_cleanup_free_ char *pj = kis_profile_to_json(p);
+	json_error_t je;
+	json_t *prof = pj ? json_loads(pj, 0, &je) : NULL;
+	if (!prof)
+		return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "session profile");
+	/* every exec runs on the backend the session was made on */
+	json_object_set_new(prof, "backend", json_string(b->name));
+	char created[32];
+	created_now(created);
+	json_t *meta = json_pack("{s:s, s:s, s:s, s:s, s:b, s:s, s:b, s:o}", "id", id, "tier",
+				 kis_tier_name(b->tier), "backend", b->name, "workspace", ws_id,
+				 "workspace_cloned", ws_cloned, "created", created, "agentless",
+				 1, "profile", prof);
+	int r = meta ? write_meta(dfd, meta, err) :
+		       kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "session metadata");
+	json_decref(meta);
+	return r;
+}
+
 int kis_session_create(const struct kis_profile *p, const struct kis_run_options *o,
 		       char id[KIS_ID_BUFSZ], struct kis_error **err)
 {
@@ -185,13 +215,21 @@ int kis_session_create(const struct kis_profile *p, const struct kis_run_options
 	const struct kis_backend *b = NULL;
 	struct kis_caps caps;
 	TRY(kis_select_backend(p, NULL, &b, &caps, err));
-	if (!b->start_session || !caps.shell)
+	/* A backend without an agent (wasm) has sessions too: a kept workspace
+	 * and a profile, each exec a fresh run in them; no shell. */
+	bool agentless = !b->start_session;
+	if (!agentless && !caps.shell)
 		return kis_error_set(err, KIS_E_PROFILE_UNSATISFIABLE, 0,
 				     "tier: the %s backend has no sessions (see the SHELL column of "
 				     "'kis sandbox backends')",
 				     b->name);
+	if (p->tty.enabled && !caps.tty)
+		return kis_error_set(err, KIS_E_TTY_UNSUPPORTED, 0,
+				     "the %s backend cannot give a terminal: drop tty.enabled (--tty)",
+				     b->name);
 	_cleanup_free_ char *agent = NULL;
-	TRY(kis_agent_path(&agent, err));
+	if (!agentless)
+		TRY(kis_agent_path(&agent, err));
 	char *argv[] = {agent, "--listen-fd", "3", NULL};
 	struct kis_run_request req = {.profile = p, .argv = argv, .io = o->io};
 	kis_limits_resolve(&p->limits, &req.limits);
@@ -221,6 +259,21 @@ int kis_session_create(const struct kis_profile *p, const struct kis_run_options
 	if (kis_workspace_acquire(p, o->store_root, &ws_id, &ws_path, &ws_cloned, err) < 0)
 		goto fail;
 	req.workspace_path = ws_path;
+	if (agentless) {
+		if (!ws_id) {
+			kis_error_set(err, KIS_E_PROFILE_UNSATISFIABLE, 0,
+				      "workspace: a %s session keeps a workspace: give --base or "
+				      "--workspace", b->name);
+			goto fail;
+		}
+		if (write_agentless_meta(dfd, id, b, p, ws_id, ws_cloned, err) < 0 ||
+		    renameat(sdir, tmp, sdir, id) < 0) {
+			if (err && !*err)
+				kis_error_set(err, KIS_E_INTERNAL, errno, "cannot publish the session");
+			goto fail;
+		}
+		return 0;
+	}
 	if (b->plan(&caps, &req, &plan, err) < 0)
 		goto fail;
 	struct sockaddr_un sa;
@@ -239,9 +292,8 @@ int kis_session_create(const struct kis_profile *p, const struct kis_run_options
 				       .listen_fd = lfd};
 	if (b->start_session(plan, &sctx, &pid, err) < 0)
 		goto fail;
-	time_t now = time(NULL);
 	char created[32];
-	strftime(created, sizeof(created), "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
+	created_now(created);
 	json_t *meta = json_pack("{s:s, s:s, s:s, s:o, s:b, s:s, s:i, s:I}", "id", id, "tier",
 				 kis_tier_name(b->tier), "backend", b->name, "workspace",
 				 ws_id ? json_string(ws_id) : json_null(), "workspace_cloned",
@@ -355,11 +407,76 @@ static int connect_session(const char *store_root, const char *id, bool tty,
 	return c;
 }
 
+/* An exec in an agentless session: a run with the session's profile in its
+ * workspace. 1 when it was one (res filled), 0 when the session has an
+ * agent, < 0 on failure. */
+static int exec_agentless(const char *id, char *const *argv, const struct kis_exec_options *o,
+			  struct kis_result *res, struct kis_error **err)
+{
+	TRY(kis_id_validate(id, "session id", err));
+	_cleanup_close_ int sdir = open_sessions_dir(o->store_root, false, NULL, err);
+	if (sdir == -1)
+		return -1;
+	_cleanup_close_ int dfd = sdir < 0 ? -1 :
+		openat(sdir, id, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+	json_t *meta = dfd >= 0 ? read_meta(dfd) : NULL;
+	if (!meta || !json_is_true(json_object_get(meta, "agentless"))) {
+		json_decref(meta);
+		return 0; /* an agent's session, or none: connect_session says which */
+	}
+	int r = -1;
+	struct kis_profile p;
+	kis_profile_init(&p);
+	const struct kis_backend *b = meta_backend(meta);
+	char *pj = json_dumps(json_object_get(meta, "profile"), JSON_COMPACT);
+	if (o->shell) {
+		kis_error_set(err, KIS_E_PROFILE_UNSATISFIABLE, 0,
+			      "shell: the %s backend of session '%s' runs modules, not shell lines",
+			      b ? b->name : "unknown", id);
+		goto out;
+	}
+	if (!pj || kis_profile_merge_json(&p, pj, strlen(pj), err) < 0 ||
+	    kis_profile_set(&p, "workspace", json_string_value(json_object_get(meta, "workspace")),
+			    err) < 0)
+		goto out;
+	free(p.base);
+	p.base = NULL;
+	p.keep = true;
+	p.tty.enabled = o->tty;
+	if (o->cwd && kis_profile_set(&p, "cwd", o->cwd, err) < 0)
+		goto out;
+	for (char *const *e = o->env_add; e && *e; e++)
+		if (kis_profile_set(&p, "env", *e, err) < 0)
+			goto out;
+	const uint64_t *want = &o->limits.wall_ms;
+	uint64_t *have = &p.limits.wall_ms;
+	for (size_t i = 0; i < sizeof(o->limits) / sizeof(uint64_t); i++)
+		if (want[i])
+			have[i] = want[i]; /* the exec's own limits win */
+	struct kis_run_options ro = {.io = o->io, .store_root = o->store_root,
+				     .resize_fd = -1, .tty_fd = -1};
+	r = kis_run(&p, argv, &ro, res, NULL, err);
+	if (r >= 0) {
+		snprintf(res->sandbox, sizeof(res->sandbox), "%s", id);
+		free(res->workspace);
+		res->workspace = NULL; /* the session's, not this exec's to report */
+		r = 1;
+	}
+out:
+	free(pj);
+	kis_profile_release(&p);
+	json_decref(meta);
+	return r;
+}
+
 int kis_session_exec(const char *id, char *const *argv, const struct kis_exec_options *o,
 		     struct kis_result *res, struct kis_error **err)
 {
 	if (!argv || !argv[0])
 		return kis_error_set(err, KIS_E_INVALID_ARGUMENT, 0, "no command to run");
+	int ag = exec_agentless(id, argv, o, res, err);
+	if (ag != 0)
+		return ag < 0 ? -1 : 0;
 	_cleanup_close_ int conn = connect_session(o->store_root, id, o->tty, err);
 	if (conn < 0)
 		return -1;
@@ -376,7 +493,8 @@ int kis_session_exec(const char *id, char *const *argv, const struct kis_exec_op
 		goto out;
 	}
 	const uint32_t exec_id = 1; /* one exec per connection: ids are per connection */
-	struct kis_exec_req req = {.argv = (char **)argv, .env = o->env, .cwd = (char *)o->cwd,
+	struct kis_exec_req req = {.argv = (char **)argv, .env = o->env, .env_add = o->env_add,
+				   .cwd = (char *)o->cwd,
 				   .shell = o->shell, .tty = o->tty, .rows = o->rows,
 				   .cols = o->cols};
 	kis_limits_resolve(&o->limits, &req.limits);
@@ -509,6 +627,8 @@ static const char *session_state(json_t *meta, const char *id, int dfd)
 		if (st)
 			return st;
 	}
+	if (json_is_true(json_object_get(meta, "agentless")))
+		return "ready"; /* no process: each exec is a fresh run */
 	return agent_alive(meta) ? "running" : "stopped";
 }
 

@@ -347,3 +347,12 @@ def test_session_on_a_cloned_workspace_releases_it(store, tmp_path):
 def test_exec_json_names_the_sessions_tier_and_backend(session):
     res = json.loads(kis("exec", session, "--json", "--", "true").stdout)
     assert (res["tier"], res["backend"], res["sandbox"]) == ("process", "process", session)
+
+
+def test_exec_env_is_for_that_command_only(session):
+    shell(session, "export KIS_KEEP=1\n")
+    p = kis("exec", session, "--env", "KIS_ONCE=2", "--env", "KIS_KEEP=3", "--",
+            "sh", "-c", "echo $KIS_ONCE $KIS_KEEP")
+    assert p.stdout == "2 3\n"
+    p = kis("exec", session, "--", "sh", "-c", "echo ${KIS_ONCE:-unset} $KIS_KEEP")
+    assert p.stdout == "unset 1\n"

@@ -402,3 +402,32 @@ def test_same_as_node_wasi(world, tmp_path, args, stdin):
     # (Not "rights": Node 20's WASI dies with SIGSEGV on fd_write to a
     # descriptor opened without the write right.)
     assert d["stdout"] == p.stdout
+
+
+def test_sessions_keep_the_workspace_and_run_modules(world):
+    """create --tier wasm keeps a workspace; each exec runs a module in it;
+    shell and --tty are refused by name; destroy releases the workspace."""
+    st = world["store"]
+    sid = sh(st, "create", "--tier", "wasm", "--base", world["base"], "--env", "S=1").stdout.strip()
+    try:
+        lst = json.loads(sh(st, "session", "list", "--json").stdout)
+        me = [s for s in lst if s["id"] == sid][0]
+        assert (me["tier"], me["backend"], me["state"]) == ("wasm", "wasm", "ready")
+        ws = me["workspace"]
+        p = sh(st, "exec", sid, "--json", "--", "wasitest.wasm", "files")
+        d = json.loads(p.stdout)
+        assert d["termination"]["exit_code"] == 0 and d["sandbox"] == sid
+        path = sh(st, "workspace", "path", ws).stdout.strip()
+        assert (Path(path) / "kept.txt").read_text() == "from the module\n"
+        # the session's env, plus this exec's own
+        p = sh(st, "exec", sid, "--env", "T=2", "--", "wasitest.wasm", "args")
+        assert "env=S=1\n" in p.stdout and "env=T=2\n" in p.stdout
+        p = sh(st, "shell", sid, input="wasitest.wasm hello\n", check=False)
+        assert p.returncode == 125 and p.stderr.startswith("profile_unsatisfiable: shell")
+        p = sh(st, "exec", sid, "--tty", "--", "wasitest.wasm", "hello", check=False)
+        assert p.returncode == 125 and p.stderr.startswith("tty_unsupported: ")
+    finally:
+        sh(st, "session", "destroy", sid)
+    assert ws not in sh(st, "workspace", "list").stdout
+    p = sh(st, "create", "--tier", "wasm", check=False)
+    assert p.returncode == 125 and "workspace" in p.stderr

@@ -86,6 +86,14 @@ static void test_valid_full_profile(void **state)
 	char *s = kis_profile_to_json(&p);
 	assert_non_null(s);
 	assert_non_null(strstr(s, "\"loopback\""));
+	/* what to_json writes, merge_json reads back to the same profile */
+	struct kis_profile q;
+	kis_profile_init(&q);
+	assert_int_equal(kis_profile_merge_json(&q, s, strlen(s), &e), 0);
+	char *s2 = kis_profile_to_json(&q);
+	assert_string_equal(s, s2);
+	free(s2);
+	kis_profile_release(&q);
 	free(s);
 	kis_profile_release(&p);
 }
