@@ -24,6 +24,10 @@ enum kis_net_mode { KIS_NET_OFF = 0, KIS_NET_LOOPBACK, KIS_NET_EGRESS, KIS_NET_H
 
 enum kis_root_mode { KIS_ROOT_HOST = 0, KIS_ROOT_WORKSPACE };
 
+/* microvm: which accelerator the VM must use; auto takes KVM where it can
+ * run the guest and TCG otherwise (and says which in the result). */
+enum kis_accel { KIS_ACCEL_AUTO = 0, KIS_ACCEL_KVM, KIS_ACCEL_TCG };
+
 /* Every limit: 0 means "the engine's safe default" (kis_limits_resolve),
  * never unlimited. */
 struct kis_limits {
@@ -65,6 +69,9 @@ struct kis_profile {
 		bool allow_process_tier;
 		bool allow_net_host;
 	} escape_hatch;
+	struct {
+		enum kis_accel accel;
+	} microvm;
 };
 
 KIS_API void kis_profile_init(struct kis_profile *p);

@@ -57,6 +57,7 @@ struct kis_result {
 	char *detail;    /* human explanation, may be NULL */
 	struct kis_usage usage;
 	struct kis_stream streams[2]; /* stdout, stderr */
+	char accel[16];  /* microvm: the accelerator the VM ran with ("kvm", "tcg") */
 	char *workspace; /* the workspace id when one was used or kept */
 	bool workspace_kept;
 };

@@ -77,6 +77,7 @@ struct kis_plan {
 	enum kis_net_mode net;
 	unsigned mem_mib, vcpus;
 	const char *sandbox_id;
+	char accel_pin[8]; /* profile's microvm.accel: "" (auto), "kvm", "tcg" */
 };
 
 static void strv_free(char **v)
@@ -93,6 +94,21 @@ static int microvm_plan(const struct kis_caps *caps, const struct kis_run_reques
 	if (!caps->present)
 		return kis_error_set(err, KIS_E_TIER_UNAVAILABLE, 0, "microvm: %s", caps->why_absent);
 	TRY(kis_check_limits(caps, p, "microvm", err));
+	/* A required accelerator is had or refused, never silently replaced. */
+	if (p->microvm.accel == KIS_ACCEL_KVM) {
+		const char *a = kis_mvm_accel_cached();
+		char buf[8] = "";
+		struct kis_mvm_guest g;
+		struct kis_error *e2 = NULL;
+		if (!a && kis_mvm_guest_open(&g, &e2) == 0 && kis_mvm_accel(&g, buf, &e2) == 0)
+			a = buf;
+		kis_error_free(e2);
+		if (!a || strcmp(a, "kvm"))
+			return kis_error_set(err, KIS_E_PROFILE_UNSATISFIABLE, 0,
+					     "microvm.accel: KVM cannot run the guest on this host (the "
+					     "probe found %s): use 'auto' or 'tcg'",
+					     a ? a : "no usable accelerator");
+	}
 	if (p->net != KIS_NET_OFF && p->net != KIS_NET_LOOPBACK)
 		return kis_error_set(err, KIS_E_PROFILE_UNSATISFIABLE, 0,
 				     "network.mode: the microvm has no network device; use 'off' or "
@@ -152,6 +168,9 @@ static int microvm_plan(const struct kis_caps *caps, const struct kis_run_reques
 	pl->mem_mib = (unsigned)mib;
 	pl->vcpus = 1;
 	pl->sandbox_id = req->sandbox_id;
+	if (p->microvm.accel != KIS_ACCEL_AUTO)
+		snprintf(pl->accel_pin, sizeof(pl->accel_pin), "%s",
+			 p->microvm.accel == KIS_ACCEL_KVM ? "kvm" : "tcg");
 	*out = pl;
 	return 0;
 }
@@ -281,7 +300,10 @@ static int vm_start(struct vm *v, const struct kis_plan *pl, int dfd, const char
 {
 	trace("start");
 	TRY(kis_mvm_guest_open(&v->g, err));
-	TRY(kis_mvm_accel(&v->g, v->accel, err));
+	if (pl->accel_pin[0])
+		snprintf(v->accel, sizeof(v->accel), "%s", pl->accel_pin);
+	else
+		TRY(kis_mvm_accel(&v->g, v->accel, err));
 	if (asprintf(&v->disk, "%s/disk.img", dpath) < 0)
 		return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "disk");
 	uint64_t dsz = kis_mvm_disk_size_for(pl->ws_path);
@@ -531,6 +553,7 @@ static int microvm_run(struct kis_plan *pl, struct kis_result *res, struct kis_e
 		kis_error_set(err, KIS_E_INTERNAL, errno, "cannot reach the microvm's agent port");
 		goto out;
 	}
+	snprintf(res->accel, sizeof(res->accel), "%s", v.accel);
 	unsigned long oom0 = oom_count(v.ctl);
 	int x = exec_one(conn, pl, res, err);
 	trace("exec done");

@@ -35,6 +35,7 @@ static const struct flag flags[] = {
 	{"--env", "env", true, "K=V  set an environment variable (repeatable)"},
 	{"--cwd", "cwd", true, "DIR  working directory inside the sandbox"},
 	{"--tty", "tty.enabled", false, "a real terminal for the command"},
+	{"--accel", "microvm.accel", true, "A  auto|kvm|tcg: the microvm's accelerator"},
 	{"--allow-process-tier", "escape_hatch.allow_process_tier", false,
 	 "escape hatch: allow the unconfined process tier"},
 	{"--allow-net-host", "escape_hatch.allow_net_host", false,

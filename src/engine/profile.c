@@ -25,6 +25,7 @@ enum field_kind {
 	F_TTYDIM,  /* 1..4096 */
 	F_PATH,    /* absolute path inside the sandbox */
 	F_ENV,
+	F_ACCEL,   /* auto | kvm | tcg */
 };
 
 struct field {
@@ -56,11 +57,12 @@ static const struct field fields[] = {
 	FIELD("tty.cols", F_TTYDIM, tty.cols),
 	FIELD("escape_hatch.allow_process_tier", F_BOOL, escape_hatch.allow_process_tier),
 	FIELD("escape_hatch.allow_net_host", F_BOOL, escape_hatch.allow_net_host),
+	FIELD("microvm.accel", F_ACCEL, microvm.accel),
 };
 #undef FIELD
 
 /* Objects that group fields: a JSON key naming one of them recurses. */
-static const char *const groups[] = {"network", "limits", "tty", "escape_hatch"};
+static const char *const groups[] = {"network", "limits", "tty", "escape_hatch", "microvm"};
 
 static const char *const tier_names[KIS_TIER__COUNT] = {
 	[KIS_TIER_AUTO] = "auto",	  [KIS_TIER_PROCESS] = "process",
@@ -341,6 +343,16 @@ int kis_profile_set(struct kis_profile *p, const char *path, const char *v,
 		else
 			return bad(err, path, "expected host or workspace, not", v);
 		return 0;
+	case F_ACCEL:
+		if (!strcmp(v, "auto"))
+			*(enum kis_accel *)slot = KIS_ACCEL_AUTO;
+		else if (!strcmp(v, "kvm"))
+			*(enum kis_accel *)slot = KIS_ACCEL_KVM;
+		else if (!strcmp(v, "tcg"))
+			*(enum kis_accel *)slot = KIS_ACCEL_TCG;
+		else
+			return bad(err, path, "expected auto, kvm or tcg, not", v);
+		return 0;
 	case F_BOOL:
 		if (!strcmp(v, "true") || !strcmp(v, "1"))
 			*(bool *)slot = true;
@@ -428,6 +440,7 @@ static int json_set_field(struct kis_profile *p, const struct field *f, json_t *
 	case F_ROOT:
 	case F_NET:
 	case F_PATH:
+	case F_ACCEL:
 		if (json_is_null(v) && (f->kind == F_NAME || f->kind == F_ID || f->kind == F_PATH)) {
 			/* null: unset, as kis_profile_to_json writes an absent field */
 			char **slot = (char **)((char *)p + f->off);
@@ -556,7 +569,8 @@ char *kis_profile_to_json(const struct kis_profile *p)
 	}
 	json_t *o = json_pack(
 		"{s:s, s:o, s:o, s:o, s:b, s:s, s:{s:s}, "
-		"s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I}, s:o, s:o, s:{s:b, s:i, s:i}, s:{s:b, s:b}}",
+		"s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I}, s:o, s:o, s:{s:b, s:i, s:i}, s:{s:b, s:b}, "
+		"s:{s:s}}",
 		"tier", kis_tier_name(p->tier), "backend", str_or_null(p->backend), "base",
 		str_or_null(p->base), "workspace", str_or_null(p->workspace), "keep", p->keep,
 		"root", p->root == KIS_ROOT_HOST ? "host" : "workspace", "network", "mode",
@@ -567,7 +581,10 @@ char *kis_profile_to_json(const struct kis_profile *p)
 		(json_int_t)p->limits.file_bytes, "open_files", (json_int_t)p->limits.open_files,
 		"env", env, "cwd", str_or_null(p->cwd), "tty", "enabled", p->tty.enabled, "rows",
 		(int)p->tty.rows, "cols", (int)p->tty.cols, "escape_hatch", "allow_process_tier",
-		p->escape_hatch.allow_process_tier, "allow_net_host", p->escape_hatch.allow_net_host);
+		p->escape_hatch.allow_process_tier, "allow_net_host", p->escape_hatch.allow_net_host,
+		"microvm", "accel",
+		p->microvm.accel == KIS_ACCEL_KVM ? "kvm" : p->microvm.accel == KIS_ACCEL_TCG ? "tcg" :
+							                  "auto");
 	if (!o)
 		return NULL;
 	char *s = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER);

@@ -128,6 +128,8 @@ char *kis_result_to_json(const struct kis_result *r)
 	if (!o)
 		return NULL;
 	json_object_set_new(o, "exit_status", json_integer(kis_result_exit_status(r)));
+	if (r->accel[0])
+		json_object_set_new(o, "accel", json_string(r->accel));
 	if (r->tier == KIS_TIER_WASM)
 		json_object_set_new(json_object_get(o, "usage"), "linear_memory_bytes",
 				    json_integer((json_int_t)u->linear_memory_bytes));

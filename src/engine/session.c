@@ -355,6 +355,11 @@ static void explain_exec(const char *store_root, const char *id, struct kis_resu
 		res->tier = b->tier;
 		res->backend = b->name;
 	}
+	if (b && b->tier == KIS_TIER_MICROVM && !res->accel[0]) {
+		struct kis_caps caps; /* the accelerator verdict is cached: cheap */
+		b->probe(&caps);
+		snprintf(res->accel, sizeof(res->accel), "%s", caps.accel);
+	}
 	bool failed = (res->reason == KIS_REASON_EXITED && res->exit_code != 0) ||
 		      res->reason == KIS_REASON_SIGNALED || res->reason == KIS_REASON_TIMEOUT;
 	if (b && b->session_explain && failed) {

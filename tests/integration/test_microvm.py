@@ -218,3 +218,19 @@ def test_root_workspace_makes_the_workspace_the_guests_root(mvm, tmp_path):
     path = Path(kis("workspace", "path", r["workspace"], env=mvm).stdout.strip())
     assert (path / "written").read_text() == "w\n"
     kis("destroy", r["workspace"], env=mvm)
+
+
+def test_the_result_names_the_accelerator_and_a_required_one_is_had_or_refused(mvm):
+    caps = [r for r in json.loads(kis("backends", "--json", env=mvm, timeout=TIMEOUT).stdout)
+            if r["backend"] == "microvm"][0]
+    p, d = run_json(mvm, "--", "true")
+    assert d["accel"] == caps["accel"], d
+    other = "kvm" if caps["accel"] == "tcg" else None
+    if other:
+        # KVM required where it cannot run the guest: refused, never a TCG run
+        p = kis("run", "--tier", "microvm", "--accel", "kvm", "--", "true", env=mvm,
+                timeout=TIMEOUT)
+        assert p.returncode == 125
+        assert p.stderr.startswith("profile_unsatisfiable: microvm.accel"), p.stderr
+    p, d = run_json(mvm, "--accel", caps["accel"], "--", "true")
+    assert d["termination"]["exit_code"] == 0 and d["accel"] == caps["accel"]
