@@ -29,6 +29,8 @@
 #include <sys/wait.h>
 #include <time.h>
 
+#include "agent/client.h"
+#include "exec/io.h"
 #include "agent/exec_json.h"
 #include "agent/proto.h"
 #include "backends/common.h"
@@ -79,13 +81,6 @@ struct kis_plan {
 	const char *sandbox_id;
 	char accel_pin[8]; /* profile's microvm.accel: "" (auto), "kvm", "tcg" */
 };
-
-static void strv_free(char **v)
-{
-	for (size_t i = 0; v && v[i]; i++)
-		free(v[i]);
-	free(v);
-}
 
 static int microvm_plan(const struct kis_caps *caps, const struct kis_run_request *req,
 			struct kis_plan **out, struct kis_error **err)
@@ -154,8 +149,8 @@ static int microvm_plan(const struct kis_caps *caps, const struct kis_run_reques
 				   req->workspace_path ? "/workspace" : "/root";
 	ok = ok && (pl->cwd = strdup(cwd)) != NULL;
 	if (!ok) {
-		strv_free(pl->argv);
-		strv_free(pl->envp);
+		kis_strv_free(pl->argv);
+		kis_strv_free(pl->envp);
 		free(pl->cwd);
 		free(pl);
 		return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "plan");
@@ -199,8 +194,8 @@ static void microvm_plan_free(struct kis_plan *pl)
 {
 	if (!pl)
 		return;
-	strv_free(pl->argv);
-	strv_free(pl->envp);
+	kis_strv_free(pl->argv);
+	kis_strv_free(pl->envp);
 	free(pl->cwd);
 	free(pl);
 }
@@ -368,162 +363,30 @@ out:
 
 /* ---- the exec client: one request on an agent port ---- */
 
-static void put_u32(uint8_t *b, uint32_t v)
-{
-	b[0] = (uint8_t)v;
-	b[1] = (uint8_t)(v >> 8);
-	b[2] = (uint8_t)(v >> 16);
-	b[3] = (uint8_t)(v >> 24);
-}
-
-static int keep(struct kis_stream *s, const uint8_t *p, size_t n)
-{
-	if (s->len + n + 1 > s->cap) {
-		size_t cap = s->cap ? s->cap * 2 : 4096;
-		while (cap < s->len + n + 1)
-			cap *= 2;
-		char *g = realloc(s->data, cap);
-		if (!g)
-			return -1;
-		s->data = g;
-		s->cap = cap;
-	}
-	memcpy(s->data + s->len, p, n);
-	s->len += n;
-	s->data[s->len] = '\0';
-	return 0;
-}
-
-static void write_all(int fd, const uint8_t *p, size_t n)
-{
-	while (n > 0) {
-		ssize_t w = RETRY_EINTR(write(fd, p, n));
-		if (w <= 0)
-			return;
-		p += w;
-		n -= (size_t)w;
-	}
-}
-
-/* Returns 0 with res filled, 1 when the engine's deadline passed, -1 on a failure. */
+/* One exec over an agent port (src/agent/client.c). Returns 0 with res
+ * filled, 1 when the engine's deadline passed, -1 on a failure. */
 static int exec_one(int conn, const struct kis_plan *pl, struct kis_result *res,
 		    struct kis_error **err)
 {
-	struct kis_frame_reader rd;
-	kis_frame_reader_init(&rd);
-	int r = -1;
-	uint8_t v[4];
-	put_u32(v, KIS_PROTO_VERSION);
-	struct kis_frame f;
-	int64_t deadline = now_ms() + (int64_t)pl->limits.wall_ms + 10000;
-	if (kis_frame_write(conn, KIS_F_HELLO, 0, 0, v, 4) < 0 ||
-	    kis_frame_read_blocking(&rd, conn, &f) != 1 || f.type != KIS_F_HELLO) {
-		kis_error_set(err, KIS_E_INTERNAL, errno, "the microvm's agent did not answer");
-		goto out;
-	}
 	struct kis_exec_req req = {.argv = pl->argv, .env = pl->envp, .cwd = pl->cwd,
 				   .limits = pl->limits};
-	char *body = kis_exec_req_to_json(&req);
-	if (!body || kis_frame_write(conn, KIS_F_EXEC, 0, 1, body, (uint32_t)strlen(body)) < 0) {
-		free(body);
-		kis_error_set(err, KIS_E_INTERNAL, errno, "cannot send the request");
-		goto out;
-	}
-	free(body);
-	int in_fd = pl->io.stdin_fd;
-	if (in_fd < 0)
-		kis_frame_write(conn, KIS_F_EOF, 0, 1, NULL, 0);
-	for (;;) {
-		struct pollfd pfd[3];
-		int n = 0, i_in = -1, i_c = -1;
-		pfd[n++] = (struct pollfd){.fd = conn, .events = POLLIN};
-		if (in_fd >= 0) {
-			i_in = n;
-			pfd[n++] = (struct pollfd){.fd = in_fd, .events = POLLIN};
-		}
-		if (pl->io.cancel_fd >= 0) {
-			i_c = n;
-			pfd[n++] = (struct pollfd){.fd = pl->io.cancel_fd, .events = POLLIN};
-		}
-		int left = (int)(deadline - now_ms());
-		if (left <= 0) {
-			r = 1;
-			goto out;
-		}
-		if (poll(pfd, (nfds_t)n, left) < 0) {
-			if (errno == EINTR)
-				continue;
-			kis_error_set(err, KIS_E_INTERNAL, errno, "poll");
-			goto out;
-		}
-		if (i_in >= 0 && pfd[i_in].revents) {
-			uint8_t buf[32768];
-			ssize_t k = RETRY_EINTR(read(in_fd, buf, sizeof(buf)));
-			if (k > 0) {
-				kis_frame_write(conn, KIS_F_DATA, 0, 1, buf, (uint32_t)k);
-			} else {
-				kis_frame_write(conn, KIS_F_EOF, 0, 1, NULL, 0);
-				in_fd = -1;
-			}
-		}
-		if (i_c >= 0 && pfd[i_c].revents) {
-			uint8_t b[4];
-			put_u32(b, SIGKILL);
-			kis_frame_write(conn, KIS_F_SIGNAL, 0, 1, b, 4);
-			res->reason = KIS_REASON_CANCELLED;
-		}
-		if (!pfd[0].revents)
-			continue;
-		if (kis_frame_reader_fill(&rd, conn) < 0) {
-			kis_error_set(err, KIS_E_INTERNAL, errno, "lost the microvm's agent");
-			goto out;
-		}
-		int st;
-		while ((st = kis_frame_reader_next(&rd, &f)) == KIS_FRAME_OK) {
-			if (f.type == KIS_F_DATA && (f.stream == 1 || f.stream == 2)) {
-				struct kis_stream *s = &res->streams[f.stream - 1];
-				s->bytes += f.len;
-				if (pl->io.capture) {
-					if (keep(s, f.payload, f.len) < 0) {
-						kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "output");
-						goto out;
-					}
-				} else {
-					write_all(f.stream == 1 ? pl->io.stdout_fd : pl->io.stderr_fd,
-						  f.payload, f.len);
-				}
-			} else if (f.type == KIS_F_EXIT) {
-				bool cancelled = res->reason == KIS_REASON_CANCELLED;
-				r = kis_exit_from_json((const char *)f.payload, f.len, res, err);
-				if (r == 0 && cancelled)
-					res->reason = KIS_REASON_CANCELLED;
-				goto out;
-			} else if (f.type == KIS_F_ERROR) {
-				json_error_t je;
-				json_t *e = json_loadb((const char *)f.payload, f.len, 0, &je);
-				const char *msg = json_string_value(json_object_get(e, "message"));
-				kis_error_set(err, KIS_E_INTERNAL, 0, "microvm agent: %s",
-					      msg ? msg : "unknown error");
-				json_decref(e);
-				goto out;
-			}
-		}
-		if (st < 0) {
-			/* the guest is not trusted to frame well: a bad frame ends the
-			 * run as a failure of the engine, never a crash */
-			kis_error_set(err, KIS_E_INTERNAL, 0, "the microvm's agent sent a bad frame: %s",
-				      kis_frame_status_text(st));
-			goto out;
-		}
-		if (rd.eof) {
-			kis_error_set(err, KIS_E_INTERNAL, 0,
-				      "the microvm's agent closed the channel before the exit");
-			goto out;
-		}
-	}
-out:
-	kis_frame_reader_release(&rd);
-	return r;
+	struct kis_call call = {
+		.req = &req, .io = pl->io, .signal_fd = -1, .cancel_fd = pl->io.cancel_fd,
+		.resize_fd = -1, .tty_fd = -1,
+		/* the guest's clock runs fast under TCG: ours is the verdict */
+		.deadline_ms = kis_monotonic_ms() + pl->limits.wall_ms + 10000,
+		.peer = "the microvm's agent",
+	};
+	struct kis_call_out out;
+	TRY(kis_call_agent(conn, &call, res, &out, err));
+	if (out.end == KIS_CALL_TIMEOUT)
+		return 1;
+	if (out.end == KIS_CALL_EOF)
+		return kis_error_set(err, KIS_E_INTERNAL, 0,
+				     "the microvm's agent closed the channel before the exit");
+	if (out.cancelled)
+		res->reason = KIS_REASON_CANCELLED;
+	return 0;
 }
 
 static unsigned long oom_count(int ctl)

@@ -35,6 +35,7 @@
 #include <sys/wait.h>
 #include <time.h>
 
+#include "agent/client.h"
 #include "agent/exec_json.h"
 #include "agent/proto.h"
 #include "backends/common.h"
@@ -359,150 +360,35 @@ static uint64_t now_ms(void)
 
 enum host_stop { STOP_NONE, STOP_TIMEOUT, STOP_CANCEL, STOP_OUTPUT };
 
-/* One exec over the channel: the client side of docs/protocol.md. The
- * agent enforces the per-exec limits; the host keeps a deadline of its own
+/* One exec over the channel (src/agent/client.c). The agent enforces the
+ * per-exec limits; the host keeps a deadline and an output line of its own
  * (the agent's report is evidence, not a verdict). */
 static int channel_exec(struct kis_plan *pl, int conn, struct kis_result *res,
 			enum host_stop *stop, struct kis_error **err)
 {
-	struct kis_frame_reader rd;
-	kis_frame_reader_init(&rd);
-	int r = -1;
-	uint8_t v[4] = {KIS_PROTO_VERSION, 0, 0, 0};
-	struct kis_frame f;
 	struct kis_exec_req req = {.argv = pl->argv, .limits = pl->limits};
-	char *body = NULL;
-	/* the agent answers once crun has started the container: bounded, so a
-	 * runtime that hangs cannot hang the engine */
-	struct timeval tv = {.tv_sec = 30};
-	setsockopt(conn, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-	if (kis_frame_write(conn, KIS_F_HELLO, 0, 0, v, 4) < 0 ||
-	    kis_frame_read_blocking(&rd, conn, &f) != 1 || f.type != KIS_F_HELLO) {
-		kis_error_set(err, KIS_E_INTERNAL, errno, "the container's agent did not answer");
-		goto out;
+	struct kis_call call = {
+		.req = &req, .io = pl->io, .signal_fd = -1, .cancel_fd = pl->io.cancel_fd,
+		.resize_fd = -1, .tty_fd = -1,
+		/* the agent's own clock ends the command at wall_ms; ours is the
+		 * backstop a little later, in case the agent cannot */
+		.deadline_ms = kis_monotonic_ms() + pl->limits.wall_ms + 2000,
+		.output_limit = pl->limits.output_bytes,
+		/* the agent answers once crun has started the container: bounded,
+		 * so a runtime that hangs cannot hang the engine */
+		.hello_timeout_s = 30, .peer = "the container's agent",
+	};
+	struct kis_call_out out;
+	TRY(kis_call_agent(conn, &call, res, &out, err));
+	*stop = out.end == KIS_CALL_TIMEOUT ? STOP_TIMEOUT : out.cancelled ? STOP_CANCEL :
+		out.output_cut ? STOP_OUTPUT : STOP_NONE;
+	if (out.end == KIS_CALL_EOF) {
+		/* the container died under the agent: the cgroup may say why */
+		res->reason = KIS_REASON_SIGNALED;
+		res->signal = SIGKILL;
+		res->exit_code = -1;
 	}
-	tv.tv_sec = 0;
-	setsockopt(conn, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-	body = kis_exec_req_to_json(&req);
-	if (!body || kis_frame_write(conn, KIS_F_EXEC, 0, 1, body, (uint32_t)strlen(body)) < 0) {
-		kis_error_set(err, KIS_E_INTERNAL, errno, "cannot send the request");
-		goto out;
-	}
-	int in_fd = pl->io.stdin_fd;
-	if (in_fd < 0)
-		kis_frame_write(conn, KIS_F_EOF, 0, 1, NULL, 0);
-	/* the agent's own clock ends the command at wall_ms; ours is the
-	 * backstop a little later, in case the agent cannot */
-	uint64_t deadline = now_ms() + pl->limits.wall_ms + 2000;
-	for (;;) {
-		struct pollfd pfd[3];
-		int n = 0, i_in = -1, i_cancel = -1;
-		pfd[n++] = (struct pollfd){.fd = conn, .events = POLLIN};
-		if (in_fd >= 0) {
-			i_in = n;
-			pfd[n++] = (struct pollfd){.fd = in_fd, .events = POLLIN};
-		}
-		if (pl->io.cancel_fd >= 0 && *stop == STOP_NONE) {
-			i_cancel = n;
-			pfd[n++] = (struct pollfd){.fd = pl->io.cancel_fd, .events = POLLIN};
-		}
-		uint64_t t = now_ms();
-		if (t >= deadline) {
-			*stop = STOP_TIMEOUT;
-			r = 0;
-			goto out;
-		}
-		int pr = poll(pfd, (nfds_t)n, (int)(deadline - t));
-		if (pr < 0) {
-			if (errno == EINTR)
-				continue;
-			kis_error_set(err, KIS_E_INTERNAL, errno, "poll");
-			goto out;
-		}
-		if (i_cancel >= 0 && (pfd[i_cancel].revents & POLLIN)) {
-			uint8_t junk[16];
-			(void)!read(pl->io.cancel_fd, junk, sizeof(junk));
-			*stop = STOP_CANCEL;
-			uint8_t b[4] = {SIGKILL, 0, 0, 0};
-			kis_frame_write(conn, KIS_F_SIGNAL, 0, 1, b, 4);
-		}
-		if (i_in >= 0 && pfd[i_in].revents) {
-			uint8_t buf[32768];
-			ssize_t k = RETRY_EINTR(read(in_fd, buf, sizeof(buf)));
-			if (k > 0) {
-				kis_frame_write(conn, KIS_F_DATA, 0, 1, buf, (uint32_t)k);
-			} else {
-				kis_frame_write(conn, KIS_F_EOF, 0, 1, NULL, 0);
-				in_fd = -1;
-			}
-		}
-		if (!pfd[0].revents)
-			continue;
-		if (kis_frame_reader_fill(&rd, conn) < 0) {
-			kis_error_set(err, KIS_E_INTERNAL, errno, "lost the container's agent");
-			goto out;
-		}
-		int st;
-		while ((st = kis_frame_reader_next(&rd, &f)) == KIS_FRAME_OK) {
-			if (f.type == KIS_F_DATA && (f.stream == 1 || f.stream == 2)) {
-				struct kis_stream *s = &res->streams[f.stream - 1];
-				/* The agent cuts the output at the limit; the host
-				 * holds the same line in case it does not. */
-				uint64_t used = res->streams[0].bytes + res->streams[1].bytes;
-				uint64_t room = used < pl->limits.output_bytes ?
-							pl->limits.output_bytes - used : 0;
-				uint32_t take = f.len <= room ? f.len : (uint32_t)room;
-				if (take < f.len) {
-					s->truncated = true;
-					if (*stop == STOP_NONE) {
-						*stop = STOP_OUTPUT;
-						uint8_t b[4] = {SIGKILL, 0, 0, 0};
-						kis_frame_write(conn, KIS_F_SIGNAL, 0, 1, b, 4);
-					}
-				}
-				s->bytes += take;
-				if (pl->io.capture) {
-					if (kis_stream_append(s, f.payload, take) < 0) {
-						kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "output");
-						goto out;
-					}
-				} else {
-					write_all_fd(f.stream == 1 ? pl->io.stdout_fd : pl->io.stderr_fd,
-						     (const char *)f.payload, take);
-				}
-			} else if (f.type == KIS_F_EXIT) {
-				if (kis_exit_from_json((const char *)f.payload, f.len, res, err) < 0)
-					goto out;
-				r = 0;
-				goto out;
-			} else if (f.type == KIS_F_ERROR) {
-				json_error_t je;
-				json_t *e = json_loadb((const char *)f.payload, f.len, 0, &je);
-				const char *msg = json_string_value(json_object_get(e, "message"));
-				kis_error_set(err, KIS_E_INTERNAL, 0, "agent: %s",
-					      msg ? msg : "unknown error");
-				json_decref(e);
-				goto out;
-			}
-		}
-		if (st < 0) {
-			kis_error_set(err, KIS_E_INTERNAL, 0, "bad frame from the agent: %s",
-				      kis_frame_status_text(st));
-			goto out;
-		}
-		if (rd.eof) {
-			/* the container died under the agent: the cgroup may say why */
-			res->reason = KIS_REASON_SIGNALED;
-			res->signal = SIGKILL;
-			res->exit_code = -1;
-			r = 0;
-			goto out;
-		}
-	}
-out:
-	free(body);
-	kis_frame_reader_release(&rd);
-	return r;
+	return 0;
 }
 
 /* The host's verdict over the agent's evidence (as src/exec/supervise.c

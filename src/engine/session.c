@@ -19,6 +19,7 @@
 #include <termios.h>
 #include <time.h>
 
+#include "agent/client.h"
 #include "agent/exec_json.h"
 #include "agent/proto.h"
 #include "engine/internal.h"
@@ -322,25 +323,6 @@ fail:
 
 /* ---- exec: the client side of one connection ---- */
 
-static void put_u32(uint8_t *b, uint32_t v)
-{
-	b[0] = (uint8_t)v;
-	b[1] = (uint8_t)(v >> 8);
-	b[2] = (uint8_t)(v >> 16);
-	b[3] = (uint8_t)(v >> 24);
-}
-
-static int send_resize(int conn, uint32_t exec, int tty_fd, unsigned rows, unsigned cols)
-{
-	struct winsize ws;
-	if (tty_fd >= 0 && ioctl(tty_fd, TIOCGWINSZ, &ws) == 0) {
-		rows = ws.ws_row;
-		cols = ws.ws_col;
-	}
-	uint8_t b[4] = {(uint8_t)rows, (uint8_t)(rows >> 8), (uint8_t)cols, (uint8_t)(cols >> 8)};
-	return kis_frame_write(conn, KIS_F_RESIZE, 0, exec, b, 4);
-}
-
 /* After an exec: name the session's tier and backend in the result, and let
  * the backend say whether a limit it enforces (its cgroup) ended the exec. */
 static void explain_exec(const char *store_root, const char *id, struct kis_result *res)
@@ -485,23 +467,9 @@ int kis_session_exec(const char *id, char *const *argv, const struct kis_exec_op
 	_cleanup_close_ int conn = connect_session(o->store_root, id, o->tty, err);
 	if (conn < 0)
 		return -1;
-	struct kis_frame_reader rd;
-	kis_frame_reader_init(&rd);
-	int r = -1;
-	uint8_t v[4];
-	put_u32(v, KIS_PROTO_VERSION);
-	struct kis_frame f;
-	if (kis_frame_write(conn, KIS_F_HELLO, 0, 0, v, 4) < 0 ||
-	    kis_frame_read_blocking(&rd, conn, &f) != 1 || f.type != KIS_F_HELLO) {
-		kis_error_set(err, KIS_E_INTERNAL, errno, "the agent of session '%s' did not answer",
-			      id);
-		goto out;
-	}
-	const uint32_t exec_id = 1; /* one exec per connection: ids are per connection */
 	struct kis_exec_req req = {.argv = (char **)argv, .env = o->env, .env_add = o->env_add,
-				   .cwd = (char *)o->cwd,
-				   .shell = o->shell, .tty = o->tty, .rows = o->rows,
-				   .cols = o->cols};
+				   .cwd = (char *)o->cwd, .shell = o->shell, .tty = o->tty,
+				   .rows = o->rows, .cols = o->cols};
 	kis_limits_resolve(&o->limits, &req.limits);
 	if (o->tty && o->tty_fd >= 0) {
 		struct winsize ws;
@@ -510,109 +478,20 @@ int kis_session_exec(const char *id, char *const *argv, const struct kis_exec_op
 			req.cols = ws.ws_col;
 		}
 	}
-	char *body = kis_exec_req_to_json(&req);
-	if (!body || kis_frame_write(conn, KIS_F_EXEC, 0, exec_id, body, (uint32_t)strlen(body)) < 0) {
-		free(body);
-		kis_error_set(err, KIS_E_INTERNAL, errno, "cannot send the request");
-		goto out;
-	}
-	free(body);
 	snprintf(res->sandbox, sizeof(res->sandbox), "%s", id);
-	int in_fd = o->io.stdin_fd;
-	if (in_fd < 0)
-		kis_frame_write(conn, KIS_F_EOF, 0, exec_id, NULL, 0);
-	bool done = false;
-	while (!done) {
-		struct pollfd pfd[4];
-		int n = 0, i_conn, i_in = -1, i_sig = -1, i_rsz = -1;
-		i_conn = n;
-		pfd[n++] = (struct pollfd){.fd = conn, .events = POLLIN};
-		if (in_fd >= 0) {
-			i_in = n;
-			pfd[n++] = (struct pollfd){.fd = in_fd, .events = POLLIN};
-		}
-		if (o->io.cancel_fd >= 0) {
-			i_sig = n;
-			pfd[n++] = (struct pollfd){.fd = o->io.cancel_fd, .events = POLLIN};
-		}
-		if (o->resize_fd >= 0) {
-			i_rsz = n;
-			pfd[n++] = (struct pollfd){.fd = o->resize_fd, .events = POLLIN};
-		}
-		if (poll(pfd, (nfds_t)n, -1) < 0) {
-			if (errno == EINTR)
-				continue;
-			kis_error_set(err, KIS_E_INTERNAL, errno, "poll");
-			goto out;
-		}
-		if (i_in >= 0 && pfd[i_in].revents) {
-			uint8_t buf[32768];
-			ssize_t k = RETRY_EINTR(read(in_fd, buf, sizeof(buf)));
-			if (k > 0) {
-				kis_frame_write(conn, KIS_F_DATA, 0, exec_id, buf, (uint32_t)k);
-			} else {
-				kis_frame_write(conn, KIS_F_EOF, 0, exec_id, NULL, 0);
-				in_fd = -1;
-			}
-		}
-		if (i_sig >= 0 && pfd[i_sig].revents) {
-			uint8_t s;
-			if (read(o->io.cancel_fd, &s, 1) == 1) {
-				uint8_t b[4];
-				put_u32(b, s);
-				kis_frame_write(conn, KIS_F_SIGNAL, 0, exec_id, b, 4);
-			}
-		}
-		if (i_rsz >= 0 && pfd[i_rsz].revents) {
-			uint8_t junk[64];
-			(void)!read(o->resize_fd, junk, sizeof(junk));
-			send_resize(conn, exec_id, o->tty_fd, o->rows, o->cols);
-		}
-		if (!pfd[i_conn].revents)
-			continue;
-		if (kis_frame_reader_fill(&rd, conn) < 0) {
-			kis_error_set(err, KIS_E_INTERNAL, errno, "lost the session's agent");
-			goto out;
-		}
-		int st;
-		while (!done && (st = kis_frame_reader_next(&rd, &f)) == KIS_FRAME_OK) {
-			if (f.type == KIS_F_DATA && (f.stream == 1 || f.stream == 2)) {
-				struct kis_stream *s = &res->streams[f.stream - 1];
-				s->bytes += f.len;
-				if (o->io.capture) {
-					if (kis_stream_append(s, f.payload, f.len) < 0) {
-						kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "output");
-						goto out;
-					}
-				} else {
-					(void)kis_write_all(f.stream == 1 ? o->io.stdout_fd :
-								    o->io.stderr_fd, f.payload, f.len);
-				}
-			} else if (f.type == KIS_F_EXIT) {
-				if (kis_exit_from_json((const char *)f.payload, f.len, res, err) < 0)
-					goto out;
-				done = true;
-			} else if (f.type == KIS_F_ERROR) {
-				json_error_t je;
-				json_t *e = json_loadb((const char *)f.payload, f.len, 0, &je);
-				const char *msg = json_string_value(json_object_get(e, "message"));
-				kis_error_set(err, KIS_E_INTERNAL, 0, "agent: %s",
-					      msg ? msg : "unknown error");
-				json_decref(e);
-				goto out;
-			}
-		}
-		if (!done && rd.eof) {
-			kis_error_set(err, KIS_E_INTERNAL, 0,
-				      "the session's agent closed the connection before the exit");
-			goto out;
-		}
-	}
+	/* the agent enforces the exec's limits; signals from the caller (the
+	 * CLI's cancel pipe carries signal numbers) are forwarded */
+	struct kis_call call = {.req = &req, .io = o->io, .signal_fd = o->io.cancel_fd,
+				.cancel_fd = -1, .resize_fd = o->resize_fd, .tty_fd = o->tty_fd,
+				.rows = o->rows, .cols = o->cols, .peer = "the session's agent"};
+	struct kis_call_out out;
+	TRY(kis_call_agent(conn, &call, res, &out, err));
+	if (out.end != KIS_CALL_EXIT)
+		return kis_error_set(err, KIS_E_INTERNAL, 0,
+				     "the agent of session '%s' closed the connection before the exit",
+				     id);
 	explain_exec(o->store_root, id, res);
-	r = 0;
-out:
-	kis_frame_reader_release(&rd);
-	return r;
+	return 0;
 }
 
 /* ---- list and destroy ---- */

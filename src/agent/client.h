@@ -1,0 +1,47 @@
+/* SPDX-License-Identifier: MIT */
+/* The engine's side of one exec over an agent channel (docs/protocol.md),
+ * shared by sessions, the oci backend and the microvm backend. */
+#ifndef KIS_AGENT_CLIENT_H
+#define KIS_AGENT_CLIENT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "agent/exec_json.h"
+#include "kis/backend.h"
+
+struct kis_call {
+	const struct kis_exec_req *req;
+	struct kis_io io;        /* stdin_fd; capture, or stdout_fd/stderr_fd (cancel_fd unused) */
+	int signal_fd;           /* each byte read is a signal to forward; -1: none */
+	int cancel_fd;           /* readable: SIGKILL the command (once); -1: none */
+	int resize_fd;           /* readable: send the size of tty_fd; -1: none */
+	int tty_fd;
+	unsigned rows, cols;     /* the size when tty_fd gives none */
+	uint64_t deadline_ms;    /* CLOCK_MONOTONIC ms after which we stop waiting; 0: none */
+	uint64_t output_limit;   /* host-side backstop to the agent's own; 0: none */
+	int hello_timeout_s;     /* bound on the agent's first answer; 0: none */
+	const char *peer;        /* "the container's agent", for messages */
+};
+
+enum kis_call_end {
+	KIS_CALL_EXIT = 0, /* the EXIT frame came: res holds it */
+	KIS_CALL_TIMEOUT,  /* deadline_ms passed first */
+	KIS_CALL_EOF,      /* the channel closed first */
+};
+
+struct kis_call_out {
+	enum kis_call_end end;
+	bool cancelled;   /* cancel_fd fired and the command was killed */
+	bool output_cut;  /* output_limit was reached here (stream marked truncated) */
+};
+
+/* HELLO, EXEC, then relay until the end. Streams land in res (capture) or
+ * the io fds. < 0 only when the engine failed or the peer broke the
+ * protocol (a bad frame from it is an error, never a crash). */
+int kis_call_agent(int conn, const struct kis_call *c, struct kis_result *res,
+		   struct kis_call_out *out, struct kis_error **err);
+
+uint64_t kis_monotonic_ms(void);
+
+#endif
