@@ -249,7 +249,9 @@ int kis_session_create(const struct kis_profile *p, const struct kis_run_options
 	int r = -1;
 	_cleanup_close_ int dfd = openat(sdir, tmp, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
 	_cleanup_close_ int lfd = -1;
-	_cleanup_free_ char *ws_id = NULL, *ws_path = NULL;
+	/* every cleanup variable is declared before the first goto fail: a jump
+	 * past its initialisation would free garbage */
+	_cleanup_free_ char *ws_id = NULL, *ws_path = NULL, *dir_path = NULL;
 	bool ws_cloned = false;
 	struct kis_plan *plan = NULL;
 	pid_t pid = 0;
@@ -284,7 +286,6 @@ int kis_session_create(const struct kis_profile *p, const struct kis_run_options
 		kis_error_set(err, KIS_E_INTERNAL, errno, "cannot create the session socket");
 		goto fail;
 	}
-	_cleanup_free_ char *dir_path = NULL;
 	if (asprintf(&dir_path, "%s/%s", sessions_path, tmp) < 0) {
 		kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "session path");
 		goto fail;
