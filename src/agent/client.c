@@ -113,6 +113,7 @@ int kis_call_agent(int conn, const struct kis_call *c, struct kis_result *res,
 		kis_error_set(err, KIS_E_INTERNAL, errno, "cannot send the request to %s", peer);
 		goto out;
 	}
+	out->sent = true;
 	int in_fd = c->io.stdin_fd;
 	if (in_fd < 0)
 		kis_frame_write(conn, KIS_F_EOF, 0, EXEC_ID, NULL, 0);

@@ -34,6 +34,7 @@ struct kis_call_out {
 	enum kis_call_end end;
 	bool cancelled;   /* cancel_fd fired and the command was killed */
 	bool output_cut;  /* output_limit was reached here (stream marked truncated) */
+	bool sent;        /* the EXEC went out: a failure before it may be retried */
 };
 
 /* HELLO, EXEC, then relay until the end. Streams land in res (capture) or

@@ -465,9 +465,6 @@ int kis_session_exec(const char *id, char *const *argv, const struct kis_exec_op
 	int ag = exec_agentless(id, argv, o, res, err);
 	if (ag != 0)
 		return ag < 0 ? -1 : 0;
-	_cleanup_close_ int conn = connect_session(o->store_root, id, o->tty, err);
-	if (conn < 0)
-		return -1;
 	struct kis_exec_req req = {.argv = (char **)argv, .env = o->env, .env_add = o->env_add,
 				   .cwd = (char *)o->cwd, .shell = o->shell, .tty = o->tty,
 				   .rows = o->rows, .cols = o->cols};
@@ -484,9 +481,39 @@ int kis_session_exec(const char *id, char *const *argv, const struct kis_exec_op
 	 * CLI's cancel pipe carries signal numbers) are forwarded */
 	struct kis_call call = {.req = &req, .io = o->io, .signal_fd = o->io.cancel_fd,
 				.cancel_fd = -1, .resize_fd = o->resize_fd, .tty_fd = o->tty_fd,
-				.rows = o->rows, .cols = o->cols, .peer = "the session's agent"};
+				.rows = o->rows, .cols = o->cols, .peer = "the session's agent",
+				/* the agent ends the command at wall_ms; the engine's own
+				 * clock is the backstop should the agent not answer */
+				.deadline_ms = kis_monotonic_ms() + req.limits.wall_ms + 10000};
 	struct kis_call_out out;
-	TRY(kis_call_agent(conn, &call, res, &out, err));
+	/* A channel that fails before the request went out (a VM's port being
+	 * retired by its broker, an agent busy starting) is tried again on a
+	 * fresh connection: nothing ran yet, so nothing runs twice. */
+	for (int attempt = 0;; attempt++) {
+		_cleanup_close_ int conn = connect_session(o->store_root, id, o->tty, err);
+		if (conn < 0)
+			return -1;
+		if (kis_call_agent(conn, &call, res, &out, err) == 0)
+			break;
+		if (out.sent || attempt == 3)
+			return -1;
+		if (err) {
+			kis_error_free(*err);
+			*err = NULL;
+		}
+		usleep(200000u << attempt);
+	}
+	if (out.end == KIS_CALL_TIMEOUT) {
+		/* closing the connection makes the agent kill the command */
+		res->reason = KIS_REASON_TIMEOUT;
+		res->exit_code = -1;
+		res->signal = SIGKILL;
+		free(res->detail);
+		res->detail = strdup("the session's agent did not report the end in time: the "
+				     "engine's wall clock ended the exec");
+		explain_exec(o->store_root, id, res);
+		return 0;
+	}
 	if (out.end != KIS_CALL_EXIT)
 		return kis_error_set(err, KIS_E_INTERNAL, 0,
 				     "the agent of session '%s' closed the connection before the exit",
