@@ -61,6 +61,12 @@ def mvm(tmp_path_factory):
         for pid in _qemu_pids(str(store)):  # sessions: their disk is in the store
             os.kill(pid, signal.SIGKILL)
         assert not _qemu_pids(str(store)), "a VM outlived the tests"
+        # every workspace a test kept or cloned goes too, with its overlay mount
+        lst = kis("workspace", "list", "--json", env=env, timeout=60)
+        for w in (json.loads(lst.stdout) if lst.returncode == 0 and lst.stdout.strip() else []):
+            kis("destroy", w["id"], env=env, timeout=60)
+        mounts = [l for l in open("/proc/self/mountinfo") if str(store) in l]
+        assert not mounts, f"mounts left under the test store: {mounts}"
 
 
 def run_json(env, *args, timeout=TIMEOUT):
