@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 
 #include "backends/microvm_vm.h"
+#include "exec/io.h"
 
 static int run_tool_ok(char *const argv[], int max_ok, struct kis_error **err)
 {
@@ -116,25 +117,6 @@ int kis_mvm_disk_make(const char *img, const char *src_dir, uint64_t disk_bytes,
 
 /* ---- mirror: make dst what src is ---- */
 
-static void rm_at(int dfd, const char *name)
-{
-	if (unlinkat(dfd, name, 0) == 0 || (errno != EISDIR && errno != EPERM))
-		return;
-	int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
-	if (fd >= 0) {
-		DIR *d = fdopendir(fd);
-		struct dirent *e;
-		while (d && (e = readdir(d)))
-			if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
-				rm_at(dirfd(d), e->d_name);
-		if (d)
-			closedir(d);
-		else
-			close(fd);
-	}
-	unlinkat(dfd, name, AT_REMOVEDIR);
-}
-
 static int copy_file(int sdir, int ddir, const char *name, const struct stat *st)
 {
 	_cleanup_close_ int in = openat(sdir, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
@@ -181,7 +163,7 @@ static int mirror(int sdir, int ddir, int depth)
 			continue;
 		bool have = fstatat(ddir, n, &t, AT_SYMLINK_NOFOLLOW) == 0;
 		if (have && (s.st_mode & S_IFMT) != (t.st_mode & S_IFMT)) {
-			rm_at(ddir, n);
+			kis_remove_tree_at(ddir, n);
 			have = false;
 		}
 		if (S_ISDIR(s.st_mode)) {
@@ -239,7 +221,7 @@ static int mirror(int sdir, int ddir, int depth)
 			continue;
 		struct stat s;
 		if (fstatat(sdir, n, &s, AT_SYMLINK_NOFOLLOW) < 0 && errno == ENOENT)
-			rm_at(ddir, n);
+			kis_remove_tree_at(ddir, n);
 	}
 	closedir(dd);
 	return r;

@@ -20,6 +20,7 @@
 #include "backends/microvm_vm.h"
 #include "engine/internal.h"
 #include "kis/store.h"
+#include "exec/io.h"
 
 const char *kis_mvm_qemu_path(void)
 {
@@ -607,27 +608,8 @@ int kis_mvm_tmpdir(char **path, struct kis_error **err)
 	return 0;
 }
 
-static void rm_at(int dfd, const char *name)
-{
-	if (unlinkat(dfd, name, 0) == 0 || (errno != EISDIR && errno != EPERM))
-		return;
-	int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
-	if (fd >= 0) {
-		DIR *d = fdopendir(fd);
-		struct dirent *e;
-		while (d && (e = readdir(d)))
-			if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
-				rm_at(dirfd(d), e->d_name);
-		if (d)
-			closedir(d);
-		else
-			close(fd);
-	}
-	unlinkat(dfd, name, AT_REMOVEDIR);
-}
-
 void kis_mvm_rmtree(const char *path)
 {
 	if (path)
-		rm_at(AT_FDCWD, path);
+		kis_remove_tree_at(AT_FDCWD, path);
 }

@@ -120,24 +120,6 @@ static bool agent_alive(json_t *meta)
 	return pid > 0 && st && proc_starttime(pid) == st;
 }
 
-static void remove_tree_at(int dfd, const char *name)
-{
-	int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
-	if (fd >= 0) {
-		DIR *d = fdopendir(fd);
-		if (d) {
-			struct dirent *e;
-			while ((e = readdir(d)))
-				if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
-					unlinkat(dirfd(d), e->d_name, 0);
-			closedir(d);
-		} else {
-			close(fd);
-		}
-	}
-	unlinkat(dfd, name, AT_REMOVEDIR);
-}
-
 
 /* A create or destroy that was killed half-way leaves .tmp-<id> or
  * .del-<id> behind, perhaps with its agent running. A later command ends
@@ -174,7 +156,7 @@ static void sweep_leftovers(int sdir)
 			}
 			json_decref(meta);
 		}
-		remove_tree_at(sdir, e->d_name);
+		kis_remove_tree_at(sdir, e->d_name);
 	}
 	closedir(d);
 }
@@ -318,7 +300,7 @@ fail:
 		b->plan_free(plan);
 	if (ws_id && ws_cloned)
 		kis_workspace_release(o->store_root, ws_id);
-	remove_tree_at(sdir, tmp);
+	kis_remove_tree_at(sdir, tmp);
 	return -1;
 }
 
@@ -632,6 +614,6 @@ int kis_session_destroy(const char *store_root, const char *id, struct kis_error
 	if (renameat(sdir, id, sdir, tmp) < 0)
 		return errno == ENOENT ? 0 : kis_error_set(err, KIS_E_INTERNAL, errno,
 							   "cannot remove session '%s'", id);
-	remove_tree_at(sdir, tmp);
+	kis_remove_tree_at(sdir, tmp);
 	return 0;
 }

@@ -2,6 +2,8 @@
 /* Whole writes, captured streams and string vectors (see io.h). */
 #include "util.h"
 
+#include <dirent.h>
+#include <fcntl.h>
 #include <string.h>
 
 #include "exec/io.h"
@@ -80,4 +82,23 @@ json_t *kis_strv_json(char *const *v)
 	for (size_t i = 0; v && v[i]; i++)
 		json_array_append_new(a, json_string(v[i]));
 	return a;
+}
+
+void kis_remove_tree_at(int dfd, const char *name)
+{
+	if (unlinkat(dfd, name, 0) == 0 || (errno != EISDIR && errno != EPERM))
+		return;
+	int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd >= 0) {
+		DIR *d = fdopendir(fd);
+		struct dirent *e;
+		while (d && (e = readdir(d)))
+			if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
+				kis_remove_tree_at(dirfd(d), e->d_name);
+		if (d)
+			closedir(d);
+		else
+			close(fd);
+	}
+	unlinkat(dfd, name, AT_REMOVEDIR);
 }
