@@ -39,7 +39,7 @@ int kis_check_limits(const struct kis_caps *caps, const struct kis_profile *p,
 	return 0;
 }
 
-static bool env_has(char *const *env, size_t n, const char *key)
+bool kis_env_has(char *const *env, size_t n, const char *key)
 {
 	size_t k = strlen(key);
 	for (size_t i = 0; i < n; i++)
@@ -77,9 +77,9 @@ int kis_native_plan_init(struct kis_native_plan *n, const struct kis_run_request
 	for (size_t i = 0; i < p->n_env; i++)
 		if (kis_strv_push(&n->envp, &ne, p->env[i]) < 0)
 			goto oom;
-	if (!env_has(n->envp, ne, "PATH") && kis_strv_push(&n->envp, &ne, "PATH=" KIS_DEFAULT_PATH) < 0)
+	if (!kis_env_has(n->envp, ne, "PATH") && kis_strv_push(&n->envp, &ne, "PATH=" KIS_DEFAULT_PATH) < 0)
 		goto oom;
-	if (!env_has(n->envp, ne, "HOME")) {
+	if (!kis_env_has(n->envp, ne, "HOME")) {
 		_cleanup_free_ char *home = NULL;
 		if (asprintf(&home, "HOME=%s", n->cwd ? n->cwd : "/") < 0 ||
 		    kis_strv_push(&n->envp, &ne, home) < 0)

@@ -16,6 +16,8 @@ struct kis_native_plan {
 	bool tty;
 };
 
+/* Whether env[0..n) sets KEY. */
+bool kis_env_has(char *const *env, size_t n, const char *key);
 /* Refuse each non-zero limit the backend cannot enforce, naming the field. */
 int kis_check_limits(const struct kis_caps *caps, const struct kis_profile *p,
 		     const char *backend, struct kis_error **err);

@@ -123,15 +123,6 @@ static void oci_plan_free(struct kis_plan *pl)
 	free(pl);
 }
 
-static bool env_has(char *const *env, size_t n, const char *key)
-{
-	size_t k = strlen(key);
-	for (size_t i = 0; i < n; i++)
-		if (!strncmp(env[i], key, k) && env[i][k] == '=')
-			return true;
-	return false;
-}
-
 static int oci_plan(const struct kis_caps *caps, const struct kis_run_request *req,
 		    struct kis_plan **out, struct kis_error **err)
 {
@@ -179,12 +170,12 @@ static int oci_plan(const struct kis_caps *caps, const struct kis_run_request *r
 	for (size_t i = 0; i < p->n_env; i++)
 		if (!(pl->envp[ne++] = strdup(p->env[i])))
 			goto oom;
-	if (!env_has(pl->envp, ne, "PATH") && !(pl->envp[ne++] = strdup("PATH=" KIS_DEFAULT_PATH)))
+	if (!kis_env_has(pl->envp, ne, "PATH") && !(pl->envp[ne++] = strdup("PATH=" KIS_DEFAULT_PATH)))
 		goto oom;
 	/* HOME: somewhere writable that exists: the workspace, the image's
 	 * /root, or the private /tmp of a root:host run without a workspace */
 	const char *home = ws_mounted ? "/workspace" : p->root == KIS_ROOT_WORKSPACE ? "/root" : "/tmp";
-	if (!env_has(pl->envp, ne, "HOME") && asprintf(&pl->envp[ne++], "HOME=%s", home) < 0) {
+	if (!kis_env_has(pl->envp, ne, "HOME") && asprintf(&pl->envp[ne++], "HOME=%s", home) < 0) {
 		pl->envp[--ne] = NULL;
 		goto oom;
 	}

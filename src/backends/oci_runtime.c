@@ -17,6 +17,7 @@
 #include <time.h>
 
 #include "backends/oci_bundle.h"
+#include "exec/io.h"
 
 #ifndef CGROUP2_SUPER_MAGIC
 #define CGROUP2_SUPER_MAGIC 0x63677270
@@ -384,31 +385,10 @@ static int write_owner(int bundle_fd, const char *text, struct kis_error **err)
 		kis_error_set(err, KIS_E_INTERNAL, errno, "cannot write the bundle owner");
 }
 
-static unsigned long long starttime(pid_t pid)
-{
-	char path[64], buf[1024];
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return 0;
-	ssize_t n = read(fd, buf, sizeof(buf) - 1);
-	if (n <= 0)
-		return 0;
-	buf[n] = '\0';
-	char *p = strrchr(buf, ')'); /* proc(5): field 22 after comm */
-	if (!p)
-		return 0;
-	int field = 2;
-	for (p++; *p && field < 22; p++)
-		if (*p == ' ')
-			field++;
-	return strtoull(p, NULL, 10);
-}
-
 int kis_oci_write_owner_run(int bundle_fd, struct kis_error **err)
 {
 	char t[96];
-	snprintf(t, sizeof(t), "run %d %llu\n", (int)getpid(), starttime(getpid()));
+	snprintf(t, sizeof(t), "run %d %llu\n", (int)getpid(), kis_proc_starttime(getpid()));
 	return write_owner(bundle_fd, t, err);
 }
 
@@ -444,7 +424,7 @@ static bool owner_gone(int bundle_fd)
 		unsigned long long st = 0;
 		if (sscanf(buf + 4, "%d %llu", &pid, &st) != 2 || pid <= 0)
 			return true;
-		return starttime(pid) != st;
+		return kis_proc_starttime(pid) != st;
 	}
 	if (!strncmp(buf, "session ", 8)) {
 		const char *dir = buf + 8;

@@ -73,20 +73,31 @@ static const char *const net_names[KIS_NET__COUNT] = {
 	[KIS_NET_OFF] = "off", [KIS_NET_LOOPBACK] = "loopback",
 	[KIS_NET_EGRESS] = "egress", [KIS_NET_HOST] = "host",
 };
+static const char *const root_names[] = {[KIS_ROOT_HOST] = "host", [KIS_ROOT_WORKSPACE] = "workspace"};
+static const char *const accel_names[] = {[KIS_ACCEL_AUTO] = "auto", [KIS_ACCEL_KVM] = "kvm",
+					  [KIS_ACCEL_TCG] = "tcg"};
 
 const char *kis_tier_name(enum kis_tier t)
 {
 	return (unsigned)t < KIS_TIER__COUNT ? tier_names[t] : "unknown";
 }
 
+/* The index of s in a table of names, or -1. */
+static int name_index(const char *const *names, unsigned n, const char *s)
+{
+	for (unsigned i = 0; s && i < n; i++)
+		if (!strcmp(s, names[i]))
+			return (int)i;
+	return -1;
+}
+
 int kis_tier_parse(const char *s, enum kis_tier *out)
 {
-	for (unsigned i = 0; i < KIS_TIER__COUNT; i++)
-		if (s && !strcmp(s, tier_names[i])) {
-			*out = (enum kis_tier)i;
-			return 0;
-		}
-	return -1;
+	int i = name_index(tier_names, KIS_TIER__COUNT, s);
+	if (i < 0)
+		return -1;
+	*out = (enum kis_tier)i;
+	return 0;
 }
 
 const char *kis_net_mode_name(enum kis_net_mode m)
@@ -96,12 +107,11 @@ const char *kis_net_mode_name(enum kis_net_mode m)
 
 int kis_net_mode_parse(const char *s, enum kis_net_mode *out)
 {
-	for (unsigned i = 0; i < KIS_NET__COUNT; i++)
-		if (s && !strcmp(s, net_names[i])) {
-			*out = (enum kis_net_mode)i;
-			return 0;
-		}
-	return -1;
+	int i = name_index(net_names, KIS_NET__COUNT, s);
+	if (i < 0)
+		return -1;
+	*out = (enum kis_net_mode)i;
+	return 0;
 }
 
 void kis_profile_init(struct kis_profile *p)
@@ -335,24 +345,20 @@ int kis_profile_set(struct kis_profile *p, const char *path, const char *v,
 		if (kis_net_mode_parse(v, slot) < 0)
 			return bad(err, path, "expected off, loopback, egress or host, not", v);
 		return 0;
-	case F_ROOT:
-		if (!strcmp(v, "host"))
-			*(enum kis_root_mode *)slot = KIS_ROOT_HOST;
-		else if (!strcmp(v, "workspace"))
-			*(enum kis_root_mode *)slot = KIS_ROOT_WORKSPACE;
-		else
+	case F_ROOT: {
+		int i = name_index(root_names, ARRAY_SIZE(root_names), v);
+		if (i < 0)
 			return bad(err, path, "expected host or workspace, not", v);
+		*(enum kis_root_mode *)slot = (enum kis_root_mode)i;
 		return 0;
-	case F_ACCEL:
-		if (!strcmp(v, "auto"))
-			*(enum kis_accel *)slot = KIS_ACCEL_AUTO;
-		else if (!strcmp(v, "kvm"))
-			*(enum kis_accel *)slot = KIS_ACCEL_KVM;
-		else if (!strcmp(v, "tcg"))
-			*(enum kis_accel *)slot = KIS_ACCEL_TCG;
-		else
+	}
+	case F_ACCEL: {
+		int i = name_index(accel_names, ARRAY_SIZE(accel_names), v);
+		if (i < 0)
 			return bad(err, path, "expected auto, kvm or tcg, not", v);
+		*(enum kis_accel *)slot = (enum kis_accel)i;
 		return 0;
+	}
 	case F_BOOL:
 		if (!strcmp(v, "true") || !strcmp(v, "1"))
 			*(bool *)slot = true;
@@ -573,7 +579,7 @@ char *kis_profile_to_json(const struct kis_profile *p)
 		"s:{s:s}}",
 		"tier", kis_tier_name(p->tier), "backend", str_or_null(p->backend), "base",
 		str_or_null(p->base), "workspace", str_or_null(p->workspace), "keep", p->keep,
-		"root", p->root == KIS_ROOT_HOST ? "host" : "workspace", "network", "mode",
+		"root", root_names[p->root], "network", "mode",
 		kis_net_mode_name(p->net), "limits", "wall_ms", (json_int_t)p->limits.wall_ms,
 		"cpu_ms", (json_int_t)p->limits.cpu_ms, "memory_bytes",
 		(json_int_t)p->limits.memory_bytes, "pids", (json_int_t)p->limits.pids,
@@ -582,9 +588,7 @@ char *kis_profile_to_json(const struct kis_profile *p)
 		"env", env, "cwd", str_or_null(p->cwd), "tty", "enabled", p->tty.enabled, "rows",
 		(int)p->tty.rows, "cols", (int)p->tty.cols, "escape_hatch", "allow_process_tier",
 		p->escape_hatch.allow_process_tier, "allow_net_host", p->escape_hatch.allow_net_host,
-		"microvm", "accel",
-		p->microvm.accel == KIS_ACCEL_KVM ? "kvm" : p->microvm.accel == KIS_ACCEL_TCG ? "tcg" :
-							                  "auto");
+		"microvm", "accel", accel_names[p->microvm.accel]);
 	if (!o)
 		return NULL;
 	char *s = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER);

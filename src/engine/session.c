@@ -63,28 +63,6 @@ static int fd_sockaddr(int dfd, struct sockaddr_un *sa)
 	return 0;
 }
 
-static uint64_t proc_starttime(pid_t pid)
-{
-	char path[64], buf[1024];
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return 0;
-	ssize_t n = read(fd, buf, sizeof(buf) - 1);
-	if (n <= 0)
-		return 0;
-	buf[n] = '\0';
-	/* field 22 (starttime), counted after the ')' that ends comm (proc(5)) */
-	char *p = strrchr(buf, ')');
-	if (!p)
-		return 0;
-	int field = 2;
-	for (p++; *p && field < 22; p++)
-		if (*p == ' ')
-			field++;
-	return strtoull(p, NULL, 10);
-}
-
 static void end_agent(json_t *meta);
 static const struct kis_backend *meta_backend(json_t *meta);
 
@@ -117,7 +95,7 @@ static bool agent_alive(json_t *meta)
 {
 	pid_t pid = (pid_t)json_integer_value(json_object_get(meta, "agent_pid"));
 	uint64_t st = (uint64_t)json_integer_value(json_object_get(meta, "agent_start"));
-	return pid > 0 && st && proc_starttime(pid) == st;
+	return pid > 0 && st && kis_proc_starttime(pid) == st;
 }
 
 
@@ -282,7 +260,7 @@ int kis_session_create(const struct kis_profile *p, const struct kis_run_options
 				 kis_tier_name(b->tier), "backend", b->name, "workspace",
 				 ws_id ? json_string(ws_id) : json_null(), "workspace_cloned",
 				 ws_cloned, "created", created, "agent_pid", (int)pid, "agent_start",
-				 (json_int_t)proc_starttime(pid));
+				 (json_int_t)kis_proc_starttime(pid));
 	r = meta ? write_meta(dfd, meta, err) : kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "meta");
 	json_decref(meta);
 	if (r < 0)

@@ -5,6 +5,7 @@
 #define KIS_IO_H
 
 #include <stddef.h>
+#include <sys/types.h>
 
 #include <jansson.h>
 
@@ -19,6 +20,11 @@ int kis_stream_append(struct kis_stream *s, const void *buf, size_t n);
 /* Remove name under dfd and everything below it, never following a
  * symlink (O_NOFOLLOW on every directory opened). Best effort. */
 void kis_remove_tree_at(int dfd, const char *name);
+
+/* A process's start time (proc(5), /proc/PID/stat field 22, in clock
+ * ticks since boot): with the pid it names one process even after the pid
+ * is reused. 0 when the process is gone. */
+unsigned long long kis_proc_starttime(pid_t pid);
 
 void kis_strv_free(char **v);
 /* A deep copy; NULL on ENOMEM. */
