@@ -39,13 +39,7 @@
 static const char *bwrap_path(void)
 {
 	static const char *const cands[] = {"/usr/bin/bwrap", "/bin/bwrap", "/usr/local/bin/bwrap"};
-	const char *env = getenv("KIS_BWRAP");
-	if (env && *env)
-		return access(env, X_OK) == 0 ? env : NULL;
-	for (size_t i = 0; i < ARRAY_SIZE(cands); i++)
-		if (access(cands[i], X_OK) == 0)
-			return cands[i];
-	return NULL;
+	return kis_find_tool("KIS_BWRAP", cands, ARRAY_SIZE(cands));
 }
 
 static long read_long(const char *path, long dflt)

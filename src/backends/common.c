@@ -145,3 +145,14 @@ int kis_native_plan_run(struct kis_native_plan *n, int (*child_setup)(void *, st
 	};
 	return kis_exec_run(&sp, &sv, res, err);
 }
+
+const char *kis_find_tool(const char *env_var, const char *const *cands, size_t n)
+{
+	const char *env = getenv(env_var);
+	if (env && *env)
+		return access(env, X_OK) == 0 ? env : NULL;
+	for (size_t i = 0; i < n; i++)
+		if (access(cands[i], X_OK) == 0)
+			return cands[i];
+	return NULL;
+}

@@ -16,6 +16,9 @@ struct kis_native_plan {
 	bool tty;
 };
 
+/* An external program: $env_var when set (and executable), else the first
+ * executable candidate; NULL when there is none. */
+const char *kis_find_tool(const char *env_var, const char *const *cands, size_t n);
 /* Whether env[0..n) sets KEY. */
 bool kis_env_has(char *const *env, size_t n, const char *key);
 /* Refuse each non-zero limit the backend cannot enforce, naming the field. */

@@ -412,17 +412,6 @@ static struct kis_cgroup *cgroup_load(int dir_fd)
 	return cg;
 }
 
-static void cgroup_free(struct kis_cgroup *cg)
-{
-	if (!cg)
-		return;
-	for (size_t i = 0; i < ARRAY_SIZE(cg->dirs); i++) {
-		free(cg->dirs[i]);
-		free(cg->parents[i]);
-	}
-	free(cg);
-}
-
 void kis_host_cgroup_end(int dir_fd)
 {
 	struct kis_cgroup *cg = cgroup_load(dir_fd);
@@ -440,6 +429,6 @@ int kis_host_cgroup_explain(int dir_fd, struct kis_result *res)
 	if (!cg)
 		return 0;
 	int r = kis_cgroup_explain_since(cg, dir_fd, CG_FILE "-events", res);
-	cgroup_free(cg);
+	kis_cgroup_free(cg);
 	return r;
 }

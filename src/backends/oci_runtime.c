@@ -16,6 +16,7 @@
 #include <sys/wait.h>
 #include <time.h>
 
+#include "backends/common.h"
 #include "backends/oci_bundle.h"
 #include "exec/io.h"
 
@@ -29,13 +30,7 @@
 const char *kis_oci_crun_path(void)
 {
 	static const char *const cands[] = {"/usr/bin/crun", "/usr/local/bin/crun", "/bin/crun"};
-	const char *env = getenv("KIS_CRUN");
-	if (env && *env)
-		return access(env, X_OK) == 0 ? env : NULL;
-	for (size_t i = 0; i < ARRAY_SIZE(cands); i++)
-		if (access(cands[i], X_OK) == 0)
-			return cands[i];
-	return NULL;
+	return kis_find_tool("KIS_CRUN", cands, ARRAY_SIZE(cands));
 }
 
 static long fs_magic(const char *p)

@@ -193,7 +193,7 @@ static void u64_str(char *buf, size_t len, uint64_t v)
 	snprintf(buf, len, "%llu", (unsigned long long)v);
 }
 
-static void cg_free(struct kis_cgroup *cg)
+void kis_cgroup_free(struct kis_cgroup *cg)
 {
 	if (!cg)
 		return;
@@ -549,7 +549,7 @@ int kis_cgroup_destroy(struct kis_cgroup *cg, struct kis_error **err)
 		if (cg->parents[k])
 			(void)rmdir(cg->parents[k]);
 	}
-	cg_free(cg);
+	kis_cgroup_free(cg);
 	return r;
 }
 

@@ -220,5 +220,7 @@ KIS_HIDDEN int kis_cgroup_kill(const struct kis_cgroup *cg, struct kis_error **e
 /* Kill what remains, rmdir the leaves (retrying while members exit) and the
  * kis parents when empty, free cg. Safe with NULL. */
 KIS_HIDDEN int kis_cgroup_destroy(struct kis_cgroup *cg, struct kis_error **err);
+/* Free the handle only: the groups stay (for a handle loaded from disk). */
+KIS_HIDDEN void kis_cgroup_free(struct kis_cgroup *cg);
 
 #endif
