@@ -47,6 +47,9 @@ struct kis_run_request {
 	struct kis_limits limits;      /* resolved (no zeroes) */
 	char *const *argv;
 	const char *workspace_path;    /* host path of the workspace, or NULL */
+	/* An overlay workspace's layers (kis_workspace_layers), for a backend
+	 * that joins them itself; NULL otherwise. */
+	const char *workspace_lower, *workspace_upper, *workspace_cache;
 	const char *sandbox_id;
 	struct kis_io io;
 };

@@ -106,6 +106,17 @@ struct kis_workspace_info {
  * exist. */
 KIS_API int kis_workspace_info(struct kis_store *s, const char *id, struct kis_workspace_info *out,
 			       struct kis_error **err);
+/* The layers of an overlay workspace, for a backend that joins them itself
+ * (the microvm tier does, inside its guest): *lower the base's tree, *upper
+ * the workspace's own changes (an overlayfs upper layer: whiteouts and
+ * opaque directories as overlayfs writes them), *cache a directory the base
+ * owns (made on first use, removed with the base) where a backend keeps
+ * what it derives from the base. All three are malloc'ed paths, or all
+ * NULL (and 0 returned) when the workspace is not an overlay clone.
+ * KIS_E_NOT_FOUND when the workspace does not exist. */
+KIS_API int kis_workspace_layers(struct kis_store *s, const char *id, char **lower, char **upper,
+				 char **cache, struct kis_error **err);
+
 /* All workspaces, sorted by id; *out is malloc'ed (free()), *n its length. */
 KIS_API int kis_workspace_list(struct kis_store *s, struct kis_workspace_info **out, size_t *n,
 			       struct kis_error **err);

@@ -14,8 +14,16 @@ if [ -z "$DIR" ]; then
 	else ROOT=${XDG_STATE_HOME:-$HOME/.local/state}/kis/sandbox; fi
 	DIR=$ROOT/cache/guest
 fi
-[ -s "$DIR/vmlinuz" ] && [ -s "$DIR/modules/load" ] && [ -x "$DIR/busybox" ] && exit 0
+# The modules the guest needs that the cloud kernel builds as modules (the
+# rest, checked in modules.builtin, is in the image): virtio_mmio for the
+# microvm's devices, virtio_console for the channel, virtio_blk and ext4
+# for the workspace disks, overlay to join them. A cache made for another
+# list is made again.
+WANT="virtio_mmio virtio_console virtio_blk ext4 overlay"
+[ -s "$DIR/vmlinuz" ] && [ -s "$DIR/modules/load" ] && [ -x "$DIR/busybox" ] &&
+	[ "$(cat "$DIR/modules/wanted" 2>/dev/null)" = "$WANT" ] && exit 0
 mkdir -p "$DIR"
+DIR=$(cd "$DIR" && pwd) # the work below happens in a temporary directory
 TMP=$(mktemp -d "$DIR/.fetch.XXXXXX")
 trap 'rm -rf "$TMP"' EXIT
 cd "$TMP"
@@ -30,10 +38,6 @@ MODDIR=x/lib/modules/$REL
 mkdir -p out/modules
 cp x/boot/vmlinuz-"$REL" out/vmlinuz
 echo "$REL" > out/kernel.release
-# What the guest needs that the cloud kernel builds as modules (the rest,
-# checked in modules.builtin, is in the image): virtio_mmio for the
-# microvm's devices, virtio_console for the channel, virtio_blk and ext4
-# for the workspace disk.
 : > out/modules/load
 add() { # add MODULE: its dependencies first (modinfo's depends field)
 	f=$(find "$MODDIR/kernel" -name "$1.ko" -o -name "$1.ko.xz" | head -n1)
@@ -55,7 +59,8 @@ add() { # add MODULE: its dependencies first (modinfo's depends field)
 	cp "$f" out/modules/
 	echo "$b" >> out/modules/load
 }
-for m in virtio_mmio virtio_console virtio_blk ext4; do add $m; done
+for m in $WANT; do add $m; done
+echo "$WANT" > out/modules/wanted
 BB=$(command -v busybox || true)
 [ -n "$BB" ] && file -L "$BB" 2>/dev/null | grep -q 'statically linked' || BB=/bin/busybox
 cp "$BB" out/busybox

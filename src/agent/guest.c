@@ -15,8 +15,9 @@
  * new host connection from data after a read of 0 (the port driver returns
  * 0 while the host side is closed, virtio_console.c port_fops_read) or from
  * a HELLO frame, which the engine sends only first on a connection. The
- * workspace is the virtio disk /dev/vda (ext4), mounted when the cfg line
- * arrives, so one snapshot taken before cfg serves every workspace. */
+ * workspace is an overlay of three virtio disks (see mount_workspace),
+ * mounted when the cfg line arrives, so one snapshot taken before cfg
+ * serves every workspace. */
 #include "util.h"
 
 #include <dirent.h>
@@ -348,24 +349,87 @@ static int set_lo_up(void)
 	return r;
 }
 
-/* Mount the workspace disk (ext4 on /dev/vda). The page cache may hold
- * blocks read from the disk the snapshot was taken with: drop them first
+/* The workspace's three disks (src/backends/microvm_disk.c): two read-only
+ * ext4 layers, the base ("kis-base") and the workspace's changes on the
+ * host ("kis-delta"; either may be the empty image, "kis-empty"), and one
+ * writable ext4 with upper/ and work/, joined by overlayfs at target. The
+ * disks are told apart by the read-only flag and the ext4 label
+ * (s_volume_name at byte 120 of the superblock, which starts at byte 1024;
+ * magic 0xEF53 at byte 56), not by probe order. The page cache may hold
+ * blocks read from the disks the snapshot was taken with: drop them first
  * (BLKFLSBUF, blockdev(8) --flushbufs). With "sync" every write reaches the
  * host's image before the syscall returns, so a VM that is killed (session
  * destroy) loses nothing the command was told was written. */
+struct gdisk {
+	char dev[16];
+	char label[17];
+	bool ro;
+};
+
+static int find_disks(struct gdisk *base, struct gdisk *delta, struct gdisk *rw)
+{
+	struct gdisk ro[2];
+	int nro = 0, nrw = 0;
+	for (char c = 'a'; c <= 'h'; c++) {
+		struct gdisk g = {.label = ""};
+		snprintf(g.dev, sizeof(g.dev), "/dev/vd%c", c);
+		int fd = open(g.dev, O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			continue;
+		ioctl(fd, BLKFLSBUF, 0);
+		int rof = 0;
+		unsigned char sb[136];
+		bool ext4 = pread(fd, sb, sizeof(sb), 1024) == (ssize_t)sizeof(sb) && sb[56] == 0x53 &&
+			    sb[57] == 0xef;
+		if (ioctl(fd, BLKROGET, &rof) < 0)
+			rof = 0;
+		close(fd);
+		if (!ext4)
+			continue;
+		memcpy(g.label, sb + 120, 16);
+		g.label[16] = '\0';
+		g.ro = rof != 0;
+		if (g.ro && nro < 2)
+			ro[nro++] = g;
+		else if (!g.ro && nrw++ == 0)
+			*rw = g;
+	}
+	if (nro != 2 || nrw != 1)
+		return -1;
+	/* the labelled ones first, the empty image takes the other role */
+	int b = !strcmp(ro[1].label, "kis-base") || !strcmp(ro[0].label, "kis-delta") ? 1 : 0;
+	*base = ro[b];
+	*delta = ro[1 - b];
+	return 0;
+}
+
 static int mount_workspace(const char *target, bool sync_writes, char *msg, size_t n)
 {
-	int fd = open("/dev/vda", O_RDONLY | O_CLOEXEC);
-	if (fd < 0) {
-		snprintf(msg, n, "no workspace disk: %s", strerror(errno));
+	struct gdisk base, delta, rw;
+	if (find_disks(&base, &delta, &rw) < 0) {
+		snprintf(msg, n, "the workspace disks are not all there");
 		return -1;
 	}
-	ioctl(fd, BLKFLSBUF, 0);
-	close(fd);
+	static const char *const dirs[] = {"/mnt/base", "/mnt/delta", "/mnt/rw"};
+	for (size_t i = 0; i < 3; i++)
+		mkdir(dirs[i], 0755);
 	mkdir(target, 0755);
-	if (mount("/dev/vda", target, "ext4", MS_NOSUID | MS_NODEV | (sync_writes ? MS_SYNCHRONOUS : 0),
-		  NULL) < 0) {
-		snprintf(msg, n, "cannot mount the workspace: %s", strerror(errno));
+	unsigned long fl = MS_NOSUID | MS_NODEV;
+	if (mount(base.dev, "/mnt/base", "ext4", fl | MS_RDONLY, NULL) < 0 ||
+	    mount(delta.dev, "/mnt/delta", "ext4", fl | MS_RDONLY, NULL) < 0 ||
+	    mount(rw.dev, "/mnt/rw", "ext4", fl | (sync_writes ? MS_SYNCHRONOUS : 0), NULL) < 0) {
+		snprintf(msg, n, "cannot mount the workspace disks: %s", strerror(errno));
+		return -1;
+	}
+	/* Documentation/filesystems/overlayfs.rst: the delta above the base
+	 * (its whiteouts and opaque directories hide base entries), the
+	 * guest's writes in upper/. No redirects, index or metacopy: the
+	 * upper layer then holds whole files, whiteouts and opaque
+	 * directories only, which is what the host applies back. */
+	if (mount("overlay", target, "overlay", fl,
+		  "lowerdir=/mnt/delta:/mnt/base,upperdir=/mnt/rw/upper,workdir=/mnt/rw/work,"
+		  "redirect_dir=off,index=off,metacopy=off,xino=off") < 0) {
+		snprintf(msg, n, "cannot mount the workspace overlay: %s", strerror(errno));
 		return -1;
 	}
 	return 0;

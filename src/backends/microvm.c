@@ -49,7 +49,7 @@ static void microvm_probe(struct kis_caps *c)
 	c->shell = true;
 	c->native = true;
 	c->tty = true; /* a PTY inside the guest, resizes over the channel */
-	c->cow = false; /* the workspace is copied into a per-run image, see README */
+	c->cow = true; /* overlayfs in the guest over a cached base image (microvm_disk.c) */
 	c->snapshot = true;
 	c->net_modes = (1u << KIS_NET_OFF) | (1u << KIS_NET_LOOPBACK);
 	c->limits = KIS_LIMIT_WALL | KIS_LIMIT_CPU | KIS_LIMIT_MEMORY | KIS_LIMIT_OUTPUT |
@@ -75,6 +75,7 @@ struct kis_plan {
 	struct kis_limits limits;
 	struct kis_io io;
 	const char *ws_path;
+	const char *ws_lower, *ws_upper, *ws_cache; /* an overlay workspace's layers */
 	enum kis_root_mode root;
 	enum kis_net_mode net;
 	unsigned mem_mib, vcpus;
@@ -158,6 +159,9 @@ static int microvm_plan(const struct kis_caps *caps, const struct kis_run_reques
 	pl->limits = req->limits;
 	pl->io = req->io;
 	pl->ws_path = req->workspace_path;
+	pl->ws_lower = req->workspace_lower;
+	pl->ws_upper = req->workspace_upper;
+	pl->ws_cache = req->workspace_cache;
 	pl->root = p->root;
 	pl->net = p->net;
 	pl->mem_mib = (unsigned)mib;
@@ -184,7 +188,11 @@ static char *microvm_describe(const struct kis_plan *pl)
 			      pl->net == KIS_NET_LOOPBACK ? "loopback" : "off", "memory_mib",
 			      (json_int_t)pl->mem_mib, "vcpus", (json_int_t)pl->vcpus, "accel",
 			      a ? a : "measured at first run", "workspace_disk",
-			      pl->ws_path ? "ext4 image of the workspace, copied back" : "none");
+			      !pl->ws_path ? "none" :
+			      pl->ws_lower ? "overlay in the guest: cached base image, the workspace's "
+					     "changes, a writable layer copied back" :
+					     "an image of the whole workspace (not an overlay clone), "
+					     "a writable layer copied back");
 	char *s = o ? json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
 	json_decref(o);
 	return s;
@@ -205,9 +213,9 @@ static void microvm_plan_free(struct kis_plan *pl)
 struct vm {
 	struct kis_mvm_guest g;
 	char accel[8];
-	char *tdir;      /* private directory: sockets, disk, log */
+	char *tdir;      /* private directory: sockets, disks, log */
 	int dfd;
-	char *disk;
+	struct kis_mvm_disks disks;
 	pid_t pid;
 	int ctl;
 	bool restored;
@@ -284,7 +292,7 @@ static void vm_release(struct vm *v)
 	if (v->tdir && !getenv("KIS_MICROVM_KEEP"))
 		kis_mvm_rmtree(v->tdir);
 	free(v->tdir);
-	free(v->disk);
+	kis_mvm_disks_free(&v->disks);
 	kis_mvm_guest_release(&v->g);
 }
 
@@ -299,14 +307,12 @@ static int vm_start(struct vm *v, const struct kis_plan *pl, int dfd, const char
 		snprintf(v->accel, sizeof(v->accel), "%s", pl->accel_pin);
 	else
 		TRY(kis_mvm_accel(&v->g, v->accel, err));
-	if (asprintf(&v->disk, "%s/disk.img", dpath) < 0)
-		return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "disk");
-	uint64_t dsz = kis_mvm_disk_size_for(pl->ws_path);
-	TRY(kis_mvm_disk_make(v->disk, pl->ws_path, dsz, err));
-	trace("disk made");
+	TRY(kis_mvm_disks_make(v->g.dir, dpath, pl->ws_path, pl->ws_lower, pl->ws_upper,
+			       pl->ws_cache, &v->disks, err));
+	trace("disks made");
 	struct kis_error *serr = NULL;
 	_cleanup_close_ int snap = getenv("KIS_MICROVM_NO_SNAPSHOT") ? -1 :
-		kis_mvm_snapshot(&v->g, v->accel, pl->mem_mib, pl->vcpus, dsz, &serr);
+		kis_mvm_snapshot(&v->g, v->accel, pl->mem_mib, pl->vcpus, &serr);
 	kis_error_free(serr); /* no snapshot: a cold boot, slower but the same guest */
 	int fds[2 + KIS_MVM_PORTS];
 	for (int i = 0; i < 2 + KIS_MVM_PORTS; i++)
@@ -315,7 +321,8 @@ static int vm_start(struct vm *v, const struct kis_plan *pl, int dfd, const char
 	_cleanup_close_ int log = -1;
 	_cleanup_free_ char *line = NULL;
 	struct kis_mvm_cfg c = {.accel = v->accel, .mem_mib = pl->mem_mib, .vcpus = pl->vcpus,
-				.disk = v->disk, .snap_fd = snap, .detach = detach};
+				.disk = {v->disks.base, v->disks.delta, v->disks.rw},
+				.snap_fd = snap, .detach = detach};
 	if ((fds[0] = kis_mvm_listen_at(dfd, "ctl.sock", err)) < 0 ||
 	    (fds[1] = kis_mvm_listen_at(dfd, "qmp.sock", err)) < 0)
 		goto out;
@@ -438,7 +445,7 @@ static int microvm_run(struct kis_plan *pl, struct kis_result *res, struct kis_e
 			goto out;
 		}
 		vm_stop(&v);
-		if (kis_mvm_disk_sync_back(v.disk, pl->ws_path, err) < 0)
+		if (kis_mvm_disk_sync_back(v.disks.rw, pl->ws_path, err) < 0)
 			goto out;
 	}
 	r = 0;
@@ -473,7 +480,7 @@ static int microvm_start_session(struct kis_plan *pl, const struct kis_session_c
 	if (v.ctl >= 0)
 		close(v.ctl);
 	kis_mvm_guest_release(&v.g);
-	free(v.disk);
+	kis_mvm_disks_free(&v.disks);
 	return r;
 }
 
@@ -487,7 +494,7 @@ static int microvm_end_session(const struct kis_session_ctx *ctx, struct kis_err
 	if (k > 0 && ctx->dir_path) {
 		ws[k] = '\0';
 		_cleanup_free_ char *disk = NULL;
-		if (asprintf(&disk, "%s/disk.img", ctx->dir_path) < 0)
+		if (asprintf(&disk, "%s/rw.img", ctx->dir_path) < 0)
 			return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "disk");
 		if (access(disk, R_OK) == 0) {
 			TRY(kis_mvm_disk_sync_back(disk, ws, err));

@@ -1,19 +1,45 @@
 /* SPDX-License-Identifier: MIT */
-/* The microvm's workspace disk: the host workspace as an ext4 image
- * (mkfs.ext4 -d) and, after the VM stopped, the image's tree mirrored back
- * into the workspace (debugfs rdump, then copy what changed, delete what went). */
+/* The microvm's workspace disks, copy-on-write. The guest sees three
+ * virtio disks and joins them with overlayfs (src/agent/guest.c):
+ *
+ *   base  (read-only)  the base's tree as an ext4 image, made once per base
+ *                      and kept in the base's cache directory;
+ *   delta (read-only)  the workspace's own changes on the host (its overlay
+ *                      upper layer, whiteouts and opaque directories
+ *                      included: overlayfs honours them in a lower layer);
+ *   rw    (writable)   an empty ext4 with upper/ and work/, a sparse copy of
+ *                      a template made once.
+ *
+ * So a VM's start costs the workspace's changes, not the base's size. A
+ * workspace that is not an overlay clone (reflink or copy strategy, or
+ * none) becomes the base image of this one VM instead, as before.
+ *
+ * Back on the host, the guest's upper layer is what it changed: its tree is
+ * read with debugfs (rdump; userspace, so a hostile image meets e2fsprogs,
+ * never the host kernel's ext4), its whiteouts and opaque directories with
+ * debugfs too (rdump skips device nodes and xattrs), and the three are
+ * applied to the host workspace through its merged path, every path
+ * resolved beneath it without following a link. All three disks have the
+ * same virtual size whatever they hold, so one snapshot serves every
+ * workspace (the guest read the disks' sizes when it booted). */
 #include "util.h"
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <linux/fs.h>
+#include <linux/openat2.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 
 #include "backends/microvm_vm.h"
 #include "exec/io.h"
 
-static int run_tool_ok(char *const argv[], int max_ok, struct kis_error **err)
+/* ---- external tools (e2fsprogs) ---- */
+
+static int run_tool_ok(char *const argv[], int out_fd, int max_ok, struct kis_error **err)
 {
 	pid_t p = fork();
 	if (p < 0)
@@ -21,7 +47,7 @@ static int run_tool_ok(char *const argv[], int max_ok, struct kis_error **err)
 	if (p == 0) {
 		int nul = open("/dev/null", O_RDWR | O_CLOEXEC);
 		dup2(nul, 0);
-		dup2(nul, 1);
+		dup2(out_fd >= 0 ? out_fd : nul, 1);
 		dup2(nul, 2);
 		execv(argv[0], argv);
 		_exit(127);
@@ -32,37 +58,48 @@ static int run_tool_ok(char *const argv[], int max_ok, struct kis_error **err)
 	return 0;
 }
 
-static int run_tool(char *const argv[], struct kis_error **err)
-{
-	return run_tool_ok(argv, 0, err);
-}
-
 static const char *tool(const char *name)
 {
-	static char buf[2][64];
+	static char buf[3][64];
 	static int k;
 	const char *dirs[] = {"/usr/sbin", "/sbin", "/usr/bin"};
 	for (size_t i = 0; i < 3; i++) {
 		char *b = buf[k];
 		snprintf(b, sizeof(buf[0]), "%s/%s", dirs[i], name);
 		if (access(b, X_OK) == 0) {
-			k ^= 1;
+			k = (k + 1) % 3;
 			return b;
 		}
 	}
 	return NULL;
 }
 
-static uint64_t tree_bytes(int dfd, int depth)
+static int need_tool(const char *name, const char **out, struct kis_error **err)
 {
-	if (depth > 64)
-		return 0;
+	*out = tool(name);
+	if (!*out)
+		return kis_error_set(err, KIS_E_TIER_UNAVAILABLE, 0,
+				     "microvm: %s is missing (Debian: e2fsprogs)", name);
+	return 0;
+}
+
+/* ---- making images ---- */
+
+struct tree_size {
+	uint64_t bytes, entries;
+};
+
+static void tree_size(int dfd, int depth, struct tree_size *t)
+{
+	if (depth > 256) {
+		close(dfd);
+		return;
+	}
 	DIR *d = fdopendir(dfd);
 	if (!d) {
 		close(dfd);
-		return 0;
+		return;
 	}
-	uint64_t sum = 0;
 	struct dirent *e;
 	while ((e = readdir(d))) {
 		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
@@ -70,59 +107,288 @@ static uint64_t tree_bytes(int dfd, int depth)
 		struct stat st;
 		if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
 			continue;
-		sum += (uint64_t)st.st_size + 4096;
+		/* a block per entry on top of its data: directories, inodes */
+		t->bytes += (uint64_t)st.st_size + 4096;
+		t->entries++;
 		if (S_ISDIR(st.st_mode)) {
-			int sub = openat(dirfd(d), e->d_name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+			int sub = openat(dirfd(d), e->d_name,
+					 O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
 			if (sub >= 0)
-				sum += tree_bytes(sub, depth + 1);
+				tree_size(sub, depth + 1, t);
 		}
 	}
 	closedir(d);
-	return sum;
 }
 
-uint64_t kis_mvm_disk_size_for(const char *src_dir)
+static bool dir_is_empty(const char *path)
 {
-	uint64_t used = 0;
-	if (src_dir) {
-		int fd = open(src_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-		if (fd >= 0)
-			used = tree_bytes(fd, 0);
+	DIR *d = opendir(path);
+	if (!d)
+		return true;
+	struct dirent *e;
+	bool empty = true;
+	while (empty && (e = readdir(d)))
+		empty = !strcmp(e->d_name, ".") || !strcmp(e->d_name, "..");
+	closedir(d);
+	return empty;
+}
+
+/* An ext4 image at img holding src's tree (none: empty), fs_bytes large
+ * (0: sized from the tree), journal or not; the file is then extended to
+ * the disks' common virtual size. Written to a temporary name and renamed,
+ * so a reader never sees half an image. */
+static int make_image(const char *img, const char *src, uint64_t fs_bytes, bool journal,
+		      const char *label, struct kis_error **err)
+{
+	const char *mkfs;
+	TRY(need_tool("mkfs.ext4", &mkfs, err));
+	struct tree_size t = {0, 0};
+	if (src) {
+		int fd = open(src, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (fd < 0)
+			return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot open '%s'", src);
+		tree_size(fd, 0, &t);
 	}
-	/* room for the command to write: twice the content and 512 MiB, in
-	 * power-of-two classes so few snapshots serve every workspace (the
-	 * disk's size is part of the device set a snapshot is restored with) */
-	uint64_t want = used * 2 + (512ull << 20), sz = KIS_MVM_DISK_MIN;
-	while (sz < want)
-		sz <<= 1;
-	return sz;
+	if (!fs_bytes)
+		fs_bytes = t.bytes + t.bytes / 4 + (32ull << 20);
+	fs_bytes = (fs_bytes + 4095) & ~4095ull;
+	if (fs_bytes > KIS_MVM_DEV_BYTES)
+		return kis_error_set(err, KIS_E_PROFILE_UNSATISFIABLE, 0,
+				     "microvm: the workspace needs %llu GiB, more than the %llu GiB a guest "
+				     "disk holds",
+				     (unsigned long long)(fs_bytes >> 30),
+				     (unsigned long long)(KIS_MVM_DEV_BYTES >> 30));
+	char inodes[32];
+	snprintf(inodes, sizeof(inodes), "%llu", (unsigned long long)(t.entries + t.entries / 8 + 1024));
+	_cleanup_free_ char *tmp = NULL;
+	if (asprintf(&tmp, "%s.tmp.%d", img, (int)getpid()) < 0)
+		return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "image");
+	int r;
+	{
+		_cleanup_close_ int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+		if (fd < 0 || ftruncate(fd, (off_t)fs_bytes) < 0) {
+			r = kis_error_set(err, KIS_E_INTERNAL, errno, "cannot make '%s'", tmp);
+			goto out;
+		}
+	}
+	{
+		/* lazy init: the image stays sparse and mkfs takes milliseconds;
+		 * no reserved blocks; a read-only layer needs no journal */
+		char *argv[24];
+		int n = 0;
+		argv[n++] = (char *)mkfs;
+		argv[n++] = "-q";
+		argv[n++] = "-F";
+		argv[n++] = "-m";
+		argv[n++] = "0";
+		argv[n++] = "-E";
+		argv[n++] = "lazy_itable_init=1,lazy_journal_init=1";
+		argv[n++] = "-L";
+		argv[n++] = (char *)label;
+		if (!journal) {
+			argv[n++] = "-O";
+			argv[n++] = "^has_journal";
+		}
+		if (src) {
+			argv[n++] = "-N";
+			argv[n++] = inodes;
+			argv[n++] = "-d";
+			argv[n++] = (char *)src;
+		}
+		argv[n++] = tmp;
+		argv[n] = NULL;
+		r = run_tool_ok(argv, -1, 0, err);
+	}
+	if (r == 0 && !journal) {
+		/* mke2fs makes /lost+found; in a layer the guest would see it in
+		 * its workspace: remove it unless the tree has its own */
+		const char *debugfs = tool("debugfs");
+		struct stat st;
+		char lf[4096];
+		snprintf(lf, sizeof(lf), "%s/lost+found", src ? src : "");
+		if (debugfs && (!src || lstat(lf, &st) < 0)) {
+			char *argv[] = {(char *)debugfs, "-w", "-R", "rmdir /lost+found", tmp, NULL};
+			r = run_tool_ok(argv, -1, 0, err);
+		}
+	}
+	if (r == 0) {
+		/* every disk the same size: the device set a snapshot was made with */
+		if (truncate(tmp, (off_t)KIS_MVM_DEV_BYTES) < 0 || rename(tmp, img) < 0)
+			r = kis_error_set(err, KIS_E_INTERNAL, errno, "cannot publish '%s'", img);
+	} else {
+		kis_error_wrap(err, "making the microvm disk '%s' from '%s'", label, src ? src : "nothing");
+	}
+out:
+	if (r < 0)
+		unlink(tmp);
+	return r;
 }
 
-int kis_mvm_disk_make(const char *img, const char *src_dir, uint64_t disk_bytes,
-		      struct kis_error **err)
+/* The cached image at dir/name, made by make() when missing. */
+static int cached_image(const char *dir, const char *name, const char *src, uint64_t fs_bytes,
+			bool journal, const char *label, char **out, struct kis_error **err)
 {
-	const char *mkfs = tool("mkfs.ext4");
-	if (!mkfs)
-		return kis_error_set(err, KIS_E_TIER_UNAVAILABLE, 0,
-				     "microvm: mkfs.ext4 is missing (Debian: e2fsprogs)");
-	_cleanup_close_ int fd = open(img, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-	if (fd < 0 || ftruncate(fd, (off_t)disk_bytes) < 0)
-		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot make '%s'", img);
-	/* lazy init: the image stays sparse and mkfs takes milliseconds */
-	char *argv[] = {(char *)mkfs, "-q", "-F", "-t", "ext4", "-E",
-			"lazy_itable_init=1,lazy_journal_init=1", "-L", "kis-ws",
-			src_dir ? "-d" : "-q", (char *)(src_dir ? src_dir : "-q"), (char *)img, NULL};
-	return run_tool(argv, err);
+	if (asprintf(out, "%s/%s", dir, name) < 0) {
+		*out = NULL;
+		return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "image");
+	}
+	if (access(*out, R_OK) == 0)
+		return 0;
+	return make_image(*out, src, fs_bytes, journal, label, err);
 }
 
-/* ---- mirror: make dst what src is ---- */
+/* A sparse copy: reflink where the filesystem can, else the data extents
+ * only (SEEK_DATA / SEEK_HOLE, lseek(2)). */
+static int sparse_copy(const char *src, const char *dst, struct kis_error **err)
+{
+	_cleanup_close_ int in = open(src, O_RDONLY | O_CLOEXEC);
+	_cleanup_close_ int out = open(dst, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	struct stat st;
+	if (in < 0 || out < 0 || fstat(in, &st) < 0)
+		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot copy '%s'", src);
+	if (ioctl(out, FICLONE, in) == 0)
+		return 0;
+	if (ftruncate(out, st.st_size) < 0)
+		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot size '%s'", dst);
+	off_t pos = 0;
+	for (;;) {
+		off_t data = lseek(in, pos, SEEK_DATA);
+		if (data < 0)
+			break; /* ENXIO: no data after pos */
+		off_t hole = lseek(in, data, SEEK_HOLE);
+		if (hole < 0)
+			hole = st.st_size;
+		off_t a = data, b = data;
+		while (a < hole) {
+			ssize_t k = copy_file_range(in, &a, out, &b, (size_t)(hole - a), 0);
+			if (k <= 0)
+				return kis_error_set(err, KIS_E_INTERNAL, k < 0 ? errno : EIO,
+						     "cannot copy '%s'", src);
+		}
+		pos = hole;
+	}
+	return 0;
+}
+
+int kis_mvm_disks_make(const char *guest_dir, const char *vm_dir, const char *ws,
+		       const char *lower, const char *upper, const char *cache,
+		       struct kis_mvm_disks *d, struct kis_error **err)
+{
+	memset(d, 0, sizeof(*d));
+	_cleanup_free_ char *empty = NULL, *tmpl = NULL, *stage = NULL;
+	int r = -1;
+	/* the empty read-only layer, and the writable disk's template: upper/
+	 * and work/ on one filesystem, as overlayfs needs them */
+	if (cached_image(guest_dir, "disk-empty-v1.img", NULL, 64ull << 20, false, "kis-empty",
+			 &empty, err) < 0)
+		goto out;
+	if (asprintf(&tmpl, "%s/disk-rw-v1.img", guest_dir) < 0) {
+		tmpl = NULL;
+		kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "image");
+		goto out;
+	}
+	if (access(tmpl, R_OK) < 0) {
+		if (kis_mvm_tmpdir(&stage, err) < 0)
+			goto out;
+		char p[4096];
+		snprintf(p, sizeof(p), "%s/upper", stage);
+		int a = mkdir(p, 0755);
+		snprintf(p, sizeof(p), "%s/work", stage);
+		if (a < 0 || mkdir(p, 0700) < 0) {
+			kis_error_set(err, KIS_E_INTERNAL, errno, "cannot stage the disk template");
+			goto out;
+		}
+		if (make_image(tmpl, stage, KIS_MVM_RW_FS_BYTES, true, "kis-rw", err) < 0)
+			goto out;
+	}
+	if (asprintf(&d->rw, "%s/rw.img", vm_dir) < 0) {
+		d->rw = NULL;
+		kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "image");
+		goto out;
+	}
+	if (sparse_copy(tmpl, d->rw, err) < 0)
+		goto out;
+	if (ws && lower && upper && cache) {
+		/* copy-on-write: the base's image once, the delta per VM */
+		if (cached_image(cache, "microvm-base-v1.img", lower, 0, false, "kis-base", &d->base,
+				 err) < 0)
+			goto out;
+		if (dir_is_empty(upper)) {
+			d->delta = strdup(empty);
+		} else {
+			if (asprintf(&d->delta, "%s/delta.img", vm_dir) < 0)
+				d->delta = NULL;
+			else if (make_image(d->delta, upper, 0, false, "kis-delta", err) < 0)
+				goto out;
+		}
+		d->cow = true;
+	} else if (ws) {
+		/* not an overlay clone: the whole workspace is this VM's base */
+		if (asprintf(&d->base, "%s/base.img", vm_dir) < 0)
+			d->base = NULL;
+		else if (make_image(d->base, ws, 0, false, "kis-base", err) < 0)
+			goto out;
+		d->delta = strdup(empty);
+	} else {
+		d->base = strdup(empty);
+		d->delta = strdup(empty);
+	}
+	if (!d->base || !d->delta) {
+		kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "image");
+		goto out;
+	}
+	r = 0;
+out:
+	if (stage)
+		kis_mvm_rmtree(stage);
+	if (r < 0)
+		kis_mvm_disks_free(d);
+	return r;
+}
+
+void kis_mvm_disks_free(struct kis_mvm_disks *d)
+{
+	free(d->base);
+	free(d->delta);
+	free(d->rw);
+	memset(d, 0, sizeof(*d));
+}
+
+/* ---- back to the host ---- */
+
+/* A directory below root named by a relative path, resolved without
+ * following any link or leaving root (openat2(2) RESOLVE_BENEATH,
+ * RESOLVE_NO_SYMLINKS). "" is root itself. */
+static int open_beneath(int root, const char *rel)
+{
+	struct open_how how = {.flags = O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW,
+			       .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS |
+					  RESOLVE_NO_MAGICLINKS};
+	return (int)syscall(SYS_openat2, root, *rel ? rel : ".", &how, sizeof(how));
+}
+
+/* Split rel into its parent (in buf) and its last component. */
+static const char *split_last(const char *rel, char *buf, size_t n)
+{
+	const char *slash = strrchr(rel, '/');
+	if (!slash) {
+		buf[0] = '\0';
+		return rel;
+	}
+	snprintf(buf, n, "%.*s", (int)(slash - rel), rel);
+	return slash + 1;
+}
+
+/* Make dst what src says, without removing what src lacks: the guest's
+ * upper layer holds only what changed. */
+static int overlay_copy(int sdir, int ddir, int depth);
 
 static int copy_file(int sdir, int ddir, const char *name, const struct stat *st)
 {
 	_cleanup_close_ int in = openat(sdir, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 	if (in < 0)
 		return -1;
-	char tmp[300];
+	char tmp[64];
 	snprintf(tmp, sizeof(tmp), ".kis-sync.%d", (int)getpid());
 	unlinkat(ddir, tmp, 0);
 	_cleanup_close_ int out = openat(ddir, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW,
@@ -132,8 +398,10 @@ static int copy_file(int sdir, int ddir, const char *name, const struct stat *st
 	char buf[65536];
 	ssize_t k;
 	while ((k = RETRY_EINTR(read(in, buf, sizeof(buf)))) > 0)
-		if (write(out, buf, (size_t)k) != k)
-			return -1;
+		if (kis_write_all(out, buf, (size_t)k) < 0) {
+			k = -1;
+			break;
+		}
 	struct timespec ts[2] = {st->st_atim, st->st_mtim};
 	if (k < 0 || fchmod(out, st->st_mode & 07777) < 0 || futimens(out, ts) < 0 ||
 	    renameat(ddir, tmp, ddir, name) < 0) {
@@ -143,20 +411,22 @@ static int copy_file(int sdir, int ddir, const char *name, const struct stat *st
 	return 0;
 }
 
-static int mirror(int sdir, int ddir, int depth)
+static int overlay_copy(int sdir, int ddir, int depth)
 {
 	if (depth > 256)
 		return -1;
 	int r = 0;
-	_cleanup_close_ int sfd = dup(sdir);
+	int sfd = dup(sdir);
 	DIR *d = sfd >= 0 ? fdopendir(sfd) : NULL;
-	if (!d)
+	if (!d) {
+		if (sfd >= 0)
+			close(sfd);
 		return -1;
-	sfd = -1;
+	}
 	struct dirent *e;
 	while ((e = readdir(d))) {
 		const char *n = e->d_name;
-		if (!strcmp(n, ".") || !strcmp(n, "..") || (depth == 0 && !strcmp(n, "lost+found")))
+		if (!strcmp(n, ".") || !strcmp(n, ".."))
 			continue;
 		struct stat s, t;
 		if (fstatat(sdir, n, &s, AT_SYMLINK_NOFOLLOW) < 0)
@@ -171,23 +441,13 @@ static int mirror(int sdir, int ddir, int depth)
 				r = -1;
 				continue;
 			}
-			int a = openat(sdir, n, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
-			int b = openat(ddir, n, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
-			if (a < 0 || b < 0 || mirror(a, b, depth + 1) < 0)
+			_cleanup_close_ int a = openat(sdir, n, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+			_cleanup_close_ int b = openat(ddir, n, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+			if (a < 0 || b < 0 || overlay_copy(a, b, depth + 1) < 0)
 				r = -1;
 			if (b >= 0)
 				(void)!fchmod(b, s.st_mode & 07777);
-			if (a >= 0)
-				close(a);
-			if (b >= 0)
-				close(b);
 		} else if (S_ISREG(s.st_mode)) {
-			if (have && t.st_size == s.st_size && t.st_mtim.tv_sec == s.st_mtim.tv_sec &&
-			    t.st_mtim.tv_nsec == s.st_mtim.tv_nsec) {
-				if ((t.st_mode & 07777) != (s.st_mode & 07777))
-					(void)!fchmodat(ddir, n, s.st_mode & 07777, 0);
-				continue;
-			}
 			if (copy_file(sdir, ddir, n, &s) < 0)
 				r = -1;
 		} else if (S_ISLNK(s.st_mode)) {
@@ -207,58 +467,278 @@ static int mirror(int sdir, int ddir, int depth)
 		/* devices, fifos and sockets made in the guest stay there */
 	}
 	closedir(d);
-	/* what the guest removed */
-	int dfd2 = dup(ddir);
-	DIR *dd = dfd2 >= 0 ? fdopendir(dfd2) : NULL;
-	if (!dd) {
-		if (dfd2 >= 0)
-			close(dfd2);
+	return r;
+}
+
+/* What debugfs says of the guest's upper layer: the paths of its whiteouts
+ * (and any other character device: none is carried back, so the host's
+ * entry of that name goes) and of its opaque directories. */
+struct marks {
+	char **white, **opaque;
+	size_t nwhite, nopaque;
+};
+
+static void marks_free(struct marks *m)
+{
+	kis_strv_free(m->white);
+	kis_strv_free(m->opaque);
+	memset(m, 0, sizeof(*m));
+}
+
+static int strv_push(char ***v, size_t *n, char *s)
+{
+	char **g = realloc(*v, (*n + 2) * sizeof(char *));
+	if (!g) {
+		free(s);
 		return -1;
 	}
-	while ((e = readdir(dd))) {
-		const char *n = e->d_name;
-		if (!strcmp(n, ".") || !strcmp(n, "..") || (depth == 0 && !strcmp(n, "lost+found")))
-			continue;
-		struct stat s;
-		if (fstatat(sdir, n, &s, AT_SYMLINK_NOFOLLOW) < 0 && errno == ENOENT)
-			kis_remove_tree_at(ddir, n);
+	*v = g;
+	g[(*n)++] = s;
+	g[*n] = NULL;
+	return 0;
+}
+
+struct dir_ref {
+	unsigned long ino;
+	char *path; /* relative to the upper layer's root, "" for it */
+};
+
+/* One debugfs request file, its output parsed: for every directory of this
+ * level "ls -p <ino>" (lines /ino/mode/uid/gid/name/size/) and, below the
+ * root, "ea_get -V <ino> trusted.overlay.opaque" (the value "y" alone on a
+ * line). The image was written by the guest: every line is checked, a
+ * name with a '/' or "." or ".." is refused, and whatever a crafted name
+ * could make us read still names paths below the workspace, which the
+ * guest could have changed anyway. */
+static int scan_level(const char *debugfs, const char *img, const char *tdir, struct dir_ref *lv,
+		      size_t nlv, struct dir_ref **next, size_t *nnext, struct marks *m, bool root,
+		      struct kis_error **err)
+{
+	char cpath[4096], opath[4096];
+	snprintf(cpath, sizeof(cpath), "%s/cmds", tdir);
+	snprintf(opath, sizeof(opath), "%s/out", tdir);
+	FILE *c = fopen(cpath, "we");
+	if (!c)
+		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot write '%s'", cpath);
+	for (size_t i = 0; i < nlv; i++) {
+		if (root)
+			fprintf(c, "ls -p /upper\n");
+		else
+			fprintf(c, "ls -p <%lu>\nea_get -V <%lu> trusted.overlay.opaque\n", lv[i].ino,
+				lv[i].ino);
 	}
-	closedir(dd);
+	if (fclose(c) != 0)
+		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot write '%s'", cpath);
+	{
+		_cleanup_close_ int o = open(opath, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+		char *argv[] = {(char *)debugfs, "-f", cpath, (char *)img, NULL};
+		if (o < 0)
+			return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot write '%s'", opath);
+		TRY(run_tool_ok(argv, o, 0, err));
+	}
+	_cleanup_fclose_ FILE *f = fopen(opath, "re");
+	if (!f)
+		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot read '%s'", opath);
+	char *line = NULL;
+	size_t cap = 0;
+	ssize_t len;
+	struct dir_ref *cur = NULL;
+	bool in_ea = false;
+	int r = 0;
+	while (r == 0 && (len = getline(&line, &cap, f)) >= 0) {
+		if (len > 0 && line[len - 1] == '\n')
+			line[--len] = '\0';
+		unsigned long ino;
+		if (!strncmp(line, "debugfs: ", 9)) {
+			/* the echo of our request: which directory follows */
+			cur = NULL;
+			in_ea = !strncmp(line + 9, "ea_get", 6);
+			const char *lt = strchr(line + 9, '<');
+			if (root && !strcmp(line + 9, "ls -p /upper")) {
+				cur = &lv[0];
+			} else if (lt && sscanf(lt, "<%lu>", &ino) == 1) {
+				for (size_t i = 0; i < nlv && !cur; i++)
+					if (lv[i].ino == ino)
+						cur = &lv[i];
+			}
+			continue;
+		}
+		if (!cur)
+			continue;
+		if (in_ea) {
+			if (!strcmp(line, "y")) {
+				char *p = strdup(cur->path);
+				if (!p || strv_push(&m->opaque, &m->nopaque, p) < 0)
+					r = -1;
+			}
+			continue;
+		}
+		unsigned mode;
+		int uid, gid, off = 0;
+		if (sscanf(line, "/%lu/%o/%d/%d/%n", &ino, &mode, &uid, &gid, &off) != 4 || !off)
+			continue;
+		/* name, then "/size/" or "//": the last two slashes close it */
+		char *name = line + off;
+		char *end = line + len;
+		if (end <= name || end[-1] != '/')
+			continue;
+		end--;
+		while (end > name && end[-1] != '/')
+			end--;
+		if (end <= name)
+			continue;
+		end[-1] = '\0';
+		if (!*name || strchr(name, '/') || !strcmp(name, ".") || !strcmp(name, ".."))
+			continue;
+		char *rel = NULL;
+		if (asprintf(&rel, "%s%s%s", cur->path, *cur->path ? "/" : "", name) < 0) {
+			r = -1;
+			break;
+		}
+		if (S_ISCHR(mode)) {
+			if (strv_push(&m->white, &m->nwhite, rel) < 0)
+				r = -1;
+		} else if (S_ISDIR(mode) && ino) {
+			struct dir_ref *g = realloc(*next, (*nnext + 1) * sizeof(**next));
+			if (!g) {
+				free(rel);
+				r = -1;
+				break;
+			}
+			*next = g;
+			g[(*nnext)++] = (struct dir_ref){.ino = ino, .path = rel};
+		} else {
+			free(rel);
+		}
+	}
+	free(line);
+	if (r < 0)
+		return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "reading the guest's changes");
+	return 0;
+}
+
+static void refs_free(struct dir_ref *v, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		free(v[i].path);
+	free(v);
+}
+
+static int scan_marks(const char *debugfs, const char *img, const char *tdir, struct marks *m,
+		      struct kis_error **err)
+{
+	struct dir_ref *lv = calloc(1, sizeof(*lv));
+	size_t nlv = 1;
+	if (!lv || !(lv[0].path = strdup(""))) {
+		free(lv);
+		return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "scan");
+	}
+	int r = 0;
+	for (int depth = 0; r == 0 && nlv > 0; depth++) {
+		if (depth > 256) {
+			r = kis_error_set(err, KIS_E_INTERNAL, 0, "the guest's workspace is too deep");
+			break;
+		}
+		struct dir_ref *next = NULL;
+		size_t nnext = 0;
+		r = scan_level(debugfs, img, tdir, lv, nlv, &next, &nnext, m, depth == 0, err);
+		refs_free(lv, nlv);
+		lv = next;
+		nlv = nnext;
+	}
+	refs_free(lv, nlv);
 	return r;
+}
+
+/* An opaque directory hides everything below it in the lower layers: on
+ * the host, what the guest's copy lacks goes. */
+static int clear_opaque(int root, int tree, const char *rel)
+{
+	_cleanup_close_ int h = open_beneath(root, rel);
+	_cleanup_close_ int g = open_beneath(tree, rel);
+	if (h < 0)
+		return errno == ENOENT || errno == ENOTDIR ? 0 : -1;
+	if (g < 0)
+		return 0; /* not in the rdump: nothing to compare with, keep */
+	int hd = dup(h);
+	DIR *d = hd >= 0 ? fdopendir(hd) : NULL;
+	if (!d) {
+		if (hd >= 0)
+			close(hd);
+		return -1;
+	}
+	struct dirent *e;
+	while ((e = readdir(d))) {
+		struct stat st;
+		if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") &&
+		    fstatat(g, e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 && errno == ENOENT)
+			kis_remove_tree_at(h, e->d_name);
+	}
+	closedir(d);
+	return 0;
+}
+
+static int remove_beneath(int root, const char *rel)
+{
+	char parent[4096];
+	const char *leaf = split_last(rel, parent, sizeof(parent));
+	_cleanup_close_ int p = open_beneath(root, parent);
+	if (p < 0)
+		return errno == ENOENT || errno == ENOTDIR ? 0 : -1;
+	kis_remove_tree_at(p, leaf);
+	return 0;
 }
 
 int kis_mvm_disk_sync_back(const char *img, const char *dst_dir, struct kis_error **err)
 {
-	const char *debugfs = tool("debugfs");
-	if (!debugfs)
-		return kis_error_set(err, KIS_E_INTERNAL, 0, "debugfs is missing (Debian: e2fsprogs)");
+	const char *debugfs, *fsck;
+	TRY(need_tool("debugfs", &debugfs, err));
+	TRY(need_tool("e2fsck", &fsck, err));
 	/* debugfs reads the filesystem as it is on disk, without the journal:
 	 * what the guest committed to the journal but had not yet written
 	 * home (a VM stopped without unmounting) is replayed first. e2fsck
 	 * exits 1 when it changed something, which here is the point. */
-	const char *fsck = tool("e2fsck");
-	if (!fsck)
-		return kis_error_set(err, KIS_E_INTERNAL, 0, "e2fsck is missing (Debian: e2fsprogs)");
 	char *fargv[] = {(char *)fsck, "-y", "-E", "journal_only", (char *)img, NULL};
-	TRY(run_tool_ok(fargv, 1, err));
+	TRY(run_tool_ok(fargv, -1, 1, err));
 	_cleanup_free_ char *tdir = NULL;
 	TRY(kis_mvm_tmpdir(&tdir, err));
-	_cleanup_free_ char *cmd = NULL;
-	int r;
-	if (asprintf(&cmd, "rdump / %s", tdir) < 0) {
-		r = kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "sync");
-	} else {
+	_cleanup_free_ char *cmd = NULL, *tree = NULL;
+	struct marks m = {0};
+	int r = -1;
+	if (asprintf(&cmd, "rdump /upper %s", tdir) < 0 || asprintf(&tree, "%s/upper", tdir) < 0) {
+		kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "sync");
+		goto out;
+	}
+	{
 		/* -R takes one debugfs request (not a shell line); the path is ours */
 		char *argv[] = {(char *)debugfs, "-R", cmd, (char *)img, NULL};
-		r = run_tool(argv, err);
+		if (run_tool_ok(argv, -1, 0, err) < 0 || scan_marks(debugfs, img, tdir, &m, err) < 0)
+			goto out;
 	}
-	if (r == 0) {
-		_cleanup_close_ int s = open(tdir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	{
+		_cleanup_close_ int s = open(tree, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
 		_cleanup_close_ int d = open(dst_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-		if (s < 0 || d < 0 || mirror(s, d, 0) < 0)
-			r = kis_error_set(err, KIS_E_INTERNAL, errno,
-					  "cannot copy the guest's workspace back to '%s'", dst_dir);
+		if (s < 0 || d < 0) {
+			kis_error_set(err, KIS_E_INTERNAL, errno, "cannot open '%s'",
+				      s < 0 ? tree : dst_dir);
+			goto out;
+		}
+		/* whiteouts and opaque directories first, then the new content */
+		int bad = 0;
+		for (size_t i = 0; i < m.nwhite; i++)
+			bad |= remove_beneath(d, m.white[i]);
+		for (size_t i = 0; i < m.nopaque; i++)
+			bad |= clear_opaque(d, s, m.opaque[i]);
+		bad |= overlay_copy(s, d, 0);
+		if (bad) {
+			kis_error_set(err, KIS_E_INTERNAL, errno,
+				      "cannot copy the guest's workspace back to '%s'", dst_dir);
+			goto out;
+		}
 	}
+	r = 0;
+out:
+	marks_free(&m);
 	kis_mvm_rmtree(tdir);
 	return r;
 }

@@ -30,20 +30,21 @@ static void stop_vm(pid_t pid, int qmp)
 }
 
 /* A VM of the standard device set in the private directory tdir (dfd),
- * with an unformatted disk of disk_bytes (the guest does not touch it
- * before cfg). */
+ * with three unformatted disks of the standard size (the guest does not
+ * touch them before cfg). */
 static int boot_probe_vm(const struct kis_mvm_guest *g, const char *accel, unsigned mem_mib,
-			 unsigned vcpus, uint64_t disk_bytes, const char *tdir, int dfd,
-			 pid_t *pid, struct kis_error **err)
+			 unsigned vcpus, const char *tdir, int dfd, pid_t *pid,
+			 struct kis_error **err)
 {
-	_cleanup_free_ char *disk = NULL;
-	if (asprintf(&disk, "%s/disk.img", tdir) < 0)
-		return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "disk");
-	_cleanup_close_ int df = open(disk, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-	if (df < 0 || ftruncate(df, (off_t)disk_bytes) < 0)
-		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot make '%s'", disk);
-	struct kis_mvm_cfg c = {.accel = accel, .mem_mib = mem_mib, .vcpus = vcpus, .disk = disk,
-				.snap_fd = -1, .log_fd = -1};
+	char disk[3][4096];
+	for (int i = 0; i < 3; i++) {
+		snprintf(disk[i], sizeof(disk[i]), "%s/disk%d.img", tdir, i);
+		_cleanup_close_ int df = open(disk[i], O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+		if (df < 0 || ftruncate(df, (off_t)KIS_MVM_DEV_BYTES) < 0)
+			return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot make '%s'", disk[i]);
+	}
+	struct kis_mvm_cfg c = {.accel = accel, .mem_mib = mem_mib, .vcpus = vcpus,
+				.disk = {disk[0], disk[1], disk[2]}, .snap_fd = -1, .log_fd = -1};
 	int fds[2 + KIS_MVM_PORTS];
 	for (int i = 0; i < 2 + KIS_MVM_PORTS; i++)
 		fds[i] = -1;
@@ -122,7 +123,7 @@ int kis_mvm_accel(const struct kis_mvm_guest *g, char out[8], struct kis_error *
 	int dfd = open(tdir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	pid_t pid = 0;
 	const char *verdict = "tcg";
-	if (dfd >= 0 && boot_probe_vm(g, "kvm", 128, 1, KIS_MVM_DISK_MIN, tdir, dfd, &pid, err) == 0) {
+	if (dfd >= 0 && boot_probe_vm(g, "kvm", 128, 1, tdir, dfd, &pid, err) == 0) {
 		int c = kis_mvm_ctl_wait(dfd, 4000, pid);
 		if (c >= 0) {
 			verdict = "kvm";
@@ -150,8 +151,7 @@ int kis_mvm_accel(const struct kis_mvm_guest *g, char out[8], struct kis_error *
 }
 
 static int make_snapshot(const struct kis_mvm_guest *g, const char *accel, unsigned mem_mib,
-			 unsigned vcpus, uint64_t disk_bytes, const char *final,
-			 struct kis_error **err)
+			 unsigned vcpus, const char *final, struct kis_error **err)
 {
 	_cleanup_free_ char *tdir = NULL;
 	TRY(kis_mvm_tmpdir(&tdir, err));
@@ -163,7 +163,7 @@ static int make_snapshot(const struct kis_mvm_guest *g, const char *accel, unsig
 		kis_error_set(err, KIS_E_INTERNAL, errno, "snapshot");
 		goto out;
 	}
-	if (boot_probe_vm(g, accel, mem_mib, vcpus, disk_bytes, tdir, dfd, &pid, err) < 0)
+	if (boot_probe_vm(g, accel, mem_mib, vcpus, tdir, dfd, &pid, err) < 0)
 		goto out;
 	/* the agent's ready point: init done, ports open, waiting for cfg */
 	int c = kis_mvm_ctl_wait(dfd, 60000, pid);
@@ -220,11 +220,11 @@ out:
 }
 
 int kis_mvm_snapshot(const struct kis_mvm_guest *g, const char *accel, unsigned mem_mib,
-		     unsigned vcpus, uint64_t disk_bytes, struct kis_error **err)
+		     unsigned vcpus, struct kis_error **err)
 {
 	char name[256];
-	snprintf(name, sizeof(name), "snap-%s-%s-%um-%uc-%lug.vmstate", g->stamp, accel, mem_mib,
-		 vcpus, (unsigned long)(disk_bytes >> 30));
+	snprintf(name, sizeof(name), "snap-%s-%s-%um-%uc-3d.vmstate", g->stamp, accel, mem_mib,
+		 vcpus);
 	_cleanup_free_ char *final = cache_path(g, name);
 	_cleanup_free_ char *lock = cache_path(g, "snap.lock");
 	if (!final || !lock)
@@ -239,7 +239,7 @@ int kis_mvm_snapshot(const struct kis_mvm_guest *g, const char *accel, unsigned 
 	fd = open(final, O_RDONLY | O_CLOEXEC);
 	if (fd >= 0)
 		return fd;
-	TRY(make_snapshot(g, accel, mem_mib, vcpus, disk_bytes, final, err));
+	TRY(make_snapshot(g, accel, mem_mib, vcpus, final, err));
 	fd = open(final, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot open '%s'", final);

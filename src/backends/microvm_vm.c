@@ -203,15 +203,19 @@ int kis_mvm_guest_open(struct kis_mvm_guest *g, struct kis_error **err)
 	_cleanup_free_ char *agent = NULL;
 	TRY(kis_agent_path(&agent, err));
 	g->dir = kis_mvm_guest_dir();
-	struct stat sa, sk;
+	struct stat sa, sk, sm;
+	char load[4096];
+	snprintf(load, sizeof(load), "%s/modules/load", g->dir ? g->dir : "");
 	if (!g->dir || asprintf(&g->kernel, "%s/vmlinuz", g->dir) < 0 || stat(agent, &sa) < 0 ||
-	    stat(g->kernel, &sk) < 0) {
+	    stat(g->kernel, &sk) < 0 || stat(load, &sm) < 0) {
 		kis_mvm_guest_release(g);
 		return kis_error_set(err, KIS_E_INTERNAL, errno, "microvm guest cache");
 	}
-	/* the stamp names what the guest runs: the agent and the kernel */
-	if (asprintf(&g->stamp, "%lx-%lx-%lx", (unsigned long)sa.st_size,
-		     (unsigned long)sa.st_mtim.tv_sec, (unsigned long)sk.st_size) < 0 ||
+	/* the stamp names what the guest runs: the agent, the kernel and its
+	 * module list */
+	if (asprintf(&g->stamp, "%lx-%lx-%lx-%lx", (unsigned long)sa.st_size,
+		     (unsigned long)sa.st_mtim.tv_sec, (unsigned long)sk.st_size,
+		     (unsigned long)sm.st_mtim.tv_sec & 0xffffff) < 0 ||
 	    asprintf(&g->initrd, "%s/initramfs-%s.cpio", g->dir, g->stamp) < 0) {
 		kis_mvm_guest_release(g);
 		return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "microvm guest cache");
@@ -278,7 +282,7 @@ int kis_mvm_connect_at(int dfd, const char *name)
 struct argv_b {
 	char *v[96];
 	int n;
-	char bufs[24][160];
+	char bufs[32][4200];
 	int nb;
 };
 
@@ -292,7 +296,7 @@ static void add(struct argv_b *a, const char *s)
 static const char *fmt(struct argv_b *a, const char *f, ...) __attribute__((format(printf, 2, 3)));
 static const char *fmt(struct argv_b *a, const char *f, ...)
 {
-	if (a->nb >= 24)
+	if (a->nb >= 32)
 		return "";
 	va_list ap;
 	va_start(ap, f);
@@ -353,10 +357,26 @@ int kis_mvm_spawn(const struct kis_mvm_guest *g, const struct kis_mvm_cfg *c, pi
 		add(&a, "-device");
 		add(&a, fmt(&a, "virtserialport,chardev=a%d,name=kis.%d,nr=%d", i, i, 2 + i));
 	}
-	add(&a, "-drive");
-	add(&a, fmt(&a, "if=none,id=ws,format=raw,cache=writeback,file=%s", c->disk));
-	add(&a, "-device");
-	add(&a, "virtio-blk-device,drive=ws");
+	/* base and delta read-only (the guest cannot change them, and QEMU
+	 * takes a shared lock, so VMs share one base image), rw last; the
+	 * guest tells them apart by their labels, not their order */
+	static const char *const dname[3] = {"base", "delta", "rw"};
+	for (int i = 0; i < 3; i++) {
+		/* QEMU's option syntax: a comma in a value is written twice */
+		char esc[4096];
+		size_t k = 0;
+		for (const char *p = c->disk[i]; *p && k + 2 < sizeof(esc); p++) {
+			if (*p == ',')
+				esc[k++] = ',';
+			esc[k++] = *p;
+		}
+		esc[k] = '\0';
+		add(&a, "-drive");
+		add(&a, fmt(&a, "if=none,id=%s,format=raw,cache=writeback,%sfile=%s", dname[i],
+			    i < 2 ? "readonly=on," : "", esc));
+		add(&a, "-device");
+		add(&a, fmt(&a, "virtio-blk-device,drive=%s", dname[i]));
+	}
 	if (c->snap_fd >= 0) {
 		/* fd: migration from an open file: no shell (exec:) needed */
 		add(&a, "-incoming");

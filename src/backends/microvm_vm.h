@@ -12,7 +12,11 @@
 #include "kis/error.h"
 
 #define KIS_MVM_PORTS 4          /* agent ports per VM (kis.0 .. kis.3) */
-#define KIS_MVM_DISK_MIN (1ull << 30)
+/* Every guest disk has this virtual size (sparse), whatever it holds: the
+ * guest reads disk sizes at boot, so one snapshot serves every workspace. */
+#define KIS_MVM_DEV_BYTES (256ull << 30)
+/* The writable layer's filesystem: what a VM may write (sparse on the host). */
+#define KIS_MVM_RW_FS_BYTES (16ull << 30)
 
 /* The guest cache: $KIS_MICROVM_GUEST_DIR, else <store>/cache/guest, filled
  * by scripts/guest/fetch-kernel.sh; the engine adds the initramfs, the
@@ -36,7 +40,7 @@ const char *kis_mvm_qemu_path(void);
 struct kis_mvm_cfg {
 	const char *accel;     /* "kvm" or "tcg" */
 	unsigned mem_mib, vcpus;
-	const char *disk;      /* raw ext4 image */
+	const char *disk[3];   /* raw ext4 images: base (ro), delta (ro), rw */
 	int ctl_fd, qmp_fd;
 	int agent_fd[KIS_MVM_PORTS];
 	int snap_fd;           /* -incoming fd:N (restore), or -1 */
@@ -64,18 +68,25 @@ int kis_mvm_qmp_cmd(int fd, const char *json, int send_fd, char **reply, int ms)
 const char *kis_mvm_accel_cached(void);
 int kis_mvm_accel(const struct kis_mvm_guest *g, char out[8], struct kis_error **err);
 
-/* The snapshot of a booted guest with this memory, vCPUs and disk size:
- * made on first use (cold boot to the agent's ready point, QEMU migration
- * to a file). Returns an fd open on it, or -1 with err. */
+/* The snapshot of a booted guest with this memory and vCPUs (and the
+ * standard three disks): made on first use (cold boot to the agent's ready
+ * point, QEMU migration to a file). Returns an fd open on it, or -1 with err. */
 int kis_mvm_snapshot(const struct kis_mvm_guest *g, const char *accel, unsigned mem_mib,
-		     unsigned vcpus, uint64_t disk_bytes, struct kis_error **err);
+		     unsigned vcpus, struct kis_error **err);
 
-/* The workspace as an ext4 image of disk_bytes (mkfs.ext4 -d), and back:
- * the image's tree mirrored into the host directory (debugfs rdump). */
-int kis_mvm_disk_make(const char *img, const char *src_dir, uint64_t disk_bytes,
-		      struct kis_error **err);
-uint64_t kis_mvm_disk_size_for(const char *src_dir);
-int kis_mvm_disk_sync_back(const char *img, const char *dst_dir, struct kis_error **err);
+/* The three disks of one VM (microvm_disk.c): files in vm_dir, the base's
+ * image in cache (an overlay workspace's lower, upper and the base's cache
+ * directory given) or of the whole workspace ws (not an overlay clone). */
+struct kis_mvm_disks {
+	char *base, *delta, *rw;
+	bool cow; /* base image cached, delta of the workspace's own changes */
+};
+int kis_mvm_disks_make(const char *guest_dir, const char *vm_dir, const char *ws,
+		       const char *lower, const char *upper, const char *cache,
+		       struct kis_mvm_disks *d, struct kis_error **err);
+void kis_mvm_disks_free(struct kis_mvm_disks *d);
+/* Apply the guest's upper layer on the rw image to the host workspace. */
+int kis_mvm_disk_sync_back(const char *rw_img, const char *dst_dir, struct kis_error **err);
 
 /* Make a private 0700 directory for one run's sockets and disk. */
 int kis_mvm_tmpdir(char **path, struct kis_error **err);

@@ -19,6 +19,14 @@ int kis_workspace_acquire(const struct kis_profile *p, const char *store_root, c
 /* Destroy a workspace the engine cloned; failures are ignored (destroy is
  * idempotent and a later command sweeps). */
 void kis_workspace_release(const char *store_root, const char *id);
+/* The layers of workspace id (see kis_workspace_layers), best effort: all
+ * NULL when it is not an overlay clone or they cannot be had. */
+struct kis_ws_layers {
+	char *lower, *upper, *cache;
+};
+void kis_workspace_layers_get(const char *store_root, const char *id, struct kis_ws_layers *l);
+void kis_ws_layers_free(struct kis_ws_layers *l);
+
 
 /* kis_select_backend with the command looked up inside root (the files of
  * the workspace the run will use) when auto looks for a wasm module; root

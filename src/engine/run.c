@@ -104,11 +104,17 @@ int kis_run(const struct kis_profile *p, char *const *argv, const struct kis_run
 	/* Plan once without the workspace to refuse early, then for real. */
 	TRY(kis_workspace_acquire(p, opts->store_root, &ws_id, &ws_path, &cloned, err));
 	req.workspace_path = ws_path;
+	struct kis_ws_layers lay;
+	kis_workspace_layers_get(opts->store_root, ws_id, &lay);
+	req.workspace_lower = lay.lower;
+	req.workspace_upper = lay.upper;
+	req.workspace_cache = lay.cache;
 	int r = b->plan(&caps, &req, &plan, err);
 	if (r >= 0) {
 		r = b->run(plan, res, err);
 		b->plan_free(plan);
 	}
+	kis_ws_layers_free(&lay);
 	if (ws_id) {
 		res->workspace = strdup(ws_id);
 		res->workspace_kept = !cloned || p->keep;

@@ -215,6 +215,7 @@ int kis_session_create(const struct kis_profile *p, const struct kis_run_options
 	bool ws_cloned = false;
 	struct kis_plan *plan = NULL;
 	pid_t pid = 0;
+	struct kis_ws_layers lay = {0};
 	if (dfd < 0) {
 		kis_error_set(err, KIS_E_INTERNAL, errno, "cannot open the session directory");
 		goto fail;
@@ -222,6 +223,10 @@ int kis_session_create(const struct kis_profile *p, const struct kis_run_options
 	if (kis_workspace_acquire(p, o->store_root, &ws_id, &ws_path, &ws_cloned, err) < 0)
 		goto fail;
 	req.workspace_path = ws_path;
+	kis_workspace_layers_get(o->store_root, ws_id, &lay);
+	req.workspace_lower = lay.lower;
+	req.workspace_upper = lay.upper;
+	req.workspace_cache = lay.cache;
 	if (agentless) {
 		if (!ws_id) {
 			kis_error_set(err, KIS_E_PROFILE_UNSATISFIABLE, 0,
@@ -235,6 +240,7 @@ int kis_session_create(const struct kis_profile *p, const struct kis_run_options
 				kis_error_set(err, KIS_E_INTERNAL, errno, "cannot publish the session");
 			goto fail;
 		}
+		kis_ws_layers_free(&lay);
 		return 0;
 	}
 	if (b->plan(&caps, &req, &plan, err) < 0)
@@ -270,12 +276,14 @@ int kis_session_create(const struct kis_profile *p, const struct kis_run_options
 		goto fail;
 	}
 	b->plan_free(plan);
+	kis_ws_layers_free(&lay);
 	return 0;
 fail:
 	if (pid > 0)
 		kill(pid, SIGKILL);
 	if (plan)
 		b->plan_free(plan);
+	kis_ws_layers_free(&lay);
 	if (ws_id && ws_cloned)
 		kis_workspace_release(o->store_root, ws_id);
 	kis_remove_tree_at(sdir, tmp);

@@ -50,3 +50,21 @@ void kis_workspace_release(const char *store_root, const char *id)
 	kis_workspace_destroy(s, id, NULL);
 	kis_store_free(s);
 }
+
+void kis_workspace_layers_get(const char *store_root, const char *id, struct kis_ws_layers *l)
+{
+	memset(l, 0, sizeof(*l));
+	struct kis_store *s = NULL;
+	if (!id || kis_store_open(store_root, &s, NULL) < 0)
+		return;
+	kis_workspace_layers(s, id, &l->lower, &l->upper, &l->cache, NULL);
+	kis_store_free(s);
+}
+
+void kis_ws_layers_free(struct kis_ws_layers *l)
+{
+	free(l->lower);
+	free(l->upper);
+	free(l->cache);
+	memset(l, 0, sizeof(*l));
+}

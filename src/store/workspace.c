@@ -535,3 +535,37 @@ int kis_workspace_list(struct kis_store *s, struct kis_workspace_info **out, siz
 	*out = steal_ptr(v);
 	return 0;
 }
+
+int kis_workspace_layers(struct kis_store *s, const char *id, char **lower, char **upper,
+			 char **cache, struct kis_error **err)
+{
+	*lower = *upper = *cache = NULL;
+	TRY(kis_id_validate(id, "workspace id", err));
+	_cleanup_close_ int d = store_opendir(s->ws_fd, id);
+	if (d < 0)
+		return kis_error_set(err, errno == ENOENT ? KIS_E_NOT_FOUND : KIS_E_INTERNAL, errno,
+				     "no workspace '%s'; see 'kis sandbox workspace list'", id);
+	char base[KIS_ID_BUFSZ];
+	enum kis_clone_strategy st;
+	TRY(store_ws_meta(d, base, &st, err));
+	if (st != KIS_CLONE_OVERLAY)
+		return 0;
+	_cleanup_close_ int b = store_opendir(s->bases_fd, base);
+	if (b < 0 || store_mkdir_p1(b, "cache", 0700) < 0)
+		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot open the cache of base '%s'",
+				     base);
+	if (asprintf(lower, "%s/bases/%s/tree", s->root, base) < 0)
+		*lower = NULL;
+	if (asprintf(upper, "%s/workspaces/%s/upper", s->root, id) < 0)
+		*upper = NULL;
+	if (asprintf(cache, "%s/bases/%s/cache", s->root, base) < 0)
+		*cache = NULL;
+	if (!*lower || !*upper || !*cache) {
+		free(*lower);
+		free(*upper);
+		free(*cache);
+		*lower = *upper = *cache = NULL;
+		return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "out of memory");
+	}
+	return 0;
+}
