@@ -9,3 +9,12 @@ MICROVM_GUEST ?= $(BUILD)/microvm-guest
 .PHONY: microvm-guest
 microvm-guest:
 	scripts/guest/fetch-kernel.sh $(MICROVM_GUEST)
+
+# The break-out probes linked statically, to run inside the guest (which
+# has busybox and no C library): built with the behaviour tests' helpers.
+PROBE_STATIC_BINS := $(PROBE_SRCS:tests/probes/%.c=$(BUILD)/probes-static/%)
+$(BUILD)/probes-static/%: tests/probes/%.c tests/probes/probe.h
+	@mkdir -p $(dir $@)
+	@echo "  PROBE   $@ (static)"
+	$(Q)$(CC) $(ALL_CFLAGS) -static -o $@ $<
+check-integration: $(PROBE_STATIC_BINS)

@@ -26,6 +26,7 @@ enum kis_errc {
 	KIS_E_INVALID_ARGUMENT,       /* bad command-line usage or API argument */
 	KIS_E_BUSY,                   /* the object is in use (e.g. a base with clones) */
 	KIS_E_INTERNAL,               /* a bug or an unexpected host failure */
+	KIS_E_PROTOCOL,               /* the sandbox's side broke the agent protocol */
 	KIS_E__COUNT
 };
 

@@ -207,7 +207,7 @@ int kis_call_agent(int conn, const struct kis_call *c, struct kis_result *res,
 			}
 		}
 		if (st < 0) {
-			kis_error_set(err, KIS_E_INTERNAL, 0, "%s sent a bad frame: %s", peer,
+			kis_error_set(err, KIS_E_PROTOCOL, 0, "%s sent a bad frame: %s", peer,
 				      kis_frame_status_text(st));
 			goto out;
 		}

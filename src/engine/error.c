@@ -23,6 +23,7 @@ static const char *const errc_names[KIS_E__COUNT] = {
 	[KIS_E_INVALID_ARGUMENT] = "invalid_argument",
 	[KIS_E_BUSY] = "busy",
 	[KIS_E_INTERNAL] = "internal",
+	[KIS_E_PROTOCOL] = "protocol",
 };
 
 const char *kis_errc_name(enum kis_errc code)

@@ -5,6 +5,8 @@
 import fcntl
 import json
 import os
+import shutil
+import socket
 import pty
 import signal
 import struct
@@ -240,3 +242,173 @@ def test_the_result_names_the_accelerator_and_a_required_one_is_had_or_refused(m
         assert p.stderr.startswith("profile_unsatisfiable: microvm.accel"), p.stderr
     p, d = run_json(mvm, "--accel", caps["accel"], "--", "true")
     assert d["termination"]["exit_code"] == 0 and d["accel"] == caps["accel"]
+
+
+# ---- copy-on-write workspace inside the guest ----
+
+def _base_image(mvm, base):
+    return Path(mvm["KIS_SANDBOX_ROOT"]) / "bases" / base / "cache" / "microvm-base-v1.img"
+
+
+def test_the_base_image_is_made_once_and_shared_by_every_workspace(mvm, tmp_path):
+    src = tmp_path / "base"
+    src.mkdir()
+    (src / "big.bin").write_bytes(os.urandom(1 << 20) * 8)  # 8 MiB of content
+    (src / "f").write_text("f\n")
+    b = kis("base", "import", str(src), env=mvm).stdout.strip()
+    p, r = run_json(mvm, "--base", b, "--", "sh", "-c", "md5sum big.bin | cut -c1-32")
+    assert r["termination"]["exit_code"] == 0, r
+    img = _base_image(mvm, b)
+    assert img.exists()
+    st = img.stat()
+    assert r["stdout"].strip() == subprocess.run(["md5sum", str(src / "big.bin")],
+                                                 capture_output=True, text=True).stdout[:32]
+    # a second clone of the same base: the same image, not made again
+    p, r = run_json(mvm, "--base", b, "--", "cat", "f")
+    assert r["stdout"] == "f\n"
+    st2 = img.stat()
+    assert (st2.st_ino, st2.st_mtime_ns) == (st.st_ino, st.st_mtime_ns)
+    # the image goes with the base
+    assert kis("base", "remove", b, env=mvm).returncode == 0
+    assert not img.exists()
+
+
+def test_deletions_replaced_dirs_and_host_changes_cross_both_ways(mvm, tmp_path):
+    src = tmp_path / "base"
+    (src / "keep").mkdir(parents=True)
+    (src / "keep" / "a").write_text("a\n")
+    (src / "redo").mkdir()
+    (src / "redo" / "old1").write_text("1\n")
+    (src / "redo" / "old2").write_text("2\n")
+    (src / "gone").write_text("g\n")
+    (src / "hostgone").write_text("h\n")
+    b = kis("base", "import", str(src), env=mvm).stdout.strip()
+    ws = kis("clone", b, env=mvm).stdout.strip()
+    path = Path(kis("workspace", "path", ws, env=mvm).stdout.strip())
+    try:
+        # changes made on the host first: the guest must see them (the delta layer)
+        (path / "hostnew").write_text("from host\n")
+        (path / "hostgone").unlink()
+        p, r = run_json(mvm, "--workspace", ws, "--", "sh", "-c",
+                        "cat hostnew; test -e hostgone && echo HOSTGONE-VISIBLE; "
+                        "rm gone; rm -r redo; mkdir redo; echo n > redo/new; "
+                        "echo b > keep/b; ln -s /etc/passwd keep/l; ls -a")
+        assert r["termination"]["exit_code"] == 0, r
+        assert "from host" in r["stdout"] and "HOSTGONE-VISIBLE" not in r["stdout"]
+        assert "lost+found" not in r["stdout"]  # no filesystem furniture in the workspace
+        assert not (path / "gone").exists() and not (path / "hostgone").exists()
+        assert sorted(os.listdir(path / "redo")) == ["new"]  # replaced, old entries gone
+        assert (path / "keep" / "a").read_text() == "a\n"
+        assert (path / "keep" / "b").read_text() == "b\n"
+        assert os.readlink(path / "keep" / "l") == "/etc/passwd"
+        assert (path / "hostnew").read_text() == "from host\n"
+        # the base is untouched by either side
+        assert sorted(os.listdir(src / "redo")) == ["old1", "old2"] and (src / "gone").exists()
+    finally:
+        kis("destroy", ws, env=mvm)
+
+
+def test_guest_changes_are_applied_without_following_host_links(mvm, tmp_path):
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    src = tmp_path / "base"
+    src.mkdir()
+    (src / "esc").symlink_to(victim)  # a link out of the workspace, on the host
+    b = kis("base", "import", str(src), env=mvm).stdout.strip()
+    p, r = run_json(mvm, "--base", b, "--keep", "--", "sh", "-c",
+                    "rm esc; mkdir esc; echo pwned > esc/f")
+    assert r["termination"]["exit_code"] == 0, r
+    path = Path(kis("workspace", "path", r["workspace"], env=mvm).stdout.strip())
+    try:
+        assert not (victim / "f").exists() and os.listdir(victim) == []
+        assert (path / "esc").is_dir() and not (path / "esc").is_symlink()
+        assert (path / "esc" / "f").read_text() == "pwned\n"
+    finally:
+        kis("destroy", r["workspace"], env=mvm)
+
+
+# ---- a hostile guest ----
+
+PROBES_STATIC = ROOT / "build" / "probes-static"
+PORTFLOOD = ROOT / "build" / "test-helpers" / "portflood"
+
+
+@pytest.mark.parametrize("kind", ["huge", "type", "random"])
+def test_malformed_frames_from_the_guest_are_refused_by_name(mvm, tmp_path, kind):
+    if not PORTFLOOD.exists():
+        pytest.skip("build/test-helpers/portflood missing: run 'make check-integration'")
+    src = tmp_path / "base"
+    src.mkdir()
+    shutil.copy2(PORTFLOOD, src / "portflood")
+    b = kis("base", "import", str(src), env=mvm).stdout.strip()
+    # the guest takes its own ends of the channel and writes garbage into them
+    p = kis("run", "--tier", "microvm", "--base", b, "--", "./portflood", kind, env=mvm,
+            timeout=TIMEOUT)
+    assert p.returncode == 125, (p.returncode, p.stdout, p.stderr)  # no crash: our own code
+    assert p.stderr.startswith("protocol: the microvm's agent sent a bad frame"), p.stderr
+    assert not _qemu_pids(mvm["KIS_SANDBOX_ROOT"])
+    # and the next VM is fine
+    p, r = run_json(mvm, "--", "echo", "ok")
+    assert r["stdout"] == "ok\n"
+
+
+@pytest.fixture
+def outside(tmp_path):
+    """Host things a probe in the guest aims at: a canary file, a directory,
+    a sibling process and a TCP listener on every host address."""
+    out = tmp_path / "outside"
+    out.mkdir()
+    (out / "canary").write_text("canary-secret\n")
+    sib = subprocess.Popen(["sleep", "300"])
+    lst = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    lst.bind(("0.0.0.0", 0))
+    lst.listen(4)
+    lst.setblocking(False)
+    try:
+        yield {"dir": out, "pid": sib.pid, "port": lst.getsockname()[1], "listener": lst}
+    finally:
+        sib.kill()
+        sib.wait()
+        lst.close()
+
+
+def _host_addresses():
+    p = subprocess.run(["hostname", "-I"], capture_output=True, text=True)
+    return ["127.0.0.1", "10.0.2.2"] + p.stdout.split()
+
+
+def test_host_break_out_probes_run_in_the_guest_and_reach_nothing_of_the_host(
+        mvm, tmp_path, outside):
+    if not PROBES_STATIC.exists():
+        pytest.skip("build/probes-static missing: run 'make check-integration'")
+    src = tmp_path / "base"
+    src.mkdir()
+    for p in PROBES_STATIC.iterdir():
+        shutil.copy2(p, src / p.name)
+    (src / "link").symlink_to(outside["dir"] / "canary")
+    b = kis("base", "import", str(src), env=mvm).stdout.strip()
+    out, pid, port = outside["dir"], outside["pid"], outside["port"]
+    tries = " ; ".join([
+        f"./read_outside {out}/canary", "./symlink_escape link", f"./cwd_outside {out}",
+        f"./write_outside {out}/new", f"./ptrace_attach {pid}", f"./kill_outside {pid}",
+        "./mount_tmpfs mnt", "./module_load", "./net_inet", "./net_udp_send",
+        "./process_vm_read", "./unshare_user", "./setns_net",
+    ] + [f"echo hi | nc -w 2 {a} {port}; echo nc-rc=$?" for a in _host_addresses()]
+      + ["echo PROBES-DONE"])
+    p, r = run_json(mvm, "--", "sh", "-c", tries)
+    # every probe ran in the guest (its own kernel: whatever the guest allows
+    # its root is the guest's business); the host saw none of it
+    assert "PROBES-DONE" in r["stdout"], r
+    # the connection attempts ran and failed (no network device in the guest)
+    assert r["stdout"].count("nc-rc=1") == len(_host_addresses()), r["stdout"]
+    assert "canary-secret" not in r["stdout"] + r["stderr"]
+    assert not (out / "new").exists() and sorted(os.listdir(out)) == ["canary"]
+    status = Path(f"/proc/{pid}/status").read_text()
+    assert "TracerPid:\t0" in status  # not traced
+    assert os.waitpid(pid, os.WNOHANG) == (0, 0)  # not killed
+    try:
+        conn, _ = outside["listener"].accept()
+        conn.close()
+        pytest.fail("a guest program connected to a host listener")
+    except BlockingIOError:
+        pass

@@ -26,6 +26,7 @@ static void test_codes_are_stable(void **state)
 	assert_string_equal(kis_errc_name(KIS_E_NOT_FOUND), "not_found");
 	assert_string_equal(kis_errc_name(KIS_E_DESTINATION_EXISTS), "destination_exists");
 	assert_string_equal(kis_errc_name(KIS_E_INTERNAL), "internal");
+	assert_string_equal(kis_errc_name(KIS_E_PROTOCOL), "protocol");
 	assert_string_equal(kis_errc_name((enum kis_errc)999), "internal");
 }
 
