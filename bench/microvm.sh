@@ -44,6 +44,20 @@ bare=$(for i in $(seq "$N"); do t=$(ms); qemu-system-x86_64 -M microvm,rtc=on -a
 	-m 1024M -nodefaults -no-user-config -display none -serial none -no-reboot \
 	-kernel "$GUEST/vmlinuz" -initrd "$BARE/init.cpio" -append "quiet panic=-1 tsc_early_khz=1000000" \
 	</dev/null >/dev/null 2>&1; echo $(( $(ms) - t )); done | med)
+# copy-on-write: start-to-exit with a workspace cloned from bases of three
+# sizes; the base's image is made by the first run of each (shown apart)
+# and shared by every later workspace of that base
+cow_rows=""
+for mib in 1 100 1024; do
+	mkdir -p "$BARE/base$mib"
+	head -c $((mib * 1048576)) /dev/urandom > "$BARE/base$mib/data"
+	b=$($KIS sandbox base import "$BARE/base$mib")
+	t=$(ms); $KIS sandbox run --tier microvm --base "$b" -- /bin/true; first=$(( $(ms) - t ))
+	m=$(for i in $(seq "$N"); do t=$(ms); $KIS sandbox run --tier microvm --base "$b" -- /bin/true; echo $(( $(ms) - t )); done | med)
+	cow_rows="$cow_rows$(printf '%-46s %8d   (first run, making the base image: %d)' "kis run --base (${mib} MiB base) -- /bin/true" "$m" "$first")
+"
+	rm -rf "$BARE/base$mib"
+done
 # host memory of one VM: QEMU's resident set in a session after one exec
 sid=$($KIS sandbox create --tier microvm)
 $KIS sandbox exec "$sid" -- true
@@ -55,5 +69,6 @@ printf '%-46s %8d\n' "cold boot to first reply" "$cold"
 printf '%-46s %8d   (%d%% of a cold boot)\n' "snapshot restore to first reply" "$warm" $((100 * warm / (cold > 0 ? cold : 1)))
 printf '%-46s %8d\n' "bare qemu microvm boot to init (poweroff)" "$bare"
 printf '%-46s %8d   (%.2fx bare qemu boot)\n' "kis run --tier microvm -- /bin/true" "$runs" "$(echo "$runs $bare" | awk '{print $1/$2}')"
+printf '%s' "$cow_rows"
 printf '%-46s %8d\n' "kis run --tier process -- /bin/true" "$proc"
 printf '%-46s %8d MiB\n' "host memory of one VM (QEMU RSS)" "$rss"

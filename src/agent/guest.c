@@ -274,6 +274,20 @@ static void relay_from_host(struct relay *r, const uint8_t *p, size_t n)
 	}
 }
 
+/* Is the port's host side open (no POLLHUP), waiting up to ms for the
+ * open event (SIGIO) if it is not? */
+static bool host_open_within(int port, int ms)
+{
+	for (int waited = 0; waited < ms; waited += 200) {
+		struct pollfd p = {.fd = port, .events = POLLIN};
+		if (poll(&p, 1, 0) >= 0 && !(p.revents & POLLHUP))
+			return true;
+		wait_host();
+	}
+	struct pollfd p = {.fd = port, .events = POLLIN};
+	return poll(&p, 1, 0) >= 0 && !(p.revents & POLLHUP);
+}
+
 static _Noreturn void relay_main(const char *name)
 {
 	sigset_t s;
@@ -300,6 +314,18 @@ static _Noreturn void relay_main(const char *name)
 			if (k > 0) {
 				relay_from_host(&r, buf, (size_t)k);
 			} else if (k == 0) {
+				/* read() gives 0 while the host side is closed. But the
+				 * guest learns of a host open from the control queue,
+				 * handled by a work item (virtio_console.c
+				 * control_work_handler), while the new host's first
+				 * bytes come with the port's own interrupt: a fresh
+				 * connection's HELLO can be read before its open is
+				 * known, and the read after it returns 0. Judge only
+				 * after the open event had its chance (it raises
+				 * SIGIO). A new connection while an old one is still
+				 * held is told by its HELLO (relay_from_host). */
+				if (r.conn >= 0 && host_open_within(r.port, 400))
+					continue;
 				/* the host side is closed: end the agent connection
 				 * (which cancels its exec) and wait for the next one */
 				relay_drop(&r);

@@ -305,6 +305,55 @@ static const char *fmt(struct argv_b *a, const char *f, ...)
 	return a->bufs[a->nb++];
 }
 
+/* The host's TSC rate in kHz. Under TCG the guest's RDTSC reads the host's
+ * TSC (QEMU cpu_get_ticks uses the host's tick counter), and with neither
+ * PIT nor HPET on the microvm machine the guest kernel takes the rate from
+ * tsc_early_khz=: a wrong value makes the guest's clock run fast or slow.
+ * Measured once against CLOCK_MONOTONIC_RAW (median of three 40 ms
+ * windows) and kept in the guest cache. */
+static unsigned long host_tsc_khz(const char *dir)
+{
+	char path[4096], buf[32] = "";
+	snprintf(path, sizeof(path), "%s/tsc_khz", dir);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd >= 0) {
+		ssize_t k = read(fd, buf, sizeof(buf) - 1);
+		close(fd);
+		unsigned long v = k > 0 ? strtoul(buf, NULL, 10) : 0;
+		if (v >= 100000 && v <= 10000000)
+			return v;
+	}
+#if defined(__x86_64__)
+	unsigned long m[3];
+	for (int i = 0; i < 3; i++) {
+		struct timespec a, b, d = {0, 40 * 1000 * 1000};
+		clock_gettime(CLOCK_MONOTONIC_RAW, &a);
+		uint64_t t0 = __builtin_ia32_rdtsc();
+		nanosleep(&d, NULL);
+		clock_gettime(CLOCK_MONOTONIC_RAW, &b);
+		uint64_t t1 = __builtin_ia32_rdtsc();
+		int64_t ns = (int64_t)(b.tv_sec - a.tv_sec) * 1000000000 + (b.tv_nsec - a.tv_nsec);
+		m[i] = ns > 0 ? (unsigned long)((t1 - t0) * 1000000 / (uint64_t)ns) : 0;
+	}
+	unsigned long lo = m[0] < m[1] ? m[0] : m[1], hi = m[0] < m[1] ? m[1] : m[0];
+	unsigned long v = m[2] < lo ? lo : m[2] > hi ? hi : m[2];
+	if (v < 100000 || v > 10000000)
+		return 1000000;
+	char tmp[4200];
+	snprintf(tmp, sizeof(tmp), "%s.%d", path, (int)getpid());
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd >= 0) {
+		dprintf(fd, "%lu\n", v);
+		close(fd);
+		if (rename(tmp, path) < 0)
+			unlink(tmp);
+	}
+	return v;
+#else
+	return 1000000;
+#endif
+}
+
 int kis_mvm_spawn(const struct kis_mvm_guest *g, const struct kis_mvm_cfg *c, pid_t *pid,
 		  struct kis_error **err)
 {
@@ -338,8 +387,8 @@ int kis_mvm_spawn(const struct kis_mvm_guest *g, const struct kis_mvm_cfg *c, pi
 	add(&a, "-initrd");
 	add(&a, g->initrd);
 	add(&a, "-append");
-	add(&a, fmt(&a, "%s panic=-1 tsc_early_khz=1000000 kis.ports=%d%s",
-		    debug ? "console=ttyS0" : "quiet", KIS_MVM_PORTS,
+	add(&a, fmt(&a, "%s panic=-1 tsc_early_khz=%lu kis.ports=%d%s",
+		    debug ? "console=ttyS0" : "quiet", host_tsc_khz(g->dir), KIS_MVM_PORTS,
 		    debug ? " KIS_GUEST_DEBUG=1" : ""));
 	add(&a, "-device");
 	add(&a, "virtio-serial-device,max_ports=16");
