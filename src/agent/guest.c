@@ -6,7 +6,7 @@
  * Theory of operation. The initramfs holds this binary as /init, busybox,
  * and the modules listed in /lib/modules/load. QEMU gives the guest one
  * virtio-serial device with named ports (/sys/class/virtio-ports/X/name):
- * "kis.ctl", a line protocol with the engine (ping, cfg JSON, sync, oom),
+ * "kis.ctl", a line protocol with the engine (ping, cfg JSON, sync, events),
  * and "kis.0".."kis.N", each backed on the host by a chardev that accepts
  * engine connections. One relay process per port copies bytes between the
  * port and a fresh unix connection to the agent listener (the unchanged
@@ -461,6 +461,48 @@ static int mount_workspace(const char *target, bool sync_writes, char *msg, size
 	return 0;
 }
 
+/* limits.pids inside the guest: a cgroup v2 group for the agent and all it
+ * runs (Documentation/admin-guide/cgroup-v2.rst, "PID"): pids.max caps
+ * processes and threads, pids.events counts the forks it refused. */
+#define PIDS_CG "/sys/fs/cgroup/kis"
+
+static int write_str(const char *path, const char *v)
+{
+	int fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	ssize_t w = write(fd, v, strlen(v));
+	close(fd);
+	return w == (ssize_t)strlen(v) ? 0 : -1;
+}
+
+static int setup_pids(unsigned long long max)
+{
+	char v[32];
+	snprintf(v, sizeof(v), "%llu", max);
+	if (mount("cgroup2", "/sys/fs/cgroup", "cgroup2", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0 &&
+	    errno != EBUSY)
+		return -1;
+	if ((mkdir(PIDS_CG, 0755) < 0 && errno != EEXIST) ||
+	    write_str("/sys/fs/cgroup/cgroup.subtree_control", "+pids") < 0 ||
+	    write_str(PIDS_CG "/pids.max", v) < 0)
+		return -1;
+	return 0;
+}
+
+static unsigned long pids_refused(void)
+{
+	FILE *f = fopen(PIDS_CG "/pids.events", "re");
+	char line[128];
+	unsigned long v = 0;
+	while (f && fgets(line, sizeof(line), f))
+		if (!strncmp(line, "max ", 4))
+			v = strtoul(line + 4, NULL, 10);
+	if (f)
+		fclose(f);
+	return v;
+}
+
 static int start_agent(json_t *cfg, char *msg, size_t n)
 {
 	const char *root = json_string_value(json_object_get(cfg, "root"));
@@ -469,6 +511,11 @@ static int start_agent(json_t *cfg, char *msg, size_t n)
 	bool disk = json_is_true(json_object_get(cfg, "disk"));
 	bool sync_writes = json_is_true(json_object_get(cfg, "sync"));
 	bool root_ws = root && !strcmp(root, "workspace");
+	json_int_t pids = json_integer_value(json_object_get(cfg, "pids"));
+	if (pids > 0 && setup_pids((unsigned long long)pids) < 0) {
+		snprintf(msg, n, "cannot limit pids: %s", strerror(errno));
+		return -1;
+	}
 	if (net && !strcmp(net, "loopback") && set_lo_up() < 0) {
 		snprintf(msg, n, "cannot bring lo up: %s", strerror(errno));
 		return -1;
@@ -498,6 +545,11 @@ static int start_agent(json_t *cfg, char *msg, size_t n)
 		sigset_t none;
 		sigemptyset(&none);
 		sigprocmask(SIG_SETMASK, &none, NULL);
+		/* into the pids group before anything is served */
+		char self[32];
+		snprintf(self, sizeof(self), "%d", (int)getpid());
+		if (pids > 0 && write_str(PIDS_CG "/cgroup.procs", self) < 0)
+			_exit(1);
 		if (root_ws) {
 			/* the workspace as root: the kernel filesystems inside it
 			 * where it has the directories for them */
@@ -577,8 +629,10 @@ static void ctl_line(int fd, char *line)
 	} else if (!strcmp(line, "sync")) {
 		sync();
 		ctl_reply(fd, "ok\n");
-	} else if (!strcmp(line, "oom")) {
-		snprintf(msg, sizeof(msg), "%lu\n", oom_kills());
+	} else if (!strcmp(line, "events")) {
+		/* the evidence for memory_limit and pids_limit: OOM kills in
+		 * the guest, forks refused at pids.max */
+		snprintf(msg, sizeof(msg), "%lu %lu\n", oom_kills(), pids_refused());
 		ctl_reply(fd, msg);
 	} else {
 		ctl_reply(fd, "err unknown\n");

@@ -15,7 +15,7 @@
  * workspace disk is mounted with synchronous writes and copied back by
  * end_session. Limits: wall, CPU, output, file size and open files
  * by the agent inside the guest (wall also by the engine's clock, which
- * kills the VM); memory is the VM's RAM; pids are refused. */
+ * kills the VM); memory is the VM's RAM; pids by a cgroup in the guest. */
 #include "util.h"
 
 #include <fcntl.h>
@@ -53,7 +53,7 @@ static void microvm_probe(struct kis_caps *c)
 	c->snapshot = true;
 	c->net_modes = (1u << KIS_NET_OFF) | (1u << KIS_NET_LOOPBACK);
 	c->limits = KIS_LIMIT_WALL | KIS_LIMIT_CPU | KIS_LIMIT_MEMORY | KIS_LIMIT_OUTPUT |
-		    KIS_LIMIT_FILE | KIS_LIMIT_OPEN_FILES;
+		    KIS_LIMIT_FILE | KIS_LIMIT_OPEN_FILES | KIS_LIMIT_PIDS;
 	const char *a = kis_mvm_accel_cached();
 	if (!a && kis_probe_thorough()) {
 		struct kis_mvm_guest g;
@@ -245,10 +245,10 @@ static char *cfg_line(const struct kis_plan *pl, bool sync_writes)
 	json_t *env = json_array();
 	for (size_t i = 0; pl->envp[i]; i++)
 		json_array_append_new(env, json_string(pl->envp[i]));
-	json_t *o = json_pack("{s:s, s:s, s:b, s:b, s:o, s:s}", "root",
+	json_t *o = json_pack("{s:s, s:s, s:b, s:b, s:o, s:s, s:I}", "root",
 			      pl->root == KIS_ROOT_WORKSPACE ? "workspace" : "host", "net",
 			      pl->net == KIS_NET_LOOPBACK ? "loopback" : "off", "disk", pl->ws_path != NULL, "sync",
-			      sync_writes, "env", env, "cwd", pl->cwd);
+			      sync_writes, "env", env, "cwd", pl->cwd, "pids", (json_int_t)pl->limits.pids);
 	char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
 	json_decref(o);
 	char *line = NULL;
@@ -396,12 +396,52 @@ static int exec_one(int conn, const struct kis_plan *pl, struct kis_result *res,
 	return 0;
 }
 
-static unsigned long oom_count(int ctl)
+/* The guest's evidence: OOM kills and forks refused at pids.max so far. */
+struct mvm_events {
+	unsigned long oom, pids;
+};
+
+static struct mvm_events guest_events(int ctl)
 {
 	char rep[64];
-	if (ctl < 0 || kis_mvm_ctl(ctl, "oom", rep, sizeof(rep), 5000) < 0)
+	struct mvm_events e = {0, 0};
+	if (ctl < 0 || kis_mvm_ctl(ctl, "events", rep, sizeof(rep), 5000) < 0 ||
+	    sscanf(rep, "%lu %lu", &e.oom, &e.pids) != 2)
+		e.oom = e.pids = 0;
+	return e;
+}
+
+/* The verdict over the agent's evidence, as the host tiers give it from
+ * their cgroup: an OOM kill that ended the command is memory_limit (the
+ * guest's RAM is the memory limit), forks refused by pids.max in an exec
+ * that failed are pids_limit. */
+static int explain_events(struct mvm_events before, struct mvm_events after,
+			  const struct kis_limits *lim, struct kis_result *res)
+{
+	bool signaled = res->reason == KIS_REASON_SIGNALED;
+	bool failed = signaled || (res->reason == KIS_REASON_EXITED && res->exit_code != 0);
+	char buf[160];
+	if (signaled && res->signal == SIGKILL && after.oom > before.oom) {
+		res->reason = KIS_REASON_MEMORY_LIMIT;
+		if (lim)
+			snprintf(buf, sizeof(buf), "memory use passed the guest's RAM (%llu MiB)",
+				 (unsigned long long)(lim->memory_bytes >> 20));
+		else
+			snprintf(buf, sizeof(buf), "memory use passed the session guest's RAM");
+	} else if (failed && after.pids > before.pids) {
+		res->reason = KIS_REASON_PIDS_LIMIT;
+		if (lim)
+			snprintf(buf, sizeof(buf), "%lu forks refused at limits.pids (%llu)",
+				 after.pids - before.pids, (unsigned long long)lim->pids);
+		else
+			snprintf(buf, sizeof(buf), "%lu forks refused at the session's limits.pids",
+				 after.pids - before.pids);
+	} else {
 		return 0;
-	return strtoul(rep, NULL, 10);
+	}
+	free(res->detail);
+	res->detail = strdup(buf);
+	return 1;
 }
 
 static int microvm_run(struct kis_plan *pl, struct kis_result *res, struct kis_error **err)
@@ -424,7 +464,7 @@ static int microvm_run(struct kis_plan *pl, struct kis_result *res, struct kis_e
 		goto out;
 	}
 	snprintf(res->accel, sizeof(res->accel), "%s", v.accel);
-	unsigned long oom0 = oom_count(v.ctl);
+	struct mvm_events ev0 = guest_events(v.ctl);
 	int x = exec_one(conn, pl, res, err);
 	trace("exec done");
 	if (x < 0)
@@ -433,10 +473,8 @@ static int microvm_run(struct kis_plan *pl, struct kis_result *res, struct kis_e
 		res->reason = KIS_REASON_TIMEOUT;
 		res->exit_code = -1;
 		res->signal = SIGKILL;
-	} else if (res->reason == KIS_REASON_SIGNALED && res->signal == SIGKILL &&
-		   oom_count(v.ctl) > oom0) {
-		/* the guest's OOM killer ended it: its RAM is the memory limit */
-		res->reason = KIS_REASON_MEMORY_LIMIT;
+	} else {
+		explain_events(ev0, guest_events(v.ctl), &pl->limits, res);
 	}
 	if (pl->ws_path) {
 		char rep[32];
@@ -504,6 +542,35 @@ static int microvm_end_session(const struct kis_session_ctx *ctx, struct kis_err
 	return 0;
 }
 
+/* After a failed session exec: the guest's counts against those seen after
+ * the session's last exec (kept beside the session), as the host tiers do
+ * with their session cgroup. */
+static int microvm_session_explain(const struct kis_session_ctx *ctx, struct kis_result *res)
+{
+	if (ctx->dir_fd < 0)
+		return 0;
+	int ctl = kis_mvm_ctl_wait(ctx->dir_fd, 3000, 0);
+	if (ctl < 0)
+		return 0;
+	struct mvm_events now = guest_events(ctl), seen = {0, 0};
+	close(ctl);
+	char buf[64];
+	int fd = openat(ctx->dir_fd, "microvm-events", O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd >= 0) {
+		ssize_t k = read(fd, buf, sizeof(buf) - 1);
+		close(fd);
+		if (k <= 0 || (buf[k] = '\0', sscanf(buf, "%lu %lu", &seen.oom, &seen.pids) != 2))
+			seen.oom = seen.pids = 0;
+	}
+	fd = openat(ctx->dir_fd, "microvm-events", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW,
+		    0600);
+	if (fd >= 0) {
+		dprintf(fd, "%lu %lu\n", now.oom, now.pids);
+		close(fd);
+	}
+	return explain_events(seen, now, NULL, res);
+}
+
 static const char *microvm_session_state(const struct kis_session_ctx *ctx)
 {
 	/* QMP answers only while QEMU runs; its status tells a paused VM */
@@ -530,4 +597,5 @@ const struct kis_backend kis_backend_microvm = {
 	.start_session = microvm_start_session,
 	.end_session = microvm_end_session,
 	.session_state = microvm_session_state,
+	.session_explain = microvm_session_explain,
 };

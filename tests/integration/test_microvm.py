@@ -83,7 +83,7 @@ def test_backends_show_microvm_with_accel_and_snapshot(mvm):
     m = [r for r in json.loads(p.stdout) if r["backend"] == "microvm"][0]
     assert m["available"] and m["snapshot"] and m["tty"]
     assert m["accel"] in ("kvm", "tcg")
-    assert "pids" not in m["limits"]  # refused, not pretended
+    assert "pids" in m["limits"]  # a cgroup inside the guest
 
 
 def test_run_exit_code_streams_usage_and_own_kernel(mvm):
@@ -421,3 +421,13 @@ def test_a_cold_boot_and_a_restored_snapshot_both_answer(mvm):
                 timeout=TIMEOUT)
         assert f"qemu started ({how})" in p.stderr, p.stderr
         assert json.loads(p.stdout)["stdout"] == "up\n"
+
+
+def test_pids_limit_in_the_guest_stops_a_fork_loop_and_is_named(mvm):
+    # the agent and the shell count too: 40 background sleeps cannot all start
+    p, r = run_json(mvm, "--pids", "20", "--", "sh", "-c",
+                    "for i in $(seq 1 40); do sleep 5 & done; wait")
+    assert r["termination"]["reason"] == "pids_limit", r
+    assert "limits.pids (20)" in r["termination"]["detail"]
+    p, r = run_json(mvm, "--pids", "20", "--", "sh", "-c", "sleep 0 & wait; echo small")
+    assert r["termination"]["reason"] == "exited" and r["stdout"] == "small\n"
