@@ -35,11 +35,14 @@
 #include <sys/wait.h>
 
 #include "backends/microvm_vm.h"
+#include "confine/confine.h"
 #include "exec/io.h"
 
 /* ---- external tools (e2fsprogs) ---- */
 
-static int run_tool_ok(char *const argv[], int out_fd, int max_ok, struct kis_error **err)
+/* Run a tool; with cp, confined by it (kis_confine_child) before exec. */
+static int run_tool_in(char *const argv[], int out_fd, int max_ok, struct kis_confine_plan *cp,
+		       struct kis_error **err)
 {
 	pid_t p = fork();
 	if (p < 0)
@@ -49,12 +52,36 @@ static int run_tool_ok(char *const argv[], int out_fd, int max_ok, struct kis_er
 		dup2(nul, 0);
 		dup2(out_fd >= 0 ? out_fd : nul, 1);
 		dup2(nul, 2);
+		if (cp && kis_confine_child(cp, NULL) < 0)
+			_exit(126);
 		execv(argv[0], argv);
 		_exit(127);
 	}
 	int st;
 	if (RETRY_EINTR(waitpid(p, &st, 0)) < 0 || !WIFEXITED(st) || WEXITSTATUS(st) > max_ok)
 		return kis_error_set(err, KIS_E_INTERNAL, 0, "'%s' failed", argv[0]);
+	return 0;
+}
+
+static int run_tool_ok(char *const argv[], int out_fd, int max_ok, struct kis_error **err)
+{
+	return run_tool_in(argv, out_fd, max_ok, NULL, err);
+}
+
+/* e2fsck and debugfs parse an image the guest wrote, which may be crafted
+ * to take them over: they run without capabilities, under the shared
+ * seccomp policy (no network, no mounts, no ptrace) and, where the kernel
+ * has Landlock, with access to the system directories, that image and our
+ * private directory only. */
+static int tool_confine(struct kis_confine_plan *cp, const char *img, const char *tdir,
+			struct kis_error **err)
+{
+	kis_confine_plan_init(cp);
+	struct kis_seccomp_opts sc = {.net = KIS_NET_OFF};
+	const char *rw[] = {img, tdir, NULL};
+	struct kis_landlock_opts ll = {.extra_rw = rw, .net = KIS_NET_OFF};
+	TRY(kis_confine_plan_prepare(cp, &sc, kis_landlock_abi() > 0 ? &ll : NULL, err));
+	cp->harden.limits = NULL;
 	return 0;
 }
 
@@ -512,7 +539,7 @@ struct dir_ref {
  * guest could have changed anyway. */
 static int scan_level(const char *debugfs, const char *img, const char *tdir, struct dir_ref *lv,
 		      size_t nlv, struct dir_ref **next, size_t *nnext, struct marks *m, bool root,
-		      struct kis_error **err)
+		      struct kis_confine_plan *cp, struct kis_error **err)
 {
 	char cpath[4096], opath[4096];
 	snprintf(cpath, sizeof(cpath), "%s/cmds", tdir);
@@ -534,7 +561,7 @@ static int scan_level(const char *debugfs, const char *img, const char *tdir, st
 		char *argv[] = {(char *)debugfs, "-f", cpath, (char *)img, NULL};
 		if (o < 0)
 			return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot write '%s'", opath);
-		TRY(run_tool_ok(argv, o, 0, err));
+		TRY(run_tool_in(argv, o, 0, cp, err));
 	}
 	_cleanup_fclose_ FILE *f = fopen(opath, "re");
 	if (!f)
@@ -625,7 +652,7 @@ static void refs_free(struct dir_ref *v, size_t n)
 }
 
 static int scan_marks(const char *debugfs, const char *img, const char *tdir, struct marks *m,
-		      struct kis_error **err)
+		      struct kis_confine_plan *cp, struct kis_error **err)
 {
 	struct dir_ref *lv = calloc(1, sizeof(*lv));
 	size_t nlv = 1;
@@ -641,7 +668,7 @@ static int scan_marks(const char *debugfs, const char *img, const char *tdir, st
 		}
 		struct dir_ref *next = NULL;
 		size_t nnext = 0;
-		r = scan_level(debugfs, img, tdir, lv, nlv, &next, &nnext, m, depth == 0, err);
+		r = scan_level(debugfs, img, tdir, lv, nlv, &next, &nnext, m, depth == 0, cp, err);
 		refs_free(lv, nlv);
 		lv = next;
 		nlv = nnext;
@@ -656,8 +683,10 @@ static int clear_opaque(int root, int tree, const char *rel)
 {
 	_cleanup_close_ int h = open_beneath(root, rel);
 	_cleanup_close_ int g = open_beneath(tree, rel);
+	/* not there as a directory (gone, a file, a link: overlay_copy
+	 * replaces it): nothing to clear */
 	if (h < 0)
-		return errno == ENOENT || errno == ENOTDIR ? 0 : -1;
+		return errno == ENOENT || errno == ENOTDIR || errno == ELOOP || errno == EXDEV ? 0 : -1;
 	if (g < 0)
 		return 0; /* not in the rdump: nothing to compare with, keep */
 	int hd = dup(h);
@@ -683,8 +712,8 @@ static int remove_beneath(int root, const char *rel)
 	char parent[4096];
 	const char *leaf = split_last(rel, parent, sizeof(parent));
 	_cleanup_close_ int p = open_beneath(root, parent);
-	if (p < 0)
-		return errno == ENOENT || errno == ENOTDIR ? 0 : -1;
+	if (p < 0) /* the path's parent is not a directory below the workspace: no entry */
+		return errno == ENOENT || errno == ENOTDIR || errno == ELOOP || errno == EXDEV ? 0 : -1;
 	kis_remove_tree_at(p, leaf);
 	return 0;
 }
@@ -694,17 +723,25 @@ int kis_mvm_disk_sync_back(const char *img, const char *dst_dir, struct kis_erro
 	const char *debugfs, *fsck;
 	TRY(need_tool("debugfs", &debugfs, err));
 	TRY(need_tool("e2fsck", &fsck, err));
-	/* debugfs reads the filesystem as it is on disk, without the journal:
-	 * what the guest committed to the journal but had not yet written
-	 * home (a VM stopped without unmounting) is replayed first. e2fsck
-	 * exits 1 when it changed something, which here is the point. */
-	char *fargv[] = {(char *)fsck, "-y", "-E", "journal_only", (char *)img, NULL};
-	TRY(run_tool_ok(fargv, -1, 1, err));
 	_cleanup_free_ char *tdir = NULL;
 	TRY(kis_mvm_tmpdir(&tdir, err));
 	_cleanup_free_ char *cmd = NULL, *tree = NULL;
 	struct marks m = {0};
+	struct kis_confine_plan cp;
+	kis_confine_plan_init(&cp);
 	int r = -1;
+	if (tool_confine(&cp, img, tdir, err) < 0)
+		goto out;
+	{
+		/* debugfs reads the filesystem as it is on disk, without the
+		 * journal: what the guest committed to the journal but had not
+		 * yet written home (a VM stopped without unmounting) is replayed
+		 * first. e2fsck exits 1 when it changed something, which here
+		 * is the point. */
+		char *fargv[] = {(char *)fsck, "-y", "-E", "journal_only", (char *)img, NULL};
+		if (run_tool_in(fargv, -1, 1, &cp, err) < 0)
+			goto out;
+	}
 	if (asprintf(&cmd, "rdump /upper %s", tdir) < 0 || asprintf(&tree, "%s/upper", tdir) < 0) {
 		kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "sync");
 		goto out;
@@ -712,7 +749,8 @@ int kis_mvm_disk_sync_back(const char *img, const char *dst_dir, struct kis_erro
 	{
 		/* -R takes one debugfs request (not a shell line); the path is ours */
 		char *argv[] = {(char *)debugfs, "-R", cmd, (char *)img, NULL};
-		if (run_tool_ok(argv, -1, 0, err) < 0 || scan_marks(debugfs, img, tdir, &m, err) < 0)
+		if (run_tool_in(argv, -1, 0, &cp, err) < 0 ||
+		    scan_marks(debugfs, img, tdir, &m, &cp, err) < 0)
 			goto out;
 	}
 	{
@@ -738,6 +776,7 @@ int kis_mvm_disk_sync_back(const char *img, const char *dst_dir, struct kis_erro
 	}
 	r = 0;
 out:
+	kis_confine_plan_release(&cp);
 	marks_free(&m);
 	kis_mvm_rmtree(tdir);
 	return r;
