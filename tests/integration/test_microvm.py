@@ -304,6 +304,12 @@ def test_deletions_replaced_dirs_and_host_changes_cross_both_ways(mvm, tmp_path)
         assert (path / "hostnew").read_text() == "from host\n"
         # the base is untouched by either side
         assert sorted(os.listdir(src / "redo")) == ["old1", "old2"] and (src / "gone").exists()
+        # and the workspace moves on to another tier as the guest left it
+        caps = json.loads(kis("backends", "--json", env=mvm, timeout=TIMEOUT).stdout)
+        if any("host" in c["tiers"] and c["available"] for c in caps):
+            p = kis("run", "--tier", "host", "--workspace", ws, "--", "sh", "-c",
+                    "cat keep/b redo/new; ls redo", env=mvm, timeout=TIMEOUT)
+            assert p.stdout == "b\nn\nnew\n", p.stdout + p.stderr
     finally:
         kis("destroy", ws, env=mvm)
 
