@@ -437,3 +437,10 @@ def test_pids_limit_in_the_guest_stops_a_fork_loop_and_is_named(mvm):
     assert "limits.pids (20)" in r["termination"]["detail"]
     p, r = run_json(mvm, "--pids", "20", "--", "sh", "-c", "sleep 0 & wait; echo small")
     assert r["termination"]["reason"] == "exited" and r["stdout"] == "small\n"
+
+
+def test_a_flooding_guest_is_cut_at_the_output_limit(mvm):
+    p, r = run_json(mvm, "--output-limit", "1000", "--", "sh", "-c", "yes")
+    assert r["termination"]["reason"] == "output_limit", r["termination"]
+    assert len(r["stdout"]) == 1000
+    assert not _qemu_pids(mvm["KIS_SANDBOX_ROOT"])
