@@ -490,14 +490,16 @@ static int setup_pids(unsigned long long max)
 	return 0;
 }
 
-static unsigned long pids_refused(void)
+/* The number after "key " in a file of such lines (pids.events, vmstat). */
+static unsigned long read_counter(const char *path, const char *key)
 {
-	FILE *f = fopen(PIDS_CG "/pids.events", "re");
+	FILE *f = fopen(path, "re");
 	char line[128];
+	size_t n = strlen(key);
 	unsigned long v = 0;
 	while (f && fgets(line, sizeof(line), f))
-		if (!strncmp(line, "max ", 4))
-			v = strtoul(line + 4, NULL, 10);
+		if (!strncmp(line, key, n) && line[n] == ' ')
+			v = strtoul(line + n + 1, NULL, 10);
 	if (f)
 		fclose(f);
 	return v;
@@ -575,19 +577,6 @@ static int start_agent(json_t *cfg, char *msg, size_t n)
 	return 0;
 }
 
-static unsigned long oom_kills(void)
-{
-	FILE *f = fopen("/proc/vmstat", "re");
-	char line[128];
-	unsigned long v = 0;
-	while (f && fgets(line, sizeof(line), f))
-		if (!strncmp(line, "oom_kill ", 9))
-			v = strtoul(line + 9, NULL, 10);
-	if (f)
-		fclose(f);
-	return v;
-}
-
 static void ctl_reply(int fd, const char *s)
 {
 	/* the port is non-blocking: wait for room (the host reads replies) */
@@ -632,7 +621,8 @@ static void ctl_line(int fd, char *line)
 	} else if (!strcmp(line, "events")) {
 		/* the evidence for memory_limit and pids_limit: OOM kills in
 		 * the guest, forks refused at pids.max */
-		snprintf(msg, sizeof(msg), "%lu %lu\n", oom_kills(), pids_refused());
+		snprintf(msg, sizeof(msg), "%lu %lu\n", read_counter("/proc/vmstat", "oom_kill"),
+			 read_counter(PIDS_CG "/pids.events", "max"));
 		ctl_reply(fd, msg);
 	} else {
 		ctl_reply(fd, "err unknown\n");

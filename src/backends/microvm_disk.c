@@ -406,6 +406,16 @@ static const char *split_last(const char *rel, char *buf, size_t n)
 	return slash + 1;
 }
 
+/* A directory stream on a duplicate of fd (fd stays the caller's). */
+static DIR *opendir_dup(int fd)
+{
+	int d = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+	DIR *dir = d >= 0 ? fdopendir(d) : NULL;
+	if (!dir && d >= 0)
+		close(d);
+	return dir;
+}
+
 /* Make dst what src says, without removing what src lacks: the guest's
  * upper layer holds only what changed. */
 static int overlay_copy(int sdir, int ddir, int depth);
@@ -443,13 +453,9 @@ static int overlay_copy(int sdir, int ddir, int depth)
 	if (depth > 256)
 		return -1;
 	int r = 0;
-	int sfd = dup(sdir);
-	DIR *d = sfd >= 0 ? fdopendir(sfd) : NULL;
-	if (!d) {
-		if (sfd >= 0)
-			close(sfd);
+	DIR *d = opendir_dup(sdir);
+	if (!d)
 		return -1;
-	}
 	struct dirent *e;
 	while ((e = readdir(d))) {
 		const char *n = e->d_name;
@@ -689,13 +695,9 @@ static int clear_opaque(int root, int tree, const char *rel)
 		return errno == ENOENT || errno == ENOTDIR || errno == ELOOP || errno == EXDEV ? 0 : -1;
 	if (g < 0)
 		return 0; /* not in the rdump: nothing to compare with, keep */
-	int hd = dup(h);
-	DIR *d = hd >= 0 ? fdopendir(hd) : NULL;
-	if (!d) {
-		if (hd >= 0)
-			close(hd);
+	DIR *d = opendir_dup(h);
+	if (!d)
 		return -1;
-	}
 	struct dirent *e;
 	while ((e = readdir(d))) {
 		struct stat st;

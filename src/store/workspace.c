@@ -404,16 +404,29 @@ int kis_workspace_clone(struct kis_store *s, const char *base_id, const char *wa
 	return kis_workspace_clone_ex(s, base_id, want_id, KIS_CLONE_AUTO, out, err);
 }
 
-int kis_workspace_path(struct kis_store *s, const char *id, char **out, struct kis_error **err)
+/* Open workspace id's directory and read its meta: *d the open directory. */
+static int open_ws(struct kis_store *s, const char *id, int *d, char base[KIS_ID_BUFSZ],
+		   enum kis_clone_strategy *st, struct kis_error **err)
 {
 	TRY(kis_id_validate(id, "workspace id", err));
-	_cleanup_close_ int d = store_opendir(s->ws_fd, id);
-	if (d < 0)
+	*d = store_opendir(s->ws_fd, id);
+	if (*d < 0)
 		return kis_error_set(err, errno == ENOENT ? KIS_E_NOT_FOUND : KIS_E_INTERNAL, errno,
 				     "no workspace '%s'; see 'kis sandbox workspace list'", id);
+	if (store_ws_meta(*d, base, st, err) < 0) {
+		close(*d);
+		*d = -1;
+		return -1;
+	}
+	return 0;
+}
+
+int kis_workspace_path(struct kis_store *s, const char *id, char **out, struct kis_error **err)
+{
+	_cleanup_close_ int d = -1;
 	char base[KIS_ID_BUFSZ];
 	enum kis_clone_strategy st;
-	TRY(store_ws_meta(d, base, &st, err));
+	TRY(open_ws(s, id, &d, base, &st, err));
 	const char *leaf = st == KIS_CLONE_OVERLAY ? "merged" : "tree";
 	if (st == KIS_CLONE_OVERLAY && !store_is_mountpoint(d, "merged")) {
 		/* Mounts do not survive a reboot (or live in another mount
@@ -540,14 +553,10 @@ int kis_workspace_layers(struct kis_store *s, const char *id, char **lower, char
 			 char **cache, struct kis_error **err)
 {
 	*lower = *upper = *cache = NULL;
-	TRY(kis_id_validate(id, "workspace id", err));
-	_cleanup_close_ int d = store_opendir(s->ws_fd, id);
-	if (d < 0)
-		return kis_error_set(err, errno == ENOENT ? KIS_E_NOT_FOUND : KIS_E_INTERNAL, errno,
-				     "no workspace '%s'; see 'kis sandbox workspace list'", id);
+	_cleanup_close_ int d = -1;
 	char base[KIS_ID_BUFSZ];
 	enum kis_clone_strategy st;
-	TRY(store_ws_meta(d, base, &st, err));
+	TRY(open_ws(s, id, &d, base, &st, err));
 	if (st != KIS_CLONE_OVERLAY)
 		return 0;
 	_cleanup_close_ int b = store_opendir(s->bases_fd, base);
