@@ -20,10 +20,12 @@
  * serves every workspace. */
 #include "util.h"
 
+#include <ctype.h>
 #include <dirent.h>
 #include <fcntl.h>
 #include <jansson.h>
 #include <linux/fs.h>
+#include <linux/random.h>
 #include <net/if.h>
 #include <poll.h>
 #include <signal.h>
@@ -31,6 +33,7 @@
 #include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -461,6 +464,50 @@ static int mount_workspace(const char *target, bool sync_writes, char *msg, size
 	return 0;
 }
 
+/* The guest's randomness (drivers/char/random.c).
+ * jansson seeds its hash function from /dev/urandom on first use; before
+ * the kernel's RNG is ready such a read runs its jitter entropy loop
+ * (try_to_generate_entropy), about a second under TCG. A hash seed needs
+ * no secrecy from the guest: take it from GRND_INSECURE, which never
+ * waits. */
+static void seed_json(void)
+{
+	uint32_t v = 0;
+	if (getrandom(&v, sizeof(v), GRND_INSECURE) != (ssize_t)sizeof(v))
+		v = (uint32_t)time(NULL) ^ (uint32_t)getpid();
+	json_object_seed(v ? v : 1);
+}
+
+/* Every VM restored from one snapshot starts with the same RNG state; the
+ * engine sends fresh entropy with each cfg. It is credited (RNDADDENTROPY)
+ * and pushed into the CRNG at once (RNDRESEEDCRNG), so no two VMs share
+ * random numbers and the pool is ready before the first command. */
+static int add_entropy(const char *hex)
+{
+	struct {
+		int entropy_count, buf_size;
+		uint32_t buf[16];
+	} e = {0, 0, {0}};
+	uint8_t *b = (uint8_t *)e.buf;
+	size_t n = 0;
+	while (hex && n < sizeof(e.buf) && isxdigit((unsigned char)hex[0]) &&
+	       isxdigit((unsigned char)hex[1])) {
+		char two[3] = {hex[0], hex[1], 0};
+		b[n++] = (uint8_t)strtoul(two, NULL, 16);
+		hex += 2;
+	}
+	if (n < 16)
+		return -1;
+	e.buf_size = (int)n;
+	e.entropy_count = (int)n * 8;
+	int fd = open("/dev/random", O_WRONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	int r = ioctl(fd, RNDADDENTROPY, &e) < 0 || ioctl(fd, RNDRESEEDCRNG) < 0 ? -1 : 0;
+	close(fd);
+	return r;
+}
+
 /* limits.pids inside the guest: a cgroup v2 group for the agent and all it
  * runs (Documentation/admin-guide/cgroup-v2.rst, "PID"): pids.max caps
  * processes and threads, pids.events counts the forks it refused. */
@@ -513,6 +560,10 @@ static int start_agent(json_t *cfg, char *msg, size_t n)
 	bool disk = json_is_true(json_object_get(cfg, "disk"));
 	bool sync_writes = json_is_true(json_object_get(cfg, "sync"));
 	bool root_ws = root && !strcmp(root, "workspace");
+	if (add_entropy(json_string_value(json_object_get(cfg, "seed"))) < 0) {
+		snprintf(msg, n, "cannot seed the guest's RNG: %s", strerror(errno));
+		return -1;
+	}
 	json_int_t pids = json_integer_value(json_object_get(cfg, "pids"));
 	if (pids > 0 && setup_pids((unsigned long long)pids) < 0) {
 		snprintf(msg, n, "cannot limit pids: %s", strerror(errno));
@@ -659,6 +710,7 @@ int kis_agent_guest_init(void)
 	if (getpid() != 1)
 		return 2;
 	mount_basics();
+	seed_json();
 	load_modules();
 	char *inst[] = {"/bin/busybox", "--install", "-s", "/bin", NULL};
 	run_wait(inst);

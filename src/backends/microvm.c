@@ -23,6 +23,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -242,13 +243,22 @@ static void trace(const char *what)
 
 static char *cfg_line(const struct kis_plan *pl, bool sync_writes)
 {
+	/* fresh entropy for the guest's RNG: VMs restored from one snapshot
+	 * would otherwise share its state (src/agent/guest.c add_entropy) */
+	uint8_t raw[32];
+	char seed[65];
+	if (getrandom(raw, sizeof(raw), 0) != (ssize_t)sizeof(raw))
+		return NULL;
+	for (size_t i = 0; i < sizeof(raw); i++)
+		snprintf(seed + 2 * i, 3, "%02x", raw[i]);
 	json_t *env = json_array();
 	for (size_t i = 0; pl->envp[i]; i++)
 		json_array_append_new(env, json_string(pl->envp[i]));
-	json_t *o = json_pack("{s:s, s:s, s:b, s:b, s:o, s:s, s:I}", "root",
+	json_t *o = json_pack("{s:s, s:s, s:b, s:b, s:o, s:s, s:I, s:s}", "root",
 			      pl->root == KIS_ROOT_WORKSPACE ? "workspace" : "host", "net",
 			      pl->net == KIS_NET_LOOPBACK ? "loopback" : "off", "disk", pl->ws_path != NULL, "sync",
-			      sync_writes, "env", env, "cwd", pl->cwd, "pids", (json_int_t)pl->limits.pids);
+			      sync_writes, "env", env, "cwd", pl->cwd, "pids", (json_int_t)pl->limits.pids,
+			      "seed", seed);
 	char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
 	json_decref(o);
 	char *line = NULL;

@@ -444,3 +444,14 @@ def test_a_flooding_guest_is_cut_at_the_output_limit(mvm):
     assert r["termination"]["reason"] == "output_limit", r["termination"]
     assert len(r["stdout"]) == 1000
     assert not _qemu_pids(mvm["KIS_SANDBOX_ROOT"])
+
+
+def test_vms_restored_from_one_snapshot_do_not_share_random_numbers(mvm):
+    outs = set()
+    for _ in range(2):
+        p, r = run_json(mvm, "--", "sh", "-c",
+                        "head -c 16 /dev/urandom | od -An -tx1; dmesg | grep -c 'crng init done'")
+        lines = r["stdout"].split("\n")
+        assert lines[1] == "1", r["stdout"]  # the RNG is ready before the command starts
+        outs.add(lines[0])
+    assert len(outs) == 2
