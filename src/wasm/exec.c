@@ -409,6 +409,19 @@ static enum kis_wasm_trap run(struct kis_wasm_store *s, struct kis_wasm_func *en
 	uint64_t memsize = 0;
 	enum kis_wasm_trap trap = KIS_WASM_OK;
 
+	/* The check at every loop header and call: the interrupt flag (set by
+	 * any thread), then one step of fuel. An unlimited budget is stored as
+	 * INT64_MAX (see kis_wasm_call), so fuel is one decrement and one sign
+	 * test, with no separate "unlimited" branch. */
+#define TICK()                                                                    \
+	do {                                                                      \
+		if (__builtin_expect(atomic_load_explicit(&s->interrupt,          \
+							  memory_order_relaxed), 0)) \
+			goto interrupted;                                         \
+		if (__builtin_expect(--s->fuel < 0, 0))                           \
+			goto out_of_fuel;                                         \
+	} while (0)
+
 	/* Threaded dispatch: every handler ends by jumping straight to the
 	 * next one through this table (GNU labels as values), which predicts
 	 * far better than one shared switch. NEXT() is the one macro here
@@ -448,16 +461,7 @@ next:
 			pc = code + pc[0];
 			NEXT();
 		op_OP_LOOP_CHECK:
-			if (atomic_load_explicit(&s->interrupt, memory_order_relaxed)) {
-				trap = KIS_WASM_TRAP_INTERRUPTED;
-				goto trapped;
-			}
-			if (s->fuel == 0) { /* fuel < 0: unlimited */
-				trap = KIS_WASM_TRAP_OUT_OF_FUEL;
-				goto trapped;
-			}
-			if (s->fuel > 0)
-				s->fuel--;
+			TICK();
 			NEXT();
 		op_OP_JMP_IF_NOT:
 			if ((uint32_t)*--sp == 0)
@@ -1118,16 +1122,7 @@ next:
 	call:
 		/* Calls (spec 4.4.8): the interrupt flag and fuel are checked
 		 * here and at loop headers, so every unbounded run passes one. */
-		if (atomic_load_explicit(&s->interrupt, memory_order_relaxed)) {
-			trap = KIS_WASM_TRAP_INTERRUPTED;
-			goto trapped;
-		}
-		if (s->fuel == 0) { /* fuel < 0: unlimited */
-			trap = KIS_WASM_TRAP_OUT_OF_FUEL;
-			goto trapped;
-		}
-		if (s->fuel > 0)
-			s->fuel--;
+		TICK();
 		if (s->depth >= KIS_WASM_MAX_CALL_DEPTH) {
 			trap = KIS_WASM_TRAP_STACK_EXHAUSTED;
 			goto trapped;
@@ -1187,6 +1182,14 @@ next:
 		NEXT();
 
 #undef NEXT
+#undef TICK
+out_of_fuel:
+	s->fuel = 0;
+	trap = KIS_WASM_TRAP_OUT_OF_FUEL;
+	goto trapped;
+interrupted:
+	trap = KIS_WASM_TRAP_INTERRUPTED;
+	goto trapped;
 mem_oob:
 	trap = KIS_WASM_TRAP_MEMORY_OOB;
 	goto trapped;

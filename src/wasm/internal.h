@@ -316,7 +316,7 @@ struct kis_wasm_store {
 	struct wasm_frame *frames;
 	uint32_t depth;
 	atomic_int interrupt;
-	int64_t fuel, fuel_budget;
+	int64_t fuel, fuel_budget; /* fuel: steps left in this run, INT64_MAX when unlimited */
 	uint32_t mem_limit_pages; /* per memory, see kis_wasm_set_memory_limit */
 	struct wasm_obj *objs;
 	size_t nobjs, cap_objs;
