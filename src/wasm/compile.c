@@ -31,7 +31,7 @@ struct emitted {
 
 struct cc {
 	const struct kis_wasm_module *m;
-	struct emitted last[2]; /* [0] the latest */
+	struct emitted last[4]; /* [0] the latest */
 	uint32_t nlast;
 	const uint8_t *p, *end;
 	uint8_t *locals;
@@ -113,10 +113,22 @@ static int emit(struct cc *c, uint32_t w)
  * no fused instruction may swallow a branch target. */
 static void note(struct cc *c, uint32_t pc, uint32_t op, uint32_t a, uint32_t b)
 {
-	c->last[1] = c->last[0];
+	memmove(&c->last[1], &c->last[0], sizeof(c->last) - sizeof(c->last[0]));
 	c->last[0] = (struct emitted){ .pc = pc, .len = c->ncode - pc, .op = op, .a = a, .b = b };
-	if (c->nlast < 2)
+	if (c->nlast < sizeof(c->last) / sizeof(c->last[0]))
 		c->nlast++;
+}
+
+/* The code from word `at` on is being rewritten by a fusion: forget the
+ * instructions it held, keep the older ones (so a fused instruction can
+ * fuse again with what came before it). */
+static void forget_from(struct cc *c, uint32_t at)
+{
+	uint32_t n = 0;
+	while (n < c->nlast && c->last[n].pc >= at)
+		n++;
+	memmove(&c->last[0], &c->last[n], (c->nlast - n) * sizeof(c->last[0]));
+	c->nlast -= n;
 }
 
 static void label_here(struct cc *c)
@@ -233,9 +245,90 @@ static int emit_float_binop(struct cc *c, uint8_t op, int k)
 		TRY(emit(c, opc));
 		TRY(emit(c, x));
 	}
-	c->nlast = 0;
+	forget_from(c, at);
 	note(c, at, opc, 0, 0);
 	return 0;
+}
+
+/* The operator that computes the same with its operands swapped: itself
+ * when commutative, the mirrored compare (a < b is b > a); -1 otherwise. */
+static int swapped_index(int k)
+{
+	static const int8_t cmp[10] = { 0, 1, 4, 5, 2, 3, 8, 9, 6, 7 };
+	if (k < 10)
+		return cmp[k];
+	if (k >= 21 && k < 31)
+		return 21 + cmp[k - 21];
+	switch (k) {
+	case 10: case 12: case 13: case 14: case 15: /* i32 add mul and or xor */
+	case 31: case 33: case 34: case 35: case 36: /* i64 */
+		return k;
+	default:
+		return -1;
+	}
+}
+
+/* An instruction that pushes one value and does nothing else that matters
+ * for reordering: it reads no operand, writes no local, branches nowhere
+ * and holds no word that is patched later. (It may trap; a trap ends the
+ * run, so what runs after it is not observable.) */
+static bool pure_push(uint32_t op)
+{
+	if (op == OP_GLOBAL_GET)
+		return true;
+	if (op >= OP_FUSED + 64 * FUSE_LL && op < OP_FUSED + 64 * (FUSE_LI + 1))
+		return true; /* the LL and LI forms of every fusable operator */
+	return (op >= OP_LOAD_L && op < OP_LOAD_L + 14) ||
+	       (op >= OP_LOAD_LI && op < OP_LOAD_LI + 14);
+}
+
+/* 'local.get x | t.const c ; P ; op', where P is a pure push (or a local.get
+ * after a constant): the left operand is pushed early only because wasm
+ * is a stack machine. Reading local x (or c) after P gives the same value,
+ * since P writes no local, so P moves first and op becomes a fused form
+ * with that operand as its right one: the operator swapped (commutative or
+ * mirrored compare), or a reverse subtraction. Returns 1 when it fused. */
+static int fuse_left_operand(struct cc *c, int k, int bits)
+{
+	const struct emitted *p0 = prev(c, 0), *p1 = p0 ? prev(c, 1) : NULL;
+	if (!p1)
+		return 0;
+	uint32_t imm = 0;
+	bool is_const = const_operand(p1, bits, &imm);
+	if (!is_const && p1->op != OP_LOCAL_GET)
+		return 0;
+	bool sub = k == 11 || k == 32;
+	int sk = swapped_index(k);
+	if (sk < 0 && !sub)
+		return 0;
+	uint32_t at = p1->pc, opnd = is_const ? imm : p1->a;
+	if (is_const && p0->op == OP_LOCAL_GET && !sub) {
+		/* 'c; local.get y; op' -> push local[y] op' c */
+		uint32_t y = p0->a, opc = OP_FUSED + 64 * FUSE_LI + (uint32_t)sk;
+		c->ncode = at;
+		forget_from(c, at);
+		TRY(emit(c, opc));
+		TRY(emit(c, y));
+		TRY(emit(c, opnd));
+		note(c, at, opc, 0, 0);
+		return 1;
+	}
+	if (!pure_push(p0->op))
+		return 0;
+	uint32_t len = p0->len, p0op = p0->op;
+	memmove(c->code + at, c->code + p0->pc, (size_t)len * sizeof(*c->code));
+	c->ncode = at + len;
+	forget_from(c, at);
+	note(c, at, p0op, 0, 0);
+	uint32_t opc, from = c->ncode;
+	if (sub)
+		opc = (bits == 32 ? OP_RSUB_L32 : OP_RSUB_L64) + (is_const ? 1u : 0u);
+	else
+		opc = OP_FUSED + 64 * (is_const ? FUSE_I : FUSE_L) + (uint32_t)sk;
+	TRY(emit(c, opc));
+	TRY(emit(c, opnd));
+	note(c, from, opc, 0, 0);
+	return 1;
 }
 
 /* Emit a binary operator, fused with the local.get / const instructions
@@ -253,6 +346,9 @@ static int emit_binop(struct cc *c, uint8_t op)
 	uint32_t imm, x, form, at;
 	if (!p0)
 		return emit_op(c, op);
+	int r = fuse_left_operand(c, k, bits);
+	if (r != 0)
+		return r < 0 ? -1 : 0;
 	if (p0->op == OP_LOCAL_GET) {
 		if (p1 && p1->op == OP_LOCAL_GET) {
 			x = p1->a;
@@ -289,7 +385,7 @@ static int emit_binop(struct cc *c, uint8_t op)
 	} else {
 		return emit_op(c, op);
 	}
-	c->nlast = 0;
+	forget_from(c, at);
 	note(c, at, OP_FUSED + 64 * form + (uint32_t)k, 0, 0);
 	return 0;
 }
@@ -355,7 +451,7 @@ static int fuse_local_set(struct cc *c, uint32_t op, uint32_t z)
 	uint32_t form = (op == OP_LOCAL_SET ? FUSE_SET : FUSE_TEE) + (uint32_t)shape;
 	c->code[at] = OP_FUSED + 64 * form + (uint32_t)k;
 	TRY(emit(c, z));
-	c->nlast = 0;
+	forget_from(c, at);
 	note(c, at, c->code[at], 0, 0);
 	return 0;
 }
@@ -681,7 +777,7 @@ static int load_store(struct cc *c, uint8_t op)
 	if (op <= 0x35 && p0 && p0->op == OP_FUSED + 64 * FUSE_LI + 10 /* i32.add */) {
 		uint32_t at = p0->pc, x = c->code[at + 1], imm = c->code[at + 2];
 		c->ncode = at;
-		c->nlast = 0;
+		forget_from(c, at);
 		TRY(emit(c, OP_LOAD_LI + (op - 0x28u)));
 		TRY(emit(c, x));
 		TRY(emit(c, imm));
@@ -692,7 +788,7 @@ static int load_store(struct cc *c, uint8_t op)
 	if (op <= 0x35 && p0 && p0->op == OP_LOCAL_GET) {
 		uint32_t at = p0->pc, x = p0->a;
 		c->ncode = at;
-		c->nlast = 0;
+		forget_from(c, at);
 		TRY(emit(c, OP_LOAD_L + (op - 0x28u)));
 		TRY(emit(c, x));
 		TRY(emit(c, off));
@@ -702,7 +798,7 @@ static int load_store(struct cc *c, uint8_t op)
 	if (op >= 0x36 && p0 && p1 && p0->op == OP_LOCAL_GET && p1->op == OP_LOCAL_GET) {
 		uint32_t at = p1->pc, x = p1->a, y = p0->a;
 		c->ncode = at;
-		c->nlast = 0;
+		forget_from(c, at);
 		TRY(emit(c, OP_STORE_LL + (op - 0x36u)));
 		TRY(emit(c, x));
 		TRY(emit(c, y));

@@ -395,7 +395,11 @@ static inline uint64_t rotr64(uint64_t x, uint64_t k)
 	WASM_FUSABLE_FLOATS(FLOAT_ENTRIES) \
 	ENTRY(OP_SET_K32, op_set_k32) \
 	ENTRY(OP_SET_K64, op_set_k64) \
-	ENTRY(OP_COPY, op_copy)
+	ENTRY(OP_COPY, op_copy) \
+	ENTRY(OP_RSUB_L32, op_rsub_l32) \
+	ENTRY(OP_RSUB_I32, op_rsub_i32) \
+	ENTRY(OP_RSUB_L64, op_rsub_l64) \
+	ENTRY(OP_RSUB_I64, op_rsub_i64)
 
 static enum kis_wasm_trap run(struct kis_wasm_store *s, struct kis_wasm_func *entry)
 {
@@ -1113,6 +1117,18 @@ next:
 	op_copy:
 		fp[pc[1]] = fp[pc[0]];
 		pc += 2;
+		NEXT();
+	op_rsub_l32:
+		sp[-1] = (uint32_t)((uint32_t)fp[*pc++] - (uint32_t)sp[-1]);
+		NEXT();
+	op_rsub_i32:
+		sp[-1] = (uint32_t)(*pc++ - (uint32_t)sp[-1]);
+		NEXT();
+	op_rsub_l64:
+		sp[-1] = fp[*pc++] - sp[-1];
+		NEXT();
+	op_rsub_i64:
+		sp[-1] = (uint64_t)(int64_t)(int32_t)*pc++ - sp[-1];
 		NEXT();
 
 	op_bad:

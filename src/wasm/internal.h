@@ -180,6 +180,13 @@ enum {
 	OP_SET_K32 = OP_FLOAT_LL + 8,
 	OP_SET_K64,
 	OP_COPY,
+	/* subtraction with the left operand moved after the right one (see
+	 * fuse_left_operand in compile.c): top = local[x] - top (x), top =
+	 * imm - top (imm, sign-extended for i64) */
+	OP_RSUB_L32,
+	OP_RSUB_I32,
+	OP_RSUB_L64,
+	OP_RSUB_I64,
 	OP__COUNT
 };
 
