@@ -43,74 +43,75 @@ static inline uint16_t rd16(const uint8_t *p)
 	return v;
 }
 
-/* Binary and unary operators on the top of the stack. These expand to a
- * complete `case` and never jump elsewhere. */
+/* Binary and unary operators on the top of the stack, which is cached in
+ * `tos` (see run()). These expand to a complete handler and never jump
+ * elsewhere. */
 #define BIN32(op, expr)                                                   \
 	op_##op: {                                                        \
-		uint32_t b = (uint32_t)sp[-1], a = (uint32_t)sp[-2];      \
+		uint32_t b = (uint32_t)tos, a = (uint32_t)sp[-2];         \
 		sp--;                                                     \
-		sp[-1] = (uint32_t)(expr);                                \
-		NEXT();                                                   \
+		SET_TOP((uint32_t)(expr));                                \
+		NEXT_T();                                                 \
 	}
 #define BIN64(op, expr)                                                   \
 	op_##op: {                                                        \
-		uint64_t b = sp[-1], a = sp[-2];                          \
+		uint64_t b = tos, a = sp[-2];                             \
 		sp--;                                                     \
-		sp[-1] = (uint64_t)(expr);                                \
-		NEXT();                                                   \
+		SET_TOP((uint64_t)(expr));                                \
+		NEXT_T();                                                 \
 	}
 #define CMP64(op, expr) BIN64(op, expr)
 #define UN32(op, expr)                                                    \
 	op_##op: {                                                        \
-		uint32_t a = (uint32_t)sp[-1];                            \
-		sp[-1] = (uint32_t)(expr);                                \
-		NEXT();                                                   \
+		uint32_t a = (uint32_t)tos;                               \
+		SET_TOP((uint32_t)(expr));                                \
+		NEXT_T();                                                 \
 	}
 #define UN64(op, expr)                                                    \
 	op_##op: {                                                        \
-		uint64_t a = sp[-1];                                      \
-		sp[-1] = (uint64_t)(expr);                                \
-		NEXT();                                                   \
+		uint64_t a = tos;                                         \
+		SET_TOP((uint64_t)(expr));                                \
+		NEXT_T();                                                 \
 	}
 #define FBIN32(op, expr)                                                  \
 	op_##op: {                                                        \
-		float b = f32_of(sp[-1]), a = f32_of(sp[-2]);             \
+		float b = f32_of(tos), a = f32_of(sp[-2]);                \
 		sp--;                                                     \
-		sp[-1] = of_f32(expr);                                    \
-		NEXT();                                                   \
+		SET_TOP(of_f32(expr));                                    \
+		NEXT_T();                                                 \
 	}
 #define FBIN64(op, expr)                                                  \
 	op_##op: {                                                        \
-		double b = f64_of(sp[-1]), a = f64_of(sp[-2]);            \
+		double b = f64_of(tos), a = f64_of(sp[-2]);               \
 		sp--;                                                     \
-		sp[-1] = of_f64(expr);                                    \
-		NEXT();                                                   \
+		SET_TOP(of_f64(expr));                                    \
+		NEXT_T();                                                 \
 	}
 #define FCMP32(op, expr)                                                  \
 	op_##op: {                                                        \
-		float b = f32_of(sp[-1]), a = f32_of(sp[-2]);             \
+		float b = f32_of(tos), a = f32_of(sp[-2]);                \
 		sp--;                                                     \
-		sp[-1] = (expr) ? 1 : 0;                                  \
-		NEXT();                                                   \
+		SET_TOP((expr) ? 1 : 0);                                  \
+		NEXT_T();                                                 \
 	}
 #define FCMP64(op, expr)                                                  \
 	op_##op: {                                                        \
-		double b = f64_of(sp[-1]), a = f64_of(sp[-2]);            \
+		double b = f64_of(tos), a = f64_of(sp[-2]);               \
 		sp--;                                                     \
-		sp[-1] = (expr) ? 1 : 0;                                  \
-		NEXT();                                                   \
+		SET_TOP((expr) ? 1 : 0);                                  \
+		NEXT_T();                                                 \
 	}
 #define FUN32(op, expr)                                                   \
 	op_##op: {                                                        \
-		float a = f32_of(sp[-1]);                                 \
-		sp[-1] = of_f32(expr);                                    \
-		NEXT();                                                   \
+		float a = f32_of(tos);                                    \
+		SET_TOP(of_f32(expr));                                    \
+		NEXT_T();                                                 \
 	}
 #define FUN64(op, expr)                                                   \
 	op_##op: {                                                        \
-		double a = f64_of(sp[-1]);                                \
-		sp[-1] = of_f64(expr);                                    \
-		NEXT();                                                   \
+		double a = f64_of(tos);                                   \
+		SET_TOP(of_f64(expr));                                    \
+		NEXT_T();                                                 \
 	}
 
 static inline uint32_t rotl32(uint32_t x, uint32_t k)
@@ -405,6 +406,15 @@ static enum kis_wasm_trap run(struct kis_wasm_store *s, struct kis_wasm_func *en
 {
 	const uint32_t entry_depth = s->depth;
 	uint64_t *sp = s->sp, *fp = NULL;
+	/* The top of the operand stack, cached in a register so that a chain
+	 * of operators does not wait on a store and a reload of sp[-1] at each
+	 * step. Write-through: sp[-1] in memory is always current too (the
+	 * frame model and every other handler stay as they were). At each
+	 * dispatch tos == sp[-1]; a handler that changed the stack without
+	 * setting tos ends with NEXT(), which reloads it, one that kept tos
+	 * current ends with NEXT_T(). Below the first slot is a zero guard
+	 * slot (runtime.c), so the reload is valid on an empty stack. */
+	uint64_t tos = 0;
 	const uint32_t *pc = NULL, *code = NULL;
 	struct kis_wasm_func *fn = NULL, *callee = entry;
 	struct kis_wasm_instance *inst = NULL;
@@ -434,7 +444,7 @@ static enum kis_wasm_trap run(struct kis_wasm_store *s, struct kis_wasm_func *en
 	/* clang takes minutes over a thousand address-taken labels, so it gets
 	 * one switch whose cases jump to the handlers (gcc: threaded). */
 #define ENTRY(op, label) case op: goto label;
-#define NEXT() goto next
+#define DISPATCH() goto next
 	goto call;
 next:
 	switch (*pc++) {
@@ -451,30 +461,49 @@ next:
 		DISPATCH_ENTRIES
 	};
 #pragma GCC diagnostic pop
-#define NEXT() goto *dispatch[*pc++]
+#define DISPATCH() goto *dispatch[*pc++]
 	goto call;
 #endif
 #undef ENTRY
+#define NEXT()                  \
+	do {                    \
+		tos = sp[-1];   \
+		DISPATCH();     \
+	} while (0)
+#define NEXT_T() DISPATCH()
+	/* the new top, kept in tos and written through to memory */
+#define SET_TOP(v)              \
+	do {                    \
+		tos = (v);      \
+		sp[-1] = tos;   \
+	} while (0)
+#define PUSH_TOP(v)             \
+	do {                    \
+		tos = (v);      \
+		*sp++ = tos;    \
+	} while (0)
 
 		op_OP_UNREACHABLE:
 			trap = KIS_WASM_TRAP_UNREACHABLE;
 			goto trapped;
 		op_OP_NOP:
-			NEXT();
+			NEXT_T();
 		op_OP_JMP:
 			pc = code + pc[0];
-			NEXT();
+			NEXT_T();
 		op_OP_LOOP_CHECK:
 			TICK();
-			NEXT();
+			NEXT_T();
 		op_OP_JMP_IF_NOT:
-			if ((uint32_t)*--sp == 0)
+			sp--;
+			if ((uint32_t)tos == 0)
 				pc = code + pc[0];
 			else
 				pc++;
 			NEXT();
 		op_OP_BR_IF_SIMPLE:
-			if ((uint32_t)*--sp != 0)
+			sp--;
+			if ((uint32_t)tos != 0)
 				pc = code + pc[0];
 			else
 				pc++;
@@ -556,21 +585,23 @@ next:
 			sp--;
 			NEXT();
 		op_OP_SELECT: {
-			uint32_t c = (uint32_t)sp[-1];
+			/* a mask, not a branch: the condition is often data (a
+			 * sort's compare) and would mispredict */
+			uint64_t keep = -(uint64_t)((uint32_t)tos != 0);
 			sp -= 2;
-			if (!c)
-				sp[-1] = sp[0];
-			NEXT();
+			SET_TOP((sp[-1] & keep) | (sp[0] & ~keep));
+			NEXT_T();
 		}
 		op_OP_LOCAL_GET:
-			*sp++ = fp[*pc++];
-			NEXT();
+			PUSH_TOP(fp[*pc++]);
+			NEXT_T();
 		op_OP_LOCAL_SET:
-			fp[*pc++] = *--sp;
+			fp[*pc++] = tos;
+			sp--;
 			NEXT();
 		op_OP_LOCAL_TEE:
-			fp[*pc++] = sp[-1];
-			NEXT();
+			fp[*pc++] = tos;
+			NEXT_T();
 		op_OP_GLOBAL_GET:
 			*sp++ = inst->globals[*pc++]->val;
 			NEXT();
@@ -596,33 +627,33 @@ next:
 		}
 
 		/* loads and stores (spec 4.4.7): effective address is a 33-bit sum */
-#define EA() ((uint64_t)(uint32_t)sp[-1] + *pc++)
-		op_0x28: { uint64_t ea = EA(); if (ea + 4 > memsize) goto mem_oob; sp[-1] = rd32(mem + ea); NEXT(); }
-		op_0x29: { uint64_t ea = EA(); if (ea + 8 > memsize) goto mem_oob; sp[-1] = rd64(mem + ea); NEXT(); }
-		op_0x2a: { uint64_t ea = EA(); if (ea + 4 > memsize) goto mem_oob; sp[-1] = rd32(mem + ea); NEXT(); }
-		op_0x2b: { uint64_t ea = EA(); if (ea + 8 > memsize) goto mem_oob; sp[-1] = rd64(mem + ea); NEXT(); }
-		op_0x2c: { uint64_t ea = EA(); if (ea + 1 > memsize) goto mem_oob; sp[-1] = (uint32_t)(int32_t)(int8_t)mem[ea]; NEXT(); }
-		op_0x2d: { uint64_t ea = EA(); if (ea + 1 > memsize) goto mem_oob; sp[-1] = mem[ea]; NEXT(); }
-		op_0x2e: { uint64_t ea = EA(); if (ea + 2 > memsize) goto mem_oob; sp[-1] = (uint32_t)(int32_t)(int16_t)rd16(mem + ea); NEXT(); }
-		op_0x2f: { uint64_t ea = EA(); if (ea + 2 > memsize) goto mem_oob; sp[-1] = rd16(mem + ea); NEXT(); }
-		op_0x30: { uint64_t ea = EA(); if (ea + 1 > memsize) goto mem_oob; sp[-1] = (uint64_t)(int64_t)(int8_t)mem[ea]; NEXT(); }
-		op_0x31: { uint64_t ea = EA(); if (ea + 1 > memsize) goto mem_oob; sp[-1] = mem[ea]; NEXT(); }
-		op_0x32: { uint64_t ea = EA(); if (ea + 2 > memsize) goto mem_oob; sp[-1] = (uint64_t)(int64_t)(int16_t)rd16(mem + ea); NEXT(); }
-		op_0x33: { uint64_t ea = EA(); if (ea + 2 > memsize) goto mem_oob; sp[-1] = rd16(mem + ea); NEXT(); }
-		op_0x34: { uint64_t ea = EA(); if (ea + 4 > memsize) goto mem_oob; sp[-1] = (uint64_t)(int64_t)(int32_t)rd32(mem + ea); NEXT(); }
-		op_0x35: { uint64_t ea = EA(); if (ea + 4 > memsize) goto mem_oob; sp[-1] = rd32(mem + ea); NEXT(); }
+#define EA() ((uint64_t)(uint32_t)tos + *pc++)
+		op_0x28: { uint64_t ea = EA(); if (ea + 4 > memsize) goto mem_oob; SET_TOP(rd32(mem + ea)); NEXT_T(); }
+		op_0x29: { uint64_t ea = EA(); if (ea + 8 > memsize) goto mem_oob; SET_TOP(rd64(mem + ea)); NEXT_T(); }
+		op_0x2a: { uint64_t ea = EA(); if (ea + 4 > memsize) goto mem_oob; SET_TOP(rd32(mem + ea)); NEXT_T(); }
+		op_0x2b: { uint64_t ea = EA(); if (ea + 8 > memsize) goto mem_oob; SET_TOP(rd64(mem + ea)); NEXT_T(); }
+		op_0x2c: { uint64_t ea = EA(); if (ea + 1 > memsize) goto mem_oob; SET_TOP((uint32_t)(int32_t)(int8_t)mem[ea]); NEXT_T(); }
+		op_0x2d: { uint64_t ea = EA(); if (ea + 1 > memsize) goto mem_oob; SET_TOP(mem[ea]); NEXT_T(); }
+		op_0x2e: { uint64_t ea = EA(); if (ea + 2 > memsize) goto mem_oob; SET_TOP((uint32_t)(int32_t)(int16_t)rd16(mem + ea)); NEXT_T(); }
+		op_0x2f: { uint64_t ea = EA(); if (ea + 2 > memsize) goto mem_oob; SET_TOP(rd16(mem + ea)); NEXT_T(); }
+		op_0x30: { uint64_t ea = EA(); if (ea + 1 > memsize) goto mem_oob; SET_TOP((uint64_t)(int64_t)(int8_t)mem[ea]); NEXT_T(); }
+		op_0x31: { uint64_t ea = EA(); if (ea + 1 > memsize) goto mem_oob; SET_TOP(mem[ea]); NEXT_T(); }
+		op_0x32: { uint64_t ea = EA(); if (ea + 2 > memsize) goto mem_oob; SET_TOP((uint64_t)(int64_t)(int16_t)rd16(mem + ea)); NEXT_T(); }
+		op_0x33: { uint64_t ea = EA(); if (ea + 2 > memsize) goto mem_oob; SET_TOP(rd16(mem + ea)); NEXT_T(); }
+		op_0x34: { uint64_t ea = EA(); if (ea + 4 > memsize) goto mem_oob; SET_TOP((uint64_t)(int64_t)(int32_t)rd32(mem + ea)); NEXT_T(); }
+		op_0x35: { uint64_t ea = EA(); if (ea + 4 > memsize) goto mem_oob; SET_TOP(rd32(mem + ea)); NEXT_T(); }
 #undef EA
 		/* stores: the value's low bytes, little-endian host */
 #define STORE_EA() ((uint64_t)(uint32_t)sp[-2] + *pc++)
-		op_0x36: { uint64_t ea = STORE_EA(), v = sp[-1]; sp -= 2; if (ea + 4 > memsize) goto mem_oob; memcpy(mem + ea, &v, 4); NEXT(); }
-		op_0x37: { uint64_t ea = STORE_EA(), v = sp[-1]; sp -= 2; if (ea + 8 > memsize) goto mem_oob; memcpy(mem + ea, &v, 8); NEXT(); }
-		op_0x38: { uint64_t ea = STORE_EA(), v = sp[-1]; sp -= 2; if (ea + 4 > memsize) goto mem_oob; memcpy(mem + ea, &v, 4); NEXT(); }
-		op_0x39: { uint64_t ea = STORE_EA(), v = sp[-1]; sp -= 2; if (ea + 8 > memsize) goto mem_oob; memcpy(mem + ea, &v, 8); NEXT(); }
-		op_0x3a: { uint64_t ea = STORE_EA(), v = sp[-1]; sp -= 2; if (ea + 1 > memsize) goto mem_oob; memcpy(mem + ea, &v, 1); NEXT(); }
-		op_0x3b: { uint64_t ea = STORE_EA(), v = sp[-1]; sp -= 2; if (ea + 2 > memsize) goto mem_oob; memcpy(mem + ea, &v, 2); NEXT(); }
-		op_0x3c: { uint64_t ea = STORE_EA(), v = sp[-1]; sp -= 2; if (ea + 1 > memsize) goto mem_oob; memcpy(mem + ea, &v, 1); NEXT(); }
-		op_0x3d: { uint64_t ea = STORE_EA(), v = sp[-1]; sp -= 2; if (ea + 2 > memsize) goto mem_oob; memcpy(mem + ea, &v, 2); NEXT(); }
-		op_0x3e: { uint64_t ea = STORE_EA(), v = sp[-1]; sp -= 2; if (ea + 4 > memsize) goto mem_oob; memcpy(mem + ea, &v, 4); NEXT(); }
+		op_0x36: { uint64_t ea = STORE_EA(), v = tos; sp -= 2; if (ea + 4 > memsize) goto mem_oob; memcpy(mem + ea, &v, 4); NEXT(); }
+		op_0x37: { uint64_t ea = STORE_EA(), v = tos; sp -= 2; if (ea + 8 > memsize) goto mem_oob; memcpy(mem + ea, &v, 8); NEXT(); }
+		op_0x38: { uint64_t ea = STORE_EA(), v = tos; sp -= 2; if (ea + 4 > memsize) goto mem_oob; memcpy(mem + ea, &v, 4); NEXT(); }
+		op_0x39: { uint64_t ea = STORE_EA(), v = tos; sp -= 2; if (ea + 8 > memsize) goto mem_oob; memcpy(mem + ea, &v, 8); NEXT(); }
+		op_0x3a: { uint64_t ea = STORE_EA(), v = tos; sp -= 2; if (ea + 1 > memsize) goto mem_oob; memcpy(mem + ea, &v, 1); NEXT(); }
+		op_0x3b: { uint64_t ea = STORE_EA(), v = tos; sp -= 2; if (ea + 2 > memsize) goto mem_oob; memcpy(mem + ea, &v, 2); NEXT(); }
+		op_0x3c: { uint64_t ea = STORE_EA(), v = tos; sp -= 2; if (ea + 1 > memsize) goto mem_oob; memcpy(mem + ea, &v, 1); NEXT(); }
+		op_0x3d: { uint64_t ea = STORE_EA(), v = tos; sp -= 2; if (ea + 2 > memsize) goto mem_oob; memcpy(mem + ea, &v, 2); NEXT(); }
+		op_0x3e: { uint64_t ea = STORE_EA(), v = tos; sp -= 2; if (ea + 4 > memsize) goto mem_oob; memcpy(mem + ea, &v, 4); NEXT(); }
 #undef STORE_EA
 		op_OP_MEMORY_SIZE:
 			*sp++ = (uint32_t)(memsize / WASM_PAGE);
@@ -635,16 +666,16 @@ next:
 			NEXT();
 		}
 		op_OP_I32_CONST:
-			*sp++ = *pc++;
-			NEXT();
+			PUSH_TOP(*pc++);
+			NEXT_T();
 		op_OP_F32_CONST:
-			*sp++ = *pc++;
-			NEXT();
+			PUSH_TOP(*pc++);
+			NEXT_T();
 		op_OP_I64_CONST:
 		op_OP_F64_CONST:
-			*sp++ = (uint64_t)pc[0] | ((uint64_t)pc[1] << 32);
+			PUSH_TOP((uint64_t)pc[0] | ((uint64_t)pc[1] << 32));
 			pc += 2;
-			NEXT();
+			NEXT_T();
 
 		/* numeric instructions (spec 4.3) */
 		UN32(0x45, a == 0)
@@ -967,28 +998,28 @@ next:
 		/* fused binary operators (see OP_FUSED in internal.h) */
 #define FUSED_HANDLERS(k, opcode, bits, expr)                                             \
 	op_l_##k: {                                                                       \
-		uint##bits##_t a = (uint##bits##_t)sp[-1], b = (uint##bits##_t)fp[*pc++]; \
-		sp[-1] = (uint##bits##_t)(expr);                                          \
-		NEXT();                                                                   \
+		uint##bits##_t a = (uint##bits##_t)tos, b = (uint##bits##_t)fp[*pc++];    \
+		SET_TOP((uint##bits##_t)(expr));                                          \
+		NEXT_T();                                                                 \
 	}                                                                                 \
 	op_i_##k: {                                                                       \
-		uint##bits##_t a = (uint##bits##_t)sp[-1];                                \
+		uint##bits##_t a = (uint##bits##_t)tos;                                   \
 		uint##bits##_t b = (uint##bits##_t)(int##bits##_t)(int32_t)*pc++;         \
-		sp[-1] = (uint##bits##_t)(expr);                                          \
-		NEXT();                                                                   \
+		SET_TOP((uint##bits##_t)(expr));                                          \
+		NEXT_T();                                                                 \
 	}                                                                                 \
 	op_ll_##k: {                                                                      \
 		uint##bits##_t a = (uint##bits##_t)fp[pc[0]], b = (uint##bits##_t)fp[pc[1]]; \
 		pc += 2;                                                                  \
-		*sp++ = (uint##bits##_t)(expr);                                           \
-		NEXT();                                                                   \
+		PUSH_TOP((uint##bits##_t)(expr));                                         \
+		NEXT_T();                                                                 \
 	}                                                                                 \
 	op_li_##k: {                                                                      \
 		uint##bits##_t a = (uint##bits##_t)fp[pc[0]];                             \
 		uint##bits##_t b = (uint##bits##_t)(int##bits##_t)(int32_t)pc[1];         \
 		pc += 2;                                                                  \
-		*sp++ = (uint##bits##_t)(expr);                                           \
-		NEXT();                                                                   \
+		PUSH_TOP((uint##bits##_t)(expr));                                         \
+		NEXT_T();                                                                 \
 	}
 		WASM_FUSABLE_BINOPS(FUSED_HANDLERS)
 #undef FUSED_HANDLERS
@@ -996,41 +1027,49 @@ next:
 		/* their forms that store the result or branch on it: operands
 		 * first (n words of them), then the local or target word */
 #define OPERANDS_s(bits) \
-	uint##bits##_t b = (uint##bits##_t)sp[-1], a = (uint##bits##_t)sp[-2]; \
+	uint##bits##_t b = (uint##bits##_t)tos, a = (uint##bits##_t)sp[-2]; \
 	sp -= 2;
 #define OPERANDS_l(bits) \
-	uint##bits##_t a = (uint##bits##_t)*--sp, b = (uint##bits##_t)fp[pc[0]];
+	uint##bits##_t a = (uint##bits##_t)tos, b = (uint##bits##_t)fp[pc[0]]; \
+	sp--;
 #define OPERANDS_i(bits) \
-	uint##bits##_t a = (uint##bits##_t)*--sp, b = (uint##bits##_t)(int##bits##_t)(int32_t)pc[0];
+	uint##bits##_t a = (uint##bits##_t)tos, b = (uint##bits##_t)(int##bits##_t)(int32_t)pc[0]; \
+	sp--;
 #define OPERANDS_ll(bits) \
 	uint##bits##_t a = (uint##bits##_t)fp[pc[0]], b = (uint##bits##_t)fp[pc[1]];
 #define OPERANDS_li(bits) \
 	uint##bits##_t a = (uint##bits##_t)fp[pc[0]], b = (uint##bits##_t)(int##bits##_t)(int32_t)pc[1];
+/* after the operands: whether the shape popped (the cached top is gone) */
+#define NEXT_s() NEXT()
+#define NEXT_l() NEXT()
+#define NEXT_i() NEXT()
+#define NEXT_ll() NEXT_T()
+#define NEXT_li() NEXT_T()
 #define ARITH_HANDLERS(k, bits, expr, sh, n)                      \
 	op_##sh##_set_##k: {                                      \
 		OPERANDS_##sh(bits)                               \
 		fp[pc[n]] = (uint##bits##_t)(expr);               \
 		pc += n + 1;                                      \
-		NEXT();                                           \
+		NEXT_##sh();                                      \
 	}                                                         \
 	op_##sh##_tee_##k: {                                      \
 		OPERANDS_##sh(bits)                               \
 		uint64_t v = (uint##bits##_t)(expr);              \
 		fp[pc[n]] = v;                                    \
-		*sp++ = v;                                        \
+		PUSH_TOP(v);                                      \
 		pc += n + 1;                                      \
-		NEXT();                                           \
+		NEXT_T();                                         \
 	}
 #define CMP_HANDLERS(k, bits, expr, sh, n)                        \
 	op_##sh##_br_##k: {                                       \
 		OPERANDS_##sh(bits)                               \
 		pc = ((expr) != 0) ? code + pc[n] : pc + n + 1;        \
-		NEXT();                                           \
+		NEXT_##sh();                                      \
 	}                                                         \
 	op_##sh##_brz_##k: {                                      \
 		OPERANDS_##sh(bits)                               \
 		pc = ((expr) != 0) ? pc + n + 1 : code + pc[n];        \
-		NEXT();                                           \
+		NEXT_##sh();                                      \
 	}
 #define ALL_SHAPES(H, k, bits, expr) \
 	H(k, bits, expr, s, 0)        \
@@ -1047,6 +1086,11 @@ next:
 #undef ALL_SHAPES
 #undef CMP_HANDLERS
 #undef ARITH_HANDLERS
+#undef NEXT_s
+#undef NEXT_l
+#undef NEXT_i
+#undef NEXT_ll
+#undef NEXT_li
 
 		/* loads and stores with operands in locals */
 #define LOCAL_LOAD(op, n, conv)                                                   \
@@ -1056,8 +1100,8 @@ next:
 		if (ea + (n) > memsize)                                           \
 			goto mem_oob;                                             \
 		const uint8_t *p = mem + ea;                                      \
-		*sp++ = (conv);                                                   \
-		NEXT();                                                           \
+		PUSH_TOP(conv);                                                   \
+		NEXT_T();                                                         \
 	}
 		WASM_LOADS(LOCAL_LOAD)
 #undef LOCAL_LOAD
@@ -1069,7 +1113,7 @@ next:
 		if (ea + (n) > memsize)                                           \
 			goto mem_oob;                                             \
 		memcpy(mem + ea, &v, (n));                                        \
-		NEXT();                                                           \
+		NEXT_T();                                                         \
 	}
 		WASM_STORES(LOCAL_STORE)
 #undef LOCAL_STORE
@@ -1080,8 +1124,8 @@ next:
 		if (ea + (n) > memsize)                                           \
 			goto mem_oob;                                             \
 		const uint8_t *p = mem + ea;                                      \
-		*sp++ = (conv);                                                   \
-		NEXT();                                                           \
+		PUSH_TOP(conv);                                                   \
+		NEXT_T();                                                         \
 	}
 		WASM_LOADS(LOCAL_IMM_LOAD)
 #undef LOCAL_IMM_LOAD
@@ -1093,15 +1137,15 @@ next:
 #define OF_FLOAT_double of_f64
 #define FLOAT_HANDLERS(k, opcode, type, expr)                                     \
 	op_fl_##k: {                                                              \
-		type a = FLOAT_OF_##type(sp[-1]), b = FLOAT_OF_##type(fp[*pc++]); \
-		sp[-1] = OF_FLOAT_##type(expr);                                   \
-		NEXT();                                                           \
+		type a = FLOAT_OF_##type(tos), b = FLOAT_OF_##type(fp[*pc++]);    \
+		SET_TOP(OF_FLOAT_##type(expr));                                   \
+		NEXT_T();                                                         \
 	}                                                                         \
 	op_fll_##k: {                                                             \
 		type a = FLOAT_OF_##type(fp[pc[0]]), b = FLOAT_OF_##type(fp[pc[1]]); \
 		pc += 2;                                                          \
-		*sp++ = OF_FLOAT_##type(expr);                                    \
-		NEXT();                                                           \
+		PUSH_TOP(OF_FLOAT_##type(expr));                                  \
+		NEXT_T();                                                         \
 	}
 		WASM_FUSABLE_FLOATS(FLOAT_HANDLERS)
 #undef FLOAT_HANDLERS
@@ -1109,27 +1153,27 @@ next:
 	op_set_k32:
 		fp[pc[0]] = pc[1];
 		pc += 2;
-		NEXT();
+		NEXT_T();
 	op_set_k64:
 		fp[pc[0]] = (uint64_t)pc[1] | ((uint64_t)pc[2] << 32);
 		pc += 3;
-		NEXT();
+		NEXT_T();
 	op_copy:
 		fp[pc[1]] = fp[pc[0]];
 		pc += 2;
-		NEXT();
+		NEXT_T();
 	op_rsub_l32:
-		sp[-1] = (uint32_t)((uint32_t)fp[*pc++] - (uint32_t)sp[-1]);
-		NEXT();
+		SET_TOP((uint32_t)((uint32_t)fp[*pc++] - (uint32_t)tos));
+		NEXT_T();
 	op_rsub_i32:
-		sp[-1] = (uint32_t)(*pc++ - (uint32_t)sp[-1]);
-		NEXT();
+		SET_TOP((uint32_t)(*pc++ - (uint32_t)tos));
+		NEXT_T();
 	op_rsub_l64:
-		sp[-1] = fp[*pc++] - sp[-1];
-		NEXT();
+		SET_TOP(fp[*pc++] - tos);
+		NEXT_T();
 	op_rsub_i64:
-		sp[-1] = (uint64_t)(int64_t)(int32_t)*pc++ - sp[-1];
-		NEXT();
+		SET_TOP((uint64_t)(int64_t)(int32_t)*pc++ - tos);
+		NEXT_T();
 
 	op_bad:
 		trap = KIS_WASM_TRAP_UNREACHABLE; /* not produced by compile.c */
@@ -1198,6 +1242,10 @@ next:
 		NEXT();
 
 #undef NEXT
+#undef NEXT_T
+#undef DISPATCH
+#undef SET_TOP
+#undef PUSH_TOP
 #undef TICK
 out_of_fuel:
 	s->fuel = 0;

@@ -44,14 +44,18 @@ struct kis_wasm_store *kis_wasm_store_new(void)
 	struct kis_wasm_store *s = calloc(1, sizeof(*s));
 	if (!s)
 		return NULL;
-	s->stack = malloc((size_t)KIS_WASM_STACK_SLOTS * sizeof(uint64_t));
+	/* one zero slot below the stack: the interpreter reloads its cached
+	 * top (sp[-1], see exec.c) even when the stack is empty */
+	uint64_t *slots = malloc(((size_t)KIS_WASM_STACK_SLOTS + 1) * sizeof(uint64_t));
 	s->frames = malloc(((size_t)KIS_WASM_MAX_CALL_DEPTH + 2) * sizeof(*s->frames));
-	if (!s->stack || !s->frames) {
-		free(s->stack);
+	if (!slots || !s->frames) {
+		free(slots);
 		free(s->frames);
 		free(s);
 		return NULL;
 	}
+	slots[0] = 0;
+	s->stack = slots + 1;
 	s->stack_end = s->stack + KIS_WASM_STACK_SLOTS;
 	s->sp = s->stack;
 	s->fuel_budget = -1;
@@ -129,7 +133,7 @@ void kis_wasm_store_free(struct kis_wasm_store *s)
 		}
 	}
 	free(s->objs);
-	free(s->stack);
+	free(s->stack - 1); /* the guard slot, see kis_wasm_store_new */
 	free(s->frames);
 	free(s);
 }
