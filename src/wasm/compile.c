@@ -613,6 +613,16 @@ static int emit_target(struct cc *c, struct ctl *f)
 	return 0;
 }
 
+/* The target word of a simple jump (no unwinding) to frame f: for a loop,
+ * its first instruction after the check, flagged so that the jump runs the
+ * check (WASM_LOOP_EDGE in internal.h). */
+static int emit_jump_target(struct cc *c, struct ctl *f)
+{
+	if (f->kind == 0x03)
+		return emit(c, (f->start_pc + 1) | WASM_LOOP_EDGE);
+	return emit_target(c, f);
+}
+
 static struct ctl *label(struct cc *c, uint32_t depth)
 {
 	if (depth >= c->nctl) {
@@ -656,7 +666,7 @@ static int branch(struct cc *c, uint32_t depth, bool cond)
 				TRY(emit_cond_jump(c, false));
 			else
 				TRY(emit(c, OP_JMP));
-			TRY(emit_target(c, f));
+			TRY(emit_jump_target(c, f));
 		} else {
 			TRY(emit(c, cond ? OP_BR_IF : OP_BR));
 			TRY(emit_target(c, f));

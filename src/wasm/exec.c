@@ -436,6 +436,18 @@ static enum kis_wasm_trap run(struct kis_wasm_store *s, struct kis_wasm_func *en
 			goto out_of_fuel;                                         \
 	} while (0)
 
+	/* A taken simple jump: a back-edge to a loop (WASM_LOOP_EDGE) runs the
+	 * loop's check here instead of dispatching OP_LOOP_CHECK. */
+#define JUMP(word)                                              \
+	do {                                                    \
+		uint32_t t_ = (word);                           \
+		if (t_ & WASM_LOOP_EDGE) {                      \
+			TICK();                                 \
+			t_ &= ~WASM_LOOP_EDGE;                  \
+		}                                               \
+		pc = code + t_;                                 \
+	} while (0)
+
 	/* Threaded dispatch: every handler ends by jumping straight to the
 	 * next one through this table (GNU labels as values), which predicts
 	 * far better than one shared switch. NEXT() is the one macro here
@@ -489,7 +501,7 @@ next:
 		op_OP_NOP:
 			NEXT_T();
 		op_OP_JMP:
-			pc = code + pc[0];
+			JUMP(pc[0]);
 			NEXT_T();
 		op_OP_LOOP_CHECK:
 			TICK();
@@ -497,14 +509,14 @@ next:
 		op_OP_JMP_IF_NOT:
 			sp--;
 			if ((uint32_t)tos == 0)
-				pc = code + pc[0];
+				JUMP(pc[0]);
 			else
 				pc++;
 			NEXT();
 		op_OP_BR_IF_SIMPLE:
 			sp--;
 			if ((uint32_t)tos != 0)
-				pc = code + pc[0];
+				JUMP(pc[0]);
 			else
 				pc++;
 			NEXT();
@@ -1063,12 +1075,18 @@ next:
 #define CMP_HANDLERS(k, bits, expr, sh, n)                        \
 	op_##sh##_br_##k: {                                       \
 		OPERANDS_##sh(bits)                               \
-		pc = ((expr) != 0) ? code + pc[n] : pc + n + 1;        \
+		if ((expr) != 0)                                  \
+			JUMP(pc[n]);                              \
+		else                                              \
+			pc += n + 1;                              \
 		NEXT_##sh();                                      \
 	}                                                         \
 	op_##sh##_brz_##k: {                                      \
 		OPERANDS_##sh(bits)                               \
-		pc = ((expr) != 0) ? pc + n + 1 : code + pc[n];        \
+		if ((expr) != 0)                                  \
+			pc += n + 1;                              \
+		else                                              \
+			JUMP(pc[n]);                              \
 		NEXT_##sh();                                      \
 	}
 #define ALL_SHAPES(H, k, bits, expr) \
@@ -1247,6 +1265,7 @@ next:
 #undef SET_TOP
 #undef PUSH_TOP
 #undef TICK
+#undef JUMP
 out_of_fuel:
 	s->fuel = 0;
 	trap = KIS_WASM_TRAP_OUT_OF_FUEL;

@@ -117,7 +117,7 @@ struct kis_wasm_module {
 enum {
 	OP_UNREACHABLE = 0x00,
 	OP_NOP = 0x01,
-	OP_JMP = 0x02,         /* target */
+	OP_JMP = 0x02,         /* target (may carry WASM_LOOP_EDGE) */
 	OP_LOOP_CHECK = 0x03,  /* interrupt flag and fuel, at every loop header */
 	OP_JMP_IF_NOT = 0x04,  /* target; pops the condition */
 	OP_BR_IF_SIMPLE = 0x05, /* target; pops, jumps when non-zero, no unwinding */
@@ -189,6 +189,15 @@ enum {
 	OP_RSUB_I64,
 	OP__COUNT
 };
+
+/* A branch target word is a code offset. A back-edge to a loop in the
+ * simple jump forms (OP_JMP, OP_JMP_IF_NOT, OP_BR_IF_SIMPLE and the fused
+ * compare-and-branch forms) instead names the instruction after the loop's
+ * OP_LOOP_CHECK with this bit set, and the branch runs the check itself:
+ * one dispatch less per iteration. Other branches to a loop (with unwinding,
+ * br_table) target the check. Code is far shorter than 2^31 words
+ * (KIS_WASM_MAX_MODULE_BYTES). */
+#define WASM_LOOP_EDGE 0x80000000u
 
 /* X(index, opcode, C type, expr) on operands a and b of that type */
 #define WASM_FUSABLE_FLOATS(X)          \
