@@ -226,9 +226,27 @@ static int float_index(uint8_t op)
 static int emit_float_binop(struct cc *c, uint8_t op, int k)
 {
 	const struct emitted *p0 = prev(c, 0), *p1 = p0 ? prev(c, 1) : NULL;
+	uint32_t at, opc;
+	/* the right operand just loaded through a local (matmul's a[i][k] *
+	 * b[k][j]): the load of the operator's own type, form L or LI */
+	uint32_t load = k < 3 ? 0x2a : 0x2b; /* f32.load, f64.load */
+	if (p0 && (p0->op == OP_LOAD_L + (load - 0x28) || p0->op == OP_LOAD_LI + (load - 0x28))) {
+		bool li = p0->op == OP_LOAD_LI + (load - 0x28);
+		at = p0->pc;
+		uint32_t x = c->code[at + 1], imm = c->code[at + 2], off = li ? c->code[at + 3] : 0;
+		opc = (li ? OP_FLOAD_LI : OP_FLOAD_L) + (uint32_t)k;
+		c->ncode = at;
+		TRY(emit(c, opc));
+		TRY(emit(c, x));
+		TRY(emit(c, imm)); /* the offset, for form L */
+		if (li)
+			TRY(emit(c, off));
+		forget_from(c, at);
+		note(c, at, opc, 0, 0);
+		return 0;
+	}
 	if (!p0 || p0->op != OP_LOCAL_GET)
 		return emit_op(c, op);
-	uint32_t at, opc;
 	if (p1 && p1->op == OP_LOCAL_GET) {
 		at = p1->pc;
 		opc = OP_FLOAT_LL + (uint32_t)k;
@@ -423,6 +441,42 @@ static bool is_compare(int k)
 #undef COMPARE_CASE
 }
 
+/* 'local.get x; local.set z' at word `at`: a copy, merged with the copies
+ * just before it into one OP_COPY_N (a hash rotating its working variables
+ * does several in a row). */
+static int emit_copy(struct cc *c, uint32_t at, uint32_t x, uint32_t z)
+{
+	forget_from(c, at);
+	const struct emitted *r = prev(c, 0);
+	if (r && r->op == OP_COPY) {
+		uint32_t rat = r->pc, x1 = c->code[rat + 1], z1 = c->code[rat + 2];
+		c->ncode = rat;
+		TRY(emit(c, OP_COPY_N));
+		TRY(emit(c, 2));
+		TRY(emit(c, x1));
+		TRY(emit(c, z1));
+		TRY(emit(c, x));
+		TRY(emit(c, z));
+		forget_from(c, rat);
+		note(c, rat, OP_COPY_N, 0, 0);
+		return 0;
+	}
+	if (r && r->op == OP_COPY_N) {
+		uint32_t rat = r->pc;
+		c->code[rat + 1]++;
+		TRY(emit(c, x));
+		TRY(emit(c, z));
+		forget_from(c, rat);
+		note(c, rat, OP_COPY_N, 0, 0);
+		return 0;
+	}
+	TRY(emit(c, OP_COPY));
+	TRY(emit(c, x));
+	TRY(emit(c, z));
+	note(c, at, OP_COPY, x, z);
+	return 0;
+}
+
 /* 'op; local.set z' (or local.tee) -> one instruction writing the local. */
 static int fuse_local_set(struct cc *c, uint32_t op, uint32_t z)
 {
@@ -431,12 +485,9 @@ static int fuse_local_set(struct cc *c, uint32_t op, uint32_t z)
 		  q->op == OP_F64_CONST || q->op == OP_LOCAL_GET)) {
 		uint32_t at = q->pc, a = q->a, b = q->b, qop = q->op;
 		c->ncode = at;
-		c->nlast = 0;
-		if (qop == OP_LOCAL_GET) {
-			TRY(emit(c, OP_COPY));
-			TRY(emit(c, a));
-			return emit(c, z);
-		}
+		forget_from(c, at);
+		if (qop == OP_LOCAL_GET)
+			return emit_copy(c, at, a, z);
 		bool wide = qop == OP_I64_CONST || qop == OP_F64_CONST;
 		TRY(emit(c, wide ? OP_SET_K64 : OP_SET_K32));
 		TRY(emit(c, z));

@@ -188,6 +188,9 @@ static inline uint64_t rotr64(uint64_t x, uint64_t k)
 #define FLOAT_ENTRIES(k, opcode, type, expr)          \
 	ENTRY(OP_FLOAT_L + k, op_fl_##k)             \
 	ENTRY(OP_FLOAT_LL + k, op_fll_##k)
+#define FLOAD_ENTRIES(k, opcode, type, expr)          \
+	ENTRY(OP_FLOAD_L + k, op_floadl_##k)          \
+	ENTRY(OP_FLOAD_LI + k, op_floadli_##k)
 #define DISPATCH_ENTRIES                              \
 	ENTRY(0x28, op_0x28) \
 	ENTRY(0x29, op_0x29) \
@@ -400,7 +403,9 @@ static inline uint64_t rotr64(uint64_t x, uint64_t k)
 	ENTRY(OP_RSUB_L32, op_rsub_l32) \
 	ENTRY(OP_RSUB_I32, op_rsub_i32) \
 	ENTRY(OP_RSUB_L64, op_rsub_l64) \
-	ENTRY(OP_RSUB_I64, op_rsub_i64)
+	ENTRY(OP_RSUB_I64, op_rsub_i64) \
+	WASM_FUSABLE_FLOATS(FLOAD_ENTRIES) \
+	ENTRY(OP_COPY_N, op_copy_n)
 
 static enum kis_wasm_trap run(struct kis_wasm_store *s, struct kis_wasm_func *entry)
 {
@@ -1168,6 +1173,33 @@ next:
 		WASM_FUSABLE_FLOATS(FLOAT_HANDLERS)
 #undef FLOAT_HANDLERS
 
+		/* float operators whose right operand is loaded through a local */
+#define RD_float(p) f32_of(rd32(p))
+#define RD_double(p) f64_of(rd64(p))
+#define FLOAD_HANDLERS(k, opcode, type, expr)                                     \
+	op_floadl_##k: {                                                          \
+		uint64_t ea = (uint64_t)(uint32_t)fp[pc[0]] + pc[1];              \
+		pc += 2;                                                          \
+		if (ea + sizeof(type) > memsize)                                  \
+			goto mem_oob;                                             \
+		type a = FLOAT_OF_##type(tos), b = RD_##type(mem + ea);           \
+		SET_TOP(OF_FLOAT_##type(expr));                                   \
+		NEXT_T();                                                         \
+	}                                                                         \
+	op_floadli_##k: {                                                         \
+		uint64_t ea = (uint64_t)(uint32_t)((uint32_t)fp[pc[0]] + pc[1]) + pc[2]; \
+		pc += 3;                                                          \
+		if (ea + sizeof(type) > memsize)                                  \
+			goto mem_oob;                                             \
+		type a = FLOAT_OF_##type(tos), b = RD_##type(mem + ea);           \
+		SET_TOP(OF_FLOAT_##type(expr));                                   \
+		NEXT_T();                                                         \
+	}
+		WASM_FUSABLE_FLOATS(FLOAD_HANDLERS)
+#undef FLOAD_HANDLERS
+#undef RD_float
+#undef RD_double
+
 	op_set_k32:
 		fp[pc[0]] = pc[1];
 		pc += 2;
@@ -1180,6 +1212,14 @@ next:
 		fp[pc[1]] = fp[pc[0]];
 		pc += 2;
 		NEXT_T();
+	op_copy_n: {
+		uint32_t n = *pc++;
+		do {
+			fp[pc[1]] = fp[pc[0]];
+			pc += 2;
+		} while (--n);
+		NEXT_T();
+	}
 	op_rsub_l32:
 		SET_TOP((uint32_t)((uint32_t)fp[*pc++] - (uint32_t)tos));
 		NEXT_T();

@@ -187,6 +187,15 @@ enum {
 	OP_RSUB_I32,
 	OP_RSUB_L64,
 	OP_RSUB_I64,
+	/* float add/sub/mul whose right operand is loaded (t.load after the
+	 * left operand): top = top op mem[local[x] + offset] (x, offset) and
+	 * top op mem[(local[x] + imm) mod 2^32 + offset] (x, imm, offset);
+	 * + index in WASM_FUSABLE_FLOATS, f32.load for the float ones */
+	OP_FLOAD_L,
+	OP_FLOAD_LI = OP_FLOAD_L + 8,
+	/* a run of 'local.get x; local.set z': n, then n pairs (x, z), copied
+	 * in order */
+	OP_COPY_N = OP_FLOAD_LI + 8,
 	OP__COUNT
 };
 
