@@ -222,6 +222,22 @@ static int float_index(uint8_t op)
 #undef FLOAT_CASE
 }
 
+/* Whether e is the load `load` (0x28..0x35) through a local, form L or LI;
+ * if so and addr is not NULL, its address as (local, constant, offset). */
+static bool load_through_local(const struct cc *c, const struct emitted *e, uint32_t load,
+			       uint32_t addr[3])
+{
+	bool l = e->op == OP_LOAD_L + (load - 0x28), li = e->op == OP_LOAD_LI + (load - 0x28);
+	if (addr && l) {
+		addr[0] = c->code[e->pc + 1];
+		addr[1] = 0;
+		addr[2] = c->code[e->pc + 2];
+	} else if (addr && li) {
+		memcpy(addr, &c->code[e->pc + 1], 3 * sizeof(*addr));
+	}
+	return l || li;
+}
+
 /* Float add/sub/mul with operands from local.get: forms L and LL. */
 static int emit_float_binop(struct cc *c, uint8_t op, int k)
 {
@@ -230,6 +246,24 @@ static int emit_float_binop(struct cc *c, uint8_t op, int k)
 	/* the right operand just loaded through a local (matmul's a[i][k] *
 	 * b[k][j]): the load of the operator's own type, form L or LI */
 	uint32_t load = k < 3 ? 0x2a : 0x2b; /* f32.load, f64.load */
+	if (p0 && p1 && load_through_local(c, p0, load, NULL) && load_through_local(c, p1, load, NULL)) {
+		/* both operands loaded: one instruction, each address as
+		 * local + constant + offset (form L is constant 0) */
+		uint32_t a1[3], a2[3];
+		load_through_local(c, p1, load, a1);
+		load_through_local(c, p0, load, a2);
+		at = p1->pc;
+		opc = OP_FLOAD2 + (uint32_t)k;
+		c->ncode = at;
+		TRY(emit(c, opc));
+		for (int i = 0; i < 3; i++)
+			TRY(emit(c, a1[i]));
+		for (int i = 0; i < 3; i++)
+			TRY(emit(c, a2[i]));
+		forget_from(c, at);
+		note(c, at, opc, 0, 0);
+		return 0;
+	}
 	if (p0 && (p0->op == OP_LOAD_L + (load - 0x28) || p0->op == OP_LOAD_LI + (load - 0x28))) {
 		bool li = p0->op == OP_LOAD_LI + (load - 0x28);
 		at = p0->pc;

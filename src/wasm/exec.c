@@ -190,7 +190,8 @@ static inline uint64_t rotr64(uint64_t x, uint64_t k)
 	ENTRY(OP_FLOAT_LL + k, op_fll_##k)
 #define FLOAD_ENTRIES(k, opcode, type, expr)          \
 	ENTRY(OP_FLOAD_L + k, op_floadl_##k)          \
-	ENTRY(OP_FLOAD_LI + k, op_floadli_##k)
+	ENTRY(OP_FLOAD_LI + k, op_floadli_##k)        \
+	ENTRY(OP_FLOAD2 + k, op_fload2_##k)
 #define DISPATCH_ENTRIES                              \
 	ENTRY(0x28, op_0x28) \
 	ENTRY(0x29, op_0x29) \
@@ -1193,6 +1194,16 @@ next:
 			goto mem_oob;                                             \
 		type a = FLOAT_OF_##type(tos), b = RD_##type(mem + ea);           \
 		SET_TOP(OF_FLOAT_##type(expr));                                   \
+		NEXT_T();                                                         \
+	}                                                                         \
+	op_fload2_##k: {                                                          \
+		uint64_t ea = (uint64_t)(uint32_t)((uint32_t)fp[pc[0]] + pc[1]) + pc[2]; \
+		uint64_t eb = (uint64_t)(uint32_t)((uint32_t)fp[pc[3]] + pc[4]) + pc[5]; \
+		pc += 6;                                                          \
+		if (ea + sizeof(type) > memsize || eb + sizeof(type) > memsize)   \
+			goto mem_oob;                                             \
+		type a = RD_##type(mem + ea), b = RD_##type(mem + eb);            \
+		PUSH_TOP(OF_FLOAT_##type(expr));                                  \
 		NEXT_T();                                                         \
 	}
 		WASM_FUSABLE_FLOATS(FLOAD_HANDLERS)

@@ -196,6 +196,11 @@ enum {
 	/* a run of 'local.get x; local.set z': n, then n pairs (x, z), copied
 	 * in order */
 	OP_COPY_N = OP_FLOAD_LI + 8,
+	/* float add/sub/mul of two values loaded through locals, pushed:
+	 * x1, imm1, offset1, x2, imm2, offset2 (each address as in
+	 * OP_FLOAD_LI); + index in WASM_FUSABLE_FLOATS */
+	OP_FLOAD2,
+	OP_FLOAD2_LAST = OP_FLOAD2 + 7, /* its eight slots */
 	OP__COUNT
 };
 

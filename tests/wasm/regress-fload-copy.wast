@@ -26,6 +26,14 @@
     (f64.add
       (f64.mul (f64.load (local.get 0)) (f64.load offset=8 (local.get 0)))
       (f64.mul (f64.load offset=8 (local.get 0)) (f64.load offset=8 (local.get 0)))))
+  ;; both operands loaded (OP_FLOAD2), forms L and LI mixed
+  (func (export "two-loads") (param i32 i32) (result f64)
+    (f64.sub (f64.load (local.get 0)) (f64.load offset=8 (i32.add (local.get 1) (i32.const -8)))))
+  (func (export "two-loads-f32") (param i32) (result f32)
+    (f32.mul (f32.load offset=16 (local.get 0)) (f32.load (i32.add (local.get 0) (i32.const 16)))))
+  ;; either load out of bounds traps
+  (func (export "two-loads-oob") (param i32 i32) (result f64)
+    (f64.add (f64.load (local.get 0)) (f64.load (local.get 1))))
   ;; a load out of bounds traps
   (func (export "mul-oob") (param i32) (result f64)
     (f64.mul (f64.const 1) (f64.load (local.get 0))))
@@ -78,3 +86,10 @@
 (assert_return (invoke "chain" (i32.const 42)) (i32.const 42))
 (assert_return (invoke "split" (i32.const 7) (i32.const 3)) (i32.const -4))
 (assert_return (invoke "copy64" (i64.const 0x100000001)) (i64.const 0x200000002))
+(assert_return (invoke "two-loads" (i32.const 0) (i32.const 8)) (f64.const -2))
+(assert_return (invoke "two-loads" (i32.const 8) (i32.const 8)) (f64.const 0))
+(assert_trap (invoke "two-loads" (i32.const 8) (i32.const 0)) "out of bounds memory access")
+(assert_return (invoke "two-loads-f32" (i32.const 0)) (f32.const 100))
+(assert_return (invoke "two-loads-oob" (i32.const 0) (i32.const 8)) (f64.const 8))
+(assert_trap (invoke "two-loads-oob" (i32.const 65529) (i32.const 0)) "out of bounds memory access")
+(assert_trap (invoke "two-loads-oob" (i32.const 0) (i32.const 65529)) "out of bounds memory access")
