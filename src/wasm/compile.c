@@ -383,6 +383,30 @@ static int fuse_left_operand(struct cc *c, int k, int bits)
 	return 1;
 }
 
+/* 'LI k1; op' where op (k2) takes the stack top as its left operand and
+ * the LI form's result as its right one: OP_CHAIN for the pairs listed in
+ * WASM_FUSABLE_CHAINS. Returns 1 when it fused. */
+static int fuse_chain(struct cc *c, int k2)
+{
+	const struct emitted *p0 = prev(c, 0);
+	if (!p0 || p0->op < OP_FUSED + 64 * FUSE_LI || p0->op >= OP_FUSED + 64 * (FUSE_LI + 1))
+		return 0;
+	int k1 = (int)(p0->op - (OP_FUSED + 64 * FUSE_LI));
+	int idx = -1;
+#define CHAIN_CASE(i, a1, a2, e1, e2) \
+	if (k1 == (a1) && k2 == (a2)) \
+		idx = (i);
+	WASM_FUSABLE_CHAINS(CHAIN_CASE)
+#undef CHAIN_CASE
+	if (idx < 0)
+		return 0;
+	uint32_t at = p0->pc;
+	c->code[at] = OP_CHAIN + (uint32_t)idx; /* same immediates: x, imm */
+	forget_from(c, at);
+	note(c, at, OP_CHAIN + (uint32_t)idx, 0, 0);
+	return 1;
+}
+
 /* Emit a binary operator, fused with the local.get / const instructions
  * just before it into one register-style instruction where possible: a
  * stack interpreter spends most of its time on those pushes. */
@@ -401,6 +425,8 @@ static int emit_binop(struct cc *c, uint8_t op)
 	int r = fuse_left_operand(c, k, bits);
 	if (r != 0)
 		return r < 0 ? -1 : 0;
+	if (fuse_chain(c, k))
+		return 0;
 	if (p0->op == OP_LOCAL_GET) {
 		if (p1 && p1->op == OP_LOCAL_GET) {
 			x = p1->a;

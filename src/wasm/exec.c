@@ -192,6 +192,7 @@ static inline uint64_t rotr64(uint64_t x, uint64_t k)
 	ENTRY(OP_FLOAD_L + k, op_floadl_##k)          \
 	ENTRY(OP_FLOAD_LI + k, op_floadli_##k)        \
 	ENTRY(OP_FLOAD2 + k, op_fload2_##k)
+#define CHAIN_ENTRY(i, k1, k2, e1, e2) ENTRY(OP_CHAIN + i, op_chain_##i)
 #define DISPATCH_ENTRIES                              \
 	ENTRY(0x28, op_0x28) \
 	ENTRY(0x29, op_0x29) \
@@ -406,7 +407,8 @@ static inline uint64_t rotr64(uint64_t x, uint64_t k)
 	ENTRY(OP_RSUB_L64, op_rsub_l64) \
 	ENTRY(OP_RSUB_I64, op_rsub_i64) \
 	WASM_FUSABLE_FLOATS(FLOAD_ENTRIES) \
-	ENTRY(OP_COPY_N, op_copy_n)
+	ENTRY(OP_COPY_N, op_copy_n) \
+	WASM_FUSABLE_CHAINS(CHAIN_ENTRY)
 
 static enum kis_wasm_trap run(struct kis_wasm_store *s, struct kis_wasm_func *entry)
 {
@@ -1223,6 +1225,22 @@ next:
 		fp[pc[1]] = fp[pc[0]];
 		pc += 2;
 		NEXT_T();
+#define CHAIN_HANDLER(i, k1, k2, e1, e2)                                   \
+	op_chain_##i: {                                                    \
+		uint32_t inner;                                            \
+		{                                                          \
+			uint32_t a = (uint32_t)fp[pc[0]], b = pc[1];       \
+			inner = (uint32_t)(e1);                            \
+		}                                                          \
+		{                                                          \
+			uint32_t a = (uint32_t)tos, b = inner;             \
+			SET_TOP((uint32_t)(e2));                           \
+		}                                                          \
+		pc += 2;                                                   \
+		NEXT_T();                                                  \
+	}
+	WASM_FUSABLE_CHAINS(CHAIN_HANDLER)
+#undef CHAIN_HANDLER
 	op_copy_n: {
 		uint32_t n = *pc++;
 		do {

@@ -201,6 +201,10 @@ enum {
 	 * OP_FLOAD_LI); + index in WASM_FUSABLE_FLOATS */
 	OP_FLOAD2,
 	OP_FLOAD2_LAST = OP_FLOAD2 + 7, /* its eight slots */
+	/* two operators in one: top = top k2 (local[x] k1 imm) for the pairs
+	 * of WASM_FUSABLE_CHAINS (x, imm); + index there */
+	OP_CHAIN,
+	OP_CHAIN_LAST = OP_CHAIN + 15, /* its sixteen slots */
 	OP__COUNT
 };
 
@@ -231,6 +235,23 @@ enum {
 	FUSE__COUNT = 24
 };
 enum { SHAPE_S, SHAPE_L, SHAPE_I, SHAPE_LL, SHAPE_LI };
+
+/* Pairs of i32 operators fused into OP_CHAIN: an LI form (local[x] k1 imm)
+ * as the right operand of k2 on the stack top, as in SHA-256's
+ * 'rotr(e, 6) ^ rotr(e, 11) ^ rotr(e, 25)'. X(index, k1, k2, inner expr,
+ * outer expr), indices as in WASM_FUSABLE_BINOPS, both exprs on uint32_t a
+ * and b (inner: a = local, b = imm; outer: a = top, b = inner result). */
+#define WASM_FUSABLE_CHAINS(X)                                                       \
+	X(0, 19, 15, (a << (b & 31)) | (a >> ((32 - b) & 31)), a ^ b) /* rotl, xor */  \
+	X(1, 20, 15, (a >> (b & 31)) | (a << ((32 - b) & 31)), a ^ b) /* rotr, xor */  \
+	X(2, 18, 15, a >> (b & 31), a ^ b)                            /* shr_u, xor */ \
+	X(3, 16, 15, a << (b & 31), a ^ b)                            /* shl, xor */   \
+	X(4, 19, 10, (a << (b & 31)) | (a >> ((32 - b) & 31)), a + b) /* rotl, add */  \
+	X(5, 18, 10, a >> (b & 31), a + b)                            /* shr_u, add */ \
+	X(6, 16, 10, a << (b & 31), a + b)                            /* shl, add */   \
+	X(7, 13, 15, a & b, a ^ b)                                    /* and, xor */   \
+	X(8, 18, 14, a >> (b & 31), a | b)                            /* shr_u, or */  \
+	X(9, 16, 14, a << (b & 31), a | b)                            /* shl, or */
 
 /* The integer binary operators that cannot trap: X(index, opcode, bits, expr)
  * with operands a and b of type uint<bits>_t. Shared by compile.c (which
