@@ -568,14 +568,16 @@ next:
 			pc = fr->ret_pc;
 			fp = fr->fp;
 			fn = fr->func;
-			code = fn->code->ops;
+			code = fr->code;
+			/* mem and memsize are current for inst's memory: memory.grow
+			 * and host calls reload them, so only a change of instance
+			 * (whose callee may have grown a shared memory) does here */
 			if (fn->inst != inst) {
 				inst = fn->inst;
 				memo = inst->m->nmems ? inst->mems[0] : NULL;
+				mem = memo ? memo->data : NULL;
+				memsize = memo ? memo->size : 0;
 			}
-			/* the callee may have grown the memory */
-			mem = memo ? memo->data : NULL;
-			memsize = memo ? memo->size : 0;
 			NEXT();
 		}
 		op_OP_CALL:
@@ -1312,19 +1314,26 @@ next:
 			fr->ret_pc = pc;
 			fr->fp = fp;
 			fr->func = fn;
-			for (uint32_t i = ft->np; i < cd->nlocals; i++)
+			fr->code = code;
+			/* declared locals start at zero; functions have few, so
+			 * a plain loop: the empty asm keeps gcc from turning it
+			 * into a call to memset, which cost more than the
+			 * whole call for one local */
+			for (uint32_t i = ft->np; i < cd->nlocals; i++) {
 				nfp[i] = 0;
+				__asm__("" : "+r"(i));
+			}
 			fp = nfp;
 			sp = fp + cd->nlocals;
 			fn = callee;
 			code = cd->ops;
 			pc = code;
-			if (fn->inst != inst) {
+			if (fn->inst != inst) { /* mem: see op_OP_RETURN */
 				inst = fn->inst;
 				memo = inst->m->nmems ? inst->mems[0] : NULL;
+				mem = memo ? memo->data : NULL;
+				memsize = memo ? memo->size : 0;
 			}
-			mem = memo ? memo->data : NULL;
-			memsize = memo ? memo->size : 0;
 		}
 		NEXT();
 

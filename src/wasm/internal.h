@@ -355,6 +355,7 @@ struct wasm_frame {
 	const uint32_t *ret_pc;
 	uint64_t *fp;
 	struct kis_wasm_func *func;
+	const uint32_t *code; /* func's code, to resume without two loads */
 };
 
 struct wasm_obj {
