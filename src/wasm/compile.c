@@ -575,6 +575,18 @@ static int emit_cond_jump(struct cc *c, bool on_zero)
 {
 	int k, shape;
 	const struct emitted *p0 = binop_shape(c, &k, &shape);
+	const struct emitted *p1 = p0 ? prev(c, 1) : NULL;
+	if (p0 && p1 && !on_zero && k < 10 && (shape == SHAPE_I || shape == SHAPE_L) &&
+	    p1->op == OP_FUSED + 64 * (FUSE_TEE + SHAPE_LI) + 10 /* i32.add */) {
+		/* a loop's step and test: [tee-li-add x c z][cmp d] becomes
+		 * [step-br x c z d], the target word follows (OP_STEP_BR_I) */
+		uint32_t at = p1->pc, d = c->code[p0->pc + 1];
+		c->code[at] = (shape == SHAPE_I ? OP_STEP_BR_I : OP_STEP_BR_L) + (uint32_t)k;
+		c->code[at + 4] = d;
+		c->ncode = at + 5;
+		c->nlast = 0;
+		return 0;
+	}
 	if (p0 && is_compare(k)) {
 		c->code[p0->pc] = OP_FUSED + 64 * (uint32_t)((on_zero ? FUSE_BRZ : FUSE_BR) + shape) + (uint32_t)k;
 		c->nlast = 0;

@@ -193,6 +193,9 @@ static inline uint64_t rotr64(uint64_t x, uint64_t k)
 	ENTRY(OP_FLOAD_LI + k, op_floadli_##k)        \
 	ENTRY(OP_FLOAD2 + k, op_fload2_##k)
 #define CHAIN_ENTRY(i, k1, k2, e1, e2) ENTRY(OP_CHAIN + i, op_chain_##i)
+#define STEP_ENTRIES(k, opcode, bits, expr)                   \
+	ENTRY(OP_STEP_BR_I + k, op_step_i_##k)                \
+	ENTRY(OP_STEP_BR_L + k, op_step_l_##k)
 #define DISPATCH_ENTRIES                              \
 	ENTRY(0x28, op_0x28) \
 	ENTRY(0x29, op_0x29) \
@@ -408,7 +411,8 @@ static inline uint64_t rotr64(uint64_t x, uint64_t k)
 	ENTRY(OP_RSUB_I64, op_rsub_i64) \
 	WASM_FUSABLE_FLOATS(FLOAD_ENTRIES) \
 	ENTRY(OP_COPY_N, op_copy_n) \
-	WASM_FUSABLE_CHAINS(CHAIN_ENTRY)
+	WASM_FUSABLE_CHAINS(CHAIN_ENTRY) \
+	WASM_I32_COMPARES(STEP_ENTRIES)
 
 static enum kis_wasm_trap run(struct kis_wasm_store *s, struct kis_wasm_func *entry)
 {
@@ -1243,6 +1247,29 @@ next:
 	}
 	WASM_FUSABLE_CHAINS(CHAIN_HANDLER)
 #undef CHAIN_HANDLER
+	/* a loop's step and test (OP_STEP_BR_I in internal.h) */
+#define STEP_HANDLERS(k, opcode, bits, expr)                                  \
+	op_step_i_##k: {                                                      \
+		uint32_t a = (uint32_t)fp[pc[0]] + pc[1], b = pc[3];          \
+		fp[pc[2]] = a;                                                \
+		if (expr)                                                     \
+			JUMP(pc[4]);                                          \
+		else                                                          \
+			pc += 5;                                              \
+		NEXT_T();                                                     \
+	}                                                                     \
+	op_step_l_##k: {                                                      \
+		uint32_t a = (uint32_t)fp[pc[0]] + pc[1];                     \
+		fp[pc[2]] = a;                                                \
+		uint32_t b = (uint32_t)fp[pc[3]];                             \
+		if (expr)                                                     \
+			JUMP(pc[4]);                                          \
+		else                                                          \
+			pc += 5;                                              \
+		NEXT_T();                                                     \
+	}
+	WASM_I32_COMPARES(STEP_HANDLERS)
+#undef STEP_HANDLERS
 	op_copy_n: {
 		uint32_t n = *pc++;
 		do {

@@ -205,6 +205,14 @@ enum {
 	 * of WASM_FUSABLE_CHAINS (x, imm); + index there */
 	OP_CHAIN,
 	OP_CHAIN_LAST = OP_CHAIN + 15, /* its sixteen slots */
+	/* a loop's counting step and exit test in one: 'local.tee z (i32.add
+	 * (local.get x) (i32.const c)); <i32 compare> with a constant d (form
+	 * I) or local[d] (form L); br_if': local[z] = local[x] + c, then jump
+	 * when local[z] cmp d. x, c, z, d, target; + compare index (0..9 of
+	 * WASM_FUSABLE_COMPARES) */
+	OP_STEP_BR_I,
+	OP_STEP_BR_L = OP_STEP_BR_I + 10,
+	OP_STEP_BR_LAST = OP_STEP_BR_L + 9,
 	OP__COUNT
 };
 
@@ -258,7 +266,8 @@ enum { SHAPE_S, SHAPE_L, SHAPE_I, SHAPE_LL, SHAPE_LI };
  * fuses them) and exec.c (which runs them). */
 #define WASM_FUSABLE_BINOPS(X) WASM_FUSABLE_COMPARES(X) WASM_FUSABLE_ARITH(X)
 /* Compares get the branching forms, arithmetic the local-writing ones. */
-#define WASM_FUSABLE_COMPARES(X) \
+#define WASM_FUSABLE_COMPARES(X) WASM_I32_COMPARES(X) WASM_I64_COMPARES(X)
+#define WASM_I32_COMPARES(X) \
 	X(0, 0x46, 32, a == b) \
 	X(1, 0x47, 32, a != b) \
 	X(2, 0x48, 32, (int32_t)a < (int32_t)b) \
@@ -268,7 +277,8 @@ enum { SHAPE_S, SHAPE_L, SHAPE_I, SHAPE_LL, SHAPE_LI };
 	X(6, 0x4c, 32, (int32_t)a <= (int32_t)b) \
 	X(7, 0x4d, 32, a <= b) \
 	X(8, 0x4e, 32, (int32_t)a >= (int32_t)b) \
-	X(9, 0x4f, 32, a >= b) \
+	X(9, 0x4f, 32, a >= b)
+#define WASM_I64_COMPARES(X) \
 	X(21, 0x51, 64, a == b) \
 	X(22, 0x52, 64, a != b) \
 	X(23, 0x53, 64, (int64_t)a < (int64_t)b) \
