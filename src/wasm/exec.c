@@ -504,7 +504,8 @@ next:
 #define PUSH_TOP(v)             \
 	do {                    \
 		tos = (v);      \
-		*sp++ = tos;    \
+		sp[0] = tos;    \
+		sp++;           \
 	} while (0)
 
 		op_OP_UNREACHABLE:
