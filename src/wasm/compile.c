@@ -554,6 +554,19 @@ static int fuse_local_set(struct cc *c, uint32_t op, uint32_t z)
 		TRY(emit(c, a));
 		return wide ? emit(c, b) : 0;
 	}
+	/* a float add/sub/mul, plain or with a local operand, into a local
+	 * (an accumulator: 's = s + x') */
+	const struct emitted *f = dead(c) || op != OP_LOCAL_SET ? NULL : prev(c, 0);
+	if (f && ((f->op < 0x100 && float_index((uint8_t)f->op) >= 0) ||
+		  (f->op >= OP_FLOAT_L && f->op < OP_FLOAT_L + 6))) {
+		uint32_t at = f->pc;
+		c->code[at] = f->op < 0x100 ? OP_FSET_S + (uint32_t)float_index((uint8_t)f->op)
+					    : OP_FSET_L + (f->op - OP_FLOAT_L);
+		TRY(emit(c, z));
+		forget_from(c, at);
+		note(c, at, c->code[at], 0, 0);
+		return 0;
+	}
 	int k, shape;
 	const struct emitted *p0 = dead(c) ? NULL : binop_shape(c, &k, &shape);
 	if (!p0 || is_compare(k))
@@ -916,6 +929,16 @@ static int load_store(struct cc *c, uint8_t op)
 		TRY(emit(c, imm));
 		TRY(emit(c, off));
 		note(c, at, OP_LOAD_LI + (op - 0x28u), 0, 0);
+		return 0;
+	}
+	if (op <= 0x35 && p0 && p0->op == OP_FUSED + 64 * FUSE_I + 10 /* i32.add */) {
+		uint32_t at = p0->pc, imm = c->code[at + 1];
+		c->ncode = at;
+		forget_from(c, at);
+		TRY(emit(c, OP_LOAD_SI + (op - 0x28u)));
+		TRY(emit(c, imm));
+		TRY(emit(c, off));
+		note(c, at, OP_LOAD_SI + (op - 0x28u), 0, 0);
 		return 0;
 	}
 	if (op <= 0x35 && p0 && p0->op == OP_LOCAL_GET) {

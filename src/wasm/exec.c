@@ -193,6 +193,10 @@ static inline uint64_t rotr64(uint64_t x, uint64_t k)
 	ENTRY(OP_FLOAD_LI + k, op_floadli_##k)        \
 	ENTRY(OP_FLOAD2 + k, op_fload2_##k)
 #define CHAIN_ENTRY(i, k1, k2, e1, e2) ENTRY(OP_CHAIN + i, op_chain_##i)
+#define LOAD_SI_ENTRY(op, n, conv) ENTRY(OP_LOAD_SI + op - 0x28, op_siload_##op)
+#define FSET_ENTRIES(k, opcode, type, expr)           \
+	ENTRY(OP_FSET_S + k, op_fsets_##k)           \
+	ENTRY(OP_FSET_L + k, op_fsetl_##k)
 #define STEP_ENTRIES(k, opcode, bits, expr)                   \
 	ENTRY(OP_STEP_BR_I + k, op_step_i_##k)                \
 	ENTRY(OP_STEP_BR_L + k, op_step_l_##k)
@@ -412,7 +416,9 @@ static inline uint64_t rotr64(uint64_t x, uint64_t k)
 	WASM_FUSABLE_FLOATS(FLOAD_ENTRIES) \
 	ENTRY(OP_COPY_N, op_copy_n) \
 	WASM_FUSABLE_CHAINS(CHAIN_ENTRY) \
-	WASM_I32_COMPARES(STEP_ENTRIES)
+	WASM_I32_COMPARES(STEP_ENTRIES) \
+	WASM_LOADS(LOAD_SI_ENTRY) \
+	WASM_FUSABLE_FLOATS(FSET_ENTRIES)
 
 static enum kis_wasm_trap run(struct kis_wasm_store *s, struct kis_wasm_func *entry)
 {
@@ -1162,6 +1168,19 @@ next:
 	}
 		WASM_LOADS(LOCAL_IMM_LOAD)
 #undef LOCAL_IMM_LOAD
+		/* loads from the stack top plus a constant, wrapping at 32 bits */
+#define STACK_IMM_LOAD(op, n, conv)                                               \
+	op_siload_##op: {                                                         \
+		uint64_t ea = (uint64_t)(uint32_t)((uint32_t)tos + pc[0]) + pc[1]; \
+		pc += 2;                                                          \
+		if (ea + (n) > memsize)                                           \
+			goto mem_oob;                                             \
+		const uint8_t *p = mem + ea;                                      \
+		SET_TOP(conv);                                                    \
+		NEXT_T();                                                         \
+	}
+		WASM_LOADS(STACK_IMM_LOAD)
+#undef STACK_IMM_LOAD
 
 		/* float operators with operands in locals */
 #define FLOAT_OF_float f32_of
@@ -1217,6 +1236,24 @@ next:
 	}
 		WASM_FUSABLE_FLOATS(FLOAD_HANDLERS)
 #undef FLOAD_HANDLERS
+
+		/* float operators into a local */
+#define FSET_HANDLERS(k, opcode, type, expr)                                      \
+	op_fsets_##k: {                                                           \
+		type b = FLOAT_OF_##type(tos), a = FLOAT_OF_##type(sp[-2]);       \
+		sp -= 2;                                                          \
+		fp[*pc++] = OF_FLOAT_##type(expr);                                \
+		NEXT();                                                           \
+	}                                                                         \
+	op_fsetl_##k: {                                                           \
+		type a = FLOAT_OF_##type(tos), b = FLOAT_OF_##type(fp[pc[0]]);    \
+		sp--;                                                             \
+		fp[pc[1]] = OF_FLOAT_##type(expr);                                \
+		pc += 2;                                                          \
+		NEXT();                                                           \
+	}
+		WASM_FUSABLE_FLOATS(FSET_HANDLERS)
+#undef FSET_HANDLERS
 #undef RD_float
 #undef RD_double
 

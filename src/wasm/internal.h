@@ -213,6 +213,17 @@ enum {
 	OP_STEP_BR_I,
 	OP_STEP_BR_L = OP_STEP_BR_I + 10,
 	OP_STEP_BR_LAST = OP_STEP_BR_L + 9,
+	/* loads whose address is the stack top plus a constant ('i32.const c;
+	 * i32.add; load'), the sum wrapping at 32 bits: c, offset; + opcode -
+	 * 0x28 */
+	OP_LOAD_SI,
+	OP_LOAD_SI_LAST = OP_LOAD_SI + 13,
+	/* float add/sub/mul into a local ('op; local.set z'): form S (both
+	 * operands on the stack; z) and form L (top op local[x]; x, z); + index
+	 * in WASM_FUSABLE_FLOATS */
+	OP_FSET_S,
+	OP_FSET_L = OP_FSET_S + 8,
+	OP_FSET_LAST = OP_FSET_L + 7,
 	OP__COUNT
 };
 
