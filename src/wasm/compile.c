@@ -31,7 +31,7 @@ struct emitted {
 
 struct cc {
 	const struct kis_wasm_module *m;
-	struct emitted last[2]; /* [0] the latest */
+	struct emitted last[4]; /* [0] the latest */
 	uint32_t nlast;
 	const uint8_t *p, *end;
 	uint8_t *locals;
@@ -113,10 +113,22 @@ static int emit(struct cc *c, uint32_t w)
  * no fused instruction may swallow a branch target. */
 static void note(struct cc *c, uint32_t pc, uint32_t op, uint32_t a, uint32_t b)
 {
-	c->last[1] = c->last[0];
+	memmove(&c->last[1], &c->last[0], sizeof(c->last) - sizeof(c->last[0]));
 	c->last[0] = (struct emitted){ .pc = pc, .len = c->ncode - pc, .op = op, .a = a, .b = b };
-	if (c->nlast < 2)
+	if (c->nlast < sizeof(c->last) / sizeof(c->last[0]))
 		c->nlast++;
+}
+
+/* The code from word `at` on is being rewritten by a fusion: forget the
+ * instructions it held, keep the older ones (so a fused instruction can
+ * fuse again with what came before it). */
+static void forget_from(struct cc *c, uint32_t at)
+{
+	uint32_t n = 0;
+	while (n < c->nlast && c->last[n].pc >= at)
+		n++;
+	memmove(&c->last[0], &c->last[n], (c->nlast - n) * sizeof(c->last[0]));
+	c->nlast -= n;
 }
 
 static void label_here(struct cc *c)
@@ -210,13 +222,65 @@ static int float_index(uint8_t op)
 #undef FLOAT_CASE
 }
 
+/* Whether e is the load `load` (0x28..0x35) through a local, form L or LI;
+ * if so and addr is not NULL, its address as (local, constant, offset). */
+static bool load_through_local(const struct cc *c, const struct emitted *e, uint32_t load,
+			       uint32_t addr[3])
+{
+	bool l = e->op == OP_LOAD_L + (load - 0x28), li = e->op == OP_LOAD_LI + (load - 0x28);
+	if (addr && l) {
+		addr[0] = c->code[e->pc + 1];
+		addr[1] = 0;
+		addr[2] = c->code[e->pc + 2];
+	} else if (addr && li) {
+		memcpy(addr, &c->code[e->pc + 1], 3 * sizeof(*addr));
+	}
+	return l || li;
+}
+
 /* Float add/sub/mul with operands from local.get: forms L and LL. */
 static int emit_float_binop(struct cc *c, uint8_t op, int k)
 {
 	const struct emitted *p0 = prev(c, 0), *p1 = p0 ? prev(c, 1) : NULL;
+	uint32_t at, opc;
+	/* the right operand just loaded through a local (matmul's a[i][k] *
+	 * b[k][j]): the load of the operator's own type, form L or LI */
+	uint32_t load = k < 3 ? 0x2a : 0x2b; /* f32.load, f64.load */
+	if (p0 && p1 && load_through_local(c, p0, load, NULL) && load_through_local(c, p1, load, NULL)) {
+		/* both operands loaded: one instruction, each address as
+		 * local + constant + offset (form L is constant 0) */
+		uint32_t a1[3], a2[3];
+		load_through_local(c, p1, load, a1);
+		load_through_local(c, p0, load, a2);
+		at = p1->pc;
+		opc = OP_FLOAD2 + (uint32_t)k;
+		c->ncode = at;
+		TRY(emit(c, opc));
+		for (int i = 0; i < 3; i++)
+			TRY(emit(c, a1[i]));
+		for (int i = 0; i < 3; i++)
+			TRY(emit(c, a2[i]));
+		forget_from(c, at);
+		note(c, at, opc, 0, 0);
+		return 0;
+	}
+	if (p0 && (p0->op == OP_LOAD_L + (load - 0x28) || p0->op == OP_LOAD_LI + (load - 0x28))) {
+		bool li = p0->op == OP_LOAD_LI + (load - 0x28);
+		at = p0->pc;
+		uint32_t x = c->code[at + 1], imm = c->code[at + 2], off = li ? c->code[at + 3] : 0;
+		opc = (li ? OP_FLOAD_LI : OP_FLOAD_L) + (uint32_t)k;
+		c->ncode = at;
+		TRY(emit(c, opc));
+		TRY(emit(c, x));
+		TRY(emit(c, imm)); /* the offset, for form L */
+		if (li)
+			TRY(emit(c, off));
+		forget_from(c, at);
+		note(c, at, opc, 0, 0);
+		return 0;
+	}
 	if (!p0 || p0->op != OP_LOCAL_GET)
 		return emit_op(c, op);
-	uint32_t at, opc;
 	if (p1 && p1->op == OP_LOCAL_GET) {
 		at = p1->pc;
 		opc = OP_FLOAT_LL + (uint32_t)k;
@@ -233,9 +297,114 @@ static int emit_float_binop(struct cc *c, uint8_t op, int k)
 		TRY(emit(c, opc));
 		TRY(emit(c, x));
 	}
-	c->nlast = 0;
+	forget_from(c, at);
 	note(c, at, opc, 0, 0);
 	return 0;
+}
+
+/* The operator that computes the same with its operands swapped: itself
+ * when commutative, the mirrored compare (a < b is b > a); -1 otherwise. */
+static int swapped_index(int k)
+{
+	static const int8_t cmp[10] = { 0, 1, 4, 5, 2, 3, 8, 9, 6, 7 };
+	if (k < 10)
+		return cmp[k];
+	if (k >= 21 && k < 31)
+		return 21 + cmp[k - 21];
+	switch (k) {
+	case 10: case 12: case 13: case 14: case 15: /* i32 add mul and or xor */
+	case 31: case 33: case 34: case 35: case 36: /* i64 */
+		return k;
+	default:
+		return -1;
+	}
+}
+
+/* An instruction that pushes one value and does nothing else that matters
+ * for reordering: it reads no operand, writes no local, branches nowhere
+ * and holds no word that is patched later. (It may trap; a trap ends the
+ * run, so what runs after it is not observable.) */
+static bool pure_push(uint32_t op)
+{
+	if (op == OP_GLOBAL_GET)
+		return true;
+	if (op >= OP_FUSED + 64 * FUSE_LL && op < OP_FUSED + 64 * (FUSE_LI + 1))
+		return true; /* the LL and LI forms of every fusable operator */
+	return (op >= OP_LOAD_L && op < OP_LOAD_L + 14) ||
+	       (op >= OP_LOAD_LI && op < OP_LOAD_LI + 14);
+}
+
+/* 'local.get x | t.const c ; P ; op', where P is a pure push (or a local.get
+ * after a constant): the left operand is pushed early only because wasm
+ * is a stack machine. Reading local x (or c) after P gives the same value,
+ * since P writes no local, so P moves first and op becomes a fused form
+ * with that operand as its right one: the operator swapped (commutative or
+ * mirrored compare), or a reverse subtraction. Returns 1 when it fused. */
+static int fuse_left_operand(struct cc *c, int k, int bits)
+{
+	const struct emitted *p0 = prev(c, 0), *p1 = p0 ? prev(c, 1) : NULL;
+	if (!p1)
+		return 0;
+	uint32_t imm = 0;
+	bool is_const = const_operand(p1, bits, &imm);
+	if (!is_const && p1->op != OP_LOCAL_GET)
+		return 0;
+	bool sub = k == 11 || k == 32;
+	int sk = swapped_index(k);
+	if (sk < 0 && !sub)
+		return 0;
+	uint32_t at = p1->pc, opnd = is_const ? imm : p1->a;
+	if (is_const && p0->op == OP_LOCAL_GET && !sub) {
+		/* 'c; local.get y; op' -> push local[y] op' c */
+		uint32_t y = p0->a, opc = OP_FUSED + 64 * FUSE_LI + (uint32_t)sk;
+		c->ncode = at;
+		forget_from(c, at);
+		TRY(emit(c, opc));
+		TRY(emit(c, y));
+		TRY(emit(c, opnd));
+		note(c, at, opc, 0, 0);
+		return 1;
+	}
+	if (!pure_push(p0->op))
+		return 0;
+	uint32_t len = p0->len, p0op = p0->op;
+	memmove(c->code + at, c->code + p0->pc, (size_t)len * sizeof(*c->code));
+	c->ncode = at + len;
+	forget_from(c, at);
+	note(c, at, p0op, 0, 0);
+	uint32_t opc, from = c->ncode;
+	if (sub)
+		opc = (bits == 32 ? OP_RSUB_L32 : OP_RSUB_L64) + (is_const ? 1u : 0u);
+	else
+		opc = OP_FUSED + 64 * (is_const ? FUSE_I : FUSE_L) + (uint32_t)sk;
+	TRY(emit(c, opc));
+	TRY(emit(c, opnd));
+	note(c, from, opc, 0, 0);
+	return 1;
+}
+
+/* 'LI k1; op' where op (k2) takes the stack top as its left operand and
+ * the LI form's result as its right one: OP_CHAIN for the pairs listed in
+ * WASM_FUSABLE_CHAINS. Returns 1 when it fused. */
+static int fuse_chain(struct cc *c, int k2)
+{
+	const struct emitted *p0 = prev(c, 0);
+	if (!p0 || p0->op < OP_FUSED + 64 * FUSE_LI || p0->op >= OP_FUSED + 64 * (FUSE_LI + 1))
+		return 0;
+	int k1 = (int)(p0->op - (OP_FUSED + 64 * FUSE_LI));
+	int idx = -1;
+#define CHAIN_CASE(i, a1, a2, e1, e2) \
+	if (k1 == (a1) && k2 == (a2)) \
+		idx = (i);
+	WASM_FUSABLE_CHAINS(CHAIN_CASE)
+#undef CHAIN_CASE
+	if (idx < 0)
+		return 0;
+	uint32_t at = p0->pc;
+	c->code[at] = OP_CHAIN + (uint32_t)idx; /* same immediates: x, imm */
+	forget_from(c, at);
+	note(c, at, OP_CHAIN + (uint32_t)idx, 0, 0);
+	return 1;
 }
 
 /* Emit a binary operator, fused with the local.get / const instructions
@@ -253,6 +422,11 @@ static int emit_binop(struct cc *c, uint8_t op)
 	uint32_t imm, x, form, at;
 	if (!p0)
 		return emit_op(c, op);
+	int r = fuse_left_operand(c, k, bits);
+	if (r != 0)
+		return r < 0 ? -1 : 0;
+	if (fuse_chain(c, k))
+		return 0;
 	if (p0->op == OP_LOCAL_GET) {
 		if (p1 && p1->op == OP_LOCAL_GET) {
 			x = p1->a;
@@ -289,7 +463,7 @@ static int emit_binop(struct cc *c, uint8_t op)
 	} else {
 		return emit_op(c, op);
 	}
-	c->nlast = 0;
+	forget_from(c, at);
 	note(c, at, OP_FUSED + 64 * form + (uint32_t)k, 0, 0);
 	return 0;
 }
@@ -327,6 +501,42 @@ static bool is_compare(int k)
 #undef COMPARE_CASE
 }
 
+/* 'local.get x; local.set z' at word `at`: a copy, merged with the copies
+ * just before it into one OP_COPY_N (a hash rotating its working variables
+ * does several in a row). */
+static int emit_copy(struct cc *c, uint32_t at, uint32_t x, uint32_t z)
+{
+	forget_from(c, at);
+	const struct emitted *r = prev(c, 0);
+	if (r && r->op == OP_COPY) {
+		uint32_t rat = r->pc, x1 = c->code[rat + 1], z1 = c->code[rat + 2];
+		c->ncode = rat;
+		TRY(emit(c, OP_COPY_N));
+		TRY(emit(c, 2));
+		TRY(emit(c, x1));
+		TRY(emit(c, z1));
+		TRY(emit(c, x));
+		TRY(emit(c, z));
+		forget_from(c, rat);
+		note(c, rat, OP_COPY_N, 0, 0);
+		return 0;
+	}
+	if (r && r->op == OP_COPY_N) {
+		uint32_t rat = r->pc;
+		c->code[rat + 1]++;
+		TRY(emit(c, x));
+		TRY(emit(c, z));
+		forget_from(c, rat);
+		note(c, rat, OP_COPY_N, 0, 0);
+		return 0;
+	}
+	TRY(emit(c, OP_COPY));
+	TRY(emit(c, x));
+	TRY(emit(c, z));
+	note(c, at, OP_COPY, x, z);
+	return 0;
+}
+
 /* 'op; local.set z' (or local.tee) -> one instruction writing the local. */
 static int fuse_local_set(struct cc *c, uint32_t op, uint32_t z)
 {
@@ -335,17 +545,27 @@ static int fuse_local_set(struct cc *c, uint32_t op, uint32_t z)
 		  q->op == OP_F64_CONST || q->op == OP_LOCAL_GET)) {
 		uint32_t at = q->pc, a = q->a, b = q->b, qop = q->op;
 		c->ncode = at;
-		c->nlast = 0;
-		if (qop == OP_LOCAL_GET) {
-			TRY(emit(c, OP_COPY));
-			TRY(emit(c, a));
-			return emit(c, z);
-		}
+		forget_from(c, at);
+		if (qop == OP_LOCAL_GET)
+			return emit_copy(c, at, a, z);
 		bool wide = qop == OP_I64_CONST || qop == OP_F64_CONST;
 		TRY(emit(c, wide ? OP_SET_K64 : OP_SET_K32));
 		TRY(emit(c, z));
 		TRY(emit(c, a));
 		return wide ? emit(c, b) : 0;
+	}
+	/* a float add/sub/mul, plain or with a local operand, into a local
+	 * (an accumulator: 's = s + x') */
+	const struct emitted *f = dead(c) || op != OP_LOCAL_SET ? NULL : prev(c, 0);
+	if (f && ((f->op < 0x100 && float_index((uint8_t)f->op) >= 0) ||
+		  (f->op >= OP_FLOAT_L && f->op < OP_FLOAT_L + 6))) {
+		uint32_t at = f->pc;
+		c->code[at] = f->op < 0x100 ? OP_FSET_S + (uint32_t)float_index((uint8_t)f->op)
+					    : OP_FSET_L + (f->op - OP_FLOAT_L);
+		TRY(emit(c, z));
+		forget_from(c, at);
+		note(c, at, c->code[at], 0, 0);
+		return 0;
 	}
 	int k, shape;
 	const struct emitted *p0 = dead(c) ? NULL : binop_shape(c, &k, &shape);
@@ -355,7 +575,7 @@ static int fuse_local_set(struct cc *c, uint32_t op, uint32_t z)
 	uint32_t form = (op == OP_LOCAL_SET ? FUSE_SET : FUSE_TEE) + (uint32_t)shape;
 	c->code[at] = OP_FUSED + 64 * form + (uint32_t)k;
 	TRY(emit(c, z));
-	c->nlast = 0;
+	forget_from(c, at);
 	note(c, at, c->code[at], 0, 0);
 	return 0;
 }
@@ -368,6 +588,18 @@ static int emit_cond_jump(struct cc *c, bool on_zero)
 {
 	int k, shape;
 	const struct emitted *p0 = binop_shape(c, &k, &shape);
+	const struct emitted *p1 = p0 ? prev(c, 1) : NULL;
+	if (p0 && p1 && !on_zero && k < 10 && (shape == SHAPE_I || shape == SHAPE_L) &&
+	    p1->op == OP_FUSED + 64 * (FUSE_TEE + SHAPE_LI) + 10 /* i32.add */) {
+		/* a loop's step and test: [tee-li-add x c z][cmp d] becomes
+		 * [step-br x c z d], the target word follows (OP_STEP_BR_I) */
+		uint32_t at = p1->pc, d = c->code[p0->pc + 1];
+		c->code[at] = (shape == SHAPE_I ? OP_STEP_BR_I : OP_STEP_BR_L) + (uint32_t)k;
+		c->code[at + 4] = d;
+		c->ncode = at + 5;
+		c->nlast = 0;
+		return 0;
+	}
 	if (p0 && is_compare(k)) {
 		c->code[p0->pc] = OP_FUSED + 64 * (uint32_t)((on_zero ? FUSE_BRZ : FUSE_BR) + shape) + (uint32_t)k;
 		c->nlast = 0;
@@ -517,6 +749,16 @@ static int emit_target(struct cc *c, struct ctl *f)
 	return 0;
 }
 
+/* The target word of a simple jump (no unwinding) to frame f: for a loop,
+ * its first instruction after the check, flagged so that the jump runs the
+ * check (WASM_LOOP_EDGE in internal.h). */
+static int emit_jump_target(struct cc *c, struct ctl *f)
+{
+	if (f->kind == 0x03)
+		return emit(c, (f->start_pc + 1) | WASM_LOOP_EDGE);
+	return emit_target(c, f);
+}
+
 static struct ctl *label(struct cc *c, uint32_t depth)
 {
 	if (depth >= c->nctl) {
@@ -560,7 +802,7 @@ static int branch(struct cc *c, uint32_t depth, bool cond)
 				TRY(emit_cond_jump(c, false));
 			else
 				TRY(emit(c, OP_JMP));
-			TRY(emit_target(c, f));
+			TRY(emit_jump_target(c, f));
 		} else {
 			TRY(emit(c, cond ? OP_BR_IF : OP_BR));
 			TRY(emit_target(c, f));
@@ -681,7 +923,7 @@ static int load_store(struct cc *c, uint8_t op)
 	if (op <= 0x35 && p0 && p0->op == OP_FUSED + 64 * FUSE_LI + 10 /* i32.add */) {
 		uint32_t at = p0->pc, x = c->code[at + 1], imm = c->code[at + 2];
 		c->ncode = at;
-		c->nlast = 0;
+		forget_from(c, at);
 		TRY(emit(c, OP_LOAD_LI + (op - 0x28u)));
 		TRY(emit(c, x));
 		TRY(emit(c, imm));
@@ -689,10 +931,20 @@ static int load_store(struct cc *c, uint8_t op)
 		note(c, at, OP_LOAD_LI + (op - 0x28u), 0, 0);
 		return 0;
 	}
+	if (op <= 0x35 && p0 && p0->op == OP_FUSED + 64 * FUSE_I + 10 /* i32.add */) {
+		uint32_t at = p0->pc, imm = c->code[at + 1];
+		c->ncode = at;
+		forget_from(c, at);
+		TRY(emit(c, OP_LOAD_SI + (op - 0x28u)));
+		TRY(emit(c, imm));
+		TRY(emit(c, off));
+		note(c, at, OP_LOAD_SI + (op - 0x28u), 0, 0);
+		return 0;
+	}
 	if (op <= 0x35 && p0 && p0->op == OP_LOCAL_GET) {
 		uint32_t at = p0->pc, x = p0->a;
 		c->ncode = at;
-		c->nlast = 0;
+		forget_from(c, at);
 		TRY(emit(c, OP_LOAD_L + (op - 0x28u)));
 		TRY(emit(c, x));
 		TRY(emit(c, off));
@@ -702,7 +954,7 @@ static int load_store(struct cc *c, uint8_t op)
 	if (op >= 0x36 && p0 && p1 && p0->op == OP_LOCAL_GET && p1->op == OP_LOCAL_GET) {
 		uint32_t at = p1->pc, x = p1->a, y = p0->a;
 		c->ncode = at;
-		c->nlast = 0;
+		forget_from(c, at);
 		TRY(emit(c, OP_STORE_LL + (op - 0x36u)));
 		TRY(emit(c, x));
 		TRY(emit(c, y));

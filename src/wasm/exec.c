@@ -43,74 +43,75 @@ static inline uint16_t rd16(const uint8_t *p)
 	return v;
 }
 
-/* Binary and unary operators on the top of the stack. These expand to a
- * complete `case` and never jump elsewhere. */
+/* Binary and unary operators on the top of the stack, which is cached in
+ * `tos` (see run()). These expand to a complete handler and never jump
+ * elsewhere. */
 #define BIN32(op, expr)                                                   \
 	op_##op: {                                                        \
-		uint32_t b = (uint32_t)sp[-1], a = (uint32_t)sp[-2];      \
+		uint32_t b = (uint32_t)tos, a = (uint32_t)sp[-2];         \
 		sp--;                                                     \
-		sp[-1] = (uint32_t)(expr);                                \
-		NEXT();                                                   \
+		SET_TOP((uint32_t)(expr));                                \
+		NEXT_T();                                                 \
 	}
 #define BIN64(op, expr)                                                   \
 	op_##op: {                                                        \
-		uint64_t b = sp[-1], a = sp[-2];                          \
+		uint64_t b = tos, a = sp[-2];                             \
 		sp--;                                                     \
-		sp[-1] = (uint64_t)(expr);                                \
-		NEXT();                                                   \
+		SET_TOP((uint64_t)(expr));                                \
+		NEXT_T();                                                 \
 	}
 #define CMP64(op, expr) BIN64(op, expr)
 #define UN32(op, expr)                                                    \
 	op_##op: {                                                        \
-		uint32_t a = (uint32_t)sp[-1];                            \
-		sp[-1] = (uint32_t)(expr);                                \
-		NEXT();                                                   \
+		uint32_t a = (uint32_t)tos;                               \
+		SET_TOP((uint32_t)(expr));                                \
+		NEXT_T();                                                 \
 	}
 #define UN64(op, expr)                                                    \
 	op_##op: {                                                        \
-		uint64_t a = sp[-1];                                      \
-		sp[-1] = (uint64_t)(expr);                                \
-		NEXT();                                                   \
+		uint64_t a = tos;                                         \
+		SET_TOP((uint64_t)(expr));                                \
+		NEXT_T();                                                 \
 	}
 #define FBIN32(op, expr)                                                  \
 	op_##op: {                                                        \
-		float b = f32_of(sp[-1]), a = f32_of(sp[-2]);             \
+		float b = f32_of(tos), a = f32_of(sp[-2]);                \
 		sp--;                                                     \
-		sp[-1] = of_f32(expr);                                    \
-		NEXT();                                                   \
+		SET_TOP(of_f32(expr));                                    \
+		NEXT_T();                                                 \
 	}
 #define FBIN64(op, expr)                                                  \
 	op_##op: {                                                        \
-		double b = f64_of(sp[-1]), a = f64_of(sp[-2]);            \
+		double b = f64_of(tos), a = f64_of(sp[-2]);               \
 		sp--;                                                     \
-		sp[-1] = of_f64(expr);                                    \
-		NEXT();                                                   \
+		SET_TOP(of_f64(expr));                                    \
+		NEXT_T();                                                 \
 	}
 #define FCMP32(op, expr)                                                  \
 	op_##op: {                                                        \
-		float b = f32_of(sp[-1]), a = f32_of(sp[-2]);             \
+		float b = f32_of(tos), a = f32_of(sp[-2]);                \
 		sp--;                                                     \
-		sp[-1] = (expr) ? 1 : 0;                                  \
-		NEXT();                                                   \
+		SET_TOP((expr) ? 1 : 0);                                  \
+		NEXT_T();                                                 \
 	}
 #define FCMP64(op, expr)                                                  \
 	op_##op: {                                                        \
-		double b = f64_of(sp[-1]), a = f64_of(sp[-2]);            \
+		double b = f64_of(tos), a = f64_of(sp[-2]);               \
 		sp--;                                                     \
-		sp[-1] = (expr) ? 1 : 0;                                  \
-		NEXT();                                                   \
+		SET_TOP((expr) ? 1 : 0);                                  \
+		NEXT_T();                                                 \
 	}
 #define FUN32(op, expr)                                                   \
 	op_##op: {                                                        \
-		float a = f32_of(sp[-1]);                                 \
-		sp[-1] = of_f32(expr);                                    \
-		NEXT();                                                   \
+		float a = f32_of(tos);                                    \
+		SET_TOP(of_f32(expr));                                    \
+		NEXT_T();                                                 \
 	}
 #define FUN64(op, expr)                                                   \
 	op_##op: {                                                        \
-		double a = f64_of(sp[-1]);                                \
-		sp[-1] = of_f64(expr);                                    \
-		NEXT();                                                   \
+		double a = f64_of(tos);                                   \
+		SET_TOP(of_f64(expr));                                    \
+		NEXT_T();                                                 \
 	}
 
 static inline uint32_t rotl32(uint32_t x, uint32_t k)
@@ -187,6 +188,18 @@ static inline uint64_t rotr64(uint64_t x, uint64_t k)
 #define FLOAT_ENTRIES(k, opcode, type, expr)          \
 	ENTRY(OP_FLOAT_L + k, op_fl_##k)             \
 	ENTRY(OP_FLOAT_LL + k, op_fll_##k)
+#define FLOAD_ENTRIES(k, opcode, type, expr)          \
+	ENTRY(OP_FLOAD_L + k, op_floadl_##k)          \
+	ENTRY(OP_FLOAD_LI + k, op_floadli_##k)        \
+	ENTRY(OP_FLOAD2 + k, op_fload2_##k)
+#define CHAIN_ENTRY(i, k1, k2, e1, e2) ENTRY(OP_CHAIN + i, op_chain_##i)
+#define LOAD_SI_ENTRY(op, n, conv) ENTRY(OP_LOAD_SI + op - 0x28, op_siload_##op)
+#define FSET_ENTRIES(k, opcode, type, expr)           \
+	ENTRY(OP_FSET_S + k, op_fsets_##k)           \
+	ENTRY(OP_FSET_L + k, op_fsetl_##k)
+#define STEP_ENTRIES(k, opcode, bits, expr)                   \
+	ENTRY(OP_STEP_BR_I + k, op_step_i_##k)                \
+	ENTRY(OP_STEP_BR_L + k, op_step_l_##k)
 #define DISPATCH_ENTRIES                              \
 	ENTRY(0x28, op_0x28) \
 	ENTRY(0x29, op_0x29) \
@@ -395,12 +408,31 @@ static inline uint64_t rotr64(uint64_t x, uint64_t k)
 	WASM_FUSABLE_FLOATS(FLOAT_ENTRIES) \
 	ENTRY(OP_SET_K32, op_set_k32) \
 	ENTRY(OP_SET_K64, op_set_k64) \
-	ENTRY(OP_COPY, op_copy)
+	ENTRY(OP_COPY, op_copy) \
+	ENTRY(OP_RSUB_L32, op_rsub_l32) \
+	ENTRY(OP_RSUB_I32, op_rsub_i32) \
+	ENTRY(OP_RSUB_L64, op_rsub_l64) \
+	ENTRY(OP_RSUB_I64, op_rsub_i64) \
+	WASM_FUSABLE_FLOATS(FLOAD_ENTRIES) \
+	ENTRY(OP_COPY_N, op_copy_n) \
+	WASM_FUSABLE_CHAINS(CHAIN_ENTRY) \
+	WASM_I32_COMPARES(STEP_ENTRIES) \
+	WASM_LOADS(LOAD_SI_ENTRY) \
+	WASM_FUSABLE_FLOATS(FSET_ENTRIES)
 
 static enum kis_wasm_trap run(struct kis_wasm_store *s, struct kis_wasm_func *entry)
 {
 	const uint32_t entry_depth = s->depth;
 	uint64_t *sp = s->sp, *fp = NULL;
+	/* The top of the operand stack, cached in a register so that a chain
+	 * of operators does not wait on a store and a reload of sp[-1] at each
+	 * step. Write-through: sp[-1] in memory is always current too (the
+	 * frame model and every other handler stay as they were). At each
+	 * dispatch tos == sp[-1]; a handler that changed the stack without
+	 * setting tos ends with NEXT(), which reloads it, one that kept tos
+	 * current ends with NEXT_T(). Below the first slot is a zero guard
+	 * slot (runtime.c), so the reload is valid on an empty stack. */
+	uint64_t tos = 0;
 	const uint32_t *pc = NULL, *code = NULL;
 	struct kis_wasm_func *fn = NULL, *callee = entry;
 	struct kis_wasm_instance *inst = NULL;
@@ -408,6 +440,31 @@ static enum kis_wasm_trap run(struct kis_wasm_store *s, struct kis_wasm_func *en
 	uint8_t *mem = NULL;
 	uint64_t memsize = 0;
 	enum kis_wasm_trap trap = KIS_WASM_OK;
+
+	/* The check at every loop header and call: the interrupt flag (set by
+	 * any thread), then one step of fuel. An unlimited budget is stored as
+	 * INT64_MAX (see kis_wasm_call), so fuel is one decrement and one sign
+	 * test, with no separate "unlimited" branch. */
+#define TICK()                                                                    \
+	do {                                                                      \
+		if (__builtin_expect(atomic_load_explicit(&s->interrupt,          \
+							  memory_order_relaxed), 0)) \
+			goto interrupted;                                         \
+		if (__builtin_expect(--s->fuel < 0, 0))                           \
+			goto out_of_fuel;                                         \
+	} while (0)
+
+	/* A taken simple jump: a back-edge to a loop (WASM_LOOP_EDGE) runs the
+	 * loop's check here instead of dispatching OP_LOOP_CHECK. */
+#define JUMP(word)                                              \
+	do {                                                    \
+		uint32_t t_ = (word);                           \
+		if (t_ & WASM_LOOP_EDGE) {                      \
+			TICK();                                 \
+			t_ &= ~WASM_LOOP_EDGE;                  \
+		}                                               \
+		pc = code + t_;                                 \
+	} while (0)
 
 	/* Threaded dispatch: every handler ends by jumping straight to the
 	 * next one through this table (GNU labels as values), which predicts
@@ -417,7 +474,7 @@ static enum kis_wasm_trap run(struct kis_wasm_store *s, struct kis_wasm_func *en
 	/* clang takes minutes over a thousand address-taken labels, so it gets
 	 * one switch whose cases jump to the handlers (gcc: threaded). */
 #define ENTRY(op, label) case op: goto label;
-#define NEXT() goto next
+#define DISPATCH() goto next
 	goto call;
 next:
 	switch (*pc++) {
@@ -434,40 +491,51 @@ next:
 		DISPATCH_ENTRIES
 	};
 #pragma GCC diagnostic pop
-#define NEXT() goto *dispatch[*pc++]
+#define DISPATCH() goto *dispatch[*pc++]
 	goto call;
 #endif
 #undef ENTRY
+#define NEXT()                  \
+	do {                    \
+		tos = sp[-1];   \
+		DISPATCH();     \
+	} while (0)
+#define NEXT_T() DISPATCH()
+	/* the new top, kept in tos and written through to memory */
+#define SET_TOP(v)              \
+	do {                    \
+		tos = (v);      \
+		sp[-1] = tos;   \
+	} while (0)
+#define PUSH_TOP(v)             \
+	do {                    \
+		tos = (v);      \
+		sp[0] = tos;    \
+		sp++;           \
+	} while (0)
 
 		op_OP_UNREACHABLE:
 			trap = KIS_WASM_TRAP_UNREACHABLE;
 			goto trapped;
 		op_OP_NOP:
-			NEXT();
+			NEXT_T();
 		op_OP_JMP:
-			pc = code + pc[0];
-			NEXT();
+			JUMP(pc[0]);
+			NEXT_T();
 		op_OP_LOOP_CHECK:
-			if (atomic_load_explicit(&s->interrupt, memory_order_relaxed)) {
-				trap = KIS_WASM_TRAP_INTERRUPTED;
-				goto trapped;
-			}
-			if (s->fuel == 0) { /* fuel < 0: unlimited */
-				trap = KIS_WASM_TRAP_OUT_OF_FUEL;
-				goto trapped;
-			}
-			if (s->fuel > 0)
-				s->fuel--;
-			NEXT();
+			TICK();
+			NEXT_T();
 		op_OP_JMP_IF_NOT:
-			if ((uint32_t)*--sp == 0)
-				pc = code + pc[0];
+			sp--;
+			if ((uint32_t)tos == 0)
+				JUMP(pc[0]);
 			else
 				pc++;
 			NEXT();
 		op_OP_BR_IF_SIMPLE:
-			if ((uint32_t)*--sp != 0)
-				pc = code + pc[0];
+			sp--;
+			if ((uint32_t)tos != 0)
+				JUMP(pc[0]);
 			else
 				pc++;
 			NEXT();
@@ -511,14 +579,16 @@ next:
 			pc = fr->ret_pc;
 			fp = fr->fp;
 			fn = fr->func;
-			code = fn->code->ops;
+			code = fr->code;
+			/* mem and memsize are current for inst's memory: memory.grow
+			 * and host calls reload them, so only a change of instance
+			 * (whose callee may have grown a shared memory) does here */
 			if (fn->inst != inst) {
 				inst = fn->inst;
 				memo = inst->m->nmems ? inst->mems[0] : NULL;
+				mem = memo ? memo->data : NULL;
+				memsize = memo ? memo->size : 0;
 			}
-			/* the callee may have grown the memory */
-			mem = memo ? memo->data : NULL;
-			memsize = memo ? memo->size : 0;
 			NEXT();
 		}
 		op_OP_CALL:
@@ -548,21 +618,23 @@ next:
 			sp--;
 			NEXT();
 		op_OP_SELECT: {
-			uint32_t c = (uint32_t)sp[-1];
+			/* a mask, not a branch: the condition is often data (a
+			 * sort's compare) and would mispredict */
+			uint64_t keep = -(uint64_t)((uint32_t)tos != 0);
 			sp -= 2;
-			if (!c)
-				sp[-1] = sp[0];
-			NEXT();
+			SET_TOP((sp[-1] & keep) | (sp[0] & ~keep));
+			NEXT_T();
 		}
 		op_OP_LOCAL_GET:
-			*sp++ = fp[*pc++];
-			NEXT();
+			PUSH_TOP(fp[*pc++]);
+			NEXT_T();
 		op_OP_LOCAL_SET:
-			fp[*pc++] = *--sp;
+			fp[*pc++] = tos;
+			sp--;
 			NEXT();
 		op_OP_LOCAL_TEE:
-			fp[*pc++] = sp[-1];
-			NEXT();
+			fp[*pc++] = tos;
+			NEXT_T();
 		op_OP_GLOBAL_GET:
 			*sp++ = inst->globals[*pc++]->val;
 			NEXT();
@@ -588,33 +660,33 @@ next:
 		}
 
 		/* loads and stores (spec 4.4.7): effective address is a 33-bit sum */
-#define EA() ((uint64_t)(uint32_t)sp[-1] + *pc++)
-		op_0x28: { uint64_t ea = EA(); if (ea + 4 > memsize) goto mem_oob; sp[-1] = rd32(mem + ea); NEXT(); }
-		op_0x29: { uint64_t ea = EA(); if (ea + 8 > memsize) goto mem_oob; sp[-1] = rd64(mem + ea); NEXT(); }
-		op_0x2a: { uint64_t ea = EA(); if (ea + 4 > memsize) goto mem_oob; sp[-1] = rd32(mem + ea); NEXT(); }
-		op_0x2b: { uint64_t ea = EA(); if (ea + 8 > memsize) goto mem_oob; sp[-1] = rd64(mem + ea); NEXT(); }
-		op_0x2c: { uint64_t ea = EA(); if (ea + 1 > memsize) goto mem_oob; sp[-1] = (uint32_t)(int32_t)(int8_t)mem[ea]; NEXT(); }
-		op_0x2d: { uint64_t ea = EA(); if (ea + 1 > memsize) goto mem_oob; sp[-1] = mem[ea]; NEXT(); }
-		op_0x2e: { uint64_t ea = EA(); if (ea + 2 > memsize) goto mem_oob; sp[-1] = (uint32_t)(int32_t)(int16_t)rd16(mem + ea); NEXT(); }
-		op_0x2f: { uint64_t ea = EA(); if (ea + 2 > memsize) goto mem_oob; sp[-1] = rd16(mem + ea); NEXT(); }
-		op_0x30: { uint64_t ea = EA(); if (ea + 1 > memsize) goto mem_oob; sp[-1] = (uint64_t)(int64_t)(int8_t)mem[ea]; NEXT(); }
-		op_0x31: { uint64_t ea = EA(); if (ea + 1 > memsize) goto mem_oob; sp[-1] = mem[ea]; NEXT(); }
-		op_0x32: { uint64_t ea = EA(); if (ea + 2 > memsize) goto mem_oob; sp[-1] = (uint64_t)(int64_t)(int16_t)rd16(mem + ea); NEXT(); }
-		op_0x33: { uint64_t ea = EA(); if (ea + 2 > memsize) goto mem_oob; sp[-1] = rd16(mem + ea); NEXT(); }
-		op_0x34: { uint64_t ea = EA(); if (ea + 4 > memsize) goto mem_oob; sp[-1] = (uint64_t)(int64_t)(int32_t)rd32(mem + ea); NEXT(); }
-		op_0x35: { uint64_t ea = EA(); if (ea + 4 > memsize) goto mem_oob; sp[-1] = rd32(mem + ea); NEXT(); }
+#define EA() ((uint64_t)(uint32_t)tos + *pc++)
+		op_0x28: { uint64_t ea = EA(); if (ea + 4 > memsize) goto mem_oob; SET_TOP(rd32(mem + ea)); NEXT_T(); }
+		op_0x29: { uint64_t ea = EA(); if (ea + 8 > memsize) goto mem_oob; SET_TOP(rd64(mem + ea)); NEXT_T(); }
+		op_0x2a: { uint64_t ea = EA(); if (ea + 4 > memsize) goto mem_oob; SET_TOP(rd32(mem + ea)); NEXT_T(); }
+		op_0x2b: { uint64_t ea = EA(); if (ea + 8 > memsize) goto mem_oob; SET_TOP(rd64(mem + ea)); NEXT_T(); }
+		op_0x2c: { uint64_t ea = EA(); if (ea + 1 > memsize) goto mem_oob; SET_TOP((uint32_t)(int32_t)(int8_t)mem[ea]); NEXT_T(); }
+		op_0x2d: { uint64_t ea = EA(); if (ea + 1 > memsize) goto mem_oob; SET_TOP(mem[ea]); NEXT_T(); }
+		op_0x2e: { uint64_t ea = EA(); if (ea + 2 > memsize) goto mem_oob; SET_TOP((uint32_t)(int32_t)(int16_t)rd16(mem + ea)); NEXT_T(); }
+		op_0x2f: { uint64_t ea = EA(); if (ea + 2 > memsize) goto mem_oob; SET_TOP(rd16(mem + ea)); NEXT_T(); }
+		op_0x30: { uint64_t ea = EA(); if (ea + 1 > memsize) goto mem_oob; SET_TOP((uint64_t)(int64_t)(int8_t)mem[ea]); NEXT_T(); }
+		op_0x31: { uint64_t ea = EA(); if (ea + 1 > memsize) goto mem_oob; SET_TOP(mem[ea]); NEXT_T(); }
+		op_0x32: { uint64_t ea = EA(); if (ea + 2 > memsize) goto mem_oob; SET_TOP((uint64_t)(int64_t)(int16_t)rd16(mem + ea)); NEXT_T(); }
+		op_0x33: { uint64_t ea = EA(); if (ea + 2 > memsize) goto mem_oob; SET_TOP(rd16(mem + ea)); NEXT_T(); }
+		op_0x34: { uint64_t ea = EA(); if (ea + 4 > memsize) goto mem_oob; SET_TOP((uint64_t)(int64_t)(int32_t)rd32(mem + ea)); NEXT_T(); }
+		op_0x35: { uint64_t ea = EA(); if (ea + 4 > memsize) goto mem_oob; SET_TOP(rd32(mem + ea)); NEXT_T(); }
 #undef EA
 		/* stores: the value's low bytes, little-endian host */
 #define STORE_EA() ((uint64_t)(uint32_t)sp[-2] + *pc++)
-		op_0x36: { uint64_t ea = STORE_EA(), v = sp[-1]; sp -= 2; if (ea + 4 > memsize) goto mem_oob; memcpy(mem + ea, &v, 4); NEXT(); }
-		op_0x37: { uint64_t ea = STORE_EA(), v = sp[-1]; sp -= 2; if (ea + 8 > memsize) goto mem_oob; memcpy(mem + ea, &v, 8); NEXT(); }
-		op_0x38: { uint64_t ea = STORE_EA(), v = sp[-1]; sp -= 2; if (ea + 4 > memsize) goto mem_oob; memcpy(mem + ea, &v, 4); NEXT(); }
-		op_0x39: { uint64_t ea = STORE_EA(), v = sp[-1]; sp -= 2; if (ea + 8 > memsize) goto mem_oob; memcpy(mem + ea, &v, 8); NEXT(); }
-		op_0x3a: { uint64_t ea = STORE_EA(), v = sp[-1]; sp -= 2; if (ea + 1 > memsize) goto mem_oob; memcpy(mem + ea, &v, 1); NEXT(); }
-		op_0x3b: { uint64_t ea = STORE_EA(), v = sp[-1]; sp -= 2; if (ea + 2 > memsize) goto mem_oob; memcpy(mem + ea, &v, 2); NEXT(); }
-		op_0x3c: { uint64_t ea = STORE_EA(), v = sp[-1]; sp -= 2; if (ea + 1 > memsize) goto mem_oob; memcpy(mem + ea, &v, 1); NEXT(); }
-		op_0x3d: { uint64_t ea = STORE_EA(), v = sp[-1]; sp -= 2; if (ea + 2 > memsize) goto mem_oob; memcpy(mem + ea, &v, 2); NEXT(); }
-		op_0x3e: { uint64_t ea = STORE_EA(), v = sp[-1]; sp -= 2; if (ea + 4 > memsize) goto mem_oob; memcpy(mem + ea, &v, 4); NEXT(); }
+		op_0x36: { uint64_t ea = STORE_EA(), v = tos; sp -= 2; if (ea + 4 > memsize) goto mem_oob; memcpy(mem + ea, &v, 4); NEXT(); }
+		op_0x37: { uint64_t ea = STORE_EA(), v = tos; sp -= 2; if (ea + 8 > memsize) goto mem_oob; memcpy(mem + ea, &v, 8); NEXT(); }
+		op_0x38: { uint64_t ea = STORE_EA(), v = tos; sp -= 2; if (ea + 4 > memsize) goto mem_oob; memcpy(mem + ea, &v, 4); NEXT(); }
+		op_0x39: { uint64_t ea = STORE_EA(), v = tos; sp -= 2; if (ea + 8 > memsize) goto mem_oob; memcpy(mem + ea, &v, 8); NEXT(); }
+		op_0x3a: { uint64_t ea = STORE_EA(), v = tos; sp -= 2; if (ea + 1 > memsize) goto mem_oob; memcpy(mem + ea, &v, 1); NEXT(); }
+		op_0x3b: { uint64_t ea = STORE_EA(), v = tos; sp -= 2; if (ea + 2 > memsize) goto mem_oob; memcpy(mem + ea, &v, 2); NEXT(); }
+		op_0x3c: { uint64_t ea = STORE_EA(), v = tos; sp -= 2; if (ea + 1 > memsize) goto mem_oob; memcpy(mem + ea, &v, 1); NEXT(); }
+		op_0x3d: { uint64_t ea = STORE_EA(), v = tos; sp -= 2; if (ea + 2 > memsize) goto mem_oob; memcpy(mem + ea, &v, 2); NEXT(); }
+		op_0x3e: { uint64_t ea = STORE_EA(), v = tos; sp -= 2; if (ea + 4 > memsize) goto mem_oob; memcpy(mem + ea, &v, 4); NEXT(); }
 #undef STORE_EA
 		op_OP_MEMORY_SIZE:
 			*sp++ = (uint32_t)(memsize / WASM_PAGE);
@@ -627,16 +699,16 @@ next:
 			NEXT();
 		}
 		op_OP_I32_CONST:
-			*sp++ = *pc++;
-			NEXT();
+			PUSH_TOP(*pc++);
+			NEXT_T();
 		op_OP_F32_CONST:
-			*sp++ = *pc++;
-			NEXT();
+			PUSH_TOP(*pc++);
+			NEXT_T();
 		op_OP_I64_CONST:
 		op_OP_F64_CONST:
-			*sp++ = (uint64_t)pc[0] | ((uint64_t)pc[1] << 32);
+			PUSH_TOP((uint64_t)pc[0] | ((uint64_t)pc[1] << 32));
 			pc += 2;
-			NEXT();
+			NEXT_T();
 
 		/* numeric instructions (spec 4.3) */
 		UN32(0x45, a == 0)
@@ -959,28 +1031,28 @@ next:
 		/* fused binary operators (see OP_FUSED in internal.h) */
 #define FUSED_HANDLERS(k, opcode, bits, expr)                                             \
 	op_l_##k: {                                                                       \
-		uint##bits##_t a = (uint##bits##_t)sp[-1], b = (uint##bits##_t)fp[*pc++]; \
-		sp[-1] = (uint##bits##_t)(expr);                                          \
-		NEXT();                                                                   \
+		uint##bits##_t a = (uint##bits##_t)tos, b = (uint##bits##_t)fp[*pc++];    \
+		SET_TOP((uint##bits##_t)(expr));                                          \
+		NEXT_T();                                                                 \
 	}                                                                                 \
 	op_i_##k: {                                                                       \
-		uint##bits##_t a = (uint##bits##_t)sp[-1];                                \
+		uint##bits##_t a = (uint##bits##_t)tos;                                   \
 		uint##bits##_t b = (uint##bits##_t)(int##bits##_t)(int32_t)*pc++;         \
-		sp[-1] = (uint##bits##_t)(expr);                                          \
-		NEXT();                                                                   \
+		SET_TOP((uint##bits##_t)(expr));                                          \
+		NEXT_T();                                                                 \
 	}                                                                                 \
 	op_ll_##k: {                                                                      \
 		uint##bits##_t a = (uint##bits##_t)fp[pc[0]], b = (uint##bits##_t)fp[pc[1]]; \
 		pc += 2;                                                                  \
-		*sp++ = (uint##bits##_t)(expr);                                           \
-		NEXT();                                                                   \
+		PUSH_TOP((uint##bits##_t)(expr));                                         \
+		NEXT_T();                                                                 \
 	}                                                                                 \
 	op_li_##k: {                                                                      \
 		uint##bits##_t a = (uint##bits##_t)fp[pc[0]];                             \
 		uint##bits##_t b = (uint##bits##_t)(int##bits##_t)(int32_t)pc[1];         \
 		pc += 2;                                                                  \
-		*sp++ = (uint##bits##_t)(expr);                                           \
-		NEXT();                                                                   \
+		PUSH_TOP((uint##bits##_t)(expr));                                         \
+		NEXT_T();                                                                 \
 	}
 		WASM_FUSABLE_BINOPS(FUSED_HANDLERS)
 #undef FUSED_HANDLERS
@@ -988,41 +1060,55 @@ next:
 		/* their forms that store the result or branch on it: operands
 		 * first (n words of them), then the local or target word */
 #define OPERANDS_s(bits) \
-	uint##bits##_t b = (uint##bits##_t)sp[-1], a = (uint##bits##_t)sp[-2]; \
+	uint##bits##_t b = (uint##bits##_t)tos, a = (uint##bits##_t)sp[-2]; \
 	sp -= 2;
 #define OPERANDS_l(bits) \
-	uint##bits##_t a = (uint##bits##_t)*--sp, b = (uint##bits##_t)fp[pc[0]];
+	uint##bits##_t a = (uint##bits##_t)tos, b = (uint##bits##_t)fp[pc[0]]; \
+	sp--;
 #define OPERANDS_i(bits) \
-	uint##bits##_t a = (uint##bits##_t)*--sp, b = (uint##bits##_t)(int##bits##_t)(int32_t)pc[0];
+	uint##bits##_t a = (uint##bits##_t)tos, b = (uint##bits##_t)(int##bits##_t)(int32_t)pc[0]; \
+	sp--;
 #define OPERANDS_ll(bits) \
 	uint##bits##_t a = (uint##bits##_t)fp[pc[0]], b = (uint##bits##_t)fp[pc[1]];
 #define OPERANDS_li(bits) \
 	uint##bits##_t a = (uint##bits##_t)fp[pc[0]], b = (uint##bits##_t)(int##bits##_t)(int32_t)pc[1];
+/* after the operands: whether the shape popped (the cached top is gone) */
+#define NEXT_s() NEXT()
+#define NEXT_l() NEXT()
+#define NEXT_i() NEXT()
+#define NEXT_ll() NEXT_T()
+#define NEXT_li() NEXT_T()
 #define ARITH_HANDLERS(k, bits, expr, sh, n)                      \
 	op_##sh##_set_##k: {                                      \
 		OPERANDS_##sh(bits)                               \
 		fp[pc[n]] = (uint##bits##_t)(expr);               \
 		pc += n + 1;                                      \
-		NEXT();                                           \
+		NEXT_##sh();                                      \
 	}                                                         \
 	op_##sh##_tee_##k: {                                      \
 		OPERANDS_##sh(bits)                               \
 		uint64_t v = (uint##bits##_t)(expr);              \
 		fp[pc[n]] = v;                                    \
-		*sp++ = v;                                        \
+		PUSH_TOP(v);                                      \
 		pc += n + 1;                                      \
-		NEXT();                                           \
+		NEXT_T();                                         \
 	}
 #define CMP_HANDLERS(k, bits, expr, sh, n)                        \
 	op_##sh##_br_##k: {                                       \
 		OPERANDS_##sh(bits)                               \
-		pc = ((expr) != 0) ? code + pc[n] : pc + n + 1;        \
-		NEXT();                                           \
+		if ((expr) != 0)                                  \
+			JUMP(pc[n]);                              \
+		else                                              \
+			pc += n + 1;                              \
+		NEXT_##sh();                                      \
 	}                                                         \
 	op_##sh##_brz_##k: {                                      \
 		OPERANDS_##sh(bits)                               \
-		pc = ((expr) != 0) ? pc + n + 1 : code + pc[n];        \
-		NEXT();                                           \
+		if ((expr) != 0)                                  \
+			pc += n + 1;                              \
+		else                                              \
+			JUMP(pc[n]);                              \
+		NEXT_##sh();                                      \
 	}
 #define ALL_SHAPES(H, k, bits, expr) \
 	H(k, bits, expr, s, 0)        \
@@ -1039,6 +1125,11 @@ next:
 #undef ALL_SHAPES
 #undef CMP_HANDLERS
 #undef ARITH_HANDLERS
+#undef NEXT_s
+#undef NEXT_l
+#undef NEXT_i
+#undef NEXT_ll
+#undef NEXT_li
 
 		/* loads and stores with operands in locals */
 #define LOCAL_LOAD(op, n, conv)                                                   \
@@ -1048,8 +1139,8 @@ next:
 		if (ea + (n) > memsize)                                           \
 			goto mem_oob;                                             \
 		const uint8_t *p = mem + ea;                                      \
-		*sp++ = (conv);                                                   \
-		NEXT();                                                           \
+		PUSH_TOP(conv);                                                   \
+		NEXT_T();                                                         \
 	}
 		WASM_LOADS(LOCAL_LOAD)
 #undef LOCAL_LOAD
@@ -1061,7 +1152,7 @@ next:
 		if (ea + (n) > memsize)                                           \
 			goto mem_oob;                                             \
 		memcpy(mem + ea, &v, (n));                                        \
-		NEXT();                                                           \
+		NEXT_T();                                                         \
 	}
 		WASM_STORES(LOCAL_STORE)
 #undef LOCAL_STORE
@@ -1072,11 +1163,24 @@ next:
 		if (ea + (n) > memsize)                                           \
 			goto mem_oob;                                             \
 		const uint8_t *p = mem + ea;                                      \
-		*sp++ = (conv);                                                   \
-		NEXT();                                                           \
+		PUSH_TOP(conv);                                                   \
+		NEXT_T();                                                         \
 	}
 		WASM_LOADS(LOCAL_IMM_LOAD)
 #undef LOCAL_IMM_LOAD
+		/* loads from the stack top plus a constant, wrapping at 32 bits */
+#define STACK_IMM_LOAD(op, n, conv)                                               \
+	op_siload_##op: {                                                         \
+		uint64_t ea = (uint64_t)(uint32_t)((uint32_t)tos + pc[0]) + pc[1]; \
+		pc += 2;                                                          \
+		if (ea + (n) > memsize)                                           \
+			goto mem_oob;                                             \
+		const uint8_t *p = mem + ea;                                      \
+		SET_TOP(conv);                                                    \
+		NEXT_T();                                                         \
+	}
+		WASM_LOADS(STACK_IMM_LOAD)
+#undef STACK_IMM_LOAD
 
 		/* float operators with operands in locals */
 #define FLOAT_OF_float f32_of
@@ -1085,31 +1189,145 @@ next:
 #define OF_FLOAT_double of_f64
 #define FLOAT_HANDLERS(k, opcode, type, expr)                                     \
 	op_fl_##k: {                                                              \
-		type a = FLOAT_OF_##type(sp[-1]), b = FLOAT_OF_##type(fp[*pc++]); \
-		sp[-1] = OF_FLOAT_##type(expr);                                   \
-		NEXT();                                                           \
+		type a = FLOAT_OF_##type(tos), b = FLOAT_OF_##type(fp[*pc++]);    \
+		SET_TOP(OF_FLOAT_##type(expr));                                   \
+		NEXT_T();                                                         \
 	}                                                                         \
 	op_fll_##k: {                                                             \
 		type a = FLOAT_OF_##type(fp[pc[0]]), b = FLOAT_OF_##type(fp[pc[1]]); \
 		pc += 2;                                                          \
-		*sp++ = OF_FLOAT_##type(expr);                                    \
-		NEXT();                                                           \
+		PUSH_TOP(OF_FLOAT_##type(expr));                                  \
+		NEXT_T();                                                         \
 	}
 		WASM_FUSABLE_FLOATS(FLOAT_HANDLERS)
 #undef FLOAT_HANDLERS
 
+		/* float operators whose right operand is loaded through a local */
+#define RD_float(p) f32_of(rd32(p))
+#define RD_double(p) f64_of(rd64(p))
+#define FLOAD_HANDLERS(k, opcode, type, expr)                                     \
+	op_floadl_##k: {                                                          \
+		uint64_t ea = (uint64_t)(uint32_t)fp[pc[0]] + pc[1];              \
+		pc += 2;                                                          \
+		if (ea + sizeof(type) > memsize)                                  \
+			goto mem_oob;                                             \
+		type a = FLOAT_OF_##type(tos), b = RD_##type(mem + ea);           \
+		SET_TOP(OF_FLOAT_##type(expr));                                   \
+		NEXT_T();                                                         \
+	}                                                                         \
+	op_floadli_##k: {                                                         \
+		uint64_t ea = (uint64_t)(uint32_t)((uint32_t)fp[pc[0]] + pc[1]) + pc[2]; \
+		pc += 3;                                                          \
+		if (ea + sizeof(type) > memsize)                                  \
+			goto mem_oob;                                             \
+		type a = FLOAT_OF_##type(tos), b = RD_##type(mem + ea);           \
+		SET_TOP(OF_FLOAT_##type(expr));                                   \
+		NEXT_T();                                                         \
+	}                                                                         \
+	op_fload2_##k: {                                                          \
+		uint64_t ea = (uint64_t)(uint32_t)((uint32_t)fp[pc[0]] + pc[1]) + pc[2]; \
+		uint64_t eb = (uint64_t)(uint32_t)((uint32_t)fp[pc[3]] + pc[4]) + pc[5]; \
+		pc += 6;                                                          \
+		if (ea + sizeof(type) > memsize || eb + sizeof(type) > memsize)   \
+			goto mem_oob;                                             \
+		type a = RD_##type(mem + ea), b = RD_##type(mem + eb);            \
+		PUSH_TOP(OF_FLOAT_##type(expr));                                  \
+		NEXT_T();                                                         \
+	}
+		WASM_FUSABLE_FLOATS(FLOAD_HANDLERS)
+#undef FLOAD_HANDLERS
+
+		/* float operators into a local */
+#define FSET_HANDLERS(k, opcode, type, expr)                                      \
+	op_fsets_##k: {                                                           \
+		type b = FLOAT_OF_##type(tos), a = FLOAT_OF_##type(sp[-2]);       \
+		sp -= 2;                                                          \
+		fp[*pc++] = OF_FLOAT_##type(expr);                                \
+		NEXT();                                                           \
+	}                                                                         \
+	op_fsetl_##k: {                                                           \
+		type a = FLOAT_OF_##type(tos), b = FLOAT_OF_##type(fp[pc[0]]);    \
+		sp--;                                                             \
+		fp[pc[1]] = OF_FLOAT_##type(expr);                                \
+		pc += 2;                                                          \
+		NEXT();                                                           \
+	}
+		WASM_FUSABLE_FLOATS(FSET_HANDLERS)
+#undef FSET_HANDLERS
+#undef RD_float
+#undef RD_double
+
 	op_set_k32:
 		fp[pc[0]] = pc[1];
 		pc += 2;
-		NEXT();
+		NEXT_T();
 	op_set_k64:
 		fp[pc[0]] = (uint64_t)pc[1] | ((uint64_t)pc[2] << 32);
 		pc += 3;
-		NEXT();
+		NEXT_T();
 	op_copy:
 		fp[pc[1]] = fp[pc[0]];
 		pc += 2;
-		NEXT();
+		NEXT_T();
+#define CHAIN_HANDLER(i, k1, k2, e1, e2)                                   \
+	op_chain_##i: {                                                    \
+		uint32_t inner;                                            \
+		{                                                          \
+			uint32_t a = (uint32_t)fp[pc[0]], b = pc[1];       \
+			inner = (uint32_t)(e1);                            \
+		}                                                          \
+		{                                                          \
+			uint32_t a = (uint32_t)tos, b = inner;             \
+			SET_TOP((uint32_t)(e2));                           \
+		}                                                          \
+		pc += 2;                                                   \
+		NEXT_T();                                                  \
+	}
+	WASM_FUSABLE_CHAINS(CHAIN_HANDLER)
+#undef CHAIN_HANDLER
+	/* a loop's step and test (OP_STEP_BR_I in internal.h) */
+#define STEP_HANDLERS(k, opcode, bits, expr)                                  \
+	op_step_i_##k: {                                                      \
+		uint32_t a = (uint32_t)fp[pc[0]] + pc[1], b = pc[3];          \
+		fp[pc[2]] = a;                                                \
+		if (expr)                                                     \
+			JUMP(pc[4]);                                          \
+		else                                                          \
+			pc += 5;                                              \
+		NEXT_T();                                                     \
+	}                                                                     \
+	op_step_l_##k: {                                                      \
+		uint32_t a = (uint32_t)fp[pc[0]] + pc[1];                     \
+		fp[pc[2]] = a;                                                \
+		uint32_t b = (uint32_t)fp[pc[3]];                             \
+		if (expr)                                                     \
+			JUMP(pc[4]);                                          \
+		else                                                          \
+			pc += 5;                                              \
+		NEXT_T();                                                     \
+	}
+	WASM_I32_COMPARES(STEP_HANDLERS)
+#undef STEP_HANDLERS
+	op_copy_n: {
+		uint32_t n = *pc++;
+		do {
+			fp[pc[1]] = fp[pc[0]];
+			pc += 2;
+		} while (--n);
+		NEXT_T();
+	}
+	op_rsub_l32:
+		SET_TOP((uint32_t)((uint32_t)fp[*pc++] - (uint32_t)tos));
+		NEXT_T();
+	op_rsub_i32:
+		SET_TOP((uint32_t)(*pc++ - (uint32_t)tos));
+		NEXT_T();
+	op_rsub_l64:
+		SET_TOP(fp[*pc++] - tos);
+		NEXT_T();
+	op_rsub_i64:
+		SET_TOP((uint64_t)(int64_t)(int32_t)*pc++ - tos);
+		NEXT_T();
 
 	op_bad:
 		trap = KIS_WASM_TRAP_UNREACHABLE; /* not produced by compile.c */
@@ -1118,16 +1336,7 @@ next:
 	call:
 		/* Calls (spec 4.4.8): the interrupt flag and fuel are checked
 		 * here and at loop headers, so every unbounded run passes one. */
-		if (atomic_load_explicit(&s->interrupt, memory_order_relaxed)) {
-			trap = KIS_WASM_TRAP_INTERRUPTED;
-			goto trapped;
-		}
-		if (s->fuel == 0) { /* fuel < 0: unlimited */
-			trap = KIS_WASM_TRAP_OUT_OF_FUEL;
-			goto trapped;
-		}
-		if (s->fuel > 0)
-			s->fuel--;
+		TICK();
 		if (s->depth >= KIS_WASM_MAX_CALL_DEPTH) {
 			trap = KIS_WASM_TRAP_STACK_EXHAUSTED;
 			goto trapped;
@@ -1170,23 +1379,43 @@ next:
 			fr->ret_pc = pc;
 			fr->fp = fp;
 			fr->func = fn;
-			for (uint32_t i = ft->np; i < cd->nlocals; i++)
+			fr->code = code;
+			/* declared locals start at zero; functions have few, so
+			 * a plain loop: the empty asm keeps gcc from turning it
+			 * into a call to memset, which cost more than the
+			 * whole call for one local */
+			for (uint32_t i = ft->np; i < cd->nlocals; i++) {
 				nfp[i] = 0;
+				__asm__("" : "+r"(i));
+			}
 			fp = nfp;
 			sp = fp + cd->nlocals;
 			fn = callee;
 			code = cd->ops;
 			pc = code;
-			if (fn->inst != inst) {
+			if (fn->inst != inst) { /* mem: see op_OP_RETURN */
 				inst = fn->inst;
 				memo = inst->m->nmems ? inst->mems[0] : NULL;
+				mem = memo ? memo->data : NULL;
+				memsize = memo ? memo->size : 0;
 			}
-			mem = memo ? memo->data : NULL;
-			memsize = memo ? memo->size : 0;
 		}
 		NEXT();
 
 #undef NEXT
+#undef NEXT_T
+#undef DISPATCH
+#undef SET_TOP
+#undef PUSH_TOP
+#undef TICK
+#undef JUMP
+out_of_fuel:
+	s->fuel = 0;
+	trap = KIS_WASM_TRAP_OUT_OF_FUEL;
+	goto trapped;
+interrupted:
+	trap = KIS_WASM_TRAP_INTERRUPTED;
+	goto trapped;
 mem_oob:
 	trap = KIS_WASM_TRAP_MEMORY_OOB;
 	goto trapped;

@@ -117,7 +117,7 @@ struct kis_wasm_module {
 enum {
 	OP_UNREACHABLE = 0x00,
 	OP_NOP = 0x01,
-	OP_JMP = 0x02,         /* target */
+	OP_JMP = 0x02,         /* target (may carry WASM_LOOP_EDGE) */
 	OP_LOOP_CHECK = 0x03,  /* interrupt flag and fuel, at every loop header */
 	OP_JMP_IF_NOT = 0x04,  /* target; pops the condition */
 	OP_BR_IF_SIMPLE = 0x05, /* target; pops, jumps when non-zero, no unwinding */
@@ -180,8 +180,61 @@ enum {
 	OP_SET_K32 = OP_FLOAT_LL + 8,
 	OP_SET_K64,
 	OP_COPY,
+	/* subtraction with the left operand moved after the right one (see
+	 * fuse_left_operand in compile.c): top = local[x] - top (x), top =
+	 * imm - top (imm, sign-extended for i64) */
+	OP_RSUB_L32,
+	OP_RSUB_I32,
+	OP_RSUB_L64,
+	OP_RSUB_I64,
+	/* float add/sub/mul whose right operand is loaded (t.load after the
+	 * left operand): top = top op mem[local[x] + offset] (x, offset) and
+	 * top op mem[(local[x] + imm) mod 2^32 + offset] (x, imm, offset);
+	 * + index in WASM_FUSABLE_FLOATS, f32.load for the float ones */
+	OP_FLOAD_L,
+	OP_FLOAD_LI = OP_FLOAD_L + 8,
+	/* a run of 'local.get x; local.set z': n, then n pairs (x, z), copied
+	 * in order */
+	OP_COPY_N = OP_FLOAD_LI + 8,
+	/* float add/sub/mul of two values loaded through locals, pushed:
+	 * x1, imm1, offset1, x2, imm2, offset2 (each address as in
+	 * OP_FLOAD_LI); + index in WASM_FUSABLE_FLOATS */
+	OP_FLOAD2,
+	OP_FLOAD2_LAST = OP_FLOAD2 + 7, /* its eight slots */
+	/* two operators in one: top = top k2 (local[x] k1 imm) for the pairs
+	 * of WASM_FUSABLE_CHAINS (x, imm); + index there */
+	OP_CHAIN,
+	OP_CHAIN_LAST = OP_CHAIN + 15, /* its sixteen slots */
+	/* a loop's counting step and exit test in one: 'local.tee z (i32.add
+	 * (local.get x) (i32.const c)); <i32 compare> with a constant d (form
+	 * I) or local[d] (form L); br_if': local[z] = local[x] + c, then jump
+	 * when local[z] cmp d. x, c, z, d, target; + compare index (0..9 of
+	 * WASM_FUSABLE_COMPARES) */
+	OP_STEP_BR_I,
+	OP_STEP_BR_L = OP_STEP_BR_I + 10,
+	OP_STEP_BR_LAST = OP_STEP_BR_L + 9,
+	/* loads whose address is the stack top plus a constant ('i32.const c;
+	 * i32.add; load'), the sum wrapping at 32 bits: c, offset; + opcode -
+	 * 0x28 */
+	OP_LOAD_SI,
+	OP_LOAD_SI_LAST = OP_LOAD_SI + 13,
+	/* float add/sub/mul into a local ('op; local.set z'): form S (both
+	 * operands on the stack; z) and form L (top op local[x]; x, z); + index
+	 * in WASM_FUSABLE_FLOATS */
+	OP_FSET_S,
+	OP_FSET_L = OP_FSET_S + 8,
+	OP_FSET_LAST = OP_FSET_L + 7,
 	OP__COUNT
 };
+
+/* A branch target word is a code offset. A back-edge to a loop in the
+ * simple jump forms (OP_JMP, OP_JMP_IF_NOT, OP_BR_IF_SIMPLE and the fused
+ * compare-and-branch forms) instead names the instruction after the loop's
+ * OP_LOOP_CHECK with this bit set, and the branch runs the check itself:
+ * one dispatch less per iteration. Other branches to a loop (with unwinding,
+ * br_table) target the check. Code is far shorter than 2^31 words
+ * (KIS_WASM_MAX_MODULE_BYTES). */
+#define WASM_LOOP_EDGE 0x80000000u
 
 /* X(index, opcode, C type, expr) on operands a and b of that type */
 #define WASM_FUSABLE_FLOATS(X)          \
@@ -202,12 +255,30 @@ enum {
 };
 enum { SHAPE_S, SHAPE_L, SHAPE_I, SHAPE_LL, SHAPE_LI };
 
+/* Pairs of i32 operators fused into OP_CHAIN: an LI form (local[x] k1 imm)
+ * as the right operand of k2 on the stack top, as in SHA-256's
+ * 'rotr(e, 6) ^ rotr(e, 11) ^ rotr(e, 25)'. X(index, k1, k2, inner expr,
+ * outer expr), indices as in WASM_FUSABLE_BINOPS, both exprs on uint32_t a
+ * and b (inner: a = local, b = imm; outer: a = top, b = inner result). */
+#define WASM_FUSABLE_CHAINS(X)                                                       \
+	X(0, 19, 15, (a << (b & 31)) | (a >> ((32 - b) & 31)), a ^ b) /* rotl, xor */  \
+	X(1, 20, 15, (a >> (b & 31)) | (a << ((32 - b) & 31)), a ^ b) /* rotr, xor */  \
+	X(2, 18, 15, a >> (b & 31), a ^ b)                            /* shr_u, xor */ \
+	X(3, 16, 15, a << (b & 31), a ^ b)                            /* shl, xor */   \
+	X(4, 19, 10, (a << (b & 31)) | (a >> ((32 - b) & 31)), a + b) /* rotl, add */  \
+	X(5, 18, 10, a >> (b & 31), a + b)                            /* shr_u, add */ \
+	X(6, 16, 10, a << (b & 31), a + b)                            /* shl, add */   \
+	X(7, 13, 15, a & b, a ^ b)                                    /* and, xor */   \
+	X(8, 18, 14, a >> (b & 31), a | b)                            /* shr_u, or */  \
+	X(9, 16, 14, a << (b & 31), a | b)                            /* shl, or */
+
 /* The integer binary operators that cannot trap: X(index, opcode, bits, expr)
  * with operands a and b of type uint<bits>_t. Shared by compile.c (which
  * fuses them) and exec.c (which runs them). */
 #define WASM_FUSABLE_BINOPS(X) WASM_FUSABLE_COMPARES(X) WASM_FUSABLE_ARITH(X)
 /* Compares get the branching forms, arithmetic the local-writing ones. */
-#define WASM_FUSABLE_COMPARES(X) \
+#define WASM_FUSABLE_COMPARES(X) WASM_I32_COMPARES(X) WASM_I64_COMPARES(X)
+#define WASM_I32_COMPARES(X) \
 	X(0, 0x46, 32, a == b) \
 	X(1, 0x47, 32, a != b) \
 	X(2, 0x48, 32, (int32_t)a < (int32_t)b) \
@@ -217,7 +288,8 @@ enum { SHAPE_S, SHAPE_L, SHAPE_I, SHAPE_LL, SHAPE_LI };
 	X(6, 0x4c, 32, (int32_t)a <= (int32_t)b) \
 	X(7, 0x4d, 32, a <= b) \
 	X(8, 0x4e, 32, (int32_t)a >= (int32_t)b) \
-	X(9, 0x4f, 32, a >= b) \
+	X(9, 0x4f, 32, a >= b)
+#define WASM_I64_COMPARES(X) \
 	X(21, 0x51, 64, a == b) \
 	X(22, 0x52, 64, a != b) \
 	X(23, 0x53, 64, (int64_t)a < (int64_t)b) \
@@ -304,6 +376,7 @@ struct wasm_frame {
 	const uint32_t *ret_pc;
 	uint64_t *fp;
 	struct kis_wasm_func *func;
+	const uint32_t *code; /* func's code, to resume without two loads */
 };
 
 struct wasm_obj {
@@ -316,7 +389,7 @@ struct kis_wasm_store {
 	struct wasm_frame *frames;
 	uint32_t depth;
 	atomic_int interrupt;
-	int64_t fuel, fuel_budget;
+	int64_t fuel, fuel_budget; /* fuel: steps left in this run, INT64_MAX when unlimited */
 	uint32_t mem_limit_pages; /* per memory, see kis_wasm_set_memory_limit */
 	struct wasm_obj *objs;
 	size_t nobjs, cap_objs;

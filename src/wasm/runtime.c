@@ -44,17 +44,22 @@ struct kis_wasm_store *kis_wasm_store_new(void)
 	struct kis_wasm_store *s = calloc(1, sizeof(*s));
 	if (!s)
 		return NULL;
-	s->stack = malloc((size_t)KIS_WASM_STACK_SLOTS * sizeof(uint64_t));
+	/* one zero slot below the stack: the interpreter reloads its cached
+	 * top (sp[-1], see exec.c) even when the stack is empty */
+	uint64_t *slots = malloc(((size_t)KIS_WASM_STACK_SLOTS + 1) * sizeof(uint64_t));
 	s->frames = malloc(((size_t)KIS_WASM_MAX_CALL_DEPTH + 2) * sizeof(*s->frames));
-	if (!s->stack || !s->frames) {
-		free(s->stack);
+	if (!slots || !s->frames) {
+		free(slots);
 		free(s->frames);
 		free(s);
 		return NULL;
 	}
+	slots[0] = 0;
+	s->stack = slots + 1;
 	s->stack_end = s->stack + KIS_WASM_STACK_SLOTS;
 	s->sp = s->stack;
-	s->fuel = s->fuel_budget = -1;
+	s->fuel_budget = -1;
+	s->fuel = INT64_MAX; /* unlimited, as kis_wasm_call sets it */
 	s->mem_limit_pages = KIS_WASM_MAX_PAGES;
 	atomic_init(&s->interrupt, 0);
 	return s;
@@ -128,7 +133,7 @@ void kis_wasm_store_free(struct kis_wasm_store *s)
 		}
 	}
 	free(s->objs);
-	free(s->stack);
+	free(s->stack - 1); /* the guard slot, see kis_wasm_store_new */
 	free(s->frames);
 	free(s);
 }
@@ -145,7 +150,8 @@ void kis_wasm_set_fuel(struct kis_wasm_store *s, int64_t fuel)
 
 int64_t kis_wasm_fuel_left(const struct kis_wasm_store *s)
 {
-	return s->fuel;
+	/* an unlimited run counts down from INT64_MAX (see kis_wasm_call) */
+	return s->fuel_budget < 0 ? -1 : s->fuel;
 }
 
 void kis_wasm_set_memory_limit(struct kis_wasm_store *s, uint32_t max_pages)
@@ -539,7 +545,9 @@ enum kis_wasm_trap kis_wasm_call(struct kis_wasm_store *s, struct kis_wasm_func 
 	if (s->depth == 0) {
 		/* a new run from the host: fresh budget, no stale interrupt */
 		atomic_store(&s->interrupt, 0);
-		s->fuel = s->fuel_budget;
+		/* unlimited (-1) becomes a count the interpreter never exhausts:
+		 * it then only decrements and tests the sign (exec.c TICK) */
+		s->fuel = s->fuel_budget < 0 ? INT64_MAX : s->fuel_budget;
 	}
 	return wasm_invoke(s, f, args, results);
 }

@@ -50,6 +50,18 @@ static const uint8_t bare_loop[] = {
 	0x00, 0x0b, 0x0b
 };
 
+/* (module (func (export "count") (param i32) (result i32) (local i32)
+ *   (loop (local.set 1 (i32.add (local.get 1) (i32.const 1)))
+ *     (br_if 0 (i32.lt_u (local.get 1) (local.get 0))))
+ *   (local.get 1))) */
+static const uint8_t count_loop[] = {
+	0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00, 0x01, 0x06, 0x01, 0x60,
+	0x01, 0x7f, 0x01, 0x7f, 0x03, 0x02, 0x01, 0x00, 0x07, 0x09, 0x01, 0x05,
+	0x63, 0x6f, 0x75, 0x6e, 0x74, 0x00, 0x00, 0x0a, 0x19, 0x01, 0x17, 0x01,
+	0x01, 0x7f, 0x03, 0x40, 0x20, 0x01, 0x41, 0x01, 0x6a, 0x21, 0x01, 0x20,
+	0x01, 0x20, 0x00, 0x49, 0x0d, 0x00, 0x0b, 0x20, 0x01, 0x0b
+};
+
 static void leb128(void **state)
 {
 	(void)state;
@@ -284,6 +296,44 @@ static void interrupt_from_thread(void **state)
 	kis_wasm_module_free(m);
 }
 
+/* Fuel is one unit per call and per loop iteration, whether the check runs
+ * at the loop header (entry) or on the back-edge (exec.c WASM_LOOP_EDGE):
+ * a call that loops n times needs exactly n + 1. */
+static void fuel_counts_iterations(void **state)
+{
+	(void)state;
+	struct kis_wasm_module *m = NULL;
+	struct kis_error *err = NULL;
+	assert_int_equal(kis_wasm_module_load(count_loop, sizeof(count_loop), &m, &err), 0);
+	struct kis_wasm_store *s = kis_wasm_store_new();
+	assert_non_null(s);
+	struct kis_wasm_instance *inst;
+	enum kis_wasm_trap trap;
+	assert_int_equal(kis_wasm_instantiate(s, m, NULL, NULL, &inst, &trap, &err), 0);
+	struct kis_wasm_extern e;
+	assert_int_equal(kis_wasm_instance_export(inst, "count", &e), 0);
+	kis_wasm_slot args[1] = { 100 }, res[1] = { 0 };
+
+	kis_wasm_set_fuel(s, 101);
+	assert_int_equal(kis_wasm_call(s, e.u.func, args, res), KIS_WASM_OK);
+	assert_int_equal(res[0], 100);
+	assert_int_equal(kis_wasm_fuel_left(s), 0);
+
+	kis_wasm_set_fuel(s, 100);
+	assert_int_equal(kis_wasm_call(s, e.u.func, args, res), KIS_WASM_TRAP_OUT_OF_FUEL);
+	assert_int_equal(kis_wasm_fuel_left(s), 0);
+
+	kis_wasm_set_fuel(s, 150);
+	assert_int_equal(kis_wasm_call(s, e.u.func, args, res), KIS_WASM_OK);
+	assert_int_equal(kis_wasm_fuel_left(s), 49);
+
+	kis_wasm_set_fuel(s, -1);
+	assert_int_equal(kis_wasm_call(s, e.u.func, args, res), KIS_WASM_OK);
+	assert_int_equal(kis_wasm_fuel_left(s), -1);
+	kis_wasm_store_free(s);
+	kis_wasm_module_free(m);
+}
+
 /* (module (memory (export "m") 1) (func (export "grow") (param i32) (result i32)
  *   (memory.grow (local.get 0)))) */
 static const uint8_t grow_module[] = {
@@ -335,6 +385,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(interrupt_stops_loop, setup, teardown),
 		cmocka_unit_test_setup_teardown(fuel_stops_loop, setup, teardown),
 		cmocka_unit_test(interrupt_from_thread),
+		cmocka_unit_test(fuel_counts_iterations),
 		cmocka_unit_test(memory_limit),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,0 +1,52 @@
+;; Regression tests for two i32 operators fused into one (OP_CHAIN,
+;; WASM_FUSABLE_CHAINS in internal.h): 'top k2 (local[x] k1 imm)'. Every
+;; listed pair, with shift counts that must be masked. Expected values
+;; checked with wabt's spectest-interp.
+(module
+  (func (export "rotl-xor") (param i32 i32) (result i32)
+    (i32.xor (i32.mul (local.get 1) (i32.const 3)) (i32.rotl (local.get 0) (i32.const 36))))
+  (func (export "rotr-xor") (param i32 i32) (result i32)
+    (i32.xor (i32.mul (local.get 1) (i32.const 3)) (i32.rotr (local.get 0) (i32.const 7))))
+  (func (export "shr-xor") (param i32 i32) (result i32)
+    (i32.xor (i32.mul (local.get 1) (i32.const 3)) (i32.shr_u (local.get 0) (i32.const 35))))
+  (func (export "shl-xor") (param i32 i32) (result i32)
+    (i32.xor (i32.mul (local.get 1) (i32.const 3)) (i32.shl (local.get 0) (i32.const 32))))
+  (func (export "rotl-add") (param i32 i32) (result i32)
+    (i32.add (i32.mul (local.get 1) (i32.const 3)) (i32.rotl (local.get 0) (i32.const 0))))
+  (func (export "shr-add") (param i32 i32) (result i32)
+    (i32.add (i32.mul (local.get 1) (i32.const 3)) (i32.shr_u (local.get 0) (i32.const 31))))
+  (func (export "shl-add") (param i32 i32) (result i32)
+    (i32.add (i32.mul (local.get 1) (i32.const 3)) (i32.shl (local.get 0) (i32.const 2))))
+  (func (export "and-xor") (param i32 i32) (result i32)
+    (i32.xor (i32.mul (local.get 1) (i32.const 3)) (i32.and (local.get 0) (i32.const 0xff00))))
+  (func (export "shr-or") (param i32 i32) (result i32)
+    (i32.or (i32.mul (local.get 1) (i32.const 3)) (i32.shr_u (local.get 0) (i32.const 28))))
+  (func (export "shl-or") (param i32 i32) (result i32)
+    (i32.or (i32.mul (local.get 1) (i32.const 3)) (i32.shl (local.get 0) (i32.const 31))))
+  ;; SHA-256's Sigma1: chains of chains
+  (func (export "sigma1") (param i32) (result i32)
+    (i32.xor
+      (i32.xor (i32.rotr (local.get 0) (i32.const 6)) (i32.rotr (local.get 0) (i32.const 11)))
+      (i32.rotr (local.get 0) (i32.const 25))))
+  ;; a pair that is not listed (rotl then sub) keeps its operand order
+  (func (export "rotl-sub") (param i32 i32) (result i32)
+    (i32.sub (i32.mul (local.get 1) (i32.const 3)) (i32.rotl (local.get 0) (i32.const 4))))
+  ;; the result written to a local, then reused
+  (func (export "chain-set") (param i32 i32) (result i32)
+    (local i32)
+    (local.set 2 (i32.add (i32.mul (local.get 1) (i32.const 3)) (i32.shl (local.get 0) (i32.const 4))))
+    (i32.add (local.get 2) (local.get 2)))
+)
+(assert_return (invoke "rotl-xor" (i32.const 0x80000001) (i32.const 1)) (i32.const 0x1b))
+(assert_return (invoke "rotr-xor" (i32.const 0x80) (i32.const 0)) (i32.const 1))
+(assert_return (invoke "shr-xor" (i32.const 0x80000000) (i32.const 2)) (i32.const 0x10000006))
+(assert_return (invoke "shl-xor" (i32.const 5) (i32.const 1)) (i32.const 6))
+(assert_return (invoke "rotl-add" (i32.const 5) (i32.const 1)) (i32.const 8))
+(assert_return (invoke "shr-add" (i32.const -1) (i32.const 1)) (i32.const 4))
+(assert_return (invoke "shl-add" (i32.const 0x40000001) (i32.const 2)) (i32.const 10))
+(assert_return (invoke "and-xor" (i32.const 0x12345678) (i32.const 0)) (i32.const 0x5600))
+(assert_return (invoke "shr-or" (i32.const 0xf0000000) (i32.const 1)) (i32.const 0xf))
+(assert_return (invoke "shl-or" (i32.const 1) (i32.const 0)) (i32.const 0x80000000))
+(assert_return (invoke "sigma1" (i32.const 0x510e527f)) (i32.const 0x3587272b))
+(assert_return (invoke "rotl-sub" (i32.const 0x10000000) (i32.const 2)) (i32.const 5))
+(assert_return (invoke "chain-set" (i32.const 1) (i32.const 1)) (i32.const 38))

@@ -1,0 +1,63 @@
+;; Regression tests for loads from the stack top plus a constant
+;; (OP_LOAD_SI) and float operators into a local (OP_FSET_S, OP_FSET_L).
+;; Expected values checked with wabt's spectest-interp.
+(module
+  (memory 1)
+  (data (i32.const 0) "\01\02\03\04\05\06\07\08\f0\ff\ff\ff\00\00\00\00")
+  (data (i32.const 16) "\00\00\00\00\00\00\08\40")  ;; f64 3.0
+  ;; the address computed on the stack, then + constant, then the offset
+  (func (export "load-si") (param i32 i32) (result i32)
+    (i32.load offset=1 (i32.add (i32.mul (local.get 0) (local.get 1)) (i32.const 2))))
+  (func (export "load8-s-si") (param i32) (result i32)
+    (i32.load8_s (i32.add (i32.mul (local.get 0) (i32.const 1)) (i32.const 8))))
+  (func (export "load16-u-si") (param i32) (result i32)
+    (i32.load16_u (i32.add (i32.mul (local.get 0) (i32.const 1)) (i32.const 8))))
+  (func (export "i64-load32-s-si") (param i32) (result i64)
+    (i64.load32_s (i32.add (i32.mul (local.get 0) (i32.const 1)) (i32.const 8))))
+  (func (export "f64-load-si") (param i32) (result f64)
+    (f64.load (i32.add (i32.mul (local.get 0) (i32.const 1)) (i32.const 16))))
+  ;; the sum wraps at 32 bits; the offset is then added without wrapping
+  (func (export "load-si-wrap") (param i32) (result i32)
+    (i32.load offset=4 (i32.add (i32.mul (local.get 0) (i32.const 1)) (i32.const -4))))
+  ;; float operators into a local, both operands on the stack
+  (func (export "fset-s") (param f64 f64) (result f64)
+    (local f64)
+    (local.set 2 (f64.sub (f64.mul (local.get 0) (f64.const 2)) (f64.mul (local.get 1) (f64.const 1))))
+    (local.get 2))
+  (func (export "fset-s-f32") (param f32 f32) (result f32)
+    (local f32)
+    (local.set 2 (f32.mul (f32.add (local.get 0) (f32.const 1)) (f32.add (local.get 1) (f32.const 0))))
+    (local.get 2))
+  ;; an accumulator: s = x + s
+  (func (export "fset-l") (param f64 i32) (result f64)
+    (local f64)
+    (local.set 2 (f64.const 0.5))
+    (loop
+      (local.set 2 (f64.add (f64.mul (local.get 0) (f64.const 1)) (local.get 2)))
+      (local.set 1 (i32.sub (local.get 1) (i32.const 1)))
+      (br_if 0 (local.get 1)))
+    (local.get 2))
+  (func (export "fset-l-sub") (param f32 f32) (result f32)
+    (local f32)
+    (local.set 2 (f32.sub (f32.mul (local.get 0) (f32.const 1)) (local.get 1)))
+    (local.get 2))
+  ;; the value below stays on the stack
+  (func (export "fset-keeps-below") (param f64) (result i32)
+    (local f64)
+    (i32.const 7)
+    (local.set 1 (f64.add (f64.mul (local.get 0) (f64.const 1)) (f64.mul (local.get 0) (f64.const 1)))))
+)
+(assert_return (invoke "load-si" (i32.const 1) (i32.const 1)) (i32.const 0x08070605))
+(assert_return (invoke "load-si" (i32.const 0) (i32.const 5)) (i32.const 0x07060504))
+(assert_trap (invoke "load-si" (i32.const 65533) (i32.const 1)) "out of bounds memory access")
+(assert_return (invoke "load8-s-si" (i32.const 0)) (i32.const -16))
+(assert_return (invoke "load16-u-si" (i32.const 0)) (i32.const 0xfff0))
+(assert_return (invoke "i64-load32-s-si" (i32.const 0)) (i64.const -16))
+(assert_return (invoke "f64-load-si" (i32.const 0)) (f64.const 3))
+(assert_return (invoke "load-si-wrap" (i32.const 4)) (i32.const 0x08070605))
+(assert_trap (invoke "load-si-wrap" (i32.const 0)) "out of bounds memory access")
+(assert_return (invoke "fset-s" (f64.const 3) (f64.const 1.5)) (f64.const 4.5))
+(assert_return (invoke "fset-s-f32" (f32.const 2) (f32.const 4)) (f32.const 12))
+(assert_return (invoke "fset-l" (f64.const 0.25) (i32.const 4)) (f64.const 1.5))
+(assert_return (invoke "fset-l-sub" (f32.const 1) (f32.const 4)) (f32.const -3))
+(assert_return (invoke "fset-keeps-below" (f64.const 1)) (i32.const 7))
