@@ -395,7 +395,8 @@ static inline uint64_t rotr64(uint64_t x, uint64_t k)
 	WASM_FUSABLE_FLOATS(FLOAT_ENTRIES) \
 	ENTRY(OP_SET_K32, op_set_k32) \
 	ENTRY(OP_SET_K64, op_set_k64) \
-	ENTRY(OP_COPY, op_copy)
+	ENTRY(OP_COPY, op_copy) \
+	ENTRY(OP_SIMD, op_simd)
 
 static enum kis_wasm_trap run(struct kis_wasm_store *s, struct kis_wasm_func *entry)
 {
@@ -1111,6 +1112,15 @@ next:
 		pc += 2;
 		NEXT();
 
+	op_simd: { /* vector instructions: simd.c */
+		uint32_t w = pc[0];
+		sp = wasm_simd_exec(pc, sp, fp, mem, memsize, inst);
+		if (!sp)
+			goto mem_oob;
+		pc += 1 + (w >> 16);
+		NEXT();
+	}
+
 	op_bad:
 		trap = KIS_WASM_TRAP_UNREACHABLE; /* not produced by compile.c */
 		goto trapped;
@@ -1135,21 +1145,21 @@ next:
 		{
 			const struct wasm_functype *ft = callee->type;
 			if (callee->host) {
-				if (sp + ft->np + ft->nr > s->stack_end) {
+				if (sp + ft->nps + ft->nrs > s->stack_end) {
 					trap = KIS_WASM_TRAP_STACK_EXHAUSTED;
 					goto trapped;
 				}
 				/* arguments copied above the stack top so results
 				 * never overwrite them; re-entry starts above both */
-				memcpy(sp, sp - ft->np, (size_t)ft->np * 8);
-				s->sp = sp + ft->np + ft->nr;
+				memcpy(sp, sp - ft->nps, (size_t)ft->nps * 8);
+				s->sp = sp + ft->nps + ft->nrs;
 				s->depth++;
-				trap = callee->host(callee->user, inst, sp, sp + ft->np);
+				trap = callee->host(callee->user, inst, sp, sp + ft->nps);
 				s->depth--;
 				if (trap != KIS_WASM_OK)
 					goto trapped;
-				memmove(sp - ft->np, sp + ft->np, (size_t)ft->nr * 8);
-				sp = sp - ft->np + ft->nr;
+				memmove(sp - ft->nps, sp + ft->nps, (size_t)ft->nrs * 8);
+				sp = sp - ft->nps + ft->nrs;
 				if (!fn) { /* the entry itself was a host function */
 					s->sp = sp;
 					return KIS_WASM_OK;
@@ -1161,7 +1171,7 @@ next:
 				NEXT();
 			}
 			const struct wasm_code *cd = callee->code;
-			uint64_t *nfp = sp - ft->np;
+			uint64_t *nfp = sp - ft->nps;
 			if (nfp + cd->max_height > s->stack_end) {
 				trap = KIS_WASM_TRAP_STACK_EXHAUSTED;
 				goto trapped;
@@ -1170,7 +1180,7 @@ next:
 			fr->ret_pc = pc;
 			fr->fp = fp;
 			fr->func = fn;
-			for (uint32_t i = ft->np; i < cd->nlocals; i++)
+			for (uint32_t i = ft->nps; i < cd->nlocals; i++)
 				nfp[i] = 0;
 			fp = nfp;
 			sp = fp + cd->nlocals;
@@ -1211,14 +1221,14 @@ enum kis_wasm_trap wasm_invoke(struct kis_wasm_store *s, struct kis_wasm_func *f
 {
 	const struct wasm_functype *ft = f->type;
 	uint64_t *base = s->sp;
-	if (base + ft->np + ft->nr + 1 > s->stack_end)
+	if (base + ft->nps + ft->nrs + 1 > s->stack_end)
 		return KIS_WASM_TRAP_STACK_EXHAUSTED;
-	if (ft->np)
-		memcpy(base, args, (size_t)ft->np * 8);
-	s->sp = base + ft->np;
+	if (ft->nps)
+		memcpy(base, args, (size_t)ft->nps * 8);
+	s->sp = base + ft->nps;
 	enum kis_wasm_trap t = run(s, f);
-	if (t == KIS_WASM_OK && ft->nr)
-		memcpy(results, base, (size_t)ft->nr * 8);
+	if (t == KIS_WASM_OK && ft->nrs)
+		memcpy(results, base, (size_t)ft->nrs * 8);
 	s->sp = base;
 	return t;
 }
