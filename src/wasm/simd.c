@@ -40,12 +40,12 @@ static void sig_set(struct wasm_simd_sig *g, uint8_t nin, uint8_t a, uint8_t b, 
 	g->out = out;
 }
 
-/* Shapes of the lane-wise instructions: unary, binary, bitselect, shift
- * (vector and i32 count), test (vector to i32). */
-#define UN(g) sig_set(g, 1, V, 0, 0, V)
-#define BIN(g) sig_set(g, 2, V, V, 0, V)
-#define SHIFT(g) sig_set(g, 2, V, I32, 0, V)
-#define TEST(g) sig_set(g, 1, V, 0, 0, I32)
+/* Shapes of the lane-wise instructions: unary, binary, shift (vector and
+ * i32 count), test (vector to i32). */
+static void sig_un(struct wasm_simd_sig *g) { sig_set(g, 1, V, 0, 0, V); }
+static void sig_bin(struct wasm_simd_sig *g) { sig_set(g, 2, V, V, 0, V); }
+static void sig_shift(struct wasm_simd_sig *g) { sig_set(g, 2, V, I32, 0, V); }
+static void sig_test(struct wasm_simd_sig *g) { sig_set(g, 1, V, 0, 0, I32); }
 
 int wasm_simd_sig(uint32_t op, struct wasm_simd_sig *g)
 {
@@ -75,10 +75,10 @@ int wasm_simd_sig(uint32_t op, struct wasm_simd_sig *g)
 	case 0x0d: /* i8x16.shuffle: lane indices into both operands */
 		g->imm = SIMD_IMM_BYTES16;
 		g->lanes = 32;
-		BIN(g);
+		sig_bin(g);
 		return 0;
 	case 0x0e: /* i8x16.swizzle */
-		BIN(g);
+		sig_bin(g);
 		return 0;
 	case 0x0f ... 0x14: /* splat */
 		sig_set(g, 1, splat_type[op - 0x0f], 0, 0, V);
@@ -94,19 +94,19 @@ int wasm_simd_sig(uint32_t op, struct wasm_simd_sig *g)
 		return 0;
 	}
 	case 0x23 ... 0x4c: /* comparisons */
-		BIN(g);
+		sig_bin(g);
 		return 0;
 	case 0x4d: /* v128.not */
-		UN(g);
+		sig_un(g);
 		return 0;
 	case 0x4e ... 0x51: /* and, andnot, or, xor */
-		BIN(g);
+		sig_bin(g);
 		return 0;
 	case 0x52: /* v128.bitselect */
 		sig_set(g, 3, V, V, V, V);
 		return 0;
 	case 0x53: /* v128.any_true */
-		TEST(g);
+		sig_test(g);
 		return 0;
 	case 0x54 ... 0x5b: /* v128.load*_lane, v128.store*_lane */
 		g->imm = SIMD_IMM_MEM_LANE;
@@ -133,19 +133,19 @@ int wasm_simd_sig(uint32_t op, struct wasm_simd_sig *g)
 	case 0xe0: case 0xe1: case 0xe3: /* f32x4 abs neg sqrt */
 	case 0xec: case 0xed: case 0xef: /* f64x2 abs neg sqrt */
 	case 0xf8 ... 0xff: /* conversions */
-		UN(g);
+		sig_un(g);
 		return 0;
 	case 0x63: case 0x64: /* i8x16 all_true bitmask */
 	case 0x83: case 0x84:
 	case 0xa3: case 0xa4:
 	case 0xc3: case 0xc4:
-		TEST(g);
+		sig_test(g);
 		return 0;
 	case 0x6b ... 0x6d: /* shl shr_s shr_u */
 	case 0x8b ... 0x8d:
 	case 0xab ... 0xad:
 	case 0xcb ... 0xcd:
-		SHIFT(g);
+		sig_shift(g);
 		return 0;
 	case 0x65: case 0x66: /* i8x16.narrow */
 	case 0x6e ... 0x73: /* i8x16 add, sub, saturating */
@@ -157,7 +157,7 @@ int wasm_simd_sig(uint32_t op, struct wasm_simd_sig *g)
 	case 0xce: case 0xd1: case 0xd5 ... 0xdf:
 	case 0xe4 ... 0xeb: /* f32x4 arithmetic */
 	case 0xf0 ... 0xf7: /* f64x2 arithmetic */
-		BIN(g);
+		sig_bin(g);
 		return 0;
 	default:
 		return -1;
@@ -252,94 +252,52 @@ static inline void lane_put(v128 *v, unsigned bits, unsigned i, uint64_t x)
 	}
 }
 
-/* The integer operators that exist for several lane widths, by their
- * offset from the family's first opcode (0x60 i8x16, 0x80 i16x8, 0xa0
- * i32x4, 0xc0 i64x2); returns false for an offset it does not handle. */
-static bool int_family(unsigned k, unsigned bits, v128 a, v128 b, uint32_t s, v128 *r, uint64_t *rs)
+/* One lane of the integer operators that exist for several lane widths,
+ * by their offset k from the family's first opcode (0x60 i8x16, 0x80
+ * i16x8, 0xa0 i32x4, 0xc0 i64x2); sa/ua and sb/ub are the operands' lanes
+ * read signed and unsigned, s the shift count. Validation admits only the
+ * offsets that exist for the width. */
+static uint64_t int_lane(unsigned k, unsigned bits, int64_t sa, int64_t sb, uint64_t ua, uint64_t ub,
+			 uint32_t s)
+{
+	uint64_t umax = bits == 64 ? ~0ull : (1ull << bits) - 1;
+	int64_t smax = (int64_t)(umax >> 1), smin = -smax - 1;
+	switch (k) {
+	case 0x00: return sa < 0 ? 0 - ua : ua;               /* abs: wraps for the minimum */
+	case 0x01: return 0 - ua;                             /* neg */
+	case 0x0b: return ua << (s & (bits - 1));             /* shl: count modulo width */
+	case 0x0c: return (uint64_t)(sa >> (s & (bits - 1))); /* shr_s */
+	case 0x0d: return ua >> (s & (bits - 1));             /* shr_u */
+	case 0x0e: return ua + ub;                            /* add */
+	case 0x0f: return (uint64_t)clamp(sa + sb, smin, smax); /* add_sat_s (8, 16 bits) */
+	case 0x10: return ua + ub > umax ? umax : ua + ub;     /* add_sat_u */
+	case 0x11: return ua - ub;                            /* sub */
+	case 0x12: return (uint64_t)clamp(sa - sb, smin, smax); /* sub_sat_s */
+	case 0x13: return ua < ub ? 0 : ua - ub;              /* sub_sat_u */
+	case 0x16: return sa < sb ? ua : ub;                  /* min_s */
+	case 0x17: return ua < ub ? ua : ub;                  /* min_u */
+	case 0x18: return sa > sb ? ua : ub;                  /* max_s */
+	case 0x19: return ua > ub ? ua : ub;                  /* max_u */
+	case 0x1b: return (ua + ub + 1) >> 1;                 /* avgr_u: rounds up */
+	default: return 0;
+	}
+}
+
+static void int_family(unsigned k, unsigned bits, v128 a, v128 b, uint32_t s, v128 *r, uint64_t *rs)
 {
 	unsigned n = 128 / bits;
-	uint64_t mask = bits == 64 ? ~0ull : (1ull << bits) - 1;
-	int64_t smin = -(int64_t)(mask >> 1) - 1, smax = (int64_t)(mask >> 1);
-	switch (k) {
-	case 0x00: /* abs: wraps for the most negative value */
-		LANES(n, lane_put(r, bits, i, lane_s(&a, bits, i) < 0 ? 0 - lane_u(&a, bits, i) : lane_u(&a, bits, i)));
-		return true;
-	case 0x01: /* neg */
-		LANES(n, lane_put(r, bits, i, 0 - lane_u(&a, bits, i)));
-		return true;
-	case 0x03: { /* all_true */
+	if (k == 0x03) { /* all_true */
 		uint64_t t = 1;
 		LANES(n, t &= lane_u(&a, bits, i) != 0);
 		*rs = t;
-		return true;
-	}
-	case 0x04: { /* bitmask: the top bit of each lane */
+	} else if (k == 0x04) { /* bitmask: the top bit of each lane */
 		uint64_t m = 0;
 		LANES(n, m |= (uint64_t)(lane_s(&a, bits, i) < 0) << i);
 		*rs = m;
-		return true;
-	}
-	case 0x0b: /* shl: the count modulo the lane width */
-		LANES(n, lane_put(r, bits, i, lane_u(&a, bits, i) << (s & (bits - 1))));
-		return true;
-	case 0x0c: /* shr_s */
-		LANES(n, lane_put(r, bits, i, (uint64_t)(lane_s(&a, bits, i) >> (s & (bits - 1)))));
-		return true;
-	case 0x0d: /* shr_u */
-		LANES(n, lane_put(r, bits, i, lane_u(&a, bits, i) >> (s & (bits - 1))));
-		return true;
-	case 0x0e: /* add */
-		LANES(n, lane_put(r, bits, i, lane_u(&a, bits, i) + lane_u(&b, bits, i)));
-		return true;
-	case 0x11: /* sub */
-		LANES(n, lane_put(r, bits, i, lane_u(&a, bits, i) - lane_u(&b, bits, i)));
-		return true;
-	default:
-		break;
-	}
-	if (bits == 64)
-		return false;
-	/* the 8-, 16- and 32-bit lane only ones */
-	switch (k) {
-	case 0x0f: /* add_sat_s */
-		if (bits == 32)
-			return false;
-		LANES(n, lane_put(r, bits, i, (uint64_t)clamp(lane_s(&a, bits, i) + lane_s(&b, bits, i), smin, smax)));
-		return true;
-	case 0x10: /* add_sat_u */
-		if (bits == 32)
-			return false;
-		LANES(n, lane_put(r, bits, i, (uint64_t)clamp((int64_t)(lane_u(&a, bits, i) + lane_u(&b, bits, i)), 0, (int64_t)mask)));
-		return true;
-	case 0x12: /* sub_sat_s */
-		if (bits == 32)
-			return false;
-		LANES(n, lane_put(r, bits, i, (uint64_t)clamp(lane_s(&a, bits, i) - lane_s(&b, bits, i), smin, smax)));
-		return true;
-	case 0x13: /* sub_sat_u */
-		if (bits == 32)
-			return false;
-		LANES(n, lane_put(r, bits, i, (uint64_t)clamp((int64_t)lane_u(&a, bits, i) - (int64_t)lane_u(&b, bits, i), 0, (int64_t)mask)));
-		return true;
-	case 0x16: /* min_s */
-		LANES(n, lane_put(r, bits, i, lane_s(&a, bits, i) < lane_s(&b, bits, i) ? lane_u(&a, bits, i) : lane_u(&b, bits, i)));
-		return true;
-	case 0x17: /* min_u */
-		LANES(n, lane_put(r, bits, i, lane_u(&a, bits, i) < lane_u(&b, bits, i) ? lane_u(&a, bits, i) : lane_u(&b, bits, i)));
-		return true;
-	case 0x18: /* max_s */
-		LANES(n, lane_put(r, bits, i, lane_s(&a, bits, i) > lane_s(&b, bits, i) ? lane_u(&a, bits, i) : lane_u(&b, bits, i)));
-		return true;
-	case 0x19: /* max_u */
-		LANES(n, lane_put(r, bits, i, lane_u(&a, bits, i) > lane_u(&b, bits, i) ? lane_u(&a, bits, i) : lane_u(&b, bits, i)));
-		return true;
-	case 0x1b: /* avgr_u: rounding up */
-		if (bits == 32)
-			return false;
-		LANES(n, lane_put(r, bits, i, (lane_u(&a, bits, i) + lane_u(&b, bits, i) + 1) >> 1));
-		return true;
-	default:
-		return false;
+	} else {
+		LANES(n, lane_put(r, bits, i,
+				  int_lane(k, bits, lane_s(&a, bits, i), lane_s(&b, bits, i),
+					   lane_u(&a, bits, i), lane_u(&b, bits, i), s)));
 	}
 }
 
@@ -541,7 +499,7 @@ static void lanewise(uint32_t op, v128 a, v128 b, v128 c, uint32_t s, v128 *r, u
 		break;
 	}
 	if (op >= 0x60)
-		(void)int_family((op - 0x60) % 0x20, 8u << ((op - 0x60) / 0x20), a, b, s, r, rs);
+		int_family((op - 0x60) % 0x20, 8u << ((op - 0x60) / 0x20), a, b, s, r, rs);
 }
 
 /* ---- execution ---- */
