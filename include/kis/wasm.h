@@ -144,11 +144,12 @@ KIS_API struct kis_wasm_func *kis_wasm_host_func_new(struct kis_wasm_store *s,
 						     const uint8_t *results, uint32_t nresults,
 						     kis_wasm_host_fn fn, void *user);
 
+/* For a v128 global, `value`, _get and _set are its low 64 bits (the high
+ * half of a new one is zero); _get_v128 reads both. */
 KIS_API struct kis_wasm_global *kis_wasm_global_new(struct kis_wasm_store *s,
 						    enum kis_wasm_valtype type, int mutable_,
 						    kis_wasm_slot value);
 KIS_API kis_wasm_slot kis_wasm_global_get(const struct kis_wasm_global *g);
-/* Both halves of a v128 global (kis_wasm_global_get gives the low one). */
 KIS_API void kis_wasm_global_get_v128(const struct kis_wasm_global *g, kis_wasm_slot out[2]);
 KIS_API enum kis_wasm_valtype kis_wasm_global_type(const struct kis_wasm_global *g);
 /* -1 when the global is immutable. */
