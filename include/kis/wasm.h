@@ -51,7 +51,9 @@ enum kis_wasm_trap {
 /* Values cross the interface as raw 64-bit slots: i32 zero-extended, f32 as
  * its bit pattern in the low half, i64/f64 as their bits, funcref as an
  * opaque handle (0 is null), externref as the host's own 64-bit value (0 is
- * null, so a host should not use 0 for a non-null reference). */
+ * null, so a host should not use 0 for a non-null reference). A v128 takes
+ * two consecutive slots, its low 64 bits (lanes 0..) first; so an array of
+ * arguments or results holds one slot per value, two per v128. */
 typedef uint64_t kis_wasm_slot;
 
 struct kis_wasm_module;   /* decoded, validated and translated; immutable */
@@ -131,7 +133,8 @@ KIS_API int kis_wasm_instance_export_n(const struct kis_wasm_instance *inst, con
 KIS_API struct kis_wasm_memory *kis_wasm_instance_memory(const struct kis_wasm_instance *inst);
 
 /* Call a function: args holds one slot per parameter, results receives one
- * per result. Returns KIS_WASM_OK or the trap that stopped it. */
+ * per result (two for each v128, see kis_wasm_slot). Returns KIS_WASM_OK or
+ * the trap that stopped it. */
 KIS_API enum kis_wasm_trap kis_wasm_call(struct kis_wasm_store *s, struct kis_wasm_func *f,
 					 const kis_wasm_slot *args, kis_wasm_slot *results);
 KIS_API void kis_wasm_func_type(const struct kis_wasm_func *f, const uint8_t **params,
@@ -141,10 +144,13 @@ KIS_API struct kis_wasm_func *kis_wasm_host_func_new(struct kis_wasm_store *s,
 						     const uint8_t *results, uint32_t nresults,
 						     kis_wasm_host_fn fn, void *user);
 
+/* For a v128 global, `value`, _get and _set are its low 64 bits (the high
+ * half of a new one is zero); _get_v128 reads both. */
 KIS_API struct kis_wasm_global *kis_wasm_global_new(struct kis_wasm_store *s,
 						    enum kis_wasm_valtype type, int mutable_,
 						    kis_wasm_slot value);
 KIS_API kis_wasm_slot kis_wasm_global_get(const struct kis_wasm_global *g);
+KIS_API void kis_wasm_global_get_v128(const struct kis_wasm_global *g, kis_wasm_slot out[2]);
 KIS_API enum kis_wasm_valtype kis_wasm_global_type(const struct kis_wasm_global *g);
 /* -1 when the global is immutable. */
 KIS_API int kis_wasm_global_set(struct kis_wasm_global *g, kis_wasm_slot value);

@@ -17,6 +17,7 @@ struct ctl {
 	bool dead_entry;    /* emission: the block was entered from dead code */
 	uint8_t single;     /* storage for a one-value block type */
 	uint32_t height;    /* operand count below the block's params */
+	uint32_t hslots;    /* the same in stack slots (a v128 takes two) */
 	const uint8_t *params, *results;
 	uint32_t np, nr;
 	uint32_t start_pc;  /* loop: where branches go */
@@ -36,8 +37,11 @@ struct cc {
 	const uint8_t *p, *end;
 	uint8_t *locals;
 	uint32_t nlocals;
+	uint32_t *lslot;  /* per local: its first slot in the frame */
+	uint32_t nlslots; /* slots of all locals */
 	uint8_t *vals;
-	uint32_t nvals, maxvals;
+	uint32_t nvals;
+	uint32_t nslots, maxslots; /* operand stack height in slots, and its peak */
 	struct ctl *ctl;
 	uint32_t nctl;
 	uint32_t *code;
@@ -617,13 +621,19 @@ static int emit_cond_jump(struct cc *c, bool on_zero)
 
 /* ---- the operand and control stacks (spec appendix) ---- */
 
+static uint32_t width(uint8_t t)
+{
+	return t == KIS_WASM_V128 ? 2 : 1;
+}
+
 static int push(struct cc *c, uint8_t t)
 {
 	if (c->nvals >= KIS_WASM_MAX_OPERANDS)
 		return fail(c, "invalid: operand stack too deep");
 	c->vals[c->nvals++] = t;
-	if (c->nvals > c->maxvals)
-		c->maxvals = c->nvals;
+	c->nslots += width(t);
+	if (c->nslots > c->maxslots)
+		c->maxslots = c->nslots;
 	return 0;
 }
 
@@ -638,6 +648,7 @@ static int pop(struct cc *c, uint8_t want)
 		return fail(c, "invalid: type mismatch (operand stack underflow)");
 	}
 	uint8_t t = c->vals[--c->nvals];
+	c->nslots -= width(t);
 	if (want != ANY && t != ANY && t != want)
 		return fail(c, "invalid: type mismatch (expected 0x%02x, got 0x%02x)", want, t);
 	return t == ANY ? want : t;
@@ -663,6 +674,7 @@ static void set_unreachable(struct cc *c)
 {
 	struct ctl *f = &c->ctl[c->nctl - 1];
 	c->nvals = f->height;
+	c->nslots = f->hslots;
 	f->unreachable = true;
 }
 
@@ -674,6 +686,12 @@ static bool is_num(uint8_t t)
 static bool is_ref(uint8_t t)
 {
 	return t == KIS_WASM_FUNCREF || t == KIS_WASM_EXTERNREF;
+}
+
+/* value types (spec 2.3.4): numbers, the vector type and references */
+static bool is_val(uint8_t t)
+{
+	return is_num(t) || t == KIS_WASM_V128 || is_ref(t);
 }
 
 /* blocktype (spec 5.4.1): empty, one value type, or a type index (s33). */
@@ -688,7 +706,7 @@ static int blocktype(struct cc *c, struct ctl *f)
 		c->p++;
 		return 0;
 	}
-	if (is_num(b) || is_ref(b)) {
+	if (is_val(b)) {
 		c->p++;
 		f->single = b;
 		f->results = &f->single;
@@ -715,6 +733,7 @@ static int push_ctl(struct cc *c, struct ctl *f)
 	if (c->nctl >= KIS_WASM_MAX_NESTING)
 		return fail(c, "invalid: blocks nested too deeply");
 	f->height = c->nvals;
+	f->hslots = c->nslots;
 	f->unreachable = false;
 	f->dead_entry = false;
 	f->fixups = NONE;
@@ -788,15 +807,17 @@ static int branch(struct cc *c, uint32_t depth, bool cond)
 	const uint8_t *t;
 	uint32_t n;
 	label_types(f, &t, &n);
-	uint32_t cur = c->nlocals + c->nvals;
-	uint32_t dst = c->nlocals + f->height;
+	/* heights and arity in stack slots */
+	uint32_t cur = c->nlslots + c->nslots;
+	uint32_t dst = c->nlslots + f->hslots;
+	uint32_t ns = wasm_slots(t, n);
 	if (pop_n(c, t, n) < 0)
 		return -1;
 	if (!dead(c)) {
-		bool simple = cur - n == dst;
+		bool simple = cur - ns == dst;
 		if (!cond && f == &c->ctl[0]) {
 			TRY(emit(c, OP_RETURN));
-			TRY(emit(c, n));
+			TRY(emit(c, ns));
 		} else if (simple) {
 			if (cond)
 				TRY(emit_cond_jump(c, false));
@@ -807,7 +828,7 @@ static int branch(struct cc *c, uint32_t depth, bool cond)
 			TRY(emit(c, cond ? OP_BR_IF : OP_BR));
 			TRY(emit_target(c, f));
 			TRY(emit(c, dst));
-			TRY(emit(c, n));
+			TRY(emit(c, ns));
 		}
 	}
 	if (cond)
@@ -843,7 +864,7 @@ static int br_table(struct cc *c)
 		if (rc == 0)
 			rc = emit(c, n);
 		if (rc == 0)
-			rc = emit(c, arity);
+			rc = emit(c, wasm_slots(dt, arity));
 	}
 	for (uint32_t i = 0; i <= n && rc == 0; i++) {
 		struct ctl *f = label(c, depths[i]);
@@ -859,7 +880,7 @@ static int br_table(struct cc *c)
 			break;
 		}
 		/* each label's types must fit the operands (spec 3.3.8.9) */
-		uint32_t save = c->nvals;
+		uint32_t save = c->nvals, save_slots = c->nslots;
 		uint8_t tmp[KIS_WASM_MAX_PARAMS];
 		if (save - c->ctl[c->nctl - 1].height >= k)
 			memcpy(tmp, c->vals + save - k, k);
@@ -872,10 +893,11 @@ static int br_table(struct cc *c)
 		} else {
 			c->nvals = save; /* unreachable: polymorphic stack stays as it was */
 		}
+		c->nslots = save_slots;
 		if (!dead(c)) {
 			rc = emit_target(c, f);
 			if (rc == 0)
-				rc = emit(c, c->nlocals + f->height);
+				rc = emit(c, c->nlslots + f->hslots);
 		}
 	}
 	free(depths);
@@ -1144,6 +1166,58 @@ static int prefixed(struct cc *c)
 	}
 }
 
+/* A vector instruction: OP_SIMD, subopcode with immediate count, immediates. */
+static int emit_simd(struct cc *c, uint32_t sub, const uint32_t *imm, uint32_t n)
+{
+	if (dead(c))
+		return 0;
+	uint32_t at = c->ncode;
+	TRY(emit(c, OP_SIMD));
+	TRY(emit(c, sub | n << 16));
+	for (uint32_t i = 0; i < n; i++)
+		TRY(emit(c, imm[i]));
+	note(c, at, OP_SIMD, 0, 0); /* fuses with nothing */
+	return 0;
+}
+
+/* 0xfd prefix: vector instructions (spec 3.3.3 validation, 5.4.8 binary);
+ * simd.c gives each subopcode's immediates and types. */
+static int vector(struct cc *c)
+{
+	uint32_t sub, imm[4], nimm = 0;
+	struct wasm_simd_sig g;
+	TRY(rd_u32(c, &sub));
+	if (wasm_simd_sig(sub, &g) < 0)
+		return fail(c, "malformed: illegal opcode 0xfd %u", sub);
+	if (g.imm == SIMD_IMM_MEM || g.imm == SIMD_IMM_MEM_LANE) {
+		TRY(memarg(c, g.size, &imm[0]));
+		nimm = 1;
+	}
+	if (g.imm == SIMD_IMM_MEM_LANE || g.imm == SIMD_IMM_LANE) {
+		uint8_t lane = 0;
+		TRY(rd_byte(c, &lane));
+		if (lane >= g.lanes)
+			return fail(c, "invalid: invalid lane index");
+		imm[nimm++] = lane;
+	}
+	if (g.imm == SIMD_IMM_BYTES16) {
+		if (c->end - c->p < 16)
+			return fail(c, "malformed: unexpected end");
+		memcpy(imm, c->p, 16);
+		c->p += 16;
+		nimm = 4;
+		for (unsigned i = 0; g.lanes && i < 16; i++) /* shuffle: lanes of both operands */
+			if (((const uint8_t *)imm)[i] >= g.lanes)
+				return fail(c, "invalid: invalid lane index");
+	}
+	for (unsigned i = g.nin; i-- > 0;)
+		if (pop(c, g.in[i]) < 0)
+			return -1;
+	if (g.out)
+		TRY(push(c, g.out));
+	return emit_simd(c, sub, imm, nimm);
+}
+
 /* One instruction. Returns 1 when the function's final `end` was read. */
 static int instr(struct cc *c)
 {
@@ -1223,7 +1297,7 @@ static int instr(struct cc *c)
 		if (c->nctl == 1) {
 			patch_chain(c, f->fixups, c->ncode);
 			TRY(emit(c, OP_RETURN));
-			TRY(emit(c, f->nr));
+			TRY(emit(c, wasm_slots(f->results, f->nr)));
 			c->nctl = 0;
 			return 1;
 		}
@@ -1270,10 +1344,14 @@ static int instr(struct cc *c)
 		TRY(push_n(c, ft->t + ft->np, ft->nr));
 		return emit_op2(c, OP_CALL_INDIRECT, x, y);
 	}
-	case 0x1a: /* drop */
-		if (pop(c, ANY) < 0)
+	case 0x1a: { /* drop */
+		int t = pop(c, ANY);
+		if (t < 0)
 			return -1;
+		if (t == KIS_WASM_V128) /* two slots */
+			TRY(emit_op(c, OP_DROP));
 		return emit_op(c, OP_DROP);
+	}
 	case 0x1b:
 	case 0x1c: { /* select, select t* */
 		uint8_t want = ANY;
@@ -1282,7 +1360,7 @@ static int instr(struct cc *c)
 			if (x != 1)
 				return fail(c, "invalid: invalid result arity");
 			TRY(rd_byte(c, &want));
-			if (!is_num(want) && !is_ref(want))
+			if (!is_val(want))
 				return fail(c, "malformed: malformed value type");
 		}
 		if (pop(c, KIS_WASM_I32) < 0)
@@ -1293,13 +1371,16 @@ static int instr(struct cc *c)
 		int t2 = pop(c, (uint8_t)t1);
 		if (t2 < 0)
 			return -1;
+		uint8_t rt = want;
 		if (op == 0x1b) {
-			if ((t1 != ANY && !is_num((uint8_t)t1)) || (t2 != ANY && !is_num((uint8_t)t2)))
+			/* numeric or vector operands (spec 3.3.4.2) */
+			if ((t1 != ANY && is_ref((uint8_t)t1)) || (t2 != ANY && is_ref((uint8_t)t2)))
 				return fail(c, "invalid: type mismatch (select needs numeric operands)");
-			TRY(push(c, t1 == ANY ? (uint8_t)t2 : (uint8_t)t1));
-		} else {
-			TRY(push(c, want));
+			rt = t1 == ANY ? (uint8_t)t2 : (uint8_t)t1;
 		}
+		TRY(push(c, rt));
+		if (rt == KIS_WASM_V128)
+			return emit_simd(c, SIMD_SELECT, NULL, 0);
 		return emit_op(c, OP_SELECT);
 	}
 	case 0x20:
@@ -1316,9 +1397,12 @@ static int instr(struct cc *c)
 			if (op == 0x22)
 				TRY(push(c, c->locals[x]));
 		}
+		/* in the code a local is named by its first slot */
+		if (c->locals[x] == KIS_WASM_V128)
+			return emit_simd(c, SIMD_LOCAL_GET + (op - 0x20u), &c->lslot[x], 1);
 		if (op == 0x21 || op == 0x22)
-			return fuse_local_set(c, op, x);
-		return emit_op1(c, op, x);
+			return fuse_local_set(c, op, c->lslot[x]);
+		return emit_op1(c, op, c->lslot[x]);
 	case 0x23:
 	case 0x24:
 		TRY(rd_u32(c, &x));
@@ -1332,6 +1416,8 @@ static int instr(struct cc *c)
 			if (pop(c, m->globals[x].type) < 0)
 				return -1;
 		}
+		if (m->globals[x].type == KIS_WASM_V128)
+			return emit_simd(c, op == 0x23 ? SIMD_GLOBAL_GET : SIMD_GLOBAL_SET, &x, 1);
 		return emit_op1(c, op, x);
 	case 0x25:
 	case 0x26: {
@@ -1416,6 +1502,8 @@ static int instr(struct cc *c)
 		return emit_op1(c, OP_REF_FUNC, x);
 	case 0xfc:
 		return prefixed(c);
+	case 0xfd:
+		return vector(c);
 	default:
 		if (op >= 0x28 && op <= 0x3e)
 			return load_store(c, op);
@@ -1446,13 +1534,14 @@ int wasm_compile_func(const struct kis_wasm_module *m, uint32_t func_idx, const 
 		total += n;
 		if (total > KIS_WASM_MAX_LOCALS)
 			return fail(&c, "malformed: too many locals");
-		if (!is_num(t) && !is_ref(t))
+		if (!is_val(t))
 			return fail(&c, "malformed: malformed value type 0x%02x", t);
 	}
 	c.locals = malloc(total + 1);
+	c.lslot = malloc((total + 1) * sizeof(*c.lslot));
 	c.vals = malloc(KIS_WASM_MAX_OPERANDS);
 	c.ctl = malloc(KIS_WASM_MAX_NESTING * sizeof(*c.ctl));
-	if (!c.locals || !c.vals || !c.ctl) {
+	if (!c.locals || !c.lslot || !c.vals || !c.ctl) {
 		fail(&c, "out of memory");
 		goto out;
 	}
@@ -1467,6 +1556,10 @@ int wasm_compile_func(const struct kis_wasm_module *m, uint32_t func_idx, const 
 		(void)rd_byte(&c, &t);
 		memset(c.locals + c.nlocals, t, n);
 		c.nlocals += n;
+	}
+	for (uint32_t i = 0; i < c.nlocals; i++) {
+		c.lslot[i] = c.nlslots;
+		c.nlslots += width(c.locals[i]);
 	}
 
 	struct ctl f = { .kind = 0, .results = ft->t + ft->np, .nr = ft->nr };
@@ -1485,13 +1578,14 @@ int wasm_compile_func(const struct kis_wasm_module *m, uint32_t func_idx, const 
 	}
 	out->ops = c.code;
 	out->nops = c.ncode;
-	out->nlocals = c.nlocals;
-	out->max_height = c.nlocals + c.maxvals;
+	out->nlocals = c.nlslots;
+	out->max_height = c.nlslots + c.maxslots;
 	c.code = NULL;
 	rc = 0;
 out:
 	free(c.code);
 	free(c.locals);
+	free(c.lslot);
 	free(c.vals);
 	free(c.ctl);
 	return rc;

@@ -190,7 +190,7 @@ static int name(struct reader *r, char **out)
 static bool is_valtype(uint8_t t)
 {
 	return t == KIS_WASM_I32 || t == KIS_WASM_I64 || t == KIS_WASM_F32 || t == KIS_WASM_F64 ||
-	       t == KIS_WASM_FUNCREF || t == KIS_WASM_EXTERNREF;
+	       t == KIS_WASM_V128 || t == KIS_WASM_FUNCREF || t == KIS_WASM_EXTERNREF;
 }
 
 static int valtype(struct reader *r, uint8_t *t)
@@ -267,7 +267,7 @@ static int constexpr(struct reader *r, struct kis_wasm_module *m, uint8_t want,
 	if (byte(r, &op) < 0)
 		return -1;
 	e->op = op;
-	e->val = 0;
+	e->val = e->hi = 0;
 	switch (op) {
 	case 0x41: {
 		int32_t v;
@@ -293,6 +293,20 @@ static int constexpr(struct reader *r, struct kis_wasm_module *m, uint8_t want,
 		memcpy(&e->val, r->p, n); /* little-endian host */
 		r->p += n;
 		got = op == 0x43 ? KIS_WASM_F32 : KIS_WASM_F64;
+		break;
+	}
+	case 0xfd: { /* v128.const (spec 5.4.8): subopcode 12, 16 bytes */
+		uint32_t sub;
+		if (u32(r, &sub) < 0)
+			return -1;
+		if (sub != 12)
+			return fail(r, "invalid: constant expression required");
+		if ((size_t)(r->end - r->p) < 16)
+			return fail(r, "malformed: unexpected end");
+		memcpy(&e->val, r->p, 8);
+		memcpy(&e->hi, r->p + 8, 8);
+		r->p += 16;
+		got = KIS_WASM_V128;
 		break;
 	}
 	case 0xd0:
@@ -330,7 +344,7 @@ static int constexpr(struct reader *r, struct kis_wasm_module *m, uint8_t want,
 	if (byte(r, &op) < 0)
 		return -1;
 	if (op != 0x0b) {
-		if ((op >= 0x41 && op <= 0x44) || op == 0xd0 || op == 0xd2 || op == 0x23)
+		if ((op >= 0x41 && op <= 0x44) || op == 0xd0 || op == 0xd2 || op == 0x23 || op == 0xfd)
 			return fail(r, "invalid: type mismatch (constant expression)");
 		return fail(r, "invalid: constant expression required");
 	}
@@ -380,6 +394,8 @@ static int sec_type(struct reader *r, struct kis_wasm_module *m)
 				return -1;
 		ft->np = np;
 		ft->nr = nr;
+		ft->nps = wasm_slots(ft->t, np);
+		ft->nrs = wasm_slots(ft->t + np, nr);
 	}
 	return 0;
 }

@@ -418,7 +418,8 @@ static inline uint64_t rotr64(uint64_t x, uint64_t k)
 	WASM_FUSABLE_CHAINS(CHAIN_ENTRY) \
 	WASM_I32_COMPARES(STEP_ENTRIES) \
 	WASM_LOADS(LOAD_SI_ENTRY) \
-	WASM_FUSABLE_FLOATS(FSET_ENTRIES)
+	WASM_FUSABLE_FLOATS(FSET_ENTRIES) \
+	ENTRY(OP_SIMD, op_simd)
 
 static enum kis_wasm_trap run(struct kis_wasm_store *s, struct kis_wasm_func *entry)
 {
@@ -1329,6 +1330,15 @@ next:
 		SET_TOP((uint64_t)(int64_t)(int32_t)*pc++ - tos);
 		NEXT_T();
 
+	op_simd: { /* vector instructions: simd.c */
+		uint32_t w = pc[0];
+		sp = wasm_simd_exec(pc, sp, fp, mem, memsize, inst);
+		if (!sp)
+			goto mem_oob;
+		pc += 1 + (w >> 16);
+		NEXT();
+	}
+
 	op_bad:
 		trap = KIS_WASM_TRAP_UNREACHABLE; /* not produced by compile.c */
 		goto trapped;
@@ -1344,21 +1354,21 @@ next:
 		{
 			const struct wasm_functype *ft = callee->type;
 			if (callee->host) {
-				if (sp + ft->np + ft->nr > s->stack_end) {
+				if (sp + ft->nps + ft->nrs > s->stack_end) {
 					trap = KIS_WASM_TRAP_STACK_EXHAUSTED;
 					goto trapped;
 				}
 				/* arguments copied above the stack top so results
 				 * never overwrite them; re-entry starts above both */
-				memcpy(sp, sp - ft->np, (size_t)ft->np * 8);
-				s->sp = sp + ft->np + ft->nr;
+				memcpy(sp, sp - ft->nps, (size_t)ft->nps * 8);
+				s->sp = sp + ft->nps + ft->nrs;
 				s->depth++;
-				trap = callee->host(callee->user, inst, sp, sp + ft->np);
+				trap = callee->host(callee->user, inst, sp, sp + ft->nps);
 				s->depth--;
 				if (trap != KIS_WASM_OK)
 					goto trapped;
-				memmove(sp - ft->np, sp + ft->np, (size_t)ft->nr * 8);
-				sp = sp - ft->np + ft->nr;
+				memmove(sp - ft->nps, sp + ft->nps, (size_t)ft->nrs * 8);
+				sp = sp - ft->nps + ft->nrs;
 				if (!fn) { /* the entry itself was a host function */
 					s->sp = sp;
 					return KIS_WASM_OK;
@@ -1370,7 +1380,7 @@ next:
 				NEXT();
 			}
 			const struct wasm_code *cd = callee->code;
-			uint64_t *nfp = sp - ft->np;
+			uint64_t *nfp = sp - ft->nps;
 			if (nfp + cd->max_height > s->stack_end) {
 				trap = KIS_WASM_TRAP_STACK_EXHAUSTED;
 				goto trapped;
@@ -1384,7 +1394,7 @@ next:
 			 * a plain loop: the empty asm keeps gcc from turning it
 			 * into a call to memset, which cost more than the
 			 * whole call for one local */
-			for (uint32_t i = ft->np; i < cd->nlocals; i++) {
+			for (uint32_t i = ft->nps; i < cd->nlocals; i++) {
 				nfp[i] = 0;
 				__asm__("" : "+r"(i));
 			}
@@ -1440,14 +1450,14 @@ enum kis_wasm_trap wasm_invoke(struct kis_wasm_store *s, struct kis_wasm_func *f
 {
 	const struct wasm_functype *ft = f->type;
 	uint64_t *base = s->sp;
-	if (base + ft->np + ft->nr + 1 > s->stack_end)
+	if (base + ft->nps + ft->nrs + 1 > s->stack_end)
 		return KIS_WASM_TRAP_STACK_EXHAUSTED;
-	if (ft->np)
-		memcpy(base, args, (size_t)ft->np * 8);
-	s->sp = base + ft->np;
+	if (ft->nps)
+		memcpy(base, args, (size_t)ft->nps * 8);
+	s->sp = base + ft->nps;
 	enum kis_wasm_trap t = run(s, f);
-	if (t == KIS_WASM_OK && ft->nr)
-		memcpy(results, base, (size_t)ft->nr * 8);
+	if (t == KIS_WASM_OK && ft->nrs)
+		memcpy(results, base, (size_t)ft->nrs * 8);
 	s->sp = base;
 	return t;
 }

@@ -18,7 +18,17 @@
 struct wasm_functype {
 	uint32_t np, nr;
 	uint8_t *t; /* np params then nr results */
+	uint32_t nps, nrs; /* the same counted in stack slots: a v128 takes two */
 };
+
+/* Stack slots that n values of the types t take: two for a v128, else one. */
+static inline uint32_t wasm_slots(const uint8_t *t, uint32_t n)
+{
+	uint32_t s = n;
+	for (uint32_t i = 0; i < n; i++)
+		s += t[i] == KIS_WASM_V128;
+	return s;
+}
 
 struct wasm_limits {
 	uint32_t min, max;
@@ -36,11 +46,12 @@ struct wasm_globaltype {
 };
 
 /* A constant expression of Wasm 2.0 (spec 3.3.10) is a single instruction:
- * op is 0x41..0x44 (val holds the bits), 0xd0 (ref.null), 0xd2 (ref.func,
- * val = function index) or 0x23 (global.get, val = global index). */
+ * op is 0x41..0x44 (val holds the bits), 0xfd (v128.const, val the low and
+ * hi the high 64 bits), 0xd0 (ref.null), 0xd2 (ref.func, val = function
+ * index) or 0x23 (global.get, val = global index). */
 struct wasm_constexpr {
 	uint8_t op;
-	uint64_t val;
+	uint64_t val, hi;
 };
 
 struct wasm_import {
@@ -224,6 +235,10 @@ enum {
 	OP_FSET_S,
 	OP_FSET_L = OP_FSET_S + 8,
 	OP_FSET_LAST = OP_FSET_L + 7,
+	/* vector instructions (0xfd prefix, simd.c): one word with the
+	 * subopcode in its low 16 bits and the number of immediate words
+	 * after it in its high 16 bits, then those words */
+	OP_SIMD,
 	OP__COUNT
 };
 
@@ -353,6 +368,7 @@ struct kis_wasm_global {
 	uint8_t type;
 	bool mut;
 	uint64_t val;
+	uint64_t hi; /* v128: the high 64 bits (val holds the low ones) */
 };
 
 struct wasm_elem_inst {
@@ -418,6 +434,39 @@ KIS_HIDDEN enum kis_wasm_trap wasm_invoke(struct kis_wasm_store *s, struct kis_w
 /* runtime.c: growth (spec 4.5.3); return the old size or -1. */
 KIS_HIDDEN int64_t wasm_memory_grow(struct kis_wasm_memory *mem, uint32_t delta);
 KIS_HIDDEN int64_t wasm_table_grow(struct kis_wasm_table *t, uint32_t delta, uint64_t init);
+
+/* simd.c: fixed-width SIMD (spec 2.4.3, 4.4.3, 5.4.8). A v128 value takes
+ * two stack slots, low 64 bits first. The signature of a 0xfd subopcode,
+ * for compile.c to validate it: immediates, operand and result types (0
+ * for none), the bytes a memory access touches (its natural alignment) and
+ * the lane count a lane immediate must stay below. */
+enum {
+	SIMD_IMM_NONE,
+	SIMD_IMM_MEM,      /* memarg: one word, the offset */
+	SIMD_IMM_MEM_LANE, /* memarg and lane: offset, lane */
+	SIMD_IMM_LANE,     /* lane: one word */
+	SIMD_IMM_BYTES16,  /* v128.const, i8x16.shuffle: 16 bytes in 4 words */
+};
+/* Internal subopcodes (beyond Wasm's 0x00..0xff) for the instructions that
+ * move a v128 as a whole: local and global index (in slots for locals). */
+enum {
+	SIMD_LOCAL_GET = 0x100,
+	SIMD_LOCAL_SET,
+	SIMD_LOCAL_TEE,
+	SIMD_GLOBAL_GET,
+	SIMD_GLOBAL_SET,
+	SIMD_SELECT,
+};
+struct wasm_simd_sig {
+	uint8_t imm, nin, in[3], out, size, lanes;
+};
+/* 0 and *sig filled, or -1 for an opcode Wasm 2.0 does not have. */
+KIS_HIDDEN int wasm_simd_sig(uint32_t sub, struct wasm_simd_sig *sig);
+/* Run the instruction whose subopcode word pc points at, on the operands
+ * below sp; returns the new sp, or NULL when a memory access is out of
+ * bounds (the only trap of a vector instruction). */
+KIS_HIDDEN uint64_t *wasm_simd_exec(const uint32_t *pc, uint64_t *sp, uint64_t *fp, uint8_t *mem,
+				    uint64_t memsize, struct kis_wasm_instance *inst);
 
 #define WASM_PAGE 65536u
 

@@ -180,6 +180,8 @@ struct kis_wasm_func *kis_wasm_host_func_new(struct kis_wasm_store *s, const uin
 		memcpy(f->own.t + np, results, nr);
 	f->own.np = np;
 	f->own.nr = nr;
+	f->own.nps = wasm_slots(f->own.t, np);
+	f->own.nrs = wasm_slots(f->own.t + np, nr);
 	f->type = &f->own;
 	f->host = fn;
 	f->user = user;
@@ -212,6 +214,12 @@ struct kis_wasm_global *kis_wasm_global_new(struct kis_wasm_store *s, enum kis_w
 kis_wasm_slot kis_wasm_global_get(const struct kis_wasm_global *g)
 {
 	return g->val;
+}
+
+void kis_wasm_global_get_v128(const struct kis_wasm_global *g, kis_wasm_slot out[2])
+{
+	out[0] = g->val;
+	out[1] = g->hi;
 }
 
 enum kis_wasm_valtype kis_wasm_global_type(const struct kis_wasm_global *g)
@@ -449,10 +457,13 @@ int kis_wasm_instantiate(struct kis_wasm_store *s, const struct kis_wasm_module 
 	}
 	for (uint32_t i = m->nglobal_imports; i < m->nglobals; i++) {
 		const struct wasm_globaltype *g = &m->globals[i];
-		uint64_t v = eval_const(inst, &m->global_init[i - m->nglobal_imports]);
+		const struct wasm_constexpr *e = &m->global_init[i - m->nglobal_imports];
+		uint64_t v = eval_const(inst, e);
 		inst->globals[i] = kis_wasm_global_new(s, (enum kis_wasm_valtype)g->type, g->mut, v);
 		if (!inst->globals[i])
 			return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "cannot allocate global");
+		/* a v128's high half: from the constant or the global read */
+		inst->globals[i]->hi = e->op == 0x23 ? inst->globals[e->val]->hi : e->hi;
 	}
 	for (uint32_t i = 0; i < m->nelems; i++) {
 		const struct wasm_elem *e = &m->elems[i];

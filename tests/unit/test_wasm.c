@@ -375,6 +375,102 @@ static void memory_limit(void **state)
 	kis_wasm_module_free(m);
 }
 
+/* A v128 through every boundary (made with wat2wasm):
+ * (module
+ *   (import "host" "swap" (func $swap (param v128) (result v128)))
+ *   (global $g (export "g") (mut v128) (v128.const i32x4 1 2 3 4))
+ *   (func $mix (param $a i32) (param $v v128) (param $b i32) (result v128 i32)
+ *     (local $x i64) (local $w v128) (local $y i32)
+ *     (local.set $w (i32x4.add (local.get $v) (i32x4.splat (local.get $a))))
+ *     (local.set $y (local.get $b))
+ *     (block (result v128) (i32.const 7) (local.get $w) (br 0))
+ *     (local.get $y))
+ *   (func (export "f") (param v128 i32) (result v128 i32)
+ *     (call $mix (local.get 1) (local.get 0) (i32.const 5)))
+ *   (func (export "roundtrip") (param v128) (result v128)
+ *     (global.set $g (call $swap (local.get 0)))
+ *     (global.get $g))) */
+static const uint8_t v128_module[] = {
+	0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00, 0x01, 0x15, 0x03, 0x60,
+	0x01, 0x7b, 0x01, 0x7b, 0x60, 0x03, 0x7f, 0x7b, 0x7f, 0x02, 0x7b, 0x7f,
+	0x60, 0x02, 0x7b, 0x7f, 0x02, 0x7b, 0x7f, 0x02, 0x0d, 0x01, 0x04, 0x68,
+	0x6f, 0x73, 0x74, 0x04, 0x73, 0x77, 0x61, 0x70, 0x00, 0x00, 0x03, 0x04,
+	0x03, 0x01, 0x02, 0x00, 0x06, 0x16, 0x01, 0x7b, 0x01, 0xfd, 0x0c, 0x01,
+	0x00, 0x00, 0x00, 0x02, 0x00, 0x00, 0x00, 0x03, 0x00, 0x00, 0x00, 0x04,
+	0x00, 0x00, 0x00, 0x0b, 0x07, 0x15, 0x03, 0x01, 0x67, 0x03, 0x00, 0x01,
+	0x66, 0x00, 0x02, 0x09, 0x72, 0x6f, 0x75, 0x6e, 0x64, 0x74, 0x72, 0x69,
+	0x70, 0x00, 0x03, 0x0a, 0x3a, 0x03, 0x22, 0x03, 0x01, 0x7e, 0x01, 0x7b,
+	0x01, 0x7f, 0x20, 0x01, 0x20, 0x00, 0xfd, 0x11, 0xfd, 0xae, 0x01, 0x21,
+	0x04, 0x20, 0x02, 0x21, 0x05, 0x02, 0x7b, 0x41, 0x07, 0x20, 0x04, 0x0c,
+	0x00, 0x0b, 0x20, 0x05, 0x0b, 0x0a, 0x00, 0x20, 0x01, 0x20, 0x00, 0x41,
+	0x05, 0x10, 0x01, 0x0b, 0x0a, 0x00, 0x20, 0x00, 0x10, 0x00, 0x24, 0x00,
+	0x23, 0x00, 0x0b
+};
+
+/* host "swap": the two halves of its v128 exchanged */
+static enum kis_wasm_trap swap_halves(void *user, struct kis_wasm_instance *caller,
+				      const kis_wasm_slot *args, kis_wasm_slot *results)
+{
+	(void)user;
+	(void)caller;
+	results[0] = args[1];
+	results[1] = args[0];
+	return KIS_WASM_OK;
+}
+
+static int resolve_swap(void *user, const char *module, const char *name,
+			enum kis_wasm_extern_kind kind, struct kis_wasm_extern *out)
+{
+	(void)module;
+	(void)name;
+	out->kind = kind;
+	out->u.func = user;
+	return 0;
+}
+
+/* v128 values take two slots at the interface, in calls between wasm
+ * functions (mixed with i32 params and locals), in a branch that drops an
+ * operand below, in a host call and in a global. */
+static void v128_boundaries(void **state)
+{
+	(void)state;
+	struct kis_wasm_module *m = NULL;
+	struct kis_error *err = NULL;
+	assert_int_equal(kis_wasm_module_load(v128_module, sizeof(v128_module), &m, &err), 0);
+	struct kis_wasm_store *s = kis_wasm_store_new();
+	assert_non_null(s);
+	const uint8_t v = KIS_WASM_V128;
+	struct kis_wasm_func *swap = kis_wasm_host_func_new(s, &v, 1, &v, 1, swap_halves, NULL);
+	assert_non_null(swap);
+	struct kis_wasm_instance *inst;
+	enum kis_wasm_trap trap;
+	assert_int_equal(kis_wasm_instantiate(s, m, resolve_swap, swap, &inst, &trap, &err), 0);
+
+	struct kis_wasm_extern g, f, rt;
+	assert_int_equal(kis_wasm_instance_export(inst, "g", &g), 0);
+	kis_wasm_slot gv[2];
+	kis_wasm_global_get_v128(g.u.global, gv);
+	assert_true(gv[0] == (1ull | 2ull << 32) && gv[1] == (3ull | 4ull << 32));
+
+	/* f(v, 10) = (v + splat(10), 5) as i32x4 */
+	assert_int_equal(kis_wasm_instance_export(inst, "f", &f), 0);
+	kis_wasm_slot args[3] = { 1ull | 2ull << 32, 3ull | 0xffffffffull << 32, 10 };
+	kis_wasm_slot res[3] = { 0 };
+	assert_int_equal(kis_wasm_call(s, f.u.func, args, res), KIS_WASM_OK);
+	assert_true(res[0] == (11ull | 12ull << 32));
+	assert_true(res[1] == (13ull | 9ull << 32)); /* the lane wraps */
+	assert_int_equal(res[2], 5);
+
+	assert_int_equal(kis_wasm_instance_export(inst, "roundtrip", &rt), 0);
+	kis_wasm_slot in[2] = { 0x1111, 0x2222 }, out[2] = { 0 };
+	assert_int_equal(kis_wasm_call(s, rt.u.func, in, out), KIS_WASM_OK);
+	assert_true(out[0] == 0x2222 && out[1] == 0x1111);
+	kis_wasm_global_get_v128(g.u.global, gv);
+	assert_true(gv[0] == 0x2222 && gv[1] == 0x1111);
+	kis_wasm_store_free(s);
+	kis_wasm_module_free(m);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -387,6 +483,7 @@ int main(void)
 		cmocka_unit_test(interrupt_from_thread),
 		cmocka_unit_test(fuel_counts_iterations),
 		cmocka_unit_test(memory_limit),
+		cmocka_unit_test(v128_boundaries),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -14,7 +14,7 @@ static enum kis_wasm_trap stub(void *user, struct kis_wasm_instance *caller,
 			       const kis_wasm_slot *args, kis_wasm_slot *results)
 {
 	const struct wasm_functype *t = user;
-	memset(results, 0, (size_t)t->nr * sizeof(*results));
+	memset(results, 0, (size_t)t->nrs * sizeof(*results)); /* slots: two per v128 */
 	return KIS_WASM_OK;
 }
 
@@ -81,7 +81,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			if (m->exports[i].kind != KIS_WASM_EXTERN_FUNC ||
 			    kis_wasm_instance_export_n(inst, m->exports[i].name, m->exports[i].name_len, &e) < 0)
 				continue;
-			kis_wasm_slot args[KIS_WASM_MAX_PARAMS] = { 0 }, res[KIS_WASM_MAX_PARAMS];
+			/* slots: up to two per value (v128) */
+			kis_wasm_slot args[2 * KIS_WASM_MAX_PARAMS] = { 0 }, res[2 * KIS_WASM_MAX_PARAMS];
 			(void)kis_wasm_call(s, e.u.func, args, res);
 		}
 	}

@@ -212,6 +212,45 @@ static int instantiate(struct file_run *r, struct kis_wasm_module *m, struct kis
 	return 0;
 }
 
+/* Lane width in bytes of a v128's "lane_type", 0 if unknown. */
+static unsigned lane_bytes(const char *lt)
+{
+	if (!lt)
+		return 0;
+	if (!strcmp(lt, "i8"))
+		return 1;
+	if (!strcmp(lt, "i16"))
+		return 2;
+	if (!strcmp(lt, "i32") || !strcmp(lt, "f32"))
+		return 4;
+	if (!strcmp(lt, "i64") || !strcmp(lt, "f64"))
+		return 8;
+	return 0;
+}
+
+/* A v128 from wast2json: {"type":"v128","lane_type":T,"value":[lane...]}
+ * with each lane a decimal string of its bits (negative for signed
+ * integers), into two slots, low half first. */
+static int parse_v128(json_t *v, kis_wasm_slot out[2])
+{
+	unsigned w = lane_bytes(json_string_value(json_object_get(v, "lane_type")));
+	json_t *lanes = json_object_get(v, "value");
+	if (!w || json_array_size(lanes) != 16 / w)
+		return -1;
+	uint8_t b[16];
+	for (unsigned i = 0; i < 16 / w; i++) {
+		const char *l = json_string_value(json_array_get(lanes, i));
+		if (!l)
+			return -1;
+		uint64_t x = l[0] == '-' ? (uint64_t)strtoll(l, NULL, 10) : strtoull(l, NULL, 10);
+		memcpy(b + i * w, &x, w); /* little-endian host */
+	}
+	memcpy(out, b, 16);
+	return 0;
+}
+
+/* Parse one value into its slots (two for a v128); returns the slot count
+ * or -1. */
 static int parse_value(json_t *v, kis_wasm_slot *out)
 {
 	const char *type = json_string_value(json_object_get(v, "type"));
@@ -219,27 +258,81 @@ static int parse_value(json_t *v, kis_wasm_slot *out)
 	const char *val = json_string_value(jv);
 	if (!type)
 		return -1;
+	if (!strcmp(type, "v128"))
+		return parse_v128(v, out) < 0 ? -1 : 2;
 	if (!strcmp(type, "externref") || !strcmp(type, "funcref")) {
 		if (!val || !strcmp(val, "null")) {
 			*out = 0;
-			return 0;
+			return 1;
 		}
 		/* host references are numbered from 0; shifted so 0 stays null */
 		*out = strtoull(val, NULL, 10) + 1;
-		return 0;
+		return 1;
 	}
-	if (!val || !strcmp(type, "v128"))
+	if (!val)
 		return -1;
 	*out = strtoull(val, NULL, 10);
-	return 0;
+	return 1;
 }
 
-static bool value_matches(json_t *want, kis_wasm_slot got)
+static bool f32_matches(const char *val, uint32_t b)
+{
+	if (!strcmp(val, "nan:canonical"))
+		return (b & 0x7fffffffu) == 0x7fc00000u;
+	if (!strcmp(val, "nan:arithmetic"))
+		return (b & 0x7fc00000u) == 0x7fc00000u;
+	return b == (uint32_t)strtoull(val, NULL, 10);
+}
+
+static bool f64_matches(const char *val, uint64_t got)
+{
+	if (!strcmp(val, "nan:canonical"))
+		return (got & ~(1ull << 63)) == 0x7ff8000000000000ull;
+	if (!strcmp(val, "nan:arithmetic"))
+		return (got & 0x7ff8000000000000ull) == 0x7ff8000000000000ull;
+	return got == strtoull(val, NULL, 10);
+}
+
+/* A v128 result lane by lane: integers by their bits, float lanes may
+ * also be nan:canonical or nan:arithmetic each. */
+static bool v128_matches(json_t *want, const kis_wasm_slot got[2])
+{
+	const char *lt = json_string_value(json_object_get(want, "lane_type"));
+	unsigned w = lane_bytes(lt);
+	json_t *lanes = json_object_get(want, "value");
+	if (!w || json_array_size(lanes) != 16 / w)
+		return false;
+	uint8_t b[16];
+	memcpy(b, got, 16);
+	for (unsigned i = 0; i < 16 / w; i++) {
+		const char *l = json_string_value(json_array_get(lanes, i));
+		uint64_t x = 0;
+		memcpy(&x, b + i * w, w);
+		if (!l)
+			return false;
+		if (lt[0] == 'f') {
+			if (!(w == 4 ? f32_matches(l, (uint32_t)x) : f64_matches(l, x)))
+				return false;
+			continue;
+		}
+		uint64_t want_bits = l[0] == '-' ? (uint64_t)strtoll(l, NULL, 10) : strtoull(l, NULL, 10);
+		uint64_t mask = w == 8 ? ~0ull : (1ull << (8 * w)) - 1;
+		if ((x & mask) != (want_bits & mask))
+			return false;
+	}
+	return true;
+}
+
+/* got points at the value's slots (two for a v128). */
+static bool value_matches(json_t *want, const kis_wasm_slot *gotp)
 {
 	const char *type = json_string_value(json_object_get(want, "type"));
 	const char *val = json_string_value(json_object_get(want, "value"));
+	kis_wasm_slot got = gotp[0];
 	if (!type)
 		return false;
+	if (!strcmp(type, "v128"))
+		return v128_matches(want, gotp);
 	if (!strcmp(type, "funcref") && !val)
 		return got != 0; /* any non-null function */
 	if (!strcmp(type, "externref") || !strcmp(type, "funcref")) {
@@ -253,29 +346,21 @@ static bool value_matches(json_t *want, kis_wasm_slot got)
 		return (uint32_t)got == (uint32_t)strtoull(val, NULL, 10);
 	if (!strcmp(type, "i64"))
 		return got == strtoull(val, NULL, 10);
-	if (!strcmp(type, "f32")) {
-		uint32_t b = (uint32_t)got;
-		if (!strcmp(val, "nan:canonical"))
-			return (b & 0x7fffffffu) == 0x7fc00000u;
-		if (!strcmp(val, "nan:arithmetic"))
-			return (b & 0x7fc00000u) == 0x7fc00000u;
-		return b == (uint32_t)strtoull(val, NULL, 10);
-	}
-	if (!strcmp(type, "f64")) {
-		if (!strcmp(val, "nan:canonical"))
-			return (got & ~(1ull << 63)) == 0x7ff8000000000000ull;
-		if (!strcmp(val, "nan:arithmetic"))
-			return (got & 0x7ff8000000000000ull) == 0x7ff8000000000000ull;
-		return got == strtoull(val, NULL, 10);
-	}
+	if (!strcmp(type, "f32"))
+		return f32_matches(val, (uint32_t)got);
+	if (!strcmp(type, "f64"))
+		return f64_matches(val, got);
 	return false;
 }
 
 /* Run an action; returns 0 when it ran (trap or not), -1 when it could not
- * be started (msg says why). */
+ * be started (msg says why). results receives the result slots (two per
+ * v128), *rtypes the *nres result types. */
 static int do_action(struct file_run *r, json_t *action, kis_wasm_slot *results, size_t maxres,
-		     size_t *nres, enum kis_wasm_trap *trap, char *msg, size_t msglen)
+		     const uint8_t **rtypes, size_t *nres, enum kis_wasm_trap *trap, char *msg,
+		     size_t msglen)
 {
+	static const uint8_t v128_type = KIS_WASM_V128, other_type = KIS_WASM_I64;
 	const char *type = json_string_value(json_object_get(action, "type"));
 	const char *modname = json_string_value(json_object_get(action, "module"));
 	const char *field = json_string_value(json_object_get(action, "field"));
@@ -297,7 +382,13 @@ static int do_action(struct file_run *r, json_t *action, kis_wasm_slot *results,
 			snprintf(msg, msglen, "'%s' is not a global", field);
 			return -1;
 		}
-		results[0] = kis_wasm_global_get(ext.u.global);
+		if (kis_wasm_global_type(ext.u.global) == KIS_WASM_V128) {
+			kis_wasm_global_get_v128(ext.u.global, results);
+			*rtypes = &v128_type;
+		} else {
+			results[0] = kis_wasm_global_get(ext.u.global);
+			*rtypes = &other_type;
+		}
 		*nres = 1;
 		return 0;
 	}
@@ -309,22 +400,26 @@ static int do_action(struct file_run *r, json_t *action, kis_wasm_slot *results,
 	uint32_t np, nr;
 	kis_wasm_func_type(ext.u.func, &pt, &np, &rt, &nr);
 	json_t *args = json_object_get(action, "args");
-	if (json_array_size(args) != np || nr > maxres) {
+	if (json_array_size(args) != np || 2 * (size_t)nr > maxres) {
 		snprintf(msg, msglen, "argument count mismatch for '%s'", field);
 		return -1;
 	}
-	kis_wasm_slot argv[64];
+	kis_wasm_slot argv[128];
 	if (np > 64) {
 		snprintf(msg, msglen, "too many arguments");
 		return -1;
 	}
+	size_t ns = 0;
 	for (size_t i = 0; i < np; i++) {
-		if (parse_value(json_array_get(args, i), &argv[i]) < 0) {
+		int k = parse_value(json_array_get(args, i), &argv[ns]);
+		if (k < 0 || (k == 2) != (pt[i] == KIS_WASM_V128)) {
 			snprintf(msg, msglen, "unsupported argument");
 			return -1;
 		}
+		ns += (size_t)k;
 	}
 	*trap = kis_wasm_call(r->store, ext.u.func, argv, results);
+	*rtypes = rt;
 	*nres = nr;
 	return 0;
 }
@@ -344,6 +439,7 @@ static int run_command(struct file_run *r, json_t *cmd, char *msg, size_t msglen
 	const char *file = json_string_value(json_object_get(cmd, "filename"));
 	const char *text = json_string_value(json_object_get(cmd, "text"));
 	kis_wasm_slot res[256];
+	const uint8_t *rtypes = NULL;
 	size_t nres;
 	enum kis_wasm_trap trap;
 	msg[0] = 0;
@@ -374,7 +470,7 @@ static int run_command(struct file_run *r, json_t *cmd, char *msg, size_t msglen
 		return 1;
 	}
 	if (!strcmp(type, "action")) {
-		if (do_action(r, json_object_get(cmd, "action"), res, 256, &nres, &trap, msg, msglen) < 0)
+		if (do_action(r, json_object_get(cmd, "action"), res, 256, &rtypes, &nres, &trap, msg, msglen) < 0)
 			return 0;
 		if (trap) {
 			snprintf(msg, msglen, "trapped: %s", kis_wasm_trap_message(trap));
@@ -383,7 +479,7 @@ static int run_command(struct file_run *r, json_t *cmd, char *msg, size_t msglen
 		return 1;
 	}
 	if (!strcmp(type, "assert_return")) {
-		if (do_action(r, json_object_get(cmd, "action"), res, 256, &nres, &trap, msg, msglen) < 0)
+		if (do_action(r, json_object_get(cmd, "action"), res, 256, &rtypes, &nres, &trap, msg, msglen) < 0)
 			return 0;
 		if (trap) {
 			snprintf(msg, msglen, "trapped: %s", kis_wasm_trap_message(trap));
@@ -394,19 +490,26 @@ static int run_command(struct file_run *r, json_t *cmd, char *msg, size_t msglen
 			snprintf(msg, msglen, "%zu results, expected %zu", nres, json_array_size(exp));
 			return 0;
 		}
-		for (size_t i = 0; i < nres; i++) {
+		for (size_t i = 0, at = 0; i < nres; i++) {
 			json_t *w = json_array_get(exp, i);
-			if (!value_matches(w, res[i])) {
-				snprintf(msg, msglen, "result %zu: got 0x%" PRIx64 ", expected %s %s", i,
-					 res[i], json_string_value(json_object_get(w, "type")),
-					 json_string_value(json_object_get(w, "value")) ?: "(any)");
+			bool wide = rtypes[i] == KIS_WASM_V128;
+			if (!value_matches(w, &res[at])) {
+				if (wide)
+					snprintf(msg, msglen, "result %zu: got v128 0x%016" PRIx64 "%016" PRIx64
+						 ", expected v128 %s lanes", i, res[at + 1], res[at],
+						 json_string_value(json_object_get(w, "lane_type")) ?: "?");
+				else
+					snprintf(msg, msglen, "result %zu: got 0x%" PRIx64 ", expected %s %s", i,
+						 res[at], json_string_value(json_object_get(w, "type")),
+						 json_string_value(json_object_get(w, "value")) ?: "(any)");
 				return 0;
 			}
+			at += wide ? 2 : 1;
 		}
 		return 1;
 	}
 	if (!strcmp(type, "assert_trap") || !strcmp(type, "assert_exhaustion")) {
-		if (do_action(r, json_object_get(cmd, "action"), res, 256, &nres, &trap, msg, msglen) < 0)
+		if (do_action(r, json_object_get(cmd, "action"), res, 256, &rtypes, &nres, &trap, msg, msglen) < 0)
 			return 0;
 		if (!trap) {
 			snprintf(msg, msglen, "returned, expected trap '%s'", text ? text : "");
