@@ -71,6 +71,7 @@ struct kis_profile {
 	} escape_hatch;
 	struct {
 		enum kis_accel accel;
+		unsigned vcpus; /* 1..64; 0 (unset) is 1 */
 	} microvm;
 };
 

@@ -166,7 +166,7 @@ static int microvm_plan(const struct kis_caps *caps, const struct kis_run_reques
 	pl->root = p->root;
 	pl->net = p->net;
 	pl->mem_mib = (unsigned)mib;
-	pl->vcpus = 1;
+	pl->vcpus = p->microvm.vcpus ? p->microvm.vcpus : 1;
 	pl->sandbox_id = req->sandbox_id;
 	if (p->microvm.accel != KIS_ACCEL_AUTO)
 		snprintf(pl->accel_pin, sizeof(pl->accel_pin), "%s",

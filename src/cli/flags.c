@@ -36,6 +36,7 @@ static const struct flag flags[] = {
 	{"--cwd", "cwd", true, "DIR  working directory inside the sandbox"},
 	{"--tty", "tty.enabled", false, "a real terminal for the command"},
 	{"--accel", "microvm.accel", true, "A  auto|kvm|tcg: the microvm's accelerator"},
+	{"--vcpus", "microvm.vcpus", true, "N  the microvm's virtual CPUs (1 to 64, default 1)"},
 	{"--allow-process-tier", "escape_hatch.allow_process_tier", false,
 	 "escape hatch: allow the unconfined process tier"},
 	{"--allow-net-host", "escape_hatch.allow_net_host", false,

@@ -23,6 +23,7 @@ enum field_kind {
 	F_BYTES,   /* size in bytes; flags take k, M, G */
 	F_COUNT,
 	F_TTYDIM,  /* 1..4096 */
+	F_VCPUS,   /* 1..64; 0 (unset) takes 1 */
 	F_PATH,    /* absolute path inside the sandbox */
 	F_ENV,
 	F_ACCEL,   /* auto | kvm | tcg */
@@ -58,6 +59,7 @@ static const struct field fields[] = {
 	FIELD("escape_hatch.allow_process_tier", F_BOOL, escape_hatch.allow_process_tier),
 	FIELD("escape_hatch.allow_net_host", F_BOOL, escape_hatch.allow_net_host),
 	FIELD("microvm.accel", F_ACCEL, microvm.accel),
+	FIELD("microvm.vcpus", F_VCPUS, microvm.vcpus),
 };
 #undef FIELD
 
@@ -304,10 +306,11 @@ static int set_number_field(struct kis_profile *p, const struct field *f, uint64
 			    struct kis_error **err)
 {
 	void *slot = (char *)p + f->off;
-	if (f->kind == F_TTYDIM) {
-		if (v < 1 || v > 4096)
+	if (f->kind == F_TTYDIM || f->kind == F_VCPUS) {
+		unsigned max = f->kind == F_TTYDIM ? 4096 : 64;
+		if (v < 1 || v > max)
 			return kis_error_set(err, KIS_E_INVALID_PROFILE, 0,
-					     "%s: expected 1 to 4096, not %llu", f->path,
+					     "%s: expected 1 to %u, not %llu", f->path, max,
 					     (unsigned long long)v);
 		*(unsigned *)slot = (unsigned)v;
 	} else {
@@ -378,7 +381,8 @@ int kis_profile_set(struct kis_profile *p, const char *path, const char *v,
 		r = kis_parse_size(v, &num, &e);
 		break;
 	case F_COUNT:
-	case F_TTYDIM: {
+	case F_TTYDIM:
+	case F_VCPUS: {
 		const char *rest;
 		if (parse_number(v, &num, &rest) < 0 || *rest)
 			return bad(err, path, "expected a whole number, not", v);
@@ -417,6 +421,7 @@ static int json_set_field(struct kis_profile *p, const struct field *f, json_t *
 	case F_BYTES:
 	case F_COUNT:
 	case F_TTYDIM:
+	case F_VCPUS:
 		if (!json_is_integer(v) || json_integer_value(v) < 0)
 			return kis_error_set(err, KIS_E_INVALID_PROFILE, 0,
 					     "%s: expected a non-negative integer%s", f->path,
@@ -576,7 +581,7 @@ char *kis_profile_to_json(const struct kis_profile *p)
 	json_t *o = json_pack(
 		"{s:s, s:o, s:o, s:o, s:b, s:s, s:{s:s}, "
 		"s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I}, s:o, s:o, s:{s:b, s:i, s:i}, s:{s:b, s:b}, "
-		"s:{s:s}}",
+		"s:{s:s, s:i}}",
 		"tier", kis_tier_name(p->tier), "backend", str_or_null(p->backend), "base",
 		str_or_null(p->base), "workspace", str_or_null(p->workspace), "keep", p->keep,
 		"root", root_names[p->root], "network", "mode",
@@ -588,7 +593,8 @@ char *kis_profile_to_json(const struct kis_profile *p)
 		"env", env, "cwd", str_or_null(p->cwd), "tty", "enabled", p->tty.enabled, "rows",
 		(int)p->tty.rows, "cols", (int)p->tty.cols, "escape_hatch", "allow_process_tier",
 		p->escape_hatch.allow_process_tier, "allow_net_host", p->escape_hatch.allow_net_host,
-		"microvm", "accel", accel_names[p->microvm.accel]);
+		"microvm", "accel", accel_names[p->microvm.accel], "vcpus",
+		(int)(p->microvm.vcpus ? p->microvm.vcpus : 1));
 	if (!o)
 		return NULL;
 	char *s = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER);

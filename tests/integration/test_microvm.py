@@ -455,3 +455,14 @@ def test_vms_restored_from_one_snapshot_do_not_share_random_numbers(mvm):
         assert lines[1] == "1", r["stdout"]  # the RNG is ready before the command starts
         outs.add(lines[0])
     assert len(outs) == 2
+
+
+def test_guest_memory_and_vcpus_come_from_the_profile(mvm):
+    p, r = run_json(mvm, "--memory", "256M", "--vcpus", "2", "--", "sh", "-c",
+                    "nproc; awk '/MemTotal/ {print $2}' /proc/meminfo")
+    assert r["termination"]["exit_code"] == 0, r
+    cpus, mem_kib = r["stdout"].split()
+    assert cpus == "2"
+    assert 150 * 1024 < int(mem_kib) <= 256 * 1024  # the guest kernel keeps some
+    p = kis("run", "--tier", "microvm", "--vcpus", "0", "--", "true", env=mvm, timeout=60)
+    assert p.returncode == 125 and "microvm.vcpus" in p.stderr

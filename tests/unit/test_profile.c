@@ -128,7 +128,8 @@ static void test_invalid_profiles_name_the_path(void **state)
 	expect_invalid("", "line");
 	expect_invalid("{\"tier\":\"ho\\u0000st\"}", "NUL");
 	expect_invalid("{\"microvm\":{\"accel\":\"hvf\"}}", "microvm.accel");
-	expect_invalid("{\"microvm\":{\"vcpus\":2}}", "microvm.vcpus: unknown field");
+	expect_invalid("{\"microvm\":{\"vcpus\":0}}", "microvm.vcpus");
+	expect_invalid("{\"microvm\":{\"vcpus\":65}}", "microvm.vcpus");
 }
 
 static void test_flags_override_field_by_field(void **state)
@@ -146,6 +147,8 @@ static void test_flags_override_field_by_field(void **state)
 	assert_int_equal(kis_profile_set(&p, "tty.enabled", "true", &e), 0);
 	assert_int_equal(kis_profile_set(&p, "microvm.accel", "kvm", &e), 0);
 	assert_int_equal(p.microvm.accel, KIS_ACCEL_KVM);
+	assert_int_equal(kis_profile_set(&p, "microvm.vcpus", "2", &e), 0);
+	assert_int_equal(p.microvm.vcpus, 2);
 	assert_int_equal(p.limits.wall_ms, 2000);
 	assert_int_equal(p.limits.cpu_ms, 2000); /* untouched */
 	assert_int_equal(p.limits.memory_bytes, 64u << 20);
