@@ -712,8 +712,12 @@ int kis_agent_guest_init(void)
 	mount_basics();
 	seed_json();
 	load_modules();
-	char *inst[] = {"/bin/busybox", "--install", "-s", "/bin", NULL};
-	run_wait(inst);
+	/* the applet links come with the initramfs; an older one without
+	 * them gets them here */
+	if (access("/bin/ls", X_OK) < 0) {
+		char *inst[] = {"/bin/busybox", "--install", "-s", "/bin", NULL};
+		run_wait(inst);
+	}
 	setenv("PATH", "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin", 1);
 	setenv("HOME", "/root", 1);
 	sigset_t s;

@@ -126,6 +126,46 @@ static int cpio_file(struct cpio *c, const char *name, const char *src, unsigned
 	return 0;
 }
 
+/* bin/<applet> -> busybox for every applet of the guest's busybox (a static
+ * binary from the host's busybox-static, run here with --list), so the guest
+ * need not run `busybox --install` at every cold boot. Best effort: a guest
+ * without them installs them itself. */
+static void busybox_links(struct cpio *c, const char *busybox)
+{
+	int pfd[2];
+	if (pipe2(pfd, O_CLOEXEC) < 0)
+		return;
+	pid_t p = fork();
+	if (p == 0) {
+		int nul = open("/dev/null", O_RDWR | O_CLOEXEC);
+		dup2(nul, 0);
+		dup2(pfd[1], 1);
+		dup2(nul, 2);
+		execl(busybox, "busybox", "--list", (char *)NULL);
+		_exit(127);
+	}
+	close(pfd[1]);
+	FILE *f = p > 0 ? fdopen(pfd[0], "re") : NULL;
+	if (!f)
+		close(pfd[0]);
+	char name[128];
+	while (f && fgets(name, sizeof(name), f)) {
+		name[strcspn(name, "\n")] = '\0';
+		/* applet names are plain words; sh is already there */
+		if (!name[0] || strspn(name, "abcdefghijklmnopqrstuvwxyz0123456789-_.[") != strlen(name) ||
+		    !strcmp(name, "busybox") || !strcmp(name, "sh"))
+			continue;
+		char path[160];
+		snprintf(path, sizeof(path), "bin/%s", name);
+		cpio_entry(c, path, S_IFLNK | 0777, "busybox", 7, 0, 0);
+	}
+	if (f)
+		fclose(f);
+	int st;
+	if (p > 0)
+		RETRY_EINTR(waitpid(p, &st, 0));
+}
+
 static int build_initramfs(const char *dir, const char *agent, const char *out,
 			   struct kis_error **err)
 {
@@ -149,6 +189,8 @@ static int build_initramfs(const char *dir, const char *agent, const char *out,
 	int r = cpio_file(&c, "init", agent, 0755);
 	snprintf(src, sizeof(src), "%s/busybox", dir);
 	r = r < 0 ? r : cpio_file(&c, "bin/busybox", src, 0755);
+	if (r == 0)
+		busybox_links(&c, src);
 	snprintf(src, sizeof(src), "%s/modules/load", dir);
 	r = r < 0 ? r : cpio_file(&c, "lib/modules/load", src, 0644);
 	FILE *lf = r < 0 ? NULL : fopen(src, "re");
@@ -213,9 +255,9 @@ int kis_mvm_guest_open(struct kis_mvm_guest *g, struct kis_error **err)
 	}
 	/* the stamp names what the guest runs: the agent, the kernel and its
 	 * module list */
-	if (asprintf(&g->stamp, "%lx-%lx-%lx-%lx", (unsigned long)sa.st_size,
+	if (asprintf(&g->stamp, "%lx-%lx-%lx-%lx-d%d", (unsigned long)sa.st_size,
 		     (unsigned long)sa.st_mtim.tv_sec, (unsigned long)sk.st_size,
-		     (unsigned long)sm.st_mtim.tv_sec & 0xffffff) < 0 ||
+		     (unsigned long)sm.st_mtim.tv_sec & 0xffffff, KIS_MVM_DEVSET) < 0 ||
 	    asprintf(&g->initrd, "%s/initramfs-%s.cpio", g->dir, g->stamp) < 0) {
 		kis_mvm_guest_release(g);
 		return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "microvm guest cache");
@@ -391,7 +433,9 @@ int kis_mvm_spawn(const struct kis_mvm_guest *g, const struct kis_mvm_cfg *c, pi
 		    debug ? "console=ttyS0" : "quiet", host_tsc_khz(g->dir), KIS_MVM_PORTS,
 		    debug ? " KIS_GUEST_DEBUG=1" : ""));
 	add(&a, "-device");
-	add(&a, "virtio-serial-device,max_ports=16");
+	/* as many ports as we use (nr 1 control, 2.. agents; 0 is the
+	 * console's, unused): the guest sets up two queues per port */
+	add(&a, fmt(&a, "virtio-serial-device,max_ports=%d", 2 + KIS_MVM_PORTS));
 	add(&a, "-chardev");
 	add(&a, "socket,id=ctl,fd=3,server=on,wait=off");
 	add(&a, "-device");

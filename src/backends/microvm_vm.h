@@ -12,6 +12,10 @@
 #include "kis/error.h"
 
 #define KIS_MVM_PORTS 4          /* agent ports per VM (kis.0 .. kis.3) */
+/* The version of QEMU's device set (argv of kis_mvm_spawn), part of the
+ * stamp that names snapshots: a snapshot restores only into the device set
+ * it was saved with. Bump it with any change there. */
+#define KIS_MVM_DEVSET 2
 /* Every guest disk has this virtual size (sparse), whatever it holds: the
  * guest reads disk sizes at boot, so one snapshot serves every workspace. */
 #define KIS_MVM_DEV_BYTES (256ull << 30)
