@@ -283,6 +283,23 @@ static int emit_float_binop(struct cc *c, uint8_t op, int k)
 		note(c, at, opc, 0, 0);
 		return 0;
 	}
+	/* f64.add on the stack after 'local.get x; f64.add' or such a run:
+	 * one instruction for the whole run (OP_FSUM64) */
+	if (k == 3 && p0 && (p0->op == OP_FLOAT_L + 3 || p0->op == OP_FSUM64)) {
+		at = p0->pc;
+		if (p0->op == OP_FSUM64) {
+			c->code[at + 2]++; /* n is bounded by the operand height */
+			return 0;
+		}
+		uint32_t x = c->code[at + 1];
+		c->ncode = at;
+		TRY(emit(c, OP_FSUM64));
+		TRY(emit(c, x));
+		TRY(emit(c, 1));
+		forget_from(c, at);
+		note(c, at, OP_FSUM64, 0, 0);
+		return 0;
+	}
 	if (!p0 || p0->op != OP_LOCAL_GET)
 		return emit_op(c, op);
 	if (p1 && p1->op == OP_LOCAL_GET) {
@@ -569,6 +586,14 @@ static int fuse_local_set(struct cc *c, uint32_t op, uint32_t z)
 		TRY(emit(c, z));
 		forget_from(c, at);
 		note(c, at, c->code[at], 0, 0);
+		return 0;
+	}
+	if (f && f->op == OP_FSUM64) {
+		uint32_t at = f->pc;
+		c->code[at] = OP_FSUM64_SET;
+		TRY(emit(c, z));
+		forget_from(c, at);
+		note(c, at, OP_FSUM64_SET, 0, 0);
 		return 0;
 	}
 	int k, shape;

@@ -114,6 +114,42 @@ static inline uint16_t rd16(const uint8_t *p)
 		NEXT_T();                                                 \
 	}
 
+#ifdef KIS_WASM_PROFILE
+#include <stdio.h>
+static uint64_t (*prof_pairs)[OP__COUNT];
+
+static void wasm_prof_dump(void)
+{
+	for (int n = 0; n < 60 && prof_pairs; n++) {
+		uint64_t best = 0;
+		uint32_t ba = 0, bb = 0;
+		for (uint32_t a = 0; a < OP__COUNT; a++)
+			for (uint32_t b = 0; b < OP__COUNT; b++)
+				if (prof_pairs[a][b] > best) {
+					best = prof_pairs[a][b];
+					ba = a;
+					bb = b;
+				}
+		if (!best)
+			break;
+		fprintf(stderr, "%12llu  %4u(0x%x) -> %4u(0x%x)\n", (unsigned long long)best, ba, ba, bb, bb);
+		prof_pairs[ba][bb] = 0;
+	}
+}
+
+static void wasm_prof_pair(uint32_t a, uint32_t b)
+{
+	if (!prof_pairs) {
+		prof_pairs = calloc(OP__COUNT, sizeof *prof_pairs);
+		if (!prof_pairs)
+			abort();
+		atexit(wasm_prof_dump);
+	}
+	if (a < OP__COUNT && b < OP__COUNT)
+		prof_pairs[a][b]++;
+}
+#endif
+
 static inline uint32_t rotl32(uint32_t x, uint32_t k)
 {
 	k &= 31;
@@ -415,6 +451,8 @@ static inline uint64_t rotr64(uint64_t x, uint64_t k)
 	ENTRY(OP_RSUB_I64, op_rsub_i64) \
 	WASM_FUSABLE_FLOATS(FLOAD_ENTRIES) \
 	ENTRY(OP_COPY_N, op_copy_n) \
+	ENTRY(OP_FSUM64, op_fsum64) \
+	ENTRY(OP_FSUM64_SET, op_fsum64_set) \
 	WASM_FUSABLE_CHAINS(CHAIN_ENTRY) \
 	WASM_I32_COMPARES(STEP_ENTRIES) \
 	WASM_LOADS(LOAD_SI_ENTRY) \
@@ -492,7 +530,20 @@ next:
 		DISPATCH_ENTRIES
 	};
 #pragma GCC diagnostic pop
+#ifdef KIS_WASM_PROFILE
+	/* Debug aid (off by default): counts each pair of consecutive internal
+	 * opcodes executed, printed to stderr at exit, the hottest first --
+	 * what to fuse next. Build with CFLAGS="-O2 -g -DKIS_WASM_PROFILE". */
+	uint32_t prof_prev = 0;
+#define DISPATCH()                                      \
+	do {                                            \
+		wasm_prof_pair(prof_prev, *pc);         \
+		prof_prev = *pc;                        \
+		goto *dispatch[*pc++];                  \
+	} while (0)
+#else
 #define DISPATCH() goto *dispatch[*pc++]
+#endif
 	goto call;
 #endif
 #undef ENTRY
@@ -1258,6 +1309,28 @@ next:
 #undef RD_float
 #undef RD_double
 
+	/* a run of f64.add starting with a local operand (OP_FSUM64 in
+	 * internal.h), each add 'a + b' with b the running value */
+	op_fsum64: {
+		double v = f64_of(tos) + f64_of(fp[pc[0]]);
+		uint32_t n = pc[1];
+		for (uint32_t i = 1; i <= n; i++)
+			v = f64_of(sp[-1 - (ptrdiff_t)i]) + v;
+		pc += 2;
+		sp -= n;
+		SET_TOP(of_f64(v));
+		NEXT_T();
+	}
+	op_fsum64_set: {
+		double v = f64_of(tos) + f64_of(fp[pc[0]]);
+		uint32_t n = pc[1];
+		for (uint32_t i = 1; i <= n; i++)
+			v = f64_of(sp[-1 - (ptrdiff_t)i]) + v;
+		sp -= n + 1;
+		fp[pc[2]] = of_f64(v);
+		pc += 3;
+		NEXT();
+	}
 	op_set_k32:
 		fp[pc[0]] = pc[1];
 		pc += 2;

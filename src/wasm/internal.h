@@ -235,6 +235,14 @@ enum {
 	OP_FSET_S,
 	OP_FSET_L = OP_FSET_S + 8,
 	OP_FSET_LAST = OP_FSET_L + 7,
+	/* a run of f64.add on the stack that starts with a local operand
+	 * ('local.get x; f64.add', then n times f64.add), as in matmul's
+	 * 's + p3 + p2 + p1 + p0' after an unrolled inner product: v = top +
+	 * local[x], then n times v = (the value below) + v, in the order the
+	 * adds ran. FSUM64 pushes v (x, n); FSUM64_SET stores it in local[z]
+	 * ('... ; local.set z': x, n, z) */
+	OP_FSUM64,
+	OP_FSUM64_SET,
 	/* vector instructions (0xfd prefix, simd.c): one word with the
 	 * subopcode in its low 16 bits and the number of immediate words
 	 * after it in its high 16 bits, then those words */
