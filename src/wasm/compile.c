@@ -428,10 +428,61 @@ static int fuse_chain(struct cc *c, int k2)
 	return 1;
 }
 
+/* The i32 operator k2 just emitted (forms S, L or I) after an I form that
+ * computed its stack operand: one OP_ICHAIN_* for the pairs listed in
+ * WASM_I_CHAINS. */
+static int fuse_ichain(struct cc *c, uint8_t op, int k2)
+{
+	const struct emitted *p0 = prev(c, 0), *p1 = p0 ? prev(c, 1) : NULL;
+	if (!p1 || p1->len != 2)
+		return 0;
+	uint32_t base;
+	if (p0->op == op)
+		base = OP_ICHAIN_S;
+	else if (p0->op == OP_FUSED + 64 * FUSE_L + (uint32_t)k2)
+		base = OP_ICHAIN_L;
+	else if (p0->op == OP_FUSED + 64 * FUSE_I + (uint32_t)k2)
+		base = OP_ICHAIN_I;
+	else
+		return 0;
+	int idx = -1;
+#define ICHAIN_CASE(i, first, b2, e1, e2) \
+	if (p1->op == (uint32_t)(first) && k2 == (b2)) \
+		idx = (i);
+	WASM_I_CHAINS(ICHAIN_CASE)
+#undef ICHAIN_CASE
+	if (idx < 0)
+		return 0;
+	uint32_t at = p1->pc, imm1 = c->code[at + 1];
+	uint32_t opnd = base == OP_ICHAIN_S ? 0 : c->code[p0->pc + 1];
+	uint32_t opc = base + (uint32_t)idx;
+	c->ncode = at;
+	forget_from(c, at);
+	TRY(emit(c, opc));
+	TRY(emit(c, imm1));
+	if (base != OP_ICHAIN_S)
+		TRY(emit(c, opnd));
+	note(c, at, opc, 0, 0);
+	return 0;
+}
+
+static int emit_binop_forms(struct cc *c, uint8_t op);
+
+/* Emit a binary operator, fused with what came before it where possible
+ * (emit_binop_forms), then with an I form that computed its left operand. */
+static int emit_binop(struct cc *c, uint8_t op)
+{
+	TRY(emit_binop_forms(c, op));
+	int k = fusable_index(op);
+	if (k >= 0 && k < 21 && !dead(c))
+		return fuse_ichain(c, op, k);
+	return 0;
+}
+
 /* Emit a binary operator, fused with the local.get / const instructions
  * just before it into one register-style instruction where possible: a
  * stack interpreter spends most of its time on those pushes. */
-static int emit_binop(struct cc *c, uint8_t op)
+static int emit_binop_forms(struct cc *c, uint8_t op)
 {
 	int k = fusable_index(op);
 	if (k < 0 && !dead(c) && float_index(op) >= 0)
@@ -973,6 +1024,28 @@ static int load_store(struct cc *c, uint8_t op)
 		forget_from(c, at);
 		TRY(emit(c, OP_LOAD_LI + (op - 0x28u)));
 		TRY(emit(c, x));
+		TRY(emit(c, imm));
+		TRY(emit(c, off));
+		note(c, at, OP_LOAD_LI + (op - 0x28u), 0, 0);
+		return 0;
+	}
+	/* the base just written to local z by a tee ('local.tee z; i32.const c;
+	 * i32.add; load', matmul's 'a + (k + 3) * 8'): the tee becomes a set and
+	 * the load reads through z (form LI), so it can fuse on as any load
+	 * through a local does */
+	if (op <= 0x35 && p0 && p1 && p0->op == OP_FUSED + 64 * FUSE_I + 10 /* i32.add */ &&
+	    (p1->op == OP_LOCAL_TEE ||
+	     (p1->op >= OP_FUSED + 64 * FUSE_TEE && p1->op < OP_FUSED + 64 * FUSE__COUNT))) {
+		uint32_t at = p0->pc, imm = c->code[at + 1], tat = p1->pc;
+		uint32_t z = c->code[tat + p1->len - 1];
+		uint32_t sop = p1->op == OP_LOCAL_TEE ? OP_LOCAL_SET
+						      : p1->op - 64 * (FUSE_TEE - FUSE_SET);
+		c->code[tat] = sop;
+		c->ncode = at;
+		forget_from(c, tat);
+		note(c, tat, sop, p1->op == OP_LOCAL_TEE ? z : 0, 0);
+		TRY(emit(c, OP_LOAD_LI + (op - 0x28u)));
+		TRY(emit(c, z));
 		TRY(emit(c, imm));
 		TRY(emit(c, off));
 		note(c, at, OP_LOAD_LI + (op - 0x28u), 0, 0);

@@ -236,6 +236,10 @@ static inline uint64_t rotr64(uint64_t x, uint64_t k)
 #define STEP_ENTRIES(k, opcode, bits, expr)                   \
 	ENTRY(OP_STEP_BR_I + k, op_step_i_##k)                \
 	ENTRY(OP_STEP_BR_L + k, op_step_l_##k)
+#define ICHAIN_ENTRIES(i, first, k2, e1, e2)    \
+	ENTRY(OP_ICHAIN_S + i, op_ichain_s_##i) \
+	ENTRY(OP_ICHAIN_L + i, op_ichain_l_##i) \
+	ENTRY(OP_ICHAIN_I + i, op_ichain_i_##i)
 #define DISPATCH_ENTRIES                              \
 	ENTRY(0x28, op_0x28) \
 	ENTRY(0x29, op_0x29) \
@@ -452,6 +456,7 @@ static inline uint64_t rotr64(uint64_t x, uint64_t k)
 	WASM_FUSABLE_FLOATS(FLOAD_ENTRIES) \
 	ENTRY(OP_COPY_N, op_copy_n) \
 	ENTRY(OP_FSUM64, op_fsum64) \
+	WASM_I_CHAINS(ICHAIN_ENTRIES) \
 	ENTRY(OP_FSUM64_SET, op_fsum64_set) \
 	WASM_FUSABLE_CHAINS(CHAIN_ENTRY) \
 	WASM_I32_COMPARES(STEP_ENTRIES) \
@@ -1359,6 +1364,50 @@ next:
 	}
 	WASM_FUSABLE_CHAINS(CHAIN_HANDLER)
 #undef CHAIN_HANDLER
+	/* an I form and the operator after it (OP_ICHAIN_S in internal.h) */
+#define ICHAIN_HANDLERS(i, first, k2, e1, e2)                              \
+	op_ichain_s_##i: {                                                 \
+		uint32_t inner;                                            \
+		{                                                          \
+			uint32_t a = (uint32_t)tos, b = pc[0];             \
+			inner = (uint32_t)(e1);                            \
+		}                                                          \
+		{                                                          \
+			uint32_t a = (uint32_t)sp[-2], b = inner;          \
+			sp--;                                              \
+			SET_TOP((uint32_t)(e2));                           \
+		}                                                          \
+		pc += 1;                                                   \
+		NEXT_T();                                                  \
+	}                                                                  \
+	op_ichain_l_##i: {                                                 \
+		uint32_t inner;                                            \
+		{                                                          \
+			uint32_t a = (uint32_t)tos, b = pc[0];             \
+			inner = (uint32_t)(e1);                            \
+		}                                                          \
+		{                                                          \
+			uint32_t a = inner, b = (uint32_t)fp[pc[1]];       \
+			SET_TOP((uint32_t)(e2));                           \
+		}                                                          \
+		pc += 2;                                                   \
+		NEXT_T();                                                  \
+	}                                                                  \
+	op_ichain_i_##i: {                                                 \
+		uint32_t inner;                                            \
+		{                                                          \
+			uint32_t a = (uint32_t)tos, b = pc[0];             \
+			inner = (uint32_t)(e1);                            \
+		}                                                          \
+		{                                                          \
+			uint32_t a = inner, b = pc[1];                     \
+			SET_TOP((uint32_t)(e2));                           \
+		}                                                          \
+		pc += 2;                                                   \
+		NEXT_T();                                                  \
+	}
+	WASM_I_CHAINS(ICHAIN_HANDLERS)
+#undef ICHAIN_HANDLERS
 	/* a loop's step and test (OP_STEP_BR_I in internal.h) */
 #define STEP_HANDLERS(k, opcode, bits, expr)                                  \
 	op_step_i_##k: {                                                      \
