@@ -230,6 +230,8 @@ static inline uint64_t rotr64(uint64_t x, uint64_t k)
 	ENTRY(OP_FLOAD2 + k, op_fload2_##k)
 #define CHAIN_ENTRY(i, k1, k2, e1, e2) ENTRY(OP_CHAIN + i, op_chain_##i)
 #define LOAD_SI_ENTRY(op, n, conv) ENTRY(OP_LOAD_SI + op - 0x28, op_siload_##op)
+#define LOAD_IDX_ENTRY(op, n, conv) ENTRY(OP_LOAD_IDX + op - 0x28, op_idxload_##op)
+#define LOAD_IDX_TEE_ENTRY(op, n, conv) ENTRY(OP_LOAD_IDX_TEE + op - 0x28, op_idxteeload_##op)
 #define FSET_ENTRIES(k, opcode, type, expr)           \
 	ENTRY(OP_FSET_S + k, op_fsets_##k)           \
 	ENTRY(OP_FSET_L + k, op_fsetl_##k)
@@ -457,6 +459,8 @@ static inline uint64_t rotr64(uint64_t x, uint64_t k)
 	ENTRY(OP_COPY_N, op_copy_n) \
 	ENTRY(OP_FSUM64, op_fsum64) \
 	WASM_I_CHAINS(ICHAIN_ENTRIES) \
+	WASM_LOADS(LOAD_IDX_ENTRY) \
+	WASM_LOADS(LOAD_IDX_TEE_ENTRY) \
 	ENTRY(OP_FSUM64_SET, op_fsum64_set) \
 	WASM_FUSABLE_CHAINS(CHAIN_ENTRY) \
 	WASM_I32_COMPARES(STEP_ENTRIES) \
@@ -1238,6 +1242,34 @@ next:
 	}
 		WASM_LOADS(STACK_IMM_LOAD)
 #undef STACK_IMM_LOAD
+		/* loads from an indexed element (OP_LOAD_IDX in internal.h) */
+#define INDEX_LOAD(op, n, conv)                                                   \
+	op_idxload_##op: {                                                        \
+		uint32_t i_ = (uint32_t)fp[pc[0]] << (pc[1] & 31);                \
+		uint64_t ea = (uint64_t)(uint32_t)(i_ + pc[2]) + pc[3];           \
+		pc += 4;                                                          \
+		if (ea + (n) > memsize)                                           \
+			goto mem_oob;                                             \
+		const uint8_t *p = mem + ea;                                      \
+		PUSH_TOP(conv);                                                   \
+		NEXT_T();                                                         \
+	}
+		WASM_LOADS(INDEX_LOAD)
+#undef INDEX_LOAD
+#define INDEX_TEE_LOAD(op, n, conv)                                               \
+	op_idxteeload_##op: {                                                     \
+		uint32_t a_ = ((uint32_t)fp[pc[0]] << (pc[1] & 31)) + pc[2];      \
+		fp[pc[3]] = a_;                                                   \
+		uint64_t ea = (uint64_t)a_ + pc[4];                               \
+		pc += 5;                                                          \
+		if (ea + (n) > memsize)                                           \
+			goto mem_oob;                                             \
+		const uint8_t *p = mem + ea;                                      \
+		PUSH_TOP(conv);                                                   \
+		NEXT_T();                                                         \
+	}
+		WASM_LOADS(INDEX_TEE_LOAD)
+#undef INDEX_TEE_LOAD
 
 		/* float operators with operands in locals */
 #define FLOAT_OF_float f32_of

@@ -252,6 +252,16 @@ enum {
 	OP_ICHAIN_L = OP_ICHAIN_S + 8,
 	OP_ICHAIN_I = OP_ICHAIN_L + 8,
 	OP_ICHAIN_LAST = OP_ICHAIN_I + 7,
+	/* loads from an indexed element, '(local[x] << s) + c' ('local.get x;
+	 * i32.const s; i32.shl; i32.const c; i32.add; load', C's a[i] for a
+	 * static array), the sums wrapping at 32 bits: x, s, c, offset; +
+	 * opcode - 0x28 */
+	OP_LOAD_IDX,
+	OP_LOAD_IDX_LAST = OP_LOAD_IDX + 13,
+	/* the same with the address also kept in a local ('... i32.add;
+	 * local.tee z; load'): x, s, c, z, offset; + opcode - 0x28 */
+	OP_LOAD_IDX_TEE,
+	OP_LOAD_IDX_TEE_LAST = OP_LOAD_IDX_TEE + 13,
 	/* vector instructions (0xfd prefix, simd.c): one word with the
 	 * subopcode in its low 16 bits and the number of immediate words
 	 * after it in its high 16 bits, then those words */
