@@ -434,7 +434,38 @@ static int fuse_chain(struct cc *c, int k2)
 static int fuse_ichain(struct cc *c, uint8_t op, int k2)
 {
 	const struct emitted *p0 = prev(c, 0), *p1 = p0 ? prev(c, 1) : NULL;
-	if (!p1 || p1->len != 2)
+	if (!p1)
+		return 0;
+	/* an LI form first (it pushed its result): forms L and I only */
+	if (p1->op >= OP_FUSED + 64 * FUSE_LI && p1->op < OP_FUSED + 64 * (FUSE_LI + 1) &&
+	    p0->op != op) {
+		uint32_t first = p1->op - 64 * (FUSE_LI - FUSE_I), lbase;
+		if (p0->op == OP_FUSED + 64 * FUSE_L + (uint32_t)k2)
+			lbase = OP_LICHAIN_L;
+		else if (p0->op == OP_FUSED + 64 * FUSE_I + (uint32_t)k2)
+			lbase = OP_LICHAIN_I;
+		else
+			return 0;
+		int li = -1;
+#define LICHAIN_CASE(i, f, b2, e1, e2) \
+	if (first == (uint32_t)(f) && k2 == (b2)) \
+		li = (i);
+		WASM_I_CHAINS(LICHAIN_CASE)
+#undef LICHAIN_CASE
+		if (li < 0)
+			return 0;
+		uint32_t at = p1->pc, x = c->code[at + 1], imm1 = c->code[at + 2];
+		uint32_t opnd = c->code[p0->pc + 1], opc = lbase + (uint32_t)li;
+		c->ncode = at;
+		forget_from(c, at);
+		TRY(emit(c, opc));
+		TRY(emit(c, x));
+		TRY(emit(c, imm1));
+		TRY(emit(c, opnd));
+		note(c, at, opc, 0, 0);
+		return 0;
+	}
+	if (p1->len != 2)
 		return 0;
 	uint32_t base;
 	if (p0->op == op)

@@ -241,7 +241,9 @@ static inline uint64_t rotr64(uint64_t x, uint64_t k)
 #define ICHAIN_ENTRIES(i, first, k2, e1, e2)    \
 	ENTRY(OP_ICHAIN_S + i, op_ichain_s_##i) \
 	ENTRY(OP_ICHAIN_L + i, op_ichain_l_##i) \
-	ENTRY(OP_ICHAIN_I + i, op_ichain_i_##i)
+	ENTRY(OP_ICHAIN_I + i, op_ichain_i_##i) \
+	ENTRY(OP_LICHAIN_L + i, op_lichain_l_##i) \
+	ENTRY(OP_LICHAIN_I + i, op_lichain_i_##i)
 #define DISPATCH_ENTRIES                              \
 	ENTRY(0x28, op_0x28) \
 	ENTRY(0x29, op_0x29) \
@@ -1440,6 +1442,36 @@ next:
 	}
 	WASM_I_CHAINS(ICHAIN_HANDLERS)
 #undef ICHAIN_HANDLERS
+	/* the same with an LI form first (OP_LICHAIN_L in internal.h) */
+#define LICHAIN_HANDLERS(i, first, k2, e1, e2)                             \
+	op_lichain_l_##i: {                                                \
+		uint32_t inner;                                            \
+		{                                                          \
+			uint32_t a = (uint32_t)fp[pc[0]], b = pc[1];       \
+			inner = (uint32_t)(e1);                            \
+		}                                                          \
+		{                                                          \
+			uint32_t a = inner, b = (uint32_t)fp[pc[2]];       \
+			PUSH_TOP((uint32_t)(e2));                          \
+		}                                                          \
+		pc += 3;                                                   \
+		NEXT_T();                                                  \
+	}                                                                  \
+	op_lichain_i_##i: {                                                \
+		uint32_t inner;                                            \
+		{                                                          \
+			uint32_t a = (uint32_t)fp[pc[0]], b = pc[1];       \
+			inner = (uint32_t)(e1);                            \
+		}                                                          \
+		{                                                          \
+			uint32_t a = inner, b = pc[2];                     \
+			PUSH_TOP((uint32_t)(e2));                          \
+		}                                                          \
+		pc += 3;                                                   \
+		NEXT_T();                                                  \
+	}
+	WASM_I_CHAINS(LICHAIN_HANDLERS)
+#undef LICHAIN_HANDLERS
 	/* a loop's step and test (OP_STEP_BR_I in internal.h) */
 #define STEP_HANDLERS(k, opcode, bits, expr)                                  \
 	op_step_i_##k: {                                                      \

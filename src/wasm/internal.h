@@ -252,6 +252,12 @@ enum {
 	OP_ICHAIN_L = OP_ICHAIN_S + 8,
 	OP_ICHAIN_I = OP_ICHAIN_L + 8,
 	OP_ICHAIN_LAST = OP_ICHAIN_I + 7,
+	/* the same pairs with an LI form first (local[x] k1 imm1, pushed):
+	 * push inner k2 local[y] (x, imm1, y) or inner k2 imm2 (x, imm1, imm2);
+	 * only for the pairs whose first opcode is an I form */
+	OP_LICHAIN_L,
+	OP_LICHAIN_I = OP_LICHAIN_L + 8,
+	OP_LICHAIN_LAST = OP_LICHAIN_I + 7,
 	/* loads from an indexed element, '(local[x] << s) + c' ('local.get x;
 	 * i32.const s; i32.shl; i32.const c; i32.add; load', C's a[i] for a
 	 * static array), the sums wrapping at 32 bits: x, s, c, offset; +

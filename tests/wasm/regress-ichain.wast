@@ -1,7 +1,8 @@
 ;; Regression tests for an I form fused with the i32 operator that takes its
 ;; result (OP_ICHAIN_S, OP_ICHAIN_L, OP_ICHAIN_I; pairs in WASM_I_CHAINS):
 ;; the I form's result is the right operand of a stack operator (form S) and
-;; the left one of a local or constant operator (forms L and I). Expected
+;; the left one of a local or constant operator (forms L and I). With an LI
+;; form first (OP_LICHAIN_L, OP_LICHAIN_I) the pair pushes its result. Expected
 ;; values checked with wabt's spectest-interp.
 (module
   ;; form L, and then xor: (x & c) ^ y
@@ -61,6 +62,26 @@
     (i32.and (i32.mul (local.get 0) (i32.const 1)) (i32.const 0xff))
     (block (result i32) (i32.const 1))
     (i32.sub))
+  ;; LI form first: loop_sum's 'i ^ (sum >> 3)', then added to sum
+  (func (export "li-shr-xor") (param i32 i32) (result i32)
+    (i32.add (i32.xor (local.get 0) (i32.shr_u (local.get 1) (i32.const 3))) (local.get 1)))
+  (func (export "li-and-xor") (param i32 i32) (result i32)
+    (i32.xor (i32.and (local.get 0) (i32.const 0xf0f0)) (local.get 1)))
+  (func (export "li-shr-and-i") (param i32) (result i32)
+    (i32.and (i32.shr_u (local.get 0) (i32.const 40)) (i32.const 0xff)))
+  (func (export "li-shl-add") (param i32 i32) (result i32)
+    (i32.add (i32.shl (local.get 0) (i32.const 2)) (local.get 1)))
+  (func (export "li-mul-add-i") (param i32) (result i32)
+    (i32.add (i32.mul (local.get 0) (i32.const 1103515245)) (i32.const 12345)))
+  ;; below another value, then into a local
+  (func (export "li-and-add-set") (param i32 i32) (result i32)
+    (local i32)
+    (i32.const 7)
+    (local.set 2 (i32.add (i32.and (local.get 0) (i32.const 0xff)) (local.get 1)))
+    (i32.sub (local.get 2)))
+  ;; an LI subtraction is not a pair: still right
+  (func (export "li-sub-and") (param i32) (result i32)
+    (i32.and (i32.sub (local.get 0) (i32.const 1)) (i32.const 0xff)))
   ;; the bitwise CRC-32 step as clang emits it, 8 steps per byte
   (func (export "crc-byte") (param i32) (result i32)
     (local i32 i32)
@@ -96,3 +117,11 @@
 (assert_return (invoke "chain-label" (i32.const 0x1ff)) (i32.const 0xfe))
 (assert_return (invoke "crc-byte" (i32.const 0x31)) (i32.const 0x83dcefb7))
 (assert_return (invoke "crc-byte" (i32.const 0)) (i32.const 0xd202ef8d))
+(assert_return (invoke "li-shr-xor" (i32.const 5) (i32.const 0x100)) (i32.const 0x125))
+(assert_return (invoke "li-shr-xor" (i32.const -1) (i32.const -8)) (i32.const 0xdffffff8))
+(assert_return (invoke "li-and-xor" (i32.const 0x12345678) (i32.const 0xffff)) (i32.const 0xaf8f))
+(assert_return (invoke "li-shr-and-i" (i32.const 0xabcdef12)) (i32.const 0xef))
+(assert_return (invoke "li-shl-add" (i32.const 0x40000003) (i32.const 1)) (i32.const 13))
+(assert_return (invoke "li-mul-add-i" (i32.const 42)) (i32.const 0xca890e1b))
+(assert_return (invoke "li-and-add-set" (i32.const 0x1ff) (i32.const 1)) (i32.const -249))
+(assert_return (invoke "li-sub-and" (i32.const 0)) (i32.const 0xff))
