@@ -49,6 +49,12 @@ struct cc {
 	char *err;
 	size_t errlen;
 	bool failed;
+	/* straight-line code from the function's entry (no label passed yet),
+	 * and which of the first 64 locals it may have written: a declared
+	 * local still holds its initial zero there (spec 4.4.10) */
+	bool prologue;
+	uint32_t nparams;
+	uint64_t written;
 };
 
 __attribute__((format(printf, 2, 3))) static int fail(struct cc *c, const char *fmt, ...)
@@ -138,7 +144,9 @@ static void forget_from(struct cc *c, uint32_t at)
 static void label_here(struct cc *c)
 {
 	c->nlast = 0;
+	c->prologue = false;
 }
+
 
 static int emit_op(struct cc *c, uint32_t op)
 {
@@ -194,6 +202,34 @@ static const struct emitted *prev(const struct cc *c, unsigned i)
 	const struct emitted *e = &c->last[i];
 	uint32_t end = i == 0 ? c->ncode : c->last[i - 1].pc;
 	return e->pc + e->len == end ? e : NULL;
+}
+
+/* 't.const 0; local.set x' for a declared local x not yet written on the
+ * way from the function's entry: x already holds zero, so the pair is
+ * dropped (clang emits it for the initial value of a loop's variables). */
+static bool drop_zero_set(struct cc *c, uint32_t x)
+{
+	const struct emitted *q = prev(c, 0);
+	if (!c->prologue || x < c->nparams || x >= 64 || (c->written >> x & 1) || !q)
+		return false;
+	bool zero = false;
+	switch (q->op) {
+	case OP_I32_CONST:
+	case OP_F32_CONST:
+		zero = q->a == 0; /* +0.0 only: -0.0 has the sign bit */
+		break;
+	case OP_I64_CONST:
+	case OP_F64_CONST:
+		zero = q->a == 0 && q->b == 0;
+		break;
+	default:
+		break;
+	}
+	if (!zero)
+		return false;
+	c->ncode = q->pc;
+	forget_from(c, q->pc);
+	return true;
 }
 
 /* An operand that fits the one-word immediate of a fused form. */
@@ -1557,6 +1593,10 @@ static int instr(struct cc *c)
 			if (op == 0x22)
 				TRY(push(c, c->locals[x]));
 		}
+		if (op == 0x21 && !dead(c) && c->locals[x] != KIS_WASM_V128 && drop_zero_set(c, x))
+			return 0;
+		if (op != 0x20 && x < 64)
+			c->written |= (uint64_t)1 << x;
 		/* in the code a local is named by its first slot */
 		if (c->locals[x] == KIS_WASM_V128)
 			return emit_simd(c, SIMD_LOCAL_GET + (op - 0x20u), &c->lslot[x], 1);
@@ -1707,6 +1747,8 @@ int wasm_compile_func(const struct kis_wasm_module *m, uint32_t func_idx, const 
 	}
 	memcpy(c.locals, ft->t, ft->np);
 	c.nlocals = ft->np;
+	c.nparams = ft->np;
+	c.prologue = true;
 	c.p = save;
 	(void)rd_u32(&c, &nruns);
 	for (uint32_t i = 0; i < nruns; i++) {
