@@ -1118,35 +1118,27 @@ static int load_store(struct cc *c, uint8_t op)
 		note(c, at, OP_LOAD_LI + (op - 0x28u), 0, 0);
 		return 0;
 	}
-	/* an indexed element: 'local.get x; i32.const s; i32.shl' (form LI)
-	 * then 'i32.const c; i32.add' (form I) as the address */
-	if (op <= 0x35 && p0 && p1 && p0->op == OP_FUSED + 64 * FUSE_I + 10 /* i32.add */ &&
-	    p1->op == OP_FUSED + 64 * FUSE_LI + 16 /* i32.shl */) {
-		uint32_t at = p1->pc, x = c->code[at + 1], sh = c->code[at + 2];
-		uint32_t imm = c->code[p0->pc + 1];
+	/* an indexed element: 'local.get x; i32.const s; i32.shl; i32.const c;
+	 * i32.add', which the operator fusion has made one OP_LICHAIN_I (shl,
+	 * add), as the address; also with a local.tee z after it */
+	const uint32_t idx_addr = OP_LICHAIN_I + WASM_I_CHAIN_SHL_ADD;
+	const struct emitted *ia = p0 && p0->op == idx_addr ? p0
+				   : p0 && p1 && p0->op == OP_LOCAL_TEE && p1->op == idx_addr ? p1
+											  : NULL;
+	if (op <= 0x35 && ia) {
+		uint32_t at = ia->pc, x = c->code[at + 1], sh = c->code[at + 2], imm = c->code[at + 3];
+		bool tee = ia != p0;
+		uint32_t z = tee ? p0->a : 0, opc = (tee ? OP_LOAD_IDX_TEE : OP_LOAD_IDX) + (op - 0x28u);
 		c->ncode = at;
 		forget_from(c, at);
-		TRY(emit(c, OP_LOAD_IDX + (op - 0x28u)));
+		TRY(emit(c, opc));
 		TRY(emit(c, x));
 		TRY(emit(c, sh));
 		TRY(emit(c, imm));
+		if (tee)
+			TRY(emit(c, z));
 		TRY(emit(c, off));
-		note(c, at, OP_LOAD_IDX + (op - 0x28u), 0, 0);
-		return 0;
-	}
-	if (op <= 0x35 && p0 && p1 && p0->op == OP_FUSED + 64 * (FUSE_TEE + SHAPE_I) + 10 &&
-	    p1->op == OP_FUSED + 64 * FUSE_LI + 16 /* i32.shl */) {
-		uint32_t at = p1->pc, x = c->code[at + 1], sh = c->code[at + 2];
-		uint32_t imm = c->code[p0->pc + 1], z = c->code[p0->pc + 2];
-		c->ncode = at;
-		forget_from(c, at);
-		TRY(emit(c, OP_LOAD_IDX_TEE + (op - 0x28u)));
-		TRY(emit(c, x));
-		TRY(emit(c, sh));
-		TRY(emit(c, imm));
-		TRY(emit(c, z));
-		TRY(emit(c, off));
-		note(c, at, OP_LOAD_IDX_TEE + (op - 0x28u), 0, 0);
+		note(c, at, opc, 0, 0);
 		return 0;
 	}
 	if (op <= 0x35 && p0 && p0->op == OP_FUSED + 64 * FUSE_I + 10 /* i32.add */) {

@@ -334,6 +334,9 @@ enum { SHAPE_S, SHAPE_L, SHAPE_I, SHAPE_LL, SHAPE_LI };
 	X(5, OP_FUSED + 64 * FUSE_I + 16, 10, a << (b & 31), a + b) /* shl, add */ \
 	X(6, OP_FUSED + 64 * FUSE_I + 12, 10, a * b, a + b)  /* mul, add */        \
 	X(7, OP_FUSED + 64 * FUSE_I + 13, 10, a & b, a + b)  /* and, add */
+/* the index of (shl, add) there: with an LI form first it is the address of
+ * an indexed element, which a load after it takes over (OP_LOAD_IDX) */
+#define WASM_I_CHAIN_SHL_ADD 5
 
 /* The integer binary operators that cannot trap: X(index, opcode, bits, expr)
  * with operands a and b of type uint<bits>_t. Shared by compile.c (which
