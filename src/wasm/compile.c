@@ -49,6 +49,12 @@ struct cc {
 	char *err;
 	size_t errlen;
 	bool failed;
+	/* straight-line code from the function's entry (no label passed yet),
+	 * and which of the first 64 locals it may have written: a declared
+	 * local still holds its initial zero there (spec 4.4.10) */
+	bool prologue;
+	uint32_t nparams;
+	uint64_t written;
 };
 
 __attribute__((format(printf, 2, 3))) static int fail(struct cc *c, const char *fmt, ...)
@@ -138,7 +144,9 @@ static void forget_from(struct cc *c, uint32_t at)
 static void label_here(struct cc *c)
 {
 	c->nlast = 0;
+	c->prologue = false;
 }
+
 
 static int emit_op(struct cc *c, uint32_t op)
 {
@@ -194,6 +202,34 @@ static const struct emitted *prev(const struct cc *c, unsigned i)
 	const struct emitted *e = &c->last[i];
 	uint32_t end = i == 0 ? c->ncode : c->last[i - 1].pc;
 	return e->pc + e->len == end ? e : NULL;
+}
+
+/* 't.const 0; local.set x' for a declared local x not yet written on the
+ * way from the function's entry: x already holds zero, so the pair is
+ * dropped (clang emits it for the initial value of a loop's variables). */
+static bool drop_zero_set(struct cc *c, uint32_t x)
+{
+	const struct emitted *q = prev(c, 0);
+	if (!c->prologue || x < c->nparams || x >= 64 || (c->written >> x & 1) || !q)
+		return false;
+	bool zero = false;
+	switch (q->op) {
+	case OP_I32_CONST:
+	case OP_F32_CONST:
+		zero = q->a == 0; /* +0.0 only: -0.0 has the sign bit */
+		break;
+	case OP_I64_CONST:
+	case OP_F64_CONST:
+		zero = q->a == 0 && q->b == 0;
+		break;
+	default:
+		break;
+	}
+	if (!zero)
+		return false;
+	c->ncode = q->pc;
+	forget_from(c, q->pc);
+	return true;
 }
 
 /* An operand that fits the one-word immediate of a fused form. */
@@ -281,6 +317,23 @@ static int emit_float_binop(struct cc *c, uint8_t op, int k)
 			TRY(emit(c, off));
 		forget_from(c, at);
 		note(c, at, opc, 0, 0);
+		return 0;
+	}
+	/* f64.add on the stack after 'local.get x; f64.add' or such a run:
+	 * one instruction for the whole run (OP_FSUM64) */
+	if (k == 3 && p0 && (p0->op == OP_FLOAT_L + 3 || p0->op == OP_FSUM64)) {
+		at = p0->pc;
+		if (p0->op == OP_FSUM64) {
+			c->code[at + 2]++; /* n is bounded by the operand height */
+			return 0;
+		}
+		uint32_t x = c->code[at + 1];
+		c->ncode = at;
+		TRY(emit(c, OP_FSUM64));
+		TRY(emit(c, x));
+		TRY(emit(c, 1));
+		forget_from(c, at);
+		note(c, at, OP_FSUM64, 0, 0);
 		return 0;
 	}
 	if (!p0 || p0->op != OP_LOCAL_GET)
@@ -411,10 +464,92 @@ static int fuse_chain(struct cc *c, int k2)
 	return 1;
 }
 
+/* The i32 operator k2 just emitted (forms S, L or I) after an I form that
+ * computed its stack operand: one OP_ICHAIN_* for the pairs listed in
+ * WASM_I_CHAINS. */
+static int fuse_ichain(struct cc *c, uint8_t op, int k2)
+{
+	const struct emitted *p0 = prev(c, 0), *p1 = p0 ? prev(c, 1) : NULL;
+	if (!p1)
+		return 0;
+	/* an LI form first (it pushed its result): forms L and I only */
+	if (p1->op >= OP_FUSED + 64 * FUSE_LI && p1->op < OP_FUSED + 64 * (FUSE_LI + 1) &&
+	    p0->op != op) {
+		uint32_t first = p1->op - 64 * (FUSE_LI - FUSE_I), lbase;
+		if (p0->op == OP_FUSED + 64 * FUSE_L + (uint32_t)k2)
+			lbase = OP_LICHAIN_L;
+		else if (p0->op == OP_FUSED + 64 * FUSE_I + (uint32_t)k2)
+			lbase = OP_LICHAIN_I;
+		else
+			return 0;
+		int li = -1;
+#define LICHAIN_CASE(i, f, b2, e1, e2) \
+	if (first == (uint32_t)(f) && k2 == (b2)) \
+		li = (i);
+		WASM_I_CHAINS(LICHAIN_CASE)
+#undef LICHAIN_CASE
+		if (li < 0)
+			return 0;
+		uint32_t at = p1->pc, x = c->code[at + 1], imm1 = c->code[at + 2];
+		uint32_t opnd = c->code[p0->pc + 1], opc = lbase + (uint32_t)li;
+		c->ncode = at;
+		forget_from(c, at);
+		TRY(emit(c, opc));
+		TRY(emit(c, x));
+		TRY(emit(c, imm1));
+		TRY(emit(c, opnd));
+		note(c, at, opc, 0, 0);
+		return 0;
+	}
+	if (p1->len != 2)
+		return 0;
+	uint32_t base;
+	if (p0->op == op)
+		base = OP_ICHAIN_S;
+	else if (p0->op == OP_FUSED + 64 * FUSE_L + (uint32_t)k2)
+		base = OP_ICHAIN_L;
+	else if (p0->op == OP_FUSED + 64 * FUSE_I + (uint32_t)k2)
+		base = OP_ICHAIN_I;
+	else
+		return 0;
+	int idx = -1;
+#define ICHAIN_CASE(i, first, b2, e1, e2) \
+	if (p1->op == (uint32_t)(first) && k2 == (b2)) \
+		idx = (i);
+	WASM_I_CHAINS(ICHAIN_CASE)
+#undef ICHAIN_CASE
+	if (idx < 0)
+		return 0;
+	uint32_t at = p1->pc, imm1 = c->code[at + 1];
+	uint32_t opnd = base == OP_ICHAIN_S ? 0 : c->code[p0->pc + 1];
+	uint32_t opc = base + (uint32_t)idx;
+	c->ncode = at;
+	forget_from(c, at);
+	TRY(emit(c, opc));
+	TRY(emit(c, imm1));
+	if (base != OP_ICHAIN_S)
+		TRY(emit(c, opnd));
+	note(c, at, opc, 0, 0);
+	return 0;
+}
+
+static int emit_binop_forms(struct cc *c, uint8_t op);
+
+/* Emit a binary operator, fused with what came before it where possible
+ * (emit_binop_forms), then with an I form that computed its left operand. */
+static int emit_binop(struct cc *c, uint8_t op)
+{
+	TRY(emit_binop_forms(c, op));
+	int k = fusable_index(op);
+	if (k >= 0 && k < 21 && !dead(c))
+		return fuse_ichain(c, op, k);
+	return 0;
+}
+
 /* Emit a binary operator, fused with the local.get / const instructions
  * just before it into one register-style instruction where possible: a
  * stack interpreter spends most of its time on those pushes. */
-static int emit_binop(struct cc *c, uint8_t op)
+static int emit_binop_forms(struct cc *c, uint8_t op)
 {
 	int k = fusable_index(op);
 	if (k < 0 && !dead(c) && float_index(op) >= 0)
@@ -569,6 +704,14 @@ static int fuse_local_set(struct cc *c, uint32_t op, uint32_t z)
 		TRY(emit(c, z));
 		forget_from(c, at);
 		note(c, at, c->code[at], 0, 0);
+		return 0;
+	}
+	if (f && f->op == OP_FSUM64) {
+		uint32_t at = f->pc;
+		c->code[at] = OP_FSUM64_SET;
+		TRY(emit(c, z));
+		forget_from(c, at);
+		note(c, at, OP_FSUM64_SET, 0, 0);
 		return 0;
 	}
 	int k, shape;
@@ -951,6 +1094,51 @@ static int load_store(struct cc *c, uint8_t op)
 		TRY(emit(c, imm));
 		TRY(emit(c, off));
 		note(c, at, OP_LOAD_LI + (op - 0x28u), 0, 0);
+		return 0;
+	}
+	/* the base just written to local z by a tee ('local.tee z; i32.const c;
+	 * i32.add; load', matmul's 'a + (k + 3) * 8'): the tee becomes a set and
+	 * the load reads through z (form LI), so it can fuse on as any load
+	 * through a local does */
+	if (op <= 0x35 && p0 && p1 && p0->op == OP_FUSED + 64 * FUSE_I + 10 /* i32.add */ &&
+	    (p1->op == OP_LOCAL_TEE ||
+	     (p1->op >= OP_FUSED + 64 * FUSE_TEE && p1->op < OP_FUSED + 64 * FUSE__COUNT))) {
+		uint32_t at = p0->pc, imm = c->code[at + 1], tat = p1->pc;
+		uint32_t z = c->code[tat + p1->len - 1];
+		uint32_t sop = p1->op == OP_LOCAL_TEE ? OP_LOCAL_SET
+						      : p1->op - 64 * (FUSE_TEE - FUSE_SET);
+		c->code[tat] = sop;
+		c->ncode = at;
+		forget_from(c, tat);
+		note(c, tat, sop, p1->op == OP_LOCAL_TEE ? z : 0, 0);
+		TRY(emit(c, OP_LOAD_LI + (op - 0x28u)));
+		TRY(emit(c, z));
+		TRY(emit(c, imm));
+		TRY(emit(c, off));
+		note(c, at, OP_LOAD_LI + (op - 0x28u), 0, 0);
+		return 0;
+	}
+	/* an indexed element: 'local.get x; i32.const s; i32.shl; i32.const c;
+	 * i32.add', which the operator fusion has made one OP_LICHAIN_I (shl,
+	 * add), as the address; also with a local.tee z after it */
+	const uint32_t idx_addr = OP_LICHAIN_I + WASM_I_CHAIN_SHL_ADD;
+	const struct emitted *ia = p0 && p0->op == idx_addr ? p0
+				   : p0 && p1 && p0->op == OP_LOCAL_TEE && p1->op == idx_addr ? p1
+											  : NULL;
+	if (op <= 0x35 && ia) {
+		uint32_t at = ia->pc, x = c->code[at + 1], sh = c->code[at + 2], imm = c->code[at + 3];
+		bool tee = ia != p0;
+		uint32_t z = tee ? p0->a : 0, opc = (tee ? OP_LOAD_IDX_TEE : OP_LOAD_IDX) + (op - 0x28u);
+		c->ncode = at;
+		forget_from(c, at);
+		TRY(emit(c, opc));
+		TRY(emit(c, x));
+		TRY(emit(c, sh));
+		TRY(emit(c, imm));
+		if (tee)
+			TRY(emit(c, z));
+		TRY(emit(c, off));
+		note(c, at, opc, 0, 0);
 		return 0;
 	}
 	if (op <= 0x35 && p0 && p0->op == OP_FUSED + 64 * FUSE_I + 10 /* i32.add */) {
@@ -1397,6 +1585,10 @@ static int instr(struct cc *c)
 			if (op == 0x22)
 				TRY(push(c, c->locals[x]));
 		}
+		if (op == 0x21 && !dead(c) && c->locals[x] != KIS_WASM_V128 && drop_zero_set(c, x))
+			return 0;
+		if (op != 0x20 && x < 64)
+			c->written |= (uint64_t)1 << x;
 		/* in the code a local is named by its first slot */
 		if (c->locals[x] == KIS_WASM_V128)
 			return emit_simd(c, SIMD_LOCAL_GET + (op - 0x20u), &c->lslot[x], 1);
@@ -1547,6 +1739,8 @@ int wasm_compile_func(const struct kis_wasm_module *m, uint32_t func_idx, const 
 	}
 	memcpy(c.locals, ft->t, ft->np);
 	c.nlocals = ft->np;
+	c.nparams = ft->np;
+	c.prologue = true;
 	c.p = save;
 	(void)rd_u32(&c, &nruns);
 	for (uint32_t i = 0; i < nruns; i++) {

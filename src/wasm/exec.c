@@ -114,6 +114,42 @@ static inline uint16_t rd16(const uint8_t *p)
 		NEXT_T();                                                 \
 	}
 
+#ifdef KIS_WASM_PROFILE
+#include <stdio.h>
+static uint64_t (*prof_pairs)[OP__COUNT];
+
+static void wasm_prof_dump(void)
+{
+	for (int n = 0; n < 60 && prof_pairs; n++) {
+		uint64_t best = 0;
+		uint32_t ba = 0, bb = 0;
+		for (uint32_t a = 0; a < OP__COUNT; a++)
+			for (uint32_t b = 0; b < OP__COUNT; b++)
+				if (prof_pairs[a][b] > best) {
+					best = prof_pairs[a][b];
+					ba = a;
+					bb = b;
+				}
+		if (!best)
+			break;
+		fprintf(stderr, "%12llu  %4u(0x%x) -> %4u(0x%x)\n", (unsigned long long)best, ba, ba, bb, bb);
+		prof_pairs[ba][bb] = 0;
+	}
+}
+
+static void wasm_prof_pair(uint32_t a, uint32_t b)
+{
+	if (!prof_pairs) {
+		prof_pairs = calloc(OP__COUNT, sizeof *prof_pairs);
+		if (!prof_pairs)
+			abort();
+		atexit(wasm_prof_dump);
+	}
+	if (a < OP__COUNT && b < OP__COUNT)
+		prof_pairs[a][b]++;
+}
+#endif
+
 static inline uint32_t rotl32(uint32_t x, uint32_t k)
 {
 	k &= 31;
@@ -194,12 +230,20 @@ static inline uint64_t rotr64(uint64_t x, uint64_t k)
 	ENTRY(OP_FLOAD2 + k, op_fload2_##k)
 #define CHAIN_ENTRY(i, k1, k2, e1, e2) ENTRY(OP_CHAIN + i, op_chain_##i)
 #define LOAD_SI_ENTRY(op, n, conv) ENTRY(OP_LOAD_SI + op - 0x28, op_siload_##op)
+#define LOAD_IDX_ENTRY(op, n, conv) ENTRY(OP_LOAD_IDX + op - 0x28, op_idxload_##op)
+#define LOAD_IDX_TEE_ENTRY(op, n, conv) ENTRY(OP_LOAD_IDX_TEE + op - 0x28, op_idxteeload_##op)
 #define FSET_ENTRIES(k, opcode, type, expr)           \
 	ENTRY(OP_FSET_S + k, op_fsets_##k)           \
 	ENTRY(OP_FSET_L + k, op_fsetl_##k)
 #define STEP_ENTRIES(k, opcode, bits, expr)                   \
 	ENTRY(OP_STEP_BR_I + k, op_step_i_##k)                \
 	ENTRY(OP_STEP_BR_L + k, op_step_l_##k)
+#define ICHAIN_ENTRIES(i, first, k2, e1, e2)    \
+	ENTRY(OP_ICHAIN_S + i, op_ichain_s_##i) \
+	ENTRY(OP_ICHAIN_L + i, op_ichain_l_##i) \
+	ENTRY(OP_ICHAIN_I + i, op_ichain_i_##i) \
+	ENTRY(OP_LICHAIN_L + i, op_lichain_l_##i) \
+	ENTRY(OP_LICHAIN_I + i, op_lichain_i_##i)
 #define DISPATCH_ENTRIES                              \
 	ENTRY(0x28, op_0x28) \
 	ENTRY(0x29, op_0x29) \
@@ -415,6 +459,11 @@ static inline uint64_t rotr64(uint64_t x, uint64_t k)
 	ENTRY(OP_RSUB_I64, op_rsub_i64) \
 	WASM_FUSABLE_FLOATS(FLOAD_ENTRIES) \
 	ENTRY(OP_COPY_N, op_copy_n) \
+	ENTRY(OP_FSUM64, op_fsum64) \
+	WASM_I_CHAINS(ICHAIN_ENTRIES) \
+	WASM_LOADS(LOAD_IDX_ENTRY) \
+	WASM_LOADS(LOAD_IDX_TEE_ENTRY) \
+	ENTRY(OP_FSUM64_SET, op_fsum64_set) \
 	WASM_FUSABLE_CHAINS(CHAIN_ENTRY) \
 	WASM_I32_COMPARES(STEP_ENTRIES) \
 	WASM_LOADS(LOAD_SI_ENTRY) \
@@ -492,7 +541,20 @@ next:
 		DISPATCH_ENTRIES
 	};
 #pragma GCC diagnostic pop
+#ifdef KIS_WASM_PROFILE
+	/* Debug aid (off by default): counts each pair of consecutive internal
+	 * opcodes executed, printed to stderr at exit, the hottest first --
+	 * what to fuse next. Build with CFLAGS="-O2 -g -DKIS_WASM_PROFILE". */
+	uint32_t prof_prev = 0;
+#define DISPATCH()                                      \
+	do {                                            \
+		wasm_prof_pair(prof_prev, *pc);         \
+		prof_prev = *pc;                        \
+		goto *dispatch[*pc++];                  \
+	} while (0)
+#else
 #define DISPATCH() goto *dispatch[*pc++]
+#endif
 	goto call;
 #endif
 #undef ENTRY
@@ -1182,6 +1244,34 @@ next:
 	}
 		WASM_LOADS(STACK_IMM_LOAD)
 #undef STACK_IMM_LOAD
+		/* loads from an indexed element (OP_LOAD_IDX in internal.h) */
+#define INDEX_LOAD(op, n, conv)                                                   \
+	op_idxload_##op: {                                                        \
+		uint32_t i_ = (uint32_t)fp[pc[0]] << (pc[1] & 31);                \
+		uint64_t ea = (uint64_t)(uint32_t)(i_ + pc[2]) + pc[3];           \
+		pc += 4;                                                          \
+		if (ea + (n) > memsize)                                           \
+			goto mem_oob;                                             \
+		const uint8_t *p = mem + ea;                                      \
+		PUSH_TOP(conv);                                                   \
+		NEXT_T();                                                         \
+	}
+		WASM_LOADS(INDEX_LOAD)
+#undef INDEX_LOAD
+#define INDEX_TEE_LOAD(op, n, conv)                                               \
+	op_idxteeload_##op: {                                                     \
+		uint32_t a_ = ((uint32_t)fp[pc[0]] << (pc[1] & 31)) + pc[2];      \
+		fp[pc[3]] = a_;                                                   \
+		uint64_t ea = (uint64_t)a_ + pc[4];                               \
+		pc += 5;                                                          \
+		if (ea + (n) > memsize)                                           \
+			goto mem_oob;                                             \
+		const uint8_t *p = mem + ea;                                      \
+		PUSH_TOP(conv);                                                   \
+		NEXT_T();                                                         \
+	}
+		WASM_LOADS(INDEX_TEE_LOAD)
+#undef INDEX_TEE_LOAD
 
 		/* float operators with operands in locals */
 #define FLOAT_OF_float f32_of
@@ -1258,6 +1348,28 @@ next:
 #undef RD_float
 #undef RD_double
 
+	/* a run of f64.add starting with a local operand (OP_FSUM64 in
+	 * internal.h), each add 'a + b' with b the running value */
+	op_fsum64: {
+		double v = f64_of(tos) + f64_of(fp[pc[0]]);
+		uint32_t n = pc[1];
+		for (uint32_t i = 1; i <= n; i++)
+			v = f64_of(sp[-1 - (ptrdiff_t)i]) + v;
+		pc += 2;
+		sp -= n;
+		SET_TOP(of_f64(v));
+		NEXT_T();
+	}
+	op_fsum64_set: {
+		double v = f64_of(tos) + f64_of(fp[pc[0]]);
+		uint32_t n = pc[1];
+		for (uint32_t i = 1; i <= n; i++)
+			v = f64_of(sp[-1 - (ptrdiff_t)i]) + v;
+		sp -= n + 1;
+		fp[pc[2]] = of_f64(v);
+		pc += 3;
+		NEXT();
+	}
 	op_set_k32:
 		fp[pc[0]] = pc[1];
 		pc += 2;
@@ -1286,6 +1398,80 @@ next:
 	}
 	WASM_FUSABLE_CHAINS(CHAIN_HANDLER)
 #undef CHAIN_HANDLER
+	/* an I form and the operator after it (OP_ICHAIN_S in internal.h) */
+#define ICHAIN_HANDLERS(i, first, k2, e1, e2)                              \
+	op_ichain_s_##i: {                                                 \
+		uint32_t inner;                                            \
+		{                                                          \
+			uint32_t a = (uint32_t)tos, b = pc[0];             \
+			inner = (uint32_t)(e1);                            \
+		}                                                          \
+		{                                                          \
+			uint32_t a = (uint32_t)sp[-2], b = inner;          \
+			sp--;                                              \
+			SET_TOP((uint32_t)(e2));                           \
+		}                                                          \
+		pc += 1;                                                   \
+		NEXT_T();                                                  \
+	}                                                                  \
+	op_ichain_l_##i: {                                                 \
+		uint32_t inner;                                            \
+		{                                                          \
+			uint32_t a = (uint32_t)tos, b = pc[0];             \
+			inner = (uint32_t)(e1);                            \
+		}                                                          \
+		{                                                          \
+			uint32_t a = inner, b = (uint32_t)fp[pc[1]];       \
+			SET_TOP((uint32_t)(e2));                           \
+		}                                                          \
+		pc += 2;                                                   \
+		NEXT_T();                                                  \
+	}                                                                  \
+	op_ichain_i_##i: {                                                 \
+		uint32_t inner;                                            \
+		{                                                          \
+			uint32_t a = (uint32_t)tos, b = pc[0];             \
+			inner = (uint32_t)(e1);                            \
+		}                                                          \
+		{                                                          \
+			uint32_t a = inner, b = pc[1];                     \
+			SET_TOP((uint32_t)(e2));                           \
+		}                                                          \
+		pc += 2;                                                   \
+		NEXT_T();                                                  \
+	}
+	WASM_I_CHAINS(ICHAIN_HANDLERS)
+#undef ICHAIN_HANDLERS
+	/* the same with an LI form first (OP_LICHAIN_L in internal.h) */
+#define LICHAIN_HANDLERS(i, first, k2, e1, e2)                             \
+	op_lichain_l_##i: {                                                \
+		uint32_t inner;                                            \
+		{                                                          \
+			uint32_t a = (uint32_t)fp[pc[0]], b = pc[1];       \
+			inner = (uint32_t)(e1);                            \
+		}                                                          \
+		{                                                          \
+			uint32_t a = inner, b = (uint32_t)fp[pc[2]];       \
+			PUSH_TOP((uint32_t)(e2));                          \
+		}                                                          \
+		pc += 3;                                                   \
+		NEXT_T();                                                  \
+	}                                                                  \
+	op_lichain_i_##i: {                                                \
+		uint32_t inner;                                            \
+		{                                                          \
+			uint32_t a = (uint32_t)fp[pc[0]], b = pc[1];       \
+			inner = (uint32_t)(e1);                            \
+		}                                                          \
+		{                                                          \
+			uint32_t a = inner, b = pc[2];                     \
+			PUSH_TOP((uint32_t)(e2));                          \
+		}                                                          \
+		pc += 3;                                                   \
+		NEXT_T();                                                  \
+	}
+	WASM_I_CHAINS(LICHAIN_HANDLERS)
+#undef LICHAIN_HANDLERS
 	/* a loop's step and test (OP_STEP_BR_I in internal.h) */
 #define STEP_HANDLERS(k, opcode, bits, expr)                                  \
 	op_step_i_##k: {                                                      \

@@ -235,6 +235,39 @@ enum {
 	OP_FSET_S,
 	OP_FSET_L = OP_FSET_S + 8,
 	OP_FSET_LAST = OP_FSET_L + 7,
+	/* a run of f64.add on the stack that starts with a local operand
+	 * ('local.get x; f64.add', then n times f64.add), as in matmul's
+	 * 's + p3 + p2 + p1 + p0' after an unrolled inner product: v = top +
+	 * local[x], then n times v = (the value below) + v, in the order the
+	 * adds ran. FSUM64 pushes v (x, n); FSUM64_SET stores it in local[z]
+	 * ('... ; local.set z': x, n, z) */
+	OP_FSUM64,
+	OP_FSUM64_SET,
+	/* an I form (top k1 imm1, or OP_RSUB_I32) and the i32 operator after
+	 * it in one, for the pairs of WASM_I_CHAINS: form S (top = below k2
+	 * inner; imm1), form L (top = inner k2 local[x]; imm1, x) and form I
+	 * (top = inner k2 imm2; imm1, imm2), inner being the I form's result;
+	 * + index there */
+	OP_ICHAIN_S,
+	OP_ICHAIN_L = OP_ICHAIN_S + 8,
+	OP_ICHAIN_I = OP_ICHAIN_L + 8,
+	OP_ICHAIN_LAST = OP_ICHAIN_I + 7,
+	/* the same pairs with an LI form first (local[x] k1 imm1, pushed):
+	 * push inner k2 local[y] (x, imm1, y) or inner k2 imm2 (x, imm1, imm2);
+	 * only for the pairs whose first opcode is an I form */
+	OP_LICHAIN_L,
+	OP_LICHAIN_I = OP_LICHAIN_L + 8,
+	OP_LICHAIN_LAST = OP_LICHAIN_I + 7,
+	/* loads from an indexed element, '(local[x] << s) + c' ('local.get x;
+	 * i32.const s; i32.shl; i32.const c; i32.add; load', C's a[i] for a
+	 * static array), the sums wrapping at 32 bits: x, s, c, offset; +
+	 * opcode - 0x28 */
+	OP_LOAD_IDX,
+	OP_LOAD_IDX_LAST = OP_LOAD_IDX + 13,
+	/* the same with the address also kept in a local ('... i32.add;
+	 * local.tee z; load'): x, s, c, z, offset; + opcode - 0x28 */
+	OP_LOAD_IDX_TEE,
+	OP_LOAD_IDX_TEE_LAST = OP_LOAD_IDX_TEE + 13,
 	/* vector instructions (0xfd prefix, simd.c): one word with the
 	 * subopcode in its low 16 bits and the number of immediate words
 	 * after it in its high 16 bits, then those words */
@@ -286,6 +319,24 @@ enum { SHAPE_S, SHAPE_L, SHAPE_I, SHAPE_LL, SHAPE_LI };
 	X(7, 13, 15, a & b, a ^ b)                                    /* and, xor */   \
 	X(8, 18, 14, a >> (b & 31), a | b)                            /* shr_u, or */  \
 	X(9, 16, 14, a << (b & 31), a | b)                            /* shl, or */
+
+/* Pairs fused into OP_ICHAIN_*: an i32 I form (its internal opcode), then
+ * the i32 operator k2 (index as in WASM_FUSABLE_BINOPS) taking its result.
+ * X(index, first opcode, k2, inner expr, outer expr), both on uint32_t a and
+ * b (inner: a = top, b = imm1; outer: a = left operand, b = right one).
+ * CRC-32's 'crc >> 1 ^ (poly & (0 - (crc & 1)))' and bit-field extraction. */
+#define WASM_I_CHAINS(X)                                                         \
+	X(0, OP_FUSED + 64 * FUSE_I + 13, 15, a & b, a ^ b)  /* and, xor */        \
+	X(1, OP_FUSED + 64 * FUSE_I + 13, 11, a & b, a - b)  /* and, sub */        \
+	X(2, OP_RSUB_I32, 13, b - a, a & b)                  /* rsub, and */       \
+	X(3, OP_FUSED + 64 * FUSE_I + 18, 13, a >> (b & 31), a & b) /* shr_u, and */ \
+	X(4, OP_FUSED + 64 * FUSE_I + 18, 15, a >> (b & 31), a ^ b) /* shr_u, xor */ \
+	X(5, OP_FUSED + 64 * FUSE_I + 16, 10, a << (b & 31), a + b) /* shl, add */ \
+	X(6, OP_FUSED + 64 * FUSE_I + 12, 10, a * b, a + b)  /* mul, add */        \
+	X(7, OP_FUSED + 64 * FUSE_I + 13, 10, a & b, a + b)  /* and, add */
+/* the index of (shl, add) there: with an LI form first it is the address of
+ * an indexed element, which a load after it takes over (OP_LOAD_IDX) */
+#define WASM_I_CHAIN_SHL_ADD 5
 
 /* The integer binary operators that cannot trap: X(index, opcode, bits, expr)
  * with operands a and b of type uint<bits>_t. Shared by compile.c (which
