@@ -6,7 +6,7 @@
  * Theory of operation. The initramfs holds this binary as /init, busybox,
  * and the modules listed in /lib/modules/load. QEMU gives the guest one
  * virtio-serial device with named ports (/sys/class/virtio-ports/X/name):
- * "kis.ctl", a line protocol with the engine (ping, cfg JSON, sync, events),
+ * "kis.ctl", a line protocol with the engine (ping, prepare, cfg JSON, sync, events),
  * and "kis.0".."kis.N", each backed on the host by a chardev that accepts
  * engine connections. One relay process per port copies bytes between the
  * port and a fresh unix connection to the agent listener (the unchanged
@@ -78,17 +78,29 @@ static void mount_basics(void)
 	mkdir("/root", 0700);
 }
 
-/* finit_module(2) for each file named in /lib/modules/load, in order (the
- * list is written dependencies first by scripts/guest/fetch-kernel.sh). */
-static void load_modules(void)
+/* finit_module(2) for the files named in /lib/modules/load, in order (the
+ * list is written dependencies first by scripts/guest/fetch-kernel.sh).
+ * Boot loads the channel's part, up to virtio_console; the rest (the
+ * workspace disks' virtio_blk and overlay) is loaded when a run needs a
+ * workspace, or by "prepare" before a snapshot is saved, so restored VMs
+ * have it and a cold run without a workspace never pays for it. */
+static bool disk_modules_loaded;
+
+static void load_modules(bool disk_part)
 {
 	FILE *f = fopen("/lib/modules/load", "re");
 	if (!f)
 		return;
 	char line[256];
+	bool past_channel = false;
 	while (fgets(line, sizeof(line), f)) {
 		line[strcspn(line, "\n")] = '\0';
 		if (!line[0])
+			continue;
+		bool channel = !past_channel;
+		if (!strcmp(line, "virtio_console.ko"))
+			past_channel = true;
+		if (channel == disk_part)
 			continue;
 		char path[300];
 		snprintf(path, sizeof(path), "/lib/modules/%s", line);
@@ -434,6 +446,10 @@ static int find_disks(struct gdisk *base, struct gdisk *delta, struct gdisk *rw)
 
 static int mount_workspace(const char *target, bool sync_writes, char *msg, size_t n)
 {
+	if (!disk_modules_loaded) {
+		load_modules(true);
+		disk_modules_loaded = true;
+	}
 	struct gdisk base, delta, rw;
 	if (find_disks(&base, &delta, &rw) < 0) {
 		snprintf(msg, n, "the workspace disks are not all there");
@@ -666,6 +682,13 @@ static void ctl_line(int fd, char *line)
 			ctl_reply(fd, "ok\n");
 		}
 		json_decref(cfg);
+	} else if (!strcmp(line, "prepare")) {
+		/* before a snapshot: what a workspace needs, loaded once */
+		if (!disk_modules_loaded) {
+			load_modules(true);
+			disk_modules_loaded = true;
+		}
+		ctl_reply(fd, "ok\n");
 	} else if (!strcmp(line, "sync")) {
 		sync();
 		ctl_reply(fd, "ok\n");
@@ -711,7 +734,7 @@ int kis_agent_guest_init(void)
 		return 2;
 	mount_basics();
 	seed_json();
-	load_modules();
+	load_modules(false);
 	/* the applet links come with the initramfs; an older one without
 	 * them gets them here */
 	if (access("/bin/ls", X_OK) < 0) {

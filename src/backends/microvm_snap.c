@@ -171,6 +171,13 @@ static int make_snapshot(const struct kis_mvm_guest *g, const char *accel, unsig
 		kis_error_set(err, KIS_E_INTERNAL, 0, "the microvm guest did not boot (%s)", accel);
 		goto out;
 	}
+	/* the workspace's drivers loaded before saving: every restore has them */
+	char ready[32];
+	if (kis_mvm_ctl(c, "prepare", ready, sizeof(ready), 30000) < 0 || strcmp(ready, "ok")) {
+		close(c);
+		kis_error_set(err, KIS_E_INTERNAL, 0, "the microvm guest did not prepare its drivers");
+		goto out;
+	}
 	close(c); /* saved with the control port closed, as every restore finds it */
 	qmp = kis_mvm_qmp_open(dfd, "qmp.sock", 5000);
 	sf = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
