@@ -148,7 +148,7 @@ int kis_native_plan_run(struct kis_native_plan *n, int (*child_setup)(void *, st
 
 const char *kis_find_tool(const char *env_var, const char *const *cands, size_t n)
 {
-	const char *env = getenv(env_var);
+	const char *env = env_var ? getenv(env_var) : NULL;
 	if (env && *env)
 		return access(env, X_OK) == 0 ? env : NULL;
 	for (size_t i = 0; i < n; i++)

@@ -16,7 +16,7 @@ struct kis_native_plan {
 	bool tty;
 };
 
-/* An external program: $env_var when set (and executable), else the first
+/* An external program: $env_var (NULL: none) when set (and executable), else the first
  * executable candidate; NULL when there is none. */
 const char *kis_find_tool(const char *env_var, const char *const *cands, size_t n);
 /* Whether env[0..n) sets KEY. */

@@ -11,6 +11,7 @@
 
 #include "backends/host_common.h"
 #include "confine/confine.h"
+#include "exec/io.h"
 
 const char *kis_host_env_get(char *const *envp, const char *key)
 {
@@ -72,14 +73,9 @@ static int chown_dir(int fd, dev_t dev, uid_t uid, gid_t gid, int depth)
 {
 	if (depth > 256)
 		return -1;
-	int dup = fcntl(fd, F_DUPFD_CLOEXEC, 3);
-	if (dup < 0)
+	DIR *d = kis_opendir_dup(fd);
+	if (!d)
 		return -1;
-	DIR *d = fdopendir(dup);
-	if (!d) {
-		close(dup);
-		return -1;
-	}
 	int r = 0;
 	struct dirent *e;
 	while (r == 0 && (e = readdir(d))) {
@@ -190,13 +186,9 @@ int kis_host_private_dir(const char *name, uid_t uid, gid_t gid, char **out,
 
 static void remove_in(int fd, int depth)
 {
-	int dup = fcntl(fd, F_DUPFD_CLOEXEC, 3);
-	DIR *d = dup >= 0 ? fdopendir(dup) : NULL;
-	if (!d) {
-		if (dup >= 0)
-			close(dup);
+	DIR *d = kis_opendir_dup(fd);
+	if (!d)
 		return;
-	}
 	struct dirent *e;
 	while ((e = readdir(d))) {
 		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))

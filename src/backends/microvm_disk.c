@@ -34,6 +34,7 @@
 #include <sys/syscall.h>
 #include <sys/wait.h>
 
+#include "backends/common.h"
 #include "backends/microvm_vm.h"
 #include "confine/confine.h"
 #include "exec/io.h"
@@ -85,28 +86,26 @@ static int tool_confine(struct kis_confine_plan *cp, const char *img, const char
 	return 0;
 }
 
-static const char *tool(const char *name)
+/* e2fsprogs' tools, where Debian puts them */
+enum e2tool { MKFS, DEBUGFS, E2FSCK };
+#define E2PATHS(n) {"/usr/sbin/" n, "/sbin/" n, "/usr/bin/" n}
+static const char *const e2paths[][3] = {
+	[MKFS] = E2PATHS("mkfs.ext4"), [DEBUGFS] = E2PATHS("debugfs"), [E2FSCK] = E2PATHS("e2fsck"),
+};
+#undef E2PATHS
+
+static const char *tool(enum e2tool t)
 {
-	static char buf[3][64];
-	static int k;
-	const char *dirs[] = {"/usr/sbin", "/sbin", "/usr/bin"};
-	for (size_t i = 0; i < 3; i++) {
-		char *b = buf[k];
-		snprintf(b, sizeof(buf[0]), "%s/%s", dirs[i], name);
-		if (access(b, X_OK) == 0) {
-			k = (k + 1) % 3;
-			return b;
-		}
-	}
-	return NULL;
+	return kis_find_tool(NULL, e2paths[t], 3);
 }
 
-static int need_tool(const char *name, const char **out, struct kis_error **err)
+static int need_tool(enum e2tool t, const char **out, struct kis_error **err)
 {
-	*out = tool(name);
+	*out = tool(t);
 	if (!*out)
 		return kis_error_set(err, KIS_E_TIER_UNAVAILABLE, 0,
-				     "microvm: %s is missing (Debian: e2fsprogs)", name);
+				     "microvm: %s is missing (Debian: e2fsprogs)",
+				     strrchr(e2paths[t][0], '/') + 1);
 	return 0;
 }
 
@@ -168,7 +167,7 @@ static int make_image(const char *img, const char *src, uint64_t fs_bytes, bool 
 		      const char *label, struct kis_error **err)
 {
 	const char *mkfs;
-	TRY(need_tool("mkfs.ext4", &mkfs, err));
+	TRY(need_tool(MKFS, &mkfs, err));
 	struct tree_size t = {0, 0};
 	if (src) {
 		int fd = open(src, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -229,7 +228,7 @@ static int make_image(const char *img, const char *src, uint64_t fs_bytes, bool 
 	if (r == 0 && !journal) {
 		/* mke2fs makes /lost+found; in a layer the guest would see it in
 		 * its workspace: remove it unless the tree has its own */
-		const char *debugfs = tool("debugfs");
+		const char *debugfs = tool(DEBUGFS);
 		struct stat st;
 		char lf[4096];
 		snprintf(lf, sizeof(lf), "%s/lost+found", src ? src : "");
@@ -406,16 +405,6 @@ static const char *split_last(const char *rel, char *buf, size_t n)
 	return slash + 1;
 }
 
-/* A directory stream on a duplicate of fd (fd stays the caller's). */
-static DIR *opendir_dup(int fd)
-{
-	int d = fcntl(fd, F_DUPFD_CLOEXEC, 3);
-	DIR *dir = d >= 0 ? fdopendir(d) : NULL;
-	if (!dir && d >= 0)
-		close(d);
-	return dir;
-}
-
 /* Make dst what src says, without removing what src lacks: the guest's
  * upper layer holds only what changed. */
 static int overlay_copy(int sdir, int ddir, int depth);
@@ -453,7 +442,7 @@ static int overlay_copy(int sdir, int ddir, int depth)
 	if (depth > 256)
 		return -1;
 	int r = 0;
-	DIR *d = opendir_dup(sdir);
+	DIR *d = kis_opendir_dup(sdir);
 	if (!d)
 		return -1;
 	struct dirent *e;
@@ -516,19 +505,6 @@ static void marks_free(struct marks *m)
 	kis_strv_free(m->white);
 	kis_strv_free(m->opaque);
 	memset(m, 0, sizeof(*m));
-}
-
-static int strv_push(char ***v, size_t *n, char *s)
-{
-	char **g = realloc(*v, (*n + 2) * sizeof(char *));
-	if (!g) {
-		free(s);
-		return -1;
-	}
-	*v = g;
-	g[(*n)++] = s;
-	g[*n] = NULL;
-	return 0;
 }
 
 struct dir_ref {
@@ -599,11 +575,8 @@ static int scan_level(const char *debugfs, const char *img, const char *tdir, st
 		if (!cur)
 			continue;
 		if (in_ea) {
-			if (!strcmp(line, "y")) {
-				char *p = strdup(cur->path);
-				if (!p || strv_push(&m->opaque, &m->nopaque, p) < 0)
-					r = -1;
-			}
+			if (!strcmp(line, "y") && kis_strv_push(&m->opaque, &m->nopaque, cur->path) < 0)
+				r = -1;
 			continue;
 		}
 		unsigned mode;
@@ -629,8 +602,9 @@ static int scan_level(const char *debugfs, const char *img, const char *tdir, st
 			break;
 		}
 		if (S_ISCHR(mode)) {
-			if (strv_push(&m->white, &m->nwhite, rel) < 0)
+			if (kis_strv_push(&m->white, &m->nwhite, rel) < 0)
 				r = -1;
+			free(rel);
 		} else if (S_ISDIR(mode) && ino) {
 			struct dir_ref *g = realloc(*next, (*nnext + 1) * sizeof(**next));
 			if (!g) {
@@ -695,7 +669,7 @@ static int clear_opaque(int root, int tree, const char *rel)
 		return errno == ENOENT || errno == ENOTDIR || errno == ELOOP || errno == EXDEV ? 0 : -1;
 	if (g < 0)
 		return 0; /* not in the rdump: nothing to compare with, keep */
-	DIR *d = opendir_dup(h);
+	DIR *d = kis_opendir_dup(h);
 	if (!d)
 		return -1;
 	struct dirent *e;
@@ -723,8 +697,8 @@ static int remove_beneath(int root, const char *rel)
 int kis_mvm_disk_sync_back(const char *img, const char *dst_dir, struct kis_error **err)
 {
 	const char *debugfs, *fsck;
-	TRY(need_tool("debugfs", &debugfs, err));
-	TRY(need_tool("e2fsck", &fsck, err));
+	TRY(need_tool(DEBUGFS, &debugfs, err));
+	TRY(need_tool(E2FSCK, &fsck, err));
 	_cleanup_free_ char *tdir = NULL;
 	TRY(kis_mvm_tmpdir(&tdir, err));
 	_cleanup_free_ char *cmd = NULL, *tree = NULL;

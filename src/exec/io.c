@@ -84,6 +84,18 @@ json_t *kis_strv_json(char *const *v)
 	return a;
 }
 
+DIR *kis_opendir_dup(int fd)
+{
+	int d = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+	DIR *dir = d >= 0 ? fdopendir(d) : NULL;
+	if (!dir && d >= 0) {
+		int e = errno;
+		close(d);
+		errno = e;
+	}
+	return dir;
+}
+
 void kis_remove_tree_at(int dfd, const char *name)
 {
 	if (unlinkat(dfd, name, 0) == 0 || (errno != EISDIR && errno != EPERM))

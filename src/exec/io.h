@@ -4,6 +4,7 @@
 #ifndef KIS_IO_H
 #define KIS_IO_H
 
+#include <dirent.h>
 #include <stddef.h>
 #include <sys/types.h>
 
@@ -20,6 +21,9 @@ int kis_stream_append(struct kis_stream *s, const void *buf, size_t n);
 /* Remove name under dfd and everything below it, never following a
  * symlink (O_NOFOLLOW on every directory opened). Best effort. */
 void kis_remove_tree_at(int dfd, const char *name);
+/* A directory stream on a duplicate of fd, which stays the caller's; NULL
+ * with errno set on failure. */
+DIR *kis_opendir_dup(int fd);
 
 /* A process's start time (proc(5), /proc/PID/stat field 22, in clock
  * ticks since boot): with the pid it names one process even after the pid
