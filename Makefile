@@ -101,12 +101,16 @@ $(BUILD)/asan-tests/%: tests/unit/%.c $(BUILD)/asan/libkis-sandbox.a
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE_CFLAGS) -O1 -g $(ASAN_FLAGS) -o $@ $< $(BUILD)/asan/libkis-sandbox.a $(PKG_LIBS) -lcmocka
 
+# Every binary runs even when one fails; the target fails if any did.
 check-unit: $(UNIT_BINS)
-	@set -e; for t in $(UNIT_BINS); do echo "== $$t"; $$t; done
+	@failed=""; for t in $(UNIT_BINS); do echo "== $$t"; $$t || failed="$$failed $$t"; done; \
+	  if [ -n "$$failed" ]; then echo "unit tests failed:$$failed"; exit 1; fi
 
 check-asan: $(ASAN_UNIT_BINS)
-	@set -e; for t in $(ASAN_UNIT_BINS); do echo "== $$t (asan+ubsan)"; \
-	  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 $$t; done
+	@failed=""; for t in $(ASAN_UNIT_BINS); do echo "== $$t (asan+ubsan)"; \
+	  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 $$t || \
+	  failed="$$failed $$t"; done; \
+	  if [ -n "$$failed" ]; then echo "unit tests failed under ASan+UBSan:$$failed"; exit 1; fi
 
 # Small programs the behaviour tests run inside sandboxes (probes).
 HELPER_SRCS := $(wildcard tests/helpers/*.c)
@@ -118,7 +122,12 @@ $(BUILD)/test-helpers/%: tests/helpers/%.c
 check-integration: all $(HELPER_BINS)
 	$(PYTHON) -m pytest -q -rs tests/integration
 
-check: all check-unit check-asan $(CHECK_TARGETS) check-integration
+# Every part runs even when an earlier one failed: one failure must not
+# hide the others. The target fails if any part did.
+check: all
+	@failed=""; for t in check-unit check-asan $(CHECK_TARGETS) check-integration; do \
+	  $(MAKE) --no-print-directory $$t || failed="$$failed $$t"; done; \
+	  if [ -n "$$failed" ]; then echo "make check failed in:$$failed"; exit 1; fi
 
 # The newcomer's command: install what is missing, build, run the main job.
 run:

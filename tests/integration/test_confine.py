@@ -95,10 +95,16 @@ def test_probe_is_stopped(dirs, name, arg, control):
     assert not (out / "new").exists()
 
 
+def foreign_abi_verdicts(name):
+    return {SIGSYS} | ({STOPPED} if name == "i386_syscall" else set())
+
+
 @pytest.mark.parametrize("name", ["x32_syscall", "i386_syscall"])
 def test_foreign_abi_kills(dirs, name):
     ws, _ = dirs
-    assert probe(ws, name).returncode == SIGSYS
+    # not escaped: killed by the filter, or (i386 on a kernel whose int 0x80
+    # faults before any call runs) stopped by the kernel itself
+    assert probe(ws, name).returncode in foreign_abi_verdicts(name)
 
 
 def test_tiocsti_with_high_bits(dirs):

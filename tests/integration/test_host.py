@@ -161,7 +161,10 @@ class TestProbes:
     @pytest.mark.parametrize("probe", ["x32_syscall", "i386_syscall"])
     def test_foreign_abi_is_killed(self, host, backend, probe):
         require(backend)
-        assert run(host, backend, f"./{probe}").returncode == SIGSYS
+        # not escaped: the filter's SIGSYS, or an int 0x80 that this kernel
+        # faults before any call runs (the probe says stopped)
+        allowed = {SIGSYS} | ({STOPPED} if probe == "i386_syscall" else set())
+        assert run(host, backend, f"./{probe}").returncode in allowed
 
     def test_tiocsti_also_with_high_bits(self, host, backend):
         require(backend)

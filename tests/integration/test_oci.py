@@ -314,7 +314,11 @@ def test_probe_is_stopped(session, name):
 def test_foreign_abi_kills(session, name):
     p = kis("exec", session, "--json", "--", f"./{name}")
     r = json.loads(p.stdout)
-    assert r["termination"]["reason"] == "signaled" and r["termination"]["signal"] == 31
+    t = r["termination"]
+    # not escaped: the filter's SIGSYS, or an int 0x80 this kernel faults
+    # before any call runs (the probe reports stopped)
+    stopped = name == "i386_syscall" and t["reason"] == "exited" and t["exit_code"] == STOPPED
+    assert (t["reason"] == "signaled" and t["signal"] == 31) or stopped, p.stdout
 
 
 def test_host_paths_are_not_there(session, tmp_path):
