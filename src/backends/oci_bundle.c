@@ -9,25 +9,27 @@
 
 #include "backends/oci_bundle.h"
 #include "confine/confine.h"
+#include "confine/sysview.h"
 
-/* The host's system directories shown read-only with root: host. */
-static const char *const host_dirs[] = {"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64",
-					"/libx32", "/etc"};
+/* What of the host root: host shows: src/confine/sysview.c, shared with the
+ * other tiers. maskedPaths also covers the /etc secrets (the command is
+ * uid 0 without capabilities, so DAC would let it read files root owns);
+ * missing paths are skipped by the runtime. */
+static json_t *strs(const char *const *v, size_t n);
 
-/* runc's defaults (libcontainer/specconv): kernel interfaces that leak host
- * information or take writes even from a process without capabilities. */
-static const char *const masked[] = {
-	"/proc/acpi", "/proc/asound", "/proc/interrupts", "/proc/kcore", "/proc/keys",
-	"/proc/latency_stats", "/proc/timer_list", "/proc/timer_stats", "/proc/sched_debug",
-	"/proc/scsi", "/sys/firmware", "/sys/devices/virtual/powercap",
-	/* root: host shows the host's /etc: its root-owned secrets stay hidden
-	 * (the command is uid 0 without capabilities, so DAC would let it read
-	 * files root owns). Missing paths are skipped by the runtime. */
-	"/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-", "/etc/sudoers",
-	"/etc/sudoers.d", "/etc/ssh", "/etc/ssl/private",
-};
-static const char *const readonly[] = {"/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys",
-				       "/proc/sysrq-trigger"};
+static json_t *masked_paths(void)
+{
+	json_t *a = strs(kis_sysview_masked, kis_sysview_n_masked);
+	for (size_t i = 0; a && i < kis_sysview_n_etc_hidden; i++) {
+		char p[256];
+		snprintf(p, sizeof(p), "/etc/%s", kis_sysview_etc_hidden[i]);
+		if (json_array_append_new(a, json_string(p)) < 0) {
+			json_decref(a);
+			return NULL;
+		}
+	}
+	return a;
+}
 
 /* The only devices: config-linux.md "Default Devices" (null, zero, full,
  * random, urandom, tty, ptmx) which the runtime creates in the /dev tmpfs;
@@ -105,9 +107,9 @@ static int build_mounts(const struct kis_oci_spec *s, json_t *m)
 	tmpo[ARRAY_SIZE(tmp_o)] = tmp_size;
 	r |= add(m, mount_entry("/tmp", "tmpfs", "tmpfs", tmpo, ARRAY_SIZE(tmpo)));
 	if (s->root == KIS_ROOT_HOST) {
-		for (size_t i = 0; i < ARRAY_SIZE(host_dirs); i++)
-			if (is_real_dir(host_dirs[i]))
-				r |= add(m, mount_entry(host_dirs[i], "bind", host_dirs[i], sysro_o,
+		for (size_t i = 0; i < kis_sysview_n_dirs; i++)
+			if (is_real_dir(kis_sysview_dirs[i]))
+				r |= add(m, mount_entry(kis_sysview_dirs[i], "bind", kis_sysview_dirs[i], sysro_o,
 							ARRAY_SIZE(sysro_o)));
 		if (s->workspace)
 			r |= add(m, mount_entry("/workspace", "bind", s->workspace, ws_o,
@@ -193,7 +195,7 @@ int kis_oci_config_build(const struct kis_oci_spec *s, json_t **out, struct kis_
 	json_t *lnx = json_pack(
 		"{s:o, s:o, s:s, s:o, s:o, s:o}", "namespaces", build_namespaces(s), "resources",
 		build_resources(s), "cgroupsPath", s->cgroups_path, "maskedPaths",
-		strs(masked, ARRAY_SIZE(masked)), "readonlyPaths", strs(readonly, ARRAY_SIZE(readonly)),
+		masked_paths(), "readonlyPaths", strs(kis_sysview_readonly, kis_sysview_n_readonly),
 		"seccomp", sc);
 	if (lnx && s->user_ns) {
 		json_object_set_new(lnx, "uidMappings",
@@ -232,20 +234,20 @@ int kis_oci_rootfs_skeleton(int rfd, struct kis_error **err)
 	if (fd < 0)
 		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot create the agent mount point");
 	close(fd);
-	for (size_t i = 0; i < ARRAY_SIZE(host_dirs); i++) {
-		const char *name = host_dirs[i] + 1;
+	for (size_t i = 0; i < kis_sysview_n_dirs; i++) {
+		const char *name = kis_sysview_dirs[i] + 1;
 		struct stat st;
-		if (lstat(host_dirs[i], &st) < 0)
+		if (lstat(kis_sysview_dirs[i], &st) < 0)
 			continue;
 		if (S_ISLNK(st.st_mode)) {
 			char target[256];
-			ssize_t n = readlink(host_dirs[i], target, sizeof(target) - 1);
+			ssize_t n = readlink(kis_sysview_dirs[i], target, sizeof(target) - 1);
 			if (n <= 0)
 				continue;
 			target[n] = '\0';
 			if (symlinkat(target, rfd, name) < 0 && errno != EEXIST)
 				return kis_error_set(err, KIS_E_INTERNAL, errno,
-						     "cannot mirror '%s' in the rootfs", host_dirs[i]);
+						     "cannot mirror '%s' in the rootfs", kis_sysview_dirs[i]);
 		} else if (S_ISDIR(st.st_mode)) {
 			if (mkdirat(rfd, name, 0755) < 0 && errno != EEXIST)
 				return kis_error_set(err, KIS_E_INTERNAL, errno,

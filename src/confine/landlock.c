@@ -2,6 +2,7 @@
 /* Landlock: ABI probe, a ruleset using every right the ABI offers (system
  * directories read-only, the workspace read-write), and restrict_self. */
 #include "confine/confine.h"
+#include "confine/sysview.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -87,11 +88,10 @@ struct path_rule {
 	uint64_t rights;
 };
 
-/* System directories, read and execute. Missing ones are skipped. /etc is
- * handled apart (etc_hidden). */
+/* The system directories (src/confine/sysview.c), read and execute; /etc
+ * apart (add_etc). Missing ones are skipped. Besides them, what a command
+ * needs of /sys and /dev: */
 static const struct path_rule system_rules[] = {
-	{"/usr", R_RX}, {"/bin", R_RX}, {"/sbin", R_RX}, {"/lib", R_RX},
-	{"/lib32", R_RX}, {"/lib64", R_RX}, {"/libx32", R_RX}, {"/opt", R_RX},
 	/* sysconf(_SC_NPROCESSORS_ONLN) reads .../cpu/online */
 	{"/sys/devices/system/cpu", R_RO},
 	{"/dev/null", R_DEV_RW}, {"/dev/zero", R_DEV_RW}, {"/dev/full", R_DEV_RW},
@@ -103,11 +103,8 @@ static const struct path_rule system_rules[] = {
 /* The engine runs as root on many hosts and the command keeps uid 0 (only
  * its capabilities are gone): owner permission bits still let it read
  * root's 0600/0640 files. So /etc is granted entry by entry, leaving out
- * secrets a sandbox never needs. A path with '/' hides a nested entry. */
-static const char *const etc_hidden[] = {
-	"shadow", "shadow-", "gshadow", "gshadow-", "sudoers", "sudoers.d",
-	"ssh", "ssl/private", "security/opasswd", "kis",
-};
+ * kis_sysview_etc_hidden (a path with '/' hides a nested entry). */
+#define etc_hidden kis_sysview_etc_hidden
 
 static int ll_create(const struct ll_ruleset_attr *a, size_t size, uint32_t flags)
 {
@@ -211,7 +208,7 @@ static bool etc_is_hidden(const char *rel, bool *ancestor)
 {
 	size_t n = strlen(rel);
 	*ancestor = false;
-	for (size_t i = 0; i < ARRAY_SIZE(etc_hidden); i++) {
+	for (size_t i = 0; i < kis_sysview_n_etc_hidden; i++) {
 		if (strcmp(etc_hidden[i], rel) == 0)
 			return true;
 		if (strncmp(etc_hidden[i], rel, n) == 0 && etc_hidden[i][n] == '/')
@@ -342,6 +339,9 @@ int kis_landlock_prepare(const struct kis_landlock_opts *o, int *fd_out,
 		rep->enforced |= KIS_LL_NET_TCP;
 
 	uint64_t h = attr.handled_access_fs;
+	for (size_t i = 0; i < kis_sysview_n_dirs; i++)
+		if (strcmp(kis_sysview_dirs[i], "/etc"))
+			TRY(add_path_rule(rs, kis_sysview_dirs[i], R_RX, h, false, err));
 	for (size_t i = 0; i < ARRAY_SIZE(system_rules); i++)
 		TRY(add_path_rule(rs, system_rules[i].path, system_rules[i].rights, h, false, err));
 	TRY(add_etc(rs, h, err));
