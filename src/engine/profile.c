@@ -276,6 +276,38 @@ static int env_put(struct kis_profile *p, const char *key, size_t klen, const ch
 	return 0;
 }
 
+/* A path inside the sandbox (cwd) is resolved there, by a process that may
+ * see more than the command does: runc's CVE-2024-21626 put a container's
+ * cwd on a host directory through /proc/self/fd/N. So the path is plain:
+ * no "." or ".." component, no empty one, and nothing under the kernel's
+ * own filesystems, whose magic links (/proc/<pid>/fd, /cwd, /root) lead
+ * wherever a process of the sandbox's setup points. The spawner resolves
+ * it again without magic links (src/exec/spawn.c). */
+static int check_sandbox_path(const char *path, const char *v, struct kis_error **err)
+{
+	static const char *const kernel_fs[] = {"/proc", "/sys", "/dev"};
+	if (strlen(v) >= 4096)
+		return kis_error_set(err, KIS_E_INVALID_PROFILE, 0,
+				     "%s: longer than 4095 bytes", path);
+	for (const char *c = v; *c;) {
+		while (*c == '/')
+			c++;
+		size_t n = strcspn(c, "/");
+		if ((n == 1 && c[0] == '.') || (n == 2 && c[0] == '.' && c[1] == '.'))
+			return bad(err, path, "expected a path with no '.' or '..' component, not", v);
+		c += n;
+	}
+	if (strstr(v, "//"))
+		return bad(err, path, "expected a path with no empty component, not", v);
+	for (size_t i = 0; i < ARRAY_SIZE(kernel_fs); i++) {
+		size_t k = strlen(kernel_fs[i]);
+		if (!strncmp(v, kernel_fs[i], k) && (v[k] == '/' || !v[k]))
+			return bad(err, path,
+				   "expected a directory outside /proc, /sys and /dev, not", v);
+	}
+	return 0;
+}
+
 static int set_string_field(char **slot, const char *path, enum field_kind kind, const char *v,
 			    struct kis_error **err)
 {
@@ -292,6 +324,7 @@ static int set_string_field(char **slot, const char *path, enum field_kind kind,
 	} else if (kind == F_PATH) {
 		if (v[0] != '/')
 			return bad(err, path, "expected an absolute path, not", v);
+		TRY(check_sandbox_path(path, v, err));
 	}
 	char *dup = strdup(v);
 	if (!dup)

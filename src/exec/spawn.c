@@ -10,6 +10,8 @@
 #include <sys/resource.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
+#include <linux/openat2.h>
 #include <termios.h>
 
 #include "exec/spawn.h"
@@ -110,6 +112,33 @@ int kis_exec_search(char *const *argv, char *const *envp)
 	return -1;
 }
 
+/* chdir(2) to a path resolved in this process's root with no magic link
+ * on the way (openat2(2) RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS, Linux
+ * 5.6): a /proc/<pid>/fd/N or /proc/<pid>/cwd link, or a symlink in a
+ * workspace that points at one, would lead to whatever directory some
+ * process of the sandbox's setup holds, the host's included (runc's
+ * CVE-2024-21626). No allocation. */
+static int enter_dir(const char *path)
+{
+	int root = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (root < 0)
+		return -1;
+	struct open_how how = {.flags = O_PATH | O_DIRECTORY | O_CLOEXEC,
+			       .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS};
+	int fd = (int)syscall(SYS_openat2, root, path, &how, sizeof(how));
+	int e = errno;
+	close(root);
+	if (fd < 0) {
+		errno = e;
+		return -1;
+	}
+	int r = fchdir(fd);
+	e = errno;
+	close(fd);
+	errno = e;
+	return r;
+}
+
 void kis_child_main(const struct kis_spawn *sp, int report_fd, int out_fd, int err_fd)
 {
 	/* Our own process group, so the supervisor can kill the whole group.
@@ -167,15 +196,17 @@ void kis_child_main(const struct kis_spawn *sp, int report_fd, int out_fd, int e
 			_exit(126);
 		}
 	}
-	if (kis_apply_rlimits(sp->limits) < 0) {
-		kis_child_report(report_fd, KIS_CHILD_SETUP, errno, KIS_E_INTERNAL,
-				 "cannot set resource limits");
-		_exit(126);
-	}
-	if (sp->cwd && chdir(sp->cwd) < 0) {
+	if (sp->cwd && enter_dir(sp->cwd) < 0) {
 		char msg[300];
 		snprintf(msg, sizeof(msg), "cannot enter the working directory '%s'", sp->cwd);
 		kis_child_report(report_fd, KIS_CHILD_SETUP, errno, KIS_E_PROFILE_UNSATISFIABLE, msg);
+		_exit(126);
+	}
+	/* after the descriptors the setup itself needs: a limit is the
+	 * command's, never the spawner's (open_files 6 must not fail the chdir) */
+	if (kis_apply_rlimits(sp->limits) < 0) {
+		kis_child_report(report_fd, KIS_CHILD_SETUP, errno, KIS_E_INTERNAL,
+				 "cannot set resource limits");
 		_exit(126);
 	}
 	if (sp->child_setup) {
