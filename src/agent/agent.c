@@ -409,14 +409,45 @@ struct wslot {
 	size_t len;
 };
 
+/* The kernel's overflow uid: what an id that our user namespace does not
+ * map reads as (user_namespaces(7)). */
+static uid_t overflow_uid(void)
+{
+	static uid_t u = (uid_t)-1;
+	if (u == (uid_t)-1) {
+		FILE *f = fopen("/proc/sys/kernel/overflowuid", "re");
+		unsigned v = 65534;
+		if (f) {
+			if (fscanf(f, "%u", &v) != 1)
+				v = 65534;
+			fclose(f);
+		}
+		u = (uid_t)v;
+	}
+	return u;
+}
+
 static int peer_allowed(int fd)
 {
 	struct ucred cr;
 	socklen_t l = sizeof(cr);
 	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &l) < 0)
 		return 0;
-	/* only the engine's own user (or root) may drive this sandbox */
-	return cr.uid == getuid() || cr.uid == 0;
+	/* only the engine's own user (or root) may drive this sandbox. Where
+	 * the sandbox has a user namespace of its own (bubblewrap maps its ids
+	 * onto a range of their own), the engine's uid is not mapped and reads
+	 * as the overflow uid; every process inside has a mapped uid, so such
+	 * a peer is outside the sandbox. */
+	return cr.uid == getuid() || cr.uid == 0 ||
+	       (cr.uid == overflow_uid() && getuid() != overflow_uid());
+}
+
+void kis_agent_set_cwd(const char *cwd)
+{
+	if (cwd) {
+		free(state_cwd);
+		state_cwd = strdup(cwd);
+	}
 }
 
 static pid_t spawn_worker(int conn, int listen_fd, int sfd, int *state_rd)
@@ -458,9 +489,16 @@ static int serve(int listen_fd, int channel_fd)
 	if (channel_fd >= 0)
 		fcntl(channel_fd, F_SETFD, FD_CLOEXEC);
 	prctl(PR_SET_CHILD_SUBREAPER, 1);
+	/* Not dumpable: /proc/<our pid>/mem, /environ and ptrace need
+	 * CAP_SYS_PTRACE over us (ptrace_may_access), which no command has, so
+	 * a command cannot rewrite the agent that reports on it. Our workers
+	 * inherit this; a command gets its own at execve(2). */
+	prctl(PR_SET_DUMPABLE, 0);
 	signal(SIGPIPE, SIG_IGN);
-	char cwd[4096];
-	state_cwd = strdup(getcwd(cwd, sizeof(cwd)) ? cwd : "/");
+	if (!state_cwd) {
+		char cwd[4096];
+		state_cwd = strdup(getcwd(cwd, sizeof(cwd)) ? cwd : "/");
+	}
 	extern char **environ;
 	state_env = kis_strv_dup(environ);
 

@@ -5,6 +5,9 @@
 #ifndef KIS_AGENT_H
 #define KIS_AGENT_H
 
+/* The working directory of requests that name none (NULL: the agent's
+ * own at start). Resolved when a command starts, inside the sandbox. */
+void kis_agent_set_cwd(const char *cwd);
 /* Serve connections accepted on listen_fd until SIGTERM. Returns an exit status. */
 int kis_agent_serve_listener(int listen_fd);
 /* Serve exactly one already-connected channel (virtio console, a socket). */
