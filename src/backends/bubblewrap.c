@@ -1,40 +1,67 @@
 /* SPDX-License-Identifier: MIT */
 /* The bubblewrap backend (host tier): the command runs inside `bwrap` with
- * new user, mount, pid, ipc, uts, cgroup and network namespaces, no
+ * new mount, pid, ipc, uts, cgroup and network namespaces, in a user
+ * namespace whose ids are a host range of the sandbox's own, no
  * capabilities, a read-only system view and the shared seccomp policy.
  *
  * Theory of operation. plan() validates the profile and records what the
- * sandbox looks like; run() exports the seccomp program to a sealed memfd,
- * builds bwrap's argv as a list (never a shell string, `--` before the
- * command) naming that fd in `--seccomp FD`, and runs bwrap through
- * kis_exec_run. In the child, before exec of bwrap, the hook joins the
- * run's cgroup and clears close-on-exec on the seccomp fd only: bwrap passes
- * inherited descriptors through to the command (bubblewrap(1)), so every
- * other one must be close-on-exec already (they are: the engine opens all
- * of its fds O_CLOEXEC, and spawn dup2s only 0-2).
- *
- * Sessions: bwrap runs detached with `--as-pid-1` (the agent is the pid
- * namespace's init and reaps orphans itself), the listening socket as fd
- * 3, the agent binary bound read-only at /.kis/agent, and `--info-fd`
- * telling us the agent's pid on the host: that pid is the session's life,
- * and when destroy ends it the kernel ends every process of the pid
- * namespace (pid_namespaces(7)). No --die-with-parent there: the agent must
- * outlive the client that created it. */
+ * sandbox looks like; run() and start_session() then:
+ *  - export the seccomp program to a sealed memfd (`--seccomp FD`);
+ *  - make the sandbox's user namespace, ids 0..65535 onto a block of host
+ *    ids of its own (src/confine/userns.c): the sandbox's root is nobody on
+ *    the host, so sysctls, the host's device inodes in /dev, setuid bits
+ *    and SO_PEERCRED give it nothing;
+ *  - start bwrap through src/exec/ with a fixed environment (the profile's
+ *    env is the command's, never bwrap's: LD_PRELOAD would load into a
+ *    process running outside the sandbox) and, between fork and exec, as
+ *    root: join the run's cgroup; a private mount namespace with a small
+ *    tmpfs on /run where the workspace (shown through the sandbox's id map:
+ *    an idmapped bind, or for an overlay clone a new overlay over idmapped
+ *    layers) and the agent binary are placed; then drop to the sandbox's
+ *    first host id, so bwrap itself runs unprivileged and joins the
+ *    namespace with `--userns`;
+ *  - bwrap runs the agent (src/agent/) as PID 1 of the pid namespace, non
+ *    dumpable, which starts the command, resolves its working directory
+ *    inside the final root with no magic links (bwrap's own --chdir runs
+ *    while bwrap holds descriptors: runc's CVE-2024-21626), reports exit
+ *    status, signals and rusage, and allocates terminals inside. A one-shot
+ *    run talks to it over a socketpair (fd 3, `--channel-fd`); a session
+ *    serves the listening socket (fd 3, `--listen-fd`), and `--info-fd`
+ *    tells us the agent's pid on the host: that pid is the session's life,
+ *    and when destroy ends it the kernel ends every process of the pid
+ *    namespace (pid_namespaces(7)).
+ * bwrap passes inherited descriptors through (bubblewrap(1)): everything
+ * but the intended ones is close-on-exec first, and the agent closes what
+ * bwrap itself leaves open. */
 #include "util.h"
 
 #include <fcntl.h>
+#include <grp.h>
 #include <jansson.h>
 #include <poll.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 
+#include "agent/client.h"
+#include "backends/agent_run.h"
 #include "backends/common.h"
 #include "backends/host_common.h"
 #include "confine/confine.h"
+#include "confine/sysview.h"
+#include "engine/internal.h"
+#include "exec/io.h"
+#include "exec/spawn.h"
 
 #define AGENT_IN_SANDBOX "/.kis/agent"
+/* Where, in bwrap's private mount namespace, the sandbox's pieces are
+ * placed before bwrap binds them: paths that say nothing of the host (its
+ * command line and the sandbox's mountinfo show these). */
+#define STAGE "/run"
+#define STAGE_WS STAGE "/kis-workspace"
+#define STAGE_AGENT STAGE "/kis-agent"
 
 static const char *bwrap_path(void)
 {
@@ -143,13 +170,27 @@ struct kis_plan {
 	struct kis_native_plan n;
 	const char *bwrap;
 	const char *sandbox_id;
+	char *agent;              /* host path of the agent binary */
 	char *workspace;          /* host path, or NULL */
+	char *ws_lower, *ws_dir;  /* an overlay clone: its base tree and its directory */
 	char *inside_cwd;         /* the working directory inside the sandbox */
+	uid_t ids;                /* first host id of the sandbox's range */
 	enum kis_root_mode root;
 	enum kis_net_mode net;
 	unsigned cgroup_limits;
 	unsigned cgroup_explicit;
 };
+
+static void plan_release(struct kis_plan *pl)
+{
+	kis_native_plan_release(&pl->n);
+	free(pl->agent);
+	free(pl->workspace);
+	free(pl->ws_lower);
+	free(pl->ws_dir);
+	free(pl->inside_cwd);
+	free(pl);
+}
 
 static int bubblewrap_plan(const struct kis_caps *caps, const struct kis_run_request *req,
 			   struct kis_plan **out, struct kis_error **err)
@@ -172,6 +213,12 @@ static int bubblewrap_plan(const struct kis_caps *caps, const struct kis_run_req
 	if (p->cwd && p->cwd[0] != '/')
 		return kis_error_set(err, KIS_E_INVALID_PROFILE, 0, "cwd: '%s' is not absolute",
 				     p->cwd);
+	if (geteuid() != 0)
+		/* the sandbox's own id range needs CAP_SETUID over it; mapping
+		 * the caller's uid alone is the rootless issue's part */
+		return kis_error_set(err, KIS_E_TIER_UNAVAILABLE, 0,
+				     "the bubblewrap backend maps the sandbox onto an id range of "
+				     "its own, which needs the engine to run as root");
 	struct kis_caps c = *caps;
 	unsigned explicit_cg = (p->limits.memory_bytes ? KIS_LIMIT_MEMORY : 0) |
 			       (p->limits.pids ? KIS_LIMIT_PIDS : 0);
@@ -189,8 +236,13 @@ static int bubblewrap_plan(const struct kis_caps *caps, const struct kis_run_req
 		free(pl);
 		return -1;
 	}
+	if (kis_agent_path(&pl->agent, err) < 0) {
+		plan_release(pl);
+		return -1;
+	}
 	pl->bwrap = bwrap;
 	pl->sandbox_id = req->sandbox_id;
+	pl->ids = kis_sandbox_ids(req->sandbox_id);
 	pl->root = p->root;
 	pl->net = p->net;
 	pl->cgroup_limits = KIS_LIMIT_MEMORY | KIS_LIMIT_PIDS;
@@ -199,23 +251,25 @@ static int bubblewrap_plan(const struct kis_caps *caps, const struct kis_run_req
 					       : "/";
 	if (req->workspace_path && !(pl->workspace = strdup(req->workspace_path)))
 		goto oom;
+	if (req->workspace_path && req->workspace_lower && req->workspace_upper) {
+		/* an overlay clone: upper/ and work/ sit in its directory */
+		const char *slash = strrchr(req->workspace_upper, '/');
+		if (!slash || strcmp(slash, "/upper") ||
+		    !(pl->ws_dir = strndup(req->workspace_upper,
+					   (size_t)(slash - req->workspace_upper))) ||
+		    !(pl->ws_lower = strdup(req->workspace_lower)))
+			goto oom;
+	}
 	if (!(pl->inside_cwd = strdup(p->cwd ? p->cwd : home)))
 		goto oom;
 	/* Paths in the environment are the sandbox's, not the host's. */
 	if (!kis_host_profile_has_env(p, "HOME") &&
 	    kis_host_env_set(&pl->n.envp, "HOME", pl->inside_cwd, true) < 0)
 		goto oom;
-	/* bwrap itself starts in /; --chdir places the command. */
-	free(pl->n.cwd);
-	if (!(pl->n.cwd = strdup("/")))
-		goto oom;
 	*out = pl;
 	return 0;
 oom:
-	kis_native_plan_release(&pl->n);
-	free(pl->workspace);
-	free(pl->inside_cwd);
-	free(pl);
+	plan_release(pl);
 	return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "cannot plan");
 }
 
@@ -255,6 +309,14 @@ static void add3(struct argv_b *a, const char *x, const char *y, const char *z)
 	add(a, z);
 }
 
+static void add_fd(struct argv_b *a, const char *opt, int fd)
+{
+	char num[16];
+	if (fd >= 0)
+		snprintf(num, sizeof(num), "%d", fd);
+	add2(a, opt, fd >= 0 ? num : "FD");
+}
+
 static void argv_free(char **v)
 {
 	for (size_t i = 0; v && v[i]; i++)
@@ -262,75 +324,94 @@ static void argv_free(char **v)
 	free(v);
 }
 
-/* System directories read-only; a merged-/usr link (/bin -> usr/bin) is
- * recreated as the same link. Missing ones are skipped. */
-static const char *const system_dirs[] = {"/usr", "/bin", "/sbin", "/lib", "/lib32",
-					  "/lib64", "/libx32", "/etc", "/opt"};
-
-/* Secrets in /etc a sandbox never needs: the engine often runs as root,
- * and root in bwrap's user namespace is root on the host for DAC (the
- * default mapping is the caller's uid), so root's 0600 files stay out of
- * view: a file is covered by /dev/null, a directory by an empty tmpfs. */
-static const char *const etc_hidden[] = {
-	"/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-", "/etc/sudoers",
-	"/etc/sudoers.d", "/etc/ssh", "/etc/ssl/private", "/etc/security/opasswd", "/etc/kis",
-};
-
-static void add_system_view(struct argv_b *a)
+/* A path is covered: a file by /dev/null, a directory by an empty
+ * read-only tmpfs. Missing ones are skipped (bwrap would fail on them). */
+static void add_cover(struct argv_b *a, const char *path)
 {
-	for (size_t i = 0; i < ARRAY_SIZE(system_dirs); i++) {
-		struct stat st;
-		if (lstat(system_dirs[i], &st) < 0)
-			continue;
-		if (S_ISLNK(st.st_mode)) {
-			char t[256];
-			ssize_t n = readlink(system_dirs[i], t, sizeof(t) - 1);
-			if (n <= 0)
-				continue;
-			t[n] = '\0';
-			add3(a, "--symlink", t, system_dirs[i]);
-		} else if (S_ISDIR(st.st_mode)) {
-			add3(a, "--ro-bind", system_dirs[i], system_dirs[i]);
-		}
-	}
-	/* as anyone else the mapping is that user, and DAC does the job */
-	for (size_t i = 0; geteuid() == 0 && i < ARRAY_SIZE(etc_hidden); i++) {
-		struct stat st;
-		if (lstat(etc_hidden[i], &st) < 0)
-			continue;
-		if (S_ISDIR(st.st_mode)) {
-			add2(a, "--tmpfs", etc_hidden[i]);
-			add2(a, "--remount-ro", etc_hidden[i]);
-		} else if (S_ISREG(st.st_mode)) {
-			add3(a, "--ro-bind", "/dev/null", etc_hidden[i]);
-		}
+	struct stat st;
+	if (lstat(path, &st) < 0)
+		return;
+	if (S_ISDIR(st.st_mode)) {
+		add2(a, "--tmpfs", path);
+		add2(a, "--remount-ro", path);
+	} else if (S_ISREG(st.st_mode)) {
+		add3(a, "--ro-bind", "/dev/null", path);
 	}
 }
 
-/* seccomp_fd < 0: describe only ("FD"). agent: bind it and exec it. */
-static char **build_argv(const struct kis_plan *pl, int seccomp_fd, int info_fd,
-			 const char *agent, bool session)
+/* The system view of root: host, from the table every tier reads
+ * (src/confine/sysview.c): system directories read-only (a merged-/usr
+ * link such as /bin -> usr/bin recreated as the same link), and /etc's
+ * secrets covered. The sandbox's root is not the host's, so DAC keeps it
+ * out of root's 0600 files anyway: the cover is the second wall. */
+static void add_system_view(struct argv_b *a)
+{
+	for (size_t i = 0; i < kis_sysview_n_dirs; i++) {
+		const char *d = kis_sysview_dirs[i];
+		struct stat st;
+		if (lstat(d, &st) < 0)
+			continue;
+		if (S_ISLNK(st.st_mode)) {
+			char t[256];
+			ssize_t n = readlink(d, t, sizeof(t) - 1);
+			if (n <= 0)
+				continue;
+			t[n] = '\0';
+			add3(a, "--symlink", t, d);
+		} else if (S_ISDIR(st.st_mode)) {
+			add3(a, "--ro-bind", d, d);
+		}
+	}
+	for (size_t i = 0; i < kis_sysview_n_etc_hidden; i++) {
+		char p[256];
+		snprintf(p, sizeof(p), "/etc/%s", kis_sysview_etc_hidden[i]);
+		add_cover(a, p);
+	}
+}
+
+/* The kernel's interfaces in the sandbox's own /proc: runc's masked and
+ * read-only paths (the same table as the container tier). The host's /proc
+ * tells which exist: the same kernel makes both. */
+static void add_proc_view(struct argv_b *a)
+{
+	for (size_t i = 0; i < kis_sysview_n_masked; i++)
+		if (!strncmp(kis_sysview_masked[i], "/proc/", 6))
+			add_cover(a, kis_sysview_masked[i]);
+	for (size_t i = 0; i < kis_sysview_n_readonly; i++) {
+		struct stat st;
+		if (lstat(kis_sysview_readonly[i], &st) == 0)
+			add3(a, "--ro-bind", kis_sysview_readonly[i], kis_sysview_readonly[i]);
+	}
+}
+
+/* bwrap's command line. Descriptors < 0: describe only ("FD"). A session
+ * serves a listening socket (fd 3) and has no parent to die with. */
+static char **build_argv(const struct kis_plan *pl, int userns_fd, int seccomp_fd, int info_fd,
+			 bool session)
 {
 	struct argv_b a = {0};
-	char num[16];
 	add(&a, pl->bwrap);
-	add(&a, "--unshare-user");
+	/* the sandbox's own id range; bwrap (running as its first id, the
+	 * namespace's owner) joins it and runs the agent as its root */
+	add_fd(&a, "--userns", userns_fd);
+	add2(&a, "--uid", "0");
+	add2(&a, "--gid", "0");
 	add(&a, "--unshare-pid");
 	add(&a, "--unshare-ipc");
 	add(&a, "--unshare-uts");
 	add(&a, "--unshare-cgroup-try");
 	if (pl->net != KIS_NET_HOST)
 		add(&a, "--unshare-net"); /* bwrap brings lo up in the new netns */
-	if (session) {
-		add(&a, "--as-pid-1"); /* the agent reaps; its death ends the pid ns */
-	} else {
+	add(&a, "--as-pid-1"); /* the agent reaps; its death ends the pid ns */
+	if (!session)
 		add(&a, "--die-with-parent");
-	}
 	add2(&a, "--cap-drop", "ALL");
 	add(&a, "--new-session"); /* no TIOCSTI into a terminal we were given */
 	add2(&a, "--hostname", "kis-sandbox");
 	add(&a, "--clearenv");
-	for (char **e = pl->n.envp; e && *e; e++) {
+	/* a one-shot run's environment travels in its EXEC request; a
+	 * session's is the agent's own, the base of every exec */
+	for (char **e = pl->n.envp; session && e && *e; e++) {
 		const char *eq = strchr(*e, '=');
 		if (!eq)
 			continue;
@@ -342,31 +423,26 @@ static char **build_argv(const struct kis_plan *pl, int seccomp_fd, int info_fd,
 		add3(&a, "--setenv", k, eq + 1);
 	}
 	if (pl->root == KIS_ROOT_WORKSPACE && pl->workspace) {
-		add3(&a, "--bind", pl->workspace, "/");
+		add3(&a, "--bind", STAGE_WS, "/");
 	} else {
 		add_system_view(&a);
 		if (pl->workspace)
-			add3(&a, "--bind", pl->workspace, "/workspace");
+			add3(&a, "--bind", STAGE_WS, "/workspace");
 	}
 	add2(&a, "--proc", "/proc");
+	add_proc_view(&a);
 	add2(&a, "--dev", "/dev");
 	add2(&a, "--tmpfs", "/tmp");
-	if (agent)
-		add3(&a, "--ro-bind", agent, AGENT_IN_SANDBOX);
-	if (seccomp_fd >= 0) {
-		snprintf(num, sizeof(num), "%d", seccomp_fd);
-		add2(&a, "--seccomp", num);
-	} else {
-		add2(&a, "--seccomp", "FD");
-	}
-	if (info_fd >= 0) {
-		snprintf(num, sizeof(num), "%d", info_fd);
-		add2(&a, "--info-fd", num);
-	}
-	add2(&a, "--chdir", pl->inside_cwd);
+	add3(&a, "--ro-bind", STAGE_AGENT, AGENT_IN_SANDBOX);
+	add_fd(&a, "--seccomp", seccomp_fd);
+	if (info_fd >= 0)
+		add_fd(&a, "--info-fd", info_fd);
+	add2(&a, "--chdir", "/");
 	add(&a, "--");
-	for (char **v = pl->n.argv; v && *v; v++)
-		add(&a, (agent && v == pl->n.argv) ? AGENT_IN_SANDBOX : *v);
+	add(&a, AGENT_IN_SANDBOX);
+	add2(&a, session ? "--listen-fd" : "--channel-fd", "3");
+	if (session)
+		add2(&a, "--cwd", pl->inside_cwd);
 	if (a.oom) {
 		argv_free(a.v);
 		return NULL;
@@ -374,27 +450,21 @@ static char **build_argv(const struct kis_plan *pl, int seccomp_fd, int info_fd,
 	return a.v;
 }
 
-static json_t *strv_json(char **v)
-{
-	json_t *a = json_array();
-	for (size_t i = 0; v && v[i]; i++)
-		json_array_append_new(a, json_string(v[i]));
-	return a;
-}
-
 static char *bubblewrap_describe(const struct kis_plan *pl)
 {
 	_cleanup_free_ char *base = kis_native_plan_describe(&pl->n, "bubblewrap");
 	json_error_t je;
 	json_t *o = base ? json_loads(base, 0, &je) : NULL;
-	char **argv = build_argv(pl, -1, -1, NULL, false);
+	char **argv = build_argv(pl, -1, -1, -1, false);
 	if (!o || !argv) {
 		json_decref(o);
 		argv_free(argv);
 		return NULL;
 	}
-	json_object_set_new(o, "bwrap_argv", strv_json(argv));
+	json_object_set_new(o, "bwrap_argv", kis_strv_json(argv));
 	json_object_set_new(o, "cwd", json_string(pl->inside_cwd));
+	json_object_set_new(o, "ids", json_pack("{s:I, s:I}", "first", (json_int_t)pl->ids, "count",
+						(json_int_t)KIS_IDS_COUNT));
 	argv_free(argv);
 	char *s = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
 	json_decref(o);
@@ -404,10 +474,11 @@ static char *bubblewrap_describe(const struct kis_plan *pl)
 /* ---- running ---- */
 
 struct bw_start {
+	const struct kis_plan *pl;
 	struct kis_run_cgroup rc;
 	int seccomp_fd;
-	int info_fd; /* write end for bwrap --info-fd, or -1 */
-	bool keep3;  /* the session's listening socket */
+	int info_fd;  /* write end for bwrap --info-fd, or -1 */
+	int userns_fd;
 };
 
 static int clear_cloexec(int fd)
@@ -416,17 +487,51 @@ static int clear_cloexec(int fd)
 	return fl < 0 ? -1 : fcntl(fd, F_SETFD, fl & ~FD_CLOEXEC);
 }
 
-/* In the child before exec of bwrap: no allocation. */
+static int child_fail(struct kis_error **err, const char *what)
+{
+	return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot prepare the sandbox: %s", what);
+}
+
+/* In the child before exec of bwrap, as root; no allocation on the way
+ * to exec. Fd 3 is the channel or the listening socket. */
 static int bw_child(void *ctx, struct kis_error **err)
 {
 	struct bw_start *s = ctx;
+	const struct kis_plan *pl = s->pl;
 	TRY(kis_run_cgroup_join(&s->rc, err));
 	/* bwrap hands every inherited fd to the command: only ours pass (an
 	 * fd our own caller leaked to us included) */
-	int keep[3] = {s->seccomp_fd, s->info_fd, s->keep3 ? 3 : -1};
-	TRY(kis_cloexec_fds_from(3, keep, 3, err));
-	if (clear_cloexec(s->seccomp_fd) < 0 || (s->info_fd >= 0 && clear_cloexec(s->info_fd) < 0))
-		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot pass the seccomp program");
+	int keep[4] = {s->seccomp_fd, s->info_fd, 3, s->userns_fd};
+	TRY(kis_cloexec_fds_from(3, keep, 4, err));
+	if (clear_cloexec(s->seccomp_fd) < 0 || clear_cloexec(s->userns_fd) < 0 ||
+	    (s->info_fd >= 0 && clear_cloexec(s->info_fd) < 0))
+		return child_fail(err, "cannot pass descriptors to bwrap");
+	if (kis_idmap_private_ns() < 0)
+		return child_fail(err, "a private mount namespace");
+	if (kis_stage_tmpfs(STAGE) < 0)
+		return child_fail(err, "a tmpfs on " STAGE);
+	int f = open(STAGE_AGENT, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0755);
+	if (f < 0)
+		return child_fail(err, STAGE_AGENT);
+	close(f);
+	if (kis_idmap_bind(pl->agent, STAGE_AGENT, -1) < 0)
+		return child_fail(err, "cannot place the agent");
+	if (pl->workspace) {
+		if (mkdir(STAGE_WS, 0755) < 0)
+			return child_fail(err, STAGE_WS);
+		int r = pl->ws_lower ? kis_idmap_overlay(pl->ws_lower, pl->ws_dir, STAGE_WS,
+							 s->userns_fd, pl->ids) :
+				       kis_idmap_bind(pl->workspace, STAGE_WS, s->userns_fd);
+		if (r < 0)
+			return kis_error_set(err, KIS_E_PROFILE_UNSATISFIABLE, errno,
+					     "workspace: cannot show it through the sandbox's id map "
+					     "(idmapped mounts: Linux 5.12, of overlay layers 6.13)");
+	}
+	/* bwrap runs as the sandbox's first host id: no capability on the
+	 * host, the owner of the sandbox's user namespace */
+	if (setgroups(0, NULL) < 0 || setresgid((gid_t)pl->ids, (gid_t)pl->ids, (gid_t)pl->ids) < 0 ||
+	    setresuid(pl->ids, pl->ids, pl->ids) < 0)
+		return child_fail(err, "cannot switch to the sandbox's ids");
 	return 0;
 }
 
@@ -446,40 +551,133 @@ static int export_seccomp(enum kis_net_mode net, struct kis_error **err)
 	return hi;
 }
 
+/* The descriptors both kinds of start need: the cgroup, the seccomp
+ * program, the user namespace (each at fd >= 10). */
+static int start_prepare(struct kis_plan *pl, const char *cg_name, struct bw_start *s,
+			 struct kis_error **err)
+{
+	*s = (struct bw_start){.pl = pl, .seccomp_fd = -1, .info_fd = -1, .userns_fd = -1};
+	TRY(kis_host_cgroup_open(&s->rc, cg_name, &pl->n.limits, pl->cgroup_limits,
+				 pl->cgroup_explicit, err));
+	if ((s->seccomp_fd = export_seccomp(pl->net, err)) < 0)
+		return -1;
+	int ns = -1;
+	TRY(kis_userns_open(pl->ids, KIS_IDS_COUNT, &ns, err));
+	s->userns_fd = fcntl(ns, F_DUPFD_CLOEXEC, 10);
+	int e = errno;
+	close(ns);
+	if (s->userns_fd < 0)
+		return kis_error_set(err, KIS_E_INTERNAL, e, "cannot place the user namespace");
+	return 0;
+}
+
+static void start_release(struct bw_start *s)
+{
+	kis_run_cgroup_close(&s->rc);
+	kis_closep(&s->seccomp_fd);
+	kis_closep(&s->info_fd);
+	kis_closep(&s->userns_fd);
+}
+
+/* bwrap's own words when it could not start the sandbox (its stderr). */
+static void read_bwrap_error(int fd, char *msg, size_t len)
+{
+	size_t n = 0;
+	ssize_t r;
+	fcntl(fd, F_SETFL, O_NONBLOCK);
+	while (n < len - 1 && (r = RETRY_EINTR(read(fd, msg + n, len - 1 - n))) > 0)
+		n += (size_t)r;
+	msg[n] = '\0';
+	while (n && (msg[n - 1] == '\n' || msg[n - 1] == ' '))
+		msg[--n] = '\0';
+}
+
+static const char *const bwrap_env[] = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin", NULL};
+
+/* One-shot: bwrap as our child (it dies with us), the agent as PID 1 over
+ * a socketpair; the command's limits, env and cwd travel in the EXEC
+ * request and apply to it alone, never to bwrap's own setup. */
 static int bubblewrap_run(struct kis_plan *pl, struct kis_result *res, struct kis_error **err)
 {
-	struct bw_start s = {.seccomp_fd = -1, .info_fd = -1};
-	TRY(kis_host_cgroup_open(&s.rc, pl->sandbox_id, &pl->n.limits, pl->cgroup_limits,
-				 pl->cgroup_explicit, err));
+	struct bw_start s;
+	int ch[2] = {-1, -1}, ep[2] = {-1, -1};
+	char **argv = NULL;
+	pid_t bw = -1;
 	int r = -1;
-	char **argv = NULL, **user_argv = pl->n.argv;
-	if ((s.seccomp_fd = export_seccomp(pl->net, err)) < 0)
+	if (start_prepare(pl, pl->sandbox_id, &s, err) < 0)
 		goto out;
-	if (!(argv = build_argv(pl, s.seccomp_fd, -1, NULL, false))) {
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ch) < 0 || pipe2(ep, O_CLOEXEC) < 0) {
+		kis_error_set(err, KIS_E_INTERNAL, errno, "cannot create the agent's channel");
+		goto out;
+	}
+	if (!(argv = build_argv(pl, s.userns_fd, s.seccomp_fd, -1, false))) {
 		kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "cannot build the bwrap command");
 		goto out;
 	}
-	struct kis_supervise_hooks hooks;
-	kis_run_cgroup_hooks(&s.rc, &hooks);
-	pl->n.argv = argv;
-	r = kis_native_plan_run(&pl->n, bw_child, &s, &hooks, res, err);
-	pl->n.argv = user_argv;
+	struct kis_spawn sp = {
+		.argv = argv, .envp = (char *const *)bwrap_env, .cwd = "/", .stdin_fd = -1,
+		.child_setup = bw_child, .child_ctx = &s, .pass_fd3 = true, .fd3 = ch[1],
+	};
+	int devnull = open("/dev/null", O_WRONLY | O_CLOEXEC);
+	r = devnull < 0 ? kis_error_set(err, KIS_E_INTERNAL, errno, "/dev/null") :
+			  kis_spawn_start(&sp, devnull, ep[1], &bw, err);
+	if (devnull >= 0)
+		close(devnull);
+	kis_closep(&ch[1]);
+	kis_closep(&ep[1]);
+	ch[1] = ep[1] = -1;
+	if (r < 0)
+		goto out;
+	struct kis_agent_run ar = {
+		.conn = ch[0], .argv = pl->n.argv, .env = pl->n.envp, .cwd = pl->inside_cwd,
+		.limits = pl->n.limits, .io = pl->n.io, .peer = "the sandbox's agent",
+	};
+	r = kis_agent_run_once(&ar, res, err);
+	if (r < 0) {
+		char msg[400];
+		read_bwrap_error(ep[0], msg, sizeof(msg));
+		if (*msg) {
+			kis_error_free(*err);
+			*err = NULL;
+			kis_error_set(err, KIS_E_INTERNAL, 0, "bwrap could not start the sandbox: %s",
+				      msg);
+		}
+	} else if (s.rc.cg) {
+		/* the host's evidence over the agent's report */
+		struct kis_supervise_hooks h;
+		kis_run_cgroup_hooks(&s.rc, &h);
+		bool ended_badly = res->reason == KIS_REASON_SIGNALED ||
+				   (res->reason == KIS_REASON_EXITED && res->exit_code != 0);
+		enum kis_reason why;
+		char *detail = NULL;
+		if (ended_badly && h.explain && h.explain(h.ctx, &why, &detail) > 0) {
+			res->reason = why;
+			free(res->detail);
+			res->detail = detail;
+		}
+	}
 out:
+	/* the command has ended: closing the channel ends the agent, PID 1,
+	 * and with it every process of the pid namespace; bwrap follows */
+	kis_closep(&ch[0]);
+	kis_closep(&ch[1]);
+	kis_closep(&ep[0]);
+	kis_closep(&ep[1]);
+	if (bw > 0) {
+		if (s.rc.cg)
+			kis_cgroup_kill(s.rc.cg, NULL);
+		kill(-bw, SIGKILL);
+		RETRY_EINTR(waitpid(bw, NULL, 0));
+	}
 	argv_free(argv);
-	if (s.seccomp_fd >= 0)
-		close(s.seccomp_fd);
-	kis_run_cgroup_close(&s.rc);
+	start_release(&s);
 	return r;
 }
 
 static void bubblewrap_plan_free(struct kis_plan *pl)
 {
-	if (!pl)
-		return;
-	kis_native_plan_release(&pl->n);
-	free(pl->workspace);
-	free(pl->inside_cwd);
-	free(pl);
+	if (pl)
+		plan_release(pl);
 }
 
 /* bwrap --info-fd writes {"child-pid": N} once the sandbox's first process
@@ -511,34 +709,30 @@ static pid_t read_child_pid(int fd)
 static int bubblewrap_start_session(struct kis_plan *pl, const struct kis_session_ctx *ctx,
 				    pid_t *pid, struct kis_error **err)
 {
-	struct bw_start s = {.seccomp_fd = -1, .info_fd = -1, .keep3 = true};
+	struct bw_start s;
 	int info[2] = {-1, -1};
 	char **argv = NULL;
 	int r = -1;
-	if (kis_host_cgroup_open(&s.rc, ctx->id, &pl->n.limits, pl->cgroup_limits,
-				 pl->cgroup_explicit, err) < 0)
-		return -1;
-	if ((s.seccomp_fd = export_seccomp(pl->net, err)) < 0)
+	if (start_prepare(pl, ctx->id, &s, err) < 0)
 		goto out;
 	if (pipe2(info, O_CLOEXEC) < 0 || (s.info_fd = fcntl(info[1], F_DUPFD_CLOEXEC, 10)) < 0) {
 		kis_error_set(err, KIS_E_INTERNAL, errno, "cannot create the info pipe");
 		goto out;
 	}
-	close(info[1]);
+	kis_closep(&info[1]);
 	info[1] = -1;
-	if (!(argv = build_argv(pl, s.seccomp_fd, s.info_fd, pl->n.argv[0], true))) {
+	if (!(argv = build_argv(pl, s.userns_fd, s.seccomp_fd, s.info_fd, true))) {
 		kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "cannot build the bwrap command");
 		goto out;
 	}
 	struct kis_spawn sp = {
-		.argv = argv, .envp = pl->n.envp, .cwd = "/", .stdin_fd = -1,
-		.limits = &pl->n.limits, .child_setup = bw_child, .child_ctx = &s,
-		.pass_fd3 = true, .fd3 = ctx->listen_fd,
+		.argv = argv, .envp = (char *const *)bwrap_env, .cwd = "/", .stdin_fd = -1,
+		.child_setup = bw_child, .child_ctx = &s, .pass_fd3 = true, .fd3 = ctx->listen_fd,
 	};
 	pid_t bw = 0;
 	if (kis_spawn_detached(&sp, &bw, err) < 0)
 		goto out;
-	close(s.info_fd);
+	kis_closep(&s.info_fd);
 	s.info_fd = -1;
 	pid_t agent = read_child_pid(info[0]);
 	if (agent <= 0) {
@@ -554,16 +748,10 @@ static int bubblewrap_start_session(struct kis_plan *pl, const struct kis_sessio
 	*pid = agent;
 	r = 0;
 out:
-	kis_run_cgroup_close(&s.rc);
 	argv_free(argv);
-	if (s.seccomp_fd >= 0)
-		close(s.seccomp_fd);
-	if (s.info_fd >= 0)
-		close(s.info_fd);
-	if (info[0] >= 0)
-		close(info[0]);
-	if (info[1] >= 0)
-		close(info[1]);
+	kis_closep(&info[0]);
+	kis_closep(&info[1]);
+	start_release(&s);
 	return r;
 }
 

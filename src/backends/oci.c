@@ -36,6 +36,7 @@
 #include <time.h>
 
 #include "agent/client.h"
+#include "backends/agent_run.h"
 #include "agent/exec_json.h"
 #include "agent/proto.h"
 #include "backends/common.h"
@@ -349,39 +350,6 @@ static uint64_t now_ms(void)
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
-enum host_stop { STOP_NONE, STOP_TIMEOUT, STOP_CANCEL, STOP_OUTPUT };
-
-/* One exec over the channel (src/agent/client.c). The agent enforces the
- * per-exec limits; the host keeps a deadline and an output line of its own
- * (the agent's report is evidence, not a verdict). */
-static int channel_exec(struct kis_plan *pl, int conn, struct kis_result *res,
-			enum host_stop *stop, struct kis_error **err)
-{
-	struct kis_exec_req req = {.argv = pl->argv, .limits = pl->limits};
-	struct kis_call call = {
-		.req = &req, .io = pl->io, .signal_fd = -1, .cancel_fd = pl->io.cancel_fd,
-		.resize_fd = -1, .tty_fd = -1,
-		/* the agent's own clock ends the command at wall_ms; ours is the
-		 * backstop a little later, in case the agent cannot */
-		.deadline_ms = kis_monotonic_ms() + pl->limits.wall_ms + 2000,
-		.output_limit = pl->limits.output_bytes,
-		/* the agent answers once crun has started the container: bounded,
-		 * so a runtime that hangs cannot hang the engine */
-		.hello_timeout_s = 30, .peer = "the container's agent",
-	};
-	struct kis_call_out out;
-	TRY(kis_call_agent(conn, &call, res, &out, err));
-	*stop = out.end == KIS_CALL_TIMEOUT ? STOP_TIMEOUT : out.cancelled ? STOP_CANCEL :
-		out.output_cut ? STOP_OUTPUT : STOP_NONE;
-	if (out.end == KIS_CALL_EOF) {
-		/* the container died under the agent: the cgroup may say why */
-		res->reason = KIS_REASON_SIGNALED;
-		res->signal = SIGKILL;
-		res->exit_code = -1;
-	}
-	return 0;
-}
-
 /* The host's verdict over the agent's evidence (as src/exec/supervise.c
  * does for native runs): an OOM kill in the container's cgroup is
  * memory_limit, forks refused by pids.max that ended the command are
@@ -492,9 +460,10 @@ static int oci_run(struct kis_plan *pl, struct kis_result *res, struct kis_error
 	pid_t crun = -1;
 	int r = kis_oci_crun_spawn(argv, sv[1], &crun, err);
 	close(sv[1]);
-	enum host_stop stop = STOP_NONE;
 	if (r >= 0) {
-		r = channel_exec(pl, sv[0], res, &stop, err);
+		struct kis_agent_run ar = {.conn = sv[0], .argv = pl->argv, .limits = pl->limits,
+					   .io = pl->io, .peer = "the container's agent"};
+		r = kis_agent_run_once(&ar, res, err);
 		if (r < 0) {
 			/* did crun fail to start it? its log says why */
 			char msg[512];
@@ -509,21 +478,6 @@ static int oci_run(struct kis_plan *pl, struct kis_result *res, struct kis_error
 		}
 	}
 	if (r >= 0) {
-		if (stop == STOP_TIMEOUT) {
-			res->reason = KIS_REASON_TIMEOUT;
-			res->exit_code = -1;
-			res->signal = SIGKILL;
-			free(res->detail);
-			res->detail = strdup("wall clock passed limits.wall_ms");
-		} else if (stop == STOP_CANCEL) {
-			res->reason = KIS_REASON_CANCELLED;
-			free(res->detail);
-			res->detail = strdup("the run was cancelled");
-		} else if (stop == STOP_OUTPUT && res->reason != KIS_REASON_OUTPUT_LIMIT) {
-			res->reason = KIS_REASON_OUTPUT_LIMIT;
-			free(res->detail);
-			res->detail = strdup("output passed limits.output_bytes");
-		}
 		explain(pl, res);
 		if (res->usage.wall_ms == 0)
 			res->usage.wall_ms = now_ms() - t0;

@@ -223,4 +223,33 @@ KIS_HIDDEN int kis_cgroup_destroy(struct kis_cgroup *cg, struct kis_error **err)
 /* Free the handle only: the groups stay (for a handle loaded from disk). */
 KIS_HIDDEN void kis_cgroup_free(struct kis_cgroup *cg);
 
+/* ------------------------------------------------------- the sandbox's ids */
+
+/* Each sandbox's ids 0..65535 are a block of host ids of its own (see
+ * userns.c): never host uid 0, never a user account's. */
+#define KIS_IDS_FIRST 0x60000000u /* 1610612736 */
+#define KIS_IDS_COUNT 65536u
+#define KIS_IDS_BLOCKS 4096u      /* up to 0x70000000 - 1 = 1879048191 */
+/* The first host id of the block of this sandbox. */
+KIS_HIDDEN uid_t kis_sandbox_ids(const char *sandbox_id);
+/* A user namespace mapping ids 0..count-1 onto first..first+count-1, as
+ * an O_CLOEXEC descriptor (for setns(2), bwrap --userns, MOUNT_ATTR_IDMAP).
+ * Needs CAP_SETUID and CAP_SETGID (the engine as root). */
+KIS_HIDDEN int kis_userns_open(uid_t first, uint32_t count, int *fd, struct kis_error **err);
+/* In a child about to become a sandbox (no allocation; -1 with errno):
+ * kis_idmap_private_ns: a private mount namespace of its own (nothing
+ * propagates to the host's); kis_stage_tmpfs: a small tmpfs (0755) on dir
+ * in it, where what the sandbox is given is placed at paths that say
+ * nothing of the host and that an unprivileged bwrap can reach;
+ * kis_idmap_bind: a copy of the mount at src (a directory or a file) on
+ * target, through userns_fd's map (-1: as it is), nosuid and nodev;
+ * kis_idmap_overlay: an overlay made anew over idmapped layers (lower, and
+ * ws_dir holding upper/ and work/) on target, mounted as the sandbox's
+ * root (first). */
+KIS_HIDDEN int kis_idmap_private_ns(void);
+KIS_HIDDEN int kis_stage_tmpfs(const char *dir);
+KIS_HIDDEN int kis_idmap_bind(const char *src, const char *target, int userns_fd);
+KIS_HIDDEN int kis_idmap_overlay(const char *lower, const char *ws_dir, const char *target,
+				 int userns_fd, uid_t first);
+
 #endif

@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: MIT */
-/* Detached start of a long-lived command (the session agent): it must
- * survive the client, so it leaves our session and our parentage. */
+/* Starting a command that the caller supervises by other means (a runtime
+ * that serves an agent channel): detached for a session, whose agent must
+ * survive the client, so it leaves our session and our parentage; or as a
+ * plain child of ours for a one-shot run. */
 #include "util.h"
 
 #include <fcntl.h>
@@ -57,5 +59,39 @@ int kis_spawn_detached(struct kis_spawn *sp, pid_t *pid, struct kis_error **err)
 				     m.stage == KIS_CHILD_EXEC ? m.message : sp->argv[0]);
 	}
 	*pid = g;
+	return 0;
+}
+
+int kis_spawn_start(struct kis_spawn *sp, int out_fd, int err_fd, pid_t *pid,
+		    struct kis_error **err)
+{
+	int sock[2];
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sock) < 0)
+		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot create a socket pair");
+	pid_t p = fork();
+	if (p < 0) {
+		close(sock[0]);
+		close(sock[1]);
+		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot fork");
+	}
+	if (p == 0) {
+		close(sock[0]);
+		kis_child_main(sp, sock[1], out_fd, err_fd);
+	}
+	close(sock[1]);
+	setpgid(p, p); /* as the child does: whichever runs first wins */
+	struct kis_child_msg m;
+	ssize_t n = RETRY_EINTR(recv(sock[0], &m, sizeof(m), 0));
+	close(sock[0]);
+	if (n > 0) {
+		RETRY_EINTR(waitpid(p, NULL, 0));
+		m.message[sizeof(m.message) - 1] = '\0';
+		enum kis_errc code = m.stage == KIS_CHILD_EXEC || m.code <= 0 || m.code >= KIS_E__COUNT ?
+					     KIS_E_INTERNAL : (enum kis_errc)m.code;
+		if (m.stage == KIS_CHILD_EXEC)
+			return kis_error_set(err, code, m.sys_errno, "cannot start '%s'", m.message);
+		return kis_error_set(err, code, m.sys_errno, "%s", m.message);
+	}
+	*pid = p;
 	return 0;
 }

@@ -87,4 +87,10 @@ int kis_exec_run(struct kis_spawn *sp, const struct kis_supervise *sv, struct ki
  * (double fork). Returns once it has exec'd; *pid is its pid. */
 int kis_spawn_detached(struct kis_spawn *sp, pid_t *pid, struct kis_error **err);
 
+/* Start a command as our child, in its own process group, with stdout and
+ * stderr on out_fd and err_fd; returns once it has exec'd (or with the
+ * child's error). The caller waits for it. */
+int kis_spawn_start(struct kis_spawn *sp, int out_fd, int err_fd, pid_t *pid,
+		    struct kis_error **err);
+
 #endif

@@ -1,0 +1,28 @@
+/* SPDX-License-Identifier: MIT */
+/* Internal: the one exec of a one-shot run, over a channel to the agent
+ * that is PID 1 of the sandbox (bubblewrap, oci), with the host's verdict. */
+#ifndef KIS_BACKENDS_AGENT_RUN_H
+#define KIS_BACKENDS_AGENT_RUN_H
+
+#include "kis/backend.h"
+
+struct kis_agent_run {
+	int conn;                 /* connected to the agent */
+	char *const *argv;
+	char *const *env;         /* NULL: the agent's own environment */
+	const char *cwd;          /* inside the sandbox; NULL: the agent's */
+	struct kis_limits limits; /* resolved */
+	struct kis_io io;
+	const char *peer;         /* "the container's agent", for messages */
+};
+
+/* HELLO, EXEC, relay, EXIT. The agent enforces the per-exec limits; the
+ * host keeps a deadline and an output line of its own (the agent's report
+ * is evidence, not a verdict): a deadline passed here is timeout, the
+ * cancel fd cancelled, the output cut output_limit, a channel that closed
+ * before EXIT a SIGKILL (the sandbox died under the agent: the caller's
+ * cgroup evidence may say why). < 0 only when the engine failed. */
+int kis_agent_run_once(const struct kis_agent_run *a, struct kis_result *res,
+		       struct kis_error **err);
+
+#endif

@@ -1,0 +1,253 @@
+/* SPDX-License-Identifier: MIT */
+/* The sandbox's own id range: a user namespace that maps the sandbox's ids
+ * 0..65535 onto an unprivileged host range, and idmapped mounts that show a
+ * workspace owned by that range.
+ *
+ * Why: a sandbox whose root is host uid 0 (bwrap's default `0 0 1` map when
+ * the engine is root) passes every kernel check that asks only for the
+ * global root uid with no capability: sysctl files (proc_sys_permission
+ * compares the euid with GLOBAL_ROOT_UID), the owner's rights on the host's
+ * device inodes bound into /dev, a setuid-root bit set on a file it owns in
+ * a workspace, peers that trust SO_PEERCRED uid 0. Mapped onto a range of
+ * its own, the sandbox's root is nobody on the host.
+ *
+ * The range: one block of 65536 ids per sandbox, picked from the sandbox id
+ * in [KIS_IDS_FIRST, KIS_IDS_FIRST + KIS_IDS_BLOCKS * 65536), which lies
+ * inside the range systemd reserves for containers (524288..1879048191,
+ * systemd's UIDS-GIDS.md), so it is no user account's. */
+#include "util.h"
+
+#include <fcntl.h>
+#include <sched.h>
+#include <grp.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/fsuid.h>
+#include <sys/mount.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <linux/capability.h>
+#include <linux/mount.h>
+
+#include "confine/confine.h"
+
+uid_t kis_sandbox_ids(const char *sandbox_id)
+{
+	/* FNV-1a over the id: the ids are random, any spread is good enough;
+	 * two live sandboxes in one block still have their own namespaces */
+	uint32_t h = 2166136261u;
+	for (const char *c = sandbox_id ? sandbox_id : ""; *c; c++)
+		h = (h ^ (uint8_t)*c) * 16777619u;
+	return (uid_t)(KIS_IDS_FIRST + (h % KIS_IDS_BLOCKS) * (uint64_t)KIS_IDS_COUNT);
+}
+
+static int write_file(pid_t pid, const char *name, const char *text)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/%s", (int)pid, name);
+	_cleanup_close_ int fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	size_t n = strlen(text);
+	return write(fd, text, n) == (ssize_t)n ? 0 : -1;
+}
+
+/* The holder: a child that makes the namespace and waits until the parent
+ * has written its maps and opened it (user_namespaces(7): the maps are
+ * written once, from the parent namespace, by a process with CAP_SETUID
+ * and CAP_SETGID there). */
+struct holder_arg {
+	int fd;
+	uid_t first;
+};
+
+static int holder(void *arg)
+{
+	const struct holder_arg *h = arg;
+	char b;
+	/* owned by the sandbox's first id, not by root: a process running as
+	 * that id (bwrap) may then join it (setns(2) asks CAP_SYS_ADMIN in the
+	 * target namespace, which its owner has) */
+	if (setgroups(0, NULL) < 0 || setresgid((gid_t)h->first, (gid_t)h->first, (gid_t)h->first) < 0 ||
+	    setresuid(h->first, h->first, h->first) < 0 || unshare(CLONE_NEWUSER) < 0)
+		_exit(1);
+	int rd = h->fd;
+	(void)!write(rd, "u", 1); /* ready */
+	(void)!read(rd, &b, 1);
+	_exit(0);
+}
+
+int kis_userns_open(uid_t first, uint32_t count, int *out, struct kis_error **err)
+{
+	*out = -1;
+	int sp[2];
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) < 0)
+		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot make a user namespace");
+	pid_t pid = fork();
+	if (pid < 0) {
+		int e = errno;
+		close(sp[0]);
+		close(sp[1]);
+		return kis_error_set(err, KIS_E_INTERNAL, e, "cannot make a user namespace");
+	}
+	if (pid == 0) {
+		close(sp[0]);
+		struct holder_arg h = {.fd = sp[1], .first = first};
+		holder(&h);
+	}
+	close(sp[1]);
+	int r = -1, e = 0;
+	char b, map[64];
+	snprintf(map, sizeof(map), "0 %u %u\n", (unsigned)first, (unsigned)count);
+	if (RETRY_EINTR(read(sp[0], &b, 1)) != 1) {
+		e = EPERM; /* the child could not unshare: user namespaces are off */
+	} else if (write_file(pid, "uid_map", map) < 0 || write_file(pid, "gid_map", map) < 0) {
+		e = errno;
+	} else {
+		char path[64];
+		snprintf(path, sizeof(path), "/proc/%d/ns/user", (int)pid);
+		*out = open(path, O_RDONLY | O_CLOEXEC);
+		if (*out < 0)
+			e = errno;
+		else
+			r = 0;
+	}
+	close(sp[0]); /* the holder reads EOF and exits; the namespace lives on in *out */
+	RETRY_EINTR(waitpid(pid, NULL, 0));
+	if (r < 0)
+		return kis_error_set(err, KIS_E_INTERNAL, e,
+				     "cannot make the sandbox's user namespace (ids %u..%u)",
+				     (unsigned)first, (unsigned)(first + count - 1));
+	return 0;
+}
+
+/* ---- idmapped mounts (mount_setattr(2), Linux 5.12) ---- */
+
+static int sys_open_tree(int dfd, const char *path, unsigned flags)
+{
+	return (int)syscall(SYS_open_tree, dfd, path, flags);
+}
+
+static int sys_mount_setattr(int dfd, const char *path, unsigned flags, struct mount_attr *a)
+{
+	return (int)syscall(SYS_mount_setattr, dfd, path, flags, a, sizeof(*a));
+}
+
+static int sys_move_mount(int from, const char *fp, int to, const char *tp, unsigned flags)
+{
+	return (int)syscall(SYS_move_mount, from, fp, to, tp, flags);
+}
+
+static int sys_fsopen(const char *fs, unsigned flags)
+{
+	return (int)syscall(SYS_fsopen, fs, flags);
+}
+
+static int sys_fsconfig(int fd, unsigned cmd, const char *key, const void *val, int aux)
+{
+	return (int)syscall(SYS_fsconfig, fd, cmd, key, val, aux);
+}
+
+static int sys_fsmount(int fd, unsigned flags, unsigned attrs)
+{
+	return (int)syscall(SYS_fsmount, fd, flags, attrs);
+}
+
+/* A detached copy of the mount at path, shown through userns_fd's map (-1:
+ * as it is). Not recursive: mounts below (a workspace's merged overlay
+ * under its directory) stay out, and an overlay among them could not be
+ * idmapped. */
+static int idmapped_tree(const char *path, int userns_fd)
+{
+	int t = sys_open_tree(AT_FDCWD, path, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC |
+						      AT_SYMLINK_NOFOLLOW);
+	if (t < 0)
+		return -1;
+	struct mount_attr a = {.attr_set = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV};
+	if (userns_fd >= 0) {
+		a.attr_set |= MOUNT_ATTR_IDMAP;
+		a.userns_fd = (uint64_t)userns_fd;
+	}
+	if (sys_mount_setattr(t, "", AT_EMPTY_PATH, &a) < 0) {
+		int e = errno;
+		close(t);
+		errno = e;
+		return -1;
+	}
+	return t;
+}
+
+int kis_idmap_private_ns(void)
+{
+	/* a mount namespace of our own, and nothing of it propagates back to
+	 * the host's (mount_namespaces(7): MS_PRIVATE on our copy only) */
+	if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+		return -1;
+	return 0;
+}
+
+int kis_stage_tmpfs(const char *dir)
+{
+	return mount("kis-stage", dir, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+		     "mode=0755,size=64k,nr_inodes=64");
+}
+
+int kis_idmap_bind(const char *src, const char *target, int userns_fd)
+{
+	_cleanup_close_ int t = idmapped_tree(src, userns_fd);
+	if (t < 0)
+		return -1;
+	return sys_move_mount(t, "", AT_FDCWD, target, MOVE_MOUNT_F_EMPTY_PATH);
+}
+
+/* overlayfs works on its layers with the credentials of whoever mounted it
+ * (ovl's creator_cred): through an idmapped upper layer, host uid 0 has no
+ * on-disk id and creating work/work fails with EOVERFLOW. So mount as the
+ * sandbox's root: fsuid and fsgid moved to first (the setfsuid(2) drops the
+ * effective file capabilities, cap_task_fix_setuid), the effective set
+ * raised again from the permitted one (capset(2)), so that copy-up still
+ * reads what only an owner or CAP_DAC_OVERRIDE may. */
+static int as_sandbox_root(uid_t first)
+{
+	setfsuid(first);
+	setfsgid((gid_t)first);
+	if ((uid_t)setfsuid((uid_t)-1) != first || (gid_t)setfsgid((gid_t)-1) != (gid_t)first)
+		return -1;
+	struct __user_cap_header_struct hdr = {.version = _LINUX_CAPABILITY_VERSION_3};
+	struct __user_cap_data_struct d[2];
+	if (syscall(SYS_capget, &hdr, d) < 0)
+		return -1;
+	d[0].effective = d[0].permitted;
+	d[1].effective = d[1].permitted;
+	return (int)syscall(SYS_capset, &hdr, d);
+}
+
+int kis_idmap_overlay(const char *lower, const char *ws_dir, const char *target, int userns_fd,
+		      uid_t first)
+{
+	_cleanup_close_ int lo = idmapped_tree(lower, userns_fd);
+	_cleanup_close_ int wsm = lo < 0 ? -1 : idmapped_tree(ws_dir, userns_fd);
+	if (wsm < 0)
+		return -1;
+	_cleanup_close_ int up = openat(wsm, "upper", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	_cleanup_close_ int wk = openat(wsm, "work", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	_cleanup_close_ int fs = up < 0 || wk < 0 ? -1 : sys_fsopen("overlay", FSOPEN_CLOEXEC);
+	if (fs < 0 || as_sandbox_root(first) < 0)
+		return -1;
+	if (sys_fsconfig(fs, FSCONFIG_SET_FD, "lowerdir+", NULL, lo) < 0 ||
+	    sys_fsconfig(fs, FSCONFIG_SET_FD, "upperdir", NULL, up) < 0 ||
+	    sys_fsconfig(fs, FSCONFIG_SET_FD, "workdir", NULL, wk) < 0 ||
+	    sys_fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0)
+		return -1;
+	_cleanup_close_ int m = sys_fsmount(fs, FSMOUNT_CLOEXEC, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
+	if (m < 0)
+		return -1;
+	int r = sys_move_mount(m, "", AT_FDCWD, target, MOVE_MOUNT_F_EMPTY_PATH);
+	int e = errno;
+	setfsuid(0); /* execve(2) sets them from the euid anyway */
+	setfsgid(0);
+	errno = e;
+	return r;
+}
