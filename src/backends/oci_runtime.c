@@ -57,6 +57,11 @@ int kis_oci_cgroup_layout(void)
  * slave of ours first so nothing we do there reaches the host's table
  * (mount_namespaces(7): MS_SLAVE receives, never sends). Async-signal-safe
  * calls only. */
+/* crun runs as root outside the sandbox: a fixed environment, never the
+ * caller's (a loader variable there would load into it). The container's
+ * own environment is config.json's process.env. */
+static const char *const crun_env[] = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin", NULL};
+
 static int hybrid_workaround(void)
 {
 	if (unshare(CLONE_NEWNS) < 0)
@@ -100,7 +105,7 @@ int kis_oci_crun_spawn(char *const *argv, int fd_keep, pid_t *pid_out, struct ki
 				_exit(125);
 			}
 		}
-		execv(crun, argv);
+		execve(crun, argv, (char *const *)crun_env);
 		_exit(127);
 	}
 	close(devnull);
@@ -164,7 +169,7 @@ int kis_oci_crun(char *const *argv, int fd_keep, char **out, char *errbuf, size_
 				_exit(125);
 			}
 		}
-		execv(crun, argv);
+		execve(crun, argv, (char *const *)crun_env);
 		dprintf(2, "cannot execute '%s': %s", crun, strerror(errno));
 		_exit(127);
 	}
