@@ -69,6 +69,10 @@ struct kis_session_ctx {
 struct kis_backend {
 	const char *name;
 	enum kis_tier tier;
+	/* The sandbox joins an overlay workspace's layers in an overlay of its
+	 * own (its id map needs it): the engine mounts the host's view anew
+	 * after each run and exec that used the workspace. */
+	bool own_workspace_view;
 	/* Fill caps from what this host offers. Never fails: an absent backend
 	 * sets present = false and says why. */
 	void (*probe)(struct kis_caps *caps);

@@ -29,6 +29,10 @@ KIS_API int kis_workspace_clone(struct kis_store *s, const char *base_id, const 
  * malloc'ed into *out. KIS_E_NOT_FOUND when it does not exist. */
 KIS_API int kis_workspace_path(struct kis_store *s, const char *id, char **out,
 			       struct kis_error **err);
+/* Mount the host's view of an overlay workspace anew, after a sandbox that
+ * joined its layers in an overlay of its own (bubblewrap) changed them:
+ * the old view's caches would show what was. A no-op for other clones. */
+KIS_API int kis_workspace_refresh(struct kis_store *s, const char *id, struct kis_error **err);
 /* Idempotent: a valid id that names nothing succeeds. */
 KIS_API int kis_workspace_destroy(struct kis_store *s, const char *id, struct kis_error **err);
 

@@ -773,6 +773,7 @@ const struct kis_backend kis_backend_bubblewrap = {
 	.end_session = bubblewrap_end_session,
 	.name = "bubblewrap",
 	.tier = KIS_TIER_HOST,
+	.own_workspace_view = true,
 	.probe = bubblewrap_probe,
 	.plan = bubblewrap_plan,
 	.describe = bubblewrap_describe,

@@ -19,6 +19,8 @@ int kis_workspace_acquire(const struct kis_profile *p, const char *store_root, c
 /* Destroy a workspace the engine cloned; failures are ignored (destroy is
  * idempotent and a later command sweeps). */
 void kis_workspace_release(const char *store_root, const char *id);
+/* kis_workspace_refresh, best effort (the run's result stands). */
+void kis_workspace_refresh_view(const char *store_root, const char *id);
 /* The layers of workspace id (see kis_workspace_layers), best effort: all
  * NULL when it is not an overlay clone or they cannot be had. */
 struct kis_ws_layers {

@@ -120,6 +120,8 @@ int kis_run(const struct kis_profile *p, char *const *argv, const struct kis_run
 		res->workspace_kept = !cloned || p->keep;
 		if (cloned && !p->keep)
 			kis_workspace_release(opts->store_root, ws_id);
+		else if (b->own_workspace_view)
+			kis_workspace_refresh_view(opts->store_root, ws_id);
 	}
 	return r;
 }

@@ -317,6 +317,9 @@ static void explain_exec(const char *store_root, const char *id, struct kis_resu
 		struct kis_session_ctx ctx = {.id = id, .dir_fd = dfd, .listen_fd = -1};
 		b->session_explain(&ctx, res);
 	}
+	if (b && b->own_workspace_view)
+		kis_workspace_refresh_view(store_root,
+					   json_string_value(json_object_get(meta, "workspace")));
 	json_decref(meta);
 }
 

@@ -68,3 +68,12 @@ void kis_ws_layers_free(struct kis_ws_layers *l)
 	free(l->cache);
 	memset(l, 0, sizeof(*l));
 }
+
+void kis_workspace_refresh_view(const char *store_root, const char *id)
+{
+	struct kis_store *s = NULL;
+	if (!id || kis_store_open(store_root, &s, NULL) < 0)
+		return;
+	kis_workspace_refresh(s, id, NULL);
+	kis_store_free(s);
+}

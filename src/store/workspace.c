@@ -454,6 +454,23 @@ int kis_workspace_path(struct kis_store *s, const char *id, char **out, struct k
 	return 0;
 }
 
+int kis_workspace_refresh(struct kis_store *s, const char *id, struct kis_error **err)
+{
+	_cleanup_close_ int d = -1;
+	char base[KIS_ID_BUFSZ];
+	enum kis_clone_strategy st;
+	TRY(open_ws(s, id, &d, base, &st, err));
+	if (st != KIS_CLONE_OVERLAY)
+		return 0;
+	/* overlayfs: changes to its layers made while it is mounted (here by
+	 * another overlay over the same upper layer) leave its caches stale
+	 * (Documentation/filesystems/overlayfs.rst, "Changes to underlying
+	 * filesystems"); a new mount reads them as they are */
+	TRY(unmount_merged(s, id, err));
+	_cleanup_free_ char *path = NULL;
+	return kis_workspace_path(s, id, &path, err);
+}
+
 int kis_workspace_destroy(struct kis_store *s, const char *id, struct kis_error **err)
 {
 	TRY(kis_id_validate(id, "workspace id", err));

@@ -304,3 +304,37 @@ def test_bubblewrap_shows_no_store_path(env):
             "true")
     argv = json.loads(d.stdout)["bwrap_argv"]
     assert not [a for a in argv if store in a], argv
+
+
+def test_bubblewrap_changes_show_in_the_host_view_of_the_workspace(env):
+    """bubblewrap joins an overlay workspace's layers in an overlay of its
+    own: the host's view, looked at before, must not show what was."""
+    require("bubblewrap")
+    w = kis(env, "clone", env["base"]).stdout.strip()
+    try:
+        path = Path(kis(env, "workspace", "path", w).stdout.strip())
+        (path / "old").write_text("old\n")
+        assert "old" in os.listdir(path) and "new" not in os.listdir(path)
+        before = (path / "fd_inherit").read_bytes()  # a file of the base, looked up here
+        assert not (path / "new").exists()
+        p = kis(env, "run", "--backend", "bubblewrap", "--workspace", w, "--", "sh", "-c",
+                "rm /workspace/old && echo new > /workspace/new && "
+                "echo appended >> /workspace/fd_inherit")
+        assert p.returncode == 0, p.stderr
+        names = os.listdir(path)
+        assert "new" in names and "old" not in names, names
+        assert not (path / "old").exists()
+        assert (path / "new").read_text() == "new\n"
+        # copied up by the sandbox's overlay: this view must read the copy
+        assert (path / "fd_inherit").read_bytes() == before + b"appended\n"
+        # and in a session, after each exec
+        s = kis(env, "create", "--backend", "bubblewrap", "--workspace", w).stdout.strip()
+        try:
+            os.listdir(path)
+            p = kis(env, "exec", s, "--", "sh", "-c", "echo s > /workspace/from-session")
+            assert p.returncode == 0, p.stderr
+            assert (path / "from-session").read_text() == "s\n"
+        finally:
+            kis(env, "session", "destroy", s)
+    finally:
+        kis(env, "destroy", w)
