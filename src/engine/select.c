@@ -83,6 +83,29 @@ static bool can_run(const struct kis_caps *c, const struct kis_backend *b, bool 
 	return wasm ? b->tier == KIS_TIER_WASM : c->native;
 }
 
+/* Would this backend's plan take the profile? Planned as a run without
+ * its workspace is (run.c plans once so before cloning): plan() touches
+ * nothing on the host. */
+static int plan_check(const struct kis_backend *b, const struct kis_caps *caps,
+		      const struct kis_profile *p, char *const *argv, struct kis_error **err)
+{
+	static char *const none[] = {"true", NULL};
+	struct kis_run_request req = {.profile = p, .argv = argv && argv[0] ? argv : none,
+				      .sandbox_id = "s-selection",
+				      .io = {.stdin_fd = -1, .stdout_fd = -1, .stderr_fd = -1,
+					     .cancel_fd = -1}};
+	kis_limits_resolve(&p->limits, &req.limits);
+	if (p->tty.enabled && !caps->tty)
+		return kis_error_set(err, KIS_E_TTY_UNSUPPORTED, 0, "no terminal");
+	if (!(caps->net_modes & (1u << p->net)))
+		return kis_error_set(err, KIS_E_PROFILE_UNSATISFIABLE, 0,
+				     "network.mode '%s' is not enforced", kis_net_mode_name(p->net));
+	struct kis_plan *plan = NULL;
+	TRY(b->plan(caps, &req, &plan, err));
+	b->plan_free(plan);
+	return 0;
+}
+
 int kis_select_backend(const struct kis_profile *p, char *const *argv,
 		       const struct kis_backend **out, struct kis_caps *caps,
 		       struct kis_error **err)
@@ -134,19 +157,41 @@ int kis_select_backend_in(const struct kis_profile *p, char *const *argv, const 
 	}
 	bool wasm = argv && argv[0] && is_wasm_file(root, argv[0]);
 	/* Strongest tier first; within a tier, the table's order of preference.
-	 * The process tier is never chosen implicitly: it is an escape hatch. */
+	 * The process tier is never chosen implicitly: it is an escape hatch.
+	 * A backend that is present but cannot enforce the whole profile (its
+	 * plan refuses a field) is passed over for the next one down; only when
+	 * none can is the profile refused, naming what blocked each. */
+	char why[1024] = "";
+	bool any_present = false;
 	for (int t = KIS_TIER__COUNT - 1; t > KIS_TIER_PROCESS; t--) {
 		for (size_t i = 0; i < ARRAY_SIZE(table); i++) {
 			const struct kis_backend *b = table[i];
 			if ((int)b->tier != t)
 				continue;
 			b->probe(caps);
-			if (caps->present && can_run(caps, b, wasm)) {
+			if (!caps->present || !can_run(caps, b, wasm))
+				continue;
+			any_present = true;
+			struct kis_error *e = NULL;
+			int r = plan_check(b, caps, p, argv, &e);
+			if (r == 0) {
 				*out = b;
 				return 0;
 			}
+			if (e && e->code != KIS_E_PROFILE_UNSATISFIABLE &&
+			    e->code != KIS_E_TTY_UNSUPPORTED) {
+				*err = e; /* not a matter of this tier: the profile itself */
+				return -1;
+			}
+			size_t o = strlen(why);
+			snprintf(why + o, sizeof(why) - o, "%s%s: %s", o ? "; " : "", b->name,
+				 e && e->message ? e->message : "refused");
+			kis_error_free(e);
 		}
 	}
+	if (any_present)
+		return kis_error_set(err, KIS_E_PROFILE_UNSATISFIABLE, 0,
+				     "no tier available here can enforce this profile: %s", why);
 	return kis_error_set(err, KIS_E_TIER_UNAVAILABLE, 0,
 			     "no confining tier that can run this command is available on this "
 			     "host (see 'kis sandbox backends'); the process tier is never chosen "
