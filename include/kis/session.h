@@ -26,6 +26,10 @@ struct kis_exec_options {
 /* Create a session under the profile; id receives its engine-minted id. */
 KIS_API int kis_session_create(const struct kis_profile *p, const struct kis_run_options *o,
 			       char id[KIS_ID_BUFSZ], struct kis_error **err);
+/* What create would do, as JSON (malloc'ed into *plan_json), making and
+ * starting nothing: selection, the refusals, the backend's plan. */
+KIS_API int kis_session_plan(const struct kis_profile *p, const struct kis_run_options *o,
+			     char **plan_json, struct kis_error **err);
 /* Run one command in a session. res as for kis_run. */
 KIS_API int kis_session_exec(const char *id, char *const *argv, const struct kis_exec_options *o,
 			     struct kis_result *res, struct kis_error **err);

@@ -36,6 +36,17 @@ int cmd_create(int argc, char **argv)
 				     .store_root = o.store_root};
 	char id[KIS_ID_BUFSZ];
 	struct kis_error *err = NULL;
+	if (o.dry_run) {
+		/* print the plan; create and start nothing, as run --dry-run */
+		char *plan = NULL;
+		int r = kis_session_plan(&o.profile, &ro, &plan, &err);
+		kis_profile_release(&o.profile);
+		if (r < 0)
+			return cli_fail(err);
+		printf("%s\n", plan);
+		free(plan);
+		return 0;
+	}
 	int r = kis_session_create(&o.profile, &ro, id, &err);
 	kis_profile_release(&o.profile);
 	if (r < 0)

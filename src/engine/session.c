@@ -606,3 +606,40 @@ int kis_session_destroy(const char *store_root, const char *id, struct kis_error
 	kis_remove_tree_at(sdir, tmp);
 	return 0;
 }
+
+int kis_session_plan(const struct kis_profile *p, const struct kis_run_options *o,
+		     char **plan_json, struct kis_error **err)
+{
+	(void)o;
+	*plan_json = NULL;
+	TRY(kis_profile_check_hatches(p, err));
+	const struct kis_backend *b = NULL;
+	struct kis_caps caps;
+	TRY(kis_select_backend(p, NULL, &b, &caps, err));
+	if (b->start_session && !caps.shell)
+		return kis_error_set(err, KIS_E_PROFILE_UNSATISFIABLE, 0,
+				     "tier: the %s backend has no sessions (see the SHELL column of "
+				     "'kis sandbox backends')",
+				     b->name);
+	if (p->tty.enabled && !caps.tty)
+		return kis_error_set(err, KIS_E_TTY_UNSUPPORTED, 0,
+				     "the %s backend cannot give a terminal: drop tty.enabled (--tty)",
+				     b->name);
+	_cleanup_free_ char *agent = NULL;
+	if (b->start_session)
+		TRY(kis_agent_path(&agent, err));
+	char *argv[] = {agent ? agent : "true", "--listen-fd", "3", NULL};
+	struct kis_run_request req = {.profile = p, .argv = argv,
+				      .io = {.stdin_fd = -1, .stdout_fd = -1, .stderr_fd = -1,
+					     .cancel_fd = -1},
+				      .sandbox_id = "s-dry-run"};
+	kis_limits_resolve(&p->limits, &req.limits);
+	/* planned as a run is before its clone: nothing made, nothing started */
+	struct kis_plan *plan = NULL;
+	TRY(b->plan(&caps, &req, &plan, err));
+	*plan_json = b->describe(plan);
+	b->plan_free(plan);
+	if (!*plan_json)
+		return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "cannot describe the plan");
+	return 0;
+}

@@ -356,3 +356,18 @@ def test_exec_env_is_for_that_command_only(session):
     assert p.stdout == "2 3\n"
     p = kis("exec", session, "--", "sh", "-c", "echo ${KIS_ONCE:-unset} $KIS_KEEP")
     assert p.stdout == "unset 1\n"
+
+
+@pytest.mark.parametrize("flags", [PROC, ["--tier", "host"], ["--tier", "container"]])
+def test_create_dry_run_creates_nothing(store, flags):
+    """create --dry-run prints the plan and starts no session (it used to
+    create and start a real one)."""
+    p = kis("create", "--dry-run", *flags)
+    if p.returncode == 125 and p.stderr.startswith("tier_unavailable"):
+        pytest.skip(p.stderr.strip())
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout)["backend"]
+    listed = kis("session", "list", "--json")
+    assert json.loads(listed.stdout) == [], listed.stdout
+    sessions = store / "sessions"
+    assert not sessions.exists() or not [e for e in sessions.iterdir()], list(sessions.iterdir())
