@@ -5,6 +5,7 @@
 
 #include <jansson.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include "backends/common.h"
 #include "exec/io.h"
@@ -35,6 +36,24 @@ int kis_check_limits(const struct kis_caps *caps, const struct kis_profile *p,
 					     "host (it needs a cgroup the engine may use): drop the "
 					     "field or choose another tier",
 					     limit_fields[i].field, backend);
+	}
+	/* An rlimit is lowered from the engine's own, never raised past its
+	 * hard limit (src/exec/spawn.c): more than that would be clamped. */
+	const struct {
+		int res;
+		uint64_t v;
+		const char *field;
+	} rl[] = {{RLIMIT_NOFILE, p->limits.open_files, "limits.open_files"},
+		  {RLIMIT_FSIZE, p->limits.file_bytes, "limits.file_bytes"}};
+	for (size_t i = 0; i < ARRAY_SIZE(rl); i++) {
+		struct rlimit cur;
+		if (rl[i].v && getrlimit(rl[i].res, &cur) == 0 && cur.rlim_max != RLIM_INFINITY &&
+		    rl[i].v > cur.rlim_max)
+			return kis_error_set(err, KIS_E_PROFILE_UNSATISFIABLE, 0,
+					     "%s: %llu is above the engine's own hard limit (%llu); "
+					     "ask for at most that, or raise the engine's",
+					     rl[i].field, (unsigned long long)rl[i].v,
+					     (unsigned long long)cur.rlim_max);
 	}
 	return 0;
 }

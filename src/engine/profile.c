@@ -347,6 +347,19 @@ static int set_number_field(struct kis_profile *p, const struct field *f, uint64
 					     (unsigned long long)v);
 		*(unsigned *)slot = (unsigned)v;
 	} else {
+		/* Each range says what the engine can apply, so a value is never
+		 * clamped or wrapped on the way (--dry-run shows what applies):
+		 * durations up to 366 days; sizes up to 2^62 bytes (JSON integers
+		 * are int64); pids up to PID_MAX_LIMIT (4194304, linux/threads.h);
+		 * open files up to 1048576, the kernel's default fs.nr_open (a
+		 * backend refuses more than its own hard limit allows). */
+		uint64_t max = f->kind == F_MS ? 366ull * 24 * 3600 * 1000 :
+			       f->kind == F_BYTES ? 1ull << 62 :
+			       !strcmp(f->path, "limits.pids") ? 4194304 : 1048576;
+		if (v > max)
+			return kis_error_set(err, KIS_E_INVALID_PROFILE, 0,
+					     "%s: expected 0 (the default) to %llu, not %llu", f->path,
+					     (unsigned long long)max, (unsigned long long)v);
 		*(uint64_t *)slot = v;
 	}
 	return 0;

@@ -130,6 +130,15 @@ static void test_invalid_profiles_name_the_path(void **state)
 	expect_invalid("{\"microvm\":{\"accel\":\"hvf\"}}", "microvm.accel");
 	expect_invalid("{\"microvm\":{\"vcpus\":0}}", "microvm.vcpus");
 	expect_invalid("{\"microvm\":{\"vcpus\":65}}", "microvm.vcpus");
+	/* ranges: what the engine can apply, never clamped on the way */
+	expect_invalid("{\"limits\":{\"pids\":4294967296}}", "limits.pids: expected 0 (the default) to 4194304");
+	expect_invalid("{\"limits\":{\"open_files\":99999999}}", "limits.open_files: expected 0");
+	expect_invalid("{\"limits\":{\"memory_bytes\":9223372036854775807}}", "limits.memory_bytes");
+	/* a cwd resolved through the kernel's links or out with '..' */
+	expect_invalid("{\"cwd\":\"/proc/self/fd/3\"}", "cwd: expected a directory outside /proc");
+	expect_invalid("{\"cwd\":\"/dev\"}", "cwd: expected a directory outside /proc");
+	expect_invalid("{\"cwd\":\"/workspace/../proc\"}", "cwd: expected a path with no '.' or '..'");
+	expect_invalid("{\"cwd\":\"/a//b\"}", "cwd: expected a path with no empty component");
 }
 
 static void test_flags_override_field_by_field(void **state)
