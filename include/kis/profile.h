@@ -57,6 +57,7 @@ struct kis_profile {
 	bool keep;       /* keep the workspace that a --base run cloned */
 	enum kis_root_mode root;
 	enum kis_net_mode net;
+	bool net_explicit; /* network.mode was given (not the default off) */
 	struct kis_limits limits;
 	char **env;      /* "KEY=VALUE" strings, n_env of them; keys unique */
 	size_t n_env;

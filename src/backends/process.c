@@ -40,6 +40,14 @@ static int process_plan(const struct kis_caps *caps, const struct kis_run_reques
 		return kis_error_set(err, KIS_E_ESCAPE_HATCH_FORBIDDEN, 0,
 				     "the process tier runs unconfined and requires "
 				     "escape_hatch.allow_process_tier");
+	/* ...but a network mode asked for by name is a promise the tier cannot
+	 * keep: the command shares the host's network (host is what it has). */
+	if (p->net_explicit && p->net != KIS_NET_HOST)
+		return kis_error_set(err, KIS_E_PROFILE_UNSATISFIABLE, 0,
+				     "network.mode '%s': the process tier shares the host's network "
+				     "and enforces no mode: drop network.mode (--net) or choose a "
+				     "confining tier",
+				     kis_net_mode_name(p->net));
 	struct kis_caps c = *caps;
 	if ((p->limits.memory_bytes || p->limits.pids) && !kis_probe_thorough())
 		c.limits |= kis_cgroup_limits_available(); /* measured only when asked for */

@@ -393,6 +393,7 @@ int kis_profile_set(struct kis_profile *p, const char *path, const char *v,
 	case F_NET:
 		if (kis_net_mode_parse(v, slot) < 0)
 			return bad(err, path, "expected off, loopback, egress or host, not", v);
+		p->net_explicit = true;
 		return 0;
 	case F_ROOT: {
 		int i = name_index(root_names, ARRAY_SIZE(root_names), v);
@@ -643,6 +644,10 @@ char *kis_profile_to_json(const struct kis_profile *p)
 		(int)(p->microvm.vcpus ? p->microvm.vcpus : 1));
 	if (!o)
 		return NULL;
+	/* an unset mode stays unset when read back (the process tier refuses
+	 * only a mode asked for) */
+	if (!p->net_explicit)
+		json_object_del(json_object_get(o, "network"), "mode");
 	char *s = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
 	json_decref(o);
 	return s;

@@ -355,3 +355,16 @@ def test_backends_table_and_json():
     for b in caps:
         if not b["available"]:
             assert b["why_absent"]
+
+
+@pytest.mark.parametrize("mode", ["off", "loopback", "egress"])
+def test_process_tier_refuses_a_network_mode_it_cannot_enforce(store, mode):
+    """The hatch waives isolation by default, but a mode asked for by name
+    is refused: the command would share the host's network (issue 15)."""
+    p = kis("run", *PROC, "--net", mode, "--", "true")
+    assert p.returncode == 125, p.stderr
+    assert p.stderr.startswith("profile_unsatisfiable: network.mode"), p.stderr
+    # unset, the process tier runs (on the host's network, as documented)
+    assert kis("run", *PROC, "--", "true").returncode == 0
+    p = kis("run", *PROC, "--net", "host", "--allow-net-host", "--", "true")
+    assert p.returncode == 0, p.stderr
