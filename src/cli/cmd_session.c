@@ -58,71 +58,27 @@ int cmd_create(int argc, char **argv)
 	return 0;
 }
 
-/* Options of exec and shell: a small set, parsed here. */
-struct exec_flags {
-	const char *id;
-	bool tty, json;
-	const char *store_root, *cwd;
-	struct kis_profile env; /* only env and limits are used */
-	int cmd_index;
-};
-
-static int parse_exec_flags(const char *verb, int argc, char **argv, struct exec_flags *f)
+/* Options of exec and shell: the subset of the one flags table
+ * (flags.c) that applies to one command in a session. */
+static int parse_exec_flags(const char *verb, unsigned vbit, int argc, char **argv,
+			    struct cli_opts *f)
 {
-	struct kis_error *err = NULL;
-	kis_profile_init(&f->env);
-	f->cmd_index = argc;
-	for (int i = 1; i < argc; i++) {
-		const char *a = argv[i];
-		const char *field = NULL;
-		if (!strcmp(a, "--")) {
-			f->cmd_index = i + 1;
-			break;
-		} else if (!strcmp(a, "--tty")) {
-			f->tty = true;
-		} else if (!strcmp(a, "--json")) {
-			f->json = true;
-		} else if (!strcmp(a, "--store-root") && i + 1 < argc) {
-			f->store_root = argv[++i];
-		} else if (!strcmp(a, "--cwd") && i + 1 < argc) {
-			f->cwd = argv[++i];
-		} else if (!strcmp(a, "--env")) {
-			field = "env";
-		} else if (!strcmp(a, "--timeout")) {
-			field = "limits.wall_ms";
-		} else if (!strcmp(a, "--cpu-time")) {
-			field = "limits.cpu_ms";
-		} else if (!strcmp(a, "--output-limit")) {
-			field = "limits.output_bytes";
-		} else if (a[0] == '-') {
-			return cli_usage_error(verb, "unknown option '%s'", a);
-		} else if (!f->id) {
-			f->id = a;
-		} else {
-			return cli_usage_error(verb, "unexpected argument '%s' (the command goes after '--')", a);
-		}
-		if (field) {
-			if (i + 1 >= argc)
-				return cli_usage_error(verb, "option '%s' needs a value", a);
-			if (kis_profile_set(&f->env, field, argv[++i], &err) < 0) {
-				kis_error_wrap(&err, "%s", a);
-				return cli_fail(err);
-			}
-		}
-	}
+	kis_profile_init(&f->profile);
+	int rc = cli_parse_flags(verb, vbit, argc, argv, f);
+	if (rc)
+		return rc;
 	if (!f->id)
 		return cli_usage_error(verb, "which session? give its id (see 'kis sandbox session list')");
 	return 0;
 }
 
-static void exec_flags_options(struct exec_flags *f, struct cli_term *t,
-			       struct kis_exec_options *o)
+static void exec_flags_options(struct cli_opts *f, struct cli_term *t, struct kis_exec_options *o)
 {
 	memset(o, 0, sizeof(*o));
-	cli_term_exec_options(t, f->tty, f->json, o);
+	cli_term_exec_options(t, f->profile.tty.enabled, f->json, o);
 	o->env = NULL;
-	o->cwd = f->cwd;
-	o->limits = f->env.limits;
+	o->cwd = f->profile.cwd;
+	o->limits = f->profile.limits;
 	o->store_root = f->store_root;
 }
 
@@ -163,36 +119,38 @@ static int print_result(struct kis_result *res, bool json, const char *line)
 int cmd_exec(int argc, char **argv)
 {
 	if (cli_wants_help(argc, argv)) {
-		puts("Usage: kis sandbox exec ID [--tty] [--json] [--cwd DIR] [--env K=V]\n"
-		     "                        [--timeout DUR] [--cpu-time DUR] [--output-limit SIZE] -- CMD...\n\n"
+		puts("Usage: kis sandbox exec ID [OPTIONS] -- CMD...\n\n"
 		     "Run a command in session ID. It starts in the session's working directory\n"
 		     "and environment (as the durable shell left them); --env adds to that\n"
 		     "environment for this command only. --tty gives it a real terminal inside\n"
-		     "the sandbox, sized like yours and resized with it. Exit status as for run.");
+		     "the sandbox, sized like yours and resized with it. Exit status as for run.\n"
+		     "Memory and pids are the session's (set at create).\n\n"
+		     "Options:");
+		cli_flags_help(stdout, CLI_V_EXEC);
 		return 0;
 	}
-	struct exec_flags f = {0};
-	int rc = parse_exec_flags("exec", argc, argv, &f);
+	struct cli_opts f = {0};
+	int rc = parse_exec_flags("exec", CLI_V_EXEC, argc, argv, &f);
 	if (rc) {
-		kis_profile_release(&f.env);
+		kis_profile_release(&f.profile);
 		return rc;
 	}
 	if (f.cmd_index >= argc) {
-		kis_profile_release(&f.env);
+		kis_profile_release(&f.profile);
 		return cli_usage_error("exec", "no command: give it after '--'");
 	}
 	struct cli_term t;
-	cli_term_setup(&t, f.tty);
+	cli_term_setup(&t, f.profile.tty.enabled);
 	struct kis_exec_options o;
 	exec_flags_options(&f, &t, &o);
 	char **argv_cmd = argv + f.cmd_index;
-	o.env_add = f.env.n_env ? f.env.env : NULL; /* this command's own variables */
+	o.env_add = f.profile.n_env ? f.profile.env : NULL; /* this command's own variables */
 	struct kis_result res;
 	kis_result_init(&res);
 	struct kis_error *err = NULL;
 	int r = kis_session_exec(f.id, argv_cmd, &o, &res, &err);
 	cli_term_restore(&t);
-	kis_profile_release(&f.env);
+	kis_profile_release(&f.profile);
 	if (r < 0) {
 		kis_result_release(&res);
 		return cli_fail(err);
@@ -212,24 +170,26 @@ int cmd_shell(int argc, char **argv)
 		     "for the next line and for later 'kis sandbox exec' commands. Each line's\n"
 		     "exit status is shown on stderr when it is not 0; --json prints one result\n"
 		     "per line. With --tty, an interactive shell on a real terminal instead.\n"
-		     "Exits with the status of the last line.");
+		     "Exits with the status of the last line.\n\n"
+		     "Options:");
+		cli_flags_help(stdout, CLI_V_SHELL);
 		return 0;
 	}
-	struct exec_flags f = {0};
-	int rc = parse_exec_flags("shell", argc, argv, &f);
+	struct cli_opts f = {0};
+	int rc = parse_exec_flags("shell", CLI_V_SHELL, argc, argv, &f);
 	if (!rc && f.cmd_index < argc)
 		rc = cli_usage_error("shell", "shell takes no command: it reads lines from stdin");
 	if (rc) {
-		kis_profile_release(&f.env);
+		kis_profile_release(&f.profile);
 		return rc;
 	}
 	struct cli_term t;
-	cli_term_setup(&t, f.tty);
+	cli_term_setup(&t, f.profile.tty.enabled);
 	struct kis_exec_options o;
 	exec_flags_options(&f, &t, &o);
 	struct kis_error *err = NULL;
 	int status = 0;
-	if (f.tty) {
+	if (f.profile.tty.enabled) {
 		char *sh[] = {"/bin/sh", "-i", NULL};
 		struct kis_result res;
 		kis_result_init(&res);
@@ -237,7 +197,7 @@ int cmd_shell(int argc, char **argv)
 		cli_term_restore(&t);
 		status = r < 0 ? cli_fail(err) : print_result(&res, f.json, NULL);
 		kis_result_release(&res);
-		kis_profile_release(&f.env);
+		kis_profile_release(&f.profile);
 		return status;
 	}
 	o.shell = true;
@@ -256,7 +216,7 @@ int cmd_shell(int argc, char **argv)
 		if (kis_session_exec(f.id, one, &o, &res, &err) < 0) {
 			kis_result_release(&res);
 			free(line);
-			kis_profile_release(&f.env);
+			kis_profile_release(&f.profile);
 			return cli_fail(err);
 		}
 		status = print_result(&res, f.json, line);
@@ -265,7 +225,7 @@ int cmd_shell(int argc, char **argv)
 		kis_result_release(&res);
 	}
 	free(line);
-	kis_profile_release(&f.env);
+	kis_profile_release(&f.profile);
 	return status;
 }
 

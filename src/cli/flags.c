@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: MIT */
-/* The profile flags shared by `run` and `create`: each flag maps onto one
- * profile field (DESIGN.md, The command line); --profile FILE is read first
- * and the flags then override it field by field, in order. */
+/* The flags of every verb that takes a profile or a part of one (run,
+ * create, exec, shell): one table, each flag with the verbs that accept it,
+ * each mapping onto one profile field (DESIGN.md, The command line);
+ * `--flag value` and `--flag=value` alike. --profile FILE is read first and
+ * the flags then override it field by field, in order. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,42 +15,54 @@ struct flag {
 	const char *name;
 	const char *field; /* NULL for the CLI's own options */
 	bool takes_value;
+	unsigned verbs;    /* CLI_V_* */
 	const char *help;
 };
 
+#define RC (CLI_V_RUN | CLI_V_CREATE)
+#define ALL (CLI_V_RUN | CLI_V_CREATE | CLI_V_EXEC | CLI_V_SHELL)
+/* An exec's limits are its command's: the ones the agent applies to one
+ * command (clock, CPU, output, rlimits); memory and pids belong to the
+ * session's cgroup and are set at create. */
+#define PER_EXEC ALL
+
 static const struct flag flags[] = {
-	{"--profile", NULL, true, "FILE  read the profile (JSON) from FILE first"},
-	{"--tier", "tier", true, "T  auto|process|wasm|host|container|microvm (default auto)"},
-	{"--backend", "backend", true, "B  pin a backend inside the tier"},
-	{"--base", "base", true, "ID  clone a fresh workspace from this base"},
-	{"--workspace", "workspace", true, "ID  use this existing workspace"},
-	{"--keep", "keep", false, "keep the workspace a --base run cloned"},
-	{"--root", "root", true, "host|workspace  system view, or the workspace as /"},
-	{"--net", "network.mode", true, "off|loopback|egress|host  (default off)"},
-	{"--timeout", "limits.wall_ms", true, "DUR  wall-clock limit (500ms, 2s, 1m)"},
-	{"--cpu-time", "limits.cpu_ms", true, "DUR  CPU-time limit"},
-	{"--memory", "limits.memory_bytes", true, "SIZE  memory limit (k, M, G)"},
-	{"--pids", "limits.pids", true, "N  process limit"},
-	{"--output-limit", "limits.output_bytes", true, "SIZE  stdout+stderr limit"},
-	{"--file-size", "limits.file_bytes", true, "SIZE  largest file the command may write"},
-	{"--open-files", "limits.open_files", true, "N  descriptors per process"},
-	{"--env", "env", true, "K=V  set an environment variable (repeatable)"},
-	{"--cwd", "cwd", true, "DIR  working directory inside the sandbox"},
-	{"--tty", "tty.enabled", false, "a real terminal for the command"},
-	{"--accel", "microvm.accel", true, "A  auto|kvm|tcg: the microvm's accelerator"},
-	{"--vcpus", "microvm.vcpus", true, "N  the microvm's virtual CPUs (1 to 64, default 1)"},
-	{"--allow-process-tier", "escape_hatch.allow_process_tier", false,
+	{"--profile", NULL, true, RC, "FILE  read the profile (JSON) from FILE first"},
+	{"--tier", "tier", true, RC, "T  auto|process|wasm|host|container|microvm (default auto)"},
+	{"--backend", "backend", true, RC, "B  pin a backend inside the tier"},
+	{"--base", "base", true, RC, "ID  clone a fresh workspace from this base"},
+	{"--workspace", "workspace", true, RC, "ID  use this existing workspace"},
+	{"--keep", "keep", false, RC, "keep the workspace a --base run cloned"},
+	{"--root", "root", true, RC, "host|workspace  system view, or the workspace as /"},
+	{"--net", "network.mode", true, RC, "off|loopback|egress|host  (default off)"},
+	{"--timeout", "limits.wall_ms", true, PER_EXEC, "DUR  wall-clock limit (500ms, 2s, 1m)"},
+	{"--cpu-time", "limits.cpu_ms", true, PER_EXEC, "DUR  CPU-time limit"},
+	{"--memory", "limits.memory_bytes", true, RC, "SIZE  memory limit (k, M, G)"},
+	{"--pids", "limits.pids", true, RC, "N  process limit"},
+	{"--output-limit", "limits.output_bytes", true, PER_EXEC, "SIZE  stdout+stderr limit"},
+	{"--file-size", "limits.file_bytes", true, PER_EXEC,
+	 "SIZE  largest file the command may write"},
+	{"--open-files", "limits.open_files", true, PER_EXEC, "N  descriptors per process"},
+	{"--env", "env", true, ALL, "K=V  set an environment variable (repeatable)"},
+	{"--cwd", "cwd", true, ALL, "DIR  working directory inside the sandbox"},
+	{"--tty", "tty.enabled", false, ALL, "a real terminal for the command"},
+	{"--accel", "microvm.accel", true, RC, "A  auto|kvm|tcg: the microvm's accelerator"},
+	{"--vcpus", "microvm.vcpus", true, RC, "N  the microvm's virtual CPUs (1 to 64, default 1)"},
+	{"--allow-process-tier", "escape_hatch.allow_process_tier", false, RC,
 	 "escape hatch: allow the unconfined process tier"},
-	{"--allow-net-host", "escape_hatch.allow_net_host", false,
+	{"--allow-net-host", "escape_hatch.allow_net_host", false, RC,
 	 "escape hatch: allow host networking"},
-	{"--json", NULL, false, "print the result as JSON (streams captured)"},
-	{"--dry-run", NULL, false, "print the plan and run nothing"},
-	{"--store-root", NULL, true, "DIR  the store (default $KIS_SANDBOX_ROOT or /var/lib/kis/sandbox)"},
+	{"--json", NULL, false, ALL, "print the result as JSON (streams captured)"},
+	{"--dry-run", NULL, false, RC, "print the plan and run nothing"},
+	{"--store-root", NULL, true, ALL,
+	 "DIR  the store (default $KIS_SANDBOX_ROOT or /var/lib/kis/sandbox)"},
 };
 
-void cli_profile_flags_help(FILE *f)
+void cli_flags_help(FILE *f, unsigned verb)
 {
 	for (size_t i = 0; i < sizeof(flags) / sizeof(flags[0]); i++) {
+		if (!(flags[i].verbs & verb))
+			continue;
 		const char *h = flags[i].help;
 		const char *sp = flags[i].takes_value ? strchr(h, ' ') : NULL;
 		char left[64];
@@ -60,6 +74,11 @@ void cli_profile_flags_help(FILE *f)
 	}
 }
 
+void cli_profile_flags_help(FILE *f)
+{
+	cli_flags_help(f, CLI_V_RUN);
+}
+
 static const struct flag *lookup(const char *arg, size_t len)
 {
 	for (size_t i = 0; i < sizeof(flags) / sizeof(flags[0]); i++)
@@ -68,7 +87,7 @@ static const struct flag *lookup(const char *arg, size_t len)
 	return NULL;
 }
 
-int cli_parse_profile_flags(const char *verb, int argc, char **argv, struct cli_opts *o)
+int cli_parse_flags(const char *verb, unsigned vbit, int argc, char **argv, struct cli_opts *o)
 {
 	struct kis_error *err = NULL;
 	int end = argc;
@@ -78,7 +97,7 @@ int cli_parse_profile_flags(const char *verb, int argc, char **argv, struct cli_
 			break;
 		}
 	/* Pass 1: --profile, so that flags override it wherever they stand. */
-	for (int i = 1; i < end; i++) {
+	for (int i = 1; i < end && (vbit & RC); i++) {
 		const char *a = argv[i];
 		const char *val = NULL;
 		if (!strcmp(a, "--profile") && i + 1 < end)
@@ -90,13 +109,25 @@ int cli_parse_profile_flags(const char *verb, int argc, char **argv, struct cli_
 	}
 	for (int i = 1; i < end; i++) {
 		const char *a = argv[i];
-		if (strncmp(a, "--", 2))
+		if (strncmp(a, "--", 2)) {
+			/* exec and shell name their session first */
+			if ((vbit & (CLI_V_EXEC | CLI_V_SHELL)) && !o->id && a[0] != '-') {
+				o->id = a;
+				continue;
+			}
 			return cli_usage_error(verb, "unexpected argument '%s' (the command goes after '--')", a);
+		}
 		const char *eq = strchr(a, '=');
 		size_t len = eq ? (size_t)(eq - a) : strlen(a);
 		const struct flag *f = lookup(a, len);
 		if (!f)
 			return cli_usage_error(verb, "unknown option '%.*s'", (int)len, a);
+		if (!(f->verbs & vbit))
+			return cli_usage_error(verb, "option '%s' is not for %s%s", f->name, verb,
+					       (vbit & (CLI_V_EXEC | CLI_V_SHELL)) &&
+							       (f->verbs & CLI_V_CREATE) ?
+						       ": it is the session's, set at create" :
+						       "");
 		const char *val = "true";
 		if (f->takes_value) {
 			if (eq)
@@ -123,4 +154,10 @@ int cli_parse_profile_flags(const char *verb, int argc, char **argv, struct cli_
 	}
 	o->cmd_index = end < argc ? end + 1 : argc;
 	return 0;
+}
+
+int cli_parse_profile_flags(const char *verb, int argc, char **argv, struct cli_opts *o)
+{
+	return cli_parse_flags(verb, !strcmp(verb, "create") ? CLI_V_CREATE : CLI_V_RUN, argc, argv,
+			       o);
 }

@@ -371,3 +371,20 @@ def test_create_dry_run_creates_nothing(store, flags):
     assert json.loads(listed.stdout) == [], listed.stdout
     sessions = store / "sessions"
     assert not sessions.exists() or not [e for e in sessions.iterdir()], list(sessions.iterdir())
+
+
+def test_exec_takes_the_flags_grammar_of_run(session):
+    """One flags table: --flag=value and --flag value both work on exec, the
+    per-command limits run takes are exec's too, and the session's own
+    limits are refused by name."""
+    p = kis("exec", session, "--timeout=300ms", "--json", "--", "sleep", "5")
+    assert json.loads(p.stdout)["termination"]["reason"] == "timeout", p.stdout
+    for args in (["--open-files", "64"], ["--open-files=64"]):
+        p = kis("exec", session, *args, "--", "sh", "-c", "ulimit -n")
+        assert p.returncode == 0 and p.stdout.strip() == "64", p.stderr
+    p = kis("exec", session, "--env=A=1", "--", "sh", "-c", "echo $A")
+    assert p.stdout.strip() == "1", p.stderr
+    p = kis("exec", session, "--memory", "1M", "--", "true")
+    assert p.returncode == 125 and "set at create" in p.stderr, p.stderr
+    p = kis("exec", session, "--cwd", "/proc/self/fd/3", "--", "true")
+    assert p.returncode == 125 and p.stderr.startswith("invalid_profile:"), p.stderr
