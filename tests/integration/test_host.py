@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import KIS, ROOT
+from conftest import KIS, ROOT, kis_maxrss
 from test_session import run_in_pty
 
 PROBES = ROOT / "build" / "probes"
@@ -230,6 +230,16 @@ class TestLimits:
         require(backend)
         r = run_json(host, backend, "yes", flags=("--output-limit", "1M", "--timeout", "20s"))
         assert r["termination"]["reason"] == "output_limit", r
+
+    def test_json_capture_of_an_output_flood_costs_about_its_size(self, host, backend):
+        require(backend)
+        rc, out, rss = kis_maxrss(["run", "--json", "--backend", backend, "--base",
+                                   host["base"], "--timeout", "60s", "--", "yes"],
+                                  env=host["env"])
+        res = json.loads(out)
+        assert res["termination"]["reason"] == "output_limit", res["termination"]
+        assert len(res["stdout"]) == 64 << 20
+        assert rss < 100 << 20, f"kis peaked at {rss >> 20} MiB for a 64 MiB capture"
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from conftest import KIS, PROC, kis, kis_json
+from conftest import KIS, PROC, kis, kis_json, kis_maxrss
 
 HATCH_TEXT = ("escape_hatch_forbidden: the process tier runs unconfined and requires "
               "escape_hatch.allow_process_tier\n")
@@ -140,6 +140,16 @@ def test_output_limit_truncates_and_stops():
     p = kis("run", *PROC, "--output-limit", "64k", "--", "yes")
     assert len(p.stdout) == 65536
     assert "output_limit" in p.stderr
+
+
+def test_json_capture_of_an_output_flood_costs_about_its_size():
+    # issue 23: a 64 MiB flood made kis hold 258 MiB (a doubled buffer, a
+    # jansson copy, the dumped text); now the capture and a small window
+    rc, out, rss = kis_maxrss(["run", "--json", *PROC, "--", "yes"])
+    res = json.loads(out)
+    assert res["termination"]["reason"] == "output_limit"
+    assert len(res["stdout"]) == 64 << 20
+    assert rss < 100 << 20, f"kis peaked at {rss >> 20} MiB for a 64 MiB capture"
 
 
 def test_file_size_limit(tmp_path):
