@@ -173,6 +173,18 @@ class TestProbes:
             p = run(host, backend, "sh", "-c", f"./tiocsti {arg}; exit $?")
             assert_stopped(p, backend)
 
+    def test_stdin_without_tty_is_not_the_callers_terminal(self, host, backend):
+        require(backend)
+        # issue 23: without --tty the command was handed our terminal, and
+        # tcsetattr (echo off) worked from inside; now a pipe, relayed
+        argv = ["/usr/bin/env", "KIS_SANDBOX_ROOT=" + host["env"]["KIS_SANDBOX_ROOT"],
+                str(KIS), "sandbox", "run", "--backend", backend, "--base", host["base"],
+                "--", "sh", "-c", "./tty_stdin; echo rc=$?; read l; echo got:$l"]
+        code, out = run_in_pty(argv, actions=[(2.0, lambda fd: os.write(fd, b"typed\n"))],
+                               timeout=30)
+        assert "rc=0" in out and "stopped" in out and "ESCAPED" not in out, out
+        assert "got:typed" in out, out  # what we type still reaches it
+
     def test_leaked_fd_from_the_caller_is_not_inherited(self, host, backend):
         require(backend)
         # a file and a directory outside, both left inheritable by our caller:

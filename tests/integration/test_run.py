@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from conftest import KIS, PROC, kis, kis_json, kis_maxrss
+from conftest import KIS, PROC, ROOT, kis, kis_json, kis_maxrss
 
 HATCH_TEXT = ("escape_hatch_forbidden: the process tier runs unconfined and requires "
               "escape_hatch.allow_process_tier\n")
@@ -235,6 +235,22 @@ def test_stdin_passes_through_and_streams_are_live():
     assert first == "first\n" and time.monotonic() - t0 < 2.5
     proc.stdout.read()
     proc.wait(timeout=10)
+
+
+def test_stdin_without_tty_is_not_the_callers_terminal():
+    # issue 23: a command run without --tty was handed our terminal; the
+    # process tier waives isolation, not this: it gets a relayed pipe
+    from test_session import run_in_pty
+    probe = ROOT / "build" / "probes" / "tty_stdin"
+    if not probe.exists():
+        pytest.skip("build/probes missing: run 'make probes'")
+    script = f"{probe}; echo rc=$?; read l; echo got:$l"
+    code, out = run_in_pty(["/bin/sh", "-c", script], timeout=10)  # the bare control
+    assert "ESCAPED" in out, out
+    code, out = run_in_pty([str(KIS), "sandbox", "run", *PROC, "--", "sh", "-c", script],
+                           actions=[(1.0, lambda fd: os.write(fd, b"typed\n"))], timeout=20)
+    assert "rc=0" in out and "stopped" in out and "ESCAPED" not in out, out
+    assert "got:typed" in out, out
 
 
 def test_environment_is_not_inherited():
