@@ -173,6 +173,44 @@ class TestProbes:
             p = run(host, backend, "sh", "-c", f"./tiocsti {arg}; exit $?")
             assert_stopped(p, backend)
 
+    def test_host_pathname_unix_sockets_are_unreachable(self, host, backend):
+        # issue 23: landlock with network off connected to a 0777 host
+        # socket (Landlock up to ABI 7 does not check the connect; its mode
+        # let `nobody` in); a datagram reaches one through sendmsg as well
+        require(backend)
+        import socket
+        d = host["out"]
+        stream, dgram = d / "stream.sock", d / "dgram.sock"
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s, \
+                socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as g:
+            s.bind(str(stream))
+            s.listen(4)
+            g.bind(str(dgram))
+            g.setblocking(False)
+            try:
+                os.chmod(stream, 0o777)
+                os.chmod(dgram, 0o777)
+                # the bare control: both are reachable from outside a sandbox
+                assert subprocess.run([str(PROBES / "unix_path_connect"), str(stream)],
+                                      capture_output=True).returncode == ESCAPED
+                assert subprocess.run([str(PROBES / "unix_dgram_send"), str(dgram)],
+                                      capture_output=True).returncode == ESCAPED
+                g.recv(64)
+                assert_stopped(run(host, backend, "./unix_path_connect", str(stream)),
+                               backend, allow_absent=True)
+                assert_stopped(run(host, backend, "./unix_dgram_send", str(dgram)),
+                               backend, allow_absent=True)
+                with pytest.raises(BlockingIOError):
+                    g.recv(64)  # nothing arrived
+                # what stays: socketpair, and stdin/stdout pipes
+                p = run(host, backend, "python3", "-c",
+                        "import socket; a, b = socket.socketpair(); a.sendall(b'pair');"
+                        "print(b.recv(4).decode())")
+                assert p.returncode == 0 and p.stdout == "pair\n", p.stderr
+            finally:
+                stream.unlink(missing_ok=True)
+                dgram.unlink(missing_ok=True)
+
     def test_stdin_without_tty_is_not_the_callers_terminal(self, host, backend):
         require(backend)
         # issue 23: without --tty the command was handed our terminal, and
