@@ -188,6 +188,31 @@ def test_memory_limit_enforced_or_refused():
     assert res["termination"]["reason"] == "exited" and res["stdout"] == f"{16 << 20}\n"
 
 
+def test_process_tier_fork_bomb_meets_the_default_pids_limit():
+    # issue 23: through --allow-process-tier a fork bomb made 32,428
+    # processes. Bounded here (400 sleeps, more than the default 256) and
+    # with a timeout, so before the fix it stays harmless: it ran to 'done'
+    if "pids" not in process_limits():
+        pytest.skip("no cgroup for the pids limit on this host")
+    marker = f"31.{os.getpid() % 1000}7"
+    try:
+        p, res = kis_json(*PROC, "--timeout", "20s", "--", "sh", "-c",
+                          f"i=0; while [ $i -lt 400 ]; do sleep {marker} & i=$((i+1)); done; "
+                          "echo done")
+        assert res["termination"]["reason"] == "pids_limit", res["termination"]
+        assert "(256)" in res["termination"]["detail"]
+        assert "done" not in res["stdout"]
+    finally:
+        left = subprocess.run(["pgrep", "-f", f"sleep {marker}"], capture_output=True,
+                              text=True).stdout.split()
+        for pid in left:
+            try:
+                os.kill(int(pid), signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+    assert not left, f"{len(left)} processes outlived the run"
+
+
 def test_pids_limit_enforced_or_refused():
     if "pids" not in process_limits():
         p = kis("run", *PROC, "--pids", "10", "--", "true")
