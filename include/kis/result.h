@@ -24,6 +24,7 @@ enum kis_reason {
 	KIS_REASON_PIDS_LIMIT,
 	KIS_REASON_CANCELLED,
 	KIS_REASON_SETUP_FAILED, /* the command never started (not found, not executable) */
+	KIS_REASON_DISK_LIMIT,   /* the workspace's disk ran out at limits.disk_bytes */
 	KIS_REASON__COUNT
 };
 

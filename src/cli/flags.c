@@ -32,6 +32,7 @@ static const struct flag flags[] = {
 	{"--output-limit", "limits.output_bytes", true, "SIZE  stdout+stderr limit"},
 	{"--file-size", "limits.file_bytes", true, "SIZE  largest file the command may write"},
 	{"--open-files", "limits.open_files", true, "N  descriptors per process"},
+	{"--disk", "limits.disk_bytes", true, "SIZE  what the command may write to its workspace"},
 	{"--env", "env", true, "K=V  set an environment variable (repeatable)"},
 	{"--cwd", "cwd", true, "DIR  working directory inside the sandbox"},
 	{"--tty", "tty.enabled", false, "a real terminal for the command"},

@@ -19,6 +19,7 @@ static const char *const reason_names[KIS_REASON__COUNT] = {
 	[KIS_REASON_PIDS_LIMIT] = "pids_limit",
 	[KIS_REASON_CANCELLED] = "cancelled",
 	[KIS_REASON_SETUP_FAILED] = "setup_failed",
+	[KIS_REASON_DISK_LIMIT] = "disk_limit",
 };
 
 const char *kis_reason_name(enum kis_reason r)

@@ -276,6 +276,19 @@ class TestLimits:
                      flags=("--memory", "64M", "--timeout", "30s"))
         assert r["termination"]["reason"] == "memory_limit", r
 
+    def test_disk_fill_meets_disk_bytes_or_is_refused(self, host, backend):
+        # issue 23: a command wrote 1.2 GiB into its workspace with nothing
+        # to stop it; --disk binds by project quota or is refused by name
+        c = require(backend)
+        if "disk_bytes" not in c["limits"]:
+            p = run(host, backend, "true", flags=("--disk", "16M"))
+            assert p.returncode == 125, p.stderr
+            assert p.stderr.startswith("profile_unsatisfiable: limits.disk_bytes"), p.stderr
+            return
+        r = run_json(host, backend, "sh", "-c", "dd if=/dev/zero of=big bs=1M count=64",
+                     flags=("--disk", "16M"))
+        assert r["termination"]["reason"] == "disk_limit", r["termination"]
+
     def test_output_flood_ends_with_output_limit(self, host, backend):
         require(backend)
         r = run_json(host, backend, "yes", flags=("--output-limit", "1M", "--timeout", "20s"))

@@ -133,6 +133,28 @@ def test_guest_writes_reach_the_host_workspace_and_base_stays(mvm, tmp_path):
     kis("destroy", ws, env=mvm)
 
 
+def test_disk_fill_stops_at_disk_bytes(mvm, tmp_path):
+    # issue 23: the writable layer was 16 GiB whatever the profile said;
+    # now it is limits.disk_bytes large, so a fill ends with ENOSPC there
+    m = [r for r in json.loads(kis("backends", "--json", env=mvm).stdout)
+         if r["backend"] == "microvm"][0]
+    assert "disk_bytes" in m["limits"]
+    src = tmp_path / "base"
+    src.mkdir()
+    (src / "f").write_text("x\n")
+    b = kis("base", "import", str(src), env=mvm).stdout.strip()
+    p, r = run_json(mvm, "--base", b, "--keep", "--disk", "32M", "--", "sh", "-c",
+                    "dd if=/dev/zero of=big bs=1M count=96 2>&1; r=$?; sync; exit $r")
+    ws = r["workspace"]
+    try:
+        assert r["termination"]["exit_code"] != 0, r
+        assert "No space left" in r["stdout"], r["stdout"]
+        path = Path(kis("workspace", "path", ws, env=mvm).stdout.strip())
+        assert (path / "big").stat().st_size < 32 << 20
+    finally:
+        kis("destroy", ws, env=mvm)
+
+
 def _set_size(fd, rows, cols):
     fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
 

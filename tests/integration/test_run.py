@@ -213,6 +213,37 @@ def test_process_tier_fork_bomb_meets_the_default_pids_limit():
     assert not left, f"{len(left)} processes outlived the run"
 
 
+def test_disk_limit_enforced_or_refused_by_name(store, tmp_path):
+    # issue 23: a command filled the host's disk through its workspace;
+    # --disk binds by the store's project quotas, or is refused by name
+    src = tmp_path / "base"
+    src.mkdir()
+    b = kis("base", "import", str(src)).stdout.strip()
+    caps = json.loads(kis("backends", "--json").stdout)
+    proc = [c for c in caps if c["backend"] == "process"][0]
+    marker = tmp_path / "ran"
+    if "disk_bytes" not in proc["limits"]:
+        p = kis("run", *PROC, "--base", b, "--disk", "16M", "--", "touch", str(marker))
+        assert p.returncode == 125, p.stderr
+        assert p.stderr.startswith("profile_unsatisfiable: limits.disk_bytes"), p.stderr
+        assert not marker.exists()
+        # the default is applied where it can be, never a reason to refuse
+        assert kis("run", *PROC, "--base", b, "--", "true").returncode == 0
+        return
+    p, res = kis_json(*PROC, "--base", b, "--disk", "16M", "--", "sh", "-c",
+                      "dd if=/dev/zero of=big bs=1M count=64")
+    assert res["termination"]["reason"] == "disk_limit", res["termination"]
+
+
+def test_disk_flag_is_the_profile_field(tmp_path):
+    p = kis("run", *PROC, "--disk", "3G", "--dry-run", "--", "true")
+    assert p.returncode == 0, p.stderr
+    prof = tmp_path / "p.json"
+    prof.write_text(json.dumps({"limits": {"disk_bytes": "x"}}))
+    p = kis("run", "--profile", str(prof), *PROC, "--", "true")
+    assert p.returncode == 125 and "limits.disk_bytes" in p.stderr
+
+
 def test_pids_limit_enforced_or_refused():
     if "pids" not in process_limits():
         p = kis("run", *PROC, "--pids", "10", "--", "true")
