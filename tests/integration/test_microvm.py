@@ -420,13 +420,15 @@ def test_host_break_out_probes_run_in_the_guest_and_reach_nothing_of_the_host(
         f"./read_outside {out}/canary", "./symlink_escape link", f"./cwd_outside {out}",
         f"./write_outside {out}/new", f"./ptrace_attach {pid}", f"./kill_outside {pid}",
         "./mount_tmpfs mnt", "./module_load", "./net_inet", "./net_udp_send",
-        "./process_vm_read", "./unshare_user", "./setns_net",
+        "./process_vm_read", "./unshare_user", "./setns_net", "./tty_stdin",
     ] + [f"echo hi | nc -w 2 {a} {port}; echo nc-rc=$?" for a in _host_addresses()]
       + ["echo PROBES-DONE"])
-    p, r = run_json(mvm, "--", "sh", "-c", tries)
+    # in a clone of the probes' base: without one the probes were not there
+    p, r = run_json(mvm, "--base", b, "--", "sh", "-c", tries)
     # every probe ran in the guest (its own kernel: whatever the guest allows
     # its root is the guest's business); the host saw none of it
     assert "PROBES-DONE" in r["stdout"], r
+    assert "tty_stdin: stopped" in r["stdout"], r["stdout"]  # a pipe, not our terminal
     # the connection attempts ran and failed (no network device in the guest)
     assert r["stdout"].count("nc-rc=1") == len(_host_addresses()), r["stdout"]
     assert "canary-secret" not in r["stdout"] + r["stderr"]

@@ -310,7 +310,7 @@ def test_session_whose_directory_is_gone_is_collected(tmp_path):
     "process_vm_read", "mount_tmpfs", "fsopen_mount", "unshare_user", "clone_newns",
     "clone3_ns", "keyctl_keyring", "io_uring_setup", "bpf_map", "perf_event",
     "personality_change", "userfaultfd", "setns_net", "chroot_dir", "module_load",
-    "caps_left", "setpriority_other",
+    "caps_left", "setpriority_other", "tty_stdin",
 ])
 def test_probe_is_stopped(session, name):
     args = {"mount_tmpfs": ["/workspace/mnt"], "setpriority_other": ["1"]}.get(name, [])
