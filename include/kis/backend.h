@@ -20,6 +20,8 @@ enum {
 	KIS_LIMIT_OUTPUT = 1u << 4,
 	KIS_LIMIT_FILE = 1u << 5,
 	KIS_LIMIT_OPEN_FILES = 1u << 6,
+	KIS_LIMIT_DISK = 1u << 7, /* by the backend itself (the microvm's layer);
+				   * elsewhere by the store's project quotas */
 };
 
 /* What a backend can enforce on this host, measured by probing. */

@@ -38,6 +38,8 @@ struct kis_limits {
 	uint64_t output_bytes; /* stdout + stderr together */
 	uint64_t file_bytes;   /* largest file the command may write (RLIMIT_FSIZE) */
 	uint64_t open_files;   /* descriptors per process (RLIMIT_NOFILE) */
+	uint64_t disk_bytes;   /* what the command may add to its workspace's disk:
+				* a project quota, or the microvm's writable layer */
 };
 
 /* The documented safe defaults (README, "Limits"). */
@@ -48,6 +50,7 @@ struct kis_limits {
 #define KIS_DEFAULT_OUTPUT_BYTES (64ull << 20)
 #define KIS_DEFAULT_FILE_BYTES (1024ull << 20)
 #define KIS_DEFAULT_OPEN_FILES 1024ull
+#define KIS_DEFAULT_DISK_BYTES (8ull << 30)
 
 struct kis_profile {
 	enum kis_tier tier;

@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "kis/error.h"
 #include "kis/id.h"
@@ -23,6 +24,7 @@ enum kis_reason {
 	KIS_REASON_PIDS_LIMIT,
 	KIS_REASON_CANCELLED,
 	KIS_REASON_SETUP_FAILED, /* the command never started (not found, not executable) */
+	KIS_REASON_DISK_LIMIT,   /* the workspace's disk ran out at limits.disk_bytes */
 	KIS_REASON__COUNT
 };
 
@@ -71,5 +73,9 @@ KIS_API int kis_result_exit_status(const struct kis_result *r);
 /* The result as JSON (malloc'ed); captured stream bytes are included as
  * "stdout" and "stderr" (invalid UTF-8 replaced by U+FFFD). */
 KIS_API char *kis_result_to_json(const struct kis_result *r);
+/* The same document written to f as it is made: the streams go out of
+ * their buffers with no copy, so a large capture costs about its own size.
+ * 0, or -1 with errno set (nothing says how much reached f). */
+KIS_API int kis_result_write_json(const struct kis_result *r, FILE *f);
 
 #endif

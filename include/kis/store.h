@@ -36,6 +36,19 @@ KIS_API int kis_workspace_refresh(struct kis_store *s, const char *id, struct ki
 /* Idempotent: a valid id that names nothing succeeds. */
 KIS_API int kis_workspace_destroy(struct kis_store *s, const char *id, struct kis_error **err);
 
+/* limits.disk_bytes through project quotas (quotactl(2), PRJQUOTA) on the
+ * store's filesystem. kis_store_disk_quota: 1 when it enforces them (with
+ * *binds_root: also against a writer holding CAP_SYS_RESOURCE, as XFS
+ * does and ext4 does not), else 0 and why. kis_workspace_disk_limit: the
+ * workspace's whole directory gets its own project and a hard limit of
+ * bytes; 1 when set, 0 when the filesystem has no project quotas.
+ * kis_workspace_disk_usage: bytes counted and the limit, 0 or -1. */
+KIS_API int kis_store_disk_quota(struct kis_store *s, bool *binds_root, char *why, size_t n);
+KIS_API int kis_workspace_disk_limit(struct kis_store *s, const char *id, uint64_t bytes,
+				     struct kis_error **err);
+KIS_API int kis_workspace_disk_usage(struct kis_store *s, const char *id, uint64_t *used,
+				     uint64_t *limit);
+
 /* ---- Clone strategies ------------------------------------------------ */
 
 enum kis_clone_strategy {

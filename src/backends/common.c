@@ -123,14 +123,15 @@ void kis_native_plan_release(struct kis_native_plan *n)
 char *kis_native_plan_describe(const struct kis_native_plan *n, const char *backend)
 {
 	const struct kis_limits *l = &n->limits;
-	json_t *o = json_pack("{s:s, s:o, s:o, s:o, s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I}}",
+	json_t *o = json_pack("{s:s, s:o, s:o, s:o, s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}}",
 			      "backend", backend, "argv", kis_strv_json(n->argv), "env",
 			      kis_strv_json(n->envp), "cwd", n->cwd ? json_string(n->cwd) : json_null(),
 			      "limits", "wall_ms", (json_int_t)l->wall_ms, "cpu_ms",
 			      (json_int_t)l->cpu_ms, "memory_bytes", (json_int_t)l->memory_bytes,
 			      "pids", (json_int_t)l->pids, "output_bytes",
 			      (json_int_t)l->output_bytes, "file_bytes", (json_int_t)l->file_bytes,
-			      "open_files", (json_int_t)l->open_files);
+			      "open_files", (json_int_t)l->open_files, "disk_bytes",
+			      (json_int_t)l->disk_bytes);
 	if (!o)
 		return NULL;
 	char *s = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER);

@@ -245,8 +245,9 @@ static int cache_name(const struct kis_seccomp_opts *o, char *buf, size_t len)
 	if (stat("/proc/self/exe", &st) < 0)
 		return -1;
 	const struct scmp_version *v = seccomp_version();
-	int n = snprintf(buf, len, "seccomp-n%d-i%d-%llx-%llx-%llx-%llx.%09ld-%u.%u.%u.bpf",
-			 (int)o->net, o->allow_sysv_ipc ? 1 : 0, (unsigned long long)st.st_dev,
+	int n = snprintf(buf, len, "seccomp-n%d-i%d-u%d-%llx-%llx-%llx-%llx.%09ld-%u.%u.%u.bpf",
+			 (int)o->net, o->allow_sysv_ipc ? 1 : 0, o->unix_unnamed_only ? 1 : 0,
+			 (unsigned long long)st.st_dev,
 			 (unsigned long long)st.st_ino, (unsigned long long)st.st_size,
 			 (unsigned long long)st.st_mtim.tv_sec, st.st_mtim.tv_nsec,
 			 v ? v->major : 0, v ? v->minor : 0, v ? v->micro : 0);

@@ -163,8 +163,10 @@ static char *landlock_describe(const struct kis_plan *pl)
 	json_object_set_new(o, "landlock", json_pack("{s:i, s:o, s:s?, s:s}", "abi", rep.abi,
 						     "features", feat, "read_write", pl->workspace,
 						     "read_exec", "system directories"));
-	json_object_set_new(o, "seccomp", json_string(pl->net == KIS_NET_OFF ? "default, AF_UNIX only"
-									  : "default"));
+	json_object_set_new(o, "seccomp", json_string(pl->net == KIS_NET_OFF ?
+							"default, AF_UNIX only, no named peers "
+							"(connect, sendto an address, datagram)" :
+							"default"));
 	if (pl->set_user)
 		json_object_set_new(o, "user", json_pack("{s:i, s:i}", "uid", (int)pl->uid, "gid",
 							 (int)pl->gid));
@@ -219,7 +221,9 @@ static int ll_prepare(struct kis_plan *pl, const char *name, const char *agent,
 		kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "environment");
 		goto fail;
 	}
-	struct kis_seccomp_opts sc = {.net = pl->net};
+	/* the host's filesystem is in view: with net off no unix socket may
+	 * name a peer (a host daemon's pathname socket), issue 23 */
+	struct kis_seccomp_opts sc = {.net = pl->net, .unix_unnamed_only = pl->net == KIS_NET_OFF};
 	const char *rw[] = {s->tmpdir, NULL};
 	const char *ro[] = {agent, NULL};
 	struct kis_landlock_opts ll = {

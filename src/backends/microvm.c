@@ -54,7 +54,8 @@ static void microvm_probe(struct kis_caps *c)
 	c->snapshot = true;
 	c->net_modes = (1u << KIS_NET_OFF) | (1u << KIS_NET_LOOPBACK);
 	c->limits = KIS_LIMIT_WALL | KIS_LIMIT_CPU | KIS_LIMIT_MEMORY | KIS_LIMIT_OUTPUT |
-		    KIS_LIMIT_FILE | KIS_LIMIT_OPEN_FILES | KIS_LIMIT_PIDS;
+		    KIS_LIMIT_FILE | KIS_LIMIT_OPEN_FILES | KIS_LIMIT_PIDS |
+		    KIS_LIMIT_DISK; /* the writable layer's size (microvm_disk.c) */
 	const char *a = kis_mvm_accel_cached();
 	if (!a && kis_probe_thorough()) {
 		struct kis_mvm_guest g;
@@ -318,7 +319,7 @@ static int vm_start(struct vm *v, const struct kis_plan *pl, int dfd, const char
 	else
 		TRY(kis_mvm_accel(&v->g, v->accel, err));
 	TRY(kis_mvm_disks_make(v->g.dir, dpath, pl->ws_path, pl->ws_lower, pl->ws_upper,
-			       pl->ws_cache, &v->disks, err));
+			       pl->ws_cache, pl->limits.disk_bytes, &v->disks, err));
 	trace("disks made");
 	struct kis_error *serr = NULL;
 	_cleanup_close_ int snap = getenv("KIS_MICROVM_NO_SNAPSHOT") ? -1 :

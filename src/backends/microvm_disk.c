@@ -297,7 +297,7 @@ static int sparse_copy(const char *src, const char *dst, struct kis_error **err)
 }
 
 int kis_mvm_disks_make(const char *guest_dir, const char *vm_dir, const char *ws,
-		       const char *lower, const char *upper, const char *cache,
+		       const char *lower, const char *upper, const char *cache, uint64_t rw_bytes,
 		       struct kis_mvm_disks *d, struct kis_error **err)
 {
 	memset(d, 0, sizeof(*d));
@@ -308,7 +308,15 @@ int kis_mvm_disks_make(const char *guest_dir, const char *vm_dir, const char *ws
 	if (cached_image(guest_dir, "disk-empty-v1.img", NULL, 64ull << 20, false, "kis-empty",
 			 &empty, err) < 0)
 		goto out;
-	if (asprintf(&tmpl, "%s/disk-rw-v1.img", guest_dir) < 0) {
+	/* limits.disk_bytes is the writable layer's size: one template per
+	 * size (sparse, made in milliseconds); the device stays
+	 * KIS_MVM_DEV_BYTES, so snapshots do not depend on it */
+	if (rw_bytes < KIS_MVM_RW_FS_MIN_BYTES)
+		rw_bytes = KIS_MVM_RW_FS_MIN_BYTES;
+	if (rw_bytes > KIS_MVM_DEV_BYTES)
+		rw_bytes = KIS_MVM_DEV_BYTES;
+	rw_bytes = (rw_bytes + 4095) & ~4095ull;
+	if (asprintf(&tmpl, "%s/disk-rw-v1-%llu.img", guest_dir, (unsigned long long)rw_bytes) < 0) {
 		tmpl = NULL;
 		kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "image");
 		goto out;
@@ -324,7 +332,7 @@ int kis_mvm_disks_make(const char *guest_dir, const char *vm_dir, const char *ws
 			kis_error_set(err, KIS_E_INTERNAL, errno, "cannot stage the disk template");
 			goto out;
 		}
-		if (make_image(tmpl, stage, KIS_MVM_RW_FS_BYTES, true, "kis-rw", err) < 0)
+		if (make_image(tmpl, stage, rw_bytes, true, "kis-rw", err) < 0)
 			goto out;
 	}
 	if (asprintf(&d->rw, "%s/rw.img", vm_dir) < 0) {

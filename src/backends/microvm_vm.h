@@ -19,8 +19,10 @@
 /* Every guest disk has this virtual size (sparse), whatever it holds: the
  * guest reads disk sizes at boot, so one snapshot serves every workspace. */
 #define KIS_MVM_DEV_BYTES (256ull << 30)
-/* The writable layer's filesystem: what a VM may write (sparse on the host). */
-#define KIS_MVM_RW_FS_BYTES (16ull << 30)
+/* The writable layer's filesystem is limits.disk_bytes large (what a VM may
+ * write; sparse on the host), never less than this: ext4's journal and
+ * metadata need room. */
+#define KIS_MVM_RW_FS_MIN_BYTES (16ull << 20)
 
 /* The guest cache: $KIS_MICROVM_GUEST_DIR, else <store>/cache/guest, filled
  * by scripts/guest/fetch-kernel.sh; the engine adds the initramfs, the
@@ -86,7 +88,7 @@ struct kis_mvm_disks {
 	bool cow; /* base image cached, delta of the workspace's own changes */
 };
 int kis_mvm_disks_make(const char *guest_dir, const char *vm_dir, const char *ws,
-		       const char *lower, const char *upper, const char *cache,
+		       const char *lower, const char *upper, const char *cache, uint64_t rw_bytes,
 		       struct kis_mvm_disks *d, struct kis_error **err);
 void kis_mvm_disks_free(struct kis_mvm_disks *d);
 /* Apply the guest's upper layer on the rw image to the host workspace. */

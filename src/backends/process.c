@@ -1,12 +1,15 @@
 /* SPDX-License-Identifier: MIT */
 /* The process backend: the escape hatch. fork/exec with no isolation; only
- * resource limits apply. Reached only with escape_hatch.allow_process_tier. */
+ * resource limits apply, the defaults included. Reached only with
+ * escape_hatch.allow_process_tier. */
 #include "util.h"
 
 #include <jansson.h>
+#include <signal.h>
 #include <string.h>
 
 #include "backends/common.h"
+#include "backends/host_common.h"
 #include "exec/exec.h"
 #include "kis/backend.h"
 
@@ -25,7 +28,7 @@ static void process_probe(struct kis_caps *c)
 
 struct kis_plan {
 	struct kis_native_plan n;
-	unsigned cgroup_limits; /* memory/pids this host can enforce */
+	unsigned cgroup_explicit; /* memory/pids the profile named */
 	const char *sandbox_id;
 };
 
@@ -49,7 +52,9 @@ static int process_plan(const struct kis_caps *caps, const struct kis_run_reques
 				     "confining tier",
 				     kis_net_mode_name(p->net));
 	struct kis_caps c = *caps;
-	if ((p->limits.memory_bytes || p->limits.pids) && !kis_probe_thorough())
+	unsigned explicit_cg = (p->limits.memory_bytes ? KIS_LIMIT_MEMORY : 0) |
+			       (p->limits.pids ? KIS_LIMIT_PIDS : 0);
+	if (explicit_cg && !kis_probe_thorough())
 		c.limits |= kis_cgroup_limits_available(); /* measured only when asked for */
 	caps = &c;
 	TRY(kis_check_limits(caps, p, "process", err));
@@ -64,11 +69,13 @@ static int process_plan(const struct kis_caps *caps, const struct kis_run_reques
 		free(pl);
 		return -1;
 	}
-	/* A cgroup costs two v1 migrations (about 10 ms each on this kind of
-	 * host): the escape-hatch tier makes one only for limits asked for by
-	 * name. Their defaults belong to the tiers that confine. */
-	pl->cgroup_limits = caps->limits & ((p->limits.memory_bytes ? KIS_LIMIT_MEMORY : 0) |
-					    (p->limits.pids ? KIS_LIMIT_PIDS : 0));
+	/* The hatch waives isolation, not the limits' defaults: a fork bomb
+	 * through it made 32,428 processes (issue 23). Memory and pids go
+	 * through a cgroup on every run where the host lets us make one; the
+	 * explicit values were checked above, the defaults are applied where
+	 * possible and silently absent where not, as on the host tier. The
+	 * cost is one cgroup migration per hierarchy (README, measured). */
+	pl->cgroup_explicit = explicit_cg;
 	pl->sandbox_id = req->sandbox_id;
 	*out = pl;
 	return 0;
@@ -89,7 +96,8 @@ static int process_run(struct kis_plan *pl, struct kis_result *res, struct kis_e
 	/* Memory and pids through a cgroup where this host lets us make one;
 	 * where not, an explicit value was refused in plan. */
 	struct kis_run_cgroup rc;
-	TRY(kis_run_cgroup_open(&rc, pl->sandbox_id, &pl->n.limits, pl->cgroup_limits, err));
+	TRY(kis_host_cgroup_open(&rc, pl->sandbox_id, &pl->n.limits,
+				 KIS_LIMIT_MEMORY | KIS_LIMIT_PIDS, pl->cgroup_explicit, err));
 	struct kis_supervise_hooks hooks;
 	kis_run_cgroup_hooks(&rc, &hooks);
 	int r = kis_native_plan_run(&pl->n, rc.cg ? join_cgroup : NULL, &rc, &hooks, res, err);
@@ -108,16 +116,41 @@ static void process_plan_free(struct kis_plan *pl)
 static int process_start_session(struct kis_plan *pl, const struct kis_session_ctx *ctx,
 				 pid_t *pid, struct kis_error **err)
 {
-	int listen_fd = ctx->listen_fd;
+	/* the session's agent and all it runs share one group, as on the host
+	 * tier; it outlives us and end_session removes it */
+	struct kis_run_cgroup rc;
+	TRY(kis_host_cgroup_open(&rc, ctx->id, &pl->n.limits, KIS_LIMIT_MEMORY | KIS_LIMIT_PIDS,
+				 pl->cgroup_explicit, err));
 	struct kis_spawn sp = {
 		.argv = pl->n.argv, .envp = pl->n.envp, .cwd = pl->n.cwd, .stdin_fd = -1,
-		.pass_fd3 = true, .fd3 = listen_fd,
+		.pass_fd3 = true, .fd3 = ctx->listen_fd,
+		.child_setup = rc.cg ? join_cgroup : NULL, .child_ctx = &rc,
 	};
-	return kis_spawn_detached(&sp, pid, err);
+	int r = kis_spawn_detached(&sp, pid, err);
+	if (r >= 0 && kis_host_cgroup_save(ctx->dir_fd, &rc, err) < 0) {
+		kill(*pid, SIGKILL);
+		r = -1;
+	}
+	kis_run_cgroup_close(&rc); /* after save: nothing; after a failure: removed */
+	return r;
+}
+
+static int process_end_session(const struct kis_session_ctx *ctx, struct kis_error **err)
+{
+	(void)err;
+	kis_host_cgroup_end(ctx->dir_fd); /* kills what the session left, removes the group */
+	return 0;
+}
+
+static int process_session_explain(const struct kis_session_ctx *ctx, struct kis_result *res)
+{
+	return kis_host_cgroup_explain(ctx->dir_fd, res);
 }
 
 const struct kis_backend kis_backend_process = {
 	.start_session = process_start_session,
+	.end_session = process_end_session,
+	.session_explain = process_session_explain,
 	.name = "process",
 	.tier = KIS_TIER_PROCESS,
 	.probe = process_probe,

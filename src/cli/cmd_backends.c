@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "kis/store.h"
@@ -51,11 +52,14 @@ int cmd_backends(int argc, char **argv)
 	}
 	/* CoW is the store's: every backend runs on a workspace it clones. */
 	const char *strategy = "copy";
-	bool cow = false;
+	bool cow = false, quota_binds_root = false;
+	int quota = 0; /* limits.disk_bytes by the store's project quotas */
+	char quota_why[200] = "";
 	struct kis_store *st = NULL;
 	struct kis_error *err = NULL;
 	if (kis_store_open(root, &st, &err) == 0) {
 		cow = kis_store_cow_strategy(st, &strategy) == 1;
+		quota = kis_store_disk_quota(st, &quota_binds_root, quota_why, sizeof(quota_why));
 		kis_store_free(st);
 	}
 	kis_error_free(err);
@@ -64,13 +68,19 @@ int cmd_backends(int argc, char **argv)
 	const struct kis_backend *const *b = kis_backends(&n);
 	json_t *arr = json_array();
 	if (!json)
-		printf("%-12s %-10s %-4s %-6s %-7s %-24s %-8s %-9s %-4s %-6s %s\n", "BACKEND", "TIERS",
-		       "CoW", "SHELL", "NATIVE", "NETWORK", "SECCOMP", "SNAPSHOT", "TTY", "ACCEL",
-		       "STATUS");
+		printf("%-12s %-10s %-4s %-6s %-7s %-24s %-8s %-9s %-4s %-6s %-6s %s\n", "BACKEND",
+		       "TIERS", "CoW", "SHELL", "NATIVE", "NETWORK", "SECCOMP", "SNAPSHOT", "TTY",
+		       "DISK", "ACCEL", "STATUS");
 	for (size_t i = 0; i < n; i++) {
 		struct kis_caps c;
 		b[i]->probe(&c);
 		c.cow = cow;
+		/* disk: the microvm bounds its own layer; elsewhere the store's
+		 * quotas, which ext4 lets root with its capabilities pass (the
+		 * process tier as root) */
+		if (quota == 1 && !(c.limits & KIS_LIMIT_DISK) &&
+		    (b[i]->tier != KIS_TIER_PROCESS || geteuid() != 0 || quota_binds_root))
+			c.limits |= KIS_LIMIT_DISK;
 		char net[64];
 		net_modes(c.present ? c.net_modes : 0, net, sizeof(net));
 		if (json) {
@@ -83,9 +93,10 @@ int cmd_backends(int argc, char **argv)
 				c.present && c.tty, "accel", c.accel);
 			json_object_set_new(o, "clone_strategy", json_string(strategy));
 			static const char *const lim[] = {"wall_ms", "cpu_ms", "memory_bytes", "pids",
-							  "output_bytes", "file_bytes", "open_files"};
+							  "output_bytes", "file_bytes", "open_files",
+							  "disk_bytes"};
 			json_t *la = json_array();
-			for (unsigned k = 0; k < 7; k++)
+			for (unsigned k = 0; k < sizeof(lim) / sizeof(lim[0]); k++)
 				if (c.present && (c.limits & (1u << k)))
 					json_array_append_new(la, json_string(lim[k]));
 			json_object_set_new(o, "limits", la);
@@ -94,11 +105,14 @@ int cmd_backends(int argc, char **argv)
 			json_array_append_new(arr, o);
 			continue;
 		}
-		printf("%-12s %-10s %-4s %-6s %-7s %-24s %-8s %-9s %-4s %-6s %s\n", b[i]->name,
+		/* how limits.disk_bytes binds: the VM's layer, the store's quota, or not */
+		const char *disk = !c.present || !(c.limits & KIS_LIMIT_DISK) ? "-" :
+				   b[i]->tier == KIS_TIER_MICROVM ? "layer" : "quota";
+		printf("%-12s %-10s %-4s %-6s %-7s %-24s %-8s %-9s %-4s %-6s %-6s %s\n", b[i]->name,
 		       kis_tier_name(b[i]->tier), yes_no(c.present && c.cow), yes_no(c.present && c.shell),
 		       yes_no(c.present && c.native), net, yes_no(c.present && c.seccomp),
-		       yes_no(c.present && c.snapshot), yes_no(c.present && c.tty), c.accel[0] ? c.accel : "-",
-		       c.present ? "available" : c.why_absent);
+		       yes_no(c.present && c.snapshot), yes_no(c.present && c.tty), disk,
+		       c.accel[0] ? c.accel : "-", c.present ? "available" : c.why_absent);
 	}
 	if (json) {
 		char *s = json_dumps(arr, JSON_INDENT(2) | JSON_PRESERVE_ORDER);

@@ -108,10 +108,9 @@ int cmd_run(int argc, char **argv)
 	}
 	int status = kis_result_exit_status(&res);
 	if (o.json) {
-		char *j = kis_result_to_json(&res);
-		if (j)
-			printf("%s\n", j);
-		free(j);
+		/* written as made: a large capture is never copied (issue 23) */
+		if (kis_result_write_json(&res, stdout) == 0)
+			putchar('\n');
 	} else if (res.reason != KIS_REASON_EXITED) {
 		fprintf(stderr, "kis: %s%s%s\n", kis_reason_name(res.reason),
 			res.detail ? ": " : "", res.detail ? res.detail : "");

@@ -85,9 +85,12 @@ static void exec_flags_options(struct cli_opts *f, struct cli_term *t, struct ki
 static int print_result(struct kis_result *res, bool json, const char *line)
 {
 	int status = kis_result_exit_status(res);
-	if (json) {
+	if (json && !line) {
+		if (kis_result_write_json(res, stdout) == 0)
+			putchar('\n');
+	} else if (json) {
 		char *j = kis_result_to_json(res);
-		if (j && line) {
+		if (j) {
 			/* one result per shell line, with the line itself */
 			size_t n = strlen(j);
 			if (n && j[n - 1] == '}') {
@@ -104,8 +107,6 @@ static int print_result(struct kis_result *res, bool json, const char *line)
 				}
 				printf("\"}\n");
 			}
-		} else if (j) {
-			printf("%s\n", j);
 		}
 		free(j);
 	} else if (res->reason != KIS_REASON_EXITED) {

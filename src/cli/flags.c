@@ -43,6 +43,7 @@ static const struct flag flags[] = {
 	{"--file-size", "limits.file_bytes", true, PER_EXEC,
 	 "SIZE  largest file the command may write"},
 	{"--open-files", "limits.open_files", true, PER_EXEC, "N  descriptors per process"},
+	{"--disk", "limits.disk_bytes", true, RC, "SIZE  what the command may write to its workspace"},
 	{"--env", "env", true, ALL, "K=V  set an environment variable (repeatable)"},
 	{"--cwd", "cwd", true, ALL, "DIR  working directory inside the sandbox"},
 	{"--tty", "tty.enabled", false, ALL, "a real terminal for the command"},

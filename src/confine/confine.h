@@ -50,6 +50,10 @@ struct kis_seccomp_opts {
 	enum kis_net_mode net;  /* KIS_NET_OFF: only AF_UNIX sockets open */
 	bool allow_sysv_ipc;    /* SysV shm/sem/msg: only where an IPC namespace
 				 * separates the sandbox from the host */
+	bool unix_unnamed_only; /* with net off and the host's filesystem in
+				 * view (landlock): no unix socket may name a
+				 * peer (no connect, no sendto to an address,
+				 * no datagram sockets); socketpair stays */
 };
 
 /* Build the default policy shared by every native tier. Unknown syscalls

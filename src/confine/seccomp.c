@@ -118,8 +118,8 @@ static const char *const allow_names[] = {
 	"sigaltstack", "kill", "tkill", "tgkill", "restart_syscall", "pidfd_open",
 	"pidfd_send_signal",
 	/* sockets (socket and socketpair are conditional, below) */
-	"bind", "listen", "accept", "accept4", "connect", "getsockname", "getpeername",
-	"sendto", "recvfrom", "sendmsg", "recvmsg", "sendmmsg", "recvmmsg", "shutdown",
+	"bind", "listen", "accept", "accept4", "getsockname", "getpeername",
+	"recvfrom", "sendmsg", "recvmsg", "sendmmsg", "recvmmsg", "shutdown",
 	"setsockopt", "getsockopt",
 	/* self-restriction can only narrow what is allowed */
 	"seccomp", "landlock_create_ruleset", "landlock_add_rule", "landlock_restrict_self",
@@ -286,6 +286,39 @@ static int build_policy(const struct kis_seccomp_opts *o, struct sc_policy *p)
 
 	/* Network off: only AF_UNIX sockets. Landlock's TCP rules do not cover
 	 * UDP, raw or other families, so this rule is what makes "off" whole. */
+	if (o->net == KIS_NET_OFF && o->unix_unnamed_only) {
+		/* With the host's filesystem in view, a unix socket reaches any
+		 * pathname socket whose mode lets it (Landlock up to ABI 7 does
+		 * not check the connect, unix(7)), so none may name a peer.
+		 * connect(2) is refused outright; sendto(2) with an address
+		 * (its 5th argument, a pointer seccomp can only test for NULL);
+		 * and datagram sockets, whose sendmsg(2) names the peer inside
+		 * struct msghdr, where seccomp cannot look. Stream and seqpacket
+		 * sockets refuse an address on send (unix_stream_sendmsg:
+		 * EOPNOTSUPP/EISCONN; unix_seqpacket_sendmsg ignores it), so
+		 * socketpair(2) of those types keeps working. unix_create turns
+		 * SOCK_RAW into SOCK_DGRAM: only types 1 (STREAM) and 5
+		 * (SEQPACKET) pass, i.e. type & 0xb == 1 (SOCK_TYPE_MASK 0xf;
+		 * SOCK_CLOEXEC and SOCK_NONBLOCK lie above it). */
+		static const char *const pair[] = {"socket", "socketpair"};
+		for (size_t i = 0; i < ARRAY_SIZE(pair); i++) {
+			struct sc_cmp c[2] = {{0, SCMP_CMP_EQ, AF_UNIX, 0},
+					      {1, SCMP_CMP_MASKED_EQ, 0xb, 0x1}};
+			add_rule(p, pair[i], ACT_ALLOW, 2, c);
+			/* the complement of type & 0xb == 1, bit by bit */
+			static const uint64_t bits[][2] = {{0x1, 0x0}, {0x2, 0x2}, {0x8, 0x8}};
+			for (size_t k = 0; k < ARRAY_SIZE(bits); k++) {
+				c[1].a = bits[k][0];
+				c[1].b = bits[k][1];
+				add_rule(p, pair[i], EACCES, 2, c);
+			}
+			add1(p, pair[i], EAFNOSUPPORT, 0, SCMP_CMP_NE, AF_UNIX, 0);
+		}
+		add0(p, "connect", EACCES);
+		add1(p, "sendto", ACT_ALLOW, 4, SCMP_CMP_EQ, 0, 0);
+		add1(p, "sendto", EACCES, 4, SCMP_CMP_NE, 0, 0);
+		return p->oom ? -1 : 0;
+	}
 	if (o->net == KIS_NET_OFF) {
 		add1(p, "socket", ACT_ALLOW, 0, SCMP_CMP_EQ, AF_UNIX, 0);
 		add1(p, "socket", EAFNOSUPPORT, 0, SCMP_CMP_NE, AF_UNIX, 0);
@@ -295,6 +328,8 @@ static int build_policy(const struct kis_seccomp_opts *o, struct sc_policy *p)
 		add0(p, "socket", ACT_ALLOW);
 		add0(p, "socketpair", ACT_ALLOW);
 	}
+	add0(p, "connect", ACT_ALLOW);
+	add0(p, "sendto", ACT_ALLOW);
 	return p->oom ? -1 : 0;
 }
 

@@ -12,6 +12,18 @@
 /* $KIS_AGENT, else kis-agent beside the running binary. */
 int kis_agent_path(char **out, struct kis_error **err);
 
+/* limits.disk_bytes where the workspace is on the host's disk (disk.c).
+ * check: before the workspace is made; an explicit value this run cannot
+ * bind is refused naming the field; *apply says whether to set it.
+ * apply: the workspace's project quota (1 set, 0 none, < 0 error).
+ * explain: a failed command whose workspace is full ended with disk_limit. */
+int kis_disk_check(const struct kis_profile *p, const char *store_root,
+		   const struct kis_backend *b, const struct kis_caps *caps, bool *apply,
+		   struct kis_error **err);
+int kis_disk_apply(const char *store_root, const char *ws_id, uint64_t bytes,
+		   struct kis_error **err);
+void kis_disk_explain(const char *store_root, const char *ws_id, struct kis_result *res);
+
 /* The profile's workspace: cloned from p->base (cloned = true) or the
  * existing p->workspace; none when neither is set (*id = *path = NULL). */
 int kis_workspace_acquire(const struct kis_profile *p, const char *store_root, char **id,

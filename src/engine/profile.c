@@ -51,6 +51,7 @@ static const struct field fields[] = {
 	FIELD("limits.output_bytes", F_BYTES, limits.output_bytes),
 	FIELD("limits.file_bytes", F_BYTES, limits.file_bytes),
 	FIELD("limits.open_files", F_COUNT, limits.open_files),
+	FIELD("limits.disk_bytes", F_BYTES, limits.disk_bytes),
 	FIELD("env", F_ENV, env),
 	FIELD("cwd", F_PATH, cwd),
 	FIELD("tty.enabled", F_BOOL, tty.enabled),
@@ -153,6 +154,7 @@ void kis_limits_resolve(const struct kis_limits *in, struct kis_limits *out)
 	DEFAULT(output_bytes, KIS_DEFAULT_OUTPUT_BYTES)
 	DEFAULT(file_bytes, KIS_DEFAULT_FILE_BYTES)
 	DEFAULT(open_files, KIS_DEFAULT_OPEN_FILES)
+	DEFAULT(disk_bytes, KIS_DEFAULT_DISK_BYTES)
 #undef DEFAULT
 }
 
@@ -627,7 +629,7 @@ char *kis_profile_to_json(const struct kis_profile *p)
 	}
 	json_t *o = json_pack(
 		"{s:s, s:o, s:o, s:o, s:b, s:s, s:{s:s}, "
-		"s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I}, s:o, s:o, s:{s:b, s:i, s:i}, s:{s:b, s:b}, "
+		"s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}, s:o, s:o, s:{s:b, s:i, s:i}, s:{s:b, s:b}, "
 		"s:{s:s, s:i}}",
 		"tier", kis_tier_name(p->tier), "backend", str_or_null(p->backend), "base",
 		str_or_null(p->base), "workspace", str_or_null(p->workspace), "keep", p->keep,
@@ -637,7 +639,7 @@ char *kis_profile_to_json(const struct kis_profile *p)
 		(json_int_t)p->limits.memory_bytes, "pids", (json_int_t)p->limits.pids,
 		"output_bytes", (json_int_t)p->limits.output_bytes, "file_bytes",
 		(json_int_t)p->limits.file_bytes, "open_files", (json_int_t)p->limits.open_files,
-		"env", env, "cwd", str_or_null(p->cwd), "tty", "enabled", p->tty.enabled, "rows",
+		"disk_bytes", (json_int_t)p->limits.disk_bytes, "env", env, "cwd", str_or_null(p->cwd), "tty", "enabled", p->tty.enabled, "rows",
 		(int)p->tty.rows, "cols", (int)p->tty.cols, "escape_hatch", "allow_process_tier",
 		p->escape_hatch.allow_process_tier, "allow_net_host", p->escape_hatch.allow_net_host,
 		"microvm", "accel", accel_names[p->microvm.accel], "vcpus",

@@ -19,6 +19,7 @@ static const char *const reason_names[KIS_REASON__COUNT] = {
 	[KIS_REASON_PIDS_LIMIT] = "pids_limit",
 	[KIS_REASON_CANCELLED] = "cancelled",
 	[KIS_REASON_SETUP_FAILED] = "setup_failed",
+	[KIS_REASON_DISK_LIMIT] = "disk_limit",
 };
 
 const char *kis_reason_name(enum kis_reason r)
@@ -63,46 +64,103 @@ int kis_result_exit_status(const struct kis_result *r)
 	return 125;
 }
 
-/* JSON strings must be UTF-8: keep valid sequences, replace every invalid
- * byte by U+FFFD, so arbitrary program output survives the trip. */
-static json_t *json_lossy_string(const char *s, size_t n)
+/* The length of the valid UTF-8 sequence at s (n bytes left), or 0 when
+ * the byte there starts none: RFC 3629 section 4 (no overlong forms, no
+ * surrogates, nothing past U+10FFFF), the check jansson makes on strings. */
+static size_t utf8_seq(const unsigned char *s, size_t n)
 {
-	json_t *j = json_stringn(s, n);
-	if (j)
-		return j;
-	size_t cap = n * 3 + 1, o = 0;
-	_cleanup_free_ char *buf = malloc(cap);
-	if (!buf)
-		return NULL;
-	for (size_t i = 0; i < n;) {
-		unsigned char c = (unsigned char)s[i];
-		size_t len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
-		bool ok = len > 0 && i + len <= n;
-		for (size_t k = 1; ok && k < len; k++)
-			ok = ((unsigned char)s[i + k] >> 6) == 2;
-		if (ok && len > 1) {
-			/* reject overlong forms, surrogates and code points past U+10FFFF */
-			json_t *probe = json_stringn(s + i, len);
-			ok = probe != NULL;
-			json_decref(probe);
-		}
-		if (ok && !(len == 1 && c == 0)) {
-			memcpy(buf + o, s + i, len);
-			o += len;
-			i += len;
-		} else if (len == 1 && c == 0) {
-			buf[o++] = 0; /* json_stringn keeps NUL bytes as \u0000 */
-			i++;
-		} else {
-			memcpy(buf + o, "\xef\xbf\xbd", 3);
-			o += 3;
-			i++;
-		}
+	unsigned c = s[0];
+	size_t len;
+	unsigned cp;
+	if (c < 0x80)
+		return 1;
+	if (c >= 0xc2 && c <= 0xdf) {
+		len = 2;
+		cp = c & 0x1f;
+	} else if (c >= 0xe0 && c <= 0xef) {
+		len = 3;
+		cp = c & 0x0f;
+	} else if (c >= 0xf0 && c <= 0xf4) {
+		len = 4;
+		cp = c & 0x07;
+	} else {
+		return 0;
 	}
-	return json_stringn(buf, o);
+	if (len > n)
+		return 0;
+	for (size_t k = 1; k < len; k++) {
+		if ((s[k] & 0xc0) != 0x80)
+			return 0;
+		cp = (cp << 6) | (s[k] & 0x3f);
+	}
+	if ((len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) || cp > 0x10ffff ||
+	    (cp >= 0xd800 && cp <= 0xdfff))
+		return 0;
+	return len;
 }
 
-char *kis_result_to_json(const struct kis_result *r)
+/* Write s as a JSON string (RFC 8259 section 7), straight from the
+ * captured buffer through a small window: a 64 MiB stream costs no second
+ * copy. Valid UTF-8 is kept, every invalid byte becomes U+FFFD, so
+ * arbitrary program output survives the trip; escapes as jansson's. */
+static int write_json_string(FILE *f, const char *str, size_t n)
+{
+	static const char hex[] = "0123456789ABCDEF";
+	const unsigned char *s = (const unsigned char *)str;
+	char out[8192];
+	size_t o = 0;
+	if (fputc('"', f) == EOF)
+		return -1;
+	for (size_t i = 0; i < n;) {
+		if (o + 8 > sizeof(out)) {
+			if (fwrite(out, 1, o, f) != o)
+				return -1;
+			o = 0;
+		}
+		unsigned char c = s[i];
+		if (c >= 0x20 && c < 0x80 && c != '"' && c != '\\') {
+			out[o++] = (char)c;
+			i++;
+			continue;
+		}
+		if (c >= 0x80) {
+			size_t len = utf8_seq(s + i, n - i);
+			if (len) {
+				memcpy(out + o, s + i, len);
+				o += len;
+				i += len;
+			} else {
+				memcpy(out + o, "\xef\xbf\xbd", 3);
+				o += 3;
+				i++;
+			}
+			continue;
+		}
+		out[o++] = '\\';
+		switch (c) {
+		case '"': out[o++] = '"'; break;
+		case '\\': out[o++] = '\\'; break;
+		case '\b': out[o++] = 'b'; break;
+		case '\f': out[o++] = 'f'; break;
+		case '\n': out[o++] = 'n'; break;
+		case '\r': out[o++] = 'r'; break;
+		case '\t': out[o++] = 't'; break;
+		default:
+			memcpy(out + o, "u00", 3);
+			o += 3;
+			out[o++] = hex[c >> 4];
+			out[o++] = hex[c & 15];
+			break;
+		}
+		i++;
+	}
+	if (o && fwrite(out, 1, o, f) != o)
+		return -1;
+	return fputc('"', f) == EOF ? -1 : 0;
+}
+
+/* Everything but the streams, as a jansson object. */
+static json_t *result_head_json(const struct kis_result *r)
 {
 	json_t *streams = json_array();
 	for (int i = 0; i < 2; i++)
@@ -137,12 +195,42 @@ char *kis_result_to_json(const struct kis_result *r)
 		json_object_set_new(o, "workspace", json_string(r->workspace));
 		json_object_set_new(o, "workspace_kept", json_boolean(r->workspace_kept));
 	}
+	return o;
+}
+
+int kis_result_write_json(const struct kis_result *r, FILE *f)
+{
+	json_t *o = result_head_json(r);
+	_cleanup_free_ char *head = o ? json_dumps(o, JSON_PRESERVE_ORDER | JSON_COMPACT) : NULL;
+	json_decref(o);
+	size_t hn = head ? strlen(head) : 0;
+	if (hn < 2 || head[hn - 1] != '}') {
+		errno = ENOMEM;
+		return -1;
+	}
+	/* the head's closing brace gives way to the two streams, written last */
+	if (fwrite(head, 1, hn - 1, f) != hn - 1)
+		return -1;
 	for (int i = 0; i < 2; i++) {
 		const struct kis_stream *s = &r->streams[i];
-		json_t *v = s->data ? json_lossy_string(s->data, s->len) : json_string("");
-		json_object_set_new(o, s->name, v ? v : json_null());
+		if (fprintf(f, ",\"%s\":", s->name) < 0 ||
+		    write_json_string(f, s->data ? s->data : "", s->data ? s->len : 0) < 0)
+			return -1;
 	}
-	char *out = json_dumps(o, JSON_PRESERVE_ORDER | JSON_COMPACT);
-	json_decref(o);
-	return out;
+	return fputc('}', f) == EOF ? -1 : 0;
+}
+
+char *kis_result_to_json(const struct kis_result *r)
+{
+	char *buf = NULL;
+	size_t n = 0;
+	FILE *f = open_memstream(&buf, &n);
+	if (!f)
+		return NULL;
+	int w = kis_result_write_json(r, f);
+	if (fclose(f) != 0 || w < 0) {
+		free(buf);
+		return NULL;
+	}
+	return buf;
 }

@@ -100,9 +100,17 @@ int kis_run(const struct kis_profile *p, char *const *argv, const struct kis_run
 	}
 	b->plan_free(plan);
 	plan = NULL;
+	bool disk_quota = false;
+	TRY(kis_disk_check(p, opts->store_root, b, &caps, &disk_quota, err));
 
 	/* Plan once without the workspace to refuse early, then for real. */
 	TRY(kis_workspace_acquire(p, opts->store_root, &ws_id, &ws_path, &cloned, err));
+	if (disk_quota && ws_id &&
+	    kis_disk_apply(opts->store_root, ws_id, req.limits.disk_bytes, err) < 0) {
+		if (cloned)
+			kis_workspace_release(opts->store_root, ws_id);
+		return -1;
+	}
 	req.workspace_path = ws_path;
 	struct kis_ws_layers lay;
 	kis_workspace_layers_get(opts->store_root, ws_id, &lay);
@@ -113,6 +121,8 @@ int kis_run(const struct kis_profile *p, char *const *argv, const struct kis_run
 	if (r >= 0) {
 		r = b->run(plan, res, err);
 		b->plan_free(plan);
+		if (r >= 0 && disk_quota)
+			kis_disk_explain(opts->store_root, ws_id, res);
 	}
 	kis_ws_layers_free(&lay);
 	if (ws_id) {

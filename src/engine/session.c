@@ -220,7 +220,11 @@ int kis_session_create(const struct kis_profile *p, const struct kis_run_options
 		kis_error_set(err, KIS_E_INTERNAL, errno, "cannot open the session directory");
 		goto fail;
 	}
-	if (kis_workspace_acquire(p, o->store_root, &ws_id, &ws_path, &ws_cloned, err) < 0)
+	bool disk_quota = false;
+	if (kis_disk_check(p, o->store_root, b, &caps, &disk_quota, err) < 0 ||
+	    kis_workspace_acquire(p, o->store_root, &ws_id, &ws_path, &ws_cloned, err) < 0 ||
+	    (disk_quota && ws_id &&
+	     kis_disk_apply(o->store_root, ws_id, req.limits.disk_bytes, err) < 0))
 		goto fail;
 	req.workspace_path = ws_path;
 	kis_workspace_layers_get(o->store_root, ws_id, &lay);

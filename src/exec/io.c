@@ -28,9 +28,12 @@ int kis_write_all(int fd, const void *buf, size_t n)
 int kis_stream_append(struct kis_stream *s, const void *buf, size_t n)
 {
 	if (s->len + n + 1 > s->cap) {
-		size_t cap = s->cap ? s->cap : 4096;
-		while (cap < s->len + n + 1)
-			cap *= 2;
+		/* Doubling up to 8 MiB, then 8 MiB steps: a capture costs at most
+		 * 8 MiB over its size (not up to twice it), and glibc grows a block
+		 * that large with mremap(2), so the steps copy nothing. */
+		size_t need = s->len + n + 1, cap = s->cap ? s->cap : 4096;
+		while (cap < need)
+			cap += cap < ((size_t)8 << 20) ? cap : ((size_t)8 << 20);
 		char *g = realloc(s->data, cap);
 		if (!g)
 			return -1;

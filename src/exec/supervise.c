@@ -11,15 +11,24 @@
  * child's CPU clock (clock_getcpuclockid(3)) sampled every tick. A limit
  * that trips kills the whole process group (and the hooks' cgroup) and
  * records the reason first, so the later SIGKILL is never mistaken for a
- * plain signal. wait4(2) gives the exit status and the kernel's rusage. */
+ * plain signal. wait4(2) gives the exit status and the kernel's rusage.
+ *
+ * stdin: a regular file or a pipe of the caller's goes to the command as it
+ * is; anything else (a terminal above all, also a socket or a device) never
+ * does. The command gets a pipe instead, and this loop copies the caller's
+ * bytes into it: a command that held the caller's terminal could change its
+ * modes (tcsetattr), read what is typed after the run, or push input with
+ * TIOCSTI where seccomp does not stop it (issue 23). */
 #include "util.h"
 
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <termios.h>
@@ -241,13 +250,113 @@ static int wait_exec(int report_fd, pid_t pid, struct run_state *st, struct kis_
 	return kis_error_set(err, code, m.sys_errno, "%s", m.message);
 }
 
+/* The caller's stdin, copied into the command's pipe (see the top). */
+struct stdin_relay {
+	int from;   /* the caller's fd; -1 once it ended */
+	int to;     /* our end of the command's pipe, O_NONBLOCK; -1 once closed */
+	size_t off, len;
+	char buf[16384];
+};
+
+/* Whether fd may go to the command as it is: a regular file or a pipe
+ * carries bytes and nothing else; a terminal carries its modes, its
+ * foreground group and TIOCSTI; a socket its peer; a device its ioctls. */
+static bool stdin_needs_relay(int fd)
+{
+	struct stat st;
+	return fd >= 0 && (fstat(fd, &st) < 0 || !(S_ISREG(st.st_mode) || S_ISFIFO(st.st_mode)));
+}
+
+static void relay_close_to(struct stdin_relay *r)
+{
+	kis_closep(&r->to);
+	r->from = -1;
+	r->len = r->off = 0;
+}
+
+/* write(2) to a pipe whose reader may be gone, without the SIGPIPE that
+ * would kill a caller that did not ignore it: the signal is blocked in
+ * this thread and a SIGPIPE raised by this write is taken back
+ * (sigtimedwait(2)), one that was pending before is left alone. */
+static ssize_t write_nosigpipe(int fd, const void *buf, size_t n)
+{
+	sigset_t pipe_set, old, pending;
+	sigemptyset(&pipe_set);
+	sigaddset(&pipe_set, SIGPIPE);
+	sigpending(&pending);
+	bool was_pending = sigismember(&pending, SIGPIPE);
+	pthread_sigmask(SIG_BLOCK, &pipe_set, &old);
+	ssize_t w = RETRY_EINTR(write(fd, buf, n));
+	int e = errno;
+	if (w < 0 && e == EPIPE && !was_pending) {
+		struct timespec zero = {0, 0};
+		while (sigtimedwait(&pipe_set, NULL, &zero) < 0 && errno == EINTR)
+			;
+	}
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	errno = e;
+	return w;
+}
+
+/* Should the loop wait for input on the caller's fd now? Not when the
+ * buffer is full, nor from a terminal whose foreground group is not ours:
+ * reading it would stop us with SIGTTIN (a background job; the command,
+ * which held the terminal before, would have stopped the same way). */
+static bool relay_wants_input(const struct stdin_relay *r)
+{
+	if (r->from < 0 || r->to < 0 || r->len > 0)
+		return false;
+	return !isatty(r->from) || tcgetpgrp(r->from) == getpgrp();
+}
+
+static void relay_read(struct stdin_relay *r)
+{
+	ssize_t n = RETRY_EINTR(read(r->from, r->buf, sizeof(r->buf)));
+	if (n < 0 && errno == EAGAIN)
+		return;
+	if (n <= 0) { /* EOF (^D on a terminal), or an error: the command sees EOF */
+		r->from = -1;
+		relay_close_to(r);
+		return;
+	}
+	r->off = 0;
+	r->len = (size_t)n;
+}
+
+static void relay_write(struct stdin_relay *r)
+{
+	ssize_t w = write_nosigpipe(r->to, r->buf + r->off, r->len - r->off);
+	if (w < 0 && errno == EAGAIN)
+		return;
+	if (w <= 0) { /* EPIPE: the command closed its stdin; the rest is dropped */
+		relay_close_to(r);
+		return;
+	}
+	r->off += (size_t)w;
+	if (r->off == r->len)
+		r->off = r->len = 0;
+}
+
 int kis_exec_run(struct kis_spawn *sp, const struct kis_supervise *sv, struct kis_result *res,
 		 struct kis_error **err)
 {
-	int sock[2] = {-1, -1}, po[2] = {-1, -1}, pe[2] = {-1, -1};
+	int sock[2] = {-1, -1}, po[2] = {-1, -1}, pe[2] = {-1, -1}, pi[2] = {-1, -1};
 	int pidfd = -1, rc = -1;
 	pid_t pid = -1, old_fg = -1;
 	struct run_state st = {.sv = sv, .res = res, .out_fd = {-1, -1}};
+	struct stdin_relay relay = {.from = -1, .to = -1};
+	/* the child's view: stdin replaced by the relay's pipe when it must be */
+	struct kis_spawn csp = *sp;
+	bool foreground = sp->foreground;
+	if (!sp->pty && stdin_needs_relay(sp->stdin_fd)) {
+		if (pipe2(pi, O_CLOEXEC) < 0) {
+			kis_error_set(err, KIS_E_INTERNAL, errno, "cannot create the run's pipes");
+			goto out;
+		}
+		csp.stdin_fd = pi[0];
+		csp.foreground = foreground = false; /* the terminal stays ours */
+		relay.from = sp->stdin_fd;
+	}
 
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sock) < 0 ||
 	    (sv->pty ? (po[0] = fcntl(sv->pty_master, F_DUPFD_CLOEXEC, 3)) < 0 :
@@ -265,7 +374,9 @@ int kis_exec_run(struct kis_spawn *sp, const struct kis_supervise *sv, struct ki
 		close(sock[0]);
 		close(po[0]);
 		close(pe[0]);
-		kis_child_main(sp, sock[1], po[1], pe[1]);
+		if (pi[1] >= 0)
+			close(pi[1]);
+		kis_child_main(&csp, sock[1], po[1], pe[1]);
 	}
 	st.pid = pid;
 	if (!sp->pty)
@@ -276,6 +387,12 @@ int kis_exec_run(struct kis_spawn *sp, const struct kis_supervise *sv, struct ki
 	po[1] = -1;
 	close(pe[1]);
 	pe[1] = -1;
+	kis_closep(&pi[0]);
+	if (pi[1] >= 0) {
+		relay.to = pi[1];
+		pi[1] = -1;
+		fcntl(relay.to, F_SETFL, O_NONBLOCK);
+	}
 	st.out_fd[0] = po[0];
 	st.out_fd[1] = pe[0];
 	po[0] = pe[0] = -1;
@@ -293,7 +410,7 @@ int kis_exec_run(struct kis_spawn *sp, const struct kis_supervise *sv, struct ki
 		RETRY_EINTR(waitpid(pid, NULL, 0));
 		goto out;
 	}
-	if (sp->foreground)
+	if (foreground)
 		old_fg = take_terminal(sp->stdin_fd, pid);
 
 	int w = wait_exec(sock[0], pid, &st, err);
@@ -322,8 +439,11 @@ int kis_exec_run(struct kis_spawn *sp, const struct kis_supervise *sv, struct ki
 	bool watch_on[3] = {true, true, true};
 
 	for (;;) {
-		struct pollfd pfd[4 + 3];
+		struct pollfd pfd[4 + 3 + 1];
 		int n = 0, i_pid = -1, i_out[2] = {-1, -1}, i_cancel = -1, i_watch[3] = {-1, -1, -1};
+		int i_relay = -1;
+		if (exited && relay.to >= 0)
+			relay_close_to(&relay); /* nobody reads it any more */
 		if (!exited) {
 			i_pid = n;
 			pfd[n++] = (struct pollfd){.fd = pidfd, .events = POLLIN};
@@ -344,6 +464,12 @@ int kis_exec_run(struct kis_spawn *sp, const struct kis_supervise *sv, struct ki
 				i_watch[k] = n;
 				pfd[n++] = (struct pollfd){.fd = sv->watches[k].fd, .events = POLLIN};
 			}
+		if (!exited && relay.to >= 0 && (relay.len > 0 || relay_wants_input(&relay))) {
+			i_relay = n;
+			pfd[n++] = relay.len > 0 ?
+					   (struct pollfd){.fd = relay.to, .events = POLLOUT} :
+					   (struct pollfd){.fd = relay.from, .events = POLLIN};
+		}
 		uint64_t now = now_ms();
 		if (exited && now >= drain_until)
 			break; /* a process outside the group holds a pipe: stop waiting */
@@ -364,6 +490,12 @@ int kis_exec_run(struct kis_spawn *sp, const struct kis_supervise *sv, struct ki
 					kill_run(&st);
 					goto out;
 				}
+		if (i_relay >= 0 && pr > 0 && pfd[i_relay].revents) {
+			if (relay.len > 0)
+				relay_write(&relay);
+			else
+				relay_read(&relay);
+		}
 		if (i_cancel >= 0 && pr > 0 && (pfd[i_cancel].revents & POLLIN))
 			stop_for(&st, KIS_REASON_CANCELLED, "the run was cancelled");
 		for (size_t k = 0; k < 3; k++) {
@@ -406,8 +538,11 @@ int kis_exec_run(struct kis_spawn *sp, const struct kis_supervise *sv, struct ki
 	set_result_from_status(&st, status, &ru);
 	rc = 0;
 out:
-	if (sp->foreground)
+	if (foreground)
 		give_back_terminal(sp->stdin_fd, old_fg);
+	kis_closep(&pi[0]);
+	kis_closep(&pi[1]);
+	kis_closep(&relay.to);
 	for (int i = 0; i < 2; i++) {
 		kis_closep(&sock[i]);
 		kis_closep(&po[i]);

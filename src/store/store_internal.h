@@ -128,6 +128,18 @@ int store_copy_tree(struct store_copy *c, int src_fd, int dst_fd, struct kis_err
 int store_write_file(int dirfd, const char *name, const char *data, struct kis_error **err);
 int store_read_file(int dirfd, const char *name, char **out, struct kis_error **err);
 
+/* Project quotas (quota.c): whether fd's filesystem enforces them (1, else
+ * 0 and why); one workspace's limit on its tree at fd (marked from there,
+ * mounts below skipped); its usage and limit in bytes. */
+struct store_quota_info {
+	bool enforced;
+	bool xfs;       /* XFS: limits bind every writer, root's too */
+	char why[160];
+};
+int store_quota_probe(int fd, struct store_quota_info *qi);
+int store_quota_set(int fd, const char *ws_id, uint64_t bytes, struct kis_error **err);
+int store_quota_get(int fd, const char *ws_id, uint64_t *used, uint64_t *limit);
+
 /* Workspace meta: parse "base=...\nstrategy=...\n". */
 int store_ws_meta(int ws_dir_fd, char base[KIS_ID_BUFSZ], enum kis_clone_strategy *st,
 		  struct kis_error **err);

@@ -41,3 +41,33 @@ def store(tmp_path, monkeypatch):
     root = tmp_path / "store"
     monkeypatch.setenv("KIS_SANDBOX_ROOT", str(root))
     return root
+
+
+_MAXRSS_WRAPPER = """
+import os, sys
+pid = os.fork()
+if pid == 0:
+    os.execv(sys.argv[1], sys.argv[1:])
+_, status, ru = os.wait4(pid, 0)
+sys.stderr.write("%d %d\\n" % (os.waitstatus_to_exitcode(status), ru.ru_maxrss))
+"""
+
+
+def kis_maxrss(args, env=None, timeout=120):
+    """Run `kis sandbox ARGS...` with stdout to a file; returns (rc, stdout
+    bytes, the peak resident size of kis in bytes). Measured by wait4(2) in
+    a fresh small parent: a process's ru_maxrss survives exec and starts at
+    its parent's size at fork, so kis forked from this test would carry
+    the test's own size."""
+    import sys
+    import tempfile
+    e = dict(os.environ)
+    if env:
+        e.update(env)
+    with tempfile.TemporaryFile() as out:
+        p = subprocess.run([sys.executable, "-c", _MAXRSS_WRAPPER, str(KIS), "sandbox", *args],
+                           stdout=out, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                           env=e, timeout=timeout, text=True)
+        out.seek(0)
+        rc, kib = (int(x) for x in p.stderr.split()[-2:])
+        return rc, out.read(), kib * 1024

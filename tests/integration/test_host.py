@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import KIS, ROOT
+from conftest import KIS, ROOT, kis_maxrss
 from test_session import run_in_pty
 
 PROBES = ROOT / "build" / "probes"
@@ -173,6 +173,56 @@ class TestProbes:
             p = run(host, backend, "sh", "-c", f"./tiocsti {arg}; exit $?")
             assert_stopped(p, backend)
 
+    def test_host_pathname_unix_sockets_are_unreachable(self, host, backend):
+        # issue 23: landlock with network off connected to a 0777 host
+        # socket (Landlock up to ABI 7 does not check the connect; its mode
+        # let `nobody` in); a datagram reaches one through sendmsg as well
+        require(backend)
+        import socket
+        d = host["out"]
+        stream, dgram = d / "stream.sock", d / "dgram.sock"
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s, \
+                socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as g:
+            s.bind(str(stream))
+            s.listen(4)
+            g.bind(str(dgram))
+            g.setblocking(False)
+            try:
+                os.chmod(stream, 0o777)
+                os.chmod(dgram, 0o777)
+                # the bare control: both are reachable from outside a sandbox
+                assert subprocess.run([str(PROBES / "unix_path_connect"), str(stream)],
+                                      capture_output=True).returncode == ESCAPED
+                assert subprocess.run([str(PROBES / "unix_dgram_send"), str(dgram)],
+                                      capture_output=True).returncode == ESCAPED
+                g.recv(64)
+                assert_stopped(run(host, backend, "./unix_path_connect", str(stream)),
+                               backend, allow_absent=True)
+                assert_stopped(run(host, backend, "./unix_dgram_send", str(dgram)),
+                               backend, allow_absent=True)
+                with pytest.raises(BlockingIOError):
+                    g.recv(64)  # nothing arrived
+                # what stays: socketpair, and stdin/stdout pipes
+                p = run(host, backend, "python3", "-c",
+                        "import socket; a, b = socket.socketpair(); a.sendall(b'pair');"
+                        "print(b.recv(4).decode())")
+                assert p.returncode == 0 and p.stdout == "pair\n", p.stderr
+            finally:
+                stream.unlink(missing_ok=True)
+                dgram.unlink(missing_ok=True)
+
+    def test_stdin_without_tty_is_not_the_callers_terminal(self, host, backend):
+        require(backend)
+        # issue 23: without --tty the command was handed our terminal, and
+        # tcsetattr (echo off) worked from inside; now a pipe, relayed
+        argv = ["/usr/bin/env", "KIS_SANDBOX_ROOT=" + host["env"]["KIS_SANDBOX_ROOT"],
+                str(KIS), "sandbox", "run", "--backend", backend, "--base", host["base"],
+                "--", "sh", "-c", "./tty_stdin; echo rc=$?; read l; echo got:$l"]
+        code, out = run_in_pty(argv, actions=[(2.0, lambda fd: os.write(fd, b"typed\n"))],
+                               timeout=30)
+        assert "rc=0" in out and "stopped" in out and "ESCAPED" not in out, out
+        assert "got:typed" in out, out  # what we type still reaches it
+
     def test_leaked_fd_from_the_caller_is_not_inherited(self, host, backend):
         require(backend)
         # a file and a directory outside, both left inheritable by our caller:
@@ -226,10 +276,33 @@ class TestLimits:
                      flags=("--memory", "64M", "--timeout", "30s"))
         assert r["termination"]["reason"] == "memory_limit", r
 
+    def test_disk_fill_meets_disk_bytes_or_is_refused(self, host, backend):
+        # issue 23: a command wrote 1.2 GiB into its workspace with nothing
+        # to stop it; --disk binds by project quota or is refused by name
+        c = require(backend)
+        if "disk_bytes" not in c["limits"]:
+            p = run(host, backend, "true", flags=("--disk", "16M"))
+            assert p.returncode == 125, p.stderr
+            assert p.stderr.startswith("profile_unsatisfiable: limits.disk_bytes"), p.stderr
+            return
+        r = run_json(host, backend, "sh", "-c", "dd if=/dev/zero of=big bs=1M count=64",
+                     flags=("--disk", "16M"))
+        assert r["termination"]["reason"] == "disk_limit", r["termination"]
+
     def test_output_flood_ends_with_output_limit(self, host, backend):
         require(backend)
         r = run_json(host, backend, "yes", flags=("--output-limit", "1M", "--timeout", "20s"))
         assert r["termination"]["reason"] == "output_limit", r
+
+    def test_json_capture_of_an_output_flood_costs_about_its_size(self, host, backend):
+        require(backend)
+        rc, out, rss = kis_maxrss(["run", "--json", "--backend", backend, "--base",
+                                   host["base"], "--timeout", "60s", "--", "yes"],
+                                  env=host["env"])
+        res = json.loads(out)
+        assert res["termination"]["reason"] == "output_limit", res["termination"]
+        assert len(res["stdout"]) == 64 << 20
+        assert rss < 100 << 20, f"kis peaked at {rss >> 20} MiB for a 64 MiB capture"
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

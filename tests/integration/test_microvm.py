@@ -133,6 +133,28 @@ def test_guest_writes_reach_the_host_workspace_and_base_stays(mvm, tmp_path):
     kis("destroy", ws, env=mvm)
 
 
+def test_disk_fill_stops_at_disk_bytes(mvm, tmp_path):
+    # issue 23: the writable layer was 16 GiB whatever the profile said;
+    # now it is limits.disk_bytes large, so a fill ends with ENOSPC there
+    m = [r for r in json.loads(kis("backends", "--json", env=mvm).stdout)
+         if r["backend"] == "microvm"][0]
+    assert "disk_bytes" in m["limits"]
+    src = tmp_path / "base"
+    src.mkdir()
+    (src / "f").write_text("x\n")
+    b = kis("base", "import", str(src), env=mvm).stdout.strip()
+    p, r = run_json(mvm, "--base", b, "--keep", "--disk", "32M", "--", "sh", "-c",
+                    "dd if=/dev/zero of=big bs=1M count=96 2>&1; r=$?; sync; exit $r")
+    ws = r["workspace"]
+    try:
+        assert r["termination"]["exit_code"] != 0, r
+        assert "No space left" in r["stdout"], r["stdout"]
+        path = Path(kis("workspace", "path", ws, env=mvm).stdout.strip())
+        assert (path / "big").stat().st_size < 32 << 20
+    finally:
+        kis("destroy", ws, env=mvm)
+
+
 def _set_size(fd, rows, cols):
     fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
 
@@ -398,13 +420,15 @@ def test_host_break_out_probes_run_in_the_guest_and_reach_nothing_of_the_host(
         f"./read_outside {out}/canary", "./symlink_escape link", f"./cwd_outside {out}",
         f"./write_outside {out}/new", f"./ptrace_attach {pid}", f"./kill_outside {pid}",
         "./mount_tmpfs mnt", "./module_load", "./net_inet", "./net_udp_send",
-        "./process_vm_read", "./unshare_user", "./setns_net",
+        "./process_vm_read", "./unshare_user", "./setns_net", "./tty_stdin",
     ] + [f"echo hi | nc -w 2 {a} {port}; echo nc-rc=$?" for a in _host_addresses()]
       + ["echo PROBES-DONE"])
-    p, r = run_json(mvm, "--", "sh", "-c", tries)
+    # in a clone of the probes' base: without one the probes were not there
+    p, r = run_json(mvm, "--base", b, "--", "sh", "-c", tries)
     # every probe ran in the guest (its own kernel: whatever the guest allows
     # its root is the guest's business); the host saw none of it
     assert "PROBES-DONE" in r["stdout"], r
+    assert "tty_stdin: stopped" in r["stdout"], r["stdout"]  # a pipe, not our terminal
     # the connection attempts ran and failed (no network device in the guest)
     assert r["stdout"].count("nc-rc=1") == len(_host_addresses()), r["stdout"]
     assert "canary-secret" not in r["stdout"] + r["stderr"]

@@ -170,6 +170,16 @@ def test_run_streams_status_and_isolation(mstore):
         assert d not in devs.split()
 
 
+def test_stdin_without_tty_is_not_the_callers_terminal(mstore, probe_base):
+    # issue 23: without --tty the command gets a relayed pipe, never ours
+    from test_session import run_in_pty
+    code, out = run_in_pty([str(KIS), "sandbox", "run", *CT, "--base", probe_base, "--",
+                            "sh", "-c", "./tty_stdin; echo rc=$?; read l; echo got:$l"],
+                           actions=[(3.0, lambda fd: os.write(fd, b"typed\n"))], timeout=40)
+    assert "rc=0" in out and "stopped" in out and "ESCAPED" not in out, out
+    assert "got:typed" in out, out
+
+
 def test_absent_runtime_is_tier_unavailable(mstore):
     p = kis("run", *CT, "--", "true", env={"KIS_CRUN": "/nonexistent/crun"})
     assert p.returncode == 125 and "tier_unavailable" in p.stderr and "crun" in p.stderr
@@ -300,7 +310,7 @@ def test_session_whose_directory_is_gone_is_collected(tmp_path):
     "process_vm_read", "mount_tmpfs", "fsopen_mount", "unshare_user", "clone_newns",
     "clone3_ns", "keyctl_keyring", "io_uring_setup", "bpf_map", "perf_event",
     "personality_change", "userfaultfd", "setns_net", "chroot_dir", "module_load",
-    "caps_left", "setpriority_other",
+    "caps_left", "setpriority_other", "tty_stdin",
 ])
 def test_probe_is_stopped(session, name):
     args = {"mount_tmpfs": ["/workspace/mnt"], "setpriority_other": ["1"]}.get(name, [])

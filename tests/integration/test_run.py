@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from conftest import KIS, PROC, kis, kis_json
+from conftest import KIS, PROC, ROOT, kis, kis_json, kis_maxrss
 
 HATCH_TEXT = ("escape_hatch_forbidden: the process tier runs unconfined and requires "
               "escape_hatch.allow_process_tier\n")
@@ -142,6 +142,16 @@ def test_output_limit_truncates_and_stops():
     assert "output_limit" in p.stderr
 
 
+def test_json_capture_of_an_output_flood_costs_about_its_size():
+    # issue 23: a 64 MiB flood made kis hold 258 MiB (a doubled buffer, a
+    # jansson copy, the dumped text); now the capture and a small window
+    rc, out, rss = kis_maxrss(["run", "--json", *PROC, "--", "yes"])
+    res = json.loads(out)
+    assert res["termination"]["reason"] == "output_limit"
+    assert len(res["stdout"]) == 64 << 20
+    assert rss < 100 << 20, f"kis peaked at {rss >> 20} MiB for a 64 MiB capture"
+
+
 def test_file_size_limit(tmp_path):
     f = tmp_path / "big"
     p, res = kis_json(*PROC, "--file-size", "4k", "--",
@@ -176,6 +186,62 @@ def test_memory_limit_enforced_or_refused():
     p, res = kis_json(*PROC, "--memory", "256M", "--", "python3", "-c",
                       "x = bytearray(16 << 20); print(len(x))")
     assert res["termination"]["reason"] == "exited" and res["stdout"] == f"{16 << 20}\n"
+
+
+def test_process_tier_fork_bomb_meets_the_default_pids_limit():
+    # issue 23: through --allow-process-tier a fork bomb made 32,428
+    # processes. Bounded here (400 sleeps, more than the default 256) and
+    # with a timeout, so before the fix it stays harmless: it ran to 'done'
+    if "pids" not in process_limits():
+        pytest.skip("no cgroup for the pids limit on this host")
+    marker = f"31.{os.getpid() % 1000}7"
+    try:
+        p, res = kis_json(*PROC, "--timeout", "20s", "--", "sh", "-c",
+                          f"i=0; while [ $i -lt 400 ]; do sleep {marker} & i=$((i+1)); done; "
+                          "echo done")
+        assert res["termination"]["reason"] == "pids_limit", res["termination"]
+        assert "(256)" in res["termination"]["detail"]
+        assert "done" not in res["stdout"]
+    finally:
+        left = subprocess.run(["pgrep", "-f", f"sleep {marker}"], capture_output=True,
+                              text=True).stdout.split()
+        for pid in left:
+            try:
+                os.kill(int(pid), signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+    assert not left, f"{len(left)} processes outlived the run"
+
+
+def test_disk_limit_enforced_or_refused_by_name(store, tmp_path):
+    # issue 23: a command filled the host's disk through its workspace;
+    # --disk binds by the store's project quotas, or is refused by name
+    src = tmp_path / "base"
+    src.mkdir()
+    b = kis("base", "import", str(src)).stdout.strip()
+    caps = json.loads(kis("backends", "--json").stdout)
+    proc = [c for c in caps if c["backend"] == "process"][0]
+    marker = tmp_path / "ran"
+    if "disk_bytes" not in proc["limits"]:
+        p = kis("run", *PROC, "--base", b, "--disk", "16M", "--", "touch", str(marker))
+        assert p.returncode == 125, p.stderr
+        assert p.stderr.startswith("profile_unsatisfiable: limits.disk_bytes"), p.stderr
+        assert not marker.exists()
+        # the default is applied where it can be, never a reason to refuse
+        assert kis("run", *PROC, "--base", b, "--", "true").returncode == 0
+        return
+    p, res = kis_json(*PROC, "--base", b, "--disk", "16M", "--", "sh", "-c",
+                      "dd if=/dev/zero of=big bs=1M count=64")
+    assert res["termination"]["reason"] == "disk_limit", res["termination"]
+
+
+def test_disk_flag_is_the_profile_field(tmp_path):
+    p = kis("run", *PROC, "--disk", "3G", "--dry-run", "--", "true")
+    assert p.returncode == 0, p.stderr
+    prof = tmp_path / "p.json"
+    prof.write_text(json.dumps({"limits": {"disk_bytes": "x"}}))
+    p = kis("run", "--profile", str(prof), *PROC, "--", "true")
+    assert p.returncode == 125 and "limits.disk_bytes" in p.stderr
 
 
 def test_pids_limit_enforced_or_refused():
@@ -225,6 +291,22 @@ def test_stdin_passes_through_and_streams_are_live():
     assert first == "first\n" and time.monotonic() - t0 < 2.5
     proc.stdout.read()
     proc.wait(timeout=10)
+
+
+def test_stdin_without_tty_is_not_the_callers_terminal():
+    # issue 23: a command run without --tty was handed our terminal; the
+    # process tier waives isolation, not this: it gets a relayed pipe
+    from test_session import run_in_pty
+    probe = ROOT / "build" / "probes" / "tty_stdin"
+    if not probe.exists():
+        pytest.skip("build/probes missing: run 'make probes'")
+    script = f"{probe}; echo rc=$?; read l; echo got:$l"
+    code, out = run_in_pty(["/bin/sh", "-c", script], timeout=10)  # the bare control
+    assert "ESCAPED" in out, out
+    code, out = run_in_pty([str(KIS), "sandbox", "run", *PROC, "--", "sh", "-c", script],
+                           actions=[(1.0, lambda fd: os.write(fd, b"typed\n"))], timeout=20)
+    assert "rc=0" in out and "stopped" in out and "ESCAPED" not in out, out
+    assert "got:typed" in out, out
 
 
 def test_environment_is_not_inherited():

@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <jansson.h>
 #include <string.h>
 #include <errno.h>
 
@@ -120,6 +121,51 @@ static void test_result_json_survives_binary_output(void **state)
 	kis_result_release(&r);
 }
 
+/* The streamed writer escapes as jansson does: every byte value, alone and
+ * in broken or overlong sequences, comes back from json_loads as the
+ * replacement rule says. */
+static void test_result_json_writer_round_trips_every_byte(void **state)
+{
+	(void)state;
+	struct kis_result r;
+	kis_result_init(&r);
+	strcpy(r.sandbox, "s-test");
+	static const char tail[] = "\xc0\xaf\xed\xa0\x80\xf4\x90\x80\x80\xe2\x82\xac\xf0\x9f\x98\x80\xe2\x82";
+	size_t n = 256 + sizeof(tail) - 1;
+	r.streams[1].data = malloc(n + 1);
+	for (int i = 0; i < 256; i++)
+		r.streams[1].data[i] = (char)i;
+	memcpy(r.streams[1].data + 256, tail, sizeof(tail));
+	r.streams[1].len = n;
+	char *j = kis_result_to_json(&r);
+	assert_non_null(j);
+	json_error_t je;
+	json_t *o = json_loads(j, JSON_ALLOW_NUL, &je);
+	assert_non_null(o);
+	json_t *e = json_object_get(o, "stderr");
+	const char *v = json_string_value(e);
+	size_t vn = json_string_length(e);
+	/* 0..127 as they are, 128..255 each U+FFFD */
+	assert_true(vn >= 128 + 128 * 3);
+	for (int i = 0; i < 128; i++)
+		assert_int_equal((unsigned char)v[i], i);
+	for (int i = 0; i < 128; i++)
+		assert_memory_equal(v + 128 + 3 * i, "\xef\xbf\xbd", 3);
+	const char *t = v + 128 + 128 * 3;
+	/* overlong '/', a surrogate, past U+10FFFF: each byte replaced; the
+	 * euro sign and the emoji kept; a cut sequence at the end replaced */
+	static const char want[] =
+		"\xef\xbf\xbd\xef\xbf\xbd" "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd"
+		"\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd" "\xe2\x82\xac"
+		"\xf0\x9f\x98\x80" "\xef\xbf\xbd\xef\xbf\xbd";
+	assert_int_equal(vn - (size_t)(t - v), sizeof(want) - 1);
+	assert_memory_equal(t, want, sizeof(want) - 1);
+	assert_string_equal(json_string_value(json_object_get(o, "stdout")), "");
+	json_decref(o);
+	free(j);
+	kis_result_release(&r);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -128,6 +174,7 @@ int main(void)
 		cmocka_unit_test(test_ids),
 		cmocka_unit_test(test_exit_status_rule),
 		cmocka_unit_test(test_result_json_survives_binary_output),
+		cmocka_unit_test(test_result_json_writer_round_trips_every_byte),
 	};
 	return cmocka_run_group_tests_name("error", tests, NULL, NULL);
 }
