@@ -33,7 +33,13 @@ KIS_API int kis_workspace_path(struct kis_store *s, const char *id, char **out,
  * joined its layers in an overlay of its own (bubblewrap) changed them:
  * the old view's caches would show what was. A no-op for other clones. */
 KIS_API int kis_workspace_refresh(struct kis_store *s, const char *id, struct kis_error **err);
-/* Idempotent: a valid id that names nothing succeeds. */
+/* A live session's hold on the workspace it uses: destroy refuses a held
+ * workspace (KIS_E_BUSY, naming the session) until the hold goes with the
+ * session; a hold whose session is gone is swept by destroy. */
+KIS_API int kis_workspace_hold(struct kis_store *s, const char *id, const char *holder,
+			       struct kis_error **err);
+KIS_API int kis_workspace_unhold(struct kis_store *s, const char *id, const char *holder);
+/* Idempotent: a valid id that names nothing succeeds. Refuses a held one. */
 KIS_API int kis_workspace_destroy(struct kis_store *s, const char *id, struct kis_error **err);
 
 /* limits.disk_bytes through project quotas (quotactl(2), PRJQUOTA) on the

@@ -33,6 +33,11 @@ int kis_workspace_acquire(const struct kis_profile *p, const char *store_root, c
 void kis_workspace_release(const char *store_root, const char *id);
 /* kis_workspace_refresh, best effort (the run's result stands). */
 void kis_workspace_refresh_view(const char *store_root, const char *id);
+/* A session's hold on its workspace (kis_workspace_hold): destroy of the
+ * workspace is busy while the session lives. */
+int kis_workspace_hold_for(const char *store_root, const char *id, const char *session,
+			   struct kis_error **err);
+void kis_workspace_unhold_for(const char *store_root, const char *id, const char *session);
 /* The layers of workspace id (see kis_workspace_layers), best effort: all
  * NULL when it is not an overlay clone or they cannot be had. */
 struct kis_ws_layers {

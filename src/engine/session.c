@@ -226,6 +226,9 @@ int kis_session_create(const struct kis_profile *p, const struct kis_run_options
 	    (disk_quota && ws_id &&
 	     kis_disk_apply(o->store_root, ws_id, req.limits.disk_bytes, err) < 0))
 		goto fail;
+	/* held while the session lives: destroy of the workspace is busy */
+	if (ws_id && kis_workspace_hold_for(o->store_root, ws_id, id, err) < 0)
+		goto fail;
 	req.workspace_path = ws_path;
 	kis_workspace_layers_get(o->store_root, ws_id, &lay);
 	req.workspace_lower = lay.lower;
@@ -288,6 +291,8 @@ fail:
 	if (plan)
 		b->plan_free(plan);
 	kis_ws_layers_free(&lay);
+	if (ws_id)
+		kis_workspace_unhold_for(o->store_root, ws_id, id);
 	if (ws_id && ws_cloned)
 		kis_workspace_release(o->store_root, ws_id);
 	kis_remove_tree_at(sdir, tmp);
@@ -597,6 +602,7 @@ int kis_session_destroy(const char *store_root, const char *id, struct kis_error
 			}
 		}
 		const char *ws = json_string_value(json_object_get(meta, "workspace"));
+		kis_workspace_unhold_for(store_root, ws, id);
 		if (ws && json_is_true(json_object_get(meta, "workspace_cloned")))
 			kis_workspace_release(store_root, ws);
 		json_decref(meta);

@@ -77,3 +77,22 @@ void kis_workspace_refresh_view(const char *store_root, const char *id)
 	kis_workspace_refresh(s, id, NULL);
 	kis_store_free(s);
 }
+
+int kis_workspace_hold_for(const char *store_root, const char *id, const char *session,
+			   struct kis_error **err)
+{
+	struct kis_store *s = NULL;
+	TRY(kis_store_open(store_root, &s, err));
+	int r = kis_workspace_hold(s, id, session, err);
+	kis_store_free(s);
+	return r;
+}
+
+void kis_workspace_unhold_for(const char *store_root, const char *id, const char *session)
+{
+	struct kis_store *s = NULL;
+	if (!id || kis_store_open(store_root, &s, NULL) < 0)
+		return;
+	kis_workspace_unhold(s, id, session);
+	kis_store_free(s);
+}

@@ -454,6 +454,75 @@ int kis_workspace_path(struct kis_store *s, const char *id, char **out, struct k
 	return 0;
 }
 
+/* Holds: workspaces/<id>/holds/<session>, one empty file per live session
+ * that uses the workspace (the same shape as a clone's reference on its
+ * base: an entry on disk, changed atomically, never a counter). */
+static bool hold_is_live(struct kis_store *s, const char *holder)
+{
+	char tmp[KIS_ID_BUFSZ + 8];
+	struct stat st;
+	if (strlen(holder) >= KIS_ID_BUFSZ)
+		return false;
+	memcpy(tmp, ".tmp-", 5);
+	memcpy(tmp + 5, holder, strlen(holder) + 1);
+	return s->sessions_fd >= 0 &&
+	       (fstatat(s->sessions_fd, holder, &st, AT_SYMLINK_NOFOLLOW) == 0 ||
+		fstatat(s->sessions_fd, tmp, &st, AT_SYMLINK_NOFOLLOW) == 0);
+}
+
+int kis_workspace_hold(struct kis_store *s, const char *id, const char *holder,
+		       struct kis_error **err)
+{
+	TRY(kis_id_validate(id, "workspace id", err));
+	TRY(kis_id_validate(holder, "session id", err));
+	_cleanup_close_ int d = store_opendir(s->ws_fd, id);
+	if (d < 0)
+		return kis_error_set(err, errno == ENOENT ? KIS_E_NOT_FOUND : KIS_E_INTERNAL, errno,
+				     "no workspace '%s'; see 'kis sandbox workspace list'", id);
+	if (store_mkdir_p1(d, "holds", 0700) < 0)
+		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot hold workspace '%s'", id);
+	_cleanup_close_ int h = store_opendir(d, "holds");
+	_cleanup_close_ int f = h < 0 ? -1 :
+				openat(h, holder, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (f < 0)
+		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot hold workspace '%s'", id);
+	return 0;
+}
+
+int kis_workspace_unhold(struct kis_store *s, const char *id, const char *holder)
+{
+	if (kis_id_validate(id, "workspace id", NULL) < 0 ||
+	    kis_id_validate(holder, "session id", NULL) < 0)
+		return -1;
+	_cleanup_close_ int d = store_opendir(s->ws_fd, id);
+	_cleanup_close_ int h = d < 0 ? -1 : store_opendir(d, "holds");
+	return h < 0 || unlinkat(h, holder, 0) == 0 || errno == ENOENT ? 0 : -1;
+}
+
+/* Under the workspace's lock: KIS_E_BUSY naming a live holder; holds of
+ * sessions that are gone are removed on the way. */
+static int check_holds(struct kis_store *s, int d, const char *id, struct kis_error **err)
+{
+	_cleanup_close_ int h = store_opendir(d, "holds");
+	if (h < 0)
+		return 0;
+	_cleanup_dir_ DIR *dir = store_dir_stream(h);
+	if (!dir)
+		return 0;
+	struct dirent *e;
+	while ((e = readdir(dir))) {
+		if (e->d_name[0] == '.')
+			continue;
+		if (hold_is_live(s, e->d_name))
+			return kis_error_set(err, KIS_E_BUSY, 0,
+					     "workspace '%s' is in use by session '%s': destroy the "
+					     "session first ('kis sandbox session destroy %s')",
+					     id, e->d_name, e->d_name);
+		unlinkat(h, e->d_name, 0);
+	}
+	return 0;
+}
+
 int kis_workspace_refresh(struct kis_store *s, const char *id, struct kis_error **err)
 {
 	_cleanup_close_ int d = -1;
@@ -492,6 +561,7 @@ int kis_workspace_destroy(struct kis_store *s, const char *id, struct kis_error 
 	 * trash is never seen unlocked by a sweep while we live. */
 	if (store_flock(d, LOCK_EX) < 0)
 		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot lock workspace '%s'", id);
+	TRY(check_holds(s, d, id, err));
 	char sfx[9], trash[KIS_ID_BUFSZ + 32];
 	TRY(store_rand_suffix(sfx, err));
 	snprintf(trash, sizeof(trash), STORE_TRASH_PREFIX "%s-%s", id, sfx);

@@ -388,3 +388,30 @@ def test_exec_takes_the_flags_grammar_of_run(session):
     assert p.returncode == 125 and "set at create" in p.stderr, p.stderr
     p = kis("exec", session, "--cwd", "/proc/self/fd/3", "--", "true")
     assert p.returncode == 125 and p.stderr.startswith("invalid_profile:"), p.stderr
+
+
+def test_destroy_refuses_held_workspace(store, tmp_path):
+    """destroy of a workspace a live session uses is busy (it returned 0 and
+    deleted the session's files); the hold goes with the session."""
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "f").write_text("kept\n")
+    base = kis("base", "import", str(src)).stdout.strip()
+    ws = kis("clone", base).stdout.strip()
+    sid = kis("create", *PROC, "--workspace", ws).stdout.strip()
+    try:
+        p = kis("destroy", ws)
+        assert p.returncode == 125 and p.stderr.startswith("busy:") and sid in p.stderr, p.stderr
+        p = kis("exec", sid, "--", "cat", "f")
+        assert p.returncode == 0 and p.stdout == "kept\n", p.stderr
+    finally:
+        kis("session", "destroy", sid)
+    assert kis("destroy", ws).returncode == 0
+    assert ws not in kis("workspace", "list").stdout
+    # a session cloned from a base holds its own clone the same way
+    sid = kis("create", *PROC, "--base", base).stdout.strip()
+    listed = json.loads(kis("session", "list", "--json").stdout)
+    own = [s["workspace"] for s in listed if s["id"] == sid][0]
+    assert kis("destroy", own).returncode == 125
+    kis("session", "destroy", sid)
+    assert own not in kis("workspace", "list").stdout
