@@ -22,6 +22,7 @@
  * of the next run, create or backends (kis_oci_collect). */
 #include "util.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <jansson.h>
 #include <poll.h>
@@ -236,6 +237,58 @@ static int write_all_fd(int fd, const char *s, size_t n)
 
 /* Make the bundle directory: owner record, root:host skeleton,
  * config.json. bp receives its path. */
+/* The agent as the container sees it: a copy under /run/kis named by the
+ * binary's identity, so the container's mountinfo shows that path and not
+ * where the engine was installed or built (issue 23: paths that say nothing
+ * of the host). Made once per binary (copy to a temporary name, rename). */
+static int stage_agent(const char *agent, char *out, size_t len, struct kis_error **err)
+{
+	_cleanup_close_ int src = open(agent, O_RDONLY | O_CLOEXEC);
+	struct stat st;
+	if (src < 0 || fstat(src, &st) < 0)
+		return kis_error_set(err, KIS_E_TIER_UNAVAILABLE, errno, "the agent '%s'", agent);
+	snprintf(out, len, "/run/kis/agent-%llx-%llx-%llx-%llx", (unsigned long long)st.st_dev,
+		 (unsigned long long)st.st_ino, (unsigned long long)st.st_size,
+		 (unsigned long long)st.st_mtim.tv_sec * 1000000000ull +
+			 (unsigned long long)st.st_mtim.tv_nsec);
+	struct stat have;
+	if (lstat(out, &have) == 0 && S_ISREG(have.st_mode) && have.st_uid == geteuid() &&
+	    have.st_size == st.st_size && !(have.st_mode & 022))
+		return 0;
+	char tmp[320];
+	snprintf(tmp, sizeof(tmp), "%s.%d", out, (int)getpid());
+	_cleanup_close_ int dst = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW,
+				       0755);
+	if (dst < 0)
+		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot stage the agent");
+	off_t left = st.st_size;
+	while (left > 0) {
+		ssize_t n = copy_file_range(src, NULL, dst, NULL, (size_t)left, 0);
+		if (n <= 0) {
+			int e = n < 0 ? errno : EIO;
+			unlink(tmp);
+			return kis_error_set(err, KIS_E_INTERNAL, e, "cannot stage the agent");
+		}
+		left -= n;
+	}
+	if (fchmod(dst, 0755) < 0 || rename(tmp, out) < 0) {
+		int e = errno;
+		unlink(tmp);
+		return kis_error_set(err, KIS_E_INTERNAL, e, "cannot stage the agent");
+	}
+	/* copies of earlier binaries go (a container that binds one keeps its
+	 * inode alive: unlink(2) only drops the name) */
+	DIR *d = opendir("/run/kis");
+	struct dirent *de;
+	while (d && (de = readdir(d)))
+		if (!strncmp(de->d_name, "agent-", 6) && strcmp(de->d_name, strrchr(out, '/') + 1) &&
+		    !strchr(de->d_name, '.'))
+			unlinkat(dirfd(d), de->d_name, 0);
+	if (d)
+		closedir(d);
+	return 0;
+}
+
 static int make_bundle(struct kis_plan *pl, const char *session_dir, char *bp, size_t bplen,
 		       struct kis_error **err)
 {
@@ -271,6 +324,9 @@ static int make_bundle(struct kis_plan *pl, const char *session_dir, char *bp, s
 	char *args[] = {KIS_OCI_AGENT_PATH, "--listen-fd", "3", NULL};
 	struct kis_oci_spec s;
 	plan_spec(pl, rootfs, args, &s, cg, sizeof(cg));
+	char staged[256];
+	TRY(stage_agent(pl->agent, staged, sizeof(staged), err));
+	s.agent = staged;
 	json_t *cfg = NULL;
 	TRY(kis_oci_config_build(&s, &cfg, err));
 	char *txt = json_dumps(cfg, JSON_COMPACT);

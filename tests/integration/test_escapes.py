@@ -338,3 +338,14 @@ def test_bubblewrap_changes_show_in_the_host_view_of_the_workspace(env):
             kis(env, "session", "destroy", s)
     finally:
         kis(env, "destroy", w)
+
+
+def test_oci_agent_path_says_nothing_of_the_host(env):
+    """The container's mountinfo showed where the engine was built or
+    installed (the agent's bind source). The workspace overlay's own
+    options still name the store (noted in the README)."""
+    require("oci")
+    p = run(env, "oci", "cat", "/proc/self/mountinfo")
+    assert p.returncode == 0, p.stderr
+    line = [l for l in p.stdout.splitlines() if " /.kis/agent " in l]
+    assert line and str(ROOT) not in line[0] and "/run/kis/agent-" in line[0], line
