@@ -169,28 +169,37 @@ static int write_agentless_meta(int dfd, const char *id, const struct kis_backen
 	return r;
 }
 
-int kis_session_create(const struct kis_profile *p, const struct kis_run_options *o,
-		       char id[KIS_ID_BUFSZ], struct kis_error **err)
+/* The backend a session of this profile lives on, checked as create and
+ * create --dry-run both need: the hatches, selection, sessions and a
+ * terminal where asked; *agent the agent's path (NULL for a backend without
+ * one: wasm has sessions too, a kept workspace and a profile, each exec a
+ * fresh run in them, no shell). */
+static int session_backend(const struct kis_profile *p, const struct kis_backend **b,
+			   struct kis_caps *caps, char **agent, struct kis_error **err)
 {
+	*agent = NULL;
 	TRY(kis_profile_check_hatches(p, err));
-	const struct kis_backend *b = NULL;
-	struct kis_caps caps;
-	TRY(kis_select_backend(p, NULL, &b, &caps, err));
-	/* A backend without an agent (wasm) has sessions too: a kept workspace
-	 * and a profile, each exec a fresh run in them; no shell. */
-	bool agentless = !b->start_session;
-	if (!agentless && !caps.shell)
+	TRY(kis_select_backend(p, NULL, b, caps, err));
+	if ((*b)->start_session && !caps->shell)
 		return kis_error_set(err, KIS_E_PROFILE_UNSATISFIABLE, 0,
 				     "tier: the %s backend has no sessions (see the SHELL column of "
 				     "'kis sandbox backends')",
-				     b->name);
-	if (p->tty.enabled && !caps.tty)
+				     (*b)->name);
+	if (p->tty.enabled && !caps->tty)
 		return kis_error_set(err, KIS_E_TTY_UNSUPPORTED, 0,
 				     "the %s backend cannot give a terminal: drop tty.enabled (--tty)",
-				     b->name);
+				     (*b)->name);
+	return (*b)->start_session ? kis_agent_path(agent, err) : 0;
+}
+
+int kis_session_create(const struct kis_profile *p, const struct kis_run_options *o,
+		       char id[KIS_ID_BUFSZ], struct kis_error **err)
+{
+	const struct kis_backend *b = NULL;
+	struct kis_caps caps;
 	_cleanup_free_ char *agent = NULL;
-	if (!agentless)
-		TRY(kis_agent_path(&agent, err));
+	TRY(session_backend(p, &b, &caps, &agent, err));
+	bool agentless = !b->start_session;
 	char *argv[] = {agent, "--listen-fd", "3", NULL};
 	struct kis_run_request req = {.profile = p, .argv = argv, .io = o->io};
 	kis_limits_resolve(&p->limits, &req.limits);
@@ -622,22 +631,10 @@ int kis_session_plan(const struct kis_profile *p, const struct kis_run_options *
 {
 	(void)o;
 	*plan_json = NULL;
-	TRY(kis_profile_check_hatches(p, err));
 	const struct kis_backend *b = NULL;
 	struct kis_caps caps;
-	TRY(kis_select_backend(p, NULL, &b, &caps, err));
-	if (b->start_session && !caps.shell)
-		return kis_error_set(err, KIS_E_PROFILE_UNSATISFIABLE, 0,
-				     "tier: the %s backend has no sessions (see the SHELL column of "
-				     "'kis sandbox backends')",
-				     b->name);
-	if (p->tty.enabled && !caps.tty)
-		return kis_error_set(err, KIS_E_TTY_UNSUPPORTED, 0,
-				     "the %s backend cannot give a terminal: drop tty.enabled (--tty)",
-				     b->name);
 	_cleanup_free_ char *agent = NULL;
-	if (b->start_session)
-		TRY(kis_agent_path(&agent, err));
+	TRY(session_backend(p, &b, &caps, &agent, err));
 	char *argv[] = {agent ? agent : "true", "--listen-fd", "3", NULL};
 	struct kis_run_request req = {.profile = p, .argv = argv,
 				      .io = {.stdin_fd = -1, .stdout_fd = -1, .stderr_fd = -1,
