@@ -390,7 +390,7 @@ static int set_lo_up(void)
 	return r;
 }
 
-/* The workspace's three disks (src/backends/microvm_disk.c): two read-only
+/* The workspace's three disks (src/backends/microvm/disk.c): two read-only
  * ext4 layers, the base ("kis-base") and the workspace's changes on the
  * host ("kis-delta"; either may be the empty image, "kis-empty"), and one
  * writable ext4 with upper/ and work/, joined by overlayfs at target. The

@@ -10,7 +10,7 @@
  * agent port (docs/protocol.md, relayed inside the guest to the agent), the
  * guest syncs, QEMU quits, and the image's tree is mirrored back into the
  * host workspace. A session: the same VM, detached, and a broker process
- * (microvm_mux.c) serving the session's agent.sock, which hands each engine
+ * (microvm/mux.c) serving the session's agent.sock, which hands each engine
  * connection to a free agent port, so several execs run at once; the
  * workspace disk is mounted with synchronous writes and copied back by
  * end_session. Limits: wall, CPU, output, file size and open files
@@ -35,8 +35,8 @@
 #include "agent/exec_json.h"
 #include "agent/proto.h"
 #include "backends/common.h"
-#include "backends/microvm_mux.h"
-#include "backends/microvm_vm.h"
+#include "backends/microvm/mux.h"
+#include "backends/microvm/vm.h"
 #include "kis/backend.h"
 
 #define MIN_MEM_MIB 128u
@@ -50,7 +50,7 @@ static void microvm_probe(struct kis_caps *c)
 	c->shell = true;
 	c->native = true;
 	c->tty = true; /* a PTY inside the guest, resizes over the channel */
-	c->cow = true; /* overlayfs in the guest over a cached base image (microvm_disk.c) */
+	c->cow = true; /* overlayfs in the guest over a cached base image (microvm/disk.c) */
 	c->snapshot = true;
 	c->net_modes = (1u << KIS_NET_OFF) | (1u << KIS_NET_LOOPBACK);
 	c->limits = KIS_LIMIT_WALL | KIS_LIMIT_CPU | KIS_LIMIT_MEMORY | KIS_LIMIT_OUTPUT |

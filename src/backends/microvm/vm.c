@@ -17,7 +17,7 @@
 #include <sys/wait.h>
 #include <time.h>
 
-#include "backends/microvm_vm.h"
+#include "backends/microvm/vm.h"
 #include "engine/internal.h"
 #include "kis/store.h"
 #include "exec/io.h"

@@ -78,7 +78,7 @@ int kis_mvm_accel(const struct kis_mvm_guest *g, char out[8], struct kis_error *
 int kis_mvm_snapshot(const struct kis_mvm_guest *g, const char *accel, unsigned mem_mib,
 		     unsigned vcpus, struct kis_error **err);
 
-/* The three disks of one VM (microvm_disk.c): files in vm_dir, the base's
+/* The three disks of one VM (microvm/disk.c): files in vm_dir, the base's
  * image in cache (an overlay workspace's lower, upper and the base's cache
  * directory given) or of the whole workspace ws (not an overlay clone). */
 struct kis_mvm_disks {

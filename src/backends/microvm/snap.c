@@ -11,7 +11,7 @@
 #include <sys/wait.h>
 #include <time.h>
 
-#include "backends/microvm_vm.h"
+#include "backends/microvm/vm.h"
 
 static void stop_vm(pid_t pid, int qmp)
 {
