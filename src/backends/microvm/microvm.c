@@ -299,6 +299,7 @@ static void vm_release(struct vm *v)
 		close(v->ctl);
 	if (v->dfd >= 0)
 		close(v->dfd);
+	kis_mvm_cgroup_drop(v->tdir);
 	if (v->tdir && !getenv("KIS_MICROVM_KEEP"))
 		kis_mvm_rmtree(v->tdir);
 	free(v->tdir);
@@ -332,7 +333,8 @@ static int vm_start(struct vm *v, const struct kis_plan *pl, int dfd, const char
 	_cleanup_free_ char *line = NULL;
 	struct kis_mvm_cfg c = {.accel = v->accel, .mem_mib = pl->mem_mib, .vcpus = pl->vcpus,
 				.disk = {v->disks.base, v->disks.delta, v->disks.rw},
-				.snap_fd = snap, .detach = detach};
+				.snap_fd = snap, .detach = detach, .vm_dir = dpath,
+				.stand_in = true};
 	if ((fds[0] = kis_mvm_listen_at(dfd, "ctl.sock", err)) < 0 ||
 	    (fds[1] = kis_mvm_listen_at(dfd, "qmp.sock", err)) < 0)
 		goto out;
@@ -357,8 +359,21 @@ static int vm_start(struct vm *v, const struct kis_plan *pl, int dfd, const char
 	/* a cold boot takes seconds under TCG, a restore a fraction of one */
 	v->ctl = kis_mvm_ctl_wait(dfd, 90000, detach ? 0 : v->pid);
 	if (v->ctl < 0) {
-		kis_error_set(err, KIS_E_INTERNAL, 0, "the microvm guest did not answer (%s, %s)",
-			      v->accel, v->restored ? "restored" : "cold boot");
+		/* what the VMM said last (its stderr): why it ended, if it did */
+		char tail[400] = "";
+		_cleanup_close_ int lf = openat(dfd, "qemu.log", O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+		off_t end = lf >= 0 ? lseek(lf, 0, SEEK_END) : -1;
+		ssize_t k = end < 0 ? -1 :
+			pread(lf, tail, sizeof(tail) - 1, end > (off_t)sizeof(tail) - 1 ?
+			      end - (off_t)sizeof(tail) + 1 : 0);
+		tail[k > 0 ? k : 0] = '\0';
+		for (char *q = tail; *q; q++)
+			if (*q == '\n' && q[1])
+				*q = ' ';
+		tail[strcspn(tail, "\n")] = '\0';
+		kis_error_set(err, KIS_E_INTERNAL, 0, "the microvm guest did not answer (%s, %s)%s%s",
+			      v->accel, v->restored ? "restored" : "cold boot", tail[0] ? ": " : "",
+			      tail);
 		goto out;
 	}
 	trace("guest answered");
@@ -524,6 +539,8 @@ static int microvm_start_session(struct kis_plan *pl, const struct kis_session_c
 		*pid = v.pid;
 	else if (v.pid > 0)
 		kill(v.pid, SIGKILL);
+	if (r < 0)
+		kis_mvm_cgroup_drop(ctx->dir_path);
 	v.pid = 0; /* the session owns it now */
 	if (v.ctl >= 0)
 		close(v.ctl);
@@ -537,6 +554,8 @@ static int microvm_end_session(const struct kis_session_ctx *ctx, struct kis_err
 	/* the engine has stopped QEMU (SIGTERM, then SIGKILL): every write the
 	 * guest made reached the image (synchronous mount) */
 	char ws[4096] = "";
+	/* whatever of the VMM's jail is left: its cgroup (members killed) */
+	kis_mvm_cgroup_drop(ctx->dir_path);
 	_cleanup_close_ int f = openat(ctx->dir_fd, "microvm-workspace", O_RDONLY | O_CLOEXEC);
 	ssize_t k = f >= 0 ? read(f, ws, sizeof(ws) - 1) : -1;
 	if (k > 0 && ctx->dir_path) {

@@ -44,7 +44,8 @@ static int boot_probe_vm(const struct kis_mvm_guest *g, const char *accel, unsig
 			return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot make '%s'", disk[i]);
 	}
 	struct kis_mvm_cfg c = {.accel = accel, .mem_mib = mem_mib, .vcpus = vcpus,
-				.disk = {disk[0], disk[1], disk[2]}, .snap_fd = -1, .log_fd = -1};
+				.disk = {disk[0], disk[1], disk[2]}, .snap_fd = -1, .log_fd = -1,
+				.vm_dir = tdir};
 	int fds[2 + KIS_MVM_PORTS];
 	for (int i = 0; i < 2 + KIS_MVM_PORTS; i++)
 		fds[i] = -1;
@@ -130,6 +131,7 @@ int kis_mvm_accel(const struct kis_mvm_guest *g, char out[8], struct kis_error *
 			close(c);
 		}
 		stop_vm(pid, -1);
+		kis_mvm_cgroup_drop(tdir);
 	} else {
 		kis_error_free(*err);
 		*err = NULL;
@@ -218,6 +220,7 @@ out:
 		close(sf);
 	if (pid > 0)
 		stop_vm(pid, qmp);
+	kis_mvm_cgroup_drop(tdir);
 	if (qmp >= 0)
 		close(qmp);
 	if (tmp && r < 0)
