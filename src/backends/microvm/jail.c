@@ -199,6 +199,16 @@ static void __attribute__((noreturn)) jail_child(const struct kis_mvm_jail *j,
 	}
 	if (c->kvm && bind_into(root, "dev/kvm", "/dev/kvm", false, MS_NOSUID | MS_NOEXEC) < 0)
 		child_fail(report_fd, "cannot bind /dev/kvm into the jail");
+	if (c->proc) {
+		/* a procfs of the VM's own pid namespace, pids only (proc(5)
+		 * subset=pid: no /proc/sys, no kernel files), for QEMU to reopen
+		 * an fd it was given by path (/proc/self/fd/N) */
+		snprintf(p, sizeof(p), "%s/proc", root);
+		if (mkdir(p, 0555) < 0 ||
+		    mount("proc", p, "proc", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+			  "subset=pid,hidepid=invisible") < 0)
+			child_fail(report_fd, "cannot mount the jail's /proc");
+	}
 	/* pivot_root(2) with new_root == put_old: the old root ends up stacked
 	 * under the new one, and a lazy unmount of "." drops it */
 	if (chdir(root) < 0 || syscall(SYS_pivot_root, ".", ".") < 0)

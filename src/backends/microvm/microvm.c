@@ -324,7 +324,22 @@ static int vm_start(struct vm *v, const struct kis_plan *pl, int dfd, const char
 	struct kis_error *serr = NULL;
 	_cleanup_close_ int snap = getenv("KIS_MICROVM_NO_SNAPSHOT") ? -1 :
 		kis_mvm_snapshot(&v->g, v->accel, pl->mem_mib, pl->vcpus, &serr);
+	if (serr)
+		trace(serr->message);
 	kis_error_free(serr); /* no snapshot: a cold boot, slower but the same guest */
+	serr = NULL;
+	/* the snapshot's RAM, shared copy-on-write with every VM restored from it */
+	_cleanup_free_ char *ram_path = snap < 0 ? NULL :
+		kis_mvm_snapshot_ram_path(&v->g, v->accel, pl->mem_mib, pl->vcpus);
+	_cleanup_close_ int memfd = ram_path ? kis_mvm_snapshot_ram(ram_path, &serr) : -1;
+	if (snap >= 0 && memfd < 0) {
+		/* a restore needs its RAM: a cold boot instead */
+		if (serr)
+			trace(serr->message);
+		kis_error_free(serr);
+		close(snap);
+		snap = -1;
+	}
 	int fds[2 + KIS_MVM_PORTS];
 	for (int i = 0; i < 2 + KIS_MVM_PORTS; i++)
 		fds[i] = -1;
@@ -334,7 +349,7 @@ static int vm_start(struct vm *v, const struct kis_plan *pl, int dfd, const char
 	struct kis_mvm_cfg c = {.accel = v->accel, .mem_mib = pl->mem_mib, .vcpus = pl->vcpus,
 				.disk = {v->disks.base, v->disks.delta, v->disks.rw},
 				.snap_fd = snap, .detach = detach, .vm_dir = dpath,
-				.stand_in = true};
+				.stand_in = true, .mem_fd = memfd, .ignore_shared = snap >= 0};
 	if ((fds[0] = kis_mvm_listen_at(dfd, "ctl.sock", err)) < 0 ||
 	    (fds[1] = kis_mvm_listen_at(dfd, "qmp.sock", err)) < 0)
 		goto out;
@@ -355,6 +370,8 @@ static int vm_start(struct vm *v, const struct kis_plan *pl, int dfd, const char
 	if (kis_mvm_spawn(&v->g, &c, &v->pid, err) < 0)
 		goto out;
 	v->restored = snap >= 0;
+	if (v->restored && kis_mvm_incoming(dfd, snap, err) < 0)
+		goto out;
 	trace(v->restored ? "qemu started (restore)" : "qemu started (cold boot)");
 	/* a cold boot takes seconds under TCG, a restore a fraction of one */
 	v->ctl = kis_mvm_ctl_wait(dfd, 90000, detach ? 0 : v->pid);

@@ -427,16 +427,17 @@ int kis_mvm_spawn(const struct kis_mvm_guest *g, const struct kis_mvm_cfg *c, pi
 		return kis_error_set(err, KIS_E_TIER_UNAVAILABLE, 0, "qemu-system-x86_64 is missing");
 	if (!c->vm_dir)
 		return kis_error_set(err, KIS_E_INTERNAL, EINVAL, "microvm: no directory for the jail");
-	/* In the VMM the fds are: ctl 3, qmp 4, agents 5.., the three disks,
-	 * then the snapshot. */
-	enum { FD_AGENT = 5, FD_DISK = 5 + KIS_MVM_PORTS, FD_SNAP = FD_DISK + 4 };
+	/* In the VMM the fds are: ctl 3, qmp 4, agents 5.., the disks (rw
+	 * twice), then the guest RAM's memfd or the snapshot. */
+	enum { FD_AGENT = 5, FD_DISK = 5 + KIS_MVM_PORTS, FD_MEM = FD_DISK + 4 };
 	struct argv_b a = {.n = 0};
 	bool debug = getenv("KIS_MICROVM_DEBUG") != NULL;
 	add(&a, "qemu-system-x86_64");
 	/* rtc=on: the guest kernel calibrates its clock against it; without a
 	 * PIT or HPET, microvm under TCG otherwise hangs in TSC calibration */
 	add(&a, "-M");
-	add(&a, c->mem_file ? "microvm,rtc=on,memory-backend=ram" : "microvm,rtc=on");
+	bool file_ram = c->mem_file || c->mem_fd >= 0;
+	add(&a, file_ram ? "microvm,rtc=on,memory-backend=ram" : "microvm,rtc=on");
 	add(&a, "-accel");
 	/* TCG's translation buffer: QEMU reserves 1 GiB by default and fills
 	 * it as it translates; a VM's working set of guest code fits in far
@@ -444,18 +445,16 @@ int kis_mvm_spawn(const struct kis_mvm_guest *g, const struct kis_mvm_cfg *c, pi
 	add(&a, strcmp(c->accel, "tcg") ? c->accel : fmt(&a, "tcg,tb-size=%u", KIS_MVM_TB_MIB));
 	add(&a, "-m");
 	add(&a, fmt(&a, "%uM", c->mem_mib));
-	if (c->mem_file) {
+	if (file_ram) {
 		/* the guest's RAM is the memory image: shared and written through
 		 * while a snapshot is made, mapped privately on restore, so every
 		 * VM restored from one image shares its pages in the page cache
 		 * until it writes one (copy-on-write) */
 		add(&a, "-object");
-		add(&a, fmt(&a, "memory-backend-file,id=ram,size=%uM,mem-path=/vm/mem,share=%s,"
-			     "prealloc=off,merge=off", c->mem_mib, c->mem_share ? "on" : "off"));
-	}
-	if (c->ignore_shared) {
-		add(&a, "-global");
-		add(&a, "migration.x-ignore-shared=on");
+		add(&a, fmt(&a, "memory-backend-file,id=ram,size=%uM,mem-path=%s,share=%s,"
+			     "prealloc=off,merge=off", c->mem_mib,
+			     c->mem_fd >= 0 ? fmt(&a, "/proc/self/fd/%d", FD_MEM) : "/vm/mem",
+			     c->mem_share ? "on" : "off"));
 	}
 	add(&a, "-smp");
 	add(&a, fmt(&a, "%u", c->vcpus));
@@ -529,10 +528,18 @@ int kis_mvm_spawn(const struct kis_mvm_guest *g, const struct kis_mvm_cfg *c, pi
 		add(&a, "-device");
 		add(&a, fmt(&a, "virtio-blk-device,drive=%s", dname[i]));
 	}
-	if (c->snap_fd >= 0) {
+	/* the restore's sealed memfd, reopened by QEMU through the jail's /proc */
+	if (c->mem_fd >= 0)
+		src[nsrc++] = c->mem_fd;
+	if (c->snap_fd >= 0 && c->ignore_shared) {
+		/* x-ignore-shared is a capability QEMU 7.2 takes only over QMP,
+		 * before the incoming migration starts (kis_mvm_incoming) */
+		add(&a, "-incoming");
+		add(&a, "defer");
+	} else if (c->snap_fd >= 0) {
 		/* fd: migration from an open file: no shell (exec:) needed */
 		add(&a, "-incoming");
-		add(&a, fmt(&a, "fd:%d", FD_SNAP));
+		add(&a, fmt(&a, "fd:%d", 3 + nsrc));
 		src[nsrc++] = c->snap_fd;
 	}
 	const char *stand_in = c->stand_in ? getenv("KIS_MICROVM_VMM") : NULL;
@@ -540,7 +547,8 @@ int kis_mvm_spawn(const struct kis_mvm_guest *g, const struct kis_mvm_cfg *c, pi
 	char *sv[32];
 	struct kis_mvm_jail_cfg jc = {
 		.dir = c->vm_dir, .vmm = qemu, .argv = a.v, .kernel = g->kernel,
-		.initrd = g->initrd, .mem_file = c->mem_file, .mem_rw = c->mem_share,
+		.initrd = g->initrd, .mem_file = c->mem_fd >= 0 ? NULL : c->mem_file,
+		.proc = c->mem_fd >= 0, .mem_rw = c->mem_share,
 		.kvm = !strcmp(c->accel, "kvm"), .mem_mib = c->mem_mib, .fds = src,
 		.nfds = nsrc, .log_fd = c->log_fd, .detach = c->detach,
 	};
@@ -746,6 +754,31 @@ int kis_mvm_qmp_open(int dfd, const char *name, int ms)
 	}
 	free(greet);
 	return fd;
+}
+
+static const char ignore_shared_cmd[] =
+	"{\"execute\":\"migrate-set-capabilities\",\"arguments\":{\"capabilities\":"
+	"[{\"capability\":\"x-ignore-shared\",\"state\":true}]}}";
+
+int kis_mvm_ignore_shared(int qmp)
+{
+	return kis_mvm_qmp_cmd(qmp, ignore_shared_cmd, -1, NULL, 3000);
+}
+
+int kis_mvm_incoming(int dfd, int snap_fd, struct kis_error **err)
+{
+	int q = kis_mvm_qmp_open(dfd, "qmp.sock", 5000);
+	if (q < 0)
+		return kis_error_set(err, KIS_E_INTERNAL, errno, "the VMM's QMP does not answer");
+	int r = 0;
+	if (kis_mvm_ignore_shared(q) < 0 ||
+	    kis_mvm_qmp_cmd(q, "{\"execute\":\"getfd\",\"arguments\":{\"fdname\":\"snap\"}}",
+			    snap_fd, NULL, 3000) < 0 ||
+	    kis_mvm_qmp_cmd(q, "{\"execute\":\"migrate-incoming\",\"arguments\":{\"uri\":"
+			    "\"fd:snap\"}}", -1, NULL, 3000) < 0)
+		r = kis_error_set(err, KIS_E_INTERNAL, 0, "the VMM refused the snapshot's restore");
+	close(q);
+	return r;
 }
 
 /* ---- temporary directories ---- */

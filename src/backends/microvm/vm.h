@@ -15,7 +15,7 @@
 /* The version of QEMU's device set (argv of kis_mvm_spawn), part of the
  * stamp that names snapshots: a snapshot restores only into the device set
  * it was saved with. Bump it with any change there. */
-#define KIS_MVM_DEVSET 2
+#define KIS_MVM_DEVSET 3
 /* Every guest disk has this virtual size (sparse), whatever it holds: the
  * guest reads disk sizes at boot, so one snapshot serves every workspace. */
 #define KIS_MVM_DEV_BYTES (256ull << 30)
@@ -53,6 +53,7 @@ struct kis_mvm_cfg {
 	bool detach;           /* a session: leave our session and parentage */
 	const char *vm_dir;    /* the VM's private directory: the jail is built there */
 	const char *mem_file;  /* guest RAM backed by this file (NULL: anonymous) */
+	int mem_fd;            /* or by this open file (a restore's sealed memfd), or -1 */
 	bool mem_share;        /* share=on (making a snapshot) or a private copy-on-write map */
 	bool ignore_shared;    /* the x-ignore-shared migration capability */
 	bool stand_in;         /* honour KIS_MICROVM_VMM (tests): never for snapshots */
@@ -84,6 +85,7 @@ struct kis_mvm_jail_cfg {
 	char *const *argv;
 	const char *kernel, *initrd; /* bound at /vm/vmlinuz, /vm/initrd */
 	const char *mem_file;      /* bound at /vm/mem, or NULL */
+	bool proc;                 /* a pids-only /proc of the VM's pid namespace */
 	bool mem_rw;
 	bool kvm;                  /* /dev/kvm in the jail */
 	unsigned mem_mib;
@@ -124,6 +126,11 @@ int kis_mvm_ctl_wait(int dfd, int ms, pid_t pid);
 int kis_mvm_qmp_open(int dfd, const char *name, int ms);
 int kis_mvm_qmp_cmd(int fd, const char *json, int send_fd, char **reply, int ms);
 
+/* Restore a VM started with -incoming defer: x-ignore-shared on, the
+ * snapshot's device state from snap_fd (its RAM is the memory backend's). */
+int kis_mvm_incoming(int dfd, int snap_fd, struct kis_error **err);
+int kis_mvm_ignore_shared(int qmp);
+
 /* The accelerator that runs our guest here, measured once and cached. */
 const char *kis_mvm_accel_cached(void);
 int kis_mvm_accel(const struct kis_mvm_guest *g, char out[8], struct kis_error **err);
@@ -133,6 +140,13 @@ int kis_mvm_accel(const struct kis_mvm_guest *g, char out[8], struct kis_error *
  * point, QEMU migration to a file). Returns an fd open on it, or -1 with err. */
 int kis_mvm_snapshot(const struct kis_mvm_guest *g, const char *accel, unsigned mem_mib,
 		     unsigned vcpus, struct kis_error **err);
+
+/* The snapshot's RAM (ram_path, made with the snapshot) as a sealed memfd
+ * that VMs map privately: the one live VMs of it map, else a new one. */
+int kis_mvm_snapshot_ram(const char *ram_path, struct kis_error **err);
+/* Path of the RAM file of the snapshot with these parameters. */
+char *kis_mvm_snapshot_ram_path(const struct kis_mvm_guest *g, const char *accel,
+				unsigned mem_mib, unsigned vcpus);
 
 /* The three disks of one VM (microvm/disk.c): files in vm_dir, the base's
  * image in cache (an overlay workspace's lower, upper and the base's cache
