@@ -17,6 +17,7 @@
 
 #include "backends/microvm/vm.h"
 #include "confine/confine.h"
+#include "kis/backend.h"
 
 /* Where the jail's root is built, in the child's own mount namespace only:
  * an empty directory the parent makes in the VM's private directory. */
@@ -27,6 +28,22 @@ static int jail_cgroup_name(char *buf, size_t n)
 	/* unique among live VMs: the engine's pid and a counter */
 	static unsigned seq;
 	return snprintf(buf, n, "mvm-%d-%u", (int)getpid(), ++seq);
+}
+
+bool kis_mvm_jail_possible(char *why, size_t n)
+{
+	if (geteuid() != 0) {
+		snprintf(why, n, "the VMM's jail needs an engine running as root (a per-VM uid, "
+			 "namespaces, pivot_root, a cgroup)");
+		return false;
+	}
+	char cw[200] = "";
+	unsigned have = kis_cgroup_probe(cw, sizeof(cw));
+	if ((have & (KIS_LIMIT_MEMORY | KIS_LIMIT_PIDS)) != (KIS_LIMIT_MEMORY | KIS_LIMIT_PIDS)) {
+		snprintf(why, n, "the VMM's jail needs memory and pids cgroups: %s", cw);
+		return false;
+	}
+	return true;
 }
 
 int kis_mvm_jail_prepare(struct kis_mvm_jail *j, const struct kis_mvm_jail_cfg *c,
@@ -53,10 +70,11 @@ int kis_mvm_jail_prepare(struct kis_mvm_jail *j, const struct kis_mvm_jail_cfg *
 		kis_error_free(e2);
 		return r;
 	}
-	if (!j->cg->dirs[0] && !j->cg->dirs[1]) {
+	/* v1: memory and pids leaves both; v2: the one leaf has both */
+	if (!j->cg->dirs[0] || (j->cg->mode == KIS_CG_V1 && !j->cg->dirs[1])) {
 		kis_mvm_jail_release(j);
 		return kis_error_set(err, KIS_E_TIER_UNAVAILABLE, 0,
-				     "microvm: no memory or pids cgroup for the VMM's jail");
+				     "microvm: no memory and pids cgroups for the VMM's jail");
 	}
 	/* the project's policy (net off: AF_UNIX sockets only; QEMU makes none,
 	 * its sockets are the fds it is given) under QEMU's own -sandbox */

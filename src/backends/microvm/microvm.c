@@ -46,7 +46,11 @@ static void microvm_probe(struct kis_caps *c)
 	memset(c, 0, sizeof(*c));
 	if (!kis_mvm_guest_present(c->why_absent, sizeof(c->why_absent)))
 		return;
+	/* a VM never runs unjailed (jail.c): no jail here, no tier */
+	if (!kis_mvm_jail_possible(c->why_absent, sizeof(c->why_absent)))
+		return;
 	c->present = true;
+	c->seccomp = true; /* the VMM's: QEMU's -sandbox over the project's policy */
 	c->shell = true;
 	c->native = true;
 	c->tty = true; /* a PTY inside the guest, resizes over the channel */

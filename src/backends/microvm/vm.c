@@ -639,8 +639,10 @@ int kis_mvm_ctl_wait(int dfd, int ms, pid_t pid)
 	while (now_ms() < end) {
 		if (pid > 0 && kill(pid, 0) < 0)
 			break;
-		int st;
-		if (pid > 0 && waitpid(pid, &st, WNOHANG) == pid)
+		/* WNOWAIT: an ended VMM stays for its owner to reap (vm_stop) */
+		siginfo_t si = {0};
+		if (pid > 0 && waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 &&
+		    si.si_pid == pid)
 			break;
 		if (fd < 0)
 			fd = kis_mvm_connect_at(dfd, "ctl.sock");

@@ -100,6 +100,8 @@ struct kis_mvm_jail_cfg {
 int kis_mvm_jail_prepare(struct kis_mvm_jail *j, const struct kis_mvm_jail_cfg *c,
 			 struct kis_error **err);
 void kis_mvm_jail_release(struct kis_mvm_jail *j);
+/* Can this host make the jail (cheap: for probe)? why names what is missing. */
+bool kis_mvm_jail_possible(char *why, size_t n);
 /* The VMM's cgroup, named in dir/vmm.cgroup: saved at the start, removed
  * (members killed) at the VM's end. */
 int kis_mvm_cgroup_save(const char *dir, const struct kis_cgroup *cg, struct kis_error **err);
