@@ -544,15 +544,22 @@ def test_the_vmm_root_holds_only_the_jails_files(mvm, two_sessions):
         f = line.split()
         mounts[f[4]] = (f[5], line.split(" - ")[1].split()[0])
     assert mounts["/"][1] == "tmpfs" and mounts["/"][0].startswith("ro")
-    allowed = {"/", "/usr", "/vm/vmlinuz", "/vm/initrd", "/dev/null", "/dev/zero",
-               "/dev/urandom", "/dev/random", "/proc"}
-    assert set(mounts) <= allowed, set(mounts) - allowed
-    for m in ("/usr", "/vm/vmlinuz", "/vm/initrd"):
-        assert mounts[m][0].startswith("ro"), (m, mounts[m])
+    fixed = {"/", "/vm/vmlinuz", "/vm/initrd", "/dev/null", "/dev/zero", "/dev/urandom",
+             "/dev/random", "/proc", "/usr/bin/qemu-system-x86_64", "/usr/share/qemu",
+             "/usr/lib/x86_64-linux-gnu/qemu", "/usr/lib64/ld-linux-x86-64.so.2"}
+    libs = {m for m in mounts if m.startswith("/usr/lib/x86_64-linux-gnu/lib") and ".so" in m}
+    assert set(mounts) - libs <= fixed, set(mounts) - libs - fixed
+    assert "/usr" not in mounts and "/etc" not in mounts  # not the host's /usr: QEMU's files
+    for m in mounts:
+        if m.startswith(("/usr", "/vm")):
+            assert mounts[m][0].startswith("ro"), (m, mounts[m])
     assert "/dev/kvm" not in mounts  # TCG here: no KVM node at all
-    # its root, seen through the kernel: nothing else at the top
+    # its root, seen through the kernel: nothing else at the top, and of
+    # the host's programs only QEMU
     top = sorted(os.listdir(f"/proc/{pid}/root"))
     assert set(top) <= {"usr", "lib", "lib64", "bin", "vm", "dev", "proc"}, top
+    assert os.listdir(f"/proc/{pid}/root/usr/bin") == ["qemu-system-x86_64"]
+    assert not os.path.exists(f"/proc/{pid}/root/usr/bin/sh")
     # a fixed, minimal environment: nothing of the engine's or the profile's
     assert Path(f"/proc/{pid}/environ").read_bytes() == b"PATH=/usr/bin\0"
 
@@ -703,3 +710,22 @@ def test_stand_in_vmm_control_the_read_probe_escapes_bare(outside_vmm):
                        capture_output=True, text=True, timeout=30)
     assert p.returncode == 1 and "ESCAPED" in p.stdout
 
+
+
+def test_no_jail_means_no_microvm_tier_named_so(mvm, tmp_path):
+    """An engine that cannot make the jail (here: not root) has no microvm
+    tier, and says why; it never starts QEMU unjailed."""
+    store = tmp_path / "store"
+    store.mkdir()
+    os.chown(store, 65534, 65534)
+    tmp_path.chmod(0o755)
+    env = dict(os.environ, KIS_SANDBOX_ROOT=str(store), KIS_MICROVM_GUEST_DIR=str(GUEST))
+    nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"]
+    p = subprocess.run(nobody + [str(KIS), "sandbox", "backends", "--json"], env=env,
+                       capture_output=True, text=True, timeout=60)
+    m = [r for r in json.loads(p.stdout) if r["backend"] == "microvm"][0]
+    assert not m["available"] and "jail" in m["why_absent"], m
+    r = subprocess.run(nobody + [str(KIS), "sandbox", "run", "--tier", "microvm", "--", "true"],
+                       env=env, capture_output=True, text=True, timeout=60)
+    assert r.returncode != 0 and "tier_unavailable" in r.stderr and "jail" in r.stderr, r.stderr
+    assert not _qemu_pids(str(store))

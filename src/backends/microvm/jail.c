@@ -5,6 +5,7 @@
 #include "util.h"
 
 #include <fcntl.h>
+#include <limits.h>
 #include <sched.h>
 #include <signal.h>
 #include <string.h>
@@ -22,6 +23,147 @@
 /* Where the jail's root is built, in the child's own mount namespace only:
  * an empty directory the parent makes in the VM's private directory. */
 #define JAIL_DIR "jail"
+
+/* ---- the VMM's files ---- */
+
+static int add_file(struct kis_mvm_jail *j, const char *src, const char *dst)
+{
+	char real[PATH_MAX];
+	if (!realpath(src, real))
+		return 0; /* absent: the VMM copes or says so in its log */
+	char **s2 = realloc(j->src, (j->nfiles + 1) * sizeof(char *));
+	if (!s2)
+		return -1;
+	j->src = s2;
+	char **d2 = realloc(j->dst, (j->nfiles + 1) * sizeof(char *));
+	if (!d2)
+		return -1;
+	j->dst = d2;
+	/* Debian's merged /usr: the loader's /lib/... is /usr/lib/... (the
+	 * jail has the same /lib -> usr/lib links) */
+	char norm[PATH_MAX];
+	if (!strncmp(dst, "/lib/", 5) || !strncmp(dst, "/lib64/", 7) || !strncmp(dst, "/bin/", 5))
+		snprintf(norm, sizeof(norm), "/usr%s", dst);
+	else
+		snprintf(norm, sizeof(norm), "%s", dst);
+	j->src[j->nfiles] = strdup(real);
+	j->dst[j->nfiles] = strdup(norm);
+	j->nfiles++;
+	return j->src[j->nfiles - 1] && j->dst[j->nfiles - 1] && strncmp(norm, "/usr/", 5) == 0 ? 0 : -1;
+}
+
+/* The shared objects the dynamic loader maps for bin: `ld.so --list`
+ * (no shell), kept in cache_dir/vmm-files-<ino>-<mtime>, one path a line.
+ * A static binary has none. */
+static int vmm_libs(const char *bin, const char *cache_dir, char ***out, size_t *n)
+{
+	static const char loader[] = "/lib64/ld-linux-x86-64.so.2";
+	*out = NULL;
+	*n = 0;
+	struct stat sb;
+	if (stat(bin, &sb) < 0)
+		return -1;
+	char cpath[4300];
+	snprintf(cpath, sizeof(cpath), "%s/vmm-files-%lx-%lx", cache_dir ? cache_dir : "/nonexistent",
+		 (unsigned long)sb.st_ino, (unsigned long)sb.st_mtim.tv_sec);
+	FILE *f = fopen(cpath, "re");
+	char *text = NULL;
+	size_t tlen = 0;
+	if (f) {
+		FILE *m = open_memstream(&text, &tlen);
+		int ch;
+		while (m && (ch = fgetc(f)) != EOF)
+			fputc(ch, m);
+		if (m)
+			fclose(m);
+		fclose(f);
+	} else {
+		int pfd[2];
+		if (pipe2(pfd, O_CLOEXEC) < 0)
+			return -1;
+		pid_t p = fork();
+		if (p == 0) {
+			int nul = open("/dev/null", O_RDWR | O_CLOEXEC);
+			dup2(nul, 0);
+			dup2(pfd[1], 1);
+			dup2(nul, 2);
+			static char *const envp[] = {NULL};
+			execle(loader, loader, "--list", bin, (char *)NULL, envp);
+			_exit(127);
+		}
+		close(pfd[1]);
+		FILE *r = p > 0 ? fdopen(pfd[0], "re") : NULL;
+		if (!r)
+			close(pfd[0]);
+		FILE *m = open_memstream(&text, &tlen);
+		char line[4300];
+		while (r && m && fgets(line, sizeof(line), r)) {
+			/* "\tlibX.so.1 => /lib/.../libX.so.1 (0x...)" or
+			 * "\t/lib64/ld-linux-x86-64.so.2 (0x...)" */
+			char *arrow = strstr(line, "=> ");
+			char *path = arrow ? arrow + 3 : line + strspn(line, " \t");
+			if (path[0] != '/')
+				continue;
+			path[strcspn(path, " (\n")] = '\0';
+			fprintf(m, "%s\n", path);
+		}
+		if (m)
+			fclose(m);
+		if (r)
+			fclose(r);
+		int st = 0;
+		if (p > 0)
+			RETRY_EINTR(waitpid(p, &st, 0));
+		/* a static binary: the loader refuses it, the list is empty */
+		if (p > 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0 && text && cache_dir) {
+			char tmp[4400];
+			snprintf(tmp, sizeof(tmp), "%s.%d", cpath, (int)getpid());
+			FILE *w = fopen(tmp, "we");
+			if (w) {
+				fputs(text, w);
+				if (fclose(w) == 0 && rename(tmp, cpath) < 0)
+					unlink(tmp);
+			}
+		}
+	}
+	size_t cap = 0;
+	for (char *save = NULL, *t = text ? strtok_r(text, "\n", &save) : NULL; t;
+	     t = strtok_r(NULL, "\n", &save)) {
+		if (*n + 1 >= cap) {
+			cap = cap ? cap * 2 : 64;
+			char **g = realloc(*out, cap * sizeof(char *));
+			if (!g)
+				break;
+			*out = g;
+		}
+		(*out)[(*n)++] = strdup(t);
+	}
+	free(text);
+	return 0;
+}
+
+static int vmm_files(struct kis_mvm_jail *j, const struct kis_mvm_jail_cfg *c)
+{
+	char **libs = NULL;
+	size_t nl = 0;
+	int r = vmm_libs(c->vmm, c->cache_dir, &libs, &nl);
+	for (size_t i = 0; r == 0 && i < nl; i++)
+		r = libs[i] ? add_file(j, libs[i], libs[i]) : -1;
+	for (size_t i = 0; i < nl; i++)
+		free(libs[i]);
+	free(libs);
+	if (r < 0)
+		return -1;
+	if (!c->vmm_outside_usr && add_file(j, c->vmm, c->vmm) < 0)
+		return -1;
+	/* QEMU's modules (Debian builds TCG as one) and its firmware
+	 * (microvm's qboot.rom): directories of QEMU's own, read-only */
+	if (strstr(c->vmm, "qemu-system") && (add_file(j, "/usr/lib/x86_64-linux-gnu/qemu",
+						       "/usr/lib/x86_64-linux-gnu/qemu") < 0 ||
+					      add_file(j, "/usr/share/qemu", "/usr/share/qemu") < 0))
+		return -1;
+	return 0;
+}
 
 static int jail_cgroup_name(char *buf, size_t n)
 {
@@ -76,6 +218,11 @@ int kis_mvm_jail_prepare(struct kis_mvm_jail *j, const struct kis_mvm_jail_cfg *
 		return kis_error_set(err, KIS_E_TIER_UNAVAILABLE, 0,
 				     "microvm: no memory and pids cgroups for the VMM's jail");
 	}
+	if (vmm_files(j, c) < 0) {
+		kis_mvm_jail_release(j);
+		return kis_error_set(err, KIS_E_INTERNAL, errno ? errno : ENOMEM,
+				     "microvm: cannot list the VMM's files for its jail");
+	}
 	/* the project's policy (net off: AF_UNIX sockets only; QEMU makes none,
 	 * its sockets are the fds it is given) under QEMU's own -sandbox */
 	struct kis_seccomp_opts so = {.net = KIS_NET_OFF, .allow_sysv_ipc = false};
@@ -97,6 +244,14 @@ void kis_mvm_jail_release(struct kis_mvm_jail *j)
 		kis_error_free(e);
 	}
 	j->cg = NULL;
+	for (size_t i = 0; i < j->nfiles; i++) {
+		free(j->src[i]);
+		free(j->dst[i]);
+	}
+	free(j->src);
+	free(j->dst);
+	j->src = j->dst = NULL;
+	j->nfiles = 0;
 }
 
 /* ---- the child: no allocation, errors as a message on report_fd ---- */
@@ -174,21 +329,36 @@ static void __attribute__((noreturn)) jail_child(const struct kis_mvm_jail *j,
 		child_fail(report_fd, "cannot make the mount namespace private");
 	char root[4200];
 	snprintf(root, sizeof(root), "%s/" JAIL_DIR, c->dir);
-	if (mount("kis-vm", root, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=64k,nr_inodes=64") <
+	if (mount("kis-vm", root, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=256k,nr_inodes=512") <
 	    0)
 		child_fail(report_fd, "cannot mount the jail's root");
 	const unsigned long RO = MS_RDONLY | MS_NOSUID | MS_NODEV;
-	/* QEMU and its shared libraries and firmware: the host's /usr read-only
-	 * (Debian's merged /usr: /lib, /lib64, /bin are links into it) */
-	if (bind_into(root, "usr", "/usr", true, RO) < 0)
-		child_fail(report_fd, "cannot bind /usr into the jail");
+	/* the VMM's own files only, each read-only at its own path (its
+	 * binary, libraries, loader, QEMU's modules and firmware), under
+	 * Debian's merged-/usr links */
 	static const char *const links[][2] = {{"lib", "usr/lib"}, {"lib64", "usr/lib64"},
 					       {"bin", "usr/bin"}};
 	for (size_t i = 0; i < ARRAY_SIZE(links); i++) {
-		char p[4300];
-		snprintf(p, sizeof(p), "%s/%s", root, links[i][0]);
-		if (symlink(links[i][1], p) < 0)
+		char lp[4300];
+		snprintf(lp, sizeof(lp), "%s/%s", root, links[i][0]);
+		if (symlink(links[i][1], lp) < 0)
 			child_fail(report_fd, "jail links");
+	}
+	for (size_t i = 0; i < j->nfiles; i++) {
+		char dp[4300];
+		snprintf(dp, sizeof(dp), "%s%s", root, j->dst[i]);
+		/* its parent directories in the tmpfs */
+		for (char *q = dp + strlen(root) + 1; (q = strchr(q, '/')); q++) {
+			*q = '\0';
+			int mr = mkdir(dp, 0755);
+			*q = '/';
+			if (mr < 0 && errno != EEXIST)
+				child_fail(report_fd, "jail directories");
+		}
+		struct stat ss;
+		bool dir = stat(j->src[i], &ss) == 0 && S_ISDIR(ss.st_mode);
+		if (bind_into(root, j->dst[i] + 1, j->src[i], dir, RO) < 0)
+			child_fail(report_fd, "cannot bind the VMM's files into the jail");
 	}
 	char p[4300];
 	snprintf(p, sizeof(p), "%s/vm", root);

@@ -559,7 +559,7 @@ int kis_mvm_spawn(const struct kis_mvm_guest *g, const struct kis_mvm_cfg *c, pi
 	char sbuf[4096];
 	char *sv[32];
 	struct kis_mvm_jail_cfg jc = {
-		.dir = c->vm_dir, .vmm = qemu, .argv = a.v, .kernel = g->kernel,
+		.dir = c->vm_dir, .vmm = qemu, .argv = a.v, .kernel = g->kernel, .cache_dir = g->dir,
 		.initrd = g->initrd, .mem_file = c->mem_fd >= 0 ? NULL : c->mem_file,
 		.proc = c->mem_fd >= 0, .mem_rw = c->mem_share,
 		.kvm = !strcmp(c->accel, "kvm"), .mem_mib = c->mem_mib, .fds = src,

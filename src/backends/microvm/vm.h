@@ -77,11 +77,17 @@ struct kis_cgroup;
 struct kis_mvm_jail {
 	struct kis_cgroup *cg;
 	int seccomp_fd;
+	/* the VMM's own files bound read-only at the same path in the jail:
+	 * its binary, its shared libraries and loader, QEMU's modules and
+	 * firmware; src[i] the host file (links resolved), dst[i] its path */
+	char **src, **dst;
+	size_t nfiles;
 };
 struct kis_mvm_jail_cfg {
 	const char *dir;           /* an empty "jail" directory is made in here */
 	const char *vmm;           /* the binary, a host path */
-	bool vmm_outside_usr;      /* bound at /vm/vmm (else run from the bound /usr) */
+	bool vmm_outside_usr;      /* bound at /vm/vmm (else at its own path) */
+	const char *cache_dir;     /* where the VMM's file list is kept */
 	char *const *argv;
 	const char *kernel, *initrd; /* bound at /vm/vmlinuz, /vm/initrd */
 	const char *mem_file;      /* bound at /vm/mem, or NULL */
