@@ -119,8 +119,13 @@ for b in $BUILDS; do
 "
 		[ -z "$stopped" ] || { echo "        ($b: $stopped)"; break; }
 	done
-	# restore to first reply with this build's sessions still up (the
-	# engine finds the live VMs' guest RAM, as it does at density)
+	# restore to first reply with one session of this build left up (the
+	# engine finds a live VM's guest RAM, as it does at density), the
+	# others gone so that idle VMs do not load the machine
+	for s in $(ls "$ST/sessions" 2>/dev/null); do
+		[ "$s" = "$first" ] || $K sandbox session destroy "$s" >/dev/null 2>&1 || true
+	done
+	sleep 1
 	r=$(for i in $(seq "$REPS"); do restore_ms "$K" "$G" "$ST"; done | med)
 	eval "restore_$b=$r"
 	# the jail's cost: this run's engine against a bare QEMU restoring the
