@@ -544,12 +544,13 @@ def test_the_vmm_root_holds_only_the_jails_files(mvm, two_sessions):
         f = line.split()
         mounts[f[4]] = (f[5], line.split(" - ")[1].split()[0])
     assert mounts["/"][1] == "tmpfs" and mounts["/"][0].startswith("ro")
-    fixed = {"/", "/vm/vmlinuz", "/vm/initrd", "/dev/null", "/dev/zero", "/dev/urandom",
+    fixed = {"/", "/usr", "/vm/vmlinuz", "/vm/initrd", "/dev/null", "/dev/zero", "/dev/urandom",
              "/dev/random", "/proc", "/usr/bin/qemu-system-x86_64", "/usr/share/qemu",
              "/usr/lib/x86_64-linux-gnu/qemu", "/usr/lib64/ld-linux-x86-64.so.2"}
     libs = {m for m in mounts if m.startswith("/usr/lib/x86_64-linux-gnu/lib") and ".so" in m}
     assert set(mounts) - libs <= fixed, set(mounts) - libs - fixed
-    assert "/usr" not in mounts and "/etc" not in mounts  # not the host's /usr: QEMU's files
+    # not the host's /usr: a tmpfs of the jail's own holding QEMU's files
+    assert mounts["/usr"][1] == "tmpfs" and "/etc" not in mounts
     for m in mounts:
         if m.startswith(("/usr", "/vm")):
             assert mounts[m][0].startswith("ro"), (m, mounts[m])

@@ -9,6 +9,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <string.h>
+#include <linux/mount.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -267,7 +268,8 @@ static void __attribute__((noreturn)) child_fail(int fd, const char *what)
 }
 
 /* An empty file (or directory) at `at` inside the new root, then src bound
- * on it with flags (MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC). */
+ * on it with flags (MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC; 0: the
+ * caller sets them later). */
 static int bind_into(const char *root, const char *at, const char *src, bool dir,
 		     unsigned long flags)
 {
@@ -286,7 +288,7 @@ static int bind_into(const char *root, const char *at, const char *src, bool dir
 		return -1;
 	/* a bind mount takes its flags only from a remount (mount(2), "Creating
 	 * a bind mount": MS_RDONLY etc. are ignored on the first call) */
-	return mount(NULL, tgt, NULL, MS_REMOUNT | MS_BIND | flags, NULL);
+	return flags ? mount(NULL, tgt, NULL, MS_REMOUNT | MS_BIND | flags, NULL) : 0;
 }
 
 static void __attribute__((noreturn)) jail_child(const struct kis_mvm_jail *j,
@@ -344,6 +346,12 @@ static void __attribute__((noreturn)) jail_child(const struct kis_mvm_jail *j,
 		if (symlink(links[i][1], lp) < 0)
 			child_fail(report_fd, "jail links");
 	}
+	/* /usr is a mount of its own: its flags then cover exactly the VMM's files */
+	char usr[4300];
+	snprintf(usr, sizeof(usr), "%s/usr", root);
+	if (mkdir(usr, 0755) < 0 ||
+	    mount("kis-vmm", usr, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=64k,nr_inodes=256") < 0)
+		child_fail(report_fd, "cannot mount the jail's /usr");
 	for (size_t i = 0; i < j->nfiles; i++) {
 		char dp[4300];
 		snprintf(dp, sizeof(dp), "%s%s", root, j->dst[i]);
@@ -357,9 +365,15 @@ static void __attribute__((noreturn)) jail_child(const struct kis_mvm_jail *j,
 		}
 		struct stat ss;
 		bool dir = stat(j->src[i], &ss) == 0 && S_ISDIR(ss.st_mode);
-		if (bind_into(root, j->dst[i] + 1, j->src[i], dir, RO) < 0)
+		/* flags below, for the whole /usr at once */
+		if (bind_into(root, j->dst[i] + 1, j->src[i], dir, 0) < 0)
 			child_fail(report_fd, "cannot bind the VMM's files into the jail");
 	}
+	/* one mount_setattr(2) over /usr and every bind under it, instead of a
+	 * remount each: read-only, no setuid, no devices */
+	struct mount_attr ma = {.attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV};
+	if (syscall(SYS_mount_setattr, AT_FDCWD, usr, AT_RECURSIVE, &ma, sizeof(ma)) < 0)
+		child_fail(report_fd, "cannot make the VMM's files read-only");
 	char p[4300];
 	snprintf(p, sizeof(p), "%s/vm", root);
 	if (mkdir(p, 0755) < 0)

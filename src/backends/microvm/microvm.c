@@ -336,6 +336,7 @@ static int vm_start(struct vm *v, const struct kis_plan *pl, int dfd, const char
 	_cleanup_free_ char *ram_path = snap < 0 ? NULL :
 		kis_mvm_snapshot_ram_path(&v->g, v->accel, pl->mem_mib, pl->vcpus);
 	_cleanup_close_ int memfd = ram_path ? kis_mvm_snapshot_ram(ram_path, &serr) : -1;
+	trace("snapshot and its memory found");
 	if (snap >= 0 && memfd < 0) {
 		/* a restore needs its RAM: a cold boot instead */
 		if (serr)
@@ -376,6 +377,8 @@ static int vm_start(struct vm *v, const struct kis_plan *pl, int dfd, const char
 	v->restored = snap >= 0;
 	if (v->restored && kis_mvm_incoming(dfd, snap, err) < 0)
 		goto out;
+	if (v->restored)
+		trace("restore started");
 	trace(v->restored ? "qemu started (restore)" : "qemu started (cold boot)");
 	/* a cold boot takes seconds under TCG, a restore a fraction of one */
 	v->ctl = kis_mvm_ctl_wait(dfd, 90000, detach ? 0 : v->pid);
