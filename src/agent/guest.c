@@ -180,15 +180,26 @@ static int open_port(const char *name)
 	return -1;
 }
 
-/* Wait until the host side may have opened or written: SIGIO, or 200 ms. */
-static void wait_host(void)
+/* Wait until the host side may have opened or written: SIGIO (blocked,
+ * so one raised before we wait is pending, not lost), or ms. */
+static void wait_host_ms(int ms)
 {
 	sigset_t s;
 	sigemptyset(&s);
 	sigaddset(&s, SIGIO);
-	struct timespec ts = {0, 200 * 1000 * 1000};
+	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000 * 1000};
 	sigtimedwait(&s, NULL, &ts);
 }
+
+static void wait_host(void)
+{
+	wait_host_ms(200);
+}
+
+/* An idle port (host side closed) wakes on SIGIO; the timeout is only a
+ * backstop. Each wakeup of an idle guest costs the host CPU (TCG), and a
+ * VM has five such loops: 200 ms here was 25 wakeups a second. */
+#define IDLE_WAIT_MS 2000
 
 static int connect_agent(void)
 {
@@ -344,7 +355,7 @@ static _Noreturn void relay_main(const char *name)
 				/* the host side is closed: end the agent connection
 				 * (which cancels its exec) and wait for the next one */
 				relay_drop(&r);
-				wait_host();
+				wait_host_ms(IDLE_WAIT_MS);
 				continue;
 			}
 		}
@@ -390,7 +401,7 @@ static int set_lo_up(void)
 	return r;
 }
 
-/* The workspace's three disks (src/backends/microvm_disk.c): two read-only
+/* The workspace's three disks (src/backends/microvm/disk.c): two read-only
  * ext4 layers, the base ("kis-base") and the workspace's changes on the
  * host ("kis-delta"; either may be the empty image, "kis-empty"), and one
  * writable ext4 with upper/ and work/, joined by overlayfs at target. The
@@ -771,7 +782,7 @@ int kis_agent_guest_init(void)
 		ssize_t k = read(ctl, line + len, sizeof(line) - 1 - len);
 		if (k == 0) {
 			len = 0; /* the host closed: a partial line is void */
-			wait_host();
+			wait_host_ms(IDLE_WAIT_MS);
 			continue;
 		}
 		if (k < 0)

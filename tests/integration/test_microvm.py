@@ -24,16 +24,20 @@ TIMEOUT = 180
 
 
 def _qemu_pids(marker):
-    """QEMU processes whose command line names our guest cache."""
+    """QEMU processes with a file open under marker (the jailed VMM names no
+    host path on its command line: its disks and log are fds)."""
     pids = []
     for d in Path("/proc").iterdir():
         if not d.name.isdigit():
             continue
         try:
             cmd = (d / "cmdline").read_bytes().split(b"\0")
+            if not cmd or not cmd[0].endswith(b"qemu-system-x86_64"):
+                continue
+            links = [os.readlink(f) for f in (d / "fd").iterdir()]
         except OSError:
             continue
-        if cmd and cmd[0].endswith(b"qemu-system-x86_64") and any(marker.encode() in a for a in cmd):
+        if any(marker in l for l in links):
             pids.append(int(d.name))
     return pids
 
@@ -490,3 +494,263 @@ def test_guest_memory_and_vcpus_come_from_the_profile(mvm):
     assert 150 * 1024 < int(mem_kib) <= 256 * 1024  # the guest kernel keeps some
     p = kis("run", "--tier", "microvm", "--vcpus", "0", "--", "true", env=mvm, timeout=60)
     assert p.returncode == 125 and "microvm.vcpus" in p.stderr
+
+
+# ---- the VMM's jail (src/backends/microvm/jail.c) ----
+
+PROBES_STATIC = ROOT / "build" / "probes-static"
+UID_BASE = 1600000000
+
+
+def _session_pid(env, sid):
+    lst = json.loads(kis("session", "list", "--json", env=env).stdout)
+    return [s for s in lst if s["id"] == sid][0]["agent_pid"]
+
+
+def _status(pid):
+    out = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        k, _, v = line.partition(":")
+        out[k] = v.strip()
+    return out
+
+
+@pytest.fixture(scope="module")
+def two_sessions(mvm):
+    """Two idle sessions restored from the one snapshot, shared by the jail
+    and memory tests (TCG restores are cheap, but not free)."""
+    sids = []
+    try:
+        for _ in range(2):
+            c = kis("create", "--tier", "microvm", env=mvm, timeout=TIMEOUT)
+            assert c.returncode == 0, c.stderr
+            sids.append(c.stdout.strip())
+        for sid in sids:  # each guest runs something: its RAM is in use
+            e = kis("exec", sid, "--", "sh", "-c", "echo up", env=mvm, timeout=TIMEOUT)
+            assert e.stdout == "up\n", e.stderr
+        yield [(sid, _session_pid(mvm, sid)) for sid in sids]
+    finally:
+        for sid in sids:
+            kis("session", "destroy", sid, env=mvm, timeout=60)
+
+
+def test_the_vmm_runs_unprivileged_without_capabilities_under_seccomp(mvm, two_sessions):
+    for _, pid in two_sessions:
+        st = _status(pid)
+        uids = [int(x) for x in st["Uid"].split()]
+        gids = [int(x) for x in st["Gid"].split()]
+        assert all(u >= UID_BASE for u in uids + gids), st["Uid"]
+        assert uids[0] == UID_BASE + pid  # one uid per VM
+        assert st["Groups"] == ""
+        for cap in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"):
+            assert int(st[cap], 16) == 0, (cap, st[cap])
+        assert st["Seccomp"] == "2" and st["NoNewPrivs"] == "1"
+        # QEMU's own -sandbox filter on top of the project's
+        assert int(st.get("Seccomp_filters", "2")) >= 2
+    (_, a), (_, b) = two_sessions
+    assert _status(a)["Uid"] != _status(b)["Uid"]
+
+
+def test_the_vmm_has_its_own_namespaces_and_an_empty_network(mvm, two_sessions):
+    _, pid = two_sessions[0]
+    for ns in ("mnt", "pid", "net", "ipc", "uts"):
+        assert os.readlink(f"/proc/{pid}/ns/{ns}") != os.readlink(f"/proc/self/ns/{ns}"), ns
+    devs = [l.split(":")[0].strip() for l in Path(f"/proc/{pid}/net/dev").read_text().splitlines()[2:]]
+    assert devs == ["lo"]
+    # pid 1 of its own namespace: it sees no host process
+    assert _status(pid)["NSpid"].split()[-1] == "1"
+
+
+def test_the_vmm_root_holds_only_the_jails_files(mvm, two_sessions):
+    _, pid = two_sessions[0]
+    mounts = {}
+    for line in Path(f"/proc/{pid}/mountinfo").read_text().splitlines():
+        f = line.split()
+        mounts[f[4]] = (f[5], line.split(" - ")[1].split()[0])
+    assert mounts["/"][1] == "tmpfs" and mounts["/"][0].startswith("ro")
+    fixed = {"/", "/usr", "/vm/vmlinuz", "/vm/initrd", "/dev/null", "/dev/zero", "/dev/urandom",
+             "/dev/random", "/proc", "/usr/bin/qemu-system-x86_64", "/usr/share/qemu",
+             "/usr/lib/x86_64-linux-gnu/qemu", "/usr/lib64/ld-linux-x86-64.so.2"}
+    libs = {m for m in mounts if m.startswith("/usr/lib/x86_64-linux-gnu/lib") and ".so" in m}
+    assert set(mounts) - libs <= fixed, set(mounts) - libs - fixed
+    # not the host's /usr: a tmpfs of the jail's own holding QEMU's files
+    assert mounts["/usr"][1] == "tmpfs" and "/etc" not in mounts
+    for m in mounts:
+        if m.startswith(("/usr", "/vm")):
+            assert mounts[m][0].startswith("ro"), (m, mounts[m])
+    assert "/dev/kvm" not in mounts  # TCG here: no KVM node at all
+    # its root, seen through the kernel: nothing else at the top, and of
+    # the host's programs only QEMU
+    top = sorted(os.listdir(f"/proc/{pid}/root"))
+    assert set(top) <= {"usr", "lib", "lib64", "bin", "vm", "dev", "proc"}, top
+    assert os.listdir(f"/proc/{pid}/root/usr/bin") == ["qemu-system-x86_64"]
+    assert not os.path.exists(f"/proc/{pid}/root/usr/bin/sh")
+    # a fixed, minimal environment: nothing of the engine's or the profile's
+    assert Path(f"/proc/{pid}/environ").read_bytes() == b"PATH=/usr/bin\0"
+
+
+def test_the_vmm_holds_only_its_own_fds(mvm, two_sessions):
+    sid, pid = two_sessions[0]
+    store = mvm["KIS_SANDBOX_ROOT"]
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        t = os.readlink(f"/proc/{pid}/fd/{fd}")
+        ok = (t.startswith(("socket:", "anon_inode:", "/memfd:kis-guest-ram"))
+              or t in ("/null",)
+              or t.endswith(".img")  # its disks (the guest's base, delta, rw)
+              or t == f"{store}/sessions/{sid}/qemu.log")
+        assert ok, (fd, t)
+
+
+def test_the_vmm_is_in_a_cgroup_with_memory_and_pids_limits(mvm, two_sessions):
+    _, pid = two_sessions[0]
+    groups = dict(l.split(":", 2)[1:] for l in Path(f"/proc/{pid}/cgroup").read_text().splitlines())
+    if "memory" in groups:  # v1 (this machine) or the unified hierarchy
+        mem = Path("/sys/fs/cgroup/memory") / groups["memory"].lstrip("/")
+        pids = Path("/sys/fs/cgroup/pids") / groups["pids"].lstrip("/")
+        assert "/kis/mvm-" in groups["memory"] and "/kis/mvm-" in groups["pids"]
+        limit = int((mem / "memory.limit_in_bytes").read_text())
+        assert (1 << 30) < limit <= (1 << 30) + (512 << 20)  # guest RAM + VMM overhead
+        assert int((pids / "pids.max").read_text()) <= 256
+    else:
+        d = Path("/sys/fs/cgroup") / groups[""].lstrip("/")
+        assert "max" not in (d / "memory.max").read_text()
+    lim = {l.split("  ")[0]: l for l in Path(f"/proc/{pid}/limits").read_text().splitlines()}
+    assert lim["Max core file size"].split()[4:6] == ["0", "0"]
+    assert lim["Max processes"].split()[2] == "256"
+    assert lim["Max open files"].split()[3] == "1024"
+
+
+def _ram_vma(pid):
+    """The smaps fields of the guest-RAM mapping (the sealed memfd)."""
+    cur, out = None, {}
+    for line in Path(f"/proc/{pid}/smaps").read_text().splitlines():
+        if "-" in line.split()[0] and not line.split()[0].endswith(":"):
+            cur = "/memfd:kis-guest-ram" in line
+            continue
+        if cur:
+            k, v = line.split(":", 1)
+            if v.strip().endswith("kB"):
+                out[k] = out.get(k, 0) + int(v.split()[0])
+    return out
+
+
+def test_two_vms_restored_from_one_snapshot_share_its_pages(mvm, two_sessions):
+    (_, a), (_, b) = two_sessions
+    ino = []
+    for pid in (a, b):
+        fds = [f"/proc/{pid}/fd/{fd}" for fd in os.listdir(f"/proc/{pid}/fd")]
+        ram = [f for f in fds if os.readlink(f).startswith("/memfd:kis-guest-ram")]
+        assert ram, "the guest RAM is no memfd: not restored copy-on-write"
+        ino.append(os.stat(ram[0]).st_ino)
+    assert ino[0] == ino[1]  # one image under both VMs
+    for pid in (a, b):
+        v = _ram_vma(pid)
+        shared = v.get("Shared_Clean", 0) + v.get("Shared_Dirty", 0)
+        # the guest kernel's pages, mapped by both (about 20 MiB when idle)
+        assert shared >= 4096, v
+        roll = {l.split(":")[0]: int(l.split()[1]) for l in
+                Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines()[1:]}
+        assert roll["Pss"] < roll["Rss"]
+        assert roll["Pss"] < 160 * 1024, roll  # was ~1.1 GiB per idle VM before
+
+
+def test_the_snapshot_memory_refuses_writes_from_the_vmm(mvm, two_sessions):
+    """A hostile VMM with the memfd it was given cannot change the RAM of
+    the next VM: the seals refuse writes, growth and shrinking even through
+    a read-write reopen."""
+    _, pid = two_sessions[0]
+    ram = [f"/proc/{pid}/fd/{fd}" for fd in os.listdir(f"/proc/{pid}/fd")
+           if os.readlink(f"/proc/{pid}/fd/{fd}").startswith("/memfd:kis-guest-ram")][0]
+    fd = os.open(ram, os.O_RDWR)
+    try:
+        with pytest.raises(PermissionError):
+            os.pwrite(fd, b"x", 0)
+        with pytest.raises(PermissionError):
+            os.ftruncate(fd, 4096)
+        seals = fcntl.fcntl(fd, 1034)  # F_GET_SEALS
+        assert seals & 0xF == 0xF  # SEAL, SHRINK, GROW, WRITE
+    finally:
+        os.close(fd)
+
+
+# (probe, argument, stopped by the jail's other layers even without seccomp)
+STAND_IN_PROBES = [
+    ("read_outside", "{canary}", True), ("write_outside", "{dir}/written", True),
+    ("unix_path_connect", "{sock}", True), ("net_udp_send", "", True),
+    ("ptrace_attach", "{pid}", True), ("kill_outside", "{pid}", True),
+    ("mount_tmpfs", "/vm", True), ("caps_left", "", True), ("chroot_dir", "", True),
+    # an AF_INET socket in the empty network namespace and a new user
+    # namespace are the filter's to refuse
+    ("net_inet", "", False), ("unshare_user", "", False), ("bpf_map", "", False),
+    ("io_uring_setup", "", False), ("keyctl_keyring", "", False),
+]
+
+
+@pytest.fixture
+def outside_vmm(tmp_path):
+    if not PROBES_STATIC.is_dir():
+        pytest.skip("build/probes-static missing: run 'make check-integration'")
+    canary = tmp_path / "canary"
+    canary.write_text("host secret\n")
+    srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    srv.bind(str(tmp_path / "host.sock"))
+    srv.listen(1)
+    try:
+        yield {"canary": str(canary), "dir": str(tmp_path), "sock": str(tmp_path / "host.sock"),
+               "pid": str(os.getpid())}
+    finally:
+        srv.close()
+
+
+def _stand_in(mvm, probe, arg, seccomp):
+    env = dict(mvm, KIS_MICROVM_VMM=f"{PROBES_STATIC / probe} {arg}".strip(),
+               KIS_MICROVM_NO_SNAPSHOT="1")
+    if not seccomp:
+        env["KIS_MICROVM_VMM_NO_SECCOMP"] = "1"
+    p = kis("run", "--tier", "microvm", "--", "true", env=env, timeout=TIMEOUT)
+    assert p.returncode != 0  # no guest ever answers a stand-in
+    return p.stderr
+
+
+STAND_IN_CASES = [(p, a, True) for p, a, _ in STAND_IN_PROBES] + \
+    [(p, a, False) for p, a, bare in STAND_IN_PROBES if bare]
+
+
+@pytest.mark.parametrize("probe,arg,seccomp", STAND_IN_CASES,
+                         ids=[f"{p}-{'jail' if s else 'jail-without-seccomp'}"
+                              for p, _, s in STAND_IN_CASES])
+def test_stand_in_vmm_break_out_probes_are_stopped_by_the_jail(mvm, outside_vmm, probe, arg,
+                                                               seccomp):
+    """From the VMM's position (its uid, namespaces, root, rlimits, cgroup,
+    the project's filter): each probe stopped; most even with no filter."""
+    err = _stand_in(mvm, probe, arg.format(**outside_vmm), seccomp=seccomp)
+    assert f"{probe}: " in err, err
+    assert "ESCAPED" not in err and "setup failed" not in err, err
+    assert not Path(outside_vmm["dir"], "written").exists()
+
+
+def test_stand_in_vmm_control_the_read_probe_escapes_bare(outside_vmm):
+    """The same read probe outside any jail reads the canary: the test can fail."""
+    p = subprocess.run([str(PROBES_STATIC / "read_outside"), outside_vmm["canary"]],
+                       capture_output=True, text=True, timeout=30)
+    assert p.returncode == 1 and "ESCAPED" in p.stdout
+
+
+
+def test_no_jail_means_no_microvm_tier_named_so(mvm, tmp_path):
+    """An engine that cannot make the jail (here: not root) has no microvm
+    tier, and says why; it never starts QEMU unjailed."""
+    store = tmp_path / "store"
+    store.mkdir()
+    os.chown(store, 65534, 65534)
+    tmp_path.chmod(0o755)
+    env = dict(os.environ, KIS_SANDBOX_ROOT=str(store), KIS_MICROVM_GUEST_DIR=str(GUEST))
+    nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"]
+    p = subprocess.run(nobody + [str(KIS), "sandbox", "backends", "--json"], env=env,
+                       capture_output=True, text=True, timeout=60)
+    m = [r for r in json.loads(p.stdout) if r["backend"] == "microvm"][0]
+    assert not m["available"] and "jail" in m["why_absent"], m
+    r = subprocess.run(nobody + [str(KIS), "sandbox", "run", "--tier", "microvm", "--", "true"],
+                       env=env, capture_output=True, text=True, timeout=60)
+    assert r.returncode != 0 and "tier_unavailable" in r.stderr and "jail" in r.stderr, r.stderr
+    assert not _qemu_pids(str(store))

@@ -26,8 +26,8 @@
 #include <time.h>
 
 #include "agent/proto.h"
-#include "backends/microvm_mux.h"
-#include "backends/microvm_vm.h"
+#include "backends/microvm/mux.h"
+#include "backends/microvm/vm.h"
 
 static int pump(int from, int to)
 {

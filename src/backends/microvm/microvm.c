@@ -10,7 +10,7 @@
  * agent port (docs/protocol.md, relayed inside the guest to the agent), the
  * guest syncs, QEMU quits, and the image's tree is mirrored back into the
  * host workspace. A session: the same VM, detached, and a broker process
- * (microvm_mux.c) serving the session's agent.sock, which hands each engine
+ * (microvm/mux.c) serving the session's agent.sock, which hands each engine
  * connection to a free agent port, so several execs run at once; the
  * workspace disk is mounted with synchronous writes and copied back by
  * end_session. Limits: wall, CPU, output, file size and open files
@@ -35,8 +35,8 @@
 #include "agent/exec_json.h"
 #include "agent/proto.h"
 #include "backends/common.h"
-#include "backends/microvm_mux.h"
-#include "backends/microvm_vm.h"
+#include "backends/microvm/mux.h"
+#include "backends/microvm/vm.h"
 #include "kis/backend.h"
 
 #define MIN_MEM_MIB 128u
@@ -46,11 +46,15 @@ static void microvm_probe(struct kis_caps *c)
 	memset(c, 0, sizeof(*c));
 	if (!kis_mvm_guest_present(c->why_absent, sizeof(c->why_absent)))
 		return;
+	/* a VM never runs unjailed (jail.c): no jail here, no tier */
+	if (!kis_mvm_jail_possible(c->why_absent, sizeof(c->why_absent)))
+		return;
 	c->present = true;
+	c->seccomp = true; /* the VMM's: QEMU's -sandbox over the project's policy */
 	c->shell = true;
 	c->native = true;
 	c->tty = true; /* a PTY inside the guest, resizes over the channel */
-	c->cow = true; /* overlayfs in the guest over a cached base image (microvm_disk.c) */
+	c->cow = true; /* overlayfs in the guest over a cached base image (microvm/disk.c) */
 	c->snapshot = true;
 	c->net_modes = (1u << KIS_NET_OFF) | (1u << KIS_NET_LOOPBACK);
 	c->limits = KIS_LIMIT_WALL | KIS_LIMIT_CPU | KIS_LIMIT_MEMORY | KIS_LIMIT_OUTPUT |
@@ -300,6 +304,7 @@ static void vm_release(struct vm *v)
 		close(v->ctl);
 	if (v->dfd >= 0)
 		close(v->dfd);
+	kis_mvm_cgroup_drop(v->tdir);
 	if (v->tdir && !getenv("KIS_MICROVM_KEEP"))
 		kis_mvm_rmtree(v->tdir);
 	free(v->tdir);
@@ -324,7 +329,23 @@ static int vm_start(struct vm *v, const struct kis_plan *pl, int dfd, const char
 	struct kis_error *serr = NULL;
 	_cleanup_close_ int snap = getenv("KIS_MICROVM_NO_SNAPSHOT") ? -1 :
 		kis_mvm_snapshot(&v->g, v->accel, pl->mem_mib, pl->vcpus, &serr);
+	if (serr)
+		trace(serr->message);
 	kis_error_free(serr); /* no snapshot: a cold boot, slower but the same guest */
+	serr = NULL;
+	/* the snapshot's RAM, shared copy-on-write with every VM restored from it */
+	_cleanup_free_ char *ram_path = snap < 0 ? NULL :
+		kis_mvm_snapshot_ram_path(&v->g, v->accel, pl->mem_mib, pl->vcpus);
+	_cleanup_close_ int memfd = ram_path ? kis_mvm_snapshot_ram(ram_path, &serr) : -1;
+	trace("snapshot and its memory found");
+	if (snap >= 0 && memfd < 0) {
+		/* a restore needs its RAM: a cold boot instead */
+		if (serr)
+			trace(serr->message);
+		kis_error_free(serr);
+		close(snap);
+		snap = -1;
+	}
 	int fds[2 + KIS_MVM_PORTS];
 	for (int i = 0; i < 2 + KIS_MVM_PORTS; i++)
 		fds[i] = -1;
@@ -333,7 +354,8 @@ static int vm_start(struct vm *v, const struct kis_plan *pl, int dfd, const char
 	_cleanup_free_ char *line = NULL;
 	struct kis_mvm_cfg c = {.accel = v->accel, .mem_mib = pl->mem_mib, .vcpus = pl->vcpus,
 				.disk = {v->disks.base, v->disks.delta, v->disks.rw},
-				.snap_fd = snap, .detach = detach};
+				.snap_fd = snap, .detach = detach, .vm_dir = dpath,
+				.stand_in = true, .mem_fd = memfd, .ignore_shared = snap >= 0};
 	if ((fds[0] = kis_mvm_listen_at(dfd, "ctl.sock", err)) < 0 ||
 	    (fds[1] = kis_mvm_listen_at(dfd, "qmp.sock", err)) < 0)
 		goto out;
@@ -354,12 +376,29 @@ static int vm_start(struct vm *v, const struct kis_plan *pl, int dfd, const char
 	if (kis_mvm_spawn(&v->g, &c, &v->pid, err) < 0)
 		goto out;
 	v->restored = snap >= 0;
+	if (v->restored && kis_mvm_incoming(dfd, snap, err) < 0)
+		goto out;
+	if (v->restored)
+		trace("restore started");
 	trace(v->restored ? "qemu started (restore)" : "qemu started (cold boot)");
 	/* a cold boot takes seconds under TCG, a restore a fraction of one */
 	v->ctl = kis_mvm_ctl_wait(dfd, 90000, detach ? 0 : v->pid);
 	if (v->ctl < 0) {
-		kis_error_set(err, KIS_E_INTERNAL, 0, "the microvm guest did not answer (%s, %s)",
-			      v->accel, v->restored ? "restored" : "cold boot");
+		/* what the VMM said last (its stderr): why it ended, if it did */
+		char tail[400] = "";
+		_cleanup_close_ int lf = openat(dfd, "qemu.log", O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+		off_t end = lf >= 0 ? lseek(lf, 0, SEEK_END) : -1;
+		ssize_t k = end < 0 ? -1 :
+			pread(lf, tail, sizeof(tail) - 1, end > (off_t)sizeof(tail) - 1 ?
+			      end - (off_t)sizeof(tail) + 1 : 0);
+		tail[k > 0 ? k : 0] = '\0';
+		for (char *q = tail; *q; q++)
+			if (*q == '\n' && q[1])
+				*q = ' ';
+		tail[strcspn(tail, "\n")] = '\0';
+		kis_error_set(err, KIS_E_INTERNAL, 0, "the microvm guest did not answer (%s, %s)%s%s",
+			      v->accel, v->restored ? "restored" : "cold boot", tail[0] ? ": " : "",
+			      tail);
 		goto out;
 	}
 	trace("guest answered");
@@ -525,6 +564,8 @@ static int microvm_start_session(struct kis_plan *pl, const struct kis_session_c
 		*pid = v.pid;
 	else if (v.pid > 0)
 		kill(v.pid, SIGKILL);
+	if (r < 0)
+		kis_mvm_cgroup_drop(ctx->dir_path);
 	v.pid = 0; /* the session owns it now */
 	if (v.ctl >= 0)
 		close(v.ctl);
@@ -538,6 +579,8 @@ static int microvm_end_session(const struct kis_session_ctx *ctx, struct kis_err
 	/* the engine has stopped QEMU (SIGTERM, then SIGKILL): every write the
 	 * guest made reached the image (synchronous mount) */
 	char ws[4096] = "";
+	/* whatever of the VMM's jail is left: its cgroup (members killed) */
+	kis_mvm_cgroup_drop(ctx->dir_path);
 	_cleanup_close_ int f = openat(ctx->dir_fd, "microvm-workspace", O_RDONLY | O_CLOEXEC);
 	ssize_t k = f >= 0 ? read(f, ws, sizeof(ws) - 1) : -1;
 	if (k > 0 && ctx->dir_path) {

@@ -15,7 +15,7 @@
 /* The version of QEMU's device set (argv of kis_mvm_spawn), part of the
  * stamp that names snapshots: a snapshot restores only into the device set
  * it was saved with. Bump it with any change there. */
-#define KIS_MVM_DEVSET 2
+#define KIS_MVM_DEVSET 3
 /* Every guest disk has this virtual size (sparse), whatever it holds: the
  * guest reads disk sizes at boot, so one snapshot serves every workspace. */
 #define KIS_MVM_DEV_BYTES (256ull << 30)
@@ -42,7 +42,8 @@ int kis_mvm_guest_open(struct kis_mvm_guest *g, struct kis_error **err);
 void kis_mvm_guest_release(struct kis_mvm_guest *g);
 const char *kis_mvm_qemu_path(void);
 
-/* One VM's start. Sockets are listening fds the backend made. */
+/* One VM's start. Sockets are listening fds the backend made; disks are
+ * opened by the engine and passed as fds (the jailed VMM opens no host path). */
 struct kis_mvm_cfg {
 	const char *accel;     /* "kvm" or "tcg" */
 	unsigned mem_mib, vcpus;
@@ -52,7 +53,72 @@ struct kis_mvm_cfg {
 	int snap_fd;           /* -incoming fd:N (restore), or -1 */
 	int log_fd;            /* QEMU's stderr (and the guest console when debugging), or -1 */
 	bool detach;           /* a session: leave our session and parentage */
+	const char *vm_dir;    /* the VM's private directory: the jail is built there */
+	const char *mem_file;  /* guest RAM backed by this file (NULL: anonymous) */
+	int mem_fd;            /* or by this open file (a restore's sealed memfd), or -1 */
+	bool mem_share;        /* share=on (making a snapshot) or a private copy-on-write map */
+	bool ignore_shared;    /* the x-ignore-shared migration capability */
+	bool stand_in;         /* honour KIS_MICROVM_VMM (tests): never for snapshots */
 };
+
+/* ---- the VMM's jail (jail.c) ----
+ * Every VMM runs as uid = gid = KIS_MVM_UID_BASE + its host pid: unique
+ * among live VMs, owning no file (its disks, sockets and snapshot are fds
+ * the engine opened), so a reused uid after the VM's end inherits nothing.
+ * The range [KIS_MVM_UID_BASE, + 2^22 (PID_MAX_LIMIT)) must hold no user. */
+#define KIS_MVM_UID_BASE 1600000000u
+#define KIS_MVM_VMM_PIDS 256u          /* pids.max and RLIMIT_NPROC of a VMM */
+/* The memory cgroup's limit is guest RAM plus this: QEMU's own heap, TCG's
+ * translation buffer (-accel tcg,tb-size) and page tables, measured at
+ * under 100 MiB for an idle 1 GiB guest (bench/microvm.sh). */
+#define KIS_MVM_VMM_OVERHEAD_MIB 384u
+#define KIS_MVM_MAX_FDS 16
+#define KIS_MVM_TB_MIB 128u            /* -accel tcg,tb-size */
+
+struct kis_cgroup;
+struct kis_mvm_jail {
+	struct kis_cgroup *cg;
+	int seccomp_fd;
+	/* the VMM's own files bound read-only at the same path in the jail:
+	 * its binary, its shared libraries and loader, QEMU's modules and
+	 * firmware; src[i] the host file (links resolved), dst[i] its path */
+	char **src, **dst;
+	size_t nfiles;
+};
+struct kis_mvm_jail_cfg {
+	const char *dir;           /* an empty "jail" directory is made in here */
+	const char *vmm;           /* the binary, a host path */
+	bool vmm_outside_usr;      /* bound at /vm/vmm (else at its own path) */
+	const char *cache_dir;     /* where the VMM's file list is kept */
+	char *const *argv;
+	const char *kernel, *initrd; /* bound at /vm/vmlinuz, /vm/initrd */
+	const char *mem_file;      /* bound at /vm/mem, or NULL */
+	bool proc;                 /* a pids-only /proc of the VM's pid namespace */
+	bool mem_rw;
+	bool kvm;                  /* /dev/kvm in the jail */
+	unsigned mem_mib;
+	const int *fds;            /* land at 3 .. 3+nfds-1 in the VMM */
+	int nfds;
+	int log_fd;                /* the VMM's stdout and stderr, or -1 (/dev/null) */
+	bool detach;
+	bool no_seccomp;           /* the stand-in VMM only: probes test the jail, not the filter */
+};
+/* Before fork: the cgroup (memory and pids limits) and the seccomp filter.
+ * A host where they cannot be made is tier_unavailable, naming what. */
+int kis_mvm_jail_prepare(struct kis_mvm_jail *j, const struct kis_mvm_jail_cfg *c,
+			 struct kis_error **err);
+void kis_mvm_jail_release(struct kis_mvm_jail *j);
+/* Can this host make the jail (cheap: for probe)? why names what is missing. */
+bool kis_mvm_jail_possible(char *why, size_t n);
+/* The VMM's cgroup, named in dir/vmm.cgroup: saved at the start, removed
+ * (members killed) at the VM's end. */
+int kis_mvm_cgroup_save(const char *dir, const struct kis_cgroup *cg, struct kis_error **err);
+void kis_mvm_cgroup_drop(const char *dir);
+/* Start the VMM in its jail, with a fixed environment and only c->fds
+ * (and its standard streams) open. A session's VMM (detach) leaves our
+ * session and parentage. */
+int kis_mvm_jail_spawn(const struct kis_mvm_jail *j, const struct kis_mvm_jail_cfg *c,
+		       pid_t *pid, struct kis_error **err);
 
 int kis_mvm_spawn(const struct kis_mvm_guest *g, const struct kis_mvm_cfg *c, pid_t *pid,
 		  struct kis_error **err);
@@ -70,6 +136,11 @@ int kis_mvm_ctl_wait(int dfd, int ms, pid_t pid);
 int kis_mvm_qmp_open(int dfd, const char *name, int ms);
 int kis_mvm_qmp_cmd(int fd, const char *json, int send_fd, char **reply, int ms);
 
+/* Restore a VM started with -incoming defer: x-ignore-shared on, the
+ * snapshot's device state from snap_fd (its RAM is the memory backend's). */
+int kis_mvm_incoming(int dfd, int snap_fd, struct kis_error **err);
+int kis_mvm_ignore_shared(int qmp);
+
 /* The accelerator that runs our guest here, measured once and cached. */
 const char *kis_mvm_accel_cached(void);
 int kis_mvm_accel(const struct kis_mvm_guest *g, char out[8], struct kis_error **err);
@@ -80,7 +151,14 @@ int kis_mvm_accel(const struct kis_mvm_guest *g, char out[8], struct kis_error *
 int kis_mvm_snapshot(const struct kis_mvm_guest *g, const char *accel, unsigned mem_mib,
 		     unsigned vcpus, struct kis_error **err);
 
-/* The three disks of one VM (microvm_disk.c): files in vm_dir, the base's
+/* The snapshot's RAM (ram_path, made with the snapshot) as a sealed memfd
+ * that VMs map privately: the one live VMs of it map, else a new one. */
+int kis_mvm_snapshot_ram(const char *ram_path, struct kis_error **err);
+/* Path of the RAM file of the snapshot with these parameters. */
+char *kis_mvm_snapshot_ram_path(const struct kis_mvm_guest *g, const char *accel,
+				unsigned mem_mib, unsigned vcpus);
+
+/* The three disks of one VM (microvm/disk.c): files in vm_dir, the base's
  * image in cache (an overlay workspace's lower, upper and the base's cache
  * directory given) or of the whole workspace ws (not an overlay clone). */
 struct kis_mvm_disks {

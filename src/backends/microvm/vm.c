@@ -17,10 +17,11 @@
 #include <sys/wait.h>
 #include <time.h>
 
-#include "backends/microvm_vm.h"
+#include "backends/microvm/vm.h"
 #include "engine/internal.h"
 #include "kis/store.h"
 #include "exec/io.h"
+#include "confine/confine.h"
 
 const char *kis_mvm_qemu_path(void)
 {
@@ -396,24 +397,75 @@ static unsigned long host_tsc_khz(const char *dir)
 #endif
 }
 
+/* The stand-in VMM of the tests: KIS_MICROVM_VMM="/path/prog arg..." runs
+ * prog with those arguments instead of QEMU, in the same jail and with the
+ * same fds; the probes check the jail from the VMM's position with it. */
+static int stand_in_argv(const char *spec, char *buf, size_t n, char **v, int max)
+{
+	snprintf(buf, n, "%s", spec);
+	int k = 0;
+	for (char *save = NULL, *t = strtok_r(buf, " ", &save); t && k < max - 1;
+	     t = strtok_r(NULL, " ", &save))
+		v[k++] = t;
+	v[k] = NULL;
+	return k;
+}
+
+static int open_disk(const char *path, bool rw, struct kis_error **err)
+{
+	int fd = open(path, (rw ? O_RDWR : O_RDONLY) | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot open the disk '%s'", path);
+	return fd;
+}
+
 int kis_mvm_spawn(const struct kis_mvm_guest *g, const struct kis_mvm_cfg *c, pid_t *pid,
 		  struct kis_error **err)
 {
 	const char *qemu = kis_mvm_qemu_path();
 	if (!qemu)
 		return kis_error_set(err, KIS_E_TIER_UNAVAILABLE, 0, "qemu-system-x86_64 is missing");
-	/* In the child the fds are renumbered: ctl 3, qmp 4, agents 5.., snapshot last. */
+	if (!c->vm_dir)
+		return kis_error_set(err, KIS_E_INTERNAL, EINVAL, "microvm: no directory for the jail");
+	/* In the VMM the fds are: ctl 3, qmp 4, agents 5.., the disks (rw
+	 * twice), then the guest RAM's memfd or the snapshot. */
+	enum { FD_AGENT = 5, FD_DISK = 5 + KIS_MVM_PORTS, FD_MEM = FD_DISK + 4 };
 	struct argv_b a = {.n = 0};
 	bool debug = getenv("KIS_MICROVM_DEBUG") != NULL;
-	add(&a, qemu);
+	add(&a, "qemu-system-x86_64");
 	/* rtc=on: the guest kernel calibrates its clock against it; without a
 	 * PIT or HPET, microvm under TCG otherwise hangs in TSC calibration */
 	add(&a, "-M");
-	add(&a, "microvm,rtc=on");
+	bool file_ram = c->mem_file || c->mem_fd >= 0;
+	add(&a, file_ram ? "microvm,rtc=on,memory-backend=ram" : "microvm,rtc=on");
 	add(&a, "-accel");
-	add(&a, c->accel);
+	/* TCG's translation buffer: QEMU reserves 1 GiB by default and fills
+	 * it as it translates; a VM's working set of guest code fits in far
+	 * less, and what it touches is host memory the VM holds */
+	add(&a, strcmp(c->accel, "tcg") ? c->accel : fmt(&a, "tcg,tb-size=%u", KIS_MVM_TB_MIB));
 	add(&a, "-m");
 	add(&a, fmt(&a, "%uM", c->mem_mib));
+	if (file_ram) {
+		/* the guest's RAM is the memory image: shared and written through
+		 * while a snapshot is made, mapped privately on restore, so every
+		 * VM restored from one image shares its pages in the page cache
+		 * until it writes one (copy-on-write) */
+		add(&a, "-object");
+		add(&a, fmt(&a, "memory-backend-file,id=ram,size=%uM,mem-path=%s,share=%s,"
+			     "prealloc=off,merge=off", c->mem_mib,
+			     c->mem_fd >= 0 ? fmt(&a, "/proc/self/fd/%d", FD_MEM) : "/vm/mem",
+			     c->mem_share ? "on" : "off"));
+	}
+	if (!strcmp(c->accel, "tcg")) {
+		/* ARAT (an always-running APIC timer, CPUID.6:EAX[2]): without
+		 * it the kernel takes the LAPIC timer to stop in deep C-states
+		 * and, with no HPET to broadcast from, never leaves periodic
+		 * ticks (kernel/time/tick-oneshot.c tick_is_oneshot_available):
+		 * 250 wakeups a second, about 8% of a host core per idle VM
+		 * under TCG. With it an idle guest stops its tick (NO_HZ_IDLE). */
+		add(&a, "-cpu");
+		add(&a, "qemu64,+arat");
+	}
 	add(&a, "-smp");
 	add(&a, fmt(&a, "%u", c->vcpus));
 	add(&a, "-nodefaults");
@@ -421,15 +473,22 @@ int kis_mvm_spawn(const struct kis_mvm_guest *g, const struct kis_mvm_cfg *c, pi
 	add(&a, "-display");
 	add(&a, "none");
 	add(&a, "-no-reboot");
+	/* QEMU's own filter on top of ours (docs: -sandbox): no obsolete
+	 * calls, no setuid, no fork/exec, no scheduler or affinity changes */
+	add(&a, "-sandbox");
+	add(&a, "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny");
 	add(&a, "-serial");
 	/* no console unless debugging: a guest cannot flood the host through it */
 	add(&a, debug ? "stdio" : "none");
 	add(&a, "-kernel");
-	add(&a, g->kernel);
+	add(&a, "/vm/vmlinuz");
 	add(&a, "-initrd");
-	add(&a, g->initrd);
+	add(&a, "/vm/initrd");
 	add(&a, "-append");
-	add(&a, fmt(&a, "%s panic=-1 tsc_early_khz=%lu kis.ports=%d%s",
+	/* tsc=reliable: with no HPET or ACPI PM timer to watch the TSC
+	 * against, it would never be marked fit for high-resolution timers
+	 * (CLOCK_SOURCE_MUST_VERIFY), nor the tick become one-shot */
+	add(&a, fmt(&a, "%s panic=-1 tsc_early_khz=%lu tsc=reliable kis.ports=%d%s",
 		    debug ? "console=ttyS0" : "quiet", host_tsc_khz(g->dir), KIS_MVM_PORTS,
 		    debug ? " KIS_GUEST_DEBUG=1" : ""));
 	add(&a, "-device");
@@ -446,98 +505,105 @@ int kis_mvm_spawn(const struct kis_mvm_guest *g, const struct kis_mvm_cfg *c, pi
 	add(&a, "chardev=qmp,mode=control");
 	for (int i = 0; i < KIS_MVM_PORTS; i++) {
 		add(&a, "-chardev");
-		add(&a, fmt(&a, "socket,id=a%d,fd=%d,server=on,wait=off", i, 5 + i));
+		add(&a, fmt(&a, "socket,id=a%d,fd=%d,server=on,wait=off", i, FD_AGENT + i));
 		add(&a, "-device");
 		add(&a, fmt(&a, "virtserialport,chardev=a%d,name=kis.%d,nr=%d", i, i, 2 + i));
 	}
 	/* base and delta read-only (the guest cannot change them, and QEMU
 	 * takes a shared lock, so VMs share one base image), rw last; the
-	 * guest tells them apart by their labels, not their order */
+	 * guest tells them apart by their labels, not their order. Each is an
+	 * fd the engine opened, in an fd set of its own (docs: -add-fd): the
+	 * jailed VMM opens no disk by path. */
 	static const char *const dname[3] = {"base", "delta", "rw"};
-	for (int i = 0; i < 3; i++) {
-		/* QEMU's option syntax: a comma in a value is written twice */
-		char esc[4096];
-		size_t k = 0;
-		for (const char *p = c->disk[i]; *p && k + 2 < sizeof(esc); p++) {
-			if (*p == ',')
-				esc[k++] = ',';
-			esc[k++] = *p;
-		}
-		esc[k] = '\0';
-		add(&a, "-drive");
-		add(&a, fmt(&a, "if=none,id=%s,format=raw,cache=writeback,%sfile=%s", dname[i],
-			    i < 2 ? "readonly=on," : "", esc));
-		add(&a, "-device");
-		add(&a, fmt(&a, "virtio-blk-device,drive=%s", dname[i]));
-	}
-	if (c->snap_fd >= 0) {
-		/* fd: migration from an open file: no shell (exec:) needed */
-		add(&a, "-incoming");
-		add(&a, fmt(&a, "fd:%d", 5 + KIS_MVM_PORTS));
-	}
-	int src[4 + KIS_MVM_PORTS];
-	int nsrc = 0;
+	int src[KIS_MVM_MAX_FDS];
+	int nsrc = 0, r = -1;
+	for (int i = 0; i < KIS_MVM_MAX_FDS; i++)
+		src[i] = -1;
 	src[nsrc++] = c->ctl_fd;
 	src[nsrc++] = c->qmp_fd;
 	for (int i = 0; i < KIS_MVM_PORTS; i++)
 		src[nsrc++] = c->agent_fd[i];
-	if (c->snap_fd >= 0)
+	/* the rw disk's set holds a read-only fd too: QEMU opens it read-only
+	 * first (probing, its lock fd) and takes from a set only an fd of the
+	 * access mode it asks */
+	int disk_fd[4] = {-1, -1, -1, -1};
+	for (int i = 0; i < 4; i++) {
+		if ((disk_fd[i] = open_disk(c->disk[i < 3 ? i : 2], i == 2, err)) < 0)
+			goto out;
+		src[nsrc++] = disk_fd[i];
+		add(&a, "-add-fd");
+		add(&a, fmt(&a, "fd=%d,set=%d", FD_DISK + i, i < 3 ? i + 1 : 3));
+		if (i == 3)
+			break;
+		add(&a, "-drive");
+		add(&a, fmt(&a, "if=none,id=%s,format=raw,cache=writeback,%sfile=/dev/fdset/%d",
+			    dname[i], i < 2 ? "readonly=on," : "", i + 1));
+		add(&a, "-device");
+		add(&a, fmt(&a, "virtio-blk-device,drive=%s", dname[i]));
+	}
+	/* the restore's sealed memfd, reopened by QEMU through the jail's /proc */
+	if (c->mem_fd >= 0)
+		src[nsrc++] = c->mem_fd;
+	if (c->snap_fd >= 0 && c->ignore_shared) {
+		/* x-ignore-shared is a capability QEMU 7.2 takes only over QMP,
+		 * before the incoming migration starts (kis_mvm_incoming) */
+		add(&a, "-incoming");
+		add(&a, "defer");
+	} else if (c->snap_fd >= 0) {
+		/* fd: migration from an open file: no shell (exec:) needed */
+		add(&a, "-incoming");
+		add(&a, fmt(&a, "fd:%d", 3 + nsrc));
 		src[nsrc++] = c->snap_fd;
-
-	int sp[2];
-	if (pipe2(sp, O_CLOEXEC) < 0)
-		return kis_error_set(err, KIS_E_INTERNAL, errno, "pipe");
-	pid_t p = fork();
-	if (p < 0) {
-		close(sp[0]);
-		close(sp[1]);
-		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot fork");
 	}
-	if (p == 0) {
-		close(sp[0]);
-		setsid();
-		if (c->detach) {
-			pid_t g2 = fork();
-			if (g2 != 0) {
-				int32_t v = g2;
-				(void)!write(sp[1], &v, sizeof(v));
-				_exit(g2 < 0);
-			}
-		} else {
-			/* die with the engine that runs this one command */
-			prctl(PR_SET_PDEATHSIG, SIGKILL);
+	const char *stand_in = c->stand_in ? getenv("KIS_MICROVM_VMM") : NULL;
+	char sbuf[4096];
+	char *sv[32];
+	struct kis_mvm_jail_cfg jc = {
+		.dir = c->vm_dir, .vmm = qemu, .argv = a.v, .kernel = g->kernel, .cache_dir = g->dir,
+		.initrd = g->initrd, .mem_file = c->mem_fd >= 0 ? NULL : c->mem_file,
+		.proc = c->mem_fd >= 0, .mem_rw = c->mem_share,
+		.kvm = !strcmp(c->accel, "kvm"), .mem_mib = c->mem_mib, .fds = src,
+		.nfds = nsrc, .log_fd = c->log_fd, .detach = c->detach,
+	};
+	if (stand_in && *stand_in) {
+		if (stand_in_argv(stand_in, sbuf, sizeof(sbuf), sv, 32) < 1) {
+			kis_error_set(err, KIS_E_INTERNAL, EINVAL, "KIS_MICROVM_VMM is empty");
+			goto out;
 		}
-		/* move the fds above the target range first, then into place */
-		int hi[4 + KIS_MVM_PORTS];
-		for (int i = 0; i < nsrc; i++)
-			hi[i] = fcntl(src[i], F_DUPFD_CLOEXEC, 64);
-		int nul = open("/dev/null", O_RDWR | O_CLOEXEC);
-		int lg = c->log_fd >= 0 ? fcntl(c->log_fd, F_DUPFD_CLOEXEC, 64) : -1;
-		dup2(nul, 0);
-		dup2(lg >= 0 ? lg : nul, 1);
-		dup2(lg >= 0 ? lg : nul, 2);
-		for (int i = 0; i < nsrc; i++)
-			if (hi[i] < 0 || dup2(hi[i], 3 + i) < 0)
-				_exit(126);
-		syscall(SYS_close_range, 3 + nsrc, ~0u, 0);
-		execv(qemu, a.v);
-		_exit(127);
+		jc.vmm = sv[0];
+		jc.argv = sv;
+		jc.no_seccomp = getenv("KIS_MICROVM_VMM_NO_SECCOMP") != NULL;
 	}
-	close(sp[1]);
-	if (c->detach) {
-		int32_t v = 0;
-		ssize_t k = RETRY_EINTR(read(sp[0], &v, sizeof(v)));
-		int st;
-		RETRY_EINTR(waitpid(p, &st, 0));
-		close(sp[0]);
-		if (k != sizeof(v) || v <= 0)
-			return kis_error_set(err, KIS_E_INTERNAL, 0, "cannot start qemu");
-		*pid = v;
-		return 0;
+	jc.vmm_outside_usr = strncmp(jc.vmm, "/usr/", 5) != 0;
+	_cleanup_free_ char *jdir = NULL;
+	if (asprintf(&jdir, "%s/jail", c->vm_dir) < 0) {
+		kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "jail");
+		goto out;
 	}
-	close(sp[0]);
-	*pid = p;
-	return 0;
+	if (mkdir(jdir, 0700) < 0 && errno != EEXIST) {
+		kis_error_set(err, KIS_E_INTERNAL, errno, "cannot make '%s'", jdir);
+		goto out;
+	}
+	struct kis_mvm_jail j;
+	if (kis_mvm_jail_prepare(&j, &jc, err) < 0)
+		goto out;
+	r = kis_mvm_jail_spawn(&j, &jc, pid, err);
+	/* the cgroup outlives this handle: the VM's end removes it
+	 * (kis_mvm_cgroup_drop) */
+	if (r == 0 && kis_mvm_cgroup_save(c->vm_dir, j.cg, err) < 0) {
+		kill(*pid, SIGKILL);
+		r = -1;
+	}
+	if (r == 0) {
+		kis_cgroup_free(j.cg);
+		j.cg = NULL;
+	}
+	kis_mvm_jail_release(&j);
+out:
+	for (int i = 0; i < 4; i++)
+		if (disk_fd[i] >= 0)
+			close(disk_fd[i]);
+	return r;
 }
 
 /* ---- the control port ---- */
@@ -586,8 +652,10 @@ int kis_mvm_ctl_wait(int dfd, int ms, pid_t pid)
 	while (now_ms() < end) {
 		if (pid > 0 && kill(pid, 0) < 0)
 			break;
-		int st;
-		if (pid > 0 && waitpid(pid, &st, WNOHANG) == pid)
+		/* WNOWAIT: an ended VMM stays for its owner to reap (vm_stop) */
+		siginfo_t si = {0};
+		if (pid > 0 && waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 &&
+		    si.si_pid == pid)
 			break;
 		if (fd < 0)
 			fd = kis_mvm_connect_at(dfd, "ctl.sock");
@@ -701,6 +769,31 @@ int kis_mvm_qmp_open(int dfd, const char *name, int ms)
 	}
 	free(greet);
 	return fd;
+}
+
+static const char ignore_shared_cmd[] =
+	"{\"execute\":\"migrate-set-capabilities\",\"arguments\":{\"capabilities\":"
+	"[{\"capability\":\"x-ignore-shared\",\"state\":true}]}}";
+
+int kis_mvm_ignore_shared(int qmp)
+{
+	return kis_mvm_qmp_cmd(qmp, ignore_shared_cmd, -1, NULL, 3000);
+}
+
+int kis_mvm_incoming(int dfd, int snap_fd, struct kis_error **err)
+{
+	int q = kis_mvm_qmp_open(dfd, "qmp.sock", 5000);
+	if (q < 0)
+		return kis_error_set(err, KIS_E_INTERNAL, errno, "the VMM's QMP does not answer");
+	int r = 0;
+	if (kis_mvm_ignore_shared(q) < 0 ||
+	    kis_mvm_qmp_cmd(q, "{\"execute\":\"getfd\",\"arguments\":{\"fdname\":\"snap\"}}",
+			    snap_fd, NULL, 3000) < 0 ||
+	    kis_mvm_qmp_cmd(q, "{\"execute\":\"migrate-incoming\",\"arguments\":{\"uri\":"
+			    "\"fd:snap\"}}", -1, NULL, 3000) < 0)
+		r = kis_error_set(err, KIS_E_INTERNAL, 0, "the VMM refused the snapshot's restore");
+	close(q);
+	return r;
 }
 
 /* ---- temporary directories ---- */

@@ -11,7 +11,7 @@
 #include <sys/wait.h>
 #include <time.h>
 
-#include "backends/microvm_vm.h"
+#include "backends/microvm/vm.h"
 
 static void stop_vm(pid_t pid, int qmp)
 {
@@ -33,7 +33,7 @@ static void stop_vm(pid_t pid, int qmp)
  * with three unformatted disks of the standard size (the guest does not
  * touch them before cfg). */
 static int boot_probe_vm(const struct kis_mvm_guest *g, const char *accel, unsigned mem_mib,
-			 unsigned vcpus, const char *tdir, int dfd, pid_t *pid,
+			 unsigned vcpus, const char *tdir, int dfd, const char *mem_file, pid_t *pid,
 			 struct kis_error **err)
 {
 	char disk[3][4096];
@@ -44,7 +44,9 @@ static int boot_probe_vm(const struct kis_mvm_guest *g, const char *accel, unsig
 			return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot make '%s'", disk[i]);
 	}
 	struct kis_mvm_cfg c = {.accel = accel, .mem_mib = mem_mib, .vcpus = vcpus,
-				.disk = {disk[0], disk[1], disk[2]}, .snap_fd = -1, .log_fd = -1};
+				.disk = {disk[0], disk[1], disk[2]}, .snap_fd = -1, .log_fd = -1,
+				.vm_dir = tdir, .mem_file = mem_file, .mem_fd = -1, .mem_share = true,
+				.ignore_shared = mem_file != NULL};
 	int fds[2 + KIS_MVM_PORTS];
 	for (int i = 0; i < 2 + KIS_MVM_PORTS; i++)
 		fds[i] = -1;
@@ -123,13 +125,14 @@ int kis_mvm_accel(const struct kis_mvm_guest *g, char out[8], struct kis_error *
 	int dfd = open(tdir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	pid_t pid = 0;
 	const char *verdict = "tcg";
-	if (dfd >= 0 && boot_probe_vm(g, "kvm", 128, 1, tdir, dfd, &pid, err) == 0) {
+	if (dfd >= 0 && boot_probe_vm(g, "kvm", 128, 1, tdir, dfd, NULL, &pid, err) == 0) {
 		int c = kis_mvm_ctl_wait(dfd, 4000, pid);
 		if (c >= 0) {
 			verdict = "kvm";
 			close(c);
 		}
 		stop_vm(pid, -1);
+		kis_mvm_cgroup_drop(tdir);
 	} else {
 		kis_error_free(*err);
 		*err = NULL;
@@ -150,20 +153,43 @@ int kis_mvm_accel(const struct kis_mvm_guest *g, char out[8], struct kis_error *
 	return 0;
 }
 
+/* A snapshot is two files: the device state (QEMU's migration stream,
+ * without RAM: x-ignore-shared skips a shared memory backend) and the
+ * guest's RAM itself, which the booted VM wrote through its file-backed
+ * memory (share=on). The RAM file is made in a private 0700 directory of
+ * the cache (so rename publishes it on the same filesystem), writable by
+ * the VM's uid only while it is made there. */
 static int make_snapshot(const struct kis_mvm_guest *g, const char *accel, unsigned mem_mib,
-			 unsigned vcpus, const char *final, struct kis_error **err)
+			 unsigned vcpus, const char *final, const char *final_ram,
+			 struct kis_error **err)
 {
 	_cleanup_free_ char *tdir = NULL;
 	TRY(kis_mvm_tmpdir(&tdir, err));
 	_cleanup_close_ int dfd = open(tdir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	_cleanup_free_ char *tmp = NULL;
+	_cleanup_free_ char *tmp = NULL, *mkdir_p = NULL, *ram = NULL;
 	pid_t pid = 0;
 	int qmp = -1, r = -1, sf = -1;
-	if (dfd < 0 || asprintf(&tmp, "%s.tmp.%d", final, (int)getpid()) < 0) {
+	if (dfd < 0 || asprintf(&tmp, "%s.tmp.%d", final, (int)getpid()) < 0 ||
+	    asprintf(&mkdir_p, "%s/.make-%d", g->dir, (int)getpid()) < 0 ||
+	    asprintf(&ram, "%s/ram", mkdir_p) < 0) {
 		kis_error_set(err, KIS_E_INTERNAL, errno, "snapshot");
 		goto out;
 	}
-	if (boot_probe_vm(g, accel, mem_mib, vcpus, tdir, dfd, &pid, err) < 0)
+	kis_mvm_rmtree(mkdir_p);
+	if (mkdir(mkdir_p, 0700) < 0) {
+		kis_error_set(err, KIS_E_INTERNAL, errno, "cannot make '%s'", mkdir_p);
+		goto out;
+	}
+	{
+		_cleanup_close_ int rf = open(ram, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+		/* 0666 inside the 0700 directory: only the jail's bind mount
+		 * reaches it, and the VM's uid is known only once it runs */
+		if (rf < 0 || fchmod(rf, 0666) < 0 || ftruncate(rf, (off_t)mem_mib << 20) < 0) {
+			kis_error_set(err, KIS_E_INTERNAL, errno, "cannot make '%s'", ram);
+			goto out;
+		}
+	}
+	if (boot_probe_vm(g, accel, mem_mib, vcpus, tdir, dfd, ram, &pid, err) < 0)
 		goto out;
 	/* the agent's ready point: init done, ports open, waiting for cfg */
 	int c = kis_mvm_ctl_wait(dfd, 60000, pid);
@@ -181,7 +207,7 @@ static int make_snapshot(const struct kis_mvm_guest *g, const char *accel, unsig
 	close(c); /* saved with the control port closed, as every restore finds it */
 	qmp = kis_mvm_qmp_open(dfd, "qmp.sock", 5000);
 	sf = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-	if (qmp < 0 || sf < 0 ||
+	if (qmp < 0 || sf < 0 || kis_mvm_ignore_shared(qmp) < 0 ||
 	    kis_mvm_qmp_cmd(qmp, "{\"execute\":\"getfd\",\"arguments\":{\"fdname\":\"snap\"}}", sf,
 			    NULL, 3000) < 0 ||
 	    kis_mvm_qmp_cmd(qmp, "{\"execute\":\"migrate\",\"arguments\":{\"uri\":\"fd:snap\"}}", -1,
@@ -209,15 +235,26 @@ static int make_snapshot(const struct kis_mvm_guest *g, const char *accel, unsig
 		kis_error_set(err, KIS_E_INTERNAL, 0, "saving the microvm snapshot failed");
 		goto out;
 	}
-	if (fsync(sf) < 0 || rename(tmp, final) < 0) {
-		r = kis_error_set(err, KIS_E_INTERNAL, errno, "cannot publish the snapshot");
-		goto out;
+	/* the VM ends before its RAM is published: nothing writes it after */
+	stop_vm(pid, qmp);
+	pid = 0;
+	kis_mvm_cgroup_drop(tdir);
+	{
+		_cleanup_close_ int rf = open(ram, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+		if (rf < 0 || fchmod(rf, 0600) < 0 || fsync(rf) < 0 || fsync(sf) < 0 ||
+		    rename(ram, final_ram) < 0 || rename(tmp, final) < 0) {
+			r = kis_error_set(err, KIS_E_INTERNAL, errno, "cannot publish the snapshot");
+			goto out;
+		}
 	}
 out:
 	if (sf >= 0)
 		close(sf);
 	if (pid > 0)
 		stop_vm(pid, qmp);
+	kis_mvm_cgroup_drop(tdir);
+	if (mkdir_p)
+		kis_mvm_rmtree(mkdir_p);
 	if (qmp >= 0)
 		close(qmp);
 	if (tmp && r < 0)
@@ -226,15 +263,30 @@ out:
 	return r;
 }
 
+static void snap_names(const struct kis_mvm_guest *g, const char *accel, unsigned mem_mib,
+		       unsigned vcpus, char *name, char *ram, size_t n)
+{
+	snprintf(name, n, "snap-%s-%s-%um-%uc-3d.vmstate", g->stamp, accel, mem_mib, vcpus);
+	snprintf(ram, n, "snap-%s-%s-%um-%uc-3d.ram", g->stamp, accel, mem_mib, vcpus);
+}
+
+char *kis_mvm_snapshot_ram_path(const struct kis_mvm_guest *g, const char *accel,
+				unsigned mem_mib, unsigned vcpus)
+{
+	char name[256], rname[256];
+	snap_names(g, accel, mem_mib, vcpus, name, rname, sizeof(name));
+	return cache_path(g, rname);
+}
+
 int kis_mvm_snapshot(const struct kis_mvm_guest *g, const char *accel, unsigned mem_mib,
 		     unsigned vcpus, struct kis_error **err)
 {
-	char name[256];
-	snprintf(name, sizeof(name), "snap-%s-%s-%um-%uc-3d.vmstate", g->stamp, accel, mem_mib,
-		 vcpus);
+	char name[256], rname[256];
+	snap_names(g, accel, mem_mib, vcpus, name, rname, sizeof(name));
 	_cleanup_free_ char *final = cache_path(g, name);
+	_cleanup_free_ char *final_ram = cache_path(g, rname);
 	_cleanup_free_ char *lock = cache_path(g, "snap.lock");
-	if (!final || !lock)
+	if (!final || !lock || !final_ram)
 		return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "snapshot");
 	int fd = open(final, O_RDONLY | O_CLOEXEC);
 	if (fd >= 0)
@@ -246,7 +298,7 @@ int kis_mvm_snapshot(const struct kis_mvm_guest *g, const char *accel, unsigned 
 	fd = open(final, O_RDONLY | O_CLOEXEC);
 	if (fd >= 0)
 		return fd;
-	TRY(make_snapshot(g, accel, mem_mib, vcpus, final, err));
+	TRY(make_snapshot(g, accel, mem_mib, vcpus, final, final_ram, err));
 	fd = open(final, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot open '%s'", final);

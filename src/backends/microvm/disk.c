@@ -35,7 +35,7 @@
 #include <sys/wait.h>
 
 #include "backends/common.h"
-#include "backends/microvm_vm.h"
+#include "backends/microvm/vm.h"
 #include "confine/confine.h"
 #include "exec/io.h"
 

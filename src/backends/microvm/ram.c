@@ -1,0 +1,168 @@
+/* SPDX-License-Identifier: MIT */
+/* Copy-on-write guest memory: the snapshot's RAM in one sealed memfd that
+ * every VM restored from it maps privately, so they share its pages. */
+#include "util.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+
+#include "backends/microvm/vm.h"
+
+/* Why a memfd and not the RAM file itself: QEMU 7.2's memory-backend-file
+ * opens its mem-path O_RDWR even for share=off (only 8.2's rom=off opens
+ * read-only), so a VMM given the shared file could write into the RAM of
+ * every later VM. A memfd sealed with F_SEAL_WRITE|SHRINK|GROW|SEAL opens
+ * O_RDWR but refuses every write, shared writable mapping, truncation and
+ * hole punch (memfd_create(2), "File sealing"); MAP_PRIVATE writes stay
+ * allowed, copy-on-write.
+ *
+ * Who keeps it: the VMs themselves. QEMU keeps its mem-path fd open, so
+ * while one VM of the snapshot lives, the next one's engine finds the memfd
+ * in that VM's fd table (/proc/<pid>/fd) and reopens it. A hostile VMM
+ * could plant a memfd of its own under our name: the engine accepts only
+ * the inode it created (recorded as dev:ino beside the snapshot, in a
+ * root-only file), and that inode stays alive, its number unreused, while
+ * any VM maps it. With no VM alive, a new memfd is filled from the file. */
+#define MEMFD_NAME "kis-guest-ram"
+#define SEALS (F_SEAL_WRITE | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)
+
+static bool same_inode(int fd, dev_t dev, ino_t ino, off_t size)
+{
+	struct stat st;
+	int seals = fcntl(fd, F_GET_SEALS);
+	return fstat(fd, &st) == 0 && st.st_dev == dev && st.st_ino == ino &&
+	       st.st_size == size && seals >= 0 && (seals & SEALS) == SEALS;
+}
+
+/* A live VMM (uid in our range) holding the memfd dev:ino. */
+static int find_live(dev_t dev, ino_t ino, off_t size)
+{
+	DIR *d = opendir("/proc");
+	struct dirent *e;
+	int found = -1;
+	while (d && found < 0 && (e = readdir(d))) {
+		if (e->d_name[0] < '1' || e->d_name[0] > '9')
+			continue;
+		struct stat ps;
+		if (fstatat(dirfd(d), e->d_name, &ps, 0) < 0 || ps.st_uid < KIS_MVM_UID_BASE ||
+		    ps.st_uid - KIS_MVM_UID_BASE >= (1u << 22))
+			continue;
+		char fdp[300];
+		snprintf(fdp, sizeof(fdp), "%.32s/fd", e->d_name);
+		int fdd = openat(dirfd(d), fdp, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		DIR *fds = fdd >= 0 ? fdopendir(fdd) : NULL;
+		if (!fds && fdd >= 0)
+			close(fdd);
+		struct dirent *f;
+		while (fds && found < 0 && (f = readdir(fds))) {
+			char link[128];
+			ssize_t k = readlinkat(dirfd(fds), f->d_name, link, sizeof(link) - 1);
+			if (k <= 0)
+				continue;
+			link[k] = '\0';
+			if (strncmp(link, "/memfd:" MEMFD_NAME, strlen("/memfd:" MEMFD_NAME)))
+				continue;
+			/* the magic link reopens the VMM's open file: read-only
+			 * is enough for the checks and for the jail's bind */
+			int fd = openat(dirfd(fds), f->d_name, O_RDONLY | O_CLOEXEC);
+			if (fd >= 0 && same_inode(fd, dev, ino, size))
+				found = fd;
+			else if (fd >= 0)
+				close(fd);
+		}
+		if (fds)
+			closedir(fds);
+	}
+	if (d)
+		closedir(d);
+	return found;
+}
+
+/* Copy the file's data extents into a new memfd (holes stay holes), seal it. */
+static int fill_memfd(int src, off_t size, struct kis_error **err)
+{
+	int mfd = memfd_create(MEMFD_NAME, MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	if (mfd < 0)
+		return kis_error_set(err, KIS_E_INTERNAL, errno, "memfd_create");
+	if (ftruncate(mfd, size) < 0) {
+		close(mfd);
+		return kis_error_set(err, KIS_E_INTERNAL, errno, "memfd size");
+	}
+	/* plain reads and writes: copy_file_range does not reach a memfd
+	 * from another filesystem here */
+	static char buf[1u << 20];
+	off_t pos = 0;
+	while (pos < size) {
+		off_t data = lseek(src, pos, SEEK_DATA);
+		if (data < 0)
+			break; /* ENXIO: no data past pos */
+		off_t hole = lseek(src, data, SEEK_HOLE);
+		if (hole < 0)
+			hole = size;
+		while (data < hole) {
+			size_t want = (size_t)(hole - data) < sizeof(buf) ? (size_t)(hole - data) :
+									  sizeof(buf);
+			ssize_t k = RETRY_EINTR(pread(src, buf, want, data));
+			ssize_t w = k > 0 ? RETRY_EINTR(pwrite(mfd, buf, (size_t)k, data)) : -1;
+			if (k <= 0 || w != k) {
+				int e = k < 0 || w < 0 ? errno : EIO;
+				close(mfd);
+				return kis_error_set(err, KIS_E_INTERNAL, e, "cannot load the snapshot's RAM");
+			}
+			data += k;
+		}
+		pos = hole;
+	}
+	if (fcntl(mfd, F_ADD_SEALS, SEALS) < 0) {
+		close(mfd);
+		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot seal the snapshot's RAM");
+	}
+	return mfd;
+}
+
+int kis_mvm_snapshot_ram(const char *ram_path, struct kis_error **err)
+{
+	_cleanup_free_ char *idp = NULL, *lockp = NULL;
+	if (asprintf(&idp, "%s.id", ram_path) < 0 || asprintf(&lockp, "%s.lock", ram_path) < 0)
+		return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "ram");
+	_cleanup_close_ int src = open(ram_path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	struct stat rs;
+	if (src < 0 || fstat(src, &rs) < 0)
+		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot open '%s'", ram_path);
+	/* one engine at a time finds or makes it: two memfds would split the sharing */
+	_cleanup_close_ int lf = open(lockp, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	if (lf < 0 || flock(lf, LOCK_EX) < 0)
+		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot lock '%s'", lockp);
+	char buf[64] = "";
+	_cleanup_close_ int idf = open(idp, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	ssize_t k = idf >= 0 ? read(idf, buf, sizeof(buf) - 1) : -1;
+	unsigned long long dev = 0, ino = 0;
+	if (k > 0) {
+		buf[k] = '\0';
+		if (sscanf(buf, "%llu:%llu", &dev, &ino) == 2) {
+			int fd = find_live((dev_t)dev, (ino_t)ino, rs.st_size);
+			if (fd >= 0)
+				return fd;
+		}
+	}
+	int mfd = fill_memfd(src, rs.st_size, err);
+	if (mfd < 0)
+		return -1;
+	struct stat ms;
+	_cleanup_free_ char *tmp = NULL;
+	if (fstat(mfd, &ms) == 0 && asprintf(&tmp, "%s.%d", idp, (int)getpid()) >= 0) {
+		int wf = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+		if (wf >= 0) {
+			dprintf(wf, "%llu:%llu\n", (unsigned long long)ms.st_dev,
+				(unsigned long long)ms.st_ino);
+			close(wf);
+			if (rename(tmp, idp) < 0)
+				unlink(tmp);
+		}
+	}
+	return mfd;
+}
