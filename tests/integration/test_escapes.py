@@ -24,9 +24,9 @@ STOPPED, ESCAPED, OTHER, SETUP = 0, 1, 2, 3
 TIERS = ["landlock", "bubblewrap", "oci"]
 
 
-def backend_row(name):
+def backend_row(name, env=None):
     p = subprocess.run([str(KIS), "sandbox", "backends", "--json"], capture_output=True,
-                       text=True)
+                       text=True, env=env["env"] if env else None)
     for b in json.loads(p.stdout or "[]"):
         if b["backend"] == name:
             return b
@@ -36,9 +36,9 @@ def backend_row(name):
 _ROWS = {}
 
 
-def require(name):
+def require(name, env=None):
     if name not in _ROWS:
-        _ROWS[name] = backend_row(name)
+        _ROWS[name] = backend_row(name, env)
     r = _ROWS[name]
     if not r:
         pytest.skip(f"{name} is not in this build")
@@ -57,6 +57,9 @@ def env():
     top = Path(tempfile.mkdtemp(prefix="kis-esc-", dir="/tmp"))
     os.chmod(top, 0o711)
     e = dict(os.environ, KIS_SANDBOX_ROOT=str(top / "store"))
+    guest = Path(os.environ.get("KIS_MICROVM_GUEST_DIR", ROOT / "build" / "microvm-guest"))
+    if (guest / "kernel.release").exists():
+        e["KIS_MICROVM_GUEST_DIR"] = str(guest)
     try:
         victim = top / "victim"
         victim.mkdir()
@@ -238,10 +241,10 @@ def marker_lib(env):
     return {"lib": lib, "dir": d}
 
 
-@pytest.mark.parametrize("backend", TIERS)
+@pytest.mark.parametrize("backend", TIERS + ["microvm"])
 @pytest.mark.parametrize("var", ["LD_PRELOAD", "LD_AUDIT"])
 def test_loader_variables_reach_no_helper(env, marker_lib, backend, var):
-    require(backend)
+    require(backend, env)
     # the library sits where the sandbox could have written it: in a
     # workspace, named by its host path
     w = kis(env, "clone", env["base"]).stdout.strip()

@@ -55,7 +55,10 @@ static int run_tool_in(char *const argv[], int out_fd, int max_ok, struct kis_co
 		dup2(nul, 2);
 		if (cp && kis_confine_child(cp, NULL) < 0)
 			_exit(126);
-		execv(argv[0], argv);
+		/* a fixed environment, never the caller's: these run as root
+		 * outside the guest, over images the guest wrote */
+		static char *const tool_env[] = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin", NULL};
+		execve(argv[0], argv, tool_env);
 		_exit(127);
 	}
 	int st;
