@@ -19,6 +19,7 @@
 
 #include "backends/microvm_vm.h"
 #include "engine/internal.h"
+#include "engine/owner.h"
 #include "kis/store.h"
 #include "exec/io.h"
 
@@ -532,6 +533,9 @@ int kis_mvm_spawn(const struct kis_mvm_guest *g, const struct kis_mvm_cfg *c, pi
 		close(sp[0]);
 		if (k != sizeof(v) || v <= 0)
 			return kis_error_set(err, KIS_E_INTERNAL, 0, "cannot start qemu");
+		/* A session's VM outlives the engine once the session is
+		 * published; until then it is the creator's to end. */
+		(void)kis_owner_note("pid", "%d %llu", (int)v, kis_proc_starttime(v));
 		*pid = v;
 		return 0;
 	}
@@ -717,6 +721,15 @@ int kis_mvm_tmpdir(char **path, struct kis_error **err)
 		free(*path);
 		*path = NULL;
 		return kis_error_set(err, KIS_E_INTERNAL, e, "cannot make a private directory");
+	}
+	/* The run's: swept by the engine's owner record should it be killed
+	 * (engine/owner.h). mkdtemp picks the name, so the record follows it. */
+	if (kis_owner_note("tmp", "%s", *path) < 0) {
+		int e = errno;
+		rmdir(*path);
+		free(*path);
+		*path = NULL;
+		return kis_error_set(err, KIS_E_INTERNAL, e, "cannot record a private directory");
 	}
 	return 0;
 }

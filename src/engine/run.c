@@ -3,9 +3,11 @@
  * plan, run, teardown. Stateless: everything comes from the profile. */
 #include "util.h"
 
+#include <poll.h>
 #include <string.h>
 
 #include "engine/internal.h"
+#include "engine/owner.h"
 #include "kis/sandbox.h"
 #include "kis/session.h"
 #include "kis/store.h"
@@ -35,6 +37,24 @@ static int run_in_session(const struct kis_profile *p, const struct kis_backend 
 	kis_session_destroy(opts->store_root, id, &e2);
 	kis_error_free(e2);
 	return r;
+}
+
+/* A signal the caller turned into a readable cancel fd (the CLI's SIGINT,
+ * SIGTERM, SIGHUP) ends the run between its phases too, not only while
+ * the command runs: a run interrupted during its clone does not go on to
+ * start the command. Nothing is read: the supervisor sees it as well. */
+static bool cancel_pending(int fd)
+{
+	struct pollfd p = {.fd = fd, .events = POLLIN};
+	return fd >= 0 && poll(&p, 1, 0) > 0 && (p.revents & POLLIN);
+}
+
+static void set_cancelled(struct kis_result *res)
+{
+	res->reason = KIS_REASON_CANCELLED;
+	res->exit_code = -1;
+	free(res->detail);
+	res->detail = strdup("the run was cancelled before its command started");
 }
 
 int kis_run(const struct kis_profile *p, char *const *argv, const struct kis_run_options *opts,
@@ -101,8 +121,25 @@ int kis_run(const struct kis_profile *p, char *const *argv, const struct kis_run
 	b->plan_free(plan);
 	plan = NULL;
 
-	/* Plan once without the workspace to refuse early, then for real. */
-	TRY(kis_workspace_acquire(p, opts->store_root, &ws_id, &ws_path, &cloned, err));
+	/* From here the run makes things on the host: each is recorded under
+	 * the run's owner (engine/owner.h) before it is made, so that a kill
+	 * at any point leaves a record the next command sweeps. */
+	struct kis_owner *owner = NULL;
+	TRY(kis_owner_begin(opts->store_root, res->sandbox, &owner, err));
+	kis_test_pause("clone");
+	if (cancel_pending(opts->io.cancel_fd)) {
+		set_cancelled(res);
+		kis_owner_end(owner, true);
+		return 0;
+	}
+	/* Plan once without the workspace to refuse early, then for real. A
+	 * clone the run does not keep is the owner's. */
+	if (kis_workspace_acquire(p, opts->store_root, !p->keep, &ws_id, &ws_path, &cloned, err) <
+	    0) {
+		kis_owner_end(owner, true);
+		return -1;
+	}
+	kis_test_pause("cloned");
 	req.workspace_path = ws_path;
 	struct kis_ws_layers lay;
 	kis_workspace_layers_get(opts->store_root, ws_id, &lay);
@@ -110,10 +147,14 @@ int kis_run(const struct kis_profile *p, char *const *argv, const struct kis_run
 	req.workspace_upper = lay.upper;
 	req.workspace_cache = lay.cache;
 	int r = b->plan(&caps, &req, &plan, err);
-	if (r >= 0) {
+	if (r >= 0 && cancel_pending(opts->io.cancel_fd)) {
+		set_cancelled(res);
+		b->plan_free(plan);
+	} else if (r >= 0) {
 		r = b->run(plan, res, err);
 		b->plan_free(plan);
 	}
+	kis_test_pause("teardown");
 	kis_ws_layers_free(&lay);
 	if (ws_id) {
 		res->workspace = strdup(ws_id);
@@ -121,5 +162,8 @@ int kis_run(const struct kis_profile *p, char *const *argv, const struct kis_run
 		if (cloned && !p->keep)
 			kis_workspace_release(opts->store_root, ws_id);
 	}
+	/* The run has undone what it made; undoing the records as well
+	 * catches what a failed step left (each reaper looks first). */
+	kis_owner_end(owner, true);
 	return r;
 }

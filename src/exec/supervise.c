@@ -256,6 +256,7 @@ int kis_exec_run(struct kis_spawn *sp, const struct kis_supervise *sv, struct ki
 		goto out;
 	}
 	uint64_t start = now_ms();
+	pid_t parent = getpid();
 	pid = fork();
 	if (pid < 0) {
 		kis_error_set(err, KIS_E_INTERNAL, errno, "cannot fork");
@@ -265,7 +266,10 @@ int kis_exec_run(struct kis_spawn *sp, const struct kis_supervise *sv, struct ki
 		close(sock[0]);
 		close(po[0]);
 		close(pe[0]);
-		kis_child_main(sp, sock[1], po[1], pe[1]);
+		struct kis_spawn c = *sp;
+		c.die_with_parent = true;
+		c.parent = parent;
+		kis_child_main(&c, sock[1], po[1], pe[1]);
 	}
 	st.pid = pid;
 	if (!sp->pty)
