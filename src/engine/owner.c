@@ -21,6 +21,7 @@
 #include "confine/confine.h"
 #include "engine/owner.h"
 #include "exec/io.h"
+#include "kis/session.h"
 #include "store/store_internal.h"
 
 #define RECORDS "records"
@@ -134,11 +135,16 @@ int kis_owner_note(const char *kind, const char *fmt, ...)
 
 void kis_test_pause(const char *point)
 {
+	/* once per process: a point passed twice (a probe's cgroup, then the
+	 * run's) stops at the first only, and a signal ends that one */
+	static int paused;
 	const char *want = getenv("KIS_TEST_PAUSE_AT");
-	if (!want || strcmp(want, point))
+	/* only inside a run or a create (a probe's cgroup is not the run's) */
+	if (!want || !current || strcmp(want, point) ||
+	    __atomic_exchange_n(&paused, 1, __ATOMIC_RELAXED))
 		return;
-	fprintf(stderr, "kis: test pause at %s (owner %s, pid %d)\n", point,
-		current ? current->id : "-", (int)getpid());
+	fprintf(stderr, "kis: test pause at %s (owner %s, pid %d)\n", point, current->id,
+		(int)getpid());
 	/* pause(2) returns after a caught signal: the engine's handlers then
 	 * run as they would at this point of a real run. */
 	pause();
@@ -296,6 +302,27 @@ static void reap_session(struct reap *r, const char *v)
 	report(r, "session", tmp, done, e);
 }
 
+/* A run with a terminal is a one-exec session (run.c): killed, the
+ * session it made goes with it. */
+static void reap_tty_session(struct reap *r, const char *v)
+{
+	if (kis_id_validate(v, "session id", NULL) < 0)
+		return;
+	struct stat st;
+	char tmp[KIS_ID_BUFSZ + 8];
+	snprintf(tmp, sizeof(tmp), ".tmp-%s", v);
+	if (fstatat(r->s->sessions_fd, v, &st, AT_SYMLINK_NOFOLLOW) < 0 &&
+	    fstatat(r->s->sessions_fd, tmp, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		return;
+	if (r->dry_run) {
+		report(r, "session", v, 0, NULL);
+		return;
+	}
+	struct kis_error *e = NULL;
+	int done = kis_session_destroy(r->s->root, v, &e) < 0 ? -1 : 1;
+	report(r, "session", v, done, e);
+}
+
 static void reap_ws(struct reap *r, const char *v)
 {
 	if (kis_id_validate(v, "workspace id", NULL) < 0)
@@ -320,7 +347,8 @@ static const struct {
 	void (*fn)(struct reap *r, const char *value);
 } reapers[] = {
 	{"pid", reap_pid},       {"crun", reap_crun}, {"cgroup", reap_cgroup},
-	{"tmp", reap_tmp},       {"session", reap_session}, {"ws", reap_ws},
+	{"tmp", reap_tmp},       {"session", reap_session}, {"tty-session", reap_tty_session},
+	{"ws", reap_ws},
 };
 
 int store_owner_reap(struct kis_store *s, const char *name, int dir_fd, bool dry_run,

@@ -22,8 +22,22 @@ static int run_in_session(const struct kis_profile *p, const struct kis_backend 
 		return kis_error_set(err, KIS_E_TTY_UNSUPPORTED, 0,
 				     "the %s backend cannot give a terminal: drop tty.enabled (--tty)",
 				     b->name);
+	/* The session is this run's: killed, the run leaves a record the
+	 * sweep destroys the session by (engine/owner.h). */
+	char rid[KIS_ID_BUFSZ];
+	TRY(kis_id_mint('s', rid, err));
+	struct kis_owner *owner = NULL;
+	TRY(kis_owner_begin(opts->store_root, rid, &owner, err));
 	char id[KIS_ID_BUFSZ];
-	TRY(kis_session_create(p, opts, id, err));
+	if (kis_session_create(p, opts, id, err) < 0) {
+		kis_owner_end(owner, true);
+		return -1;
+	}
+	if (kis_owner_note("tty-session", "%s", id) < 0) {
+		kis_session_destroy(opts->store_root, id, NULL);
+		kis_owner_end(owner, true);
+		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot record session '%s'", id);
+	}
 	struct kis_exec_options eo = {
 		.io = opts->io, .tty = true, .rows = p->tty.rows, .cols = p->tty.cols,
 		.resize_fd = opts->resize_fd, .tty_fd = opts->tty_fd, .limits = p->limits,
@@ -36,6 +50,7 @@ static int run_in_session(const struct kis_profile *p, const struct kis_backend 
 	struct kis_error *e2 = NULL;
 	kis_session_destroy(opts->store_root, id, &e2);
 	kis_error_free(e2);
+	kis_owner_end(owner, true);
 	return r;
 }
 

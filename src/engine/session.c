@@ -231,6 +231,7 @@ int kis_session_create(const struct kis_profile *p, const struct kis_run_options
 	}
 	if (kis_workspace_acquire(p, o->store_root, true, &ws_id, &ws_path, &ws_cloned, err) < 0)
 		goto fail;
+	kis_test_pause("create-clone");
 	req.workspace_path = ws_path;
 	kis_workspace_layers_get(o->store_root, ws_id, &lay);
 	req.workspace_lower = lay.lower;
