@@ -143,11 +143,25 @@ void kis_test_pause(const char *point)
 	if (!want || !current || strcmp(want, point) ||
 	    __atomic_exchange_n(&paused, 1, __ATOMIC_RELAXED))
 		return;
+	/* The signals are blocked from before the line is printed until
+	 * sigsuspend(2) waits with the old mask: one sent as soon as the line
+	 * is read is held pending, never lost between the print and the wait
+	 * (as it would be with pause(2)). The engine's handlers then run as
+	 * they would at this point of a real run. */
+	sigset_t block, old;
+	sigemptyset(&block);
+	sigaddset(&block, SIGINT);
+	sigaddset(&block, SIGTERM);
+	sigaddset(&block, SIGHUP);
+	sigprocmask(SIG_BLOCK, &block, &old);
 	fprintf(stderr, "kis: test pause at %s (owner %s, pid %d)\n", point, current->id,
 		(int)getpid());
-	/* pause(2) returns after a caught signal: the engine's handlers then
-	 * run as they would at this point of a real run. */
-	pause();
+	sigset_t wait = old;
+	sigdelset(&wait, SIGINT);
+	sigdelset(&wait, SIGTERM);
+	sigdelset(&wait, SIGHUP);
+	sigsuspend(&wait);
+	sigprocmask(SIG_SETMASK, &old, NULL);
 }
 
 /* ---- the sweep ---- */

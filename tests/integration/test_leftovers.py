@@ -163,7 +163,12 @@ def start_paused(args, point, timeout=60):
 
 def signal_and_wait(p, sig):
     p.send_signal(sig)
-    out, err = p.communicate(timeout=60)
+    try:
+        out, err = p.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        p.kill()  # never leave a stuck engine behind the test
+        p.communicate()
+        raise
     return p.returncode, out, err
 
 
@@ -327,7 +332,8 @@ def test_gc_lists_what_a_killed_run_left_and_dry_run_keeps_it(store, base):
     d = json.loads(dry.stdout)
     assert d["dry_run"] is True
     kinds = {i["kind"] for i in d["items"] if i.get("owner") == owner}
-    assert {"workspace", "cgroup", "tmp"} <= kinds, d
+    # at setup the clone and the run's cgroup exist (the private /tmp comes later)
+    assert {"workspace", "cgroup"} <= kinds, d
     assert all(i["state"] == "found" for i in d["items"])
     assert cgroups_named(owner), "a dry run removed the cgroup"
     real = kis("gc", "--json", env=env)
