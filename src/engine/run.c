@@ -140,7 +140,17 @@ int kis_run(const struct kis_profile *p, char *const *argv, const struct kis_run
 	 * the run's owner (engine/owner.h) before it is made, so that a kill
 	 * at any point leaves a record the next command sweeps. */
 	struct kis_owner *owner = NULL;
-	TRY(kis_owner_begin(opts->store_root, res->sandbox, &owner, err));
+	if (kis_owner_begin(opts->store_root, res->sandbox, &owner, err) < 0) {
+		if (p->base || p->workspace)
+			return -1;
+		/* A run without a workspace needs no store: where none can be
+		 * made (a read-only home), it goes on with only the kernel's
+		 * ties (the command's parent-death signal). */
+		if (err) {
+			kis_error_free(*err);
+			*err = NULL;
+		}
+	}
 	kis_test_pause("clone");
 	if (cancel_pending(opts->io.cancel_fd)) {
 		set_cancelled(res);
