@@ -22,6 +22,30 @@ KIS_API int kis_store_open(const char *root, struct kis_store **out, struct kis_
 KIS_API void kis_store_free(struct kis_store *s);
 KIS_API const char *kis_store_root(const struct kis_store *s);
 
+/* ---- Leftovers ---------------------------------------------------------- */
+
+/* One thing the sweep found: what a killed command left (kind "process",
+ * "container", "cgroup", "tmp", "session", "workspace", "clone" for a
+ * half-made clone or import, "trash" for a half-removed one, "owner" for
+ * the record itself). owner is the sandbox id whose run made it, NULL for
+ * a store temporary. done: 1 removed, 0 found (dry run), -1 failed (error
+ * says why). */
+struct kis_gc_item {
+	const char *owner;
+	const char *kind;
+	const char *what;
+	int done;
+	const char *error;
+};
+typedef void (*kis_gc_fn)(void *ctx, const struct kis_gc_item *it);
+
+/* Sweep what dead owners left (as every store open does, but waiting for
+ * the store lock instead of skipping when it is busy), calling fn for each
+ * thing found; with dry_run nothing is removed. < 0 when something could
+ * not be removed (fn saw it with done = -1) or the store cannot be opened. */
+KIS_API int kis_store_gc(const char *root, bool dry_run, kis_gc_fn fn, void *ctx,
+			 struct kis_error **err);
+
 /* Clone a workspace from a base. want_id NULL: mint one. out receives the id. */
 KIS_API int kis_workspace_clone(struct kis_store *s, const char *base_id, const char *want_id,
 				char out[KIS_ID_BUFSZ], struct kis_error **err);

@@ -15,6 +15,7 @@
 
 #include "agent/client.h"
 #include "agent/proto.h"
+#include "engine/owner.h"
 #include "exec/io.h"
 
 #define EXEC_ID 1u /* one exec per connection */
@@ -98,8 +99,32 @@ int kis_call_agent(int conn, const struct kis_call *c, struct kis_result *res,
 		struct timeval tv = {.tv_sec = c->hello_timeout_s};
 		setsockopt(conn, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	}
-	if (kis_frame_write(conn, KIS_F_HELLO, 0, 0, v, 4) < 0 ||
-	    kis_frame_read_blocking(&rd, conn, &f) != 1 || f.type != KIS_F_HELLO) {
+	if (kis_frame_write(conn, KIS_F_HELLO, 0, 0, v, 4) < 0) {
+		kis_error_set(err, KIS_E_INTERNAL, errno, "%s did not answer", peer);
+		goto out;
+	}
+	/* The answer may take a while (crun starting the container, a VM's
+	 * agent busy): wait for it and for a cancel together, so a signal
+	 * during the handshake ends the run at once instead of after it. */
+	kis_test_pause("handshake");
+	for (;;) {
+		struct pollfd hp[2] = {{.fd = conn, .events = POLLIN},
+				       {.fd = c->cancel_fd, .events = POLLIN}};
+		int hn = poll(hp, c->cancel_fd >= 0 ? 2 : 1,
+			      c->hello_timeout_s ? (int)c->hello_timeout_s * 1000 : -1);
+		if (hn < 0 && errno == EINTR)
+			continue;
+		if (hn > 0 && c->cancel_fd >= 0 && (hp[1].revents & POLLIN)) {
+			uint8_t junk[16];
+			(void)!read(c->cancel_fd, junk, sizeof(junk));
+			out->cancelled = true;
+			out->end = KIS_CALL_CANCELLED;
+			r = 0;
+			goto out;
+		}
+		break; /* readable, closed, or timed out: the read below says which */
+	}
+	if (kis_frame_read_blocking(&rd, conn, &f) != 1 || f.type != KIS_F_HELLO) {
 		kis_error_set(err, KIS_E_INTERNAL, errno, "%s did not answer", peer);
 		goto out;
 	}

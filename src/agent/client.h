@@ -28,6 +28,7 @@ enum kis_call_end {
 	KIS_CALL_EXIT = 0, /* the EXIT frame came: res holds it */
 	KIS_CALL_TIMEOUT,  /* deadline_ms passed first */
 	KIS_CALL_EOF,      /* the channel closed first */
+	KIS_CALL_CANCELLED, /* cancel_fd fired before the EXEC went out: nothing ran */
 };
 
 struct kis_call_out {

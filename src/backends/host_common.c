@@ -11,6 +11,7 @@
 
 #include "backends/host_common.h"
 #include "confine/confine.h"
+#include "engine/owner.h"
 #include "exec/io.h"
 
 const char *kis_host_env_get(char *const *envp, const char *key)
@@ -172,6 +173,9 @@ int kis_host_private_dir(const char *name, uid_t uid, gid_t gid, char **out,
 	_cleanup_free_ char *path = NULL;
 	if (asprintf(&path, "/tmp/kis-%s", name) < 0)
 		return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "private directory");
+	/* recorded before it exists, for the sweep should the run be killed */
+	if (kis_owner_note("tmp", "%s", path) < 0)
+		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot record '%s'", path);
 	/* mkdir fails on anything already there, a planted link included */
 	if (mkdir(path, 0700) < 0)
 		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot create '%s'", path);

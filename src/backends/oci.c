@@ -44,6 +44,7 @@
 #include "backends/oci_bundle.h"
 #include "confine/confine.h"
 #include "engine/internal.h"
+#include "engine/owner.h"
 #include "exec/io.h"
 #include "exec/spawn.h"
 
@@ -481,6 +482,11 @@ static int oci_run(struct kis_plan *pl, struct kis_result *res, struct kis_error
 	kis_oci_collect();
 	uint64_t t0 = now_ms();
 	char bp[256];
+	/* recorded before the bundle exists (engine/owner.h): killed from
+	 * here on, the engine leaves a record the next command sweeps by */
+	if (kis_owner_note("crun", "%s", pl->ctr_id) < 0)
+		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot record container '%s'",
+				     pl->ctr_id);
 	if (make_bundle(pl, NULL, bp, sizeof(bp), err) < 0) {
 		kis_oci_remove(pl->ctr_id, NULL);
 		return -1;
@@ -586,6 +592,10 @@ static int oci_start_session(struct kis_plan *pl, const struct kis_session_ctx *
 	if (!slash || asprintf(&final, "%.*s/%s", (int)(slash - ctx->dir_path), ctx->dir_path,
 			       ctx->id) < 0)
 		return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "session path");
+	/* the creator's until the session is published (engine/owner.h) */
+	if (kis_owner_note("crun", "%s", pl->ctr_id) < 0)
+		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot record container '%s'",
+				     pl->ctr_id);
 	if (start_detached(pl, ctx->listen_fd, final, err) < 0) {
 		kis_oci_remove(pl->ctr_id, NULL);
 		return -1;

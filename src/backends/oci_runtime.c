@@ -10,6 +10,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
@@ -93,6 +94,10 @@ int kis_oci_crun_spawn(char *const *argv, int fd_keep, pid_t *pid_out, struct ki
 		/* our own process group: a terminal's ^C reaches the engine,
 		 * which ends the run through the agent; crun then cleans up */
 		setpgid(0, 0);
+		/* crun itself dies with the engine (a detached container is
+		 * crun's child, and fork clears this for it: prctl(2)); what it
+		 * made is swept by the run's owner record (engine/owner.h) */
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
 		if (hybrid && hybrid_workaround() < 0)
 			_exit(125);
 		if (dup2(devnull, 0) < 0 || dup2(devnull, 1) < 0 || dup2(devnull, 2) < 0)

@@ -37,6 +37,7 @@ int cmd_base(int argc, char **argv);
 int cmd_clone(int argc, char **argv);
 int cmd_destroy(int argc, char **argv);
 int cmd_workspace(int argc, char **argv);
+int cmd_gc(int argc, char **argv);
 
 /* Store verbs (cmd_workspace.c). Open the store, printing the error:
  * returns 0 or the exit status. */

@@ -14,13 +14,17 @@
 #include "session_io.h"
 
 static int cancel_pipe[2] = {-1, -1};
+/* The first signal that cancelled the run: the run reports it. */
+static volatile sig_atomic_t got_signal;
 
 static void on_signal(int sig)
 {
-	(void)sig;
 	int saved = errno;
+	if (!got_signal)
+		got_signal = sig;
 	if (cancel_pipe[1] >= 0) {
-		ssize_t r = write(cancel_pipe[1], "x", 1);
+		unsigned char b = (unsigned char)sig;
+		ssize_t r = write(cancel_pipe[1], &b, 1);
 		(void)r;
 	}
 	errno = saved;
@@ -66,7 +70,11 @@ int cmd_run(int argc, char **argv)
 		kis_profile_release(&o.profile);
 		return cli_fail(NULL);
 	}
-	struct sigaction sa = {.sa_handler = on_signal};
+	/* SA_RESTART: a blocking read or write of the engine's (a VM's
+	 * control socket, a crun pipe) is resumed rather than failed with
+	 * EINTR half-way through an exchange; poll(2) is never restarted, so
+	 * the loops that wait see the cancel fd at once (signal(7)). */
+	struct sigaction sa = {.sa_handler = on_signal, .sa_flags = SA_RESTART};
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
@@ -105,6 +113,20 @@ int cmd_run(int argc, char **argv)
 		free(plan);
 		kis_result_release(&res);
 		return 0;
+	}
+	if (got_signal) {
+		/* However far the run got, a signal ended it: cancelled, and the
+		 * status of a process ended by that signal, 128+N, never the
+		 * command's 0 (the agent may have reported its killed command
+		 * as it saw it). */
+		res.reason = KIS_REASON_CANCELLED;
+		res.signal = got_signal;
+		res.exit_code = -1;
+		if (!res.detail) {
+			char d[64];
+			snprintf(d, sizeof(d), "the run was cancelled by signal %d", (int)got_signal);
+			res.detail = strdup(d);
+		}
 	}
 	int status = kis_result_exit_status(&res);
 	if (o.json) {

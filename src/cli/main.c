@@ -19,6 +19,7 @@ static const struct cli_verb verbs[] = {
 	{"clone", cmd_clone, "clone a base into a copy-on-write workspace"},
 	{"destroy", cmd_destroy, "destroy a workspace (idempotent)"},
 	{"workspace", cmd_workspace, "list workspaces, print a workspace's path"},
+	{"gc", cmd_gc, "remove what killed commands left behind"},
 };
 
 int cli_fail(struct kis_error *err)

@@ -4,6 +4,7 @@
 #include "confine/confine.h"
 
 #include "kis/backend.h"
+#include "engine/owner.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -228,6 +229,11 @@ static int make_leaf(const char *parent, const char *leaf, struct kis_error **er
 		if (mkdir(parent, 0755) < 0 && errno != EEXIST)
 			return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot create cgroup '%s'",
 					     parent);
+		/* Recorded before it exists: a run killed from here on leaves
+		 * the record the sweep removes the group by (engine/owner.h). */
+		if (tries == 0 && kis_owner_note("cgroup", "%s", leaf) < 0)
+			return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot record cgroup '%s'",
+					     leaf);
 		if (mkdir(leaf, 0755) == 0)
 			return 0;
 		if (errno == EEXIST)
@@ -407,6 +413,8 @@ int kis_cgroup_create(const char *name, const struct kis_cgroup_limits *lim,
 		return -1;
 	}
 	*out = cg;
+	if (strncmp(name, "probe-", 6))
+		kis_test_pause("setup"); /* the run's group, not a probe's */
 	return 0;
 }
 

@@ -25,9 +25,10 @@ int kis_disk_apply(const char *store_root, const char *ws_id, uint64_t bytes,
 void kis_disk_explain(const char *store_root, const char *ws_id, struct kis_result *res);
 
 /* The profile's workspace: cloned from p->base (cloned = true) or the
- * existing p->workspace; none when neither is set (*id = *path = NULL). */
-int kis_workspace_acquire(const struct kis_profile *p, const char *store_root, char **id,
-			  char **path, bool *cloned, struct kis_error **err);
+ * existing p->workspace; none when neither is set (*id = *path = NULL).
+ * owned: a clone is recorded under the thread's owner (engine/owner.h). */
+int kis_workspace_acquire(const struct kis_profile *p, const char *store_root, bool owned,
+			  char **id, char **path, bool *cloned, struct kis_error **err);
 /* Destroy a workspace the engine cloned; failures are ignored (destroy is
  * idempotent and a later command sweeps). */
 void kis_workspace_release(const char *store_root, const char *id);

@@ -3,9 +3,11 @@
  * plan, run, teardown. Stateless: everything comes from the profile. */
 #include "util.h"
 
+#include <poll.h>
 #include <string.h>
 
 #include "engine/internal.h"
+#include "engine/owner.h"
 #include "kis/sandbox.h"
 #include "kis/session.h"
 #include "kis/store.h"
@@ -20,8 +22,22 @@ static int run_in_session(const struct kis_profile *p, const struct kis_backend 
 		return kis_error_set(err, KIS_E_TTY_UNSUPPORTED, 0,
 				     "the %s backend cannot give a terminal: drop tty.enabled (--tty)",
 				     b->name);
+	/* The session is this run's: killed, the run leaves a record the
+	 * sweep destroys the session by (engine/owner.h). */
+	char rid[KIS_ID_BUFSZ];
+	TRY(kis_id_mint('s', rid, err));
+	struct kis_owner *owner = NULL;
+	TRY(kis_owner_begin(opts->store_root, rid, &owner, err));
 	char id[KIS_ID_BUFSZ];
-	TRY(kis_session_create(p, opts, id, err));
+	if (kis_session_create(p, opts, id, err) < 0) {
+		kis_owner_end(owner, true);
+		return -1;
+	}
+	if (kis_owner_note("tty-session", "%s", id) < 0) {
+		kis_session_destroy(opts->store_root, id, NULL);
+		kis_owner_end(owner, true);
+		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot record session '%s'", id);
+	}
 	struct kis_exec_options eo = {
 		.io = opts->io, .tty = true, .rows = p->tty.rows, .cols = p->tty.cols,
 		.resize_fd = opts->resize_fd, .tty_fd = opts->tty_fd, .limits = p->limits,
@@ -34,7 +50,26 @@ static int run_in_session(const struct kis_profile *p, const struct kis_backend 
 	struct kis_error *e2 = NULL;
 	kis_session_destroy(opts->store_root, id, &e2);
 	kis_error_free(e2);
+	kis_owner_end(owner, true);
 	return r;
+}
+
+/* A signal the caller turned into a readable cancel fd (the CLI's SIGINT,
+ * SIGTERM, SIGHUP) ends the run between its phases too, not only while
+ * the command runs: a run interrupted during its clone does not go on to
+ * start the command. Nothing is read: the supervisor sees it as well. */
+static bool cancel_pending(int fd)
+{
+	struct pollfd p = {.fd = fd, .events = POLLIN};
+	return fd >= 0 && poll(&p, 1, 0) > 0 && (p.revents & POLLIN);
+}
+
+static void set_cancelled(struct kis_result *res)
+{
+	res->reason = KIS_REASON_CANCELLED;
+	res->exit_code = -1;
+	free(res->detail);
+	res->detail = strdup("the run was cancelled before its command started");
 }
 
 int kis_run(const struct kis_profile *p, char *const *argv, const struct kis_run_options *opts,
@@ -103,12 +138,40 @@ int kis_run(const struct kis_profile *p, char *const *argv, const struct kis_run
 	bool disk_quota = false;
 	TRY(kis_disk_check(p, opts->store_root, b, &caps, &disk_quota, err));
 
-	/* Plan once without the workspace to refuse early, then for real. */
-	TRY(kis_workspace_acquire(p, opts->store_root, &ws_id, &ws_path, &cloned, err));
+	/* From here the run makes things on the host: each is recorded under
+	 * the run's owner (engine/owner.h) before it is made, so that a kill
+	 * at any point leaves a record the next command sweeps. */
+	struct kis_owner *owner = NULL;
+	if (kis_owner_begin(opts->store_root, res->sandbox, &owner, err) < 0) {
+		if (p->base || p->workspace)
+			return -1;
+		/* A run without a workspace needs no store: where none can be
+		 * made (a read-only home), it goes on with only the kernel's
+		 * ties (the command's parent-death signal). */
+		if (err) {
+			kis_error_free(*err);
+			*err = NULL;
+		}
+	}
+	kis_test_pause("clone");
+	if (cancel_pending(opts->io.cancel_fd)) {
+		set_cancelled(res);
+		kis_owner_end(owner, true);
+		return 0;
+	}
+	/* Plan once without the workspace to refuse early, then for real. A
+	 * clone the run does not keep is the owner's. */
+	if (kis_workspace_acquire(p, opts->store_root, !p->keep, &ws_id, &ws_path, &cloned, err) <
+	    0) {
+		kis_owner_end(owner, true);
+		return -1;
+	}
+	kis_test_pause("cloned");
 	if (disk_quota && ws_id &&
 	    kis_disk_apply(opts->store_root, ws_id, req.limits.disk_bytes, err) < 0) {
 		if (cloned)
 			kis_workspace_release(opts->store_root, ws_id);
+		kis_owner_end(owner, true);
 		return -1;
 	}
 	req.workspace_path = ws_path;
@@ -118,12 +181,16 @@ int kis_run(const struct kis_profile *p, char *const *argv, const struct kis_run
 	req.workspace_upper = lay.upper;
 	req.workspace_cache = lay.cache;
 	int r = b->plan(&caps, &req, &plan, err);
-	if (r >= 0) {
+	if (r >= 0 && cancel_pending(opts->io.cancel_fd)) {
+		set_cancelled(res);
+		b->plan_free(plan);
+	} else if (r >= 0) {
 		r = b->run(plan, res, err);
 		b->plan_free(plan);
 		if (r >= 0 && disk_quota)
 			kis_disk_explain(opts->store_root, ws_id, res);
 	}
+	kis_test_pause("teardown");
 	kis_ws_layers_free(&lay);
 	if (ws_id) {
 		res->workspace = strdup(ws_id);
@@ -133,5 +200,8 @@ int kis_run(const struct kis_profile *p, char *const *argv, const struct kis_run
 		else if (b->own_workspace_view)
 			kis_workspace_refresh_view(opts->store_root, ws_id);
 	}
+	/* The run has undone what it made; undoing the records as well
+	 * catches what a failed step left (each reaper looks first). */
+	kis_owner_end(owner, true);
 	return r;
 }

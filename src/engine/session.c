@@ -23,6 +23,7 @@
 #include "agent/exec_json.h"
 #include "agent/proto.h"
 #include "engine/internal.h"
+#include "engine/owner.h"
 #include "exec/io.h"
 #include "kis/session.h"
 #include "kis/store.h"
@@ -211,10 +212,18 @@ int kis_session_create(const struct kis_profile *p, const struct kis_run_options
 	if (sdir < 0)
 		return -1;
 	sweep_leftovers(sdir);
+	/* Until it is published, the session is its creator's: what it makes
+	 * is recorded under an owner (engine/owner.h) and swept if the
+	 * creator dies; published, it is the session's to end (destroy). */
+	struct kis_owner *owner = NULL;
+	TRY(kis_owner_begin(o->store_root, id, &owner, err));
 	char tmp[KIS_ID_BUFSZ + 8];
 	snprintf(tmp, sizeof(tmp), ".tmp-%s", id);
-	if (mkdirat(sdir, tmp, 0700) < 0)
-		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot create the session");
+	if (kis_owner_note("session", "%s", id) < 0 || mkdirat(sdir, tmp, 0700) < 0) {
+		kis_error_set(err, KIS_E_INTERNAL, errno, "cannot create the session");
+		kis_owner_end(owner, true);
+		return -1;
+	}
 	int r = -1;
 	_cleanup_close_ int dfd = openat(sdir, tmp, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
 	_cleanup_close_ int lfd = -1;
@@ -231,13 +240,14 @@ int kis_session_create(const struct kis_profile *p, const struct kis_run_options
 	}
 	bool disk_quota = false;
 	if (kis_disk_check(p, o->store_root, b, &caps, &disk_quota, err) < 0 ||
-	    kis_workspace_acquire(p, o->store_root, &ws_id, &ws_path, &ws_cloned, err) < 0 ||
+	    kis_workspace_acquire(p, o->store_root, true, &ws_id, &ws_path, &ws_cloned, err) < 0 ||
 	    (disk_quota && ws_id &&
 	     kis_disk_apply(o->store_root, ws_id, req.limits.disk_bytes, err) < 0))
 		goto fail;
 	/* held while the session lives: destroy of the workspace is busy */
 	if (ws_id && kis_workspace_hold_for(o->store_root, ws_id, id, err) < 0)
 		goto fail;
+	kis_test_pause("create-clone");
 	req.workspace_path = ws_path;
 	kis_workspace_layers_get(o->store_root, ws_id, &lay);
 	req.workspace_lower = lay.lower;
@@ -257,6 +267,7 @@ int kis_session_create(const struct kis_profile *p, const struct kis_run_options
 			goto fail;
 		}
 		kis_ws_layers_free(&lay);
+		kis_owner_end(owner, false);
 		return 0;
 	}
 	if (b->plan(&caps, &req, &plan, err) < 0)
@@ -274,8 +285,13 @@ int kis_session_create(const struct kis_profile *p, const struct kis_run_options
 	}
 	struct kis_session_ctx sctx = {.id = id, .dir_fd = dfd, .dir_path = dir_path,
 				       .listen_fd = lfd};
+	kis_test_pause("create-start");
 	if (b->start_session(plan, &sctx, &pid, err) < 0)
 		goto fail;
+	/* The backend recorded its processes as it made them (QEMU, crun's
+	 * container); this is the session's own, for those that did not. */
+	(void)kis_owner_note("pid", "%d %llu", (int)pid, kis_proc_starttime(pid));
+	kis_test_pause("create-ready");
 	char created[32];
 	created_now(created);
 	json_t *meta = json_pack("{s:s, s:s, s:s, s:o, s:b, s:s, s:i, s:I}", "id", id, "tier",
@@ -293,6 +309,7 @@ int kis_session_create(const struct kis_profile *p, const struct kis_run_options
 	}
 	b->plan_free(plan);
 	kis_ws_layers_free(&lay);
+	kis_owner_end(owner, false);
 	return 0;
 fail:
 	if (pid > 0)
@@ -305,6 +322,7 @@ fail:
 	if (ws_id && ws_cloned)
 		kis_workspace_release(o->store_root, ws_id);
 	kis_remove_tree_at(sdir, tmp);
+	kis_owner_end(owner, true);
 	return -1;
 }
 
@@ -593,10 +611,33 @@ int kis_session_destroy(const char *store_root, const char *id, struct kis_error
 		return -1;
 	if (sdir < 0)
 		return 0; /* no sessions at all: nothing to destroy */
+	/* A session whose creator was killed before publishing it is still
+	 * recorded under the creator's owner: undo that (its agent, QEMU or
+	 * container, its half-made directory and workspace). */
+	int own = kis_owner_reap_id(store_root, id, err);
+	if (own < 0)
+		return -1;
+	if (own == 1)
+		return kis_error_set(err, KIS_E_BUSY, 0,
+				     "session '%s' is being created; destroy it once 'create' has "
+				     "ended",
+				     id);
 	_cleanup_close_ int dfd = openat(sdir, id, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
 	if (dfd < 0)
 		return 0; /* idempotent: already gone, or never was */
 	json_t *meta = read_meta(dfd);
+	if (!meta) {
+		/* No metadata (written last during create, or lost): it cannot
+		 * say which backend made the session, so every backend ends
+		 * what of it might be left (end_session is idempotent). */
+		size_t n = 0;
+		const struct kis_backend *const *all = kis_backends(&n);
+		for (size_t i = 0; i < n; i++)
+			if (all[i]->end_session) {
+				struct kis_session_ctx ctx = {.id = id, .dir_fd = dfd, .listen_fd = -1};
+				all[i]->end_session(&ctx, NULL);
+			}
+	}
 	if (meta) {
 		end_agent(meta);
 		const struct kis_backend *b = meta_backend(meta);

@@ -6,10 +6,11 @@
 #include <string.h>
 
 #include "engine/internal.h"
+#include "engine/owner.h"
 #include "kis/store.h"
 
-int kis_workspace_acquire(const struct kis_profile *p, const char *store_root, char **id,
-			  char **path, bool *cloned, struct kis_error **err)
+int kis_workspace_acquire(const struct kis_profile *p, const char *store_root, bool owned,
+			  char **id, char **path, bool *cloned, struct kis_error **err)
 {
 	*id = *path = NULL;
 	*cloned = false;
@@ -20,7 +21,15 @@ int kis_workspace_acquire(const struct kis_profile *p, const char *store_root, c
 	char ws[KIS_ID_BUFSZ];
 	int r;
 	if (p->base) {
-		r = kis_workspace_clone(s, p->base, NULL, ws, err);
+		/* The id is minted first and recorded under the run's owner
+		 * before the clone exists: killed at any point after, the run
+		 * leaves a record the sweep destroys the clone by. */
+		r = kis_id_mint('w', ws, err);
+		if (r >= 0 && owned && kis_owner_note("ws", "%s", ws) < 0)
+			r = kis_error_set(err, KIS_E_INTERNAL, errno, "cannot record workspace '%s'",
+					  ws);
+		if (r >= 0)
+			r = kis_workspace_clone(s, p->base, ws, ws, err);
 		if (r >= 0)
 			*cloned = true;
 	} else {

@@ -32,6 +32,10 @@ struct kis_spawn {
 	/* An extra descriptor the command receives as fd 3. */
 	bool pass_fd3;
 	int fd3;
+	/* Set by kis_exec_run (a one-shot command dies with its engine,
+	 * PR_SET_PDEATHSIG); a detached start leaves it false. */
+	bool die_with_parent;
+	pid_t parent;
 };
 
 /* Host-side checks the supervisor consults (cgroups, for example). */

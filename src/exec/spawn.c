@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
@@ -215,6 +216,17 @@ void kis_child_main(const struct kis_spawn *sp, int report_fd, int out_fd, int e
 			kis_child_report(report_fd, KIS_CHILD_SETUP, e ? e->sys_errno : 0,
 					 e ? e->code : KIS_E_INTERNAL,
 					 e && e->message ? e->message : "confinement failed");
+			_exit(126);
+		}
+	}
+	if (sp->die_with_parent) {
+		/* Last, after every credential change: the kernel clears the
+		 * parent-death signal when the credentials change (prctl(2),
+		 * PR_SET_PDEATHSIG). An engine that died before this call is
+		 * seen by the parent's pid having changed. */
+		if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != sp->parent) {
+			kis_child_report(report_fd, KIS_CHILD_SETUP, errno, KIS_E_INTERNAL,
+					 "the engine ended before the command started");
 			_exit(126);
 		}
 	}

@@ -365,6 +365,7 @@ int kis_exec_run(struct kis_spawn *sp, const struct kis_supervise *sv, struct ki
 		goto out;
 	}
 	uint64_t start = now_ms();
+	pid_t parent = getpid();
 	pid = fork();
 	if (pid < 0) {
 		kis_error_set(err, KIS_E_INTERNAL, errno, "cannot fork");
@@ -376,6 +377,8 @@ int kis_exec_run(struct kis_spawn *sp, const struct kis_supervise *sv, struct ki
 		close(pe[0]);
 		if (pi[1] >= 0)
 			close(pi[1]);
+		csp.die_with_parent = true;
+		csp.parent = parent;
 		kis_child_main(&csp, sock[1], po[1], pe[1]);
 	}
 	st.pid = pid;

@@ -157,6 +157,33 @@ int kis_base_list(struct kis_store *s, struct kis_base_info **out, size_t *n,
 	return 0;
 }
 
+/* Whether directory `inner` is `outer` or below it: walk up from inner by
+ * ".." (never a name that could be a link) to the root, where ".." is the
+ * directory itself, comparing (st_dev, st_ino) with outer's. */
+static bool dir_is_within(int inner, const struct stat *outer)
+{
+	_cleanup_close_ int fd = fcntl(inner, F_DUPFD_CLOEXEC, 3);
+	for (int depth = 0; fd >= 0 && depth < 4096; depth++) {
+		struct stat st;
+		if (fstat(fd, &st) < 0)
+			return false;
+		if (st.st_dev == outer->st_dev && st.st_ino == outer->st_ino)
+			return true;
+		int up = openat(fd, "..", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		struct stat ust;
+		if (up < 0 || fstat(up, &ust) < 0) {
+			if (up >= 0)
+				close(up);
+			return false;
+		}
+		close(fd);
+		fd = up;
+		if (ust.st_dev == st.st_dev && ust.st_ino == st.st_ino)
+			return false; /* the root: its parent is itself */
+	}
+	return false;
+}
+
 int kis_base_import(struct kis_store *s, const char *src, const struct kis_import_options *opts,
 		    char out[KIS_ID_BUFSZ], struct kis_error **err)
 {
@@ -175,6 +202,20 @@ int kis_base_import(struct kis_store *s, const char *src, const struct kis_impor
 	if (sfd < 0)
 		return kis_error_set(err, errno == ENOENT ? KIS_E_NOT_FOUND : KIS_E_INVALID_ARGUMENT,
 				     errno, "cannot open directory '%s'", src);
+	/* The store inside the tree would be copied into itself while the
+	 * copy grows it, down to PATH_MAX; a tree inside the store is the
+	 * store's own (a base, a workspace, a session), not a user's tree. */
+	struct stat sst, rst;
+	if (fstat(sfd, &sst) == 0 && fstat(s->root_fd, &rst) == 0) {
+		if (dir_is_within(s->root_fd, &sst))
+			return kis_error_set(err, KIS_E_INVALID_ARGUMENT, 0,
+					     "cannot import '%s': it contains the store '%s'", src,
+					     s->root);
+		if (dir_is_within(sfd, &rst))
+			return kis_error_set(err, KIS_E_INVALID_ARGUMENT, 0,
+					     "cannot import '%s': it is inside the store '%s'", src,
+					     s->root);
+	}
 	char id[KIS_ID_BUFSZ], tmp[KIS_ID_BUFSZ + 8];
 	TRY(kis_id_mint('b', id, err));
 	snprintf(tmp, sizeof(tmp), STORE_TMP_PREFIX "%s", id);

@@ -16,6 +16,7 @@
 #include <sys/syscall.h>
 #include <sys/types.h>
 
+#include "backends/oci_bundle.h"
 #include "kis/id.h"
 
 int store_openat(int dirfd, const char *path, int flags, mode_t mode)
@@ -417,7 +418,8 @@ static int default_root(char **out, struct kis_error **err)
 	return 0;
 }
 
-int kis_store_open(const char *root, struct kis_store **out, struct kis_error **err)
+static int store_open_impl(const char *root, bool sweep, struct kis_store **out,
+			   struct kis_error **err)
 {
 	_cleanup_free_ char *want = NULL;
 	if (root && *root) {
@@ -442,7 +444,7 @@ int kis_store_open(const char *root, struct kis_store **out, struct kis_error **
 	struct kis_store *s = calloc(1, sizeof(*s));
 	if (!s)
 		return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "out of memory");
-	s->root_fd = s->bases_fd = s->ws_fd = s->sessions_fd = s->lock_fd = -1;
+	s->root_fd = s->bases_fd = s->ws_fd = s->sessions_fd = s->owners_fd = s->lock_fd = -1;
 	s->can_reflink = s->can_overlay = -1;
 	s->root = realpath(want, NULL);
 	if (!s->root) {
@@ -454,8 +456,8 @@ int kis_store_open(const char *root, struct kis_store **out, struct kis_error **
 		kis_error_set(err, KIS_E_INTERNAL, errno, "cannot open store root '%s'", s->root);
 		goto fail;
 	}
-	static const char *const dirs[] = {"bases", "workspaces", "sessions"};
-	int *fds[] = {&s->bases_fd, &s->ws_fd, &s->sessions_fd};
+	static const char *const dirs[] = {"bases", "workspaces", "sessions", "owners"};
+	int *fds[] = {&s->bases_fd, &s->ws_fd, &s->sessions_fd, &s->owners_fd};
 	for (size_t i = 0; i < ARRAY_SIZE(dirs); i++) {
 		if (store_mkdir_p1(s->root_fd, dirs[i], 0700) < 0 ||
 		    (*fds[i] = store_opendir(s->root_fd, dirs[i])) < 0) {
@@ -470,7 +472,8 @@ int kis_store_open(const char *root, struct kis_store **out, struct kis_error **
 		kis_error_set(err, KIS_E_INTERNAL, errno, "cannot open lock of store '%s'", s->root);
 		goto fail;
 	}
-	store_sweep(s);
+	if (sweep)
+		store_sweep(s);
 	*out = s;
 	return 0;
 fail:
@@ -478,11 +481,38 @@ fail:
 	return -1;
 }
 
+int kis_store_open(const char *root, struct kis_store **out, struct kis_error **err)
+{
+	return store_open_impl(root, true, out, err);
+}
+
+int store_open_nosweep(const char *root, struct kis_store **out, struct kis_error **err)
+{
+	return store_open_impl(root, false, out, err);
+}
+
+int kis_store_gc(const char *root, bool dry_run, kis_gc_fn fn, void *ctx, struct kis_error **err)
+{
+	struct kis_store *s = NULL;
+	TRY(store_open_nosweep(root, &s, err));
+	int failed = store_sweep_ex(s, true, dry_run, fn, ctx);
+	kis_store_free(s);
+	/* containers of runs from any store whose engine is gone (their
+	 * bundle's owner record: oci_runtime.c) */
+	if (!dry_run)
+		kis_oci_collect();
+	if (failed)
+		return kis_error_set(err, KIS_E_BUSY, 0,
+				     "%d leftover%s could not be removed (listed above)", failed,
+				     failed == 1 ? "" : "s");
+	return 0;
+}
+
 void kis_store_free(struct kis_store *s)
 {
 	if (!s)
 		return;
-	int fds[] = {s->root_fd, s->bases_fd, s->ws_fd, s->sessions_fd, s->lock_fd};
+	int fds[] = {s->root_fd, s->bases_fd, s->ws_fd, s->sessions_fd, s->owners_fd, s->lock_fd};
 	for (size_t i = 0; i < ARRAY_SIZE(fds); i++)
 		if (fds[i] >= 0)
 			close(fds[i]);
@@ -506,7 +536,7 @@ struct dead {
  * whose flock we can take: their owner is gone (the kernel released its
  * lock when it died). Called with ROOT/.lock held exclusively, so no
  * owner is between mkdir and flock. */
-static size_t collect_dead(int dirfd, struct dead *out, size_t max)
+static size_t collect_dead(int dirfd, bool owners, struct dead *out, size_t max)
 {
 	_cleanup_dir_ DIR *d = store_dir_stream(dirfd);
 	if (!d)
@@ -514,8 +544,9 @@ static size_t collect_dead(int dirfd, struct dead *out, size_t max)
 	size_t n = 0;
 	struct dirent *e;
 	while (n < max && (e = readdir(d))) {
-		if (strncmp(e->d_name, STORE_TMP_PREFIX, strlen(STORE_TMP_PREFIX)) &&
-		    strncmp(e->d_name, STORE_TRASH_PREFIX, strlen(STORE_TRASH_PREFIX)))
+		if (owners ? kis_id_validate(e->d_name, "sandbox id", NULL) < 0 :
+			     strncmp(e->d_name, STORE_TMP_PREFIX, strlen(STORE_TMP_PREFIX)) &&
+				     strncmp(e->d_name, STORE_TRASH_PREFIX, strlen(STORE_TRASH_PREFIX)))
 			continue;
 		size_t len = strlen(e->d_name);
 		if (len >= sizeof(out[n].name))
@@ -558,23 +589,65 @@ static void sweep_removed_bases(struct kis_store *s)
 	}
 }
 
-void store_sweep(struct kis_store *s)
+static void gc_report(kis_gc_fn fn, void *ctx, const char *kind, const char *what, int done,
+		      struct kis_error *e, int *failed)
+{
+	if (done < 0)
+		(*failed)++;
+	if (fn) {
+		struct kis_gc_item it = {.kind = kind, .what = what, .done = done,
+					 .error = e && e->message ? e->message : NULL};
+		fn(ctx, &it);
+	}
+	kis_error_free(e);
+}
+
+static const char *tmp_kind(const char *name)
+{
+	return strncmp(name, STORE_TMP_PREFIX, strlen(STORE_TMP_PREFIX)) ? "trash" : "clone";
+}
+
+int store_sweep_ex(struct kis_store *s, bool wait, bool dry_run, kis_gc_fn fn, void *ctx)
 {
 	enum { MAX_DEAD = 64 };
-	struct dead ws[MAX_DEAD], bases[MAX_DEAD];
-	if (store_flock(s->lock_fd, LOCK_EX | LOCK_NB) < 0)
-		return; /* a command is creating a temporary: sweep next time */
-	size_t nws = collect_dead(s->ws_fd, ws, MAX_DEAD);
-	size_t nb = collect_dead(s->bases_fd, bases, MAX_DEAD);
+	struct dead ws[MAX_DEAD], bases[MAX_DEAD], owners[MAX_DEAD];
+	int failed = 0;
+	if (store_flock(s->lock_fd, wait ? LOCK_EX : LOCK_EX | LOCK_NB) < 0)
+		return 0; /* a command is creating a temporary: sweep next time */
+	size_t nws = collect_dead(s->ws_fd, false, ws, MAX_DEAD);
+	size_t nb = collect_dead(s->bases_fd, false, bases, MAX_DEAD);
+	size_t no = collect_dead(s->owners_fd, true, owners, MAX_DEAD);
 	(void)store_flock(s->lock_fd, LOCK_UN);
-	/* The flocks taken above keep a second sweeper away while we work. */
+	/* The flocks taken above keep a second sweeper away while we work.
+	 * Dead owners first: their workspace goes through destroy, which
+	 * leaves trash for the loops below only if it fails. */
+	for (size_t i = 0; i < no; i++) {
+		if (store_owner_reap(s, owners[i].name, owners[i].fd, dry_run, fn, ctx) < 0)
+			failed++;
+		close(owners[i].fd);
+	}
 	for (size_t i = 0; i < nws; i++) {
-		(void)store_release_workspace(s, ws[i].name, NULL);
+		struct kis_error *e = NULL;
+		int done = dry_run ? 0 : store_release_workspace(s, ws[i].name, &e) < 0 ? -1 : 1;
+		/* the overlay probe is ours, not a user's leftover: not listed */
+		if (strncmp(ws[i].name, STORE_TMP_PREFIX "probe-", strlen(STORE_TMP_PREFIX "probe-")))
+			gc_report(fn, ctx, tmp_kind(ws[i].name), ws[i].name, done, e, &failed);
+		else
+			kis_error_free(e);
 		close(ws[i].fd);
 	}
 	for (size_t i = 0; i < nb; i++) {
-		(void)store_rmtree(s->bases_fd, bases[i].name, NULL);
+		struct kis_error *e = NULL;
+		int done = dry_run ? 0 : store_rmtree(s->bases_fd, bases[i].name, &e) < 0 ? -1 : 1;
+		gc_report(fn, ctx, tmp_kind(bases[i].name), bases[i].name, done, e, &failed);
 		close(bases[i].fd);
 	}
-	sweep_removed_bases(s);
+	if (!dry_run)
+		sweep_removed_bases(s);
+	return failed;
+}
+
+void store_sweep(struct kis_store *s)
+{
+	(void)store_sweep_ex(s, false, false, NULL, NULL);
 }

@@ -28,6 +28,8 @@
  *   ROOT/workspaces/<w>/{upper,work,merged}/   overlay
  *   ROOT/workspaces/.tmp-<w>/        a clone in progress (flocked)
  *   ROOT/workspaces/.trash-<w>-<r>/  a workspace being destroyed (flocked)
+ *   ROOT/owners/<s>/records          what run <s> made (flocked while the
+ *                                    run lives; engine/owner.h)
  *
  * Every directory lock is flock(2) on the directory's own fd: the kernel
  * drops it when the holder dies, which is how the sweep tells a live
@@ -39,6 +41,7 @@ struct kis_store {
 	int bases_fd;
 	int ws_fd;
 	int sessions_fd;
+	int owners_fd;
 	int lock_fd;      /* ROOT/.lock */
 	/* What the store's filesystem and our privileges allow, learned
 	 * lazily: -1 unknown, 0 no, 1 yes. */
@@ -88,6 +91,15 @@ bool store_can_overlay(struct kis_store *s);
  * removed bases with no reference left. Opportunistic (skipped while
  * another command holds ROOT/.lock); never fails the caller. */
 void store_sweep(struct kis_store *s);
+/* The same, reporting each thing to fn; wait: block on ROOT/.lock rather
+ * than skip; dry_run: find, remove nothing. Returns the failures. */
+int store_sweep_ex(struct kis_store *s, bool wait, bool dry_run, kis_gc_fn fn, void *ctx);
+/* Undo the records of the dead owner ROOT/owners/<name> (dir_fd, flocked
+ * by the caller) and remove it; engine/owner.c. < 0: something stayed. */
+int store_owner_reap(struct kis_store *s, const char *name, int dir_fd, bool dry_run,
+		     kis_gc_fn fn, void *ctx);
+/* kis_store_open without the sweep (gc reports what it sweeps itself). */
+int store_open_nosweep(const char *root, struct kis_store **out, struct kis_error **err);
 
 /* Release a workspace directory that is no longer visible (a dead or
  * failed temporary, or trash): unmount its overlay, drop its reference on

@@ -19,6 +19,7 @@
 
 #include "backends/microvm/vm.h"
 #include "engine/internal.h"
+#include "engine/owner.h"
 #include "kis/store.h"
 #include "exec/io.h"
 #include "confine/confine.h"
@@ -588,6 +589,10 @@ int kis_mvm_spawn(const struct kis_mvm_guest *g, const struct kis_mvm_cfg *c, pi
 	if (kis_mvm_jail_prepare(&j, &jc, err) < 0)
 		goto out;
 	r = kis_mvm_jail_spawn(&j, &jc, pid, err);
+	/* A session's VM outlives the engine once the session is published;
+	 * until then it is the creator's to end (src/engine/owner.c). */
+	if (r == 0 && c->detach)
+		(void)kis_owner_note("pid", "%d %llu", (int)*pid, kis_proc_starttime(*pid));
 	/* the cgroup outlives this handle: the VM's end removes it
 	 * (kis_mvm_cgroup_drop) */
 	if (r == 0 && kis_mvm_cgroup_save(c->vm_dir, j.cg, err) < 0) {
@@ -810,6 +815,15 @@ int kis_mvm_tmpdir(char **path, struct kis_error **err)
 		free(*path);
 		*path = NULL;
 		return kis_error_set(err, KIS_E_INTERNAL, e, "cannot make a private directory");
+	}
+	/* The run's: swept by the engine's owner record should it be killed
+	 * (engine/owner.h). mkdtemp picks the name, so the record follows it. */
+	if (kis_owner_note("tmp", "%s", *path) < 0) {
+		int e = errno;
+		rmdir(*path);
+		free(*path);
+		*path = NULL;
+		return kis_error_set(err, KIS_E_INTERNAL, e, "cannot record a private directory");
 	}
 	return 0;
 }

@@ -1,0 +1,436 @@
+/* SPDX-License-Identifier: MIT */
+/* Owners of one-shot runs and of sessions being created: the record of what
+ * they made, under a flock that dies with them, and its sweep (owner.h). */
+#include "util.h"
+
+#include <ctype.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/magic.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/syscall.h>
+
+#include "backends/oci_bundle.h"
+#include "confine/confine.h"
+#include "engine/owner.h"
+#include "exec/io.h"
+#include "kis/session.h"
+#include "store/store_internal.h"
+
+#define RECORDS "records"
+
+struct kis_owner {
+	char id[KIS_ID_BUFSZ];
+	char *root;    /* the store's canonical root */
+	int owners_fd; /* ROOT/owners */
+	int dir_fd;    /* ROOT/owners/<id>, flocked LOCK_EX */
+	int rec_fd;    /* its records, O_APPEND */
+	struct kis_owner *prev; /* the thread's owner before this one */
+};
+
+/* One run per thread at a time; a run inside a run (an exec in an agentless
+ * session is a run) stacks. */
+static __thread struct kis_owner *current;
+
+int kis_owner_begin(const char *store_root, const char *id, struct kis_owner **out,
+		    struct kis_error **err)
+{
+	*out = NULL;
+	TRY(kis_id_validate(id, "sandbox id", err));
+	struct kis_store *s = NULL;
+	TRY(kis_store_open(store_root, &s, err));
+	struct kis_owner *o = calloc(1, sizeof(*o));
+	if (!o) {
+		kis_store_free(s);
+		return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "out of memory");
+	}
+	snprintf(o->id, sizeof(o->id), "%s", id);
+	o->root = strdup(kis_store_root(s));
+	o->dir_fd = o->rec_fd = -1;
+	o->owners_fd = fcntl(s->owners_fd, F_DUPFD_CLOEXEC, 3);
+	/* mkdir + flock under the shared store lock: a sweep never sees the
+	 * owner unlocked (store_mktemp_locked). */
+	if (o->owners_fd >= 0)
+		o->dir_fd = store_mktemp_locked(s, s->owners_fd, id);
+	if (o->dir_fd >= 0)
+		o->rec_fd = store_openat(o->dir_fd, RECORDS, O_WRONLY | O_CREAT | O_EXCL | O_APPEND,
+					 0600);
+	int e = errno;
+	kis_store_free(s);
+	if (o->rec_fd < 0) {
+		kis_error_set(err, KIS_E_INTERNAL, e, "cannot record the owner of '%s' in the store",
+			      id);
+		kis_owner_end(o, false);
+		return -1;
+	}
+	o->prev = current;
+	current = o;
+	*out = o;
+	return 0;
+}
+
+void kis_owner_end(struct kis_owner *o, bool undo)
+{
+	if (!o)
+		return;
+	if (current == o)
+		current = o->prev;
+	if (undo && o->dir_fd >= 0 && o->root) {
+		struct kis_store *s = NULL;
+		if (store_open_nosweep(o->root, &s, NULL) == 0) {
+			(void)store_owner_reap(s, o->id, o->dir_fd, false, NULL, NULL);
+			kis_store_free(s);
+		}
+	}
+	if (o->dir_fd >= 0) {
+		/* Removed while still locked: a sweeper that opened it meanwhile
+		 * finds no records and nothing to undo. */
+		(void)unlinkat(o->dir_fd, RECORDS, 0);
+		(void)unlinkat(o->owners_fd, o->id, AT_REMOVEDIR);
+		close(o->dir_fd);
+	}
+	if (o->rec_fd >= 0)
+		close(o->rec_fd);
+	if (o->owners_fd >= 0)
+		close(o->owners_fd);
+	free(o->root);
+	free(o);
+}
+
+bool kis_owner_active(void)
+{
+	return current != NULL;
+}
+
+int kis_owner_note(const char *kind, const char *fmt, ...)
+{
+	struct kis_owner *o = current;
+	if (!o)
+		return 0;
+	char line[PATH_MAX + 64];
+	int n = snprintf(line, sizeof(line), "%s ", kind);
+	va_list ap;
+	va_start(ap, fmt);
+	int m = vsnprintf(line + n, sizeof(line) - (size_t)n - 1, fmt, ap);
+	va_end(ap);
+	if (m < 0 || (size_t)(n + m) >= sizeof(line) - 1 || strchr(line + n, '\n')) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	n += m;
+	line[n++] = '\n';
+	/* One write(2) with O_APPEND: a kill leaves whole lines, or a last
+	 * partial one that the sweep ignores (no newline). */
+	return RETRY_EINTR(write(o->rec_fd, line, (size_t)n)) == n ? 0 : -1;
+}
+
+/* ---- the test hook ---- */
+
+void kis_test_pause(const char *point)
+{
+	/* once per process: a point passed twice (a probe's cgroup, then the
+	 * run's) stops at the first only, and a signal ends that one */
+	static int paused;
+	const char *want = getenv("KIS_TEST_PAUSE_AT");
+	/* only inside a run or a create (a probe's cgroup is not the run's) */
+	if (!want || !current || strcmp(want, point) ||
+	    __atomic_exchange_n(&paused, 1, __ATOMIC_RELAXED))
+		return;
+	/* The signals are blocked from before the line is printed until
+	 * sigsuspend(2) waits with the old mask: one sent as soon as the line
+	 * is read is held pending, never lost between the print and the wait
+	 * (as it would be with pause(2)). The engine's handlers then run as
+	 * they would at this point of a real run. */
+	sigset_t block, old;
+	sigemptyset(&block);
+	sigaddset(&block, SIGINT);
+	sigaddset(&block, SIGTERM);
+	sigaddset(&block, SIGHUP);
+	sigprocmask(SIG_BLOCK, &block, &old);
+	fprintf(stderr, "kis: test pause at %s (owner %s, pid %d)\n", point, current->id,
+		(int)getpid());
+	sigset_t wait = old;
+	sigdelset(&wait, SIGINT);
+	sigdelset(&wait, SIGTERM);
+	sigdelset(&wait, SIGHUP);
+	sigsuspend(&wait);
+	sigprocmask(SIG_SETMASK, &old, NULL);
+}
+
+/* ---- the sweep ---- */
+
+struct reap {
+	struct kis_store *s;
+	const char *owner;
+	bool dry_run;
+	kis_gc_fn fn;
+	void *ctx;
+	int failed;
+};
+
+static void report(struct reap *r, const char *kind, const char *what, int done,
+		   struct kis_error *e)
+{
+	if (done < 0)
+		r->failed++;
+	if (r->fn) {
+		struct kis_gc_item it = {.owner = r->owner, .kind = kind, .what = what, .done = done,
+					 .error = e && e->message ? e->message : NULL};
+		r->fn(r->ctx, &it);
+	}
+	kis_error_free(e);
+}
+
+/* The id-shaped tail of a recorded name must be the owner's own id: a
+ * record can only name what its run made under its sandbox id. */
+static bool is_owner_id(const struct reap *r, const char *s)
+{
+	return !strcmp(s, r->owner);
+}
+
+static void reap_pid(struct reap *r, const char *v)
+{
+	int pid = 0;
+	unsigned long long start = 0;
+	if (sscanf(v, "%d %llu", &pid, &start) != 2 || pid <= 1 || !start)
+		return;
+	/* Only the process the run started: same pid, same start time
+	 * (/proc/PID/stat field 22), addressed by pidfd from there on. */
+	if (kis_proc_starttime(pid) != start)
+		return;
+	if (r->dry_run) {
+		report(r, "process", v, 0, NULL);
+		return;
+	}
+	_cleanup_close_ int pfd = (int)syscall(SYS_pidfd_open, pid, 0);
+	if (pfd < 0 || kis_proc_starttime(pid) != start)
+		return;
+	syscall(SYS_pidfd_send_signal, pfd, SIGKILL, NULL, 0);
+	struct pollfd p = {.fd = pfd, .events = POLLIN};
+	int done = poll(&p, 1, 3000) > 0 ? 1 : -1;
+	report(r, "process", v, done, NULL);
+}
+
+static void reap_crun(struct reap *r, const char *v)
+{
+	size_t pl = strlen(KIS_OCI_PREFIX);
+	if (strncmp(v, KIS_OCI_PREFIX, pl) || !is_owner_id(r, v + pl))
+		return;
+	char bp[512];
+	struct stat st;
+	bool there = (kis_oci_bundle_path(v, bp, sizeof(bp)) == 0 && stat(bp, &st) == 0);
+	char state[600];
+	snprintf(state, sizeof(state), "%s/%s", KIS_OCI_STATE_ROOT, v);
+	there = there || stat(state, &st) == 0;
+	if (!there)
+		return;
+	if (r->dry_run) {
+		report(r, "container", v, 0, NULL);
+		return;
+	}
+	struct kis_error *e = NULL;
+	int done = kis_oci_remove(v, &e) < 0 ? -1 : 1;
+	report(r, "container", v, done, e);
+}
+
+/* A recorded cgroup must be a kis leaf under /sys/fs/cgroup named by the
+ * owner: <anything>/kis/<owner id>, no "..". */
+static void reap_cgroup(struct reap *r, const char *v)
+{
+	if (strncmp(v, "/sys/fs/cgroup/", 15) || strstr(v, "/../") || strstr(v, "//"))
+		return;
+	const char *leaf = strrchr(v, '/');
+	if (!leaf || !is_owner_id(r, leaf + 1) || leaf - v < 4 || strncmp(leaf - 4, "/kis", 4))
+		return;
+	struct stat st;
+	if (stat(v, &st) < 0 || !S_ISDIR(st.st_mode))
+		return;
+	if (r->dry_run) {
+		report(r, "cgroup", v, 0, NULL);
+		return;
+	}
+	struct kis_cgroup *cg = calloc(1, sizeof(*cg));
+	if (!cg)
+		return;
+	struct statfs sf;
+	cg->mode = statfs(v, &sf) == 0 && sf.f_type == CGROUP2_SUPER_MAGIC ? KIS_CG_V2 : KIS_CG_V1;
+	cg->dirs[0] = strdup(v);
+	cg->parents[0] = strndup(v, (size_t)(leaf - v));
+	struct kis_error *e = NULL;
+	/* kills what is left in it, removes it, and the kis parent when empty */
+	int done = kis_cgroup_destroy(cg, &e) < 0 ? -1 : 1;
+	report(r, "cgroup", v, done, e);
+}
+
+/* A recorded temporary directory: kis-* right below /tmp or a runtime
+ * directory (/run/user/N), never a path with "..". */
+static void reap_tmp(struct reap *r, const char *v)
+{
+	const char *base = strrchr(v, '/');
+	if (v[0] != '/' || !base || strncmp(base + 1, "kis-", 4) || strstr(v, "/../") ||
+	    strstr(v, "//"))
+		return;
+	/* kis-<owner id> (a host tier's private directory) or kis-mvm.XXXXXX
+	 * (mkdtemp's, for a VM's disks and sockets) */
+	if (!is_owner_id(r, base + 5) && strncmp(base + 1, "kis-mvm.", 8))
+		return;
+	_cleanup_free_ char *parent = strndup(v, (size_t)(base - v));
+	if (!parent || (strcmp(parent, "/tmp") && strncmp(parent, "/run/user/", 10)))
+		return;
+	_cleanup_close_ int pfd = open(parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+	struct stat st;
+	if (pfd < 0 || fstatat(pfd, base + 1, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		return;
+	if (r->dry_run) {
+		report(r, "tmp", v, 0, NULL);
+		return;
+	}
+	struct kis_error *e = NULL;
+	/* store_rmtree never follows a link nor descends into another mount */
+	int done = store_rmtree(pfd, base + 1, &e) < 0 ? -1 : 1;
+	report(r, "tmp", v, done, e);
+}
+
+static void reap_session(struct reap *r, const char *v)
+{
+	if (!is_owner_id(r, v))
+		return;
+	char tmp[KIS_ID_BUFSZ + 8];
+	snprintf(tmp, sizeof(tmp), ".tmp-%s", v);
+	struct stat st;
+	if (fstatat(r->s->sessions_fd, tmp, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		return;
+	if (r->dry_run) {
+		report(r, "session", tmp, 0, NULL);
+		return;
+	}
+	struct kis_error *e = NULL;
+	int done = store_rmtree(r->s->sessions_fd, tmp, &e) < 0 ? -1 : 1;
+	report(r, "session", tmp, done, e);
+}
+
+/* A run with a terminal is a one-exec session (run.c): killed, the
+ * session it made goes with it. */
+static void reap_tty_session(struct reap *r, const char *v)
+{
+	if (kis_id_validate(v, "session id", NULL) < 0)
+		return;
+	struct stat st;
+	char tmp[KIS_ID_BUFSZ + 8];
+	snprintf(tmp, sizeof(tmp), ".tmp-%s", v);
+	if (fstatat(r->s->sessions_fd, v, &st, AT_SYMLINK_NOFOLLOW) < 0 &&
+	    fstatat(r->s->sessions_fd, tmp, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		return;
+	if (r->dry_run) {
+		report(r, "session", v, 0, NULL);
+		return;
+	}
+	struct kis_error *e = NULL;
+	int done = kis_session_destroy(r->s->root, v, &e) < 0 ? -1 : 1;
+	report(r, "session", v, done, e);
+}
+
+static void reap_ws(struct reap *r, const char *v)
+{
+	if (kis_id_validate(v, "workspace id", NULL) < 0)
+		return;
+	struct stat st;
+	if (fstatat(r->s->ws_fd, v, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		return; /* never published, or already gone: the clone sweep has it */
+	if (r->dry_run) {
+		report(r, "workspace", v, 0, NULL);
+		return;
+	}
+	struct kis_error *e = NULL;
+	int done = kis_workspace_destroy(r->s, v, &e) < 0 ? -1 : 1;
+	report(r, "workspace", v, done, e);
+}
+
+/* In this order: what runs first (so nothing is busy or re-made), then
+ * the container, the groups, the files, the workspace last (a process
+ * inside its mount would keep it busy). */
+static const struct {
+	const char *kind;
+	void (*fn)(struct reap *r, const char *value);
+} reapers[] = {
+	{"pid", reap_pid},       {"crun", reap_crun}, {"cgroup", reap_cgroup},
+	{"tmp", reap_tmp},       {"session", reap_session}, {"tty-session", reap_tty_session},
+	{"ws", reap_ws},
+};
+
+int store_owner_reap(struct kis_store *s, const char *name, int dir_fd, bool dry_run,
+		     kis_gc_fn fn, void *ctx)
+{
+	struct reap r = {.s = s, .owner = name, .dry_run = dry_run, .fn = fn, .ctx = ctx};
+	char *buf = NULL;
+	size_t len = 0;
+	_cleanup_close_ int fd = store_openat(dir_fd, RECORDS, O_RDONLY, 0);
+	if (fd >= 0) {
+		_cleanup_fclose_ FILE *f = fdopen(fd, "re");
+		if (f) {
+			fd = -1;
+			char line[PATH_MAX + 64];
+			FILE *mem = open_memstream(&buf, &len);
+			while (mem && fgets(line, sizeof(line), f))
+				if (strchr(line, '\n')) /* a partial last line is ignored */
+					fputs(line, mem);
+			if (mem)
+				fclose(mem);
+		}
+	}
+	for (size_t k = 0; k < ARRAY_SIZE(reapers); k++) {
+		/* newest first: a later record may depend on an earlier one */
+		for (char *end = buf ? buf + len : NULL; end && end > buf;) {
+			char *nl = end - 1; /* the '\n' ending this line */
+			char *start = nl;
+			while (start > buf && start[-1] != '\n')
+				start--;
+			end = start;
+			size_t kl = strlen(reapers[k].kind);
+			if ((size_t)(nl - start) > kl && !strncmp(start, reapers[k].kind, kl) &&
+			    start[kl] == ' ') {
+				char val[PATH_MAX + 64];
+				snprintf(val, sizeof(val), "%.*s", (int)(nl - start - (long)kl - 1),
+					 start + kl + 1);
+				reapers[k].fn(&r, val);
+			}
+		}
+	}
+	free(buf);
+	if (dry_run)
+		return 0;
+	if (r.failed)
+		return -1; /* kept, with its lock free: the next sweep tries again */
+	(void)unlinkat(dir_fd, RECORDS, 0);
+	(void)unlinkat(s->owners_fd, name, AT_REMOVEDIR);
+	report(&r, "owner", name, 1, NULL);
+	return 0;
+}
+
+int kis_owner_reap_id(const char *store_root, const char *id, struct kis_error **err)
+{
+	TRY(kis_id_validate(id, "sandbox id", err));
+	struct kis_store *s = NULL;
+	TRY(store_open_nosweep(store_root, &s, err));
+	int r = 0;
+	int d = store_opendir(s->owners_fd, id);
+	if (d >= 0) {
+		if (store_flock(d, LOCK_EX | LOCK_NB) < 0)
+			r = errno == EWOULDBLOCK ? 1 :
+				kis_error_set(err, KIS_E_INTERNAL, errno, "cannot lock the owner of '%s'", id);
+		else if (store_owner_reap(s, id, d, false, NULL, NULL) < 0)
+			r = kis_error_set(err, KIS_E_BUSY, 0,
+					  "what '%s' left could not all be removed; see 'kis sandbox gc'",
+					  id);
+		close(d);
+	}
+	kis_store_free(s);
+	return r;
+}

@@ -1,0 +1,57 @@
+/* SPDX-License-Identifier: MIT */
+/* Owners: what a one-shot run (or a session being created) made on the host,
+ * recorded under a lock that dies with the engine, and the sweep of it. */
+#ifndef KIS_ENGINE_OWNER_H
+#define KIS_ENGINE_OWNER_H
+
+#include <stdbool.h>
+
+#include "kis/error.h"
+#include "kis/store.h"
+
+/* Theory of operation. A run owns ROOT/owners/<id>/ (id: the sandbox id),
+ * a directory flocked by the engine for the run's whole life (flock(2):
+ * the kernel drops the lock when the holder dies, however it dies). Into
+ * its `records` file the run appends one line per thing it is about to
+ * make, before making it: "cgroup <dir>", "tmp <dir>", "pid <pid> <start>",
+ * "crun <container>", "ws <workspace id>", "session <id>". A run that ends
+ * normally has removed those things itself and removes the owner; a run
+ * that was killed leaves a directory whose lock anyone can take, and the
+ * sweep (every store open, `kis sandbox gc`) undoes its records: processes
+ * killed first, then containers, cgroups, temporary directories, the
+ * session's half-made directory and last the workspace clone. What the
+ * kernel can tie to the engine's life is tied as well (PR_SET_PDEATHSIG,
+ * the QEMU of a one-shot run); the records are for the rest.
+ *
+ * The owner being recorded to is the calling thread's (one run per thread
+ * at a time): the places that make things (the cgroup code, the private
+ * directory, QEMU's launch) are far below the run and take no context. */
+
+struct kis_owner;
+
+/* Make and lock ROOT/owners/<id> and make it the thread's current owner.
+ * Fails with the store's error; a run without an owner would leak. */
+int kis_owner_begin(const char *store_root, const char *id, struct kis_owner **out,
+		    struct kis_error **err);
+/* The run is over: undo what is still recorded (undo: each thing is looked
+ * for first, so what the run removed itself costs a stat), or, undo false,
+ * a session was published and owns what is left: drop the records. Then
+ * remove the owner and unlock. NULL is accepted. */
+void kis_owner_end(struct kis_owner *o, bool undo);
+/* Append "kind value" to the current owner; a no-op without one. Returns
+ * < 0 when the record could not be written (the caller should not make
+ * the thing then). */
+int kis_owner_note(const char *kind, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Whether the current thread has an owner (a run is being recorded). */
+bool kis_owner_active(void);
+
+/* Undo what the owner <id> recorded if its process is gone: 0 done (or no
+ * such owner), 1 the owner is alive (nothing touched), < 0 failure. */
+int kis_owner_reap_id(const char *store_root, const char *id, struct kis_error **err);
+
+/* Test hook: when $KIS_TEST_PAUSE_AT names this point, say so on stderr
+ * (with the sandbox id) and stop until a signal comes. Documented in
+ * docs/testing hooks of the README; never set in production. */
+void kis_test_pause(const char *point);
+
+#endif
