@@ -277,14 +277,20 @@ static int stage_agent(const char *agent, char *out, size_t len, struct kis_erro
 		unlink(tmp);
 		return kis_error_set(err, KIS_E_INTERNAL, e, "cannot stage the agent");
 	}
-	/* copies of earlier binaries go (a container that binds one keeps its
-	 * inode alive: unlink(2) only drops the name) */
+	/* copies of earlier binaries go once they are a day old: another
+	 * engine (another install) may be about to bind its own; a container
+	 * that binds one keeps its inode alive (unlink(2) drops the name) */
 	DIR *d = opendir("/run/kis");
 	struct dirent *de;
-	while (d && (de = readdir(d)))
+	time_t now = time(NULL);
+	while (d && (de = readdir(d))) {
+		struct stat os;
 		if (!strncmp(de->d_name, "agent-", 6) && strcmp(de->d_name, strrchr(out, '/') + 1) &&
-		    !strchr(de->d_name, '.'))
+		    !strchr(de->d_name, '.') &&
+		    fstatat(dirfd(d), de->d_name, &os, AT_SYMLINK_NOFOLLOW) == 0 &&
+		    now - os.st_mtime > 24 * 3600)
 			unlinkat(dirfd(d), de->d_name, 0);
+	}
 	if (d)
 		closedir(d);
 	return 0;

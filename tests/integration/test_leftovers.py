@@ -358,6 +358,13 @@ GUEST = Path(os.environ.get("KIS_MICROVM_GUEST_DIR",
                             Path(__file__).resolve().parents[2] / "build" / "microvm-guest"))
 
 
+def fd_links(pid):
+    try:
+        return [os.readlink(f) for f in Path(f"/proc/{pid}/fd").iterdir()]
+    except OSError:
+        return []
+
+
 def cmdline(pid):
     try:
         return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
@@ -381,10 +388,12 @@ def test_microvm_run_killed_at_its_handshake_leaves_no_vm_nor_disk(tmp_path):
         line = p.stderr.readline()
         if "test pause at" in line or not line:
             break
-    # our VM: a QEMU whose command line names one of the run's new directories
+    # our VM: a QEMU with a file open in one of the run's new directories
+    # (the jailed VMM names no host path on its command line: its disks
+    # and log are descriptors)
     new = set(Path("/tmp").glob("kis-mvm.*")) - before
     mine = [pid for pid in procs_with("qemu-system")
-            if any(str(d) in cmdline(pid) for d in new)]
+            if any(str(d) in link for d in new for link in fd_links(pid))]
     p.kill()
     p.wait()
     assert "test pause at" in line, line

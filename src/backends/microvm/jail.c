@@ -5,6 +5,7 @@
 #include "util.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <limits.h>
 #include <sched.h>
 #include <signal.h>
@@ -317,8 +318,6 @@ static void __attribute__((noreturn)) jail_child(const struct kis_mvm_jail *j,
 	if (RETRY_EINTR(read(go_fd, &uid, sizeof(uid))) != (ssize_t)sizeof(uid) || uid == 0)
 		_exit(125);
 	close(go_fd);
-	if (!c->detach)
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
 	/* no transparent huge pages for the guest's RAM: QEMU asks for them
 	 * (MADV_HUGEPAGE), and a restored guest's scattered pages would each
 	 * fault in 2 MiB, the whole RAM resident for a guest using a tenth */
@@ -443,6 +442,17 @@ static void __attribute__((noreturn)) jail_child(const struct kis_mvm_jail *j,
 	if (kis_harden_self(&ho, &e) < 0) {
 		errno = e ? e->sys_errno : 0;
 		child_fail(report_fd, e ? e->message : "harden");
+	}
+	/* A one-shot run's VMM dies with its engine. Set here, after the
+	 * switch of user: a change of credentials clears the parent-death
+	 * signal (prctl(2)). We are pid 1 of our namespace (getppid() is 0),
+	 * so an engine that died before this line shows as the hang-up of
+	 * its end of report_fd. */
+	if (!c->detach) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		struct pollfd pp = {.fd = report_fd, .events = POLLRDHUP};
+		if (poll(&pp, 1, 0) > 0 && (pp.revents & (POLLHUP | POLLRDHUP)))
+			_exit(125);
 	}
 	/* report_fd is close-on-exec: EOF at a successful execve */
 	if (!c->no_seccomp && scfd >= 0 && kis_seccomp_load_bpf_fd(scfd, &e) < 0) {
