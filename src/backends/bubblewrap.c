@@ -631,6 +631,7 @@ static int bubblewrap_run(struct kis_plan *pl, struct kis_result *res, struct ki
 	struct kis_agent_run ar = {
 		.conn = ch[0], .argv = pl->n.argv, .env = pl->n.envp, .cwd = pl->inside_cwd,
 		.limits = pl->n.limits, .io = pl->n.io, .peer = "the sandbox's agent",
+		.has_cpu = s.rc.has_cpu, .cpu_fd = s.rc.cpu_fd,
 	};
 	r = kis_agent_run_once(&ar, res, err);
 	if (r < 0) {

@@ -8,6 +8,7 @@
 
 #include "backends/common.h"
 #include "confine/confine.h"
+#include "exec/exec.h"
 
 int kis_run_cgroup_open(struct kis_run_cgroup *rc, const char *sandbox_id,
 			const struct kis_limits *l, unsigned enforceable, struct kis_error **err)
@@ -21,7 +22,10 @@ int kis_run_cgroup_open(struct kis_run_cgroup *rc, const char *sandbox_id,
 	};
 	rc->memory_bytes = cl.memory_bytes;
 	rc->pids = cl.pids;
-	return kis_cgroup_create(sandbox_id, &cl, &rc->cg, err);
+	TRY(kis_cgroup_create(sandbox_id, &cl, &rc->cg, err));
+	rc->cpu_fd = kis_cgroup_cpu_fd(rc->cg);
+	rc->has_cpu = rc->cpu_fd >= 0;
+	return 0;
 }
 
 /* In the child, before exec: join the group, so nothing the command forks
@@ -60,6 +64,12 @@ static void kill_all(void *ctx)
 		kis_cgroup_kill(rc->cg, NULL);
 }
 
+static int cpu_used(void *ctx, uint64_t *ms)
+{
+	struct kis_run_cgroup *rc = ctx;
+	return rc->has_cpu ? kis_cpuacct_read_ms(rc->cpu_fd, ms) : -1;
+}
+
 void kis_run_cgroup_hooks(struct kis_run_cgroup *rc, struct kis_supervise_hooks *h)
 {
 	memset(h, 0, sizeof(*h));
@@ -67,11 +77,15 @@ void kis_run_cgroup_hooks(struct kis_run_cgroup *rc, struct kis_supervise_hooks 
 		return;
 	h->explain = explain;
 	h->kill_all = kill_all;
+	h->cpu_used_ms = cpu_used;
 	h->ctx = rc;
 }
 
 void kis_run_cgroup_close(struct kis_run_cgroup *rc)
 {
+	if (rc->has_cpu)
+		close(rc->cpu_fd);
+	rc->has_cpu = false;
 	if (rc->cg)
 		kis_cgroup_destroy(rc->cg, NULL);
 	rc->cg = NULL;

@@ -343,6 +343,16 @@ static void container_cgroup(const struct kis_plan *pl, struct kis_cgroup *cg, c
 	}
 }
 
+/* The container's CPU accounting, where crun makes its group
+ * (cgroupsPath = the container id): every process of the container. */
+static void container_cpu_path(const char *ctr_id, char *buf, size_t len)
+{
+	if (kis_oci_cgroup_layout() == 2)
+		snprintf(buf, len, "/sys/fs/cgroup/%s/cpu.stat", ctr_id);
+	else
+		snprintf(buf, len, "/sys/fs/cgroup/cpuacct/%s/cpuacct.usage", ctr_id);
+}
+
 static uint64_t now_ms(void)
 {
 	struct timespec ts;
@@ -461,8 +471,11 @@ static int oci_run(struct kis_plan *pl, struct kis_result *res, struct kis_error
 	int r = kis_oci_crun_spawn(argv, sv[1], &crun, err);
 	close(sv[1]);
 	if (r >= 0) {
+		char cpu_path[320];
+		container_cpu_path(pl->ctr_id, cpu_path, sizeof(cpu_path));
 		struct kis_agent_run ar = {.conn = sv[0], .argv = pl->argv, .limits = pl->limits,
-					   .io = pl->io, .peer = "the container's agent"};
+					   .io = pl->io, .peer = "the container's agent",
+					   .cpu_path = cpu_path};
 		r = kis_agent_run_once(&ar, res, err);
 		if (r < 0) {
 			/* did crun fail to start it? its log says why */

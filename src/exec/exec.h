@@ -44,6 +44,10 @@ struct kis_supervise_hooks {
 	/* Kill every process the run made (a cgroup does it best); the process
 	 * group is always killed as well. */
 	void (*kill_all)(void *ctx);
+	/* The CPU of every process of the run so far (its cgroup's accounting),
+	 * in ms: limits.cpu_ms is the sandbox's total, not one process's. 0 on
+	 * success; NULL or < 0: the command's own clock is all there is. */
+	int (*cpu_used_ms)(void *ctx, uint64_t *ms);
 	void *ctx;
 };
 
@@ -81,6 +85,10 @@ struct kis_supervise {
  * exit_code 127) and < 0 when the engine itself failed. */
 int kis_exec_run(struct kis_spawn *sp, const struct kis_supervise *sv, struct kis_result *res,
 		 struct kis_error **err);
+
+/* The CPU time in a cgroup's accounting file open at fd (v1 cpuacct.usage,
+ * v2 cpu.stat), in ms. 0 on success. */
+int kis_cpuacct_read_ms(int fd, uint64_t *ms);
 
 /* Start a long-lived command (an agent) detached from the caller: a new
  * session, stdin/stdout/stderr on /dev/null, reparented away from us
