@@ -770,6 +770,7 @@ static int bubblewrap_session_explain(const struct kis_session_ctx *ctx, struct 
 }
 
 const struct kis_backend kis_backend_bubblewrap = {
+	.session_cpu_fd = kis_host_cgroup_cpu_fd,
 	.session_explain = bubblewrap_session_explain,
 	.end_session = bubblewrap_end_session,
 	.name = "bubblewrap",

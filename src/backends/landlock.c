@@ -307,6 +307,7 @@ static int landlock_session_explain(const struct kis_session_ctx *ctx, struct ki
 }
 
 const struct kis_backend kis_backend_landlock = {
+	.session_cpu_fd = kis_host_cgroup_cpu_fd,
 	.session_explain = landlock_session_explain,
 	.name = "landlock",
 	.tier = KIS_TIER_HOST,

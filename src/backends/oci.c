@@ -581,6 +581,14 @@ static const char *oci_session_state(const struct kis_session_ctx *ctx)
 /* An exec in a session ended badly: did the session's cgroup cause it? The
  * counters are the container's, cumulative, so the last ones seen are kept
  * in the session directory and only an increase counts for this exec. */
+static int oci_session_cpu_fd(const struct kis_session_ctx *ctx)
+{
+	char ctr[128], path[320];
+	snprintf(ctr, sizeof(ctr), "%s%s", KIS_OCI_PREFIX, ctx->id);
+	container_cpu_path(ctr, path, sizeof(path));
+	return open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+}
+
 static int oci_session_explain(const struct kis_session_ctx *ctx, struct kis_result *res)
 {
 	struct kis_plan pl;
@@ -593,6 +601,7 @@ static int oci_session_explain(const struct kis_session_ctx *ctx, struct kis_res
 }
 
 const struct kis_backend kis_backend_oci = {
+	.session_cpu_fd = oci_session_cpu_fd,
 	.session_explain = oci_session_explain,
 	.name = "oci",
 	.tier = KIS_TIER_CONTAINER,

@@ -502,6 +502,23 @@ out:
 	return r;
 }
 
+static int session_cpu_fd(const char *store_root, const char *id)
+{
+	_cleanup_close_ int sdir = open_sessions_dir(store_root, false, NULL, NULL);
+	if (sdir < 0)
+		return -1;
+	_cleanup_close_ int dfd = openat(sdir, id, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+	json_t *meta = dfd >= 0 ? read_meta(dfd) : NULL;
+	const struct kis_backend *b = meta ? meta_backend(meta) : NULL;
+	int fd = -1;
+	if (b && b->session_cpu_fd) {
+		struct kis_session_ctx ctx = {.id = id, .dir_fd = dfd, .listen_fd = -1};
+		fd = b->session_cpu_fd(&ctx);
+	}
+	json_decref(meta);
+	return fd;
+}
+
 /* The limits of an exec in an agent's session (see session_limits_merge). */
 static int session_exec_limits(const char *id, const struct kis_exec_options *o,
 			       struct kis_limits *out, struct kis_error **err)
@@ -548,6 +565,12 @@ int kis_session_exec(const char *id, char *const *argv, const struct kis_exec_op
 				/* the agent ends the command at wall_ms; the engine's own
 				 * clock is the backstop should the agent not answer */
 				.deadline_ms = kis_monotonic_ms() + req.limits.wall_ms + 10000};
+	/* the session's CPU accounting: an exec's cpu_ms is the CPU of all it
+	 * makes, counted by the cgroup, not the agent's clock of one process */
+	_cleanup_close_ int cpu_fd = session_cpu_fd(o->store_root, id);
+	call.has_cpu = cpu_fd >= 0;
+	call.cpu_fd = cpu_fd;
+	call.cpu_limit_ms = req.limits.cpu_ms;
 	struct kis_call_out out;
 	/* A channel that fails before the request went out (a VM's port being
 	 * retired by its broker, an agent busy starting) is tried again on a
@@ -581,6 +604,16 @@ int kis_session_exec(const char *id, char *const *argv, const struct kis_exec_op
 		return kis_error_set(err, KIS_E_INTERNAL, 0,
 				     "the agent of session '%s' closed the connection before the exit",
 				     id);
+	if (out.cpu_cut) {
+		char d[120];
+		snprintf(d, sizeof(d), "the session's cpu time passed limits.cpu_ms (%llu ms)",
+			 (unsigned long long)req.limits.cpu_ms);
+		res->reason = KIS_REASON_CPU_LIMIT;
+		res->exit_code = -1;
+		res->signal = SIGKILL;
+		free(res->detail);
+		res->detail = strdup(d);
+	}
 	explain_exec(o->store_root, id, res);
 	return 0;
 }
