@@ -647,6 +647,8 @@ static int bubblewrap_run(struct kis_plan *pl, struct kis_result *res, struct ki
 		/* the host's evidence over the agent's report */
 		struct kis_supervise_hooks h;
 		kis_run_cgroup_hooks(&s.rc, &h);
+		if (h.limit_events)
+			h.limit_events(h.ctx, res);
 		bool ended_badly = res->reason == KIS_REASON_SIGNALED ||
 				   (res->reason == KIS_REASON_EXITED && res->exit_code != 0);
 		enum kis_reason why;

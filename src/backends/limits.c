@@ -64,6 +64,17 @@ static void kill_all(void *ctx)
 		kis_cgroup_kill(rc->cg, NULL);
 }
 
+static void limit_events(void *ctx, struct kis_result *res)
+{
+	struct kis_run_cgroup *rc = ctx;
+	struct kis_cgroup_events ev;
+	if (!rc->cg || kis_cgroup_read_events(rc->cg, &ev, NULL) < 0)
+		return;
+	res->limit_events.counted = true;
+	res->limit_events.oom_kills = ev.oom_kills;
+	res->limit_events.forks_refused = ev.pids_max;
+}
+
 static int cpu_used(void *ctx, uint64_t *ms)
 {
 	struct kis_run_cgroup *rc = ctx;
@@ -78,6 +89,7 @@ void kis_run_cgroup_hooks(struct kis_run_cgroup *rc, struct kis_supervise_hooks 
 	h->explain = explain;
 	h->kill_all = kill_all;
 	h->cpu_used_ms = cpu_used;
+	h->limit_events = limit_events;
 	h->ctx = rc;
 }
 
@@ -122,6 +134,14 @@ int kis_cgroup_explain_since(const struct kis_cgroup *cg, int dir_fd, const char
 		(void)!write(fd, buf, (size_t)n);
 		close(fd);
 	}
+	/* counted on every exec, whatever its top command's fate */
+	res->limit_events.counted = true;
+	res->limit_events.oom_kills = ev.oom_kills > seen_oom ? ev.oom_kills - seen_oom : 0;
+	res->limit_events.forks_refused = ev.pids_max > seen_pids ? ev.pids_max - seen_pids : 0;
+	bool failed = (res->reason == KIS_REASON_EXITED && res->exit_code != 0) ||
+		      res->reason == KIS_REASON_SIGNALED || res->reason == KIS_REASON_TIMEOUT;
+	if (!failed)
+		return 0; /* it ended well: the events are counted, not blamed */
 	const char *detail;
 	if (ev.oom_kills > seen_oom) {
 		res->reason = KIS_REASON_MEMORY_LIMIT;

@@ -102,7 +102,9 @@ struct kis_plan {
 	bool session;            /* the agent serving a session's listening socket */
 	char **argv;             /* the user's command (run) */
 	char **envp;             /* the container process's environment */
-	char *cwd;               /* inside the container */
+	char *cwd;               /* inside the container: the agent enters it */
+	const char *start_cwd;   /* the container's own (which crun would create
+				  * if missing): one that exists */
 	char *agent;             /* host path */
 	char *workspace;         /* host path or NULL */
 	enum kis_root_mode root;
@@ -162,7 +164,8 @@ static int oci_plan(const struct kis_caps *caps, const struct kis_run_request *r
 	snprintf(pl->ctr_id, sizeof(pl->ctr_id), "%s%s", KIS_OCI_PREFIX,
 		 req->sandbox_id ? req->sandbox_id : "plan");
 	bool ws_mounted = p->root == KIS_ROOT_HOST && (req->workspace_path || p->base || p->workspace);
-	const char *cwd = p->cwd ? p->cwd : ws_mounted ? "/workspace" : "/";
+	pl->start_cwd = ws_mounted ? "/workspace" : "/";
+	const char *cwd = p->cwd ? p->cwd : pl->start_cwd;
 	size_t ne = 0;
 	pl->envp = calloc(p->n_env + 3, sizeof(char *));
 	if (!pl->envp || !(pl->argv = kis_strv_dup(req->argv)) || !(pl->cwd = strdup(cwd)) ||
@@ -193,7 +196,7 @@ static void plan_spec(const struct kis_plan *pl, const char *rootfs, char *const
 {
 	snprintf(cgpath, cglen, "/%s", pl->ctr_id);
 	*s = (struct kis_oci_spec){
-		.args = args, .env = pl->envp, .cwd = pl->cwd, .root = pl->root, .rootfs = rootfs,
+		.args = args, .env = pl->envp, .cwd = pl->start_cwd, .root = pl->root, .rootfs = rootfs,
 		.workspace = pl->workspace, .agent = pl->agent, .net = pl->net,
 		.limits = &pl->limits, .cgroups_path = cgpath, .user_ns = geteuid() != 0,
 		.host_uid = geteuid(), .host_gid = getegid(),
@@ -202,7 +205,10 @@ static void plan_spec(const struct kis_plan *pl, const char *rootfs, char *const
 
 static char *oci_describe(const struct kis_plan *pl)
 {
-	char *args[] = {KIS_OCI_AGENT_PATH, "--listen-fd", "3", NULL};
+	/* the agent enters cwd for each command: a missing directory is the
+	 * command's setup_failed as on every tier, where crun (runtime-spec
+	 * "cwd") would make it and run there */
+	char *args[] = {KIS_OCI_AGENT_PATH, "--listen-fd", "3", "--cwd", pl->cwd, NULL};
 	struct kis_oci_spec s;
 	char cg[128], bp[256], rootfs[300];
 	kis_oci_bundle_path(pl->ctr_id, bp, sizeof(bp));
@@ -268,7 +274,10 @@ static int make_bundle(struct kis_plan *pl, const char *session_dir, char *bp, s
 					     "root: 'workspace' needs a workspace (--base or --workspace)");
 		snprintf(rootfs, sizeof(rootfs), "%s", pl->workspace);
 	}
-	char *args[] = {KIS_OCI_AGENT_PATH, "--listen-fd", "3", NULL};
+	/* the agent enters cwd for each command: a missing directory is the
+	 * command's setup_failed as on every tier, where crun (runtime-spec
+	 * "cwd") would make it and run there */
+	char *args[] = {KIS_OCI_AGENT_PATH, "--listen-fd", "3", "--cwd", pl->cwd, NULL};
 	struct kis_oci_spec s;
 	plan_spec(pl, rootfs, args, &s, cg, sizeof(cg));
 	json_t *cfg = NULL;
@@ -372,6 +381,9 @@ static void explain(const struct kis_plan *pl, struct kis_result *res)
 	struct kis_cgroup_events ev;
 	if (kis_cgroup_read_events(&cg, &ev, NULL) < 0)
 		return;
+	res->limit_events.counted = true;
+	res->limit_events.oom_kills = ev.oom_kills;
+	res->limit_events.forks_refused = ev.pids_max;
 	bool signaled = res->reason == KIS_REASON_SIGNALED;
 	bool failed = (res->reason == KIS_REASON_EXITED && res->exit_code != 0) ||
 		      res->reason == KIS_REASON_TIMEOUT || signaled;

@@ -390,7 +390,11 @@ static void explain_exec(const char *store_root, const char *id, struct kis_resu
 	}
 	bool failed = (res->reason == KIS_REASON_EXITED && res->exit_code != 0) ||
 		      res->reason == KIS_REASON_SIGNALED || res->reason == KIS_REASON_TIMEOUT;
-	if (b && b->session_explain && failed) {
+	/* the host's cgroup counts the limit events of every exec, also one
+	 * that ended well (a child OOM-killed under a top command that lived
+	 * on); the verdict changes only for a failed one. The microvm asks its
+	 * guest, which costs a round trip: only after a failure. */
+	if (b && b->session_explain && (failed || b->tier != KIS_TIER_MICROVM)) {
 		struct kis_session_ctx ctx = {.id = id, .dir_fd = dfd, .listen_fd = -1};
 		b->session_explain(&ctx, res);
 	}

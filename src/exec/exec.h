@@ -48,6 +48,8 @@ struct kis_supervise_hooks {
 	 * in ms: limits.cpu_ms is the sandbox's total, not one process's. 0 on
 	 * success; NULL or < 0: the command's own clock is all there is. */
 	int (*cpu_used_ms)(void *ctx, uint64_t *ms);
+	/* After the run: count the limit events it met (res->limit_events). */
+	void (*limit_events)(void *ctx, struct kis_result *res);
 	void *ctx;
 };
 

@@ -240,6 +240,18 @@ static int wait_exec(int report_fd, pid_t pid, struct run_state *st, struct kis_
 	int status;
 	struct rusage ru;
 	RETRY_EINTR(wait4(pid, &status, 0, &ru));
+	if (m.stage == KIS_CHILD_CWD) {
+		struct kis_result *r = st->res;
+		r->reason = KIS_REASON_SETUP_FAILED;
+		r->exit_code = 126;
+		char *d = NULL;
+		if (asprintf(&d, "cannot enter the working directory '%s': %s", m.message,
+			     strerror(m.sys_errno)) < 0)
+			d = NULL;
+		free(r->detail);
+		r->detail = d;
+		return 1;
+	}
 	if (m.stage == KIS_CHILD_EXEC) {
 		struct kis_result *r = st->res;
 		r->reason = KIS_REASON_SETUP_FAILED;
@@ -550,6 +562,8 @@ int kis_exec_run(struct kis_spawn *sp, const struct kis_supervise *sv, struct ki
 	}
 	res->usage.wall_ms = now_ms() - start;
 	set_result_from_status(&st, status, &ru);
+	if (hk && hk->limit_events)
+		hk->limit_events(hk->ctx, res);
 	rc = 0;
 out:
 	if (foreground)
