@@ -488,8 +488,16 @@ static int exec_agentless(const char *id, char *const *argv, const struct kis_ex
 	for (char *const *e = o->env_add; e && *e; e++)
 		if (kis_profile_set(&p, "env", *e, err) < 0)
 			goto out;
-	if (session_limits_merge(meta, id, &o->limits, &p.limits, err) < 0)
+	/* checked against the session's limits; the profile keeps its zeroes
+	 * (a default is not an explicit ask: limits.disk_bytes at 0 must not
+	 * become a quota the backend is asked to enforce) */
+	struct kis_limits merged;
+	if (session_limits_merge(meta, id, &o->limits, &merged, err) < 0)
 		goto out;
+	for (size_t i = 0; i < ARRAY_SIZE(session_limit_fields); i++)
+		if (LIMIT_AT(&o->limits, session_limit_fields[i].off))
+			LIMIT_AT(&p.limits, session_limit_fields[i].off) =
+				LIMIT_AT(&merged, session_limit_fields[i].off);
 	struct kis_run_options ro = {.io = o->io, .store_root = o->store_root,
 				     .resize_fd = -1, .tty_fd = -1};
 	r = kis_run(&p, argv, &ro, res, NULL, err);

@@ -13,8 +13,15 @@
  *   violate sleep SECS
  *   violate raise            try to raise RLIMIT_NOFILE and RLIMIT_FSIZE past their hard limits
  *   violate leave            try to move itself to the root of each cgroup hierarchy
+ *   violate net              connect to 127.0.0.1:9 and to 192.0.2.1:9 (TEST-NET-1);
+ *                            prints the errno name of each ("0" connected, "INPROGRESS")
+ *   violate env NAME         prints NAME's value or "unset"
+ *   violate peek PATH        exits 10 if PATH opens for reading, 0 if not
  * Prints one line "violate: WHAT RESULT" on stderr. */
+#include <arpa/inet.h>
 #include <errno.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
@@ -130,7 +137,7 @@ int main(int argc, char **argv)
 		return failed ? 4 : 0;
 	}
 	if (!strcmp(what, "fsize")) {
-		signal(SIGXFSZ, SIG_IGN); /* see the cut as EFBIG, then fail */
+		/* SIGXFSZ left at its default: the cut ends us, as any program */
 		int fd = open("violate.out", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 		if (fd < 0) {
 			fprintf(stderr, "violate: fsize open %s\n", strerror(errno));
@@ -196,5 +203,47 @@ int main(int argc, char **argv)
 	}
 	if (!strcmp(what, "leave"))
 		return leave();
+	if (!strcmp(what, "net")) {
+		const char *dst[2] = {"127.0.0.1", "192.0.2.1"};
+		for (int i = 0; i < 2; i++) {
+			int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+			const char *r;
+			if (fd < 0) {
+				r = errno == EPERM ? "EPERM" : errno == EACCES ? "EACCES" : "ESOCKET";
+			} else {
+				struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(9)};
+				inet_pton(AF_INET, dst[i], &sa.sin_addr);
+				int c = connect(fd, (struct sockaddr *)&sa, sizeof(sa));
+				int e = errno;
+				if (c == 0)
+					r = "0";
+				else if (e == EINPROGRESS) {
+					/* the loopback answers at once: wait for it */
+					struct timespec ts = {0, 200 * 1000 * 1000};
+					nanosleep(&ts, NULL);
+					int soe = 0;
+					socklen_t l = sizeof(soe);
+					getsockopt(fd, SOL_SOCKET, SO_ERROR, &soe, &l);
+					r = soe == ECONNREFUSED ? "ECONNREFUSED" : soe ? "EOTHER" : "INPROGRESS";
+				} else
+					r = e == ECONNREFUSED ? "ECONNREFUSED" : e == ENETUNREACH ? "ENETUNREACH" :
+					    e == EPERM ? "EPERM" : e == EACCES ? "EACCES" :
+					    e == EHOSTUNREACH ? "EHOSTUNREACH" : "EOTHER";
+				close(fd);
+			}
+			printf("%s=%s\n", i ? "ext" : "lo", r);
+		}
+		return 0;
+	}
+	if (!strcmp(what, "env")) {
+		const char *v = argc > 2 ? getenv(argv[2]) : NULL;
+		printf("%s\n", v ? v : "unset");
+		return 0;
+	}
+	if (!strcmp(what, "peek")) {
+		int fd = argc > 2 ? open(argv[2], O_RDONLY | O_CLOEXEC) : -1;
+		printf("%s\n", fd >= 0 ? "READABLE" : "absent");
+		return fd >= 0 ? 10 : 0;
+	}
 	return 2;
 }
