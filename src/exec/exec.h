@@ -24,6 +24,10 @@ struct kis_spawn {
 	 * back to the parent and fails the run with that error. */
 	int (*child_setup)(void *ctx, struct kis_error **err);
 	void *child_ctx;
+	/* rlimits go on last, after child_setup (whose cgroup join opens a
+	 * file: open_files 1 must not fail it). A child_setup that never
+	 * returns (the wasm interpreter runs in it) asks for them before. */
+	bool rlimits_before_setup;
 	bool foreground;       /* give the child the terminal of stdin_fd, if any */
 	/* A terminal: the child becomes a session leader with pty_slave as its
 	 * controlling terminal and standard streams (stdin_fd is ignored). */

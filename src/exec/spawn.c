@@ -202,6 +202,11 @@ void kis_child_main(const struct kis_spawn *sp, int report_fd, int out_fd, int e
 		kis_child_report(report_fd, KIS_CHILD_CWD, errno, KIS_E_OK, sp->cwd);
 		_exit(126);
 	}
+	if (sp->rlimits_before_setup && kis_apply_rlimits(sp->limits) < 0) {
+		kis_child_report(report_fd, KIS_CHILD_SETUP, errno, KIS_E_INTERNAL,
+				 "cannot set resource limits");
+		_exit(126);
+	}
 	if (sp->child_setup) {
 		struct kis_error *e = NULL;
 		if (sp->child_setup(sp->child_ctx, &e) < 0) {
@@ -216,7 +221,7 @@ void kis_child_main(const struct kis_spawn *sp, int report_fd, int out_fd, int e
 	 * the engine's (open_files 1 must not fail the join, issue 15).
 	 * Lowering needs no capability and the seccomp policy allows
 	 * setrlimit and prlimit64 on ourselves. */
-	if (kis_apply_rlimits(sp->limits) < 0) {
+	if (!sp->rlimits_before_setup && kis_apply_rlimits(sp->limits) < 0) {
 		kis_child_report(report_fd, KIS_CHILD_SETUP, errno, KIS_E_INTERNAL,
 				 "cannot set resource limits");
 		_exit(126);
