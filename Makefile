@@ -58,7 +58,7 @@ fuzz-proto:
 	  src/engine/result.c $(PKG_LIBS)
 	$(BUILD)/fuzz/fuzz_frame -max_total_time=$${FUZZ_SECONDS:-60} -max_len=4096
 
-.PHONY: all check check-unit check-asan check-integration run install clean deps bench
+.PHONY: all check check-unit check-asan check-integration matrix run install clean deps bench
 all: $(KIS) $(AGENT) $(STATIC_LIB) $(SHARED_LIB)
 
 -include $(sort $(wildcard mk/*.mk))
@@ -121,6 +121,12 @@ $(BUILD)/test-helpers/%: tests/helpers/%.c
 
 check-integration: all $(HELPER_BINS)
 	$(PYTHON) -m pytest -q -rs tests/integration
+
+# The honest matrix (issue 15): every backend x field x {run, exec}, each
+# cell with how it was checked, kept in docs/matrix.md.
+matrix: all $(HELPER_BINS)
+	KIS_MATRIX_OUT=$(BUILD)/matrix.json $(PYTHON) -m pytest -q -rs tests/integration/test_matrix.py
+	$(PYTHON) scripts/matrix.py $(BUILD)/matrix.json docs/matrix.md
 
 # Every part runs even when an earlier one failed: one failure must not
 # hide the others. The target fails if any part did.

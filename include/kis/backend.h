@@ -109,6 +109,10 @@ struct kis_backend {
 	 * session's cgroup: memory_limit, pids_limit); set res->reason and
 	 * res->detail and return 1, or return 0. */
 	int (*session_explain)(const struct kis_session_ctx *ctx, struct kis_result *res);
+	/* Optional: the session's CPU accounting (its cgroup's cpuacct.usage
+	 * or cpu.stat) opened read-only, so an exec's limits.cpu_ms counts
+	 * every process it makes; -1 where there is none. */
+	int (*session_cpu_fd)(const struct kis_session_ctx *ctx);
 };
 
 /* Probes that cost time (creating a probe cgroup, booting nothing) run only

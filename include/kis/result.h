@@ -62,6 +62,14 @@ struct kis_result {
 	char accel[16];  /* microvm: the accelerator the VM ran with ("kvm", "tcg") */
 	char *workspace; /* the workspace id when one was used or kept */
 	bool workspace_kept;
+	/* The limits the run ran into, whatever became of its top command (a
+	 * child OOM-killed while the top command lived on counts): from the
+	 * sandbox's cgroup. "limit_events" in the JSON only where counted. */
+	struct kis_limit_events {
+		bool counted;
+		uint64_t oom_kills;     /* processes the OOM killer ended at limits.memory_bytes */
+		uint64_t forks_refused; /* forks and clones refused at limits.pids */
+	} limit_events;
 };
 
 KIS_API void kis_result_init(struct kis_result *r);

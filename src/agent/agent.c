@@ -196,6 +196,22 @@ static int on_state(void *ctx, int fd)
 	return 0;
 }
 
+/* The CPU accounting of the group the agent and its commands share, where
+ * the agent has one it can read (the microvm guest's cgroup): an exec's
+ * cpu_ms counts every process of it there. -1: the command's own clock. */
+static int agent_cpu_fd = -1;
+
+void kis_agent_set_cpu_fd(int fd)
+{
+	agent_cpu_fd = fd;
+}
+
+static int on_cpu_used(void *ctx, uint64_t *ms)
+{
+	(void)ctx;
+	return kis_cpuacct_read_ms(agent_cpu_fd, ms);
+}
+
 static int on_attach(void *ctx, pid_t pid, struct kis_error **err)
 {
 	struct worker *w = ctx;
@@ -296,7 +312,8 @@ static void run_exec(struct worker *w, struct kis_exec_req *req, int state_fd)
 		.argv = argv, .envp = envp, .cwd = cwd, .stdin_fd = in[0], .limits = &req->limits,
 		.pty = req->tty, .pty_slave = slave, .pass_fd3 = req->shell, .fd3 = st[1],
 	};
-	struct kis_supervise_hooks hooks = {.attach = on_attach, .ctx = w};
+	struct kis_supervise_hooks hooks = {.attach = on_attach, .ctx = w,
+					    .cpu_used_ms = agent_cpu_fd >= 0 ? on_cpu_used : NULL};
 	struct kis_supervise sv = {
 		.wall_ms = req->limits.wall_ms, .cpu_ms = req->limits.cpu_ms,
 		.output_bytes = req->limits.output_bytes, .sink = on_output, .sink_ctx = w,

@@ -13,4 +13,8 @@ int kis_agent_serve_listener(int listen_fd);
 /* Serve exactly one already-connected channel (virtio console, a socket). */
 int kis_agent_serve_channel(int fd);
 
+/* The accounting file (cgroup cpu.stat) of the group every command runs
+ * in, read-only: an exec's limits.cpu_ms then counts all its processes. */
+void kis_agent_set_cpu_fd(int fd);
+
 #endif

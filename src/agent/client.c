@@ -4,6 +4,7 @@
  * not trusted to frame well: the decoder refuses, the call fails. */
 #include "util.h"
 
+#include <fcntl.h>
 #include <jansson.h>
 #include <poll.h>
 #include <signal.h>
@@ -14,6 +15,8 @@
 #include <time.h>
 
 #include "agent/client.h"
+#include "exec/exec.h"
+#include "exec/exec.h"
 #include "agent/proto.h"
 #include "engine/owner.h"
 #include "exec/io.h"
@@ -93,6 +96,7 @@ int kis_call_agent(int conn, const struct kis_call *c, struct kis_result *res,
 	struct kis_frame f;
 	int r = -1;
 	_cleanup_free_ char *body = NULL;
+	int own_cpu = -1; /* the accounting file opened from cpu_path */
 	uint8_t v[4];
 	put_u32(v, KIS_PROTO_VERSION);
 	if (c->hello_timeout_s) {
@@ -139,6 +143,12 @@ int kis_call_agent(int conn, const struct kis_call *c, struct kis_result *res,
 		goto out;
 	}
 	out->sent = true;
+	uint64_t cpu0 = 0;
+	/* a container's group exists once its runtime started it: by now */
+	if (!c->has_cpu && c->cpu_path)
+		own_cpu = open(c->cpu_path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	int cpu_fd = c->has_cpu ? c->cpu_fd : own_cpu;
+	bool cpu_on = cpu_fd >= 0 && c->cpu_limit_ms && kis_cpuacct_read_ms(cpu_fd, &cpu0) == 0;
 	int in_fd = c->io.stdin_fd;
 	if (in_fd < 0)
 		kis_frame_write(conn, KIS_F_EOF, 0, EXEC_ID, NULL, 0);
@@ -171,6 +181,17 @@ int kis_call_agent(int conn, const struct kis_call *c, struct kis_result *res,
 				goto out;
 			}
 			timeout = (int)(c->deadline_ms - t);
+		}
+		if (cpu_on) {
+			/* sampled every 20 ms, as the supervisor does its clocks */
+			uint64_t used;
+			if (!out->cpu_cut && kis_cpuacct_read_ms(cpu_fd, &used) == 0 &&
+			    used >= cpu0 && used - cpu0 >= c->cpu_limit_ms) {
+				out->cpu_cut = true;
+				send_signal(conn, SIGKILL);
+			}
+			if (timeout < 0 || timeout > 20)
+				timeout = 20;
 		}
 		if (poll(pfd, (nfds_t)n, timeout) < 0) {
 			if (errno == EINTR)
@@ -243,6 +264,7 @@ int kis_call_agent(int conn, const struct kis_call *c, struct kis_result *res,
 		}
 	}
 out:
+	kis_closep(&own_cpu);
 	kis_frame_reader_release(&rd);
 	return r;
 }

@@ -22,6 +22,13 @@ struct kis_call {
 	uint64_t output_limit;   /* host-side backstop to the agent's own; 0: none */
 	int hello_timeout_s;     /* bound on the agent's first answer; 0: none */
 	const char *peer;        /* "the container's agent", for messages */
+	/* The sandbox's CPU accounting (its cgroup, kis_cpuacct_read_ms): when
+	 * has_cpu, the CPU every process of it used since the EXEC is held to
+	 * cpu_limit_ms here, the agent's clock counting one process only. */
+	bool has_cpu;
+	int cpu_fd;
+	const char *cpu_path;    /* or the accounting file to open once the agent answers */
+	uint64_t cpu_limit_ms;
 };
 
 enum kis_call_end {
@@ -35,6 +42,7 @@ struct kis_call_out {
 	enum kis_call_end end;
 	bool cancelled;   /* cancel_fd fired and the command was killed */
 	bool output_cut;  /* output_limit was reached here (stream marked truncated) */
+	bool cpu_cut;     /* the sandbox's CPU passed cpu_limit_ms: the command was killed */
 	bool sent;        /* the EXEC went out: a failure before it may be retried */
 };
 

@@ -31,11 +31,19 @@ int kis_agent_run_once(const struct kis_agent_run *a, struct kis_result *res,
 		/* the agent answers once the runtime has started the sandbox:
 		 * bounded, so a runtime that hangs cannot hang the engine */
 		.hello_timeout_s = 30, .peer = a->peer,
+		.has_cpu = a->has_cpu, .cpu_fd = a->cpu_fd, .cpu_path = a->cpu_path, .cpu_limit_ms = a->limits.cpu_ms,
 	};
 	struct kis_call_out out;
 	TRY(kis_call_agent(a->conn, &call, res, &out, err));
 	if (out.end == KIS_CALL_TIMEOUT) {
 		set_detail(res, KIS_REASON_TIMEOUT, "wall clock passed limits.wall_ms");
+		res->exit_code = -1;
+		res->signal = SIGKILL;
+	} else if (out.cpu_cut) {
+		char d[120];
+		snprintf(d, sizeof(d), "the sandbox's cpu time passed limits.cpu_ms (%llu ms)",
+			 (unsigned long long)a->limits.cpu_ms);
+		set_detail(res, KIS_REASON_CPU_LIMIT, d);
 		res->exit_code = -1;
 		res->signal = SIGKILL;
 	} else if (out.cancelled) {

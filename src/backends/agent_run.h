@@ -14,6 +14,9 @@ struct kis_agent_run {
 	struct kis_limits limits; /* resolved */
 	struct kis_io io;
 	const char *peer;         /* "the container's agent", for messages */
+	bool has_cpu;             /* cpu_fd: the sandbox's CPU accounting (limits.cpu_ms) */
+	int cpu_fd;
+	const char *cpu_path;     /* or its path, opened once the agent answers */
 };
 
 /* HELLO, EXEC, relay, EXIT. The agent enforces the per-exec limits; the

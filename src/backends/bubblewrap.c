@@ -631,6 +631,7 @@ static int bubblewrap_run(struct kis_plan *pl, struct kis_result *res, struct ki
 	struct kis_agent_run ar = {
 		.conn = ch[0], .argv = pl->n.argv, .env = pl->n.envp, .cwd = pl->inside_cwd,
 		.limits = pl->n.limits, .io = pl->n.io, .peer = "the sandbox's agent",
+		.has_cpu = s.rc.has_cpu, .cpu_fd = s.rc.cpu_fd,
 	};
 	r = kis_agent_run_once(&ar, res, err);
 	if (r < 0) {
@@ -646,6 +647,8 @@ static int bubblewrap_run(struct kis_plan *pl, struct kis_result *res, struct ki
 		/* the host's evidence over the agent's report */
 		struct kis_supervise_hooks h;
 		kis_run_cgroup_hooks(&s.rc, &h);
+		if (h.limit_events)
+			h.limit_events(h.ctx, res);
 		bool ended_badly = res->reason == KIS_REASON_SIGNALED ||
 				   (res->reason == KIS_REASON_EXITED && res->exit_code != 0);
 		enum kis_reason why;
@@ -769,6 +772,7 @@ static int bubblewrap_session_explain(const struct kis_session_ctx *ctx, struct 
 }
 
 const struct kis_backend kis_backend_bubblewrap = {
+	.session_cpu_fd = kis_host_cgroup_cpu_fd,
 	.session_explain = bubblewrap_session_explain,
 	.end_session = bubblewrap_end_session,
 	.name = "bubblewrap",

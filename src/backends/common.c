@@ -28,6 +28,16 @@ static const struct {
 int kis_check_limits(const struct kis_caps *caps, const struct kis_profile *p,
 		     const char *backend, struct kis_error **err)
 {
+	/* The microvm's own fields asked of another backend: no VM, nothing
+	 * to apply them to; accepted they would read as enforced (issue 15). */
+	if (strcmp(backend, "microvm") && p->microvm.accel != KIS_ACCEL_AUTO)
+		return kis_error_set(err, KIS_E_PROFILE_UNSATISFIABLE, 0,
+				     "microvm.accel: the %s backend runs no virtual machine: drop "
+				     "--accel or choose the microvm tier", backend);
+	if (strcmp(backend, "microvm") && p->microvm.vcpus > 1)
+		return kis_error_set(err, KIS_E_PROFILE_UNSATISFIABLE, 0,
+				     "microvm.vcpus: the %s backend runs no virtual machine: drop "
+				     "--vcpus or choose the microvm tier", backend);
 	for (size_t i = 0; i < ARRAY_SIZE(limit_fields); i++) {
 		uint64_t v = *(const uint64_t *)((const char *)&p->limits + limit_fields[i].off);
 		if (v && !(caps->limits & limit_fields[i].bit))

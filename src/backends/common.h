@@ -39,6 +39,8 @@ struct kis_cgroup;
 struct kis_run_cgroup {
 	struct kis_cgroup *cg; /* NULL: no cgroup for this run */
 	uint64_t memory_bytes, pids;
+	bool has_cpu; /* cpu_fd is the group's CPU accounting (kis_cgroup_cpu_fd) */
+	int cpu_fd;
 };
 /* Make the run's group with the limits in `enforceable` (KIS_LIMIT_*). */
 int kis_run_cgroup_open(struct kis_run_cgroup *rc, const char *sandbox_id,

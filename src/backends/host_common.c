@@ -429,3 +429,13 @@ int kis_host_cgroup_explain(int dir_fd, struct kis_result *res)
 	kis_cgroup_free(cg);
 	return r;
 }
+
+int kis_host_cgroup_cpu_fd(const struct kis_session_ctx *ctx)
+{
+	struct kis_cgroup *cg = cgroup_load(ctx->dir_fd);
+	if (!cg)
+		return -1;
+	int fd = kis_cgroup_cpu_fd(cg);
+	kis_cgroup_free(cg);
+	return fd;
+}

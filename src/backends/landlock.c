@@ -276,7 +276,10 @@ static int landlock_start_session(struct kis_plan *pl, const struct kis_session_
 	TRY(ll_prepare(pl, ctx->id, pl->n.argv[0], &s, err));
 	struct kis_spawn sp = {
 		.argv = pl->n.argv, .envp = pl->n.envp, .cwd = pl->n.cwd, .stdin_fd = -1,
-		.limits = &pl->n.limits, .child_setup = ll_child, .child_ctx = &s,
+		/* no rlimits on the agent: they are each command's, applied by
+		 * the agent from the session's limits (open_files 1 would leave
+		 * the agent itself unable to start) */
+		.child_setup = ll_child, .child_ctx = &s,
 		.pass_fd3 = true, .fd3 = ctx->listen_fd,
 	};
 	int r = kis_spawn_detached(&sp, pid, err);
@@ -307,6 +310,7 @@ static int landlock_session_explain(const struct kis_session_ctx *ctx, struct ki
 }
 
 const struct kis_backend kis_backend_landlock = {
+	.session_cpu_fd = kis_host_cgroup_cpu_fd,
 	.session_explain = landlock_session_explain,
 	.name = "landlock",
 	.tier = KIS_TIER_HOST,

@@ -8,6 +8,7 @@
 
 #include "backends/common.h"
 #include "confine/confine.h"
+#include "exec/exec.h"
 
 int kis_run_cgroup_open(struct kis_run_cgroup *rc, const char *sandbox_id,
 			const struct kis_limits *l, unsigned enforceable, struct kis_error **err)
@@ -21,7 +22,10 @@ int kis_run_cgroup_open(struct kis_run_cgroup *rc, const char *sandbox_id,
 	};
 	rc->memory_bytes = cl.memory_bytes;
 	rc->pids = cl.pids;
-	return kis_cgroup_create(sandbox_id, &cl, &rc->cg, err);
+	TRY(kis_cgroup_create(sandbox_id, &cl, &rc->cg, err));
+	rc->cpu_fd = kis_cgroup_cpu_fd(rc->cg);
+	rc->has_cpu = rc->cpu_fd >= 0;
+	return 0;
 }
 
 /* In the child, before exec: join the group, so nothing the command forks
@@ -60,6 +64,23 @@ static void kill_all(void *ctx)
 		kis_cgroup_kill(rc->cg, NULL);
 }
 
+static void limit_events(void *ctx, struct kis_result *res)
+{
+	struct kis_run_cgroup *rc = ctx;
+	struct kis_cgroup_events ev;
+	if (!rc->cg || kis_cgroup_read_events(rc->cg, &ev, NULL) < 0)
+		return;
+	res->limit_events.counted = true;
+	res->limit_events.oom_kills = ev.oom_kills;
+	res->limit_events.forks_refused = ev.pids_max;
+}
+
+static int cpu_used(void *ctx, uint64_t *ms)
+{
+	struct kis_run_cgroup *rc = ctx;
+	return rc->has_cpu ? kis_cpuacct_read_ms(rc->cpu_fd, ms) : -1;
+}
+
 void kis_run_cgroup_hooks(struct kis_run_cgroup *rc, struct kis_supervise_hooks *h)
 {
 	memset(h, 0, sizeof(*h));
@@ -67,11 +88,16 @@ void kis_run_cgroup_hooks(struct kis_run_cgroup *rc, struct kis_supervise_hooks 
 		return;
 	h->explain = explain;
 	h->kill_all = kill_all;
+	h->cpu_used_ms = cpu_used;
+	h->limit_events = limit_events;
 	h->ctx = rc;
 }
 
 void kis_run_cgroup_close(struct kis_run_cgroup *rc)
 {
+	if (rc->has_cpu)
+		close(rc->cpu_fd);
+	rc->has_cpu = false;
 	if (rc->cg)
 		kis_cgroup_destroy(rc->cg, NULL);
 	rc->cg = NULL;
@@ -108,6 +134,14 @@ int kis_cgroup_explain_since(const struct kis_cgroup *cg, int dir_fd, const char
 		(void)!write(fd, buf, (size_t)n);
 		close(fd);
 	}
+	/* counted on every exec, whatever its top command's fate */
+	res->limit_events.counted = true;
+	res->limit_events.oom_kills = ev.oom_kills > seen_oom ? ev.oom_kills - seen_oom : 0;
+	res->limit_events.forks_refused = ev.pids_max > seen_pids ? ev.pids_max - seen_pids : 0;
+	bool failed = (res->reason == KIS_REASON_EXITED && res->exit_code != 0) ||
+		      res->reason == KIS_REASON_SIGNALED || res->reason == KIS_REASON_TIMEOUT;
+	if (!failed)
+		return 0; /* it ended well: the events are counted, not blamed */
 	const char *detail;
 	if (ev.oom_kills > seen_oom) {
 		res->reason = KIS_REASON_MEMORY_LIMIT;

@@ -104,7 +104,9 @@ struct kis_plan {
 	bool session;            /* the agent serving a session's listening socket */
 	char **argv;             /* the user's command (run) */
 	char **envp;             /* the container process's environment */
-	char *cwd;               /* inside the container */
+	char *cwd;               /* inside the container: the agent enters it */
+	const char *start_cwd;   /* the container's own (which crun would create
+				  * if missing): one that exists */
 	char *agent;             /* host path */
 	char *workspace;         /* host path or NULL */
 	enum kis_root_mode root;
@@ -164,7 +166,8 @@ static int oci_plan(const struct kis_caps *caps, const struct kis_run_request *r
 	snprintf(pl->ctr_id, sizeof(pl->ctr_id), "%s%s", KIS_OCI_PREFIX,
 		 req->sandbox_id ? req->sandbox_id : "plan");
 	bool ws_mounted = p->root == KIS_ROOT_HOST && (req->workspace_path || p->base || p->workspace);
-	const char *cwd = p->cwd ? p->cwd : ws_mounted ? "/workspace" : "/";
+	pl->start_cwd = ws_mounted ? "/workspace" : "/";
+	const char *cwd = p->cwd ? p->cwd : pl->start_cwd;
 	size_t ne = 0;
 	pl->envp = calloc(p->n_env + 3, sizeof(char *));
 	if (!pl->envp || !(pl->argv = kis_strv_dup(req->argv)) || !(pl->cwd = strdup(cwd)) ||
@@ -195,7 +198,7 @@ static void plan_spec(const struct kis_plan *pl, const char *rootfs, char *const
 {
 	snprintf(cgpath, cglen, "/%s", pl->ctr_id);
 	*s = (struct kis_oci_spec){
-		.args = args, .env = pl->envp, .cwd = pl->cwd, .root = pl->root, .rootfs = rootfs,
+		.args = args, .env = pl->envp, .cwd = pl->start_cwd, .root = pl->root, .rootfs = rootfs,
 		.workspace = pl->workspace, .agent = pl->agent, .net = pl->net,
 		.limits = &pl->limits, .cgroups_path = cgpath, .user_ns = geteuid() != 0,
 		.host_uid = geteuid(), .host_gid = getegid(),
@@ -204,7 +207,10 @@ static void plan_spec(const struct kis_plan *pl, const char *rootfs, char *const
 
 static char *oci_describe(const struct kis_plan *pl)
 {
-	char *args[] = {KIS_OCI_AGENT_PATH, "--listen-fd", "3", NULL};
+	/* the agent enters cwd for each command: a missing directory is the
+	 * command's setup_failed as on every tier, where crun (runtime-spec
+	 * "cwd") would make it and run there */
+	char *args[] = {KIS_OCI_AGENT_PATH, "--listen-fd", "3", "--cwd", pl->cwd, NULL};
 	struct kis_oci_spec s;
 	char cg[128], bp[256], rootfs[300];
 	kis_oci_bundle_path(pl->ctr_id, bp, sizeof(bp));
@@ -328,7 +334,10 @@ static int make_bundle(struct kis_plan *pl, const char *session_dir, char *bp, s
 					     "root: 'workspace' needs a workspace (--base or --workspace)");
 		snprintf(rootfs, sizeof(rootfs), "%s", pl->workspace);
 	}
-	char *args[] = {KIS_OCI_AGENT_PATH, "--listen-fd", "3", NULL};
+	/* the agent enters cwd for each command: a missing directory is the
+	 * command's setup_failed as on every tier, where crun (runtime-spec
+	 * "cwd") would make it and run there */
+	char *args[] = {KIS_OCI_AGENT_PATH, "--listen-fd", "3", "--cwd", pl->cwd, NULL};
 	struct kis_oci_spec s;
 	plan_spec(pl, rootfs, args, &s, cg, sizeof(cg));
 	char staged[256];
@@ -406,6 +415,16 @@ static void container_cgroup(const struct kis_plan *pl, struct kis_cgroup *cg, c
 	}
 }
 
+/* The container's CPU accounting, where crun makes its group
+ * (cgroupsPath = the container id): every process of the container. */
+static void container_cpu_path(const char *ctr_id, char *buf, size_t len)
+{
+	if (kis_oci_cgroup_layout() == 2)
+		snprintf(buf, len, "/sys/fs/cgroup/%s/cpu.stat", ctr_id);
+	else
+		snprintf(buf, len, "/sys/fs/cgroup/cpuacct/%s/cpuacct.usage", ctr_id);
+}
+
 static uint64_t now_ms(void)
 {
 	struct timespec ts;
@@ -425,6 +444,9 @@ static void explain(const struct kis_plan *pl, struct kis_result *res)
 	struct kis_cgroup_events ev;
 	if (kis_cgroup_read_events(&cg, &ev, NULL) < 0)
 		return;
+	res->limit_events.counted = true;
+	res->limit_events.oom_kills = ev.oom_kills;
+	res->limit_events.forks_refused = ev.pids_max;
 	bool signaled = res->reason == KIS_REASON_SIGNALED;
 	bool failed = (res->reason == KIS_REASON_EXITED && res->exit_code != 0) ||
 		      res->reason == KIS_REASON_TIMEOUT || signaled;
@@ -529,8 +551,11 @@ static int oci_run(struct kis_plan *pl, struct kis_result *res, struct kis_error
 	int r = kis_oci_crun_spawn(argv, sv[1], &crun, err);
 	close(sv[1]);
 	if (r >= 0) {
+		char cpu_path[320];
+		container_cpu_path(pl->ctr_id, cpu_path, sizeof(cpu_path));
 		struct kis_agent_run ar = {.conn = sv[0], .argv = pl->argv, .limits = pl->limits,
-					   .io = pl->io, .peer = "the container's agent"};
+					   .io = pl->io, .peer = "the container's agent",
+					   .cpu_path = cpu_path};
 		r = kis_agent_run_once(&ar, res, err);
 		if (r < 0) {
 			/* did crun fail to start it? its log says why */
@@ -640,6 +665,14 @@ static const char *oci_session_state(const struct kis_session_ctx *ctx)
 /* An exec in a session ended badly: did the session's cgroup cause it? The
  * counters are the container's, cumulative, so the last ones seen are kept
  * in the session directory and only an increase counts for this exec. */
+static int oci_session_cpu_fd(const struct kis_session_ctx *ctx)
+{
+	char ctr[128], path[320];
+	snprintf(ctr, sizeof(ctr), "%s%s", KIS_OCI_PREFIX, ctx->id);
+	container_cpu_path(ctr, path, sizeof(path));
+	return open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+}
+
 static int oci_session_explain(const struct kis_session_ctx *ctx, struct kis_result *res)
 {
 	struct kis_plan pl;
@@ -652,6 +685,7 @@ static int oci_session_explain(const struct kis_session_ctx *ctx, struct kis_res
 }
 
 const struct kis_backend kis_backend_oci = {
+	.session_cpu_fd = oci_session_cpu_fd,
 	.session_explain = oci_session_explain,
 	.name = "oci",
 	.tier = KIS_TIER_CONTAINER,

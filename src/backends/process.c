@@ -148,6 +148,7 @@ static int process_session_explain(const struct kis_session_ctx *ctx, struct kis
 }
 
 const struct kis_backend kis_backend_process = {
+	.session_cpu_fd = kis_host_cgroup_cpu_fd,
 	.start_session = process_start_session,
 	.end_session = process_end_session,
 	.session_explain = process_session_explain,

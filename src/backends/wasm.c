@@ -510,6 +510,9 @@ static int wasm_run(struct kis_plan *pl, struct kis_result *res, struct kis_erro
 		.limits = &pl->limits,
 		.child_setup = child_main,
 		.child_ctx = &cc,
+		/* child_main is the run itself and never returns: the rlimits
+		 * (file_bytes, open_files) bind the interpreter from the start */
+		.rlimits_before_setup = true,
 		.pass_fd3 = true,
 		.fd3 = wsfd,
 	};

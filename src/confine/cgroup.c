@@ -38,7 +38,8 @@
 #define V1_MEMORY 0
 #define V1_PIDS 1
 #define V1_CPU 2
-static const char *const v1_ctrl[3] = {"memory", "pids", "cpu"};
+#define V1_CPUACCT 3
+static const char *const v1_ctrl[4] = {"memory", "pids", "cpu", "cpuacct"};
 
 static bool is_fs(const char *path, long magic)
 {
@@ -257,8 +258,14 @@ static int set_limit(const char *dir, const char *file, const char *val, struct 
 static int create_v1(struct kis_cgroup *cg, const char *name, const struct kis_cgroup_limits *lim,
 		     struct kis_error **err)
 {
-	bool want[3] = {true, true, lim->cpu_millis > 0};
-	for (int i = 0; i < 3; i++) {
+	/* cpuacct always where it is mounted on its own: the run's total CPU
+	 * (limits.cpu_ms counts every process, kis_cgroup_cpu_fd); co-mounted
+	 * with cpu it is the cpu leaf itself, made only with a cpu limit */
+	char cpu_real[PATH_MAX], acct_real[PATH_MAX];
+	bool acct_alone = realpath(CG_ROOT "/cpuacct", acct_real) &&
+			  !(realpath(CG_ROOT "/cpu", cpu_real) && !strcmp(cpu_real, acct_real));
+	bool want[4] = {true, true, lim->cpu_millis > 0, acct_alone};
+	for (int i = 0; i < 4; i++) {
 		char mnt[64], own[PATH_MAX / 2];
 		snprintf(mnt, sizeof(mnt), CG_ROOT "/%s", v1_ctrl[i]);
 		if (!want[i])
@@ -447,6 +454,23 @@ int kis_cgroup_attach(const struct kis_cgroup *cg, pid_t pid, struct kis_error *
 					     "cannot move process into cgroup '%s'", cg->dirs[k]);
 	}
 	return 0;
+}
+
+int kis_cgroup_cpu_fd(const struct kis_cgroup *cg)
+{
+	/* v1: cpuacct.usage, total ns of every task of the group and its
+	 * descendants (Documentation/admin-guide/cgroup-v1/cpuacct.rst); v2:
+	 * cpu.stat usage_usec, present whether or not the cpu controller is
+	 * enabled (cgroup-v2.rst, "cpu.stat"). */
+	const char *dir = cg->mode == KIS_CG_V1 ?
+		(cg->dirs[V1_CPUACCT] ? cg->dirs[V1_CPUACCT] : cg->dirs[V1_CPU]) : cg->dirs[0];
+	if (!dir)
+		return -1;
+	char p[PATH_MAX];
+	if ((size_t)snprintf(p, sizeof(p), "%s/%s", dir,
+			     cg->mode == KIS_CG_V1 ? "cpuacct.usage" : "cpu.stat") >= sizeof(p))
+		return -1;
+	return open(p, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 }
 
 int kis_cgroup_read_events(const struct kis_cgroup *cg, struct kis_cgroup_events *ev,

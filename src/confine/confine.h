@@ -191,11 +191,11 @@ struct kis_cgroup_limits {
 
 struct kis_cgroup {
 	enum kis_cgroup_mode mode;
-	/* v2: dirs[0] is the leaf. v1: memory, pids, cpu leaves (NULL when that
+	/* v2: dirs[0] is the leaf. v1: memory, pids, cpu, cpuacct leaves (NULL when that
 	 * hierarchy is not mounted). Paths prepared before fork so attach in
 	 * the child needs no allocation. */
-	char *dirs[3];
-	char *parents[3]; /* the kis parent of each leaf, removed when empty */
+	char *dirs[4];
+	char *parents[4]; /* the kis parent of each leaf, removed when empty */
 };
 
 struct kis_cgroup_events {
@@ -217,6 +217,9 @@ KIS_HIDDEN int kis_cgroup_create(const char *name, const struct kis_cgroup_limit
 KIS_HIDDEN int kis_cgroup_attach(const struct kis_cgroup *cg, pid_t pid, struct kis_error **err);
 KIS_HIDDEN int kis_cgroup_read_events(const struct kis_cgroup *cg, struct kis_cgroup_events *ev,
 				      struct kis_error **err);
+/* The group's CPU accounting (all its processes), read-only and O_CLOEXEC,
+ * for kis_cpuacct_read_ms; -1 where there is none. */
+KIS_HIDDEN int kis_cgroup_cpu_fd(const struct kis_cgroup *cg);
 /* Number of processes in the group, < 0 on error. */
 KIS_HIDDEN int kis_cgroup_count(const struct kis_cgroup *cg, struct kis_error **err);
 /* SIGKILL every member until the group is empty (cgroup.kill where v2 has it). */

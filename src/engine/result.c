@@ -188,6 +188,11 @@ static json_t *result_head_json(const struct kis_result *r)
 	json_object_set_new(o, "exit_status", json_integer(kis_result_exit_status(r)));
 	if (r->accel[0])
 		json_object_set_new(o, "accel", json_string(r->accel));
+	if (r->limit_events.counted)
+		json_object_set_new(o, "limit_events",
+				    json_pack("{s:I, s:I}", "oom_kills",
+					      (json_int_t)r->limit_events.oom_kills, "forks_refused",
+					      (json_int_t)r->limit_events.forks_refused));
 	if (r->tier == KIS_TIER_WASM)
 		json_object_set_new(json_object_get(o, "usage"), "linear_memory_bytes",
 				    json_integer((json_int_t)u->linear_memory_bytes));

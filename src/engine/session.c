@@ -6,6 +6,7 @@
 #include "util.h"
 
 #include <dirent.h>
+#include <stddef.h>
 #include <fcntl.h>
 #include <jansson.h>
 #include <poll.h>
@@ -146,6 +147,75 @@ static void created_now(char buf[32])
 	strftime(buf, 32, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
 }
 
+/* ---- a session's limits ----
+ * The limits given to create are the session's: each exec runs under them,
+ * and its own flags may only tighten them. An exec that asks for more than
+ * the session allows is refused by name (invalid_profile) rather than
+ * clamped: a caller who asked for 10 s and silently got 2 s would read the
+ * timeout as the command's fault. Stored resolved in the session's
+ * meta ("limits"), so a later engine applies the same values. */
+static const struct {
+	const char *key;
+	size_t off;
+	bool per_exec; /* an exec may name it (the agent applies it per command) */
+} session_limit_fields[] = {
+	{"wall_ms", offsetof(struct kis_limits, wall_ms), true},
+	{"cpu_ms", offsetof(struct kis_limits, cpu_ms), true},
+	{"memory_bytes", offsetof(struct kis_limits, memory_bytes), false},
+	{"pids", offsetof(struct kis_limits, pids), false},
+	{"output_bytes", offsetof(struct kis_limits, output_bytes), true},
+	{"file_bytes", offsetof(struct kis_limits, file_bytes), true},
+	{"open_files", offsetof(struct kis_limits, open_files), true},
+	{"disk_bytes", offsetof(struct kis_limits, disk_bytes), false},
+};
+
+#define LIMIT_AT(l, off) (*(uint64_t *)((char *)(l) + (off)))
+
+static json_t *limits_to_json(const struct kis_limits *l)
+{
+	json_t *o = json_object();
+	for (size_t i = 0; o && i < ARRAY_SIZE(session_limit_fields); i++)
+		json_object_set_new(o, session_limit_fields[i].key,
+				    json_integer((json_int_t)LIMIT_AT(l, session_limit_fields[i].off)));
+	return o;
+}
+
+/* The exec's limits: the session's where the exec names none, the exec's
+ * where it names a tighter one; a looser one is refused. A session made by
+ * an engine that did not record its limits gets the defaults, as before. */
+static int session_limits_merge(json_t *meta, const char *id, const struct kis_limits *want,
+				struct kis_limits *out, struct kis_error **err)
+{
+	struct kis_limits have = {0};
+	json_t *jl = json_object_get(meta, "limits");
+	for (size_t i = 0; jl && i < ARRAY_SIZE(session_limit_fields); i++) {
+		json_t *v = json_object_get(jl, session_limit_fields[i].key);
+		if (json_is_integer(v) && json_integer_value(v) > 0)
+			LIMIT_AT(&have, session_limit_fields[i].off) = (uint64_t)json_integer_value(v);
+	}
+	kis_limits_resolve(&have, out);
+	for (size_t i = 0; i < ARRAY_SIZE(session_limit_fields); i++) {
+		size_t off = session_limit_fields[i].off;
+		uint64_t w = LIMIT_AT(want, off), s = LIMIT_AT(out, off);
+		if (!w)
+			continue;
+		if (!session_limit_fields[i].per_exec && w != s)
+			return kis_error_set(err, KIS_E_INVALID_PROFILE, 0,
+					     "limits.%s: an exec cannot set it (the session's is "
+					     "%llu, set at create)",
+					     session_limit_fields[i].key, (unsigned long long)s);
+		if (w > s)
+			return kis_error_set(err, KIS_E_INVALID_PROFILE, 0,
+					     "limits.%s: %llu is above the %llu of session '%s': an "
+					     "exec may only tighten its session's limits (create "
+					     "another session for more)",
+					     session_limit_fields[i].key, (unsigned long long)w,
+					     (unsigned long long)s, id);
+		LIMIT_AT(out, off) = w;
+	}
+	return 0;
+}
+
 /* The whole session of an agentless backend: its profile and workspace. */
 static int write_agentless_meta(int dfd, const char *id, const struct kis_backend *b,
 				const struct kis_profile *p, const char *ws_id, bool ws_cloned,
@@ -160,10 +230,12 @@ static int write_agentless_meta(int dfd, const char *id, const struct kis_backen
 	json_object_set_new(prof, "backend", json_string(b->name));
 	char created[32];
 	created_now(created);
-	json_t *meta = json_pack("{s:s, s:s, s:s, s:s, s:b, s:s, s:b, s:o}", "id", id, "tier",
+	struct kis_limits lim;
+	kis_limits_resolve(&p->limits, &lim);
+	json_t *meta = json_pack("{s:s, s:s, s:s, s:s, s:b, s:s, s:b, s:o, s:o*}", "id", id, "tier",
 				 kis_tier_name(b->tier), "backend", b->name, "workspace", ws_id,
 				 "workspace_cloned", ws_cloned, "created", created, "agentless",
-				 1, "profile", prof);
+				 1, "profile", prof, "limits", limits_to_json(&lim));
 	int r = meta ? write_meta(dfd, meta, err) :
 		       kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "session metadata");
 	json_decref(meta);
@@ -294,11 +366,12 @@ int kis_session_create(const struct kis_profile *p, const struct kis_run_options
 	kis_test_pause("create-ready");
 	char created[32];
 	created_now(created);
-	json_t *meta = json_pack("{s:s, s:s, s:s, s:o, s:b, s:s, s:i, s:I}", "id", id, "tier",
+	json_t *meta = json_pack("{s:s, s:s, s:s, s:o, s:b, s:s, s:i, s:I, s:o*}", "id", id, "tier",
 				 kis_tier_name(b->tier), "backend", b->name, "workspace",
 				 ws_id ? json_string(ws_id) : json_null(), "workspace_cloned",
 				 ws_cloned, "created", created, "agent_pid", (int)pid, "agent_start",
-				 (json_int_t)kis_proc_starttime(pid));
+				 (json_int_t)kis_proc_starttime(pid), "limits",
+				 limits_to_json(&req.limits));
 	r = meta ? write_meta(dfd, meta, err) : kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "meta");
 	json_decref(meta);
 	if (r < 0)
@@ -349,7 +422,11 @@ static void explain_exec(const char *store_root, const char *id, struct kis_resu
 	}
 	bool failed = (res->reason == KIS_REASON_EXITED && res->exit_code != 0) ||
 		      res->reason == KIS_REASON_SIGNALED || res->reason == KIS_REASON_TIMEOUT;
-	if (b && b->session_explain && failed) {
+	/* the host's cgroup counts the limit events of every exec, also one
+	 * that ended well (a child OOM-killed under a top command that lived
+	 * on); the verdict changes only for a failed one. The microvm asks its
+	 * guest, which costs a round trip: only after a failure. */
+	if (b && b->session_explain && (failed || b->tier != KIS_TIER_MICROVM)) {
 		struct kis_session_ctx ctx = {.id = id, .dir_fd = dfd, .listen_fd = -1};
 		b->session_explain(&ctx, res);
 	}
@@ -443,11 +520,16 @@ static int exec_agentless(const char *id, char *const *argv, const struct kis_ex
 	for (char *const *e = o->env_add; e && *e; e++)
 		if (kis_profile_set(&p, "env", *e, err) < 0)
 			goto out;
-	const uint64_t *want = &o->limits.wall_ms;
-	uint64_t *have = &p.limits.wall_ms;
-	for (size_t i = 0; i < sizeof(o->limits) / sizeof(uint64_t); i++)
-		if (want[i])
-			have[i] = want[i]; /* the exec's own limits win */
+	/* checked against the session's limits; the profile keeps its zeroes
+	 * (a default is not an explicit ask: limits.disk_bytes at 0 must not
+	 * become a quota the backend is asked to enforce) */
+	struct kis_limits merged;
+	if (session_limits_merge(meta, id, &o->limits, &merged, err) < 0)
+		goto out;
+	for (size_t i = 0; i < ARRAY_SIZE(session_limit_fields); i++)
+		if (LIMIT_AT(&o->limits, session_limit_fields[i].off))
+			LIMIT_AT(&p.limits, session_limit_fields[i].off) =
+				LIMIT_AT(&merged, session_limit_fields[i].off);
 	struct kis_run_options ro = {.io = o->io, .store_root = o->store_root,
 				     .resize_fd = -1, .tty_fd = -1};
 	r = kis_run(&p, argv, &ro, res, NULL, err);
@@ -464,6 +546,41 @@ out:
 	return r;
 }
 
+static int session_cpu_fd(const char *store_root, const char *id)
+{
+	_cleanup_close_ int sdir = open_sessions_dir(store_root, false, NULL, NULL);
+	if (sdir < 0)
+		return -1;
+	_cleanup_close_ int dfd = openat(sdir, id, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+	json_t *meta = dfd >= 0 ? read_meta(dfd) : NULL;
+	const struct kis_backend *b = meta ? meta_backend(meta) : NULL;
+	int fd = -1;
+	if (b && b->session_cpu_fd) {
+		struct kis_session_ctx ctx = {.id = id, .dir_fd = dfd, .listen_fd = -1};
+		fd = b->session_cpu_fd(&ctx);
+	}
+	json_decref(meta);
+	return fd;
+}
+
+/* The limits of an exec in an agent's session (see session_limits_merge). */
+static int session_exec_limits(const char *id, const struct kis_exec_options *o,
+			       struct kis_limits *out, struct kis_error **err)
+{
+	_cleanup_close_ int sdir = open_sessions_dir(o->store_root, false, NULL, err);
+	if (sdir == -1)
+		return -1;
+	_cleanup_close_ int dfd = sdir < 0 ? -1 :
+		openat(sdir, id, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+	json_t *meta = dfd >= 0 ? read_meta(dfd) : NULL;
+	if (!meta)
+		return kis_error_set(err, KIS_E_NOT_FOUND, 0,
+				     "no session '%s' (see 'kis sandbox session list')", id);
+	int r = session_limits_merge(meta, id, &o->limits, out, err);
+	json_decref(meta);
+	return r;
+}
+
 int kis_session_exec(const char *id, char *const *argv, const struct kis_exec_options *o,
 		     struct kis_result *res, struct kis_error **err)
 {
@@ -475,7 +592,7 @@ int kis_session_exec(const char *id, char *const *argv, const struct kis_exec_op
 	struct kis_exec_req req = {.argv = (char **)argv, .env = o->env, .env_add = o->env_add,
 				   .cwd = (char *)o->cwd, .shell = o->shell, .tty = o->tty,
 				   .rows = o->rows, .cols = o->cols};
-	kis_limits_resolve(&o->limits, &req.limits);
+	TRY(session_exec_limits(id, o, &req.limits, err));
 	if (o->tty && o->tty_fd >= 0) {
 		struct winsize ws;
 		if (ioctl(o->tty_fd, TIOCGWINSZ, &ws) == 0 && ws.ws_row && ws.ws_col) {
@@ -492,6 +609,12 @@ int kis_session_exec(const char *id, char *const *argv, const struct kis_exec_op
 				/* the agent ends the command at wall_ms; the engine's own
 				 * clock is the backstop should the agent not answer */
 				.deadline_ms = kis_monotonic_ms() + req.limits.wall_ms + 10000};
+	/* the session's CPU accounting: an exec's cpu_ms is the CPU of all it
+	 * makes, counted by the cgroup, not the agent's clock of one process */
+	_cleanup_close_ int cpu_fd = session_cpu_fd(o->store_root, id);
+	call.has_cpu = cpu_fd >= 0;
+	call.cpu_fd = cpu_fd;
+	call.cpu_limit_ms = req.limits.cpu_ms;
 	struct kis_call_out out;
 	/* A channel that fails before the request went out (a VM's port being
 	 * retired by its broker, an agent busy starting) is tried again on a
@@ -525,6 +648,16 @@ int kis_session_exec(const char *id, char *const *argv, const struct kis_exec_op
 		return kis_error_set(err, KIS_E_INTERNAL, 0,
 				     "the agent of session '%s' closed the connection before the exit",
 				     id);
+	if (out.cpu_cut) {
+		char d[120];
+		snprintf(d, sizeof(d), "the session's cpu time passed limits.cpu_ms (%llu ms)",
+			 (unsigned long long)req.limits.cpu_ms);
+		res->reason = KIS_REASON_CPU_LIMIT;
+		res->exit_code = -1;
+		res->signal = SIGKILL;
+		free(res->detail);
+		res->detail = strdup(d);
+	}
 	explain_exec(o->store_root, id, res);
 	return 0;
 }

@@ -53,6 +53,9 @@ int kis_spawn_detached(struct kis_spawn *sp, pid_t *pid, struct kis_error **err)
 	close(sock[0]);
 	if (n > 0) {
 		m.message[sizeof(m.message) - 1] = '\0';
+		if (m.stage == KIS_CHILD_CWD) /* a session whose cwd is not there */
+			return kis_error_set(err, KIS_E_PROFILE_UNSATISFIABLE, m.sys_errno,
+					     "cwd: cannot enter the working directory '%s'", m.message);
 		enum kis_errc code = m.stage == KIS_CHILD_EXEC || m.code <= 0 || m.code >= KIS_E__COUNT ?
 					     KIS_E_INTERNAL : (enum kis_errc)m.code;
 		return kis_error_set(err, code, m.sys_errno, "cannot start '%s'",
@@ -90,6 +93,9 @@ int kis_spawn_start(struct kis_spawn *sp, int out_fd, int err_fd, pid_t *pid,
 					     KIS_E_INTERNAL : (enum kis_errc)m.code;
 		if (m.stage == KIS_CHILD_EXEC)
 			return kis_error_set(err, code, m.sys_errno, "cannot start '%s'", m.message);
+		if (m.stage == KIS_CHILD_CWD)
+			return kis_error_set(err, KIS_E_PROFILE_UNSATISFIABLE, m.sys_errno,
+					     "cwd: cannot enter the working directory '%s'", m.message);
 		return kis_error_set(err, code, m.sys_errno, "%s", m.message);
 	}
 	*pid = p;

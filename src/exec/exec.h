@@ -24,6 +24,10 @@ struct kis_spawn {
 	 * back to the parent and fails the run with that error. */
 	int (*child_setup)(void *ctx, struct kis_error **err);
 	void *child_ctx;
+	/* rlimits go on last, after child_setup (whose cgroup join opens a
+	 * file: open_files 1 must not fail it). A child_setup that never
+	 * returns (the wasm interpreter runs in it) asks for them before. */
+	bool rlimits_before_setup;
 	bool foreground;       /* give the child the terminal of stdin_fd, if any */
 	/* A terminal: the child becomes a session leader with pty_slave as its
 	 * controlling terminal and standard streams (stdin_fd is ignored). */
@@ -48,6 +52,12 @@ struct kis_supervise_hooks {
 	/* Kill every process the run made (a cgroup does it best); the process
 	 * group is always killed as well. */
 	void (*kill_all)(void *ctx);
+	/* The CPU of every process of the run so far (its cgroup's accounting),
+	 * in ms: limits.cpu_ms is the sandbox's total, not one process's. 0 on
+	 * success; NULL or < 0: the command's own clock is all there is. */
+	int (*cpu_used_ms)(void *ctx, uint64_t *ms);
+	/* After the run: count the limit events it met (res->limit_events). */
+	void (*limit_events)(void *ctx, struct kis_result *res);
 	void *ctx;
 };
 
@@ -85,6 +95,10 @@ struct kis_supervise {
  * exit_code 127) and < 0 when the engine itself failed. */
 int kis_exec_run(struct kis_spawn *sp, const struct kis_supervise *sv, struct kis_result *res,
 		 struct kis_error **err);
+
+/* The CPU time in a cgroup's accounting file open at fd (v1 cpuacct.usage,
+ * v2 cpu.stat), in ms. 0 on success. */
+int kis_cpuacct_read_ms(int fd, uint64_t *ms);
 
 /* Start a long-lived command (an agent) detached from the caller: a new
  * session, stdin/stdout/stderr on /dev/null, reparented away from us

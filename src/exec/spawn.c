@@ -197,15 +197,13 @@ void kis_child_main(const struct kis_spawn *sp, int report_fd, int out_fd, int e
 			_exit(126);
 		}
 	}
+	/* A working directory that is not there is the command's setup failure
+	 * (setup_failed, 126, naming it), the same on every tier. */
 	if (sp->cwd && enter_dir(sp->cwd) < 0) {
-		char msg[300];
-		snprintf(msg, sizeof(msg), "cannot enter the working directory '%s'", sp->cwd);
-		kis_child_report(report_fd, KIS_CHILD_SETUP, errno, KIS_E_PROFILE_UNSATISFIABLE, msg);
+		kis_child_report(report_fd, KIS_CHILD_CWD, errno, KIS_E_OK, sp->cwd);
 		_exit(126);
 	}
-	/* after the descriptors the setup itself needs: a limit is the
-	 * command's, never the spawner's (open_files 6 must not fail the chdir) */
-	if (kis_apply_rlimits(sp->limits) < 0) {
+	if (sp->rlimits_before_setup && kis_apply_rlimits(sp->limits) < 0) {
 		kis_child_report(report_fd, KIS_CHILD_SETUP, errno, KIS_E_INTERNAL,
 				 "cannot set resource limits");
 		_exit(126);
@@ -218,6 +216,16 @@ void kis_child_main(const struct kis_spawn *sp, int report_fd, int out_fd, int e
 					 e && e->message ? e->message : "confinement failed");
 			_exit(126);
 		}
+	}
+	/* Last before exec, after everything the setup itself needs (the chdir,
+	 * the cgroup join, which opens a file): a limit is the command's, never
+	 * the engine's (open_files 1 must not fail the join, issue 15).
+	 * Lowering needs no capability and the seccomp policy allows
+	 * setrlimit and prlimit64 on ourselves. */
+	if (!sp->rlimits_before_setup && kis_apply_rlimits(sp->limits) < 0) {
+		kis_child_report(report_fd, KIS_CHILD_SETUP, errno, KIS_E_INTERNAL,
+				 "cannot set resource limits");
+		_exit(126);
 	}
 	if (sp->die_with_parent) {
 		/* Last, after every credential change: the kernel clears the

@@ -9,7 +9,9 @@
 
 #define KIS_DEFAULT_PATH "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
-enum kis_child_stage { KIS_CHILD_SETUP = 1, KIS_CHILD_EXEC = 2 };
+/* EXEC and CWD are the command's setup_failed (the message names the
+ * program or the directory); SETUP is the engine's error. */
+enum kis_child_stage { KIS_CHILD_SETUP = 1, KIS_CHILD_EXEC = 2, KIS_CHILD_CWD = 3 };
 
 /* One datagram from the child: why it could not become the command. */
 struct kis_child_msg {

@@ -134,6 +134,14 @@ static uint64_t child_cpu_ms(clockid_t clk, bool have)
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
+static uint64_t group_cpu_ms(const struct kis_supervise_hooks *h, bool have, uint64_t base)
+{
+	uint64_t ms;
+	if (!have || h->cpu_used_ms(h->ctx, &ms) < 0 || ms < base)
+		return 0;
+	return ms - base;
+}
+
 static bool explain(struct run_state *st, enum kis_reason *why, char **detail)
 {
 	const struct kis_supervise_hooks *h = st->sv->hooks;
@@ -232,6 +240,18 @@ static int wait_exec(int report_fd, pid_t pid, struct run_state *st, struct kis_
 	int status;
 	struct rusage ru;
 	RETRY_EINTR(wait4(pid, &status, 0, &ru));
+	if (m.stage == KIS_CHILD_CWD) {
+		struct kis_result *r = st->res;
+		r->reason = KIS_REASON_SETUP_FAILED;
+		r->exit_code = 126;
+		char *d = NULL;
+		if (asprintf(&d, "cannot enter the working directory '%s': %s", m.message,
+			     strerror(m.sys_errno)) < 0)
+			d = NULL;
+		free(r->detail);
+		r->detail = d;
+		return 1;
+	}
 	if (m.stage == KIS_CHILD_EXEC) {
 		struct kis_result *r = st->res;
 		r->reason = KIS_REASON_SETUP_FAILED;
@@ -433,6 +453,11 @@ int kis_exec_run(struct kis_spawn *sp, const struct kis_supervise *sv, struct ki
 	}
 	clockid_t cpu_clk;
 	bool have_clk = clock_getcpuclockid(pid, &cpu_clk) == 0;
+	/* the sandbox's total where its cgroup counts it: every process, not
+	 * only the first (issue 15); counted from here, the setup excluded */
+	const struct kis_supervise_hooks *hk = sv->hooks;
+	uint64_t cg_cpu0 = 0;
+	bool have_cg_cpu = hk && hk->cpu_used_ms && hk->cpu_used_ms(hk->ctx, &cg_cpu0) == 0;
 	uint64_t deadline = start + sv->wall_ms;
 	bool exited = false;
 	int status = 0;
@@ -530,7 +555,8 @@ int kis_exec_run(struct kis_spawn *sp, const struct kis_supervise *sv, struct ki
 			snprintf(d, sizeof(d), "wall clock passed limits.wall_ms (%llu ms)",
 				 (unsigned long long)sv->wall_ms);
 			stop_for(&st, KIS_REASON_TIMEOUT, d);
-		} else if (child_cpu_ms(cpu_clk, have_clk) >= sv->cpu_ms) {
+		} else if (child_cpu_ms(cpu_clk, have_clk) >= sv->cpu_ms ||
+			   group_cpu_ms(hk, have_cg_cpu, cg_cpu0) >= sv->cpu_ms) {
 			char d[120];
 			snprintf(d, sizeof(d), "cpu time passed limits.cpu_ms (%llu ms)",
 				 (unsigned long long)sv->cpu_ms);
@@ -539,6 +565,8 @@ int kis_exec_run(struct kis_spawn *sp, const struct kis_supervise *sv, struct ki
 	}
 	res->usage.wall_ms = now_ms() - start;
 	set_result_from_status(&st, status, &ru);
+	if (hk && hk->limit_events)
+		hk->limit_events(hk->ctx, res);
 	rc = 0;
 out:
 	if (foreground)

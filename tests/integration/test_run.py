@@ -320,8 +320,10 @@ def test_environment_is_not_inherited():
 def test_cwd_flag(tmp_path):
     p = kis("run", *PROC, "--cwd", str(tmp_path), "--", "pwd")
     assert p.stdout.strip() == str(tmp_path)
+    # a missing directory is the command's setup failure, named, as on
+    # every tier (issue 15): setup_failed, exit status 126
     p = kis("run", *PROC, "--cwd", "/no/such/dir", "--", "pwd")
-    assert p.returncode == 125 and "/no/such/dir" in p.stderr
+    assert p.returncode == 126 and "setup_failed" in p.stderr and "/no/such/dir" in p.stderr
 
 
 def test_cancel_by_signal_kills_the_command():

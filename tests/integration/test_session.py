@@ -415,3 +415,27 @@ def test_destroy_refuses_held_workspace(store, tmp_path):
     assert kis("destroy", own).returncode == 125
     kis("session", "destroy", sid)
     assert own not in kis("workspace", "list").stdout
+
+
+def test_exec_without_flags_keeps_the_sessions_limits_and_may_only_tighten(store):
+    """The limits given to create were dropped by a later exec (issue 15):
+    an exec with no flags ran 5 s under a 2 s session and printed 100000
+    bytes under a 1k one. An exec may tighten them; asking for more is
+    refused by name, never clamped in silence."""
+    p = kis("create", *PROC, "--timeout", "2s", "--output-limit", "1k")
+    assert p.returncode == 0, p.stderr
+    sid = p.stdout.strip()
+    try:
+        d = json.loads(kis("exec", sid, "--json", "--", "sleep", "5").stdout)
+        assert d["termination"]["reason"] == "timeout", d["termination"]
+        d = json.loads(kis("exec", sid, "--json", "--", "head", "-c", "100000",
+                           "/dev/zero").stdout)
+        assert d["termination"]["reason"] == "output_limit", d["termination"]
+        d = json.loads(kis("exec", sid, "--json", "--timeout", "300ms", "--",
+                           "sleep", "5").stdout)
+        assert d["termination"]["reason"] == "timeout" and d["usage"]["wall_ms"] < 1500, d
+        p = kis("exec", sid, "--timeout", "10s", "--", "true")
+        assert p.returncode == 125 and p.stderr.startswith("invalid_profile:"), p.stderr
+        assert "limits.wall_ms" in p.stderr and "2000" in p.stderr, p.stderr
+    finally:
+        kis("session", "destroy", sid)
