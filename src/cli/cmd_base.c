@@ -51,16 +51,18 @@ static void print_progress(const struct progress *p)
 }
 
 /* The totals, by a walk that never follows a link (FTW_PHYS), as the
- * import does not: files and bytes of what it will copy. */
+ * import does not: every entry below the top (the import's "files" count
+ * directories, links and each hard link too) and the bytes of regular
+ * files (a hard-linked file's counted at each name: an estimate). */
 static uint64_t walk_files, walk_bytes;
 static int count_one(const char *path, const struct stat *st, int type, struct FTW *f)
 {
 	(void)path;
-	(void)f;
-	if (type == FTW_F && S_ISREG(st->st_mode)) {
-		walk_files++;
+	if (f->level == 0)
+		return 0;
+	walk_files++;
+	if (type == FTW_F && S_ISREG(st->st_mode))
 		walk_bytes += (uint64_t)st->st_size;
-	}
 	return 0;
 }
 
