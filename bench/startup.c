@@ -31,9 +31,9 @@ static char **split(char *spec, char **label)
 		return NULL;
 	*eq = '\0';
 	*label = spec;
-	char **argv = calloc(64, sizeof(*argv));
+	char **argv = calloc(256, sizeof(*argv));
 	int n = 0;
-	for (char *t = strtok(eq + 1, " "); t && n < 63; t = strtok(NULL, " "))
+	for (char *t = strtok(eq + 1, " "); t && n < 255; t = strtok(NULL, " "))
 		argv[n++] = t;
 	return argv;
 }

@@ -208,13 +208,15 @@ void kis_cgroup_free(struct kis_cgroup *cg)
  * task can keep the group busy for a moment after SIGKILL). */
 static int rmdir_retry(const char *dir)
 {
+	long wait_ns = 50 * 1000; /* doubling to the 10 ms it always was */
 	for (int i = 0; i < 500; i++) {
 		if (rmdir(dir) == 0 || errno == ENOENT)
 			return 0;
 		if (errno != EBUSY)
 			return -1;
-		struct timespec ts = {0, 10 * 1000 * 1000};
+		struct timespec ts = {0, wait_ns};
 		nanosleep(&ts, NULL);
+		wait_ns = wait_ns * 2 > 10 * 1000 * 1000 ? 10 * 1000 * 1000 : wait_ns * 2;
 	}
 	return -1;
 }
@@ -522,6 +524,11 @@ int kis_cgroup_kill(const struct kis_cgroup *cg, struct kis_error **err)
 	/* Otherwise: signal what is listed until nothing is. A member that
 	 * forks between the read and the kill shows up in the next round, and
 	 * pids.max bounds how many can appear. */
+	/* A member killed in one round leaves the list when it exits, which
+	 * is usually well under a millisecond: wait 50 us first and double up
+	 * to 5 ms (the old fixed wait, paid by every run: issue 19), for the
+	 * same bounded number of rounds. */
+	long wait_ns = 50 * 1000;
 	for (int round = 0; round < 1000; round++) {
 		int total = 0;
 		for (size_t k = 0; k < ARRAY_SIZE(cg->dirs); k++) {
@@ -536,8 +543,10 @@ int kis_cgroup_kill(const struct kis_cgroup *cg, struct kis_error **err)
 		}
 		if (total == 0)
 			return 0;
-		struct timespec ts = {0, 5 * 1000 * 1000};
+		struct timespec ts = {0, wait_ns};
 		nanosleep(&ts, NULL);
+		if (wait_ns < 5 * 1000 * 1000)
+			wait_ns = wait_ns * 2 > 5 * 1000 * 1000 ? 5 * 1000 * 1000 : wait_ns * 2;
 	}
 	return kis_error_set(err, KIS_E_INTERNAL, EBUSY, "cgroup members keep reappearing");
 }
