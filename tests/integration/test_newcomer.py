@@ -105,6 +105,31 @@ def test_guest_path_without_a_guest_is_refused_by_name(tmp_path):
     assert st["path"] == str(tmp_path / "s" / "cache" / "guest")
 
 
+def fake_guest(d):
+    (d / "modules").mkdir(parents=True)
+    (d / "vmlinuz").write_text("not a kernel")
+    (d / "modules" / "load").write_text("")
+    (d / "busybox").write_text("")
+    (d / "busybox").chmod(0o755)
+    return d
+
+
+def test_guest_lookup_order(installed, tmp_path):
+    """env, then the system location, then the store's cache."""
+    store = tmp_path / "s"
+    fake_guest(store / "cache" / "guest")
+    env = {"KIS_SANDBOX_ROOT": str(store)}
+    st = json.loads(kis("guest", "status", "--json", env=dict(env, KIS_MICROVM_GUEST_DIR="")).stdout)
+    assert st["source"] == "store" and st["path"] == str(store / "cache" / "guest")
+    if (installed / "lib/kis/guest/vmlinuz").exists():
+        st = json.loads(run_installed(installed, "guest", "status", "--json", env=env).stdout)
+        assert st["source"] == "system", st
+    other = fake_guest(tmp_path / "mine")
+    st = json.loads(run_installed(installed, "guest", "status", "--json",
+                                  env=dict(env, KIS_MICROVM_GUEST_DIR=str(other))).stdout)
+    assert st["source"] == "environment" and st["path"] == str(other)
+
+
 def test_guest_env_comes_first(tmp_path):
     if not (GUEST / "vmlinuz").exists():
         pytest.skip("no guest in build/microvm-guest (make microvm-guest)")
@@ -279,9 +304,12 @@ def test_one_key_for_an_id(store, tmp_path):
     assert set(b) == {"id"}
     assert [x["id"] for x in json.loads(kis("base", "list", "--json").stdout)] == [b["id"]]
     w = json.loads(kis("clone", b["id"], "--json").stdout)
-    assert w["id"].startswith("w-") and w["base"] == b["id"]
-    assert [x["id"] for x in json.loads(kis("workspace", "list", "--json").stdout)] == [w["id"]]
-    assert json.loads(kis("workspace", "path", w["id"], "--json").stdout)["id"] == w["id"]
+    try:
+        assert w["id"].startswith("w-") and w["base"] == b["id"]
+        assert [x["id"] for x in json.loads(kis("workspace", "list", "--json").stdout)] == [w["id"]]
+        assert json.loads(kis("workspace", "path", w["id"], "--json").stdout)["id"] == w["id"]
+    finally:
+        kis("destroy", w["id"])
     s = kis("create", *PROC, "--json")
     assert s.returncode == 0, s.stderr
     sid = json.loads(s.stdout)["id"]
@@ -312,10 +340,17 @@ def test_run_on_a_named_workspace_says_nothing_of_keeping_it(store, tmp_path):
     (tmp_path / "t").mkdir()
     base = kis("base", "import", str(tmp_path / "t")).stdout.strip()
     ws = kis("clone", base).stdout.strip()
-    p = kis("run", *PROC, "--workspace", ws, "--", "sh", "-c", "echo err >&2")
-    assert p.returncode == 0 and p.stderr == "err\n"
-    p = kis("run", *PROC, "--base", base, "--keep", "--", "true")
-    assert p.returncode == 0 and p.stderr.startswith("kis: workspace w-")
+    kept = None
+    try:
+        p = kis("run", *PROC, "--workspace", ws, "--", "sh", "-c", "echo err >&2")
+        assert p.returncode == 0 and p.stderr == "err\n"
+        p = kis("run", *PROC, "--base", base, "--keep", "--", "true")
+        assert p.returncode == 0 and p.stderr.startswith("kis: workspace w-")
+        kept = p.stderr.split()[2]
+    finally:
+        for w in (ws, kept):
+            if w:
+                kis("destroy", w)
 
 
 def test_json_output_ends_with_a_newline(store):
