@@ -110,11 +110,16 @@ static int fetch(const char *root, const char *dir, bool system)
 	free(script);
 	if (e || !WIFEXITED(status) || WEXITSTATUS(status)) {
 		kis_error_set(&err, KIS_E_INTERNAL, e,
-			      "fetching the guest into '%s' failed (apt-get download of "
-			      "linux-image-cloud-amd64: is the archive reachable?)",
+			      "fetching the guest into '%s' failed (the script's words are above; "
+			      "apt-get download of linux-image-cloud-amd64 needs Debian's archive)",
 			      target);
 		free(target);
 		return cli_fail(err);
+	}
+	char *abs = realpath(target, NULL); /* the script made it */
+	if (abs) {
+		free(target);
+		target = abs;
 	}
 	if (cli_json) {
 		int r = cli_print_json(json_pack("{s:s}", "path", target));
