@@ -262,8 +262,16 @@ static int add_dir_except(int rs, int dirfd, const char *prefix, uint64_t rights
 			openat(dirfd, de->d_name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
 		if (fd < 0)
 			continue; /* vanished since readdir */
-		struct stat st;
-		if (fstat(fd, &st) < 0 || S_ISLNK(st.st_mode))
+		/* The type: readdir's, for a name with nothing hidden beneath it
+		 * (whatever is there now is granted with no more than the rights
+		 * of that type: a directory where a file was read gets file
+		 * rights, a file where a directory was read is refused by
+		 * landlock_add_rule, EINVAL: closed, never wider); the fd's own
+		 * for an ancestor of a hidden entry, or an unknown type. */
+		struct stat st = {.st_mode = de->d_type == DT_DIR ? S_IFDIR : S_IFREG};
+		if ((ancestor || de->d_type == DT_UNKNOWN) && fstat(fd, &st) < 0)
+			continue;
+		if (S_ISLNK(st.st_mode))
 			continue;
 		if (ancestor && S_ISDIR(st.st_mode) && depth < 4) {
 			_cleanup_close_ int sub =
