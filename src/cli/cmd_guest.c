@@ -74,6 +74,16 @@ static int fetch(const char *root, const char *dir, bool system)
 		char *slash = strrchr(self, '/');
 		if (slash)
 			*slash = '\0';
+		/* the system location is that of an installed kis ($prefix/bin) */
+		size_t len = strlen(self);
+		if (len < 4 || strcmp(self + len - 4, "/bin")) {
+			struct kis_error *e = NULL;
+			kis_error_set(&e, KIS_E_INVALID_ARGUMENT, 0,
+				      "--system: this kis ('%s') is not an installed one ($prefix/bin): "
+				      "give --dir DIR",
+				      self);
+			return cli_fail(e);
+		}
 		if (asprintf(&target, "%s/../lib/kis/guest", self) < 0)
 			target = NULL;
 	} else {

@@ -130,6 +130,13 @@ def test_guest_lookup_order(installed, tmp_path):
     assert st["source"] == "environment" and st["path"] == str(other)
 
 
+def test_guest_fetch_system_needs_an_installed_kis(tmp_path):
+    """build/kis has no system location of its own: --system is refused
+    by name, before anything is downloaded."""
+    p = kis("guest", "fetch", "--system", env={"KIS_SANDBOX_ROOT": str(tmp_path / "s")})
+    assert p.returncode == 125 and p.stderr.startswith("invalid_argument: --system"), p.stderr
+
+
 def test_guest_env_comes_first(tmp_path):
     if not (GUEST / "vmlinuz").exists():
         pytest.skip("no guest in build/microvm-guest (make microvm-guest)")
