@@ -24,7 +24,7 @@ static const char base_help[] =
 	"        is an OS image (a root filesystem for 'run --root workspace'):\n"
 	"        then import it as root with --os-image. A large import shows its\n"
 	"        progress (files and MiB, of the totals) on stderr when that is a\n"
-	"        terminal, unless --quiet.\n"
+	"        terminal, unless --quiet; with --json as JSON lines there.\n"
 	"list    print every base, how many workspaces hold it, and whether it was\n"
 	"        removed.\n"
 	"remove  remove a base: at once if no workspace holds it, else it is marked\n"
@@ -41,6 +41,16 @@ struct progress {
 
 static void print_progress(const struct progress *p)
 {
+	if (cli_json) {
+		/* under --json, one event a line (on stderr: stdout is the result) */
+		fprintf(stderr,
+			"{\"progress\": {\"files\": %llu, \"files_total\": %llu, \"bytes\": %llu, "
+			"\"bytes_total\": %llu}}\n",
+			(unsigned long long)p->files, (unsigned long long)p->total_files,
+			(unsigned long long)p->bytes, (unsigned long long)p->total_bytes);
+		fflush(stderr);
+		return;
+	}
 	const double mib = 1024.0 * 1024.0;
 	unsigned pct = p->total_bytes ? (unsigned)(p->bytes * 100 / p->total_bytes) :
 		       p->total_files ? (unsigned)(p->files * 100 / p->total_files) : 100;
@@ -111,7 +121,8 @@ static int do_import(const char *root, const char *dir, bool os_image, bool json
 	kis_store_free(s);
 	if (p.shown) {
 		print_progress(&p); /* the final totals, which the throttle may have skipped */
-		fputc('\n', stderr);
+		if (!cli_json)
+			fputc('\n', stderr);
 	}
 	if (r < 0)
 		return cli_fail(err);

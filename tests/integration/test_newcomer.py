@@ -222,7 +222,7 @@ def test_bash_completion_offers_verbs_flags_and_a_base_id(store, tmp_path):
 
 # ---- progress: on a terminal only ----
 
-def many_files(d, n=20000):
+def many_files(d, n=12000):
     for i in range(n // 500):
         sub = d / f"d{i}"
         sub.mkdir(parents=True)
@@ -260,13 +260,19 @@ def test_import_progress_shows_totals_on_a_pty_and_nothing_on_a_pipe(store, tmp_
     src = many_files(tmp_path / "big")
     rc, out, tty = stderr_on_pty(["base", "import", str(src)], {})
     assert rc == 0 and out.startswith("b-"), tty
-    # 20000 files and 40 directories, each an entry of the import
-    assert "importing: " in tty and "/20040 files" in tty and "/1.9 MiB" in tty, tty
-    assert "20040/20040 files, 1.9/1.9 MiB (100%)" in tty  # the final totals
+    # 12000 files and 24 directories, each an entry of the import
+    assert "importing: " in tty and "/12024 files" in tty and "/1.1 MiB" in tty, tty
+    assert "12024/12024 files, 1.1/1.1 MiB (100%)" in tty  # the final totals
     p = kis("base", "import", str(src))
     assert p.returncode == 0 and p.stderr == ""
     rc, out, tty = stderr_on_pty(["base", "import", "--quiet", str(src)], {})
     assert rc == 0 and "importing" not in tty
+    # under --json: events as JSON lines on stderr, the result on stdout
+    rc, out, tty = stderr_on_pty(["base", "import", "--json", str(src)], {})
+    assert rc == 0 and json.loads(out)["id"].startswith("b-")
+    events = [json.loads(l) for l in tty.replace("\r", "").splitlines() if l.strip()]
+    assert events and events[-1] == {"progress": {"files": 12024, "files_total": 12024,
+                                                  "bytes": 1200000, "bytes_total": 1200000}}
 
 
 def test_guest_fetch_shows_its_steps_only_on_a_terminal(tmp_path):
