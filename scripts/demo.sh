@@ -19,10 +19,12 @@ import json, sys
 d = json.load(sys.stdin)
 print(d["source"] if d["found"] else "none", d["path"])'; }
 if command -v qemu-system-x86_64 >/dev/null 2>&1; then
+	# shellcheck disable=SC2046 # two words: the source and the path
 	set -- $(guest_source)
 	if [ "$1" = none ]; then
 		echo "== fetching the microvm's guest kernel into $2 (once; Debian's linux-image-cloud-amd64)"
 		$KIS sandbox guest fetch >/dev/null || echo "   (not fetched: the microvm tier stays unavailable)"
+		# shellcheck disable=SC2046
 		set -- $(guest_source)
 	fi
 	case $1 in

@@ -4,6 +4,8 @@
 # sessions read from the store the command line names (--store-root) or
 # the default one. Installed by `make install` as
 # $(PREFIX)/share/bash-completion/completions/kis.
+# COMPREPLY=($(compgen ...)) splits on purpose: compgen prints a word a line.
+# shellcheck disable=SC2207
 
 _kis_ids() { # KIND(base|workspace|session) KIS [STORE-ROOT]
 	local kind=$1 kis=$2 root=$3
@@ -29,7 +31,7 @@ _kis() {
 		COMPREPLY=($(compgen -W "$verbs --help --version" -- "$cur"))
 		return
 	fi
-	local verb=${COMP_WORDS[2]} sub= root= i
+	local verb=${COMP_WORDS[2]} sub='' root='' i
 	for ((i = 3; i < COMP_CWORD; i++)); do
 		case ${COMP_WORDS[i]} in
 		--) # the command: complete it as a command, then its files

@@ -11,7 +11,7 @@
 # apt-get draw its download progress there.
 set -eu
 PROGRESS=${KIS_PROGRESS:-0}
-say() { [ "$PROGRESS" = 1 ] && echo "guest: $*" >&2 || :; }
+say() { if [ "$PROGRESS" = 1 ]; then echo "guest: $*" >&2; fi; }
 dl() { # apt-get download PKG, its progress on stderr when wanted
 	if [ "$PROGRESS" = 1 ]; then
 		size=$(apt-cache show --no-all-versions "$1" 2>/dev/null | sed -n 's/^Size: //p' | head -n1)
