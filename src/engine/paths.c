@@ -69,7 +69,9 @@ int kis_agent_path(char **out, struct kis_error **err)
 	snprintf(cand[2], sizeof(cand[2]), "%s/bin/kis-agent", KIS_PREFIX);
 	for (size_t i = 0; i < ARRAY_SIZE(cand); i++)
 		if (access(cand[i], X_OK) == 0) {
-			*out = realpath(cand[i], NULL);
+			/* beside the binary: already absolute and clean (the
+			 * common case, no resolution paid); else without its ".." */
+			*out = i == 0 ? strdup(cand[i]) : realpath(cand[i], NULL);
 			if (!*out)
 				return kis_error_set(err, KIS_E_INTERNAL, errno, "agent path");
 			return 0;
