@@ -6,6 +6,7 @@
 
 .DEFAULT_GOAL := all
 PREFIX   ?= /usr/local
+VERSION  := 0.1.0
 CC       ?= cc
 BUILD    ?= build
 PYTHON   ?= /usr/bin/python3
@@ -58,12 +59,18 @@ fuzz-proto:
 	  src/engine/result.c $(PKG_LIBS)
 	$(BUILD)/fuzz/fuzz_frame -max_total_time=$${FUZZ_SECONDS:-60} -max_len=4096
 
-.PHONY: all check check-unit check-asan check-integration matrix run install clean deps bench
+.PHONY: all check check-unit check-asan check-integration matrix run install uninstall clean deps bench
 all: $(KIS) $(AGENT) $(STATIC_LIB) $(SHARED_LIB)
 
 -include $(sort $(wildcard mk/*.mk))
 
 all: $(BINS)
+
+# Where the installed library looks when it cannot tell where it lies
+# (src/engine/paths.c): the prefix, fixed at build time.
+PATHS_DEFS := -DKIS_PREFIX='"$(PREFIX)"' -DKIS_VERSION='"$(VERSION)"'
+$(BUILD)/obj/src/engine/paths.o: ALL_CFLAGS += $(PATHS_DEFS)
+$(BUILD)/asan/src/engine/paths.o: BASE_CFLAGS += $(PATHS_DEFS)
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -147,14 +154,47 @@ deps:
 bench: all
 	sh bench/run.sh
 
-install: all
+# Where the installed files go; the library finds lib/kis beside itself
+# (src/engine/paths.c), so DESTDIR staging and a moved prefix work.
+LIBKIS   := $(PREFIX)/lib/kis
+GUESTDIR := $(LIBKIS)/guest
+MANDIR   := $(PREFIX)/share/man/man1
+BASHCOMPDIR := $(PREFIX)/share/bash-completion/completions
+# INSTALL_GUEST=0 leaves the guest out (it is fetched from Debian's archive).
+INSTALL_GUEST ?= 1
+
+install: all man
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/include/kis
 	install -m 0755 $(BINS) $(DESTDIR)$(PREFIX)/bin/
 	install -m 0644 $(STATIC_LIB) $(DESTDIR)$(PREFIX)/lib/
 	install -m 0755 $(SHARED_LIB) $(DESTDIR)$(PREFIX)/lib/
 	ln -sf libkis-sandbox.so.0 $(DESTDIR)$(PREFIX)/lib/libkis-sandbox.so
 	install -m 0644 include/kis/*.h $(DESTDIR)$(PREFIX)/include/kis/
-	sed -e 's|@PREFIX@|$(PREFIX)|g' kis-sandbox.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/kis-sandbox.pc
+	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g' kis-sandbox.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/kis-sandbox.pc
+	install -d $(DESTDIR)$(MANDIR) $(DESTDIR)$(BASHCOMPDIR) $(DESTDIR)$(LIBKIS)
+	install -m 0644 $(MAN_DIR)/*.1 $(DESTDIR)$(MANDIR)/
+	install -m 0644 scripts/completion/kis.bash $(DESTDIR)$(BASHCOMPDIR)/kis
+	install -m 0755 scripts/guest/fetch-kernel.sh $(DESTDIR)$(LIBKIS)/fetch-guest.sh
+	@# the guest: fetched once into $(MICROVM_GUEST) (never installed on
+	@# this host as a kernel), then copied where every store reads it
+	@if [ "$(INSTALL_GUEST)" != 1 ]; then :; \
+	elif scripts/guest/fetch-kernel.sh $(MICROVM_GUEST); then \
+	  echo "install guest $(MICROVM_GUEST) -> $(DESTDIR)$(GUESTDIR)"; \
+	  install -d $(DESTDIR)$(GUESTDIR)/modules && \
+	  install -m 0644 $(MICROVM_GUEST)/vmlinuz $(MICROVM_GUEST)/kernel.release $(DESTDIR)$(GUESTDIR)/ && \
+	  install -m 0755 $(MICROVM_GUEST)/busybox $(DESTDIR)$(GUESTDIR)/ && \
+	  install -m 0644 $(MICROVM_GUEST)/modules/* $(DESTDIR)$(GUESTDIR)/modules/; \
+	else echo "install: no guest kernel (Debian's archive unreachable?): the microvm tier" \
+	  "needs 'kis sandbox guest fetch'" >&2; fi
+
+# What install wrote, and nothing else (the stores and their caches stay).
+uninstall:
+	rm -f $(addprefix $(DESTDIR)$(PREFIX)/bin/,$(notdir $(BINS)))
+	rm -f $(DESTDIR)$(PREFIX)/lib/libkis-sandbox.a $(DESTDIR)$(PREFIX)/lib/libkis-sandbox.so \
+	  $(DESTDIR)$(PREFIX)/lib/libkis-sandbox.so.0 $(DESTDIR)$(PREFIX)/lib/pkgconfig/kis-sandbox.pc
+	rm -rf $(DESTDIR)$(PREFIX)/include/kis $(DESTDIR)$(LIBKIS)
+	rm -f $(DESTDIR)$(MANDIR)/kis-sandbox.1 $(DESTDIR)$(MANDIR)/kis-sandbox-*.1 \
+	  $(DESTDIR)$(BASHCOMPDIR)/kis
 
 clean:
 	rm -rf $(BUILD) $(CLEAN_EXTRA)

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
-/* Start-to-exit benchmark: runs each command N times (fork, exec, wait) and
- * prints the median and 90th percentile beside the first (the reference). */
+/* Start-to-exit benchmark: runs each command N times (fork, exec, wait),
+ * interleaved, and prints the median and 90th percentile beside the first
+ * (the reference). */
 #define _GNU_SOURCE
 #include <fcntl.h>
 #include <stdio.h>
@@ -31,9 +32,9 @@ static char **split(char *spec, char **label)
 		return NULL;
 	*eq = '\0';
 	*label = spec;
-	char **argv = calloc(64, sizeof(*argv));
+	char **argv = calloc(256, sizeof(*argv));
 	int n = 0;
-	for (char *t = strtok(eq + 1, " "); t && n < 63; t = strtok(NULL, " "))
+	for (char *t = strtok(eq + 1, " "); t && n < 255; t = strtok(NULL, " "))
 		argv[n++] = t;
 	return argv;
 }
@@ -66,27 +67,41 @@ int main(int argc, char **argv)
 	}
 	int n = atoi(argv[1]);
 	int k = argc - 2;
-	double ref_med = 0;
-	printf("%-28s %10s %10s %8s %8s\n", "command", "median_ms", "p90_ms", "ratio", "added_ms");
+	char ***cmds = calloc((size_t)k, sizeof(*cmds));
+	const char **labels = calloc((size_t)k, sizeof(*labels));
+	double **t = calloc((size_t)k, sizeof(*t));
+	if (!cmds || !labels || !t)
+		return 2;
 	for (int c = 0; c < k; c++) {
 		char *label;
-		char **cmd = split(argv[c + 2], &label);
-		if (!cmd) {
+		cmds[c] = split(argv[c + 2], &label);
+		if (!cmds[c]) {
 			fprintf(stderr, "bench: '%s' is not label=command\n", argv[c + 2]);
 			return 2;
 		}
-		double *t = calloc((size_t)n, sizeof(*t));
-		run_once(cmd); /* warm the page cache */
-		for (int i = 0; i < n; i++)
-			t[i] = run_once(cmd);
-		qsort(t, (size_t)n, sizeof(*t), cmp);
-		double med = t[n / 2] / 1000, p90 = t[n * 9 / 10] / 1000;
+		labels[c] = label;
+		t[c] = calloc((size_t)n, sizeof(double));
+		run_once(cmds[c]); /* warm the page cache */
+	}
+	/* interleaved: round i runs every command once, so a change of load on
+	 * this shared machine falls on all of them alike */
+	for (int i = 0; i < n; i++)
+		for (int c = 0; c < k; c++)
+			t[c][i] = run_once(cmds[c]);
+	double ref_med = 0;
+	printf("%-28s %10s %10s %8s %8s\n", "command", "median_ms", "p90_ms", "ratio", "added_ms");
+	for (int c = 0; c < k; c++) {
+		qsort(t[c], (size_t)n, sizeof(double), cmp);
+		double med = t[c][n / 2] / 1000, p90 = t[c][n * 9 / 10] / 1000;
 		if (c == 0)
 			ref_med = med;
-		printf("%-28s %10.3f %10.3f %7.2fx %8.3f\n", label, med, p90, med / ref_med,
+		printf("%-28s %10.3f %10.3f %7.2fx %8.3f\n", labels[c], med, p90, med / ref_med,
 		       med - ref_med);
-		free(t);
-		free(cmd);
+		free(t[c]);
+		free(cmds[c]);
 	}
+	free(cmds);
+	free(labels);
+	free(t);
 	return 0;
 }

@@ -8,6 +8,34 @@
 #include "kis/id.h"
 #include "kis/profile.h"
 #include "kis/result.h"
+#include "kis/store.h"
+
+/* The library's version ("0.1.0"), as `kis --version` prints it. */
+KIS_API const char *kis_version(void);
+
+/* The microvm's guest assets (kernel, modules, busybox) and the cache the
+ * engine writes beside them (initramfs, snapshots, disk images). Looked up
+ * in this order: $KIS_MICROVM_GUEST_DIR (assets and cache in one), the
+ * system location (lib/kis/guest of the prefix the library or binary is
+ * installed in, then of the prefix fixed at build time; `make install`
+ * puts them there; the cache is then <store>/cache/guest-system), then the
+ * store's own <store>/cache/guest (`kis sandbox guest fetch`). */
+enum kis_guest_source { KIS_GUEST_NONE, KIS_GUEST_ENV, KIS_GUEST_SYSTEM, KIS_GUEST_STORE };
+struct kis_guest_info {
+	enum kis_guest_source source; /* NONE: no complete guest anywhere */
+	char *assets;                 /* where they are read (or would be fetched) */
+	char *cache;                  /* where the engine writes */
+};
+/* store_root NULL: KIS_SANDBOX_ROOT or the default. prepare: make the
+ * store's links to a system guest (else nothing is written). */
+KIS_API int kis_guest_locate(const char *store_root, bool prepare, struct kis_guest_info *out,
+			     struct kis_error **err);
+KIS_API void kis_guest_info_release(struct kis_guest_info *g);
+KIS_API const char *kis_guest_source_name(enum kis_guest_source s);
+/* The system location that holds a complete guest, or NULL (malloc'ed). */
+KIS_API char *kis_guest_system_dir(void);
+/* Does dir hold vmlinuz, modules/load and an executable busybox? */
+KIS_API bool kis_guest_dir_complete(const char *dir);
 
 struct kis_run_options {
 	struct kis_io io;
@@ -24,5 +52,8 @@ struct kis_run_options {
 KIS_API int kis_run(const struct kis_profile *p, char *const *argv,
 		    const struct kis_run_options *opts, struct kis_result *res, char **plan_json,
 		    struct kis_error **err);
+
+/* Sessions (after kis_run_options, which they use). */
+#include "kis/session.h"
 
 #endif

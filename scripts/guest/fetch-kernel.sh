@@ -6,7 +6,21 @@
 # dependencies, in load order) and a static busybox.
 # Usage: fetch-kernel.sh [DIR]   (default: $KIS_MICROVM_GUEST_DIR, else
 # ${KIS_SANDBOX_ROOT:-$XDG_STATE_HOME/kis/sandbox}/cache/guest). Idempotent.
+# KIS_PROGRESS=1 (what `kis sandbox guest fetch` sets when stderr is a
+# terminal and --quiet was not given): say each step on stderr, and let
+# apt-get draw its download progress there.
 set -eu
+PROGRESS=${KIS_PROGRESS:-0}
+say() { if [ "$PROGRESS" = 1 ]; then echo "guest: $*" >&2; fi; }
+dl() { # apt-get download PKG, its progress on stderr when wanted
+	if [ "$PROGRESS" = 1 ]; then
+		size=$(apt-cache show --no-all-versions "$1" 2>/dev/null | sed -n 's/^Size: //p' | head -n1)
+		say "downloading $1${size:+ ($((size / 1048576)) MiB)}"
+		apt-get download "$1" >&2
+	else
+		apt-get download "$1" >/dev/null 2>&1
+	fi
+}
 DIR=${1:-${KIS_MICROVM_GUEST_DIR:-}}
 if [ -z "$DIR" ]; then
 	if [ -n "${KIS_SANDBOX_ROOT:-}" ]; then ROOT=$KIS_SANDBOX_ROOT
@@ -28,10 +42,11 @@ TMP=$(mktemp -d "$DIR/.fetch.XXXXXX")
 trap 'rm -rf "$TMP"' EXIT
 cd "$TMP"
 # The metapackage names the versioned image package in its Depends.
-apt-get download linux-image-cloud-amd64 >/dev/null 2>&1
+dl linux-image-cloud-amd64
 META=$(ls linux-image-cloud-amd64_*.deb)
 PKG=$(dpkg-deb -f "$META" Depends | sed 's/ *(.*//; s/,.*//')
-apt-get download "$PKG" >/dev/null 2>&1
+dl "$PKG"
+say "unpacking $PKG (dpkg -x: nothing is installed on this host)"
 dpkg -x "$PKG"_*.deb x
 REL=$(ls x/lib/modules)
 MODDIR=x/lib/modules/$REL
@@ -59,6 +74,7 @@ add() { # add MODULE: its dependencies first (modinfo's depends field)
 	cp "$f" out/modules/
 	echo "$b" >> out/modules/load
 }
+say "picking the modules the guest loads: $WANT"
 for m in $WANT; do add $m; done
 echo "$WANT" > out/modules/wanted
 BB=$(command -v busybox || true)
@@ -68,4 +84,5 @@ chmod 0755 out/busybox
 for f in vmlinuz kernel.release busybox; do mv -f out/$f "$DIR/$f"; done
 rm -rf "$DIR/modules"
 mv out/modules "$DIR/modules"
+say "done"
 echo "guest kernel $REL in $DIR" >&2

@@ -38,6 +38,14 @@ int cmd_clone(int argc, char **argv);
 int cmd_destroy(int argc, char **argv);
 int cmd_workspace(int argc, char **argv);
 int cmd_gc(int argc, char **argv);
+int cmd_guest(int argc, char **argv);
+
+/* --json was given (errors are then also JSON on stdout); --quiet: no
+ * progress. Set by main before a verb runs. */
+extern bool cli_json;
+extern bool cli_quiet;
+/* Progress is shown: stderr is a terminal and --quiet was not given. */
+bool cli_progress_wanted(void);
 
 /* Store verbs (cmd_workspace.c). Open the store, printing the error:
  * returns 0 or the exit status. */

@@ -63,6 +63,13 @@ int cmd_backends(int argc, char **argv)
 		kis_store_free(st);
 	}
 	kis_error_free(err);
+	/* where the microvm's guest is read: the engine's lookup, with the
+	 * store the engine uses for it (KIS_SANDBOX_ROOT or the default) */
+	struct kis_guest_info guest = {0};
+	if (kis_guest_locate(NULL, false, &guest, &err) < 0) {
+		kis_error_free(err);
+		err = NULL;
+	}
 	kis_probe_set_thorough(true);
 	size_t n;
 	const struct kis_backend *const *b = kis_backends(&n);
@@ -102,6 +109,12 @@ int cmd_backends(int argc, char **argv)
 			json_object_set_new(o, "limits", la);
 			if (!c.present)
 				json_object_set_new(o, "why_absent", json_string(c.why_absent));
+			if (b[i]->tier == KIS_TIER_MICROVM && guest.assets) {
+				json_object_set_new(o, "guest", json_pack("{s:s, s:s, s:s}", "source",
+									  kis_guest_source_name(guest.source),
+									  "path", guest.assets, "cache",
+									  guest.cache));
+			}
 			json_array_append_new(arr, o);
 			continue;
 		}
@@ -114,6 +127,11 @@ int cmd_backends(int argc, char **argv)
 		       yes_no(c.present && c.snapshot), yes_no(c.present && c.tty), disk,
 		       c.accel[0] ? c.accel : "-", c.present ? "available" : c.why_absent);
 	}
+	if (!json && guest.assets)
+		printf("\nmicrovm guest: %s (%s%s)\n", guest.assets, kis_guest_source_name(guest.source),
+		       guest.source == KIS_GUEST_NONE ? ": nothing there; 'kis sandbox guest fetch'" :
+							 "");
+	kis_guest_info_release(&guest);
 	if (json) {
 		char *s = json_dumps(arr, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
 		if (s)

@@ -1,11 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /* `kis sandbox base import DIR | list | remove ID`: bases, the immutable
  * trees workspaces are cloned from; the one place a host path enters. */
+#include <ftw.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -21,7 +23,8 @@ static const char base_help[] =
 	"        root. Device nodes, FIFOs and sockets are refused, unless the tree\n"
 	"        is an OS image (a root filesystem for 'run --root workspace'):\n"
 	"        then import it as root with --os-image. A large import shows its\n"
-	"        progress on stderr when that is a terminal.\n"
+	"        progress (files and MiB, of the totals) on stderr when that is a\n"
+	"        terminal, unless --quiet; with --json as JSON lines there.\n"
 	"list    print every base, how many workspaces hold it, and whether it was\n"
 	"        removed.\n"
 	"remove  remove a base: at once if no workspace holds it, else it is marked\n"
@@ -32,14 +35,45 @@ static const char base_help[] =
 struct progress {
 	struct timespec start, last;
 	uint64_t files, bytes; /* the latest totals, shown or not */
+	uint64_t total_files, total_bytes; /* what the tree holds (a walk first) */
 	bool shown;
 };
 
 static void print_progress(const struct progress *p)
 {
-	fprintf(stderr, "\rimporting: %llu files, %.1f MiB", (unsigned long long)p->files,
-		(double)p->bytes / (1024.0 * 1024.0));
+	if (cli_json) {
+		/* under --json, one event a line (on stderr: stdout is the result) */
+		fprintf(stderr,
+			"{\"progress\": {\"files\": %llu, \"files_total\": %llu, \"bytes\": %llu, "
+			"\"bytes_total\": %llu}}\n",
+			(unsigned long long)p->files, (unsigned long long)p->total_files,
+			(unsigned long long)p->bytes, (unsigned long long)p->total_bytes);
+		fflush(stderr);
+		return;
+	}
+	const double mib = 1024.0 * 1024.0;
+	unsigned pct = p->total_bytes ? (unsigned)(p->bytes * 100 / p->total_bytes) :
+		       p->total_files ? (unsigned)(p->files * 100 / p->total_files) : 100;
+	fprintf(stderr, "\rimporting: %llu/%llu files, %.1f/%.1f MiB (%u%%)\033[K",
+		(unsigned long long)p->files, (unsigned long long)p->total_files,
+		(double)p->bytes / mib, (double)p->total_bytes / mib, pct > 100 ? 100 : pct);
 	fflush(stderr);
+}
+
+/* The totals, by a walk that never follows a link (FTW_PHYS), as the
+ * import does not: every entry below the top (the import's "files" count
+ * directories, links and each hard link too) and the bytes of regular
+ * files (a hard-linked file's counted at each name: an estimate). */
+static uint64_t walk_files, walk_bytes;
+static int count_one(const char *path, const struct stat *st, int type, struct FTW *f)
+{
+	(void)path;
+	if (f->level == 0)
+		return 0;
+	walk_files++;
+	if (type == FTW_F && S_ISREG(st->st_mode))
+		walk_bytes += (uint64_t)st->st_size;
+	return 0;
 }
 
 static double since(const struct timespec *a, const struct timespec *b)
@@ -72,7 +106,12 @@ static int do_import(const char *root, const char *dir, bool os_image, bool json
 	struct progress p = {0};
 	clock_gettime(CLOCK_MONOTONIC, &p.start);
 	struct kis_import_options o = {.os_image = os_image};
-	if (isatty(STDERR_FILENO)) {
+	if (cli_progress_wanted()) {
+		walk_files = walk_bytes = 0;
+		if (nftw(dir, count_one, 64, FTW_PHYS) == 0) {
+			p.total_files = walk_files;
+			p.total_bytes = walk_bytes;
+		}
 		o.progress = show_progress;
 		o.progress_ctx = &p;
 	}
@@ -82,12 +121,13 @@ static int do_import(const char *root, const char *dir, bool os_image, bool json
 	kis_store_free(s);
 	if (p.shown) {
 		print_progress(&p); /* the final totals, which the throttle may have skipped */
-		fputc('\n', stderr);
+		if (!cli_json)
+			fputc('\n', stderr);
 	}
 	if (r < 0)
 		return cli_fail(err);
 	if (json)
-		return cli_print_json(json_pack("{s:s}", "base", id));
+		return cli_print_json(json_pack("{s:s}", "id", id));
 	printf("%s\n", id);
 	return 0;
 }

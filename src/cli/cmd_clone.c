@@ -22,7 +22,7 @@ static const char clone_help[] =
 	"                 a user namespace), copy. A pinned strategy the store\n"
 	"                 cannot do is refused (profile_unsatisfiable), never\n"
 	"                 replaced\n"
-	"  --json         print {\"workspace\", \"base\", \"strategy\", \"path\"}\n"
+	"  --json         print {\"id\", \"base\", \"strategy\", \"path\"}\n"
 	"  --store-root   the store (default $KIS_SANDBOX_ROOT, else\n"
 	"                 /var/lib/kis/sandbox as root, $XDG_STATE_HOME/kis/sandbox)\n";
 
@@ -86,7 +86,7 @@ int cmd_clone(int argc, char **argv)
 	if (r < 0)
 		return cli_fail(err);
 	if (json)
-		rc = cli_print_json(json_pack("{s:s, s:s, s:s, s:s}", "workspace", out, "base", base,
+		rc = cli_print_json(json_pack("{s:s, s:s, s:s, s:s}", "id", out, "base", base,
 					      "strategy", kis_clone_strategy_name(wi.strategy),
 					      "path", path));
 	else

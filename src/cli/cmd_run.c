@@ -101,6 +101,9 @@ int cmd_run(int argc, char **argv)
 	kis_result_init(&res);
 	struct kis_error *err = NULL;
 	char *plan = NULL;
+	/* only a workspace this run cloned and kept is news: one named with
+	 * --workspace is the caller's and stays (issue 19) */
+	bool say_kept = o.profile.base && o.profile.keep;
 	int r = kis_run(&o.profile, argv + o.cmd_index, &ro, &res, &plan, &err);
 	cli_term_restore(&term);
 	kis_profile_release(&o.profile);
@@ -137,7 +140,7 @@ int cmd_run(int argc, char **argv)
 		fprintf(stderr, "kis: %s%s%s\n", kis_reason_name(res.reason),
 			res.detail ? ": " : "", res.detail ? res.detail : "");
 	}
-	if (res.workspace && res.workspace_kept && !o.json)
+	if (say_kept && res.workspace && res.workspace_kept && !o.json)
 		fprintf(stderr, "kis: workspace %s kept\n", res.workspace);
 	kis_result_release(&res);
 	return status;

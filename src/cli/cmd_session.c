@@ -52,7 +52,7 @@ int cmd_create(int argc, char **argv)
 	if (r < 0)
 		return cli_fail(err);
 	if (o.json)
-		printf("{\"session\":\"%s\"}\n", id);
+		printf("{\"id\": \"%s\"}\n", id); /* an object's own id is "id" (README) */
 	else
 		printf("%s\n", id);
 	return 0;
@@ -232,7 +232,9 @@ int cmd_shell(int argc, char **argv)
 
 int cmd_session(int argc, char **argv)
 {
-	if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
+	if (argc >= 2 && !strcmp(argv[1], "create"))
+		return cmd_create(argc - 1, argv + 1);
+	if (argc < 2 || cli_wants_help(argc, argv)) {
 		puts("Usage: kis sandbox session list [--json] [--store-root DIR]\n"
 		     "       kis sandbox session destroy ID [--store-root DIR]\n"
 		     "       kis sandbox session create [OPTIONS]   (the same as 'kis sandbox create')\n\n"
@@ -242,8 +244,6 @@ int cmd_session(int argc, char **argv)
 		     "cloned; destroying a session that is already gone succeeds.");
 		return argc < 2 ? KIS_EXIT_USAGE : 0;
 	}
-	if (!strcmp(argv[1], "create"))
-		return cmd_create(argc - 1, argv + 1);
 	const char *root = NULL, *id = NULL;
 	bool json = false;
 	for (int i = 2; i < argc; i++) {

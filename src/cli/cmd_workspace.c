@@ -122,7 +122,7 @@ int cmd_workspace(int argc, char **argv)
 		if (r < 0)
 			return cli_fail(err);
 		if (json)
-			st = cli_print_json(json_pack("{s:s, s:s}", "workspace", id, "path", path));
+			st = cli_print_json(json_pack("{s:s, s:s}", "id", id, "path", path));
 		else
 			printf("%s\n", path);
 		free(path);

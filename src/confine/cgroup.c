@@ -11,11 +11,13 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <linux/magic.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -210,13 +212,15 @@ void kis_cgroup_free(struct kis_cgroup *cg)
  * task can keep the group busy for a moment after SIGKILL). */
 static int rmdir_retry(const char *dir)
 {
+	long wait_ns = 50 * 1000; /* doubling to the 10 ms it always was */
 	for (int i = 0; i < 500; i++) {
 		if (rmdir(dir) == 0 || errno == ENOENT)
 			return 0;
 		if (errno != EBUSY)
 			return -1;
-		struct timespec ts = {0, 10 * 1000 * 1000};
+		struct timespec ts = {0, wait_ns};
 		nanosleep(&ts, NULL);
+		wait_ns = wait_ns * 2 > 10 * 1000 * 1000 ? 10 * 1000 * 1000 : wait_ns * 2;
 	}
 	return -1;
 }
@@ -506,7 +510,7 @@ int kis_cgroup_read_events(const struct kis_cgroup *cg, struct kis_cgroup_events
 }
 
 /* Members of one leaf, calling fn(pid) on each; returns the count. */
-static int for_each_pid(const char *dir, void (*fn)(pid_t))
+static int for_each_pid(const char *dir, void (*fn)(pid_t, void *), void *ctx)
 {
 	char p[PATH_MAX];
 	snprintf(p, sizeof(p), "%s/cgroup.procs", dir);
@@ -518,7 +522,7 @@ static int for_each_pid(const char *dir, void (*fn)(pid_t))
 	while (fscanf(f, "%ld", &pid) == 1) {
 		n++;
 		if (fn && pid > 0)
-			fn((pid_t)pid);
+			fn((pid_t)pid, ctx);
 	}
 	fclose(f);
 	return n;
@@ -530,7 +534,7 @@ int kis_cgroup_count(const struct kis_cgroup *cg, struct kis_error **err)
 	for (size_t k = 0; k < ARRAY_SIZE(cg->dirs); k++) {
 		if (!cg->dirs[k])
 			continue;
-		int n = for_each_pid(cg->dirs[k], NULL);
+		int n = for_each_pid(cg->dirs[k], NULL, NULL);
 		if (n < 0)
 			return kis_error_set(err, KIS_E_INTERNAL, errno,
 					     "cannot read members of cgroup '%s'", cg->dirs[k]);
@@ -540,9 +544,75 @@ int kis_cgroup_count(const struct kis_cgroup *cg, struct kis_error **err)
 	return best;
 }
 
-static void sigkill(pid_t pid)
+static long kis_cg_now_ms(void)
 {
-	kill(pid, SIGKILL);
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return t.tv_sec * 1000L + t.tv_nsec / 1000000L;
+}
+
+/* The members killed in a round, as pidfds (pidfd_open(2), Linux 5.3):
+ * a pidfd polls readable once its process has exited, and do_exit() takes
+ * a task out of its cgroups (cgroup_exit) before it notifies (exit_notify),
+ * so the next read of cgroup.procs no longer lists it. The round then waits
+ * exactly as long as the exits take, not a guessed sleep (issue 19). */
+#define KILL_FDS 64
+struct kill_round {
+	int fd[KILL_FDS];
+	int n;
+	bool unwatched; /* a member signalled without a pidfd */
+};
+
+static void sigkill(pid_t pid, void *ctx)
+{
+	struct kill_round *r = ctx;
+	int fd = (int)syscall(SYS_pidfd_open, pid, 0);
+	if (fd < 0) {
+		if (errno == ESRCH)
+			return; /* gone since the read */
+		kill(pid, SIGKILL);
+		r->unwatched = true;
+		return;
+	}
+	/* through the pidfd (it is close-on-exec): the pid cannot have been
+	 * reused between the open and the signal */
+	if (syscall(SYS_pidfd_send_signal, fd, SIGKILL, NULL, 0) < 0) {
+		if (errno != ESRCH) {
+			kill(pid, SIGKILL);
+			r->unwatched = true;
+		}
+		close(fd);
+		return;
+	}
+	if (r->n == KILL_FDS) {
+		r->unwatched = true; /* killed, but waited for by the sleep */
+		close(fd);
+		return;
+	}
+	r->fd[r->n++] = fd;
+}
+
+/* Wait up to ms for every watched member to exit; close the pidfds. */
+static void await_round(struct kill_round *r, int ms)
+{
+	struct pollfd pf[KILL_FDS];
+	int n = 0;
+	for (int i = 0; i < r->n; i++)
+		pf[n++] = (struct pollfd){.fd = r->fd[i], .events = POLLIN};
+	long deadline = kis_cg_now_ms() + ms;
+	while (n > 0) {
+		long left = deadline - kis_cg_now_ms();
+		if (left <= 0 || poll(pf, (nfds_t)n, (int)left) <= 0)
+			break;
+		int m = 0;
+		for (int i = 0; i < n; i++)
+			if (!(pf[i].revents & (POLLIN | POLLHUP | POLLERR | POLLNVAL)))
+				pf[m++] = pf[i];
+		n = m;
+	}
+	for (int i = 0; i < r->n; i++)
+		close(r->fd[i]);
+	r->n = 0;
 }
 
 int kis_cgroup_kill(const struct kis_cgroup *cg, struct kis_error **err)
@@ -553,23 +623,38 @@ int kis_cgroup_kill(const struct kis_cgroup *cg, struct kis_error **err)
 		return 0;
 	/* Otherwise: signal what is listed until nothing is. A member that
 	 * forks between the read and the kill shows up in the next round, and
-	 * pids.max bounds how many can appear. */
+	 * pids.max bounds how many can appear. Each round waits for the exits
+	 * of what it killed (at most 5 ms, the old fixed wait every run paid);
+	 * members it could not watch, a short doubling sleep. */
+	long wait_ns = 50 * 1000;
 	for (int round = 0; round < 1000; round++) {
 		int total = 0;
+		struct kill_round kr = {.n = 0};
 		for (size_t k = 0; k < ARRAY_SIZE(cg->dirs); k++) {
 			if (!cg->dirs[k])
 				continue;
-			int n = for_each_pid(cg->dirs[k], sigkill);
-			if (n < 0 && errno != ENOENT)
-				return kis_error_set(err, KIS_E_INTERNAL, errno,
+			int n = for_each_pid(cg->dirs[k], sigkill, &kr);
+			if (n < 0 && errno != ENOENT) {
+				int e = errno;
+				await_round(&kr, 0);
+				return kis_error_set(err, KIS_E_INTERNAL, e,
 						     "cannot read members of cgroup '%s'",
 						     cg->dirs[k]);
+			}
 			total += n > 0 ? n : 0;
 		}
-		if (total == 0)
+		if (total == 0) {
+			await_round(&kr, 0);
 			return 0;
-		struct timespec ts = {0, 5 * 1000 * 1000};
-		nanosleep(&ts, NULL);
+		}
+		bool watched = kr.n > 0;
+		await_round(&kr, 5);
+		if (!watched || kr.unwatched) {
+			struct timespec ts = {0, wait_ns};
+			nanosleep(&ts, NULL);
+			if (wait_ns < 5 * 1000 * 1000)
+				wait_ns = wait_ns * 2 > 5 * 1000 * 1000 ? 5 * 1000 * 1000 : wait_ns * 2;
+		}
 	}
 	return kis_error_set(err, KIS_E_INTERNAL, EBUSY, "cgroup members keep reappearing");
 }

@@ -9,8 +9,13 @@
 #include "kis/backend.h"
 #include "kis/profile.h"
 
-/* $KIS_AGENT, else kis-agent beside the running binary. */
+/* $KIS_AGENT, else kis-agent beside the running binary (or the shared
+ * library's ../bin), else in the build-time prefix's bin. */
 int kis_agent_path(char **out, struct kis_error **err);
+/* The directory of the shared library, or of the running executable. */
+char *kis_self_dir(void);
+/* The prefix fixed at build time (PREFIX of the Makefile). */
+const char *kis_build_prefix(void);
 
 /* limits.disk_bytes where the workspace is on the host's disk (disk.c).
  * check: before the workspace is made; an explicit value this run cannot

@@ -35,6 +35,15 @@ def _built():
         pytest.exit(f"{KIS} is missing: run 'make' first", returncode=2)
 
 
+@pytest.fixture(autouse=True)
+def _no_system_guest(monkeypatch):
+    """A guest installed on this machine (`make install`: the system
+    location, issue 19) would make auto pick the microvm for every test
+    that pins no tier: unless a test names its guest, there is none."""
+    if "KIS_MICROVM_GUEST_DIR" not in os.environ:
+        monkeypatch.setenv("KIS_MICROVM_GUEST_DIR", "/nonexistent/kis-no-guest")
+
+
 @pytest.fixture
 def store(tmp_path, monkeypatch):
     """A private store root for tests that make bases and workspaces."""

@@ -177,11 +177,11 @@ def test_clone_prints_id_and_json(store, tmp_path):
     ws = store.clone(base, "--id", "my-ws-1")
     assert ws == "my-ws-1"
     j = json.loads(store.run("clone", base, "--json").stdout)
-    assert j["workspace"].startswith("w-") and j["base"] == base
+    assert j["id"].startswith("w-") and j["base"] == base
     assert Path(j["path"]).is_dir()
     assert j["strategy"] in ("reflink", "overlay", "copy")
-    assert j["strategy"] == store.workspaces()[j["workspace"]]["strategy"]
-    assert set(store.workspaces()) == {"my-ws-1", j["workspace"]}
+    assert j["strategy"] == store.workspaces()[j["id"]]["strategy"]
+    assert set(store.workspaces()) == {"my-ws-1", j["id"]}
     assert store.bases()[base]["refs"] == 2
 
 
@@ -519,9 +519,9 @@ def test_unprivileged_user_copy_and_userns_overlay():
         # Auto tries overlay, is refused the mount, and copies.
         auto = json.loads(kis("clone", base, "--json").stdout)
         assert auto["strategy"] == "copy"
-        ws_dir = top / "store" / "workspaces" / auto["workspace"]
+        ws_dir = top / "store" / "workspaces" / auto["id"]
         assert sorted(os.listdir(ws_dir)) == ["meta", "tree"]
-        kis("destroy", auto["workspace"])
+        kis("destroy", auto["id"])
         # Inside one, the kernel allows it (userxattr); write through it.
         p = kis("clone", base, "--strategy", "overlay", "--id", "ns-ws", userns=True, check=False)
         if p.returncode != 0:

@@ -20,6 +20,7 @@
 #include "backends/microvm/vm.h"
 #include "engine/internal.h"
 #include "engine/owner.h"
+#include "kis/sandbox.h"
 #include "kis/store.h"
 #include "exec/io.h"
 #include "confine/confine.h"
@@ -39,19 +40,15 @@ const char *kis_mvm_qemu_path(void)
 
 char *kis_mvm_guest_dir(void)
 {
-	const char *env = getenv("KIS_MICROVM_GUEST_DIR");
-	if (env && *env)
-		return strdup(env);
-	struct kis_store *st = NULL;
+	/* the lookup order is the engine's (src/engine/guest.c) */
+	struct kis_guest_info g;
 	struct kis_error *err = NULL;
-	if (kis_store_open(NULL, &st, &err) < 0) {
+	if (kis_guest_locate(NULL, true, &g, &err) < 0) {
 		kis_error_free(err);
 		return NULL;
 	}
-	char *d = NULL;
-	if (asprintf(&d, "%s/cache/guest", kis_store_root(st)) < 0)
-		d = NULL;
-	kis_store_free(st);
+	char *d = steal_ptr(g.cache);
+	kis_guest_info_release(&g);
 	return d;
 }
 
@@ -65,13 +62,13 @@ bool kis_mvm_guest_present(char *why, size_t n)
 	char p[4096];
 	snprintf(p, sizeof(p), "%s/vmlinuz", d ? d : "");
 	if (!d || access(p, R_OK) < 0) {
-		snprintf(why, n, "no guest kernel in '%s': run scripts/guest/fetch-kernel.sh",
+		snprintf(why, n, "no guest kernel in '%s': run 'kis sandbox guest fetch'",
 			 d ? d : "the store's cache/guest");
 		return false;
 	}
 	snprintf(p, sizeof(p), "%s/modules/load", d);
 	if (access(p, R_OK) < 0) {
-		snprintf(why, n, "the guest cache '%s' is incomplete: run scripts/guest/fetch-kernel.sh", d);
+		snprintf(why, n, "the guest cache '%s' is incomplete: run 'kis sandbox guest fetch'", d);
 		return false;
 	}
 	return true;
