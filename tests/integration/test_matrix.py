@@ -180,14 +180,17 @@ def call(w, backend, mode, flags, argv, session_flags=None, timeout=180):
         if sid is None:
             raise Refused("create refused (see the run cell)")
         p = w.kis("exec", sid, "--json", "--", *argv, timeout=timeout)
-    if not p.stdout.strip():
+    # a refusal under --json is an error document on stdout (and the
+    # one-line message on stderr)
+    doc = json.loads(p.stdout) if p.stdout.strip() else None
+    if doc is None or "error" in doc:
         code = p.stderr.split(":", 1)[0].strip()
         if p.returncode == 125 and code in ("profile_unsatisfiable", "tty_unsupported",
                                             "escape_hatch_forbidden", "invalid_profile",
                                             "tier_unavailable"):
             raise Refused(p.stderr.strip())
         raise AssertionError(f"no result: rc={p.returncode} {p.stderr}")
-    return json.loads(p.stdout)
+    return doc
 
 
 def limit_flags(backend, mode, flags):
