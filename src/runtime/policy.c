@@ -148,14 +148,15 @@ static bool net_host_allowed(json_t *config)
 	return s && strcmp(s, "true") == 0;
 }
 
-/* Is path the namespace the runtime itself is in (the host's)? */
-static bool is_own_ns(const char *path, const char *procns)
+/* Is path the namespace the runtime itself is in (the host's)? 1 yes,
+ * 0 no, -1 when it cannot be told: refused, as it could be the host's. */
+static int is_own_ns(const char *path, const char *procns)
 {
 	char self[64];
 	snprintf(self, sizeof(self), "/proc/self/ns/%s", procns);
 	struct stat a, b;
 	if (stat(path, &a) < 0 || stat(self, &b) < 0)
-		return false; /* crun reports a path that does not open */
+		return -1;
 	return a.st_dev == b.st_dev && a.st_ino == b.st_ino;
 }
 
@@ -175,7 +176,13 @@ static int check_namespaces(json_t *config, int *net_kind, struct kis_error **er
 		}
 		bool is_net = strcmp(required_ns[r].type, "network") == 0;
 		const char *path = found ? json_string_value(json_object_get(found, "path")) : NULL;
-		bool host = !found || (path && is_own_ns(path, required_ns[r].procns));
+		int own = path ? is_own_ns(path, required_ns[r].procns) : 0;
+		if (own < 0)
+			return kis_error_set(err, KIS_E_PROFILE_UNSATISFIABLE, errno,
+					     "linux.namespaces: the '%s' namespace at '%s' cannot "
+					     "be checked against the host's",
+					     required_ns[r].type, path);
+		bool host = !found || own == 1;
 		if (host && is_net) {
 			if (net_host_allowed(config)) {
 				*net_kind = 3;
