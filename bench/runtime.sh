@@ -16,12 +16,17 @@ if [ "$(id -u)" != 0 ]; then echo "bench/runtime.sh: kis-runtime needs root: ski
 
 WORK=$(mktemp -d /tmp/kis-bench-runtime-XXXXXX)
 P="podman --root $WORK/storage --runroot $WORK/run --tmpdir $WORK/tmp --storage-driver overlay"
+PARENT_BEFORE=$(ls -d /sys/fs/cgroup/*/libpod_parent /sys/fs/cgroup/libpod_parent 2>/dev/null | head -1)
 cleanup() {
 	set +e
 	$P rm -af -t 0 >/dev/null 2>&1
 	$P system reset --force >/dev/null 2>&1
 	grep -o " $WORK[^ ]*" /proc/self/mountinfo | sort -r | while read -r m; do umount -l "$m"; done
 	rm -rf "$WORK"
+	# podman's cgroupfs parent, when this run made it (rmdir: empty groups only)
+	[ -n "$PARENT_BEFORE" ] || for d in /sys/fs/cgroup/*/libpod_parent /sys/fs/cgroup/libpod_parent; do
+		[ -d "$d" ] && find "$d" -depth -type d -exec rmdir {} + 2>/dev/null
+	done
 }
 trap cleanup EXIT INT TERM
 cat > "$WORK/containers.conf" <<'CONF'

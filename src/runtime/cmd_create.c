@@ -67,6 +67,7 @@ static int create_like(const struct krt_globals *g, int argc, char **argv,
 	enum krt_tier tier;
 	if (krt_policy_tier(config, &tier, err) < 0)
 		goto out;
+	const char *bundle = p.bundle ? p.bundle : ".";
 	switch (tier) {
 	case KRT_TIER_MICROVM:
 		kis_error_set(err, KIS_E_TIER_UNAVAILABLE, 0,
@@ -74,16 +75,27 @@ static int create_like(const struct krt_globals *g, int argc, char **argv,
 			      "bundle inside a guest; use the container tier or kis sandbox run "
 			      "--tier microvm");
 		goto out;
-	case KRT_TIER_HOST:
-		kis_error_set(err, KIS_E_TIER_UNAVAILABLE, 0,
-			      "annotations.run.kis.tier 'host': kis-runtime does not yet run a "
-			      "bundle under bubblewrap; use the container tier");
+	case KRT_TIER_HOST: {
+		/* the same refusals and defaults as the container tier, then
+		 * what bubblewrap can do (host.c) */
+		bool had_seccomp =
+			json_object_get(json_object_get(config, "linux"), "seccomp") != NULL;
+		if (krt_policy_container(config, bundle, err) < 0)
+			goto out;
+		struct krt_host_opts ho = {
+			.pid_file = krt_parsed_value(&p, "pid-file"),
+			.console_socket = krt_parsed_value(&p, "console-socket"),
+			.preserve_fds = p.preserve_fds,
+			.detach = krt_parsed_has(&p, "detach"),
+			.run = strcmp(argv[0], "run") == 0,
+		};
+		r = krt_host_create(g, config, had_seccomp, bundle, p.pos.v[0], &ho, err);
 		goto out;
+	}
 	case KRT_TIER_CONTAINER:
 	default:
 		break;
 	}
-	const char *bundle = p.bundle ? p.bundle : ".";
 	if (krt_policy_container(config, bundle, err) < 0)
 		goto out;
 	int cfd = krt_memfd_json(config, 3 + (int)p.preserve_fds, err);

@@ -30,6 +30,78 @@ static const struct krt_opt exec_opts[] = {
 	{NULL, 0, false, KRT_OPT_PASS, NULL},
 };
 
+static json_t *load_process(const char *path, struct kis_error **err)
+{
+	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+	if (fd < 0) {
+		kis_error_set(err, KIS_E_INVALID_ARGUMENT, errno, "cannot open '%s'", path);
+		return NULL;
+	}
+	json_error_t je;
+	json_t *proc = json_loadfd(fd, JSON_REJECT_DUPLICATES, &je);
+	if (!proc || !json_is_object(proc)) {
+		kis_error_set(err, KIS_E_INVALID_PROFILE, 0, "'%s': %s", path,
+			      proc ? "not an object" : je.text);
+		json_decref(proc);
+		return NULL;
+	}
+	if (krt_policy_process(proc, "process", err) < 0) {
+		json_decref(proc);
+		return NULL;
+	}
+	return proc;
+}
+
+/* exec into a host-tier container: the process from --process, or the
+ * container's own with the arguments and flags over it. */
+static int host_exec(const struct krt_globals *g, const struct krt_parsed *p,
+		     struct kis_error **err)
+{
+	const char *id = p->pos.v[0];
+	json_t *proc = p->process ? load_process(p->process, err) : krt_host_base_process(g, id);
+	if (!proc)
+		return *err ? -1
+			    : kis_error_set(err, KIS_E_NOT_FOUND, 0, "container '%s' has no process",
+					    id);
+	int r = 0;
+	if (!p->process) {
+		json_t *args = json_array();
+		for (size_t i = 1; args && i < p->pos.n; i++)
+			json_array_append_new(args, json_string(p->pos.v[i]));
+		json_object_set_new(proc, "args", args);
+		json_object_set_new(proc, "terminal", json_boolean(krt_parsed_has(p, "tty")));
+		const char *cwd = krt_parsed_value(p, "cwd");
+		if (cwd)
+			json_object_set_new(proc, "cwd", json_string(cwd));
+		json_t *env = json_object_get(proc, "env");
+		json_t *caps = json_object_get(proc, "capabilities");
+		for (size_t i = 0; i + 1 < p->pass.n && r >= 0; i++) {
+			const char *f = p->pass.v[i], *v = p->pass.v[i + 1];
+			if (strcmp(f, "--env") == 0 && json_is_array(env))
+				json_array_append_new(env, json_string(v));
+			else if (strcmp(f, "--cap") == 0 && json_is_object(caps))
+				json_array_append_new(json_object_get(caps, "bounding"),
+						      json_string(v));
+			else if (strcmp(f, "--user") == 0 && strcmp(v, "0") != 0 &&
+				 strcmp(v, "0:0") != 0)
+				r = kis_error_set(err, KIS_E_PROFILE_UNSATISFIABLE, 0,
+						  "exec --user '%s': the host tier runs as root "
+						  "only (run.kis.tier 'host')",
+						  v);
+		}
+	}
+	struct krt_host_opts ho = {
+		.pid_file = krt_parsed_value(p, "pid-file"),
+		.console_socket = krt_parsed_value(p, "console-socket"),
+		.preserve_fds = p->preserve_fds,
+		.detach = krt_parsed_has(p, "detach"),
+	};
+	if (r >= 0)
+		r = krt_host_exec(g, id, proc, &ho, err);
+	json_decref(proc);
+	return r;
+}
+
 int krt_cmd_exec(const struct krt_globals *g, int argc, char **argv, struct kis_error **err)
 {
 	struct krt_parsed p;
@@ -45,6 +117,10 @@ int krt_cmd_exec(const struct krt_globals *g, int argc, char **argv, struct kis_
 		goto out;
 	}
 	char procpath[64] = "";
+	if (krt_host_owns(g, p.pos.v[0])) {
+		r = host_exec(g, &p, err);
+		goto out;
+	}
 	if (p.process) {
 		/* read once, checked, and handed to crun as that same copy:
 		 * nothing can change the file between the check and crun */

@@ -37,7 +37,7 @@ int krt_cmd_features(const struct krt_globals *g, int argc, char **argv, struct 
 		"selinux", "enabled", false,
 		"annotations",
 		/* what kis-runtime reads, with the values it takes */
-		KRT_ANN_TIER, "container",
+		KRT_ANN_TIER, "container,host",
 		KRT_ANN_NET_HOST, "false");
 	if (!doc)
 		return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "features");
@@ -52,6 +52,18 @@ int krt_cmd_features(const struct krt_globals *g, int argc, char **argv, struct 
 int krt_cmd_passthrough(const struct krt_globals *g, int argc, char **argv,
 			struct kis_error **err)
 {
+	/* the container's id: the first argument that is not a flag */
+	for (int i = 1; i < argc; i++) {
+		if (argv[i][0] == '-') {
+			/* ps --format VALUE, kill has none with a value */
+			if (strcmp(argv[i], "--format") == 0 || strcmp(argv[i], "-f") == 0)
+				i += strcmp(argv[0], "ps") == 0;
+			continue;
+		}
+		if (krt_host_owns(g, argv[i]))
+			return krt_host_verb(g, argc, argv, err);
+		break;
+	}
 	struct krt_argv a = {0};
 	int r = krt_crun_begin(&a, g, err);
 	for (int i = 0; r >= 0 && i < argc; i++)

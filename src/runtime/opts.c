@@ -14,6 +14,25 @@ void krt_parsed_release(struct krt_parsed *p)
 	krt_argv_release(&p->pos);
 }
 
+static ssize_t pass_index(const struct krt_parsed *p, const char *name)
+{
+	for (size_t i = 0; i < p->pass.n; i++)
+		if (strncmp(p->pass.v[i], "--", 2) == 0 && strcmp(p->pass.v[i] + 2, name) == 0)
+			return (ssize_t)i;
+	return -1;
+}
+
+const char *krt_parsed_value(const struct krt_parsed *p, const char *name)
+{
+	ssize_t i = pass_index(p, name);
+	return i >= 0 && (size_t)i + 1 < p->pass.n ? p->pass.v[i + 1] : NULL;
+}
+
+bool krt_parsed_has(const struct krt_parsed *p, const char *name)
+{
+	return pass_index(p, name) >= 0;
+}
+
 static const struct krt_opt *find(const struct krt_opt *opts, const char *name, size_t len,
 				  char shortc)
 {

@@ -72,6 +72,30 @@ int krt_memfd_json(json_t *doc, int min_fd, struct kis_error **err);
  * Returns only on failure. */
 int krt_crun_exec(struct krt_argv *a, struct kis_error **err);
 
+/* ---- host.c: run.kis.tier host (bubblewrap) ---- */
+struct krt_host_opts {
+	const char *pid_file;
+	const char *console_socket;
+	long preserve_fds;
+	bool detach; /* run --detach, exec --detach */
+	bool run;    /* run: no start fifo; without detach, wait and delete */
+};
+/* Is id a host-tier container in g->root? */
+bool krt_host_owns(const struct krt_globals *g, const char *id);
+/* config already through krt_policy_container; had_seccomp: the bundle
+ * brought a linux.seccomp of its own. Returns the exit status for run. */
+int krt_host_create(const struct krt_globals *g, json_t *config, bool had_seccomp,
+		    const char *bundle, const char *id, const struct krt_host_opts *o,
+		    struct kis_error **err);
+/* start, state, kill, delete, ps of a host-tier container. */
+int krt_host_verb(const struct krt_globals *g, int argc, char **argv, struct kis_error **err);
+/* exec: proc is the process (a process.json, or built from the flags on
+ * the container's own process); returns its exit status. */
+int krt_host_exec(const struct krt_globals *g, const char *id, json_t *proc,
+		  const struct krt_host_opts *o, struct kis_error **err);
+/* The container's process object as create recorded it (new reference). */
+json_t *krt_host_base_process(const struct krt_globals *g, const char *id);
+
 /* ---- verbs ---- */
 int krt_cmd_create(const struct krt_globals *g, int argc, char **argv, struct kis_error **err);
 int krt_cmd_run(const struct krt_globals *g, int argc, char **argv, struct kis_error **err);
@@ -107,6 +131,10 @@ struct krt_parsed {
 	struct krt_argv pos;    /* positional arguments */
 };
 void krt_parsed_release(struct krt_parsed *p);
+/* The value of a flag handed on (--name VALUE), NULL when not given. */
+const char *krt_parsed_value(const struct krt_parsed *p, const char *name);
+/* Was the boolean flag --name given? */
+bool krt_parsed_has(const struct krt_parsed *p, const char *name);
 /* Parse argv[1..] (argv[0] is the verb) against opts; positional
  * arguments after the first one stop flag parsing (exec's command line). */
 int krt_parse(const struct krt_opt *opts, int argc, char **argv, struct krt_parsed *out,

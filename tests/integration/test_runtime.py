@@ -93,6 +93,24 @@ def our_mounts(tmp):
         return [l for l in f if str(tmp) in l]
 
 
+def cgroup_dirs(name):
+    import glob
+    return [d for d in glob.glob(f"/sys/fs/cgroup/*/{name}") + [f"/sys/fs/cgroup/{name}"]
+            if os.path.isdir(d)]
+
+
+def remove_cgroup_tree(name):
+    """rmdir (never rm: only empty groups go) name in every hierarchy,
+    children first: the engines' parents (libpod_parent, containerd's
+    /<namespace>) that the test's own containers made."""
+    for top in cgroup_dirs(name):
+        for d, _, _ in sorted(os.walk(top), key=lambda w: -len(w[0])):
+            try:
+                os.rmdir(d)
+            except OSError:
+                pass
+
+
 @pytest.fixture(scope="module")
 def work(tmp_path_factory):
     """One busybox rootfs for the module, the runtimes' state roots."""
@@ -119,6 +137,9 @@ def roots(work):
     tag = uuid.uuid4().hex[:8]
     kr, cr = work / f"state-krt-{tag}", work / f"state-crun-{tag}"
     yield kr, cr
+    for d in sorted((kr / "kis-host").glob("*")) if (kr / "kis-host").exists() else []:
+        krt(kr, "delete", "--force", d.name)
+    assert not list((kr / "kis-host").glob("*")) if (kr / "kis-host").exists() else True
     for root, run in ((kr, lambda *a: krt(kr, *a)), (cr, lambda *a: crun_ref(cr, *a))):
         if root.exists():
             for c in json.loads(run("list", "--format", "json").stdout or "[]") or []:
@@ -142,6 +163,25 @@ def make_bundle(work, args, edit=None, name=None):
     return b
 
 
+def host_tier(c):
+    """A bundle bubblewrap can run: no sysfs or cgroup mount of its own
+    (crun spec's defaults have both), and the annotation."""
+    c["mounts"] = [m for m in c["mounts"] if m["type"] not in ("sysfs", "cgroup")]
+    c.setdefault("annotations", {})["run.kis.tier"] = "host"
+
+
+def at_tier(tier, edit=None):
+    def both(c):
+        if tier == "host":
+            host_tier(c)
+        if edit:
+            edit(c)
+    return both
+
+
+TIERS = ["container"] + (["host"] if shutil.which("bwrap") else [])
+
+
 def state(run, cid):
     p = run("state", cid)
     return (json.loads(p.stdout) if p.returncode == 0 else None), p
@@ -160,13 +200,15 @@ def wait_status(run, cid, want, timeout=10):
 # ---------------------------------------------------------- conformance
 
 
-def test_every_state_transition_matches_crun(work, roots):
+@pytest.mark.parametrize("tier", TIERS)
+def test_every_state_transition_matches_crun(work, roots, tier):
     """runtime-spec runtime.md "Lifecycle" and "Operations", done with the
     same bundle by crun and by kis-runtime: each step's exit status (0 or
     not) and each `state` document compared field by field (id, pid and
     created are per container and only checked for shape)."""
     kr, cr = roots
-    b = make_bundle(work, ["sleep", "60"])
+    # crun ignores the annotation: the same bundle, the same lifecycle
+    b = make_bundle(work, ["sleep", "60"], at_tier(tier))
     runs = {"crun": lambda *a: crun_ref(cr, *a), "kis": lambda *a: krt(kr, *a)}
     seen = {}
     for who, run in runs.items():
@@ -209,17 +251,19 @@ def test_every_state_transition_matches_crun(work, roots):
         "state created", "state running", "state stopped"]
 
 
-def test_run_passes_exit_status_and_streams(work, roots):
+@pytest.mark.parametrize("tier", TIERS)
+def test_run_passes_exit_status_and_streams(work, roots, tier):
     kr, _ = roots
-    b = make_bundle(work, ["sh", "-c", "echo out; echo err >&2; exit 7"])
+    b = make_bundle(work, ["sh", "-c", "echo out; echo err >&2; exit 7"], at_tier(tier))
     p = krt(kr, "run", "--bundle", str(b), "krt-run")
     assert p.returncode == 7
     assert p.stdout == "out\n" and p.stderr == "err\n"
 
 
-def test_exec_with_args_and_process_file(work, roots):
+@pytest.mark.parametrize("tier", TIERS)
+def test_exec_with_args_and_process_file(work, roots, tier):
     kr, _ = roots
-    b = make_bundle(work, ["sleep", "60"])
+    b = make_bundle(work, ["sleep", "60"], at_tier(tier))
     assert krt(kr, "run", "--detach", "--bundle", str(b), "krt-exec").returncode == 0
     p = krt(kr, "exec", "krt-exec", "sh", "-c", "echo in; exit 3")
     assert (p.returncode, p.stdout) == (3, "in\n")
@@ -269,7 +313,8 @@ def _cgroup_file(pid, controller, name):
     return None
 
 
-def test_unset_limits_take_kis_defaults_and_fork_bomb_stops(work, roots):
+@pytest.mark.parametrize("tier", TIERS)
+def test_unset_limits_take_kis_defaults_and_fork_bomb_stops(work, roots, tier):
     """No linux.resources: memory and pids get kis's defaults (1 GiB, 256),
     never unlimited; 400 background sleeps find forks refused."""
     kr, _ = roots
@@ -278,7 +323,8 @@ def test_unset_limits_take_kis_defaults_and_fork_bomb_stops(work, roots):
         c["linux"].pop("resources", None)
 
     b = make_bundle(work, ["sh", "-c", "i=0; while [ $i -lt 400 ]; do sleep 30 & i=$((i+1)); "
-                                       "done 2>/dev/null; echo started; sleep 60"], no_res)
+                                       "done 2>/dev/null; echo started; sleep 60"],
+                    at_tier(tier, no_res))
     assert krt(kr, "create", "--bundle", str(b), "krt-lim").returncode == 0
     s, _ = state(lambda *a: krt(kr, *a), "krt-lim")
     pids_max = _cgroup_file(s["pid"], "pids", "pids.max")
@@ -350,7 +396,6 @@ REFUSALS = [
     ("bind_host_root", _bind_root, "profile_unsatisfiable", "mounts["),
     ("bind_host_sys", _bind_proc_sub, "profile_unsatisfiable", "/sys"),
     ("tier_microvm", _ann("run.kis.tier", "microvm"), "tier_unavailable", "microvm"),
-    ("tier_host", _ann("run.kis.tier", "host"), "tier_unavailable", "'host'"),
     ("tier_unknown", _ann("run.kis.tier", "gvisor"), "invalid_profile", "run.kis.tier"),
     ("unknown_kis_annotation", _ann("run.kis.bogus", "1"), "invalid_profile", "run.kis.bogus"),
 ]
@@ -410,7 +455,178 @@ def test_features_is_the_policy(work):
     assert f["ociVersionMax"].startswith("1.")
     caps = f["linux"]["capabilities"]
     assert "CAP_SYS_ADMIN" not in caps and "CAP_CHOWN" in caps
-    assert f["annotations"]["run.kis.tier"] == "container"
+    assert f["annotations"]["run.kis.tier"].split(",") == ["container", "host"]
+
+
+def _console(path):
+    """A --console-socket listener: returns a function giving the pty
+    master fd the runtime sends (SCM_RIGHTS), as conmon receives it."""
+    import socket
+    import threading
+    srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    srv.bind(str(path))
+    srv.listen(1)
+    got = {}
+
+    def accept():
+        c, _ = srv.accept()
+        _, fds, _, _ = socket.recv_fds(c, 1024, 1)
+        got["fd"] = fds[0]
+        c.close()
+    t = threading.Thread(target=accept, daemon=True)
+    t.start()
+
+    def master():
+        t.join(10)
+        srv.close()
+        return got.get("fd")
+    return master
+
+
+def _read_all(fd, timeout=10):
+    import select
+    out, end = b"", time.monotonic() + timeout
+    while time.monotonic() < end:
+        r, _, _ = select.select([fd], [], [], 0.2)
+        if r:
+            try:
+                chunk = os.read(fd, 4096)
+            except OSError:  # EIO: the slave side closed
+                break
+            if not chunk:
+                break
+            out += chunk
+    return out
+
+
+@pytest.mark.parametrize("tier", TIERS)
+def test_console_socket_gets_the_terminal(work, roots, tier):
+    """process.terminal with --console-socket: the runtime sends the pty's
+    master to the socket and the process has the slave as its terminal."""
+    kr, _ = roots
+
+    def tty(c):
+        c["process"]["terminal"] = True
+
+    b = make_bundle(work, ["sh", "-c", "test -t 0 && test -t 1 && echo IS-A-TTY; tty"],
+                    at_tier(tier, tty))
+    sock = work / f"console-{tier}.sock"
+    master = _console(sock)
+    cid = f"krt-tty-{tier}"
+    p = krt(kr, "create", "--console-socket", str(sock), "--bundle", str(b), cid)
+    assert p.returncode == 0, p.stderr
+    fd = master()
+    assert fd is not None, "no terminal was sent"
+    try:
+        assert krt(kr, "start", cid).returncode == 0
+        out = _read_all(fd).decode()
+    finally:
+        os.close(fd)
+    assert "IS-A-TTY" in out, out
+    if tier == "container":  # crun opens the pty in the container's own devpts
+        assert "/dev/pts/" in out, out
+    wait_status(lambda *a: krt(kr, *a), cid, "stopped")
+    krt(kr, "delete", "--force", cid)
+
+
+@pytest.mark.parametrize("tier", TIERS)
+def test_preserve_fds_passes_only_those(work, roots, tier):
+    """--preserve-fds 1: fd 3 reaches the container with its number; fd 4,
+    also open in the runtime, does not (crun closes it; bwrap would pass it
+    on, so kis-runtime marks it close-on-exec first)."""
+    kr, _ = roots
+    b = make_bundle(work, ["sh", "-c", "echo via-3 >&3; test -e /proc/self/fd/4 && "
+                                       "echo FD4-LEAKED; true"], at_tier(tier))
+    out3 = work / f"fd3-{tier}.txt"
+    with open(out3, "w") as f3, open("/dev/null") as f4:
+        def fds():
+            os.dup2(f3.fileno(), 3)
+            os.dup2(f4.fileno(), 4)
+        p = subprocess.run([str(KRT), "--root", str(kr), "run", "--preserve-fds", "1",
+                            "--bundle", str(b), f"krt-fds-{tier}"], preexec_fn=fds,
+                           capture_output=True, text=True, timeout=60, close_fds=False)
+    assert p.returncode == 0, p.stderr
+    assert out3.read_text() == "via-3\n"
+    assert "FD4-LEAKED" not in p.stdout
+
+
+HOST_PROBE = (
+    "echo pid=$$; grep -E '^(Seccomp|NoNewPrivs|CapEff):' /proc/self/status; "
+    "cat /proc/net/dev | tail -n +3 | cut -d: -f1 | tr -d ' '; "
+    # writing a sysctl back with its own value: harmless if it got through
+    "v=$(cat /proc/sys/kernel/domainname); "
+    "(echo \"$v\" > /proc/sys/kernel/domainname) 2>/dev/null && echo SYSCTL-WRITTEN; "
+    "unshare -U true 2>/dev/null && echo USERNS-MADE; "
+    "mount -t tmpfs x /tmp 2>/dev/null && echo MOUNTED; "
+    "echo done")
+
+
+@pytest.mark.skipif("host" not in TIERS, reason="bubblewrap is not installed")
+def test_host_tier_is_bubblewrap_and_holds(work, roots):
+    """run.kis.tier host: the process is pid 1 of its own pid namespace,
+    with only lo, kis's seccomp filter, no_new_privs, the default
+    capabilities; the break-out steps tried from inside all fail."""
+    kr, _ = roots
+    b = make_bundle(work, ["sh", "-c", HOST_PROBE], host_tier)
+    p = krt(kr, "run", "--bundle", str(b), "krt-host-probe")
+    assert p.returncode == 0, p.stderr
+    out = p.stdout.splitlines()
+    assert "pid=1" in out and "Seccomp:\t2" in out and "NoNewPrivs:\t1" in out, p.stdout
+    caps = int([l for l in out if l.startswith("CapEff:")][0].split()[1], 16)
+    assert not caps & (1 << 21), "CAP_SYS_ADMIN in the container"
+    assert [l for l in out if l in ("lo", "eth0")] == ["lo"], p.stdout
+    for bad in ("SYSCTL-WRITTEN", "USERNS-MADE", "MOUNTED"):
+        assert bad not in out, p.stdout
+    assert out[-1] == "done"
+
+
+def _user1000(c):
+    c["process"]["user"] = {"uid": 1000, "gid": 1000}
+
+
+def _own_seccomp(c):
+    c["linux"]["seccomp"] = {"defaultAction": "SCMP_ACT_ALLOW", "syscalls": []}
+
+
+def _with_sysfs(c):
+    if any(m["type"] == "sysfs" for m in c["mounts"]):
+        return  # crun spec's own (the container-tier control)
+    c["mounts"].append({"destination": "/sys", "type": "sysfs", "source": "sysfs",
+                        "options": ["nosuid", "noexec", "nodev", "ro"]})
+
+
+def _noexec_bind(c):
+    c["mounts"].append({"destination": "/mnt", "type": "bind", "source": "/tmp",
+                        "options": ["rbind", "noexec"]})
+
+
+def _cpu_limit(c):
+    c["linux"].setdefault("resources", {})["cpu"] = {"quota": 50000, "period": 100000}
+
+
+HOST_REFUSALS = [
+    ("host_user", _user1000, "process.user"),
+    ("host_own_seccomp", _own_seccomp, "linux.seccomp"),
+    ("host_sysfs", _with_sysfs, "sysfs"),
+    ("host_noexec", _noexec_bind, "noexec"),
+    ("host_cpu", _cpu_limit, "linux.resources.cpu"),
+]
+
+
+@pytest.mark.skipif("host" not in TIERS, reason="bubblewrap is not installed")
+@pytest.mark.parametrize("name,edit,named", HOST_REFUSALS, ids=[r[0] for r in HOST_REFUSALS])
+def test_host_tier_refuses_what_bubblewrap_cannot(work, roots, name, edit, named):
+    """Each of these runs at the container tier (control) and is refused
+    by name at the host tier, never run without it."""
+    kr, _ = roots
+    log = work / f"log-{name}.json"
+    p = krt(kr, "run", "--bundle", str(make_bundle(work, ["echo", "RAN"], at_tier("host", edit))),
+            f"krt-{name}", log=log)
+    _refused(p, log, "profile_unsatisfiable", named)
+    assert "run.kis.tier 'host'" in p.stderr
+    ok = krt(kr, "run", "--bundle", str(make_bundle(work, ["echo", "RAN"], edit)),
+             f"krt-{name}-ctl")
+    assert ok.returncode == 0 and "RAN" in ok.stdout, ok.stderr
 
 
 # ---------------------------------------------------------- podman
@@ -451,6 +667,7 @@ def podman(work):
     if p.returncode != 0:
         pytest.skip(f"podman cannot import an image here: {p.stderr.strip()}")
     pm.image = "localhost/kis-busybox:test"
+    parent_before = bool(cgroup_dirs("libpod_parent"))
     try:
         yield pm
     finally:
@@ -461,6 +678,9 @@ def podman(work):
         for l in reversed(our_mounts(d)):
             subprocess.run(["umount", "-l", l.split()[4]])
         shutil.rmtree(d, ignore_errors=True)
+        if not parent_before:  # podman's cgroupfs parent for its containers
+            remove_cgroup_tree("libpod_parent")
+            assert not cgroup_dirs("libpod_parent"), cgroup_dirs("libpod_parent")
 
 
 def test_podman_exit_codes_and_streams(podman):
@@ -529,7 +749,10 @@ def test_podman_refusals_reach_the_user(podman):
             (["--cap-add", "SYS_ADMIN"], "profile_unsatisfiable", "CAP_SYS_ADMIN"),
             (["--privileged"], "profile_unsatisfiable", "process.capabilities"),
             (["--network", "host"], "escape_hatch_forbidden", "run.kis.allow-net-host"),
-            (["--annotation", "run.kis.tier=microvm"], "tier_unavailable", "microvm")):
+            (["--annotation", "run.kis.tier=microvm"], "tier_unavailable", "microvm"),
+            # podman's bundle has its own seccomp, a sysfs and a cgroup mount
+            (["--annotation", "run.kis.tier=host"], "profile_unsatisfiable",
+             "run.kis.tier 'host'")):
         p = podman("run", "--rm", *args, podman.image, "echo", "RAN")
         assert p.returncode != 0 and "RAN" not in p.stdout, (args, p.stdout)
         assert code in p.stderr and named in p.stderr, (args, p.stderr)
@@ -598,7 +821,10 @@ disabled_plugins = ["io.containerd.grpc.v1.cri"]
             daemon.wait()
         log.close()
         # the shim keeps its runc state under /run/containerd/runc/<namespace>
+        # and ctr's containers' cgroups are /<namespace>/<id>
         shutil.rmtree(f"/run/containerd/runc/{ns}", ignore_errors=True)
+        remove_cgroup_tree(ns)
+        assert not cgroup_dirs(ns), cgroup_dirs(ns)
         for l in reversed(our_mounts(d)):
             subprocess.run(["umount", "-l", l.split()[4]])
         shutil.rmtree(d, ignore_errors=True)
