@@ -11,3 +11,14 @@ $(KIS_RUNTIME): $(RUNTIME_OBJS) $(STATIC_LIB)
 	$(Q)$(CC) -pie $(HARD_LDFLAGS) -o $@ $(RUNTIME_OBJS) $(STATIC_LIB) $(PKG_LIBS)
 
 -include $(RUNTIME_OBJS:.o=.d)
+
+# The policy's unit test links kis-runtime's objects but its main().
+RUNTIME_LIB_OBJS := $(filter-out %/main.o,$(RUNTIME_OBJS))
+ASAN_RUNTIME_OBJS := $(filter-out %/main.o,$(RUNTIME_SRCS:%.c=$(BUILD)/asan/%.o))
+$(BUILD)/tests/test_runtime_policy: tests/unit/test_runtime_policy.c $(RUNTIME_LIB_OBJS) $(STATIC_LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -pie $(HARD_LDFLAGS) -o $@ $< $(RUNTIME_LIB_OBJS) $(STATIC_LIB) $(PKG_LIBS) -lcmocka
+$(BUILD)/asan-tests/test_runtime_policy: tests/unit/test_runtime_policy.c $(ASAN_RUNTIME_OBJS) $(BUILD)/asan/libkis-sandbox.a
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_CFLAGS) -O1 -g $(ASAN_FLAGS) -o $@ $< $(ASAN_RUNTIME_OBJS) $(BUILD)/asan/libkis-sandbox.a $(PKG_LIBS) -lcmocka
+-include $(ASAN_RUNTIME_OBJS:.o=.d)

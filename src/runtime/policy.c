@@ -64,6 +64,71 @@ static const struct {
 static const char *const bind_refused_exact[] = {"/", "/etc", "/dev", "/boot", "/root"};
 static const char *const bind_refused_under[] = {"/proc", "/sys"};
 
+/* Character devices a container may read and write: those runc and crun
+ * create in every container, the pseudo-terminals and tun (usable only
+ * with CAP_NET_ADMIN, which no container holds). Anything else (a disk,
+ * /dev/mem, /dev/kvm, fuse) gives the host's hardware or kernel to it:
+ * `--device` and cgroup rules that open them are refused. minor -1: any. */
+static const struct {
+	long major, minor;
+	const char *name;
+} harmless_devs[] = {
+	{1, 3, "null"}, {1, 5, "zero"}, {1, 7, "full"}, {1, 8, "random"}, {1, 9, "urandom"},
+	{5, 0, "tty"},  {5, 1, "console"}, {5, 2, "ptmx"}, {136, -1, "pts"}, {10, 200, "net/tun"},
+};
+
+static bool dev_harmless(const char *type, long major, long minor)
+{
+	if (!type || strcmp(type, "c") != 0 || major < 0)
+		return false;
+	for (size_t i = 0; i < ARRAY_SIZE(harmless_devs); i++)
+		if (harmless_devs[i].major == major &&
+		    (harmless_devs[i].minor == -1 || harmless_devs[i].minor == minor) &&
+		    (minor >= 0 || harmless_devs[i].minor == -1))
+			return true;
+	return false;
+}
+
+static long int_or(json_t *o, const char *k, long dflt)
+{
+	json_t *v = json_object_get(o, k);
+	return json_is_integer(v) ? (long)json_integer_value(v) : dflt;
+}
+
+static int check_devices(json_t *linux_, struct kis_error **err)
+{
+	json_t *d;
+	size_t i;
+	json_array_foreach(json_object_get(linux_, "devices"), i, d) {
+		const char *type = json_string_value(json_object_get(d, "type"));
+		const char *path = json_string_value(json_object_get(d, "path"));
+		long major = int_or(d, "major", -1), minor = int_or(d, "minor", -1);
+		if (!dev_harmless(type, major, minor))
+			return kis_error_set(err, KIS_E_PROFILE_UNSATISFIABLE, 0,
+					     "linux.devices[%zu] '%s' (%s %ld:%ld): the container "
+					     "tier gives no host device but null, zero, full, "
+					     "random, urandom, tty, console, ptmx, pts and tun",
+					     i, path ? path : "", type ? type : "?", major, minor);
+	}
+	json_array_foreach(json_object_get(json_object_get(linux_, "resources"), "devices"), i, d) {
+		if (!json_is_true(json_object_get(d, "allow")))
+			continue;
+		const char *access = json_string_value(json_object_get(d, "access"));
+		/* an absent access is "rwm" (config-linux.md, "Allowed Device
+		 * List"); "m" alone makes nodes, it opens none */
+		if (access && !strchr(access, 'r') && !strchr(access, 'w'))
+			continue;
+		const char *type = json_string_value(json_object_get(d, "type"));
+		long major = int_or(d, "major", -1), minor = int_or(d, "minor", -1);
+		if (!dev_harmless(type ? type : "a", major, minor))
+			return kis_error_set(err, KIS_E_PROFILE_UNSATISFIABLE, 0,
+					     "linux.resources.devices[%zu] allows '%s' on %s %ld:%ld: "
+					     "only the devices the container tier gives may be opened",
+					     i, access ? access : "rwm", type ? type : "a", major, minor);
+	}
+	return 0;
+}
+
 int krt_policy_cap(const char *cap, const char *where, struct kis_error **err)
 {
 	for (size_t i = 0; i < krt_n_allowed_caps; i++) {
@@ -415,6 +480,7 @@ int krt_policy_container(json_t *config, const char *bundle_dir, struct kis_erro
 	if (process)
 		TRY(krt_policy_process(process, "process", err));
 	TRY(check_mounts(config, err));
+	TRY(check_devices(json_object_get(config, "linux"), err));
 
 	/* ---- defaults: an unset field means denied, not inherited ---- */
 	TRY(absolute_root(config, bundle_dir, err));

@@ -383,6 +383,17 @@ def _ann(k, v):
     return edit
 
 
+def _disk_device(c):
+    c["linux"]["devices"] = [{"path": "/dev/xdisk", "type": "b", "major": 7, "minor": 0,
+                              "fileMode": 0o600, "uid": 0, "gid": 0}]
+    c["linux"].setdefault("resources", {})["devices"] = [
+        {"allow": True, "type": "b", "major": 7, "minor": 0, "access": "rw"}]
+
+
+def _all_devices_rule(c):
+    c["linux"].setdefault("resources", {})["devices"] = [{"allow": True, "access": "rwm"}]
+
+
 def _hugetlb(c):
     c["linux"].setdefault("resources", {})["hugepageLimits"] = [
         {"pageSize": "2MB", "limit": 2097152}]
@@ -395,6 +406,8 @@ REFUSALS = [
     ("host_pid", _no_pidns, "profile_unsatisfiable", "'pid'"),
     ("bind_host_root", _bind_root, "profile_unsatisfiable", "mounts["),
     ("bind_host_sys", _bind_proc_sub, "profile_unsatisfiable", "/sys"),
+    ("host_block_device", _disk_device, "profile_unsatisfiable", "/dev/xdisk"),
+    ("all_devices_rule", _all_devices_rule, "profile_unsatisfiable", "linux.resources.devices"),
     ("tier_microvm", _ann("run.kis.tier", "microvm"), "tier_unavailable", "microvm"),
     ("tier_unknown", _ann("run.kis.tier", "gvisor"), "invalid_profile", "run.kis.tier"),
     ("unknown_kis_annotation", _ann("run.kis.bogus", "1"), "invalid_profile", "run.kis.bogus"),
@@ -749,6 +762,7 @@ def test_podman_refusals_reach_the_user(podman):
             (["--cap-add", "SYS_ADMIN"], "profile_unsatisfiable", "CAP_SYS_ADMIN"),
             (["--privileged"], "profile_unsatisfiable", "process.capabilities"),
             (["--network", "host"], "escape_hatch_forbidden", "run.kis.allow-net-host"),
+            (["--device", "/dev/loop-control"], "profile_unsatisfiable", "/dev/loop-control"),
             (["--annotation", "run.kis.tier=microvm"], "tier_unavailable", "microvm"),
             # podman's bundle has its own seccomp, a sysfs and a cgroup mount
             (["--annotation", "run.kis.tier=host"], "profile_unsatisfiable",
