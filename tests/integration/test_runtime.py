@@ -99,16 +99,21 @@ def cgroup_dirs(name):
             if os.path.isdir(d)]
 
 
-def remove_cgroup_tree(name):
+def remove_cgroup_tree(name, timeout=10):
     """rmdir (never rm: only empty groups go) name in every hierarchy,
     children first: the engines' parents (libpod_parent, containerd's
-    /<namespace>) that the test's own containers made."""
-    for top in cgroup_dirs(name):
-        for d, _, _ in sorted(os.walk(top), key=lambda w: -len(w[0])):
-            try:
-                os.rmdir(d)
-            except OSError:
-                pass
+    /<namespace>) that the test's own containers made. Retried: conmon's
+    cleanup of a --rm container ends a moment after podman does."""
+    end = time.monotonic() + timeout
+    while cgroup_dirs(name) and time.monotonic() < end:
+        for top in cgroup_dirs(name):
+            for d, _, _ in sorted(os.walk(top), key=lambda w: -len(w[0])):
+                try:
+                    os.rmdir(d)
+                except OSError:
+                    pass
+        if cgroup_dirs(name):
+            time.sleep(0.2)
 
 
 @pytest.fixture(scope="module")
