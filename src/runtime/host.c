@@ -1219,21 +1219,47 @@ int krt_host_exec(const struct krt_globals *g, const char *id, json_t *proc,
 	int cgfd[3] = {-1, -1, -1};
 	for (size_t k = 0; k < np; k++)
 		cgfd[k] = open(procs[k], O_WRONLY | O_CLOEXEC);
-	/* the namespaces first (in this process), then fork: a new pid
-	 * namespace takes effect for children only (setns(2)) */
+	/* The namespaces are joined in a child, never here: this process
+	 * writes --pid-file, a path in the engine's mount namespace. A new pid
+	 * namespace takes effect for children only (setns(2)), so that child
+	 * forks the process and reports its pid; with --detach it then exits
+	 * and the process is the engine's subreaper's to collect, as runc's. */
 	int nsflags = CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWPID | CLONE_NEWCGROUP;
 	if (so.net != KIS_NET_HOST)
 		nsflags |= CLONE_NEWNET;
-	if (setns(pfd, nsflags) < 0) {
-		kis_error_set(err, KIS_E_INTERNAL, errno, "cannot join the container's namespaces");
+	int rep[2];
+	if (pipe2(rep, O_CLOEXEC) < 0) {
+		kis_error_set(err, KIS_E_INTERNAL, errno, "pipe");
 		goto out;
 	}
-	pid_t pid = fork();
-	if (pid < 0) {
+	pid_t mid = fork();
+	if (mid < 0) {
 		kis_error_set(err, KIS_E_INTERNAL, errno, "fork");
+		close(rep[0]);
+		close(rep[1]);
 		goto out;
 	}
-	if (pid == 0) {
+	if (mid == 0) {
+		close(rep[0]);
+		pid_t got = -1;
+		if (setns(pfd, nsflags) < 0) {
+			int e = errno;
+			(void)!write(rep[1], &got, sizeof(got));
+			dprintf(2, "kis-runtime: exec: joining the container's namespaces: %s\n",
+				strerror(e));
+			_exit(125);
+		}
+		pid_t pid = fork();
+		if (pid != 0) {
+			(void)!write(rep[1], &pid, sizeof(pid));
+			if (pid < 0 || o->detach)
+				_exit(pid < 0 ? 125 : 0);
+			int ws = 0;
+			while (waitpid(pid, &ws, 0) < 0 && errno == EINTR)
+				;
+			_exit(WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + WTERMSIG(ws));
+		}
+		close(rep[1]);
 		/* the exec'd process-to-be; a failed step is named on its
 		 * stderr (the engine's) and is exit 125, never the command's */
 		const char *step = NULL;
@@ -1273,21 +1299,29 @@ int krt_host_exec(const struct krt_globals *g, const char *id, json_t *proc,
 		dprintf(2, "kis-runtime: exec '%s': %s\n", argv[0], strerror(e));
 		_exit(e == ENOENT ? 127 : 126);
 	}
+	close(rep[1]);
 	for (size_t k = 0; k < np; k++)
 		if (cgfd[k] >= 0)
 			close(cgfd[k]);
+	pid_t pid = -1;
+	ssize_t n = RETRY_EINTR(read(rep[0], &pid, sizeof(pid)));
+	close(rep[0]);
+	int ws = 0;
+	if (n != sizeof(pid) || pid <= 0) {
+		while (waitpid(mid, &ws, 0) < 0 && errno == EINTR)
+			;
+		kis_error_set(err, KIS_E_INTERNAL, 0, "exec into '%s' failed", id);
+		goto out;
+	}
 	if (o->pid_file && write_pid_file(o->pid_file, pid, err) < 0) {
 		kill(pid, SIGKILL);
+		while (waitpid(mid, &ws, 0) < 0 && errno == EINTR)
+			;
 		goto out;
 	}
-	if (o->detach) {
-		r = 0;
-		goto out;
-	}
-	int ws = 0;
-	while (waitpid(pid, &ws, 0) < 0 && errno == EINTR)
+	while (waitpid(mid, &ws, 0) < 0 && errno == EINTR)
 		;
-	r = WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + WTERMSIG(ws);
+	r = o->detach ? 0 : WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + WTERMSIG(ws);
 out:
 	for (size_t k = 0; argv && k < na; k++)
 		free(argv[k]);

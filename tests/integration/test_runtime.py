@@ -284,6 +284,33 @@ def test_exec_with_args_and_process_file(work, roots, tier):
     assert krt(kr, "delete", "krt-exec").returncode == 0
 
 
+@pytest.mark.parametrize("tier", TIERS)
+def test_exec_detach_pid_file_lands_on_the_host(work, roots, tier):
+    """exec --detach --pid-file (how conmon and the shim exec): the pid file
+    is written at the engine's path, not inside the container's mount
+    namespace, and names the exec'd process, in the container's pid
+    namespace."""
+    kr, _ = roots
+    b = make_bundle(work, ["sleep", "60"], at_tier(tier))
+    cid = f"krt-xpid-{tier}"
+    assert krt(kr, "run", "--detach", "--bundle", str(b), cid).returncode == 0
+    pidfile = work / f"exec-{tier}.pid"
+    p = krt(kr, "exec", "--detach", "--pid-file", str(pidfile), cid, "sleep", "31")
+    assert p.returncode == 0, p.stderr
+    pid = int(pidfile.read_text())
+    try:
+        end = time.monotonic() + 5  # written at fork; the exec follows
+        while time.monotonic() < end:
+            argv = open(f"/proc/{pid}/cmdline").read().split("\0")[:2]
+            if argv == ["sleep", "31"]:
+                break
+            time.sleep(0.05)
+        assert argv == ["sleep", "31"]
+        assert os.readlink(f"/proc/{pid}/ns/pid") != os.readlink("/proc/self/ns/pid")
+    finally:
+        krt(kr, "delete", "--force", cid)
+
+
 # ---------------------------------------------------------- kis's defaults
 
 
