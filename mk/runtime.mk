@@ -22,3 +22,13 @@ $(BUILD)/asan-tests/test_runtime_policy: tests/unit/test_runtime_policy.c $(ASAN
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE_CFLAGS) -O1 -g $(ASAN_FLAGS) -o $@ $< $(ASAN_RUNTIME_OBJS) $(BUILD)/asan/libkis-sandbox.a $(PKG_LIBS) -lcmocka
 -include $(ASAN_RUNTIME_OBJS:.o=.d)
+
+# kis-runtime-<tier>: the same binary with its tier pinned by its name, for
+# an operator's RuntimeClass per tier (a pod's annotation cannot move it).
+# A prerequisite of install: links need no target yet.
+.PHONY: install-runtime-links
+install: install-runtime-links
+install-runtime-links:
+	install -d $(DESTDIR)$(PREFIX)/bin
+	ln -sf kis-runtime $(DESTDIR)$(PREFIX)/bin/kis-runtime-container
+	ln -sf kis-runtime $(DESTDIR)$(PREFIX)/bin/kis-runtime-host

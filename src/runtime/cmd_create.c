@@ -65,7 +65,7 @@ static int create_like(const struct krt_globals *g, int argc, char **argv,
 	if (load_config(&p, &config, err) < 0)
 		goto out;
 	enum krt_tier tier;
-	if (krt_policy_tier(config, &tier, err) < 0)
+	if (krt_policy_tier(config, g->pinned_tier, &tier, err) < 0)
 		goto out;
 	const char *bundle = p.bundle ? p.bundle : ".";
 	switch (tier) {

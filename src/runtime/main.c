@@ -78,6 +78,15 @@ static int parse_globals(int argc, char **argv, struct krt_globals *g, int *verb
 			 struct kis_error **err)
 {
 	memset(g, 0, sizeof(*g));
+	/* kis-runtime-<tier> (a link made by make install) pins the tier: an
+	 * operator's RuntimeClass names the binary, the pod cannot move it */
+	const char *base = strrchr(argv[0], '/');
+	base = base ? base + 1 : argv[0];
+	g->pinned_tier = strncmp(base, "kis-runtime-", 12) == 0 ? krt_tier_parse(base + 12) : -1;
+	if (strncmp(base, "kis-runtime-", 12) == 0 && g->pinned_tier < 0)
+		return kis_error_set(err, KIS_E_INVALID_ARGUMENT, 0,
+				     "'%s': kis-runtime-<tier> names container, host or microvm",
+				     base);
 	int i;
 	for (i = 1; i < argc && argv[i][0] == '-'; i++) {
 		const char *v = NULL;

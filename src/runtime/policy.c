@@ -129,6 +129,36 @@ static int check_devices(json_t *linux_, struct kis_error **err)
 	return 0;
 }
 
+/* Sysctls a container may set: only those its own namespaces hold (the
+ * IPC namespace's kernel.shm*, kernel.msg*, kernel.sem, fs.mqueue.*; the
+ * network namespace's net.*, where it has one of its own); any other is
+ * the host's kernel. */
+static int check_sysctl(json_t *linux_, int net_kind, struct kis_error **err)
+{
+	static const char *const ipc_ns[] = {"kernel.shm", "kernel.msg", "kernel.sem",
+					     "fs.mqueue."};
+	const char *k;
+	json_t *v;
+	json_object_foreach(json_object_get(linux_, "sysctl"), k, v) {
+		bool ok = strncmp(k, "net.", 4) == 0 && net_kind != 3;
+		for (size_t i = 0; !ok && i < ARRAY_SIZE(ipc_ns); i++)
+			ok = strncmp(k, ipc_ns[i], strlen(ipc_ns[i])) == 0;
+		if (!ok)
+			return kis_error_set(err, KIS_E_PROFILE_UNSATISFIABLE, 0,
+					     "linux.sysctl '%s': not one of the container's own "
+					     "namespaces (ipc: kernel.shm*, kernel.msg*, kernel.sem, "
+					     "fs.mqueue.*; network: net.*)",
+					     k);
+	}
+	const char *prop = json_string_value(json_object_get(linux_, "rootfsPropagation"));
+	if (prop && (strcmp(prop, "shared") == 0 || strcmp(prop, "rshared") == 0))
+		return kis_error_set(err, KIS_E_PROFILE_UNSATISFIABLE, 0,
+				     "linux.rootfsPropagation '%s': propagation back to the host "
+				     "is refused",
+				     prop);
+	return 0;
+}
+
 int krt_policy_cap(const char *cap, const char *where, struct kis_error **err)
 {
 	for (size_t i = 0; i < krt_n_allowed_caps; i++) {
@@ -168,9 +198,28 @@ int krt_policy_process(json_t *process, const char *where, struct kis_error **er
 	return 0;
 }
 
-int krt_policy_tier(json_t *config, enum krt_tier *out, struct kis_error **err)
+static const char *const tier_names[] = {
+	[KRT_TIER_CONTAINER] = "container",
+	[KRT_TIER_MICROVM] = "microvm",
+	[KRT_TIER_HOST] = "host",
+};
+
+const char *krt_tier_name(enum krt_tier t)
 {
-	*out = KRT_TIER_CONTAINER;
+	return (size_t)t < ARRAY_SIZE(tier_names) ? tier_names[t] : "?";
+}
+
+int krt_tier_parse(const char *s)
+{
+	for (size_t i = 0; s && i < ARRAY_SIZE(tier_names); i++)
+		if (strcmp(s, tier_names[i]) == 0)
+			return (int)i;
+	return -1;
+}
+
+int krt_policy_tier(json_t *config, int pinned, enum krt_tier *out, struct kis_error **err)
+{
+	*out = pinned >= 0 ? (enum krt_tier)pinned : KRT_TIER_CONTAINER;
 	json_t *ann = json_object_get(config, "annotations");
 	const char *k;
 	json_t *v;
@@ -182,17 +231,21 @@ int krt_policy_tier(json_t *config, enum krt_tier *out, struct kis_error **err)
 			return kis_error_set(err, KIS_E_INVALID_PROFILE, 0,
 					     "annotations.%s is not a string", k);
 		if (strcmp(k, KRT_ANN_TIER) == 0) {
-			if (strcmp(s, "container") == 0)
-				*out = KRT_TIER_CONTAINER;
-			else if (strcmp(s, "microvm") == 0)
-				*out = KRT_TIER_MICROVM;
-			else if (strcmp(s, "host") == 0)
-				*out = KRT_TIER_HOST;
-			else
+			int t = krt_tier_parse(s);
+			if (t < 0)
 				return kis_error_set(err, KIS_E_INVALID_PROFILE, 0,
 						     "annotations.%s '%s': one of container, "
 						     "microvm, host",
 						     k, s);
+			/* whoever writes the pod's annotations does not choose a
+			 * weaker (or any other) tier than the operator's binary */
+			if (pinned >= 0 && t != pinned)
+				return kis_error_set(err, KIS_E_PROFILE_UNSATISFIABLE, 0,
+						     "annotations.%s '%s': this runtime is "
+						     "kis-runtime-%s, pinned to the '%s' tier",
+						     k, s, krt_tier_name((enum krt_tier)pinned),
+						     krt_tier_name((enum krt_tier)pinned));
+			*out = (enum krt_tier)t;
 		} else if (strcmp(k, KRT_ANN_NET_HOST) == 0) {
 			if (strcmp(s, "true") != 0 && strcmp(s, "false") != 0)
 				return kis_error_set(err, KIS_E_INVALID_PROFILE, 0,
@@ -481,6 +534,7 @@ int krt_policy_container(json_t *config, const char *bundle_dir, struct kis_erro
 		TRY(krt_policy_process(process, "process", err));
 	TRY(check_mounts(config, err));
 	TRY(check_devices(json_object_get(config, "linux"), err));
+	TRY(check_sysctl(json_object_get(config, "linux"), net_kind, err));
 
 	/* ---- defaults: an unset field means denied, not inherited ---- */
 	TRY(absolute_root(config, bundle_dir, err));

@@ -26,6 +26,8 @@ struct krt_globals {
 	bool log_json;          /* --log-format json */
 	bool systemd_cgroup;    /* --systemd-cgroup (or --cgroup-manager systemd) */
 	bool debug;             /* --debug */
+	int pinned_tier;        /* -1, or the tier this binary's name pins
+				 * (kis-runtime-host: KRT_TIER_HOST) */
 };
 
 /* One verb: argv from the verb on (argv[0] is the verb's name). Returns
@@ -41,8 +43,13 @@ void krt_log_error(const struct krt_globals *g, const struct kis_error *e);
 
 /* ---- policy.c ---- */
 enum krt_tier { KRT_TIER_CONTAINER = 0, KRT_TIER_MICROVM, KRT_TIER_HOST };
-/* The tier the annotation asks for; the annotations themselves checked. */
-int krt_policy_tier(json_t *config, enum krt_tier *out, struct kis_error **err);
+/* The tier the annotation asks for; the annotations themselves checked.
+ * pinned >= 0: the operator's tier (the binary's name), which an
+ * annotation may only repeat. */
+int krt_policy_tier(json_t *config, int pinned, enum krt_tier *out, struct kis_error **err);
+/* "container", "microvm", "host"; and back (-1 when unknown). */
+const char *krt_tier_name(enum krt_tier t);
+int krt_tier_parse(const char *s);
 /* Check config.json against what the container tier enforces and refuse
  * what it cannot; then normalise it in place to kis's defaults (seccomp,
  * masked paths, limits) and make root.path absolute against bundle_dir. */

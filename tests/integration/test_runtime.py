@@ -494,6 +494,32 @@ def test_flags_that_weaken_are_refused(work, roots):
     krt(kr, "delete", "--force", "krt-cap")
 
 
+@pytest.mark.skipif("host" not in TIERS, reason="bubblewrap is not installed")
+def test_binary_name_pins_the_tier(work, roots):
+    """kis-runtime-host (what make install links) runs an unannotated
+    bundle at the host tier, and refuses one whose annotation asks for
+    another tier: the operator's RuntimeClass, not the pod, picks it."""
+    kr, _ = roots
+    link = work / "kis-runtime-host"
+    if not link.exists():
+        link.symlink_to(KRT)
+    probe = ["sh", "-c", "test -d /sys/kernel && echo HAS-SYSFS; echo ran"]
+
+    def unannotated_host(c):
+        host_tier(c)
+        del c["annotations"]["run.kis.tier"]
+
+    p = _run([str(link), "--root", str(kr), "run", "--bundle",
+              str(make_bundle(work, probe, unannotated_host)), "krt-pin"])
+    assert p.returncode == 0 and p.stdout == "ran\n", p.stdout + p.stderr
+    assert not (kr / "kis-host" / "krt-pin").exists()  # run without --detach deletes
+    log = work / "log-pin.json"
+    p = _run([str(link), "--root", str(kr), "--log", str(log), "--log-format", "json", "run",
+              "--bundle", str(make_bundle(work, probe, _ann("run.kis.tier", "container"))),
+              "krt-pin2"])
+    _refused(p, log, "profile_unsatisfiable", "pinned to the 'host' tier")
+
+
 def test_features_is_the_policy(work):
     p = subprocess.run([str(KRT), "features"], capture_output=True, text=True)
     f = json.loads(p.stdout)

@@ -227,7 +227,7 @@ static void test_tier_annotation(void **state)
 		json_object_set_new(c, "annotations", json_pack("{s:s}", cases[i].k, cases[i].v));
 		enum krt_tier t;
 		struct kis_error *e = NULL;
-		int r = krt_policy_tier(c, &t, &e);
+		int r = krt_policy_tier(c, -1, &t, &e);
 		if (cases[i].want < 0) {
 			assert_true(r < 0);
 			assert_int_equal(e->code, KIS_E_INVALID_PROFILE);
@@ -239,6 +239,38 @@ static void test_tier_annotation(void **state)
 		}
 		json_decref(c);
 	}
+}
+
+static void test_pinned_tier_is_not_moved_by_an_annotation(void **state)
+{
+	json_t *c = base_config();
+	enum krt_tier t;
+	struct kis_error *e = NULL;
+	assert_int_equal(krt_policy_tier(c, KRT_TIER_HOST, &t, &e), 0);
+	assert_int_equal(t, KRT_TIER_HOST);
+	json_object_set_new(c, "annotations", json_pack("{s:s}", "run.kis.tier", "container"));
+	assert_true(krt_policy_tier(c, KRT_TIER_HOST, &t, &e) < 0);
+	assert_non_null(strstr(e->message, "pinned to the 'host' tier"));
+	kis_error_free(e);
+	e = NULL;
+	json_object_set_new(c, "annotations", json_pack("{s:s}", "run.kis.tier", "host"));
+	assert_int_equal(krt_policy_tier(c, KRT_TIER_HOST, &t, &e), 0);
+	json_decref(c);
+}
+
+static void test_sysctls_outside_own_namespaces_refused(void **state)
+{
+	json_t *c = base_config();
+	json_object_set_new(at(c, "linux", NULL), "sysctl",
+			    json_pack("{s:s,s:s}", "net.ipv4.ip_forward", "1", "kernel.shmmax", "1"));
+	expect(c, KIS_E_OK, NULL);
+	c = base_config();
+	json_object_set_new(at(c, "linux", NULL), "sysctl",
+			    json_pack("{s:s}", "kernel.core_pattern", "|/tmp/x"));
+	expect(c, KIS_E_PROFILE_UNSATISFIABLE, "kernel.core_pattern");
+	c = base_config();
+	json_object_set_new(at(c, "linux", NULL), "rootfsPropagation", json_string("rshared"));
+	expect(c, KIS_E_PROFILE_UNSATISFIABLE, "rootfsPropagation");
 }
 
 static const struct krt_opt opts[] = {
@@ -296,6 +328,8 @@ int main(void)
 		cmocka_unit_test(test_host_paths_never_bound),
 		cmocka_unit_test(test_host_devices_refused),
 		cmocka_unit_test(test_tier_annotation),
+		cmocka_unit_test(test_pinned_tier_is_not_moved_by_an_annotation),
+		cmocka_unit_test(test_sysctls_outside_own_namespaces_refused),
 		cmocka_unit_test(test_flags_in_every_form),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
