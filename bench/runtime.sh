@@ -45,6 +45,7 @@ cgroup_manager = "cgroupfs"
 events_logger = "file"
 CONF
 export CONTAINERS_CONF="$WORK/containers.conf"
+cd "$WORK" # conmon writes files into its working directory
 mkdir -p "$WORK/rootfs/bin" "$WORK/rootfs/proc" "$WORK/rootfs/sys" "$WORK/rootfs/dev" "$WORK/rootfs/etc"
 cp "$(command -v busybox)" "$WORK/rootfs/bin/busybox"
 ln -s busybox "$WORK/rootfs/bin/true"

@@ -515,7 +515,17 @@ static const char *status_of(int dfd, json_t *st)
 	    letter == 'X')
 		return "stopped";
 	struct stat sb;
-	return fstatat(dfd, "started", &sb, AT_SYMLINK_NOFOLLOW) == 0 ? "running" : "created";
+	if (fstatat(dfd, "started", &sb, AT_SYMLINK_NOFOLLOW) < 0)
+		return "created";
+	/* the process itself (bwrap's child) ends a moment before bwrap does:
+	 * once it is gone or a zombie, the container has stopped */
+	json_t *info = read_json_at(dfd, "info.json");
+	pid_t child = (pid_t)json_integer_value(json_object_get(info, "child-pid"));
+	json_decref(info);
+	unsigned long long cstart;
+	if (child > 0 && (proc_stat(child, &cstart, &letter) < 0 || letter == 'Z' || letter == 'X'))
+		return "stopped";
+	return "running";
 }
 
 /* The host pid of the container process (bwrap's child) once it runs,
