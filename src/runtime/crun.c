@@ -43,6 +43,12 @@ int krt_argv_push(struct krt_argv *a, const char *s, struct kis_error **err)
 	return 0;
 }
 
+int krt_argv_push2(struct krt_argv *a, const char *x, const char *y, struct kis_error **err)
+{
+	TRY(krt_argv_push(a, x, err));
+	return y ? krt_argv_push(a, y, err) : 0;
+}
+
 int krt_crun_begin(struct krt_argv *a, const struct krt_globals *g, struct kis_error **err)
 {
 	const char *crun = kis_oci_crun_path();

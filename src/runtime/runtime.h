@@ -6,6 +6,7 @@
 
 #include <jansson.h>
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "kis/error.h"
 
@@ -69,6 +70,8 @@ struct krt_argv {
 };
 void krt_argv_release(struct krt_argv *a);
 int krt_argv_push(struct krt_argv *a, const char *s, struct kis_error **err);
+/* x, then y unless NULL. */
+int krt_argv_push2(struct krt_argv *a, const char *x, const char *y, struct kis_error **err);
 /* crun's path, and its global flags from g pushed after argv[0]. */
 int krt_crun_begin(struct krt_argv *a, const struct krt_globals *g, struct kis_error **err);
 /* A sealed memfd holding doc, for `--config /proc/self/fd/N` (inherited by
@@ -78,6 +81,27 @@ int krt_memfd_json(json_t *doc, int min_fd, struct kis_error **err);
 /* Become crun (hidden from the hybrid cgroup v2 mount it refuses).
  * Returns only on failure. */
 int krt_crun_exec(struct krt_argv *a, struct kis_error **err);
+
+/* ---- host_plan.c: what of a bundle bubblewrap enforces ---- */
+struct krt_host_plan {
+	struct krt_argv bwrap; /* up to and excluding --seccomp/--info-fd */
+	json_t *args;          /* process.args (borrowed from the config) */
+	json_t *rlimits;
+	bool terminal;
+	int oom_score_adj;
+	bool has_oom_adj;
+	int net;               /* enum kis_net_mode: kis's seccomp filter's */
+	uint64_t memory, pids;
+};
+/* config already through krt_policy_container; had_seccomp: the bundle
+ * brought its own linux.seccomp. A field bwrap cannot enforce is refused
+ * (profile_unsatisfiable naming it and "run.kis.tier 'host'"). */
+int krt_host_plan(json_t *config, bool had_seccomp, struct krt_host_plan *p,
+		  struct kis_error **err);
+void krt_host_plan_release(struct krt_host_plan *p);
+/* profile_unsatisfiable with the message and "(run.kis.tier 'host')". */
+int krt_host_refuse(struct kis_error **err, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
 
 /* ---- host.c: run.kis.tier host (bubblewrap) ---- */
 struct krt_host_opts {
