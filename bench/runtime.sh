@@ -17,12 +17,20 @@ if [ "$(id -u)" != 0 ]; then echo "bench/runtime.sh: kis-runtime needs root: ski
 WORK=$(mktemp -d /tmp/kis-bench-runtime-XXXXXX)
 P="podman --root $WORK/storage --runroot $WORK/run --tmpdir $WORK/tmp --storage-driver overlay"
 PARENT_BEFORE=$(ls -d /sys/fs/cgroup/*/libpod_parent /sys/fs/cgroup/libpod_parent 2>/dev/null | head -1)
+# podman 4.3 and the runtimes keep these at fixed paths whatever --root
+# says (blob cache, network state, the runtimes' default state roots):
+# removed afterwards when this run made them
+FIXED=""
+for p in /var/lib/containers /run/containers /run/kis-runtime /run/runc; do
+	[ -e "$p" ] || FIXED="$FIXED $p"
+done
 cleanup() {
 	set +e
 	$P rm -af -t 0 >/dev/null 2>&1
 	$P system reset --force >/dev/null 2>&1
 	grep -o " $WORK[^ ]*" /proc/self/mountinfo | sort -r | while read -r m; do umount -l "$m"; done
 	rm -rf "$WORK"
+	for p in $FIXED; do rm -rf "$p"; done
 	# podman's cgroupfs parent, when this run made it (rmdir: empty groups only)
 	# (conmon's cleanup of a --rm container ends a moment after podman: retry)
 	[ -n "$PARENT_BEFORE" ] || for i in 1 2 3 4 5 6 7 8 9 10; do

@@ -732,8 +732,15 @@ def podman(work):
     conf = d / "containers.conf"
     conf.write_text(PODMAN_CONF)
     env = dict(os.environ, CONTAINERS_CONF=str(conf))
+    # podman 4.3 keeps these at fixed paths whatever --root says (its blob
+    # cache, its network state) and a cleanup it runs later calls the
+    # runtime without --runtime-flag: what of them the test makes, it removes
+    fixed = [p for p in ("/var/lib/containers", "/run/containers", "/run/kis-runtime")
+             if not os.path.exists(p)]
     base = [PODMAN, "--root", str(d / "storage"), "--runroot", str(d / "run"), "--tmpdir",
-            str(d / "tmp"), "--storage-driver", "overlay", "--runtime", str(KRT)]
+            str(d / "tmp"), "--storage-driver", "overlay", "--runtime", str(KRT),
+            # kis-runtime's state root too (else /run/kis-runtime)
+            "--runtime-flag", f"root={d / 'krt-state'}"]
 
     # cwd: conmon writes its "oom" file into its working directory here
     def pm(*args, timeout=120, **kw):
@@ -757,6 +764,9 @@ def podman(work):
         for l in reversed(our_mounts(d)):
             subprocess.run(["umount", "-l", l.split()[4]])
         shutil.rmtree(d, ignore_errors=True)
+        for p in fixed:
+            if os.path.isdir(p) and not our_mounts(p):
+                shutil.rmtree(p, ignore_errors=True)
         if not parent_before:  # podman's cgroupfs parent for its containers
             remove_cgroup_tree("libpod_parent")
             assert not cgroup_dirs("libpod_parent"), cgroup_dirs("libpod_parent")
@@ -866,6 +876,11 @@ disabled_plugins = ["io.containerd.grpc.v1.cri"]
 [metrics]
   address = ""
 """)
+    # the shim's runc root (/run/containerd/runc/<namespace>), its sockets
+    # (s/) and ctr's fifos (fifo/) are there whatever the daemon's own state
+    # dir: what of those the test makes, it removes (when empty)
+    made_run = [p for p in ("/run/containerd", "/run/containerd/runc", "/run/containerd/s",
+                            "/run/containerd/fifo") if not os.path.exists(p)]
     log = open(d / "containerd.log", "w")
     daemon = subprocess.Popen([CONTAINERD, "--config", str(d / "config.toml")], stdout=log,
                               stderr=subprocess.STDOUT)
@@ -903,6 +918,11 @@ disabled_plugins = ["io.containerd.grpc.v1.cri"]
         # the shim keeps its runc state under /run/containerd/runc/<namespace>
         # and ctr's containers' cgroups are /<namespace>/<id>
         shutil.rmtree(f"/run/containerd/runc/{ns}", ignore_errors=True)
+        for p in reversed(made_run):
+            try:
+                os.rmdir(p)
+            except OSError:
+                pass
         remove_cgroup_tree(ns)
         assert not cgroup_dirs(ns), cgroup_dirs(ns)
         for l in reversed(our_mounts(d)):
