@@ -55,6 +55,10 @@ const char *kis_oci_crun_path(void);
 /* Which cgroup layout crun will see: 2 pure v2, 1 pure v1, 3 hybrid (v1
  * controllers plus a v2 mount at /sys/fs/cgroup/unified), 0 none. */
 int kis_oci_cgroup_layout(void);
+/* The hybrid-layout workaround itself, for a process about to exec crun
+ * (also kis-runtime): a private mount namespace, a slave of ours, without
+ * the v2 mount. Async-signal-safe; < 0 with errno when it fails. */
+int kis_oci_hybrid_workaround(void);
 /* Run crun with argv (argv[0] ignored; crun's path is used) in a private
  * mount namespace (on a hybrid host, without the v2 mount crun refuses).
  * stdout of crun into *out (malloc'ed, may be NULL); its stderr into

@@ -63,7 +63,7 @@ int kis_oci_cgroup_layout(void)
  * own environment is config.json's process.env. */
 static const char *const crun_env[] = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin", NULL};
 
-static int hybrid_workaround(void)
+int kis_oci_hybrid_workaround(void)
 {
 	if (unshare(CLONE_NEWNS) < 0)
 		return -1;
@@ -98,7 +98,7 @@ int kis_oci_crun_spawn(char *const *argv, int fd_keep, pid_t *pid_out, struct ki
 		 * crun's child, and fork clears this for it: prctl(2)); what it
 		 * made is swept by the run's owner record (engine/owner.h) */
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		if (hybrid && hybrid_workaround() < 0)
+		if (hybrid && kis_oci_hybrid_workaround() < 0)
 			_exit(125);
 		if (dup2(devnull, 0) < 0 || dup2(devnull, 1) < 0 || dup2(devnull, 2) < 0)
 			_exit(125);
@@ -157,7 +157,7 @@ int kis_oci_crun(char *const *argv, int fd_keep, char **out, char *errbuf, size_
 		return kis_error_set(err, KIS_E_INTERNAL, e, "fork");
 	}
 	if (pid == 0) {
-		if (hybrid && hybrid_workaround() < 0) {
+		if (hybrid && kis_oci_hybrid_workaround() < 0) {
 			if (!quiet)
 				dprintf(ep[1], "cannot hide the cgroup v2 mount from crun: %s",
 					strerror(errno));

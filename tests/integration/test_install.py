@@ -31,8 +31,9 @@ def test_make_install_and_link_against_it(tmp_path):
     prefix = tmp_path / "prefix"
     subprocess.run(["make", "-s", "install", f"PREFIX={prefix}"], cwd=ROOT, check=True,
                    capture_output=True)
-    for f in ("bin/kis", "bin/kis-agent", "lib/libkis-sandbox.a", "lib/libkis-sandbox.so",
-              "lib/libkis-sandbox.so.0", "include/kis/sandbox.h",
+    for f in ("bin/kis", "bin/kis-agent", "bin/kis-runtime", "bin/kis-runtime-host",
+              "bin/kis-runtime-container", "lib/libkis-sandbox.a",
+              "lib/libkis-sandbox.so", "lib/libkis-sandbox.so.0", "include/kis/sandbox.h",
               "lib/pkgconfig/kis-sandbox.pc"):
         assert (prefix / f).exists(), f
     env = dict(os.environ, PKG_CONFIG_PATH=str(prefix / "lib/pkgconfig"))

@@ -1,0 +1,34 @@
+# SPDX-License-Identifier: MIT
+# kis-runtime: the OCI runtime command line (runc's and crun's) in front of
+# kis's tiers, for podman, containerd and Kubernetes RuntimeClasses.
+KIS_RUNTIME := $(BUILD)/kis-runtime
+RUNTIME_SRCS := $(wildcard src/runtime/*.c)
+RUNTIME_OBJS := $(RUNTIME_SRCS:%.c=$(BUILD)/obj/%.o)
+BINS += $(KIS_RUNTIME)
+
+$(KIS_RUNTIME): $(RUNTIME_OBJS) $(STATIC_LIB)
+	@echo "  LD      $@"
+	$(Q)$(CC) -pie $(HARD_LDFLAGS) -o $@ $(RUNTIME_OBJS) $(STATIC_LIB) $(PKG_LIBS)
+
+-include $(RUNTIME_OBJS:.o=.d)
+
+# The policy's unit test links kis-runtime's objects but its main().
+RUNTIME_LIB_OBJS := $(filter-out %/main.o,$(RUNTIME_OBJS))
+ASAN_RUNTIME_OBJS := $(filter-out %/main.o,$(RUNTIME_SRCS:%.c=$(BUILD)/asan/%.o))
+$(BUILD)/tests/test_runtime_policy: tests/unit/test_runtime_policy.c $(RUNTIME_LIB_OBJS) $(STATIC_LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -pie $(HARD_LDFLAGS) -o $@ $< $(RUNTIME_LIB_OBJS) $(STATIC_LIB) $(PKG_LIBS) -lcmocka
+$(BUILD)/asan-tests/test_runtime_policy: tests/unit/test_runtime_policy.c $(ASAN_RUNTIME_OBJS) $(BUILD)/asan/libkis-sandbox.a
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_CFLAGS) -O1 -g $(ASAN_FLAGS) -o $@ $< $(ASAN_RUNTIME_OBJS) $(BUILD)/asan/libkis-sandbox.a $(PKG_LIBS) -lcmocka
+-include $(ASAN_RUNTIME_OBJS:.o=.d)
+
+# kis-runtime-<tier>: the same binary with its tier pinned by its name, for
+# an operator's RuntimeClass per tier (a pod's annotation cannot move it).
+# A prerequisite of install: links need no target yet.
+.PHONY: install-runtime-links
+install: install-runtime-links
+install-runtime-links:
+	install -d $(DESTDIR)$(PREFIX)/bin
+	ln -sf kis-runtime $(DESTDIR)$(PREFIX)/bin/kis-runtime-container
+	ln -sf kis-runtime $(DESTDIR)$(PREFIX)/bin/kis-runtime-host

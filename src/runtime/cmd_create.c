@@ -1,0 +1,131 @@
+/* SPDX-License-Identifier: MIT */
+/* kis-runtime create and run: read the bundle's config.json, choose the
+ * tier from its annotation, check and normalise it, hand it to crun. */
+#include "util.h"
+
+#include <fcntl.h>
+#include <limits.h>
+#include <string.h>
+
+#include "runtime/runtime.h"
+
+/* runc's and crun's flags of create and run (runc create --help, crun
+ * create --help). --no-pivot makes crun chroot(2) instead of
+ * pivot_root(2): the old root stays reachable from the container. */
+static const struct krt_opt create_opts[] = {
+	{"bundle", 'b', true, KRT_OPT_BUNDLE, NULL},
+	{"config", 'f', true, KRT_OPT_CONFIG, NULL},
+	{"console-socket", 0, true, KRT_OPT_PASS, NULL},
+	{"pid-file", 0, true, KRT_OPT_PASS, NULL},
+	{"preserve-fds", 0, true, KRT_OPT_PRESERVE, NULL},
+	{"no-new-keyring", 0, false, KRT_OPT_PASS, NULL},
+	{"no-subreaper", 0, false, KRT_OPT_PASS, NULL},
+	{"detach", 'd', false, KRT_OPT_PASS, NULL},
+	{"keep", 0, false, KRT_OPT_PASS, NULL},
+	{"no-pivot", 0, false, KRT_OPT_REFUSE,
+	 "chroot instead of pivot_root leaves the host's root reachable"},
+	{NULL, 0, false, KRT_OPT_PASS, NULL},
+};
+
+static int load_config(const struct krt_parsed *p, json_t **out, struct kis_error **err)
+{
+	const char *bundle = p->bundle ? p->bundle : ".";
+	_cleanup_free_ char *path = NULL;
+	const char *cfg = p->config ? p->config : "config.json";
+	if (asprintf(&path, "%s%s%s", cfg[0] == '/' ? "" : bundle, cfg[0] == '/' ? "" : "/",
+		     cfg) < 0)
+		return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "config path");
+	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+	if (fd < 0)
+		return kis_error_set(err, KIS_E_INVALID_ARGUMENT, errno, "cannot open '%s'", path);
+	json_error_t je;
+	json_t *doc = json_loadfd(fd, JSON_REJECT_DUPLICATES, &je);
+	if (!doc)
+		return kis_error_set(err, KIS_E_INVALID_PROFILE, 0, "'%s' line %d: %s", path,
+				     je.line, je.text);
+	*out = doc;
+	return 0;
+}
+
+static int create_like(const struct krt_globals *g, int argc, char **argv,
+		       struct kis_error **err)
+{
+	struct krt_parsed p;
+	int r = krt_parse(create_opts, argc, argv, &p, err);
+	struct krt_argv a = {0};
+	json_t *config = NULL;
+	if (r < 0)
+		goto out;
+	r = -1;
+	if (p.pos.n != 1) {
+		kis_error_set(err, KIS_E_INVALID_ARGUMENT, 0, "%s takes one container id",
+			      argv[0]);
+		goto out;
+	}
+	if (load_config(&p, &config, err) < 0)
+		goto out;
+	enum krt_tier tier;
+	if (krt_policy_tier(config, g->pinned_tier, &tier, err) < 0)
+		goto out;
+	const char *bundle = p.bundle ? p.bundle : ".";
+	switch (tier) {
+	case KRT_TIER_MICROVM:
+		kis_error_set(err, KIS_E_TIER_UNAVAILABLE, 0,
+			      "annotations.run.kis.tier 'microvm': kis-runtime does not yet run a "
+			      "bundle inside a guest; use the container tier or kis sandbox run "
+			      "--tier microvm");
+		goto out;
+	case KRT_TIER_HOST: {
+		/* the same refusals and defaults as the container tier, then
+		 * what bubblewrap can do (host.c) */
+		bool had_seccomp =
+			json_object_get(json_object_get(config, "linux"), "seccomp") != NULL;
+		if (krt_policy_container(config, bundle, err) < 0)
+			goto out;
+		struct krt_host_opts ho = {
+			.pid_file = krt_parsed_value(&p, "pid-file"),
+			.console_socket = krt_parsed_value(&p, "console-socket"),
+			.preserve_fds = p.preserve_fds,
+			.detach = krt_parsed_has(&p, "detach"),
+			.run = strcmp(argv[0], "run") == 0,
+		};
+		r = krt_host_create(g, config, had_seccomp, bundle, p.pos.v[0], &ho, err);
+		goto out;
+	}
+	case KRT_TIER_CONTAINER:
+	default:
+		break;
+	}
+	if (krt_policy_container(config, bundle, err) < 0)
+		goto out;
+	int cfd = krt_memfd_json(config, 3 + (int)p.preserve_fds, err);
+	if (cfd < 0)
+		goto out;
+	char cfgpath[64];
+	snprintf(cfgpath, sizeof(cfgpath), "/proc/self/fd/%d", cfd);
+	if (krt_crun_begin(&a, g, err) < 0 || krt_argv_push(&a, argv[0], err) < 0)
+		goto out;
+	for (size_t i = 0; i < p.pass.n; i++)
+		if (krt_argv_push(&a, p.pass.v[i], err) < 0)
+			goto out;
+	if (krt_argv_push(&a, "--bundle", err) < 0 || krt_argv_push(&a, bundle, err) < 0 ||
+	    krt_argv_push(&a, "--config", err) < 0 || krt_argv_push(&a, cfgpath, err) < 0 ||
+	    krt_argv_push(&a, "--", err) < 0 || krt_argv_push(&a, p.pos.v[0], err) < 0)
+		goto out;
+	r = krt_crun_exec(&a, err);
+out:
+	json_decref(config);
+	krt_argv_release(&a);
+	krt_parsed_release(&p);
+	return r < 0 ? -1 : r;
+}
+
+int krt_cmd_create(const struct krt_globals *g, int argc, char **argv, struct kis_error **err)
+{
+	return create_like(g, argc, argv, err);
+}
+
+int krt_cmd_run(const struct krt_globals *g, int argc, char **argv, struct kis_error **err)
+{
+	return create_like(g, argc, argv, err);
+}

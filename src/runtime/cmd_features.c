@@ -1,0 +1,75 @@
+/* SPDX-License-Identifier: MIT */
+/* kis-runtime features (runtime-spec features.md) and the verbs handed to
+ * crun unchanged: start, state, kill, delete, ps, pause, resume, list. */
+#include "util.h"
+
+#include <string.h>
+#include <sys/stat.h>
+
+#include "backends/oci_bundle.h"
+#include "runtime/runtime.h"
+
+int krt_cmd_features(const struct krt_globals *g, int argc, char **argv, struct kis_error **err)
+{
+	json_t *caps = json_array();
+	for (size_t i = 0; caps && i < krt_n_allowed_caps; i++)
+		json_array_append_new(caps, json_string(krt_allowed_caps[i]));
+	int layout = kis_oci_cgroup_layout();
+	struct stat st;
+	bool systemd = stat("/run/systemd/system", &st) == 0;
+	json_t *doc = json_pack(
+		"{s:s,s:s,s:[s,s,s,s,s,s,s],s:[s,s,s,s,s,s,s,s,s,s,s,s,s,s,s,s,s,s,s,s],"
+		"s:{s:[s,s,s,s,s,s,s,s],s:o,s:{s:b,s:b,s:b,s:b},s:{s:b},s:{s:b},s:{s:b}},"
+		"s:{s:s,s:s}}",
+		"ociVersionMin", "1.0.0", "ociVersionMax", "1.1.0",
+		"hooks", "prestart", "createRuntime", "createContainer", "startContainer",
+		"poststart", "poststop", "annotations",
+		"mountOptions", "ro", "rw", "bind", "rbind", "nosuid", "nodev", "noexec", "relatime",
+		"strictatime", "noatime", "private", "rprivate", "slave", "rslave", "mode",
+		"size", "uid", "gid", "tmpcopyup", "idmap",
+		"linux",
+		"namespaces", "cgroup", "ipc", "mount", "network", "pid", "user", "uts", "time",
+		"capabilities", caps,
+		"cgroup", "v1", layout == 1 || layout == 3, "v2", layout == 2, "systemd", systemd,
+		"systemdUser", false,
+		"seccomp", "enabled", true,
+		"apparmor", "enabled", false,
+		"selinux", "enabled", false,
+		"annotations",
+		/* what kis-runtime reads, with the values it takes */
+		KRT_ANN_TIER, "container,host",
+		KRT_ANN_NET_HOST, "false");
+	if (!doc)
+		return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "features");
+	int r = json_dumpf(doc, stdout, JSON_INDENT(2)) < 0 ? -1 : 0;
+	json_decref(doc);
+	putchar('\n');
+	if (r < 0)
+		return kis_error_set(err, KIS_E_INTERNAL, errno, "writing features");
+	return 0;
+}
+
+int krt_cmd_passthrough(const struct krt_globals *g, int argc, char **argv,
+			struct kis_error **err)
+{
+	/* the container's id: the first argument that is not a flag */
+	for (int i = 1; i < argc; i++) {
+		if (argv[i][0] == '-') {
+			/* ps --format VALUE, kill has none with a value */
+			if (strcmp(argv[i], "--format") == 0 || strcmp(argv[i], "-f") == 0)
+				i += strcmp(argv[0], "ps") == 0;
+			continue;
+		}
+		if (krt_host_owns(g, argv[i]))
+			return krt_host_verb(g, argc, argv, err);
+		break;
+	}
+	struct krt_argv a = {0};
+	int r = krt_crun_begin(&a, g, err);
+	for (int i = 0; r >= 0 && i < argc; i++)
+		r = krt_argv_push(&a, argv[i], err);
+	if (r >= 0)
+		r = krt_crun_exec(&a, err);
+	krt_argv_release(&a);
+	return r;
+}

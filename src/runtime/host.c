@@ -1,0 +1,974 @@
+/* SPDX-License-Identifier: MIT */
+/* kis-runtime at the host tier: the OCI lifecycle of a bundle run by
+ * bubblewrap (host_plan.c says what of it bwrap enforces), kept by us.
+ *
+ * Theory of operation. create checks the bundle (host_plan: a field bwrap
+ * cannot enforce is refused by name), makes the state directory
+ * <root>/kis-host/<id>/ (state.json, the fifo `start`, the cgroup record)
+ * and the container's cgroup (memory and pids, kis's defaults when unset),
+ * and forks the container process. That child joins the cgroup, takes
+ * its rlimits and terminal, and blocks reading the fifo: the container is
+ * `created`, its pid the one in --pid-file. start writes the fifo; the
+ * child becomes bwrap (same pid), which unshares the namespaces, builds
+ * the root from the bundle, loads kis's seccomp filter and becomes the
+ * process, as pid 1 of its pid namespace (--as-pid-1); bwrap writes the
+ * process's host pid to info.json (--info-fd). kill signals that process;
+ * bwrap, its parent, exits with its status, and the engine's subreaper
+ * (conmon, the containerd shim) collects it as it would runc's init.
+ * exec joins the process's namespaces through a pidfd (setns(2) with
+ * several CLONE_NEW* flags, Linux 5.8), its cgroup, capabilities, seccomp
+ * and no_new_privs, and runs there. delete kills what is left, removes the
+ * cgroup and the state. */
+#include "util.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <sched.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/prctl.h>
+#include <sys/random.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <termios.h>
+#include <time.h>
+
+#include <linux/capability.h>
+#include <linux/close_range.h>
+
+#include "backends/common.h"
+#include "backends/host_common.h"
+#include "confine/confine.h"
+#include "confine/sysview.h"
+#include "kis/profile.h"
+#include "runtime/runtime.h"
+
+#define HOST_DIR "kis-host"
+
+/* ---------------------------------------------------------- the state */
+
+static int valid_id(const char *id, struct kis_error **err)
+{
+	size_t n = strlen(id);
+	bool ok = n > 0 && n <= 256 && id[0] != '.' && id[0] != '-';
+	for (size_t i = 0; ok && i < n; i++)
+		ok = (id[i] >= 'a' && id[i] <= 'z') || (id[i] >= 'A' && id[i] <= 'Z') ||
+		     (id[i] >= '0' && id[i] <= '9') || id[i] == '-' || id[i] == '_' || id[i] == '.';
+	return ok ? 0 : kis_error_set(err, KIS_E_INVALID_ID, 0, "container id '%s' is not valid", id);
+}
+
+static int open_host_root(const struct krt_globals *g, bool create, struct kis_error **err)
+{
+	if (create && mkdir(g->root, 0700) < 0 && errno != EEXIST)
+		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot make '%s'", g->root);
+	_cleanup_close_ int rfd = open(g->root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (rfd < 0)
+		return create ? kis_error_set(err, KIS_E_INTERNAL, errno, "cannot open '%s'", g->root)
+			      : -1;
+	if (create && mkdirat(rfd, HOST_DIR, 0700) < 0 && errno != EEXIST)
+		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot make %s", HOST_DIR);
+	int fd = openat(rfd, HOST_DIR, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0 && create)
+		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot open %s", HOST_DIR);
+	return fd;
+}
+
+/* The container's state directory, or -1 when it is not a host-tier one. */
+static int open_container(const struct krt_globals *g, const char *id)
+{
+	if (valid_id(id, NULL) < 0)
+		return -1;
+	_cleanup_close_ int h = open_host_root(g, false, NULL);
+	return h < 0 ? -1 : openat(h, id, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+}
+
+bool krt_host_owns(const struct krt_globals *g, const char *id)
+{
+	_cleanup_close_ int fd = open_container(g, id);
+	return fd >= 0;
+}
+
+static json_t *read_json_at(int dfd, const char *name)
+{
+	_cleanup_close_ int fd = openat(dfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	return fd < 0 ? NULL : json_loadfd(fd, 0, NULL);
+}
+
+static int write_json_at(int dfd, const char *name, json_t *doc, struct kis_error **err)
+{
+	char tmp[64];
+	snprintf(tmp, sizeof(tmp), ".%s.tmp", name);
+	_cleanup_close_ int fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC |
+						     O_NOFOLLOW, 0600);
+	if (fd < 0 || json_dumpfd(doc, fd, JSON_COMPACT) < 0 || fsync(fd) < 0 ||
+	    renameat(dfd, tmp, dfd, name) < 0)
+		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot write %s", name);
+	return 0;
+}
+
+/* Field 22 of /proc/PID/stat (start time in ticks) and the state letter:
+ * a pid is the same process only while its start time is. */
+static int proc_stat(pid_t pid, unsigned long long *start, char *st)
+{
+	char path[64], buf[1024];
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+	ssize_t n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
+	if (n <= 0)
+		return -1;
+	buf[n] = '\0';
+	char *p = strrchr(buf, ')');
+	if (!p)
+		return -1;
+	/* after ") ": state, then fields 4.. ; starttime is the 20th after state */
+	*st = p[2];
+	p += 2;
+	for (int f = 3; f < 22 && p; f++)
+		p = strchr(p + 1, ' ');
+	return p && sscanf(p, " %llu", start) == 1 ? 0 : -1;
+}
+
+/* "created", "running" or "stopped" */
+static const char *status_of(int dfd, json_t *st)
+{
+	pid_t pid = (pid_t)json_integer_value(json_object_get(st, "pid"));
+	unsigned long long start = 0, want = (unsigned long long)json_integer_value(
+						  json_object_get(st, "starttime"));
+	char letter = 0;
+	if (pid <= 0 || proc_stat(pid, &start, &letter) < 0 || start != want || letter == 'Z' ||
+	    letter == 'X')
+		return "stopped";
+	struct stat sb;
+	if (fstatat(dfd, "started", &sb, AT_SYMLINK_NOFOLLOW) < 0)
+		return "created";
+	/* the process itself (bwrap's child) ends a moment before bwrap does:
+	 * once it is gone or a zombie, the container has stopped */
+	json_t *info = read_json_at(dfd, "info.json");
+	pid_t child = (pid_t)json_integer_value(json_object_get(info, "child-pid"));
+	json_decref(info);
+	unsigned long long cstart;
+	if (child > 0 && (proc_stat(child, &cstart, &letter) < 0 || letter == 'Z' || letter == 'X'))
+		return "stopped";
+	return "running";
+}
+
+/* The host pid of the container process (bwrap's child) once it runs,
+ * else the pid of the one waiting to become bwrap. */
+static pid_t process_pid(int dfd, json_t *st)
+{
+	json_t *info = read_json_at(dfd, "info.json");
+	pid_t child = (pid_t)json_integer_value(json_object_get(info, "child-pid"));
+	json_decref(info);
+	return child > 0 ? child : (pid_t)json_integer_value(json_object_get(st, "pid"));
+}
+
+static int print_state(int dfd, json_t *st)
+{
+	json_t *out = json_pack("{s:s,s:O,s:O,s:s,s:O,s:O,s:O,s:s,s:s}", "ociVersion", "1.0.0",
+				"id", json_object_get(st, "id"), "pid", json_object_get(st, "pid"),
+				"status", status_of(dfd, st), "bundle", json_object_get(st, "bundle"),
+				"rootfs", json_object_get(st, "rootfs"), "created",
+				json_object_get(st, "created"), "systemd-scope", "", "owner", "root");
+	if (!out)
+		return -1;
+	if (strcmp(json_string_value(json_object_get(out, "status")), "stopped") == 0)
+		json_object_set_new(out, "pid", json_integer(0));
+	json_t *ann = json_object_get(st, "annotations");
+	if (ann)
+		json_object_set(out, "annotations", ann);
+	json_dumpf(out, stdout, JSON_INDENT(4));
+	putchar('\n');
+	json_decref(out);
+	return 0;
+}
+
+/* ------------------------------------------------------- the terminal */
+
+/* A new pty: the master goes to the engine over --console-socket
+ * (SCM_RIGHTS, as runc and crun send it), the slave is returned. */
+static int console_pty(const char *sock_path, struct kis_error **err)
+{
+	_cleanup_close_ int m = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+	if (m < 0 || grantpt(m) < 0 || unlockpt(m) < 0)
+		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot make a terminal");
+	char name[64];
+	if (ptsname_r(m, name, sizeof(name)) != 0)
+		return kis_error_set(err, KIS_E_INTERNAL, errno, "ptsname");
+	int s = open(name, O_RDWR | O_NOCTTY | O_CLOEXEC);
+	if (s < 0)
+		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot open '%s'", name);
+	_cleanup_close_ int sk = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	if (strlen(sock_path) >= sizeof(sa.sun_path)) {
+		close(s);
+		return kis_error_set(err, KIS_E_INVALID_ARGUMENT, 0, "--console-socket path too long");
+	}
+	strcpy(sa.sun_path, sock_path);
+	char cbuf[CMSG_SPACE(sizeof(int))] = {0};
+	struct iovec iov = {.iov_base = name, .iov_len = strlen(name)};
+	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf,
+			    .msg_controllen = sizeof(cbuf)};
+	struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+	c->cmsg_level = SOL_SOCKET;
+	c->cmsg_type = SCM_RIGHTS;
+	c->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(c), &m, sizeof(int));
+	if (sk < 0 || connect(sk, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
+	    RETRY_EINTR(sendmsg(sk, &mh, 0)) < 0) {
+		int e = errno;
+		close(s);
+		return kis_error_set(err, KIS_E_INTERNAL, e, "cannot send the terminal to '%s'",
+				     sock_path);
+	}
+	return s;
+}
+
+/* In a child: the slave as stdio and controlling terminal of a session of
+ * its own. */
+static int take_terminal(int slave)
+{
+	if (setsid() < 0 || ioctl(slave, TIOCSCTTY, 0) < 0)
+		return -1;
+	for (int fd = 0; fd < 3; fd++)
+		if (dup2(slave, fd) < 0)
+			return -1;
+	return 0;
+}
+
+/* ------------------------------------------------------------ limits */
+
+static const struct {
+	const char *name;
+	int res;
+} rlimit_names[] = {
+	{"RLIMIT_AS", RLIMIT_AS},           {"RLIMIT_CORE", RLIMIT_CORE},
+	{"RLIMIT_CPU", RLIMIT_CPU},         {"RLIMIT_DATA", RLIMIT_DATA},
+	{"RLIMIT_FSIZE", RLIMIT_FSIZE},     {"RLIMIT_LOCKS", RLIMIT_LOCKS},
+	{"RLIMIT_MEMLOCK", RLIMIT_MEMLOCK}, {"RLIMIT_MSGQUEUE", RLIMIT_MSGQUEUE},
+	{"RLIMIT_NICE", RLIMIT_NICE},       {"RLIMIT_NOFILE", RLIMIT_NOFILE},
+	{"RLIMIT_NPROC", RLIMIT_NPROC},     {"RLIMIT_RSS", RLIMIT_RSS},
+	{"RLIMIT_RTPRIO", RLIMIT_RTPRIO},   {"RLIMIT_RTTIME", RLIMIT_RTTIME},
+	{"RLIMIT_SIGPENDING", RLIMIT_SIGPENDING}, {"RLIMIT_STACK", RLIMIT_STACK},
+};
+
+/* Parsed before fork: the child only calls setrlimit. */
+struct rl_set {
+	int res[ARRAY_SIZE(rlimit_names)];
+	struct rlimit val[ARRAY_SIZE(rlimit_names)];
+	size_t n;
+};
+
+static int parse_rlimits(json_t *rl, struct rl_set *out, struct kis_error **err)
+{
+	out->n = 0;
+	json_t *r;
+	size_t i;
+	json_array_foreach(rl, i, r) {
+		const char *t = json_string_value(json_object_get(r, "type"));
+		size_t k;
+		for (k = 0; t && k < ARRAY_SIZE(rlimit_names); k++)
+			if (strcmp(t, rlimit_names[k].name) == 0)
+				break;
+		if (!t || k == ARRAY_SIZE(rlimit_names) || out->n == ARRAY_SIZE(out->res))
+			return kis_error_set(err, KIS_E_INVALID_PROFILE, 0,
+					     "process.rlimits[%zu].type '%s' is not known", i,
+					     t ? t : "");
+		out->res[out->n] = rlimit_names[k].res;
+		out->val[out->n].rlim_cur = (rlim_t)json_integer_value(json_object_get(r, "soft"));
+		out->val[out->n].rlim_max = (rlim_t)json_integer_value(json_object_get(r, "hard"));
+		out->n++;
+	}
+	return 0;
+}
+
+static int apply_rlimits(const struct rl_set *s)
+{
+	for (size_t i = 0; i < s->n; i++)
+		if (setrlimit(s->res[i], &s->val[i]) < 0)
+			return -1;
+	return 0;
+}
+
+/* ---------------------------------------------------------- create */
+
+static int write_pid_file(const char *path, pid_t pid, struct kis_error **err)
+{
+	if (!path)
+		return 0;
+	_cleanup_free_ char *tmp = NULL;
+	if (asprintf(&tmp, "%s.kis-tmp", path) < 0)
+		return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "pid file");
+	_cleanup_close_ int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW,
+				      0644);
+	if (fd < 0 || dprintf(fd, "%d", (int)pid) < 0 || rename(tmp, path) < 0)
+		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot write pid file '%s'", path);
+	return 0;
+}
+
+static void remove_state(int hfd, const char *id)
+{
+	_cleanup_close_ int dfd = openat(hfd, id, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+	if (dfd >= 0) {
+		kis_host_cgroup_end(dfd);
+		static const char *const files[] = {"state.json", "info.json", "start", "started",
+						    ".state.json.tmp"};
+		for (size_t i = 0; i < ARRAY_SIZE(files); i++)
+			unlinkat(dfd, files[i], 0);
+	}
+	unlinkat(hfd, id, AT_REMOVEDIR);
+}
+
+int krt_host_create(const struct krt_globals *g, json_t *config, bool had_seccomp,
+		    const char *bundle, const char *id, const struct krt_host_opts *o,
+		    struct kis_error **err)
+{
+	struct krt_host_plan p;
+	struct kis_run_cgroup rc = {0};
+	int r = krt_host_plan(config, had_seccomp, &p, err);
+	_cleanup_close_ int hfd = -1, dfd = -1, fifo = -1, sc = -1, info = -1, tty = -1;
+	struct rl_set rls;
+	bool made = false;
+	if (r < 0 || (r = valid_id(id, err)) < 0 || (r = parse_rlimits(p.rlimits, &rls, err)) < 0)
+		goto out;
+	r = -1;
+	if (p.terminal && !o->console_socket) {
+		kis_error_set(err, KIS_E_INVALID_ARGUMENT, 0,
+			      "process.terminal needs --console-socket");
+		goto out;
+	}
+	if ((hfd = open_host_root(g, true, err)) < 0)
+		goto out;
+	if (mkdirat(hfd, id, 0700) < 0) {
+		kis_error_set(err, errno == EEXIST ? KIS_E_DESTINATION_EXISTS : KIS_E_INTERNAL,
+			      errno, "container '%s' exists", id);
+		goto out;
+	}
+	made = true;
+	dfd = openat(hfd, id, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+	if (dfd < 0 || (!o->run && mkfifoat(dfd, "start", 0600) < 0)) {
+		kis_error_set(err, KIS_E_INTERNAL, errno, "cannot make the state of '%s'", id);
+		goto out;
+	}
+	/* O_RDWR: the fifo always has a writer (this end), so the child's
+	 * read blocks until start writes instead of seeing end-of-file */
+	if (!o->run && (fifo = openat(dfd, "start", O_RDWR | O_CLOEXEC | O_NOFOLLOW)) < 0) {
+		kis_error_set(err, KIS_E_INTERNAL, errno, "cannot open the start fifo");
+		goto out;
+	}
+	info = openat(dfd, "info.json", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (info < 0) {
+		kis_error_set(err, KIS_E_INTERNAL, errno, "cannot make info.json");
+		goto out;
+	}
+	unsigned char rnd[8];
+	if (getrandom(rnd, sizeof(rnd), 0) != sizeof(rnd)) {
+		kis_error_set(err, KIS_E_INTERNAL, errno, "getrandom");
+		goto out;
+	}
+	char cgname[32];
+	snprintf(cgname, sizeof(cgname), "krt-%02x%02x%02x%02x%02x%02x%02x%02x", rnd[0], rnd[1],
+		 rnd[2], rnd[3], rnd[4], rnd[5], rnd[6], rnd[7]);
+	struct kis_limits lim = {.memory_bytes = p.memory, .pids = p.pids};
+	if (kis_run_cgroup_open(&rc, cgname, &lim, KIS_LIMIT_MEMORY | KIS_LIMIT_PIDS, err) < 0)
+		goto out;
+	if (!rc.cg) {
+		krt_host_refuse(err, "linux.resources: no cgroup for memory and pids on this host");
+		goto out;
+	}
+	struct kis_seccomp_opts so = {.net = p.net, .allow_sysv_ipc = true};
+	if (kis_host_seccomp_fd(&so, &sc, err) < 0)
+		goto out;
+	if (p.terminal && (tty = console_pty(o->console_socket, err)) < 0)
+		goto out;
+	/* bwrap's argv, complete: the fds keep their numbers across exec */
+	char num[16];
+	snprintf(num, sizeof(num), "%d", sc);
+	if (krt_argv_push2(&p.bwrap, "--seccomp", num, err) < 0)
+		goto out;
+	snprintf(num, sizeof(num), "%d", info);
+	if (krt_argv_push2(&p.bwrap, "--info-fd", num, err) < 0 || krt_argv_push(&p.bwrap, "--", err) < 0)
+		goto out;
+	json_t *a;
+	size_t i;
+	json_array_foreach(p.args, i, a)
+		if (krt_argv_push(&p.bwrap, json_string_value(a) ? json_string_value(a) : "", err) < 0)
+			goto out;
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	struct tm tm;
+	gmtime_r(&ts.tv_sec, &tm);
+	char when[48], created[80];
+	strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%S", &tm);
+	snprintf(created, sizeof(created), "%s.%09ldZ", when, ts.tv_nsec);
+	char bundle_abs[PATH_MAX];
+	if (!realpath(bundle, bundle_abs)) {
+		kis_error_set(err, KIS_E_INVALID_ARGUMENT, errno, "cannot resolve '%s'", bundle);
+		goto out;
+	}
+	static const char *const bwrap_env[] = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin", NULL};
+	int sync[2];
+	if (pipe2(sync, O_CLOEXEC) < 0) {
+		kis_error_set(err, KIS_E_INTERNAL, errno, "pipe");
+		goto out;
+	}
+	pid_t pid = fork();
+	if (pid < 0) {
+		kis_error_set(err, KIS_E_INTERNAL, errno, "fork");
+		close(sync[0]);
+		close(sync[1]);
+		goto out;
+	}
+	if (pid == 0) {
+		/* the container process-to-be: nothing here allocates */
+		close(sync[0]);
+		int fail = 0;
+		if (kis_run_cgroup_join(&rc, NULL) < 0)
+			fail = 1;
+		if (!fail && tty >= 0 && take_terminal(tty) < 0)
+			fail = 2;
+		if (!fail && apply_rlimits(&rls) < 0)
+			fail = 3;
+		if (!fail && p.has_oom_adj) {
+			int fd = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
+			if (fd < 0 || dprintf(fd, "%d", p.oom_score_adj) < 0)
+				fail = 4;
+			if (fd >= 0)
+				close(fd);
+		}
+		/* bwrap passes every inherited fd on (bubblewrap(1)): only the
+		 * engine's --preserve-fds ones, 3..N+2, reach the container */
+		if (!fail && syscall(SYS_close_range, 3 + (unsigned)o->preserve_fds, ~0U,
+				     CLOSE_RANGE_CLOEXEC) < 0)
+			fail = 5;
+		int fl = fail ? 0 : fcntl(sc, F_GETFD);
+		if (!fail && (fcntl(sc, F_SETFD, fl & ~FD_CLOEXEC) < 0 ||
+			      fcntl(info, F_SETFD, fl & ~FD_CLOEXEC) < 0))
+			fail = 5;
+		/* tell create the setup is done (or failed), then wait for start */
+		if (RETRY_EINTR(write(sync[1], &fail, sizeof(fail))) != sizeof(fail) || fail)
+			_exit(125);
+		close(sync[1]);
+		if (fifo >= 0) {
+			char b;
+			if (RETRY_EINTR(read(fifo, &b, 1)) != 1)
+				_exit(125);
+			close(fifo);
+		}
+		execve(p.bwrap.v[0], p.bwrap.v, (char *const *)bwrap_env);
+		_exit(127);
+	}
+	close(sync[1]);
+	int fail = -1;
+	ssize_t n = RETRY_EINTR(read(sync[0], &fail, sizeof(fail)));
+	close(sync[0]);
+	if (n != sizeof(fail) || fail) {
+		static const char *const what[] = {"", "joining the cgroup", "taking the terminal",
+						   "setting process.rlimits", "oomScoreAdj",
+						   "passing fds to bwrap"};
+		kis_error_set(err, KIS_E_INTERNAL, 0, "container setup failed: %s",
+			      n == sizeof(fail) && fail > 0 && fail < 6 ? what[fail] : "child died");
+		waitpid(pid, NULL, 0);
+		goto out;
+	}
+	unsigned long long start = 0;
+	char letter;
+	proc_stat(pid, &start, &letter);
+	/* the container's process is the base of an exec with arguments, as
+	 * runc's exec takes env, cwd and capabilities from the container's */
+	json_t *st = json_pack("{s:s,s:i,s:I,s:s,s:s,s:s,s:i,s:O}", "id", id, "pid", (int)pid,
+			       "starttime", (json_int_t)start, "bundle", bundle_abs, "rootfs",
+			       json_string_value(json_object_get(json_object_get(config, "root"),
+								 "path")),
+			       "created", created, "net", (int)p.net, "process",
+			       json_object_get(config, "process"));
+	/* the state's annotations are the config's (runtime-spec runtime.md
+	 * "State"), as crun shows them */
+	json_t *ann = json_object_get(config, "annotations");
+	if (st && json_object_size(ann))
+		json_object_set(st, "annotations", ann);
+	if (!st || write_json_at(dfd, "state.json", st, err) < 0 ||
+	    kis_host_cgroup_save(dfd, &rc, err) < 0 || write_pid_file(o->pid_file, pid, err) < 0) {
+		json_decref(st);
+		kill(pid, SIGKILL);
+		waitpid(pid, NULL, 0);
+		goto out;
+	}
+	json_decref(st);
+	made = false; /* the container exists now */
+	r = 0;
+	if (o->run) {
+		/* run without --detach waits and passes the status on, then
+		 * deletes as runc run does; with --detach it is create + start */
+		int fdm = openat(dfd, "started", O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+		if (fdm >= 0)
+			close(fdm);
+		if (!o->detach) {
+			int ws = 0;
+			while (waitpid(pid, &ws, 0) < 0 && errno == EINTR)
+				;
+			remove_state(hfd, id);
+			r = WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + WTERMSIG(ws);
+		}
+	}
+out:
+	if (made && hfd >= 0) {
+		if (rc.cg)
+			kis_run_cgroup_close(&rc);
+		remove_state(hfd, id);
+	} else if (rc.cg) {
+		kis_run_cgroup_close(&rc);
+	}
+	krt_host_plan_release(&p);
+	return r;
+}
+
+/* ------------------------------------------------ the other verbs */
+
+static int load(const struct krt_globals *g, const char *id, int *dfd, json_t **st,
+		struct kis_error **err)
+{
+	*dfd = open_container(g, id);
+	*st = *dfd >= 0 ? read_json_at(*dfd, "state.json") : NULL;
+	if (!*st) {
+		if (*dfd >= 0)
+			close(*dfd);
+		*dfd = -1;
+		return kis_error_set(err, KIS_E_NOT_FOUND, 0, "container '%s' does not exist", id);
+	}
+	return 0;
+}
+
+/* cgroup.procs of pid's pids group (v1) or its group (v2), from
+ * /proc/PID/cgroup as this (the host's) cgroup namespace sees it. */
+static int cgroup_procs_path(pid_t pid, char *out, size_t len)
+{
+	char path[64], line[1024];
+	snprintf(path, sizeof(path), "/proc/%d/cgroup", (int)pid);
+	_cleanup_fclose_ FILE *f = fopen(path, "re");
+	bool v2 = kis_cgroup_detect() == KIS_CG_V2;
+	while (f && fgets(line, sizeof(line), f)) {
+		line[strcspn(line, "\n")] = '\0';
+		char *c1 = strchr(line, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+		if (!c2 || strstr(c2, "/.."))
+			continue;
+		*c2 = '\0';
+		if (!v2 && strcmp(c1 + 1, "pids") == 0) {
+			snprintf(out, len, "/sys/fs/cgroup/pids%s/cgroup.procs", c2 + 1);
+			return 0;
+		}
+		if (v2 && c1[1] == '\0') {
+			snprintf(out, len, "/sys/fs/cgroup%s/cgroup.procs", c2 + 1);
+			return 0;
+		}
+	}
+	return -1;
+}
+
+static int parse_signal(const char *s, int *out)
+{
+	static const struct {
+		const char *n;
+		int s;
+	} sigs[] = {{"HUP", SIGHUP},   {"INT", SIGINT},   {"QUIT", SIGQUIT}, {"KILL", SIGKILL},
+		    {"USR1", SIGUSR1}, {"USR2", SIGUSR2}, {"TERM", SIGTERM}, {"STOP", SIGSTOP},
+		    {"CONT", SIGCONT}, {"WINCH", SIGWINCH}};
+	if (!s) {
+		*out = SIGTERM;
+		return 0;
+	}
+	char *end = NULL;
+	long v = strtol(s, &end, 10);
+	if (end && *end == '\0' && v > 0 && v < 65) {
+		*out = (int)v;
+		return 0;
+	}
+	if (strncasecmp(s, "SIG", 3) == 0)
+		s += 3;
+	for (size_t i = 0; i < ARRAY_SIZE(sigs); i++)
+		if (strcasecmp(s, sigs[i].n) == 0) {
+			*out = sigs[i].s;
+			return 0;
+		}
+	return -1;
+}
+
+static int signal_pid(pid_t pid, int sig)
+{
+	/* by pidfd: the pid cannot be another process's by the time it lands */
+	int pfd = (int)syscall(SYS_pidfd_open, pid, 0);
+	if (pfd < 0)
+		return -1;
+	int r = (int)syscall(SYS_pidfd_send_signal, pfd, sig, NULL, 0);
+	close(pfd);
+	return r;
+}
+
+static int host_kill(int dfd, json_t *st, const char *id, const char *signame, bool all,
+		     struct kis_error **err)
+{
+	int sig;
+	if (parse_signal(signame, &sig) < 0)
+		return kis_error_set(err, KIS_E_INVALID_ARGUMENT, 0, "unknown signal '%s'", signame);
+	const char *status = status_of(dfd, st);
+	if (strcmp(status, "stopped") == 0)
+		return kis_error_set(err, KIS_E_INVALID_ARGUMENT, 0,
+				     "container '%s' is not running", id);
+	pid_t target = strcmp(status, "created") == 0
+			       ? (pid_t)json_integer_value(json_object_get(st, "pid"))
+			       : process_pid(dfd, st);
+	if (all) {
+		/* --all: every process of the container (its cgroup's members) */
+		char procs[PATH_MAX], line[64];
+		_cleanup_fclose_ FILE *pf =
+			cgroup_procs_path(target, procs, sizeof(procs)) == 0 ? fopen(procs, "re") : NULL;
+		while (pf && fgets(line, sizeof(line), pf))
+			signal_pid((pid_t)strtol(line, NULL, 10), sig);
+	}
+	if (signal_pid(target, sig) < 0 && errno != ESRCH)
+		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot signal '%s'", id);
+	return 0;
+}
+
+static int host_delete(const struct krt_globals *g, int dfd, json_t *st, const char *id,
+		       bool force, struct kis_error **err)
+{
+	const char *status = status_of(dfd, st);
+	if (strcmp(status, "stopped") != 0 && !force)
+		return kis_error_set(err, KIS_E_BUSY, 0,
+				     "container '%s' is %s: stop it or delete --force", id, status);
+	if (strcmp(status, "stopped") != 0) {
+		signal_pid(process_pid(dfd, st), SIGKILL);
+		signal_pid((pid_t)json_integer_value(json_object_get(st, "pid")), SIGKILL);
+	}
+	_cleanup_close_ int hfd = open_host_root(g, false, NULL);
+	if (hfd >= 0)
+		remove_state(hfd, id); /* kis_host_cgroup_end kills what is left */
+	return 0;
+}
+
+static int host_ps(int dfd, json_t *st, bool json_fmt, struct kis_error **err)
+{
+	char procs[PATH_MAX], line[64];
+	_cleanup_fclose_ FILE *pf = cgroup_procs_path(process_pid(dfd, st), procs, sizeof(procs)) == 0
+					    ? fopen(procs, "re")
+					    : NULL;
+	json_t *arr = json_array();
+	while (arr && pf && fgets(line, sizeof(line), pf))
+		json_array_append_new(arr, json_integer(strtol(line, NULL, 10)));
+	if (!arr)
+		return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "ps");
+	if (json_fmt) {
+		json_dumpf(arr, stdout, 0);
+		putchar('\n');
+	} else {
+		printf("PID\n");
+		size_t i;
+		json_t *v;
+		json_array_foreach(arr, i, v)
+			printf("%lld\n", (long long)json_integer_value(v));
+	}
+	json_decref(arr);
+	return 0;
+}
+
+int krt_host_verb(const struct krt_globals *g, int argc, char **argv, struct kis_error **err)
+{
+	const char *verb = argv[0], *id = NULL, *extra = NULL;
+	bool force = false, all = false, json_fmt = false;
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i];
+		if (strcmp(a, "--force") == 0 || strcmp(a, "-f") == 0)
+			force = true;
+		else if (strcmp(a, "--all") == 0 || strcmp(a, "-a") == 0)
+			all = true;
+		else if (strcmp(a, "--format=json") == 0 ||
+			 ((strcmp(a, "--format") == 0 || strcmp(a, "-f") == 0) && i + 1 < argc &&
+			  strcmp(argv[i + 1], "json") == 0 && ++i))
+			json_fmt = true;
+		else if (!id)
+			id = a;
+		else if (!extra)
+			extra = a;
+	}
+	if (strcmp(verb, "ps") == 0)
+		force = false; /* ps -f is --format */
+	int dfd;
+	json_t *st;
+	TRY(load(g, id ? id : "", &dfd, &st, err));
+	int r;
+	if (strcmp(verb, "state") == 0) {
+		r = print_state(dfd, st) < 0 ? kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "state") : 0;
+	} else if (strcmp(verb, "start") == 0) {
+		if (strcmp(status_of(dfd, st), "created") != 0) {
+			r = kis_error_set(err, KIS_E_INVALID_ARGUMENT, 0,
+					  "container '%s' is not in the created state", id);
+		} else {
+			int fd = openat(dfd, "start", O_WRONLY | O_NONBLOCK | O_CLOEXEC | O_NOFOLLOW);
+			int mk = openat(dfd, "started", O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW,
+					0600);
+			r = fd >= 0 && mk >= 0 && write(fd, "s", 1) == 1
+				    ? 0
+				    : kis_error_set(err, KIS_E_INTERNAL, errno, "cannot start '%s'", id);
+			if (fd >= 0)
+				close(fd);
+			if (mk >= 0)
+				close(mk);
+		}
+	} else if (strcmp(verb, "kill") == 0) {
+		r = host_kill(dfd, st, id, extra, all, err);
+	} else if (strcmp(verb, "delete") == 0) {
+		r = host_delete(g, dfd, st, id, force, err);
+	} else if (strcmp(verb, "ps") == 0) {
+		r = host_ps(dfd, st, json_fmt, err);
+	} else {
+		r = kis_error_set(err, KIS_E_INVALID_ARGUMENT, 0,
+				  "%s: not supported at run.kis.tier 'host'", verb);
+	}
+	close(dfd);
+	json_decref(st);
+	return r;
+}
+
+/* ------------------------------------------------------------ exec */
+
+json_t *krt_host_base_process(const struct krt_globals *g, const char *id)
+{
+	_cleanup_close_ int dfd = open_container(g, id);
+	json_t *st = dfd >= 0 ? read_json_at(dfd, "state.json") : NULL;
+	json_t *p = json_deep_copy(json_object_get(st, "process"));
+	json_decref(st);
+	return p;
+}
+
+static int cap_number(const char *name)
+{
+	static const char *const names[] = {
+		"CHOWN", "DAC_OVERRIDE", "DAC_READ_SEARCH", "FOWNER", "FSETID", "KILL", "SETGID",
+		"SETUID", "SETPCAP", "LINUX_IMMUTABLE", "NET_BIND_SERVICE", "NET_BROADCAST",
+		"NET_ADMIN", "NET_RAW", "IPC_LOCK", "IPC_OWNER", "SYS_MODULE", "SYS_RAWIO",
+		"SYS_CHROOT", "SYS_PTRACE", "SYS_PACCT", "SYS_ADMIN", "SYS_BOOT", "SYS_NICE",
+		"SYS_RESOURCE", "SYS_TIME", "SYS_TTY_CONFIG", "MKNOD", "LEASE", "AUDIT_WRITE",
+		"AUDIT_CONTROL", "SETFCAP"};
+	if (strncasecmp(name, "CAP_", 4) == 0)
+		name += 4;
+	for (size_t i = 0; i < ARRAY_SIZE(names); i++)
+		if (strcasecmp(name, names[i]) == 0)
+			return (int)i;
+	return -1;
+}
+
+int krt_host_exec(const struct krt_globals *g, const char *id, json_t *proc,
+		  const struct krt_host_opts *o, struct kis_error **err)
+{
+	int dfd;
+	json_t *st;
+	TRY(load(g, id, &dfd, &st, err));
+	_cleanup_close_ int d = dfd;
+	_cleanup_close_ int pfd = -1, sc = -1, tty = -1;
+	int r = -1;
+	char **argv = NULL, **envp = NULL;
+	size_t na = 0, ne = 0;
+	struct rl_set rls = {0};
+	if (strcmp(status_of(dfd, st), "running") != 0) {
+		kis_error_set(err, KIS_E_INVALID_ARGUMENT, 0, "container '%s' is not running", id);
+		goto out;
+	}
+	pid_t target = process_pid(dfd, st);
+	pfd = (int)syscall(SYS_pidfd_open, target, 0);
+	if (pfd < 0) {
+		kis_error_set(err, KIS_E_INTERNAL, errno, "cannot reach the container's process");
+		goto out;
+	}
+	/* the same capability rules as create's: the bounding set is the one */
+	uint64_t keep = 0;
+	json_t *c;
+	size_t i;
+	json_array_foreach(json_object_get(json_object_get(proc, "capabilities"), "bounding"), i, c) {
+		int n = cap_number(json_string_value(c) ? json_string_value(c) : "");
+		if (n < 0) {
+			kis_error_set(err, KIS_E_INVALID_PROFILE, 0, "unknown capability '%s'",
+				      json_string_value(c));
+			goto out;
+		}
+		keep |= 1ull << n;
+	}
+	json_t *args = json_object_get(proc, "args"), *env = json_object_get(proc, "env");
+	argv = calloc(json_array_size(args) + 1, sizeof(*argv));
+	envp = calloc(json_array_size(env) + 1, sizeof(*envp));
+	if (!argv || !envp || parse_rlimits(json_object_get(proc, "rlimits"), &rls, err) < 0) {
+		if (!*err)
+			kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "exec");
+		goto out;
+	}
+	json_array_foreach(args, i, c)
+		argv[na++] = strdup(json_string_value(c) ? json_string_value(c) : "");
+	json_array_foreach(env, i, c)
+		envp[ne++] = strdup(json_string_value(c) ? json_string_value(c) : "");
+	if (!na) {
+		kis_error_set(err, KIS_E_INVALID_PROFILE, 0, "process.args is empty");
+		goto out;
+	}
+	const char *cwd = json_string_value(json_object_get(proc, "cwd"));
+	json_t *user = json_object_get(proc, "user");
+	if (json_integer_value(json_object_get(user, "uid")) ||
+	    json_integer_value(json_object_get(user, "gid"))) {
+		krt_host_refuse(err, "process.user: the host tier runs the process as root only");
+		goto out;
+	}
+	json_t *stj = st;
+	struct kis_seccomp_opts so = {
+		.net = (enum kis_net_mode)json_integer_value(json_object_get(stj, "net")),
+		.allow_sysv_ipc = true};
+	if (kis_host_seccomp_fd(&so, &sc, err) < 0)
+		goto out;
+	bool terminal = json_is_true(json_object_get(proc, "terminal"));
+	if (terminal && !o->console_socket) {
+		kis_error_set(err, KIS_E_INVALID_ARGUMENT, 0, "a terminal needs --console-socket");
+		goto out;
+	}
+	if (terminal && (tty = console_pty(o->console_socket, err)) < 0)
+		goto out;
+	/* the container's cgroup: read now, joined in the child */
+	char procs[3][PATH_MAX];
+	size_t np = 0;
+	{
+		char path[64], line[1024];
+		snprintf(path, sizeof(path), "/proc/%d/cgroup", (int)target);
+		_cleanup_fclose_ FILE *f = fopen(path, "re");
+		while (f && fgets(line, sizeof(line), f) && np < 3) {
+			line[strcspn(line, "\n")] = '\0';
+			char *c1 = strchr(line, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+			if (!c2)
+				continue;
+			*c2 = '\0';
+			if (strcmp(c1 + 1, "pids") == 0 || strcmp(c1 + 1, "memory") == 0)
+				snprintf(procs[np++], PATH_MAX, "/sys/fs/cgroup/%s%s/cgroup.procs",
+					 c1 + 1, c2 + 1);
+			else if (c1[1] == '\0' && kis_cgroup_detect() == KIS_CG_V2)
+				snprintf(procs[np++], PATH_MAX, "/sys/fs/cgroup%s/cgroup.procs",
+					 c2 + 1);
+		}
+	}
+	/* opened here: /sys/fs/cgroup is not in the container's mount namespace */
+	int cgfd[3] = {-1, -1, -1};
+	for (size_t k = 0; k < np; k++)
+		cgfd[k] = open(procs[k], O_WRONLY | O_CLOEXEC);
+	/* The namespaces are joined in a child, never here: this process
+	 * writes --pid-file, a path in the engine's mount namespace. A new pid
+	 * namespace takes effect for children only (setns(2)), so that child
+	 * forks the process and reports its pid; with --detach it then exits
+	 * and the process is the engine's subreaper's to collect, as runc's. */
+	int nsflags = CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWPID | CLONE_NEWCGROUP;
+	if (so.net != KIS_NET_HOST)
+		nsflags |= CLONE_NEWNET;
+	int rep[2];
+	if (pipe2(rep, O_CLOEXEC) < 0) {
+		kis_error_set(err, KIS_E_INTERNAL, errno, "pipe");
+		goto out;
+	}
+	pid_t mid = fork();
+	if (mid < 0) {
+		kis_error_set(err, KIS_E_INTERNAL, errno, "fork");
+		close(rep[0]);
+		close(rep[1]);
+		goto out;
+	}
+	if (mid == 0) {
+		close(rep[0]);
+		pid_t got = -1;
+		if (setns(pfd, nsflags) < 0) {
+			int e = errno;
+			(void)!write(rep[1], &got, sizeof(got));
+			dprintf(2, "kis-runtime: exec: joining the container's namespaces: %s\n",
+				strerror(e));
+			_exit(125);
+		}
+		pid_t pid = fork();
+		if (pid != 0) {
+			(void)!write(rep[1], &pid, sizeof(pid));
+			if (pid < 0 || o->detach)
+				_exit(pid < 0 ? 125 : 0);
+			int ws = 0;
+			while (waitpid(pid, &ws, 0) < 0 && errno == EINTR)
+				;
+			_exit(WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + WTERMSIG(ws));
+		}
+		close(rep[1]);
+		/* the exec'd process-to-be; a failed step is named on its
+		 * stderr (the engine's) and is exit 125, never the command's */
+		const char *step = NULL;
+		for (size_t k = 0; !step && k < np; k++)
+			if (cgfd[k] < 0 || write(cgfd[k], "0", 1) != 1)
+				step = "joining the container's cgroup";
+		if (!step && tty >= 0 && take_terminal(tty) < 0)
+			step = "taking the terminal";
+		if (!step && syscall(SYS_close_range, 3 + (unsigned)o->preserve_fds, ~0U,
+				     CLOSE_RANGE_CLOEXEC) < 0)
+			step = "closing inherited fds";
+		if (!step && !terminal)
+			setsid();
+		if (!step && apply_rlimits(&rls) < 0)
+			step = "process.rlimits";
+		if (!step && chdir(cwd && *cwd ? cwd : "/") < 0)
+			step = "process.cwd";
+		for (int n = 0; !step && n <= CAP_LAST_CAP; n++)
+			if (!(keep & (1ull << n)) && prctl(PR_CAPBSET_DROP, n, 0, 0, 0) < 0 &&
+			    errno != EINVAL)
+				step = "dropping capabilities";
+		struct __user_cap_header_struct h = {.version = _LINUX_CAPABILITY_VERSION_3};
+		struct __user_cap_data_struct cd[2] = {
+			{.effective = (uint32_t)keep, .permitted = (uint32_t)keep},
+			{.effective = (uint32_t)(keep >> 32), .permitted = (uint32_t)(keep >> 32)}};
+		if (!step && syscall(SYS_capset, &h, cd) < 0)
+			step = "setting capabilities";
+		if (!step && kis_seccomp_load_bpf_fd(sc, NULL) < 0) /* sets no_new_privs */
+			step = "loading seccomp";
+		if (step) {
+			dprintf(2, "kis-runtime: exec: %s: %s\n", step, strerror(errno));
+			_exit(125);
+		}
+		environ = envp;
+		execvp(argv[0], argv);
+		int e = errno;
+		dprintf(2, "kis-runtime: exec '%s': %s\n", argv[0], strerror(e));
+		_exit(e == ENOENT ? 127 : 126);
+	}
+	close(rep[1]);
+	for (size_t k = 0; k < np; k++)
+		if (cgfd[k] >= 0)
+			close(cgfd[k]);
+	pid_t pid = -1;
+	ssize_t n = RETRY_EINTR(read(rep[0], &pid, sizeof(pid)));
+	close(rep[0]);
+	int ws = 0;
+	if (n != sizeof(pid) || pid <= 0) {
+		while (waitpid(mid, &ws, 0) < 0 && errno == EINTR)
+			;
+		kis_error_set(err, KIS_E_INTERNAL, 0, "exec into '%s' failed", id);
+		goto out;
+	}
+	if (o->pid_file && write_pid_file(o->pid_file, pid, err) < 0) {
+		kill(pid, SIGKILL);
+		while (waitpid(mid, &ws, 0) < 0 && errno == EINTR)
+			;
+		goto out;
+	}
+	while (waitpid(mid, &ws, 0) < 0 && errno == EINTR)
+		;
+	r = o->detach ? 0 : WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + WTERMSIG(ws);
+out:
+	for (size_t k = 0; argv && k < na; k++)
+		free(argv[k]);
+	for (size_t k = 0; envp && k < ne; k++)
+		free(envp[k]);
+	free(argv);
+	free(envp);
+	json_decref(st);
+	return r;
+}

@@ -1,0 +1,363 @@
+/* SPDX-License-Identifier: MIT */
+/* kis-runtime at the host tier, the plan: which fields of a bundle
+ * bubblewrap enforces and how (bwrap's argv), and the refusal of the rest. */
+#include "util.h"
+
+#include <string.h>
+#include <sys/stat.h>
+
+#include "backends/common.h"
+#include "kis/profile.h"
+#include "runtime/runtime.h"
+
+static const char *bwrap_path(void)
+{
+	static const char *const cands[] = {"/usr/bin/bwrap", "/bin/bwrap", "/usr/local/bin/bwrap"};
+	return kis_find_tool("KIS_BWRAP", cands, ARRAY_SIZE(cands));
+}
+
+
+void krt_host_plan_release(struct krt_host_plan *p)
+{
+	krt_argv_release(&p->bwrap);
+}
+
+int krt_host_refuse(struct kis_error **err, const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	return kis_error_set(err, KIS_E_PROFILE_UNSATISFIABLE, 0, "%s (run.kis.tier 'host')", msg);
+}
+
+/* Mount options bwrap applies by itself (its binds and tmpfs are nosuid,
+ * nodev) or that change nothing here. */
+static bool option_known(const char *o)
+{
+	static const char *const ok[] = {"bind", "rbind", "ro", "rw", "nosuid", "nodev",
+					 "private", "rprivate", "slave", "rslave",
+					 "relatime", "strictatime", "noatime"};
+	for (size_t i = 0; i < ARRAY_SIZE(ok); i++)
+		if (strcmp(o, ok[i]) == 0)
+			return true;
+	return strncmp(o, "mode=", 5) == 0 || strncmp(o, "size=", 5) == 0;
+}
+
+static int plan_mount(json_t *m, size_t i, struct krt_argv *a, struct kis_error **err)
+{
+	const char *dst = json_string_value(json_object_get(m, "destination"));
+	const char *type = json_string_value(json_object_get(m, "type"));
+	const char *src = json_string_value(json_object_get(m, "source"));
+	if (!dst || dst[0] != '/')
+		return kis_error_set(err, KIS_E_INVALID_PROFILE, 0,
+				     "mounts[%zu].destination is not an absolute path", i);
+	bool ro = false, bind = type && strcmp(type, "bind") == 0;
+	const char *mode = NULL, *size = NULL, *bad = NULL;
+	/* the /dev family is bwrap's --dev (null, zero, full, random, urandom,
+	 * tty, a devpts of its own) and --mqueue: their options are bwrap's;
+	 * noexec on /dev/shm would not stop memfd_create(2) anyway */
+	bool devfam = strcmp(dst, "/dev") == 0 || strcmp(dst, "/dev/pts") == 0 ||
+		      strcmp(dst, "/dev/shm") == 0 || strcmp(dst, "/dev/mqueue") == 0;
+	json_t *o;
+	size_t j;
+	json_array_foreach(json_object_get(m, "options"), j, o) {
+		const char *s = json_string_value(o);
+		if (!s)
+			continue;
+		if (strcmp(s, "ro") == 0)
+			ro = true;
+		if (strcmp(s, "bind") == 0 || strcmp(s, "rbind") == 0)
+			bind = true;
+		if (strncmp(s, "mode=", 5) == 0)
+			mode = s + 5;
+		if (strncmp(s, "size=", 5) == 0)
+			size = s + 5;
+		if (!devfam && !option_known(s) && !bad)
+			bad = s;
+	}
+	static const char *const types[] = {"bind", "proc", "tmpfs", "devpts", "mqueue"};
+	bool type_ok = bind;
+	for (size_t k = 0; type && k < ARRAY_SIZE(types); k++)
+		type_ok = type_ok || strcmp(type, types[k]) == 0;
+	if (type && !type_ok)
+		return krt_host_refuse(err, "mounts[%zu] type '%s' at '%s': bubblewrap cannot mount one of "
+				   "the container's own",
+			      i, type, dst);
+	if (bad)
+		return krt_host_refuse(err, "mounts[%zu].options '%s': bubblewrap cannot apply it", i, bad);
+	if (bind) {
+		if (!src)
+			return kis_error_set(err, KIS_E_INVALID_PROFILE, 0,
+					     "mounts[%zu].source is missing", i);
+		TRY(krt_argv_push(a, ro ? "--ro-bind" : "--bind", err));
+		return krt_argv_push2(a, src, dst, err);
+	}
+	if (!type)
+		return kis_error_set(err, KIS_E_INVALID_PROFILE, 0, "mounts[%zu].type is missing", i);
+	if (strcmp(type, "proc") == 0)
+		return krt_argv_push2(a, "--proc", dst, err);
+	if (strcmp(dst, "/dev") == 0 && strcmp(type, "tmpfs") == 0)
+		return krt_argv_push2(a, "--dev", dst, err);
+	if (strcmp(dst, "/dev/pts") == 0 && strcmp(type, "devpts") == 0)
+		return 0; /* made by --dev */
+	if (strcmp(type, "mqueue") == 0)
+		return krt_argv_push2(a, "--mqueue", dst, err);
+	if (strcmp(type, "tmpfs") == 0) {
+		if (mode)
+			TRY(krt_argv_push2(a, "--perms", mode, err));
+		if (size) {
+			uint64_t bytes = 0;
+			struct kis_error *e = NULL;
+			if (kis_parse_size(size, &bytes, &e) < 0) {
+				kis_error_free(e);
+				return kis_error_set(err, KIS_E_INVALID_PROFILE, 0,
+						     "mounts[%zu] size='%s' is not a size", i, size);
+			}
+			char b[32];
+			snprintf(b, sizeof(b), "%llu", (unsigned long long)bytes);
+			TRY(krt_argv_push2(a, "--size", b, err));
+		}
+		TRY(krt_argv_push2(a, "--tmpfs", dst, err));
+		return ro ? krt_argv_push2(a, "--remount-ro", dst, err) : 0;
+	}
+	/* devpts away from /dev/pts */
+	return krt_host_refuse(err, "mounts[%zu] type '%s' at '%s': bubblewrap mounts a devpts only at "
+			   "/dev/pts",
+		      i, type, dst);
+}
+
+/* The bundle's masked and read-only paths inside the container's /proc
+ * (the host's /proc says which exist: the same kernel makes both); paths
+ * elsewhere are under file systems the host tier does not mount. Masked
+ * ones come after the read-only binds: a mask inside /proc/sys stays. */
+static int plan_proc_view(json_t *linux_, struct krt_argv *a, struct kis_error **err)
+{
+	json_t *e;
+	size_t i;
+	json_array_foreach(json_object_get(linux_, "readonlyPaths"), i, e) {
+		const char *p = json_string_value(e);
+		struct stat st;
+		/* bwrap's --remount-ro needs a mount point and its binds take
+		 * their source from the host: the host's own (read-only) view
+		 * of these, as kis's bubblewrap backend shows them. Writable,
+		 * /proc/sys would take writes from uid 0 with no capability. */
+		if (p && strncmp(p, "/proc/", 6) == 0 && lstat(p, &st) == 0) {
+			TRY(krt_argv_push(a, "--ro-bind", err));
+			TRY(krt_argv_push2(a, p, p, err));
+		}
+	}
+	json_array_foreach(json_object_get(linux_, "maskedPaths"), i, e) {
+		const char *p = json_string_value(e);
+		struct stat st;
+		if (!p || strncmp(p, "/proc/", 6) != 0 || lstat(p, &st) < 0)
+			continue;
+		if (S_ISDIR(st.st_mode)) {
+			TRY(krt_argv_push2(a, "--tmpfs", p, err));
+			TRY(krt_argv_push2(a, "--remount-ro", p, err));
+		} else {
+			TRY(krt_argv_push(a, "--ro-bind", err));
+			TRY(krt_argv_push2(a, "/dev/null", p, err));
+		}
+	}
+	return 0;
+}
+
+static int plan_namespaces(json_t *linux_, struct krt_host_plan *p, struct kis_error **err)
+{
+	bool net = false, cgroup = false;
+	json_t *n;
+	size_t i;
+	json_array_foreach(json_object_get(linux_, "namespaces"), i, n) {
+		const char *t = json_string_value(json_object_get(n, "type"));
+		const char *path = json_string_value(json_object_get(n, "path"));
+		if (!t)
+			return kis_error_set(err, KIS_E_INVALID_PROFILE, 0,
+					     "linux.namespaces[%zu].type is missing", i);
+		if (path && *path)
+			return krt_host_refuse(err, "linux.namespaces[%zu] '%s' joins '%s': bubblewrap "
+					   "cannot join a namespace by path",
+				      i, t, path);
+		if (strcmp(t, "user") == 0 || strcmp(t, "time") == 0)
+			return krt_host_refuse(err, "linux.namespaces[%zu] '%s': the host tier makes no "
+					   "%s namespace from a bundle",
+				      i, t, t);
+		if (strcmp(t, "network") == 0)
+			net = true;
+		if (strcmp(t, "cgroup") == 0)
+			cgroup = true;
+	}
+	/* pid, mount, ipc, uts (and network without the hatch) were required
+	 * by krt_policy_container already */
+	TRY(krt_argv_push(&p->bwrap, "--unshare-pid", err));
+	TRY(krt_argv_push(&p->bwrap, "--unshare-ipc", err));
+	TRY(krt_argv_push(&p->bwrap, "--unshare-uts", err));
+	if (cgroup)
+		TRY(krt_argv_push(&p->bwrap, "--unshare-cgroup", err));
+	if (net)
+		TRY(krt_argv_push(&p->bwrap, "--unshare-net", err)); /* bwrap brings lo up */
+	p->net = net ? KIS_NET_OFF : KIS_NET_HOST;
+	return 0;
+}
+
+static int plan_process(json_t *proc, struct krt_host_plan *p, struct kis_error **err)
+{
+	if (!json_is_object(proc))
+		return kis_error_set(err, KIS_E_INVALID_PROFILE, 0, "process is missing");
+	json_t *user = json_object_get(proc, "user");
+	json_int_t uid = json_integer_value(json_object_get(user, "uid"));
+	json_int_t gid = json_integer_value(json_object_get(user, "gid"));
+	if (uid != 0 || gid != 0 || json_array_size(json_object_get(user, "additionalGids")) ||
+	    json_object_get(user, "username"))
+		return krt_host_refuse(err, "process.user: the host tier runs the process as the root of "
+				   "the host's user namespace only (uid 0, gid 0)");
+	static const char *const unsupported[] = {"apparmorProfile", "selinuxLabel",
+						  "ioPriority", "scheduler", "execCPUAffinity"};
+	for (size_t i = 0; i < ARRAY_SIZE(unsupported); i++)
+		if (json_object_get(proc, unsupported[i]))
+			return krt_host_refuse(err, "process.%s: bubblewrap cannot apply it", unsupported[i]);
+	/* one set for all: bwrap's --cap-add gives each cap to every set */
+	json_t *caps = json_object_get(proc, "capabilities");
+	json_t *bounding = json_object_get(caps, "bounding");
+	const char *set;
+	json_t *list;
+	json_object_foreach(caps, set, list) {
+		if (strcmp(set, "ambient") == 0 || strcmp(set, "inheritable") == 0) {
+			/* the process is uid 0: at execve it gets the bounding
+			 * set whatever these hold (capabilities(7), "Capabilities
+			 * and execution of programs by root"), so a subset of
+			 * bounding is what it would have anyway */
+			json_t *c;
+			size_t k;
+			json_array_foreach(list, k, c) {
+				bool in = false;
+				json_t *b;
+				size_t j;
+				json_array_foreach(bounding, j, b)
+					in = in || json_equal(b, c);
+				if (!in)
+					return krt_host_refuse(err, "process.capabilities.%s names '%s', "
+							   "which bounding does not",
+						      set, json_string_value(c));
+			}
+			continue;
+		}
+		if (!json_equal(list, bounding))
+			return krt_host_refuse(err, "process.capabilities.%s differs from bounding: "
+					   "bubblewrap gives one set",
+				      set);
+	}
+	TRY(krt_argv_push2(&p->bwrap, "--cap-drop", "ALL", err));
+	json_t *c;
+	size_t i;
+	json_array_foreach(bounding, i, c)
+		TRY(krt_argv_push2(&p->bwrap, "--cap-add", json_string_value(c), err));
+	TRY(krt_argv_push(&p->bwrap, "--clearenv", err));
+	json_array_foreach(json_object_get(proc, "env"), i, c) {
+		const char *kv = json_string_value(c);
+		const char *eq = kv ? strchr(kv, '=') : NULL;
+		if (!eq || eq == kv)
+			return kis_error_set(err, KIS_E_INVALID_PROFILE, 0,
+					     "process.env[%zu] is not KEY=VALUE", i);
+		_cleanup_free_ char *k = strndup(kv, (size_t)(eq - kv));
+		if (!k)
+			return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "env");
+		TRY(krt_argv_push(&p->bwrap, "--setenv", err));
+		TRY(krt_argv_push2(&p->bwrap, k, eq + 1, err));
+	}
+	const char *cwd = json_string_value(json_object_get(proc, "cwd"));
+	TRY(krt_argv_push2(&p->bwrap, "--chdir", cwd && *cwd ? cwd : "/", err));
+	p->args = json_object_get(proc, "args");
+	if (!json_array_size(p->args))
+		return kis_error_set(err, KIS_E_INVALID_PROFILE, 0, "process.args is empty");
+	p->rlimits = json_object_get(proc, "rlimits");
+	p->terminal = json_is_true(json_object_get(proc, "terminal"));
+	json_t *adj = json_object_get(proc, "oomScoreAdj");
+	p->has_oom_adj = json_is_integer(adj);
+	p->oom_score_adj = (int)json_integer_value(adj);
+	return 0;
+}
+
+static int plan_resources(json_t *res, struct krt_host_plan *p, struct kis_error **err)
+{
+	const char *k;
+	json_t *v;
+	json_object_foreach(res, k, v) {
+		if (strcmp(k, "devices") == 0)
+			continue; /* bwrap's --dev holds only the harmless devices */
+		if (strcmp(k, "memory") == 0 || strcmp(k, "pids") == 0) {
+			const char *mk;
+			json_t *mv;
+			json_object_foreach(v, mk, mv) {
+				if (strcmp(mk, "limit") != 0 &&
+				    !(strcmp(mk, "swap") == 0 && json_equal(mv, json_object_get(
+									v, "limit"))))
+					return krt_host_refuse(err, "linux.resources.%s.%s: the host tier "
+							   "enforces %s.limit only",
+						      k, mk, k);
+			}
+			continue;
+		}
+		if ((json_is_object(v) && !json_object_size(v)) ||
+		    (json_is_array(v) && !json_array_size(v)))
+			continue;
+		return krt_host_refuse(err, "linux.resources.%s: the host tier enforces memory and pids only",
+			      k);
+	}
+	p->memory = (uint64_t)json_integer_value(json_object_get(json_object_get(res, "memory"),
+								 "limit"));
+	p->pids = (uint64_t)json_integer_value(json_object_get(json_object_get(res, "pids"),
+							       "limit"));
+	return 0;
+}
+
+/* config has been through krt_policy_container (its refusals and
+ * defaults), which also put kis's seccomp JSON in place of an absent one:
+ * had_seccomp says whether the bundle brought its own. */
+int krt_host_plan(json_t *config, bool had_seccomp, struct krt_host_plan *p, struct kis_error **err)
+{
+	memset(p, 0, sizeof(*p));
+	const char *bwrap = bwrap_path();
+	if (!bwrap)
+		return kis_error_set(err, KIS_E_TIER_UNAVAILABLE, 0,
+				     "run.kis.tier 'host' needs bubblewrap: install Debian's bubblewrap");
+	if (had_seccomp)
+		return krt_host_refuse(err, "linux.seccomp: the host tier applies kis's own filter, not a "
+				   "bundle's");
+	json_t *linux_ = json_object_get(config, "linux");
+	static const char *const unsupported[] = {"sysctl", "uidMappings", "gidMappings",
+						  "intelRdt", "personality", "mountLabel"};
+	for (size_t i = 0; i < ARRAY_SIZE(unsupported); i++)
+		if (json_object_get(linux_, unsupported[i]))
+			return krt_host_refuse(err, "linux.%s: bubblewrap cannot apply it", unsupported[i]);
+	if (json_array_size(json_object_get(linux_, "devices")))
+		return krt_host_refuse(err, "linux.devices: the host tier gives only null, zero, full, "
+				   "random, urandom and tty");
+	if (json_object_size(json_object_get(config, "hooks")))
+		return krt_host_refuse(err, "hooks: the host tier runs no hooks");
+	TRY(krt_argv_push(&p->bwrap, bwrap, err));
+	TRY(plan_namespaces(linux_, p, err));
+	TRY(krt_argv_push(&p->bwrap, "--as-pid-1", err));
+	const char *host = json_string_value(json_object_get(config, "hostname"));
+	if (host)
+		TRY(krt_argv_push2(&p->bwrap, "--hostname", host, err));
+	TRY(plan_process(json_object_get(config, "process"), p, err));
+	TRY(plan_resources(json_object_get(linux_, "resources"), p, err));
+	json_t *root = json_object_get(config, "root");
+	TRY(krt_argv_push(&p->bwrap,
+			  json_is_true(json_object_get(root, "readonly")) ? "--ro-bind" : "--bind",
+			  err));
+	TRY(krt_argv_push2(&p->bwrap, json_string_value(json_object_get(root, "path")), "/", err));
+	json_t *m;
+	size_t i;
+	json_array_foreach(json_object_get(config, "mounts"), i, m)
+		TRY(plan_mount(m, i, &p->bwrap, err));
+	TRY(plan_proc_view(linux_, &p->bwrap, err));
+	/* no TIOCSTI into a terminal the engine gave (a pty of the container's
+	 * own is its session's controlling terminal instead) */
+	if (!p->terminal)
+		TRY(krt_argv_push(&p->bwrap, "--new-session", err));
+	return 0;
+}
+

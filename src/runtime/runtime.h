@@ -1,0 +1,174 @@
+/* SPDX-License-Identifier: MIT */
+/* kis-runtime: what its files share: the global flags of the OCI runtime
+ * command line, the log, the policy over config.json and crun's argv. */
+#ifndef KIS_RUNTIME_H
+#define KIS_RUNTIME_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "kis/error.h"
+
+/* Exit status of a refusal or a failure of kis-runtime itself (the
+ * kis CLI's "the engine refused or failed"). */
+#define KRT_EXIT_REFUSED 125
+
+/* Annotations kis-runtime reads from config.json; any other run.kis.* key
+ * is an error (unknown fields are errors, as in a kis profile). */
+#define KRT_ANN_PREFIX "run.kis."
+#define KRT_ANN_TIER "run.kis.tier"
+#define KRT_ANN_NET_HOST "run.kis.allow-net-host"
+
+/* The global flags, as runc and crun take them before the verb. */
+struct krt_globals {
+	const char *root;       /* --root: the runtime's state directory */
+	const char *log;        /* --log FILE */
+	bool log_json;          /* --log-format json */
+	bool systemd_cgroup;    /* --systemd-cgroup (or --cgroup-manager systemd) */
+	bool debug;             /* --debug */
+	int pinned_tier;        /* -1, or the tier this binary's name pins
+				 * (kis-runtime-host: KRT_TIER_HOST) */
+};
+
+/* One verb: argv from the verb on (argv[0] is the verb's name). Returns
+ * the exit status, or never returns when it became crun. */
+typedef int (*krt_verb_fn)(const struct krt_globals *g, int argc, char **argv,
+			   struct kis_error **err);
+
+/* ---- log.c ---- */
+/* Report e once: on stderr ("kis-runtime: code: message") and, with
+ * --log, as one line of the log in its format ({"level","msg","time"} as
+ * runc and crun write it), which is where containerd and conmon look. */
+void krt_log_error(const struct krt_globals *g, const struct kis_error *e);
+
+/* ---- policy.c ---- */
+enum krt_tier { KRT_TIER_CONTAINER = 0, KRT_TIER_MICROVM, KRT_TIER_HOST };
+/* The tier the annotation asks for; the annotations themselves checked.
+ * pinned >= 0: the operator's tier (the binary's name), which an
+ * annotation may only repeat. */
+int krt_policy_tier(json_t *config, int pinned, enum krt_tier *out, struct kis_error **err);
+/* "container", "microvm", "host"; and back (-1 when unknown). */
+const char *krt_tier_name(enum krt_tier t);
+int krt_tier_parse(const char *s);
+/* Check config.json against what the container tier enforces and refuse
+ * what it cannot; then normalise it in place to kis's defaults (seccomp,
+ * masked paths, limits) and make root.path absolute against bundle_dir. */
+int krt_policy_container(json_t *config, const char *bundle_dir, struct kis_error **err);
+/* The process of an exec (a process.json, or the --cap flags). */
+int krt_policy_process(json_t *process, const char *where, struct kis_error **err);
+int krt_policy_cap(const char *cap, const char *where, struct kis_error **err);
+/* The capabilities a container may hold (for `features`). */
+extern const char *const krt_allowed_caps[];
+extern const size_t krt_n_allowed_caps;
+
+/* ---- crun.c ---- */
+/* crun's argv under construction. */
+struct krt_argv {
+	char **v;
+	size_t n, cap;
+};
+void krt_argv_release(struct krt_argv *a);
+int krt_argv_push(struct krt_argv *a, const char *s, struct kis_error **err);
+/* x, then y unless NULL. */
+int krt_argv_push2(struct krt_argv *a, const char *x, const char *y, struct kis_error **err);
+/* crun's path, and its global flags from g pushed after argv[0]. */
+int krt_crun_begin(struct krt_argv *a, const struct krt_globals *g, struct kis_error **err);
+/* A sealed memfd holding doc, for `--config /proc/self/fd/N` (inherited by
+ * crun, closed by crun in the container with every fd above
+ * --preserve-fds). N is at least min_fd. */
+int krt_memfd_json(json_t *doc, int min_fd, struct kis_error **err);
+/* Become crun (hidden from the hybrid cgroup v2 mount it refuses).
+ * Returns only on failure. */
+int krt_crun_exec(struct krt_argv *a, struct kis_error **err);
+
+/* ---- host_plan.c: what of a bundle bubblewrap enforces ---- */
+struct krt_host_plan {
+	struct krt_argv bwrap; /* up to and excluding --seccomp/--info-fd */
+	json_t *args;          /* process.args (borrowed from the config) */
+	json_t *rlimits;
+	bool terminal;
+	int oom_score_adj;
+	bool has_oom_adj;
+	int net;               /* enum kis_net_mode: kis's seccomp filter's */
+	uint64_t memory, pids;
+};
+/* config already through krt_policy_container; had_seccomp: the bundle
+ * brought its own linux.seccomp. A field bwrap cannot enforce is refused
+ * (profile_unsatisfiable naming it and "run.kis.tier 'host'"). */
+int krt_host_plan(json_t *config, bool had_seccomp, struct krt_host_plan *p,
+		  struct kis_error **err);
+void krt_host_plan_release(struct krt_host_plan *p);
+/* profile_unsatisfiable with the message and "(run.kis.tier 'host')". */
+int krt_host_refuse(struct kis_error **err, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+/* ---- host.c: run.kis.tier host (bubblewrap) ---- */
+struct krt_host_opts {
+	const char *pid_file;
+	const char *console_socket;
+	long preserve_fds;
+	bool detach; /* run --detach, exec --detach */
+	bool run;    /* run: no start fifo; without detach, wait and delete */
+};
+/* Is id a host-tier container in g->root? */
+bool krt_host_owns(const struct krt_globals *g, const char *id);
+/* config already through krt_policy_container; had_seccomp: the bundle
+ * brought a linux.seccomp of its own. Returns the exit status for run. */
+int krt_host_create(const struct krt_globals *g, json_t *config, bool had_seccomp,
+		    const char *bundle, const char *id, const struct krt_host_opts *o,
+		    struct kis_error **err);
+/* start, state, kill, delete, ps of a host-tier container. */
+int krt_host_verb(const struct krt_globals *g, int argc, char **argv, struct kis_error **err);
+/* exec: proc is the process (a process.json, or built from the flags on
+ * the container's own process); returns its exit status. */
+int krt_host_exec(const struct krt_globals *g, const char *id, json_t *proc,
+		  const struct krt_host_opts *o, struct kis_error **err);
+/* The container's process object as create recorded it (new reference). */
+json_t *krt_host_base_process(const struct krt_globals *g, const char *id);
+
+/* ---- verbs ---- */
+int krt_cmd_create(const struct krt_globals *g, int argc, char **argv, struct kis_error **err);
+int krt_cmd_run(const struct krt_globals *g, int argc, char **argv, struct kis_error **err);
+int krt_cmd_exec(const struct krt_globals *g, int argc, char **argv, struct kis_error **err);
+int krt_cmd_features(const struct krt_globals *g, int argc, char **argv,
+		     struct kis_error **err);
+int krt_cmd_passthrough(const struct krt_globals *g, int argc, char **argv,
+			struct kis_error **err);
+
+/* ---- opts.c: the verbs' flags ---- */
+enum krt_opt_act {
+	KRT_OPT_PASS = 0, /* handed to crun as given */
+	KRT_OPT_BUNDLE,   /* -b/--bundle DIR */
+	KRT_OPT_CONFIG,   /* -f/--config FILE (crun's): read instead of config.json */
+	KRT_OPT_PROCESS,  /* exec -p/--process FILE */
+	KRT_OPT_CAP,      /* exec --cap CAP: checked, then passed */
+	KRT_OPT_PRESERVE, /* --preserve-fds N: passed, and remembered */
+	KRT_OPT_REFUSE,   /* a flag that weakens the container: refused by name */
+};
+struct krt_opt {
+	const char *name;  /* long name without dashes */
+	char shortc;       /* 0: none */
+	bool value;        /* takes a value */
+	enum krt_opt_act act;
+	const char *why;   /* KRT_OPT_REFUSE: the reason */
+};
+struct krt_parsed {
+	const char *bundle;
+	const char *config;
+	const char *process;
+	long preserve_fds;
+	struct krt_argv pass;   /* the flags handed on, normalised to --name[ value] */
+	struct krt_argv pos;    /* positional arguments */
+};
+void krt_parsed_release(struct krt_parsed *p);
+/* The value of a flag handed on (--name VALUE), NULL when not given. */
+const char *krt_parsed_value(const struct krt_parsed *p, const char *name);
+/* Was the boolean flag --name given? */
+bool krt_parsed_has(const struct krt_parsed *p, const char *name);
+/* Parse argv[1..] (argv[0] is the verb) against opts; positional
+ * arguments after the first one stop flag parsing (exec's command line). */
+int krt_parse(const struct krt_opt *opts, int argc, char **argv, struct krt_parsed *out,
+	      struct kis_error **err);
+
+#endif

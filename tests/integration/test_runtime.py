@@ -1,0 +1,962 @@
+# SPDX-License-Identifier: MIT
+# kis-runtime, the OCI runtime command line: its lifecycle checked state by
+# state against crun's for the same bundle, its refusals, kis's defaults
+# seen from inside, and the real engines (podman, a private containerd).
+import json
+import os
+import shutil
+import signal
+import subprocess
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT
+
+KRT = ROOT / "build" / "kis-runtime"
+CRUN = shutil.which("crun")
+BUSYBOX = shutil.which("busybox")
+PODMAN = shutil.which("podman")
+CONTAINERD = shutil.which("containerd")
+CTR = shutil.which("ctr")
+SHIM = shutil.which("containerd-shim-runc-v2")
+HAVE_SYSTEMD = os.path.isdir("/run/systemd/system")
+
+
+def _why_skip():
+    if os.geteuid() != 0:
+        return "kis-runtime runs containers as root"
+    if not CRUN:
+        return "crun is not installed (Debian package crun)"
+    if not BUSYBOX:
+        return "busybox is not installed (Debian package busybox-static)"
+    if not KRT.exists():
+        return "build/kis-runtime is missing: run make"
+    return None
+
+
+WHY = _why_skip()
+pytestmark = pytest.mark.skipif(WHY is not None, reason=WHY or "")
+
+
+def cgroup_layout():
+    import ctypes  # noqa: F401  (statfs through os is not exposed: read the mount table)
+    with open("/proc/self/mountinfo") as f:
+        rows = [l.split(" - ") for l in f]
+    fs = {r[0].split()[4]: r[1].split()[0] for r in rows if len(r) == 2}
+    if fs.get("/sys/fs/cgroup") == "cgroup2":
+        return 2
+    v1 = any(t == "cgroup" for m, t in fs.items() if m.startswith("/sys/fs/cgroup/"))
+    return 3 if v1 and fs.get("/sys/fs/cgroup/unified") == "cgroup2" else (1 if v1 else 0)
+
+
+LAYOUT = cgroup_layout()
+
+# crun itself as the reference. On a hybrid cgroup host crun 1.8 refuses to
+# run at all ("cgroups in hybrid mode not supported"); the reference is then
+# crun in a mount namespace without the v2 mount, which is also what
+# kis-runtime does before it becomes crun.
+REF_HYBRID = ("umount -l /sys/fs/cgroup/unified 2>/dev/null; exec \"$0\" \"$@\"")
+
+
+def _run(argv, timeout=60):
+    """Run argv with stdout and stderr in files, not pipes: a container
+    made by create or run --detach keeps them open for its whole life."""
+    import tempfile
+    with tempfile.TemporaryFile() as o, tempfile.TemporaryFile() as e:
+        p = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=o, stderr=e,
+                           timeout=timeout)
+        o.seek(0)
+        e.seek(0)
+        return subprocess.CompletedProcess(argv, p.returncode, o.read().decode(),
+                                           e.read().decode())
+
+
+def crun_ref(root, *args):
+    argv = [CRUN, "--root", str(root), *args]
+    if LAYOUT == 3:
+        argv = ["unshare", "--mount", "--propagation", "slave", "sh", "-c", REF_HYBRID, *argv]
+    return _run(argv)
+
+
+def krt(root, *args, log=None, timeout=60):
+    g = ["--root", str(root)]
+    if log:
+        g += ["--log", str(log), "--log-format", "json"]
+    return _run([str(KRT), *g, *args], timeout=timeout)
+
+
+def our_mounts(tmp):
+    with open("/proc/self/mountinfo") as f:
+        return [l for l in f if str(tmp) in l]
+
+
+def cgroup_dirs(name):
+    import glob
+    return [d for d in glob.glob(f"/sys/fs/cgroup/*/{name}") + [f"/sys/fs/cgroup/{name}"]
+            if os.path.isdir(d)]
+
+
+def remove_cgroup_tree(name, timeout=10):
+    """rmdir (never rm: only empty groups go) name in every hierarchy,
+    children first: the engines' parents (libpod_parent, containerd's
+    /<namespace>) that the test's own containers made. Retried: conmon's
+    cleanup of a --rm container ends a moment after podman does."""
+    end = time.monotonic() + timeout
+    while cgroup_dirs(name) and time.monotonic() < end:
+        for top in cgroup_dirs(name):
+            for d, _, _ in sorted(os.walk(top), key=lambda w: -len(w[0])):
+                try:
+                    os.rmdir(d)
+                except OSError:
+                    pass
+        if cgroup_dirs(name):
+            time.sleep(0.2)
+
+
+@pytest.fixture(scope="module")
+def work(tmp_path_factory):
+    """One busybox rootfs for the module, the runtimes' state roots."""
+    d = tmp_path_factory.mktemp("krt")
+    rootfs = d / "rootfs"
+    (rootfs / "bin").mkdir(parents=True)
+    for sub in ("proc", "sys", "dev", "etc", "tmp", "root"):
+        (rootfs / sub).mkdir()
+    shutil.copy(BUSYBOX, rootfs / "bin" / "busybox")
+    applets = subprocess.run([BUSYBOX, "--list"], capture_output=True, text=True).stdout.split()
+    for a in applets:
+        if a != "busybox":
+            (rootfs / "bin" / a).symlink_to("busybox")
+    (rootfs / "etc" / "passwd").write_text("root:x:0:0:root:/root:/bin/sh\n")
+    (rootfs / "etc" / "group").write_text("root:x:0:\n")
+    yield d
+    assert not our_mounts(d), our_mounts(d)
+
+
+@pytest.fixture
+def roots(work):
+    """Private state roots for kis-runtime and the crun reference; every
+    container in them is gone when the test ends, failed or not."""
+    tag = uuid.uuid4().hex[:8]
+    kr, cr = work / f"state-krt-{tag}", work / f"state-crun-{tag}"
+    yield kr, cr
+    for d in sorted((kr / "kis-host").glob("*")) if (kr / "kis-host").exists() else []:
+        krt(kr, "delete", "--force", d.name)
+    assert not list((kr / "kis-host").glob("*")) if (kr / "kis-host").exists() else True
+    for root, run in ((kr, lambda *a: krt(kr, *a)), (cr, lambda *a: crun_ref(cr, *a))):
+        if root.exists():
+            for c in json.loads(run("list", "--format", "json").stdout or "[]") or []:
+                run("delete", "--force", c["id"])
+            left = json.loads(run("list", "--format", "json").stdout or "[]") or []
+            assert not left, f"containers left in {root}: {left}"
+
+
+def make_bundle(work, args, edit=None, name=None):
+    """A bundle from `crun spec`, its root the module's rootfs (read-only)."""
+    b = work / (name or f"b-{uuid.uuid4().hex[:8]}")
+    b.mkdir()
+    subprocess.run([CRUN, "spec"], cwd=b, check=True)
+    c = json.loads((b / "config.json").read_text())
+    c["root"] = {"path": str(work / "rootfs"), "readonly": True}
+    c["process"]["terminal"] = False
+    c["process"]["args"] = args
+    if edit:
+        edit(c)
+    (b / "config.json").write_text(json.dumps(c))
+    return b
+
+
+def host_tier(c):
+    """A bundle bubblewrap can run: no sysfs or cgroup mount of its own
+    (crun spec's defaults have both), and the annotation."""
+    c["mounts"] = [m for m in c["mounts"] if m["type"] not in ("sysfs", "cgroup")]
+    c.setdefault("annotations", {})["run.kis.tier"] = "host"
+
+
+def at_tier(tier, edit=None):
+    def both(c):
+        if tier == "host":
+            host_tier(c)
+        if edit:
+            edit(c)
+    return both
+
+
+TIERS = ["container"] + (["host"] if shutil.which("bwrap") else [])
+
+
+def state(run, cid):
+    p = run("state", cid)
+    return (json.loads(p.stdout) if p.returncode == 0 else None), p
+
+
+def wait_status(run, cid, want, timeout=10):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        s, _ = state(run, cid)
+        if s and s["status"] == want:
+            return s
+        time.sleep(0.05)
+    return state(run, cid)[0]
+
+
+# ---------------------------------------------------------- conformance
+
+
+@pytest.mark.parametrize("tier", TIERS)
+def test_every_state_transition_matches_crun(work, roots, tier):
+    """runtime-spec runtime.md "Lifecycle" and "Operations", done with the
+    same bundle by crun and by kis-runtime: each step's exit status (0 or
+    not) and each `state` document compared field by field (id, pid and
+    created are per container and only checked for shape)."""
+    kr, cr = roots
+    # crun ignores the annotation: the same bundle, the same lifecycle
+    b = make_bundle(work, ["sleep", "60"], at_tier(tier))
+    runs = {"crun": lambda *a: crun_ref(cr, *a), "kis": lambda *a: krt(kr, *a)}
+    seen, errs = {}, {}
+    for who, run in runs.items():
+        cid = f"krt-conf-{who}"
+        steps = []
+
+        def step(label, *args):
+            p = run(*args)
+            steps.append((label, p.returncode == 0))
+            errs[(who, label)] = p.stderr
+            return p
+
+        step("state before create", "state", cid)
+        step("create", "create", "--bundle", str(b), cid)
+        steps.append(("state created", state(run, cid)[0]))
+        step("create again (id in use)", "create", "--bundle", str(b), cid)
+        step("start", "start", cid)
+        steps.append(("state running", wait_status(run, cid, "running")))
+        step("start again (not created)", "start", cid)
+        step("delete running without force", "delete", cid)
+        # the process is pid 1 of its namespace: a signal it has no handler
+        # for is not delivered (pid_namespaces(7)), SIGKILL always is
+        step("kill TERM (no handler)", "kill", cid, "TERM")
+        time.sleep(0.3)
+        steps.append(("state running after TERM", state(run, cid)[0]))
+        step("kill KILL", "kill", cid, "KILL")
+        steps.append(("state stopped", wait_status(run, cid, "stopped")))
+        step("kill stopped", "kill", cid, "KILL")
+        step("delete", "delete", cid)
+        step("state after delete", "state", cid)
+        seen[who] = (cid, steps)
+    (ccid, csteps), (kcid, ksteps) = seen["crun"], seen["kis"]
+    assert [s[0] for s in csteps] == [s[0] for s in ksteps]
+    for (label, c), (_, k) in zip(csteps, ksteps):
+        if isinstance(c, bool):
+            assert c == k, (f"{label}: crun {'succeeds' if c else 'fails'}, kis-runtime not: "
+                            f"{errs.get(('crun', label))!r} / {errs.get(('kis', label))!r}")
+            continue
+        assert c and k, f"{label}: crun {c}, kis-runtime {k}"
+        assert c["id"] == ccid and k["id"] == kcid
+        for d in (c, k):
+            assert isinstance(d["pid"], int) and (d["pid"] > 0 or d["status"] == "stopped")
+            assert d["created"].endswith("Z")
+        strip = lambda d: {f: v for f, v in d.items() if f not in ("id", "pid", "created")}
+        assert strip(c) == strip(k), f"{label}: fields differ"
+    assert [s[1]["status"] for s in csteps if isinstance(s[1], dict)] == [
+        "created", "running", "running", "stopped"]
+
+
+@pytest.mark.parametrize("tier", TIERS)
+def test_run_passes_exit_status_and_streams(work, roots, tier):
+    kr, _ = roots
+    b = make_bundle(work, ["sh", "-c", "echo out; echo err >&2; exit 7"], at_tier(tier))
+    p = krt(kr, "run", "--bundle", str(b), "krt-run")
+    assert p.returncode == 7
+    assert p.stdout == "out\n" and p.stderr == "err\n"
+
+
+@pytest.mark.parametrize("tier", TIERS)
+def test_exec_with_args_and_process_file(work, roots, tier):
+    kr, _ = roots
+    b = make_bundle(work, ["sleep", "60"], at_tier(tier))
+    assert krt(kr, "run", "--detach", "--bundle", str(b), "krt-exec").returncode == 0
+    p = krt(kr, "exec", "krt-exec", "sh", "-c", "echo in; exit 3")
+    assert (p.returncode, p.stdout) == (3, "in\n")
+    proc = work / "proc.json"
+    proc.write_text(json.dumps({"args": ["sh", "-c", "echo $K; exit 4"], "env": ["PATH=/bin", "K=v1"],
+                                "cwd": "/", "user": {"uid": 0, "gid": 0}}))
+    p = krt(kr, "exec", "--process", str(proc), "krt-exec")
+    assert (p.returncode, p.stdout) == (4, "v1\n")
+    ps = krt(kr, "ps", "--format", "json", "krt-exec")
+    assert ps.returncode == 0 and len(json.loads(ps.stdout)) >= 1
+    assert krt(kr, "kill", "krt-exec", "KILL").returncode == 0
+    wait_status(lambda *a: krt(kr, *a), "krt-exec", "stopped")
+    assert krt(kr, "delete", "krt-exec").returncode == 0
+
+
+@pytest.mark.parametrize("tier", TIERS)
+def test_exec_detach_pid_file_lands_on_the_host(work, roots, tier):
+    """exec --detach --pid-file (how conmon and the shim exec): the pid file
+    is written at the engine's path, not inside the container's mount
+    namespace, and names the exec'd process, in the container's pid
+    namespace."""
+    kr, _ = roots
+    b = make_bundle(work, ["sleep", "60"], at_tier(tier))
+    cid = f"krt-xpid-{tier}"
+    assert krt(kr, "run", "--detach", "--bundle", str(b), cid).returncode == 0
+    pidfile = work / f"exec-{tier}.pid"
+    p = krt(kr, "exec", "--detach", "--pid-file", str(pidfile), cid, "sleep", "31")
+    assert p.returncode == 0, p.stderr
+    pid = int(pidfile.read_text())
+    try:
+        end = time.monotonic() + 5  # written at fork; the exec follows
+        while time.monotonic() < end:
+            argv = open(f"/proc/{pid}/cmdline").read().split("\0")[:2]
+            if argv == ["sleep", "31"]:
+                break
+            time.sleep(0.05)
+        assert argv == ["sleep", "31"]
+        assert os.readlink(f"/proc/{pid}/ns/pid") != os.readlink("/proc/self/ns/pid")
+    finally:
+        krt(kr, "delete", "--force", cid)
+
+
+# ---------------------------------------------------------- kis's defaults
+
+
+def test_bundle_without_seccomp_gets_kis_policy(work, roots):
+    """A bundle with no linux.seccomp (ctr run's default) runs under kis's
+    filter and no_new_privs: a user namespace, the first step of many
+    break-outs, is refused inside; crun itself with the same bundle lets it
+    through (the control)."""
+    kr, cr = roots
+    probe = ("grep -E '^(Seccomp|NoNewPrivs):' /proc/self/status; "
+             "unshare -U true && echo USERNS-MADE || echo USERNS-REFUSED")
+
+    def no_seccomp(c):
+        c["linux"].pop("seccomp", None)
+
+    b = make_bundle(work, ["sh", "-c", probe], no_seccomp)
+    k = krt(kr, "run", "--bundle", str(b), "krt-sc")
+    c = crun_ref(cr, "run", "--bundle", str(b), "krt-sc-ref")
+    assert "Seccomp:\t2" in k.stdout and "NoNewPrivs:\t1" in k.stdout, k.stdout + k.stderr
+    assert "USERNS-REFUSED" in k.stdout
+    assert "Seccomp:\t0" in c.stdout and "USERNS-MADE" in c.stdout, c.stdout + c.stderr
+
+
+def _cgroup_file(pid, controller, name):
+    with open(f"/proc/{pid}/cgroup") as f:
+        for line in f:
+            _, ctrls, path = line.rstrip("\n").split(":", 2)
+            if LAYOUT == 2 and ctrls == "":
+                return Path("/sys/fs/cgroup") / path.lstrip("/") / name
+            if controller in ctrls.split(","):
+                return Path("/sys/fs/cgroup") / controller / path.lstrip("/") / name
+    return None
+
+
+@pytest.mark.parametrize("tier", TIERS)
+def test_unset_limits_take_kis_defaults_and_fork_bomb_stops(work, roots, tier):
+    """No linux.resources: memory and pids get kis's defaults (1 GiB, 256),
+    never unlimited; 400 background sleeps find forks refused."""
+    kr, _ = roots
+
+    def no_res(c):
+        c["linux"].pop("resources", None)
+
+    b = make_bundle(work, ["sh", "-c", "i=0; while [ $i -lt 400 ]; do sleep 30 & i=$((i+1)); "
+                                       "done 2>/dev/null; echo started; sleep 60"],
+                    at_tier(tier, no_res))
+    assert krt(kr, "create", "--bundle", str(b), "krt-lim").returncode == 0
+    s, _ = state(lambda *a: krt(kr, *a), "krt-lim")
+    pids_max = _cgroup_file(s["pid"], "pids", "pids.max")
+    mem = _cgroup_file(s["pid"], "memory",
+                       "memory.max" if LAYOUT == 2 else "memory.limit_in_bytes")
+    assert pids_max.read_text().strip() == "256"
+    assert mem.read_text().strip() == str(1 << 30)
+    events = _cgroup_file(s["pid"], "pids", "pids.events")
+    assert krt(kr, "start", "krt-lim").returncode == 0
+    end = time.monotonic() + 15
+    refused = 0
+    while time.monotonic() < end and not refused:
+        refused = int(dict(l.split() for l in events.read_text().splitlines())["max"])
+        time.sleep(0.1)
+    assert refused >= 1, "no fork was refused at pids.max"
+    krt(kr, "kill", "krt-lim", "KILL")
+    wait_status(lambda *a: krt(kr, *a), "krt-lim", "stopped")
+    krt(kr, "delete", "--force", "krt-lim")
+
+
+# ---------------------------------------------------------- refusals
+
+
+def _caps(c):
+    for k in c["process"]["capabilities"]:
+        c["process"]["capabilities"][k].append("CAP_SYS_ADMIN")
+
+
+def _no_netns(c):
+    c["linux"]["namespaces"] = [n for n in c["linux"]["namespaces"] if n["type"] != "network"]
+
+
+def _host_netns_by_path(c):
+    for n in c["linux"]["namespaces"]:
+        if n["type"] == "network":
+            n["path"] = f"/proc/{os.getpid()}/ns/net"
+
+
+def _no_pidns(c):
+    c["linux"]["namespaces"] = [n for n in c["linux"]["namespaces"] if n["type"] != "pid"]
+
+
+def _bind_root(c):
+    c["mounts"].append({"destination": "/host", "type": "bind", "source": "/",
+                        "options": ["rbind", "ro"]})
+
+
+def _bind_proc_sub(c):
+    c["mounts"].append({"destination": "/hostsys", "type": "bind", "source": "/sys/kernel/../",
+                        "options": ["rbind", "ro"]})
+
+
+def _ann(k, v):
+    def edit(c):
+        c.setdefault("annotations", {})[k] = v
+    return edit
+
+
+def _disk_device(c):
+    c["linux"]["devices"] = [{"path": "/dev/xdisk", "type": "b", "major": 7, "minor": 0,
+                              "fileMode": 0o600, "uid": 0, "gid": 0}]
+    c["linux"].setdefault("resources", {})["devices"] = [
+        {"allow": True, "type": "b", "major": 7, "minor": 0, "access": "rw"}]
+
+
+def _all_devices_rule(c):
+    c["linux"].setdefault("resources", {})["devices"] = [{"allow": True, "access": "rwm"}]
+
+
+def _hugetlb(c):
+    c["linux"].setdefault("resources", {})["hugepageLimits"] = [
+        {"pageSize": "2MB", "limit": 2097152}]
+
+
+REFUSALS = [
+    ("cap_sys_admin", _caps, "profile_unsatisfiable", "CAP_SYS_ADMIN"),
+    ("host_network", _no_netns, "escape_hatch_forbidden", "run.kis.allow-net-host"),
+    ("host_network_by_path", _host_netns_by_path, "escape_hatch_forbidden", "network"),
+    ("host_pid", _no_pidns, "profile_unsatisfiable", "'pid'"),
+    ("bind_host_root", _bind_root, "profile_unsatisfiable", "mounts["),
+    ("bind_host_sys", _bind_proc_sub, "profile_unsatisfiable", "/sys"),
+    ("host_block_device", _disk_device, "profile_unsatisfiable", "/dev/xdisk"),
+    ("all_devices_rule", _all_devices_rule, "profile_unsatisfiable", "linux.resources.devices"),
+    ("tier_microvm", _ann("run.kis.tier", "microvm"), "tier_unavailable", "microvm"),
+    ("tier_unknown", _ann("run.kis.tier", "gvisor"), "invalid_profile", "run.kis.tier"),
+    ("unknown_kis_annotation", _ann("run.kis.bogus", "1"), "invalid_profile", "run.kis.bogus"),
+]
+if LAYOUT == 3:
+    REFUSALS.append(("hugetlb_on_hybrid", _hugetlb, "profile_unsatisfiable", "hugetlb"))
+
+
+def _refused(p, log, code, named):
+    assert p.returncode == 125, (p.returncode, p.stdout, p.stderr)
+    assert code in p.stderr and named in p.stderr, p.stderr
+    last = json.loads(log.read_text().splitlines()[-1])
+    assert last["level"] == "error" and code in last["msg"] and named in last["msg"]
+    assert last["time"].endswith("Z")
+
+
+@pytest.mark.parametrize("name,edit,code,named", REFUSALS, ids=[r[0] for r in REFUSALS])
+def test_refused_by_name_never_run_weaker(work, roots, name, edit, code, named):
+    """Each bundle would run under crun; kis-runtime refuses it with the
+    code and the field, on stderr and in the --log (json), and no container
+    exists afterwards. The same bundle without the edit runs (control)."""
+    kr, _ = roots
+    marker = ["sh", "-c", "echo RAN"]
+    log = work / f"log-{name}.json"
+    p = krt(kr, "run", "--bundle", str(make_bundle(work, marker, edit)), f"krt-{name}", log=log)
+    _refused(p, log, code, named)
+    assert "RAN" not in p.stdout
+    assert state(lambda *a: krt(kr, *a), f"krt-{name}")[0] is None
+    ok = krt(kr, "run", "--bundle", str(make_bundle(work, marker)), f"krt-{name}-ctl")
+    assert ok.returncode == 0 and ok.stdout == "RAN\n", ok.stderr
+
+
+def test_flags_that_weaken_are_refused(work, roots):
+    kr, _ = roots
+    b = make_bundle(work, ["sleep", "60"])
+    log = work / "log-flags.json"
+    _refused(krt(kr, "run", "--no-pivot", "--bundle", str(b), "krt-np", log=log), log,
+             "profile_unsatisfiable", "--no-pivot")
+    if not HAVE_SYSTEMD:
+        p = _run([str(KRT), "--root", str(kr), "--log", str(log), "--log-format",
+                  "json", "--systemd-cgroup", "run", "--bundle", str(b), "krt-sd"])
+        _refused(p, log, "profile_unsatisfiable", "--systemd-cgroup")
+    assert krt(kr, "run", "--detach", "--bundle", str(b), "krt-cap").returncode == 0
+    _refused(krt(kr, "exec", "--cap", "CAP_SYS_ADMIN", "krt-cap", "true", log=log), log,
+             "profile_unsatisfiable", "CAP_SYS_ADMIN")
+    proc = work / "proc-admin.json"
+    proc.write_text(json.dumps({"args": ["true"], "cwd": "/", "user": {"uid": 0, "gid": 0},
+                                "capabilities": {"bounding": ["CAP_SYS_ADMIN"]}}))
+    _refused(krt(kr, "exec", "--process", str(proc), "krt-cap", log=log), log,
+             "profile_unsatisfiable", "process.capabilities.bounding")
+    _refused(krt(kr, "update", "krt-cap", log=log), log, "invalid_argument", "update")
+    krt(kr, "delete", "--force", "krt-cap")
+
+
+@pytest.mark.skipif("host" not in TIERS, reason="bubblewrap is not installed")
+def test_binary_name_pins_the_tier(work, roots):
+    """kis-runtime-host (what make install links) runs an unannotated
+    bundle at the host tier, and refuses one whose annotation asks for
+    another tier: the operator's RuntimeClass, not the pod, picks it."""
+    kr, _ = roots
+    link = work / "kis-runtime-host"
+    if not link.exists():
+        link.symlink_to(KRT)
+    probe = ["sh", "-c", "test -d /sys/kernel && echo HAS-SYSFS; echo ran"]
+
+    def unannotated_host(c):
+        host_tier(c)
+        del c["annotations"]["run.kis.tier"]
+
+    p = _run([str(link), "--root", str(kr), "run", "--bundle",
+              str(make_bundle(work, probe, unannotated_host)), "krt-pin"])
+    assert p.returncode == 0 and p.stdout == "ran\n", p.stdout + p.stderr
+    assert not (kr / "kis-host" / "krt-pin").exists()  # run without --detach deletes
+    log = work / "log-pin.json"
+    p = _run([str(link), "--root", str(kr), "--log", str(log), "--log-format", "json", "run",
+              "--bundle", str(make_bundle(work, probe, _ann("run.kis.tier", "container"))),
+              "krt-pin2"])
+    _refused(p, log, "profile_unsatisfiable", "pinned to the 'host' tier")
+
+
+def test_features_is_the_policy(work):
+    p = subprocess.run([str(KRT), "features"], capture_output=True, text=True)
+    f = json.loads(p.stdout)
+    assert f["ociVersionMax"].startswith("1.")
+    caps = f["linux"]["capabilities"]
+    assert "CAP_SYS_ADMIN" not in caps and "CAP_CHOWN" in caps
+    assert f["annotations"]["run.kis.tier"].split(",") == ["container", "host"]
+
+
+def _console(path):
+    """A --console-socket listener: returns a function giving the pty
+    master fd the runtime sends (SCM_RIGHTS), as conmon receives it."""
+    import socket
+    import threading
+    srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    srv.bind(str(path))
+    srv.listen(1)
+    got = {}
+
+    def accept():
+        c, _ = srv.accept()
+        _, fds, _, _ = socket.recv_fds(c, 1024, 1)
+        got["fd"] = fds[0]
+        c.close()
+    t = threading.Thread(target=accept, daemon=True)
+    t.start()
+
+    def master():
+        t.join(10)
+        srv.close()
+        return got.get("fd")
+    return master
+
+
+def _read_all(fd, timeout=10):
+    import select
+    out, end = b"", time.monotonic() + timeout
+    while time.monotonic() < end:
+        r, _, _ = select.select([fd], [], [], 0.2)
+        if r:
+            try:
+                chunk = os.read(fd, 4096)
+            except OSError:  # EIO: the slave side closed
+                break
+            if not chunk:
+                break
+            out += chunk
+    return out
+
+
+@pytest.mark.parametrize("tier", TIERS)
+def test_console_socket_gets_the_terminal(work, roots, tier):
+    """process.terminal with --console-socket: the runtime sends the pty's
+    master to the socket and the process has the slave as its terminal."""
+    kr, _ = roots
+
+    def tty(c):
+        c["process"]["terminal"] = True
+
+    b = make_bundle(work, ["sh", "-c", "test -t 0 && test -t 1 && echo IS-A-TTY; tty"],
+                    at_tier(tier, tty))
+    sock = work / f"console-{tier}.sock"
+    master = _console(sock)
+    cid = f"krt-tty-{tier}"
+    p = krt(kr, "create", "--console-socket", str(sock), "--bundle", str(b), cid)
+    assert p.returncode == 0, p.stderr
+    fd = master()
+    assert fd is not None, "no terminal was sent"
+    try:
+        assert krt(kr, "start", cid).returncode == 0
+        out = _read_all(fd).decode()
+    finally:
+        os.close(fd)
+    assert "IS-A-TTY" in out, out
+    if tier == "container":  # crun opens the pty in the container's own devpts
+        assert "/dev/pts/" in out, out
+    wait_status(lambda *a: krt(kr, *a), cid, "stopped")
+    krt(kr, "delete", "--force", cid)
+
+
+@pytest.mark.parametrize("tier", TIERS)
+def test_preserve_fds_passes_only_those(work, roots, tier):
+    """--preserve-fds 1: fd 3 reaches the container with its number; fd 4,
+    also open in the runtime, does not (crun closes it; bwrap would pass it
+    on, so kis-runtime marks it close-on-exec first)."""
+    kr, _ = roots
+    b = make_bundle(work, ["sh", "-c", "echo via-3 >&3; test -e /proc/self/fd/4 && "
+                                       "echo FD4-LEAKED; true"], at_tier(tier))
+    out3 = work / f"fd3-{tier}.txt"
+    with open(out3, "w") as f3, open("/dev/null") as f4:
+        def fds():
+            os.dup2(f3.fileno(), 3)
+            os.dup2(f4.fileno(), 4)
+        p = subprocess.run([str(KRT), "--root", str(kr), "run", "--preserve-fds", "1",
+                            "--bundle", str(b), f"krt-fds-{tier}"], preexec_fn=fds,
+                           capture_output=True, text=True, timeout=60, close_fds=False)
+    assert p.returncode == 0, p.stderr
+    assert out3.read_text() == "via-3\n"
+    assert "FD4-LEAKED" not in p.stdout
+
+
+HOST_PROBE = (
+    "echo pid=$$; grep -E '^(Seccomp|NoNewPrivs|CapEff):' /proc/self/status; "
+    "cat /proc/net/dev | tail -n +3 | cut -d: -f1 | tr -d ' '; "
+    # writing a sysctl back with its own value: harmless if it got through
+    "v=$(cat /proc/sys/kernel/domainname); "
+    "(echo \"$v\" > /proc/sys/kernel/domainname) 2>/dev/null && echo SYSCTL-WRITTEN; "
+    "unshare -U true 2>/dev/null && echo USERNS-MADE; "
+    "mount -t tmpfs x /tmp 2>/dev/null && echo MOUNTED; "
+    "echo done")
+
+
+@pytest.mark.skipif("host" not in TIERS, reason="bubblewrap is not installed")
+def test_host_tier_is_bubblewrap_and_holds(work, roots):
+    """run.kis.tier host: the process is pid 1 of its own pid namespace,
+    with only lo, kis's seccomp filter, no_new_privs, the default
+    capabilities; the break-out steps tried from inside all fail."""
+    kr, _ = roots
+    b = make_bundle(work, ["sh", "-c", HOST_PROBE], host_tier)
+    p = krt(kr, "run", "--bundle", str(b), "krt-host-probe")
+    assert p.returncode == 0, p.stderr
+    out = p.stdout.splitlines()
+    assert "pid=1" in out and "Seccomp:\t2" in out and "NoNewPrivs:\t1" in out, p.stdout
+    caps = int([l for l in out if l.startswith("CapEff:")][0].split()[1], 16)
+    assert not caps & (1 << 21), "CAP_SYS_ADMIN in the container"
+    assert [l for l in out if l in ("lo", "eth0")] == ["lo"], p.stdout
+    for bad in ("SYSCTL-WRITTEN", "USERNS-MADE", "MOUNTED"):
+        assert bad not in out, p.stdout
+    assert out[-1] == "done"
+
+
+def _user1000(c):
+    c["process"]["user"] = {"uid": 1000, "gid": 1000}
+
+
+def _own_seccomp(c):
+    c["linux"]["seccomp"] = {"defaultAction": "SCMP_ACT_ALLOW", "syscalls": []}
+
+
+def _with_sysfs(c):
+    if any(m["type"] == "sysfs" for m in c["mounts"]):
+        return  # crun spec's own (the container-tier control)
+    c["mounts"].append({"destination": "/sys", "type": "sysfs", "source": "sysfs",
+                        "options": ["nosuid", "noexec", "nodev", "ro"]})
+
+
+def _noexec_bind(c):
+    c["mounts"].append({"destination": "/mnt", "type": "bind", "source": "/tmp",
+                        "options": ["rbind", "noexec"]})
+
+
+def _cpu_limit(c):
+    c["linux"].setdefault("resources", {})["cpu"] = {"quota": 50000, "period": 100000}
+
+
+HOST_REFUSALS = [
+    ("host_user", _user1000, "process.user"),
+    ("host_own_seccomp", _own_seccomp, "linux.seccomp"),
+    ("host_sysfs", _with_sysfs, "sysfs"),
+    ("host_noexec", _noexec_bind, "noexec"),
+    ("host_cpu", _cpu_limit, "linux.resources.cpu"),
+]
+
+
+@pytest.mark.skipif("host" not in TIERS, reason="bubblewrap is not installed")
+@pytest.mark.parametrize("name,edit,named", HOST_REFUSALS, ids=[r[0] for r in HOST_REFUSALS])
+def test_host_tier_refuses_what_bubblewrap_cannot(work, roots, name, edit, named):
+    """Each of these runs at the container tier (control) and is refused
+    by name at the host tier, never run without it."""
+    kr, _ = roots
+    log = work / f"log-{name}.json"
+    p = krt(kr, "run", "--bundle", str(make_bundle(work, ["echo", "RAN"], at_tier("host", edit))),
+            f"krt-{name}", log=log)
+    _refused(p, log, "profile_unsatisfiable", named)
+    assert "run.kis.tier 'host'" in p.stderr
+    ok = krt(kr, "run", "--bundle", str(make_bundle(work, ["echo", "RAN"], edit)),
+             f"krt-{name}-ctl")
+    assert ok.returncode == 0 and "RAN" in ok.stdout, ok.stderr
+
+
+# ---------------------------------------------------------- podman
+
+PODMAN_CONF = """
+[containers]
+# rlimits this host's root may set (it holds no CAP_SYS_RESOURCE here)
+default_ulimits = ["nofile=1024:1024", "nproc=4096:4096"]
+# no bridge network: a test never changes the host's interfaces or firewall
+netns = "none"
+[engine]
+cgroup_manager = "cgroupfs"
+events_logger = "file"
+"""
+
+
+@pytest.fixture(scope="module")
+def podman(work):
+    """podman with storage, run root and tmp dir of its own, one image
+    imported from the module's rootfs; everything removed at the end."""
+    if not PODMAN:
+        pytest.skip("podman is not installed (Debian package podman)")
+    d = work / "podman"
+    d.mkdir()
+    conf = d / "containers.conf"
+    conf.write_text(PODMAN_CONF)
+    env = dict(os.environ, CONTAINERS_CONF=str(conf))
+    # podman 4.3 keeps these at fixed paths whatever --root says (its blob
+    # cache, its network state) and a cleanup it runs later calls the
+    # runtime without --runtime-flag: what of them the test makes, it removes
+    fixed = [p for p in ("/var/lib/containers", "/run/containers", "/run/kis-runtime")
+             if not os.path.exists(p)]
+    base = [PODMAN, "--root", str(d / "storage"), "--runroot", str(d / "run"), "--tmpdir",
+            str(d / "tmp"), "--storage-driver", "overlay", "--runtime", str(KRT),
+            # kis-runtime's state root too (else /run/kis-runtime)
+            "--runtime-flag", f"root={d / 'krt-state'}"]
+
+    # cwd: conmon writes its "oom" file into its working directory here
+    def pm(*args, timeout=120, **kw):
+        return subprocess.run([*base, *args], capture_output=True, text=True, env=env,
+                              timeout=timeout, cwd=d, **kw)
+
+    tar = d / "rootfs.tar"
+    subprocess.run(["tar", "-C", str(work / "rootfs"), "-cf", str(tar), "."], check=True)
+    p = pm("import", str(tar), "localhost/kis-busybox:test")
+    if p.returncode != 0:
+        pytest.skip(f"podman cannot import an image here: {p.stderr.strip()}")
+    pm.image = "localhost/kis-busybox:test"
+    parent_before = bool(cgroup_dirs("libpod_parent"))
+    try:
+        yield pm
+    finally:
+        pm("rm", "--all", "--force", "--time", "0")
+        pm("rmi", "--all", "--force")
+        pm("system", "reset", "--force")
+        # containers-storage binds its overlay directory onto itself
+        for l in reversed(our_mounts(d)):
+            subprocess.run(["umount", "-l", l.split()[4]])
+        shutil.rmtree(d, ignore_errors=True)
+        for p in fixed:
+            if os.path.isdir(p) and not our_mounts(p):
+                shutil.rmtree(p, ignore_errors=True)
+        if not parent_before:  # podman's cgroupfs parent for its containers
+            remove_cgroup_tree("libpod_parent")
+            assert not cgroup_dirs("libpod_parent"), cgroup_dirs("libpod_parent")
+
+
+def test_podman_exit_codes_and_streams(podman):
+    p = podman("run", "--rm", podman.image, "sh", "-c", "echo out; echo err >&2; exit 7")
+    assert p.returncode == 7, p.stderr
+    assert p.stdout == "out\n" and p.stderr.endswith("err\n")
+    assert podman("run", "--rm", podman.image, "true").returncode == 0
+    assert podman("run", "--rm", podman.image, "no-such-command").returncode == 127
+
+
+def test_podman_terminal(podman):
+    p = podman("run", "--rm", "-t", podman.image, "sh", "-c", "test -t 0 && test -t 1 && tty")
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.startswith("/dev/pts/")
+
+
+def test_podman_exec_kill_rm(podman):
+    cid = podman("run", "-d", podman.image, "sleep", "300").stdout.strip()
+    assert cid, "no container id"
+    p = podman("exec", cid, "sh", "-c", "echo in-$((6*7)); exit 5")
+    assert (p.returncode, p.stdout) == (5, "in-42\n")
+    assert podman("exec", "-t", cid, "tty").stdout.startswith("/dev/pts/")
+    assert podman("kill", cid).returncode == 0
+    assert podman("wait", cid).stdout.strip() == "137"
+    assert podman("rm", cid).returncode == 0
+    assert cid not in podman("ps", "-aq", "--no-trunc").stdout
+
+
+def test_podman_memory_limit_ends_in_oom_kill(podman):
+    """--memory 32m: a string doubled without end is killed by the memory
+    cgroup's OOM killer (SIGKILL, 137), as the cgroup's own counter shows;
+    the rest of the container lives on to report it."""
+    oom_file = "memory.events" if LAYOUT == 2 else "memory.oom_control"
+    hog = ("(a=x; while :; do a=$a$a; done); echo hog=$?; "
+           f"cat /sys/fs/cgroup/{'' if LAYOUT == 2 else 'memory/'}{oom_file} 2>/dev/null; "
+           "sleep 30")
+    cid = podman("run", "-d", "--memory", "32m", podman.image, "sh", "-c", hog).stdout.strip()
+    try:
+        pid = int(podman("inspect", "--format", "{{.State.Pid}}", cid).stdout)
+        f = _cgroup_file(pid, "memory", oom_file)
+        end = time.monotonic() + 30
+        while time.monotonic() < end and "hog=" not in podman("logs", cid).stdout:
+            time.sleep(0.2)
+        assert "hog=137" in podman("logs", cid).stdout
+        counters = dict(l.split() for l in f.read_text().splitlines())
+        assert int(counters["oom_kill"]) >= 1
+        limit = _cgroup_file(pid, "memory",
+                             "memory.max" if LAYOUT == 2 else "memory.limit_in_bytes")
+        assert int(limit.read_text()) == 32 << 20
+    finally:
+        podman("rm", "--force", "--time", "0", cid)
+    # the whole container killed by the limit: exit 137
+    p = podman("run", "--rm", "--memory", "32m", podman.image, "sh", "-c",
+               "a=x; while :; do a=$a$a; done")
+    assert p.returncode == 137
+
+
+def test_podman_network_none(podman):
+    p = podman("run", "--rm", "--network", "none", podman.image, "cat", "/proc/net/dev")
+    ifaces = [l.split(":")[0].strip() for l in p.stdout.splitlines()[2:]]
+    assert ifaces == ["lo"], p.stdout + p.stderr
+
+
+def test_podman_refusals_reach_the_user(podman):
+    for args, code, named in (
+            (["--cap-add", "SYS_ADMIN"], "profile_unsatisfiable", "CAP_SYS_ADMIN"),
+            (["--privileged"], "profile_unsatisfiable", "process.capabilities"),
+            (["--network", "host"], "escape_hatch_forbidden", "run.kis.allow-net-host"),
+            (["--device", "/dev/loop-control"], "profile_unsatisfiable", "/dev/loop-control"),
+            (["--annotation", "run.kis.tier=microvm"], "tier_unavailable", "microvm"),
+            # podman's bundle has its own seccomp, a sysfs and a cgroup mount
+            (["--annotation", "run.kis.tier=host"], "profile_unsatisfiable",
+             "run.kis.tier 'host'")):
+        p = podman("run", "--rm", *args, podman.image, "echo", "RAN")
+        assert p.returncode != 0 and "RAN" not in p.stdout, (args, p.stdout)
+        assert code in p.stderr and named in p.stderr, (args, p.stderr)
+    assert podman("ps", "-aq").stdout.strip() == ""
+
+
+# ---------------------------------------------------------- containerd
+
+
+@pytest.fixture(scope="module")
+def containerd(work):
+    """A containerd of the test's own: root, state, sockets under the
+    module's directory, no CRI plugin; its containers use the runc v2
+    shim with BinaryName (ctr --runc-binary) set to kis-runtime."""
+    if not (CONTAINERD and CTR and SHIM):
+        pytest.skip("containerd, ctr or containerd-shim-runc-v2 missing (Debian containerd)")
+    d = work / "containerd"
+    d.mkdir()
+    ns = f"kis-test-{uuid.uuid4().hex[:8]}"
+    sock = d / "c.sock"
+    (d / "config.toml").write_text(f"""version = 2
+root = "{d}/root"
+state = "{d}/state"
+disabled_plugins = ["io.containerd.grpc.v1.cri"]
+[grpc]
+  address = "{sock}"
+[ttrpc]
+  address = "{d}/c-ttrpc.sock"
+[debug]
+  address = ""
+[metrics]
+  address = ""
+""")
+    # the shim's runc root (/run/containerd/runc/<namespace>), its sockets
+    # (s/) and ctr's fifos (fifo/) are there whatever the daemon's own state
+    # dir: what of those the test makes, it removes (when empty)
+    made_run = [p for p in ("/run/containerd", "/run/containerd/runc", "/run/containerd/s",
+                            "/run/containerd/fifo") if not os.path.exists(p)]
+    log = open(d / "containerd.log", "w")
+    daemon = subprocess.Popen([CONTAINERD, "--config", str(d / "config.toml")], stdout=log,
+                              stderr=subprocess.STDOUT)
+
+    def ctr(*args, timeout=60):
+        return subprocess.run([CTR, "--address", str(sock), "-n", ns, *args],
+                              capture_output=True, text=True, timeout=timeout)
+
+    ctr.rootfs = str(work / "rootfs")
+    # ctr run [flags] --rootfs DIR ID CMD...: --rootfs makes the first
+    # positional a directory, not an image
+    ctr.run = lambda cid, *rest: ctr("run", "--runc-binary", str(KRT), *rest[:-1], "--rootfs",
+                                     ctr.rootfs, cid, *rest[-1])
+    try:
+        end = time.monotonic() + 20
+        while ctr("version").returncode != 0:
+            if time.monotonic() > end or daemon.poll() is not None:
+                pytest.skip("the private containerd did not start: "
+                            + (d / "containerd.log").read_text()[-500:])
+            time.sleep(0.1)
+        yield ctr
+    finally:
+        for t in ctr("task", "ls", "-q").stdout.split():
+            ctr("task", "kill", "-s", "KILL", t)
+            ctr("task", "delete", "--force", t)
+        for c in ctr("container", "ls", "-q").stdout.split():
+            ctr("container", "delete", c)
+        daemon.send_signal(signal.SIGTERM)
+        try:
+            daemon.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            daemon.kill()
+            daemon.wait()
+        log.close()
+        # the shim keeps its runc state under /run/containerd/runc/<namespace>
+        # and ctr's containers' cgroups are /<namespace>/<id>
+        shutil.rmtree(f"/run/containerd/runc/{ns}", ignore_errors=True)
+        for p in reversed(made_run):
+            try:
+                os.rmdir(p)
+            except OSError:
+                pass
+        remove_cgroup_tree(ns)
+        assert not cgroup_dirs(ns), cgroup_dirs(ns)
+        for l in reversed(our_mounts(d)):
+            subprocess.run(["umount", "-l", l.split()[4]])
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def test_containerd_run_exit_status_and_streams(containerd):
+    p = containerd.run("krt-c1", "--rm", ["/bin/sh", "-c", "echo out; echo err >&2; "
+                                                       "grep Seccomp: /proc/self/status; exit 5"])
+    assert p.returncode == 5, p.stderr
+    assert "out\n" in p.stdout and "err" in p.stdout + p.stderr
+    # ctr gives no seccomp of its own: kis's is there
+    assert "Seccomp:\t2" in p.stdout
+
+
+def test_containerd_exec_kill_delete(containerd):
+    p = containerd.run("krt-c2", "-d", ["/bin/sleep", "300"])
+    assert p.returncode == 0, p.stderr
+    p = containerd("task", "exec", "--exec-id", "e1", "krt-c2", "/bin/sh", "-c",
+                   "echo in; exit 6")
+    assert (p.returncode, p.stdout) == (6, "in\n")
+    assert containerd("task", "kill", "-s", "KILL", "krt-c2").returncode == 0
+    end = time.monotonic() + 10
+    while "STOPPED" not in containerd("task", "ls").stdout and time.monotonic() < end:
+        time.sleep(0.1)
+    assert "STOPPED" in containerd("task", "ls").stdout
+    assert containerd("task", "delete", "krt-c2").returncode == 0
+    assert containerd("container", "delete", "krt-c2").returncode == 0
+    assert "krt-c2" not in containerd("container", "ls", "-q").stdout
+
+
+def test_containerd_refusal_is_the_task_error(containerd):
+    p = containerd.run("krt-c3", "--rm", "--privileged", ["/bin/true"])
+    assert p.returncode != 0
+    assert "profile_unsatisfiable" in p.stderr and "process.capabilities" in p.stderr, p.stderr
+    containerd("container", "delete", "krt-c3")

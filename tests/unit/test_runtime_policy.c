@@ -1,0 +1,336 @@
+/* SPDX-License-Identifier: MIT */
+/* Tests of kis-runtime's policy over config.json (src/runtime/policy.c) and
+ * of its flag parser: each refusal named, each default filled in. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "kis/profile.h"
+#include "runtime/runtime.h"
+
+/* A minimal bundle the container tier runs (crun spec's namespaces). */
+static json_t *base_config(void)
+{
+	json_error_t je;
+	json_t *c = json_loads(
+		"{\"ociVersion\":\"1.0.2\",\"root\":{\"path\":\"rootfs\",\"readonly\":true},"
+		"\"process\":{\"args\":[\"true\"],\"cwd\":\"/\",\"user\":{\"uid\":0,\"gid\":0},"
+		"\"capabilities\":{\"bounding\":[\"CAP_KILL\"],\"effective\":[\"CAP_KILL\"]}},"
+		"\"mounts\":[{\"destination\":\"/proc\",\"type\":\"proc\",\"source\":\"proc\"}],"
+		"\"linux\":{\"namespaces\":[{\"type\":\"pid\"},{\"type\":\"network\"},"
+		"{\"type\":\"ipc\"},{\"type\":\"uts\"},{\"type\":\"mount\"}]}}",
+		0, &je);
+	assert_non_null(c);
+	return c;
+}
+
+/* Run the container policy on c; the error's code, and its message must
+ * hold `named` (NULL: expect success). */
+static void expect(json_t *c, enum kis_errc code, const char *named)
+{
+	struct kis_error *e = NULL;
+	int r = krt_policy_container(c, "/tmp", &e);
+	if (!named) {
+		if (r < 0)
+			fail_msg("refused: %s", e->message);
+		assert_null(e);
+	} else {
+		assert_true(r < 0);
+		assert_non_null(e);
+		assert_int_equal(e->code, code);
+		if (!strstr(e->message, named))
+			fail_msg("'%s' does not name '%s'", e->message, named);
+		kis_error_free(e);
+	}
+	json_decref(c);
+}
+
+static json_t *at(json_t *c, const char *a, const char *b)
+{
+	json_t *o = json_object_get(c, a);
+	return b ? json_object_get(o, b) : o;
+}
+
+static void test_base_bundle_runs(void **state)
+{
+	expect(base_config(), KIS_E_OK, NULL);
+}
+
+static void test_defaults_fill_unset_limits_and_seccomp(void **state)
+{
+	json_t *c = base_config();
+	json_object_set_new(at(c, "linux", NULL), "resources",
+			    json_pack("{s:{s:i}}", "memory", "limit", -1));
+	struct kis_error *e = NULL;
+	assert_int_equal(krt_policy_container(c, "/tmp", &e), 0);
+	json_t *res = at(c, "linux", "resources");
+	/* -1 is "unlimited" in the runtime spec: kis gives its default */
+	assert_int_equal(json_integer_value(json_object_get(json_object_get(res, "memory"), "limit")),
+			 (json_int_t)KIS_DEFAULT_MEMORY_BYTES);
+	assert_int_equal(json_integer_value(json_object_get(json_object_get(res, "pids"), "limit")),
+			 (json_int_t)KIS_DEFAULT_PIDS);
+	assert_non_null(at(c, "linux", "seccomp"));
+	assert_true(json_is_true(at(c, "process", "noNewPrivileges")));
+	assert_true(json_array_size(at(c, "linux", "maskedPaths")) > 0);
+	/* root.path made absolute against the bundle */
+	assert_string_equal(json_string_value(at(c, "root", "path")), "/tmp/rootfs");
+	json_t *rl = at(c, "process", "rlimits");
+	assert_int_equal(json_array_size(rl), 2);
+	json_decref(c);
+}
+
+static void test_given_limits_and_seccomp_are_kept(void **state)
+{
+	json_t *c = base_config();
+	json_object_set_new(at(c, "linux", NULL), "resources",
+			    json_pack("{s:{s:i},s:{s:i}}", "memory", "limit", 1 << 25, "pids",
+				      "limit", 12));
+	json_object_set_new(at(c, "linux", NULL), "seccomp",
+			    json_pack("{s:s}", "defaultAction", "SCMP_ACT_ERRNO"));
+	struct kis_error *e = NULL;
+	assert_int_equal(krt_policy_container(c, "/tmp", &e), 0);
+	json_t *res = at(c, "linux", "resources");
+	assert_int_equal(json_integer_value(json_object_get(json_object_get(res, "memory"), "limit")),
+			 1 << 25);
+	assert_int_equal(json_integer_value(json_object_get(json_object_get(res, "pids"), "limit")),
+			 12);
+	assert_string_equal(json_string_value(json_object_get(at(c, "linux", "seccomp"),
+							      "defaultAction")),
+			    "SCMP_ACT_ERRNO");
+	json_decref(c);
+}
+
+static void test_caps_outside_the_default_set_refused(void **state)
+{
+	json_t *c = base_config();
+	json_array_append_new(json_object_get(at(c, "process", "capabilities"), "effective"),
+			      json_string("CAP_SYS_ADMIN"));
+	expect(c, KIS_E_PROFILE_UNSATISFIABLE, "capabilities.effective names 'CAP_SYS_ADMIN'");
+	struct kis_error *e = NULL;
+	/* case and the CAP_ prefix do not matter, for allowed and refused */
+	assert_int_equal(krt_policy_cap("kill", "exec --cap", &e), 0);
+	assert_int_equal(krt_policy_cap("cap_chown", "exec --cap", &e), 0);
+	assert_true(krt_policy_cap("sys_ptrace", "exec --cap", &e) < 0);
+	assert_non_null(strstr(e->message, "sys_ptrace"));
+	kis_error_free(e);
+}
+
+static void drop_ns(json_t *c, const char *type)
+{
+	json_t *nss = at(c, "linux", "namespaces"), *n;
+	size_t i;
+	json_array_foreach(nss, i, n) {
+		if (strcmp(json_string_value(json_object_get(n, "type")), type) == 0) {
+			json_array_remove(nss, i);
+			return;
+		}
+	}
+}
+
+static void test_host_namespaces_refused(void **state)
+{
+	json_t *c = base_config();
+	drop_ns(c, "network");
+	expect(c, KIS_E_ESCAPE_HATCH_FORBIDDEN, "run.kis.allow-net-host");
+	c = base_config();
+	drop_ns(c, "network");
+	json_object_set_new(c, "annotations", json_pack("{s:s}", "run.kis.allow-net-host", "true"));
+	expect(c, KIS_E_OK, NULL);
+	c = base_config();
+	drop_ns(c, "mount");
+	expect(c, KIS_E_PROFILE_UNSATISFIABLE, "'mount'");
+	/* a path to the runtime's own namespace is the host's */
+	c = base_config();
+	drop_ns(c, "uts");
+	json_array_append_new(at(c, "linux", "namespaces"),
+			      json_pack("{s:s,s:s}", "type", "uts", "path", "/proc/self/ns/uts"));
+	expect(c, KIS_E_PROFILE_UNSATISFIABLE, "'uts'");
+	/* one that cannot be checked is refused too */
+	c = base_config();
+	drop_ns(c, "ipc");
+	json_array_append_new(at(c, "linux", "namespaces"),
+			      json_pack("{s:s,s:s}", "type", "ipc", "path", "/nonexistent/ns"));
+	expect(c, KIS_E_PROFILE_UNSATISFIABLE, "cannot be checked");
+}
+
+static void add_mount(json_t *c, const char *src, const char *opt)
+{
+	json_array_append_new(at(c, "mounts", NULL),
+			      json_pack("{s:s,s:s,s:s,s:[s,s]}", "destination", "/x", "type",
+					"bind", "source", src, "options", "rbind", opt));
+}
+
+static void test_host_paths_never_bound(void **state)
+{
+	static const char *const bad[] = {"/", "/etc", "/tmp/../etc", "/proc/1", "/sys/kernel",
+					  "/dev"};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		json_t *c = base_config();
+		add_mount(c, bad[i], "ro");
+		expect(c, KIS_E_PROFILE_UNSATISFIABLE, "never bound");
+	}
+	json_t *c = base_config();
+	add_mount(c, "/tmp", "rshared");
+	expect(c, KIS_E_PROFILE_UNSATISFIABLE, "'rshared'");
+	c = base_config();
+	add_mount(c, "/tmp", "ro");
+	expect(c, KIS_E_OK, NULL);
+}
+
+static void test_host_devices_refused(void **state)
+{
+	json_t *c = base_config();
+	json_object_set_new(at(c, "linux", NULL), "devices",
+			    json_pack("[{s:s,s:s,s:i,s:i}]", "path", "/dev/sda", "type", "b",
+				      "major", 8, "minor", 0));
+	expect(c, KIS_E_PROFILE_UNSATISFIABLE, "/dev/sda");
+	c = base_config();
+	json_object_set_new(at(c, "linux", NULL), "resources",
+			    json_pack("{s:[{s:b,s:s}]}", "devices", "allow", 1, "access", "rwm"));
+	expect(c, KIS_E_PROFILE_UNSATISFIABLE, "linux.resources.devices[0]");
+	/* containerd's and podman's defaults pass: deny all, mknod for all,
+	 * the harmless ones rw */
+	c = base_config();
+	json_object_set_new(
+		at(c, "linux", NULL), "resources",
+		json_pack("{s:[{s:b,s:s},{s:b,s:s,s:s},{s:b,s:s,s:i,s:i,s:s},{s:b,s:s,s:i,s:s}]}",
+			  "devices", "allow", 0, "access", "rwm", "allow", 1, "type", "c",
+			  "access", "m", "allow", 1, "type", "c", "major", 1, "minor", 3,
+			  "access", "rwm", "allow", 1, "type", "c", "major", 136, "access",
+			  "rwm"));
+	expect(c, KIS_E_OK, NULL);
+}
+
+static void test_tier_annotation(void **state)
+{
+	static const struct {
+		const char *k, *v;
+		int want; /* tier, or -1 refused */
+	} cases[] = {
+		{"run.kis.tier", "container", KRT_TIER_CONTAINER},
+		{"run.kis.tier", "host", KRT_TIER_HOST},
+		{"run.kis.tier", "microvm", KRT_TIER_MICROVM},
+		{"run.kis.tier", "gvisor", -1},
+		{"run.kis.other", "1", -1},
+		{"run.kis.allow-net-host", "yes", -1},
+		{"io.kubernetes.cri.sandbox-id", "x", KRT_TIER_CONTAINER},
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		json_t *c = base_config();
+		json_object_set_new(c, "annotations", json_pack("{s:s}", cases[i].k, cases[i].v));
+		enum krt_tier t;
+		struct kis_error *e = NULL;
+		int r = krt_policy_tier(c, -1, &t, &e);
+		if (cases[i].want < 0) {
+			assert_true(r < 0);
+			assert_int_equal(e->code, KIS_E_INVALID_PROFILE);
+			assert_non_null(strstr(e->message, cases[i].k));
+			kis_error_free(e);
+		} else {
+			assert_int_equal(r, 0);
+			assert_int_equal((int)t, cases[i].want);
+		}
+		json_decref(c);
+	}
+}
+
+static void test_pinned_tier_is_not_moved_by_an_annotation(void **state)
+{
+	json_t *c = base_config();
+	enum krt_tier t;
+	struct kis_error *e = NULL;
+	assert_int_equal(krt_policy_tier(c, KRT_TIER_HOST, &t, &e), 0);
+	assert_int_equal(t, KRT_TIER_HOST);
+	json_object_set_new(c, "annotations", json_pack("{s:s}", "run.kis.tier", "container"));
+	assert_true(krt_policy_tier(c, KRT_TIER_HOST, &t, &e) < 0);
+	assert_non_null(strstr(e->message, "pinned to the 'host' tier"));
+	kis_error_free(e);
+	e = NULL;
+	json_object_set_new(c, "annotations", json_pack("{s:s}", "run.kis.tier", "host"));
+	assert_int_equal(krt_policy_tier(c, KRT_TIER_HOST, &t, &e), 0);
+	json_decref(c);
+}
+
+static void test_sysctls_outside_own_namespaces_refused(void **state)
+{
+	json_t *c = base_config();
+	json_object_set_new(at(c, "linux", NULL), "sysctl",
+			    json_pack("{s:s,s:s}", "net.ipv4.ip_forward", "1", "kernel.shmmax", "1"));
+	expect(c, KIS_E_OK, NULL);
+	c = base_config();
+	json_object_set_new(at(c, "linux", NULL), "sysctl",
+			    json_pack("{s:s}", "kernel.core_pattern", "|/tmp/x"));
+	expect(c, KIS_E_PROFILE_UNSATISFIABLE, "kernel.core_pattern");
+	c = base_config();
+	json_object_set_new(at(c, "linux", NULL), "rootfsPropagation", json_string("rshared"));
+	expect(c, KIS_E_PROFILE_UNSATISFIABLE, "rootfsPropagation");
+}
+
+static const struct krt_opt opts[] = {
+	{"bundle", 'b', true, KRT_OPT_BUNDLE, NULL},
+	{"pid-file", 0, true, KRT_OPT_PASS, NULL},
+	{"preserve-fds", 0, true, KRT_OPT_PRESERVE, NULL},
+	{"detach", 'd', false, KRT_OPT_PASS, NULL},
+	{"no-pivot", 0, false, KRT_OPT_REFUSE, "weakens"},
+	{NULL, 0, false, KRT_OPT_PASS, NULL},
+};
+
+static void test_flags_in_every_form(void **state)
+{
+	char *argv[] = {"create", "-b", "/b1", "--pid-file=/p", "-pid-file", "/p2", "--detach",
+			"--preserve-fds", "2", "id1", "--not-a-flag", NULL};
+	struct krt_parsed p;
+	struct kis_error *e = NULL;
+	assert_int_equal(krt_parse(opts, 11, argv, &p, &e), 0);
+	assert_string_equal(p.bundle, "/b1");
+	assert_int_equal(p.preserve_fds, 2);
+	assert_string_equal(krt_parsed_value(&p, "pid-file"), "/p");
+	assert_true(krt_parsed_has(&p, "detach"));
+	/* after the id, nothing is a flag (exec's command line) */
+	assert_int_equal(p.pos.n, 2);
+	assert_string_equal(p.pos.v[1], "--not-a-flag");
+	krt_parsed_release(&p);
+
+	char *bad[] = {"create", "--no-pivot", "id", NULL};
+	assert_true(krt_parse(opts, 3, bad, &p, &e) < 0);
+	assert_int_equal(e->code, KIS_E_PROFILE_UNSATISFIABLE);
+	assert_non_null(strstr(e->message, "--no-pivot"));
+	kis_error_free(e);
+	e = NULL;
+	krt_parsed_release(&p);
+	char *unknown[] = {"create", "--bogus", "id", NULL};
+	assert_true(krt_parse(opts, 3, unknown, &p, &e) < 0);
+	assert_int_equal(e->code, KIS_E_INVALID_ARGUMENT);
+	kis_error_free(e);
+	e = NULL;
+	krt_parsed_release(&p);
+	char *fds[] = {"create", "--preserve-fds", "-1", "id", NULL};
+	assert_true(krt_parse(opts, 4, fds, &p, &e) < 0);
+	kis_error_free(e);
+	krt_parsed_release(&p);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_base_bundle_runs),
+		cmocka_unit_test(test_defaults_fill_unset_limits_and_seccomp),
+		cmocka_unit_test(test_given_limits_and_seccomp_are_kept),
+		cmocka_unit_test(test_caps_outside_the_default_set_refused),
+		cmocka_unit_test(test_host_namespaces_refused),
+		cmocka_unit_test(test_host_paths_never_bound),
+		cmocka_unit_test(test_host_devices_refused),
+		cmocka_unit_test(test_tier_annotation),
+		cmocka_unit_test(test_pinned_tier_is_not_moved_by_an_annotation),
+		cmocka_unit_test(test_sysctls_outside_own_namespaces_refused),
+		cmocka_unit_test(test_flags_in_every_form),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
