@@ -32,3 +32,9 @@ install-runtime-links:
 	install -d $(DESTDIR)$(PREFIX)/bin
 	ln -sf kis-runtime $(DESTDIR)$(PREFIX)/bin/kis-runtime-container
 	ln -sf kis-runtime $(DESTDIR)$(PREFIX)/bin/kis-runtime-host
+
+# make uninstall takes the links away too (BINS covers kis-runtime itself)
+.PHONY: uninstall-runtime-links
+uninstall: uninstall-runtime-links
+uninstall-runtime-links:
+	rm -f $(DESTDIR)$(PREFIX)/bin/kis-runtime-container $(DESTDIR)$(PREFIX)/bin/kis-runtime-host
