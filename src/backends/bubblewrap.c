@@ -637,7 +637,7 @@ static int bubblewrap_run(struct kis_plan *pl, struct kis_result *res, struct ki
 	if (r < 0) {
 		char msg[400];
 		read_bwrap_error(ep[0], msg, sizeof(msg));
-		if (*msg) {
+		if (*msg && err) {
 			kis_error_free(*err);
 			*err = NULL;
 			kis_error_set(err, KIS_E_INTERNAL, 0, "bwrap could not start the sandbox: %s",
