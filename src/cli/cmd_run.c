@@ -52,6 +52,23 @@ int cmd_run(int argc, char **argv)
 		help();
 		return 0;
 	}
+	/* SIGINT/SIGTERM/SIGHUP cancel the run (reason 'cancelled', status
+	 * 128+N), from the first thing the verb does: a signal before the run
+	 * starts is seen at its first check. A broken stdout must not kill
+	 * the engine mid-run. */
+	if (pipe2(cancel_pipe, O_CLOEXEC | O_NONBLOCK) < 0)
+		return cli_fail(NULL);
+	/* SA_RESTART: a blocking read or write of the engine's (a VM's
+	 * control socket, a crun pipe) is resumed rather than failed with
+	 * EINTR half-way through an exchange; poll(2) is never restarted, so
+	 * the loops that wait see the cancel fd at once (signal(7)). */
+	struct sigaction sa = {.sa_handler = on_signal, .sa_flags = SA_RESTART};
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);
+	signal(SIGPIPE, SIG_IGN);
+
 	struct cli_opts o = {0};
 	kis_profile_init(&o.profile);
 	int rc = cli_parse_profile_flags("run", argc, argv, &o);
@@ -63,23 +80,6 @@ int cmd_run(int argc, char **argv)
 		kis_profile_release(&o.profile);
 		return cli_usage_error("run", "no command: give it after '--'");
 	}
-
-	/* SIGINT/SIGTERM/SIGHUP cancel the run (reason 'cancelled'); a broken
-	 * stdout must not kill the engine mid-run. */
-	if (pipe2(cancel_pipe, O_CLOEXEC | O_NONBLOCK) < 0) {
-		kis_profile_release(&o.profile);
-		return cli_fail(NULL);
-	}
-	/* SA_RESTART: a blocking read or write of the engine's (a VM's
-	 * control socket, a crun pipe) is resumed rather than failed with
-	 * EINTR half-way through an exchange; poll(2) is never restarted, so
-	 * the loops that wait see the cancel fd at once (signal(7)). */
-	struct sigaction sa = {.sa_handler = on_signal, .sa_flags = SA_RESTART};
-	sigemptyset(&sa.sa_mask);
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
-	sigaction(SIGHUP, &sa, NULL);
-	signal(SIGPIPE, SIG_IGN);
 
 	struct kis_run_options ro = {
 		.io = {.stdin_fd = STDIN_FILENO, .capture = o.json, .stdout_fd = STDOUT_FILENO,

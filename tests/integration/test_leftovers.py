@@ -86,6 +86,21 @@ def state(store):
             sorted((b["id"], b["refs"], b["removed"]) for b in bs))
 
 
+def commands_with(argv0, marker):
+    """Processes whose argv[0] is argv0 and whose command line names marker."""
+    out = []
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            cmd = (d / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if cmd and cmd[0].rsplit(b"/", 1)[-1] == argv0.encode() and marker.encode() in cmd:
+            out.append(int(d.name))
+    return out
+
+
 def procs_with(marker):
     out = []
     for d in Path("/proc").iterdir():
@@ -265,7 +280,8 @@ def test_sigterm_during_a_running_command_is_cancelled_with_143(store, base):
     p = subprocess.Popen([str(KIS), "sandbox", "run", "--json", "--backend", "landlock",
                           "--base", base, "--", "sleep", marker], stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True)
-    assert wait_for(lambda: procs_with(marker)), "the command never started"
+    # the command itself, not kis, whose own command line names the marker
+    assert wait_for(lambda: commands_with("sleep", marker)), "the command never started"
     rc, out, err = signal_and_wait(p, signal.SIGTERM)
     r = json.loads(out)
     assert r["termination"]["reason"] == "cancelled"
