@@ -80,23 +80,9 @@ static int vmm_libs(const char *bin, const char *cache_dir, char ***out, size_t 
 			fclose(m);
 		fclose(f);
 	} else {
-		int pfd[2];
-		if (pipe2(pfd, O_CLOEXEC) < 0)
-			return -1;
-		pid_t p = fork();
-		if (p == 0) {
-			int nul = open("/dev/null", O_RDWR | O_CLOEXEC);
-			dup2(nul, 0);
-			dup2(pfd[1], 1);
-			dup2(nul, 2);
-			static char *const envp[] = {NULL};
-			execle(loader, loader, "--list", bin, (char *)NULL, envp);
-			_exit(127);
-		}
-		close(pfd[1]);
-		FILE *r = p > 0 ? fdopen(pfd[0], "re") : NULL;
-		if (!r)
-			close(pfd[0]);
+		char *const argv[] = {(char *)loader, "--list", (char *)bin, NULL};
+		pid_t p = -1;
+		FILE *r = kis_mvm_tool_stdout(argv, &p);
 		FILE *m = open_memstream(&text, &tlen);
 		char line[4300];
 		while (r && m && fgets(line, sizeof(line), r)) {

@@ -125,28 +125,40 @@ static int cpio_file(struct cpio *c, const char *name, const char *src, unsigned
 	return 0;
 }
 
-/* bin/<applet> -> busybox for every applet of the guest's busybox (a static
- * binary from the host's busybox-static, run here with --list), so the guest
- * need not run `busybox --install` at every cold boot. Best effort: a guest
- * without them installs them itself. */
-static void busybox_links(struct cpio *c, const char *busybox)
+FILE *kis_mvm_tool_stdout(char *const argv[], pid_t *pid)
 {
+	*pid = -1;
 	int pfd[2];
 	if (pipe2(pfd, O_CLOEXEC) < 0)
-		return;
+		return NULL;
 	pid_t p = fork();
 	if (p == 0) {
 		int nul = open("/dev/null", O_RDWR | O_CLOEXEC);
 		dup2(nul, 0);
 		dup2(pfd[1], 1);
 		dup2(nul, 2);
-		execl(busybox, "busybox", "--list", (char *)NULL);
+		/* a fixed environment, never the caller's (issue 23) */
+		static char *const envp[] = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin", NULL};
+		execve(argv[0], argv, envp);
 		_exit(127);
 	}
 	close(pfd[1]);
 	FILE *f = p > 0 ? fdopen(pfd[0], "re") : NULL;
 	if (!f)
 		close(pfd[0]);
+	*pid = p;
+	return f;
+}
+
+/* bin/<applet> -> busybox for every applet of the guest's busybox (a static
+ * binary from the host's busybox-static, run here with --list), so the guest
+ * need not run `busybox --install` at every cold boot. Best effort: a guest
+ * without them installs them itself. */
+static void busybox_links(struct cpio *c, const char *busybox)
+{
+	char *const argv[] = {(char *)busybox, "--list", NULL};
+	pid_t p = -1;
+	FILE *f = kis_mvm_tool_stdout(argv, &p);
 	char name[128];
 	while (f && fgets(name, sizeof(name), f)) {
 		name[strcspn(name, "\n")] = '\0';

@@ -6,6 +6,7 @@
 #define KIS_BACKENDS_MICROVM_VM_H
 
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -36,6 +37,10 @@ struct kis_mvm_guest {
 
 /* Is a guest kernel there (cheap: no build)? why receives what is missing. */
 char *kis_mvm_guest_dir(void);
+/* Start argv[0] (an absolute path) with stdin and stderr on /dev/null and
+ * a fixed environment; its stdout to read (NULL on failure). The caller
+ * closes it and waits for *pid (when > 0). */
+FILE *kis_mvm_tool_stdout(char *const argv[], pid_t *pid);
 bool kis_mvm_guest_present(char *why, size_t n);
 /* Find the cache and build the initramfs if it is missing or older than the agent. */
 int kis_mvm_guest_open(struct kis_mvm_guest *g, struct kis_error **err);
