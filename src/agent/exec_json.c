@@ -1,13 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /* EXEC request and EXIT result bodies as JSON (jansson). The agent parses
  * what a peer sent: every field is type-checked, nothing assumed. */
-#include "util.h"
+#include "core/util.h"
 
 #include <jansson.h>
 #include <string.h>
 
 #include "agent/exec_json.h"
-#include "exec/io.h"
+#include "core/io.h"
 
 void kis_exec_req_release(struct kis_exec_req *r)
 {

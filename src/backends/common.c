@@ -1,14 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /* Shared pieces of the native backends: limit checks against probed
  * capabilities, and the plan of one native command. */
-#include "util.h"
+#include "core/util.h"
 
 #include <jansson.h>
 #include <string.h>
 #include <sys/resource.h>
 
 #include "backends/common.h"
-#include "exec/io.h"
+#include "core/io.h"
 #include "exec/spawn.h"
 
 static const struct {

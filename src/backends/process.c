@@ -2,14 +2,14 @@
 /* The process backend: the escape hatch. fork/exec with no isolation; only
  * resource limits apply, the defaults included. Reached only with
  * escape_hatch.allow_process_tier. */
-#include "util.h"
+#include "core/util.h"
 
 #include <jansson.h>
 #include <signal.h>
 #include <string.h>
 
 #include "backends/common.h"
-#include "backends/host_common.h"
+#include "backends/host/common.h"
 #include "exec/exec.h"
 #include "kis/backend.h"
 

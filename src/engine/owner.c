@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Owners of one-shot runs and of sessions being created: the record of what
  * they made, under a flock that dies with them, and its sweep (owner.h). */
-#include "util.h"
+#include "core/util.h"
 
 #include <ctype.h>
 #include <fcntl.h>
@@ -17,10 +17,10 @@
 #include <sys/statfs.h>
 #include <sys/syscall.h>
 
-#include "backends/oci_bundle.h"
+#include "backends/oci/bundle.h"
 #include "confine/confine.h"
 #include "engine/owner.h"
-#include "exec/io.h"
+#include "core/io.h"
 #include "kis/session.h"
 #include "store/store_internal.h"
 

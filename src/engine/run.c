@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* kis_run: one command, start to end: hatches, selection, workspace,
  * plan, run, teardown. Stateless: everything comes from the profile. */
-#include "util.h"
+#include "core/util.h"
 
 #include <poll.h>
 #include <string.h>

@@ -2,7 +2,7 @@
 /* The backend table and tier selection (DESIGN.md, Selection): a pinned
  * backend or tier must be present; auto takes the most restrictive present
  * tier that can run the command, and never the process tier. */
-#include "util.h"
+#include "core/util.h"
 
 #include <fcntl.h>
 #include <linux/openat2.h>

@@ -3,7 +3,7 @@
  * backend), exec (one connection to the agent, relayed), list, destroy.
  * The handle is rebuilt from the session's directory every time, so a client
  * that was killed finds the same session when it comes back. */
-#include "util.h"
+#include "core/util.h"
 
 #include <dirent.h>
 #include <stddef.h>
@@ -25,7 +25,7 @@
 #include "agent/proto.h"
 #include "engine/internal.h"
 #include "engine/owner.h"
-#include "exec/io.h"
+#include "core/io.h"
 #include "kis/session.h"
 #include "kis/store.h"
 

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* kis-runtime: kis's policy over an OCI config.json: what the container
  * tier refuses (named), and the deny-all defaults it fills in. */
-#include "util.h"
+#include "core/util.h"
 
 #include <fcntl.h>
 #include <limits.h>
@@ -10,7 +10,7 @@
 #include <sys/stat.h>
 #include <sys/statfs.h>
 
-#include "backends/oci_bundle.h"
+#include "backends/oci/bundle.h"
 #include "confine/confine.h"
 #include "confine/sysview.h"
 #include "kis/profile.h"

@@ -16,7 +16,7 @@
 #include <sys/syscall.h>
 #include <sys/types.h>
 
-#include "backends/oci_bundle.h"
+#include "backends/oci/bundle.h"
 #include "kis/id.h"
 
 int store_openat(int dirfd, const char *path, int flags, mode_t mode)
@@ -498,7 +498,7 @@ int kis_store_gc(const char *root, bool dry_run, kis_gc_fn fn, void *ctx, struct
 	int failed = store_sweep_ex(s, true, dry_run, fn, ctx);
 	kis_store_free(s);
 	/* containers of runs from any store whose engine is gone (their
-	 * bundle's owner record: oci_runtime.c) */
+	 * bundle's owner record: backends/oci/crun.c) */
 	if (!dry_run)
 		kis_oci_collect();
 	if (failed)

@@ -10,7 +10,7 @@
 #include <sys/types.h>
 
 #include "kis/store.h"
-#include "util.h"
+#include "core/util.h"
 
 /* Store layout (all names single path components, resolved relative to
  * the directory fds below, never through a symlink):

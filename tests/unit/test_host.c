@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* Tests of src/backends/host_common.c: environment edits, private
+/* Tests of src/backends/host/common.c: environment edits, private
  * directories (never an existing one, removal never through a link), the
  * workspace given to the sandbox user, and the cached seccomp program. */
 #include <errno.h>
@@ -16,7 +16,7 @@
 
 #include <cmocka.h>
 
-#include "backends/host_common.h"
+#include "backends/host/common.h"
 #include "confine/confine.h"
 
 static void free_env(char **e)

@@ -22,7 +22,7 @@
  * resolved beneath it without following a link. All three disks have the
  * same virtual size whatever they hold, so one snapshot serves every
  * workspace (the guest read the disks' sizes when it booted). */
-#include "util.h"
+#include "core/util.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -37,7 +37,7 @@
 #include "backends/common.h"
 #include "backends/microvm/vm.h"
 #include "confine/confine.h"
-#include "exec/io.h"
+#include "core/io.h"
 
 /* ---- external tools (e2fsprogs) ---- */
 

@@ -2,7 +2,7 @@
 /* The VMM's jail, after Firecracker's jailer: QEMU (or a stand-in) runs as a
  * per-VM unprivileged uid, without capabilities, in new namespaces, on a root
  * holding only its files, under seccomp, in a cgroup, with rlimits. */
-#include "util.h"
+#include "core/util.h"
 
 #include <fcntl.h>
 #include <poll.h>

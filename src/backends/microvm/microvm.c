@@ -16,7 +16,7 @@
  * end_session. Limits: wall, CPU, output, file size and open files
  * by the agent inside the guest (wall also by the engine's clock, which
  * kills the VM); memory is the VM's RAM; pids by a cgroup in the guest. */
-#include "util.h"
+#include "core/util.h"
 
 #include <fcntl.h>
 #include <jansson.h>
@@ -31,7 +31,7 @@
 #include <time.h>
 
 #include "agent/client.h"
-#include "exec/io.h"
+#include "core/io.h"
 #include "agent/exec_json.h"
 #include "agent/proto.h"
 #include "backends/common.h"

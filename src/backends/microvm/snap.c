@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* The microvm's accelerator verdict (does KVM run this guest, measured by a
  * boot) and its snapshots (a booted guest saved by QEMU migration). */
-#include "util.h"
+#include "core/util.h"
 
 #include <fcntl.h>
 #include <signal.h>

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* The microvm's machinery: the guest cache and its initramfs (written here
  * as cpio newc), QEMU's argv and start, the control port, QMP. */
-#include "util.h"
+#include "core/util.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -22,7 +22,7 @@
 #include "engine/owner.h"
 #include "kis/sandbox.h"
 #include "kis/store.h"
-#include "exec/io.h"
+#include "core/io.h"
 #include "confine/confine.h"
 
 const char *kis_mvm_qemu_path(void)

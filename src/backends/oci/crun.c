@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Driving crun from the oci backend: each call in a private mount namespace
  * (the hybrid-cgroup workaround), state, removal and the collector. */
-#include "util.h"
+#include "core/util.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -18,8 +18,8 @@
 #include <time.h>
 
 #include "backends/common.h"
-#include "backends/oci_bundle.h"
-#include "exec/io.h"
+#include "backends/oci/bundle.h"
+#include "core/io.h"
 
 #ifndef CGROUP2_SUPER_MAGIC
 #define CGROUP2_SUPER_MAGIC 0x63677270

@@ -17,14 +17,14 @@
  * has no mount namespace to make the workspace the root), network modes
  * loopback and egress (Landlock's TCP rules are per port, and UDP/raw are
  * only stopped by the seccomp socket-family rule, all or nothing). */
-#include "util.h"
+#include "core/util.h"
 
 #include <jansson.h>
 #include <signal.h>
 #include <string.h>
 
 #include "backends/common.h"
-#include "backends/host_common.h"
+#include "backends/host/common.h"
 #include "confine/confine.h"
 
 /* What every profile needs from Landlock: signals and truncation confined

@@ -1,12 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /* Whole writes, captured streams and string vectors (see io.h). */
-#include "util.h"
+#include "core/util.h"
 
 #include <dirent.h>
 #include <fcntl.h>
 #include <string.h>
 
-#include "exec/io.h"
+#include "core/io.h"
 
 int kis_write_all(int fd, const void *buf, size_t n)
 {

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* The profile: its deny-all zero value, the JSON reader and the flag setter.
  * Both go through one field table, so a flag and a JSON field cannot differ. */
-#include "util.h"
+#include "core/util.h"
 
 #include <ctype.h>
 #include <jansson.h>

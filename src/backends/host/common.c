@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Shared pieces of the host-tier backends: environment edits, the sandbox
  * user, giving it the workspace, private temporary directories. */
-#include "util.h"
+#include "core/util.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -9,10 +9,10 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 
-#include "backends/host_common.h"
+#include "backends/host/common.h"
 #include "confine/confine.h"
 #include "engine/owner.h"
-#include "exec/io.h"
+#include "core/io.h"
 
 const char *kis_host_env_get(char *const *envp, const char *key)
 {

@@ -20,7 +20,7 @@
  * /<name>), read before the container is deleted.
  * Containers left by an engine that was killed are collected at the start
  * of the next run, create or backends (kis_oci_collect). */
-#include "util.h"
+#include "core/util.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -41,11 +41,11 @@
 #include "agent/exec_json.h"
 #include "agent/proto.h"
 #include "backends/common.h"
-#include "backends/oci_bundle.h"
+#include "backends/oci/bundle.h"
 #include "confine/confine.h"
 #include "engine/internal.h"
 #include "engine/owner.h"
-#include "exec/io.h"
+#include "core/io.h"
 #include "exec/spawn.h"
 
 static void oci_probe(struct kis_caps *c)

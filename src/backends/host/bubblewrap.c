@@ -33,7 +33,7 @@
  * bwrap passes inherited descriptors through (bubblewrap(1)): everything
  * but the intended ones is close-on-exec first, and the agent closes what
  * bwrap itself leaves open. */
-#include "util.h"
+#include "core/util.h"
 
 #include <fcntl.h>
 #include <grp.h>
@@ -48,11 +48,11 @@
 #include "agent/client.h"
 #include "backends/agent_run.h"
 #include "backends/common.h"
-#include "backends/host_common.h"
+#include "backends/host/common.h"
 #include "confine/confine.h"
 #include "confine/sysview.h"
 #include "engine/internal.h"
-#include "exec/io.h"
+#include "core/io.h"
 #include "exec/spawn.h"
 
 #define AGENT_IN_SANDBOX "/.kis/agent"
