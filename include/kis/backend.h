@@ -11,18 +11,7 @@
 #include "kis/profile.h"
 #include "kis/result.h"
 
-/* Limits a backend can enforce, as bits. */
-enum {
-	KIS_LIMIT_WALL = 1u << 0,
-	KIS_LIMIT_CPU = 1u << 1,
-	KIS_LIMIT_MEMORY = 1u << 2,
-	KIS_LIMIT_PIDS = 1u << 3,
-	KIS_LIMIT_OUTPUT = 1u << 4,
-	KIS_LIMIT_FILE = 1u << 5,
-	KIS_LIMIT_OPEN_FILES = 1u << 6,
-	KIS_LIMIT_DISK = 1u << 7, /* by the backend itself (the microvm's layer);
-				   * elsewhere by the store's project quotas */
-};
+/* The limits a backend can enforce are KIS_LIMIT_* bits (kis/limits.h). */
 
 /* What a backend can enforce on this host, measured by probing. */
 struct kis_caps {

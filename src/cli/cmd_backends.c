@@ -99,13 +99,10 @@ int cmd_backends(int argc, char **argv)
 				c.present && c.seccomp, "snapshot", c.present && c.snapshot, "tty",
 				c.present && c.tty, "accel", c.accel);
 			json_object_set_new(o, "clone_strategy", json_string(strategy));
-			static const char *const lim[] = {"wall_ms", "cpu_ms", "memory_bytes", "pids",
-							  "output_bytes", "file_bytes", "open_files",
-							  "disk_bytes"};
 			json_t *la = json_array();
-			for (unsigned k = 0; k < sizeof(lim) / sizeof(lim[0]); k++)
-				if (c.present && (c.limits & (1u << k)))
-					json_array_append_new(la, json_string(lim[k]));
+			for (unsigned k = 0; k < KIS_LIMIT__COUNT; k++)
+				if (c.present && (c.limits & kis_limit_table[k].bit))
+					json_array_append_new(la, json_string(kis_limit_table[k].name));
 			json_object_set_new(o, "limits", la);
 			if (!c.present)
 				json_object_set_new(o, "why_absent", json_string(c.why_absent));

@@ -26,6 +26,7 @@
 #include "engine/internal.h"
 #include "engine/owner.h"
 #include "core/io.h"
+#include "core/json.h"
 #include "kis/session.h"
 #include "kis/store.h"
 
@@ -154,30 +155,9 @@ static void created_now(char buf[32])
  * clamped: a caller who asked for 10 s and silently got 2 s would read the
  * timeout as the command's fault. Stored resolved in the session's
  * meta ("limits"), so a later engine applies the same values. */
-static const struct {
-	const char *key;
-	size_t off;
-	bool per_exec; /* an exec may name it (the agent applies it per command) */
-} session_limit_fields[] = {
-	{"wall_ms", offsetof(struct kis_limits, wall_ms), true},
-	{"cpu_ms", offsetof(struct kis_limits, cpu_ms), true},
-	{"memory_bytes", offsetof(struct kis_limits, memory_bytes), false},
-	{"pids", offsetof(struct kis_limits, pids), false},
-	{"output_bytes", offsetof(struct kis_limits, output_bytes), true},
-	{"file_bytes", offsetof(struct kis_limits, file_bytes), true},
-	{"open_files", offsetof(struct kis_limits, open_files), true},
-	{"disk_bytes", offsetof(struct kis_limits, disk_bytes), false},
-};
-
-#define LIMIT_AT(l, off) (*(uint64_t *)((char *)(l) + (off)))
-
 static json_t *limits_to_json(const struct kis_limits *l)
 {
-	json_t *o = json_object();
-	for (size_t i = 0; o && i < ARRAY_SIZE(session_limit_fields); i++)
-		json_object_set_new(o, session_limit_fields[i].key,
-				    json_integer((json_int_t)LIMIT_AT(l, session_limit_fields[i].off)));
-	return o;
+	return kis_limits_to_json(l, KIS_LIMITS_ALL);
 }
 
 /* The exec's limits: the session's where the exec names none, the exec's
@@ -187,31 +167,25 @@ static int session_limits_merge(json_t *meta, const char *id, const struct kis_l
 				struct kis_limits *out, struct kis_error **err)
 {
 	struct kis_limits have = {0};
-	json_t *jl = json_object_get(meta, "limits");
-	for (size_t i = 0; jl && i < ARRAY_SIZE(session_limit_fields); i++) {
-		json_t *v = json_object_get(jl, session_limit_fields[i].key);
-		if (json_is_integer(v) && json_integer_value(v) > 0)
-			LIMIT_AT(&have, session_limit_fields[i].off) = (uint64_t)json_integer_value(v);
-	}
+	kis_limits_from_json(json_object_get(meta, "limits"), &have, KIS_LIMITS_ALL);
 	kis_limits_resolve(&have, out);
-	for (size_t i = 0; i < ARRAY_SIZE(session_limit_fields); i++) {
-		size_t off = session_limit_fields[i].off;
-		uint64_t w = LIMIT_AT(want, off), s = LIMIT_AT(out, off);
+	for (unsigned i = 0; i < KIS_LIMIT__COUNT; i++) {
+		uint64_t w = kis_limit_get(want, i), s = kis_limit_get(out, i);
 		if (!w)
 			continue;
-		if (!session_limit_fields[i].per_exec && w != s)
+		if (!kis_limit_table[i].per_exec && w != s)
 			return kis_error_set(err, KIS_E_INVALID_PROFILE, 0,
 					     "limits.%s: an exec cannot set it (the session's is "
 					     "%llu, set at create)",
-					     session_limit_fields[i].key, (unsigned long long)s);
+					     kis_limit_table[i].name, (unsigned long long)s);
 		if (w > s)
 			return kis_error_set(err, KIS_E_INVALID_PROFILE, 0,
 					     "limits.%s: %llu is above the %llu of session '%s': an "
 					     "exec may only tighten its session's limits (create "
 					     "another session for more)",
-					     session_limit_fields[i].key, (unsigned long long)w,
+					     kis_limit_table[i].name, (unsigned long long)w,
 					     (unsigned long long)s, id);
-		LIMIT_AT(out, off) = w;
+		*kis_limit_slot(out, i) = w;
 	}
 	return 0;
 }
@@ -526,10 +500,9 @@ static int exec_agentless(const char *id, char *const *argv, const struct kis_ex
 	struct kis_limits merged;
 	if (session_limits_merge(meta, id, &o->limits, &merged, err) < 0)
 		goto out;
-	for (size_t i = 0; i < ARRAY_SIZE(session_limit_fields); i++)
-		if (LIMIT_AT(&o->limits, session_limit_fields[i].off))
-			LIMIT_AT(&p.limits, session_limit_fields[i].off) =
-				LIMIT_AT(&merged, session_limit_fields[i].off);
+	for (unsigned i = 0; i < KIS_LIMIT__COUNT; i++)
+		if (kis_limit_get(&o->limits, i))
+			*kis_limit_slot(&p.limits, i) = kis_limit_get(&merged, i);
 	struct kis_run_options ro = {.io = o->io, .store_root = o->store_root,
 				     .resize_fd = -1, .tty_fd = -1};
 	r = kis_run(&p, argv, &ro, res, NULL, err);
