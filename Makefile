@@ -59,7 +59,7 @@ fuzz-proto:
 	  src/core/result.c src/core/io.c $(PKG_LIBS)
 	$(BUILD)/fuzz/fuzz_frame -max_total_time=$${FUZZ_SECONDS:-60} -max_len=4096
 
-.PHONY: all check check-unit check-asan check-integration matrix run install uninstall clean deps bench
+.PHONY: all check check-layers check-unit check-asan check-integration matrix run install uninstall clean deps bench
 all: $(KIS) $(AGENT) $(STATIC_LIB) $(SHARED_LIB)
 
 -include $(sort $(wildcard mk/*.mk))
@@ -135,10 +135,14 @@ matrix: all $(HELPER_BINS)
 	KIS_MATRIX_OUT=$(BUILD)/matrix.json $(PYTHON) -m pytest -q -rs tests/integration/test_matrix.py
 	$(PYTHON) scripts/matrix.py $(BUILD)/matrix.json docs/matrix.md
 
+# The layers of the source (docs/layers.md): no include goes up.
+check-layers:
+	sh scripts/check-layers.sh
+
 # Every part runs even when an earlier one failed: one failure must not
 # hide the others. The target fails if any part did.
 check: all
-	@failed=""; for t in check-unit check-asan $(CHECK_TARGETS) check-integration; do \
+	@failed=""; for t in check-layers check-unit check-asan $(CHECK_TARGETS) check-integration; do \
 	  $(MAKE) --no-print-directory $$t || failed="$$failed $$t"; done; \
 	  if [ -n "$$failed" ]; then echo "make check failed in:$$failed"; exit 1; fi
 

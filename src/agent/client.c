@@ -18,7 +18,7 @@
 #include "exec/exec.h"
 #include "exec/exec.h"
 #include "agent/proto.h"
-#include "engine/owner.h"
+#include "core/record.h"
 #include "core/io.h"
 
 #define EXEC_ID 1u /* one exec per connection */

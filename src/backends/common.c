@@ -171,3 +171,13 @@ const char *kis_find_tool(const char *env_var, const char *const *cands, size_t 
 			return cands[i];
 	return NULL;
 }
+
+int kis_ctx_agent(const struct kis_ctx *ctx, char **out, struct kis_error **err)
+{
+	*out = NULL;
+	if (!ctx || !ctx->agent)
+		return kis_error_set(err, KIS_E_TIER_UNAVAILABLE, ENOENT, "%s",
+				     ctx && ctx->agent_why ? ctx->agent_why : "the agent is missing");
+	*out = strdup(ctx->agent);
+	return *out ? 0 : kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "agent path");
+}

@@ -38,7 +38,7 @@
 #define CANCEL_GRACE_MS 50
 #define TRAP_EXIT_CODE 134 /* 128 + SIGABRT: what a trapped module reports */
 
-static void wasm_probe(struct kis_caps *c)
+static void wasm_probe(const struct kis_ctx *ctx, struct kis_caps *c)
 {
 	memset(c, 0, sizeof(*c));
 	/* The interpreter is part of this library: always present. openat2

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* Small shared helpers: whole writes, captured streams, NULL-terminated
  * string vectors (argv, envp), used by engine, backends and agent alike. */
-#ifndef KIS_IO_H
-#define KIS_IO_H
+#ifndef KIS_CORE_IO_H
+#define KIS_CORE_IO_H
 
 #include <dirent.h>
 #include <stddef.h>

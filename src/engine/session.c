@@ -221,12 +221,13 @@ static int write_agentless_meta(int dfd, const char *id, const struct kis_backen
  * terminal where asked; *agent the agent's path (NULL for a backend without
  * one: wasm has sessions too, a kept workspace and a profile, each exec a
  * fresh run in them, no shell). */
-static int session_backend(const struct kis_profile *p, const struct kis_backend **b,
-			   struct kis_caps *caps, char **agent, struct kis_error **err)
+static int session_backend(const struct kis_ctx *ctx, const struct kis_profile *p,
+			   const struct kis_backend **b, struct kis_caps *caps, char **agent,
+			   struct kis_error **err)
 {
 	*agent = NULL;
 	TRY(kis_profile_check_hatches(p, err));
-	TRY(kis_select_backend(p, NULL, b, caps, err));
+	TRY(kis_select_backend_in(ctx, p, NULL, NULL, b, caps, err));
 	if ((*b)->start_session && !caps->shell)
 		return kis_error_set(err, KIS_E_PROFILE_UNSATISFIABLE, 0,
 				     "tier: the %s backend has no sessions (see the SHELL column of "
@@ -236,19 +237,25 @@ static int session_backend(const struct kis_profile *p, const struct kis_backend
 		return kis_error_set(err, KIS_E_TTY_UNSUPPORTED, 0,
 				     "the %s backend cannot give a terminal: drop tty.enabled (--tty)",
 				     (*b)->name);
-	return (*b)->start_session ? kis_agent_path(agent, err) : 0;
+	if (!(*b)->start_session)
+		return 0;
+	if (!ctx->agent)
+		return kis_error_set(err, KIS_E_TIER_UNAVAILABLE, ENOENT, "%s", ctx->agent_why);
+	*agent = strdup(ctx->agent);
+	return *agent ? 0 : kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "agent path");
 }
 
-int kis_session_create(const struct kis_profile *p, const struct kis_run_options *o,
-		       char id[KIS_ID_BUFSZ], struct kis_error **err)
+static int create_ctx(const struct kis_ctx *ctx, const struct kis_profile *p,
+		      const struct kis_run_options *o, char id[KIS_ID_BUFSZ],
+		      struct kis_error **err)
 {
 	const struct kis_backend *b = NULL;
 	struct kis_caps caps;
 	_cleanup_free_ char *agent = NULL;
-	TRY(session_backend(p, &b, &caps, &agent, err));
+	TRY(session_backend(ctx, p, &b, &caps, &agent, err));
 	bool agentless = !b->start_session;
 	char *argv[] = {agent, "--listen-fd", "3", NULL};
-	struct kis_run_request req = {.profile = p, .argv = argv, .io = o->io};
+	struct kis_run_request req = {.ctx = ctx, .profile = p, .argv = argv, .io = o->io};
 	kis_limits_resolve(&p->limits, &req.limits);
 	TRY(kis_id_mint('s', id, err));
 	req.sandbox_id = id;
@@ -391,7 +398,7 @@ static void explain_exec(const char *store_root, const char *id, struct kis_resu
 	}
 	if (b && b->tier == KIS_TIER_MICROVM && !res->accel[0]) {
 		struct kis_caps caps; /* the accelerator verdict is cached: cheap */
-		b->probe(&caps);
+		kis_backend_probe(b, store_root, false, &caps);
 		snprintf(res->accel, sizeof(res->accel), "%s", caps.accel);
 	}
 	bool failed = (res->reason == KIS_REASON_EXITED && res->exit_code != 0) ||
@@ -429,7 +436,7 @@ static int connect_session(const char *store_root, const char *id, bool tty,
 		const struct kis_backend *b = name ? kis_backend_find(name) : NULL;
 		struct kis_caps caps = {0};
 		if (b)
-			b->probe(&caps);
+			kis_backend_probe(b, store_root, false, &caps);
 		int ok = b && caps.tty;
 		if (!ok)
 			kis_error_set(err, KIS_E_TTY_UNSUPPORTED, 0,
@@ -773,17 +780,16 @@ int kis_session_destroy(const char *store_root, const char *id, struct kis_error
 	return 0;
 }
 
-int kis_session_plan(const struct kis_profile *p, const struct kis_run_options *o,
-		     char **plan_json, struct kis_error **err)
+static int plan_ctx(const struct kis_ctx *ctx, const struct kis_profile *p, char **plan_json,
+		    struct kis_error **err)
 {
-	(void)o;
 	*plan_json = NULL;
 	const struct kis_backend *b = NULL;
 	struct kis_caps caps;
 	_cleanup_free_ char *agent = NULL;
-	TRY(session_backend(p, &b, &caps, &agent, err));
+	TRY(session_backend(ctx, p, &b, &caps, &agent, err));
 	char *argv[] = {agent ? agent : "true", "--listen-fd", "3", NULL};
-	struct kis_run_request req = {.profile = p, .argv = argv,
+	struct kis_run_request req = {.ctx = ctx, .profile = p, .argv = argv,
 				      .io = {.stdin_fd = -1, .stdout_fd = -1, .stderr_fd = -1,
 					     .cancel_fd = -1},
 				      .sandbox_id = "s-dry-run"};
@@ -796,4 +802,24 @@ int kis_session_plan(const struct kis_profile *p, const struct kis_run_options *
 	if (!*plan_json)
 		return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "cannot describe the plan");
 	return 0;
+}
+
+int kis_session_create(const struct kis_profile *p, const struct kis_run_options *o,
+		       char id[KIS_ID_BUFSZ], struct kis_error **err)
+{
+	struct kis_engine_ctx ec;
+	kis_ctx_init(&ec, o->store_root, false);
+	int r = create_ctx(&ec.ctx, p, o, id, err);
+	kis_ctx_release(&ec);
+	return r;
+}
+
+int kis_session_plan(const struct kis_profile *p, const struct kis_run_options *o,
+		     char **plan_json, struct kis_error **err)
+{
+	struct kis_engine_ctx ec;
+	kis_ctx_init(&ec, o->store_root, false);
+	int r = plan_ctx(&ec.ctx, p, plan_json, err);
+	kis_ctx_release(&ec);
+	return r;
 }

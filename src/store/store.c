@@ -16,7 +16,6 @@
 #include <sys/syscall.h>
 #include <sys/types.h>
 
-#include "backends/oci/bundle.h"
 #include "kis/id.h"
 
 int store_openat(int dirfd, const char *path, int flags, mode_t mode)
@@ -491,21 +490,13 @@ int store_open_nosweep(const char *root, struct kis_store **out, struct kis_erro
 	return store_open_impl(root, false, out, err);
 }
 
-int kis_store_gc(const char *root, bool dry_run, kis_gc_fn fn, void *ctx, struct kis_error **err)
+int store_gc(const char *root, bool dry_run, kis_gc_fn fn, void *ctx, struct kis_error **err)
 {
 	struct kis_store *s = NULL;
 	TRY(store_open_nosweep(root, &s, err));
 	int failed = store_sweep_ex(s, true, dry_run, fn, ctx);
 	kis_store_free(s);
-	/* containers of runs from any store whose engine is gone (their
-	 * bundle's owner record: backends/oci/crun.c) */
-	if (!dry_run)
-		kis_oci_collect();
-	if (failed)
-		return kis_error_set(err, KIS_E_BUSY, 0,
-				     "%d leftover%s could not be removed (listed above)", failed,
-				     failed == 1 ? "" : "s");
-	return 0;
+	return failed;
 }
 
 void kis_store_free(struct kis_store *s)

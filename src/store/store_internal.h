@@ -100,6 +100,9 @@ int store_owner_reap(struct kis_store *s, const char *name, int dir_fd, bool dry
 		     kis_gc_fn fn, void *ctx);
 /* kis_store_open without the sweep (gc reports what it sweeps itself). */
 int store_open_nosweep(const char *root, struct kis_store **out, struct kis_error **err);
+/* The sweep of `kis sandbox gc` (engine/owner.c adds the containers): the
+ * number of leftovers that could not be removed, or < 0 with *err set. */
+int store_gc(const char *root, bool dry_run, kis_gc_fn fn, void *ctx, struct kis_error **err);
 
 /* Release a workspace directory that is no longer visible (a dead or
  * failed temporary, or trash): unmount its overlay, drop its reference on

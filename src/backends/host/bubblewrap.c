@@ -51,7 +51,6 @@
 #include "backends/host/common.h"
 #include "confine/confine.h"
 #include "confine/sysview.h"
-#include "engine/internal.h"
 #include "core/io.h"
 #include "exec/spawn.h"
 
@@ -128,7 +127,7 @@ static bool try_bwrap(const char *bwrap, char *why, size_t why_len)
 	return true;
 }
 
-static void bubblewrap_probe(struct kis_caps *c)
+static void bubblewrap_probe(const struct kis_ctx *ctx, struct kis_caps *c)
 {
 	memset(c, 0, sizeof(*c));
 	const char *bwrap = bwrap_path();
@@ -144,7 +143,7 @@ static void bubblewrap_probe(struct kis_caps *c)
 			 "kernel.unprivileged_userns_clone)");
 		return;
 	}
-	if (kis_probe_thorough()) {
+	if (ctx->thorough) {
 		static int tried; /* 1 ok, -1 failed */
 		static char why[sizeof(c->why_absent)];
 		if (!tried)
@@ -163,7 +162,7 @@ static void bubblewrap_probe(struct kis_caps *c)
 	 * (bwrap brings it up); host: only with its hatch. egress: later. */
 	c->net_modes = (1u << KIS_NET_OFF) | (1u << KIS_NET_LOOPBACK) | (1u << KIS_NET_HOST);
 	c->limits = KIS_LIMIT_WALL | KIS_LIMIT_CPU | KIS_LIMIT_OUTPUT | KIS_LIMIT_FILE |
-		    KIS_LIMIT_OPEN_FILES | (kis_probe_thorough() ? kis_cgroup_limits_available() : 0);
+		    KIS_LIMIT_OPEN_FILES | (ctx->thorough ? kis_cgroup_limits_available() : 0);
 }
 
 struct kis_plan {
@@ -222,7 +221,7 @@ static int bubblewrap_plan(const struct kis_caps *caps, const struct kis_run_req
 	struct kis_caps c = *caps;
 	unsigned explicit_cg = (p->limits.memory_bytes ? KIS_LIMIT_MEMORY : 0) |
 			       (p->limits.pids ? KIS_LIMIT_PIDS : 0);
-	if (explicit_cg && !kis_probe_thorough())
+	if (explicit_cg && !req->ctx->thorough)
 		c.limits |= kis_cgroup_limits_available();
 	TRY(kis_check_limits(&c, p, "bubblewrap", err));
 	const char *bwrap = bwrap_path();
@@ -236,7 +235,7 @@ static int bubblewrap_plan(const struct kis_caps *caps, const struct kis_run_req
 		free(pl);
 		return -1;
 	}
-	if (kis_agent_path(&pl->agent, err) < 0) {
+	if (kis_ctx_agent(req->ctx, &pl->agent, err) < 0) {
 		plan_release(pl);
 		return -1;
 	}

@@ -11,7 +11,7 @@
 
 #include "backends/host/common.h"
 #include "confine/confine.h"
-#include "engine/owner.h"
+#include "core/record.h"
 #include "core/io.h"
 
 const char *kis_host_env_get(char *const *envp, const char *key)

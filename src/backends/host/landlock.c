@@ -39,7 +39,7 @@ static unsigned required_features(enum kis_net_mode net)
 	       (net == KIS_NET_OFF ? KIS_LL_SCOPE_ABSTRACT_UNIX : 0);
 }
 
-static void landlock_probe(struct kis_caps *c)
+static void landlock_probe(const struct kis_ctx *ctx, struct kis_caps *c)
 {
 	memset(c, 0, sizeof(*c));
 	struct kis_landlock_report rep;
@@ -67,7 +67,7 @@ static void landlock_probe(struct kis_caps *c)
 	 * host: no network restriction, only with its hatch */
 	c->net_modes = (1u << KIS_NET_OFF) | (1u << KIS_NET_HOST);
 	c->limits = KIS_LIMIT_WALL | KIS_LIMIT_CPU | KIS_LIMIT_OUTPUT | KIS_LIMIT_FILE |
-		    KIS_LIMIT_OPEN_FILES | (kis_probe_thorough() ? kis_cgroup_limits_available() : 0);
+		    KIS_LIMIT_OPEN_FILES | (ctx->thorough ? kis_cgroup_limits_available() : 0);
 }
 
 struct kis_plan {
@@ -113,7 +113,7 @@ static int landlock_plan(const struct kis_caps *caps, const struct kis_run_reque
 	struct kis_caps c = *caps;
 	unsigned explicit_cg = (p->limits.memory_bytes ? KIS_LIMIT_MEMORY : 0) |
 			       (p->limits.pids ? KIS_LIMIT_PIDS : 0);
-	if (explicit_cg && !kis_probe_thorough())
+	if (explicit_cg && !req->ctx->thorough)
 		c.limits |= kis_cgroup_limits_available(); /* measured only when asked for */
 	TRY(kis_check_limits(&c, p, "landlock", err));
 

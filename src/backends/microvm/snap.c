@@ -83,14 +83,13 @@ static char *cache_path(const struct kis_mvm_guest *g, const char *name)
 	return p;
 }
 
-const char *kis_mvm_accel_cached(void)
+const char *kis_mvm_accel_cached(const char *dir)
 {
 	/* without a usable /dev/kvm the answer needs no boot */
 	int fd = open("/dev/kvm", O_RDWR | O_CLOEXEC);
 	if (fd < 0)
 		return "tcg";
 	close(fd);
-	_cleanup_free_ char *dir = kis_mvm_guest_dir();
 	_cleanup_free_ char *path = NULL;
 	if (!dir || asprintf(&path, "%s/accel", dir) < 0)
 		return NULL;
@@ -103,7 +102,7 @@ const char *kis_mvm_accel_cached(void)
 
 int kis_mvm_accel(const struct kis_mvm_guest *g, char out[8], struct kis_error **err)
 {
-	const char *quick = kis_mvm_accel_cached();
+	const char *quick = kis_mvm_accel_cached(g->dir);
 	if (quick) {
 		snprintf(out, 8, "%s", quick);
 		return 0;

@@ -18,9 +18,8 @@
 #include <time.h>
 
 #include "backends/microvm/vm.h"
-#include "engine/internal.h"
-#include "engine/owner.h"
-#include "kis/sandbox.h"
+#include "core/record.h"
+#include "backends/common.h"
 #include "kis/store.h"
 #include "core/io.h"
 #include "confine/confine.h"
@@ -38,27 +37,20 @@ const char *kis_mvm_qemu_path(void)
 	return NULL;
 }
 
-char *kis_mvm_guest_dir(void)
+char *kis_mvm_guest_dir(const struct kis_ctx *ctx)
 {
-	/* the lookup order is the engine's (src/engine/guest.c) */
-	struct kis_guest_info g;
-	struct kis_error *err = NULL;
-	if (kis_guest_locate(NULL, true, &g, &err) < 0) {
-		kis_error_free(err);
-		return NULL;
-	}
-	char *d = steal_ptr(g.cache);
-	kis_guest_info_release(&g);
-	return d;
+	/* the engine's lookup for the command's store (src/engine/guest.c) */
+	const char *d = ctx && ctx->guest_dir ? ctx->guest_dir(ctx) : NULL;
+	return d ? strdup(d) : NULL;
 }
 
-bool kis_mvm_guest_present(char *why, size_t n)
+bool kis_mvm_guest_present(const struct kis_ctx *ctx, char *why, size_t n)
 {
 	if (!kis_mvm_qemu_path()) {
 		snprintf(why, n, "qemu-system-x86_64 is not installed (Debian: qemu-system-x86)");
 		return false;
 	}
-	_cleanup_free_ char *d = kis_mvm_guest_dir();
+	_cleanup_free_ char *d = kis_mvm_guest_dir(ctx);
 	char p[4096];
 	snprintf(p, sizeof(p), "%s/vmlinuz", d ? d : "");
 	if (!d || access(p, R_OK) < 0) {
@@ -247,15 +239,15 @@ static void drop_stale(const char *dir, const char *stamp)
 		closedir(d);
 }
 
-int kis_mvm_guest_open(struct kis_mvm_guest *g, struct kis_error **err)
+int kis_mvm_guest_open(const struct kis_ctx *ctx, struct kis_mvm_guest *g, struct kis_error **err)
 {
 	memset(g, 0, sizeof(*g));
 	char why[256];
-	if (!kis_mvm_guest_present(why, sizeof(why)))
+	if (!kis_mvm_guest_present(ctx, why, sizeof(why)))
 		return kis_error_set(err, KIS_E_TIER_UNAVAILABLE, 0, "microvm: %s", why);
 	_cleanup_free_ char *agent = NULL;
-	TRY(kis_agent_path(&agent, err));
-	g->dir = kis_mvm_guest_dir();
+	TRY(kis_ctx_agent(ctx, &agent, err));
+	g->dir = kis_mvm_guest_dir(ctx);
 	struct stat sa, sk, sm;
 	char load[4096];
 	snprintf(load, sizeof(load), "%s/modules/load", g->dir ? g->dir : "");
@@ -826,7 +818,7 @@ int kis_mvm_tmpdir(char **path, struct kis_error **err)
 		return kis_error_set(err, KIS_E_INTERNAL, e, "cannot make a private directory");
 	}
 	/* The run's: swept by the engine's owner record should it be killed
-	 * (engine/owner.h). mkdtemp picks the name, so the record follows it. */
+	 * (core/record.h, engine/owner.h). mkdtemp picks the name, so the record follows it. */
 	if (kis_owner_note("tmp", "%s", *path) < 0) {
 		int e = errno;
 		rmdir(*path);

@@ -96,7 +96,7 @@ int kis_oci_crun_spawn(char *const *argv, int fd_keep, pid_t *pid_out, struct ki
 		setpgid(0, 0);
 		/* crun itself dies with the engine (a detached container is
 		 * crun's child, and fork clears this for it: prctl(2)); what it
-		 * made is swept by the run's owner record (engine/owner.h) */
+		 * made is swept by the run's owner record (core/record.h, engine/owner.h) */
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
 		if (hybrid && kis_oci_hybrid_workaround() < 0)
 			_exit(125);
