@@ -15,6 +15,7 @@ import subprocess
 import fcntl
 import termios
 import time
+from pathlib import Path
 
 import pytest
 
