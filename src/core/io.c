@@ -99,25 +99,6 @@ DIR *kis_opendir_dup(int fd)
 	return dir;
 }
 
-void kis_remove_tree_at(int dfd, const char *name)
-{
-	if (unlinkat(dfd, name, 0) == 0 || (errno != EISDIR && errno != EPERM))
-		return;
-	int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
-	if (fd >= 0) {
-		DIR *d = fdopendir(fd);
-		struct dirent *e;
-		while (d && (e = readdir(d)))
-			if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
-				kis_remove_tree_at(dirfd(d), e->d_name);
-		if (d)
-			closedir(d);
-		else
-			close(fd);
-	}
-	unlinkat(dfd, name, AT_REMOVEDIR);
-}
-
 unsigned long long kis_proc_starttime(pid_t pid)
 {
 	char path[64], buf[1024];

@@ -24,6 +24,7 @@
 #include "core/record.h"
 #include "kis/session.h"
 #include "store/store_internal.h"
+#include "core/tree.h"
 
 #define RECORDS "records"
 
@@ -230,8 +231,8 @@ static void reap_tmp(struct reap *r, const char *v)
 		return;
 	}
 	struct kis_error *e = NULL;
-	/* store_rmtree never follows a link nor descends into another mount */
-	int done = store_rmtree(pfd, base + 1, &e) < 0 ? -1 : 1;
+	/* kis_tree_remove never follows a link nor descends into another mount */
+	int done = kis_tree_remove(pfd, base + 1, &e) < 0 ? -1 : 1;
 	report(r, "tmp", v, done, e);
 }
 
@@ -249,7 +250,7 @@ static void reap_session(struct reap *r, const char *v)
 		return;
 	}
 	struct kis_error *e = NULL;
-	int done = store_rmtree(r->s->sessions_fd, tmp, &e) < 0 ? -1 : 1;
+	int done = kis_tree_remove(r->s->sessions_fd, tmp, &e) < 0 ? -1 : 1;
 	report(r, "session", tmp, done, e);
 }
 

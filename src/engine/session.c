@@ -29,6 +29,7 @@
 #include "core/json.h"
 #include "kis/session.h"
 #include "kis/store.h"
+#include "core/tree.h"
 
 #define SOCK_NAME "agent.sock"
 #define META_NAME "session.json"
@@ -137,7 +138,7 @@ static void sweep_leftovers(int sdir)
 			}
 			json_decref(meta);
 		}
-		kis_remove_tree_at(sdir, e->d_name);
+		kis_tree_remove_quiet(sdir, e->d_name);
 	}
 	closedir(d);
 }
@@ -375,7 +376,7 @@ fail:
 		kis_workspace_unhold_for(o->store_root, ws_id, id);
 	if (ws_id && ws_cloned)
 		kis_workspace_release(o->store_root, ws_id);
-	kis_remove_tree_at(sdir, tmp);
+	kis_tree_remove_quiet(sdir, tmp);
 	kis_owner_end(owner, true);
 	return -1;
 }
@@ -776,7 +777,7 @@ int kis_session_destroy(const char *store_root, const char *id, struct kis_error
 	if (renameat(sdir, id, sdir, tmp) < 0)
 		return errno == ENOENT ? 0 : kis_error_set(err, KIS_E_INTERNAL, errno,
 							   "cannot remove session '%s'", id);
-	kis_remove_tree_at(sdir, tmp);
+	kis_tree_remove_quiet(sdir, tmp);
 	return 0;
 }
 

@@ -70,9 +70,8 @@ void store_closedirp(DIR **d);
 /* flock with EINTR retry; returns 0 or -1 with errno. */
 int store_flock(int fd, int op);
 
-/* Remove name (a file or a whole tree) below dirfd, never following a
- * symlink and never descending into another mount. ENOENT is success. */
-int store_rmtree(int dirfd, const char *name, struct kis_error **err);
+/* Trees are removed by core/tree.h (kis_tree_remove): never a link
+ * followed, never another mount entered. */
 
 /* mkdir name below dirfd and flock it, under the shared store lock;
  * returns the locked directory fd, or -1 with errno (EEXIST: taken). */

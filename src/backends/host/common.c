@@ -188,42 +188,6 @@ int kis_host_private_dir(const char *name, uid_t uid, gid_t gid, char **out,
 	return 0;
 }
 
-static void remove_in(int fd, int depth)
-{
-	DIR *d = kis_opendir_dup(fd);
-	if (!d)
-		return;
-	struct dirent *e;
-	while ((e = readdir(d))) {
-		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
-			continue;
-		if (unlinkat(fd, e->d_name, 0) == 0)
-			continue;
-		int sub = openat(fd, e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-		if (sub >= 0) {
-			if (depth < 256) {
-				(void)fchmod(sub, 0700);
-				remove_in(sub, depth + 1);
-			}
-			close(sub);
-		}
-		unlinkat(fd, e->d_name, AT_REMOVEDIR);
-	}
-	closedir(d);
-}
-
-void kis_host_remove_tree(const char *path)
-{
-	if (!path)
-		return;
-	int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd >= 0) {
-		remove_in(fd, 0);
-		close(fd);
-	}
-	rmdir(path);
-}
-
 /* ---- the compiled seccomp program, cached ---- */
 
 static int cache_dir(char *buf, size_t len)

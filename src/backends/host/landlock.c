@@ -26,6 +26,7 @@
 #include "backends/common.h"
 #include "backends/host/common.h"
 #include "confine/confine.h"
+#include "core/tree.h"
 
 /* What every profile needs from Landlock: signals and truncation confined
  * to the sandbox; with the network off, no host abstract unix sockets
@@ -195,7 +196,7 @@ static void ll_start_release(struct ll_start *s, bool remove_tmp)
 	kis_confine_plan_release(&s->cp);
 	kis_run_cgroup_close(&s->rc);
 	if (remove_tmp)
-		kis_host_remove_tree(s->tmpdir);
+		kis_tree_remove_path(s->tmpdir);
 	free(s->tmpdir);
 	s->tmpdir = NULL;
 }
@@ -300,7 +301,7 @@ static int landlock_end_session(const struct kis_session_ctx *ctx, struct kis_er
 	kis_host_cgroup_end(ctx->dir_fd);
 	char path[128];
 	snprintf(path, sizeof(path), "/tmp/kis-%s", ctx->id);
-	kis_host_remove_tree(path);
+	kis_tree_remove_path(path);
 	return 0;
 }
 

@@ -38,6 +38,7 @@
 #include "backends/microvm/vm.h"
 #include "confine/confine.h"
 #include "core/io.h"
+#include "core/tree.h"
 
 /* ---- external tools (e2fsprogs) ---- */
 
@@ -377,7 +378,7 @@ int kis_mvm_disks_make(const char *guest_dir, const char *vm_dir, const char *ws
 	r = 0;
 out:
 	if (stage)
-		kis_mvm_rmtree(stage);
+		kis_tree_remove_path(stage);
 	if (r < 0)
 		kis_mvm_disks_free(d);
 	return r;
@@ -466,7 +467,7 @@ static int overlay_copy(int sdir, int ddir, int depth)
 			continue;
 		bool have = fstatat(ddir, n, &t, AT_SYMLINK_NOFOLLOW) == 0;
 		if (have && (s.st_mode & S_IFMT) != (t.st_mode & S_IFMT)) {
-			kis_remove_tree_at(ddir, n);
+			kis_tree_remove_quiet(ddir, n);
 			have = false;
 		}
 		if (S_ISDIR(s.st_mode)) {
@@ -688,7 +689,7 @@ static int clear_opaque(int root, int tree, const char *rel)
 		struct stat st;
 		if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") &&
 		    fstatat(g, e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 && errno == ENOENT)
-			kis_remove_tree_at(h, e->d_name);
+			kis_tree_remove_quiet(h, e->d_name);
 	}
 	closedir(d);
 	return 0;
@@ -701,7 +702,7 @@ static int remove_beneath(int root, const char *rel)
 	_cleanup_close_ int p = open_beneath(root, parent);
 	if (p < 0) /* the path's parent is not a directory below the workspace: no entry */
 		return errno == ENOENT || errno == ENOTDIR || errno == ELOOP || errno == EXDEV ? 0 : -1;
-	kis_remove_tree_at(p, leaf);
+	kis_tree_remove_quiet(p, leaf);
 	return 0;
 }
 
@@ -765,6 +766,6 @@ int kis_mvm_disk_sync_back(const char *img, const char *dst_dir, struct kis_erro
 out:
 	kis_confine_plan_release(&cp);
 	marks_free(&m);
-	kis_mvm_rmtree(tdir);
+	kis_tree_remove_path(tdir);
 	return r;
 }

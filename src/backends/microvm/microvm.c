@@ -38,6 +38,7 @@
 #include "backends/microvm/mux.h"
 #include "backends/microvm/vm.h"
 #include "kis/backend.h"
+#include "core/tree.h"
 
 #define MIN_MEM_MIB 128u
 
@@ -308,7 +309,7 @@ static void vm_release(struct vm *v)
 		close(v->dfd);
 	kis_mvm_cgroup_drop(v->tdir);
 	if (v->tdir && !getenv("KIS_MICROVM_KEEP"))
-		kis_mvm_rmtree(v->tdir);
+		kis_tree_remove_path(v->tdir);
 	free(v->tdir);
 	kis_mvm_disks_free(&v->disks);
 	kis_mvm_guest_release(&v->g);

@@ -829,8 +829,3 @@ int kis_mvm_tmpdir(char **path, struct kis_error **err)
 	return 0;
 }
 
-void kis_mvm_rmtree(const char *path)
-{
-	if (path)
-		kis_remove_tree_at(AT_FDCWD, path);
-}

@@ -180,6 +180,5 @@ int kis_mvm_disk_sync_back(const char *rw_img, const char *dst_dir, struct kis_e
 
 /* Make a private 0700 directory for one run's sockets and disk. */
 int kis_mvm_tmpdir(char **path, struct kis_error **err);
-void kis_mvm_rmtree(const char *path);
 
 #endif

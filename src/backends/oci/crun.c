@@ -20,6 +20,7 @@
 #include "backends/common.h"
 #include "backends/oci/bundle.h"
 #include "core/io.h"
+#include "core/tree.h"
 
 #ifndef CGROUP2_SUPER_MAGIC
 #define CGROUP2_SUPER_MAGIC 0x63677270
@@ -288,27 +289,6 @@ int kis_oci_bundle_path(const char *ctr_id, char *out, size_t len)
 	return n < 0 || (size_t)n >= len ? -1 : 0;
 }
 
-static void remove_tree(int dfd, const char *name, int depth)
-{
-	int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
-	if (fd >= 0) {
-		DIR *d = fdopendir(fd);
-		if (d) {
-			struct dirent *e;
-			while ((e = readdir(d))) {
-				if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
-					continue;
-				if (unlinkat(dirfd(d), e->d_name, 0) < 0 && errno == EISDIR && depth < 8)
-					remove_tree(dirfd(d), e->d_name, depth + 1);
-			}
-			closedir(d);
-		} else {
-			close(fd);
-		}
-	}
-	unlinkat(dfd, name, AT_REMOVEDIR);
-}
-
 /* After crun delete: the container's own groups must be gone. crun leaves
  * one behind when a process in it outlived the kill (EBUSY on rmdir); try
  * again briefly, then report it rather than leave it silently. */
@@ -375,7 +355,7 @@ int kis_oci_remove(const char *ctr_id, struct kis_error **err)
 void kis_oci_remove_bundle(int bundles_fd, const char *ctr_id)
 {
 	if (bundles_fd >= 0)
-		remove_tree(bundles_fd, ctr_id, 0);
+		kis_tree_remove_quiet(bundles_fd, ctr_id);
 }
 
 static int write_owner(int bundle_fd, const char *text, struct kis_error **err)
