@@ -53,6 +53,7 @@
 #include "confine/sysview.h"
 #include "core/io.h"
 #include "exec/spawn.h"
+#include "exec/tool.h"
 
 #define AGENT_IN_SANDBOX "/.kis/agent"
 /* Where, in bwrap's private mount namespace, the sandbox's pieces are
@@ -83,45 +84,27 @@ static long read_long(const char *path, long dflt)
  * seccomp filter around us can refuse them whatever the files say. */
 static bool try_bwrap(const char *bwrap, char *why, size_t why_len)
 {
-	int p[2];
-	if (pipe2(p, O_CLOEXEC) < 0) {
-		snprintf(why, why_len, "cannot test bwrap: %s", strerror(errno));
+	char *argv[] = {(char *)bwrap, "--unshare-user", "--unshare-pid", "--unshare-ipc",
+			"--unshare-uts", "--unshare-net", "--unshare-cgroup-try",
+			"--die-with-parent", "--cap-drop", "ALL", "--ro-bind", "/usr", "/usr",
+			"--symlink", "usr/bin", "/bin", "--symlink", "usr/lib", "/lib",
+			"--symlink", "usr/lib64", "/lib64", "--proc", "/proc", "--dev", "/dev",
+			"--", "/usr/bin/true", NULL};
+	char *envp[] = {NULL};
+	struct kis_tool t = {.argv = argv, .envp = envp, .in = -1, .out = -1, .err = -1};
+	struct kis_tool_out o;
+	struct kis_error *e = NULL;
+	if (kis_tool_run(&t, false, true, &o, &e) < 0) {
+		snprintf(why, why_len, "cannot test bwrap: %s", e && e->message ? e->message : "?");
+		kis_error_free(e);
 		return false;
 	}
-	pid_t pid = fork();
-	if (pid == 0) {
-		int nul = open("/dev/null", O_RDWR | O_CLOEXEC);
-		dup2(nul, 0);
-		dup2(nul, 1);
-		dup2(p[1], 2);
-		char *argv[] = {(char *)bwrap, "--unshare-user", "--unshare-pid", "--unshare-ipc",
-				"--unshare-uts", "--unshare-net", "--unshare-cgroup-try",
-				"--die-with-parent", "--cap-drop", "ALL", "--ro-bind", "/usr", "/usr",
-				"--symlink", "usr/bin", "/bin", "--symlink", "usr/lib", "/lib",
-				"--symlink", "usr/lib64", "/lib64", "--proc", "/proc", "--dev", "/dev",
-				"--", "/usr/bin/true", NULL};
-		char *envp[] = {NULL};
-		execve(bwrap, argv, envp);
-		_exit(127);
-	}
-	close(p[1]);
-	char buf[200] = "";
-	size_t n = 0;
-	if (pid > 0) {
-		ssize_t r;
-		while (n < sizeof(buf) - 1 && (r = RETRY_EINTR(read(p[0], buf + n, sizeof(buf) - 1 - n))) > 0)
-			n += (size_t)r;
-	}
-	close(p[0]);
-	buf[n] = '\0';
-	int st = 0;
-	if (pid < 0 || RETRY_EINTR(waitpid(pid, &st, 0)) < 0 || !WIFEXITED(st) ||
-	    WEXITSTATUS(st) != 0) {
-		char *nl = strchr(buf, '\n');
+	if (!kis_tool_ok(o.status, 0)) {
+		char *nl = strchr(o.err, '\n');
 		if (nl)
 			*nl = '\0';
-		snprintf(why, why_len, "bwrap cannot create its namespaces here: %s",
-			 *buf ? buf : "it failed");
+		snprintf(why, why_len, "bwrap cannot create its namespaces here: %.150s",
+			 *o.err ? o.err : "it failed");
 		return false;
 	}
 	return true;

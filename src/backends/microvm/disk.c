@@ -39,31 +39,27 @@
 #include "confine/confine.h"
 #include "core/io.h"
 #include "core/tree.h"
+#include "exec/tool.h"
 
 /* ---- external tools (e2fsprogs) ---- */
 
-/* Run a tool; with cp, confined by it (kis_confine_child) before exec. */
+static int confine_tool(void *arg)
+{
+	return kis_confine_child(arg, NULL);
+}
+
+/* Run a tool (exec/tool.h: a fixed environment, never the caller's: these
+ * run as root outside the guest, over images the guest wrote); with cp,
+ * confined by it (kis_confine_child) before exec. */
 static int run_tool_in(char *const argv[], int out_fd, int max_ok, struct kis_confine_plan *cp,
 		       struct kis_error **err)
 {
-	pid_t p = fork();
-	if (p < 0)
-		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot fork");
-	if (p == 0) {
-		int nul = open("/dev/null", O_RDWR | O_CLOEXEC);
-		dup2(nul, 0);
-		dup2(out_fd >= 0 ? out_fd : nul, 1);
-		dup2(nul, 2);
-		if (cp && kis_confine_child(cp, NULL) < 0)
-			_exit(126);
-		/* a fixed environment, never the caller's: these run as root
-		 * outside the guest, over images the guest wrote */
-		static char *const tool_env[] = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin", NULL};
-		execve(argv[0], argv, tool_env);
-		_exit(127);
-	}
+	struct kis_tool t = {.argv = argv, .in = -1, .out = out_fd, .err = -1,
+			     .child_setup = cp ? confine_tool : NULL, .child_arg = cp};
+	pid_t p;
+	TRY(kis_tool_start(&t, &p, err));
 	int st;
-	if (RETRY_EINTR(waitpid(p, &st, 0)) < 0 || !WIFEXITED(st) || WEXITSTATUS(st) > max_ok)
+	if (RETRY_EINTR(waitpid(p, &st, 0)) < 0 || !kis_tool_ok(st, max_ok))
 		return kis_error_set(err, KIS_E_INTERNAL, 0, "'%s' failed", argv[0]);
 	return 0;
 }

@@ -23,6 +23,7 @@
 #include "kis/store.h"
 #include "core/io.h"
 #include "confine/confine.h"
+#include "exec/tool.h"
 
 const char *kis_mvm_qemu_path(void)
 {
@@ -117,29 +118,19 @@ static int cpio_file(struct cpio *c, const char *name, const char *src, unsigned
 	return 0;
 }
 
-FILE *kis_mvm_tool_stdout(char *const argv[], pid_t *pid)
+char *kis_mvm_tool_output(char *const argv[], bool *ok)
 {
-	*pid = -1;
-	int pfd[2];
-	if (pipe2(pfd, O_CLOEXEC) < 0)
+	*ok = false;
+	/* a fixed environment, never the caller's (issue 23): the tool's */
+	struct kis_tool t = {.argv = argv, .in = -1, .out = -1, .err = -1};
+	struct kis_tool_out o;
+	struct kis_error *err = NULL;
+	if (kis_tool_run(&t, true, false, &o, &err) < 0) {
+		kis_error_free(err);
 		return NULL;
-	pid_t p = fork();
-	if (p == 0) {
-		int nul = open("/dev/null", O_RDWR | O_CLOEXEC);
-		dup2(nul, 0);
-		dup2(pfd[1], 1);
-		dup2(nul, 2);
-		/* a fixed environment, never the caller's (issue 23) */
-		static char *const envp[] = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin", NULL};
-		execve(argv[0], argv, envp);
-		_exit(127);
 	}
-	close(pfd[1]);
-	FILE *f = p > 0 ? fdopen(pfd[0], "re") : NULL;
-	if (!f)
-		close(pfd[0]);
-	*pid = p;
-	return f;
+	*ok = kis_tool_ok(o.status, 0);
+	return o.out;
 }
 
 /* bin/<applet> -> busybox for every applet of the guest's busybox (a static
@@ -149,24 +140,20 @@ FILE *kis_mvm_tool_stdout(char *const argv[], pid_t *pid)
 static void busybox_links(struct cpio *c, const char *busybox)
 {
 	char *const argv[] = {(char *)busybox, "--list", NULL};
-	pid_t p = -1;
-	FILE *f = kis_mvm_tool_stdout(argv, &p);
-	char name[128];
-	while (f && fgets(name, sizeof(name), f)) {
-		name[strcspn(name, "\n")] = '\0';
+	bool ok;
+	_cleanup_free_ char *list = kis_mvm_tool_output(argv, &ok);
+	char *save = NULL;
+	for (char *name = list ? strtok_r(list, "\n", &save) : NULL; name;
+	     name = strtok_r(NULL, "\n", &save)) {
 		/* applet names are plain words; sh is already there */
-		if (!name[0] || strspn(name, "abcdefghijklmnopqrstuvwxyz0123456789-_.[") != strlen(name) ||
+		if (!name[0] || strlen(name) > 100 ||
+		    strspn(name, "abcdefghijklmnopqrstuvwxyz0123456789-_.[") != strlen(name) ||
 		    !strcmp(name, "busybox") || !strcmp(name, "sh"))
 			continue;
 		char path[160];
 		snprintf(path, sizeof(path), "bin/%s", name);
 		cpio_entry(c, path, S_IFLNK | 0777, "busybox", 7, 0, 0);
 	}
-	if (f)
-		fclose(f);
-	int st;
-	if (p > 0)
-		RETRY_EINTR(waitpid(p, &st, 0));
 }
 
 static int build_initramfs(const char *dir, const char *agent, const char *out,

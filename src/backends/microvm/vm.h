@@ -38,10 +38,10 @@ struct kis_mvm_guest {
 
 /* Is a guest kernel there (cheap: no build)? why receives what is missing. */
 char *kis_mvm_guest_dir(const struct kis_ctx *ctx);
-/* Start argv[0] (an absolute path) with stdin and stderr on /dev/null and
- * a fixed environment; its stdout to read (NULL on failure). The caller
- * closes it and waits for *pid (when > 0). */
-FILE *kis_mvm_tool_stdout(char *const argv[], pid_t *pid);
+/* Run argv[0] (an absolute path) as a tool (exec/tool.h: stdin and stderr
+ * on /dev/null, a fixed environment) and return its whole stdout
+ * (malloc'ed; NULL when it could not run); *ok: it exited 0. */
+char *kis_mvm_tool_output(char *const argv[], bool *ok);
 bool kis_mvm_guest_present(const struct kis_ctx *ctx, char *why, size_t n);
 /* Find the cache and build the initramfs if it is missing or older than the agent. */
 int kis_mvm_guest_open(const struct kis_ctx *ctx, struct kis_mvm_guest *g, struct kis_error **err);
