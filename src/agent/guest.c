@@ -44,6 +44,7 @@
 #include "agent/agent.h"
 #include "agent/guest.h"
 #include "agent/proto.h"
+#include "core/io.h"
 
 #define AGENT_SOCK "/run/kis-agent.sock"
 #define MAX_PORTS 16
@@ -217,18 +218,6 @@ static int connect_agent(void)
 	return -1;
 }
 
-static int write_all_fd(int fd, const uint8_t *p, size_t n)
-{
-	while (n > 0) {
-		ssize_t w = RETRY_EINTR(write(fd, p, n));
-		if (w < 0)
-			return -1;
-		p += w;
-		n -= (size_t)w;
-	}
-	return 0;
-}
-
 /* ---- one relay per agent port ---- */
 
 struct relay {
@@ -261,7 +250,7 @@ static void relay_from_host(struct relay *r, const uint8_t *p, size_t n)
 	while (n > 0) {
 		if (r->body_left) {
 			size_t k = n < r->body_left ? n : r->body_left;
-			if (r->conn >= 0 && write_all_fd(r->conn, p, k) < 0)
+			if (r->conn >= 0 && kis_write_all(r->conn, p, k) < 0)
 				relay_drop(r);
 			r->body_left -= (uint32_t)k;
 			p += k;
@@ -295,7 +284,7 @@ static void relay_from_host(struct relay *r, const uint8_t *p, size_t n)
 		/* the agent's decoder judges the frame; we only need its length,
 		 * capped so garbage cannot make us swallow the next connection */
 		r->body_left = len > KIS_FRAME_MAX ? 0 : len;
-		if (write_all_fd(r->conn, r->hdr, FRAME_HDR) < 0)
+		if (kis_write_all(r->conn, r->hdr, FRAME_HDR) < 0)
 			relay_drop(r);
 	}
 }

@@ -230,20 +230,13 @@ struct vm {
 	bool restored;
 };
 
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* KIS_MICROVM_TRACE=1: phase times on stderr, for bench/microvm.sh only */
 static void trace(const char *what)
 {
 	static int64_t t0;
 	if (!getenv("KIS_MICROVM_TRACE"))
 		return;
-	int64_t t = now_ms();
+	int64_t t = (int64_t)kis_monotonic_ms();
 	if (!t0)
 		t0 = t;
 	dprintf(2, "microvm: %6lld ms %s\n", (long long)(t - t0), what);
