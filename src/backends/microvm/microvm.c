@@ -457,37 +457,26 @@ static struct mvm_events guest_events(int ctl)
 	return e;
 }
 
-/* The verdict over the agent's evidence, as the host tiers give it from
- * their cgroup: an OOM kill that ended the command is memory_limit (the
- * guest's RAM is the memory limit), forks refused by pids.max in an exec
- * that failed are pids_limit. */
+/* The verdict over the agent's evidence by the one rule every tier uses
+ * (kis_result_blame_limits): the guest's RAM is the memory limit, its
+ * pids.max the pids limit. */
 static int explain_events(struct mvm_events before, struct mvm_events after,
 			  const struct kis_limits *lim, struct kis_result *res)
 {
-	bool signaled = res->reason == KIS_REASON_SIGNALED;
-	bool failed = signaled || (res->reason == KIS_REASON_EXITED && res->exit_code != 0);
-	char buf[160];
-	if (signaled && res->signal == SIGKILL && after.oom > before.oom) {
-		res->reason = KIS_REASON_MEMORY_LIMIT;
-		if (lim)
-			snprintf(buf, sizeof(buf), "memory use passed the guest's RAM (%llu MiB)",
-				 (unsigned long long)(lim->memory_bytes >> 20));
-		else
-			snprintf(buf, sizeof(buf), "memory use passed the session guest's RAM");
-	} else if (failed && after.pids > before.pids) {
-		res->reason = KIS_REASON_PIDS_LIMIT;
-		if (lim)
-			snprintf(buf, sizeof(buf), "%lu forks refused at limits.pids (%llu)",
-				 after.pids - before.pids, (unsigned long long)lim->pids);
-		else
-			snprintf(buf, sizeof(buf), "%lu forks refused at the session's limits.pids",
-				 after.pids - before.pids);
+	uint64_t oom = after.oom > before.oom ? after.oom - before.oom : 0;
+	uint64_t forks = after.pids > before.pids ? after.pids - before.pids : 0;
+	char mb[160], pb[160];
+	if (lim) {
+		snprintf(mb, sizeof(mb), "memory use passed the guest's RAM (%llu MiB)",
+			 (unsigned long long)(lim->memory_bytes >> 20));
+		snprintf(pb, sizeof(pb), "%llu forks refused at limits.pids (%llu)",
+			 (unsigned long long)forks, (unsigned long long)lim->pids);
 	} else {
-		return 0;
+		snprintf(mb, sizeof(mb), "memory use passed the session guest's RAM");
+		snprintf(pb, sizeof(pb), "%llu forks refused at the session's limits.pids",
+			 (unsigned long long)forks);
 	}
-	free(res->detail);
-	res->detail = strdup(buf);
-	return 1;
+	return kis_result_blame_limits(res, oom, forks, mb, pb);
 }
 
 static int microvm_run(struct kis_plan *pl, struct kis_result *res, struct kis_error **err)

@@ -418,26 +418,12 @@ static void explain(const struct kis_plan *pl, struct kis_result *res)
 	struct kis_cgroup_events ev;
 	if (kis_cgroup_read_events(&cg, &ev, NULL) < 0)
 		return;
-	res->limit_events.counted = true;
-	res->limit_events.oom_kills = ev.oom_kills;
-	res->limit_events.forks_refused = ev.pids_max;
-	bool signaled = res->reason == KIS_REASON_SIGNALED;
-	bool failed = (res->reason == KIS_REASON_EXITED && res->exit_code != 0) ||
-		      res->reason == KIS_REASON_TIMEOUT || signaled;
-	char buf[160];
-	if (ev.oom_kills && (signaled || failed)) {
-		res->reason = KIS_REASON_MEMORY_LIMIT;
-		snprintf(buf, sizeof(buf), "memory use passed limits.memory_bytes (%llu bytes)",
-			 (unsigned long long)pl->limits.memory_bytes);
-	} else if (ev.pids_max && failed) {
-		res->reason = KIS_REASON_PIDS_LIMIT;
-		snprintf(buf, sizeof(buf), "%llu forks refused at limits.pids (%llu)",
-			 (unsigned long long)ev.pids_max, (unsigned long long)pl->limits.pids);
-	} else {
-		return;
-	}
-	free(res->detail);
-	res->detail = strdup(buf);
+	char mb[160], pb[160];
+	snprintf(mb, sizeof(mb), "memory use passed limits.memory_bytes (%llu bytes)",
+		 (unsigned long long)pl->limits.memory_bytes);
+	snprintf(pb, sizeof(pb), "%llu forks refused at limits.pids (%llu)",
+		 (unsigned long long)ev.pids_max, (unsigned long long)pl->limits.pids);
+	kis_result_blame_limits(res, ev.oom_kills, ev.pids_max, mb, pb);
 }
 
 static bool crun_knows(const char *ctr_id)
