@@ -513,7 +513,11 @@ static int exec_agentless(const char *id, char *const *argv, const struct kis_ex
 			*kis_limit_slot(&p.limits, i) = kis_limit_get(&merged, i);
 	struct kis_run_options ro = {.io = o->io, .store_root = o->store_root,
 				     .resize_fd = -1, .tty_fd = -1};
-	r = kis_run(&p, argv, &ro, res, NULL, err);
+	/* below the session: run.c, never back up through kis_run */
+	struct kis_engine_ctx ec;
+	kis_ctx_init(&ec, o->store_root, false);
+	r = kis_run_one(&ec.ctx, &p, argv, &ro, res, NULL, NULL, err);
+	kis_ctx_release(&ec);
 	if (r >= 0) {
 		snprintf(res->sandbox, sizeof(res->sandbox), "%s", id);
 		free(res->workspace);
