@@ -530,6 +530,7 @@ static int mount_workspace(const char *target, bool sync_writes, char *msg, size
 	 * idmapped layers (its work/work would fail with EOVERFLOW). */
 	if (kis_as_ids_root((uid_t)KIS_GUEST_UID) < 0) {
 		snprintf(msg, n, "cannot take the sandbox user's file ids: %s", strerror(errno));
+		kis_ids_root_end();
 		return -1;
 	}
 	r = mount("overlay", target, "overlay", fl,
