@@ -395,6 +395,12 @@ def test_the_command_is_confined_in_its_guest(mvm, tmp_path):
     for f in (PORTFLOOD, VIOLATE, PROBES_STATIC / "proc1_mem"):
         shutil.copy2(f, src / f.name)
     b = kis("base", "import", str(src), env=mvm).stdout.strip()
+    # the plan says so before anything runs
+    p = kis("run", "--tier", "microvm", "--dry-run", "--", "true", env=mvm, timeout=TIMEOUT)
+    assert p.returncode == 0, p.stderr
+    plan = json.loads(p.stdout)["command"]
+    assert plan["user"] == {"uid": 65536, "gid": 65536}, plan
+    assert plan["seccomp"] == "default, AF_UNIX only", plan
     c = kis("create", "--tier", "microvm", "--base", b, "--pids", "32", "--file-size", "1M",
             "--open-files", "64", env=mvm, timeout=TIMEOUT)
     assert c.returncode == 0, c.stderr

@@ -31,6 +31,7 @@
 #include <time.h>
 
 #include "agent/client.h"
+#include "agent/confine.h"
 #include "exec/io.h"
 #include "agent/exec_json.h"
 #include "agent/proto.h"
@@ -199,6 +200,16 @@ static char *microvm_describe(const struct kis_plan *pl)
 					     "changes, a writable layer copied back" :
 					     "an image of the whole workspace (not an overlay clone), "
 					     "a writable layer copied back");
+	/* what the guest's agent applies to the command (src/agent/confine.c) */
+	if (o)
+		json_object_set_new(o, "command", json_pack("{s:{s:i, s:i}, s:s, s:s, s:s}", "user",
+							      "uid", (int)KIS_GUEST_UID, "gid",
+							      (int)KIS_GUEST_UID, "capabilities",
+							      "none (no_new_privs)", "cgroup",
+							      "a cgroup namespace at the guest's pids group",
+							      "seccomp",
+							      pl->net == KIS_NET_OFF ? "default, AF_UNIX only" :
+										"default"));
 	char *s = o ? json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
 	json_decref(o);
 	return s;
