@@ -412,7 +412,9 @@ def test_the_command_is_confined_in_its_guest(mvm, tmp_path):
                 "grep -E '^Max (file size|open files)' /proc/self/limits; "
                 "./violate raise; ./violate leave; "
                 "echo $$ > /sys/fs/cgroup/kis/cgroup.procs || echo cgroup-write-refused; "
-                "./portflood huge; echo portflood=$?", env=mvm, timeout=TIMEOUT)
+                "./portflood huge; echo portflood=$?; "
+                "grep -q 'cgroup2 .*nsdelegate' /proc/mounts && echo nsdelegate",
+                env=mvm, timeout=TIMEOUT)
         r = json.loads(p.stdout)
         out, err = r["stdout"], r["stderr"]
         for cap in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"):
@@ -429,6 +431,8 @@ def test_the_command_is_confined_in_its_guest(mvm, tmp_path):
         assert limits["Max open files"][:2] == ["64", "64"], out
         assert "violate: raise refused" in err and "violate: leave refused" in err, err
         assert "cgroup-write-refused" in out, out
+        # and were it writable: the namespace is a delegation boundary
+        assert "\nnsdelegate\n" in out, out
         # the relays' ports are root's: not found, not taken, nothing sent
         assert "portflood=3" in out and "into /dev/vport" not in out, out
         assert r["termination"]["reason"] == "exited", r["termination"]
