@@ -7,11 +7,11 @@
  * Why an unprivileged user and not uid 0 without capabilities: the guest
  * kernel, like any, trusts the global root uid for more than its
  * capabilities. proc_sys_permission compares the euid with GLOBAL_ROOT_UID
- * and nothing else, so a capless uid 0 writes kernel.core_pattern or
- * kernel.modprobe and has the kernel run a program of its choice with
- * every capability; cgroup.procs files are root's 0644, so it moves itself
- * out of its pids group; the agent's processes are root's too, so it can
- * signal them. As uid KIS_GUEST_UID none of that is its own, and the
+ * and nothing else, so a capless uid 0 writes kernel.core_pattern (a
+ * pipe the kernel runs, with every capability, at the next core dump;
+ * RLIMIT_CORE 0 does not stop a piped dump, core(5)); cgroup.procs files
+ * are root's 0644, so it moves itself out of its pids group; the agent's
+ * processes are root's too, so it can signal them. As uid KIS_GUEST_UID none of that is its own, and the
  * workspace still is (the guest mounts its layers idmapped, guest.c). */
 #include "util.h"
 

@@ -52,8 +52,8 @@
 #include "agent/agent.h"
 #include "agent/confine.h"
 #include "agent/guest.h"
-#include "confine/confine.h"
 #include "agent/proto.h"
+#include "confine/confine.h"
 
 #define AGENT_SOCK "/run/kis-agent.sock"
 #define MAX_PORTS 16
@@ -465,6 +465,10 @@ static int find_disks(struct gdisk *base, struct gdisk *delta, struct gdisk *rw)
 	return 0;
 }
 
+/* The layers live under a directory only root may enter: the command
+ * (the sandbox user) sees the joined workspace, never a layer on its own. */
+#define LAYERS "/mnt/.layers"
+
 /* The ext4 disk dev on dir, seen through userns_fd's map: files the
  * host wrote as uid k are the sandbox user's k + KIS_GUEST_UID (the
  * workspace is its own, root's files in it included), and what it writes
@@ -472,9 +476,6 @@ static int find_disks(struct gdisk *base, struct gdisk *delta, struct gdisk *rw)
  * plain mount is made at a staging point, cloned idmapped onto dir
  * (kis_idmap_bind) and detached: nothing in the guest shows the disk
  * with its own ids. */
-/* The layers live under a directory only root may enter: the command
- * (the sandbox user) sees the joined workspace, never a layer on its own. */
-#define LAYERS "/mnt/.layers"
 
 static int mount_idmapped(const char *dev, const char *dir, unsigned long fl, int userns_fd)
 {
