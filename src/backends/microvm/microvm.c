@@ -31,6 +31,7 @@
 #include <time.h>
 
 #include "agent/client.h"
+#include "agent/confine.h"
 #include "core/io.h"
 #include "agent/exec_json.h"
 #include "agent/proto.h"
@@ -202,6 +203,16 @@ static char *microvm_describe(const struct kis_plan *pl)
 					     "changes, a writable layer copied back" :
 					     "an image of the whole workspace (not an overlay clone), "
 					     "a writable layer copied back");
+	/* what the guest's agent applies to the command (src/agent/confine.c) */
+	if (o)
+		json_object_set_new(o, "command", json_pack("{s:{s:i, s:i}, s:s, s:s, s:s}", "user",
+							      "uid", (int)KIS_GUEST_UID, "gid",
+							      (int)KIS_GUEST_UID, "capabilities",
+							      "none (no_new_privs)", "cgroup",
+							      "a cgroup namespace at the guest's pids group",
+							      "seccomp",
+							      pl->net == KIS_NET_OFF ? "default, AF_UNIX only" :
+										"default"));
 	char *s = o ? json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
 	json_decref(o);
 	return s;
@@ -255,11 +266,15 @@ static char *cfg_line(const struct kis_plan *pl, bool sync_writes)
 	json_t *env = json_array();
 	for (size_t i = 0; pl->envp[i]; i++)
 		json_array_append_new(env, json_string(pl->envp[i]));
-	json_t *o = json_pack("{s:s, s:s, s:b, s:b, s:o, s:s, s:I, s:s}", "root",
+	/* KIS_MICROVM_TEST_HOOKS=1, for tests/integration/test_microvm.py
+	 * only: the guest's agent may be asked to send malformed frames (a
+	 * hostile guest, src/agent/agent.c test_flood). No command runs
+	 * differently: the guest's confinement is the same either way. */
+	json_t *o = json_pack("{s:s, s:s, s:b, s:b, s:o, s:s, s:I, s:s, s:b}", "root",
 			      pl->root == KIS_ROOT_WORKSPACE ? "workspace" : "host", "net",
 			      pl->net == KIS_NET_LOOPBACK ? "loopback" : "off", "disk", pl->ws_path != NULL, "sync",
 			      sync_writes, "env", env, "cwd", pl->cwd, "pids", (json_int_t)pl->limits.pids,
-			      "seed", seed);
+			      "seed", seed, "test_hooks", getenv("KIS_MICROVM_TEST_HOOKS") != NULL);
 	char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
 	json_decref(o);
 	char *line = NULL;
