@@ -29,6 +29,19 @@ enum kis_root_mode { KIS_ROOT_HOST = 0, KIS_ROOT_WORKSPACE };
  * run the guest and TCG otherwise (and says which in the result). */
 enum kis_accel { KIS_ACCEL_AUTO = 0, KIS_ACCEL_KVM, KIS_ACCEL_TCG };
 
+/* wasm: which engine runs the module. auto takes the best one this host
+ * has (`kis sandbox backends` lists them); a named one that is absent is
+ * refused (profile_unsatisfiable), never replaced. */
+enum kis_wasm_engine {
+	KIS_WASM_ENGINE_AUTO = 0,
+	KIS_WASM_ENGINE_INTERPRETER,
+	KIS_WASM_ENGINE_COMPILER,
+};
+
+/* wasm: what the module gets as its one preopened directory (fd 3, named
+ * "/"): the workspace, or nothing at all (fd 3 is then not open). */
+enum kis_wasm_preopen { KIS_WASM_PREOPEN_WORKSPACE = 0, KIS_WASM_PREOPEN_NONE };
+
 struct kis_profile {
 	enum kis_tier tier;
 	char *backend;   /* optional: pins a backend inside the tier */
@@ -54,6 +67,10 @@ struct kis_profile {
 		enum kis_accel accel;
 		unsigned vcpus; /* 1..64; 0 (unset) is 1 */
 	} microvm;
+	struct {
+		enum kis_wasm_engine engine;
+		enum kis_wasm_preopen preopen;
+	} wasm;
 };
 
 KIS_API void kis_profile_init(struct kis_profile *p);
@@ -82,6 +99,7 @@ KIS_API const char *kis_tier_name(enum kis_tier t);
 KIS_API int kis_tier_parse(const char *s, enum kis_tier *out);
 KIS_API const char *kis_net_mode_name(enum kis_net_mode m);
 KIS_API int kis_net_mode_parse(const char *s, enum kis_net_mode *out);
+KIS_API const char *kis_wasm_engine_name(enum kis_wasm_engine e);
 
 /* "500ms", "2s", "1m", "1h", or a bare number of milliseconds. */
 KIS_API int kis_parse_duration_ms(const char *s, uint64_t *out, struct kis_error **err);

@@ -25,6 +25,16 @@ int kis_check_limits(const struct kis_caps *caps, const struct kis_profile *p,
 		return kis_error_set(err, KIS_E_PROFILE_UNSATISFIABLE, 0,
 				     "microvm.vcpus: the %s backend runs no virtual machine: drop "
 				     "--vcpus or choose the microvm tier", backend);
+	/* Likewise the wasm tier's own fields, which only the wasm backend
+	 * reads (in its plan). */
+	if (strcmp(backend, "wasm") && p->wasm.engine != KIS_WASM_ENGINE_AUTO)
+		return kis_error_set(err, KIS_E_PROFILE_UNSATISFIABLE, 0,
+				     "wasm.engine: the %s backend runs no WebAssembly: drop "
+				     "--wasm-engine or choose the wasm tier", backend);
+	if (strcmp(backend, "wasm") && p->wasm.preopen != KIS_WASM_PREOPEN_WORKSPACE)
+		return kis_error_set(err, KIS_E_PROFILE_UNSATISFIABLE, 0,
+				     "wasm.preopen: the %s backend runs no WebAssembly: drop "
+				     "--preopen or choose the wasm tier", backend);
 	/* limits.disk_bytes is the engine's to bind (a project quota) or the
 	 * microvm's own layer: kis_disk_apply and the microvm check it */
 	for (unsigned i = 0; i < KIS_LIMIT__COUNT; i++) {

@@ -53,6 +53,8 @@ static void wasm_probe(const struct kis_ctx *ctx, struct kis_caps *c)
 	if (fd >= 0)
 		close((int)fd);
 	c->present = true;
+	/* The engines this build has, best first: auto takes the first. */
+	snprintf(c->engines, sizeof(c->engines), "interpreter");
 	c->cow = true;     /* workspaces from the store */
 	c->seccomp = true; /* the interpreter's process */
 	c->net_modes = 1u << KIS_NET_OFF;
@@ -67,6 +69,8 @@ struct kis_plan {
 	char **envp;       /* the profile's env only */
 	char *module;      /* path of the module relative to the workspace */
 	char *workspace;   /* host path, NULL in the early plan */
+	bool preopen;      /* the workspace is the module's fd 3 ("/") */
+	const char *engine; /* "interpreter" */
 	struct kis_limits limits;
 	struct kis_io io;
 };
@@ -91,10 +95,45 @@ static const char *module_rel(const char *a)
 	return a[0] == '/' ? NULL : a;
 }
 
+/* Does the space-separated list hold the word? */
+static bool has_word(const char *list, const char *w)
+{
+	size_t n = strlen(w);
+	for (const char *c = list; (c = strstr(c, w)) != NULL; c += n)
+		if ((c == list || c[-1] == ' ') && (c[n] == ' ' || !c[n]))
+			return true;
+	return false;
+}
+
+/* wasm.engine: auto is the best engine present; a named one must be
+ * present, or the run is refused by name rather than run by another. */
+static int pick_engine(const struct kis_caps *caps, enum kis_wasm_engine want,
+		       const char **out, struct kis_error **err)
+{
+	if (want == KIS_WASM_ENGINE_AUTO) {
+		*out = has_word(caps->engines, "compiler") ? "compiler" : "interpreter";
+		return 0;
+	}
+	const char *name = kis_wasm_engine_name(want);
+	if (!has_word(caps->engines, name))
+		return kis_error_set(err, KIS_E_PROFILE_UNSATISFIABLE, 0,
+				     "wasm.engine: this build has no WebAssembly %s (engines here: "
+				     "%s): ask for auto or one of those",
+				     name, caps->engines[0] ? caps->engines : "none");
+	*out = want == KIS_WASM_ENGINE_COMPILER ? "compiler" : "interpreter";
+	return 0;
+}
+
 static int wasm_plan(const struct kis_caps *caps, const struct kis_run_request *req,
 		     struct kis_plan **out, struct kis_error **err)
 {
 	const struct kis_profile *p = req->profile;
+	const char *engine = NULL;
+	TRY(pick_engine(caps, p->wasm.engine, &engine, err));
+	/* The compiler is listed only once it exists; until then nothing
+	 * but the interpreter can be picked. */
+	if (strcmp(engine, "interpreter"))
+		return kis_error_set(err, KIS_E_INTERNAL, 0, "wasm engine '%s' is not built", engine);
 	if (p->tty.enabled)
 		return kis_error_set(err, KIS_E_TTY_UNSUPPORTED, 0,
 				     "the wasm backend cannot give a terminal: drop tty.enabled (--tty)");
@@ -128,6 +167,8 @@ static int wasm_plan(const struct kis_caps *caps, const struct kis_run_request *
 	pl->workspace = req->workspace_path ? strdup(req->workspace_path) : NULL;
 	pl->limits = req->limits;
 	pl->io = req->io;
+	pl->preopen = p->wasm.preopen == KIS_WASM_PREOPEN_WORKSPACE;
+	pl->engine = engine;
 	if (!pl->argv || !pl->envp || !pl->module || (req->workspace_path && !pl->workspace)) {
 		wasm_plan_free(pl);
 		return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "cannot plan");
@@ -148,9 +189,10 @@ static char *wasm_describe(const struct kis_plan *pl)
 {
 	const struct kis_limits *l = &pl->limits;
 	json_t *o = json_pack(
-		"{s:s, s:s, s:o, s:o, s:s, s:s, s:{s:I, s:I, s:I, s:I, s:I, s:I}}", "backend", "wasm",
-		"module", pl->module, "argv", strv_json(pl->argv), "env", strv_json(pl->envp),
-		"preopen", "/ (the workspace)", "seccomp", "allowlist of the WASI layer's syscalls",
+		"{s:s, s:s, s:s, s:o, s:o, s:o, s:s, s:{s:I, s:I, s:I, s:I, s:I, s:I}}", "backend",
+		"wasm", "engine", pl->engine, "module", pl->module, "argv", strv_json(pl->argv), "env",
+		strv_json(pl->envp), "preopen",
+		pl->preopen ? json_string("/ (the workspace)") : json_null(), "seccomp", "allowlist of the WASI layer's syscalls",
 		"limits", "wall_ms", (json_int_t)l->wall_ms, "cpu_ms", (json_int_t)l->cpu_ms,
 		"linear_memory_bytes", (json_int_t)l->memory_bytes, "output_bytes",
 		(json_int_t)l->output_bytes, "file_bytes", (json_int_t)l->file_bytes, "open_files",
@@ -277,18 +319,20 @@ static int child_main(void *vctx, struct kis_error **err)
 		kis_error_free(e);
 		child_fail(st, "cannot confine the interpreter");
 	}
-	/* Everything but 0-2 and the workspace (3) goes, the supervisor's
-	 * report socket among them: its EOF is how the parent learns that the
-	 * command started, as an exec would have closed it. */
-	if (syscall(SYS_close_range, 4u, ~0u, 0u) < 0)
-		for (int fd = 4; fd < 1024; fd++)
+	/* Everything but 0-2 and the workspace (3, when it is the preopen)
+	 * goes, the supervisor's report socket among them: its EOF is how the
+	 * parent learns that the command started, as an exec would have
+	 * closed it. */
+	unsigned first = pl->preopen ? 4u : 3u;
+	if (syscall(SYS_close_range, first, ~0u, 0u) < 0)
+		for (int fd = (int)first; fd < 1024; fd++)
 			close(fd);
 	g_status = st;
 	g_store = kis_wasm_store_new();
 	uint64_t nofile = pl->limits.open_files ? pl->limits.open_files : 1024;
 	struct kis_wasi_config cfg = {
 		.argv = pl->argv, .envp = pl->envp, .stdin_fd = 0, .stdout_fd = 1, .stderr_fd = 2,
-		.preopen_fd = 3, .preopen_name = "/", .max_fds = nofile > 4096 ? 4096 : (uint32_t)nofile,
+		.preopen_fd = pl->preopen ? 3 : -1, .preopen_name = "/", .max_fds = nofile > 4096 ? 4096 : (uint32_t)nofile,
 	};
 	struct kis_wasi *w = g_store ? kis_wasi_new(&cfg) : NULL;
 	if (!w)
@@ -486,7 +530,9 @@ static int wasm_run(struct kis_plan *pl, struct kis_result *res, struct kis_erro
 	/* Landlock where the kernel has it; without it the seccomp filter and
 	 * openat2 beneath the workspace still hold. */
 	if (kis_landlock_abi() > 0) {
-		struct kis_landlock_opts lo = {.workspace = pl->workspace, .net = KIS_NET_OFF};
+		/* Without a preopen the process needs no file at all. */
+		struct kis_landlock_opts lo = {.workspace = pl->preopen ? pl->workspace : NULL,
+					       .net = KIS_NET_OFF};
 		struct kis_landlock_report rep;
 		struct kis_error *e = NULL;
 		if (kis_landlock_prepare(&lo, &cc.landlock_fd, &rep, &e) < 0)

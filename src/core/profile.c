@@ -27,6 +27,8 @@ enum field_kind {
 	F_PATH,    /* absolute path inside the sandbox */
 	F_ENV,
 	F_ACCEL,   /* auto | kvm | tcg */
+	F_WASM_ENGINE,  /* auto | interpreter | compiler */
+	F_WASM_PREOPEN, /* workspace | none */
 };
 
 struct field {
@@ -57,16 +59,29 @@ static const struct field fields[] = {
 	FIELD("escape_hatch.allow_net_host", F_BOOL, escape_hatch.allow_net_host),
 	FIELD("microvm.accel", F_ACCEL, microvm.accel),
 	FIELD("microvm.vcpus", F_VCPUS, microvm.vcpus),
+	FIELD("wasm.engine", F_WASM_ENGINE, wasm.engine),
+	FIELD("wasm.preopen", F_WASM_PREOPEN, wasm.preopen),
 };
 #undef FIELD
 #undef LIMIT_FIELD
 
 /* Objects that group fields: a JSON key naming one of them recurses. */
-static const char *const groups[] = {"network", "limits", "tty", "escape_hatch", "microvm"};
+static const char *const groups[] = {"network", "limits", "tty", "escape_hatch", "microvm",
+				     "wasm"};
 
 static const char *const root_names[] = {[KIS_ROOT_HOST] = "host", [KIS_ROOT_WORKSPACE] = "workspace"};
 static const char *const accel_names[] = {[KIS_ACCEL_AUTO] = "auto", [KIS_ACCEL_KVM] = "kvm",
 					  [KIS_ACCEL_TCG] = "tcg"};
+static const char *const wasm_engine_names[] = {[KIS_WASM_ENGINE_AUTO] = "auto",
+						[KIS_WASM_ENGINE_INTERPRETER] = "interpreter",
+						[KIS_WASM_ENGINE_COMPILER] = "compiler"};
+static const char *const wasm_preopen_names[] = {[KIS_WASM_PREOPEN_WORKSPACE] = "workspace",
+						 [KIS_WASM_PREOPEN_NONE] = "none"};
+
+const char *kis_wasm_engine_name(enum kis_wasm_engine e)
+{
+	return (unsigned)e < ARRAY_SIZE(wasm_engine_names) ? wasm_engine_names[e] : "unknown";
+}
 
 void kis_profile_init(struct kis_profile *p)
 {
@@ -339,6 +354,20 @@ int kis_profile_set(struct kis_profile *p, const char *path, const char *v,
 		*(enum kis_accel *)slot = (enum kis_accel)i;
 		return 0;
 	}
+	case F_WASM_ENGINE: {
+		int i = kis_name_index(wasm_engine_names, ARRAY_SIZE(wasm_engine_names), v);
+		if (i < 0)
+			return bad(err, path, "expected auto, interpreter or compiler, not", v);
+		*(enum kis_wasm_engine *)slot = (enum kis_wasm_engine)i;
+		return 0;
+	}
+	case F_WASM_PREOPEN: {
+		int i = kis_name_index(wasm_preopen_names, ARRAY_SIZE(wasm_preopen_names), v);
+		if (i < 0)
+			return bad(err, path, "expected workspace or none, not", v);
+		*(enum kis_wasm_preopen *)slot = (enum kis_wasm_preopen)i;
+		return 0;
+	}
 	case F_BOOL:
 		if (!strcmp(v, "true") || !strcmp(v, "1"))
 			*(bool *)slot = true;
@@ -433,6 +462,8 @@ static int json_set_field(struct kis_profile *p, const struct field *f, json_t *
 	case F_NET:
 	case F_PATH:
 	case F_ACCEL:
+	case F_WASM_ENGINE:
+	case F_WASM_PREOPEN:
 		if (json_is_null(v) && (f->kind == F_NAME || f->kind == F_ID || f->kind == F_PATH)) {
 			/* null: unset, as kis_profile_to_json writes an absent field */
 			char **slot = (char **)((char *)p + f->off);
@@ -562,7 +593,7 @@ char *kis_profile_to_json(const struct kis_profile *p)
 	json_t *o = json_pack(
 		"{s:s, s:o, s:o, s:o, s:b, s:s, s:{s:s}, "
 		"s:o, s:o, s:o, s:{s:b, s:i, s:i}, s:{s:b, s:b}, "
-		"s:{s:s, s:i}}",
+		"s:{s:s, s:i}, s:{s:s, s:s}}",
 		"tier", kis_tier_name(p->tier), "backend", str_or_null(p->backend), "base",
 		str_or_null(p->base), "workspace", str_or_null(p->workspace), "keep", p->keep,
 		"root", root_names[p->root], "network", "mode",
@@ -571,7 +602,8 @@ char *kis_profile_to_json(const struct kis_profile *p)
 		(int)p->tty.rows, "cols", (int)p->tty.cols, "escape_hatch", "allow_process_tier",
 		p->escape_hatch.allow_process_tier, "allow_net_host", p->escape_hatch.allow_net_host,
 		"microvm", "accel", accel_names[p->microvm.accel], "vcpus",
-		(int)(p->microvm.vcpus ? p->microvm.vcpus : 1));
+		(int)(p->microvm.vcpus ? p->microvm.vcpus : 1), "wasm", "engine",
+		wasm_engine_names[p->wasm.engine], "preopen", wasm_preopen_names[p->wasm.preopen]);
 	if (!o)
 		return NULL;
 	/* an unset mode stays unset when read back (the process tier refuses
