@@ -28,7 +28,7 @@ HARD_LDFLAGS := -Wl,-z,relro,-z,now -Wl,-z,noexecstack
 ALL_CFLAGS := $(BASE_CFLAGS) $(HARDEN) $(CFLAGS)
 
 # Library sources: every module directory except the CLI and the programs.
-LIB_DIRS := src/engine src/store src/exec src/confine src/backends src/backends/microvm src/agent src/wasm
+LIB_DIRS := src/engine src/store src/exec src/confine src/net src/backends src/backends/microvm src/agent src/wasm
 LIB_SRCS := $(filter-out src/agent/main.c,$(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.c)))
 CLI_SRCS := $(wildcard src/cli/*.c)
 LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o)

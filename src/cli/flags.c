@@ -35,6 +35,8 @@ static const struct flag flags[] = {
 	{"--keep", "keep", false, RC, "keep the workspace a --base run cloned"},
 	{"--root", "root", true, RC, "host|workspace  system view, or the workspace as /"},
 	{"--net", "network.mode", true, RC, "off|loopback|egress|host  (default off)"},
+	{"--net-allow", "network.allow", true, RC,
+	 "DEST  egress only to A.B.C.D[/N][:PORT[-PORT]] (repeatable)"},
 	{"--timeout", "limits.wall_ms", true, PER_EXEC, "DUR  wall-clock limit (500ms, 2s, 1m)"},
 	{"--cpu-time", "limits.cpu_ms", true, PER_EXEC, "DUR  CPU-time limit"},
 	{"--memory", "limits.memory_bytes", true, RC, "SIZE  memory limit (k, M, G)"},
