@@ -378,9 +378,16 @@ static int net_allow_add(struct kis_profile *p, const char *path, const char *v,
 {
 	struct kis_net_dest d;
 	char why[160];
-	if (kis_net_dest_parse(v, &d, why, sizeof(why)) < 0)
-		return kis_error_set(err, KIS_E_INVALID_PROFILE, 0, "%s: %s, not '%.64s'", path, why,
-				     v);
+	if (kis_net_dest_parse(v, &d, why, sizeof(why)) < 0) {
+		/* the caller's text, shown printable only and short */
+		char shown[65];
+		size_t i = 0;
+		for (; v[i] && i < sizeof(shown) - 1; i++)
+			shown[i] = isprint((unsigned char)v[i]) ? v[i] : '?';
+		shown[i] = '\0';
+		return kis_error_set(err, KIS_E_INVALID_PROFILE, 0, "%s: %s, not '%s'", path, why,
+				     shown);
+	}
 	if (p->n_net_allow >= KIS_EGRESS_MAX_ALLOW)
 		return kis_error_set(err, KIS_E_INVALID_PROFILE, 0, "%s: more than %d destinations",
 				     path, KIS_EGRESS_MAX_ALLOW);

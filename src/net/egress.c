@@ -211,6 +211,11 @@ static void rule(struct sbuf *b, const struct kis_net_dest *d, const char *verdi
 		sb_printf(b, "\t\tip daddr %s %s\n", net, verdict);
 }
 
+/* A refused destination fails at once (an ICMP error to the sender's own
+ * socket: connect(2) sees EHOSTUNREACH or EACCES) rather than timing out;
+ * the chain's policy drop stays behind it. */
+#define REFUSE "reject with icmpx type admin-prohibited"
+
 char *kis_egress_ruleset(const struct kis_net_dest *allow, size_t n_allow, bool allow_set)
 {
 	struct sbuf b = {0};
@@ -220,10 +225,10 @@ char *kis_egress_ruleset(const struct kis_net_dest *allow, size_t n_allow, bool 
 		      "\t\ttype filter hook output priority filter; policy drop;\n"
 		      "\t\toifname \"lo\" accept\n"
 		      "\t\tct state established,related accept\n"
-		      "\t\tmeta nfproto ipv6 drop\n"
+		      "\t\tmeta nfproto ipv6 " REFUSE "\n"
 		      "\t\tip daddr " KIS_EGRESS_DNS " udp dport 53 accept\n");
 	for (size_t i = 0; i < ARRAY_SIZE(always_denied); i++)
-		rule(&b, &always_denied[i], "drop");
+		rule(&b, &always_denied[i], REFUSE);
 	/* every address the host has, at this moment (a pasta socket to one
 	 * of them would be the host talking to itself) */
 	struct ifaddrs *ifa = NULL;
@@ -234,7 +239,7 @@ char *kis_egress_ruleset(const struct kis_net_dest *allow, size_t n_allow, bool 
 			struct kis_net_dest h = {
 				.addr = ntohl(((struct sockaddr_in *)(void *)i->ifa_addr)->sin_addr.s_addr),
 				.prefix = 32};
-			rule(&b, &h, "drop");
+			rule(&b, &h, REFUSE);
 		}
 	if (ifa)
 		freeifaddrs(ifa);
@@ -242,14 +247,15 @@ char *kis_egress_ruleset(const struct kis_net_dest *allow, size_t n_allow, bool 
 		if (is_private(&allow[i]))
 			rule(&b, &allow[i], "accept");
 	for (size_t i = 0; i < ARRAY_SIZE(private_ranges); i++)
-		rule(&b, &private_ranges[i], "drop");
+		rule(&b, &private_ranges[i], REFUSE);
 	if (!allow_set)
 		sb_printf(&b, "\t\taccept\n");
 	for (size_t i = 0; i < n_allow; i++)
 		if (!is_private(&allow[i]))
 			rule(&b, &allow[i], "accept");
 	/* input: replies only; nothing connects in */
-	sb_printf(&b, "\t}\n"
+	sb_printf(&b, "\t\t" REFUSE "\n"
+		      "\t}\n"
 		      "\tchain input {\n"
 		      "\t\ttype filter hook input priority filter; policy drop;\n"
 		      "\t\tiifname \"lo\" accept\n"
