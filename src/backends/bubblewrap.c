@@ -602,7 +602,7 @@ static int start_prepare(struct kis_plan *pl, const char *cg_name, bool session,
 	if (pl->net == KIS_NET_EGRESS) {
 		/* a one-shot run's pasta dies with us; a session's with destroy */
 		TRY(kis_egress_start(&s->eg, pl->allow, pl->n_allow, pl->allow_set,
-				     kis_egress_helper_uid(pl->ids), !session, err));
+				     kis_egress_helper_uid(pl->ids), !session, session, err));
 		s->netns_fd = s->eg.netns_fd;
 	}
 	return 0;
@@ -671,7 +671,11 @@ static int bubblewrap_run(struct kis_plan *pl, struct kis_result *res, struct ki
 		.limits = pl->n.limits, .io = pl->n.io, .peer = "the sandbox's agent",
 		.has_cpu = s.rc.has_cpu, .cpu_fd = s.rc.cpu_fd,
 	};
-	r = kis_agent_run_once(&ar, res, err);
+	/* a one-shot run's pasta set itself up while bwrap started */
+	r = kis_egress_ready(&s.eg, err);
+	if (r >= 0)
+		r = kis_agent_run_once(&ar, res, err);
+	kis_egress_kill(&s.eg); /* its teardown overlaps ours */
 	if (r < 0) {
 		char msg[400];
 		read_bwrap_error(ep[0], msg, sizeof(msg));

@@ -400,7 +400,8 @@ static int egress_up(struct kis_plan *pl, const char *sandbox_id, bool session,
 	if (pl->net != KIS_NET_EGRESS)
 		return 0;
 	TRY(kis_egress_start(&pl->eg, pl->allow, pl->n_allow, pl->allow_set,
-			     kis_egress_helper_uid(kis_sandbox_ids(sandbox_id)), !session, err));
+			     kis_egress_helper_uid(kis_sandbox_ids(sandbox_id)), !session, session,
+			     err));
 	snprintf(pl->netns_path, sizeof(pl->netns_path), "/proc/%d/fd/%d", (int)getpid(),
 		 pl->eg.netns_fd);
 	return 0;
@@ -606,7 +607,11 @@ static int oci_run(struct kis_plan *pl, struct kis_result *res, struct kis_error
 		struct kis_agent_run ar = {.conn = sv[0], .argv = pl->argv, .limits = pl->limits,
 					   .io = pl->io, .peer = "the container's agent",
 					   .cpu_path = cpu_path};
-		r = kis_agent_run_once(&ar, res, err);
+		/* a one-shot run's pasta set itself up while crun started */
+		r = kis_egress_ready(&pl->eg, err);
+		if (r >= 0)
+			r = kis_agent_run_once(&ar, res, err);
+		kis_egress_kill(&pl->eg); /* its teardown overlaps crun's */
 		if (r < 0) {
 			/* did crun fail to start it? its log says why */
 			char msg[512];

@@ -534,10 +534,11 @@ static int start_pasta(struct kis_egress *eg, bool die_with_us, struct kis_error
 	int rp[2];
 	if (pipe2(rp, O_CLOEXEC) < 0)
 		return kis_error_set(err, KIS_E_INTERNAL, errno, "egress: cannot start pasta");
-	_cleanup_close_ int rd = rp[0];
+	eg->ready_fd = rp[0];
 	_cleanup_close_ int wr = fcntl(rp[1], F_DUPFD_CLOEXEC, 10);
 	close(rp[1]);
-	_cleanup_close_ int errfd = (int)syscall(SYS_memfd_create, "kis-pasta-err", MFD_CLOEXEC);
+	eg->err_fd = (int)syscall(SYS_memfd_create, "kis-pasta-err", MFD_CLOEXEC);
+	int errfd = eg->err_fd;
 	_cleanup_close_ int nul = open("/dev/null", O_RDWR | O_CLOEXEC);
 	if (wr < 0 || errfd < 0 || nul < 0)
 		return kis_error_set(err, KIS_E_INTERNAL, errno, "egress: cannot start pasta");
@@ -570,26 +571,45 @@ static int start_pasta(struct kis_egress *eg, bool die_with_us, struct kis_error
 	eg->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
 	if (kis_owner_active())
 		(void)kis_owner_note("pid", "%d %llu", (int)pid, kis_proc_starttime(pid));
-	kis_closep(&wr);
-	wr = -1;
-	if (wait_ready(rd, 5000) < 0) {
-		char msg[200];
-		first_line(errfd, msg, sizeof(msg));
-		return kis_error_set(err, KIS_E_INTERNAL, 0, "egress: pasta did not start: %s",
-				     *msg ? msg : "it exited or timed out");
-	}
 	return 0;
 }
 
+int kis_egress_ready(struct kis_egress *eg, struct kis_error **err)
+{
+	if (eg->ready_fd < 0)
+		return 0; /* no egress, or ready already */
+	int r = wait_ready(eg->ready_fd, 5000);
+	kis_closep(&eg->ready_fd);
+	eg->ready_fd = -1;
+	if (r < 0) {
+		char msg[200];
+		first_line(eg->err_fd, msg, sizeof(msg));
+		return kis_error_set(err, KIS_E_INTERNAL, 0, "egress: pasta did not start: %s",
+				     *msg ? msg : "it exited or timed out");
+	}
+	kis_closep(&eg->err_fd);
+	eg->err_fd = -1;
+	return 0;
+}
+
+void kis_egress_kill(struct kis_egress *eg)
+{
+	if (eg->pid > 0 && eg->pidfd >= 0)
+		syscall(SYS_pidfd_send_signal, eg->pidfd, SIGKILL, NULL, 0);
+	else if (eg->pid > 0)
+		kill(eg->pid, SIGKILL);
+}
+
 int kis_egress_start(struct kis_egress *eg, const struct kis_net_dest *allow, size_t n_allow,
-		     bool allow_set, uid_t helper_uid, bool die_with_us, struct kis_error **err)
+		     bool allow_set, uid_t helper_uid, bool die_with_us, bool wait,
+		     struct kis_error **err)
 {
 	*eg = (struct kis_egress)KIS_EGRESS_INIT;
 	eg->uid = helper_uid;
 	if (helper_uid == 0)
 		return kis_error_set(err, KIS_E_INTERNAL, 0, "egress: the helper may not run as root");
 	if (make_netns(eg, err) < 0 || load_policy(eg, allow, n_allow, allow_set, err) < 0 ||
-	    start_pasta(eg, die_with_us, err) < 0) {
+	    start_pasta(eg, die_with_us, err) < 0 || (wait && kis_egress_ready(eg, err) < 0)) {
 		kis_egress_stop(eg);
 		return -1;
 	}
@@ -599,10 +619,7 @@ int kis_egress_start(struct kis_egress *eg, const struct kis_net_dest *allow, si
 void kis_egress_stop(struct kis_egress *eg)
 {
 	if (eg->pid > 0) {
-		if (eg->pidfd >= 0)
-			syscall(SYS_pidfd_send_signal, eg->pidfd, SIGKILL, NULL, 0);
-		else
-			kill(eg->pid, SIGKILL);
+		kis_egress_kill(eg);
 		/* our child (one-shot), or reparented (a detached start) */
 		if (RETRY_EINTR(waitpid(eg->pid, NULL, 0)) < 0 && eg->pidfd >= 0) {
 			struct pollfd p = {.fd = eg->pidfd, .events = POLLIN};
@@ -613,7 +630,9 @@ void kis_egress_stop(struct kis_egress *eg)
 	kis_closep(&eg->pidfd);
 	kis_closep(&eg->netns_fd);
 	kis_closep(&eg->userns_fd);
-	eg->pidfd = eg->netns_fd = eg->userns_fd = -1;
+	kis_closep(&eg->ready_fd);
+	kis_closep(&eg->err_fd);
+	eg->pidfd = eg->netns_fd = eg->userns_fd = eg->ready_fd = eg->err_fd = -1;
 }
 
 void kis_egress_release(struct kis_egress *eg)
@@ -621,6 +640,8 @@ void kis_egress_release(struct kis_egress *eg)
 	kis_closep(&eg->pidfd);
 	kis_closep(&eg->netns_fd);
 	kis_closep(&eg->userns_fd);
+	kis_closep(&eg->ready_fd);
+	kis_closep(&eg->err_fd);
 	*eg = (struct kis_egress)KIS_EGRESS_INIT;
 }
 

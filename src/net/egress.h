@@ -71,17 +71,26 @@ struct kis_egress {
 	int pidfd;     /* pasta's, or -1 */
 	pid_t pid;     /* pasta's */
 	uid_t uid;     /* pasta's host id (H) */
+	int ready_fd;  /* pasta's -P pipe until it said it is ready, or -1 */
+	int err_fd;    /* pasta's stderr (a memfd) until then, or -1 */
 };
 
-#define KIS_EGRESS_INIT {.netns_fd = -1, .userns_fd = -1, .pidfd = -1, .pid = 0, .uid = 0}
+#define KIS_EGRESS_INIT \
+	{.netns_fd = -1, .userns_fd = -1, .pidfd = -1, .pid = 0, .uid = 0, .ready_fd = -1, .err_fd = -1}
 
-/* Make S, load the policy, start pasta, wait until it is ready. helper_uid
+/* Make S, load the policy, start pasta; with wait, also wait until it is
+ * ready (else kis_egress_ready before the command may use the network:
+ * pasta's ~100 ms of setup then overlaps the sandbox's own). helper_uid
  * is H: an unprivileged host id that nothing else runs as. die_with_us:
  * pasta gets PR_SET_PDEATHSIG (a one-shot run); a session's pasta outlives
  * the engine and is ended by kis_egress_kill_pid (session destroy). */
 KIS_HIDDEN int kis_egress_start(struct kis_egress *eg, const struct kis_net_dest *allow,
 				size_t n_allow, bool allow_set, uid_t helper_uid, bool die_with_us,
-				struct kis_error **err);
+				bool wait, struct kis_error **err);
+/* Wait (bounded) until pasta has configured S; 0 at once when it did. */
+KIS_HIDDEN int kis_egress_ready(struct kis_egress *eg, struct kis_error **err);
+/* SIGKILL pasta now (its teardown overlaps ours); kis_egress_stop reaps. */
+KIS_HIDDEN void kis_egress_kill(struct kis_egress *eg);
 /* Kill pasta and wait for it, close S. Idempotent. */
 KIS_HIDDEN void kis_egress_stop(struct kis_egress *eg);
 

@@ -33,6 +33,7 @@ def tcp(addr, port):
             c.sendall(data)
             # a throughput sink for bench/egress.sh: "sink" then bytes
             if data.startswith(b"sink"):
+                c.settimeout(None)
                 while c.recv(1 << 16):
                     pass
         except OSError:
