@@ -421,8 +421,16 @@ static void first_line(int fd, char *buf, size_t n)
 	buf[strcspn(buf, "\n")] = '\0';
 }
 
-static int load_policy(struct kis_egress *eg, const struct kis_net_dest *allow, size_t n_allow,
-		       bool allow_set, struct kis_error **err)
+/* nft runs while pasta starts (their setups are independent); both are
+ * done before kis_egress_start returns, so before any process of the
+ * sandbox exists. */
+struct nft_job {
+	pid_t pid;
+	int errfd;
+};
+
+static int policy_start(struct kis_egress *eg, const struct kis_net_dest *allow, size_t n_allow,
+			bool allow_set, struct nft_job *job, struct kis_error **err)
 {
 	const char *nft = nft_path();
 	if (!nft)
@@ -432,25 +440,36 @@ static int load_policy(struct kis_egress *eg, const struct kis_net_dest *allow, 
 	if (!rules)
 		return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "egress: cannot write the policy");
 	_cleanup_close_ int in = memfd_with("kis-egress-rules", rules, strlen(rules));
-	_cleanup_close_ int errfd = (int)syscall(SYS_memfd_create, "kis-nft-err", MFD_CLOEXEC);
+	job->errfd = (int)syscall(SYS_memfd_create, "kis-nft-err", MFD_CLOEXEC);
 	_cleanup_close_ int nul = open("/dev/null", O_WRONLY | O_CLOEXEC);
-	if (in < 0 || errfd < 0 || nul < 0)
+	if (in < 0 || job->errfd < 0 || nul < 0)
 		return kis_error_set(err, KIS_E_INTERNAL, errno, "egress: cannot pass the policy");
 	char *argv[] = {(char *)nft, "-f", "-", NULL};
 	struct in_netns c = {.netns_fd = eg->netns_fd};
 	struct kis_spawn sp = {.argv = argv, .envp = (char *const *)tool_env, .cwd = "/",
 			       .stdin_fd = in, .child_setup = enter_netns, .child_ctx = &c};
-	pid_t pid = -1;
-	TRY(kis_spawn_start(&sp, nul, errfd, &pid, err));
-	int st = 0;
-	if (RETRY_EINTR(waitpid(pid, &st, 0)) < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+	return kis_spawn_start(&sp, nul, job->errfd, &job->pid, err);
+}
+
+/* Wait for nft; ok false: the start failed already, only reap it. */
+static int policy_wait(struct nft_job *job, bool ok, struct kis_error **err)
+{
+	int st = 0, r = 0;
+	if (job->pid > 0 && !ok)
+		kill(job->pid, SIGKILL);
+	if (job->pid > 0 &&
+	    (RETRY_EINTR(waitpid(job->pid, &st, 0)) < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0) &&
+	    ok) {
 		char msg[200];
-		first_line(errfd, msg, sizeof(msg));
-		return kis_error_set(err, KIS_E_INTERNAL, 0,
-				     "egress: nft could not load the address policy: %s",
-				     *msg ? msg : "it failed");
+		first_line(job->errfd, msg, sizeof(msg));
+		r = kis_error_set(err, KIS_E_INTERNAL, 0,
+				  "egress: nft could not load the address policy: %s",
+				  *msg ? msg : "it failed");
 	}
-	return 0;
+	kis_closep(&job->errfd);
+	job->pid = 0;
+	job->errfd = -1;
+	return r;
 }
 
 /* ---- pasta ---- */
@@ -608,8 +627,13 @@ int kis_egress_start(struct kis_egress *eg, const struct kis_net_dest *allow, si
 	eg->uid = helper_uid;
 	if (helper_uid == 0)
 		return kis_error_set(err, KIS_E_INTERNAL, 0, "egress: the helper may not run as root");
-	if (make_netns(eg, err) < 0 || load_policy(eg, allow, n_allow, allow_set, err) < 0 ||
-	    start_pasta(eg, die_with_us, err) < 0 || (wait && kis_egress_ready(eg, err) < 0)) {
+	struct nft_job job = {.pid = 0, .errfd = -1};
+	bool ok = make_netns(eg, err) >= 0 &&
+		  policy_start(eg, allow, n_allow, allow_set, &job, err) >= 0 &&
+		  start_pasta(eg, die_with_us, err) >= 0;
+	if (policy_wait(&job, ok, err) < 0)
+		ok = false;
+	if (!ok || (wait && kis_egress_ready(eg, err) < 0)) {
 		kis_egress_stop(eg);
 		return -1;
 	}
