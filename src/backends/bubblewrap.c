@@ -482,6 +482,10 @@ static char *bubblewrap_describe(const struct kis_plan *pl)
 	}
 	json_object_set_new(o, "bwrap_argv", kis_strv_json(argv));
 	json_object_set_new(o, "cwd", json_string(pl->inside_cwd));
+	if (pl->net == KIS_NET_EGRESS)
+		json_object_set_new(o, "egress", kis_egress_describe(pl->allow, pl->n_allow,
+								     pl->allow_set,
+								     kis_egress_helper_uid(pl->ids)));
 	json_object_set_new(o, "ids", json_pack("{s:I, s:I}", "first", (json_int_t)pl->ids, "count",
 						(json_int_t)KIS_IDS_COUNT));
 	argv_free(argv);

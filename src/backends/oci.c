@@ -244,6 +244,11 @@ static char *oci_describe(const struct kis_plan *pl)
 		json_array_append_new(cmd, json_string(pl->argv[i]));
 	json_t *o = json_pack("{s:s, s:s, s:s, s:o, s:o}", "backend", "oci", "container", pl->ctr_id,
 			      "bundle", bp, "command", cmd, "config", cfg);
+	if (o && pl->net == KIS_NET_EGRESS)
+		json_object_set_new(o, "egress",
+				    kis_egress_describe(pl->allow, pl->n_allow, pl->allow_set,
+							kis_egress_helper_uid(kis_sandbox_ids(
+								pl->ctr_id + strlen(KIS_OCI_PREFIX)))));
 	char *txt = o ? json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
 	json_decref(o);
 	return txt;

@@ -7,6 +7,7 @@
 #include <ctype.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <jansson.h>
 #include <ifaddrs.h>
 #include <poll.h>
 #include <sched.h>
@@ -267,6 +268,23 @@ char *kis_egress_ruleset(const struct kis_net_dest *allow, size_t n_allow, bool 
 		return NULL;
 	}
 	return b.s;
+}
+
+void *kis_egress_describe(const struct kis_net_dest *allow, size_t n_allow, bool allow_set,
+			  uid_t helper_uid)
+{
+	json_t *a = allow_set ? json_array() : json_null();
+	for (size_t i = 0; allow_set && i < n_allow; i++) {
+		char d[48];
+		kis_net_dest_format(&allow[i], d, sizeof(d));
+		json_array_append_new(a, json_string(d));
+	}
+	char *rules = kis_egress_ruleset(allow, n_allow, allow_set);
+	json_t *o = json_pack("{s:s, s:s, s:s, s:o, s:I, s:s?}", "helper", "pasta", "address",
+			      KIS_EGRESS_ADDR "/24", "dns", KIS_EGRESS_DNS, "allow", a, "helper_uid",
+			      (json_int_t)helper_uid, "nft_rules", rules);
+	free(rules);
+	return o;
 }
 
 /* ---- the tools ---- */

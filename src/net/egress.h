@@ -65,6 +65,11 @@ KIS_HIDDEN const char *kis_egress_unavailable(void);
  * parsed binary values; host addresses are the engine's own (getifaddrs). */
 KIS_HIDDEN char *kis_egress_ruleset(const struct kis_net_dest *allow, size_t n_allow, bool allow_set);
 
+/* For --dry-run: the plan's egress as a JSON object (a json_t *, owned by
+ * the caller): the allow list as parsed, the helper's uid, the rules. */
+KIS_HIDDEN void *kis_egress_describe(const struct kis_net_dest *allow, size_t n_allow,
+				     bool allow_set, uid_t helper_uid);
+
 struct kis_egress {
 	int netns_fd;  /* S */
 	int userns_fd; /* S's owner, owned by uid */
