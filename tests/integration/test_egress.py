@@ -423,3 +423,30 @@ def test_session_keeps_its_network_and_destroy_ends_the_helper(net, tier, store)
         d = net.kis("session", "destroy", sid)
     assert d.returncode == 0, d.stderr
     assert gone(pid), "pasta outlived session destroy"
+
+
+def test_helper_of_a_killed_create_is_swept(net, tier):
+    """SIGKILL of `create` once the session is up but not yet published:
+    no parent-death signal covers a session's pasta, the owner record does
+    (`kis sandbox gc`)."""
+    before = pastas()
+    p = subprocess.Popen(net.kis_argv("create", *tier, "--net", "egress"),
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         env=dict(os.environ, KIS_TEST_PAUSE_AT="create-ready"))
+    try:
+        line = ""
+        for _ in range(200):
+            line = p.stderr.readline()
+            if "test pause at" in line or not line:
+                break
+        assert "test pause at" in line, line
+        mine = pastas() - before
+        assert mine, "no pasta for the session"
+        os.kill(p.pid, signal.SIGKILL)
+        p.wait()
+    finally:
+        p.kill()
+        p.wait()
+    g = net.kis("gc")
+    assert g.returncode == 0, g.stderr
+    assert all(gone(q) for q in mine), (mine, g.stdout)
