@@ -13,7 +13,7 @@
  * environment to fd 3; the worker hands that to the main loop, so the next
  * line (on any connection) starts where the last one ended. Orphans are
  * reparented to us (PR_SET_CHILD_SUBREAPER, or being PID 1) and reaped. */
-#include "util.h"
+#include "core/util.h"
 
 #include <fcntl.h>
 #include <jansson.h>
@@ -31,7 +31,7 @@
 #include "agent/exec_json.h"
 #include "agent/proto.h"
 #include "exec/exec.h"
-#include "exec/io.h"
+#include "core/io.h"
 
 #define MAX_WORKERS 64
 #define STATE_MAX (1u << 20)

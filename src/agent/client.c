@@ -2,7 +2,7 @@
 /* One exec over an agent channel, the engine's side: handshake, request,
  * stdin and signals and resizes out, streams and the exit back. The peer is
  * not trusted to frame well: the decoder refuses, the call fails. */
-#include "util.h"
+#include "core/util.h"
 
 #include <fcntl.h>
 #include <jansson.h>
@@ -18,8 +18,8 @@
 #include "exec/exec.h"
 #include "exec/exec.h"
 #include "agent/proto.h"
-#include "engine/owner.h"
-#include "exec/io.h"
+#include "core/record.h"
+#include "core/io.h"
 
 #define EXEC_ID 1u /* one exec per connection */
 

@@ -8,7 +8,7 @@
 #include <stdint.h>
 
 #include "agent/exec_json.h"
-#include "kis/backend.h"
+#include "kis/io.h"
 
 struct kis_call {
 	const struct kis_exec_req *req;

@@ -18,7 +18,7 @@
  * workspace is an overlay of three virtio disks (see mount_workspace),
  * mounted when the cfg line arrives, so one snapshot taken before cfg
  * serves every workspace. */
-#include "util.h"
+#include "core/util.h"
 
 #include <ctype.h>
 #include <dirent.h>

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* The cgroup of one native run: memory and pids limits, the evidence for
  * memory_limit and pids_limit, and killing everything the run made. */
-#include "util.h"
+#include "core/util.h"
 
 #include <fcntl.h>
 #include <string.h>

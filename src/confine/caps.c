@@ -47,9 +47,9 @@ int kis_set_rlimits(const struct kis_limits *lim, struct kis_error **err)
 	static const struct kis_limits zero;
 	if (!lim)
 		lim = &zero;
-	uint64_t fsize = or_default(lim->file_bytes, KIS_DEFAULT_FILE_BYTES);
-	uint64_t nofile = or_default(lim->open_files, KIS_DEFAULT_OPEN_FILES);
-	uint64_t cpu_ms = or_default(lim->cpu_ms, KIS_DEFAULT_CPU_MS);
+	uint64_t fsize = or_default(lim->file_bytes, KIS_LIMIT_DEFAULT(FILE));
+	uint64_t nofile = or_default(lim->open_files, KIS_LIMIT_DEFAULT(OPEN_FILES));
+	uint64_t cpu_ms = or_default(lim->cpu_ms, KIS_LIMIT_DEFAULT(CPU));
 	TRY(set_one(RLIMIT_FSIZE, (rlim_t)fsize, "RLIMIT_FSIZE", err));
 	TRY(set_one(RLIMIT_NOFILE, (rlim_t)nofile, "RLIMIT_NOFILE", err));
 	TRY(set_one(RLIMIT_CORE, 0, "RLIMIT_CORE", err));

@@ -3,8 +3,8 @@
  * pure v2 hosts and on v1/v2 hybrids, its events, kill and removal. */
 #include "confine/confine.h"
 
-#include "kis/backend.h"
-#include "engine/owner.h"
+#include "kis/limits.h"
+#include "core/record.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -235,7 +235,7 @@ static int make_leaf(const char *parent, const char *leaf, struct kis_error **er
 			return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot create cgroup '%s'",
 					     parent);
 		/* Recorded before it exists: a run killed from here on leaves
-		 * the record the sweep removes the group by (engine/owner.h). */
+		 * the record the sweep removes the group by (core/record.h, engine/owner.h). */
 		if (tries == 0 && kis_owner_note("cgroup", "%s", leaf) < 0)
 			return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot record cgroup '%s'",
 					     leaf);

@@ -42,7 +42,7 @@
 
 #include "kis/error.h"
 #include "kis/profile.h"
-#include "util.h"
+#include "core/util.h"
 
 /* ------------------------------------------------------------------ seccomp */
 

@@ -15,7 +15,7 @@
  * in [KIS_IDS_FIRST, KIS_IDS_FIRST + KIS_IDS_BLOCKS * 65536), which lies
  * inside the range systemd reserves for containers (524288..1879048191,
  * systemd's UIDS-GIDS.md), so it is no user account's. */
-#include "util.h"
+#include "core/util.h"
 
 #include <fcntl.h>
 #include <sched.h>

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* kis_run: one command, start to end: hatches, selection, workspace,
  * plan, run, teardown. Stateless: everything comes from the profile. */
-#include "util.h"
+#include "core/util.h"
 
 #include <poll.h>
 #include <string.h>
@@ -72,8 +72,9 @@ static void set_cancelled(struct kis_result *res)
 	res->detail = strdup("the run was cancelled before its command started");
 }
 
-int kis_run(const struct kis_profile *p, char *const *argv, const struct kis_run_options *opts,
-	    struct kis_result *res, char **plan_json, struct kis_error **err)
+static int run_ctx(const struct kis_ctx *ctx, const struct kis_profile *p, char *const *argv,
+		   const struct kis_run_options *opts, struct kis_result *res, char **plan_json,
+		   struct kis_error **err)
 {
 	if (plan_json)
 		*plan_json = NULL;
@@ -100,7 +101,7 @@ int kis_run(const struct kis_profile *p, char *const *argv, const struct kis_run
 			kis_store_free(st);
 		}
 	}
-	TRY(kis_select_backend_in(p, argv, files, &b, &caps, err));
+	TRY(kis_select_backend_in(ctx, p, argv, files, &b, &caps, err));
 	/* The same check is in every backend's plan; here it fails before any
 	 * workspace is made. */
 	if (p->tty.enabled && !caps.tty)
@@ -115,7 +116,7 @@ int kis_run(const struct kis_profile *p, char *const *argv, const struct kis_run
 	if (p->tty.enabled && !opts->dry_run)
 		return run_in_session(p, b, argv, opts, res, err);
 
-	struct kis_run_request req = {.profile = p, .argv = argv, .io = opts->io};
+	struct kis_run_request req = {.ctx = ctx, .profile = p, .argv = argv, .io = opts->io};
 	kis_limits_resolve(&p->limits, &req.limits);
 	TRY(kis_id_mint('s', res->sandbox, err));
 	req.sandbox_id = res->sandbox;
@@ -203,5 +204,15 @@ int kis_run(const struct kis_profile *p, char *const *argv, const struct kis_run
 	/* The run has undone what it made; undoing the records as well
 	 * catches what a failed step left (each reaper looks first). */
 	kis_owner_end(owner, true);
+	return r;
+}
+
+int kis_run(const struct kis_profile *p, char *const *argv, const struct kis_run_options *opts,
+	    struct kis_result *res, char **plan_json, struct kis_error **err)
+{
+	struct kis_engine_ctx ec;
+	kis_ctx_init(&ec, opts->store_root, false);
+	int r = run_ctx(&ec.ctx, p, argv, opts, res, plan_json, err);
+	kis_ctx_release(&ec);
 	return r;
 }

@@ -2,7 +2,7 @@
 /* The child side of a run, between fork and exec: descriptors, process
  * group, rlimits, confinement hook, PATH lookup. Failures travel back to the
  * parent over a SOCK_CLOEXEC socketpair (CONVENTIONS.md, rule 3). */
-#include "util.h"
+#include "core/util.h"
 
 #include <fcntl.h>
 #include <signal.h>

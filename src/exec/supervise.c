@@ -19,7 +19,7 @@
  * bytes into it: a command that held the caller's terminal could change its
  * modes (tcsetattr), read what is typed after the run, or push input with
  * TIOCSTI where seccomp does not stop it (issue 23). */
-#include "util.h"
+#include "core/util.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -34,7 +34,7 @@
 #include <termios.h>
 #include <time.h>
 
-#include "exec/io.h"
+#include "core/io.h"
 #include "exec/spawn.h"
 
 #define TICK_MS 20

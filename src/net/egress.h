@@ -7,10 +7,9 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <stdlib.h>
-#include <string.h>
 #include <sys/types.h>
 
+#include "core/net_dest.h"
 #include "kis/error.h"
 #include "kis/profile.h"
 
@@ -46,16 +45,6 @@
 #define KIS_EGRESS_DNS "10.0.2.3"
 #define KIS_EGRESS_IFNAME "eth0"
 #define KIS_EGRESS_RESOLV "nameserver " KIS_EGRESS_DNS "\n"
-
-/* At most this many network.allow entries. */
-#define KIS_EGRESS_MAX_ALLOW 64
-
-/* Parse one network.allow entry, "A.B.C.D[/N][:P[-Q]]", strictly: four
- * decimal octets without leading zeros, a prefix 0..32 with no host bits
- * set, ports 1..65535 with P <= Q. On failure, why says what is wrong. */
-KIS_HIDDEN int kis_net_dest_parse(const char *s, struct kis_net_dest *out, char *why, size_t n);
-/* The entry written back in the form it was parsed from (buf >= 40). */
-KIS_HIDDEN void kis_net_dest_format(const struct kis_net_dest *d, char *buf, size_t n);
 
 /* Whether this host can carry egress (pasta, nft, a tun device, root):
  * NULL when it can, else why not. */
@@ -106,15 +95,6 @@ KIS_HIDDEN void kis_egress_release(struct kis_egress *eg);
  * ("egress": "PID START\n"), and the end of it from there. */
 KIS_HIDDEN int kis_egress_save(int dir_fd, const struct kis_egress *eg, struct kis_error **err);
 KIS_HIDDEN void kis_egress_end_saved(int dir_fd);
-
-/* A copy of a list of destinations (plans keep their own). */
-static inline struct kis_net_dest *kis_net_dests_dup(const struct kis_net_dest *d, size_t n)
-{
-	struct kis_net_dest *c = malloc(n * sizeof(*c));
-	if (c)
-		memcpy(c, d, n * sizeof(*c));
-	return c;
-}
 
 /* The host id pasta runs as for a sandbox whose id block starts at first:
  * the block's last id (never bwrap's, never the sandbox root's). */

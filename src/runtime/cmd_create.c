@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* kis-runtime create and run: read the bundle's config.json, choose the
  * tier from its annotation, check and normalise it, hand it to crun. */
-#include "util.h"
+#include "core/util.h"
 
 #include <fcntl.h>
 #include <limits.h>

@@ -1,12 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /* kis-runtime features (runtime-spec features.md) and the verbs handed to
  * crun unchanged: start, state, kill, delete, ps, pause, resume, list. */
-#include "util.h"
+#include "core/util.h"
 
 #include <string.h>
 #include <sys/stat.h>
 
-#include "backends/oci_bundle.h"
+#include "backends/oci/bundle.h"
 #include "runtime/runtime.h"
 
 int krt_cmd_features(const struct krt_globals *g, int argc, char **argv, struct kis_error **err)

@@ -1,13 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /* kis-runtime: becoming crun. The container tier is crun itself, given a
  * checked config through a memfd, hidden from a hybrid cgroup v2 mount. */
-#include "util.h"
+#include "core/util.h"
 
 #include <fcntl.h>
 #include <string.h>
 #include <sys/mman.h>
 
-#include "backends/oci_bundle.h"
+#include "backends/oci/bundle.h"
 #include "runtime/runtime.h"
 
 /* crun runs as root outside the container: a fixed environment, never the

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* kis-runtime at the host tier, the plan: which fields of a bundle
  * bubblewrap enforces and how (bwrap's argv), and the refusal of the rest. */
-#include "util.h"
+#include "core/util.h"
 
 #include <string.h>
 #include <sys/stat.h>

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* kis-runtime: parsing a verb's flags as runc's command line takes them
  * (--name VALUE, --name=VALUE, -x VALUE, Go's single-dash -name). */
-#include "util.h"
+#include "core/util.h"
 
 #include <stdlib.h>
 #include <string.h>

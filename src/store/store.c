@@ -16,8 +16,8 @@
 #include <sys/syscall.h>
 #include <sys/types.h>
 
-#include "backends/oci_bundle.h"
 #include "kis/id.h"
+#include "core/tree.h"
 
 int store_openat(int dirfd, const char *path, int flags, mode_t mode)
 {
@@ -103,95 +103,6 @@ DIR *store_dir_stream(int dirfd)
 	}
 	rewinddir(d);
 	return d;
-}
-
-/* Open a directory to empty it. overlayfs leaves work/work mode 000 and a
- * workspace's owner may have made a directory unreadable: as its owner
- * (without CAP_DAC_OVERRIDE) we may chmod it back, never through a link
- * (AT_SYMLINK_NOFOLLOW). */
-static int opendir_writable(int dirfd, const char *name)
-{
-	int fd = store_opendir(dirfd, name);
-	if (fd >= 0 || errno != EACCES)
-		return fd;
-	if (fchmodat(dirfd, name, 0700, AT_SYMLINK_NOFOLLOW) < 0)
-		return -1;
-	return store_opendir(dirfd, name);
-}
-
-/* Remove every entry of the directory fd (already open), then nothing else. */
-static int rmtree_fd(int fd, dev_t dev, const char *what, struct kis_error **err)
-{
-	_cleanup_dir_ DIR *d = store_dir_stream(fd);
-	if (!d)
-		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot read '%s'", what);
-	for (;;) {
-		errno = 0;
-		struct dirent *e = readdir(d);
-		if (!e) {
-			if (errno)
-				return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot read '%s'", what);
-			break;
-		}
-		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
-			continue;
-		if (e->d_type != DT_DIR && e->d_type != DT_UNKNOWN) {
-			if (unlinkat(fd, e->d_name, 0) < 0 && errno != ENOENT)
-				return kis_error_set(err, KIS_E_INTERNAL, errno,
-						     "cannot remove '%s' in '%s'", e->d_name, what);
-			continue;
-		}
-		if (unlinkat(fd, e->d_name, 0) == 0 || errno == ENOENT)
-			continue;
-		if (errno != EISDIR && errno != EPERM)
-			return kis_error_set(err, KIS_E_INTERNAL, errno,
-					     "cannot remove '%s' in '%s'", e->d_name, what);
-		_cleanup_close_ int sub = opendir_writable(fd, e->d_name);
-		if (sub < 0) {
-			if (errno == ENOENT)
-				continue;
-			return kis_error_set(err, KIS_E_INTERNAL, errno,
-					     "cannot open '%s' in '%s'", e->d_name, what);
-		}
-		struct stat st;
-		if (fstat(sub, &st) < 0)
-			return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot stat '%s'", e->d_name);
-		/* A different st_dev is another mount (a live overlay): never
-		 * delete through it, the lower layer could be someone's base. */
-		if (st.st_dev != dev)
-			return kis_error_set(err, KIS_E_BUSY, 0,
-					     "'%s' in '%s' is a mount point; unmount it first",
-					     e->d_name, what);
-		/* Unprivileged owners may have made a directory read-only. */
-		(void)fchmod(sub, 0700);
-		TRY(rmtree_fd(sub, dev, e->d_name, err));
-		if (unlinkat(fd, e->d_name, AT_REMOVEDIR) < 0 && errno != ENOENT)
-			return kis_error_set(err, KIS_E_INTERNAL, errno,
-					     "cannot remove directory '%s' in '%s'", e->d_name, what);
-	}
-	return 0;
-}
-
-int store_rmtree(int dirfd, const char *name, struct kis_error **err)
-{
-	if (unlinkat(dirfd, name, 0) == 0 || errno == ENOENT)
-		return 0;
-	if (errno != EISDIR && errno != EPERM)
-		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot remove '%s'", name);
-	_cleanup_close_ int fd = opendir_writable(dirfd, name);
-	if (fd < 0) {
-		if (errno == ENOENT)
-			return 0;
-		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot open '%s'", name);
-	}
-	struct stat st;
-	if (fstat(fd, &st) < 0)
-		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot stat '%s'", name);
-	(void)fchmod(fd, 0700);
-	TRY(rmtree_fd(fd, st.st_dev, name, err));
-	if (unlinkat(dirfd, name, AT_REMOVEDIR) < 0 && errno != ENOENT)
-		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot remove directory '%s'", name);
-	return 0;
 }
 
 int store_write_file(int dirfd, const char *name, const char *data, struct kis_error **err)
@@ -491,21 +402,13 @@ int store_open_nosweep(const char *root, struct kis_store **out, struct kis_erro
 	return store_open_impl(root, false, out, err);
 }
 
-int kis_store_gc(const char *root, bool dry_run, kis_gc_fn fn, void *ctx, struct kis_error **err)
+int store_gc(const char *root, bool dry_run, kis_gc_fn fn, void *ctx, struct kis_error **err)
 {
 	struct kis_store *s = NULL;
 	TRY(store_open_nosweep(root, &s, err));
 	int failed = store_sweep_ex(s, true, dry_run, fn, ctx);
 	kis_store_free(s);
-	/* containers of runs from any store whose engine is gone (their
-	 * bundle's owner record: oci_runtime.c) */
-	if (!dry_run)
-		kis_oci_collect();
-	if (failed)
-		return kis_error_set(err, KIS_E_BUSY, 0,
-				     "%d leftover%s could not be removed (listed above)", failed,
-				     failed == 1 ? "" : "s");
-	return 0;
+	return failed;
 }
 
 void kis_store_free(struct kis_store *s)
@@ -638,7 +541,7 @@ int store_sweep_ex(struct kis_store *s, bool wait, bool dry_run, kis_gc_fn fn, v
 	}
 	for (size_t i = 0; i < nb; i++) {
 		struct kis_error *e = NULL;
-		int done = dry_run ? 0 : store_rmtree(s->bases_fd, bases[i].name, &e) < 0 ? -1 : 1;
+		int done = dry_run ? 0 : kis_tree_remove(s->bases_fd, bases[i].name, &e) < 0 ? -1 : 1;
 		gc_report(fn, ctx, tmp_kind(bases[i].name), bases[i].name, done, e, &failed);
 		close(bases[i].fd);
 	}

@@ -2,6 +2,7 @@
 /* Workspaces: clone (reflink, overlay, copy) built under a temporary name
  * and renamed into place, path (remounting an overlay), destroy, list. */
 #include "store_internal.h"
+#include "core/tree.h"
 
 #include <fcntl.h>
 #include <limits.h>
@@ -164,7 +165,7 @@ int store_release_workspace(struct kis_store *s, const char *name, struct kis_er
 				TRY(store_base_unref(s, base, ws_id, err));
 		}
 	}
-	return store_rmtree(s->ws_fd, name, err);
+	return kis_tree_remove(s->ws_fd, name, err);
 }
 
 /* Which strategy to build. *tentative: auto chose overlay without knowing
@@ -352,7 +353,7 @@ int kis_workspace_clone_ex(struct kis_store *s, const char *base_id, const char 
 	if (r >= 0)
 		r = base_ref(s, b, base_id, id, err);
 	if (r < 0) {
-		(void)store_rmtree(s->ws_fd, tmp, NULL);
+		(void)kis_tree_remove(s->ws_fd, tmp, NULL);
 		return r;
 	}
 	struct kis_error *build_err = NULL; /* err may be NULL: keep the code */
@@ -366,7 +367,7 @@ int kis_workspace_clone_ex(struct kis_store *s, const char *base_id, const char 
 		use = KIS_CLONE_COPY;
 		static const char *const sub[] = {"upper", "work", "merged"};
 		for (size_t i = 0; i < ARRAY_SIZE(sub); i++)
-			(void)store_rmtree(t, sub[i], NULL);
+			(void)kis_tree_remove(t, sub[i], NULL);
 		r = write_meta(t, base_id, use, true, &build_err);
 		if (r >= 0)
 			r = build_clone(s, t, b, use, &build_err);

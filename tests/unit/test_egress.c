@@ -11,7 +11,7 @@
 
 #include <cmocka.h>
 
-#include "util.h"
+#include "core/util.h"
 #include "kis/profile.h"
 #include "net/egress.h"
 

@@ -16,7 +16,7 @@
  * end_session. Limits: wall, CPU, output, file size and open files
  * by the agent inside the guest (wall also by the engine's clock, which
  * kills the VM); memory is the VM's RAM; pids by a cgroup in the guest. */
-#include "util.h"
+#include "core/util.h"
 
 #include <fcntl.h>
 #include <jansson.h>
@@ -31,20 +31,21 @@
 #include <time.h>
 
 #include "agent/client.h"
-#include "exec/io.h"
+#include "core/io.h"
 #include "agent/exec_json.h"
 #include "agent/proto.h"
 #include "backends/common.h"
 #include "backends/microvm/mux.h"
 #include "backends/microvm/vm.h"
 #include "kis/backend.h"
+#include "core/tree.h"
 
 #define MIN_MEM_MIB 128u
 
-static void microvm_probe(struct kis_caps *c)
+static void microvm_probe(const struct kis_ctx *ctx, struct kis_caps *c)
 {
 	memset(c, 0, sizeof(*c));
-	if (!kis_mvm_guest_present(c->why_absent, sizeof(c->why_absent)))
+	if (!kis_mvm_guest_present(ctx, c->why_absent, sizeof(c->why_absent)))
 		return;
 	/* a VM never runs unjailed (jail.c): no jail here, no tier */
 	if (!kis_mvm_jail_possible(c->why_absent, sizeof(c->why_absent)))
@@ -60,12 +61,12 @@ static void microvm_probe(struct kis_caps *c)
 	c->limits = KIS_LIMIT_WALL | KIS_LIMIT_CPU | KIS_LIMIT_MEMORY | KIS_LIMIT_OUTPUT |
 		    KIS_LIMIT_FILE | KIS_LIMIT_OPEN_FILES | KIS_LIMIT_PIDS |
 		    KIS_LIMIT_DISK; /* the writable layer's size (microvm_disk.c) */
-	const char *a = kis_mvm_accel_cached();
-	if (!a && kis_probe_thorough()) {
+	const char *a = kis_mvm_accel_cached(ctx->guest_dir(ctx));
+	if (!a && ctx->thorough) {
 		struct kis_mvm_guest g;
 		struct kis_error *err = NULL;
 		char buf[8];
-		if (kis_mvm_guest_open(&g, &err) == 0 && kis_mvm_accel(&g, buf, &err) == 0)
+		if (kis_mvm_guest_open(ctx, &g, &err) == 0 && kis_mvm_accel(&g, buf, &err) == 0)
 			snprintf(c->accel, sizeof(c->accel), "%s", buf);
 		kis_error_free(err);
 		kis_mvm_guest_release(&g);
@@ -86,6 +87,7 @@ struct kis_plan {
 	enum kis_net_mode net;
 	unsigned mem_mib, vcpus;
 	const char *sandbox_id;
+	const struct kis_ctx *ctx; /* the command's (outlives the plan) */
 	char accel_pin[8]; /* profile's microvm.accel: "" (auto), "kvm", "tcg" */
 };
 
@@ -98,11 +100,11 @@ static int microvm_plan(const struct kis_caps *caps, const struct kis_run_reques
 	TRY(kis_check_limits(caps, p, "microvm", err));
 	/* A required accelerator is had or refused, never silently replaced. */
 	if (p->microvm.accel == KIS_ACCEL_KVM) {
-		const char *a = kis_mvm_accel_cached();
+		const char *a = kis_mvm_accel_cached(req->ctx->guest_dir(req->ctx));
 		char buf[8] = "";
 		struct kis_mvm_guest g;
 		struct kis_error *e2 = NULL;
-		if (!a && kis_mvm_guest_open(&g, &e2) == 0 && kis_mvm_accel(&g, buf, &e2) == 0)
+		if (!a && kis_mvm_guest_open(req->ctx, &g, &e2) == 0 && kis_mvm_accel(&g, buf, &e2) == 0)
 			a = buf;
 		kis_error_free(e2);
 		if (!a || strcmp(a, "kvm"))
@@ -174,6 +176,7 @@ static int microvm_plan(const struct kis_caps *caps, const struct kis_run_reques
 	pl->mem_mib = (unsigned)mib;
 	pl->vcpus = p->microvm.vcpus ? p->microvm.vcpus : 1;
 	pl->sandbox_id = req->sandbox_id;
+	pl->ctx = req->ctx;
 	if (p->microvm.accel != KIS_ACCEL_AUTO)
 		snprintf(pl->accel_pin, sizeof(pl->accel_pin), "%s",
 			 p->microvm.accel == KIS_ACCEL_KVM ? "kvm" : "tcg");
@@ -188,7 +191,7 @@ static char *microvm_describe(const struct kis_plan *pl)
 		json_array_append_new(argv, json_string(pl->argv[i]));
 	for (size_t i = 0; pl->envp[i]; i++)
 		json_array_append_new(env, json_string(pl->envp[i]));
-	const char *a = kis_mvm_accel_cached();
+	const char *a = kis_mvm_accel_cached(pl->ctx->guest_dir(pl->ctx));
 	json_t *o = json_pack("{s:s, s:o, s:o, s:s, s:s, s:s, s:I, s:I, s:s, s:s}", "backend",
 			      "microvm", "argv", argv, "env", env, "cwd", pl->cwd, "root",
 			      pl->root == KIS_ROOT_WORKSPACE ? "workspace" : "host", "network",
@@ -307,7 +310,7 @@ static void vm_release(struct vm *v)
 		close(v->dfd);
 	kis_mvm_cgroup_drop(v->tdir);
 	if (v->tdir && !getenv("KIS_MICROVM_KEEP"))
-		kis_mvm_rmtree(v->tdir);
+		kis_tree_remove_path(v->tdir);
 	free(v->tdir);
 	kis_mvm_disks_free(&v->disks);
 	kis_mvm_guest_release(&v->g);
@@ -319,7 +322,7 @@ static int vm_start(struct vm *v, const struct kis_plan *pl, int dfd, const char
 		    int agent0_fd, bool detach, bool sync_writes, struct kis_error **err)
 {
 	trace("start");
-	TRY(kis_mvm_guest_open(&v->g, err));
+	TRY(kis_mvm_guest_open(pl->ctx, &v->g, err));
 	if (pl->accel_pin[0])
 		snprintf(v->accel, sizeof(v->accel), "%s", pl->accel_pin);
 	else

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* Small shared helpers: whole writes, captured streams, NULL-terminated
  * string vectors (argv, envp), used by engine, backends and agent alike. */
-#ifndef KIS_IO_H
-#define KIS_IO_H
+#ifndef KIS_CORE_IO_H
+#define KIS_CORE_IO_H
 
 #include <dirent.h>
 #include <stddef.h>
@@ -18,9 +18,6 @@ int kis_write_all(int fd, const void *buf, size_t n);
 /* Append to a captured stream, keeping it NUL-terminated. -1 on ENOMEM. */
 int kis_stream_append(struct kis_stream *s, const void *buf, size_t n);
 
-/* Remove name under dfd and everything below it, never following a
- * symlink (O_NOFOLLOW on every directory opened). Best effort. */
-void kis_remove_tree_at(int dfd, const char *name);
 /* A directory stream on a duplicate of fd, which stays the caller's; NULL
  * with errno set on failure. */
 DIR *kis_opendir_dup(int fd);

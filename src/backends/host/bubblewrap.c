@@ -33,7 +33,7 @@
  * bwrap passes inherited descriptors through (bubblewrap(1)): everything
  * but the intended ones is close-on-exec first, and the agent closes what
  * bwrap itself leaves open. */
-#include "util.h"
+#include "core/util.h"
 
 #include <fcntl.h>
 #include <grp.h>
@@ -49,12 +49,12 @@
 #include "agent/client.h"
 #include "backends/agent_run.h"
 #include "backends/common.h"
-#include "backends/host_common.h"
+#include "backends/host/common.h"
 #include "confine/confine.h"
 #include "confine/sysview.h"
-#include "engine/internal.h"
-#include "exec/io.h"
+#include "core/io.h"
 #include "exec/spawn.h"
+#include "exec/tool.h"
 #include "net/egress.h"
 
 #define AGENT_IN_SANDBOX "/.kis/agent"
@@ -87,51 +87,33 @@ static long read_long(const char *path, long dflt)
  * seccomp filter around us can refuse them whatever the files say. */
 static bool try_bwrap(const char *bwrap, char *why, size_t why_len)
 {
-	int p[2];
-	if (pipe2(p, O_CLOEXEC) < 0) {
-		snprintf(why, why_len, "cannot test bwrap: %s", strerror(errno));
+	char *argv[] = {(char *)bwrap, "--unshare-user", "--unshare-pid", "--unshare-ipc",
+			"--unshare-uts", "--unshare-net", "--unshare-cgroup-try",
+			"--die-with-parent", "--cap-drop", "ALL", "--ro-bind", "/usr", "/usr",
+			"--symlink", "usr/bin", "/bin", "--symlink", "usr/lib", "/lib",
+			"--symlink", "usr/lib64", "/lib64", "--proc", "/proc", "--dev", "/dev",
+			"--", "/usr/bin/true", NULL};
+	char *envp[] = {NULL};
+	struct kis_tool t = {.argv = argv, .envp = envp, .in = -1, .out = -1, .err = -1};
+	struct kis_tool_out o;
+	struct kis_error *e = NULL;
+	if (kis_tool_run(&t, false, true, &o, &e) < 0) {
+		snprintf(why, why_len, "cannot test bwrap: %s", e && e->message ? e->message : "?");
+		kis_error_free(e);
 		return false;
 	}
-	pid_t pid = fork();
-	if (pid == 0) {
-		int nul = open("/dev/null", O_RDWR | O_CLOEXEC);
-		dup2(nul, 0);
-		dup2(nul, 1);
-		dup2(p[1], 2);
-		char *argv[] = {(char *)bwrap, "--unshare-user", "--unshare-pid", "--unshare-ipc",
-				"--unshare-uts", "--unshare-net", "--unshare-cgroup-try",
-				"--die-with-parent", "--cap-drop", "ALL", "--ro-bind", "/usr", "/usr",
-				"--symlink", "usr/bin", "/bin", "--symlink", "usr/lib", "/lib",
-				"--symlink", "usr/lib64", "/lib64", "--proc", "/proc", "--dev", "/dev",
-				"--", "/usr/bin/true", NULL};
-		char *envp[] = {NULL};
-		execve(bwrap, argv, envp);
-		_exit(127);
-	}
-	close(p[1]);
-	char buf[200] = "";
-	size_t n = 0;
-	if (pid > 0) {
-		ssize_t r;
-		while (n < sizeof(buf) - 1 && (r = RETRY_EINTR(read(p[0], buf + n, sizeof(buf) - 1 - n))) > 0)
-			n += (size_t)r;
-	}
-	close(p[0]);
-	buf[n] = '\0';
-	int st = 0;
-	if (pid < 0 || RETRY_EINTR(waitpid(pid, &st, 0)) < 0 || !WIFEXITED(st) ||
-	    WEXITSTATUS(st) != 0) {
-		char *nl = strchr(buf, '\n');
+	if (!kis_tool_ok(o.status, 0)) {
+		char *nl = strchr(o.err, '\n');
 		if (nl)
 			*nl = '\0';
-		snprintf(why, why_len, "bwrap cannot create its namespaces here: %s",
-			 *buf ? buf : "it failed");
+		snprintf(why, why_len, "bwrap cannot create its namespaces here: %.150s",
+			 *o.err ? o.err : "it failed");
 		return false;
 	}
 	return true;
 }
 
-static void bubblewrap_probe(struct kis_caps *c)
+static void bubblewrap_probe(const struct kis_ctx *ctx, struct kis_caps *c)
 {
 	memset(c, 0, sizeof(*c));
 	const char *bwrap = bwrap_path();
@@ -147,7 +129,7 @@ static void bubblewrap_probe(struct kis_caps *c)
 			 "kernel.unprivileged_userns_clone)");
 		return;
 	}
-	if (kis_probe_thorough()) {
+	if (ctx->thorough) {
 		static int tried; /* 1 ok, -1 failed */
 		static char why[sizeof(c->why_absent)];
 		if (!tried)
@@ -168,7 +150,7 @@ static void bubblewrap_probe(struct kis_caps *c)
 	c->net_modes = (1u << KIS_NET_OFF) | (1u << KIS_NET_LOOPBACK) | (1u << KIS_NET_HOST) |
 		       (kis_egress_unavailable() ? 0 : 1u << KIS_NET_EGRESS);
 	c->limits = KIS_LIMIT_WALL | KIS_LIMIT_CPU | KIS_LIMIT_OUTPUT | KIS_LIMIT_FILE |
-		    KIS_LIMIT_OPEN_FILES | (kis_probe_thorough() ? kis_cgroup_limits_available() : 0);
+		    KIS_LIMIT_OPEN_FILES | (ctx->thorough ? kis_cgroup_limits_available() : 0);
 }
 
 struct kis_plan {
@@ -232,7 +214,7 @@ static int bubblewrap_plan(const struct kis_caps *caps, const struct kis_run_req
 	struct kis_caps c = *caps;
 	unsigned explicit_cg = (p->limits.memory_bytes ? KIS_LIMIT_MEMORY : 0) |
 			       (p->limits.pids ? KIS_LIMIT_PIDS : 0);
-	if (explicit_cg && !kis_probe_thorough())
+	if (explicit_cg && !req->ctx->thorough)
 		c.limits |= kis_cgroup_limits_available();
 	TRY(kis_check_limits(&c, p, "bubblewrap", err));
 	const char *bwrap = bwrap_path();
@@ -246,7 +228,7 @@ static int bubblewrap_plan(const struct kis_caps *caps, const struct kis_run_req
 		free(pl);
 		return -1;
 	}
-	if (kis_agent_path(&pl->agent, err) < 0) {
+	if (kis_ctx_agent(req->ctx, &pl->agent, err) < 0) {
 		plan_release(pl);
 		return -1;
 	}

@@ -1,12 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /* Whole writes, captured streams and string vectors (see io.h). */
-#include "util.h"
+#include "core/util.h"
 
 #include <dirent.h>
 #include <fcntl.h>
 #include <string.h>
 
-#include "exec/io.h"
+#include "core/io.h"
 
 int kis_write_all(int fd, const void *buf, size_t n)
 {
@@ -97,25 +97,6 @@ DIR *kis_opendir_dup(int fd)
 		errno = e;
 	}
 	return dir;
-}
-
-void kis_remove_tree_at(int dfd, const char *name)
-{
-	if (unlinkat(dfd, name, 0) == 0 || (errno != EISDIR && errno != EPERM))
-		return;
-	int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
-	if (fd >= 0) {
-		DIR *d = fdopendir(fd);
-		struct dirent *e;
-		while (d && (e = readdir(d)))
-			if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
-				kis_remove_tree_at(dirfd(d), e->d_name);
-		if (d)
-			closedir(d);
-		else
-			close(fd);
-	}
-	unlinkat(dfd, name, AT_REMOVEDIR);
 }
 
 unsigned long long kis_proc_starttime(pid_t pid)

@@ -20,7 +20,7 @@
  * /<name>), read before the container is deleted.
  * Containers left by an engine that was killed are collected at the start
  * of the next run, create or backends (kis_oci_collect). */
-#include "util.h"
+#include "core/util.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -41,15 +41,14 @@
 #include "agent/exec_json.h"
 #include "agent/proto.h"
 #include "backends/common.h"
-#include "backends/oci_bundle.h"
+#include "backends/oci/bundle.h"
 #include "confine/confine.h"
-#include "engine/internal.h"
-#include "engine/owner.h"
-#include "exec/io.h"
+#include "core/record.h"
+#include "core/io.h"
 #include "exec/spawn.h"
 #include "net/egress.h"
 
-static void oci_probe(struct kis_caps *c)
+static void oci_probe(const struct kis_ctx *ctx, struct kis_caps *c)
 {
 	memset(c, 0, sizeof(*c));
 	if (!kis_oci_crun_path()) {
@@ -69,17 +68,11 @@ static void oci_probe(struct kis_caps *c)
 			 "no cgroup hierarchy is mounted (crun needs one for the limits)");
 		return;
 	}
-	char *agent = NULL;
-	struct kis_error *e = NULL;
-	if (kis_agent_path(&agent, &e) < 0) {
-		char *m = kis_error_format(e);
-		snprintf(c->why_absent, sizeof(c->why_absent), "%s", m ? m : "the agent is missing");
-		free(m);
-		kis_error_free(e);
+	if (!ctx->agent) {
+		snprintf(c->why_absent, sizeof(c->why_absent), "%s", ctx->agent_why);
 		return;
 	}
-	free(agent);
-	if (kis_probe_thorough()) {
+	if (ctx->thorough) {
 		/* `backends` is one of the commands that collect leftovers */
 		kis_oci_collect();
 		char *argv[] = {"crun", "--version", NULL};
@@ -165,7 +158,7 @@ static int oci_plan(const struct kis_caps *caps, const struct kis_run_request *r
 	if (!pl)
 		return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "cannot plan");
 	pl->eg = (struct kis_egress)KIS_EGRESS_INIT;
-	if (kis_agent_path(&pl->agent, err) < 0) {
+	if (kis_ctx_agent(req->ctx, &pl->agent, err) < 0) {
 		free(pl);
 		return -1;
 	}
@@ -564,7 +557,7 @@ static int oci_run(struct kis_plan *pl, struct kis_result *res, struct kis_error
 	kis_oci_collect();
 	uint64_t t0 = now_ms();
 	char bp[256];
-	/* recorded before the bundle exists (engine/owner.h): killed from
+	/* recorded before the bundle exists (core/record.h, engine/owner.h): killed from
 	 * here on, the engine leaves a record the next command sweeps by */
 	if (kis_owner_note("crun", "%s", pl->ctr_id) < 0)
 		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot record container '%s'",
@@ -684,7 +677,7 @@ static int oci_start_session(struct kis_plan *pl, const struct kis_session_ctx *
 	if (!slash || asprintf(&final, "%.*s/%s", (int)(slash - ctx->dir_path), ctx->dir_path,
 			       ctx->id) < 0)
 		return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "session path");
-	/* the creator's until the session is published (engine/owner.h) */
+	/* the creator's until the session is published (core/record.h, engine/owner.h) */
 	if (kis_owner_note("crun", "%s", pl->ctr_id) < 0)
 		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot record container '%s'",
 				     pl->ctr_id);

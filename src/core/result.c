@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* The result of a run: reason names, the CLI exit status rule and the JSON
  * form of DESIGN.md ("The result"). */
-#include "util.h"
+#include "core/util.h"
 
 #include <jansson.h>
 #include <string.h>
