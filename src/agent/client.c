@@ -23,13 +23,6 @@
 
 #define EXEC_ID 1u /* one exec per connection */
 
-uint64_t kis_monotonic_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 static void put_u32(uint8_t *b, uint32_t v)
 {
 	b[0] = (uint8_t)v;

@@ -5,6 +5,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <string.h>
+#include <time.h>
 
 #include "core/io.h"
 
@@ -119,4 +120,41 @@ unsigned long long kis_proc_starttime(pid_t pid)
 		if (*p == ' ')
 			field++;
 	return strtoull(p, NULL, 10);
+}
+
+/* CLOCK_MONOTONIC in ms: the one clock of the engine's deadlines. */
+uint64_t kis_monotonic_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+void kis_argv_add(struct kis_argv *a, const char *s)
+{
+	if (a->oom)
+		return;
+	if (a->n + 2 > a->cap) {
+		size_t nc = a->cap ? a->cap * 2 : 32;
+		char **nv = realloc(a->v, nc * sizeof(*nv));
+		if (!nv) {
+			a->oom = true;
+			return;
+		}
+		a->v = nv;
+		a->cap = nc;
+	}
+	if (!(a->v[a->n] = strdup(s))) {
+		a->oom = true;
+		return;
+	}
+	a->v[++a->n] = NULL;
+}
+
+void kis_argv_release(struct kis_argv *a)
+{
+	for (size_t i = 0; i < a->n; i++)
+		free(a->v[i]);
+	free(a->v);
+	memset(a, 0, sizeof(*a));
 }

@@ -5,6 +5,7 @@
 #define KIS_CORE_IO_H
 
 #include <dirent.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <sys/types.h>
 
@@ -26,6 +27,21 @@ DIR *kis_opendir_dup(int fd);
  * ticks since boot): with the pid it names one process even after the pid
  * is reused. 0 when the process is gone. */
 unsigned long long kis_proc_starttime(pid_t pid);
+
+/* CLOCK_MONOTONIC in milliseconds: the one clock of every deadline and
+ * wall-time measure of the engine. */
+uint64_t kis_monotonic_ms(void);
+
+/* A NULL-terminated argument vector being built: the one argv builder
+ * (issue 20). A failed allocation is remembered (oom) and makes every
+ * later add a no-op, so the caller checks once, at the end. */
+struct kis_argv {
+	char **v;
+	size_t n, cap;
+	bool oom;
+};
+void kis_argv_add(struct kis_argv *a, const char *s);
+void kis_argv_release(struct kis_argv *a);
 
 void kis_strv_free(char **v);
 /* A deep copy; NULL on ENOMEM. */

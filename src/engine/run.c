@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: MIT */
-/* kis_run: one command, start to end: hatches, selection, workspace,
- * plan, run, teardown. Stateless: everything comes from the profile. */
+/* One command, start to end: hatches, selection, workspace, plan, run,
+ * teardown. Stateless: everything comes from the profile. Below the
+ * sessions: session.c runs an agentless session's exec through here, and
+ * nothing here calls a session (a run with a terminal is entry.c's). */
 #include "core/util.h"
 
 #include <poll.h>
@@ -9,50 +11,7 @@
 #include "engine/internal.h"
 #include "engine/owner.h"
 #include "kis/sandbox.h"
-#include "kis/session.h"
 #include "kis/store.h"
-
-/* A terminal lives in the agent (DESIGN.md, Theory of operation): a run
- * that asks for one is a session with one exec, destroyed afterwards. */
-static int run_in_session(const struct kis_profile *p, const struct kis_backend *b,
-			  char *const *argv, const struct kis_run_options *opts,
-			  struct kis_result *res, struct kis_error **err)
-{
-	if (!b->start_session)
-		return kis_error_set(err, KIS_E_TTY_UNSUPPORTED, 0,
-				     "the %s backend cannot give a terminal: drop tty.enabled (--tty)",
-				     b->name);
-	/* The session is this run's: killed, the run leaves a record the
-	 * sweep destroys the session by (engine/owner.h). */
-	char rid[KIS_ID_BUFSZ];
-	TRY(kis_id_mint('s', rid, err));
-	struct kis_owner *owner = NULL;
-	TRY(kis_owner_begin(opts->store_root, rid, &owner, err));
-	char id[KIS_ID_BUFSZ];
-	if (kis_session_create(p, opts, id, err) < 0) {
-		kis_owner_end(owner, true);
-		return -1;
-	}
-	if (kis_owner_note("tty-session", "%s", id) < 0) {
-		kis_session_destroy(opts->store_root, id, NULL);
-		kis_owner_end(owner, true);
-		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot record session '%s'", id);
-	}
-	struct kis_exec_options eo = {
-		.io = opts->io, .tty = true, .rows = p->tty.rows, .cols = p->tty.cols,
-		.resize_fd = opts->resize_fd, .tty_fd = opts->tty_fd, .limits = p->limits,
-		.store_root = opts->store_root,
-	};
-	int r = kis_session_exec(id, argv, &eo, res, err);
-	snprintf(res->sandbox, sizeof(res->sandbox), "%s", id);
-	res->tier = b->tier;
-	res->backend = b->name;
-	struct kis_error *e2 = NULL;
-	kis_session_destroy(opts->store_root, id, &e2);
-	kis_error_free(e2);
-	kis_owner_end(owner, true);
-	return r;
-}
 
 /* A signal the caller turned into a readable cancel fd (the CLI's SIGINT,
  * SIGTERM, SIGHUP) ends the run between its phases too, not only while
@@ -72,10 +31,11 @@ static void set_cancelled(struct kis_result *res)
 	res->detail = strdup("the run was cancelled before its command started");
 }
 
-static int run_ctx(const struct kis_ctx *ctx, const struct kis_profile *p, char *const *argv,
-		   const struct kis_run_options *opts, struct kis_result *res, char **plan_json,
-		   struct kis_error **err)
+int kis_run_one(struct kis_engine_ctx *ec, const struct kis_profile *p, char *const *argv,
+		const struct kis_run_options *opts, struct kis_result *res, char **plan_json,
+		const struct kis_backend **as_session, struct kis_error **err)
 {
+	const struct kis_ctx *ctx = &ec->ctx;
 	if (plan_json)
 		*plan_json = NULL;
 	TRY(kis_profile_check_hatches(p, err));
@@ -93,12 +53,11 @@ static int run_ctx(const struct kis_ctx *ctx, const struct kis_profile *p, char 
 	_cleanup_free_ char *files = NULL;
 	if (p->tier == KIS_TIER_AUTO && !p->backend && (p->base || p->workspace)) {
 		struct kis_store *st = NULL;
-		if (kis_store_open(opts->store_root, &st, NULL) == 0) {
+		if (kis_ctx_store(ec, &st, NULL) == 0) {
 			if (p->base)
 				kis_base_path(st, p->base, &files, NULL);
 			else
 				kis_workspace_path(st, p->workspace, &files, NULL);
-			kis_store_free(st);
 		}
 	}
 	TRY(kis_select_backend_in(ctx, p, argv, files, &b, &caps, err));
@@ -113,8 +72,16 @@ static int run_ctx(const struct kis_ctx *ctx, const struct kis_profile *p, char 
 				     "network.mode: the %s backend cannot enforce '%s'", b->name,
 				     kis_net_mode_name(p->net));
 
-	if (p->tty.enabled && !opts->dry_run)
-		return run_in_session(p, b, argv, opts, res, err);
+	/* A terminal lives in the agent (DESIGN.md, Theory of operation): the
+	 * caller runs it as a session with one exec (entry.c). */
+	if (p->tty.enabled && !opts->dry_run) {
+		if (!as_session || !b->start_session)
+			return kis_error_set(err, KIS_E_TTY_UNSUPPORTED, 0,
+					     "the %s backend cannot give a terminal: drop "
+					     "tty.enabled (--tty)", b->name);
+		*as_session = b;
+		return 1;
+	}
 
 	struct kis_run_request req = {.ctx = ctx, .profile = p, .argv = argv, .io = opts->io};
 	kis_limits_resolve(&p->limits, &req.limits);
@@ -137,13 +104,14 @@ static int run_ctx(const struct kis_ctx *ctx, const struct kis_profile *p, char 
 	b->plan_free(plan);
 	plan = NULL;
 	bool disk_quota = false;
-	TRY(kis_disk_check(p, opts->store_root, b, &caps, &disk_quota, err));
+	TRY(kis_disk_check(p, ec, b, &caps, &disk_quota, err));
 
 	/* From here the run makes things on the host: each is recorded under
 	 * the run's owner (engine/owner.h) before it is made, so that a kill
 	 * at any point leaves a record the next command sweeps. */
 	struct kis_owner *owner = NULL;
-	if (kis_owner_begin(opts->store_root, res->sandbox, &owner, err) < 0) {
+	struct kis_store *st = NULL;
+	if (kis_ctx_store(ec, &st, err) < 0 || kis_owner_begin(st, res->sandbox, &owner, err) < 0) {
 		if (p->base || p->workspace)
 			return -1;
 		/* A run without a workspace needs no store: where none can be
@@ -162,22 +130,22 @@ static int run_ctx(const struct kis_ctx *ctx, const struct kis_profile *p, char 
 	}
 	/* Plan once without the workspace to refuse early, then for real. A
 	 * clone the run does not keep is the owner's. */
-	if (kis_workspace_acquire(p, opts->store_root, !p->keep, &ws_id, &ws_path, &cloned, err) <
+	if (kis_workspace_acquire(p, ec, !p->keep, &ws_id, &ws_path, &cloned, err) <
 	    0) {
 		kis_owner_end(owner, true);
 		return -1;
 	}
 	kis_test_pause("cloned");
 	if (disk_quota && ws_id &&
-	    kis_disk_apply(opts->store_root, ws_id, req.limits.disk_bytes, err) < 0) {
+	    kis_disk_apply(ec, ws_id, req.limits.disk_bytes, err) < 0) {
 		if (cloned)
-			kis_workspace_release(opts->store_root, ws_id);
+			kis_workspace_release(ec, ws_id);
 		kis_owner_end(owner, true);
 		return -1;
 	}
 	req.workspace_path = ws_path;
 	struct kis_ws_layers lay;
-	kis_workspace_layers_get(opts->store_root, ws_id, &lay);
+	kis_workspace_layers_get(ec, ws_id, &lay);
 	req.workspace_lower = lay.lower;
 	req.workspace_upper = lay.upper;
 	req.workspace_cache = lay.cache;
@@ -189,7 +157,7 @@ static int run_ctx(const struct kis_ctx *ctx, const struct kis_profile *p, char 
 		r = b->run(plan, res, err);
 		b->plan_free(plan);
 		if (r >= 0 && disk_quota)
-			kis_disk_explain(opts->store_root, ws_id, res);
+			kis_disk_explain(ec, ws_id, res);
 	}
 	kis_test_pause("teardown");
 	kis_ws_layers_free(&lay);
@@ -197,22 +165,12 @@ static int run_ctx(const struct kis_ctx *ctx, const struct kis_profile *p, char 
 		res->workspace = strdup(ws_id);
 		res->workspace_kept = !cloned || p->keep;
 		if (cloned && !p->keep)
-			kis_workspace_release(opts->store_root, ws_id);
+			kis_workspace_release(ec, ws_id);
 		else if (b->own_workspace_view)
-			kis_workspace_refresh_view(opts->store_root, ws_id);
+			kis_workspace_refresh_view(ec, ws_id);
 	}
 	/* The run has undone what it made; undoing the records as well
 	 * catches what a failed step left (each reaper looks first). */
 	kis_owner_end(owner, true);
-	return r;
-}
-
-int kis_run(const struct kis_profile *p, char *const *argv, const struct kis_run_options *opts,
-	    struct kis_result *res, char **plan_json, struct kis_error **err)
-{
-	struct kis_engine_ctx ec;
-	kis_ctx_init(&ec, opts->store_root, false);
-	int r = run_ctx(&ec.ctx, p, argv, opts, res, plan_json, err);
-	kis_ctx_release(&ec);
 	return r;
 }

@@ -10,8 +10,8 @@
 
 void krt_parsed_release(struct krt_parsed *p)
 {
-	krt_argv_release(&p->pass);
-	krt_argv_release(&p->pos);
+	kis_argv_release(&p->pass);
+	kis_argv_release(&p->pos);
 }
 
 static ssize_t pass_index(const struct krt_parsed *p, const char *name)

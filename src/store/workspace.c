@@ -666,3 +666,39 @@ int kis_workspace_layers(struct kis_store *s, const char *id, char **lower, char
 	}
 	return 0;
 }
+
+/* ---- can this store clone by overlay? ---- */
+
+static bool probe_overlay(struct kis_store *s)
+{
+	/* Probe under workspaces/ with a temporary's name and lock: if we are
+	 * killed with the probe mounted, the sweep unmounts and removes it
+	 * like any dead clone. */
+	char sfx[9], name[32];
+	if (store_rand_suffix(sfx, NULL) < 0)
+		return false;
+	snprintf(name, sizeof(name), STORE_TMP_PREFIX "probe-%s", sfx);
+	_cleanup_close_ int d = store_mktemp_locked(s, s->ws_fd, name);
+	if (d < 0)
+		return false;
+	static const char *const sub[] = {"lower", "upper", "work", "merged"};
+	int fds[4] = {-1, -1, -1, -1};
+	for (size_t i = 0; i < 4; i++)
+		if (mkdirat(d, sub[i], 0700) == 0)
+			fds[i] = store_opendir(d, sub[i]);
+	bool ok = fds[0] >= 0 && fds[1] >= 0 && fds[2] >= 0 && fds[3] >= 0 &&
+		  store_overlay_mount(fds[0], fds[1], fds[2], fds[3], NULL) == 0;
+	for (size_t i = 0; i < 4; i++)
+		if (fds[i] >= 0)
+			close(fds[i]);
+	/* Unmounts merged (no meta: no reference to drop) and removes it. */
+	(void)store_release_workspace(s, name, NULL);
+	return ok;
+}
+
+bool store_can_overlay(struct kis_store *s)
+{
+	if (s->can_overlay < 0)
+		s->can_overlay = probe_overlay(s);
+	return s->can_overlay > 0;
+}

@@ -272,41 +272,25 @@ oom:
 
 /* ---- bwrap's argv, as a list ---- */
 
-struct argv_b {
-	char **v;
-	size_t n;
-	bool oom;
-};
-
-static void add(struct argv_b *a, const char *s)
+static void add(struct kis_argv *a, const char *s)
 {
-	if (a->oom)
-		return;
-	char **g = realloc(a->v, (a->n + 2) * sizeof(*g));
-	if (!g || !(g[a->n] = strdup(s))) {
-		if (g)
-			a->v = g;
-		a->oom = true;
-		return;
-	}
-	a->v = g;
-	g[++a->n] = NULL;
+	kis_argv_add(a, s);
 }
 
-static void add2(struct argv_b *a, const char *x, const char *y)
+static void add2(struct kis_argv *a, const char *x, const char *y)
 {
 	add(a, x);
 	add(a, y);
 }
 
-static void add3(struct argv_b *a, const char *x, const char *y, const char *z)
+static void add3(struct kis_argv *a, const char *x, const char *y, const char *z)
 {
 	add(a, x);
 	add(a, y);
 	add(a, z);
 }
 
-static void add_fd(struct argv_b *a, const char *opt, int fd)
+static void add_fd(struct kis_argv *a, const char *opt, int fd)
 {
 	char num[16];
 	if (fd >= 0)
@@ -323,7 +307,7 @@ static void argv_free(char **v)
 
 /* A path is covered: a file by /dev/null, a directory by an empty
  * read-only tmpfs. Missing ones are skipped (bwrap would fail on them). */
-static void add_cover(struct argv_b *a, const char *path)
+static void add_cover(struct kis_argv *a, const char *path)
 {
 	struct stat st;
 	if (lstat(path, &st) < 0)
@@ -341,7 +325,7 @@ static void add_cover(struct argv_b *a, const char *path)
  * link such as /bin -> usr/bin recreated as the same link), and /etc's
  * secrets covered. The sandbox's root is not the host's, so DAC keeps it
  * out of root's 0600 files anyway: the cover is the second wall. */
-static void add_system_view(struct argv_b *a)
+static void add_system_view(struct kis_argv *a)
 {
 	for (size_t i = 0; i < kis_sysview_n_dirs; i++) {
 		const char *d = kis_sysview_dirs[i];
@@ -369,7 +353,7 @@ static void add_system_view(struct argv_b *a)
 /* The kernel's interfaces in the sandbox's own /proc: runc's masked and
  * read-only paths (the same table as the container tier). The host's /proc
  * tells which exist: the same kernel makes both. */
-static void add_proc_view(struct argv_b *a)
+static void add_proc_view(struct kis_argv *a)
 {
 	for (size_t i = 0; i < kis_sysview_n_masked; i++)
 		if (!strncmp(kis_sysview_masked[i], "/proc/", 6))
@@ -386,7 +370,7 @@ static void add_proc_view(struct argv_b *a)
 static char **build_argv(const struct kis_plan *pl, int userns_fd, int seccomp_fd, int info_fd,
 			 bool session)
 {
-	struct argv_b a = {0};
+	struct kis_argv a = {0};
 	add(&a, pl->bwrap);
 	/* the sandbox's own id range; bwrap (running as its first id, the
 	 * namespace's owner) joins it and runs the agent as its root */

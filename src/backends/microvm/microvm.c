@@ -31,6 +31,7 @@
 #include <time.h>
 
 #include "agent/client.h"
+#include "agent/confine.h"
 #include "core/io.h"
 #include "agent/exec_json.h"
 #include "agent/proto.h"
@@ -203,6 +204,16 @@ static char *microvm_describe(const struct kis_plan *pl)
 					     "changes, a writable layer copied back" :
 					     "an image of the whole workspace (not an overlay clone), "
 					     "a writable layer copied back");
+	/* what the guest's agent applies to the command (src/agent/confine.c) */
+	if (o)
+		json_object_set_new(o, "command", json_pack("{s:{s:i, s:i}, s:s, s:s, s:s}", "user",
+							      "uid", (int)KIS_GUEST_UID, "gid",
+							      (int)KIS_GUEST_UID, "capabilities",
+							      "none (no_new_privs)", "cgroup",
+							      "a cgroup namespace at the guest's pids group",
+							      "seccomp",
+							      pl->net == KIS_NET_OFF ? "default, AF_UNIX only" :
+										"default"));
 	char *s = o ? json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
 	json_decref(o);
 	return s;
@@ -231,20 +242,13 @@ struct vm {
 	bool restored;
 };
 
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* KIS_MICROVM_TRACE=1: phase times on stderr, for bench/microvm.sh only */
 static void trace(const char *what)
 {
 	static int64_t t0;
 	if (!getenv("KIS_MICROVM_TRACE"))
 		return;
-	int64_t t = now_ms();
+	int64_t t = (int64_t)kis_monotonic_ms();
 	if (!t0)
 		t0 = t;
 	dprintf(2, "microvm: %6lld ms %s\n", (long long)(t - t0), what);
@@ -263,11 +267,15 @@ static char *cfg_line(const struct kis_plan *pl, bool sync_writes)
 	json_t *env = json_array();
 	for (size_t i = 0; pl->envp[i]; i++)
 		json_array_append_new(env, json_string(pl->envp[i]));
-	json_t *o = json_pack("{s:s, s:s, s:b, s:b, s:o, s:s, s:I, s:s}", "root",
+	/* KIS_MICROVM_TEST_HOOKS=1, for tests/integration/test_microvm.py
+	 * only: the guest's agent may be asked to send malformed frames (a
+	 * hostile guest, src/agent/agent.c test_flood). No command runs
+	 * differently: the guest's confinement is the same either way. */
+	json_t *o = json_pack("{s:s, s:s, s:b, s:b, s:o, s:s, s:I, s:s, s:b}", "root",
 			      pl->root == KIS_ROOT_WORKSPACE ? "workspace" : "host", "net",
 			      pl->net == KIS_NET_LOOPBACK ? "loopback" : "off", "disk", pl->ws_path != NULL, "sync",
 			      sync_writes, "env", env, "cwd", pl->cwd, "pids", (json_int_t)pl->limits.pids,
-			      "seed", seed);
+			      "seed", seed, "test_hooks", getenv("KIS_MICROVM_TEST_HOOKS") != NULL);
 	char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
 	json_decref(o);
 	char *line = NULL;
@@ -465,37 +473,26 @@ static struct mvm_events guest_events(int ctl)
 	return e;
 }
 
-/* The verdict over the agent's evidence, as the host tiers give it from
- * their cgroup: an OOM kill that ended the command is memory_limit (the
- * guest's RAM is the memory limit), forks refused by pids.max in an exec
- * that failed are pids_limit. */
+/* The verdict over the agent's evidence by the one rule every tier uses
+ * (kis_result_blame_limits): the guest's RAM is the memory limit, its
+ * pids.max the pids limit. */
 static int explain_events(struct mvm_events before, struct mvm_events after,
 			  const struct kis_limits *lim, struct kis_result *res)
 {
-	bool signaled = res->reason == KIS_REASON_SIGNALED;
-	bool failed = signaled || (res->reason == KIS_REASON_EXITED && res->exit_code != 0);
-	char buf[160];
-	if (signaled && res->signal == SIGKILL && after.oom > before.oom) {
-		res->reason = KIS_REASON_MEMORY_LIMIT;
-		if (lim)
-			snprintf(buf, sizeof(buf), "memory use passed the guest's RAM (%llu MiB)",
-				 (unsigned long long)(lim->memory_bytes >> 20));
-		else
-			snprintf(buf, sizeof(buf), "memory use passed the session guest's RAM");
-	} else if (failed && after.pids > before.pids) {
-		res->reason = KIS_REASON_PIDS_LIMIT;
-		if (lim)
-			snprintf(buf, sizeof(buf), "%lu forks refused at limits.pids (%llu)",
-				 after.pids - before.pids, (unsigned long long)lim->pids);
-		else
-			snprintf(buf, sizeof(buf), "%lu forks refused at the session's limits.pids",
-				 after.pids - before.pids);
+	uint64_t oom = after.oom > before.oom ? after.oom - before.oom : 0;
+	uint64_t forks = after.pids > before.pids ? after.pids - before.pids : 0;
+	char mb[160], pb[160];
+	if (lim) {
+		snprintf(mb, sizeof(mb), "memory use passed the guest's RAM (%llu MiB)",
+			 (unsigned long long)(lim->memory_bytes >> 20));
+		snprintf(pb, sizeof(pb), "%llu forks refused at limits.pids (%llu)",
+			 (unsigned long long)forks, (unsigned long long)lim->pids);
 	} else {
-		return 0;
+		snprintf(mb, sizeof(mb), "memory use passed the session guest's RAM");
+		snprintf(pb, sizeof(pb), "%llu forks refused at the session's limits.pids",
+			 (unsigned long long)forks);
 	}
-	free(res->detail);
-	res->detail = strdup(buf);
-	return 1;
+	return kis_result_blame_limits(res, oom, forks, mb, pb);
 }
 
 static int microvm_run(struct kis_plan *pl, struct kis_result *res, struct kis_error **err)

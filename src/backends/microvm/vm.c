@@ -601,22 +601,15 @@ out:
 
 /* ---- the control port ---- */
 
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 int kis_mvm_ctl(int fd, const char *line, char *reply, size_t n, int ms)
 {
 	size_t len = strlen(line);
 	if (send(fd, line, len, MSG_NOSIGNAL) != (ssize_t)len || send(fd, "\n", 1, MSG_NOSIGNAL) != 1)
 		return -1;
-	int64_t end = now_ms() + ms;
+	int64_t end = (int64_t)kis_monotonic_ms() + ms;
 	size_t got = 0;
 	while (got + 1 < n) {
-		int left = (int)(end - now_ms());
+		int left = (int)(end - (int64_t)kis_monotonic_ms());
 		struct pollfd p = {.fd = fd, .events = POLLIN};
 		if (left <= 0 || poll(&p, 1, left) <= 0)
 			return -1;
@@ -640,9 +633,9 @@ int kis_mvm_ctl(int fd, const char *line, char *reply, size_t n, int ms)
 
 int kis_mvm_ctl_wait(int dfd, int ms, pid_t pid)
 {
-	int64_t end = now_ms() + ms;
+	int64_t end = (int64_t)kis_monotonic_ms() + ms;
 	int fd = -1;
-	while (now_ms() < end) {
+	while ((int64_t)kis_monotonic_ms() < end) {
 		if (pid > 0 && kill(pid, 0) < 0)
 			break;
 		/* WNOWAIT: an ended VMM stays for its owner to reap (vm_stop) */
@@ -670,13 +663,13 @@ int kis_mvm_ctl_wait(int dfd, int ms, pid_t pid)
 
 static int qmp_read_msg(int fd, char **out, int ms)
 {
-	int64_t end = now_ms() + ms;
+	int64_t end = (int64_t)kis_monotonic_ms() + ms;
 	size_t cap = 4096, len = 0;
 	char *b = malloc(cap);
 	if (!b)
 		return -1;
 	for (;;) {
-		int left = (int)(end - now_ms());
+		int left = (int)(end - (int64_t)kis_monotonic_ms());
 		struct pollfd p = {.fd = fd, .events = POLLIN};
 		if (left <= 0 || poll(&p, 1, left) <= 0)
 			break;
@@ -724,10 +717,10 @@ int kis_mvm_qmp_cmd(int fd, const char *json, int send_fd, char **reply, int ms)
 	}
 	if (sendmsg(fd, &mh, MSG_NOSIGNAL) != (ssize_t)len)
 		return -1;
-	int64_t end = now_ms() + ms;
+	int64_t end = (int64_t)kis_monotonic_ms() + ms;
 	for (;;) {
 		char *m = NULL;
-		int left = (int)(end - now_ms());
+		int left = (int)(end - (int64_t)kis_monotonic_ms());
 		if (left <= 0 || qmp_read_msg(fd, &m, left) < 0)
 			return -1;
 		/* events are interleaved with the reply: skip them */
@@ -745,16 +738,16 @@ int kis_mvm_qmp_cmd(int fd, const char *json, int send_fd, char **reply, int ms)
 
 int kis_mvm_qmp_open(int dfd, const char *name, int ms)
 {
-	int64_t end = now_ms() + ms;
+	int64_t end = (int64_t)kis_monotonic_ms() + ms;
 	int fd;
 	while ((fd = kis_mvm_connect_at(dfd, name)) < 0) {
-		if (now_ms() > end)
+		if ((int64_t)kis_monotonic_ms() > end)
 			return -1;
 		struct timespec ts = {0, 10 * 1000 * 1000};
 		nanosleep(&ts, NULL);
 	}
 	char *greet = NULL;
-	if (qmp_read_msg(fd, &greet, (int)(end - now_ms()) + 1000) < 0 ||
+	if (qmp_read_msg(fd, &greet, (int)(end - (int64_t)kis_monotonic_ms()) + 1000) < 0 ||
 	    kis_mvm_qmp_cmd(fd, "{\"execute\":\"qmp_capabilities\"}", -1, NULL, 3000) < 0) {
 		free(greet);
 		close(fd);

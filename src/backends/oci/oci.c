@@ -247,18 +247,6 @@ static char *oci_describe(const struct kis_plan *pl)
 	return txt;
 }
 
-static int write_all_fd(int fd, const char *s, size_t n)
-{
-	while (n) {
-		ssize_t w = RETRY_EINTR(write(fd, s, n));
-		if (w <= 0)
-			return -1;
-		s += w;
-		n -= (size_t)w;
-	}
-	return 0;
-}
-
 /* Make the bundle directory: owner record, root:host skeleton,
  * config.json. bp receives its path. */
 /* The agent as the container sees it: a copy under /run/kis named by the
@@ -376,7 +364,7 @@ static int make_bundle(struct kis_plan *pl, const char *session_dir, char *bp, s
 	char *txt = json_dumps(cfg, JSON_COMPACT);
 	json_decref(cfg);
 	int cfd = openat(bfd, "config.json", O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-	int r = (!txt || cfd < 0 || write_all_fd(cfd, txt, strlen(txt)) < 0) ? -1 : 0;
+	int r = (!txt || cfd < 0 || kis_write_all(cfd, txt, strlen(txt)) < 0) ? -1 : 0;
 	int e = errno;
 	free(txt);
 	if (cfd >= 0)
@@ -472,13 +460,6 @@ static void container_cpu_path(const char *ctr_id, char *buf, size_t len)
 		snprintf(buf, len, "/sys/fs/cgroup/cpuacct/%s/cpuacct.usage", ctr_id);
 }
 
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 /* The host's verdict over the agent's evidence (as src/exec/supervise.c
  * does for native runs): an OOM kill in the container's cgroup is
  * memory_limit, forks refused by pids.max that ended the command are
@@ -491,26 +472,12 @@ static void explain(const struct kis_plan *pl, struct kis_result *res)
 	struct kis_cgroup_events ev;
 	if (kis_cgroup_read_events(&cg, &ev, NULL) < 0)
 		return;
-	res->limit_events.counted = true;
-	res->limit_events.oom_kills = ev.oom_kills;
-	res->limit_events.forks_refused = ev.pids_max;
-	bool signaled = res->reason == KIS_REASON_SIGNALED;
-	bool failed = (res->reason == KIS_REASON_EXITED && res->exit_code != 0) ||
-		      res->reason == KIS_REASON_TIMEOUT || signaled;
-	char buf[160];
-	if (ev.oom_kills && (signaled || failed)) {
-		res->reason = KIS_REASON_MEMORY_LIMIT;
-		snprintf(buf, sizeof(buf), "memory use passed limits.memory_bytes (%llu bytes)",
-			 (unsigned long long)pl->limits.memory_bytes);
-	} else if (ev.pids_max && failed) {
-		res->reason = KIS_REASON_PIDS_LIMIT;
-		snprintf(buf, sizeof(buf), "%llu forks refused at limits.pids (%llu)",
-			 (unsigned long long)ev.pids_max, (unsigned long long)pl->limits.pids);
-	} else {
-		return;
-	}
-	free(res->detail);
-	res->detail = strdup(buf);
+	char mb[160], pb[160];
+	snprintf(mb, sizeof(mb), "memory use passed limits.memory_bytes (%llu bytes)",
+		 (unsigned long long)pl->limits.memory_bytes);
+	snprintf(pb, sizeof(pb), "%llu forks refused at limits.pids (%llu)",
+		 (unsigned long long)ev.pids_max, (unsigned long long)pl->limits.pids);
+	kis_result_blame_limits(res, ev.oom_kills, ev.pids_max, mb, pb);
 }
 
 static bool crun_knows(const char *ctr_id)
@@ -555,7 +522,7 @@ static int oci_run(struct kis_plan *pl, struct kis_result *res, struct kis_error
 	if (pl->session)
 		return kis_error_set(err, KIS_E_INTERNAL, 0, "a session plan cannot run");
 	kis_oci_collect();
-	uint64_t t0 = now_ms();
+	uint64_t t0 = kis_monotonic_ms();
 	char bp[256];
 	/* recorded before the bundle exists (core/record.h, engine/owner.h): killed from
 	 * here on, the engine leaves a record the next command sweeps by */
@@ -626,7 +593,7 @@ static int oci_run(struct kis_plan *pl, struct kis_result *res, struct kis_error
 	if (r >= 0) {
 		explain(pl, res);
 		if (res->usage.wall_ms == 0)
-			res->usage.wall_ms = now_ms() - t0;
+			res->usage.wall_ms = kis_monotonic_ms() - t0;
 	}
 	/* The command has ended: end the agent (PID 1, so every process of
 	 * the container), and crun deletes the container. */
