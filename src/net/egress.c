@@ -318,16 +318,7 @@ static int memfd_with(const char *name, const char *text, size_t n)
 	int fd = (int)syscall(SYS_memfd_create, name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
 	if (fd < 0)
 		return -1;
-	size_t off = 0;
-	while (off < n) {
-		ssize_t w = RETRY_EINTR(write(fd, text + off, n - off));
-		if (w <= 0) {
-			close(fd);
-			return -1;
-		}
-		off += (size_t)w;
-	}
-	if (lseek(fd, 0, SEEK_SET) < 0 ||
+	if (kis_write_all(fd, text, n) < 0 || lseek(fd, 0, SEEK_SET) < 0 ||
 	    fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) < 0) {
 		close(fd);
 		return -1;

@@ -352,7 +352,7 @@ static int make_bundle(struct kis_plan *pl, const char *session_dir, char *bp, s
 		static const char text[] = KIS_EGRESS_RESOLV;
 		snprintf(resolv, sizeof(resolv), "%s/resolv.conf", bp);
 		int rfd = openat(bfd, "resolv.conf", O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-		int bad = rfd < 0 || write_all_fd(rfd, text, sizeof(text) - 1) < 0;
+		int bad = rfd < 0 || kis_write_all(rfd, text, sizeof(text) - 1) < 0;
 		if (rfd >= 0)
 			close(rfd);
 		if (bad)
