@@ -25,6 +25,15 @@ enum kis_net_mode { KIS_NET_OFF = 0, KIS_NET_LOOPBACK, KIS_NET_EGRESS, KIS_NET_H
 
 enum kis_root_mode { KIS_ROOT_HOST = 0, KIS_ROOT_WORKSPACE };
 
+/* One destination of network.allow ("203.0.113.0/24:443", "198.51.100.7:1000-2000"):
+ * an IPv4 network in host byte order, its prefix length, and a port range
+ * for TCP and UDP (0-0: every port and protocol). */
+struct kis_net_dest {
+	uint32_t addr;
+	uint8_t prefix;
+	uint16_t port_lo, port_hi;
+};
+
 /* microvm: which accelerator the VM must use; auto takes KVM where it can
  * run the guest and TCG otherwise (and says which in the result). */
 enum kis_accel { KIS_ACCEL_AUTO = 0, KIS_ACCEL_KVM, KIS_ACCEL_TCG };
@@ -51,6 +60,11 @@ struct kis_profile {
 	enum kis_root_mode root;
 	enum kis_net_mode net;
 	bool net_explicit; /* network.mode was given (not the default off) */
+	/* network.allow: with egress, only these destinations are reachable;
+	 * unset (net_allow_set false), every public one is */
+	struct kis_net_dest *net_allow;
+	size_t n_net_allow;
+	bool net_allow_set;
 	struct kis_limits limits;
 	char **env;      /* "KEY=VALUE" strings, n_env of them; keys unique */
 	size_t n_env;

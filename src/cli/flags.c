@@ -35,6 +35,8 @@ static const struct flag flags[] = {
 	{"--keep", "keep", false, RC, "keep the workspace a --base run cloned"},
 	{"--root", "root", true, RC, "host|workspace  system view, or the workspace as /"},
 	{"--net", "network.mode", true, RC, "off|loopback|egress|host  (default off)"},
+	{"--net-allow", "network.allow", true, RC,
+	 "DEST  egress only to A.B.C.D[/N][:PORT[-PORT]] (repeatable)"},
 #define LIMIT_FLAG(f, B, k, d, m, pe, fl, h) {fl, "limits." #f, true, (pe) ? PER_EXEC : RC, h},
 	KIS_LIMITS(LIMIT_FLAG)
 #undef LIMIT_FLAG

@@ -13,6 +13,7 @@
 #include "core/names.h"
 #include "kis/id.h"
 #include "kis/profile.h"
+#include "core/net_dest.h"
 
 enum field_kind {
 	F_TIER,
@@ -29,6 +30,7 @@ enum field_kind {
 	F_ACCEL,   /* auto | kvm | tcg */
 	F_WASM_ENGINE,  /* auto | interpreter | compiler */
 	F_WASM_PREOPEN, /* workspace | none */
+	F_NETALLOW, /* network.allow: a list of destinations (core/net_dest.c) */
 };
 
 struct field {
@@ -49,6 +51,7 @@ static const struct field fields[] = {
 	FIELD("keep", F_BOOL, keep),
 	FIELD("root", F_ROOT, root),
 	FIELD("network.mode", F_NET, net),
+	FIELD("network.allow", F_NETALLOW, net_allow),
 	KIS_LIMITS(LIMIT_FIELD)
 	FIELD("env", F_ENV, env),
 	FIELD("cwd", F_PATH, cwd),
@@ -104,6 +107,7 @@ void kis_profile_release(struct kis_profile *p)
 	for (size_t i = 0; i < p->n_env; i++)
 		free(p->env[i]);
 	free(p->env);
+	free(p->net_allow);
 	kis_profile_init(p);
 }
 
@@ -310,6 +314,35 @@ static int set_number_field(struct kis_profile *p, const struct field *f, uint64
 	return 0;
 }
 
+/* Append one network.allow entry, parsed strictly: nothing of the caller's
+ * text travels on; the policy is written from the parsed values. */
+static int net_allow_add(struct kis_profile *p, const char *path, const char *v,
+			 struct kis_error **err)
+{
+	struct kis_net_dest d;
+	char why[160];
+	if (kis_net_dest_parse(v, &d, why, sizeof(why)) < 0) {
+		/* the caller's text, shown printable only and short */
+		char shown[65];
+		size_t i = 0;
+		for (; v[i] && i < sizeof(shown) - 1; i++)
+			shown[i] = isprint((unsigned char)v[i]) ? v[i] : '?';
+		shown[i] = '\0';
+		return kis_error_set(err, KIS_E_INVALID_PROFILE, 0, "%s: %s, not '%s'", path, why,
+				     shown);
+	}
+	if (p->n_net_allow >= KIS_NET_ALLOW_MAX)
+		return kis_error_set(err, KIS_E_INVALID_PROFILE, 0, "%s: more than %d destinations",
+				     path, KIS_NET_ALLOW_MAX);
+	struct kis_net_dest *g = realloc(p->net_allow, (p->n_net_allow + 1) * sizeof(*g));
+	if (!g)
+		return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "%s: out of memory", path);
+	g[p->n_net_allow++] = d;
+	p->net_allow = g;
+	p->net_allow_set = true;
+	return 0;
+}
+
 static const struct field *find_field(const char *path)
 {
 	for (size_t i = 0; i < ARRAY_SIZE(fields); i++)
@@ -397,6 +430,8 @@ int kis_profile_set(struct kis_profile *p, const char *path, const char *v,
 			return bad(err, path, "expected a whole number, not", v);
 		break;
 	}
+	case F_NETALLOW:
+		return net_allow_add(p, path, v, err);
 	case F_ENV: {
 		const char *eq = strchr(v, '=');
 		if (!eq || !env_valid_key(v, (size_t)(eq - v)))
@@ -452,6 +487,27 @@ static int json_set_field(struct kis_profile *p, const struct field *f, json_t *
 				return kis_error_set(err, KIS_E_INVALID_PROFILE, 0,
 						     "env.%s: a name may not be empty or hold '='", k);
 			TRY(env_put(p, k, strlen(k), json_string_value(val), err));
+		}
+		return 0;
+	}
+	case F_NETALLOW: {
+		if (!json_is_array(v))
+			return kis_error_set(err, KIS_E_INVALID_PROFILE, 0,
+					     "%s: expected an array of destinations (\"A.B.C.D/N:PORT\")",
+					     f->path);
+		free(p->net_allow);
+		p->net_allow = NULL;
+		p->n_net_allow = 0;
+		p->net_allow_set = true; /* [] : nothing is reachable */
+		size_t i;
+		json_t *e;
+		json_array_foreach(v, i, e) {
+			char path[48];
+			snprintf(path, sizeof(path), "%s[%zu]", f->path, i);
+			if (!json_is_string(e) || strlen(json_string_value(e)) != json_string_length(e))
+				return kis_error_set(err, KIS_E_INVALID_PROFILE, 0,
+						     "%s: expected a string", path);
+			TRY(net_allow_add(p, path, json_string_value(e), err));
 		}
 		return 0;
 	}
@@ -573,6 +629,10 @@ int kis_profile_check_hatches(const struct kis_profile *p, struct kis_error **er
 		return kis_error_set(err, KIS_E_ESCAPE_HATCH_FORBIDDEN, 0,
 				     "host networking removes network confinement and requires "
 				     "escape_hatch.allow_net_host");
+	if (p->net_allow_set && p->net != KIS_NET_EGRESS)
+		return kis_error_set(err, KIS_E_INVALID_PROFILE, 0,
+				     "network.allow: only with network.mode 'egress', not '%s'",
+				     kis_net_mode_name(p->net));
 	return 0;
 }
 
@@ -610,6 +670,15 @@ char *kis_profile_to_json(const struct kis_profile *p)
 	 * only a mode asked for) */
 	if (!p->net_explicit)
 		json_object_del(json_object_get(o, "network"), "mode");
+	if (p->net_allow_set) {
+		json_t *a = json_array();
+		for (size_t i = 0; i < p->n_net_allow; i++) {
+			char d[48];
+			kis_net_dest_format(&p->net_allow[i], d, sizeof(d));
+			json_array_append_new(a, json_string(d));
+		}
+		json_object_set_new(json_object_get(o, "network"), "allow", a);
+	}
 	char *s = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
 	json_decref(o);
 	return s;

@@ -359,6 +359,11 @@ def check_net(w, backend, mode, field):
     m = field.split()[1]
     flags = ["--net", m] + (["--allow-net-host"] if m == "host" else [])
     claimed = m in claims(w, backend).get("network", "").split(",")
+    if m == "egress" and claimed:
+        # the violator connects to 192.0.2.1, which egress would carry out
+        # through pasta onto the host's real network: tests never do that
+        return ("unchecked", "checked offline by tests/integration/test_egress.py, in an "
+                "engine and a world namespace of its own")
     argv = ["./violate", "net"] if backend != "wasm" else ["ok.wasm"]
     try:
         d = call(w, backend, mode, flags, argv)
