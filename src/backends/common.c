@@ -11,6 +11,7 @@
 #include "core/io.h"
 #include "core/json.h"
 #include "exec/spawn.h"
+#include "net/egress.h"
 
 int kis_check_limits(const struct kis_caps *caps, const struct kis_profile *p,
 		     const char *backend, struct kis_error **err)
@@ -190,4 +191,21 @@ int kis_ctx_agent(const struct kis_ctx *ctx, char **out, struct kis_error **err)
 				     ctx && ctx->agent_why ? ctx->agent_why : "the agent is missing");
 	*out = strdup(ctx->agent);
 	return *out ? 0 : kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "agent path");
+}
+
+int kis_check_network(const struct kis_caps *caps, const struct kis_profile *p,
+		      const char *backend, const char *hint, struct kis_error **err)
+{
+	if (!(caps->net_modes & (1u << p->net))) {
+		const char *why = p->net == KIS_NET_EGRESS ? kis_egress_unavailable() : NULL;
+		return kis_error_set(err, KIS_E_PROFILE_UNSATISFIABLE, 0,
+				     "network.mode: the %s backend cannot enforce '%s'%s%s%s%s",
+				     backend, kis_net_mode_name(p->net), why ? " here: " : "",
+				     why ? why : "", hint ? (why ? "; " : ": ") : "", hint ? hint : "");
+	}
+	if (p->net == KIS_NET_HOST && !p->escape_hatch.allow_net_host)
+		return kis_error_set(err, KIS_E_ESCAPE_HATCH_FORBIDDEN, 0,
+				     "network.mode 'host' removes network confinement and requires "
+				     "escape_hatch.allow_net_host (--allow-net-host)");
+	return 0;
 }

@@ -137,11 +137,8 @@ static int wasm_plan(const struct kis_caps *caps, const struct kis_run_request *
 	if (p->tty.enabled)
 		return kis_error_set(err, KIS_E_TTY_UNSUPPORTED, 0,
 				     "the wasm backend cannot give a terminal: drop tty.enabled (--tty)");
-	if (!(caps->net_modes & (1u << p->net)))
-		return kis_error_set(err, KIS_E_PROFILE_UNSATISFIABLE, 0,
-				     "network.mode: the wasm backend has no network ('%s' asked); "
-				     "WASI preview1 modules get no sockets",
-				     kis_net_mode_name(p->net));
+	TRY(kis_check_network(caps, p, "wasm",
+			      "it has no network (WASI preview1 modules get no sockets)", err));
 	TRY(kis_check_limits(caps, p, "wasm", err));
 	if (p->cwd && strcmp(p->cwd, "/workspace") && strcmp(p->cwd, "/workspace/"))
 		return kis_error_set(err, KIS_E_PROFILE_UNSATISFIABLE, 0,

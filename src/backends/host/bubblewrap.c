@@ -187,15 +187,7 @@ static int bubblewrap_plan(const struct kis_caps *caps, const struct kis_run_req
 			   struct kis_plan **out, struct kis_error **err)
 {
 	const struct kis_profile *p = req->profile;
-	const char *no_egress = p->net == KIS_NET_EGRESS ? kis_egress_unavailable() : NULL;
-	if (no_egress)
-		return kis_error_set(err, KIS_E_PROFILE_UNSATISFIABLE, 0,
-				     "network.mode: the bubblewrap backend cannot enforce 'egress' "
-				     "here: %s", no_egress);
-	if (p->net == KIS_NET_HOST && !p->escape_hatch.allow_net_host)
-		return kis_error_set(err, KIS_E_ESCAPE_HATCH_FORBIDDEN, 0,
-				     "network.mode 'host' removes network confinement and requires "
-				     "escape_hatch.allow_net_host (--allow-net-host)");
+	TRY(kis_check_network(caps, p, "bubblewrap", NULL, err));
 	if (p->root == KIS_ROOT_WORKSPACE && !req->workspace_path && (p->base || p->workspace))
 		; /* planned once without the workspace (run.c): checked again with it */
 	else if (p->root == KIS_ROOT_WORKSPACE && !req->workspace_path)

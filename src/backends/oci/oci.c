@@ -135,19 +135,7 @@ static int oci_plan(const struct kis_caps *caps, const struct kis_run_request *r
 {
 	const struct kis_profile *p = req->profile;
 	TRY(kis_check_limits(caps, p, "oci", err));
-	const char *no_egress = p->net == KIS_NET_EGRESS ? kis_egress_unavailable() : NULL;
-	if (no_egress)
-		return kis_error_set(err, KIS_E_PROFILE_UNSATISFIABLE, 0,
-				     "network.mode: the oci backend cannot enforce 'egress' here: %s",
-				     no_egress);
-	if (!(caps->net_modes & (1u << p->net)))
-		return kis_error_set(err, KIS_E_PROFILE_UNSATISFIABLE, 0,
-				     "network.mode: the oci backend cannot enforce '%s'",
-				     kis_net_mode_name(p->net));
-	if (p->net == KIS_NET_HOST && !p->escape_hatch.allow_net_host)
-		return kis_error_set(err, KIS_E_ESCAPE_HATCH_FORBIDDEN, 0,
-				     "host networking removes network confinement and requires "
-				     "escape_hatch.allow_net_host (--allow-net-host)");
+	TRY(kis_check_network(caps, p, "oci", NULL, err));
 	if (p->root == KIS_ROOT_WORKSPACE && !req->workspace_path && !p->base && !p->workspace)
 		return kis_error_set(err, KIS_E_PROFILE_UNSATISFIABLE, 0,
 				     "root: 'workspace' makes the workspace the root filesystem: give "
