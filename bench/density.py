@@ -5,6 +5,8 @@ Driven by bench/density.sh (which gives it a store of its own and removes
 it). Per tier, sessions are created in steps up to a maximum; at each step:
 create time (median, p90, with CREATORS creators at once), PSS per session
 (the sessions' processes, /proc/PID/smaps_rollup, summed and divided),
+the mean charge of a session's memory cgroup (memory.usage_in_bytes or
+memory.current: its pages and the kernel objects charged to it),
 MemAvailable given up per session since the start (kernel memory included:
 namespaces, cgroups, mounts; other users of the machine move it too), exec
 latency (`kis sandbox exec ID -- /bin/true`, median of 3) into the first
@@ -123,6 +125,36 @@ def total_pss():
     return total, len(pids)
 
 
+def memcg_kib(pid):
+    """What the session's memory cgroup is charged (user pages and the
+    kernel objects charged to it: page tables, task structs, slab)."""
+    try:
+        with open("/proc/%d/cgroup" % pid) as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        _, ctrls, path = line.split(":", 2)
+        if "memory" in ctrls.split(","):
+            p = "/sys/fs/cgroup/memory%s/memory.usage_in_bytes" % path
+            break
+        if ctrls == "" and os.path.exists("/sys/fs/cgroup/cgroup.controllers"):
+            p = "/sys/fs/cgroup%s/memory.current" % path
+    else:
+        p = locals().get("p")
+    try:
+        with open(p) as f:
+            return int(f.read()) // 1024
+    except (OSError, TypeError, ValueError):
+        return None
+
+
+def mean_memcg():
+    v = [memcg_kib(p) for p in session_pids().values() if p]
+    v = [x for x in v if x is not None]
+    return statistics.mean(v) if v else float("nan")
+
+
 def steps_to(maximum):
     s = sorted({max(1, maximum // 8), max(1, maximum // 4), max(1, maximum // 2), maximum})
     return [x for x in s if x > 0]
@@ -131,9 +163,9 @@ def steps_to(maximum):
 def tier(name, args, maximum, creators):
     print("\n== %s: sessions up to %d (%d creators at once; load: %s)" % (
         name, maximum, creators, os.getloadavg()))
-    print("%8s %9s %9s %11s %12s %10s %10s %6s" % (
-        "sessions", "create_ms", "p90_ms", "pss_KiB/s", "avail_KiB/s", "exec1_ms", "execN_ms",
-        "mem%"))
+    print("%8s %9s %9s %10s %10s %12s %9s %9s %6s" % (
+        "sessions", "create_ms", "p90_ms", "pss_KiB/s", "memcg_KiB", "avail_KiB/s", "exec1_ms",
+        "execN_ms", "mem%"))
     avail0 = meminfo()["MemAvailable"]
     stop = None
     rows = []
@@ -162,10 +194,10 @@ def tier(name, args, maximum, creators):
         times.sort()
         med = statistics.median(times) if times else float("nan")
         p90 = times[len(times) * 9 // 10] if times else float("nan")
-        row = (len(made), med, p90, pss / max(n, 1), (avail0 - avail) / len(made), e1, en,
-               used_fraction() * 100)
+        row = (len(made), med, p90, pss / max(n, 1), mean_memcg(), (avail0 - avail) / len(made),
+               e1, en, used_fraction() * 100)
         rows.append(row)
-        print("%8d %9.1f %9.1f %11.0f %12.0f %10.1f %10.1f %5.1f%%" % row, flush=True)
+        print("%8d %9.1f %9.1f %10.0f %10.0f %12.0f %9.1f %9.1f %5.1f%%" % row, flush=True)
         if stop:
             break
     if stop:

@@ -40,11 +40,13 @@ set title 'create (median) and exec into the newest session'
 plot for [t in "host_landlock host_bubblewrap container_oci"] 'build/bench/density.dat' \
 	using (strcol(1) eq t ? $2 : 1/0):3 with linespoints title t.' create', \
      for [t in "host_landlock host_bubblewrap container_oci"] '' \
-	using (strcol(1) eq t ? $2 : 1/0):8 with linespoints dt 2 title t.' exec N'
+	using (strcol(1) eq t ? $2 : 1/0):9 with linespoints dt 2 title t.' exec N'
 set ylabel 'KiB per session'
-set title 'PSS of the sessions processes per session'
+set title 'PSS of the sessions processes, and memory cgroup charge, per session'
 plot for [t in "host_landlock host_bubblewrap container_oci"] 'build/bench/density.dat' \
-	using (strcol(1) eq t ? $2 : 1/0):5 with linespoints title t
+	using (strcol(1) eq t ? $2 : 1/0):5 with linespoints title t.' PSS', \
+     for [t in "host_landlock host_bubblewrap container_oci"] '' \
+	using (strcol(1) eq t ? $2 : 1/0):6 with linespoints dt 2 title t.' memcg'
 unset multiplot
 PLOT
 	echo "plot: build/bench/density.png"

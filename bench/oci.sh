@@ -17,6 +17,10 @@
 #                          host a private mount namespace without the v2
 #                          mount: the @crunns recipe of bench/startup.c, no
 #                          unshare(1), no shell)
+#   candidate (labelled): the same with kis's compiled seccomp program
+#                          handed over as run.oci.seccomp_bpf_data, which crun
+#                          1.8 loads instead of compiling linux.seccomp: what
+#                          a change of the backend could save
 #   crun spec (old reference, labelled): `crun spec`'s default bundle on the
 #                          same rootfs skeleton with the system directories
 #                          bound read-only: fewer mounts and masks, no
@@ -35,9 +39,10 @@ WORK=$(mktemp -d /tmp/kis-bench-oci-XXXXXX)
 export KIS_SANDBOX_ROOT="$WORK/store"
 cleanup() {
 	set +e
-	for c in $(ls "$WORK/state" "$WORK/spec/state" 2>/dev/null | grep '^kisref-'); do
-		crun --root "$WORK/state" delete -f "$c" >/dev/null 2>&1
-		crun --root "$WORK/spec/state" delete -f "$c" >/dev/null 2>&1
+	for st in "$WORK/state" "$WORK/spec/state" "$WORK/bpf/state"; do
+		for c in $(ls "$st" 2>/dev/null | grep '^kisref-'); do
+			crun --root "$st" delete -f "$c" >/dev/null 2>&1
+		done
 	done
 	for b in $("$KIS" sandbox base list --json 2>/dev/null | /usr/bin/python3 -c \
 		'import json,sys; [print(b["id"]) for b in json.load(sys.stdin)]' 2>/dev/null); do
@@ -49,6 +54,8 @@ trap cleanup EXIT INT TERM
 
 "$KIS" sandbox run --tier container -- /bin/true # stages the agent the reference binds
 raw=$(/usr/bin/python3 "$REPO/bench/refs.py" crun "$KIS" "$WORK" -- /bin/true)
+mkdir -p "$WORK/bpf"
+rawbpf=$(/usr/bin/python3 "$REPO/bench/refs.py" crun "$KIS" "$WORK/bpf" --bpf -- /bin/true)
 # crun spec's default, on the same skeleton (the old kind of reference)
 mkdir -p "$WORK/spec/bundle"
 (cd "$WORK/spec/bundle" && crun spec)
@@ -79,5 +86,6 @@ echo "start-to-exit of /bin/true, $N runs each, interleaved (reference: raw crun
 	"kis run --tier container=$KIS sandbox run --tier container -- /bin/true" \
 	"kis clone+run (root:host)=$KIS sandbox run --tier container --base $tiny -- /bin/true" \
 	"kis clone+run (root:ws)=$KIS sandbox run --tier container --root workspace --base $os -- /bin/true" \
-	"old ref: crun spec default=$spec"
+	"old ref: crun spec default=$spec" \
+	"candidate: raw crun + kis's bpf=$rawbpf"
 echo "load: $(uptime)"

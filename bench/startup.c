@@ -29,6 +29,8 @@
  *                  on /run and AGENT bound at /run/kis-agent (the
  *                  bubblewrap backend's bw_child)
  *   @drop=FIRST    in the child, last: no groups, uid and gid FIRST
+ *   (@crunns and @stage also give the command the engine's fixed environment
+ *   for crun and bwrap: PATH alone)
  *   @cgroup        a leaf cgroup per run as src/confine/cgroup.c makes one
  *                  (memory 1 GiB with memsw, pids 256, cpuacct where it is
  *                  mounted alone; v2: memory.max, swap 0, pids.max), joined
@@ -448,7 +450,13 @@ static double run_once(const struct cmd *c)
 				      setresgid(c->drop_first, c->drop_first, c->drop_first) < 0 ||
 				      setresuid(c->drop_first, c->drop_first, c->drop_first) < 0))
 			_exit(125);
-		execvp(argv[0], argv);
+		/* the engine starts crun and bwrap with PATH alone (oci_runtime.c
+		 * crun_env, bubblewrap.c bwrap_env): so does the reference */
+		static char *const fixed_env[] = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin", NULL};
+		if (c->crunns || c->stage)
+			execvpe(argv[0], argv, fixed_env);
+		else
+			execvp(argv[0], argv);
 		_exit(127);
 	}
 	if (uns >= 0)

@@ -84,6 +84,17 @@ for p in $pairs; do
 			printf "%-12s %10.2f %-24s %10.2f %7.2fx\n", k, kv, r, rv, kv / rv
 			printf "%s %s %s\n", k, kv, rv >> "build/bench/tiers.dat" } }' build/bench/tiers.all
 done
+# The engine without the exec of its command line: kis_run() from a
+# long-lived process, interleaved with fork/exec of /bin/true from it
+echo
+echo "== kis_run() from a long-lived process (bench/librun.c: no exec of the kis CLI), $N runs"
+cc -std=gnu11 -O2 -Wall -Wextra -Werror -Iinclude -o build/bench/librun bench/librun.c \
+	build/libkis-sandbox.a -ljansson -lseccomp
+printf '%-34s %10s %10s %8s\n' command median_ms p90_ms ratio
+for b in process landlock bubblewrap oci; do
+	[ "$b" = process ] || has "$b" || continue
+	KIS_AGENT=$(pwd)/build/kis-agent build/bench/librun "$N" "$b" /bin/true
+done
 if command -v gnuplot >/dev/null 2>&1; then
 	gnuplot <<'PLOT'
 set terminal pngcairo size 900,440 noenhanced
