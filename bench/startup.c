@@ -52,6 +52,7 @@
 #include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
@@ -395,6 +396,7 @@ static void crunns(void)
 }
 
 static unsigned long run_counter;
+static double last_cpu_us; /* user + system time of the last run, every process it waited for */
 
 static double run_once(const struct cmd *c)
 {
@@ -464,7 +466,10 @@ static double run_once(const struct cmd *c)
 	if (sfd >= 0)
 		close(sfd);
 	int st;
-	waitpid(p, &st, 0);
+	struct rusage ru;
+	wait4(p, &st, 0, &ru);
+	last_cpu_us = ru.ru_utime.tv_sec * 1e6 + ru.ru_utime.tv_usec + ru.ru_stime.tv_sec * 1e6 +
+		      ru.ru_stime.tv_usec;
 	if (c->cgroup)
 		cg_remove(&g);
 	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
@@ -588,29 +593,44 @@ int main(int argc, char **argv)
 	if (clist)
 		return throughput(cmds, k, clist, secs, rounds > 0 ? rounds : 1, out);
 	int n = atoi(argv[optind]);
-	double **t = calloc((size_t)k, sizeof(*t));
+	double **t = calloc((size_t)k, sizeof(*t)), **cpu = calloc((size_t)k, sizeof(*cpu));
 	for (int c = 0; c < k; c++) {
 		t[c] = calloc((size_t)n, sizeof(double));
+		cpu[c] = calloc((size_t)n, sizeof(double));
 		run_once(&cmds[c]); /* warm the page cache */
 	}
 	/* interleaved: round i runs every command once, so a change of load on
 	 * this shared machine falls on all of them alike */
 	for (int i = 0; i < n; i++)
-		for (int c = 0; c < k; c++)
+		for (int c = 0; c < k; c++) {
 			t[c][i] = run_once(&cmds[c]);
-	double ref_med = 0;
-	printf("%-34s %10s %10s %8s %8s\n", "command", "median_ms", "p90_ms", "ratio", "added_ms");
+			cpu[c][i] = last_cpu_us;
+		}
+	/* cpu_ms: user + system time of the run and of every process it reaped
+	 * (wait4's rusage), the work a run costs whatever the load made it wait.
+	 * A process killed while its own children were unreaped loses theirs
+	 * (kis bubblewrap kills bwrap, whose agent's time is then not counted):
+	 * compare it only where both sides reap what they start. */
+	double ref_med = 0, ref_cpu = 0;
+	printf("%-34s %10s %10s %8s %8s %8s %9s\n", "command", "median_ms", "p90_ms", "ratio",
+	       "added_ms", "cpu_ms", "cpu_ratio");
 	for (int c = 0; c < k; c++) {
 		qsort(t[c], (size_t)n, sizeof(double), cmp);
+		qsort(cpu[c], (size_t)n, sizeof(double), cmp);
 		double med = t[c][n / 2] / 1000, p90 = t[c][n * 9 / 10] / 1000;
-		if (c == 0)
+		double cm = cpu[c][n / 2] / 1000;
+		if (c == 0) {
 			ref_med = med;
-		printf("%-34s %10.3f %10.3f %7.2fx %8.3f\n", cmds[c].label, med, p90, med / ref_med,
-		       med - ref_med);
+			ref_cpu = cm > 0 ? cm : 1e-9;
+		}
+		printf("%-34s %10.3f %10.3f %7.2fx %8.3f %8.3f %8.2fx\n", cmds[c].label, med, p90,
+		       med / ref_med, med - ref_med, cm, cm / ref_cpu);
 		free(t[c]);
+		free(cpu[c]);
 		free(cmds[c].argv);
 	}
 	free(cmds);
 	free(t);
+	free(cpu);
 	return 0;
 }

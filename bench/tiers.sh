@@ -70,8 +70,8 @@ echo "== start-to-exit of /bin/true through each backend and its reference ($N r
 build/bench/startup "$N" "$@" | tee build/bench/tiers.txt
 echo "load: $(uptime)"
 # label (spaces as _) and median, then each tier against its reference
-awk 'NR > 1 { n = NF; lab = $1; for (i = 2; i <= n - 4; i++) lab = lab "_" $i;
-	print lab, $(n - 3) }' build/bench/tiers.txt > build/bench/tiers.all
+awk 'NR > 1 { n = NF; lab = $1; for (i = 2; i <= n - 6; i++) lab = lab "_" $i;
+	print lab, $(n - 5), $(n - 1) }' build/bench/tiers.txt > build/bench/tiers.all
 echo
 echo "== each tier against its reference (median ms)"
 printf '%-12s %10s %-24s %10s %8s\n' tier kis reference ref ratio
@@ -79,7 +79,7 @@ printf '%-12s %10s %-24s %10s %8s\n' tier kis reference ref ratio
 for p in $pairs; do
 	k=${p%%|*}; r=${p#*|}
 	awk -v k="$k" -v r="$r" '
-		$1 == k { kv = $2 } $1 == r { rv = $2 }
+		$1 == k { kv = $2; kc = $3 } $1 == r { rv = $2; rc = $3 }
 		END { if (kv && rv) {
 			printf "%-12s %10.2f %-24s %10.2f %7.2fx\n", k, kv, r, rv, kv / rv
 			printf "%s %s %s\n", k, kv, rv >> "build/bench/tiers.dat" } }' build/bench/tiers.all
