@@ -96,7 +96,7 @@ if command -v gnuplot >/dev/null 2>&1 && [ -n "$tiers" ]; then
 		echo "set output 'build/bench/throughput.png'"
 		echo "set multiplot layout 2,2 title 'kis sandbox: runs of /bin/true per second, kis and its raw mechanism ($(uptime | sed 's/.*load/load/'))'"
 		echo "set xlabel 'parallel clients'; set ylabel 'runs/s'; set logscale x 2; set xtics (1,2,4,8)"
-		echo "set yrange [0:*]; set grid; set key left top"
+		echo "set xrange [0.8:10]; set yrange [0:*]; set grid; set key right bottom"
 		for t in $tiers; do
 			echo "set title '$t'"
 			echo "plot 'build/bench/throughput.dat' using (strcol(1) eq '$t' ? \$2 : 1/0):4 with linespoints lw 2 title 'raw mechanism', \\"
