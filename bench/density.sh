@@ -36,13 +36,13 @@ set output 'build/bench/density.png'
 set multiplot layout 1,2 title 'kis sandbox: density of sessions'
 set xlabel 'live sessions'; set logscale x; set grid; set key left top
 set ylabel 'ms'
-set title 'create (median) and exec into the newest session'
+set title 'create (median), exec into the newest'; set yrange [0:*]
 plot for [t in "host_landlock host_bubblewrap container_oci"] 'build/bench/density.dat' \
 	using (strcol(1) eq t ? $2 : 1/0):3 with linespoints title t.' create', \
      for [t in "host_landlock host_bubblewrap container_oci"] '' \
 	using (strcol(1) eq t ? $2 : 1/0):9 with linespoints dt 2 title t.' exec N'
 set ylabel 'KiB per session'
-set title 'PSS of the sessions processes, and memory cgroup charge, per session'
+set title 'PSS and memory cgroup charge per session'; set yrange [0:*]
 plot for [t in "host_landlock host_bubblewrap container_oci"] 'build/bench/density.dat' \
 	using (strcol(1) eq t ? $2 : 1/0):5 with linespoints title t.' PSS', \
      for [t in "host_landlock host_bubblewrap container_oci"] '' \
