@@ -28,7 +28,7 @@ HARD_LDFLAGS := -Wl,-z,relro,-z,now -Wl,-z,noexecstack
 ALL_CFLAGS := $(BASE_CFLAGS) $(HARDEN) $(CFLAGS)
 
 # Library sources: every module directory except the CLI and the programs.
-LIB_DIRS := src/engine src/store src/exec src/confine src/backends src/backends/microvm src/agent src/wasm
+LIB_DIRS := src/core src/exec src/confine src/store src/wasm src/agent src/backends src/backends/host src/backends/oci src/backends/microvm src/engine
 LIB_SRCS := $(filter-out src/agent/main.c,$(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.c)))
 CLI_SRCS := $(wildcard src/cli/*.c)
 LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o)
@@ -55,11 +55,11 @@ fuzz-proto:
 	@mkdir -p $(BUILD)/fuzz
 	clang -std=gnu11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined -Iinclude -Isrc \
 	  $(PKG_CFLAGS) -o $(BUILD)/fuzz/fuzz_frame tests/fuzz/fuzz_frame.c src/agent/proto.c \
-	  src/agent/exec_json.c src/engine/error.c src/engine/profile.c src/engine/id.c \
-	  src/engine/result.c $(PKG_LIBS)
+	  src/agent/exec_json.c src/core/error.c src/core/profile.c src/core/id.c \
+	  src/core/result.c src/core/io.c $(PKG_LIBS)
 	$(BUILD)/fuzz/fuzz_frame -max_total_time=$${FUZZ_SECONDS:-60} -max_len=4096
 
-.PHONY: all check check-unit check-asan check-integration matrix run install uninstall clean deps bench
+.PHONY: all check check-layers check-unit check-asan check-integration matrix run install uninstall clean deps bench
 all: $(KIS) $(AGENT) $(STATIC_LIB) $(SHARED_LIB)
 
 -include $(sort $(wildcard mk/*.mk))
@@ -135,10 +135,14 @@ matrix: all $(HELPER_BINS)
 	KIS_MATRIX_OUT=$(BUILD)/matrix.json $(PYTHON) -m pytest -q -rs tests/integration/test_matrix.py
 	$(PYTHON) scripts/matrix.py $(BUILD)/matrix.json docs/matrix.md
 
+# The layers of the source (docs/layers.md): no include goes up.
+check-layers:
+	sh scripts/check-layers.sh
+
 # Every part runs even when an earlier one failed: one failure must not
 # hide the others. The target fails if any part did.
 check: all
-	@failed=""; for t in check-unit check-asan $(CHECK_TARGETS) check-integration; do \
+	@failed=""; for t in check-layers check-unit check-asan $(CHECK_TARGETS) check-integration; do \
 	  $(MAKE) --no-print-directory $$t || failed="$$failed $$t"; done; \
 	  if [ -n "$$failed" ]; then echo "make check failed in:$$failed"; exit 1; fi
 

@@ -48,7 +48,7 @@ FUZZ_SECONDS ?= 180
 WASM_FUZZ := $(BUILD)/fuzz/fuzz-wasm
 WASM_FUZZ_FLAGS := -std=gnu11 -D_GNU_SOURCE -g -Iinclude -Isrc \
 	-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all
-WASM_FUZZ_SRCS := tests/wasm/fuzz_wasm.c $(filter-out src/wasm/exec.c,$(wildcard src/wasm/*.c)) src/engine/error.c
+WASM_FUZZ_SRCS := tests/wasm/fuzz_wasm.c $(filter-out src/wasm/exec.c,$(wildcard src/wasm/*.c)) src/core/error.c
 # exec.c at -O0: clang's optimiser needs many minutes for its ~800 handlers
 # under coverage instrumentation; -O0 builds in seconds and still checks.
 $(BUILD)/fuzz/exec.o: src/wasm/exec.c $(wildcard src/wasm/*.h)

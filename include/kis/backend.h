@@ -9,20 +9,10 @@
 
 #include "kis/error.h"
 #include "kis/profile.h"
+#include "kis/io.h"
 #include "kis/result.h"
 
-/* Limits a backend can enforce, as bits. */
-enum {
-	KIS_LIMIT_WALL = 1u << 0,
-	KIS_LIMIT_CPU = 1u << 1,
-	KIS_LIMIT_MEMORY = 1u << 2,
-	KIS_LIMIT_PIDS = 1u << 3,
-	KIS_LIMIT_OUTPUT = 1u << 4,
-	KIS_LIMIT_FILE = 1u << 5,
-	KIS_LIMIT_OPEN_FILES = 1u << 6,
-	KIS_LIMIT_DISK = 1u << 7, /* by the backend itself (the microvm's layer);
-				   * elsewhere by the store's project quotas */
-};
+/* The limits a backend can enforce are KIS_LIMIT_* bits (kis/limits.h). */
 
 /* What a backend can enforce on this host, measured by probing. */
 struct kis_caps {
@@ -34,17 +24,24 @@ struct kis_caps {
 	char accel[16];          /* microvm: "kvm" or "tcg"; else "" */
 };
 
-/* How the caller's side of the streams is wired for one run. */
-struct kis_io {
-	int stdin_fd;   /* passed to the command as its stdin; -1: /dev/null */
-	bool capture;   /* keep stdout/stderr in the result instead of writing them */
-	int stdout_fd;  /* live destination when !capture */
-	int stderr_fd;
-	int cancel_fd;  /* readable means cancel the run; -1: none */
+/* What one command of the engine hands every backend (as crun passes
+ * libcrun_context_t): made once per command by the engine (engine/ctx.c),
+ * so no backend falls back to globals, the environment or the default
+ * store. It outlives every plan and hook call of the command. */
+struct kis_ctx {
+	const char *store_root; /* the store the command uses; NULL: the default */
+	const char *agent;      /* the kis-agent to start in a sandbox; NULL: none found */
+	const char *agent_why;  /* when agent is NULL: why (a backend that needs it refuses) */
+	bool thorough;          /* probes that cost time may run (kis sandbox backends) */
+	/* The microvm guest's directory for this store (the engine's lookup,
+	 * src/engine/guest.c), found on first use; NULL: none. */
+	const char *(*guest_dir)(const struct kis_ctx *ctx);
+	void *priv;             /* the engine's */
 };
 
 /* One run, fully resolved: limits already defaulted, ids minted. */
 struct kis_run_request {
+	const struct kis_ctx *ctx;
 	const struct kis_profile *profile;
 	struct kis_limits limits;      /* resolved (no zeroes) */
 	char *const *argv;
@@ -77,7 +74,7 @@ struct kis_backend {
 	bool own_workspace_view;
 	/* Fill caps from what this host offers. Never fails: an absent backend
 	 * sets present = false and says why. */
-	void (*probe)(struct kis_caps *caps);
+	void (*probe)(const struct kis_ctx *ctx, struct kis_caps *caps);
 	/* Turn a request into a plan, touching nothing on the host. Refuse what
 	 * cannot be enforced (KIS_E_PROFILE_UNSATISFIABLE naming the field,
 	 * KIS_E_TTY_UNSUPPORTED). The check lives here, with the backend, so it
@@ -115,11 +112,12 @@ struct kis_backend {
 	int (*session_cpu_fd)(const struct kis_session_ctx *ctx);
 };
 
-/* Probes that cost time (creating a probe cgroup, booting nothing) run only
- * when thorough is set, as `kis sandbox backends` does; selection runs the
+/* Probe b for the store at store_root (NULL: the default). Probes that
+ * cost time (creating a probe cgroup, booting nothing) run only when
+ * thorough is set, as `kis sandbox backends` does; selection runs the
  * cheap probes and a backend's plan measures what a profile needs. */
-KIS_API void kis_probe_set_thorough(bool thorough);
-KIS_API bool kis_probe_thorough(void);
+KIS_API void kis_backend_probe(const struct kis_backend *b, const char *store_root, bool thorough,
+			       struct kis_caps *caps);
 
 /* Every backend compiled in, strongest tier last. */
 KIS_API const struct kis_backend *const *kis_backends(size_t *n);
@@ -130,7 +128,7 @@ KIS_API const struct kis_backend *kis_backend_find(const char *name);
  * restrictive present tier that can run the command and never the process
  * tier. caps receives the chosen backend's probe. */
 KIS_API int kis_select_backend(const struct kis_profile *p, char *const *argv,
-			       const struct kis_backend **out, struct kis_caps *caps,
-			       struct kis_error **err);
+			       const char *store_root, const struct kis_backend **out,
+			       struct kis_caps *caps, struct kis_error **err);
 
 #endif

@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "kis/error.h"
+#include "kis/limits.h"
 
 enum kis_tier {
 	KIS_TIER_AUTO = 0,
@@ -27,30 +28,6 @@ enum kis_root_mode { KIS_ROOT_HOST = 0, KIS_ROOT_WORKSPACE };
 /* microvm: which accelerator the VM must use; auto takes KVM where it can
  * run the guest and TCG otherwise (and says which in the result). */
 enum kis_accel { KIS_ACCEL_AUTO = 0, KIS_ACCEL_KVM, KIS_ACCEL_TCG };
-
-/* Every limit: 0 means "the engine's safe default" (kis_limits_resolve),
- * never unlimited. */
-struct kis_limits {
-	uint64_t wall_ms;      /* wall clock from start to exit */
-	uint64_t cpu_ms;       /* user + system CPU time */
-	uint64_t memory_bytes; /* resident memory (cgroup) */
-	uint64_t pids;         /* processes and threads (cgroup) */
-	uint64_t output_bytes; /* stdout + stderr together */
-	uint64_t file_bytes;   /* largest file the command may write (RLIMIT_FSIZE) */
-	uint64_t open_files;   /* descriptors per process (RLIMIT_NOFILE) */
-	uint64_t disk_bytes;   /* what the command may add to its workspace's disk:
-				* a project quota, or the microvm's writable layer */
-};
-
-/* The documented safe defaults (README, "Limits"). */
-#define KIS_DEFAULT_WALL_MS (10ull * 60 * 1000)
-#define KIS_DEFAULT_CPU_MS (10ull * 60 * 1000)
-#define KIS_DEFAULT_MEMORY_BYTES (1024ull << 20)
-#define KIS_DEFAULT_PIDS 256ull
-#define KIS_DEFAULT_OUTPUT_BYTES (64ull << 20)
-#define KIS_DEFAULT_FILE_BYTES (1024ull << 20)
-#define KIS_DEFAULT_OPEN_FILES 1024ull
-#define KIS_DEFAULT_DISK_BYTES (8ull << 30)
 
 struct kis_profile {
 	enum kis_tier tier;
@@ -100,9 +77,6 @@ KIS_API int kis_profile_check_hatches(const struct kis_profile *p, struct kis_er
 
 /* The profile as JSON (malloc'ed), every field shown, for --dry-run. */
 KIS_API char *kis_profile_to_json(const struct kis_profile *p);
-
-/* Copy `in` with each 0 replaced by its safe default. */
-KIS_API void kis_limits_resolve(const struct kis_limits *in, struct kis_limits *out);
 
 KIS_API const char *kis_tier_name(enum kis_tier t);
 KIS_API int kis_tier_parse(const char *s, enum kis_tier *out);

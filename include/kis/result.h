@@ -75,6 +75,21 @@ struct kis_result {
 KIS_API void kis_result_init(struct kis_result *r);
 KIS_API void kis_result_release(struct kis_result *r);
 KIS_API const char *kis_reason_name(enum kis_reason r);
+
+/* The one rule from a limit's evidence to a reason (issue 20), for every
+ * tier alike (a host cgroup, a container's, a guest's). oom_kills and
+ * forks_refused count this run's or this exec's events only.
+ * kis_limit_verdict: OOM kills are memory_limit, else refused forks
+ * pids_limit, else KIS_REASON_EXITED (no limit acted).
+ * kis_result_blame_limits: records the counts in res->limit_events and, if
+ * the command failed (exited non-zero, signaled or timed out) while a
+ * limit acted, gives that limit as the reason with the detail naming it
+ * (mem_detail / pids_detail); 1 when it did. A command that ended well
+ * keeps its reason: the events are counted, not blamed. */
+KIS_API enum kis_reason kis_limit_verdict(uint64_t oom_kills, uint64_t forks_refused);
+KIS_API int kis_result_blame_limits(struct kis_result *res, uint64_t oom_kills,
+				    uint64_t forks_refused, const char *mem_detail,
+				    const char *pids_detail);
 /* The CLI exit status: the command's own code when it exited, 126 when it
  * could not be executed, 127 when not found, 128+N when killed by signal N. */
 KIS_API int kis_result_exit_status(const struct kis_result *r);

@@ -13,7 +13,7 @@
  * environment to fd 3; the worker hands that to the main loop, so the next
  * line (on any connection) starts where the last one ended. Orphans are
  * reparented to us (PR_SET_CHILD_SUBREAPER, or being PID 1) and reaped. */
-#include "util.h"
+#include "core/util.h"
 
 #include <fcntl.h>
 #include <jansson.h>
@@ -28,10 +28,11 @@
 #include <termios.h>
 
 #include "agent/agent.h"
+#include "agent/confine.h"
 #include "agent/exec_json.h"
 #include "agent/proto.h"
 #include "exec/exec.h"
-#include "exec/io.h"
+#include "core/io.h"
 
 #define MAX_WORKERS 64
 #define STATE_MAX (1u << 20)
@@ -206,6 +207,55 @@ void kis_agent_set_cpu_fd(int fd)
 	agent_cpu_fd = fd;
 }
 
+static struct kis_agent_confine *confine;
+
+void kis_agent_set_confine(struct kis_agent_confine *c)
+{
+	confine = c;
+}
+
+static bool test_hooks;
+
+void kis_agent_set_test_hooks(bool on)
+{
+	test_hooks = on;
+}
+
+/* The test hook "kis-test:flood KIND": after STARTED, malformed frames
+ * (docs/protocol.md) from the agent's own side of the channel, which the
+ * engine must refuse by name. The agent then stays quiet, as a wedged
+ * guest would, until the engine ends the connection. */
+static void test_flood(int conn, uint32_t exec, const char *kind)
+{
+	kis_frame_write(conn, KIS_F_STARTED, 0, exec, "{\"pid\":0}", 9);
+	uint8_t buf[4096] = {0};
+	size_t n = KIS_FRAME_HDR;
+	uint32_t len = 0x7fffffffu; /* huge: a DATA frame far over the 1 MiB cap */
+	uint8_t type = KIS_F_DATA;
+	if (!strcmp(kind, "type")) {
+		len = 0;
+		type = 0x63; /* no such frame type */
+	}
+	for (int i = 0; i < 4; i++) {
+		buf[i] = (uint8_t)(len >> (8 * i));
+		buf[8 + i] = (uint8_t)(exec >> (8 * i));
+	}
+	buf[4] = type;
+	buf[5] = 1;
+	if (!strcmp(kind, "random")) {
+		n = sizeof(buf);
+		int r = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+		if (r < 0 || read(r, buf, n) != (ssize_t)n)
+			memset(buf, 0xa5, n);
+		if (r >= 0)
+			close(r);
+	}
+	(void)kis_write_all(conn, buf, n);
+	char b;
+	while (RETRY_EINTR(read(conn, &b, 1)) > 0)
+		;
+}
+
 static int on_cpu_used(void *ctx, uint64_t *ms)
 {
 	(void)ctx;
@@ -269,6 +319,11 @@ static void run_exec(struct worker *w, struct kis_exec_req *req, int state_fd)
 	w->state = NULL;
 	w->state_len = 0;
 
+	if (test_hooks && !req->shell && req->argv[0] && !strcmp(req->argv[0], "kis-test:flood")) {
+		test_flood(w->conn, w->exec_id, req->argv[1] ? req->argv[1] : "huge");
+		w->conn_broken = true;
+		return;
+	}
 	char *sh_argv[] = {"/bin/sh", "-c", (char *)shell_wrapper, "sh", req->argv[0], NULL};
 	char *const *argv = req->shell ? sh_argv : req->argv;
 	char *const *base_env = req->env ? req->env : state_env;
@@ -298,6 +353,14 @@ static void run_exec(struct worker *w, struct kis_exec_req *req, int state_fd)
 			send_error(w->conn, w->exec_id, "internal", "cannot allocate a terminal");
 			return;
 		}
+		/* the terminal is the command's user's, as login(1) makes it:
+		 * a program that opens ttyname(0) again must be let in */
+		if (confine && fchown(slave, confine->uid, confine->gid) < 0) {
+			send_error(w->conn, w->exec_id, "internal", "cannot give the terminal away");
+			kis_closep(&slave);
+			kis_closep(&w->pty_master);
+			return;
+		}
 	} else if (pipe2(in, O_CLOEXEC) < 0) {
 		send_error(w->conn, w->exec_id, "internal", "cannot create a pipe");
 		return;
@@ -312,6 +375,14 @@ static void run_exec(struct worker *w, struct kis_exec_req *req, int state_fd)
 		.argv = argv, .envp = envp, .cwd = cwd, .stdin_fd = in[0], .limits = &req->limits,
 		.pty = req->tty, .pty_slave = slave, .pass_fd3 = req->shell, .fd3 = st[1],
 	};
+	if (confine) {
+		/* the worker is one thread with its own copy: per exec fields */
+		confine->keep_fd3 = req->shell;
+		confine->limits = &req->limits;
+		confine->cwd = cwd;
+		sp.child_setup = kis_agent_confine_child;
+		sp.child_ctx = confine;
+	}
 	struct kis_supervise_hooks hooks = {.attach = on_attach, .ctx = w,
 					    .cpu_used_ms = agent_cpu_fd >= 0 ? on_cpu_used : NULL};
 	struct kis_supervise sv = {

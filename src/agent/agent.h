@@ -5,6 +5,8 @@
 #ifndef KIS_AGENT_H
 #define KIS_AGENT_H
 
+#include <stdbool.h>
+
 /* The working directory of requests that name none (NULL: the agent's
  * own at start). Resolved when a command starts, inside the sandbox. */
 void kis_agent_set_cwd(const char *cwd);
@@ -16,5 +18,18 @@ int kis_agent_serve_channel(int fd);
 /* The accounting file (cgroup cpu.stat) of the group every command runs
  * in, read-only: an exec's limits.cpu_ms then counts all its processes. */
 void kis_agent_set_cpu_fd(int fd);
+
+/* The confinement every command of this agent goes through (the microvm
+ * guest's, src/agent/confine.c; NULL: none, the sandbox around the agent
+ * confines it): kis_agent_confine_child runs in the command's child
+ * between fork and exec; the agent itself stays outside it. */
+struct kis_agent_confine;
+void kis_agent_set_confine(struct kis_agent_confine *c);
+
+/* Test hooks (tests/integration/test_microvm.py, a hostile guest): an EXEC
+ * of argv "kis-test:flood KIND" makes the agent's own side write malformed
+ * frames (KIND huge, type or random) on its connection, as a compromised
+ * guest kernel or agent could. Nothing runs; off unless the engine asks. */
+void kis_agent_set_test_hooks(bool on);
 
 #endif

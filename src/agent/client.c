@@ -2,7 +2,7 @@
 /* One exec over an agent channel, the engine's side: handshake, request,
  * stdin and signals and resizes out, streams and the exit back. The peer is
  * not trusted to frame well: the decoder refuses, the call fails. */
-#include "util.h"
+#include "core/util.h"
 
 #include <fcntl.h>
 #include <jansson.h>
@@ -18,17 +18,10 @@
 #include "exec/exec.h"
 #include "exec/exec.h"
 #include "agent/proto.h"
-#include "engine/owner.h"
-#include "exec/io.h"
+#include "core/record.h"
+#include "core/io.h"
 
 #define EXEC_ID 1u /* one exec per connection */
-
-uint64_t kis_monotonic_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
 
 static void put_u32(uint8_t *b, uint32_t v)
 {

@@ -8,7 +8,8 @@
 #include <stdint.h>
 
 #include "agent/exec_json.h"
-#include "kis/backend.h"
+#include "core/io.h"
+#include "kis/io.h"
 
 struct kis_call {
 	const struct kis_exec_req *req;
@@ -52,6 +53,5 @@ struct kis_call_out {
 int kis_call_agent(int conn, const struct kis_call *c, struct kis_result *res,
 		   struct kis_call_out *out, struct kis_error **err);
 
-uint64_t kis_monotonic_ms(void);
 
 #endif

@@ -1,13 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /* EXEC request and EXIT result bodies as JSON (jansson). The agent parses
  * what a peer sent: every field is type-checked, nothing assumed. */
-#include "util.h"
+#include "core/util.h"
 
 #include <jansson.h>
 #include <string.h>
 
 #include "agent/exec_json.h"
-#include "exec/io.h"
+#include "core/io.h"
+#include "core/json.h"
 
 void kis_exec_req_release(struct kis_exec_req *r)
 {
@@ -21,15 +22,12 @@ void kis_exec_req_release(struct kis_exec_req *r)
 char *kis_exec_req_to_json(const struct kis_exec_req *r)
 {
 	const struct kis_limits *l = &r->limits;
-	json_t *o = json_pack("{s:o, s:o, s:o, s:b, s:{s:b, s:i, s:i}, s:{s:I, s:I, s:I, s:I, s:I}}",
+	json_t *o = json_pack("{s:o, s:o, s:o, s:b, s:{s:b, s:i, s:i}, s:o}",
 			      "argv", kis_strv_json(r->argv), "env",
 			      r->env ? kis_strv_json(r->env) : json_null(), "cwd",
 			      r->cwd ? json_string(r->cwd) : json_null(), "shell", r->shell, "tty",
 			      "enabled", r->tty, "rows", (int)r->rows, "cols", (int)r->cols,
-			      "limits", "wall_ms", (json_int_t)l->wall_ms, "cpu_ms",
-			      (json_int_t)l->cpu_ms, "output_bytes", (json_int_t)l->output_bytes,
-			      "file_bytes", (json_int_t)l->file_bytes, "open_files",
-			      (json_int_t)l->open_files);
+			      "limits", kis_limits_to_json(l, kis_limits_per_exec()));
 	if (!o)
 		return NULL;
 	if (r->env_add && r->env_add[0])
@@ -111,11 +109,7 @@ int kis_exec_req_from_json(const char *text, size_t len, struct kis_exec_req *ou
 	if (out->rows > 4096 || out->cols > 4096)
 		out->rows = out->cols = 0;
 	json_t *l = json_object_get(o, "limits");
-	out->limits.wall_ms = get_u64(l, "wall_ms");
-	out->limits.cpu_ms = get_u64(l, "cpu_ms");
-	out->limits.output_bytes = get_u64(l, "output_bytes");
-	out->limits.file_bytes = get_u64(l, "file_bytes");
-	out->limits.open_files = get_u64(l, "open_files");
+	kis_limits_from_json(l, &out->limits, kis_limits_per_exec());
 	kis_limits_resolve(&out->limits, &out->limits);
 	r = 0;
 out:

@@ -17,8 +17,16 @@
  * a HELLO frame, which the engine sends only first on a connection. The
  * workspace is an overlay of three virtio disks (see mount_workspace),
  * mounted when the cfg line arrives, so one snapshot taken before cfg
- * serves every workspace. */
-#include "util.h"
+ * serves every workspace.
+ *
+ * We are the guest's root with every capability; the commands are not.
+ * Each runs as the sandbox user (KIS_GUEST_UID) with no capability in any
+ * set, no_new_privs, hard rlimits, in a cgroup namespace rooted at the
+ * agent's pids group (mounted nsdelegate) and under the shared seccomp
+ * policy (src/agent/confine.c); the workspace's layers are mounted
+ * idmapped so that user owns what root owns in the workspace. The agent,
+ * this process and the relays stay root and outside all of it. */
+#include "core/util.h"
 
 #include <ctype.h>
 #include <dirent.h>
@@ -42,8 +50,11 @@
 #include <time.h>
 
 #include "agent/agent.h"
+#include "agent/confine.h"
 #include "agent/guest.h"
 #include "agent/proto.h"
+#include "confine/confine.h"
+#include "core/io.h"
 
 #define AGENT_SOCK "/run/kis-agent.sock"
 #define MAX_PORTS 16
@@ -217,18 +228,6 @@ static int connect_agent(void)
 	return -1;
 }
 
-static int write_all_fd(int fd, const uint8_t *p, size_t n)
-{
-	while (n > 0) {
-		ssize_t w = RETRY_EINTR(write(fd, p, n));
-		if (w < 0)
-			return -1;
-		p += w;
-		n -= (size_t)w;
-	}
-	return 0;
-}
-
 /* ---- one relay per agent port ---- */
 
 struct relay {
@@ -261,7 +260,7 @@ static void relay_from_host(struct relay *r, const uint8_t *p, size_t n)
 	while (n > 0) {
 		if (r->body_left) {
 			size_t k = n < r->body_left ? n : r->body_left;
-			if (r->conn >= 0 && write_all_fd(r->conn, p, k) < 0)
+			if (r->conn >= 0 && kis_write_all(r->conn, p, k) < 0)
 				relay_drop(r);
 			r->body_left -= (uint32_t)k;
 			p += k;
@@ -295,7 +294,7 @@ static void relay_from_host(struct relay *r, const uint8_t *p, size_t n)
 		/* the agent's decoder judges the frame; we only need its length,
 		 * capped so garbage cannot make us swallow the next connection */
 		r->body_left = len > KIS_FRAME_MAX ? 0 : len;
-		if (write_all_fd(r->conn, r->hdr, FRAME_HDR) < 0)
+		if (kis_write_all(r->conn, r->hdr, FRAME_HDR) < 0)
 			relay_drop(r);
 	}
 }
@@ -455,6 +454,30 @@ static int find_disks(struct gdisk *base, struct gdisk *delta, struct gdisk *rw)
 	return 0;
 }
 
+/* The layers live under a directory only root may enter: the command
+ * (the sandbox user) sees the joined workspace, never a layer on its own. */
+#define LAYERS "/mnt/.layers"
+
+/* The ext4 disk dev on dir, seen through userns_fd's map: files the
+ * host wrote as uid k are the sandbox user's k + KIS_GUEST_UID (the
+ * workspace is its own, root's files in it included), and what it writes
+ * reaches the disk as k again (mount_setattr(2), MOUNT_ATTR_IDMAP). The
+ * plain mount is made at a staging point, cloned idmapped onto dir
+ * (kis_idmap_bind) and detached: nothing in the guest shows the disk
+ * with its own ids. */
+
+static int mount_idmapped(const char *dev, const char *dir, unsigned long fl, int userns_fd)
+{
+	static const char stage[] = LAYERS "/stage";
+	if (mount(dev, stage, "ext4", fl, NULL) < 0)
+		return -1;
+	int r = kis_idmap_bind(stage, dir, userns_fd);
+	int e = errno;
+	umount2(stage, MNT_DETACH);
+	errno = e;
+	return r;
+}
+
 static int mount_workspace(const char *target, bool sync_writes, char *msg, size_t n)
 {
 	if (!disk_modules_loaded) {
@@ -466,14 +489,24 @@ static int mount_workspace(const char *target, bool sync_writes, char *msg, size
 		snprintf(msg, n, "the workspace disks are not all there");
 		return -1;
 	}
-	static const char *const dirs[] = {"/mnt/base", "/mnt/delta", "/mnt/rw"};
-	for (size_t i = 0; i < 3; i++)
-		mkdir(dirs[i], 0755);
+	static const char *const dirs[] = {LAYERS, LAYERS "/stage", LAYERS "/base", LAYERS "/delta",
+					   LAYERS "/rw"};
+	for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++)
+		mkdir(dirs[i], 0700);
 	mkdir(target, 0755);
+	int ns = -1;
+	struct kis_error *err = NULL;
+	if (kis_userns_open((uid_t)KIS_GUEST_UID, KIS_GUEST_IDS, &ns, &err) < 0) {
+		snprintf(msg, n, "%s", err && err->message ? err->message : "no user namespace");
+		kis_error_free(err);
+		return -1;
+	}
 	unsigned long fl = MS_NOSUID | MS_NODEV;
-	if (mount(base.dev, "/mnt/base", "ext4", fl | MS_RDONLY, NULL) < 0 ||
-	    mount(delta.dev, "/mnt/delta", "ext4", fl | MS_RDONLY, NULL) < 0 ||
-	    mount(rw.dev, "/mnt/rw", "ext4", fl | (sync_writes ? MS_SYNCHRONOUS : 0), NULL) < 0) {
+	int r = mount_idmapped(base.dev, LAYERS "/base", fl | MS_RDONLY, ns) < 0 ||
+		mount_idmapped(delta.dev, LAYERS "/delta", fl | MS_RDONLY, ns) < 0 ||
+		mount_idmapped(rw.dev, LAYERS "/rw", fl | (sync_writes ? MS_SYNCHRONOUS : 0), ns) < 0;
+	close(ns);
+	if (r) {
 		snprintf(msg, n, "cannot mount the workspace disks: %s", strerror(errno));
 		return -1;
 	}
@@ -481,11 +514,23 @@ static int mount_workspace(const char *target, bool sync_writes, char *msg, size
 	 * (its whiteouts and opaque directories hide base entries), the
 	 * guest's writes in upper/. No redirects, index or metacopy: the
 	 * upper layer then holds whole files, whiteouts and opaque
-	 * directories only, which is what the host applies back. */
-	if (mount("overlay", target, "overlay", fl,
-		  "lowerdir=/mnt/delta:/mnt/base,upperdir=/mnt/rw/upper,workdir=/mnt/rw/work,"
-		  "redirect_dir=off,index=off,metacopy=off,xino=off") < 0) {
-		snprintf(msg, n, "cannot mount the workspace overlay: %s", strerror(errno));
+	 * directories only, which is what the host applies back. Mounted as
+	 * the sandbox user (kis_as_ids_root): overlayfs works on its layers
+	 * with its mounter's credentials, and uid 0 has no id on the
+	 * idmapped layers (its work/work would fail with EOVERFLOW). */
+	if (kis_as_ids_root((uid_t)KIS_GUEST_UID) < 0) {
+		snprintf(msg, n, "cannot take the sandbox user's file ids: %s", strerror(errno));
+		kis_ids_root_end();
+		return -1;
+	}
+	r = mount("overlay", target, "overlay", fl,
+		  "lowerdir=" LAYERS "/delta:" LAYERS "/base,upperdir=" LAYERS "/rw/upper,"
+		  "workdir=" LAYERS "/rw/work,"
+		  "redirect_dir=off,index=off,metacopy=off,xino=off");
+	int e = errno;
+	kis_ids_root_end();
+	if (r < 0) {
+		snprintf(msg, n, "cannot mount the workspace overlay: %s", strerror(e));
 		return -1;
 	}
 	return 0;
@@ -554,7 +599,11 @@ static int setup_pids(unsigned long long max)
 {
 	char v[32];
 	snprintf(v, sizeof(v), "%llu", max);
-	if (mount("cgroup2", "/sys/fs/cgroup", "cgroup2", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0 &&
+	/* nsdelegate: a cgroup namespace is a delegation boundary, so a
+	 * command in one (src/agent/confine.c) cannot move out of its root
+	 * whatever it may write (cgroup-v2.rst, "Delegation Containment") */
+	if (mount("cgroup2", "/sys/fs/cgroup", "cgroup2", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+		  "nsdelegate") < 0 &&
 	    errno != EBUSY)
 		return -1;
 	if ((mkdir(PIDS_CG, 0755) < 0 && errno != EEXIST) ||
@@ -578,6 +627,9 @@ static unsigned long read_counter(const char *path, const char *key)
 		fclose(f);
 	return v;
 }
+
+/* Every command's confinement, prepared once before the agent starts. */
+static struct kis_agent_confine confine;
 
 static int start_agent(json_t *cfg, char *msg, size_t n)
 {
@@ -606,6 +658,19 @@ static int start_agent(json_t *cfg, char *msg, size_t n)
 		snprintf(msg, n, "root: workspace needs a workspace");
 		return -1;
 	}
+	/* the commands' user and its home (HOME=/root without a workspace) */
+	struct kis_error *err = NULL;
+	if (kis_agent_confine_prepare(&confine, net && !strcmp(net, "loopback") ? KIS_NET_LOOPBACK :
+						KIS_NET_OFF, &err) < 0) {
+		snprintf(msg, n, "%s", err && err->message ? err->message : "cannot confine");
+		kis_error_free(err);
+		return -1;
+	}
+	if (chown("/root", confine.uid, confine.gid) < 0) {
+		snprintf(msg, n, "cannot give /root to the sandbox user: %s", strerror(errno));
+		return -1;
+	}
+	bool hooks = json_is_true(json_object_get(cfg, "test_hooks"));
 	unlink(AGENT_SOCK);
 	int l = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};
@@ -646,6 +711,8 @@ static int start_agent(json_t *cfg, char *msg, size_t n)
 			_exit(1);
 		extern char **environ;
 		environ = envp ? envp : environ;
+		kis_agent_set_confine(&confine);
+		kis_agent_set_test_hooks(hooks);
 		_exit(kis_agent_serve_listener(l));
 	}
 	close(l);

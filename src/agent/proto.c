@@ -2,7 +2,7 @@
 /* Frame encoding and decoding of the agent protocol. The decoder is the
  * part that faces a possibly hostile peer: it checks every field before it
  * believes it, and has a libFuzzer target (tests/fuzz/fuzz_frame.c). */
-#include "util.h"
+#include "core/util.h"
 
 #include <string.h>
 #include <sys/uio.h>

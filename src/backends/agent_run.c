@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* One exec of a one-shot run through the sandbox's agent, and the host's
  * reading of how it ended (see agent_run.h). */
-#include "util.h"
+#include "core/util.h"
 
 #include <signal.h>
 #include <string.h>

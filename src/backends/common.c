@@ -1,29 +1,16 @@
 /* SPDX-License-Identifier: MIT */
 /* Shared pieces of the native backends: limit checks against probed
  * capabilities, and the plan of one native command. */
-#include "util.h"
+#include "core/util.h"
 
 #include <jansson.h>
 #include <string.h>
 #include <sys/resource.h>
 
 #include "backends/common.h"
-#include "exec/io.h"
+#include "core/io.h"
+#include "core/json.h"
 #include "exec/spawn.h"
-
-static const struct {
-	unsigned bit;
-	size_t off;
-	const char *field;
-} limit_fields[] = {
-	{KIS_LIMIT_WALL, offsetof(struct kis_limits, wall_ms), "limits.wall_ms"},
-	{KIS_LIMIT_CPU, offsetof(struct kis_limits, cpu_ms), "limits.cpu_ms"},
-	{KIS_LIMIT_MEMORY, offsetof(struct kis_limits, memory_bytes), "limits.memory_bytes"},
-	{KIS_LIMIT_PIDS, offsetof(struct kis_limits, pids), "limits.pids"},
-	{KIS_LIMIT_OUTPUT, offsetof(struct kis_limits, output_bytes), "limits.output_bytes"},
-	{KIS_LIMIT_FILE, offsetof(struct kis_limits, file_bytes), "limits.file_bytes"},
-	{KIS_LIMIT_OPEN_FILES, offsetof(struct kis_limits, open_files), "limits.open_files"},
-};
 
 int kis_check_limits(const struct kis_caps *caps, const struct kis_profile *p,
 		     const char *backend, struct kis_error **err)
@@ -38,14 +25,17 @@ int kis_check_limits(const struct kis_caps *caps, const struct kis_profile *p,
 		return kis_error_set(err, KIS_E_PROFILE_UNSATISFIABLE, 0,
 				     "microvm.vcpus: the %s backend runs no virtual machine: drop "
 				     "--vcpus or choose the microvm tier", backend);
-	for (size_t i = 0; i < ARRAY_SIZE(limit_fields); i++) {
-		uint64_t v = *(const uint64_t *)((const char *)&p->limits + limit_fields[i].off);
-		if (v && !(caps->limits & limit_fields[i].bit))
+	/* limits.disk_bytes is the engine's to bind (a project quota) or the
+	 * microvm's own layer: kis_disk_apply and the microvm check it */
+	for (unsigned i = 0; i < KIS_LIMIT__COUNT; i++) {
+		if (kis_limit_table[i].bit == KIS_LIMIT_DISK)
+			continue;
+		if (kis_limit_get(&p->limits, i) && !(caps->limits & kis_limit_table[i].bit))
 			return kis_error_set(err, KIS_E_PROFILE_UNSATISFIABLE, 0,
 					     "%s: the %s backend cannot enforce this limit on this "
 					     "host (it needs a cgroup the engine may use): drop the "
 					     "field or choose another tier",
-					     limit_fields[i].field, backend);
+					     kis_limit_table[i].path, backend);
 	}
 	/* An rlimit is lowered from the engine's own, never raised past its
 	 * hard limit (src/exec/spawn.c): more than that would be clamped. */
@@ -133,15 +123,10 @@ void kis_native_plan_release(struct kis_native_plan *n)
 char *kis_native_plan_describe(const struct kis_native_plan *n, const char *backend)
 {
 	const struct kis_limits *l = &n->limits;
-	json_t *o = json_pack("{s:s, s:o, s:o, s:o, s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}}",
-			      "backend", backend, "argv", kis_strv_json(n->argv), "env",
-			      kis_strv_json(n->envp), "cwd", n->cwd ? json_string(n->cwd) : json_null(),
-			      "limits", "wall_ms", (json_int_t)l->wall_ms, "cpu_ms",
-			      (json_int_t)l->cpu_ms, "memory_bytes", (json_int_t)l->memory_bytes,
-			      "pids", (json_int_t)l->pids, "output_bytes",
-			      (json_int_t)l->output_bytes, "file_bytes", (json_int_t)l->file_bytes,
-			      "open_files", (json_int_t)l->open_files, "disk_bytes",
-			      (json_int_t)l->disk_bytes);
+	json_t *o = json_pack("{s:s, s:o, s:o, s:o, s:o}", "backend", backend, "argv",
+			      kis_strv_json(n->argv), "env", kis_strv_json(n->envp), "cwd",
+			      n->cwd ? json_string(n->cwd) : json_null(), "limits",
+			      kis_limits_to_json(l, KIS_LIMITS_ALL));
 	if (!o)
 		return NULL;
 	char *s = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
@@ -185,4 +170,14 @@ const char *kis_find_tool(const char *env_var, const char *const *cands, size_t 
 		if (access(cands[i], X_OK) == 0)
 			return cands[i];
 	return NULL;
+}
+
+int kis_ctx_agent(const struct kis_ctx *ctx, char **out, struct kis_error **err)
+{
+	*out = NULL;
+	if (!ctx || !ctx->agent)
+		return kis_error_set(err, KIS_E_TIER_UNAVAILABLE, ENOENT, "%s",
+				     ctx && ctx->agent_why ? ctx->agent_why : "the agent is missing");
+	*out = strdup(ctx->agent);
+	return *out ? 0 : kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "agent path");
 }

@@ -18,6 +18,9 @@ struct kis_native_plan {
 
 /* An external program: $env_var (NULL: none) when set (and executable), else the first
  * executable candidate; NULL when there is none. */
+/* The context's agent, copied into *out; the engine's reason when none
+ * was found (KIS_E_TIER_UNAVAILABLE). */
+int kis_ctx_agent(const struct kis_ctx *ctx, char **out, struct kis_error **err);
 const char *kis_find_tool(const char *env_var, const char *const *cands, size_t n);
 /* Whether env[0..n) sets KEY. */
 bool kis_env_has(char *const *env, size_t n, const char *key);

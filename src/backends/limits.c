@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* The cgroup of one native run: memory and pids limits, the evidence for
  * memory_limit and pids_limit, and killing everything the run made. */
-#include "util.h"
+#include "core/util.h"
 
 #include <fcntl.h>
 #include <string.h>
@@ -42,17 +42,15 @@ static int explain(void *ctx, enum kis_reason *reason, char **detail)
 	if (!rc->cg || kis_cgroup_read_events(rc->cg, &ev, NULL) < 0)
 		return 0;
 	char buf[160];
-	if (ev.oom_kills) {
-		*reason = KIS_REASON_MEMORY_LIMIT;
+	*reason = kis_limit_verdict(ev.oom_kills, ev.pids_max);
+	if (*reason == KIS_REASON_MEMORY_LIMIT)
 		snprintf(buf, sizeof(buf), "memory use passed limits.memory_bytes (%llu bytes)",
 			 (unsigned long long)rc->memory_bytes);
-	} else if (ev.pids_max) {
-		*reason = KIS_REASON_PIDS_LIMIT;
+	else if (*reason == KIS_REASON_PIDS_LIMIT)
 		snprintf(buf, sizeof(buf), "%llu forks refused at limits.pids (%llu)",
 			 (unsigned long long)ev.pids_max, (unsigned long long)rc->pids);
-	} else {
+	else
 		return 0;
-	}
 	*detail = strdup(buf);
 	return 1;
 }
@@ -135,24 +133,8 @@ int kis_cgroup_explain_since(const struct kis_cgroup *cg, int dir_fd, const char
 		close(fd);
 	}
 	/* counted on every exec, whatever its top command's fate */
-	res->limit_events.counted = true;
-	res->limit_events.oom_kills = ev.oom_kills > seen_oom ? ev.oom_kills - seen_oom : 0;
-	res->limit_events.forks_refused = ev.pids_max > seen_pids ? ev.pids_max - seen_pids : 0;
-	bool failed = (res->reason == KIS_REASON_EXITED && res->exit_code != 0) ||
-		      res->reason == KIS_REASON_SIGNALED || res->reason == KIS_REASON_TIMEOUT;
-	if (!failed)
-		return 0; /* it ended well: the events are counted, not blamed */
-	const char *detail;
-	if (ev.oom_kills > seen_oom) {
-		res->reason = KIS_REASON_MEMORY_LIMIT;
-		detail = "memory use passed the session's limits.memory_bytes";
-	} else if (ev.pids_max > seen_pids) {
-		res->reason = KIS_REASON_PIDS_LIMIT;
-		detail = "forks refused at the session's limits.pids";
-	} else {
-		return 0;
-	}
-	free(res->detail);
-	res->detail = strdup(detail);
-	return 1;
+	return kis_result_blame_limits(res, ev.oom_kills > seen_oom ? ev.oom_kills - seen_oom : 0,
+				       ev.pids_max > seen_pids ? ev.pids_max - seen_pids : 0,
+				       "memory use passed the session's limits.memory_bytes",
+				       "forks refused at the session's limits.pids");
 }

@@ -2,18 +2,18 @@
 /* The process backend: the escape hatch. fork/exec with no isolation; only
  * resource limits apply, the defaults included. Reached only with
  * escape_hatch.allow_process_tier. */
-#include "util.h"
+#include "core/util.h"
 
 #include <jansson.h>
 #include <signal.h>
 #include <string.h>
 
 #include "backends/common.h"
-#include "backends/host_common.h"
+#include "backends/host/common.h"
 #include "exec/exec.h"
 #include "kis/backend.h"
 
-static void process_probe(struct kis_caps *c)
+static void process_probe(const struct kis_ctx *ctx, struct kis_caps *c)
 {
 	memset(c, 0, sizeof(*c));
 	c->present = true;
@@ -23,7 +23,7 @@ static void process_probe(struct kis_caps *c)
 	/* No confinement at all: the command shares the host's network. */
 	c->net_modes = 1u << KIS_NET_HOST;
 	c->limits = KIS_LIMIT_WALL | KIS_LIMIT_CPU | KIS_LIMIT_OUTPUT | KIS_LIMIT_FILE |
-		    KIS_LIMIT_OPEN_FILES | (kis_probe_thorough() ? kis_cgroup_limits_available() : 0);
+		    KIS_LIMIT_OPEN_FILES | (ctx->thorough ? kis_cgroup_limits_available() : 0);
 }
 
 struct kis_plan {
@@ -54,7 +54,7 @@ static int process_plan(const struct kis_caps *caps, const struct kis_run_reques
 	struct kis_caps c = *caps;
 	unsigned explicit_cg = (p->limits.memory_bytes ? KIS_LIMIT_MEMORY : 0) |
 			       (p->limits.pids ? KIS_LIMIT_PIDS : 0);
-	if (explicit_cg && !kis_probe_thorough())
+	if (explicit_cg && !req->ctx->thorough)
 		c.limits |= kis_cgroup_limits_available(); /* measured only when asked for */
 	caps = &c;
 	TRY(kis_check_limits(caps, p, "process", err));

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* The wasm backend: a WASI preview1 module from the workspace, run by our
  * interpreter in a child process under a tight seccomp allowlist. */
-#include "util.h"
+#include "core/util.h"
 
 #include <fcntl.h>
 #include <jansson.h>
@@ -16,7 +16,7 @@
 #include <time.h>
 
 #include "backends/common.h"
-#include "exec/io.h"
+#include "core/io.h"
 #include "confine/confine.h"
 #include "exec/exec.h"
 #include "kis/backend.h"
@@ -38,7 +38,7 @@
 #define CANCEL_GRACE_MS 50
 #define TRAP_EXIT_CODE 134 /* 128 + SIGABRT: what a trapped module reports */
 
-static void wasm_probe(struct kis_caps *c)
+static void wasm_probe(const struct kis_ctx *ctx, struct kis_caps *c)
 {
 	memset(c, 0, sizeof(*c));
 	/* The interpreter is part of this library: always present. openat2

@@ -63,14 +63,13 @@ int cmd_backends(int argc, char **argv)
 		kis_store_free(st);
 	}
 	kis_error_free(err);
-	/* where the microvm's guest is read: the engine's lookup, with the
-	 * store the engine uses for it (KIS_SANDBOX_ROOT or the default) */
+	/* where the microvm's guest is read: the engine's lookup, for this
+	 * store (--store-root, else KIS_SANDBOX_ROOT or the default) */
 	struct kis_guest_info guest = {0};
-	if (kis_guest_locate(NULL, false, &guest, &err) < 0) {
+	if (kis_guest_locate(root, false, &guest, &err) < 0) {
 		kis_error_free(err);
 		err = NULL;
 	}
-	kis_probe_set_thorough(true);
 	size_t n;
 	const struct kis_backend *const *b = kis_backends(&n);
 	json_t *arr = json_array();
@@ -80,7 +79,7 @@ int cmd_backends(int argc, char **argv)
 		       "DISK", "ACCEL", "STATUS");
 	for (size_t i = 0; i < n; i++) {
 		struct kis_caps c;
-		b[i]->probe(&c);
+		kis_backend_probe(b[i], root, true, &c);
 		c.cow = cow;
 		/* disk: the microvm bounds its own layer; elsewhere the store's
 		 * quotas, which ext4 lets root with its capabilities pass (the
@@ -99,13 +98,10 @@ int cmd_backends(int argc, char **argv)
 				c.present && c.seccomp, "snapshot", c.present && c.snapshot, "tty",
 				c.present && c.tty, "accel", c.accel);
 			json_object_set_new(o, "clone_strategy", json_string(strategy));
-			static const char *const lim[] = {"wall_ms", "cpu_ms", "memory_bytes", "pids",
-							  "output_bytes", "file_bytes", "open_files",
-							  "disk_bytes"};
 			json_t *la = json_array();
-			for (unsigned k = 0; k < sizeof(lim) / sizeof(lim[0]); k++)
-				if (c.present && (c.limits & (1u << k)))
-					json_array_append_new(la, json_string(lim[k]));
+			for (unsigned k = 0; k < KIS_LIMIT__COUNT; k++)
+				if (c.present && (c.limits & kis_limit_table[k].bit))
+					json_array_append_new(la, json_string(kis_limit_table[k].name));
 			json_object_set_new(o, "limits", la);
 			if (!c.present)
 				json_object_set_new(o, "why_absent", json_string(c.why_absent));

@@ -35,15 +35,9 @@ static const struct flag flags[] = {
 	{"--keep", "keep", false, RC, "keep the workspace a --base run cloned"},
 	{"--root", "root", true, RC, "host|workspace  system view, or the workspace as /"},
 	{"--net", "network.mode", true, RC, "off|loopback|egress|host  (default off)"},
-	{"--timeout", "limits.wall_ms", true, PER_EXEC, "DUR  wall-clock limit (500ms, 2s, 1m)"},
-	{"--cpu-time", "limits.cpu_ms", true, PER_EXEC, "DUR  CPU-time limit"},
-	{"--memory", "limits.memory_bytes", true, RC, "SIZE  memory limit (k, M, G)"},
-	{"--pids", "limits.pids", true, RC, "N  process limit"},
-	{"--output-limit", "limits.output_bytes", true, PER_EXEC, "SIZE  stdout+stderr limit"},
-	{"--file-size", "limits.file_bytes", true, PER_EXEC,
-	 "SIZE  largest file the command may write"},
-	{"--open-files", "limits.open_files", true, PER_EXEC, "N  descriptors per process"},
-	{"--disk", "limits.disk_bytes", true, RC, "SIZE  what the command may write to its workspace"},
+#define LIMIT_FLAG(f, B, k, d, m, pe, fl, h) {fl, "limits." #f, true, (pe) ? PER_EXEC : RC, h},
+	KIS_LIMITS(LIMIT_FLAG)
+#undef LIMIT_FLAG
 	{"--env", "env", true, ALL, "K=V  set an environment variable (repeatable)"},
 	{"--cwd", "cwd", true, ALL, "DIR  working directory inside the sandbox"},
 	{"--tty", "tty.enabled", false, ALL, "a real terminal for the command"},

@@ -2,6 +2,7 @@
 /* Process hardening for the child between fork and exec: rlimits, stray
  * descriptors, no_new_privs and every capability dropped. No allocation. */
 #include "confine/confine.h"
+#include "exec/exec.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -22,44 +23,13 @@
 #define PR_CAP_AMBIENT_CLEAR_ALL 4
 #endif
 
-static uint64_t or_default(uint64_t v, uint64_t def)
-{
-	return v ? v : def;
-}
-
-static int set_one(int res, rlim_t want, const char *name, struct kis_error **err)
-{
-	struct rlimit cur;
-	if (getrlimit(res, &cur) < 0)
-		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot read %s", name);
-	/* Never raise: a hard limit above the current one needs
-	 * CAP_SYS_RESOURCE, and the caller's own limit is a ceiling anyway. */
-	if (cur.rlim_max != RLIM_INFINITY && want > cur.rlim_max)
-		want = cur.rlim_max;
-	struct rlimit nl = {.rlim_cur = want, .rlim_max = want};
-	if (setrlimit(res, &nl) < 0)
-		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot set %s", name);
-	return 0;
-}
-
 int kis_set_rlimits(const struct kis_limits *lim, struct kis_error **err)
 {
 	static const struct kis_limits zero;
-	if (!lim)
-		lim = &zero;
-	uint64_t fsize = or_default(lim->file_bytes, KIS_DEFAULT_FILE_BYTES);
-	uint64_t nofile = or_default(lim->open_files, KIS_DEFAULT_OPEN_FILES);
-	uint64_t cpu_ms = or_default(lim->cpu_ms, KIS_DEFAULT_CPU_MS);
-	TRY(set_one(RLIMIT_FSIZE, (rlim_t)fsize, "RLIMIT_FSIZE", err));
-	TRY(set_one(RLIMIT_NOFILE, (rlim_t)nofile, "RLIMIT_NOFILE", err));
-	TRY(set_one(RLIMIT_CORE, 0, "RLIMIT_CORE", err));
-	/* RLIMIT_CPU is per process and counts whole seconds: a backstop one
-	 * second past the budget (the engine measures the real total over the
-	 * process tree). The kernel sends SIGXCPU at the soft limit and SIGKILL
-	 * at the hard one; both are the same here so the end is a SIGKILL the
-	 * command cannot catch. */
-	rlim_t cpu_s = (rlim_t)((cpu_ms + 999) / 1000 + 1);
-	TRY(set_one(RLIMIT_CPU, cpu_s, "RLIMIT_CPU", err));
+	struct kis_limits l;
+	kis_limits_resolve(lim ? lim : &zero, &l);
+	if (kis_rlimits_apply(&l) < 0)
+		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot set the command's rlimits");
 	return 0;
 }
 

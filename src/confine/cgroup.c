@@ -3,8 +3,9 @@
  * pure v2 hosts and on v1/v2 hybrids, its events, kill and removal. */
 #include "confine/confine.h"
 
-#include "kis/backend.h"
-#include "engine/owner.h"
+#include "kis/limits.h"
+#include "core/record.h"
+#include "core/io.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -235,7 +236,7 @@ static int make_leaf(const char *parent, const char *leaf, struct kis_error **er
 			return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot create cgroup '%s'",
 					     parent);
 		/* Recorded before it exists: a run killed from here on leaves
-		 * the record the sweep removes the group by (engine/owner.h). */
+		 * the record the sweep removes the group by (core/record.h, engine/owner.h). */
 		if (tries == 0 && kis_owner_note("cgroup", "%s", leaf) < 0)
 			return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot record cgroup '%s'",
 					     leaf);
@@ -544,13 +545,6 @@ int kis_cgroup_count(const struct kis_cgroup *cg, struct kis_error **err)
 	return best;
 }
 
-static long kis_cg_now_ms(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return t.tv_sec * 1000L + t.tv_nsec / 1000000L;
-}
-
 /* The members killed in a round, as pidfds (pidfd_open(2), Linux 5.3):
  * a pidfd polls readable once its process has exited, and do_exit() takes
  * a task out of its cgroups (cgroup_exit) before it notifies (exit_notify),
@@ -599,9 +593,9 @@ static void await_round(struct kill_round *r, int ms)
 	int n = 0;
 	for (int i = 0; i < r->n; i++)
 		pf[n++] = (struct pollfd){.fd = r->fd[i], .events = POLLIN};
-	long deadline = kis_cg_now_ms() + ms;
+	long deadline = (long)kis_monotonic_ms() + ms;
 	while (n > 0) {
-		long left = deadline - kis_cg_now_ms();
+		long left = deadline - (long)kis_monotonic_ms();
 		if (left <= 0 || poll(pf, (nfds_t)n, (int)left) <= 0)
 			break;
 		int m = 0;

@@ -42,7 +42,7 @@
 
 #include "kis/error.h"
 #include "kis/profile.h"
-#include "util.h"
+#include "core/util.h"
 
 /* ------------------------------------------------------------------ seccomp */
 
@@ -147,7 +147,8 @@ struct kis_harden_opts {
  * inheritable, permitted and effective capabilities cleared. No allocation
  * on the success path. */
 KIS_HIDDEN int kis_harden_self(const struct kis_harden_opts *o, struct kis_error **err);
-/* The parts on their own, for backends that need only some. */
+/* The parts on their own, for backends that need only some. The rlimits
+ * are exec's one setter (kis_rlimits_apply) over the resolved limits. */
 KIS_HIDDEN int kis_set_rlimits(const struct kis_limits *lim, struct kis_error **err);
 KIS_HIDDEN int kis_cloexec_fds_from(int lowfd, const int *keep, size_t n_keep,
 				    struct kis_error **err);
@@ -258,5 +259,11 @@ KIS_HIDDEN int kis_stage_tmpfs(const char *dir);
 KIS_HIDDEN int kis_idmap_bind(const char *src, const char *target, int userns_fd);
 KIS_HIDDEN int kis_idmap_overlay(const char *lower, const char *ws_dir, const char *target,
 				 int userns_fd, uid_t first);
+/* Mount an overlay over idmapped layers as the sandbox's root would own
+ * it: fsuid and fsgid first, the effective capabilities raised again from
+ * the permitted set (overlayfs keeps its mounter's credentials); then back
+ * to fsuid 0 with kis_ids_root_end. -1 with errno. */
+KIS_HIDDEN int kis_as_ids_root(uid_t first);
+KIS_HIDDEN void kis_ids_root_end(void);
 
 #endif

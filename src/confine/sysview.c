@@ -2,7 +2,7 @@
 /* The system view of root: host, written once (sysview.h). A second copy
  * drifted before: /etc/security/opasswd was hidden on two tiers and
  * readable on the container tier. */
-#include "util.h"
+#include "core/util.h"
 
 #include "confine/sysview.h"
 

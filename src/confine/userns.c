@@ -15,7 +15,7 @@
  * in [KIS_IDS_FIRST, KIS_IDS_FIRST + KIS_IDS_BLOCKS * 65536), which lies
  * inside the range systemd reserves for containers (524288..1879048191,
  * systemd's UIDS-GIDS.md), so it is no user account's. */
-#include "util.h"
+#include "core/util.h"
 
 #include <fcntl.h>
 #include <sched.h>
@@ -233,8 +233,9 @@ int kis_idmap_bind(const char *src, const char *target, int userns_fd)
  * sandbox's root: fsuid and fsgid moved to first (the setfsuid(2) drops the
  * effective file capabilities, cap_task_fix_setuid), the effective set
  * raised again from the permitted one (capset(2)), so that copy-up still
- * reads what only an owner or CAP_DAC_OVERRIDE may. */
-static int as_sandbox_root(uid_t first)
+ * reads what only an owner or CAP_DAC_OVERRIDE may. kis_ids_root_end goes
+ * back to fsuid and fsgid 0. */
+int kis_as_ids_root(uid_t first)
 {
 	setfsuid(first);
 	setfsgid((gid_t)first);
@@ -259,7 +260,7 @@ int kis_idmap_overlay(const char *lower, const char *ws_dir, const char *target,
 	_cleanup_close_ int up = openat(wsm, "upper", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	_cleanup_close_ int wk = openat(wsm, "work", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	_cleanup_close_ int fs = up < 0 || wk < 0 ? -1 : sys_fsopen("overlay", FSOPEN_CLOEXEC);
-	if (fs < 0 || as_sandbox_root(first) < 0)
+	if (fs < 0 || kis_as_ids_root(first) < 0)
 		return -1;
 	if (sys_fsconfig(fs, FSCONFIG_SET_FD, "lowerdir+", NULL, lo) < 0 ||
 	    sys_fsconfig(fs, FSCONFIG_SET_FD, "upperdir", NULL, up) < 0 ||
@@ -271,8 +272,13 @@ int kis_idmap_overlay(const char *lower, const char *ws_dir, const char *target,
 		return -1;
 	int r = sys_move_mount(m, "", AT_FDCWD, target, MOVE_MOUNT_F_EMPTY_PATH);
 	int e = errno;
-	setfsuid(0); /* execve(2) sets them from the euid anyway */
-	setfsgid(0);
+	kis_ids_root_end();
 	errno = e;
 	return r;
+}
+
+void kis_ids_root_end(void)
+{
+	setfsuid(0); /* execve(2) sets them from the euid anyway */
+	setfsgid(0);
 }

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* limits.disk_bytes for the tiers whose workspace lives on the host's
  * disk: checked before a workspace is made, set after, judged after. */
-#include "util.h"
+#include "core/util.h"
 
 #include <string.h>
 

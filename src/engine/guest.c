@@ -3,7 +3,7 @@
  * where the engine keeps what it makes from them (initramfs, snapshots,
  * disk images), in the documented order: $KIS_MICROVM_GUEST_DIR, the system
  * location (installed by `make install`), then the store's cache. */
-#include "util.h"
+#include "core/util.h"
 
 #include <fcntl.h>
 #include <limits.h>

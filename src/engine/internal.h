@@ -8,6 +8,7 @@
 
 #include "kis/backend.h"
 #include "kis/profile.h"
+#include "kis/sandbox.h"
 
 /* $KIS_AGENT, else kis-agent beside the running binary (or the shared
  * library's ../bin), else in the build-time prefix's bin. */
@@ -53,10 +54,30 @@ void kis_workspace_layers_get(const char *store_root, const char *id, struct kis
 void kis_ws_layers_free(struct kis_ws_layers *l);
 
 
+/* The context of one command (ctx.c): what it hands the backends. The
+ * ctx inside points at e, which must stay where it is until released. */
+struct kis_engine_ctx {
+	struct kis_ctx ctx;
+	char *agent;
+	char agent_why[400];
+	char *guest;
+	bool guest_done;
+};
+void kis_ctx_init(struct kis_engine_ctx *e, const char *store_root, bool thorough);
+void kis_ctx_release(struct kis_engine_ctx *e);
+
+/* One run without a terminal (run.c). A run that asks for a terminal
+ * (and is not a dry run) returns 1 with *as_session its backend: the
+ * caller runs it as a session (entry.c); as_session NULL refuses it. */
+int kis_run_one(const struct kis_ctx *ctx, const struct kis_profile *p, char *const *argv,
+		const struct kis_run_options *opts, struct kis_result *res, char **plan_json,
+		const struct kis_backend **as_session, struct kis_error **err);
+
 /* kis_select_backend with the command looked up inside root (the files of
  * the workspace the run will use) when auto looks for a wasm module; root
  * NULL: relative to the caller's working directory. */
-int kis_select_backend_in(const struct kis_profile *p, char *const *argv, const char *root,
+int kis_select_backend_in(const struct kis_ctx *ctx, const struct kis_profile *p,
+			  char *const *argv, const char *root,
 			  const struct kis_backend **out, struct kis_caps *caps,
 			  struct kis_error **err);
 

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Owners of one-shot runs and of sessions being created: the record of what
  * they made, under a flock that dies with them, and its sweep (owner.h). */
-#include "util.h"
+#include "core/util.h"
 
 #include <ctype.h>
 #include <fcntl.h>
@@ -17,12 +17,14 @@
 #include <sys/statfs.h>
 #include <sys/syscall.h>
 
-#include "backends/oci_bundle.h"
+#include "backends/oci/bundle.h"
 #include "confine/confine.h"
 #include "engine/owner.h"
-#include "exec/io.h"
+#include "core/io.h"
+#include "core/record.h"
 #include "kis/session.h"
 #include "store/store_internal.h"
+#include "core/tree.h"
 
 #define RECORDS "records"
 
@@ -32,12 +34,8 @@ struct kis_owner {
 	int owners_fd; /* ROOT/owners */
 	int dir_fd;    /* ROOT/owners/<id>, flocked LOCK_EX */
 	int rec_fd;    /* its records, O_APPEND */
-	struct kis_owner *prev; /* the thread's owner before this one */
+	struct kis_record_sink sink; /* the thread's current record (core/record.h) */
 };
-
-/* One run per thread at a time; a run inside a run (an exec in an agentless
- * session is a run) stacks. */
-static __thread struct kis_owner *current;
 
 int kis_owner_begin(const char *store_root, const char *id, struct kis_owner **out,
 		    struct kis_error **err)
@@ -70,8 +68,9 @@ int kis_owner_begin(const char *store_root, const char *id, struct kis_owner **o
 		kis_owner_end(o, false);
 		return -1;
 	}
-	o->prev = current;
-	current = o;
+	o->sink.fd = o->rec_fd;
+	o->sink.id = o->id;
+	kis_record_push(&o->sink);
 	*out = o;
 	return 0;
 }
@@ -80,8 +79,7 @@ void kis_owner_end(struct kis_owner *o, bool undo)
 {
 	if (!o)
 		return;
-	if (current == o)
-		current = o->prev;
+	kis_record_pop(&o->sink);
 	if (undo && o->dir_fd >= 0 && o->root) {
 		struct kis_store *s = NULL;
 		if (store_open_nosweep(o->root, &s, NULL) == 0) {
@@ -102,66 +100,6 @@ void kis_owner_end(struct kis_owner *o, bool undo)
 		close(o->owners_fd);
 	free(o->root);
 	free(o);
-}
-
-bool kis_owner_active(void)
-{
-	return current != NULL;
-}
-
-int kis_owner_note(const char *kind, const char *fmt, ...)
-{
-	struct kis_owner *o = current;
-	if (!o)
-		return 0;
-	char line[PATH_MAX + 64];
-	int n = snprintf(line, sizeof(line), "%s ", kind);
-	va_list ap;
-	va_start(ap, fmt);
-	int m = vsnprintf(line + n, sizeof(line) - (size_t)n - 1, fmt, ap);
-	va_end(ap);
-	if (m < 0 || (size_t)(n + m) >= sizeof(line) - 1 || strchr(line + n, '\n')) {
-		errno = ENAMETOOLONG;
-		return -1;
-	}
-	n += m;
-	line[n++] = '\n';
-	/* One write(2) with O_APPEND: a kill leaves whole lines, or a last
-	 * partial one that the sweep ignores (no newline). */
-	return RETRY_EINTR(write(o->rec_fd, line, (size_t)n)) == n ? 0 : -1;
-}
-
-/* ---- the test hook ---- */
-
-void kis_test_pause(const char *point)
-{
-	/* once per process: a point passed twice (a probe's cgroup, then the
-	 * run's) stops at the first only, and a signal ends that one */
-	static int paused;
-	const char *want = getenv("KIS_TEST_PAUSE_AT");
-	/* only inside a run or a create (a probe's cgroup is not the run's) */
-	if (!want || !current || strcmp(want, point) ||
-	    __atomic_exchange_n(&paused, 1, __ATOMIC_RELAXED))
-		return;
-	/* The signals are blocked from before the line is printed until
-	 * sigsuspend(2) waits with the old mask: one sent as soon as the line
-	 * is read is held pending, never lost between the print and the wait
-	 * (as it would be with pause(2)). The engine's handlers then run as
-	 * they would at this point of a real run. */
-	sigset_t block, old;
-	sigemptyset(&block);
-	sigaddset(&block, SIGINT);
-	sigaddset(&block, SIGTERM);
-	sigaddset(&block, SIGHUP);
-	sigprocmask(SIG_BLOCK, &block, &old);
-	fprintf(stderr, "kis: test pause at %s (owner %s, pid %d)\n", point, current->id,
-		(int)getpid());
-	sigset_t wait = old;
-	sigdelset(&wait, SIGINT);
-	sigdelset(&wait, SIGTERM);
-	sigdelset(&wait, SIGHUP);
-	sigsuspend(&wait);
-	sigprocmask(SIG_SETMASK, &old, NULL);
 }
 
 /* ---- the sweep ---- */
@@ -293,8 +231,8 @@ static void reap_tmp(struct reap *r, const char *v)
 		return;
 	}
 	struct kis_error *e = NULL;
-	/* store_rmtree never follows a link nor descends into another mount */
-	int done = store_rmtree(pfd, base + 1, &e) < 0 ? -1 : 1;
+	/* kis_tree_remove never follows a link nor descends into another mount */
+	int done = kis_tree_remove(pfd, base + 1, &e) < 0 ? -1 : 1;
 	report(r, "tmp", v, done, e);
 }
 
@@ -312,7 +250,7 @@ static void reap_session(struct reap *r, const char *v)
 		return;
 	}
 	struct kis_error *e = NULL;
-	int done = store_rmtree(r->s->sessions_fd, tmp, &e) < 0 ? -1 : 1;
+	int done = kis_tree_remove(r->s->sessions_fd, tmp, &e) < 0 ? -1 : 1;
 	report(r, "session", tmp, done, e);
 }
 
@@ -433,4 +371,22 @@ int kis_owner_reap_id(const char *store_root, const char *id, struct kis_error *
 	}
 	kis_store_free(s);
 	return r;
+}
+
+/* `kis sandbox gc`: the store's leftovers (the sweep of owners, sessions
+ * and temporary directories), then the containers of runs from any store
+ * whose engine is gone (their bundle's owner record: backends/oci/crun.c).
+ * Here, not in the store: the store knows nothing of backends. */
+int kis_store_gc(const char *root, bool dry_run, kis_gc_fn fn, void *ctx, struct kis_error **err)
+{
+	int failed = store_gc(root, dry_run, fn, ctx, err);
+	if (failed < 0)
+		return -1;
+	if (!dry_run)
+		kis_oci_collect();
+	if (failed)
+		return kis_error_set(err, KIS_E_BUSY, 0,
+				     "%d leftover%s could not be removed (listed above)", failed,
+				     failed == 1 ? "" : "s");
+	return 0;
 }

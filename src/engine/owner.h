@@ -7,6 +7,7 @@
 #include <stdbool.h>
 
 #include "kis/error.h"
+#include "core/record.h"
 #include "kis/store.h"
 
 /* Theory of operation. A run owns ROOT/owners/<id>/ (id: the sandbox id),
@@ -25,7 +26,9 @@
  *
  * The owner being recorded to is the calling thread's (one run per thread
  * at a time): the places that make things (the cgroup code, the private
- * directory, QEMU's launch) are far below the run and take no context. */
+ * directory, QEMU's launch) are far below the run and take no context, so
+ * they write through core/record.h, which owner.c points at the run's
+ * records while the run lasts. */
 
 struct kis_owner;
 
@@ -38,20 +41,8 @@ int kis_owner_begin(const char *store_root, const char *id, struct kis_owner **o
  * a session was published and owns what is left: drop the records. Then
  * remove the owner and unlock. NULL is accepted. */
 void kis_owner_end(struct kis_owner *o, bool undo);
-/* Append "kind value" to the current owner; a no-op without one. Returns
- * < 0 when the record could not be written (the caller should not make
- * the thing then). */
-int kis_owner_note(const char *kind, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* Whether the current thread has an owner (a run is being recorded). */
-bool kis_owner_active(void);
-
 /* Undo what the owner <id> recorded if its process is gone: 0 done (or no
  * such owner), 1 the owner is alive (nothing touched), < 0 failure. */
 int kis_owner_reap_id(const char *store_root, const char *id, struct kis_error **err);
-
-/* Test hook: when $KIS_TEST_PAUSE_AT names this point, say so on stderr
- * (with the sandbox id) and stop until a signal comes. Documented in
- * docs/testing hooks of the README; never set in production. */
-void kis_test_pause(const char *point);
 
 #endif

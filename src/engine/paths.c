@@ -2,7 +2,7 @@
 /* Where things are: the agent binary and the installed files, found from
  * where the library (or the binary linking it) lies, then the prefix fixed
  * at build time; environment variables override both. */
-#include "util.h"
+#include "core/util.h"
 
 #include <dlfcn.h>
 #include <limits.h>

@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: MIT */
-/* kis_run: one command, start to end: hatches, selection, workspace,
- * plan, run, teardown. Stateless: everything comes from the profile. */
-#include "util.h"
+/* One command, start to end: hatches, selection, workspace, plan, run,
+ * teardown. Stateless: everything comes from the profile. Below the
+ * sessions: session.c runs an agentless session's exec through here, and
+ * nothing here calls a session (a run with a terminal is entry.c's). */
+#include "core/util.h"
 
 #include <poll.h>
 #include <string.h>
@@ -9,50 +11,7 @@
 #include "engine/internal.h"
 #include "engine/owner.h"
 #include "kis/sandbox.h"
-#include "kis/session.h"
 #include "kis/store.h"
-
-/* A terminal lives in the agent (DESIGN.md, Theory of operation): a run
- * that asks for one is a session with one exec, destroyed afterwards. */
-static int run_in_session(const struct kis_profile *p, const struct kis_backend *b,
-			  char *const *argv, const struct kis_run_options *opts,
-			  struct kis_result *res, struct kis_error **err)
-{
-	if (!b->start_session)
-		return kis_error_set(err, KIS_E_TTY_UNSUPPORTED, 0,
-				     "the %s backend cannot give a terminal: drop tty.enabled (--tty)",
-				     b->name);
-	/* The session is this run's: killed, the run leaves a record the
-	 * sweep destroys the session by (engine/owner.h). */
-	char rid[KIS_ID_BUFSZ];
-	TRY(kis_id_mint('s', rid, err));
-	struct kis_owner *owner = NULL;
-	TRY(kis_owner_begin(opts->store_root, rid, &owner, err));
-	char id[KIS_ID_BUFSZ];
-	if (kis_session_create(p, opts, id, err) < 0) {
-		kis_owner_end(owner, true);
-		return -1;
-	}
-	if (kis_owner_note("tty-session", "%s", id) < 0) {
-		kis_session_destroy(opts->store_root, id, NULL);
-		kis_owner_end(owner, true);
-		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot record session '%s'", id);
-	}
-	struct kis_exec_options eo = {
-		.io = opts->io, .tty = true, .rows = p->tty.rows, .cols = p->tty.cols,
-		.resize_fd = opts->resize_fd, .tty_fd = opts->tty_fd, .limits = p->limits,
-		.store_root = opts->store_root,
-	};
-	int r = kis_session_exec(id, argv, &eo, res, err);
-	snprintf(res->sandbox, sizeof(res->sandbox), "%s", id);
-	res->tier = b->tier;
-	res->backend = b->name;
-	struct kis_error *e2 = NULL;
-	kis_session_destroy(opts->store_root, id, &e2);
-	kis_error_free(e2);
-	kis_owner_end(owner, true);
-	return r;
-}
 
 /* A signal the caller turned into a readable cancel fd (the CLI's SIGINT,
  * SIGTERM, SIGHUP) ends the run between its phases too, not only while
@@ -72,8 +31,9 @@ static void set_cancelled(struct kis_result *res)
 	res->detail = strdup("the run was cancelled before its command started");
 }
 
-int kis_run(const struct kis_profile *p, char *const *argv, const struct kis_run_options *opts,
-	    struct kis_result *res, char **plan_json, struct kis_error **err)
+int kis_run_one(const struct kis_ctx *ctx, const struct kis_profile *p, char *const *argv,
+		const struct kis_run_options *opts, struct kis_result *res, char **plan_json,
+		const struct kis_backend **as_session, struct kis_error **err)
 {
 	if (plan_json)
 		*plan_json = NULL;
@@ -100,7 +60,7 @@ int kis_run(const struct kis_profile *p, char *const *argv, const struct kis_run
 			kis_store_free(st);
 		}
 	}
-	TRY(kis_select_backend_in(p, argv, files, &b, &caps, err));
+	TRY(kis_select_backend_in(ctx, p, argv, files, &b, &caps, err));
 	/* The same check is in every backend's plan; here it fails before any
 	 * workspace is made. */
 	if (p->tty.enabled && !caps.tty)
@@ -112,10 +72,18 @@ int kis_run(const struct kis_profile *p, char *const *argv, const struct kis_run
 				     "network.mode: the %s backend cannot enforce '%s'", b->name,
 				     kis_net_mode_name(p->net));
 
-	if (p->tty.enabled && !opts->dry_run)
-		return run_in_session(p, b, argv, opts, res, err);
+	/* A terminal lives in the agent (DESIGN.md, Theory of operation): the
+	 * caller runs it as a session with one exec (entry.c). */
+	if (p->tty.enabled && !opts->dry_run) {
+		if (!as_session || !b->start_session)
+			return kis_error_set(err, KIS_E_TTY_UNSUPPORTED, 0,
+					     "the %s backend cannot give a terminal: drop "
+					     "tty.enabled (--tty)", b->name);
+		*as_session = b;
+		return 1;
+	}
 
-	struct kis_run_request req = {.profile = p, .argv = argv, .io = opts->io};
+	struct kis_run_request req = {.ctx = ctx, .profile = p, .argv = argv, .io = opts->io};
 	kis_limits_resolve(&p->limits, &req.limits);
 	TRY(kis_id_mint('s', res->sandbox, err));
 	req.sandbox_id = res->sandbox;

@@ -2,7 +2,7 @@
 /* The backend table and tier selection (DESIGN.md, Selection): a pinned
  * backend or tier must be present; auto takes the most restrictive present
  * tier that can run the command, and never the process tier. */
-#include "util.h"
+#include "core/util.h"
 
 #include <fcntl.h>
 #include <linux/openat2.h>
@@ -25,16 +25,13 @@ static const struct kis_backend *const table[] = {
 	&kis_backend_microvm,
 };
 
-static bool thorough;
-
-void kis_probe_set_thorough(bool t)
+void kis_backend_probe(const struct kis_backend *b, const char *store_root, bool thorough,
+		       struct kis_caps *caps)
 {
-	thorough = t;
-}
-
-bool kis_probe_thorough(void)
-{
-	return thorough;
+	struct kis_engine_ctx e;
+	kis_ctx_init(&e, store_root, thorough);
+	b->probe(&e.ctx, caps);
+	kis_ctx_release(&e);
 }
 
 const struct kis_backend *const *kis_backends(size_t *n)
@@ -86,11 +83,12 @@ static bool can_run(const struct kis_caps *c, const struct kis_backend *b, bool 
 /* Would this backend's plan take the profile? Planned as a run without
  * its workspace is (run.c plans once so before cloning): plan() touches
  * nothing on the host. */
-static int plan_check(const struct kis_backend *b, const struct kis_caps *caps,
-		      const struct kis_profile *p, char *const *argv, struct kis_error **err)
+static int plan_check(const struct kis_ctx *ctx, const struct kis_backend *b,
+		      const struct kis_caps *caps, const struct kis_profile *p, char *const *argv,
+		      struct kis_error **err)
 {
 	static char *const none[] = {"true", NULL};
-	struct kis_run_request req = {.profile = p, .argv = argv && argv[0] ? argv : none,
+	struct kis_run_request req = {.ctx = ctx, .profile = p, .argv = argv && argv[0] ? argv : none,
 				      .sandbox_id = "s-selection",
 				      .io = {.stdin_fd = -1, .stdout_fd = -1, .stderr_fd = -1,
 					     .cancel_fd = -1}};
@@ -106,14 +104,19 @@ static int plan_check(const struct kis_backend *b, const struct kis_caps *caps,
 	return 0;
 }
 
-int kis_select_backend(const struct kis_profile *p, char *const *argv,
+int kis_select_backend(const struct kis_profile *p, char *const *argv, const char *store_root,
 		       const struct kis_backend **out, struct kis_caps *caps,
 		       struct kis_error **err)
 {
-	return kis_select_backend_in(p, argv, NULL, out, caps, err);
+	struct kis_engine_ctx e;
+	kis_ctx_init(&e, store_root, false);
+	int r = kis_select_backend_in(&e.ctx, p, argv, NULL, out, caps, err);
+	kis_ctx_release(&e);
+	return r;
 }
 
-int kis_select_backend_in(const struct kis_profile *p, char *const *argv, const char *root,
+int kis_select_backend_in(const struct kis_ctx *ctx, const struct kis_profile *p,
+			  char *const *argv, const char *root,
 			  const struct kis_backend **out, struct kis_caps *caps,
 			  struct kis_error **err)
 {
@@ -128,7 +131,7 @@ int kis_select_backend_in(const struct kis_profile *p, char *const *argv, const 
 			return kis_error_set(err, KIS_E_INVALID_PROFILE, 0,
 					     "backend: '%s' serves the %s tier, not the %s tier",
 					     b->name, kis_tier_name(b->tier), kis_tier_name(p->tier));
-		b->probe(caps);
+		b->probe(ctx, caps);
 		if (!caps->present)
 			return kis_error_set(err, KIS_E_TIER_UNAVAILABLE, 0,
 					     "backend '%s' is not available on this host: %s", b->name,
@@ -141,7 +144,7 @@ int kis_select_backend_in(const struct kis_profile *p, char *const *argv, const 
 		for (size_t i = 0; i < ARRAY_SIZE(table); i++) {
 			if (table[i]->tier != p->tier)
 				continue;
-			table[i]->probe(caps);
+			table[i]->probe(ctx, caps);
 			if (caps->present) {
 				*out = table[i];
 				return 0;
@@ -168,12 +171,12 @@ int kis_select_backend_in(const struct kis_profile *p, char *const *argv, const 
 			const struct kis_backend *b = table[i];
 			if ((int)b->tier != t)
 				continue;
-			b->probe(caps);
+			b->probe(ctx, caps);
 			if (!caps->present || !can_run(caps, b, wasm))
 				continue;
 			any_present = true;
 			struct kis_error *e = NULL;
-			int r = plan_check(b, caps, p, argv, &e);
+			int r = plan_check(ctx, b, caps, p, argv, &e);
 			if (r == 0) {
 				*out = b;
 				return 0;

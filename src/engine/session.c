@@ -3,7 +3,7 @@
  * backend), exec (one connection to the agent, relayed), list, destroy.
  * The handle is rebuilt from the session's directory every time, so a client
  * that was killed finds the same session when it comes back. */
-#include "util.h"
+#include "core/util.h"
 
 #include <dirent.h>
 #include <stddef.h>
@@ -25,9 +25,11 @@
 #include "agent/proto.h"
 #include "engine/internal.h"
 #include "engine/owner.h"
-#include "exec/io.h"
+#include "core/io.h"
+#include "core/json.h"
 #include "kis/session.h"
 #include "kis/store.h"
+#include "core/tree.h"
 
 #define SOCK_NAME "agent.sock"
 #define META_NAME "session.json"
@@ -136,7 +138,7 @@ static void sweep_leftovers(int sdir)
 			}
 			json_decref(meta);
 		}
-		kis_remove_tree_at(sdir, e->d_name);
+		kis_tree_remove_quiet(sdir, e->d_name);
 	}
 	closedir(d);
 }
@@ -154,30 +156,9 @@ static void created_now(char buf[32])
  * clamped: a caller who asked for 10 s and silently got 2 s would read the
  * timeout as the command's fault. Stored resolved in the session's
  * meta ("limits"), so a later engine applies the same values. */
-static const struct {
-	const char *key;
-	size_t off;
-	bool per_exec; /* an exec may name it (the agent applies it per command) */
-} session_limit_fields[] = {
-	{"wall_ms", offsetof(struct kis_limits, wall_ms), true},
-	{"cpu_ms", offsetof(struct kis_limits, cpu_ms), true},
-	{"memory_bytes", offsetof(struct kis_limits, memory_bytes), false},
-	{"pids", offsetof(struct kis_limits, pids), false},
-	{"output_bytes", offsetof(struct kis_limits, output_bytes), true},
-	{"file_bytes", offsetof(struct kis_limits, file_bytes), true},
-	{"open_files", offsetof(struct kis_limits, open_files), true},
-	{"disk_bytes", offsetof(struct kis_limits, disk_bytes), false},
-};
-
-#define LIMIT_AT(l, off) (*(uint64_t *)((char *)(l) + (off)))
-
 static json_t *limits_to_json(const struct kis_limits *l)
 {
-	json_t *o = json_object();
-	for (size_t i = 0; o && i < ARRAY_SIZE(session_limit_fields); i++)
-		json_object_set_new(o, session_limit_fields[i].key,
-				    json_integer((json_int_t)LIMIT_AT(l, session_limit_fields[i].off)));
-	return o;
+	return kis_limits_to_json(l, KIS_LIMITS_ALL);
 }
 
 /* The exec's limits: the session's where the exec names none, the exec's
@@ -187,31 +168,25 @@ static int session_limits_merge(json_t *meta, const char *id, const struct kis_l
 				struct kis_limits *out, struct kis_error **err)
 {
 	struct kis_limits have = {0};
-	json_t *jl = json_object_get(meta, "limits");
-	for (size_t i = 0; jl && i < ARRAY_SIZE(session_limit_fields); i++) {
-		json_t *v = json_object_get(jl, session_limit_fields[i].key);
-		if (json_is_integer(v) && json_integer_value(v) > 0)
-			LIMIT_AT(&have, session_limit_fields[i].off) = (uint64_t)json_integer_value(v);
-	}
+	kis_limits_from_json(json_object_get(meta, "limits"), &have, KIS_LIMITS_ALL);
 	kis_limits_resolve(&have, out);
-	for (size_t i = 0; i < ARRAY_SIZE(session_limit_fields); i++) {
-		size_t off = session_limit_fields[i].off;
-		uint64_t w = LIMIT_AT(want, off), s = LIMIT_AT(out, off);
+	for (unsigned i = 0; i < KIS_LIMIT__COUNT; i++) {
+		uint64_t w = kis_limit_get(want, i), s = kis_limit_get(out, i);
 		if (!w)
 			continue;
-		if (!session_limit_fields[i].per_exec && w != s)
+		if (!kis_limit_table[i].per_exec && w != s)
 			return kis_error_set(err, KIS_E_INVALID_PROFILE, 0,
 					     "limits.%s: an exec cannot set it (the session's is "
 					     "%llu, set at create)",
-					     session_limit_fields[i].key, (unsigned long long)s);
+					     kis_limit_table[i].name, (unsigned long long)s);
 		if (w > s)
 			return kis_error_set(err, KIS_E_INVALID_PROFILE, 0,
 					     "limits.%s: %llu is above the %llu of session '%s': an "
 					     "exec may only tighten its session's limits (create "
 					     "another session for more)",
-					     session_limit_fields[i].key, (unsigned long long)w,
+					     kis_limit_table[i].name, (unsigned long long)w,
 					     (unsigned long long)s, id);
-		LIMIT_AT(out, off) = w;
+		*kis_limit_slot(out, i) = w;
 	}
 	return 0;
 }
@@ -247,12 +222,13 @@ static int write_agentless_meta(int dfd, const char *id, const struct kis_backen
  * terminal where asked; *agent the agent's path (NULL for a backend without
  * one: wasm has sessions too, a kept workspace and a profile, each exec a
  * fresh run in them, no shell). */
-static int session_backend(const struct kis_profile *p, const struct kis_backend **b,
-			   struct kis_caps *caps, char **agent, struct kis_error **err)
+static int session_backend(const struct kis_ctx *ctx, const struct kis_profile *p,
+			   const struct kis_backend **b, struct kis_caps *caps, char **agent,
+			   struct kis_error **err)
 {
 	*agent = NULL;
 	TRY(kis_profile_check_hatches(p, err));
-	TRY(kis_select_backend(p, NULL, b, caps, err));
+	TRY(kis_select_backend_in(ctx, p, NULL, NULL, b, caps, err));
 	if ((*b)->start_session && !caps->shell)
 		return kis_error_set(err, KIS_E_PROFILE_UNSATISFIABLE, 0,
 				     "tier: the %s backend has no sessions (see the SHELL column of "
@@ -262,19 +238,25 @@ static int session_backend(const struct kis_profile *p, const struct kis_backend
 		return kis_error_set(err, KIS_E_TTY_UNSUPPORTED, 0,
 				     "the %s backend cannot give a terminal: drop tty.enabled (--tty)",
 				     (*b)->name);
-	return (*b)->start_session ? kis_agent_path(agent, err) : 0;
+	if (!(*b)->start_session)
+		return 0;
+	if (!ctx->agent)
+		return kis_error_set(err, KIS_E_TIER_UNAVAILABLE, ENOENT, "%s", ctx->agent_why);
+	*agent = strdup(ctx->agent);
+	return *agent ? 0 : kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "agent path");
 }
 
-int kis_session_create(const struct kis_profile *p, const struct kis_run_options *o,
-		       char id[KIS_ID_BUFSZ], struct kis_error **err)
+static int create_ctx(const struct kis_ctx *ctx, const struct kis_profile *p,
+		      const struct kis_run_options *o, char id[KIS_ID_BUFSZ],
+		      struct kis_error **err)
 {
 	const struct kis_backend *b = NULL;
 	struct kis_caps caps;
 	_cleanup_free_ char *agent = NULL;
-	TRY(session_backend(p, &b, &caps, &agent, err));
+	TRY(session_backend(ctx, p, &b, &caps, &agent, err));
 	bool agentless = !b->start_session;
 	char *argv[] = {agent, "--listen-fd", "3", NULL};
-	struct kis_run_request req = {.profile = p, .argv = argv, .io = o->io};
+	struct kis_run_request req = {.ctx = ctx, .profile = p, .argv = argv, .io = o->io};
 	kis_limits_resolve(&p->limits, &req.limits);
 	TRY(kis_id_mint('s', id, err));
 	req.sandbox_id = id;
@@ -394,7 +376,7 @@ fail:
 		kis_workspace_unhold_for(o->store_root, ws_id, id);
 	if (ws_id && ws_cloned)
 		kis_workspace_release(o->store_root, ws_id);
-	kis_remove_tree_at(sdir, tmp);
+	kis_tree_remove_quiet(sdir, tmp);
 	kis_owner_end(owner, true);
 	return -1;
 }
@@ -417,7 +399,7 @@ static void explain_exec(const char *store_root, const char *id, struct kis_resu
 	}
 	if (b && b->tier == KIS_TIER_MICROVM && !res->accel[0]) {
 		struct kis_caps caps; /* the accelerator verdict is cached: cheap */
-		b->probe(&caps);
+		kis_backend_probe(b, store_root, false, &caps);
 		snprintf(res->accel, sizeof(res->accel), "%s", caps.accel);
 	}
 	bool failed = (res->reason == KIS_REASON_EXITED && res->exit_code != 0) ||
@@ -455,7 +437,7 @@ static int connect_session(const char *store_root, const char *id, bool tty,
 		const struct kis_backend *b = name ? kis_backend_find(name) : NULL;
 		struct kis_caps caps = {0};
 		if (b)
-			b->probe(&caps);
+			kis_backend_probe(b, store_root, false, &caps);
 		int ok = b && caps.tty;
 		if (!ok)
 			kis_error_set(err, KIS_E_TTY_UNSUPPORTED, 0,
@@ -526,13 +508,16 @@ static int exec_agentless(const char *id, char *const *argv, const struct kis_ex
 	struct kis_limits merged;
 	if (session_limits_merge(meta, id, &o->limits, &merged, err) < 0)
 		goto out;
-	for (size_t i = 0; i < ARRAY_SIZE(session_limit_fields); i++)
-		if (LIMIT_AT(&o->limits, session_limit_fields[i].off))
-			LIMIT_AT(&p.limits, session_limit_fields[i].off) =
-				LIMIT_AT(&merged, session_limit_fields[i].off);
+	for (unsigned i = 0; i < KIS_LIMIT__COUNT; i++)
+		if (kis_limit_get(&o->limits, i))
+			*kis_limit_slot(&p.limits, i) = kis_limit_get(&merged, i);
 	struct kis_run_options ro = {.io = o->io, .store_root = o->store_root,
 				     .resize_fd = -1, .tty_fd = -1};
-	r = kis_run(&p, argv, &ro, res, NULL, err);
+	/* below the session: run.c, never back up through kis_run */
+	struct kis_engine_ctx ec;
+	kis_ctx_init(&ec, o->store_root, false);
+	r = kis_run_one(&ec.ctx, &p, argv, &ro, res, NULL, NULL, err);
+	kis_ctx_release(&ec);
 	if (r >= 0) {
 		snprintf(res->sandbox, sizeof(res->sandbox), "%s", id);
 		free(res->workspace);
@@ -796,21 +781,20 @@ int kis_session_destroy(const char *store_root, const char *id, struct kis_error
 	if (renameat(sdir, id, sdir, tmp) < 0)
 		return errno == ENOENT ? 0 : kis_error_set(err, KIS_E_INTERNAL, errno,
 							   "cannot remove session '%s'", id);
-	kis_remove_tree_at(sdir, tmp);
+	kis_tree_remove_quiet(sdir, tmp);
 	return 0;
 }
 
-int kis_session_plan(const struct kis_profile *p, const struct kis_run_options *o,
-		     char **plan_json, struct kis_error **err)
+static int plan_ctx(const struct kis_ctx *ctx, const struct kis_profile *p, char **plan_json,
+		    struct kis_error **err)
 {
-	(void)o;
 	*plan_json = NULL;
 	const struct kis_backend *b = NULL;
 	struct kis_caps caps;
 	_cleanup_free_ char *agent = NULL;
-	TRY(session_backend(p, &b, &caps, &agent, err));
+	TRY(session_backend(ctx, p, &b, &caps, &agent, err));
 	char *argv[] = {agent ? agent : "true", "--listen-fd", "3", NULL};
-	struct kis_run_request req = {.profile = p, .argv = argv,
+	struct kis_run_request req = {.ctx = ctx, .profile = p, .argv = argv,
 				      .io = {.stdin_fd = -1, .stdout_fd = -1, .stderr_fd = -1,
 					     .cancel_fd = -1},
 				      .sandbox_id = "s-dry-run"};
@@ -823,4 +807,24 @@ int kis_session_plan(const struct kis_profile *p, const struct kis_run_options *
 	if (!*plan_json)
 		return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "cannot describe the plan");
 	return 0;
+}
+
+int kis_session_create(const struct kis_profile *p, const struct kis_run_options *o,
+		       char id[KIS_ID_BUFSZ], struct kis_error **err)
+{
+	struct kis_engine_ctx ec;
+	kis_ctx_init(&ec, o->store_root, false);
+	int r = create_ctx(&ec.ctx, p, o, id, err);
+	kis_ctx_release(&ec);
+	return r;
+}
+
+int kis_session_plan(const struct kis_profile *p, const struct kis_run_options *o,
+		     char **plan_json, struct kis_error **err)
+{
+	struct kis_engine_ctx ec;
+	kis_ctx_init(&ec, o->store_root, false);
+	int r = plan_ctx(&ec.ctx, p, plan_json, err);
+	kis_ctx_release(&ec);
+	return r;
 }

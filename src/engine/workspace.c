@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* The workspace a run or a session uses, acquired from the store: cloned
  * from the profile's base, or the existing workspace it names. */
-#include "util.h"
+#include "core/util.h"
 
 #include <string.h>
 

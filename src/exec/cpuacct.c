@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Reading a cgroup's CPU accounting: the total CPU of every process of a
  * sandbox, which limits.cpu_ms bounds (one process's clock would not). */
-#include "util.h"
+#include "core/util.h"
 
 #include <string.h>
 

@@ -3,7 +3,7 @@
  * that serves an agent channel): detached for a session, whose agent must
  * survive the client, so it leaves our session and our parentage; or as a
  * plain child of ours for a one-shot run. */
-#include "util.h"
+#include "core/util.h"
 
 #include <fcntl.h>
 #include <string.h>

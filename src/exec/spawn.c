@@ -2,7 +2,7 @@
 /* The child side of a run, between fork and exec: descriptors, process
  * group, rlimits, confinement hook, PATH lookup. Failures travel back to the
  * parent over a SOCK_CLOEXEC socketpair (CONVENTIONS.md, rule 3). */
-#include "util.h"
+#include "core/util.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -30,38 +30,37 @@ void kis_child_report(int fd, enum kis_child_stage stage, int sys_errno, enum ki
 	(void)r;
 }
 
-static int set_rlimit(int resource, uint64_t soft, uint64_t hard)
+/* soft = hard = v: the command cannot raise it back (setrlimit(2) lets
+ * anyone lower a hard limit, only CAP_SYS_RESOURCE raise it). Never above
+ * the hard limit we were given: lowered only. */
+static int set_rlimit(int resource, uint64_t v)
 {
-	struct rlimit rl = {.rlim_cur = soft, .rlim_max = hard};
+	struct rlimit rl = {.rlim_cur = v, .rlim_max = v};
 	struct rlimit cur;
-	/* Never try to raise a hard limit we were given: lower only. */
-	if (getrlimit(resource, &cur) == 0 && cur.rlim_max != RLIM_INFINITY) {
-		if (rl.rlim_max > cur.rlim_max)
-			rl.rlim_max = cur.rlim_max;
-		if (rl.rlim_cur > rl.rlim_max)
-			rl.rlim_cur = rl.rlim_max;
-	}
+	if (getrlimit(resource, &cur) == 0 && cur.rlim_max != RLIM_INFINITY &&
+	    rl.rlim_max > cur.rlim_max)
+		rl.rlim_cur = rl.rlim_max = cur.rlim_max;
 	return setrlimit(resource, &rl);
 }
 
-int kis_apply_rlimits(const struct kis_limits *l)
+int kis_rlimits_apply(const struct kis_limits *l)
 {
 	if (!l)
 		return 0;
-	if (l->file_bytes && set_rlimit(RLIMIT_FSIZE, l->file_bytes, l->file_bytes) < 0)
+	if (l->file_bytes && set_rlimit(RLIMIT_FSIZE, l->file_bytes) < 0)
 		return -1;
-	if (l->open_files && set_rlimit(RLIMIT_NOFILE, l->open_files, l->open_files) < 0)
+	if (l->open_files && set_rlimit(RLIMIT_NOFILE, l->open_files) < 0)
 		return -1;
 	if (l->cpu_ms) {
 		/* A backstop for every process of the run: the supervisor stops the
-		 * command at cpu_ms exactly; RLIMIT_CPU (whole seconds) catches a
-		 * process the supervisor cannot see. SIGXCPU at the soft limit,
-		 * SIGKILL at the hard one (setrlimit(2)). */
-		uint64_t s = (l->cpu_ms + 999) / 1000 + 1;
-		if (set_rlimit(RLIMIT_CPU, s, s + 1) < 0)
+		 * command at cpu_ms of the whole sandbox exactly; RLIMIT_CPU, per
+		 * process and in whole seconds, catches one the supervisor cannot
+		 * see, a second past the budget. Soft and hard alike: the kernel
+		 * sends SIGKILL, which the command cannot catch (setrlimit(2)). */
+		if (set_rlimit(RLIMIT_CPU, (l->cpu_ms + 999) / 1000 + 1) < 0)
 			return -1;
 	}
-	return set_rlimit(RLIMIT_CORE, 0, 0);
+	return set_rlimit(RLIMIT_CORE, 0);
 }
 
 static const char *env_get(char *const *envp, const char *key)
@@ -203,7 +202,7 @@ void kis_child_main(const struct kis_spawn *sp, int report_fd, int out_fd, int e
 		kis_child_report(report_fd, KIS_CHILD_CWD, errno, KIS_E_OK, sp->cwd);
 		_exit(126);
 	}
-	if (sp->rlimits_before_setup && kis_apply_rlimits(sp->limits) < 0) {
+	if (sp->rlimits_before_setup && kis_rlimits_apply(sp->limits) < 0) {
 		kis_child_report(report_fd, KIS_CHILD_SETUP, errno, KIS_E_INTERNAL,
 				 "cannot set resource limits");
 		_exit(126);
@@ -222,7 +221,7 @@ void kis_child_main(const struct kis_spawn *sp, int report_fd, int out_fd, int e
 	 * the engine's (open_files 1 must not fail the join, issue 15).
 	 * Lowering needs no capability and the seccomp policy allows
 	 * setrlimit and prlimit64 on ourselves. */
-	if (!sp->rlimits_before_setup && kis_apply_rlimits(sp->limits) < 0) {
+	if (!sp->rlimits_before_setup && kis_rlimits_apply(sp->limits) < 0) {
 		kis_child_report(report_fd, KIS_CHILD_SETUP, errno, KIS_E_INTERNAL,
 				 "cannot set resource limits");
 		_exit(126);

@@ -23,8 +23,6 @@ struct kis_child_msg {
 
 void kis_child_report(int fd, enum kis_child_stage stage, int sys_errno, enum kis_errc code,
 		      const char *msg);
-/* Apply file_bytes, open_files, the cpu backstop and no core dumps. */
-int kis_apply_rlimits(const struct kis_limits *l);
 /* execve argv[0] searched in envp's PATH; returns only on failure. */
 int kis_exec_search(char *const *argv, char *const *envp);
 /* Never returns. */

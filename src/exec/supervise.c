@@ -19,7 +19,7 @@
  * bytes into it: a command that held the caller's terminal could change its
  * modes (tcsetattr), read what is typed after the run, or push input with
  * TIOCSTI where seccomp does not stop it (issue 23). */
-#include "util.h"
+#include "core/util.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -34,18 +34,11 @@
 #include <termios.h>
 #include <time.h>
 
-#include "exec/io.h"
+#include "core/io.h"
 #include "exec/spawn.h"
 
 #define TICK_MS 20
 #define DRAIN_MS 500
-
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
 
 static uint64_t tv_ms(struct timeval tv)
 {
@@ -384,7 +377,7 @@ int kis_exec_run(struct kis_spawn *sp, const struct kis_supervise *sv, struct ki
 		kis_error_set(err, KIS_E_INTERNAL, errno, "cannot create the run's pipes");
 		goto out;
 	}
-	uint64_t start = now_ms();
+	uint64_t start = kis_monotonic_ms();
 	pid_t parent = getpid();
 	pid = fork();
 	if (pid < 0) {
@@ -438,7 +431,7 @@ int kis_exec_run(struct kis_spawn *sp, const struct kis_supervise *sv, struct ki
 
 	int w = wait_exec(sock[0], pid, &st, err);
 	if (w != 0) {
-		res->usage.wall_ms = now_ms() - start;
+		res->usage.wall_ms = kis_monotonic_ms() - start;
 		rc = w < 0 ? -1 : 0;
 		goto out;
 	}
@@ -498,7 +491,7 @@ int kis_exec_run(struct kis_spawn *sp, const struct kis_supervise *sv, struct ki
 					   (struct pollfd){.fd = relay.to, .events = POLLOUT} :
 					   (struct pollfd){.fd = relay.from, .events = POLLIN};
 		}
-		uint64_t now = now_ms();
+		uint64_t now = kis_monotonic_ms();
 		if (exited && now >= drain_until)
 			break; /* a process outside the group holds a pipe: stop waiting */
 		int timeout = TICK_MS;
@@ -544,12 +537,12 @@ int kis_exec_run(struct kis_spawn *sp, const struct kis_supervise *sv, struct ki
 			kill(-pid, SIGKILL);
 			if (sv->hooks && sv->hooks->kill_all)
 				sv->hooks->kill_all(sv->hooks->ctx);
-			drain_until = now_ms() + DRAIN_MS;
+			drain_until = kis_monotonic_ms() + DRAIN_MS;
 			continue;
 		}
 		if (exited)
 			continue;
-		now = now_ms();
+		now = kis_monotonic_ms();
 		if (now >= deadline) {
 			char d[120];
 			snprintf(d, sizeof(d), "wall clock passed limits.wall_ms (%llu ms)",
@@ -563,7 +556,7 @@ int kis_exec_run(struct kis_spawn *sp, const struct kis_supervise *sv, struct ki
 			stop_for(&st, KIS_REASON_CPU_LIMIT, d);
 		}
 	}
-	res->usage.wall_ms = now_ms() - start;
+	res->usage.wall_ms = kis_monotonic_ms() - start;
 	set_result_from_status(&st, status, &ru);
 	if (hk && hk->limit_events)
 		hk->limit_events(hk->ctx, res);

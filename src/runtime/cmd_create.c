@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* kis-runtime create and run: read the bundle's config.json, choose the
  * tier from its annotation, check and normalise it, hand it to crun. */
-#include "util.h"
+#include "core/util.h"
 
 #include <fcntl.h>
 #include <limits.h>
@@ -52,7 +52,7 @@ static int create_like(const struct krt_globals *g, int argc, char **argv,
 {
 	struct krt_parsed p;
 	int r = krt_parse(create_opts, argc, argv, &p, err);
-	struct krt_argv a = {0};
+	struct kis_argv a = {0};
 	json_t *config = NULL;
 	if (r < 0)
 		goto out;
@@ -115,7 +115,7 @@ static int create_like(const struct krt_globals *g, int argc, char **argv,
 	r = krt_crun_exec(&a, err);
 out:
 	json_decref(config);
-	krt_argv_release(&a);
+	kis_argv_release(&a);
 	krt_parsed_release(&p);
 	return r < 0 ? -1 : r;
 }

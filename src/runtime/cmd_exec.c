@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* kis-runtime exec: a process in a running container, from --process FILE
  * or from arguments, with its capabilities checked as create's are. */
-#include "util.h"
+#include "core/util.h"
 
 #include <fcntl.h>
 #include <string.h>
@@ -106,7 +106,7 @@ int krt_cmd_exec(const struct krt_globals *g, int argc, char **argv, struct kis_
 {
 	struct krt_parsed p;
 	int r = krt_parse(exec_opts, argc, argv, &p, err);
-	struct krt_argv a = {0};
+	struct kis_argv a = {0};
 	json_t *proc = NULL;
 	if (r < 0)
 		goto out;
@@ -169,7 +169,7 @@ int krt_cmd_exec(const struct krt_globals *g, int argc, char **argv, struct kis_
 	r = krt_crun_exec(&a, err);
 out:
 	json_decref(proc);
-	krt_argv_release(&a);
+	kis_argv_release(&a);
 	krt_parsed_release(&p);
 	return r < 0 ? -1 : r;
 }

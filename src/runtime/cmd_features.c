@@ -1,12 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /* kis-runtime features (runtime-spec features.md) and the verbs handed to
  * crun unchanged: start, state, kill, delete, ps, pause, resume, list. */
-#include "util.h"
+#include "core/util.h"
 
 #include <string.h>
 #include <sys/stat.h>
 
-#include "backends/oci_bundle.h"
+#include "backends/oci/bundle.h"
 #include "runtime/runtime.h"
 
 int krt_cmd_features(const struct krt_globals *g, int argc, char **argv, struct kis_error **err)
@@ -64,12 +64,12 @@ int krt_cmd_passthrough(const struct krt_globals *g, int argc, char **argv,
 			return krt_host_verb(g, argc, argv, err);
 		break;
 	}
-	struct krt_argv a = {0};
+	struct kis_argv a = {0};
 	int r = krt_crun_begin(&a, g, err);
 	for (int i = 0; r >= 0 && i < argc; i++)
 		r = krt_argv_push(&a, argv[i], err);
 	if (r >= 0)
 		r = krt_crun_exec(&a, err);
-	krt_argv_release(&a);
+	kis_argv_release(&a);
 	return r;
 }

@@ -1,13 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /* kis-runtime: becoming crun. The container tier is crun itself, given a
  * checked config through a memfd, hidden from a hybrid cgroup v2 mount. */
-#include "util.h"
+#include "core/util.h"
 
 #include <fcntl.h>
 #include <string.h>
 #include <sys/mman.h>
 
-#include "backends/oci_bundle.h"
+#include "backends/oci/bundle.h"
 #include "runtime/runtime.h"
 
 /* crun runs as root outside the container: a fixed environment, never the
@@ -17,39 +17,19 @@
  * activation): podman sets them for --sdnotify=container, so they pass. */
 static const char *const passed_env[] = {"NOTIFY_SOCKET", "LISTEN_FDS", "LISTEN_PID"};
 
-void krt_argv_release(struct krt_argv *a)
+int krt_argv_push(struct kis_argv *a, const char *s, struct kis_error **err)
 {
-	for (size_t i = 0; i < a->n; i++)
-		free(a->v[i]);
-	free(a->v);
-	a->v = NULL;
-	a->n = a->cap = 0;
+	kis_argv_add(a, s);
+	return a->oom ? kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "argv") : 0;
 }
 
-int krt_argv_push(struct krt_argv *a, const char *s, struct kis_error **err)
-{
-	if (a->n + 2 > a->cap) {
-		size_t nc = a->cap ? a->cap * 2 : 16;
-		char **nv = realloc(a->v, nc * sizeof(*nv));
-		if (!nv)
-			return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "argv");
-		a->v = nv;
-		a->cap = nc;
-	}
-	a->v[a->n] = strdup(s);
-	if (!a->v[a->n])
-		return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "argv");
-	a->v[++a->n] = NULL;
-	return 0;
-}
-
-int krt_argv_push2(struct krt_argv *a, const char *x, const char *y, struct kis_error **err)
+int krt_argv_push2(struct kis_argv *a, const char *x, const char *y, struct kis_error **err)
 {
 	TRY(krt_argv_push(a, x, err));
 	return y ? krt_argv_push(a, y, err) : 0;
 }
 
-int krt_crun_begin(struct krt_argv *a, const struct krt_globals *g, struct kis_error **err)
+int krt_crun_begin(struct kis_argv *a, const struct krt_globals *g, struct kis_error **err)
 {
 	const char *crun = kis_oci_crun_path();
 	if (!crun)
@@ -99,7 +79,7 @@ int krt_memfd_json(json_t *doc, int min_fd, struct kis_error **err)
 	return hi;
 }
 
-int krt_crun_exec(struct krt_argv *a, struct kis_error **err)
+int krt_crun_exec(struct kis_argv *a, struct kis_error **err)
 {
 	int layout = kis_oci_cgroup_layout();
 	if (layout == 3 && kis_oci_hybrid_workaround() < 0)

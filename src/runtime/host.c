@@ -19,7 +19,7 @@
  * several CLONE_NEW* flags, Linux 5.8), its cgroup, capabilities, seccomp
  * and no_new_privs, and runs there. delete kills what is left, removes the
  * cgroup and the state. */
-#include "util.h"
+#include "core/util.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -43,7 +43,7 @@
 #include <linux/close_range.h>
 
 #include "backends/common.h"
-#include "backends/host_common.h"
+#include "backends/host/common.h"
 #include "confine/confine.h"
 #include "confine/sysview.h"
 #include "kis/profile.h"

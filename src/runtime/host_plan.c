@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* kis-runtime at the host tier, the plan: which fields of a bundle
  * bubblewrap enforces and how (bwrap's argv), and the refusal of the rest. */
-#include "util.h"
+#include "core/util.h"
 
 #include <string.h>
 #include <sys/stat.h>
@@ -19,7 +19,7 @@ static const char *bwrap_path(void)
 
 void krt_host_plan_release(struct krt_host_plan *p)
 {
-	krt_argv_release(&p->bwrap);
+	kis_argv_release(&p->bwrap);
 }
 
 int krt_host_refuse(struct kis_error **err, const char *fmt, ...)
@@ -45,7 +45,7 @@ static bool option_known(const char *o)
 	return strncmp(o, "mode=", 5) == 0 || strncmp(o, "size=", 5) == 0;
 }
 
-static int plan_mount(json_t *m, size_t i, struct krt_argv *a, struct kis_error **err)
+static int plan_mount(json_t *m, size_t i, struct kis_argv *a, struct kis_error **err)
 {
 	const char *dst = json_string_value(json_object_get(m, "destination"));
 	const char *type = json_string_value(json_object_get(m, "type"));
@@ -132,7 +132,7 @@ static int plan_mount(json_t *m, size_t i, struct krt_argv *a, struct kis_error 
  * (the host's /proc says which exist: the same kernel makes both); paths
  * elsewhere are under file systems the host tier does not mount. Masked
  * ones come after the read-only binds: a mask inside /proc/sys stays. */
-static int plan_proc_view(json_t *linux_, struct krt_argv *a, struct kis_error **err)
+static int plan_proc_view(json_t *linux_, struct kis_argv *a, struct kis_error **err)
 {
 	json_t *e;
 	size_t i;

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* kis-runtime: reporting a refusal or failure once, on stderr and in the
  * --log file in the format runc and crun write (what the engines read). */
-#include "util.h"
+#include "core/util.h"
 
 #include <fcntl.h>
 #include <jansson.h>

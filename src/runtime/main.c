@@ -19,11 +19,11 @@
  *   start, state, kill, delete, ps, pause, resume, list: crun's.
  *   features: ours (what this policy allows), per runtime-spec features.md.
  * Each crun runs in a mount namespace of its own on a hybrid cgroup host
- * (crun 1.8 refuses v1 controllers beside a v2 mount; oci_runtime.c).
+ * (crun 1.8 refuses v1 controllers beside a v2 mount; backends/oci/crun.c).
  * run.kis.tier host is bubblewrap instead (host_plan.c: what of the bundle
  * bwrap enforces; host.c: the lifecycle, ours,
  * kept under <root>/kis-host/); microvm is refused by name for now. */
-#include "util.h"
+#include "core/util.h"
 
 #include <string.h>
 #include <sys/stat.h>

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* kis-runtime: parsing a verb's flags as runc's command line takes them
  * (--name VALUE, --name=VALUE, -x VALUE, Go's single-dash -name). */
-#include "util.h"
+#include "core/util.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -10,8 +10,8 @@
 
 void krt_parsed_release(struct krt_parsed *p)
 {
-	krt_argv_release(&p->pass);
-	krt_argv_release(&p->pos);
+	kis_argv_release(&p->pass);
+	kis_argv_release(&p->pos);
 }
 
 static ssize_t pass_index(const struct krt_parsed *p, const char *name)

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* kis-runtime: kis's policy over an OCI config.json: what the container
  * tier refuses (named), and the deny-all defaults it fills in. */
-#include "util.h"
+#include "core/util.h"
 
 #include <fcntl.h>
 #include <limits.h>
@@ -10,7 +10,7 @@
 #include <sys/stat.h>
 #include <sys/statfs.h>
 
-#include "backends/oci_bundle.h"
+#include "backends/oci/bundle.h"
 #include "confine/confine.h"
 #include "confine/sysview.h"
 #include "kis/profile.h"
@@ -545,8 +545,8 @@ int krt_policy_container(json_t *config, const char *bundle_dir, struct kis_erro
 		/* prctl(PR_SET_NO_NEW_PRIVS): no setuid gain inside */
 		if (json_object_set_new(process, "noNewPrivileges", json_true()) < 0)
 			return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "config.json");
-		TRY(default_rlimit(process, "RLIMIT_NOFILE", KIS_DEFAULT_OPEN_FILES, err));
-		TRY(default_rlimit(process, "RLIMIT_FSIZE", KIS_DEFAULT_FILE_BYTES, err));
+		TRY(default_rlimit(process, "RLIMIT_NOFILE", KIS_LIMIT_DEFAULT(OPEN_FILES), err));
+		TRY(default_rlimit(process, "RLIMIT_FSIZE", KIS_LIMIT_DEFAULT(FILE), err));
 	}
 	if (!json_object_get(linux_, "seccomp")) {
 		/* the policy of every native kis tier; with no network of its
@@ -567,8 +567,8 @@ int krt_policy_container(json_t *config, const char *bundle_dir, struct kis_erro
 	json_t *pids = mem ? child(res, "pids", err) : NULL;
 	if (!pids)
 		return -1;
-	TRY(default_limit(mem, "limit", KIS_DEFAULT_MEMORY_BYTES, err));
-	TRY(default_limit(pids, "limit", KIS_DEFAULT_PIDS, err));
+	TRY(default_limit(mem, "limit", KIS_LIMIT_DEFAULT(MEMORY), err));
+	TRY(default_limit(pids, "limit", KIS_LIMIT_DEFAULT(PIDS), err));
 	/* last: the defaults above need their controllers too */
 	TRY(check_resources(res, err));
 	return 0;

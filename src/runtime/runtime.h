@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "kis/error.h"
+#include "core/io.h"
 
 /* Exit status of a refusal or a failure of kis-runtime itself (the
  * kis CLI's "the engine refused or failed"). */
@@ -63,28 +64,24 @@ extern const char *const krt_allowed_caps[];
 extern const size_t krt_n_allowed_caps;
 
 /* ---- crun.c ---- */
-/* crun's argv under construction. */
-struct krt_argv {
-	char **v;
-	size_t n, cap;
-};
-void krt_argv_release(struct krt_argv *a);
-int krt_argv_push(struct krt_argv *a, const char *s, struct kis_error **err);
+/* crun's argv under construction: core's builder (struct kis_argv); a
+ * push here fails with the allocation's error, for TRY. */
+int krt_argv_push(struct kis_argv *a, const char *s, struct kis_error **err);
 /* x, then y unless NULL. */
-int krt_argv_push2(struct krt_argv *a, const char *x, const char *y, struct kis_error **err);
+int krt_argv_push2(struct kis_argv *a, const char *x, const char *y, struct kis_error **err);
 /* crun's path, and its global flags from g pushed after argv[0]. */
-int krt_crun_begin(struct krt_argv *a, const struct krt_globals *g, struct kis_error **err);
+int krt_crun_begin(struct kis_argv *a, const struct krt_globals *g, struct kis_error **err);
 /* A sealed memfd holding doc, for `--config /proc/self/fd/N` (inherited by
  * crun, closed by crun in the container with every fd above
  * --preserve-fds). N is at least min_fd. */
 int krt_memfd_json(json_t *doc, int min_fd, struct kis_error **err);
 /* Become crun (hidden from the hybrid cgroup v2 mount it refuses).
  * Returns only on failure. */
-int krt_crun_exec(struct krt_argv *a, struct kis_error **err);
+int krt_crun_exec(struct kis_argv *a, struct kis_error **err);
 
 /* ---- host_plan.c: what of a bundle bubblewrap enforces ---- */
 struct krt_host_plan {
-	struct krt_argv bwrap; /* up to and excluding --seccomp/--info-fd */
+	struct kis_argv bwrap; /* up to and excluding --seccomp/--info-fd */
 	json_t *args;          /* process.args (borrowed from the config) */
 	json_t *rlimits;
 	bool terminal;
@@ -158,8 +155,8 @@ struct krt_parsed {
 	const char *config;
 	const char *process;
 	long preserve_fds;
-	struct krt_argv pass;   /* the flags handed on, normalised to --name[ value] */
-	struct krt_argv pos;    /* positional arguments */
+	struct kis_argv pass;   /* the flags handed on, normalised to --name[ value] */
+	struct kis_argv pos;    /* positional arguments */
 };
 void krt_parsed_release(struct krt_parsed *p);
 /* The value of a flag handed on (--name VALUE), NULL when not given. */

@@ -2,6 +2,7 @@
 /* Bases: import of a host tree into the store, listing, removal, and the
  * reference entries (bases/<b>/refs/<w>) that clones hold on them. */
 #include "store_internal.h"
+#include "core/tree.h"
 
 #include <fcntl.h>
 #include <stdio.h>
@@ -38,7 +39,7 @@ int store_base_free_locked(struct kis_store *s, const char *id, struct kis_error
 			return 0; /* another command freed it first */
 		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot free base '%s'", id);
 	}
-	return store_rmtree(s->bases_fd, trash, err);
+	return kis_tree_remove(s->bases_fd, trash, err);
 }
 
 int store_base_unref(struct kis_store *s, const char *base_id, const char *ws_id,
@@ -260,7 +261,7 @@ int kis_base_import(struct kis_store *s, const char *src, const struct kis_impor
 	}
 out:
 	if (r < 0) {
-		(void)store_rmtree(s->bases_fd, tmp, NULL);
+		(void)kis_tree_remove(s->bases_fd, tmp, NULL);
 		return r;
 	}
 	memcpy(out, id, strlen(id) + 1);

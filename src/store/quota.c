@@ -15,7 +15,7 @@
  * CAP_SYS_RESOURCE past a hard limit (ignore_hardlimit in
  * fs/quota/dquot.c), which the callers must weigh for a command that
  * keeps that capability. */
-#include "util.h"
+#include "core/util.h"
 
 #include <fcntl.h>
 #include <linux/dqblk_xfs.h>
@@ -28,7 +28,7 @@
 #include <sys/statfs.h>
 #include <sys/syscall.h>
 
-#include "exec/io.h"
+#include "core/io.h"
 #include "kis/id.h"
 #include "kis/store.h"
 #include "store/store_internal.h"

@@ -10,7 +10,7 @@
 #include <sys/types.h>
 
 #include "kis/store.h"
-#include "util.h"
+#include "core/util.h"
 
 /* Store layout (all names single path components, resolved relative to
  * the directory fds below, never through a symlink):
@@ -70,9 +70,8 @@ void store_closedirp(DIR **d);
 /* flock with EINTR retry; returns 0 or -1 with errno. */
 int store_flock(int fd, int op);
 
-/* Remove name (a file or a whole tree) below dirfd, never following a
- * symlink and never descending into another mount. ENOENT is success. */
-int store_rmtree(int dirfd, const char *name, struct kis_error **err);
+/* Trees are removed by core/tree.h (kis_tree_remove): never a link
+ * followed, never another mount entered. */
 
 /* mkdir name below dirfd and flock it, under the shared store lock;
  * returns the locked directory fd, or -1 with errno (EEXIST: taken). */
@@ -100,6 +99,9 @@ int store_owner_reap(struct kis_store *s, const char *name, int dir_fd, bool dry
 		     kis_gc_fn fn, void *ctx);
 /* kis_store_open without the sweep (gc reports what it sweeps itself). */
 int store_open_nosweep(const char *root, struct kis_store **out, struct kis_error **err);
+/* The sweep of `kis sandbox gc` (engine/owner.c adds the containers): the
+ * number of leftovers that could not be removed, or < 0 with *err set. */
+int store_gc(const char *root, bool dry_run, kis_gc_fn fn, void *ctx, struct kis_error **err);
 
 /* Release a workspace directory that is no longer visible (a dead or
  * failed temporary, or trash): unmount its overlay, drop its reference on

@@ -2,6 +2,7 @@
 /* Workspaces: clone (reflink, overlay, copy) built under a temporary name
  * and renamed into place, path (remounting an overlay), destroy, list. */
 #include "store_internal.h"
+#include "core/tree.h"
 
 #include <fcntl.h>
 #include <limits.h>
@@ -164,7 +165,7 @@ int store_release_workspace(struct kis_store *s, const char *name, struct kis_er
 				TRY(store_base_unref(s, base, ws_id, err));
 		}
 	}
-	return store_rmtree(s->ws_fd, name, err);
+	return kis_tree_remove(s->ws_fd, name, err);
 }
 
 /* Which strategy to build. *tentative: auto chose overlay without knowing
@@ -352,7 +353,7 @@ int kis_workspace_clone_ex(struct kis_store *s, const char *base_id, const char 
 	if (r >= 0)
 		r = base_ref(s, b, base_id, id, err);
 	if (r < 0) {
-		(void)store_rmtree(s->ws_fd, tmp, NULL);
+		(void)kis_tree_remove(s->ws_fd, tmp, NULL);
 		return r;
 	}
 	struct kis_error *build_err = NULL; /* err may be NULL: keep the code */
@@ -366,7 +367,7 @@ int kis_workspace_clone_ex(struct kis_store *s, const char *base_id, const char 
 		use = KIS_CLONE_COPY;
 		static const char *const sub[] = {"upper", "work", "merged"};
 		for (size_t i = 0; i < ARRAY_SIZE(sub); i++)
-			(void)store_rmtree(t, sub[i], NULL);
+			(void)kis_tree_remove(t, sub[i], NULL);
 		r = write_meta(t, base_id, use, true, &build_err);
 		if (r >= 0)
 			r = build_clone(s, t, b, use, &build_err);
@@ -664,4 +665,40 @@ int kis_workspace_layers(struct kis_store *s, const char *id, char **lower, char
 		return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "out of memory");
 	}
 	return 0;
+}
+
+/* ---- can this store clone by overlay? ---- */
+
+static bool probe_overlay(struct kis_store *s)
+{
+	/* Probe under workspaces/ with a temporary's name and lock: if we are
+	 * killed with the probe mounted, the sweep unmounts and removes it
+	 * like any dead clone. */
+	char sfx[9], name[32];
+	if (store_rand_suffix(sfx, NULL) < 0)
+		return false;
+	snprintf(name, sizeof(name), STORE_TMP_PREFIX "probe-%s", sfx);
+	_cleanup_close_ int d = store_mktemp_locked(s, s->ws_fd, name);
+	if (d < 0)
+		return false;
+	static const char *const sub[] = {"lower", "upper", "work", "merged"};
+	int fds[4] = {-1, -1, -1, -1};
+	for (size_t i = 0; i < 4; i++)
+		if (mkdirat(d, sub[i], 0700) == 0)
+			fds[i] = store_opendir(d, sub[i]);
+	bool ok = fds[0] >= 0 && fds[1] >= 0 && fds[2] >= 0 && fds[3] >= 0 &&
+		  store_overlay_mount(fds[0], fds[1], fds[2], fds[3], NULL) == 0;
+	for (size_t i = 0; i < 4; i++)
+		if (fds[i] >= 0)
+			close(fds[i]);
+	/* Unmounts merged (no meta: no reference to drop) and removes it. */
+	(void)store_release_workspace(s, name, NULL);
+	return ok;
+}
+
+bool store_can_overlay(struct kis_store *s)
+{
+	if (s->can_overlay < 0)
+		s->can_overlay = probe_overlay(s);
+	return s->can_overlay > 0;
 }

@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "kis/wasm.h"
-#include "util.h"
+#include "core/util.h"
 #include "wasm/config.h"
 
 /* ---- Module (spec 2.5), as decoded ---- */

@@ -9,7 +9,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "util.h"
+#include "core/util.h"
 #include "wasm/wasi.h"
 
 /* errno (typenames.witx, `errno`): numbered by its position. */

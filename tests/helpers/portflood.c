@@ -1,10 +1,13 @@
 /* SPDX-License-Identifier: MIT */
-/* A hostile microvm guest: run inside the guest as root, it takes the
- * guest's own ends of the engine's channel (the virtio console ports
- * /dev/vport*, held by the agent's relays) with pidfd_getfd(2) and writes
- * malformed frames (docs/protocol.md) into them, as a compromised guest
- * kernel or agent could. The engine on the other side must refuse them
- * with a named error and not crash. Usage: portflood huge|type|random */
+/* A break-out probe for the microvm guest: it tries to take the guest's
+ * own ends of the engine's channel (the virtio console ports /dev/vport*,
+ * held by the agent's relays) with pidfd_getfd(2) and write malformed
+ * frames (docs/protocol.md) into them. Run as the command it is stopped:
+ * the command is not the guest's root (src/agent/confine.c), the relays'
+ * /proc/N/fd are closed to it and the seccomp policy refuses pidfd_getfd;
+ * it then exits 3 ("nothing taken"). The engine's side against such
+ * frames is tested with the agent's kis-test:flood hook instead
+ * (tests/integration/test_microvm.py). Usage: portflood huge|type|random */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>

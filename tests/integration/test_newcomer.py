@@ -426,3 +426,23 @@ def test_the_installed_library_finds_its_agent_without_env(installed, tmp_path):
     assert p.returncode == 0, (p.stdout, p.stderr)
     assert p.stdout.strip() == subprocess.run([str(KIS), "--version"], capture_output=True,
                                               text=True).stdout.split()[1]
+
+
+def test_microvm_follows_store_root_not_the_environment(tmp_path):
+    """Issue 20, defect 3: with KIS_SANDBOX_ROOT=A and --store-root B, the
+    microvm looked for its guest under A and made A's directories. The
+    guest is looked up in B, and A is never made."""
+    a, b = tmp_path / "A", tmp_path / "B"
+    fake_guest(b / "cache" / "guest")
+    env = {"KIS_SANDBOX_ROOT": str(a), "KIS_MICROVM_GUEST_DIR": ""}
+    p = kis("backends", "--json", "--store-root", str(b), env=env)
+    assert p.returncode == 0, p.stderr
+    vm = [x for x in json.loads(p.stdout) if x["backend"] == "microvm"][0]
+    if vm.get("guest", {}).get("source") == "system":
+        pytest.skip("a guest is installed in the system location, which comes first")
+    assert vm["guest"]["path"] == str(b / "cache" / "guest"), vm
+    # the microvm's own probe and plan read B's guest: planned, not refused
+    p = kis("run", "--dry-run", "--tier", "microvm", "--store-root", str(b), "--", "true",
+            env=env)
+    assert p.returncode == 0, p.stderr
+    assert not a.exists(), sorted(str(x) for x in a.rglob("*"))

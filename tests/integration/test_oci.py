@@ -15,6 +15,7 @@ import subprocess
 import fcntl
 import termios
 import time
+from pathlib import Path
 
 import pytest
 
@@ -48,6 +49,30 @@ pytestmark = pytest.mark.skipif(WHY is not None, reason=WHY or "")
 def crun_ids():
     p = subprocess.run(["crun", "list", "-q"], capture_output=True, text=True)
     return {l.strip() for l in p.stdout.splitlines() if l.strip().startswith("kis-")}
+
+
+def _foreign(ctr, base):
+    """A container another engine on this machine made (a concurrent test
+    run elsewhere): its bundle's owner record names a session outside this
+    run's temporary directories, or a live engine that is not ours."""
+    try:
+        owner = Path("/run/kis/oci", ctr, "owner").read_text().split()
+    except OSError:
+        return False
+    if owner[:1] == ["session"] and len(owner) > 1:
+        return not owner[1].startswith(str(base))
+    if owner[:1] == ["run"] and len(owner) > 1:
+        pid = int(owner[1])
+        while pid > 1:
+            if pid == os.getpid():
+                return False
+            try:
+                st = Path(f"/proc/{pid}/status").read_text()
+            except OSError:
+                return False  # the engine is gone: a leftover, ours to count
+            pid = int(st.split("PPid:")[1].split()[0])
+        return True
+    return False
 
 
 def kis_cgroups():
@@ -109,16 +134,28 @@ def nothing_left(request):
     the host's mount table as it was (the hybrid-cgroup workaround unmounts
     the v2 mount only in crun's private namespace)."""
     before = crun_ids()
+    cg_before = set(kis_cgroups())
     with open("/proc/self/mountinfo") as f:
         mounts_before = sorted(l.split(" - ")[0].split(" ", 4)[4] for l in f
                                if "/sys/fs/cgroup" in l)
     yield
     if WHY is not None:
         return
-    time.sleep(0.05)
-    left = crun_ids() - before
+    # What another engine on this machine makes meanwhile (other test runs)
+    # is not this test's: only what is new and stays is. A leftover stays;
+    # a concurrent run's groups go within its run.
+    deadline = time.time() + 5
+    while True:
+        time.sleep(0.05)
+        base = request.config._tmp_path_factory.getbasetemp()
+        others = {c for c in crun_ids() if _foreign(c, base)}
+        left = crun_ids() - before - others
+        cg_left = {g for g in set(kis_cgroups()) - cg_before
+                   if os.path.basename(g) not in others}
+        if (not left and not cg_left) or time.time() > deadline:
+            break
     assert not left, f"containers left: {left}"
-    assert not kis_cgroups(), f"cgroups left: {kis_cgroups()}"
+    assert not cg_left, f"cgroups left: {sorted(cg_left)}"
     assert not our_mounts(), f"mounts left: {our_mounts()}"
     with open("/proc/self/mountinfo") as f:
         mounts_after = sorted(l.split(" - ")[0].split(" ", 4)[4] for l in f
@@ -276,16 +313,31 @@ def test_network_modes(mstore):
 def test_engine_killed_mid_run_is_collected(mstore):
     before = crun_ids()
     pr = subprocess.Popen([str(KIS), "sandbox", "run", *CT, "--", "sleep", "30"])
+
+    def ours():
+        """The containers this engine made (their bundle's owner record
+        names its pid): another engine's on this machine are not counted."""
+        mine = set()
+        for c in crun_ids() - before:
+            try:
+                owner = Path("/run/kis/oci", c, "owner").read_text().split()
+            except OSError:
+                continue
+            if owner[:2] == ["run", str(pr.pid)]:
+                mine.add(c)
+        return mine
+
     for _ in range(100):
-        if crun_ids() - before:
+        if ours():
             break
         time.sleep(0.05)
-    assert crun_ids() - before
+    made = ours()
+    assert made
     pr.kill()
     pr.wait()
     # the next engine command collects whatever is left
     assert kis("run", *CT, "--", "true").returncode == 0
-    assert not (crun_ids() - before)
+    assert not (made & crun_ids())
 
 
 def test_session_whose_directory_is_gone_is_collected(tmp_path):

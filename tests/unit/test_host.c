@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* Tests of src/backends/host_common.c: environment edits, private
+/* Tests of src/backends/host/common.c: environment edits, private
  * directories (never an existing one, removal never through a link), the
  * workspace given to the sandbox user, and the cached seccomp program. */
 #include <errno.h>
@@ -16,7 +16,8 @@
 
 #include <cmocka.h>
 
-#include "backends/host_common.h"
+#include "backends/host/common.h"
+#include "core/tree.h"
 #include "confine/confine.h"
 
 static void free_env(char **e)
@@ -77,7 +78,7 @@ static void test_private_dir_is_exclusive_and_removed_without_following(void **s
 	assert_int_equal(mkdir(p, 0000), 0);
 	snprintf(p, sizeof(p), "%s/link", dir);
 	assert_int_equal(symlink(outside, p), 0);
-	kis_host_remove_tree(dir);
+	kis_tree_remove_path(dir);
 	assert_int_equal(lstat(dir, &st), -1);
 	assert_int_equal(access(victim, F_OK), 0); /* the link's target is intact */
 	free(dir);

@@ -11,7 +11,7 @@
 
 #include <cmocka.h>
 
-#include "backends/oci_bundle.h"
+#include "backends/oci/bundle.h"
 
 static char *args[] = {KIS_OCI_AGENT_PATH, "--listen-fd", "3", NULL};
 static char *env[] = {"PATH=/usr/bin:/bin", NULL};

@@ -41,13 +41,13 @@ static void test_zero_value_is_deny_all(void **state)
 	struct kis_limits l;
 	kis_limits_resolve(&p.limits, &l);
 	/* 0 means the safe default, never unlimited */
-	assert_int_equal(l.wall_ms, KIS_DEFAULT_WALL_MS);
-	assert_int_equal(l.cpu_ms, KIS_DEFAULT_CPU_MS);
-	assert_int_equal(l.memory_bytes, KIS_DEFAULT_MEMORY_BYTES);
-	assert_int_equal(l.pids, KIS_DEFAULT_PIDS);
-	assert_int_equal(l.output_bytes, KIS_DEFAULT_OUTPUT_BYTES);
-	assert_int_equal(l.file_bytes, KIS_DEFAULT_FILE_BYTES);
-	assert_int_equal(l.open_files, KIS_DEFAULT_OPEN_FILES);
+	assert_int_equal(l.wall_ms, 600000ull /* 10 min, README */);
+	assert_int_equal(l.cpu_ms, 600000ull);
+	assert_int_equal(l.memory_bytes, (1ull << 30));
+	assert_int_equal(l.pids, 256ull);
+	assert_int_equal(l.output_bytes, (64ull << 20));
+	assert_int_equal(l.file_bytes, (1ull << 30));
+	assert_int_equal(l.open_files, 1024ull);
 	kis_profile_release(&p);
 }
 

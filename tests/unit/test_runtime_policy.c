@@ -73,9 +73,9 @@ static void test_defaults_fill_unset_limits_and_seccomp(void **state)
 	json_t *res = at(c, "linux", "resources");
 	/* -1 is "unlimited" in the runtime spec: kis gives its default */
 	assert_int_equal(json_integer_value(json_object_get(json_object_get(res, "memory"), "limit")),
-			 (json_int_t)KIS_DEFAULT_MEMORY_BYTES);
+			 (json_int_t)KIS_LIMIT_DEFAULT(MEMORY));
 	assert_int_equal(json_integer_value(json_object_get(json_object_get(res, "pids"), "limit")),
-			 (json_int_t)KIS_DEFAULT_PIDS);
+			 (json_int_t)KIS_LIMIT_DEFAULT(PIDS));
 	assert_non_null(at(c, "linux", "seccomp"));
 	assert_true(json_is_true(at(c, "process", "noNewPrivileges")));
 	assert_true(json_array_size(at(c, "linux", "maskedPaths")) > 0);

@@ -22,7 +22,7 @@
  * resolved beneath it without following a link. All three disks have the
  * same virtual size whatever they hold, so one snapshot serves every
  * workspace (the guest read the disks' sizes when it booted). */
-#include "util.h"
+#include "core/util.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -37,32 +37,29 @@
 #include "backends/common.h"
 #include "backends/microvm/vm.h"
 #include "confine/confine.h"
-#include "exec/io.h"
+#include "core/io.h"
+#include "core/tree.h"
+#include "exec/tool.h"
 
 /* ---- external tools (e2fsprogs) ---- */
 
-/* Run a tool; with cp, confined by it (kis_confine_child) before exec. */
+static int confine_tool(void *arg)
+{
+	return kis_confine_child(arg, NULL);
+}
+
+/* Run a tool (exec/tool.h: a fixed environment, never the caller's: these
+ * run as root outside the guest, over images the guest wrote); with cp,
+ * confined by it (kis_confine_child) before exec. */
 static int run_tool_in(char *const argv[], int out_fd, int max_ok, struct kis_confine_plan *cp,
 		       struct kis_error **err)
 {
-	pid_t p = fork();
-	if (p < 0)
-		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot fork");
-	if (p == 0) {
-		int nul = open("/dev/null", O_RDWR | O_CLOEXEC);
-		dup2(nul, 0);
-		dup2(out_fd >= 0 ? out_fd : nul, 1);
-		dup2(nul, 2);
-		if (cp && kis_confine_child(cp, NULL) < 0)
-			_exit(126);
-		/* a fixed environment, never the caller's: these run as root
-		 * outside the guest, over images the guest wrote */
-		static char *const tool_env[] = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin", NULL};
-		execve(argv[0], argv, tool_env);
-		_exit(127);
-	}
+	struct kis_tool t = {.argv = argv, .in = -1, .out = out_fd, .err = -1,
+			     .child_setup = cp ? confine_tool : NULL, .child_arg = cp};
+	pid_t p;
+	TRY(kis_tool_start(&t, &p, err));
 	int st;
-	if (RETRY_EINTR(waitpid(p, &st, 0)) < 0 || !WIFEXITED(st) || WEXITSTATUS(st) > max_ok)
+	if (RETRY_EINTR(waitpid(p, &st, 0)) < 0 || !kis_tool_ok(st, max_ok))
 		return kis_error_set(err, KIS_E_INTERNAL, 0, "'%s' failed", argv[0]);
 	return 0;
 }
@@ -377,7 +374,7 @@ int kis_mvm_disks_make(const char *guest_dir, const char *vm_dir, const char *ws
 	r = 0;
 out:
 	if (stage)
-		kis_mvm_rmtree(stage);
+		kis_tree_remove_path(stage);
 	if (r < 0)
 		kis_mvm_disks_free(d);
 	return r;
@@ -466,7 +463,7 @@ static int overlay_copy(int sdir, int ddir, int depth)
 			continue;
 		bool have = fstatat(ddir, n, &t, AT_SYMLINK_NOFOLLOW) == 0;
 		if (have && (s.st_mode & S_IFMT) != (t.st_mode & S_IFMT)) {
-			kis_remove_tree_at(ddir, n);
+			kis_tree_remove_quiet(ddir, n);
 			have = false;
 		}
 		if (S_ISDIR(s.st_mode)) {
@@ -688,7 +685,7 @@ static int clear_opaque(int root, int tree, const char *rel)
 		struct stat st;
 		if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") &&
 		    fstatat(g, e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 && errno == ENOENT)
-			kis_remove_tree_at(h, e->d_name);
+			kis_tree_remove_quiet(h, e->d_name);
 	}
 	closedir(d);
 	return 0;
@@ -701,7 +698,7 @@ static int remove_beneath(int root, const char *rel)
 	_cleanup_close_ int p = open_beneath(root, parent);
 	if (p < 0) /* the path's parent is not a directory below the workspace: no entry */
 		return errno == ENOENT || errno == ENOTDIR || errno == ELOOP || errno == EXDEV ? 0 : -1;
-	kis_remove_tree_at(p, leaf);
+	kis_tree_remove_quiet(p, leaf);
 	return 0;
 }
 
@@ -765,6 +762,6 @@ int kis_mvm_disk_sync_back(const char *img, const char *dst_dir, struct kis_erro
 out:
 	kis_confine_plan_release(&cp);
 	marks_free(&m);
-	kis_mvm_rmtree(tdir);
+	kis_tree_remove_path(tdir);
 	return r;
 }

@@ -2,7 +2,7 @@
 /* The VMM's jail, after Firecracker's jailer: QEMU (or a stand-in) runs as a
  * per-VM unprivileged uid, without capabilities, in new namespaces, on a root
  * holding only its files, under seccomp, in a cgroup, with rlimits. */
-#include "util.h"
+#include "core/util.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -81,29 +81,25 @@ static int vmm_libs(const char *bin, const char *cache_dir, char ***out, size_t 
 		fclose(f);
 	} else {
 		char *const argv[] = {(char *)loader, "--list", (char *)bin, NULL};
-		pid_t p = -1;
-		FILE *r = kis_mvm_tool_stdout(argv, &p);
+		bool ok = false;
+		_cleanup_free_ char *list = kis_mvm_tool_output(argv, &ok);
 		FILE *m = open_memstream(&text, &tlen);
-		char line[4300];
-		while (r && m && fgets(line, sizeof(line), r)) {
+		char *save = NULL;
+		for (char *line = list && m ? strtok_r(list, "\n", &save) : NULL; line;
+		     line = strtok_r(NULL, "\n", &save)) {
 			/* "\tlibX.so.1 => /lib/.../libX.so.1 (0x...)" or
 			 * "\t/lib64/ld-linux-x86-64.so.2 (0x...)" */
 			char *arrow = strstr(line, "=> ");
 			char *path = arrow ? arrow + 3 : line + strspn(line, " \t");
 			if (path[0] != '/')
 				continue;
-			path[strcspn(path, " (\n")] = '\0';
+			path[strcspn(path, " (")] = '\0';
 			fprintf(m, "%s\n", path);
 		}
 		if (m)
 			fclose(m);
-		if (r)
-			fclose(r);
-		int st = 0;
-		if (p > 0)
-			RETRY_EINTR(waitpid(p, &st, 0));
 		/* a static binary: the loader refuses it, the list is empty */
-		if (p > 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0 && text && cache_dir) {
+		if (ok && text && cache_dir) {
 			char tmp[4400];
 			snprintf(tmp, sizeof(tmp), "%s.%d", cpath, (int)getpid());
 			FILE *w = fopen(tmp, "we");

@@ -16,7 +16,7 @@
  * end_session. Limits: wall, CPU, output, file size and open files
  * by the agent inside the guest (wall also by the engine's clock, which
  * kills the VM); memory is the VM's RAM; pids by a cgroup in the guest. */
-#include "util.h"
+#include "core/util.h"
 
 #include <fcntl.h>
 #include <jansson.h>
@@ -31,20 +31,22 @@
 #include <time.h>
 
 #include "agent/client.h"
-#include "exec/io.h"
+#include "agent/confine.h"
+#include "core/io.h"
 #include "agent/exec_json.h"
 #include "agent/proto.h"
 #include "backends/common.h"
 #include "backends/microvm/mux.h"
 #include "backends/microvm/vm.h"
 #include "kis/backend.h"
+#include "core/tree.h"
 
 #define MIN_MEM_MIB 128u
 
-static void microvm_probe(struct kis_caps *c)
+static void microvm_probe(const struct kis_ctx *ctx, struct kis_caps *c)
 {
 	memset(c, 0, sizeof(*c));
-	if (!kis_mvm_guest_present(c->why_absent, sizeof(c->why_absent)))
+	if (!kis_mvm_guest_present(ctx, c->why_absent, sizeof(c->why_absent)))
 		return;
 	/* a VM never runs unjailed (jail.c): no jail here, no tier */
 	if (!kis_mvm_jail_possible(c->why_absent, sizeof(c->why_absent)))
@@ -60,12 +62,12 @@ static void microvm_probe(struct kis_caps *c)
 	c->limits = KIS_LIMIT_WALL | KIS_LIMIT_CPU | KIS_LIMIT_MEMORY | KIS_LIMIT_OUTPUT |
 		    KIS_LIMIT_FILE | KIS_LIMIT_OPEN_FILES | KIS_LIMIT_PIDS |
 		    KIS_LIMIT_DISK; /* the writable layer's size (microvm_disk.c) */
-	const char *a = kis_mvm_accel_cached();
-	if (!a && kis_probe_thorough()) {
+	const char *a = kis_mvm_accel_cached(ctx->guest_dir(ctx));
+	if (!a && ctx->thorough) {
 		struct kis_mvm_guest g;
 		struct kis_error *err = NULL;
 		char buf[8];
-		if (kis_mvm_guest_open(&g, &err) == 0 && kis_mvm_accel(&g, buf, &err) == 0)
+		if (kis_mvm_guest_open(ctx, &g, &err) == 0 && kis_mvm_accel(&g, buf, &err) == 0)
 			snprintf(c->accel, sizeof(c->accel), "%s", buf);
 		kis_error_free(err);
 		kis_mvm_guest_release(&g);
@@ -86,6 +88,7 @@ struct kis_plan {
 	enum kis_net_mode net;
 	unsigned mem_mib, vcpus;
 	const char *sandbox_id;
+	const struct kis_ctx *ctx; /* the command's (outlives the plan) */
 	char accel_pin[8]; /* profile's microvm.accel: "" (auto), "kvm", "tcg" */
 };
 
@@ -98,11 +101,11 @@ static int microvm_plan(const struct kis_caps *caps, const struct kis_run_reques
 	TRY(kis_check_limits(caps, p, "microvm", err));
 	/* A required accelerator is had or refused, never silently replaced. */
 	if (p->microvm.accel == KIS_ACCEL_KVM) {
-		const char *a = kis_mvm_accel_cached();
+		const char *a = kis_mvm_accel_cached(req->ctx->guest_dir(req->ctx));
 		char buf[8] = "";
 		struct kis_mvm_guest g;
 		struct kis_error *e2 = NULL;
-		if (!a && kis_mvm_guest_open(&g, &e2) == 0 && kis_mvm_accel(&g, buf, &e2) == 0)
+		if (!a && kis_mvm_guest_open(req->ctx, &g, &e2) == 0 && kis_mvm_accel(&g, buf, &e2) == 0)
 			a = buf;
 		kis_error_free(e2);
 		if (!a || strcmp(a, "kvm"))
@@ -173,6 +176,7 @@ static int microvm_plan(const struct kis_caps *caps, const struct kis_run_reques
 	pl->mem_mib = (unsigned)mib;
 	pl->vcpus = p->microvm.vcpus ? p->microvm.vcpus : 1;
 	pl->sandbox_id = req->sandbox_id;
+	pl->ctx = req->ctx;
 	if (p->microvm.accel != KIS_ACCEL_AUTO)
 		snprintf(pl->accel_pin, sizeof(pl->accel_pin), "%s",
 			 p->microvm.accel == KIS_ACCEL_KVM ? "kvm" : "tcg");
@@ -187,7 +191,7 @@ static char *microvm_describe(const struct kis_plan *pl)
 		json_array_append_new(argv, json_string(pl->argv[i]));
 	for (size_t i = 0; pl->envp[i]; i++)
 		json_array_append_new(env, json_string(pl->envp[i]));
-	const char *a = kis_mvm_accel_cached();
+	const char *a = kis_mvm_accel_cached(pl->ctx->guest_dir(pl->ctx));
 	json_t *o = json_pack("{s:s, s:o, s:o, s:s, s:s, s:s, s:I, s:I, s:s, s:s}", "backend",
 			      "microvm", "argv", argv, "env", env, "cwd", pl->cwd, "root",
 			      pl->root == KIS_ROOT_WORKSPACE ? "workspace" : "host", "network",
@@ -199,6 +203,16 @@ static char *microvm_describe(const struct kis_plan *pl)
 					     "changes, a writable layer copied back" :
 					     "an image of the whole workspace (not an overlay clone), "
 					     "a writable layer copied back");
+	/* what the guest's agent applies to the command (src/agent/confine.c) */
+	if (o)
+		json_object_set_new(o, "command", json_pack("{s:{s:i, s:i}, s:s, s:s, s:s}", "user",
+							      "uid", (int)KIS_GUEST_UID, "gid",
+							      (int)KIS_GUEST_UID, "capabilities",
+							      "none (no_new_privs)", "cgroup",
+							      "a cgroup namespace at the guest's pids group",
+							      "seccomp",
+							      pl->net == KIS_NET_OFF ? "default, AF_UNIX only" :
+										"default"));
 	char *s = o ? json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
 	json_decref(o);
 	return s;
@@ -227,20 +241,13 @@ struct vm {
 	bool restored;
 };
 
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* KIS_MICROVM_TRACE=1: phase times on stderr, for bench/microvm.sh only */
 static void trace(const char *what)
 {
 	static int64_t t0;
 	if (!getenv("KIS_MICROVM_TRACE"))
 		return;
-	int64_t t = now_ms();
+	int64_t t = (int64_t)kis_monotonic_ms();
 	if (!t0)
 		t0 = t;
 	dprintf(2, "microvm: %6lld ms %s\n", (long long)(t - t0), what);
@@ -259,11 +266,15 @@ static char *cfg_line(const struct kis_plan *pl, bool sync_writes)
 	json_t *env = json_array();
 	for (size_t i = 0; pl->envp[i]; i++)
 		json_array_append_new(env, json_string(pl->envp[i]));
-	json_t *o = json_pack("{s:s, s:s, s:b, s:b, s:o, s:s, s:I, s:s}", "root",
+	/* KIS_MICROVM_TEST_HOOKS=1, for tests/integration/test_microvm.py
+	 * only: the guest's agent may be asked to send malformed frames (a
+	 * hostile guest, src/agent/agent.c test_flood). No command runs
+	 * differently: the guest's confinement is the same either way. */
+	json_t *o = json_pack("{s:s, s:s, s:b, s:b, s:o, s:s, s:I, s:s, s:b}", "root",
 			      pl->root == KIS_ROOT_WORKSPACE ? "workspace" : "host", "net",
 			      pl->net == KIS_NET_LOOPBACK ? "loopback" : "off", "disk", pl->ws_path != NULL, "sync",
 			      sync_writes, "env", env, "cwd", pl->cwd, "pids", (json_int_t)pl->limits.pids,
-			      "seed", seed);
+			      "seed", seed, "test_hooks", getenv("KIS_MICROVM_TEST_HOOKS") != NULL);
 	char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
 	json_decref(o);
 	char *line = NULL;
@@ -306,7 +317,7 @@ static void vm_release(struct vm *v)
 		close(v->dfd);
 	kis_mvm_cgroup_drop(v->tdir);
 	if (v->tdir && !getenv("KIS_MICROVM_KEEP"))
-		kis_mvm_rmtree(v->tdir);
+		kis_tree_remove_path(v->tdir);
 	free(v->tdir);
 	kis_mvm_disks_free(&v->disks);
 	kis_mvm_guest_release(&v->g);
@@ -318,7 +329,7 @@ static int vm_start(struct vm *v, const struct kis_plan *pl, int dfd, const char
 		    int agent0_fd, bool detach, bool sync_writes, struct kis_error **err)
 {
 	trace("start");
-	TRY(kis_mvm_guest_open(&v->g, err));
+	TRY(kis_mvm_guest_open(pl->ctx, &v->g, err));
 	if (pl->accel_pin[0])
 		snprintf(v->accel, sizeof(v->accel), "%s", pl->accel_pin);
 	else
@@ -461,37 +472,26 @@ static struct mvm_events guest_events(int ctl)
 	return e;
 }
 
-/* The verdict over the agent's evidence, as the host tiers give it from
- * their cgroup: an OOM kill that ended the command is memory_limit (the
- * guest's RAM is the memory limit), forks refused by pids.max in an exec
- * that failed are pids_limit. */
+/* The verdict over the agent's evidence by the one rule every tier uses
+ * (kis_result_blame_limits): the guest's RAM is the memory limit, its
+ * pids.max the pids limit. */
 static int explain_events(struct mvm_events before, struct mvm_events after,
 			  const struct kis_limits *lim, struct kis_result *res)
 {
-	bool signaled = res->reason == KIS_REASON_SIGNALED;
-	bool failed = signaled || (res->reason == KIS_REASON_EXITED && res->exit_code != 0);
-	char buf[160];
-	if (signaled && res->signal == SIGKILL && after.oom > before.oom) {
-		res->reason = KIS_REASON_MEMORY_LIMIT;
-		if (lim)
-			snprintf(buf, sizeof(buf), "memory use passed the guest's RAM (%llu MiB)",
-				 (unsigned long long)(lim->memory_bytes >> 20));
-		else
-			snprintf(buf, sizeof(buf), "memory use passed the session guest's RAM");
-	} else if (failed && after.pids > before.pids) {
-		res->reason = KIS_REASON_PIDS_LIMIT;
-		if (lim)
-			snprintf(buf, sizeof(buf), "%lu forks refused at limits.pids (%llu)",
-				 after.pids - before.pids, (unsigned long long)lim->pids);
-		else
-			snprintf(buf, sizeof(buf), "%lu forks refused at the session's limits.pids",
-				 after.pids - before.pids);
+	uint64_t oom = after.oom > before.oom ? after.oom - before.oom : 0;
+	uint64_t forks = after.pids > before.pids ? after.pids - before.pids : 0;
+	char mb[160], pb[160];
+	if (lim) {
+		snprintf(mb, sizeof(mb), "memory use passed the guest's RAM (%llu MiB)",
+			 (unsigned long long)(lim->memory_bytes >> 20));
+		snprintf(pb, sizeof(pb), "%llu forks refused at limits.pids (%llu)",
+			 (unsigned long long)forks, (unsigned long long)lim->pids);
 	} else {
-		return 0;
+		snprintf(mb, sizeof(mb), "memory use passed the session guest's RAM");
+		snprintf(pb, sizeof(pb), "%llu forks refused at the session's limits.pids",
+			 (unsigned long long)forks);
 	}
-	free(res->detail);
-	res->detail = strdup(buf);
-	return 1;
+	return kis_result_blame_limits(res, oom, forks, mb, pb);
 }
 
 static int microvm_run(struct kis_plan *pl, struct kis_result *res, struct kis_error **err)

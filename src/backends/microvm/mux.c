@@ -11,7 +11,7 @@
  * connection asynchronously, so an immediate reuse is avoided), and forks
  * one relay per connection; a relay is plain byte copying with poll. It
  * watches QEMU through a pidfd and ends with it. */
-#include "util.h"
+#include "core/util.h"
 
 #include <fcntl.h>
 #include <stdbool.h>

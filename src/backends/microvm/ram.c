@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Copy-on-write guest memory: the snapshot's RAM in one sealed memfd that
  * every VM restored from it maps privately, so they share its pages. */
-#include "util.h"
+#include "core/util.h"
 
 #include <dirent.h>
 #include <fcntl.h>

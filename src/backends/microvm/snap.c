@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* The microvm's accelerator verdict (does KVM run this guest, measured by a
  * boot) and its snapshots (a booted guest saved by QEMU migration). */
-#include "util.h"
+#include "core/util.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "backends/microvm/vm.h"
+#include "core/tree.h"
 
 static void stop_vm(pid_t pid, int qmp)
 {
@@ -83,14 +84,13 @@ static char *cache_path(const struct kis_mvm_guest *g, const char *name)
 	return p;
 }
 
-const char *kis_mvm_accel_cached(void)
+const char *kis_mvm_accel_cached(const char *dir)
 {
 	/* without a usable /dev/kvm the answer needs no boot */
 	int fd = open("/dev/kvm", O_RDWR | O_CLOEXEC);
 	if (fd < 0)
 		return "tcg";
 	close(fd);
-	_cleanup_free_ char *dir = kis_mvm_guest_dir();
 	_cleanup_free_ char *path = NULL;
 	if (!dir || asprintf(&path, "%s/accel", dir) < 0)
 		return NULL;
@@ -103,7 +103,7 @@ const char *kis_mvm_accel_cached(void)
 
 int kis_mvm_accel(const struct kis_mvm_guest *g, char out[8], struct kis_error **err)
 {
-	const char *quick = kis_mvm_accel_cached();
+	const char *quick = kis_mvm_accel_cached(g->dir);
 	if (quick) {
 		snprintf(out, 8, "%s", quick);
 		return 0;
@@ -139,7 +139,7 @@ int kis_mvm_accel(const struct kis_mvm_guest *g, char out[8], struct kis_error *
 	}
 	if (dfd >= 0)
 		close(dfd);
-	kis_mvm_rmtree(tdir);
+	kis_tree_remove_path(tdir);
 	_cleanup_free_ char *tmp = NULL;
 	if (asprintf(&tmp, "%s.%d", path, (int)getpid()) >= 0) {
 		int wf = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
@@ -175,7 +175,7 @@ static int make_snapshot(const struct kis_mvm_guest *g, const char *accel, unsig
 		kis_error_set(err, KIS_E_INTERNAL, errno, "snapshot");
 		goto out;
 	}
-	kis_mvm_rmtree(mkdir_p);
+	kis_tree_remove_path(mkdir_p);
 	if (mkdir(mkdir_p, 0700) < 0) {
 		kis_error_set(err, KIS_E_INTERNAL, errno, "cannot make '%s'", mkdir_p);
 		goto out;
@@ -254,12 +254,12 @@ out:
 		stop_vm(pid, qmp);
 	kis_mvm_cgroup_drop(tdir);
 	if (mkdir_p)
-		kis_mvm_rmtree(mkdir_p);
+		kis_tree_remove_path(mkdir_p);
 	if (qmp >= 0)
 		close(qmp);
 	if (tmp && r < 0)
 		unlink(tmp);
-	kis_mvm_rmtree(tdir);
+	kis_tree_remove_path(tdir);
 	return r;
 }
 

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* The microvm's machinery: the guest cache and its initramfs (written here
  * as cpio newc), QEMU's argv and start, the control port, QMP. */
-#include "util.h"
+#include "core/util.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -18,12 +18,12 @@
 #include <time.h>
 
 #include "backends/microvm/vm.h"
-#include "engine/internal.h"
-#include "engine/owner.h"
-#include "kis/sandbox.h"
+#include "core/record.h"
+#include "backends/common.h"
 #include "kis/store.h"
-#include "exec/io.h"
+#include "core/io.h"
 #include "confine/confine.h"
+#include "exec/tool.h"
 
 const char *kis_mvm_qemu_path(void)
 {
@@ -38,27 +38,20 @@ const char *kis_mvm_qemu_path(void)
 	return NULL;
 }
 
-char *kis_mvm_guest_dir(void)
+char *kis_mvm_guest_dir(const struct kis_ctx *ctx)
 {
-	/* the lookup order is the engine's (src/engine/guest.c) */
-	struct kis_guest_info g;
-	struct kis_error *err = NULL;
-	if (kis_guest_locate(NULL, true, &g, &err) < 0) {
-		kis_error_free(err);
-		return NULL;
-	}
-	char *d = steal_ptr(g.cache);
-	kis_guest_info_release(&g);
-	return d;
+	/* the engine's lookup for the command's store (src/engine/guest.c) */
+	const char *d = ctx && ctx->guest_dir ? ctx->guest_dir(ctx) : NULL;
+	return d ? strdup(d) : NULL;
 }
 
-bool kis_mvm_guest_present(char *why, size_t n)
+bool kis_mvm_guest_present(const struct kis_ctx *ctx, char *why, size_t n)
 {
 	if (!kis_mvm_qemu_path()) {
 		snprintf(why, n, "qemu-system-x86_64 is not installed (Debian: qemu-system-x86)");
 		return false;
 	}
-	_cleanup_free_ char *d = kis_mvm_guest_dir();
+	_cleanup_free_ char *d = kis_mvm_guest_dir(ctx);
 	char p[4096];
 	snprintf(p, sizeof(p), "%s/vmlinuz", d ? d : "");
 	if (!d || access(p, R_OK) < 0) {
@@ -125,29 +118,19 @@ static int cpio_file(struct cpio *c, const char *name, const char *src, unsigned
 	return 0;
 }
 
-FILE *kis_mvm_tool_stdout(char *const argv[], pid_t *pid)
+char *kis_mvm_tool_output(char *const argv[], bool *ok)
 {
-	*pid = -1;
-	int pfd[2];
-	if (pipe2(pfd, O_CLOEXEC) < 0)
+	*ok = false;
+	/* a fixed environment, never the caller's (issue 23): the tool's */
+	struct kis_tool t = {.argv = argv, .in = -1, .out = -1, .err = -1};
+	struct kis_tool_out o;
+	struct kis_error *err = NULL;
+	if (kis_tool_run(&t, true, false, &o, &err) < 0) {
+		kis_error_free(err);
 		return NULL;
-	pid_t p = fork();
-	if (p == 0) {
-		int nul = open("/dev/null", O_RDWR | O_CLOEXEC);
-		dup2(nul, 0);
-		dup2(pfd[1], 1);
-		dup2(nul, 2);
-		/* a fixed environment, never the caller's (issue 23) */
-		static char *const envp[] = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin", NULL};
-		execve(argv[0], argv, envp);
-		_exit(127);
 	}
-	close(pfd[1]);
-	FILE *f = p > 0 ? fdopen(pfd[0], "re") : NULL;
-	if (!f)
-		close(pfd[0]);
-	*pid = p;
-	return f;
+	*ok = kis_tool_ok(o.status, 0);
+	return o.out;
 }
 
 /* bin/<applet> -> busybox for every applet of the guest's busybox (a static
@@ -157,24 +140,20 @@ FILE *kis_mvm_tool_stdout(char *const argv[], pid_t *pid)
 static void busybox_links(struct cpio *c, const char *busybox)
 {
 	char *const argv[] = {(char *)busybox, "--list", NULL};
-	pid_t p = -1;
-	FILE *f = kis_mvm_tool_stdout(argv, &p);
-	char name[128];
-	while (f && fgets(name, sizeof(name), f)) {
-		name[strcspn(name, "\n")] = '\0';
+	bool ok;
+	_cleanup_free_ char *list = kis_mvm_tool_output(argv, &ok);
+	char *save = NULL;
+	for (char *name = list ? strtok_r(list, "\n", &save) : NULL; name;
+	     name = strtok_r(NULL, "\n", &save)) {
 		/* applet names are plain words; sh is already there */
-		if (!name[0] || strspn(name, "abcdefghijklmnopqrstuvwxyz0123456789-_.[") != strlen(name) ||
+		if (!name[0] || strlen(name) > 100 ||
+		    strspn(name, "abcdefghijklmnopqrstuvwxyz0123456789-_.[") != strlen(name) ||
 		    !strcmp(name, "busybox") || !strcmp(name, "sh"))
 			continue;
 		char path[160];
 		snprintf(path, sizeof(path), "bin/%s", name);
 		cpio_entry(c, path, S_IFLNK | 0777, "busybox", 7, 0, 0);
 	}
-	if (f)
-		fclose(f);
-	int st;
-	if (p > 0)
-		RETRY_EINTR(waitpid(p, &st, 0));
 }
 
 static int build_initramfs(const char *dir, const char *agent, const char *out,
@@ -247,15 +226,15 @@ static void drop_stale(const char *dir, const char *stamp)
 		closedir(d);
 }
 
-int kis_mvm_guest_open(struct kis_mvm_guest *g, struct kis_error **err)
+int kis_mvm_guest_open(const struct kis_ctx *ctx, struct kis_mvm_guest *g, struct kis_error **err)
 {
 	memset(g, 0, sizeof(*g));
 	char why[256];
-	if (!kis_mvm_guest_present(why, sizeof(why)))
+	if (!kis_mvm_guest_present(ctx, why, sizeof(why)))
 		return kis_error_set(err, KIS_E_TIER_UNAVAILABLE, 0, "microvm: %s", why);
 	_cleanup_free_ char *agent = NULL;
-	TRY(kis_agent_path(&agent, err));
-	g->dir = kis_mvm_guest_dir();
+	TRY(kis_ctx_agent(ctx, &agent, err));
+	g->dir = kis_mvm_guest_dir(ctx);
 	struct stat sa, sk, sm;
 	char load[4096];
 	snprintf(load, sizeof(load), "%s/modules/load", g->dir ? g->dir : "");
@@ -622,22 +601,15 @@ out:
 
 /* ---- the control port ---- */
 
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 int kis_mvm_ctl(int fd, const char *line, char *reply, size_t n, int ms)
 {
 	size_t len = strlen(line);
 	if (send(fd, line, len, MSG_NOSIGNAL) != (ssize_t)len || send(fd, "\n", 1, MSG_NOSIGNAL) != 1)
 		return -1;
-	int64_t end = now_ms() + ms;
+	int64_t end = (int64_t)kis_monotonic_ms() + ms;
 	size_t got = 0;
 	while (got + 1 < n) {
-		int left = (int)(end - now_ms());
+		int left = (int)(end - (int64_t)kis_monotonic_ms());
 		struct pollfd p = {.fd = fd, .events = POLLIN};
 		if (left <= 0 || poll(&p, 1, left) <= 0)
 			return -1;
@@ -661,9 +633,9 @@ int kis_mvm_ctl(int fd, const char *line, char *reply, size_t n, int ms)
 
 int kis_mvm_ctl_wait(int dfd, int ms, pid_t pid)
 {
-	int64_t end = now_ms() + ms;
+	int64_t end = (int64_t)kis_monotonic_ms() + ms;
 	int fd = -1;
-	while (now_ms() < end) {
+	while ((int64_t)kis_monotonic_ms() < end) {
 		if (pid > 0 && kill(pid, 0) < 0)
 			break;
 		/* WNOWAIT: an ended VMM stays for its owner to reap (vm_stop) */
@@ -691,13 +663,13 @@ int kis_mvm_ctl_wait(int dfd, int ms, pid_t pid)
 
 static int qmp_read_msg(int fd, char **out, int ms)
 {
-	int64_t end = now_ms() + ms;
+	int64_t end = (int64_t)kis_monotonic_ms() + ms;
 	size_t cap = 4096, len = 0;
 	char *b = malloc(cap);
 	if (!b)
 		return -1;
 	for (;;) {
-		int left = (int)(end - now_ms());
+		int left = (int)(end - (int64_t)kis_monotonic_ms());
 		struct pollfd p = {.fd = fd, .events = POLLIN};
 		if (left <= 0 || poll(&p, 1, left) <= 0)
 			break;
@@ -745,10 +717,10 @@ int kis_mvm_qmp_cmd(int fd, const char *json, int send_fd, char **reply, int ms)
 	}
 	if (sendmsg(fd, &mh, MSG_NOSIGNAL) != (ssize_t)len)
 		return -1;
-	int64_t end = now_ms() + ms;
+	int64_t end = (int64_t)kis_monotonic_ms() + ms;
 	for (;;) {
 		char *m = NULL;
-		int left = (int)(end - now_ms());
+		int left = (int)(end - (int64_t)kis_monotonic_ms());
 		if (left <= 0 || qmp_read_msg(fd, &m, left) < 0)
 			return -1;
 		/* events are interleaved with the reply: skip them */
@@ -766,16 +738,16 @@ int kis_mvm_qmp_cmd(int fd, const char *json, int send_fd, char **reply, int ms)
 
 int kis_mvm_qmp_open(int dfd, const char *name, int ms)
 {
-	int64_t end = now_ms() + ms;
+	int64_t end = (int64_t)kis_monotonic_ms() + ms;
 	int fd;
 	while ((fd = kis_mvm_connect_at(dfd, name)) < 0) {
-		if (now_ms() > end)
+		if ((int64_t)kis_monotonic_ms() > end)
 			return -1;
 		struct timespec ts = {0, 10 * 1000 * 1000};
 		nanosleep(&ts, NULL);
 	}
 	char *greet = NULL;
-	if (qmp_read_msg(fd, &greet, (int)(end - now_ms()) + 1000) < 0 ||
+	if (qmp_read_msg(fd, &greet, (int)(end - (int64_t)kis_monotonic_ms()) + 1000) < 0 ||
 	    kis_mvm_qmp_cmd(fd, "{\"execute\":\"qmp_capabilities\"}", -1, NULL, 3000) < 0) {
 		free(greet);
 		close(fd);
@@ -826,7 +798,7 @@ int kis_mvm_tmpdir(char **path, struct kis_error **err)
 		return kis_error_set(err, KIS_E_INTERNAL, e, "cannot make a private directory");
 	}
 	/* The run's: swept by the engine's owner record should it be killed
-	 * (engine/owner.h). mkdtemp picks the name, so the record follows it. */
+	 * (core/record.h, engine/owner.h). mkdtemp picks the name, so the record follows it. */
 	if (kis_owner_note("tmp", "%s", *path) < 0) {
 		int e = errno;
 		rmdir(*path);
@@ -837,8 +809,3 @@ int kis_mvm_tmpdir(char **path, struct kis_error **err)
 	return 0;
 }
 
-void kis_mvm_rmtree(const char *path)
-{
-	if (path)
-		kis_remove_tree_at(AT_FDCWD, path);
-}

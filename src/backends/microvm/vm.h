@@ -11,6 +11,7 @@
 #include <sys/types.h>
 
 #include "kis/error.h"
+#include "kis/backend.h"
 
 #define KIS_MVM_PORTS 4          /* agent ports per VM (kis.0 .. kis.3) */
 /* The version of QEMU's device set (argv of kis_mvm_spawn), part of the
@@ -36,14 +37,14 @@ struct kis_mvm_guest {
 };
 
 /* Is a guest kernel there (cheap: no build)? why receives what is missing. */
-char *kis_mvm_guest_dir(void);
-/* Start argv[0] (an absolute path) with stdin and stderr on /dev/null and
- * a fixed environment; its stdout to read (NULL on failure). The caller
- * closes it and waits for *pid (when > 0). */
-FILE *kis_mvm_tool_stdout(char *const argv[], pid_t *pid);
-bool kis_mvm_guest_present(char *why, size_t n);
+char *kis_mvm_guest_dir(const struct kis_ctx *ctx);
+/* Run argv[0] (an absolute path) as a tool (exec/tool.h: stdin and stderr
+ * on /dev/null, a fixed environment) and return its whole stdout
+ * (malloc'ed; NULL when it could not run); *ok: it exited 0. */
+char *kis_mvm_tool_output(char *const argv[], bool *ok);
+bool kis_mvm_guest_present(const struct kis_ctx *ctx, char *why, size_t n);
 /* Find the cache and build the initramfs if it is missing or older than the agent. */
-int kis_mvm_guest_open(struct kis_mvm_guest *g, struct kis_error **err);
+int kis_mvm_guest_open(const struct kis_ctx *ctx, struct kis_mvm_guest *g, struct kis_error **err);
 void kis_mvm_guest_release(struct kis_mvm_guest *g);
 const char *kis_mvm_qemu_path(void);
 
@@ -147,7 +148,7 @@ int kis_mvm_incoming(int dfd, int snap_fd, struct kis_error **err);
 int kis_mvm_ignore_shared(int qmp);
 
 /* The accelerator that runs our guest here, measured once and cached. */
-const char *kis_mvm_accel_cached(void);
+const char *kis_mvm_accel_cached(const char *guest_dir);
 int kis_mvm_accel(const struct kis_mvm_guest *g, char out[8], struct kis_error **err);
 
 /* The snapshot of a booted guest with this memory and vCPUs (and the
@@ -179,6 +180,5 @@ int kis_mvm_disk_sync_back(const char *rw_img, const char *dst_dir, struct kis_e
 
 /* Make a private 0700 directory for one run's sockets and disk. */
 int kis_mvm_tmpdir(char **path, struct kis_error **err);
-void kis_mvm_rmtree(const char *path);
 
 #endif

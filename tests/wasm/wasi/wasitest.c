@@ -379,6 +379,19 @@ int main(int argc, char **argv)
 		printf("wrote=%ld errno=%s\n", i, i < n ? strerror(errno) : "none");
 		return 0;
 	}
+	if (!strcmp(c, "nofile")) { /* open N descriptors, report how many opened */
+		long n = argc > 2 ? atol(argv[2]) : 0, i;
+		for (i = 0; i < n; i++)
+			if (open("nofile.txt", O_WRONLY | O_CREAT, 0644) < 0)
+				break;
+		printf("opened=%ld errno=%s\n", i, i == n ? "none" : errno == EMFILE ? "EMFILE" :
+						      strerror(errno));
+		return 0;
+	}
+	if (!strcmp(c, "env")) { /* NAME's value, or "unset" */
+		const char *v = argc > 2 ? getenv(argv[2]) : NULL;
+		return printf("%s\n", v ? v : "unset"), 0;
+	}
 	if (!strcmp(c, "misc"))
 		return cmd_misc();
 	if (!strcmp(c, "flood"))

@@ -48,7 +48,7 @@ int kis_oci_config_build(const struct kis_oci_spec *s, json_t **out, struct kis_
  * usr/bin on a merged-/usr system) as the same symlinks. */
 int kis_oci_rootfs_skeleton(int rootfs_fd, struct kis_error **err);
 
-/* ---- crun (oci_runtime.c) ---- */
+/* ---- crun (crun.c) ---- */
 
 /* Where crun lives, NULL when not installed. */
 const char *kis_oci_crun_path(void);

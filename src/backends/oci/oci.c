@@ -20,7 +20,7 @@
  * /<name>), read before the container is deleted.
  * Containers left by an engine that was killed are collected at the start
  * of the next run, create or backends (kis_oci_collect). */
-#include "util.h"
+#include "core/util.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -41,14 +41,13 @@
 #include "agent/exec_json.h"
 #include "agent/proto.h"
 #include "backends/common.h"
-#include "backends/oci_bundle.h"
+#include "backends/oci/bundle.h"
 #include "confine/confine.h"
-#include "engine/internal.h"
-#include "engine/owner.h"
-#include "exec/io.h"
+#include "core/record.h"
+#include "core/io.h"
 #include "exec/spawn.h"
 
-static void oci_probe(struct kis_caps *c)
+static void oci_probe(const struct kis_ctx *ctx, struct kis_caps *c)
 {
 	memset(c, 0, sizeof(*c));
 	if (!kis_oci_crun_path()) {
@@ -68,17 +67,11 @@ static void oci_probe(struct kis_caps *c)
 			 "no cgroup hierarchy is mounted (crun needs one for the limits)");
 		return;
 	}
-	char *agent = NULL;
-	struct kis_error *e = NULL;
-	if (kis_agent_path(&agent, &e) < 0) {
-		char *m = kis_error_format(e);
-		snprintf(c->why_absent, sizeof(c->why_absent), "%s", m ? m : "the agent is missing");
-		free(m);
-		kis_error_free(e);
+	if (!ctx->agent) {
+		snprintf(c->why_absent, sizeof(c->why_absent), "%s", ctx->agent_why);
 		return;
 	}
-	free(agent);
-	if (kis_probe_thorough()) {
+	if (ctx->thorough) {
 		/* `backends` is one of the commands that collect leftovers */
 		kis_oci_collect();
 		char *argv[] = {"crun", "--version", NULL};
@@ -151,7 +144,7 @@ static int oci_plan(const struct kis_caps *caps, const struct kis_run_request *r
 	struct kis_plan *pl = calloc(1, sizeof(*pl));
 	if (!pl)
 		return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "cannot plan");
-	if (kis_agent_path(&pl->agent, err) < 0) {
+	if (kis_ctx_agent(req->ctx, &pl->agent, err) < 0) {
 		free(pl);
 		return -1;
 	}
@@ -228,18 +221,6 @@ static char *oci_describe(const struct kis_plan *pl)
 	char *txt = o ? json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
 	json_decref(o);
 	return txt;
-}
-
-static int write_all_fd(int fd, const char *s, size_t n)
-{
-	while (n) {
-		ssize_t w = RETRY_EINTR(write(fd, s, n));
-		if (w <= 0)
-			return -1;
-		s += w;
-		n -= (size_t)w;
-	}
-	return 0;
 }
 
 /* Make the bundle directory: owner record, root:host skeleton,
@@ -348,7 +329,7 @@ static int make_bundle(struct kis_plan *pl, const char *session_dir, char *bp, s
 	char *txt = json_dumps(cfg, JSON_COMPACT);
 	json_decref(cfg);
 	int cfd = openat(bfd, "config.json", O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-	int r = (!txt || cfd < 0 || write_all_fd(cfd, txt, strlen(txt)) < 0) ? -1 : 0;
+	int r = (!txt || cfd < 0 || kis_write_all(cfd, txt, strlen(txt)) < 0) ? -1 : 0;
 	int e = errno;
 	free(txt);
 	if (cfd >= 0)
@@ -425,13 +406,6 @@ static void container_cpu_path(const char *ctr_id, char *buf, size_t len)
 		snprintf(buf, len, "/sys/fs/cgroup/cpuacct/%s/cpuacct.usage", ctr_id);
 }
 
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 /* The host's verdict over the agent's evidence (as src/exec/supervise.c
  * does for native runs): an OOM kill in the container's cgroup is
  * memory_limit, forks refused by pids.max that ended the command are
@@ -444,26 +418,12 @@ static void explain(const struct kis_plan *pl, struct kis_result *res)
 	struct kis_cgroup_events ev;
 	if (kis_cgroup_read_events(&cg, &ev, NULL) < 0)
 		return;
-	res->limit_events.counted = true;
-	res->limit_events.oom_kills = ev.oom_kills;
-	res->limit_events.forks_refused = ev.pids_max;
-	bool signaled = res->reason == KIS_REASON_SIGNALED;
-	bool failed = (res->reason == KIS_REASON_EXITED && res->exit_code != 0) ||
-		      res->reason == KIS_REASON_TIMEOUT || signaled;
-	char buf[160];
-	if (ev.oom_kills && (signaled || failed)) {
-		res->reason = KIS_REASON_MEMORY_LIMIT;
-		snprintf(buf, sizeof(buf), "memory use passed limits.memory_bytes (%llu bytes)",
-			 (unsigned long long)pl->limits.memory_bytes);
-	} else if (ev.pids_max && failed) {
-		res->reason = KIS_REASON_PIDS_LIMIT;
-		snprintf(buf, sizeof(buf), "%llu forks refused at limits.pids (%llu)",
-			 (unsigned long long)ev.pids_max, (unsigned long long)pl->limits.pids);
-	} else {
-		return;
-	}
-	free(res->detail);
-	res->detail = strdup(buf);
+	char mb[160], pb[160];
+	snprintf(mb, sizeof(mb), "memory use passed limits.memory_bytes (%llu bytes)",
+		 (unsigned long long)pl->limits.memory_bytes);
+	snprintf(pb, sizeof(pb), "%llu forks refused at limits.pids (%llu)",
+		 (unsigned long long)ev.pids_max, (unsigned long long)pl->limits.pids);
+	kis_result_blame_limits(res, ev.oom_kills, ev.pids_max, mb, pb);
 }
 
 static bool crun_knows(const char *ctr_id)
@@ -508,9 +468,9 @@ static int oci_run(struct kis_plan *pl, struct kis_result *res, struct kis_error
 	if (pl->session)
 		return kis_error_set(err, KIS_E_INTERNAL, 0, "a session plan cannot run");
 	kis_oci_collect();
-	uint64_t t0 = now_ms();
+	uint64_t t0 = kis_monotonic_ms();
 	char bp[256];
-	/* recorded before the bundle exists (engine/owner.h): killed from
+	/* recorded before the bundle exists (core/record.h, engine/owner.h): killed from
 	 * here on, the engine leaves a record the next command sweeps by */
 	if (kis_owner_note("crun", "%s", pl->ctr_id) < 0)
 		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot record container '%s'",
@@ -573,7 +533,7 @@ static int oci_run(struct kis_plan *pl, struct kis_result *res, struct kis_error
 	if (r >= 0) {
 		explain(pl, res);
 		if (res->usage.wall_ms == 0)
-			res->usage.wall_ms = now_ms() - t0;
+			res->usage.wall_ms = kis_monotonic_ms() - t0;
 	}
 	/* The command has ended: end the agent (PID 1, so every process of
 	 * the container), and crun deletes the container. */
@@ -623,7 +583,7 @@ static int oci_start_session(struct kis_plan *pl, const struct kis_session_ctx *
 	if (!slash || asprintf(&final, "%.*s/%s", (int)(slash - ctx->dir_path), ctx->dir_path,
 			       ctx->id) < 0)
 		return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "session path");
-	/* the creator's until the session is published (engine/owner.h) */
+	/* the creator's until the session is published (core/record.h, engine/owner.h) */
 	if (kis_owner_note("crun", "%s", pl->ctr_id) < 0)
 		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot record container '%s'",
 				     pl->ctr_id);

@@ -17,15 +17,16 @@
  * has no mount namespace to make the workspace the root), network modes
  * loopback and egress (Landlock's TCP rules are per port, and UDP/raw are
  * only stopped by the seccomp socket-family rule, all or nothing). */
-#include "util.h"
+#include "core/util.h"
 
 #include <jansson.h>
 #include <signal.h>
 #include <string.h>
 
 #include "backends/common.h"
-#include "backends/host_common.h"
+#include "backends/host/common.h"
 #include "confine/confine.h"
+#include "core/tree.h"
 
 /* What every profile needs from Landlock: signals and truncation confined
  * to the sandbox; with the network off, no host abstract unix sockets
@@ -39,7 +40,7 @@ static unsigned required_features(enum kis_net_mode net)
 	       (net == KIS_NET_OFF ? KIS_LL_SCOPE_ABSTRACT_UNIX : 0);
 }
 
-static void landlock_probe(struct kis_caps *c)
+static void landlock_probe(const struct kis_ctx *ctx, struct kis_caps *c)
 {
 	memset(c, 0, sizeof(*c));
 	struct kis_landlock_report rep;
@@ -67,7 +68,7 @@ static void landlock_probe(struct kis_caps *c)
 	 * host: no network restriction, only with its hatch */
 	c->net_modes = (1u << KIS_NET_OFF) | (1u << KIS_NET_HOST);
 	c->limits = KIS_LIMIT_WALL | KIS_LIMIT_CPU | KIS_LIMIT_OUTPUT | KIS_LIMIT_FILE |
-		    KIS_LIMIT_OPEN_FILES | (kis_probe_thorough() ? kis_cgroup_limits_available() : 0);
+		    KIS_LIMIT_OPEN_FILES | (ctx->thorough ? kis_cgroup_limits_available() : 0);
 }
 
 struct kis_plan {
@@ -113,7 +114,7 @@ static int landlock_plan(const struct kis_caps *caps, const struct kis_run_reque
 	struct kis_caps c = *caps;
 	unsigned explicit_cg = (p->limits.memory_bytes ? KIS_LIMIT_MEMORY : 0) |
 			       (p->limits.pids ? KIS_LIMIT_PIDS : 0);
-	if (explicit_cg && !kis_probe_thorough())
+	if (explicit_cg && !req->ctx->thorough)
 		c.limits |= kis_cgroup_limits_available(); /* measured only when asked for */
 	TRY(kis_check_limits(&c, p, "landlock", err));
 
@@ -195,7 +196,7 @@ static void ll_start_release(struct ll_start *s, bool remove_tmp)
 	kis_confine_plan_release(&s->cp);
 	kis_run_cgroup_close(&s->rc);
 	if (remove_tmp)
-		kis_host_remove_tree(s->tmpdir);
+		kis_tree_remove_path(s->tmpdir);
 	free(s->tmpdir);
 	s->tmpdir = NULL;
 }
@@ -300,7 +301,7 @@ static int landlock_end_session(const struct kis_session_ctx *ctx, struct kis_er
 	kis_host_cgroup_end(ctx->dir_fd);
 	char path[128];
 	snprintf(path, sizeof(path), "/tmp/kis-%s", ctx->id);
-	kis_host_remove_tree(path);
+	kis_tree_remove_path(path);
 	return 0;
 }
 

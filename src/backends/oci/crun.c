@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Driving crun from the oci backend: each call in a private mount namespace
  * (the hybrid-cgroup workaround), state, removal and the collector. */
-#include "util.h"
+#include "core/util.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -18,8 +18,10 @@
 #include <time.h>
 
 #include "backends/common.h"
-#include "backends/oci_bundle.h"
-#include "exec/io.h"
+#include "backends/oci/bundle.h"
+#include "core/io.h"
+#include "core/tree.h"
+#include "exec/tool.h"
 
 #ifndef CGROUP2_SUPER_MAGIC
 #define CGROUP2_SUPER_MAGIC 0x63677270
@@ -74,185 +76,74 @@ int kis_oci_hybrid_workaround(void)
 	return 0;
 }
 
+/* In crun's child, last: the hybrid workaround, with a message on its
+ * stderr (the caller's pipe when it reads one) when it fails. */
+static int crun_setup(void *arg)
+{
+	(void)arg;
+	if (kis_oci_hybrid_workaround() == 0)
+		return 0;
+	dprintf(2, "cannot hide the cgroup v2 mount from crun: %s", strerror(errno));
+	return -1;
+}
+
+static void crun_tool(struct kis_tool *t, const char *crun, char *const *argv, int fd_keep)
+{
+	*t = (struct kis_tool){
+		.path = crun, .argv = argv, .envp = (char *const *)crun_env,
+		.in = -1, .out = -1, .err = -1,
+		.child_setup = kis_oci_cgroup_layout() == 3 ? crun_setup : NULL,
+	};
+	if (fd_keep >= 0)
+		t->map[t->n_map++] = (struct kis_tool_fd){fd_keep, 3};
+}
+
 int kis_oci_crun_spawn(char *const *argv, int fd_keep, pid_t *pid_out, struct kis_error **err)
 {
 	const char *crun = kis_oci_crun_path();
 	if (!crun)
 		return kis_error_set(err, KIS_E_TIER_UNAVAILABLE, 0,
 				     "crun is not installed: install Debian's crun");
-	bool hybrid = kis_oci_cgroup_layout() == 3;
-	int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
-	if (devnull < 0)
-		return kis_error_set(err, KIS_E_INTERNAL, errno, "/dev/null");
-	pid_t pid = fork();
-	if (pid < 0) {
-		int e = errno;
-		close(devnull);
-		return kis_error_set(err, KIS_E_INTERNAL, e, "fork");
-	}
-	if (pid == 0) {
-		/* our own process group: a terminal's ^C reaches the engine,
-		 * which ends the run through the agent; crun then cleans up */
-		setpgid(0, 0);
-		/* crun itself dies with the engine (a detached container is
-		 * crun's child, and fork clears this for it: prctl(2)); what it
-		 * made is swept by the run's owner record (engine/owner.h) */
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		if (hybrid && kis_oci_hybrid_workaround() < 0)
-			_exit(125);
-		if (dup2(devnull, 0) < 0 || dup2(devnull, 1) < 0 || dup2(devnull, 2) < 0)
-			_exit(125);
-		if (fd_keep >= 0) {
-			if (fd_keep == 3) {
-				int fl = fcntl(3, F_GETFD);
-				fcntl(3, F_SETFD, fl & ~FD_CLOEXEC);
-			} else if (dup2(fd_keep, 3) < 0) {
-				_exit(125);
-			}
-		}
-		execve(crun, argv, (char *const *)crun_env);
-		_exit(127);
-	}
-	close(devnull);
-	*pid_out = pid;
-	return 0;
+	struct kis_tool t;
+	crun_tool(&t, crun, argv, fd_keep);
+	/* our own process group: a terminal's ^C reaches the engine, which
+	 * ends the run through the agent; crun then cleans up. crun itself
+	 * dies with the engine (a detached container is crun's child, and
+	 * fork clears the parent-death signal for it: prctl(2)); what it made
+	 * is swept by the run's owner record (core/record.h, engine/owner.h) */
+	t.own_pgrp = true;
+	t.die_with_parent = true;
+	return kis_tool_start(&t, pid_out, err);
 }
 
 int kis_oci_crun(char *const *argv, int fd_keep, char **out, char *errbuf, size_t errlen,
 		 struct kis_error **err)
 {
+	if (out)
+		*out = NULL;
+	if (errbuf && errlen)
+		errbuf[0] = '\0';
 	const char *crun = kis_oci_crun_path();
 	if (!crun)
 		return kis_error_set(err, KIS_E_TIER_UNAVAILABLE, 0,
 				     "crun is not installed: install Debian's crun");
-	bool hybrid = kis_oci_cgroup_layout() == 3;
-	int op[2] = {-1, -1}, ep[2] = {-1, -1};
 	/* quiet (no errbuf): stdout and stderr on /dev/null, for `run
-	 * --detach`, whose container inherits them (the caller passes --log) */
-	bool quiet = !errbuf;
-	if ((out && pipe2(op, O_CLOEXEC) < 0) || (!quiet && pipe2(ep, O_CLOEXEC) < 0)) {
-		int e = errno;
-		if (op[0] >= 0) {
-			close(op[0]);
-			close(op[1]);
-		}
-		return kis_error_set(err, KIS_E_INTERNAL, e, "pipe");
-	}
-	/* A detached container inherits crun's stdout and stderr: it must get
-	 * /dev/null, not our pipes, or it would hold them open for its life. */
-	int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
-	pid_t pid = fork();
-	if (pid < 0) {
-		int e = errno;
-		if (op[0] >= 0) {
-			close(op[0]);
-			close(op[1]);
-		}
-		if (ep[0] >= 0) {
-			close(ep[0]);
-			close(ep[1]);
-		}
-		if (devnull >= 0)
-			close(devnull);
-		return kis_error_set(err, KIS_E_INTERNAL, e, "fork");
-	}
-	if (pid == 0) {
-		if (hybrid && kis_oci_hybrid_workaround() < 0) {
-			if (!quiet)
-				dprintf(ep[1], "cannot hide the cgroup v2 mount from crun: %s",
-					strerror(errno));
-			_exit(125);
-		}
-		int o = out ? op[1] : devnull;
-		if (dup2(devnull, 0) < 0 || dup2(o, 1) < 0 || dup2(quiet ? devnull : ep[1], 2) < 0)
-			_exit(125);
-		if (fd_keep >= 0) {
-			if (fd_keep == 3) {
-				int fl = fcntl(3, F_GETFD);
-				fcntl(3, F_SETFD, fl & ~FD_CLOEXEC);
-			} else if (dup2(fd_keep, 3) < 0) {
-				_exit(125);
-			}
-		}
-		execve(crun, argv, (char *const *)crun_env);
-		dprintf(2, "cannot execute '%s': %s", crun, strerror(errno));
-		_exit(127);
-	}
-	if (devnull >= 0)
-		close(devnull);
-	if (!quiet)
-		close(ep[1]);
-	if (out)
-		close(op[1]);
-	size_t eused = 0, oused = 0, ocap = 0;
-	char *obuf = NULL;
+	 * --detach`, whose container inherits them (the caller passes --log):
+	 * it must get /dev/null, not our pipes, or it would hold them open for
+	 * its life. */
+	struct kis_tool t;
+	crun_tool(&t, crun, argv, fd_keep);
+	struct kis_tool_out o;
+	TRY(kis_tool_run(&t, out != NULL, errbuf != NULL, &o, err));
 	if (errbuf && errlen)
-		errbuf[0] = '\0';
-	/* read both pipes to their end (crun's output is small) */
-	struct pollfd p[2] = {{.fd = ep[0], .events = POLLIN},
-			      {.fd = out ? op[0] : -1, .events = POLLIN}};
-	int open_n = (out ? 1 : 0) + (quiet ? 0 : 1);
-	while (open_n > 0) {
-		if (poll(p, 2, -1) < 0) {
-			if (errno == EINTR)
-				continue;
-			break;
-		}
-		if (p[0].fd >= 0 && p[0].revents) {
-			char tmp[4096];
-			ssize_t n = RETRY_EINTR(read(ep[0], tmp, sizeof(tmp)));
-			if (n <= 0) {
-				p[0].fd = -1;
-				open_n--;
-			} else if (errbuf && errlen) {
-				size_t k = (size_t)n;
-				if (eused + k >= errlen)
-					k = errlen - 1 - eused;
-				memcpy(errbuf + eused, tmp, k);
-				eused += k;
-				errbuf[eused] = '\0';
-			}
-		}
-		if (p[1].fd >= 0 && p[1].revents) {
-			char tmp[4096];
-			ssize_t n = RETRY_EINTR(read(op[0], tmp, sizeof(tmp)));
-			if (n <= 0) {
-				p[1].fd = -1;
-				open_n--;
-			} else {
-				if (oused + (size_t)n + 1 > ocap) {
-					size_t nc = ocap ? ocap * 2 : 8192;
-					while (nc < oused + (size_t)n + 1)
-						nc *= 2;
-					char *g = realloc(obuf, nc);
-					if (!g)
-						break;
-					obuf = g;
-					ocap = nc;
-				}
-				memcpy(obuf + oused, tmp, (size_t)n);
-				oused += (size_t)n;
-				obuf[oused] = '\0';
-			}
-		}
-	}
-	if (!quiet)
-		close(ep[0]);
+		snprintf(errbuf, errlen, "%s", o.err);
 	if (out)
-		close(op[0]);
-	int st = 0;
-	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
-		;
-	/* trim the trailing newline of crun's message */
-	while (errbuf && eused && (errbuf[eused - 1] == '\n' || errbuf[eused - 1] == ' '))
-		errbuf[--eused] = '\0';
-	if (out)
-		*out = obuf;
+		*out = o.out;
 	else
-		free(obuf);
-	if (WIFEXITED(st))
-		return WEXITSTATUS(st);
-	return 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+		free(o.out);
+	if (WIFEXITED(o.status))
+		return WEXITSTATUS(o.status);
+	return 128 + (WIFSIGNALED(o.status) ? WTERMSIG(o.status) : 0);
 }
 
 int kis_oci_state(const char *ctr_id, char *status, size_t len, pid_t *pid)
@@ -286,27 +177,6 @@ int kis_oci_bundle_path(const char *ctr_id, char *out, size_t len)
 {
 	int n = snprintf(out, len, "%s/%s", KIS_OCI_BUNDLES, ctr_id);
 	return n < 0 || (size_t)n >= len ? -1 : 0;
-}
-
-static void remove_tree(int dfd, const char *name, int depth)
-{
-	int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
-	if (fd >= 0) {
-		DIR *d = fdopendir(fd);
-		if (d) {
-			struct dirent *e;
-			while ((e = readdir(d))) {
-				if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
-					continue;
-				if (unlinkat(dirfd(d), e->d_name, 0) < 0 && errno == EISDIR && depth < 8)
-					remove_tree(dirfd(d), e->d_name, depth + 1);
-			}
-			closedir(d);
-		} else {
-			close(fd);
-		}
-	}
-	unlinkat(dfd, name, AT_REMOVEDIR);
 }
 
 /* After crun delete: the container's own groups must be gone. crun leaves
@@ -375,7 +245,7 @@ int kis_oci_remove(const char *ctr_id, struct kis_error **err)
 void kis_oci_remove_bundle(int bundles_fd, const char *ctr_id)
 {
 	if (bundles_fd >= 0)
-		remove_tree(bundles_fd, ctr_id, 0);
+		kis_tree_remove_quiet(bundles_fd, ctr_id);
 }
 
 static int write_owner(int bundle_fd, const char *text, struct kis_error **err)

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* The result of a run: reason names, the CLI exit status rule and the JSON
  * form of DESIGN.md ("The result"). */
-#include "util.h"
+#include "core/util.h"
 
 #include <jansson.h>
 #include <string.h>
@@ -238,4 +238,27 @@ char *kis_result_to_json(const struct kis_result *r)
 		return NULL;
 	}
 	return buf;
+}
+
+enum kis_reason kis_limit_verdict(uint64_t oom_kills, uint64_t forks_refused)
+{
+	return oom_kills ? KIS_REASON_MEMORY_LIMIT :
+	       forks_refused ? KIS_REASON_PIDS_LIMIT : KIS_REASON_EXITED;
+}
+
+int kis_result_blame_limits(struct kis_result *res, uint64_t oom_kills, uint64_t forks_refused,
+			    const char *mem_detail, const char *pids_detail)
+{
+	res->limit_events.counted = true;
+	res->limit_events.oom_kills = oom_kills;
+	res->limit_events.forks_refused = forks_refused;
+	bool failed = (res->reason == KIS_REASON_EXITED && res->exit_code != 0) ||
+		      res->reason == KIS_REASON_SIGNALED || res->reason == KIS_REASON_TIMEOUT;
+	enum kis_reason v = kis_limit_verdict(oom_kills, forks_refused);
+	if (!failed || v == KIS_REASON_EXITED)
+		return 0;
+	res->reason = v;
+	free(res->detail);
+	res->detail = strdup(v == KIS_REASON_MEMORY_LIMIT ? mem_detail : pids_detail);
+	return 1;
 }

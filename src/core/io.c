@@ -1,12 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /* Whole writes, captured streams and string vectors (see io.h). */
-#include "util.h"
+#include "core/util.h"
 
 #include <dirent.h>
 #include <fcntl.h>
 #include <string.h>
+#include <time.h>
 
-#include "exec/io.h"
+#include "core/io.h"
 
 int kis_write_all(int fd, const void *buf, size_t n)
 {
@@ -99,25 +100,6 @@ DIR *kis_opendir_dup(int fd)
 	return dir;
 }
 
-void kis_remove_tree_at(int dfd, const char *name)
-{
-	if (unlinkat(dfd, name, 0) == 0 || (errno != EISDIR && errno != EPERM))
-		return;
-	int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
-	if (fd >= 0) {
-		DIR *d = fdopendir(fd);
-		struct dirent *e;
-		while (d && (e = readdir(d)))
-			if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
-				kis_remove_tree_at(dirfd(d), e->d_name);
-		if (d)
-			closedir(d);
-		else
-			close(fd);
-	}
-	unlinkat(dfd, name, AT_REMOVEDIR);
-}
-
 unsigned long long kis_proc_starttime(pid_t pid)
 {
 	char path[64], buf[1024];
@@ -138,4 +120,41 @@ unsigned long long kis_proc_starttime(pid_t pid)
 		if (*p == ' ')
 			field++;
 	return strtoull(p, NULL, 10);
+}
+
+/* CLOCK_MONOTONIC in ms: the one clock of the engine's deadlines. */
+uint64_t kis_monotonic_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+void kis_argv_add(struct kis_argv *a, const char *s)
+{
+	if (a->oom)
+		return;
+	if (a->n + 2 > a->cap) {
+		size_t nc = a->cap ? a->cap * 2 : 32;
+		char **nv = realloc(a->v, nc * sizeof(*nv));
+		if (!nv) {
+			a->oom = true;
+			return;
+		}
+		a->v = nv;
+		a->cap = nc;
+	}
+	if (!(a->v[a->n] = strdup(s))) {
+		a->oom = true;
+		return;
+	}
+	a->v[++a->n] = NULL;
+}
+
+void kis_argv_release(struct kis_argv *a)
+{
+	for (size_t i = 0; i < a->n; i++)
+		free(a->v[i]);
+	free(a->v);
+	memset(a, 0, sizeof(*a));
 }

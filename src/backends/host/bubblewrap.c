@@ -33,7 +33,7 @@
  * bwrap passes inherited descriptors through (bubblewrap(1)): everything
  * but the intended ones is close-on-exec first, and the agent closes what
  * bwrap itself leaves open. */
-#include "util.h"
+#include "core/util.h"
 
 #include <fcntl.h>
 #include <grp.h>
@@ -48,12 +48,12 @@
 #include "agent/client.h"
 #include "backends/agent_run.h"
 #include "backends/common.h"
-#include "backends/host_common.h"
+#include "backends/host/common.h"
 #include "confine/confine.h"
 #include "confine/sysview.h"
-#include "engine/internal.h"
-#include "exec/io.h"
+#include "core/io.h"
 #include "exec/spawn.h"
+#include "exec/tool.h"
 
 #define AGENT_IN_SANDBOX "/.kis/agent"
 /* Where, in bwrap's private mount namespace, the sandbox's pieces are
@@ -84,51 +84,33 @@ static long read_long(const char *path, long dflt)
  * seccomp filter around us can refuse them whatever the files say. */
 static bool try_bwrap(const char *bwrap, char *why, size_t why_len)
 {
-	int p[2];
-	if (pipe2(p, O_CLOEXEC) < 0) {
-		snprintf(why, why_len, "cannot test bwrap: %s", strerror(errno));
+	char *argv[] = {(char *)bwrap, "--unshare-user", "--unshare-pid", "--unshare-ipc",
+			"--unshare-uts", "--unshare-net", "--unshare-cgroup-try",
+			"--die-with-parent", "--cap-drop", "ALL", "--ro-bind", "/usr", "/usr",
+			"--symlink", "usr/bin", "/bin", "--symlink", "usr/lib", "/lib",
+			"--symlink", "usr/lib64", "/lib64", "--proc", "/proc", "--dev", "/dev",
+			"--", "/usr/bin/true", NULL};
+	char *envp[] = {NULL};
+	struct kis_tool t = {.argv = argv, .envp = envp, .in = -1, .out = -1, .err = -1};
+	struct kis_tool_out o;
+	struct kis_error *e = NULL;
+	if (kis_tool_run(&t, false, true, &o, &e) < 0) {
+		snprintf(why, why_len, "cannot test bwrap: %s", e && e->message ? e->message : "?");
+		kis_error_free(e);
 		return false;
 	}
-	pid_t pid = fork();
-	if (pid == 0) {
-		int nul = open("/dev/null", O_RDWR | O_CLOEXEC);
-		dup2(nul, 0);
-		dup2(nul, 1);
-		dup2(p[1], 2);
-		char *argv[] = {(char *)bwrap, "--unshare-user", "--unshare-pid", "--unshare-ipc",
-				"--unshare-uts", "--unshare-net", "--unshare-cgroup-try",
-				"--die-with-parent", "--cap-drop", "ALL", "--ro-bind", "/usr", "/usr",
-				"--symlink", "usr/bin", "/bin", "--symlink", "usr/lib", "/lib",
-				"--symlink", "usr/lib64", "/lib64", "--proc", "/proc", "--dev", "/dev",
-				"--", "/usr/bin/true", NULL};
-		char *envp[] = {NULL};
-		execve(bwrap, argv, envp);
-		_exit(127);
-	}
-	close(p[1]);
-	char buf[200] = "";
-	size_t n = 0;
-	if (pid > 0) {
-		ssize_t r;
-		while (n < sizeof(buf) - 1 && (r = RETRY_EINTR(read(p[0], buf + n, sizeof(buf) - 1 - n))) > 0)
-			n += (size_t)r;
-	}
-	close(p[0]);
-	buf[n] = '\0';
-	int st = 0;
-	if (pid < 0 || RETRY_EINTR(waitpid(pid, &st, 0)) < 0 || !WIFEXITED(st) ||
-	    WEXITSTATUS(st) != 0) {
-		char *nl = strchr(buf, '\n');
+	if (!kis_tool_ok(o.status, 0)) {
+		char *nl = strchr(o.err, '\n');
 		if (nl)
 			*nl = '\0';
-		snprintf(why, why_len, "bwrap cannot create its namespaces here: %s",
-			 *buf ? buf : "it failed");
+		snprintf(why, why_len, "bwrap cannot create its namespaces here: %.150s",
+			 *o.err ? o.err : "it failed");
 		return false;
 	}
 	return true;
 }
 
-static void bubblewrap_probe(struct kis_caps *c)
+static void bubblewrap_probe(const struct kis_ctx *ctx, struct kis_caps *c)
 {
 	memset(c, 0, sizeof(*c));
 	const char *bwrap = bwrap_path();
@@ -144,7 +126,7 @@ static void bubblewrap_probe(struct kis_caps *c)
 			 "kernel.unprivileged_userns_clone)");
 		return;
 	}
-	if (kis_probe_thorough()) {
+	if (ctx->thorough) {
 		static int tried; /* 1 ok, -1 failed */
 		static char why[sizeof(c->why_absent)];
 		if (!tried)
@@ -163,7 +145,7 @@ static void bubblewrap_probe(struct kis_caps *c)
 	 * (bwrap brings it up); host: only with its hatch. egress: later. */
 	c->net_modes = (1u << KIS_NET_OFF) | (1u << KIS_NET_LOOPBACK) | (1u << KIS_NET_HOST);
 	c->limits = KIS_LIMIT_WALL | KIS_LIMIT_CPU | KIS_LIMIT_OUTPUT | KIS_LIMIT_FILE |
-		    KIS_LIMIT_OPEN_FILES | (kis_probe_thorough() ? kis_cgroup_limits_available() : 0);
+		    KIS_LIMIT_OPEN_FILES | (ctx->thorough ? kis_cgroup_limits_available() : 0);
 }
 
 struct kis_plan {
@@ -222,7 +204,7 @@ static int bubblewrap_plan(const struct kis_caps *caps, const struct kis_run_req
 	struct kis_caps c = *caps;
 	unsigned explicit_cg = (p->limits.memory_bytes ? KIS_LIMIT_MEMORY : 0) |
 			       (p->limits.pids ? KIS_LIMIT_PIDS : 0);
-	if (explicit_cg && !kis_probe_thorough())
+	if (explicit_cg && !req->ctx->thorough)
 		c.limits |= kis_cgroup_limits_available();
 	TRY(kis_check_limits(&c, p, "bubblewrap", err));
 	const char *bwrap = bwrap_path();
@@ -236,7 +218,7 @@ static int bubblewrap_plan(const struct kis_caps *caps, const struct kis_run_req
 		free(pl);
 		return -1;
 	}
-	if (kis_agent_path(&pl->agent, err) < 0) {
+	if (kis_ctx_agent(req->ctx, &pl->agent, err) < 0) {
 		plan_release(pl);
 		return -1;
 	}
@@ -275,41 +257,25 @@ oom:
 
 /* ---- bwrap's argv, as a list ---- */
 
-struct argv_b {
-	char **v;
-	size_t n;
-	bool oom;
-};
-
-static void add(struct argv_b *a, const char *s)
+static void add(struct kis_argv *a, const char *s)
 {
-	if (a->oom)
-		return;
-	char **g = realloc(a->v, (a->n + 2) * sizeof(*g));
-	if (!g || !(g[a->n] = strdup(s))) {
-		if (g)
-			a->v = g;
-		a->oom = true;
-		return;
-	}
-	a->v = g;
-	g[++a->n] = NULL;
+	kis_argv_add(a, s);
 }
 
-static void add2(struct argv_b *a, const char *x, const char *y)
+static void add2(struct kis_argv *a, const char *x, const char *y)
 {
 	add(a, x);
 	add(a, y);
 }
 
-static void add3(struct argv_b *a, const char *x, const char *y, const char *z)
+static void add3(struct kis_argv *a, const char *x, const char *y, const char *z)
 {
 	add(a, x);
 	add(a, y);
 	add(a, z);
 }
 
-static void add_fd(struct argv_b *a, const char *opt, int fd)
+static void add_fd(struct kis_argv *a, const char *opt, int fd)
 {
 	char num[16];
 	if (fd >= 0)
@@ -326,7 +292,7 @@ static void argv_free(char **v)
 
 /* A path is covered: a file by /dev/null, a directory by an empty
  * read-only tmpfs. Missing ones are skipped (bwrap would fail on them). */
-static void add_cover(struct argv_b *a, const char *path)
+static void add_cover(struct kis_argv *a, const char *path)
 {
 	struct stat st;
 	if (lstat(path, &st) < 0)
@@ -344,7 +310,7 @@ static void add_cover(struct argv_b *a, const char *path)
  * link such as /bin -> usr/bin recreated as the same link), and /etc's
  * secrets covered. The sandbox's root is not the host's, so DAC keeps it
  * out of root's 0600 files anyway: the cover is the second wall. */
-static void add_system_view(struct argv_b *a)
+static void add_system_view(struct kis_argv *a)
 {
 	for (size_t i = 0; i < kis_sysview_n_dirs; i++) {
 		const char *d = kis_sysview_dirs[i];
@@ -372,7 +338,7 @@ static void add_system_view(struct argv_b *a)
 /* The kernel's interfaces in the sandbox's own /proc: runc's masked and
  * read-only paths (the same table as the container tier). The host's /proc
  * tells which exist: the same kernel makes both. */
-static void add_proc_view(struct argv_b *a)
+static void add_proc_view(struct kis_argv *a)
 {
 	for (size_t i = 0; i < kis_sysview_n_masked; i++)
 		if (!strncmp(kis_sysview_masked[i], "/proc/", 6))
@@ -389,7 +355,7 @@ static void add_proc_view(struct argv_b *a)
 static char **build_argv(const struct kis_plan *pl, int userns_fd, int seccomp_fd, int info_fd,
 			 bool session)
 {
-	struct argv_b a = {0};
+	struct kis_argv a = {0};
 	add(&a, pl->bwrap);
 	/* the sandbox's own id range; bwrap (running as its first id, the
 	 * namespace's owner) joins it and runs the agent as its root */

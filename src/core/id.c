@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Identifier minting (getrandom) and validation. An id becomes a directory
  * name and a container id, so the charset admits nothing a path can abuse. */
-#include "util.h"
+#include "core/util.h"
 
 #include <string.h>
 #include <sys/random.h>

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* The profile: its deny-all zero value, the JSON reader and the flag setter.
  * Both go through one field table, so a flag and a JSON field cannot differ. */
-#include "util.h"
+#include "core/util.h"
 
 #include <ctype.h>
 #include <jansson.h>
@@ -9,6 +9,8 @@
 #include <stddef.h>
 #include <string.h>
 
+#include "core/json.h"
+#include "core/names.h"
 #include "kis/id.h"
 #include "kis/profile.h"
 
@@ -19,9 +21,7 @@ enum field_kind {
 	F_BOOL,
 	F_ROOT,
 	F_NET,
-	F_MS,      /* duration in milliseconds; flags take a unit */
-	F_BYTES,   /* size in bytes; flags take k, M, G */
-	F_COUNT,
+	F_LIMIT,   /* one of kis/limits.h: its kind says how it is written */
 	F_TTYDIM,  /* 1..4096 */
 	F_VCPUS,   /* 1..64; 0 (unset) takes 1 */
 	F_PATH,    /* absolute path inside the sandbox */
@@ -33,9 +33,12 @@ struct field {
 	const char *path;
 	enum field_kind kind;
 	size_t off;
+	int limit; /* F_LIMIT: its index in kis_limit_table */
 };
 
-#define FIELD(p, k, member) {p, k, offsetof(struct kis_profile, member)}
+#define FIELD(p, k, member) {p, k, offsetof(struct kis_profile, member), -1}
+#define LIMIT_FIELD(f, B, k, d, m, pe, fl, h) \
+	{"limits." #f, F_LIMIT, offsetof(struct kis_profile, limits.f), KIS_LIMIT_I_##B},
 static const struct field fields[] = {
 	FIELD("tier", F_TIER, tier),
 	FIELD("backend", F_NAME, backend),
@@ -44,14 +47,7 @@ static const struct field fields[] = {
 	FIELD("keep", F_BOOL, keep),
 	FIELD("root", F_ROOT, root),
 	FIELD("network.mode", F_NET, net),
-	FIELD("limits.wall_ms", F_MS, limits.wall_ms),
-	FIELD("limits.cpu_ms", F_MS, limits.cpu_ms),
-	FIELD("limits.memory_bytes", F_BYTES, limits.memory_bytes),
-	FIELD("limits.pids", F_COUNT, limits.pids),
-	FIELD("limits.output_bytes", F_BYTES, limits.output_bytes),
-	FIELD("limits.file_bytes", F_BYTES, limits.file_bytes),
-	FIELD("limits.open_files", F_COUNT, limits.open_files),
-	FIELD("limits.disk_bytes", F_BYTES, limits.disk_bytes),
+	KIS_LIMITS(LIMIT_FIELD)
 	FIELD("env", F_ENV, env),
 	FIELD("cwd", F_PATH, cwd),
 	FIELD("tty.enabled", F_BOOL, tty.enabled),
@@ -63,59 +59,14 @@ static const struct field fields[] = {
 	FIELD("microvm.vcpus", F_VCPUS, microvm.vcpus),
 };
 #undef FIELD
+#undef LIMIT_FIELD
 
 /* Objects that group fields: a JSON key naming one of them recurses. */
 static const char *const groups[] = {"network", "limits", "tty", "escape_hatch", "microvm"};
 
-static const char *const tier_names[KIS_TIER__COUNT] = {
-	[KIS_TIER_AUTO] = "auto",	  [KIS_TIER_PROCESS] = "process",
-	[KIS_TIER_WASM] = "wasm",	  [KIS_TIER_HOST] = "host",
-	[KIS_TIER_CONTAINER] = "container", [KIS_TIER_MICROVM] = "microvm",
-};
-static const char *const net_names[KIS_NET__COUNT] = {
-	[KIS_NET_OFF] = "off", [KIS_NET_LOOPBACK] = "loopback",
-	[KIS_NET_EGRESS] = "egress", [KIS_NET_HOST] = "host",
-};
 static const char *const root_names[] = {[KIS_ROOT_HOST] = "host", [KIS_ROOT_WORKSPACE] = "workspace"};
 static const char *const accel_names[] = {[KIS_ACCEL_AUTO] = "auto", [KIS_ACCEL_KVM] = "kvm",
 					  [KIS_ACCEL_TCG] = "tcg"};
-
-const char *kis_tier_name(enum kis_tier t)
-{
-	return (unsigned)t < KIS_TIER__COUNT ? tier_names[t] : "unknown";
-}
-
-/* The index of s in a table of names, or -1. */
-static int name_index(const char *const *names, unsigned n, const char *s)
-{
-	for (unsigned i = 0; s && i < n; i++)
-		if (!strcmp(s, names[i]))
-			return (int)i;
-	return -1;
-}
-
-int kis_tier_parse(const char *s, enum kis_tier *out)
-{
-	int i = name_index(tier_names, KIS_TIER__COUNT, s);
-	if (i < 0)
-		return -1;
-	*out = (enum kis_tier)i;
-	return 0;
-}
-
-const char *kis_net_mode_name(enum kis_net_mode m)
-{
-	return (unsigned)m < KIS_NET__COUNT ? net_names[m] : "unknown";
-}
-
-int kis_net_mode_parse(const char *s, enum kis_net_mode *out)
-{
-	int i = name_index(net_names, KIS_NET__COUNT, s);
-	if (i < 0)
-		return -1;
-	*out = (enum kis_net_mode)i;
-	return 0;
-}
 
 void kis_profile_init(struct kis_profile *p)
 {
@@ -139,23 +90,6 @@ void kis_profile_release(struct kis_profile *p)
 		free(p->env[i]);
 	free(p->env);
 	kis_profile_init(p);
-}
-
-void kis_limits_resolve(const struct kis_limits *in, struct kis_limits *out)
-{
-	*out = *in;
-#define DEFAULT(f, v) \
-	if (!out->f)  \
-		out->f = (v);
-	DEFAULT(wall_ms, KIS_DEFAULT_WALL_MS)
-	DEFAULT(cpu_ms, KIS_DEFAULT_CPU_MS)
-	DEFAULT(memory_bytes, KIS_DEFAULT_MEMORY_BYTES)
-	DEFAULT(pids, KIS_DEFAULT_PIDS)
-	DEFAULT(output_bytes, KIS_DEFAULT_OUTPUT_BYTES)
-	DEFAULT(file_bytes, KIS_DEFAULT_FILE_BYTES)
-	DEFAULT(open_files, KIS_DEFAULT_OPEN_FILES)
-	DEFAULT(disk_bytes, KIS_DEFAULT_DISK_BYTES)
-#undef DEFAULT
 }
 
 /* ---- units ---- */
@@ -349,15 +283,9 @@ static int set_number_field(struct kis_profile *p, const struct field *f, uint64
 					     (unsigned long long)v);
 		*(unsigned *)slot = (unsigned)v;
 	} else {
-		/* Each range says what the engine can apply, so a value is never
-		 * clamped or wrapped on the way (--dry-run shows what applies):
-		 * durations up to 366 days; sizes up to 2^62 bytes (JSON integers
-		 * are int64); pids up to PID_MAX_LIMIT (4194304, linux/threads.h);
-		 * open files up to 1048576, the kernel's default fs.nr_open (a
-		 * backend refuses more than its own hard limit allows). */
-		uint64_t max = f->kind == F_MS ? 366ull * 24 * 3600 * 1000 :
-			       f->kind == F_BYTES ? 1ull << 62 :
-			       !strcmp(f->path, "limits.pids") ? 4194304 : 1048576;
+		/* Each range says what the engine can apply (kis/limits.h), so a
+		 * value is never clamped or wrapped on the way. */
+		uint64_t max = kis_limit_table[f->limit].max;
 		if (v > max)
 			return kis_error_set(err, KIS_E_INVALID_PROFILE, 0,
 					     "%s: expected 0 (the default) to %llu, not %llu", f->path,
@@ -398,14 +326,14 @@ int kis_profile_set(struct kis_profile *p, const char *path, const char *v,
 		p->net_explicit = true;
 		return 0;
 	case F_ROOT: {
-		int i = name_index(root_names, ARRAY_SIZE(root_names), v);
+		int i = kis_name_index(root_names, ARRAY_SIZE(root_names), v);
 		if (i < 0)
 			return bad(err, path, "expected host or workspace, not", v);
 		*(enum kis_root_mode *)slot = (enum kis_root_mode)i;
 		return 0;
 	}
 	case F_ACCEL: {
-		int i = name_index(accel_names, ARRAY_SIZE(accel_names), v);
+		int i = kis_name_index(accel_names, ARRAY_SIZE(accel_names), v);
 		if (i < 0)
 			return bad(err, path, "expected auto, kvm or tcg, not", v);
 		*(enum kis_accel *)slot = (enum kis_accel)i;
@@ -423,13 +351,16 @@ int kis_profile_set(struct kis_profile *p, const char *path, const char *v,
 	case F_ID:
 	case F_PATH:
 		return set_string_field(slot, path, f->kind, v, err);
-	case F_MS:
-		r = kis_parse_duration_ms(v, &num, &e);
-		break;
-	case F_BYTES:
-		r = kis_parse_size(v, &num, &e);
-		break;
-	case F_COUNT:
+	case F_LIMIT:
+		if (kis_limit_table[f->limit].kind == KIS_LK_MS) {
+			r = kis_parse_duration_ms(v, &num, &e);
+			break;
+		}
+		if (kis_limit_table[f->limit].kind == KIS_LK_BYTES) {
+			r = kis_parse_size(v, &num, &e);
+			break;
+		}
+		__attribute__((fallthrough)); /* a count */
 	case F_TTYDIM:
 	case F_VCPUS: {
 		const char *rest;
@@ -466,17 +397,18 @@ static int json_set_field(struct kis_profile *p, const struct field *f, json_t *
 					     "%s: expected true or false", f->path);
 		*(bool *)((char *)p + f->off) = json_is_true(v);
 		return 0;
-	case F_MS:
-	case F_BYTES:
-	case F_COUNT:
+	case F_LIMIT:
 	case F_TTYDIM:
-	case F_VCPUS:
+	case F_VCPUS: {
+		enum kis_limit_kind lk = f->kind == F_LIMIT ? kis_limit_table[f->limit].kind :
+							      KIS_LK_COUNT;
 		if (!json_is_integer(v) || json_integer_value(v) < 0)
 			return kis_error_set(err, KIS_E_INVALID_PROFILE, 0,
 					     "%s: expected a non-negative integer%s", f->path,
-					     f->kind == F_MS ? " of milliseconds" :
-					     f->kind == F_BYTES ? " of bytes" : "");
+					     lk == KIS_LK_MS ? " of milliseconds" :
+					     lk == KIS_LK_BYTES ? " of bytes" : "");
 		return set_number_field(p, f, (uint64_t)json_integer_value(v), err);
+	}
 	case F_ENV: {
 		if (!json_is_object(v))
 			return kis_error_set(err, KIS_E_INVALID_PROFILE, 0,
@@ -629,17 +561,13 @@ char *kis_profile_to_json(const struct kis_profile *p)
 	}
 	json_t *o = json_pack(
 		"{s:s, s:o, s:o, s:o, s:b, s:s, s:{s:s}, "
-		"s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}, s:o, s:o, s:{s:b, s:i, s:i}, s:{s:b, s:b}, "
+		"s:o, s:o, s:o, s:{s:b, s:i, s:i}, s:{s:b, s:b}, "
 		"s:{s:s, s:i}}",
 		"tier", kis_tier_name(p->tier), "backend", str_or_null(p->backend), "base",
 		str_or_null(p->base), "workspace", str_or_null(p->workspace), "keep", p->keep,
 		"root", root_names[p->root], "network", "mode",
-		kis_net_mode_name(p->net), "limits", "wall_ms", (json_int_t)p->limits.wall_ms,
-		"cpu_ms", (json_int_t)p->limits.cpu_ms, "memory_bytes",
-		(json_int_t)p->limits.memory_bytes, "pids", (json_int_t)p->limits.pids,
-		"output_bytes", (json_int_t)p->limits.output_bytes, "file_bytes",
-		(json_int_t)p->limits.file_bytes, "open_files", (json_int_t)p->limits.open_files,
-		"disk_bytes", (json_int_t)p->limits.disk_bytes, "env", env, "cwd", str_or_null(p->cwd), "tty", "enabled", p->tty.enabled, "rows",
+		kis_net_mode_name(p->net), "limits", kis_limits_to_json(&p->limits, KIS_LIMITS_ALL),
+		"env", env, "cwd", str_or_null(p->cwd), "tty", "enabled", p->tty.enabled, "rows",
 		(int)p->tty.rows, "cols", (int)p->tty.cols, "escape_hatch", "allow_process_tier",
 		p->escape_hatch.allow_process_tier, "allow_net_host", p->escape_hatch.allow_net_host,
 		"microvm", "accel", accel_names[p->microvm.accel], "vcpus",

@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /* Small shared helpers: whole writes, captured streams, NULL-terminated
  * string vectors (argv, envp), used by engine, backends and agent alike. */
-#ifndef KIS_IO_H
-#define KIS_IO_H
+#ifndef KIS_CORE_IO_H
+#define KIS_CORE_IO_H
 
 #include <dirent.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <sys/types.h>
 
@@ -18,9 +19,6 @@ int kis_write_all(int fd, const void *buf, size_t n);
 /* Append to a captured stream, keeping it NUL-terminated. -1 on ENOMEM. */
 int kis_stream_append(struct kis_stream *s, const void *buf, size_t n);
 
-/* Remove name under dfd and everything below it, never following a
- * symlink (O_NOFOLLOW on every directory opened). Best effort. */
-void kis_remove_tree_at(int dfd, const char *name);
 /* A directory stream on a duplicate of fd, which stays the caller's; NULL
  * with errno set on failure. */
 DIR *kis_opendir_dup(int fd);
@@ -29,6 +27,21 @@ DIR *kis_opendir_dup(int fd);
  * ticks since boot): with the pid it names one process even after the pid
  * is reused. 0 when the process is gone. */
 unsigned long long kis_proc_starttime(pid_t pid);
+
+/* CLOCK_MONOTONIC in milliseconds: the one clock of every deadline and
+ * wall-time measure of the engine. */
+uint64_t kis_monotonic_ms(void);
+
+/* A NULL-terminated argument vector being built: the one argv builder
+ * (issue 20). A failed allocation is remembered (oom) and makes every
+ * later add a no-op, so the caller checks once, at the end. */
+struct kis_argv {
+	char **v;
+	size_t n, cap;
+	bool oom;
+};
+void kis_argv_add(struct kis_argv *a, const char *s);
+void kis_argv_release(struct kis_argv *a);
 
 void kis_strv_free(char **v);
 /* A deep copy; NULL on ENOMEM. */

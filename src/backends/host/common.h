@@ -35,7 +35,6 @@ int kis_host_make_reachable(const char *ws_path, struct kis_error **err);
 int kis_host_private_dir(const char *name, uid_t uid, gid_t gid, char **out,
 			 struct kis_error **err);
 /* Remove such a directory and all in it (never following links). */
-void kis_host_remove_tree(const char *path);
 
 #endif
 

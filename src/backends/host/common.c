@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Shared pieces of the host-tier backends: environment edits, the sandbox
  * user, giving it the workspace, private temporary directories. */
-#include "util.h"
+#include "core/util.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -9,10 +9,10 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 
-#include "backends/host_common.h"
+#include "backends/host/common.h"
 #include "confine/confine.h"
-#include "engine/owner.h"
-#include "exec/io.h"
+#include "core/record.h"
+#include "core/io.h"
 
 const char *kis_host_env_get(char *const *envp, const char *key)
 {
@@ -186,42 +186,6 @@ int kis_host_private_dir(const char *name, uid_t uid, gid_t gid, char **out,
 	}
 	*out = steal_ptr(path);
 	return 0;
-}
-
-static void remove_in(int fd, int depth)
-{
-	DIR *d = kis_opendir_dup(fd);
-	if (!d)
-		return;
-	struct dirent *e;
-	while ((e = readdir(d))) {
-		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
-			continue;
-		if (unlinkat(fd, e->d_name, 0) == 0)
-			continue;
-		int sub = openat(fd, e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-		if (sub >= 0) {
-			if (depth < 256) {
-				(void)fchmod(sub, 0700);
-				remove_in(sub, depth + 1);
-			}
-			close(sub);
-		}
-		unlinkat(fd, e->d_name, AT_REMOVEDIR);
-	}
-	closedir(d);
-}
-
-void kis_host_remove_tree(const char *path)
-{
-	if (!path)
-		return;
-	int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd >= 0) {
-		remove_in(fd, 0);
-		close(fd);
-	}
-	rmdir(path);
 }
 
 /* ---- the compiled seccomp program, cached ---- */

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Error values: creation, wrapping with context, formatting. The library
  * never prints; the CLI formats each error once. */
-#include "util.h"
+#include "core/util.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -1,13 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /* config.json of the oci backend, following the OCI runtime specification
  * (config.md, config-linux.md) with runc's defaults for masked paths. */
-#include "util.h"
+#include "core/util.h"
 
 #include <fcntl.h>
 #include <string.h>
 #include <sys/stat.h>
 
-#include "backends/oci_bundle.h"
+#include "backends/oci/bundle.h"
 #include "confine/confine.h"
 #include "confine/sysview.h"
 

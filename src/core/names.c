@@ -1,0 +1,53 @@
+/* SPDX-License-Identifier: MIT */
+/* The names of tiers and network modes, as the profile, the results and
+ * the CLI write them. */
+#include <string.h>
+
+#include "core/names.h"
+#include "kis/profile.h"
+
+static const char *const tier_names[KIS_TIER__COUNT] = {
+	[KIS_TIER_AUTO] = "auto",	  [KIS_TIER_PROCESS] = "process",
+	[KIS_TIER_WASM] = "wasm",	  [KIS_TIER_HOST] = "host",
+	[KIS_TIER_CONTAINER] = "container", [KIS_TIER_MICROVM] = "microvm",
+};
+static const char *const net_names[KIS_NET__COUNT] = {
+	[KIS_NET_OFF] = "off", [KIS_NET_LOOPBACK] = "loopback",
+	[KIS_NET_EGRESS] = "egress", [KIS_NET_HOST] = "host",
+};
+const char *kis_tier_name(enum kis_tier t)
+{
+	return (unsigned)t < KIS_TIER__COUNT ? tier_names[t] : "unknown";
+}
+
+int kis_name_index(const char *const *names, unsigned n, const char *s)
+{
+	for (unsigned i = 0; s && i < n; i++)
+		if (!strcmp(s, names[i]))
+			return (int)i;
+	return -1;
+}
+
+int kis_tier_parse(const char *s, enum kis_tier *out)
+{
+	int i = kis_name_index(tier_names, KIS_TIER__COUNT, s);
+	if (i < 0)
+		return -1;
+	*out = (enum kis_tier)i;
+	return 0;
+}
+
+const char *kis_net_mode_name(enum kis_net_mode m)
+{
+	return (unsigned)m < KIS_NET__COUNT ? net_names[m] : "unknown";
+}
+
+int kis_net_mode_parse(const char *s, enum kis_net_mode *out)
+{
+	int i = kis_name_index(net_names, KIS_NET__COUNT, s);
+	if (i < 0)
+		return -1;
+	*out = (enum kis_net_mode)i;
+	return 0;
+}
+

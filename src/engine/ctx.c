@@ -1,0 +1,55 @@
+/* SPDX-License-Identifier: MIT */
+/* One command's context for the backends (struct kis_ctx, kis/backend.h):
+ * the store it uses, the agent, the microvm guest and the probe mode,
+ * found once by the engine and handed down, never looked up by a backend
+ * from globals or the environment (issue 20). */
+#include "core/util.h"
+
+#include <string.h>
+
+#include "engine/internal.h"
+#include "kis/sandbox.h"
+
+static const char *guest_dir(const struct kis_ctx *ctx)
+{
+	struct kis_engine_ctx *e = ctx->priv;
+	if (!e->guest_done) {
+		e->guest_done = true;
+		/* the store's own lookup order (guest.c), for this store */
+		struct kis_guest_info g;
+		struct kis_error *err = NULL;
+		if (kis_guest_locate(ctx->store_root, true, &g, &err) == 0) {
+			e->guest = steal_ptr(g.cache);
+			kis_guest_info_release(&g);
+		}
+		kis_error_free(err);
+	}
+	return e->guest;
+}
+
+void kis_ctx_init(struct kis_engine_ctx *e, const char *store_root, bool thorough)
+{
+	memset(e, 0, sizeof(*e));
+	struct kis_error *err = NULL;
+	if (kis_agent_path(&e->agent, &err) < 0) {
+		snprintf(e->agent_why, sizeof(e->agent_why), "%s",
+			 err && err->message ? err->message : "the agent is missing");
+		e->agent = NULL;
+	}
+	kis_error_free(err);
+	e->ctx = (struct kis_ctx){
+		.store_root = store_root,
+		.agent = e->agent,
+		.agent_why = e->agent_why,
+		.thorough = thorough,
+		.guest_dir = guest_dir,
+		.priv = e,
+	};
+}
+
+void kis_ctx_release(struct kis_engine_ctx *e)
+{
+	free(e->agent);
+	free(e->guest);
+	memset(e, 0, sizeof(*e));
+}

@@ -1,0 +1,63 @@
+/* SPDX-License-Identifier: MIT */
+/* kis_run, the public entry of a run: a run without a terminal is run.c's;
+ * one with a terminal lives in the agent, so it is a session with one
+ * exec, destroyed afterwards. The top of the engine: it uses run.c and
+ * session.c, which never call back up here. */
+#include "core/util.h"
+
+#include <string.h>
+
+#include "core/record.h"
+#include "engine/internal.h"
+#include "engine/owner.h"
+#include "kis/sandbox.h"
+#include "kis/session.h"
+
+/* A terminal lives in the agent (DESIGN.md, Theory of operation): a run
+ * that asks for one is a session with one exec, destroyed afterwards. */
+static int run_in_session(const struct kis_profile *p, const struct kis_backend *b,
+			  char *const *argv, const struct kis_run_options *opts,
+			  struct kis_result *res, struct kis_error **err)
+{
+	/* The session is this run's: killed, the run leaves a record the
+	 * sweep destroys the session by (engine/owner.h). */
+	char rid[KIS_ID_BUFSZ];
+	TRY(kis_id_mint('s', rid, err));
+	struct kis_owner *owner = NULL;
+	TRY(kis_owner_begin(opts->store_root, rid, &owner, err));
+	char id[KIS_ID_BUFSZ];
+	if (kis_session_create(p, opts, id, err) < 0) {
+		kis_owner_end(owner, true);
+		return -1;
+	}
+	if (kis_owner_note("tty-session", "%s", id) < 0) {
+		kis_session_destroy(opts->store_root, id, NULL);
+		kis_owner_end(owner, true);
+		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot record session '%s'", id);
+	}
+	struct kis_exec_options eo = {
+		.io = opts->io, .tty = true, .rows = p->tty.rows, .cols = p->tty.cols,
+		.resize_fd = opts->resize_fd, .tty_fd = opts->tty_fd, .limits = p->limits,
+		.store_root = opts->store_root,
+	};
+	int r = kis_session_exec(id, argv, &eo, res, err);
+	snprintf(res->sandbox, sizeof(res->sandbox), "%s", id);
+	res->tier = b->tier;
+	res->backend = b->name;
+	struct kis_error *e2 = NULL;
+	kis_session_destroy(opts->store_root, id, &e2);
+	kis_error_free(e2);
+	kis_owner_end(owner, true);
+	return r;
+}
+
+int kis_run(const struct kis_profile *p, char *const *argv, const struct kis_run_options *opts,
+	    struct kis_result *res, char **plan_json, struct kis_error **err)
+{
+	struct kis_engine_ctx ec;
+	kis_ctx_init(&ec, opts->store_root, false);
+	const struct kis_backend *b = NULL;
+	int r = kis_run_one(&ec.ctx, p, argv, opts, res, plan_json, &b, err);
+	kis_ctx_release(&ec);
+	return r == 1 ? run_in_session(p, b, argv, opts, res, err) : r;
+}
