@@ -14,10 +14,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "util.h"
+#include "core/util.h"
 
-#include "backends/host_common.h"
-#include "backends/oci_bundle.h"
+#include "backends/host/common.h"
+#include "backends/oci/bundle.h"
 #include "confine/confine.h"
 #include "kis/store.h"
 
@@ -155,7 +155,7 @@ static const struct {
 	{"seccomp from cache (memfd copy)", b_seccomp_cached, false},
 	{"seccomp as OCI JSON", b_seccomp_oci, false},
 	{"config.json build (oci)", b_oci_config, false},
-	{"user namespace (holder fork)", b_userns, true},
+	{"user namespace (its holder)", b_userns, true},
 	{"fork+exit+wait of the engine", b_fork, false},
 	{"vfork+exit+wait", b_vfork, false},
 };
