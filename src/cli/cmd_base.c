@@ -119,8 +119,11 @@ static int do_import(const char *root, const char *dir, bool os_image, bool json
 	char id[KIS_ID_BUFSZ];
 	int r = kis_base_import(s, dir, &o, id, &err);
 	kis_store_free(s);
-	if (p.shown) {
-		print_progress(&p); /* the final totals, which the throttle may have skipped */
+	/* The final totals, which the throttle may have skipped: on a
+	 * terminal where progress was shown, and under --json always (a
+	 * reader of the events gets its last one however fast the import) */
+	if (o.progress && (p.shown || (cli_json && r == 0))) {
+		print_progress(&p);
 		if (!cli_json)
 			fputc('\n', stderr);
 	}
