@@ -90,7 +90,10 @@ static void show_progress(void *ctx, uint64_t files, uint64_t bytes)
 	p->bytes = bytes;
 	struct timespec now;
 	clock_gettime(CLOCK_MONOTONIC, &now);
-	if (since(&p->start, &now) < 0.5 || (p->shown && since(&p->last, &now) < 0.1))
+	/* test hook (README, Testing hooks): shown from the first file, so a
+	 * test of the display does not depend on the machine's speed */
+	double after = getenv("KIS_TEST_PROGRESS_AT_ONCE") ? 0 : 0.5;
+	if (since(&p->start, &now) < after || (p->shown && since(&p->last, &now) < 0.1))
 		return;
 	p->last = now;
 	p->shown = true;
