@@ -60,6 +60,7 @@ static void wasm_probe(const struct kis_ctx *ctx, struct kis_caps *c)
 	 * seccomp allowlist has no fork/clone): any pids limit holds. */
 	c->limits = KIS_LIMIT_WALL | KIS_LIMIT_CPU | KIS_LIMIT_MEMORY | KIS_LIMIT_PIDS |
 		    KIS_LIMIT_OUTPUT | KIS_LIMIT_FILE | KIS_LIMIT_OPEN_FILES;
+	c->mounts = true; /* one more WASI preopen each, named by its target */
 }
 
 struct kis_plan {
@@ -69,7 +70,18 @@ struct kis_plan {
 	char *workspace;   /* host path, NULL in the early plan */
 	struct kis_limits limits;
 	struct kis_io io;
+	/* the profile's mounts: one more preopen each, named by its target */
+	struct wasm_mount {
+		char *target, *path;
+		bool ro;
+		int fd; /* open during run (>= MOUNT_FD_MIN), else -1 */
+	} mounts[KIS_MOUNTS_MAX];
+	size_t n_mounts;
 };
+
+/* Where run() keeps the mounts' directories until the child moves them
+ * to 4.. (above 4 + KIS_MOUNTS_MAX, so no dup2 lands on one not moved). */
+#define MOUNT_FD_MIN 100
 
 static void wasm_plan_free(struct kis_plan *pl)
 {
@@ -79,6 +91,12 @@ static void wasm_plan_free(struct kis_plan *pl)
 	kis_strv_free(pl->envp);
 	free(pl->module);
 	free(pl->workspace);
+	for (size_t i = 0; i < pl->n_mounts; i++) {
+		free(pl->mounts[i].target);
+		free(pl->mounts[i].path);
+		if (pl->mounts[i].fd >= 0)
+			close(pl->mounts[i].fd);
+	}
 	free(pl);
 }
 
@@ -128,7 +146,16 @@ static int wasm_plan(const struct kis_caps *caps, const struct kis_run_request *
 	pl->workspace = req->workspace_path ? strdup(req->workspace_path) : NULL;
 	pl->limits = req->limits;
 	pl->io = req->io;
-	if (!pl->argv || !pl->envp || !pl->module || (req->workspace_path && !pl->workspace)) {
+	bool oom = false;
+	for (size_t i = 0; i < req->n_mounts && i < KIS_MOUNTS_MAX; i++) {
+		struct wasm_mount *m = &pl->mounts[i];
+		pl->n_mounts = i + 1;
+		m->fd = -1;
+		m->ro = req->mounts[i].read_only;
+		oom |= !(m->target = strdup(req->mounts[i].target)) ||
+		       !(m->path = strdup(req->mounts[i].path));
+	}
+	if (oom || !pl->argv || !pl->envp || !pl->module || (req->workspace_path && !pl->workspace)) {
 		wasm_plan_free(pl);
 		return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "cannot plan");
 	}
@@ -157,6 +184,12 @@ static char *wasm_describe(const struct kis_plan *pl)
 		(json_int_t)l->open_files);
 	if (!o)
 		return NULL;
+	json_t *pre = json_array();
+	for (size_t i = 0; i < pl->n_mounts; i++)
+		json_array_append_new(pre, json_pack("{s:i, s:s, s:b}", "fd", (int)(4 + i), "name",
+						     pl->mounts[i].target, "read_only",
+						     pl->mounts[i].ro));
+	json_object_set_new(o, "mount_preopens", pre);
 	char *s = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
 	json_decref(o);
 	return s;
@@ -277,18 +310,28 @@ static int child_main(void *vctx, struct kis_error **err)
 		kis_error_free(e);
 		child_fail(st, "cannot confine the interpreter");
 	}
-	/* Everything but 0-2 and the workspace (3) goes, the supervisor's
-	 * report socket among them: its EOF is how the parent learns that the
+	/* The mounts' directories to 4.. (the guest's fds 4.., after the
+	 * workspace's 3), then everything else goes, the supervisor's report
+	 * socket among them: its EOF is how the parent learns that the
 	 * command started, as an exec would have closed it. */
-	if (syscall(SYS_close_range, 4u, ~0u, 0u) < 0)
-		for (int fd = 4; fd < 1024; fd++)
+	for (size_t i = 0; i < pl->n_mounts; i++)
+		if (dup2(pl->mounts[i].fd, 4 + (int)i) < 0)
+			child_fail(st, "cannot pass a mount's directory");
+	unsigned first = 4u + (unsigned)pl->n_mounts;
+	if (syscall(SYS_close_range, first, ~0u, 0u) < 0)
+		for (int fd = (int)first; fd < 1024; fd++)
 			close(fd);
+	struct kis_wasi_preopen pre[KIS_MOUNTS_MAX];
+	for (size_t i = 0; i < pl->n_mounts; i++)
+		pre[i] = (struct kis_wasi_preopen){.fd = 4 + (int)i, .name = pl->mounts[i].target,
+						   .ro = pl->mounts[i].ro};
 	g_status = st;
 	g_store = kis_wasm_store_new();
 	uint64_t nofile = pl->limits.open_files ? pl->limits.open_files : 1024;
 	struct kis_wasi_config cfg = {
 		.argv = pl->argv, .envp = pl->envp, .stdin_fd = 0, .stdout_fd = 1, .stderr_fd = 2,
 		.preopen_fd = 3, .preopen_name = "/", .max_fds = nofile > 4096 ? 4096 : (uint32_t)nofile,
+		.extra = pre, .n_extra = pl->n_mounts,
 	};
 	struct kis_wasi *w = g_store ? kis_wasi_new(&cfg) : NULL;
 	if (!w)
@@ -482,11 +525,36 @@ static int wasm_run(struct kis_plan *pl, struct kis_result *res, struct kis_erro
 				       MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (st == MAP_FAILED)
 		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot map the status page");
+	/* Each mount's directory: the store's own path opened with no symlink
+	 * on the way (openat2(2) RESOLVE_NO_SYMLINKS), above MOUNT_FD_MIN */
+	for (size_t i = 0; i < pl->n_mounts; i++) {
+		struct open_how how = {.flags = O_RDONLY | O_DIRECTORY | O_CLOEXEC,
+				       .resolve = RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS};
+		int fd = (int)syscall(SYS_openat2, AT_FDCWD, pl->mounts[i].path, &how, sizeof(how));
+		pl->mounts[i].fd = fd < 0 ? -1 : fcntl(fd, F_DUPFD_CLOEXEC, MOUNT_FD_MIN);
+		int e = errno;
+		if (fd >= 0)
+			close(fd);
+		if (pl->mounts[i].fd < 0) {
+			munmap(st, sizeof(*st));
+			return kis_error_set(err, KIS_E_PROFILE_UNSATISFIABLE, e,
+					     "mounts[%zu]: cannot open its source", i);
+		}
+	}
 	struct child_ctx cc = {.pl = pl, .bytes = bytes, .len = len, .st = st, .landlock_fd = -1};
-	/* Landlock where the kernel has it; without it the seccomp filter and
-	 * openat2 beneath the workspace still hold. */
+	/* Landlock where the kernel has it (the mounts read-only or
+	 * read-write as asked); without it the seccomp filter, openat2
+	 * beneath each preopen and the WASI rights still hold. */
+	const char *ll_ro[KIS_MOUNTS_MAX + 1] = {0}, *ll_rw[KIS_MOUNTS_MAX + 1] = {0};
+	for (size_t i = 0, r = 0, w = 0; i < pl->n_mounts; i++) {
+		if (pl->mounts[i].ro)
+			ll_ro[r++] = pl->mounts[i].path;
+		else
+			ll_rw[w++] = pl->mounts[i].path;
+	}
 	if (kis_landlock_abi() > 0) {
-		struct kis_landlock_opts lo = {.workspace = pl->workspace, .net = KIS_NET_OFF};
+		struct kis_landlock_opts lo = {.workspace = pl->workspace, .net = KIS_NET_OFF,
+					       .extra_ro = ll_ro, .extra_rw = ll_rw};
 		struct kis_landlock_report rep;
 		struct kis_error *e = NULL;
 		if (kis_landlock_prepare(&lo, &cc.landlock_fd, &rep, &e) < 0)

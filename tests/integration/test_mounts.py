@@ -244,7 +244,7 @@ def test_the_runs_own_workspace_is_not_mounted_again(env, ws):
     assert p.returncode == 125 and "mounts[0].source" in p.stderr, p.stderr
 
 
-@pytest.mark.parametrize("backend", ["landlock", "wasm", "process", "microvm"])
+@pytest.mark.parametrize("backend", ["landlock", "process", "microvm"])
 def test_backends_without_mounts_refuse_them_by_name(env, backend):
     require(env, backend)
     extra = ["--allow-process-tier"] if backend == "process" else []
@@ -259,7 +259,7 @@ def test_backends_shows_the_mounts_column(env):
     p = kis(env, "backends")
     header = p.stdout.splitlines()[0].split()
     assert "MOUNTS" in header
-    for b in TIERS:
+    for b in TIERS + ["wasm"]:
         if b in env["rows"] and env["rows"][b]["available"]:
             assert env["rows"][b]["mounts"] is True
             row = [l for l in p.stdout.splitlines() if l.startswith(b)][0].split()
@@ -458,3 +458,60 @@ def test_break_out_probes_with_a_mount_present(env, backend, probe, arg, write):
     # the mount is still read-only after the probe's attempts
     tree = env["top"] / "store" / "bases" / env["data"] / "tree"
     assert sorted(x.name for x in tree.iterdir()) == ["data.txt", "dirout", "out", "sub", "up"]
+
+
+# ---- wasm: one more WASI preopen per mount, named by its target ----
+
+WASI_LIBC = Path("/usr/lib/wasm32-wasi/libc.a")
+NOTCAPABLE = 76
+
+
+@pytest.fixture(scope="module")
+def wasm_base(env):
+    require(env, "wasm")
+    if not shutil.which("clang") or not shutil.which("wasm-ld") or not WASI_LIBC.exists() or \
+            not any(Path("/usr/lib").glob("llvm-*/lib/clang/*/lib/wasi/"
+                                          "libclang_rt.builtins-wasm32.a")):
+        pytest.skip("clang --target=wasm32-wasi needs lld, wasi-libc and "
+                    "libclang-rt-14-dev-wasm32 (scripts/install-deps.sh)")
+    d = env["top"] / "wasm-src"
+    d.mkdir(exist_ok=True)
+    subprocess.run(["clang", "--target=wasm32-wasi", "-O2", "-o", str(d / "wm.wasm"),
+                    str(ROOT / "tests" / "helpers" / "wasi_mounts.c")], check=True,
+                   capture_output=True)
+    p = kis(env, "base", "import", str(d))
+    assert p.returncode == 0, p.stderr
+    return p.stdout.strip()
+
+
+def test_wasm_mounts_are_preopens_read_only_or_written(env, wasm_base, ws):
+    w = ws()
+    victim = env["victim"]
+    p = kis(env, "run", "--tier", "wasm", "--base", wasm_base, "--mount",
+            f"{env['data']}:/data", "--mount", f"{w}:/mnt/w", "--mount", f"{w}:/mnt/r:ro",
+            "--", "wm.wasm", "cat:/data/data.txt", "write:/data/x", "mkdir:/data/d",
+            "rm:/data/data.txt", "cat:/data/out", "cat:/data/dirout/canary",
+            f"cat:/data/up{victim}/canary", "write:/mnt/w/made", "write:/mnt/r/no",
+            "rm:/mnt/r/data.txt", "cat:/mnt/r/data.txt")
+    assert p.returncode == 0, p.stderr
+    out = p.stdout.splitlines()
+    assert "dataset" in out and "cat /data/data.txt ok" in out, p.stdout
+    for a in ("write /data/x", "mkdir /data/d", "rm /data/data.txt", "write /mnt/r/no",
+              "rm /mnt/r/data.txt"):
+        assert f"{a} errno {NOTCAPABLE}" in out, (a, p.stdout)
+    # the links in the source lead nowhere outside its preopen
+    assert "host-canary" not in p.stdout
+    assert "write /mnt/w/made ok" in out and "cat /mnt/r/data.txt ok" in out
+    assert (ws_path(env, w) / "made").read_text() == "w\n"
+    tree = env["top"] / "store" / "bases" / env["data"] / "tree"
+    assert not (tree / "x").exists() and (tree / "data.txt").exists()
+    plan = json.loads(kis(env, "run", "--dry-run", "--tier", "wasm", "--base", wasm_base,
+                          "--mount", f"{env['data']}:/data", "--", "wm.wasm").stdout)
+    assert plan["mount_preopens"] == [{"fd": 4, "name": "/data", "read_only": True}]
+
+
+def test_wasm_sessions_refuse_mounts_by_name(env, wasm_base):
+    p = kis(env, "create", "--tier", "wasm", "--base", wasm_base, "--mount",
+            f"{env['data']}:/data")
+    assert p.returncode == 125 and p.stderr.startswith("profile_unsatisfiable:"), p.stderr
+    assert "mounts" in p.stderr
