@@ -477,7 +477,7 @@ def wasm_base(env):
     d = env["top"] / "wasm-src"
     d.mkdir(exist_ok=True)
     subprocess.run(["clang", "--target=wasm32-wasi", "-O2", "-o", str(d / "wm.wasm"),
-                    str(ROOT / "tests" / "helpers" / "wasi_mounts.c")], check=True,
+                    str(ROOT / "tests" / "wasm" / "wasi" / "mounts.c")], check=True,
                    capture_output=True)
     p = kis(env, "base", "import", str(d))
     assert p.returncode == 0, p.stderr
