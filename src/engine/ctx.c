@@ -9,6 +9,7 @@
 
 #include "engine/internal.h"
 #include "kis/sandbox.h"
+#include "kis/store.h"
 
 static const char *guest_dir(const struct kis_ctx *ctx)
 {
@@ -47,9 +48,24 @@ void kis_ctx_init(struct kis_engine_ctx *e, const char *store_root, bool thoroug
 	};
 }
 
+int kis_ctx_store(struct kis_engine_ctx *e, struct kis_store **out, struct kis_error **err)
+{
+	*out = NULL;
+	if (!e->store && !e->store_err &&
+	    kis_store_open(e->ctx.store_root, &e->store, &e->store_err) < 0 && !e->store_err)
+		kis_error_set(&e->store_err, KIS_E_INTERNAL, 0, "cannot open the store");
+	if (e->store_err)
+		return kis_error_set(err, e->store_err->code, e->store_err->sys_errno, "%s",
+				     e->store_err->message ? e->store_err->message : "the store");
+	*out = e->store;
+	return 0;
+}
+
 void kis_ctx_release(struct kis_engine_ctx *e)
 {
 	free(e->agent);
 	free(e->guest);
+	kis_store_free(e->store);
+	kis_error_free(e->store_err);
 	memset(e, 0, sizeof(*e));
 }

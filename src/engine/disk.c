@@ -11,7 +11,7 @@
 /* Can disk_bytes bind this run? 1 yes, 0 no (why says), on the store at
  * store_root, for backend b (root keeping CAP_SYS_RESOURCE passes an ext4
  * project limit: the process tier as root). */
-static int disk_enforceable(const char *store_root, const struct kis_backend *b, bool has_ws,
+static int disk_enforceable(struct kis_engine_ctx *ec, const struct kis_backend *b, bool has_ws,
 			    char *why, size_t n)
 {
 	if (!has_ws) {
@@ -21,7 +21,7 @@ static int disk_enforceable(const char *store_root, const struct kis_backend *b,
 	}
 	struct kis_store *s = NULL;
 	struct kis_error *e = NULL;
-	if (kis_store_open(store_root, &s, &e) < 0) {
+	if (kis_ctx_store(ec, &s, &e) < 0) {
 		snprintf(why, n, "%s", e && e->message ? e->message : "cannot open the store");
 		kis_error_free(e);
 		return 0;
@@ -37,11 +37,10 @@ static int disk_enforceable(const char *store_root, const struct kis_backend *b,
 		size_t l = strlen(why);
 		snprintf(why + l, n - l, " (store at '%s')", kis_store_root(s));
 	}
-	kis_store_free(s);
 	return q;
 }
 
-int kis_disk_check(const struct kis_profile *p, const char *store_root,
+int kis_disk_check(const struct kis_profile *p, struct kis_engine_ctx *ec,
 		   const struct kis_backend *b, const struct kis_caps *caps, bool *apply,
 		   struct kis_error **err)
 {
@@ -49,7 +48,7 @@ int kis_disk_check(const struct kis_profile *p, const char *store_root,
 	if (caps->limits & KIS_LIMIT_DISK)
 		return 0; /* the backend bounds its own writable layer (microvm) */
 	char why[320] = "";
-	int q = disk_enforceable(store_root, b, p->base || p->workspace, why, sizeof(why));
+	int q = disk_enforceable(ec, b, p->base || p->workspace, why, sizeof(why));
 	if (q == 1) {
 		*apply = true;
 		return 0;
@@ -63,17 +62,16 @@ int kis_disk_check(const struct kis_profile *p, const char *store_root,
 	return 0; /* the default binds where it can, as memory and pids do */
 }
 
-int kis_disk_apply(const char *store_root, const char *ws_id, uint64_t bytes,
+int kis_disk_apply(struct kis_engine_ctx *ec, const char *ws_id, uint64_t bytes,
 		   struct kis_error **err)
 {
 	struct kis_store *s = NULL;
-	TRY(kis_store_open(store_root, &s, err));
+	TRY(kis_ctx_store(ec, &s, err));
 	int r = kis_workspace_disk_limit(s, ws_id, bytes, err);
-	kis_store_free(s);
 	return r;
 }
 
-void kis_disk_explain(const char *store_root, const char *ws_id, struct kis_result *res)
+void kis_disk_explain(struct kis_engine_ctx *ec, const char *ws_id, struct kis_result *res)
 {
 	/* as for pids: a command that failed while its workspace was full
 	 * ended because of the limit (EDQUOT fails a write, not the process) */
@@ -82,11 +80,10 @@ void kis_disk_explain(const char *store_root, const char *ws_id, struct kis_resu
 	if (!failed || !ws_id)
 		return;
 	struct kis_store *s = NULL;
-	if (kis_store_open(store_root, &s, NULL) < 0)
+	if (kis_ctx_store(ec, &s, NULL) < 0)
 		return;
 	uint64_t used = 0, limit = 0;
 	int r = kis_workspace_disk_usage(s, ws_id, &used, &limit);
-	kis_store_free(s);
 	/* within a block group's worth of the limit: the last write did not fit */
 	if (r < 0 || !limit || used + (256u << 10) < limit)
 		return;

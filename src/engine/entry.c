@@ -15,16 +15,19 @@
 
 /* A terminal lives in the agent (DESIGN.md, Theory of operation): a run
  * that asks for one is a session with one exec, destroyed afterwards. */
-static int run_in_session(const struct kis_profile *p, const struct kis_backend *b,
-			  char *const *argv, const struct kis_run_options *opts,
-			  struct kis_result *res, struct kis_error **err)
+static int run_in_session(struct kis_engine_ctx *ec, const struct kis_profile *p,
+			  const struct kis_backend *b, char *const *argv,
+			  const struct kis_run_options *opts, struct kis_result *res,
+			  struct kis_error **err)
 {
 	/* The session is this run's: killed, the run leaves a record the
 	 * sweep destroys the session by (engine/owner.h). */
 	char rid[KIS_ID_BUFSZ];
 	TRY(kis_id_mint('s', rid, err));
 	struct kis_owner *owner = NULL;
-	TRY(kis_owner_begin(opts->store_root, rid, &owner, err));
+	struct kis_store *st = NULL;
+	TRY(kis_ctx_store(ec, &st, err));
+	TRY(kis_owner_begin(st, rid, &owner, err));
 	char id[KIS_ID_BUFSZ];
 	if (kis_session_create(p, opts, id, err) < 0) {
 		kis_owner_end(owner, true);
@@ -57,7 +60,9 @@ int kis_run(const struct kis_profile *p, char *const *argv, const struct kis_run
 	struct kis_engine_ctx ec;
 	kis_ctx_init(&ec, opts->store_root, false);
 	const struct kis_backend *b = NULL;
-	int r = kis_run_one(&ec.ctx, p, argv, opts, res, plan_json, &b, err);
+	int r = kis_run_one(&ec, p, argv, opts, res, plan_json, &b, err);
+	if (r == 1)
+		r = run_in_session(&ec, p, b, argv, opts, res, err);
 	kis_ctx_release(&ec);
-	return r == 1 ? run_in_session(p, b, argv, opts, res, err) : r;
+	return r;
 }

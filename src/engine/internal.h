@@ -10,6 +10,9 @@
 #include "kis/profile.h"
 #include "kis/sandbox.h"
 
+struct kis_engine_ctx; /* below */
+struct kis_store;
+
 /* $KIS_AGENT, else kis-agent beside the running binary (or the shared
  * library's ../bin), else in the build-time prefix's bin. */
 int kis_agent_path(char **out, struct kis_error **err);
@@ -23,34 +26,34 @@ const char *kis_build_prefix(void);
  * bind is refused naming the field; *apply says whether to set it.
  * apply: the workspace's project quota (1 set, 0 none, < 0 error).
  * explain: a failed command whose workspace is full ended with disk_limit. */
-int kis_disk_check(const struct kis_profile *p, const char *store_root,
+int kis_disk_check(const struct kis_profile *p, struct kis_engine_ctx *ec,
 		   const struct kis_backend *b, const struct kis_caps *caps, bool *apply,
 		   struct kis_error **err);
-int kis_disk_apply(const char *store_root, const char *ws_id, uint64_t bytes,
+int kis_disk_apply(struct kis_engine_ctx *ec, const char *ws_id, uint64_t bytes,
 		   struct kis_error **err);
-void kis_disk_explain(const char *store_root, const char *ws_id, struct kis_result *res);
+void kis_disk_explain(struct kis_engine_ctx *ec, const char *ws_id, struct kis_result *res);
 
 /* The profile's workspace: cloned from p->base (cloned = true) or the
  * existing p->workspace; none when neither is set (*id = *path = NULL).
  * owned: a clone is recorded under the thread's owner (engine/owner.h). */
-int kis_workspace_acquire(const struct kis_profile *p, const char *store_root, bool owned,
+int kis_workspace_acquire(const struct kis_profile *p, struct kis_engine_ctx *ec, bool owned,
 			  char **id, char **path, bool *cloned, struct kis_error **err);
 /* Destroy a workspace the engine cloned; failures are ignored (destroy is
  * idempotent and a later command sweeps). */
-void kis_workspace_release(const char *store_root, const char *id);
+void kis_workspace_release(struct kis_engine_ctx *ec, const char *id);
 /* kis_workspace_refresh, best effort (the run's result stands). */
-void kis_workspace_refresh_view(const char *store_root, const char *id);
+void kis_workspace_refresh_view(struct kis_engine_ctx *ec, const char *id);
 /* A session's hold on its workspace (kis_workspace_hold): destroy of the
  * workspace is busy while the session lives. */
-int kis_workspace_hold_for(const char *store_root, const char *id, const char *session,
+int kis_workspace_hold_for(struct kis_engine_ctx *ec, const char *id, const char *session,
 			   struct kis_error **err);
-void kis_workspace_unhold_for(const char *store_root, const char *id, const char *session);
+void kis_workspace_unhold_for(struct kis_engine_ctx *ec, const char *id, const char *session);
 /* The layers of workspace id (see kis_workspace_layers), best effort: all
  * NULL when it is not an overlay clone or they cannot be had. */
 struct kis_ws_layers {
 	char *lower, *upper, *cache;
 };
-void kis_workspace_layers_get(const char *store_root, const char *id, struct kis_ws_layers *l);
+void kis_workspace_layers_get(struct kis_engine_ctx *ec, const char *id, struct kis_ws_layers *l);
 void kis_ws_layers_free(struct kis_ws_layers *l);
 
 /* The profile's mounts resolved in the store (mounts.c). holder NULL:
@@ -61,9 +64,9 @@ struct kis_mounts {
 	size_t n;
 	bool *held;
 	char holder[KIS_ID_BUFSZ];
-	const char *store_root;
+	struct kis_engine_ctx *ec; /* the command's store */
 };
-int kis_mounts_acquire(const struct kis_profile *p, const char *store_root, const char *holder,
+int kis_mounts_acquire(const struct kis_profile *p, struct kis_engine_ctx *ec, const char *holder,
 		       struct kis_mounts *m, struct kis_error **err);
 void kis_mounts_release(struct kis_mounts *m);
 /* After a run or exec of a backend with its own workspace view: the
@@ -84,14 +87,20 @@ struct kis_engine_ctx {
 	char agent_why[400];
 	char *guest;
 	bool guest_done;
+	struct kis_store *store; /* opened (and swept) once, on first use */
+	struct kis_error *store_err;
 };
 void kis_ctx_init(struct kis_engine_ctx *e, const char *store_root, bool thorough);
 void kis_ctx_release(struct kis_engine_ctx *e);
+/* The command's store, opened once: the first call opens it (which sweeps
+ * what dead owners left), later calls return the same one, or the same
+ * error. The context owns it: never freed by the caller. */
+int kis_ctx_store(struct kis_engine_ctx *e, struct kis_store **out, struct kis_error **err);
 
 /* One run without a terminal (run.c). A run that asks for a terminal
  * (and is not a dry run) returns 1 with *as_session its backend: the
  * caller runs it as a session (entry.c); as_session NULL refuses it. */
-int kis_run_one(const struct kis_ctx *ctx, const struct kis_profile *p, char *const *argv,
+int kis_run_one(struct kis_engine_ctx *ec, const struct kis_profile *p, char *const *argv,
 		const struct kis_run_options *opts, struct kis_result *res, char **plan_json,
 		const struct kis_backend **as_session, struct kis_error **err);
 

@@ -73,7 +73,7 @@ void kis_mounts_release(struct kis_mounts *m)
 	if (!m->v)
 		return;
 	struct kis_store *s = NULL;
-	if (m->held && kis_store_open(m->store_root, &s, NULL) < 0)
+	if (m->held && kis_ctx_store(m->ec, &s, NULL) < 0)
 		s = NULL;
 	for (size_t i = 0; i < m->n; i++) {
 		if (s && m->held[i]) {
@@ -84,19 +84,18 @@ void kis_mounts_release(struct kis_mounts *m)
 		}
 		mount_free_one(&m->v[i]);
 	}
-	kis_store_free(s);
 	free(m->v);
 	free(m->held);
 	memset(m, 0, sizeof(*m));
 }
 
-int kis_mounts_acquire(const struct kis_profile *p, const char *store_root, const char *holder,
+int kis_mounts_acquire(const struct kis_profile *p, struct kis_engine_ctx *ec, const char *holder,
 		       struct kis_mounts *m, struct kis_error **err)
 {
 	memset(m, 0, sizeof(*m));
 	if (!p->n_mounts)
 		return 0;
-	m->store_root = store_root;
+	m->ec = ec;
 	if (holder)
 		snprintf(m->holder, sizeof(m->holder), "%s", holder);
 	m->v = calloc(p->n_mounts, sizeof(*m->v));
@@ -106,7 +105,7 @@ int kis_mounts_acquire(const struct kis_profile *p, const char *store_root, cons
 		return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "mounts: out of memory");
 	}
 	struct kis_store *s = NULL;
-	if (kis_store_open(store_root, &s, err) < 0) {
+	if (kis_ctx_store(ec, &s, err) < 0) {
 		kis_mounts_release(m);
 		return -1;
 	}
@@ -132,7 +131,6 @@ int kis_mounts_acquire(const struct kis_profile *p, const char *store_root, cons
 		else
 			m->held[i] = true;
 	}
-	kis_store_free(s);
 	if (r < 0) {
 		kis_mounts_release(m);
 		return -1;
@@ -144,7 +142,7 @@ void kis_mounts_refresh_views(const struct kis_mounts *m)
 {
 	for (size_t i = 0; i < m->n; i++)
 		if (!m->v[i].base && !m->v[i].read_only && m->v[i].lower)
-			kis_workspace_refresh_view(m->store_root, m->v[i].source);
+			kis_workspace_refresh_view(m->ec, m->v[i].source);
 }
 
 json_t *kis_mounts_json(const struct kis_mount_src *v, size_t n)

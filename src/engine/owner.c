@@ -37,18 +37,14 @@ struct kis_owner {
 	struct kis_record_sink sink; /* the thread's current record (core/record.h) */
 };
 
-int kis_owner_begin(const char *store_root, const char *id, struct kis_owner **out,
+int kis_owner_begin(struct kis_store *s, const char *id, struct kis_owner **out,
 		    struct kis_error **err)
 {
 	*out = NULL;
 	TRY(kis_id_validate(id, "sandbox id", err));
-	struct kis_store *s = NULL;
-	TRY(kis_store_open(store_root, &s, err));
 	struct kis_owner *o = calloc(1, sizeof(*o));
-	if (!o) {
-		kis_store_free(s);
+	if (!o)
 		return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "out of memory");
-	}
 	snprintf(o->id, sizeof(o->id), "%s", id);
 	o->root = strdup(kis_store_root(s));
 	o->dir_fd = o->rec_fd = -1;
@@ -61,7 +57,6 @@ int kis_owner_begin(const char *store_root, const char *id, struct kis_owner **o
 		o->rec_fd = store_openat(o->dir_fd, RECORDS, O_WRONLY | O_CREAT | O_EXCL | O_APPEND,
 					 0600);
 	int e = errno;
-	kis_store_free(s);
 	if (o->rec_fd < 0) {
 		kis_error_set(err, KIS_E_INTERNAL, e, "cannot record the owner of '%s' in the store",
 			      id);

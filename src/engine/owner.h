@@ -34,7 +34,7 @@ struct kis_owner;
 
 /* Make and lock ROOT/owners/<id> and make it the thread's current owner.
  * Fails with the store's error; a run without an owner would leak. */
-int kis_owner_begin(const char *store_root, const char *id, struct kis_owner **out,
+int kis_owner_begin(struct kis_store *s, const char *id, struct kis_owner **out,
 		    struct kis_error **err);
 /* The run is over: undo what is still recorded (undo: each thing is looked
  * for first, so what the run removed itself costs a stat), or, undo false,

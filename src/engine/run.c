@@ -31,10 +31,11 @@ static void set_cancelled(struct kis_result *res)
 	res->detail = strdup("the run was cancelled before its command started");
 }
 
-int kis_run_one(const struct kis_ctx *ctx, const struct kis_profile *p, char *const *argv,
+int kis_run_one(struct kis_engine_ctx *ec, const struct kis_profile *p, char *const *argv,
 		const struct kis_run_options *opts, struct kis_result *res, char **plan_json,
 		const struct kis_backend **as_session, struct kis_error **err)
 {
+	const struct kis_ctx *ctx = &ec->ctx;
 	if (plan_json)
 		*plan_json = NULL;
 	TRY(kis_profile_check_hatches(p, err));
@@ -52,12 +53,11 @@ int kis_run_one(const struct kis_ctx *ctx, const struct kis_profile *p, char *co
 	_cleanup_free_ char *files = NULL;
 	if (p->tier == KIS_TIER_AUTO && !p->backend && (p->base || p->workspace)) {
 		struct kis_store *st = NULL;
-		if (kis_store_open(opts->store_root, &st, NULL) == 0) {
+		if (kis_ctx_store(ec, &st, NULL) == 0) {
 			if (p->base)
 				kis_base_path(st, p->base, &files, NULL);
 			else
 				kis_workspace_path(st, p->workspace, &files, NULL);
-			kis_store_free(st);
 		}
 	}
 	TRY(kis_select_backend_in(ctx, p, argv, files, &b, &caps, err));
@@ -101,7 +101,7 @@ int kis_run_one(const struct kis_ctx *ctx, const struct kis_profile *p, char *co
 		struct kis_mounts dm;
 		b->plan_free(plan);
 		plan = NULL;
-		TRY(kis_mounts_acquire(p, opts->store_root, NULL, &dm, err));
+		TRY(kis_mounts_acquire(p, ec, NULL, &dm, err));
 		req.mounts = dm.v;
 		req.n_mounts = dm.n;
 		int r = b->plan(&caps, &req, &plan, err);
@@ -115,13 +115,14 @@ int kis_run_one(const struct kis_ctx *ctx, const struct kis_profile *p, char *co
 	b->plan_free(plan);
 	plan = NULL;
 	bool disk_quota = false;
-	TRY(kis_disk_check(p, opts->store_root, b, &caps, &disk_quota, err));
+	TRY(kis_disk_check(p, ec, b, &caps, &disk_quota, err));
 
 	/* From here the run makes things on the host: each is recorded under
 	 * the run's owner (engine/owner.h) before it is made, so that a kill
 	 * at any point leaves a record the next command sweeps. */
 	struct kis_owner *owner = NULL;
-	if (kis_owner_begin(opts->store_root, res->sandbox, &owner, err) < 0) {
+	struct kis_store *st = NULL;
+	if (kis_ctx_store(ec, &st, err) < 0 || kis_owner_begin(st, res->sandbox, &owner, err) < 0) {
 		if (p->base || p->workspace || p->n_mounts)
 			return -1;
 		/* A run without a workspace needs no store: where none can be
@@ -140,25 +141,25 @@ int kis_run_one(const struct kis_ctx *ctx, const struct kis_profile *p, char *co
 	}
 	/* Plan once without the workspace to refuse early, then for real. A
 	 * clone the run does not keep is the owner's. */
-	if (kis_workspace_acquire(p, opts->store_root, !p->keep, &ws_id, &ws_path, &cloned, err) <
+	if (kis_workspace_acquire(p, ec, !p->keep, &ws_id, &ws_path, &cloned, err) <
 	    0) {
 		kis_owner_end(owner, true);
 		return -1;
 	}
 	kis_test_pause("cloned");
 	if (disk_quota && ws_id &&
-	    kis_disk_apply(opts->store_root, ws_id, req.limits.disk_bytes, err) < 0) {
+	    kis_disk_apply(ec, ws_id, req.limits.disk_bytes, err) < 0) {
 		if (cloned)
-			kis_workspace_release(opts->store_root, ws_id);
+			kis_workspace_release(ec, ws_id);
 		kis_owner_end(owner, true);
 		return -1;
 	}
 	/* The mounts, held by this run (its owner is locked while it lives:
 	 * a kill leaves holds the store drops when it next looks). */
 	struct kis_mounts mounts;
-	if (kis_mounts_acquire(p, opts->store_root, res->sandbox, &mounts, err) < 0) {
+	if (kis_mounts_acquire(p, ec, res->sandbox, &mounts, err) < 0) {
 		if (cloned)
-			kis_workspace_release(opts->store_root, ws_id);
+			kis_workspace_release(ec, ws_id);
 		kis_owner_end(owner, true);
 		return -1;
 	}
@@ -166,7 +167,7 @@ int kis_run_one(const struct kis_ctx *ctx, const struct kis_profile *p, char *co
 	req.n_mounts = mounts.n;
 	req.workspace_path = ws_path;
 	struct kis_ws_layers lay;
-	kis_workspace_layers_get(opts->store_root, ws_id, &lay);
+	kis_workspace_layers_get(ec, ws_id, &lay);
 	req.workspace_lower = lay.lower;
 	req.workspace_upper = lay.upper;
 	req.workspace_cache = lay.cache;
@@ -178,7 +179,7 @@ int kis_run_one(const struct kis_ctx *ctx, const struct kis_profile *p, char *co
 		r = b->run(plan, res, err);
 		b->plan_free(plan);
 		if (r >= 0 && disk_quota)
-			kis_disk_explain(opts->store_root, ws_id, res);
+			kis_disk_explain(ec, ws_id, res);
 	}
 	kis_test_pause("teardown");
 	kis_ws_layers_free(&lay);
@@ -189,9 +190,9 @@ int kis_run_one(const struct kis_ctx *ctx, const struct kis_profile *p, char *co
 		res->workspace = strdup(ws_id);
 		res->workspace_kept = !cloned || p->keep;
 		if (cloned && !p->keep)
-			kis_workspace_release(opts->store_root, ws_id);
+			kis_workspace_release(ec, ws_id);
 		else if (b->own_workspace_view)
-			kis_workspace_refresh_view(opts->store_root, ws_id);
+			kis_workspace_refresh_view(ec, ws_id);
 	}
 	/* The run has undone what it made; undoing the records as well
 	 * catches what a failed step left (each reaper looks first). */

@@ -36,14 +36,13 @@
 
 /* sessions/ under the store root, created 0700 (DESIGN.md: the channel is a
  * unix socket in a 0700 directory of the store). */
-static int open_sessions_dir(const char *store_root, bool create, char **path_out,
+static int open_sessions_dir(struct kis_engine_ctx *ec, bool create, char **path_out,
 			     struct kis_error **err)
 {
 	struct kis_store *st = NULL;
-	TRY(kis_store_open(store_root, &st, err));
+	TRY(kis_ctx_store(ec, &st, err));
 	_cleanup_free_ char *path = NULL;
 	int r = asprintf(&path, "%s/sessions", kis_store_root(st));
-	kis_store_free(st);
 	if (r < 0)
 		return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "sessions");
 	if (create && mkdir(path, 0700) < 0 && errno != EEXIST)
@@ -246,10 +245,11 @@ static int session_backend(const struct kis_ctx *ctx, const struct kis_profile *
 	return *agent ? 0 : kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "agent path");
 }
 
-static int create_ctx(const struct kis_ctx *ctx, const struct kis_profile *p,
+static int create_ctx(struct kis_engine_ctx *ec, const struct kis_profile *p,
 		      const struct kis_run_options *o, char id[KIS_ID_BUFSZ],
 		      struct kis_error **err)
 {
+	const struct kis_ctx *ctx = &ec->ctx;
 	const struct kis_backend *b = NULL;
 	struct kis_caps caps;
 	_cleanup_free_ char *agent = NULL;
@@ -262,7 +262,7 @@ static int create_ctx(const struct kis_ctx *ctx, const struct kis_profile *p,
 	req.sandbox_id = id;
 
 	_cleanup_free_ char *sessions_path = NULL;
-	_cleanup_close_ int sdir = open_sessions_dir(o->store_root, true, &sessions_path, err);
+	_cleanup_close_ int sdir = open_sessions_dir(ec, true, &sessions_path, err);
 	if (sdir < 0)
 		return -1;
 	sweep_leftovers(sdir);
@@ -270,7 +270,9 @@ static int create_ctx(const struct kis_ctx *ctx, const struct kis_profile *p,
 	 * is recorded under an owner (engine/owner.h) and swept if the
 	 * creator dies; published, it is the session's to end (destroy). */
 	struct kis_owner *owner = NULL;
-	TRY(kis_owner_begin(o->store_root, id, &owner, err));
+	struct kis_store *st = NULL;
+	TRY(kis_ctx_store(ec, &st, err));
+	TRY(kis_owner_begin(st, id, &owner, err));
 	char tmp[KIS_ID_BUFSZ + 8];
 	snprintf(tmp, sizeof(tmp), ".tmp-%s", id);
 	if (kis_owner_note("session", "%s", id) < 0 || mkdirat(sdir, tmp, 0700) < 0) {
@@ -294,23 +296,23 @@ static int create_ctx(const struct kis_ctx *ctx, const struct kis_profile *p,
 		goto fail;
 	}
 	bool disk_quota = false;
-	if (kis_disk_check(p, o->store_root, b, &caps, &disk_quota, err) < 0 ||
-	    kis_workspace_acquire(p, o->store_root, true, &ws_id, &ws_path, &ws_cloned, err) < 0 ||
+	if (kis_disk_check(p, ec, b, &caps, &disk_quota, err) < 0 ||
+	    kis_workspace_acquire(p, ec, true, &ws_id, &ws_path, &ws_cloned, err) < 0 ||
 	    (disk_quota && ws_id &&
-	     kis_disk_apply(o->store_root, ws_id, req.limits.disk_bytes, err) < 0))
+	     kis_disk_apply(ec, ws_id, req.limits.disk_bytes, err) < 0))
 		goto fail;
 	/* held while the session lives: destroy of the workspace is busy */
-	if (ws_id && kis_workspace_hold_for(o->store_root, ws_id, id, err) < 0)
+	if (ws_id && kis_workspace_hold_for(ec, ws_id, id, err) < 0)
 		goto fail;
 	/* and so are its mounts' sources, held by the session's id (its
 	 * temporary directory exists: the hold is live from here) */
-	if (kis_mounts_acquire(p, o->store_root, id, &mounts, err) < 0)
+	if (kis_mounts_acquire(p, ec, id, &mounts, err) < 0)
 		goto fail;
 	req.mounts = mounts.v;
 	req.n_mounts = mounts.n;
 	kis_test_pause("create-clone");
 	req.workspace_path = ws_path;
-	kis_workspace_layers_get(o->store_root, ws_id, &lay);
+	kis_workspace_layers_get(ec, ws_id, &lay);
 	req.workspace_lower = lay.lower;
 	req.workspace_upper = lay.upper;
 	req.workspace_cache = lay.cache;
@@ -392,9 +394,9 @@ fail:
 	kis_ws_layers_free(&lay);
 	kis_mounts_release(&mounts);
 	if (ws_id)
-		kis_workspace_unhold_for(o->store_root, ws_id, id);
+		kis_workspace_unhold_for(ec, ws_id, id);
 	if (ws_id && ws_cloned)
-		kis_workspace_release(o->store_root, ws_id);
+		kis_workspace_release(ec, ws_id);
 	kis_tree_remove_quiet(sdir, tmp);
 	kis_owner_end(owner, true);
 	return -1;
@@ -404,9 +406,9 @@ fail:
 
 /* After an exec: name the session's tier and backend in the result, and let
  * the backend say whether a limit it enforces (its cgroup) ended the exec. */
-static void explain_exec(const char *store_root, const char *id, struct kis_result *res)
+static void explain_exec(struct kis_engine_ctx *ec, const char *id, struct kis_result *res)
 {
-	_cleanup_close_ int sdir = open_sessions_dir(store_root, false, NULL, NULL);
+	_cleanup_close_ int sdir = open_sessions_dir(ec, false, NULL, NULL);
 	if (sdir < 0)
 		return;
 	_cleanup_close_ int dfd = openat(sdir, id, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
@@ -418,7 +420,7 @@ static void explain_exec(const char *store_root, const char *id, struct kis_resu
 	}
 	if (b && b->tier == KIS_TIER_MICROVM && !res->accel[0]) {
 		struct kis_caps caps; /* the accelerator verdict is cached: cheap */
-		kis_backend_probe(b, store_root, false, &caps);
+		kis_backend_probe(b, ec->ctx.store_root, false, &caps);
 		snprintf(res->accel, sizeof(res->accel), "%s", caps.accel);
 	}
 	bool failed = (res->reason == KIS_REASON_EXITED && res->exit_code != 0) ||
@@ -432,23 +434,23 @@ static void explain_exec(const char *store_root, const char *id, struct kis_resu
 		b->session_explain(&ctx, res);
 	}
 	if (b && b->own_workspace_view) {
-		kis_workspace_refresh_view(store_root,
+		kis_workspace_refresh_view(ec,
 					   json_string_value(json_object_get(meta, "workspace")));
 		size_t i;
 		json_t *m;
 		json_array_foreach(json_object_get(meta, "mounts"), i, m)
 			if (!json_is_true(json_object_get(m, "read_only")))
 				kis_workspace_refresh_view(
-					store_root, json_string_value(json_object_get(m, "source")));
+					ec, json_string_value(json_object_get(m, "source")));
 	}
 	json_decref(meta);
 }
 
-static int connect_session(const char *store_root, const char *id, bool tty,
+static int connect_session(struct kis_engine_ctx *ec, const char *id, bool tty,
 			   struct kis_error **err)
 {
 	TRY(kis_id_validate(id, "session id", err));
-	_cleanup_close_ int sdir = open_sessions_dir(store_root, false, NULL, err);
+	_cleanup_close_ int sdir = open_sessions_dir(ec, false, NULL, err);
 	if (sdir == -1)
 		return -1;
 	_cleanup_close_ int dfd = sdir < 0 ? -1 :
@@ -463,7 +465,7 @@ static int connect_session(const char *store_root, const char *id, bool tty,
 		const struct kis_backend *b = name ? kis_backend_find(name) : NULL;
 		struct kis_caps caps = {0};
 		if (b)
-			kis_backend_probe(b, store_root, false, &caps);
+			kis_backend_probe(b, ec->ctx.store_root, false, &caps);
 		int ok = b && caps.tty;
 		if (!ok)
 			kis_error_set(err, KIS_E_TTY_UNSUPPORTED, 0,
@@ -490,11 +492,12 @@ static int connect_session(const char *store_root, const char *id, bool tty,
 /* An exec in an agentless session: a run with the session's profile in its
  * workspace. 1 when it was one (res filled), 0 when the session has an
  * agent, < 0 on failure. */
-static int exec_agentless(const char *id, char *const *argv, const struct kis_exec_options *o,
+static int exec_agentless(struct kis_engine_ctx *ec, const char *id, char *const *argv,
+			  const struct kis_exec_options *o,
 			  struct kis_result *res, struct kis_error **err)
 {
 	TRY(kis_id_validate(id, "session id", err));
-	_cleanup_close_ int sdir = open_sessions_dir(o->store_root, false, NULL, err);
+	_cleanup_close_ int sdir = open_sessions_dir(ec, false, NULL, err);
 	if (sdir == -1)
 		return -1;
 	_cleanup_close_ int dfd = sdir < 0 ? -1 :
@@ -540,10 +543,7 @@ static int exec_agentless(const char *id, char *const *argv, const struct kis_ex
 	struct kis_run_options ro = {.io = o->io, .store_root = o->store_root,
 				     .resize_fd = -1, .tty_fd = -1};
 	/* below the session: run.c, never back up through kis_run */
-	struct kis_engine_ctx ec;
-	kis_ctx_init(&ec, o->store_root, false);
-	r = kis_run_one(&ec.ctx, &p, argv, &ro, res, NULL, NULL, err);
-	kis_ctx_release(&ec);
+	r = kis_run_one(ec, &p, argv, &ro, res, NULL, NULL, err);
 	if (r >= 0) {
 		snprintf(res->sandbox, sizeof(res->sandbox), "%s", id);
 		free(res->workspace);
@@ -557,9 +557,9 @@ out:
 	return r;
 }
 
-static int session_cpu_fd(const char *store_root, const char *id)
+static int session_cpu_fd(struct kis_engine_ctx *ec, const char *id)
 {
-	_cleanup_close_ int sdir = open_sessions_dir(store_root, false, NULL, NULL);
+	_cleanup_close_ int sdir = open_sessions_dir(ec, false, NULL, NULL);
 	if (sdir < 0)
 		return -1;
 	_cleanup_close_ int dfd = openat(sdir, id, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
@@ -575,10 +575,11 @@ static int session_cpu_fd(const char *store_root, const char *id)
 }
 
 /* The limits of an exec in an agent's session (see session_limits_merge). */
-static int session_exec_limits(const char *id, const struct kis_exec_options *o,
+static int session_exec_limits(struct kis_engine_ctx *ec, const char *id,
+			       const struct kis_exec_options *o,
 			       struct kis_limits *out, struct kis_error **err)
 {
-	_cleanup_close_ int sdir = open_sessions_dir(o->store_root, false, NULL, err);
+	_cleanup_close_ int sdir = open_sessions_dir(ec, false, NULL, err);
 	if (sdir == -1)
 		return -1;
 	_cleanup_close_ int dfd = sdir < 0 ? -1 :
@@ -592,18 +593,19 @@ static int session_exec_limits(const char *id, const struct kis_exec_options *o,
 	return r;
 }
 
-int kis_session_exec(const char *id, char *const *argv, const struct kis_exec_options *o,
-		     struct kis_result *res, struct kis_error **err)
+static int exec_ec(struct kis_engine_ctx *ec, const char *id, char *const *argv,
+		   const struct kis_exec_options *o, struct kis_result *res,
+		   struct kis_error **err)
 {
 	if (!argv || !argv[0])
 		return kis_error_set(err, KIS_E_INVALID_ARGUMENT, 0, "no command to run");
-	int ag = exec_agentless(id, argv, o, res, err);
+	int ag = exec_agentless(ec, id, argv, o, res, err);
 	if (ag != 0)
 		return ag < 0 ? -1 : 0;
 	struct kis_exec_req req = {.argv = (char **)argv, .env = o->env, .env_add = o->env_add,
 				   .cwd = (char *)o->cwd, .shell = o->shell, .tty = o->tty,
 				   .rows = o->rows, .cols = o->cols};
-	TRY(session_exec_limits(id, o, &req.limits, err));
+	TRY(session_exec_limits(ec, id, o, &req.limits, err));
 	if (o->tty && o->tty_fd >= 0) {
 		struct winsize ws;
 		if (ioctl(o->tty_fd, TIOCGWINSZ, &ws) == 0 && ws.ws_row && ws.ws_col) {
@@ -622,7 +624,7 @@ int kis_session_exec(const char *id, char *const *argv, const struct kis_exec_op
 				.deadline_ms = kis_monotonic_ms() + req.limits.wall_ms + 10000};
 	/* the session's CPU accounting: an exec's cpu_ms is the CPU of all it
 	 * makes, counted by the cgroup, not the agent's clock of one process */
-	_cleanup_close_ int cpu_fd = session_cpu_fd(o->store_root, id);
+	_cleanup_close_ int cpu_fd = session_cpu_fd(ec, id);
 	call.has_cpu = cpu_fd >= 0;
 	call.cpu_fd = cpu_fd;
 	call.cpu_limit_ms = req.limits.cpu_ms;
@@ -631,7 +633,7 @@ int kis_session_exec(const char *id, char *const *argv, const struct kis_exec_op
 	 * retired by its broker, an agent busy starting) is tried again on a
 	 * fresh connection: nothing ran yet, so nothing runs twice. */
 	for (int attempt = 0;; attempt++) {
-		_cleanup_close_ int conn = connect_session(o->store_root, id, o->tty, err);
+		_cleanup_close_ int conn = connect_session(ec, id, o->tty, err);
 		if (conn < 0)
 			return -1;
 		if (kis_call_agent(conn, &call, res, &out, err) == 0)
@@ -652,7 +654,7 @@ int kis_session_exec(const char *id, char *const *argv, const struct kis_exec_op
 		free(res->detail);
 		res->detail = strdup("the session's agent did not report the end in time: the "
 				     "engine's wall clock ended the exec");
-		explain_exec(o->store_root, id, res);
+		explain_exec(ec, id, res);
 		return 0;
 	}
 	if (out.end != KIS_CALL_EXIT)
@@ -669,7 +671,7 @@ int kis_session_exec(const char *id, char *const *argv, const struct kis_exec_op
 		free(res->detail);
 		res->detail = strdup(d);
 	}
-	explain_exec(o->store_root, id, res);
+	explain_exec(ec, id, res);
 	return 0;
 }
 
@@ -695,10 +697,10 @@ static const char *session_state(json_t *meta, const char *id, int dfd)
 	return agent_alive(meta) ? "running" : "stopped";
 }
 
-int kis_session_list(const char *store_root, char **out, struct kis_error **err)
+static int list_ec(struct kis_engine_ctx *ec, char **out, struct kis_error **err)
 {
 	json_t *arr = json_array();
-	int sdir = open_sessions_dir(store_root, false, NULL, err);
+	int sdir = open_sessions_dir(ec, false, NULL, err);
 	if (sdir == -1) {
 		json_decref(arr);
 		return -1;
@@ -747,10 +749,10 @@ static void end_agent(json_t *meta)
 }
 
 /* The holds of a session's mounts (its metadata lists them), released. */
-static void session_unhold_mounts(const char *store_root, const char *id, json_t *mounts)
+static void session_unhold_mounts(struct kis_engine_ctx *ec, const char *id, json_t *mounts)
 {
 	struct kis_store *s = NULL;
-	if (!json_array_size(mounts) || kis_store_open(store_root, &s, NULL) < 0)
+	if (!json_array_size(mounts) || kis_ctx_store(ec, &s, NULL) < 0)
 		return;
 	size_t i;
 	json_t *m;
@@ -764,14 +766,13 @@ static void session_unhold_mounts(const char *store_root, const char *id, json_t
 		else
 			kis_workspace_unhold_mount(s, src, id);
 	}
-	kis_store_free(s);
 }
 
-int kis_session_destroy(const char *store_root, const char *id, struct kis_error **err)
+static int destroy_ec(struct kis_engine_ctx *ec, const char *id, struct kis_error **err)
 {
 	TRY(kis_id_validate(id, "session id", err));
 	_cleanup_free_ char *spath = NULL, *dpath = NULL;
-	_cleanup_close_ int sdir = open_sessions_dir(store_root, false, &spath, err);
+	_cleanup_close_ int sdir = open_sessions_dir(ec, false, &spath, err);
 	if (sdir == -1)
 		return -1;
 	if (sdir < 0)
@@ -779,7 +780,7 @@ int kis_session_destroy(const char *store_root, const char *id, struct kis_error
 	/* A session whose creator was killed before publishing it is still
 	 * recorded under the creator's owner: undo that (its agent, QEMU or
 	 * container, its half-made directory and workspace). */
-	int own = kis_owner_reap_id(store_root, id, err);
+	int own = kis_owner_reap_id(ec->ctx.store_root, id, err);
 	if (own < 0)
 		return -1;
 	if (own == 1)
@@ -817,10 +818,10 @@ int kis_session_destroy(const char *store_root, const char *id, struct kis_error
 			}
 		}
 		const char *ws = json_string_value(json_object_get(meta, "workspace"));
-		kis_workspace_unhold_for(store_root, ws, id);
-		session_unhold_mounts(store_root, id, json_object_get(meta, "mounts"));
+		kis_workspace_unhold_for(ec, ws, id);
+		session_unhold_mounts(ec, id, json_object_get(meta, "mounts"));
 		if (ws && json_is_true(json_object_get(meta, "workspace_cloned")))
-			kis_workspace_release(store_root, ws);
+			kis_workspace_release(ec, ws);
 		json_decref(meta);
 	}
 	/* Hide it first (a rename is atomic), then remove. */
@@ -850,7 +851,7 @@ static int plan_ctx(const struct kis_ctx *ctx, const struct kis_profile *p, char
 	/* planned as a run is before its clone: nothing made, nothing
 	 * started; the mounts resolved, held by no one */
 	struct kis_mounts dm;
-	TRY(kis_mounts_acquire(p, ctx->store_root, NULL, &dm, err));
+	TRY(kis_mounts_acquire(p, ctx->priv, NULL, &dm, err));
 	req.mounts = dm.v;
 	req.n_mounts = dm.n;
 	struct kis_plan *plan = NULL;
@@ -871,7 +872,7 @@ int kis_session_create(const struct kis_profile *p, const struct kis_run_options
 {
 	struct kis_engine_ctx ec;
 	kis_ctx_init(&ec, o->store_root, false);
-	int r = create_ctx(&ec.ctx, p, o, id, err);
+	int r = create_ctx(&ec, p, o, id, err);
 	kis_ctx_release(&ec);
 	return r;
 }
@@ -882,6 +883,34 @@ int kis_session_plan(const struct kis_profile *p, const struct kis_run_options *
 	struct kis_engine_ctx ec;
 	kis_ctx_init(&ec, o->store_root, false);
 	int r = plan_ctx(&ec.ctx, p, plan_json, err);
+	kis_ctx_release(&ec);
+	return r;
+}
+
+int kis_session_exec(const char *id, char *const *argv, const struct kis_exec_options *o,
+		     struct kis_result *res, struct kis_error **err)
+{
+	struct kis_engine_ctx ec;
+	kis_ctx_init(&ec, o->store_root, false);
+	int r = exec_ec(&ec, id, argv, o, res, err);
+	kis_ctx_release(&ec);
+	return r;
+}
+
+int kis_session_list(const char *store_root, char **out, struct kis_error **err)
+{
+	struct kis_engine_ctx ec;
+	kis_ctx_init(&ec, store_root, false);
+	int r = list_ec(&ec, out, err);
+	kis_ctx_release(&ec);
+	return r;
+}
+
+int kis_session_destroy(const char *store_root, const char *id, struct kis_error **err)
+{
+	struct kis_engine_ctx ec;
+	kis_ctx_init(&ec, store_root, false);
+	int r = destroy_ec(&ec, id, err);
 	kis_ctx_release(&ec);
 	return r;
 }

@@ -9,7 +9,7 @@
 #include "engine/owner.h"
 #include "kis/store.h"
 
-int kis_workspace_acquire(const struct kis_profile *p, const char *store_root, bool owned,
+int kis_workspace_acquire(const struct kis_profile *p, struct kis_engine_ctx *ec, bool owned,
 			  char **id, char **path, bool *cloned, struct kis_error **err)
 {
 	*id = *path = NULL;
@@ -17,7 +17,7 @@ int kis_workspace_acquire(const struct kis_profile *p, const char *store_root, b
 	if (!p->base && !p->workspace)
 		return 0;
 	struct kis_store *s = NULL;
-	TRY(kis_store_open(store_root, &s, err));
+	TRY(kis_ctx_store(ec, &s, err));
 	char ws[KIS_ID_BUFSZ];
 	int r;
 	if (p->base) {
@@ -49,27 +49,24 @@ int kis_workspace_acquire(const struct kis_profile *p, const char *store_root, b
 		free(*path);
 		*path = NULL;
 	}
-	kis_store_free(s);
 	return r;
 }
 
-void kis_workspace_release(const char *store_root, const char *id)
+void kis_workspace_release(struct kis_engine_ctx *ec, const char *id)
 {
 	struct kis_store *s = NULL;
-	if (kis_store_open(store_root, &s, NULL) < 0)
+	if (kis_ctx_store(ec, &s, NULL) < 0)
 		return;
 	kis_workspace_destroy(s, id, NULL);
-	kis_store_free(s);
 }
 
-void kis_workspace_layers_get(const char *store_root, const char *id, struct kis_ws_layers *l)
+void kis_workspace_layers_get(struct kis_engine_ctx *ec, const char *id, struct kis_ws_layers *l)
 {
 	memset(l, 0, sizeof(*l));
 	struct kis_store *s = NULL;
-	if (!id || kis_store_open(store_root, &s, NULL) < 0)
+	if (!id || kis_ctx_store(ec, &s, NULL) < 0)
 		return;
 	kis_workspace_layers(s, id, &l->lower, &l->upper, &l->cache, NULL);
-	kis_store_free(s);
 }
 
 void kis_ws_layers_free(struct kis_ws_layers *l)
@@ -80,30 +77,27 @@ void kis_ws_layers_free(struct kis_ws_layers *l)
 	memset(l, 0, sizeof(*l));
 }
 
-void kis_workspace_refresh_view(const char *store_root, const char *id)
+void kis_workspace_refresh_view(struct kis_engine_ctx *ec, const char *id)
 {
 	struct kis_store *s = NULL;
-	if (!id || kis_store_open(store_root, &s, NULL) < 0)
+	if (!id || kis_ctx_store(ec, &s, NULL) < 0)
 		return;
 	kis_workspace_refresh(s, id, NULL);
-	kis_store_free(s);
 }
 
-int kis_workspace_hold_for(const char *store_root, const char *id, const char *session,
+int kis_workspace_hold_for(struct kis_engine_ctx *ec, const char *id, const char *session,
 			   struct kis_error **err)
 {
 	struct kis_store *s = NULL;
-	TRY(kis_store_open(store_root, &s, err));
+	TRY(kis_ctx_store(ec, &s, err));
 	int r = kis_workspace_hold(s, id, session, err);
-	kis_store_free(s);
 	return r;
 }
 
-void kis_workspace_unhold_for(const char *store_root, const char *id, const char *session)
+void kis_workspace_unhold_for(struct kis_engine_ctx *ec, const char *id, const char *session)
 {
 	struct kis_store *s = NULL;
-	if (!id || kis_store_open(store_root, &s, NULL) < 0)
+	if (!id || kis_ctx_store(ec, &s, NULL) < 0)
 		return;
 	kis_workspace_unhold(s, id, session);
-	kis_store_free(s);
 }
