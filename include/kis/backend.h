@@ -37,6 +37,9 @@ struct kis_ctx {
 	/* The microvm guest's directory for this store (the engine's lookup,
 	 * src/engine/guest.c), found on first use; NULL: none. */
 	const char *(*guest_dir)(const struct kis_ctx *ctx);
+	/* Say what a slow step is doing ("building the guest's initramfs"),
+	 * for a caller that shows progress; a no-op when nobody watches. */
+	void (*progress)(const struct kis_ctx *ctx, const char *what);
 	void *priv;             /* the engine's */
 };
 

@@ -43,6 +43,11 @@ struct kis_run_options {
 	const char *store_root; /* NULL: KIS_SANDBOX_ROOT or the default */
 	int resize_fd;          /* with tty: readable means the caller's terminal resized */
 	int tty_fd;             /* with tty: the caller's terminal (TIOCGWINSZ), or -1 */
+	/* Optional: told what a slow step is doing (the microvm's first run
+	 * builds its guest's initramfs and snapshot; a workspace is copied
+	 * into a VM's disk), for a caller that shows progress. */
+	void (*progress)(void *arg, const char *what);
+	void *progress_arg;
 };
 
 /* Run one command under a profile: check the hatches, select a backend,

@@ -46,6 +46,9 @@ extern bool cli_json;
 extern bool cli_quiet;
 /* Progress is shown: stderr is a terminal and --quiet was not given. */
 bool cli_progress_wanted(void);
+/* kis_run_options.progress: one line on stderr per slow step, only where
+ * progress is wanted (stderr a terminal, no --quiet). */
+void cli_progress_line(void *arg, const char *what);
 
 /* Store verbs (cmd_workspace.c). Open the store, printing the error:
  * returns 0 or the exit status. */

@@ -88,6 +88,7 @@ int cmd_run(int argc, char **argv)
 		.store_root = o.store_root,
 		.resize_fd = -1,
 		.tty_fd = -1,
+		.progress = cli_progress_line,
 	};
 	struct cli_term term = {0};
 	if (o.profile.tty.enabled && !o.dry_run) {

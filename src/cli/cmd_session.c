@@ -33,7 +33,7 @@ int cmd_create(int argc, char **argv)
 		return rc;
 	}
 	struct kis_run_options ro = {.io = {.stdin_fd = -1, .cancel_fd = -1},
-				     .store_root = o.store_root};
+				     .store_root = o.store_root, .progress = cli_progress_line};
 	char id[KIS_ID_BUFSZ];
 	struct kis_error *err = NULL;
 	if (o.dry_run) {

@@ -81,6 +81,13 @@ bool cli_progress_wanted(void)
 	return !cli_quiet && isatty(STDERR_FILENO);
 }
 
+void cli_progress_line(void *arg, const char *what)
+{
+	(void)arg;
+	if (cli_progress_wanted())
+		fprintf(stderr, "kis: %s...\n", what);
+}
+
 bool cli_wants_help(int argc, char **argv)
 {
 	for (int i = 1; i < argc; i++) {

@@ -28,6 +28,19 @@ static const char *guest_dir(const struct kis_ctx *ctx)
 	return e->guest;
 }
 
+static void progress(const struct kis_ctx *ctx, const char *what)
+{
+	struct kis_engine_ctx *e = ctx->priv;
+	if (e->progress)
+		e->progress(e->progress_arg, what);
+}
+
+void kis_ctx_set_progress(struct kis_engine_ctx *e, const struct kis_run_options *o)
+{
+	e->progress = o ? o->progress : NULL;
+	e->progress_arg = o ? o->progress_arg : NULL;
+}
+
 void kis_ctx_init(struct kis_engine_ctx *e, const char *store_root, bool thorough)
 {
 	memset(e, 0, sizeof(*e));
@@ -44,6 +57,7 @@ void kis_ctx_init(struct kis_engine_ctx *e, const char *store_root, bool thoroug
 		.agent_why = e->agent_why,
 		.thorough = thorough,
 		.guest_dir = guest_dir,
+		.progress = progress,
 		.priv = e,
 	};
 }

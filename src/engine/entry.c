@@ -59,6 +59,7 @@ int kis_run(const struct kis_profile *p, char *const *argv, const struct kis_run
 {
 	struct kis_engine_ctx ec;
 	kis_ctx_init(&ec, opts->store_root, false);
+	kis_ctx_set_progress(&ec, opts);
 	const struct kis_backend *b = NULL;
 	int r = kis_run_one(&ec, p, argv, opts, res, plan_json, &b, err);
 	if (r == 1)

@@ -89,7 +89,11 @@ struct kis_engine_ctx {
 	bool guest_done;
 	struct kis_store *store; /* opened (and swept) once, on first use */
 	struct kis_error *store_err;
+	void (*progress)(void *arg, const char *what);
+	void *progress_arg;
 };
+/* Pass the caller's progress (kis_run_options) on to the backends. */
+void kis_ctx_set_progress(struct kis_engine_ctx *e, const struct kis_run_options *o);
 void kis_ctx_init(struct kis_engine_ctx *e, const char *store_root, bool thorough);
 void kis_ctx_release(struct kis_engine_ctx *e);
 /* The command's store, opened once: the first call opens it (which sweeps

@@ -872,6 +872,7 @@ int kis_session_create(const struct kis_profile *p, const struct kis_run_options
 {
 	struct kis_engine_ctx ec;
 	kis_ctx_init(&ec, o->store_root, false);
+	kis_ctx_set_progress(&ec, o);
 	int r = create_ctx(&ec, p, o, id, err);
 	kis_ctx_release(&ec);
 	return r;

@@ -828,3 +828,52 @@ def test_no_jail_means_no_microvm_tier_named_so(mvm, tmp_path):
                        env=env, capture_output=True, text=True, timeout=60)
     assert r.returncode != 0 and "tier_unavailable" in r.stderr and "jail" in r.stderr, r.stderr
     assert not _qemu_pids(str(store))
+
+
+# ---- progress of the slow steps (issue 19) ----
+
+def _stderr_on_pty(args, env):
+    """Run kis with stderr on a pseudo-terminal; (rc, what it received)."""
+    import select
+    master, slave = pty.openpty()
+    p = subprocess.Popen([str(KIS), "sandbox", *args], stdout=subprocess.DEVNULL,
+                         stderr=slave, stdin=subprocess.DEVNULL, env=dict(os.environ, **env))
+    os.close(slave)
+    seen = b""
+    while True:
+        r, _, _ = select.select([master], [], [], TIMEOUT)
+        if not r:
+            break
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:  # EIO: the last writer closed
+            break
+        if not chunk:
+            break
+        seen += chunk
+    rc = p.wait(timeout=TIMEOUT)
+    os.close(master)
+    return rc, seen.decode(errors="replace")
+
+
+def test_a_new_base_says_its_disk_image_is_made_on_a_terminal_only(mvm, tmp_path):
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "f").write_text("x")
+    bases = []
+    try:
+        for on_pty in (True, False):
+            base = kis("base", "import", str(src), env=mvm).stdout.strip()
+            bases.append(base)
+            args = ["run", "--tier", "microvm", "--base", base, "--", "cat", "f"]
+            if on_pty:
+                rc, err = _stderr_on_pty(args, mvm)
+                assert rc == 0, err
+                assert "kis: making the base's disk image for the microvm" in err, err
+            else:
+                p = kis(*args, env=mvm, timeout=TIMEOUT)
+                assert p.returncode == 0 and p.stdout == "x", p.stderr
+                assert "kis: making" not in p.stderr, p.stderr
+    finally:
+        for b in bases:
+            kis("base", "remove", b, env=mvm, timeout=60)

@@ -296,10 +296,11 @@ static int sparse_copy(const char *src, const char *dst, struct kis_error **err)
 	return 0;
 }
 
-int kis_mvm_disks_make(const char *guest_dir, const char *vm_dir, const char *ws,
+int kis_mvm_disks_make(const struct kis_mvm_guest *g, const char *vm_dir, const char *ws,
 		       const char *lower, const char *upper, const char *cache, uint64_t rw_bytes,
 		       struct kis_mvm_disks *d, struct kis_error **err)
 {
+	const char *guest_dir = g->dir;
 	memset(d, 0, sizeof(*d));
 	_cleanup_free_ char *empty = NULL, *tmpl = NULL, *stage = NULL;
 	int r = -1;
@@ -344,6 +345,10 @@ int kis_mvm_disks_make(const char *guest_dir, const char *vm_dir, const char *ws
 		goto out;
 	if (ws && lower && upper && cache) {
 		/* copy-on-write: the base's image once, the delta per VM */
+		_cleanup_free_ char *have = NULL;
+		if (asprintf(&have, "%s/microvm-base-v1.img", cache) > 0 && access(have, R_OK) < 0)
+			kis_mvm_progress(g, "making the base's disk image for the microvm (once per "
+					    "base)");
 		if (cached_image(cache, "microvm-base-v1.img", lower, 0, false, "kis-base", &d->base,
 				 err) < 0)
 			goto out;
@@ -358,6 +363,7 @@ int kis_mvm_disks_make(const char *guest_dir, const char *vm_dir, const char *ws
 		d->cow = true;
 	} else if (ws) {
 		/* not an overlay clone: the whole workspace is this VM's base */
+		kis_mvm_progress(g, "copying the workspace into the VM's disk");
 		if (asprintf(&d->base, "%s/base.img", vm_dir) < 0)
 			d->base = NULL;
 		else if (make_image(d->base, ws, 0, false, "kis-base", err) < 0)

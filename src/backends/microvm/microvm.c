@@ -334,7 +334,7 @@ static int vm_start(struct vm *v, const struct kis_plan *pl, int dfd, const char
 		snprintf(v->accel, sizeof(v->accel), "%s", pl->accel_pin);
 	else
 		TRY(kis_mvm_accel(&v->g, v->accel, err));
-	TRY(kis_mvm_disks_make(v->g.dir, dpath, pl->ws_path, pl->ws_lower, pl->ws_upper,
+	TRY(kis_mvm_disks_make(&v->g, dpath, pl->ws_path, pl->ws_lower, pl->ws_upper,
 			       pl->ws_cache, pl->limits.disk_bytes, &v->disks, err));
 	trace("disks made");
 	struct kis_error *serr = NULL;

@@ -298,6 +298,8 @@ int kis_mvm_snapshot(const struct kis_mvm_guest *g, const char *accel, unsigned 
 	fd = open(final, O_RDONLY | O_CLOEXEC);
 	if (fd >= 0)
 		return fd;
+	kis_mvm_progress(g, "booting the microvm guest once for its snapshot (once per guest and "
+			    "VM size; about 30 s under TCG)");
 	TRY(make_snapshot(g, accel, mem_mib, vcpus, final, final_ram, err));
 	fd = open(final, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)

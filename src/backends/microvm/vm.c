@@ -38,6 +38,12 @@ const char *kis_mvm_qemu_path(void)
 	return NULL;
 }
 
+void kis_mvm_progress(const struct kis_mvm_guest *g, const char *what)
+{
+	if (g && g->ctx && g->ctx->progress)
+		g->ctx->progress(g->ctx, what);
+}
+
 char *kis_mvm_guest_dir(const struct kis_ctx *ctx)
 {
 	/* the engine's lookup for the command's store (src/engine/guest.c) */
@@ -235,6 +241,7 @@ int kis_mvm_guest_open(const struct kis_ctx *ctx, struct kis_mvm_guest *g, struc
 	_cleanup_free_ char *agent = NULL;
 	TRY(kis_ctx_agent(ctx, &agent, err));
 	g->dir = kis_mvm_guest_dir(ctx);
+	g->ctx = ctx;
 	struct stat sa, sk, sm;
 	char load[4096];
 	snprintf(load, sizeof(load), "%s/modules/load", g->dir ? g->dir : "");
@@ -253,6 +260,7 @@ int kis_mvm_guest_open(const struct kis_ctx *ctx, struct kis_mvm_guest *g, struc
 		return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "microvm guest cache");
 	}
 	if (access(g->initrd, R_OK) < 0) {
+		kis_mvm_progress(g, "building the microvm guest's initramfs (once per agent build)");
 		if (build_initramfs(g->dir, agent, g->initrd, err) < 0) {
 			kis_mvm_guest_release(g);
 			return -1;

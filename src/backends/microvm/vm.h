@@ -30,12 +30,15 @@
  * by scripts/guest/fetch-kernel.sh; the engine adds the initramfs, the
  * accelerator verdict and the snapshots. */
 struct kis_mvm_guest {
+	const struct kis_ctx *ctx; /* the command's, for its progress */
 	char *dir;
 	char *kernel;   /* dir/vmlinuz */
 	char *initrd;   /* dir/initramfs-<agent stamp>.cpio */
 	char *stamp;    /* identifies kernel + initramfs, for snapshot names */
 };
 
+/* Tell the command's caller what a slow step is doing (kis_ctx.progress). */
+void kis_mvm_progress(const struct kis_mvm_guest *g, const char *what);
 /* Is a guest kernel there (cheap: no build)? why receives what is missing. */
 char *kis_mvm_guest_dir(const struct kis_ctx *ctx);
 /* Run argv[0] (an absolute path) as a tool (exec/tool.h: stdin and stderr
@@ -171,7 +174,7 @@ struct kis_mvm_disks {
 	char *base, *delta, *rw;
 	bool cow; /* base image cached, delta of the workspace's own changes */
 };
-int kis_mvm_disks_make(const char *guest_dir, const char *vm_dir, const char *ws,
+int kis_mvm_disks_make(const struct kis_mvm_guest *g, const char *vm_dir, const char *ws,
 		       const char *lower, const char *upper, const char *cache, uint64_t rw_bytes,
 		       struct kis_mvm_disks *d, struct kis_error **err);
 void kis_mvm_disks_free(struct kis_mvm_disks *d);

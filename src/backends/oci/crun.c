@@ -110,9 +110,13 @@ static int stage_setup(void *arg)
 	return 0;
 }
 
-static void crun_tool_staged(struct kis_tool *t, const char *crun, char *const *argv,
-			     int fd_keep, struct kis_oci_stage *st)
+static int crun_tool(struct kis_tool *t, char *const *argv, int fd_keep, struct kis_oci_stage *st,
+		     struct kis_error **err)
 {
+	const char *crun = kis_oci_crun_path();
+	if (!crun)
+		return kis_error_set(err, KIS_E_TIER_UNAVAILABLE, 0,
+				     "crun is not installed: install Debian's crun");
 	*t = (struct kis_tool){
 		.path = crun, .argv = argv, .envp = (char *const *)crun_env,
 		.in = -1, .out = -1, .err = -1,
@@ -125,6 +129,7 @@ static void crun_tool_staged(struct kis_tool *t, const char *crun, char *const *
 	}
 	if (fd_keep >= 0)
 		t->map[t->n_map++] = (struct kis_tool_fd){fd_keep, 3};
+	return 0;
 }
 
 
@@ -136,12 +141,8 @@ int kis_oci_crun_spawn(char *const *argv, int fd_keep, pid_t *pid_out, struct ki
 int kis_oci_crun_spawn_staged(char *const *argv, int fd_keep, struct kis_oci_stage *st,
 			      pid_t *pid_out, struct kis_error **err)
 {
-	const char *crun = kis_oci_crun_path();
-	if (!crun)
-		return kis_error_set(err, KIS_E_TIER_UNAVAILABLE, 0,
-				     "crun is not installed: install Debian's crun");
 	struct kis_tool t;
-	crun_tool_staged(&t, crun, argv, fd_keep, st);
+	TRY(crun_tool(&t, argv, fd_keep, st, err));
 	/* our own process group: a terminal's ^C reaches the engine, which
 	 * ends the run through the agent; crun then cleans up. crun itself
 	 * dies with the engine (a detached container is crun's child, and
@@ -165,16 +166,12 @@ int kis_oci_crun_staged(char *const *argv, int fd_keep, struct kis_oci_stage *st
 		*out = NULL;
 	if (errbuf && errlen)
 		errbuf[0] = '\0';
-	const char *crun = kis_oci_crun_path();
-	if (!crun)
-		return kis_error_set(err, KIS_E_TIER_UNAVAILABLE, 0,
-				     "crun is not installed: install Debian's crun");
 	/* quiet (no errbuf): stdout and stderr on /dev/null, for `run
 	 * --detach`, whose container inherits them (the caller passes --log):
 	 * it must get /dev/null, not our pipes, or it would hold them open for
 	 * its life. */
 	struct kis_tool t;
-	crun_tool_staged(&t, crun, argv, fd_keep, st);
+	TRY(crun_tool(&t, argv, fd_keep, st, err));
 	struct kis_tool_out o;
 	TRY(kis_tool_run(&t, out != NULL, errbuf != NULL, &o, err));
 	if (errbuf && errlen)
