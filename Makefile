@@ -28,7 +28,7 @@ HARD_LDFLAGS := -Wl,-z,relro,-z,now -Wl,-z,noexecstack
 ALL_CFLAGS := $(BASE_CFLAGS) $(HARDEN) $(CFLAGS)
 
 # Library sources: every module directory except the CLI and the programs.
-LIB_DIRS := src/core src/exec src/confine src/store src/wasm src/agent src/backends src/backends/host src/backends/oci src/backends/microvm src/engine
+LIB_DIRS := src/core src/exec src/confine src/net src/store src/wasm src/agent src/backends src/backends/host src/backends/oci src/backends/microvm src/engine
 LIB_SRCS := $(filter-out src/agent/main.c,$(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.c)))
 CLI_SRCS := $(wildcard src/cli/*.c)
 LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o)

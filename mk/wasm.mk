@@ -85,3 +85,9 @@ $(WASM_RUN): $(BUILD)/obj/bench/wasm/run.o $(STATIC_LIB)
 .PHONY: bench-wasm
 bench-wasm: $(WASM_RUN)
 	sh bench/wasm/bench.sh $(BUILD)
+
+# Real programs (Lua 5.4, bzip2, SQLite's speedtest1 from Debian's sources)
+# natively, in the wasm tier and in Node.js: bench/wasm-real.sh.
+.PHONY: bench-wasm-real
+bench-wasm-real: all
+	sh bench/wasm-real.sh $(BUILD)

@@ -13,13 +13,14 @@ allowed() {
 	core)     echo "core" ;;
 	exec)     echo "core exec" ;;
 	confine)  echo "core exec confine" ;;
+	net)      echo "core exec confine net" ;;
 	store)    echo "core exec store" ;;
 	wasm)     echo "core wasm" ;;
 	agent)    echo "core exec confine agent" ;;
-	backends) echo "core exec confine store wasm agent backends" ;;
-	engine)   echo "core exec confine store wasm agent backends engine" ;;
+	backends) echo "core exec confine net store wasm agent backends" ;;
+	engine)   echo "core exec confine net store wasm agent backends engine" ;;
 	cli)      echo "core store wasm backends cli public" ;;  # the public API only (below)
-	runtime)  echo "core exec confine store backends engine runtime public" ;;
+	runtime)  echo "core exec confine net store backends engine runtime public" ;;
 	*)        echo "" ;;
 	esac
 }

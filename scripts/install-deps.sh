@@ -4,7 +4,7 @@
 # Idempotent: installs only what is missing; needs root (or sudo).
 set -eu
 PKGS="build-essential pkg-config libjansson-dev libseccomp-dev libcmocka-dev
-python3 python3-pytest bubblewrap crun wabt busybox-static e2fsprogs btrfs-progs
+python3 python3-pytest bubblewrap crun passt nftables wabt busybox-static e2fsprogs btrfs-progs
 xfsprogs iproute2 podman containerd uidmap hyperfine gnuplot-nox clang lld wasi-libc libclang-rt-14-dev-wasm32 nodejs qemu-system-x86 cpio help2man man-db"
 missing=""
 for p in $PKGS; do

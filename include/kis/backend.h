@@ -23,6 +23,8 @@ struct kis_caps {
 	unsigned net_modes;      /* bits (1u << enum kis_net_mode) */
 	unsigned limits;         /* KIS_LIMIT_* bits */
 	char accel[16];          /* microvm: "kvm" or "tcg"; else "" */
+	char engines[48];        /* wasm: the engines this host has, best first,
+				  * space-separated ("interpreter"); else "" */
 };
 
 /* What one command of the engine hands every backend (as crun passes

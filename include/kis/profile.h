@@ -25,6 +25,15 @@ enum kis_net_mode { KIS_NET_OFF = 0, KIS_NET_LOOPBACK, KIS_NET_EGRESS, KIS_NET_H
 
 enum kis_root_mode { KIS_ROOT_HOST = 0, KIS_ROOT_WORKSPACE };
 
+/* One destination of network.allow ("203.0.113.0/24:443", "198.51.100.7:1000-2000"):
+ * an IPv4 network in host byte order, its prefix length, and a port range
+ * for TCP and UDP (0-0: every port and protocol). */
+struct kis_net_dest {
+	uint32_t addr;
+	uint8_t prefix;
+	uint16_t port_lo, port_hi;
+};
+
 /* microvm: which accelerator the VM must use; auto takes KVM where it can
  * run the guest and TCG otherwise (and says which in the result). */
 enum kis_accel { KIS_ACCEL_AUTO = 0, KIS_ACCEL_KVM, KIS_ACCEL_TCG };
@@ -40,6 +49,18 @@ struct kis_mount {
 
 /* The most mounts one profile may hold. */
 #define KIS_MOUNTS_MAX 16
+/* wasm: which engine runs the module. auto takes the best one this host
+ * has (`kis sandbox backends` lists them); a named one that is absent is
+ * refused (profile_unsatisfiable), never replaced. */
+enum kis_wasm_engine {
+	KIS_WASM_ENGINE_AUTO = 0,
+	KIS_WASM_ENGINE_INTERPRETER,
+	KIS_WASM_ENGINE_COMPILER,
+};
+
+/* wasm: what the module gets as its one preopened directory (fd 3, named
+ * "/"): the workspace, or nothing at all (fd 3 is then not open). */
+enum kis_wasm_preopen { KIS_WASM_PREOPEN_WORKSPACE = 0, KIS_WASM_PREOPEN_NONE };
 
 struct kis_profile {
 	enum kis_tier tier;
@@ -50,6 +71,11 @@ struct kis_profile {
 	enum kis_root_mode root;
 	enum kis_net_mode net;
 	bool net_explicit; /* network.mode was given (not the default off) */
+	/* network.allow: with egress, only these destinations are reachable;
+	 * unset (net_allow_set false), every public one is */
+	struct kis_net_dest *net_allow;
+	size_t n_net_allow;
+	bool net_allow_set;
 	struct kis_limits limits;
 	char **env;      /* "KEY=VALUE" strings, n_env of them; keys unique */
 	size_t n_env;
@@ -68,6 +94,10 @@ struct kis_profile {
 		enum kis_accel accel;
 		unsigned vcpus; /* 1..64; 0 (unset) is 1 */
 	} microvm;
+	struct {
+		enum kis_wasm_engine engine;
+		enum kis_wasm_preopen preopen;
+	} wasm;
 };
 
 KIS_API void kis_profile_init(struct kis_profile *p);
@@ -97,6 +127,7 @@ KIS_API const char *kis_tier_name(enum kis_tier t);
 KIS_API int kis_tier_parse(const char *s, enum kis_tier *out);
 KIS_API const char *kis_net_mode_name(enum kis_net_mode m);
 KIS_API int kis_net_mode_parse(const char *s, enum kis_net_mode *out);
+KIS_API const char *kis_wasm_engine_name(enum kis_wasm_engine e);
 
 /* "500ms", "2s", "1m", "1h", or a bare number of milliseconds. */
 KIS_API int kis_parse_duration_ms(const char *s, uint64_t *out, struct kis_error **err);

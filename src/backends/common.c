@@ -12,6 +12,7 @@
 #include "core/io.h"
 #include "core/json.h"
 #include "exec/spawn.h"
+#include "net/egress.h"
 
 int kis_check_limits(const struct kis_caps *caps, const struct kis_profile *p,
 		     const char *backend, struct kis_error **err)
@@ -33,6 +34,16 @@ int kis_check_limits(const struct kis_caps *caps, const struct kis_profile *p,
 				     "mounts: the %s backend cannot place mounts (see the MOUNTS "
 				     "column of 'kis sandbox backends'): drop them or choose another "
 				     "tier", backend);
+	/* Likewise the wasm tier's own fields, which only the wasm backend
+	 * reads (in its plan). */
+	if (strcmp(backend, "wasm") && p->wasm.engine != KIS_WASM_ENGINE_AUTO)
+		return kis_error_set(err, KIS_E_PROFILE_UNSATISFIABLE, 0,
+				     "wasm.engine: the %s backend runs no WebAssembly: drop "
+				     "--wasm-engine or choose the wasm tier", backend);
+	if (strcmp(backend, "wasm") && p->wasm.preopen != KIS_WASM_PREOPEN_WORKSPACE)
+		return kis_error_set(err, KIS_E_PROFILE_UNSATISFIABLE, 0,
+				     "wasm.preopen: the %s backend runs no WebAssembly: drop "
+				     "--preopen or choose the wasm tier", backend);
 	/* limits.disk_bytes is the engine's to bind (a project quota) or the
 	 * microvm's own layer: kis_disk_apply and the microvm check it */
 	for (unsigned i = 0; i < KIS_LIMIT__COUNT; i++) {
@@ -210,5 +221,22 @@ int kis_check_mount_targets(const struct kis_profile *p, const char *backend,
 						     i, t, kis_sysview_dirs[k]);
 		}
 	}
+	return 0;
+}
+
+int kis_check_network(const struct kis_caps *caps, const struct kis_profile *p,
+		      const char *backend, const char *hint, struct kis_error **err)
+{
+	if (!(caps->net_modes & (1u << p->net))) {
+		const char *why = p->net == KIS_NET_EGRESS ? kis_egress_unavailable() : NULL;
+		return kis_error_set(err, KIS_E_PROFILE_UNSATISFIABLE, 0,
+				     "network.mode: the %s backend cannot enforce '%s'%s%s%s%s",
+				     backend, kis_net_mode_name(p->net), why ? " here: " : "",
+				     why ? why : "", hint ? (why ? "; " : ": ") : "", hint ? hint : "");
+	}
+	if (p->net == KIS_NET_HOST && !p->escape_hatch.allow_net_host)
+		return kis_error_set(err, KIS_E_ESCAPE_HATCH_FORBIDDEN, 0,
+				     "network.mode 'host' removes network confinement and requires "
+				     "escape_hatch.allow_net_host (--allow-net-host)");
 	return 0;
 }

@@ -18,6 +18,13 @@ struct kis_native_plan {
 
 /* An external program: $env_var (NULL: none) when set (and executable), else the first
  * executable candidate; NULL when there is none. */
+/* The one network check of every backend's plan (issue 20): the mode must
+ * be one this backend enforces on this host (caps->net_modes; for egress,
+ * why it is not available here), else profile_unsatisfiable naming
+ * network.mode with hint (what to use instead; NULL: none); and host
+ * networking needs its escape hatch (escape_hatch_forbidden). */
+int kis_check_network(const struct kis_caps *caps, const struct kis_profile *p,
+		      const char *backend, const char *hint, struct kis_error **err);
 /* The context's agent, copied into *out; the engine's reason when none
  * was found (KIS_E_TIER_UNAVAILABLE). */
 int kis_ctx_agent(const struct kis_ctx *ctx, char **out, struct kis_error **err);

@@ -53,6 +53,8 @@ static void wasm_probe(const struct kis_ctx *ctx, struct kis_caps *c)
 	if (fd >= 0)
 		close((int)fd);
 	c->present = true;
+	/* The engines this build has, best first: auto takes the first. */
+	snprintf(c->engines, sizeof(c->engines), "interpreter");
 	c->cow = true;     /* workspaces from the store */
 	c->seccomp = true; /* the interpreter's process */
 	c->net_modes = 1u << KIS_NET_OFF;
@@ -68,6 +70,8 @@ struct kis_plan {
 	char **envp;       /* the profile's env only */
 	char *module;      /* path of the module relative to the workspace */
 	char *workspace;   /* host path, NULL in the early plan */
+	bool preopen;      /* the workspace is the module's fd 3 ("/") */
+	const char *engine; /* "interpreter" */
 	struct kis_limits limits;
 	struct kis_io io;
 	/* the profile's mounts: one more preopen each, named by its target */
@@ -109,18 +113,50 @@ static const char *module_rel(const char *a)
 	return a[0] == '/' ? NULL : a;
 }
 
+/* Does the space-separated list hold the word? */
+static bool has_word(const char *list, const char *w)
+{
+	size_t n = strlen(w);
+	for (const char *c = list; (c = strstr(c, w)) != NULL; c += n)
+		if ((c == list || c[-1] == ' ') && (c[n] == ' ' || !c[n]))
+			return true;
+	return false;
+}
+
+/* wasm.engine: auto is the best engine present; a named one must be
+ * present, or the run is refused by name rather than run by another. */
+static int pick_engine(const struct kis_caps *caps, enum kis_wasm_engine want,
+		       const char **out, struct kis_error **err)
+{
+	if (want == KIS_WASM_ENGINE_AUTO) {
+		*out = has_word(caps->engines, "compiler") ? "compiler" : "interpreter";
+		return 0;
+	}
+	const char *name = kis_wasm_engine_name(want);
+	if (!has_word(caps->engines, name))
+		return kis_error_set(err, KIS_E_PROFILE_UNSATISFIABLE, 0,
+				     "wasm.engine: this build has no WebAssembly %s (engines here: "
+				     "%s): ask for auto or one of those",
+				     name, caps->engines[0] ? caps->engines : "none");
+	*out = want == KIS_WASM_ENGINE_COMPILER ? "compiler" : "interpreter";
+	return 0;
+}
+
 static int wasm_plan(const struct kis_caps *caps, const struct kis_run_request *req,
 		     struct kis_plan **out, struct kis_error **err)
 {
 	const struct kis_profile *p = req->profile;
+	const char *engine = NULL;
+	TRY(pick_engine(caps, p->wasm.engine, &engine, err));
+	/* The compiler is listed only once it exists; until then nothing
+	 * but the interpreter can be picked. */
+	if (strcmp(engine, "interpreter"))
+		return kis_error_set(err, KIS_E_INTERNAL, 0, "wasm engine '%s' is not built", engine);
 	if (p->tty.enabled)
 		return kis_error_set(err, KIS_E_TTY_UNSUPPORTED, 0,
 				     "the wasm backend cannot give a terminal: drop tty.enabled (--tty)");
-	if (!(caps->net_modes & (1u << p->net)))
-		return kis_error_set(err, KIS_E_PROFILE_UNSATISFIABLE, 0,
-				     "network.mode: the wasm backend has no network ('%s' asked); "
-				     "WASI preview1 modules get no sockets",
-				     kis_net_mode_name(p->net));
+	TRY(kis_check_network(caps, p, "wasm",
+			      "it has no network (WASI preview1 modules get no sockets)", err));
 	TRY(kis_check_limits(caps, p, "wasm", err));
 	if (p->cwd && strcmp(p->cwd, "/workspace") && strcmp(p->cwd, "/workspace/"))
 		return kis_error_set(err, KIS_E_PROFILE_UNSATISFIABLE, 0,
@@ -131,6 +167,13 @@ static int wasm_plan(const struct kis_caps *caps, const struct kis_run_request *
 		return kis_error_set(err, KIS_E_PROFILE_UNSATISFIABLE, 0,
 				     "workspace: the wasm tier runs a module that lies in a "
 				     "workspace: give --base or --workspace");
+	/* WASI libc finds preopens from fd 3 up to the first that is none
+	 * (wasi-libc's __wasilibc_populate_preopens): without the workspace
+	 * at 3 the mounts' 4.. would never be seen */
+	if (p->n_mounts && p->wasm.preopen != KIS_WASM_PREOPEN_WORKSPACE)
+		return kis_error_set(err, KIS_E_PROFILE_UNSATISFIABLE, 0,
+				     "mounts: with wasm.preopen 'none' the module has no directory "
+				     "for them: drop the mounts or --preopen");
 	const char *rel = module_rel(req->argv[0]);
 	if (!rel)
 		return kis_error_set(err, KIS_E_INVALID_ARGUMENT, 0,
@@ -146,6 +189,8 @@ static int wasm_plan(const struct kis_caps *caps, const struct kis_run_request *
 	pl->workspace = req->workspace_path ? strdup(req->workspace_path) : NULL;
 	pl->limits = req->limits;
 	pl->io = req->io;
+	pl->preopen = p->wasm.preopen == KIS_WASM_PREOPEN_WORKSPACE;
+	pl->engine = engine;
 	bool oom = false;
 	for (size_t i = 0; i < req->n_mounts && i < KIS_MOUNTS_MAX; i++) {
 		struct wasm_mount *m = &pl->mounts[i];
@@ -175,9 +220,10 @@ static char *wasm_describe(const struct kis_plan *pl)
 {
 	const struct kis_limits *l = &pl->limits;
 	json_t *o = json_pack(
-		"{s:s, s:s, s:o, s:o, s:s, s:s, s:{s:I, s:I, s:I, s:I, s:I, s:I}}", "backend", "wasm",
-		"module", pl->module, "argv", strv_json(pl->argv), "env", strv_json(pl->envp),
-		"preopen", "/ (the workspace)", "seccomp", "allowlist of the WASI layer's syscalls",
+		"{s:s, s:s, s:s, s:o, s:o, s:o, s:s, s:{s:I, s:I, s:I, s:I, s:I, s:I}}", "backend",
+		"wasm", "engine", pl->engine, "module", pl->module, "argv", strv_json(pl->argv), "env",
+		strv_json(pl->envp), "preopen",
+		pl->preopen ? json_string("/ (the workspace)") : json_null(), "seccomp", "allowlist of the WASI layer's syscalls",
 		"limits", "wall_ms", (json_int_t)l->wall_ms, "cpu_ms", (json_int_t)l->cpu_ms,
 		"linear_memory_bytes", (json_int_t)l->memory_bytes, "output_bytes",
 		(json_int_t)l->output_bytes, "file_bytes", (json_int_t)l->file_bytes, "open_files",
@@ -311,13 +357,14 @@ static int child_main(void *vctx, struct kis_error **err)
 		child_fail(st, "cannot confine the interpreter");
 	}
 	/* The mounts' directories to 4.. (the guest's fds 4.., after the
-	 * workspace's 3), then everything else goes, the supervisor's report
-	 * socket among them: its EOF is how the parent learns that the
-	 * command started, as an exec would have closed it. */
+	 * workspace's 3: the plan refuses mounts without it), then everything
+	 * else goes, the supervisor's report socket among them: its EOF is how
+	 * the parent learns that the command started, as an exec would have
+	 * closed it. */
 	for (size_t i = 0; i < pl->n_mounts; i++)
 		if (dup2(pl->mounts[i].fd, 4 + (int)i) < 0)
 			child_fail(st, "cannot pass a mount's directory");
-	unsigned first = 4u + (unsigned)pl->n_mounts;
+	unsigned first = pl->preopen ? 4u + (unsigned)pl->n_mounts : 3u;
 	if (syscall(SYS_close_range, first, ~0u, 0u) < 0)
 		for (int fd = (int)first; fd < 1024; fd++)
 			close(fd);
@@ -330,7 +377,7 @@ static int child_main(void *vctx, struct kis_error **err)
 	uint64_t nofile = pl->limits.open_files ? pl->limits.open_files : 1024;
 	struct kis_wasi_config cfg = {
 		.argv = pl->argv, .envp = pl->envp, .stdin_fd = 0, .stdout_fd = 1, .stderr_fd = 2,
-		.preopen_fd = 3, .preopen_name = "/", .max_fds = nofile > 4096 ? 4096 : (uint32_t)nofile,
+		.preopen_fd = pl->preopen ? 3 : -1, .preopen_name = "/", .max_fds = nofile > 4096 ? 4096 : (uint32_t)nofile,
 		.extra = pre, .n_extra = pl->n_mounts,
 	};
 	struct kis_wasi *w = g_store ? kis_wasi_new(&cfg) : NULL;
@@ -553,8 +600,10 @@ static int wasm_run(struct kis_plan *pl, struct kis_result *res, struct kis_erro
 			ll_rw[w++] = pl->mounts[i].path;
 	}
 	if (kis_landlock_abi() > 0) {
-		struct kis_landlock_opts lo = {.workspace = pl->workspace, .net = KIS_NET_OFF,
-					       .extra_ro = ll_ro, .extra_rw = ll_rw};
+		/* Without a preopen the process needs no file at all. */
+		struct kis_landlock_opts lo = {.workspace = pl->preopen ? pl->workspace : NULL,
+					       .net = KIS_NET_OFF, .extra_ro = ll_ro,
+					       .extra_rw = ll_rw};
 		struct kis_landlock_report rep;
 		struct kis_error *e = NULL;
 		if (kis_landlock_prepare(&lo, &cc.landlock_fd, &rep, &e) < 0)

@@ -73,6 +73,7 @@ int cmd_backends(int argc, char **argv)
 	size_t n;
 	const struct kis_backend *const *b = kis_backends(&n);
 	json_t *arr = json_array();
+	char wasm_engines[sizeof(((struct kis_caps *)0)->engines)] = "";
 	if (!json)
 		printf("%-12s %-10s %-4s %-6s %-7s %-24s %-8s %-9s %-4s %-6s %-6s %-6s %s\n",
 		       "BACKEND", "TIERS", "CoW", "SHELL", "NATIVE", "NETWORK", "SECCOMP", "SNAPSHOT",
@@ -87,6 +88,8 @@ int cmd_backends(int argc, char **argv)
 		if (quota == 1 && !(c.limits & KIS_LIMIT_DISK) &&
 		    (b[i]->tier != KIS_TIER_PROCESS || geteuid() != 0 || quota_binds_root))
 			c.limits |= KIS_LIMIT_DISK;
+		if (b[i]->tier == KIS_TIER_WASM && c.present)
+			snprintf(wasm_engines, sizeof(wasm_engines), "%s", c.engines);
 		char net[64];
 		net_modes(c.present ? c.net_modes : 0, net, sizeof(net));
 		if (json) {
@@ -104,6 +107,16 @@ int cmd_backends(int argc, char **argv)
 				if (c.present && (c.limits & kis_limit_table[k].bit))
 					json_array_append_new(la, json_string(kis_limit_table[k].name));
 			json_object_set_new(o, "limits", la);
+			if (b[i]->tier == KIS_TIER_WASM) {
+				/* the engines that can run a module, best first */
+				json_t *ea = json_array();
+				char eng[sizeof(c.engines)];
+				snprintf(eng, sizeof(eng), "%s", c.present ? c.engines : "");
+				for (char *sv = NULL, *t = strtok_r(eng, " ", &sv); t;
+				     t = strtok_r(NULL, " ", &sv))
+					json_array_append_new(ea, json_string(t));
+				json_object_set_new(o, "engines", ea);
+			}
 			if (!c.present)
 				json_object_set_new(o, "why_absent", json_string(c.why_absent));
 			if (b[i]->tier == KIS_TIER_MICROVM && guest.assets) {
@@ -125,6 +138,8 @@ int cmd_backends(int argc, char **argv)
 		       yes_no(c.present && c.tty), yes_no(c.present && c.mounts), disk,
 		       c.accel[0] ? c.accel : "-", c.present ? "available" : c.why_absent);
 	}
+	if (!json && wasm_engines[0])
+		printf("\nwasm engines: %s (wasm.engine auto takes the first)\n", wasm_engines);
 	if (!json && guest.assets)
 		printf("\nmicrovm guest: %s (%s%s)\n", guest.assets, kis_guest_source_name(guest.source),
 		       guest.source == KIS_GUEST_NONE ? ": nothing there; 'kis sandbox guest fetch'" :

@@ -35,6 +35,8 @@ static const struct flag flags[] = {
 	{"--keep", "keep", false, RC, "keep the workspace a --base run cloned"},
 	{"--root", "root", true, RC, "host|workspace  system view, or the workspace as /"},
 	{"--net", "network.mode", true, RC, "off|loopback|egress|host  (default off)"},
+	{"--net-allow", "network.allow", true, RC,
+	 "DEST  egress only to A.B.C.D[/N][:PORT[-PORT]] (repeatable)"},
 #define LIMIT_FLAG(f, B, k, d, m, pe, fl, h) {fl, "limits." #f, true, (pe) ? PER_EXEC : RC, h},
 	KIS_LIMITS(LIMIT_FLAG)
 #undef LIMIT_FLAG
@@ -45,6 +47,10 @@ static const struct flag flags[] = {
 	{"--tty", "tty.enabled", false, ALL, "a real terminal for the command"},
 	{"--accel", "microvm.accel", true, RC, "A  auto|kvm|tcg: the microvm's accelerator"},
 	{"--vcpus", "microvm.vcpus", true, RC, "N  the microvm's virtual CPUs (1 to 64, default 1)"},
+	{"--wasm-engine", "wasm.engine", true, RC,
+	 "E  auto|interpreter|compiler: what runs a WebAssembly module"},
+	{"--preopen", "wasm.preopen", true, RC,
+	 "P  workspace|none: a WASI module's directory (fd 3), default workspace"},
 	{"--allow-process-tier", "escape_hatch.allow_process_tier", false, RC,
 	 "escape hatch: allow the unconfined process tier"},
 	{"--allow-net-host", "escape_hatch.allow_net_host", false, RC,

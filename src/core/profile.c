@@ -13,6 +13,7 @@
 #include "core/names.h"
 #include "kis/id.h"
 #include "kis/profile.h"
+#include "core/net_dest.h"
 
 enum field_kind {
 	F_TIER,
@@ -28,6 +29,9 @@ enum field_kind {
 	F_ENV,
 	F_ACCEL,   /* auto | kvm | tcg */
 	F_MOUNTS,  /* a list of {source, target, read_only} */
+	F_WASM_ENGINE,  /* auto | interpreter | compiler */
+	F_WASM_PREOPEN, /* workspace | none */
+	F_NETALLOW, /* network.allow: a list of destinations (core/net_dest.c) */
 };
 
 struct field {
@@ -48,6 +52,7 @@ static const struct field fields[] = {
 	FIELD("keep", F_BOOL, keep),
 	FIELD("root", F_ROOT, root),
 	FIELD("network.mode", F_NET, net),
+	FIELD("network.allow", F_NETALLOW, net_allow),
 	KIS_LIMITS(LIMIT_FIELD)
 	FIELD("env", F_ENV, env),
 	FIELD("cwd", F_PATH, cwd),
@@ -59,16 +64,29 @@ static const struct field fields[] = {
 	FIELD("escape_hatch.allow_net_host", F_BOOL, escape_hatch.allow_net_host),
 	FIELD("microvm.accel", F_ACCEL, microvm.accel),
 	FIELD("microvm.vcpus", F_VCPUS, microvm.vcpus),
+	FIELD("wasm.engine", F_WASM_ENGINE, wasm.engine),
+	FIELD("wasm.preopen", F_WASM_PREOPEN, wasm.preopen),
 };
 #undef FIELD
 #undef LIMIT_FIELD
 
 /* Objects that group fields: a JSON key naming one of them recurses. */
-static const char *const groups[] = {"network", "limits", "tty", "escape_hatch", "microvm"};
+static const char *const groups[] = {"network", "limits", "tty", "escape_hatch", "microvm",
+				     "wasm"};
 
 static const char *const root_names[] = {[KIS_ROOT_HOST] = "host", [KIS_ROOT_WORKSPACE] = "workspace"};
 static const char *const accel_names[] = {[KIS_ACCEL_AUTO] = "auto", [KIS_ACCEL_KVM] = "kvm",
 					  [KIS_ACCEL_TCG] = "tcg"};
+static const char *const wasm_engine_names[] = {[KIS_WASM_ENGINE_AUTO] = "auto",
+						[KIS_WASM_ENGINE_INTERPRETER] = "interpreter",
+						[KIS_WASM_ENGINE_COMPILER] = "compiler"};
+static const char *const wasm_preopen_names[] = {[KIS_WASM_PREOPEN_WORKSPACE] = "workspace",
+						 [KIS_WASM_PREOPEN_NONE] = "none"};
+
+const char *kis_wasm_engine_name(enum kis_wasm_engine e)
+{
+	return (unsigned)e < ARRAY_SIZE(wasm_engine_names) ? wasm_engine_names[e] : "unknown";
+}
 
 static void mounts_clear(struct kis_profile *p)
 {
@@ -103,6 +121,7 @@ void kis_profile_release(struct kis_profile *p)
 	for (size_t i = 0; i < p->n_env; i++)
 		free(p->env[i]);
 	free(p->env);
+	free(p->net_allow);
 	kis_profile_init(p);
 }
 
@@ -475,6 +494,35 @@ static int set_number_field(struct kis_profile *p, const struct field *f, uint64
 	return 0;
 }
 
+/* Append one network.allow entry, parsed strictly: nothing of the caller's
+ * text travels on; the policy is written from the parsed values. */
+static int net_allow_add(struct kis_profile *p, const char *path, const char *v,
+			 struct kis_error **err)
+{
+	struct kis_net_dest d;
+	char why[160];
+	if (kis_net_dest_parse(v, &d, why, sizeof(why)) < 0) {
+		/* the caller's text, shown printable only and short */
+		char shown[65];
+		size_t i = 0;
+		for (; v[i] && i < sizeof(shown) - 1; i++)
+			shown[i] = isprint((unsigned char)v[i]) ? v[i] : '?';
+		shown[i] = '\0';
+		return kis_error_set(err, KIS_E_INVALID_PROFILE, 0, "%s: %s, not '%s'", path, why,
+				     shown);
+	}
+	if (p->n_net_allow >= KIS_NET_ALLOW_MAX)
+		return kis_error_set(err, KIS_E_INVALID_PROFILE, 0, "%s: more than %d destinations",
+				     path, KIS_NET_ALLOW_MAX);
+	struct kis_net_dest *g = realloc(p->net_allow, (p->n_net_allow + 1) * sizeof(*g));
+	if (!g)
+		return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "%s: out of memory", path);
+	g[p->n_net_allow++] = d;
+	p->net_allow = g;
+	p->net_allow_set = true;
+	return 0;
+}
+
 static const struct field *find_field(const char *path)
 {
 	for (size_t i = 0; i < ARRAY_SIZE(fields); i++)
@@ -519,6 +567,20 @@ int kis_profile_set(struct kis_profile *p, const char *path, const char *v,
 		*(enum kis_accel *)slot = (enum kis_accel)i;
 		return 0;
 	}
+	case F_WASM_ENGINE: {
+		int i = kis_name_index(wasm_engine_names, ARRAY_SIZE(wasm_engine_names), v);
+		if (i < 0)
+			return bad(err, path, "expected auto, interpreter or compiler, not", v);
+		*(enum kis_wasm_engine *)slot = (enum kis_wasm_engine)i;
+		return 0;
+	}
+	case F_WASM_PREOPEN: {
+		int i = kis_name_index(wasm_preopen_names, ARRAY_SIZE(wasm_preopen_names), v);
+		if (i < 0)
+			return bad(err, path, "expected workspace or none, not", v);
+		*(enum kis_wasm_preopen *)slot = (enum kis_wasm_preopen)i;
+		return 0;
+	}
 	case F_BOOL:
 		if (!strcmp(v, "true") || !strcmp(v, "1"))
 			*(bool *)slot = true;
@@ -550,6 +612,8 @@ int kis_profile_set(struct kis_profile *p, const char *path, const char *v,
 	}
 	case F_MOUNTS:
 		return mount_add_flag(p, v, err);
+	case F_NETALLOW:
+		return net_allow_add(p, path, v, err);
 	case F_ENV: {
 		const char *eq = strchr(v, '=');
 		if (!eq || !env_valid_key(v, (size_t)(eq - v)))
@@ -610,6 +674,27 @@ static int json_set_field(struct kis_profile *p, const struct field *f, json_t *
 		}
 		return 0;
 	}
+	case F_NETALLOW: {
+		if (!json_is_array(v))
+			return kis_error_set(err, KIS_E_INVALID_PROFILE, 0,
+					     "%s: expected an array of destinations (\"A.B.C.D/N:PORT\")",
+					     f->path);
+		free(p->net_allow);
+		p->net_allow = NULL;
+		p->n_net_allow = 0;
+		p->net_allow_set = true; /* [] : nothing is reachable */
+		size_t i;
+		json_t *e;
+		json_array_foreach(v, i, e) {
+			char path[48];
+			snprintf(path, sizeof(path), "%s[%zu]", f->path, i);
+			if (!json_is_string(e) || strlen(json_string_value(e)) != json_string_length(e))
+				return kis_error_set(err, KIS_E_INVALID_PROFILE, 0,
+						     "%s: expected a string", path);
+			TRY(net_allow_add(p, path, json_string_value(e), err));
+		}
+		return 0;
+	}
 	case F_TIER:
 	case F_NAME:
 	case F_ID:
@@ -617,6 +702,8 @@ static int json_set_field(struct kis_profile *p, const struct field *f, json_t *
 	case F_NET:
 	case F_PATH:
 	case F_ACCEL:
+	case F_WASM_ENGINE:
+	case F_WASM_PREOPEN:
 		if (json_is_null(v) && (f->kind == F_NAME || f->kind == F_ID || f->kind == F_PATH)) {
 			/* null: unset, as kis_profile_to_json writes an absent field */
 			char **slot = (char **)((char *)p + f->off);
@@ -726,6 +813,10 @@ int kis_profile_check_hatches(const struct kis_profile *p, struct kis_error **er
 		return kis_error_set(err, KIS_E_ESCAPE_HATCH_FORBIDDEN, 0,
 				     "host networking removes network confinement and requires "
 				     "escape_hatch.allow_net_host");
+	if (p->net_allow_set && p->net != KIS_NET_EGRESS)
+		return kis_error_set(err, KIS_E_INVALID_PROFILE, 0,
+				     "network.allow: only with network.mode 'egress', not '%s'",
+				     kis_net_mode_name(p->net));
 	return 0;
 }
 
@@ -746,7 +837,7 @@ char *kis_profile_to_json(const struct kis_profile *p)
 	json_t *o = json_pack(
 		"{s:s, s:o, s:o, s:o, s:b, s:s, s:{s:s}, "
 		"s:o, s:o, s:o, s:{s:b, s:i, s:i}, s:{s:b, s:b}, "
-		"s:{s:s, s:i}}",
+		"s:{s:s, s:i}, s:{s:s, s:s}}",
 		"tier", kis_tier_name(p->tier), "backend", str_or_null(p->backend), "base",
 		str_or_null(p->base), "workspace", str_or_null(p->workspace), "keep", p->keep,
 		"root", root_names[p->root], "network", "mode",
@@ -755,7 +846,8 @@ char *kis_profile_to_json(const struct kis_profile *p)
 		(int)p->tty.rows, "cols", (int)p->tty.cols, "escape_hatch", "allow_process_tier",
 		p->escape_hatch.allow_process_tier, "allow_net_host", p->escape_hatch.allow_net_host,
 		"microvm", "accel", accel_names[p->microvm.accel], "vcpus",
-		(int)(p->microvm.vcpus ? p->microvm.vcpus : 1));
+		(int)(p->microvm.vcpus ? p->microvm.vcpus : 1), "wasm", "engine",
+		wasm_engine_names[p->wasm.engine], "preopen", wasm_preopen_names[p->wasm.preopen]);
 	if (!o)
 		return NULL;
 	json_t *ms = json_array();
@@ -768,6 +860,15 @@ char *kis_profile_to_json(const struct kis_profile *p)
 	 * only a mode asked for) */
 	if (!p->net_explicit)
 		json_object_del(json_object_get(o, "network"), "mode");
+	if (p->net_allow_set) {
+		json_t *a = json_array();
+		for (size_t i = 0; i < p->n_net_allow; i++) {
+			char d[48];
+			kis_net_dest_format(&p->net_allow[i], d, sizeof(d));
+			json_array_append_new(a, json_string(d));
+		}
+		json_object_set_new(json_object_get(o, "network"), "allow", a);
+	}
 	char *s = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
 	json_decref(o);
 	return s;

@@ -67,10 +67,8 @@ int kis_run_one(struct kis_engine_ctx *ec, const struct kis_profile *p, char *co
 		return kis_error_set(err, KIS_E_TTY_UNSUPPORTED, 0,
 				     "the %s backend cannot give a terminal: drop tty.enabled (--tty)",
 				     b->name);
-	if (b->tier != KIS_TIER_PROCESS && !(caps.net_modes & (1u << p->net)))
-		return kis_error_set(err, KIS_E_PROFILE_UNSATISFIABLE, 0,
-				     "network.mode: the %s backend cannot enforce '%s'", b->name,
-				     kis_net_mode_name(p->net));
+	/* the network mode is each plan's to check (kis_check_network): the
+	 * first plan, below, runs before any workspace is made */
 
 	/* A terminal lives in the agent (DESIGN.md, Theory of operation): the
 	 * caller runs it as a session with one exec (entry.c). */

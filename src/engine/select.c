@@ -95,9 +95,6 @@ static int plan_check(const struct kis_ctx *ctx, const struct kis_backend *b,
 	kis_limits_resolve(&p->limits, &req.limits);
 	if (p->tty.enabled && !caps->tty)
 		return kis_error_set(err, KIS_E_TTY_UNSUPPORTED, 0, "no terminal");
-	if (!(caps->net_modes & (1u << p->net)))
-		return kis_error_set(err, KIS_E_PROFILE_UNSATISFIABLE, 0,
-				     "network.mode '%s' is not enforced", kis_net_mode_name(p->net));
 	struct kis_plan *plan = NULL;
 	TRY(b->plan(caps, &req, &plan, err));
 	b->plan_free(plan);

@@ -354,10 +354,10 @@ static int c_fd_close(struct kis_wasi *w, const struct wasi_mem *m, const uint64
 	struct wasi_fd *f = wasi_fd_get(w, (uint32_t)a[0], 0, &e);
 	if (!f)
 		return e;
-	/* The preopen stays: closing it would leave the module nothing to
-	 * reopen with, and the host's copy is ours. */
-	if (f->preopen)
-		return W_NOTSUP;
+	/* The table is the module's own: closing the preopen (or stdio)
+	 * loses the module's capability and nothing else (the suite's
+	 * close_preopen; wasmtime and WAMR do the same). The caller's stdio
+	 * descriptors stay open on the host. */
 	if (!f->stdio)
 		close(f->host);
 	memset(f, 0, sizeof(*f));
@@ -368,11 +368,12 @@ static int c_fd_renumber(struct kis_wasi *w, const struct wasi_mem *m, const uin
 {
 	int e = W_BADF;
 	uint32_t from = (uint32_t)a[0], to = (uint32_t)a[1];
+	/* Both must be open (fd_renumber: "atomically replace"); either may be
+	 * the preopen, which then moves or is replaced like any other entry
+	 * (the suite's overwrite_preopen). */
 	struct wasi_fd *f = wasi_fd_get(w, from, 0, &e), *t = wasi_fd_get(w, to, 0, &e);
 	if (!f || !t)
 		return W_BADF;
-	if (f->preopen || t->preopen)
-		return W_NOTSUP;
 	if (from == to)
 		return W_SUCCESS;
 	if (!t->stdio)

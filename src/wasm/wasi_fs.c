@@ -73,18 +73,29 @@ static struct wasi_fd *dir_fd(struct kis_wasi *w, uint32_t fd, uint64_t need, in
 /* A path split into its parent, opened beneath the descriptor (O_PATH,
  * pinned: swapping a component afterwards changes nothing), and its last
  * component. A last component of "." or ".." is resolved with the parent
- * and becomes ".", so no *at call ever sees "..". */
+ * and becomes ".", so no *at call ever sees "..".
+ *
+ * Trailing slashes are cut from the last component, and `slash` remembers
+ * them: given "name/", the kernel's own *at call would follow a symlink
+ * `name` (path_resolution(7): a trailing slash forces the last component
+ * to be resolved as a directory), outside RESOLVE_BENEATH, so no *at call
+ * sees one. Each caller applies what Linux does with the slash instead
+ * (fs/namei.c: do_unlinkat, do_renameat2, filename_create, do_linkat). */
 struct at {
 	int dfd;
 	char *path; /* owns the string; last points into it */
 	const char *last;
+	bool slash;  /* the path ended in '/' */
+	int base;    /* the directory descriptor's host fd (not owned) */
+	char *given; /* the path as given, for a walk of the whole beneath base */
 };
 
 static void at_release(struct at *a)
 {
 	kis_closep(&a->dfd);
 	free(a->path);
-	a->path = NULL;
+	free(a->given);
+	a->path = a->given = NULL;
 }
 
 static int at_open(struct kis_wasi *w, const struct wasi_mem *m, uint32_t fd, uint64_t need,
@@ -92,15 +103,23 @@ static int at_open(struct kis_wasi *w, const struct wasi_mem *m, uint32_t fd, ui
 {
 	int e = W_BADF;
 	a->dfd = -1;
-	a->path = NULL;
+	a->path = a->given = NULL;
+	a->slash = false;
 	struct wasi_fd *f = dir_fd(w, fd, need, &e);
 	if (!f)
 		return e;
+	a->base = f->host;
 	TRY_W(guest_path(m, ptr, len, &a->path));
+	a->given = strdup(a->path);
+	if (!a->given) {
+		at_release(a);
+		return W_NOMEM;
+	}
 	char *s = a->path;
 	size_t n = strlen(s);
+	a->slash = n > 1 && s[n - 1] == '/';
 	while (n > 1 && s[n - 1] == '/')
-		s[--n] = '\0'; /* "dir/" names dir */
+		s[--n] = '\0';
 	char *slash = strrchr(s, '/');
 	const char *parent = ".";
 	char *last = s;
@@ -144,6 +163,36 @@ static int obj_open(struct kis_wasi *w, const struct wasi_mem *m, uint32_t fd, u
 	return W_SUCCESS;
 }
 
+/* The object "name/" names, walked beneath the directory (the slash makes
+ * openat2 follow a symlink and demand a directory, as any walk does):
+ * 0 when it is a directory, else the error Linux's walk gives. */
+static int slash_walk(const struct at *t)
+{
+	int o = beneath(t->base, t->given, O_PATH | O_DIRECTORY, 0);
+	if (o < 0)
+		return wasi_errno(errno);
+	close(o);
+	return W_SUCCESS;
+}
+
+/* A new name given as "name/" to a call that makes no directory (link,
+ * symlink): filename_create in fs/namei.c refuses it, EEXIST when the name
+ * exists and ENOENT otherwise. */
+static int slash_create_err(const struct at *t)
+{
+	struct stat st;
+	return fstatat(t->dfd, t->last, &st, AT_SYMLINK_NOFOLLOW) == 0 ? W_EXIST : W_NOENT;
+}
+
+/* The last component itself, not followed (lstat). */
+static int last_stat(const struct at *t, struct stat *st)
+{
+	return fstatat(t->dfd, t->last, st, AT_SYMLINK_NOFOLLOW) < 0 ? wasi_errno(errno) :
+									 W_SUCCESS;
+}
+
+/* mkdirat and unlinkat(AT_REMOVEDIR) take "dir/" as dir (the name must
+ * be, or become, a directory), so the cut slash changes nothing there. */
 int wasi_path_create_directory(struct kis_wasi *w, const struct wasi_mem *m, const uint64_t *a)
 {
 	struct at t;
@@ -168,20 +217,34 @@ int wasi_path_unlink_file(struct kis_wasi *w, const struct wasi_mem *m, const ui
 {
 	struct at t;
 	TRY_W(at_open(w, m, (uint32_t)a[0], R_PATH_UNLINK_FILE, (uint32_t)a[1], (uint32_t)a[2], &t));
-	int r = unlinkat(t.dfd, t.last, 0) < 0 ? wasi_errno(errno) : W_SUCCESS;
+	int r;
+	struct stat st;
+	if (t.slash) { /* do_unlinkat: ENOENT, EISDIR, else ENOTDIR; nothing removed */
+		r = last_stat(&t, &st);
+		if (r == W_SUCCESS)
+			r = S_ISDIR(st.st_mode) ? W_ISDIR : W_NOTDIR;
+	} else
+		r = unlinkat(t.dfd, t.last, 0) < 0 ? wasi_errno(errno) : W_SUCCESS;
 	at_release(&t);
 	return r;
 }
 
 /* path_rename(fd, old_path, old_len, new_fd, new_path, new_len): both ends
- * beneath their descriptors, so nothing can be moved out. */
+ * beneath their descriptors, so nothing can be moved out. A trailing slash
+ * on either end asks for a directory: do_renameat2 gives ENOTDIR when the
+ * source (not followed) is something else. */
 int wasi_path_rename(struct kis_wasi *w, const struct wasi_mem *m, const uint64_t *a)
 {
 	struct at s, d;
 	TRY_W(at_open(w, m, (uint32_t)a[0], R_PATH_RENAME_SOURCE, (uint32_t)a[1], (uint32_t)a[2], &s));
 	int r = at_open(w, m, (uint32_t)a[3], R_PATH_RENAME_TARGET, (uint32_t)a[4], (uint32_t)a[5], &d);
 	if (r == W_SUCCESS) {
-		r = renameat(s.dfd, s.last, d.dfd, d.last) < 0 ? wasi_errno(errno) : W_SUCCESS;
+		struct stat st;
+		if ((s.slash || d.slash) && (r = last_stat(&s, &st)) == W_SUCCESS &&
+		    !S_ISDIR(st.st_mode))
+			r = W_NOTDIR;
+		if (r == W_SUCCESS)
+			r = renameat(s.dfd, s.last, d.dfd, d.last) < 0 ? wasi_errno(errno) : W_SUCCESS;
 		at_release(&d);
 	}
 	at_release(&s);
@@ -191,50 +254,68 @@ int wasi_path_rename(struct kis_wasi *w, const struct wasi_mem *m, const uint64_
 /* path_link(old_fd, old_flags, old_path, old_len, new_fd, new_path,
  * new_len). Following the source's last component goes through openat2 and
  * links the opened object (linkat(2) AT_EMPTY_PATH), never a name resolved
- * by linkat itself. */
+ * by linkat itself. In do_linkat's order: the source is looked up first
+ * ("name/" is walked as a directory, followed, whatever old_flags say),
+ * then the new name is made (filename_create), then a directory is refused
+ * (EPERM: no hard links to directories). */
 int wasi_path_link(struct kis_wasi *w, const struct wasi_mem *m, const uint64_t *a)
 {
-	struct at d;
-	int r;
-	TRY_W(at_open(w, m, (uint32_t)a[4], R_PATH_LINK_TARGET, (uint32_t)a[5], (uint32_t)a[6], &d));
-	if ((uint32_t)a[1] & LOOKUP_SYMLINK_FOLLOW) {
-		int o = -1;
-		r = obj_open(w, m, (uint32_t)a[0], R_PATH_LINK_SOURCE, LOOKUP_SYMLINK_FOLLOW,
-			     (uint32_t)a[2], (uint32_t)a[3], &o);
-		if (r == W_SUCCESS) {
+	struct at s, d;
+	TRY_W(at_open(w, m, (uint32_t)a[0], R_PATH_LINK_SOURCE, (uint32_t)a[2], (uint32_t)a[3], &s));
+	int r = at_open(w, m, (uint32_t)a[4], R_PATH_LINK_TARGET, (uint32_t)a[5], (uint32_t)a[6], &d);
+	if (r != W_SUCCESS) {
+		at_release(&s);
+		return r;
+	}
+	struct stat st;
+	if (s.slash) {
+		/* it names a directory (or fails as the walk does) */
+		if ((r = slash_walk(&s)) == W_SUCCESS)
+			r = d.slash ? slash_create_err(&d) : last_stat(&d, &st) == W_SUCCESS ? W_EXIST :
+											  W_PERM;
+	} else if (d.slash) {
+		r = last_stat(&s, &st);
+		if (r == W_SUCCESS)
+			r = slash_create_err(&d);
+	} else if ((uint32_t)a[1] & LOOKUP_SYMLINK_FOLLOW) {
+		int o = beneath(s.base, s.given, O_PATH, 0);
+		if (o < 0) {
+			r = wasi_errno(errno);
+		} else {
 			r = linkat(o, "", d.dfd, d.last, AT_EMPTY_PATH) < 0 ? wasi_errno(errno) :
 									       W_SUCCESS;
 			close(o);
 		}
 	} else {
-		struct at s;
-		r = at_open(w, m, (uint32_t)a[0], R_PATH_LINK_SOURCE, (uint32_t)a[2], (uint32_t)a[3],
-			    &s);
-		if (r == W_SUCCESS) {
-			r = linkat(s.dfd, s.last, d.dfd, d.last, 0) < 0 ? wasi_errno(errno) : W_SUCCESS;
-			at_release(&s);
-		}
+		r = linkat(s.dfd, s.last, d.dfd, d.last, 0) < 0 ? wasi_errno(errno) : W_SUCCESS;
 	}
 	at_release(&d);
+	at_release(&s);
 	return r;
 }
 
 /* path_symlink(old_path, old_len, fd, new_path, new_len). The target is
  * just text; an absolute one could only ever point out of the sandbox, so
  * it is refused here, and a relative one that climbs out is refused by
- * RESOLVE_BENEATH whenever it is followed. */
+ * RESOLVE_BENEATH whenever it is followed. A new name "name/" is refused
+ * as filename_create refuses it. */
 int wasi_path_symlink(struct kis_wasi *w, const struct wasi_mem *m, const uint64_t *a)
 {
 	_cleanup_free_ char *target = NULL;
 	TRY_W(guest_path(m, (uint32_t)a[0], (uint32_t)a[1], &target));
 	struct at t;
 	TRY_W(at_open(w, m, (uint32_t)a[2], R_PATH_SYMLINK, (uint32_t)a[3], (uint32_t)a[4], &t));
-	int r = symlinkat(target, t.dfd, t.last) < 0 ? wasi_errno(errno) : W_SUCCESS;
+	int r;
+	if (t.slash)
+		r = slash_create_err(&t);
+	else
+		r = symlinkat(target, t.dfd, t.last) < 0 ? wasi_errno(errno) : W_SUCCESS;
 	at_release(&t);
 	return r;
 }
 
-/* path_readlink(fd, path, path_len, buf, buf_len, bufused). */
+/* path_readlink(fd, path, path_len, buf, buf_len, bufused). "name/" is
+ * walked as a directory (followed), and a directory is no link: EINVAL. */
 int wasi_path_readlink(struct kis_wasi *w, const struct wasi_mem *m, const uint64_t *a)
 {
 	uint8_t *buf = gmem(m, (uint32_t)a[3], (uint32_t)a[4]);
@@ -242,8 +323,15 @@ int wasi_path_readlink(struct kis_wasi *w, const struct wasi_mem *m, const uint6
 		return W_FAULT;
 	struct at t;
 	TRY_W(at_open(w, m, (uint32_t)a[0], R_PATH_READLINK, (uint32_t)a[1], (uint32_t)a[2], &t));
-	ssize_t n = readlinkat(t.dfd, t.last, (char *)buf, (uint32_t)a[4]);
-	int r = n < 0 ? wasi_errno(errno) : put32(m, (uint32_t)a[5], (uint32_t)n);
+	int r;
+	if (t.slash) {
+		r = slash_walk(&t);
+		if (r == W_SUCCESS)
+			r = W_INVAL;
+	} else {
+		ssize_t n = readlinkat(t.dfd, t.last, (char *)buf, (uint32_t)a[4]);
+		r = n < 0 ? wasi_errno(errno) : put32(m, (uint32_t)a[5], (uint32_t)n);
+	}
 	at_release(&t);
 	return r;
 }
@@ -267,12 +355,17 @@ int wasi_path_filestat_get(struct kis_wasi *w, const struct wasi_mem *m, const u
 
 /* path_filestat_set_times(fd, flags, path, path_len, atim, mtim, fstflags):
  * utimensat(2) on the opened object with AT_EMPTY_PATH (Linux 5.8+ takes
- * it; an O_PATH descriptor is not accepted with a NULL path). */
+ * it; an O_PATH descriptor is not accepted with a NULL path). Without
+ * symlink_follow the last component is changed itself, unless the path
+ * ends in '/': then it is walked as a directory, as the kernel would. */
 int wasi_path_filestat_set_times(struct kis_wasi *w, const struct wasi_mem *m, const uint64_t *a)
 {
 	struct timespec ts[2];
 	TRY_W(wasi_times(a[4], a[5], (uint32_t)a[6], ts));
-	if (!((uint32_t)a[1] & LOOKUP_SYMLINK_FOLLOW)) {
+	uint32_t plen = (uint32_t)a[3];
+	const uint8_t *pp = gmem(m, (uint32_t)a[2], plen);
+	bool slash = pp && plen > 1 && pp[plen - 1] == '/';
+	if (!((uint32_t)a[1] & LOOKUP_SYMLINK_FOLLOW) && !slash) {
 		struct at t;
 		TRY_W(at_open(w, m, (uint32_t)a[0], R_PATH_FILESTAT_SET_TIMES, (uint32_t)a[2],
 			      (uint32_t)a[3], &t));

@@ -183,7 +183,8 @@ def test_backends_matrix_and_plan(mstore):
     oci = [b for b in json.loads(p.stdout) if b["backend"] == "oci"][0]
     assert oci["tiers"] == ["container"] and oci["available"] and oci["seccomp"]
     assert oci["tty"] and oci["shell"] and oci["native"]
-    assert set(oci["network"].split(",")) == {"off", "loopback", "host"}
+    # egress where this host can enforce it (tests/integration/test_egress.py)
+    assert set(oci["network"].split(",")) - {"egress"} == {"off", "loopback", "host"}
     assert {"memory_bytes", "pids"} <= set(oci["limits"])
     p = kis("run", *CT, "--dry-run", "--", "true")
     plan = json.loads(p.stdout)
@@ -293,9 +294,13 @@ def test_network_modes(mstore):
                     "import socket,errno\ns=socket.socket()\n"
                     "print(errno.errorcode[s.connect_ex(('127.0.0.1', 9))])")
     assert r["stdout"].strip() == "ECONNREFUSED", r
-    p = kis("run", *CT, "--net", "egress", "--", "true")
-    assert p.returncode == 125 and "profile_unsatisfiable" in p.stderr
-    assert "network.mode" in p.stderr
+    # egress: refused by name where this host cannot carry it; where it can,
+    # tests/integration/test_egress.py runs it in an offline world of its own
+    oci = [b for b in json.loads(kis("backends", "--json").stdout) if b["backend"] == "oci"][0]
+    if "egress" not in oci["network"].split(","):
+        p = kis("run", *CT, "--net", "egress", "--", "true")
+        assert p.returncode == 125 and "profile_unsatisfiable" in p.stderr
+        assert "network.mode" in p.stderr
     p = kis("run", *CT, "--net", "host", "--", "true")
     assert p.returncode == 125 and "escape_hatch_forbidden" in p.stderr
     # with its hatch: no network namespace, and inet sockets open

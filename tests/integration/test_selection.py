@@ -46,10 +46,14 @@ def test_auto_passes_over_a_tier_that_refuses_a_field(env, flags):
 
 
 def test_auto_refuses_only_when_no_tier_can_naming_each(env):
-    # egress: enforced by no backend yet (issue 14); skip once one does
+    # a field no tier here can enforce: egress where no backend carries it
+    # (issue 14), else a disk quota where the store has none
+    flags = ["--net", "egress"]
     if any("egress" in r["network"] for r in rows(env).values()):
-        pytest.skip("a backend enforces egress now: find another field no tier can")
-    p, _ = dry(env, "--net", "egress")
+        flags = ["--disk", "1G"]
+    p, _ = dry(env, *flags)
+    if p.returncode == 0:
+        pytest.skip(f"a tier enforces {flags} here: find another field no tier can")
     assert p.returncode == 125, p.stderr
     assert p.stderr.startswith("profile_unsatisfiable: no tier available here"), p.stderr
     for name, row in rows(env).items():

@@ -172,6 +172,9 @@ static void test_invalid_profiles_name_the_path(void **state)
 	expect_invalid("{\"microvm\":{\"accel\":\"hvf\"}}", "microvm.accel");
 	expect_invalid("{\"microvm\":{\"vcpus\":0}}", "microvm.vcpus");
 	expect_invalid("{\"microvm\":{\"vcpus\":65}}", "microvm.vcpus");
+	expect_invalid("{\"wasm\":{\"engine\":\"jit\"}}", "wasm.engine: expected auto, interpreter or compiler");
+	expect_invalid("{\"wasm\":{\"preopen\":\"/etc\"}}", "wasm.preopen: expected workspace or none");
+	expect_invalid("{\"wasm\":{\"dirs\":[]}}", "wasm.dirs: unknown field");
 	/* ranges: what the engine can apply, never clamped on the way */
 	expect_invalid("{\"limits\":{\"pids\":4294967296}}", "limits.pids: expected 0 (the default) to 4194304");
 	expect_invalid("{\"limits\":{\"open_files\":99999999}}", "limits.open_files: expected 0");
@@ -200,6 +203,12 @@ static void test_flags_override_field_by_field(void **state)
 	assert_int_equal(p.microvm.accel, KIS_ACCEL_KVM);
 	assert_int_equal(kis_profile_set(&p, "microvm.vcpus", "2", &e), 0);
 	assert_int_equal(p.microvm.vcpus, 2);
+	assert_int_equal(p.wasm.engine, KIS_WASM_ENGINE_AUTO); /* the zero value */
+	assert_int_equal(p.wasm.preopen, KIS_WASM_PREOPEN_WORKSPACE);
+	assert_int_equal(kis_profile_set(&p, "wasm.engine", "interpreter", &e), 0);
+	assert_int_equal(p.wasm.engine, KIS_WASM_ENGINE_INTERPRETER);
+	assert_int_equal(kis_profile_set(&p, "wasm.preopen", "none", &e), 0);
+	assert_int_equal(p.wasm.preopen, KIS_WASM_PREOPEN_NONE);
 	assert_int_equal(p.limits.wall_ms, 2000);
 	assert_int_equal(p.limits.cpu_ms, 2000); /* untouched */
 	assert_int_equal(p.limits.memory_bytes, 64u << 20);

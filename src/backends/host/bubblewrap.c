@@ -39,6 +39,7 @@
 #include <grp.h>
 #include <jansson.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -54,6 +55,7 @@
 #include "core/io.h"
 #include "exec/spawn.h"
 #include "exec/tool.h"
+#include "net/egress.h"
 
 #define AGENT_IN_SANDBOX "/.kis/agent"
 /* Where, in bwrap's private mount namespace, the sandbox's pieces are
@@ -70,6 +72,7 @@ struct bw_mount {
 	bool ro;
 	char stage[48];
 };
+#define STAGE_RESOLV STAGE "/kis-resolv.conf"
 
 static const char *bwrap_path(void)
 {
@@ -151,8 +154,10 @@ static void bubblewrap_probe(const struct kis_ctx *ctx, struct kis_caps *c)
 	c->tty = true; /* the agent allocates PTYs in the sandbox's own devpts */
 	c->mounts = true; /* idmapped binds in its mount namespace */
 	/* off: empty netns + seccomp AF_UNIX only; loopback: netns with lo up
-	 * (bwrap brings it up); host: only with its hatch. egress: later. */
-	c->net_modes = (1u << KIS_NET_OFF) | (1u << KIS_NET_LOOPBACK) | (1u << KIS_NET_HOST);
+	 * (bwrap brings it up); host: only with its hatch; egress: the
+	 * engine's network namespace with pasta (src/net/egress.c) */
+	c->net_modes = (1u << KIS_NET_OFF) | (1u << KIS_NET_LOOPBACK) | (1u << KIS_NET_HOST) |
+		       (kis_egress_unavailable() ? 0 : 1u << KIS_NET_EGRESS);
 	c->limits = KIS_LIMIT_WALL | KIS_LIMIT_CPU | KIS_LIMIT_OUTPUT | KIS_LIMIT_FILE |
 		    KIS_LIMIT_OPEN_FILES | (ctx->thorough ? kis_cgroup_limits_available() : 0);
 }
@@ -168,6 +173,9 @@ struct kis_plan {
 	uid_t ids;                /* first host id of the sandbox's range */
 	enum kis_root_mode root;
 	enum kis_net_mode net;
+	struct kis_net_dest *allow; /* network.allow, n_allow of them */
+	size_t n_allow;
+	bool allow_set;
 	unsigned cgroup_limits;
 	unsigned cgroup_explicit;
 	struct bw_mount *mounts;
@@ -189,6 +197,7 @@ static void plan_release(struct kis_plan *pl)
 		free(pl->mounts[i].ws_dir);
 	}
 	free(pl->mounts);
+	free(pl->allow);
 	free(pl);
 }
 
@@ -217,14 +226,7 @@ static int bubblewrap_plan(const struct kis_caps *caps, const struct kis_run_req
 			   struct kis_plan **out, struct kis_error **err)
 {
 	const struct kis_profile *p = req->profile;
-	if (p->net == KIS_NET_EGRESS)
-		return kis_error_set(err, KIS_E_PROFILE_UNSATISFIABLE, 0,
-				     "network.mode 'egress' is not enforced by the bubblewrap backend "
-				     "yet: use 'off' or 'loopback', or another tier");
-	if (p->net == KIS_NET_HOST && !p->escape_hatch.allow_net_host)
-		return kis_error_set(err, KIS_E_ESCAPE_HATCH_FORBIDDEN, 0,
-				     "network.mode 'host' removes network confinement and requires "
-				     "escape_hatch.allow_net_host (--allow-net-host)");
+	TRY(kis_check_network(caps, p, "bubblewrap", NULL, err));
 	if (p->root == KIS_ROOT_WORKSPACE && !req->workspace_path && (p->base || p->workspace))
 		; /* planned once without the workspace (run.c): checked again with it */
 	else if (p->root == KIS_ROOT_WORKSPACE && !req->workspace_path)
@@ -267,6 +269,11 @@ static int bubblewrap_plan(const struct kis_caps *caps, const struct kis_run_req
 	pl->ids = kis_sandbox_ids(req->sandbox_id);
 	pl->root = p->root;
 	pl->net = p->net;
+	pl->allow_set = p->net_allow_set;
+	if (p->n_net_allow &&
+	    !(pl->allow = kis_net_dests_dup(p->net_allow, p->n_net_allow)))
+		goto oom;
+	pl->n_allow = p->n_net_allow;
 	pl->cgroup_limits = KIS_LIMIT_MEMORY | KIS_LIMIT_PIDS;
 	pl->cgroup_explicit = explicit_cg;
 	const char *home = req->workspace_path ? (p->root == KIS_ROOT_WORKSPACE ? "/" : "/workspace")
@@ -406,8 +413,10 @@ static char **build_argv(const struct kis_plan *pl, int userns_fd, int seccomp_f
 	add(&a, "--unshare-ipc");
 	add(&a, "--unshare-uts");
 	add(&a, "--unshare-cgroup-try");
-	if (pl->net != KIS_NET_HOST)
-		add(&a, "--unshare-net"); /* bwrap brings lo up in the new netns */
+	/* bwrap brings lo up in a netns of its own; egress joins the engine's
+	 * (bw_child), where pasta has brought lo and eth0 up */
+	if (pl->net != KIS_NET_HOST && pl->net != KIS_NET_EGRESS)
+		add(&a, "--unshare-net");
 	add(&a, "--as-pid-1"); /* the agent reaps; its death ends the pid ns */
 	if (!session)
 		add(&a, "--die-with-parent");
@@ -445,6 +454,8 @@ static char **build_argv(const struct kis_plan *pl, int userns_fd, int seccomp_f
 	for (size_t i = 0; i < pl->n_mounts; i++)
 		add3(&a, pl->mounts[i].ro ? "--ro-bind" : "--bind", pl->mounts[i].stage,
 		     pl->mounts[i].target);
+	if (pl->net == KIS_NET_EGRESS && !(pl->root == KIS_ROOT_WORKSPACE && pl->workspace))
+		add3(&a, "--ro-bind", STAGE_RESOLV, "/etc/resolv.conf"); /* the forwarder */
 	add3(&a, "--ro-bind", STAGE_AGENT, AGENT_IN_SANDBOX);
 	add_fd(&a, "--seccomp", seccomp_fd);
 	if (info_fd >= 0)
@@ -475,6 +486,10 @@ static char *bubblewrap_describe(const struct kis_plan *pl)
 	}
 	json_object_set_new(o, "bwrap_argv", kis_strv_json(argv));
 	json_object_set_new(o, "cwd", json_string(pl->inside_cwd));
+	if (pl->net == KIS_NET_EGRESS)
+		json_object_set_new(o, "egress", kis_egress_describe(pl->allow, pl->n_allow,
+								     pl->allow_set,
+								     kis_egress_helper_uid(pl->ids)));
 	json_object_set_new(o, "ids", json_pack("{s:I, s:I}", "first", (json_int_t)pl->ids, "count",
 						(json_int_t)KIS_IDS_COUNT));
 	argv_free(argv);
@@ -491,6 +506,8 @@ struct bw_start {
 	int seccomp_fd;
 	int info_fd;  /* write end for bwrap --info-fd, or -1 */
 	int userns_fd;
+	int netns_fd; /* egress: the engine's network namespace, or -1 */
+	struct kis_egress eg;
 };
 
 static int clear_cloexec(int fd)
@@ -511,6 +528,8 @@ static int bw_child(void *ctx, struct kis_error **err)
 	struct bw_start *s = ctx;
 	const struct kis_plan *pl = s->pl;
 	TRY(kis_run_cgroup_join(&s->rc, err));
+	if (s->netns_fd >= 0 && setns(s->netns_fd, CLONE_NEWNET) < 0)
+		return child_fail(err, "cannot enter the sandbox's network namespace");
 	/* bwrap hands every inherited fd to the command: only ours pass (an
 	 * fd our own caller leaked to us included) */
 	int keep[4] = {s->seccomp_fd, s->info_fd, 3, s->userns_fd};
@@ -526,6 +545,13 @@ static int bw_child(void *ctx, struct kis_error **err)
 	if (f < 0)
 		return child_fail(err, STAGE_AGENT);
 	close(f);
+	if (pl->net == KIS_NET_EGRESS) {
+		static const char resolv[] = KIS_EGRESS_RESOLV;
+		f = open(STAGE_RESOLV, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+		if (f < 0 || write(f, resolv, sizeof(resolv) - 1) != (ssize_t)sizeof(resolv) - 1)
+			return child_fail(err, STAGE_RESOLV);
+		close(f);
+	}
 	if (kis_idmap_bind(pl->agent, STAGE_AGENT, -1) < 0)
 		return child_fail(err, "cannot place the agent");
 	if (pl->workspace) {
@@ -580,10 +606,11 @@ static int export_seccomp(enum kis_net_mode net, struct kis_error **err)
 
 /* The descriptors both kinds of start need: the cgroup, the seccomp
  * program, the user namespace (each at fd >= 10). */
-static int start_prepare(struct kis_plan *pl, const char *cg_name, struct bw_start *s,
-			 struct kis_error **err)
+static int start_prepare(struct kis_plan *pl, const char *cg_name, bool session,
+			 struct bw_start *s, struct kis_error **err)
 {
-	*s = (struct bw_start){.pl = pl, .seccomp_fd = -1, .info_fd = -1, .userns_fd = -1};
+	*s = (struct bw_start){.pl = pl, .seccomp_fd = -1, .info_fd = -1, .userns_fd = -1,
+			       .netns_fd = -1, .eg = KIS_EGRESS_INIT};
 	TRY(kis_host_cgroup_open(&s->rc, cg_name, &pl->n.limits, pl->cgroup_limits,
 				 pl->cgroup_explicit, err));
 	if ((s->seccomp_fd = export_seccomp(pl->net, err)) < 0)
@@ -595,6 +622,12 @@ static int start_prepare(struct kis_plan *pl, const char *cg_name, struct bw_sta
 	close(ns);
 	if (s->userns_fd < 0)
 		return kis_error_set(err, KIS_E_INTERNAL, e, "cannot place the user namespace");
+	if (pl->net == KIS_NET_EGRESS) {
+		/* a one-shot run's pasta dies with us; a session's with destroy */
+		TRY(kis_egress_start(&s->eg, pl->allow, pl->n_allow, pl->allow_set,
+				     kis_egress_helper_uid(pl->ids), !session, session, err));
+		s->netns_fd = s->eg.netns_fd;
+	}
 	return 0;
 }
 
@@ -604,6 +637,7 @@ static void start_release(struct bw_start *s)
 	kis_closep(&s->seccomp_fd);
 	kis_closep(&s->info_fd);
 	kis_closep(&s->userns_fd);
+	kis_egress_stop(&s->eg); /* a session's was released once it was saved */
 }
 
 /* bwrap's own words when it could not start the sandbox (its stderr). */
@@ -631,7 +665,7 @@ static int bubblewrap_run(struct kis_plan *pl, struct kis_result *res, struct ki
 	char **argv = NULL;
 	pid_t bw = -1;
 	int r = -1;
-	if (start_prepare(pl, pl->sandbox_id, &s, err) < 0)
+	if (start_prepare(pl, pl->sandbox_id, false, &s, err) < 0)
 		goto out;
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ch) < 0 || pipe2(ep, O_CLOEXEC) < 0) {
 		kis_error_set(err, KIS_E_INTERNAL, errno, "cannot create the agent's channel");
@@ -660,7 +694,11 @@ static int bubblewrap_run(struct kis_plan *pl, struct kis_result *res, struct ki
 		.limits = pl->n.limits, .io = pl->n.io, .peer = "the sandbox's agent",
 		.has_cpu = s.rc.has_cpu, .cpu_fd = s.rc.cpu_fd,
 	};
-	r = kis_agent_run_once(&ar, res, err);
+	/* a one-shot run's pasta set itself up while bwrap started */
+	r = kis_egress_ready(&s.eg, err);
+	if (r >= 0)
+		r = kis_agent_run_once(&ar, res, err);
+	kis_egress_kill(&s.eg); /* its teardown overlaps ours */
 	if (r < 0) {
 		char msg[400];
 		read_bwrap_error(ep[0], msg, sizeof(msg));
@@ -743,7 +781,7 @@ static int bubblewrap_start_session(struct kis_plan *pl, const struct kis_sessio
 	int info[2] = {-1, -1};
 	char **argv = NULL;
 	int r = -1;
-	if (start_prepare(pl, ctx->id, &s, err) < 0)
+	if (start_prepare(pl, ctx->id, true, &s, err) < 0)
 		goto out;
 	if (pipe2(info, O_CLOEXEC) < 0 || (s.info_fd = fcntl(info[1], F_DUPFD_CLOEXEC, 10)) < 0) {
 		kis_error_set(err, KIS_E_INTERNAL, errno, "cannot create the info pipe");
@@ -770,11 +808,14 @@ static int bubblewrap_start_session(struct kis_plan *pl, const struct kis_sessio
 		kis_error_set(err, KIS_E_INTERNAL, 0, "bwrap did not start the agent");
 		goto out;
 	}
-	/* the cgroup outlives us: end_session finds it in the session's dir */
-	if (kis_host_cgroup_save(ctx->dir_fd, &s.rc, err) < 0) {
+	/* the cgroup and pasta outlive us: end_session finds them in the
+	 * session's dir */
+	if (kis_host_cgroup_save(ctx->dir_fd, &s.rc, err) < 0 ||
+	    (s.eg.pid > 0 && kis_egress_save(ctx->dir_fd, &s.eg, err) < 0)) {
 		kill(agent, SIGKILL);
 		goto out;
 	}
+	kis_egress_release(&s.eg);
 	*pid = agent;
 	r = 0;
 out:
@@ -789,6 +830,7 @@ out:
 static int bubblewrap_end_session(const struct kis_session_ctx *ctx, struct kis_error **err)
 {
 	(void)err;
+	kis_egress_end_saved(ctx->dir_fd);
 	kis_host_cgroup_end(ctx->dir_fd);
 	return 0;
 }

@@ -93,15 +93,9 @@ static int landlock_plan(const struct kis_caps *caps, const struct kis_run_reque
 				     "root: the landlock backend cannot make the workspace the root "
 				     "filesystem (Landlock has no mount namespace): use root 'host' "
 				     "or the bubblewrap backend");
-	if (p->net == KIS_NET_LOOPBACK || p->net == KIS_NET_EGRESS)
-		return kis_error_set(err, KIS_E_PROFILE_UNSATISFIABLE, 0,
-				     "network.mode '%s' cannot be enforced by the landlock backend: "
-				     "use 'off', or the bubblewrap backend for 'loopback'",
-				     kis_net_mode_name(p->net));
-	if (p->net == KIS_NET_HOST && !p->escape_hatch.allow_net_host)
-		return kis_error_set(err, KIS_E_ESCAPE_HATCH_FORBIDDEN, 0,
-				     "network.mode 'host' removes network confinement and requires "
-				     "escape_hatch.allow_net_host (--allow-net-host)");
+	TRY(kis_check_network(caps, p, "landlock",
+			      "use 'off', or the bubblewrap backend for 'loopback' and 'egress' "
+			      "(Landlock shares the host's network namespace)", err));
 	struct kis_landlock_report rep;
 	kis_landlock_probe(&rep);
 	unsigned lacking = required_features(p->net) & rep.missing;

@@ -114,10 +114,9 @@ static int microvm_plan(const struct kis_caps *caps, const struct kis_run_reques
 					     "probe found %s): use 'auto' or 'tcg'",
 					     a ? a : "no usable accelerator");
 	}
-	if (p->net != KIS_NET_OFF && p->net != KIS_NET_LOOPBACK)
-		return kis_error_set(err, KIS_E_PROFILE_UNSATISFIABLE, 0,
-				     "network.mode: the microvm has no network device; use 'off' or "
-				     "'loopback'");
+	TRY(kis_check_network(caps, p, "microvm",
+			      "it has no network device yet: use 'off' or 'loopback', or the "
+			      "container tier for 'egress'", err));
 	if (p->root == KIS_ROOT_WORKSPACE && !req->workspace_path && !p->base && !p->workspace)
 		return kis_error_set(err, KIS_E_PROFILE_UNSATISFIABLE, 0,
 				     "root: 'workspace' needs a workspace (--base or --workspace)");

@@ -121,6 +121,11 @@ static int build_mounts(const struct kis_oci_spec *s, json_t *m)
 		for (size_t i = 0; i < s->n_mounts; i++)
 			r |= add(m, mount_entry(s->mounts[i].target, "bind", s->mounts[i].source,
 						s->mounts[i].ro ? mro_o : mrw_o, ARRAY_SIZE(mro_o)));
+		/* over the host's: the sandbox's resolver is pasta's forwarder */
+		if (s->net == KIS_NET_EGRESS)
+			r |= add(m, mount_entry("/etc/resolv.conf", "bind",
+						s->resolv_conf ? s->resolv_conf : "<bundle>/resolv.conf",
+						sysro_o, ARRAY_SIZE(sysro_o)));
 	}
 	r |= add(m, mount_entry(KIS_OCI_AGENT_PATH, "bind", s->agent, agent_o,
 				ARRAY_SIZE(agent_o)));
@@ -133,8 +138,12 @@ static json_t *build_namespaces(const struct kis_oci_spec *s)
 	json_t *a = json_array();
 	for (size_t i = 0; a && i < ARRAY_SIZE(ns); i++)
 		add(a, json_pack("{s:s}", "type", ns[i]));
-	/* host networking is the hatch: no network namespace at all */
-	if (a && s->net != KIS_NET_HOST)
+	/* host networking is the hatch: no network namespace at all; egress
+	 * joins the one the engine made (src/net/egress.c) */
+	if (a && s->net == KIS_NET_EGRESS)
+		add(a, json_pack("{s:s, s:s}", "type", "network", "path",
+				 s->netns_path ? s->netns_path : "<the engine's network namespace>"));
+	else if (a && s->net != KIS_NET_HOST)
 		add(a, json_pack("{s:s}", "type", "network"));
 	if (a && s->user_ns)
 		add(a, json_pack("{s:s}", "type", "user"));

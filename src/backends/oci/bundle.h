@@ -56,6 +56,8 @@ struct kis_oci_spec {
 	const char *workspace;    /* root:host: bound read-write at /workspace; may be NULL */
 	const char *agent;        /* host path of the static agent */
 	enum kis_net_mode net;
+	const char *netns_path;   /* egress: the network namespace to join */
+	const char *resolv_conf;  /* egress: host path bound at /etc/resolv.conf */
 	const struct kis_limits *limits; /* resolved */
 	const char *cgroups_path;
 	const struct kis_oci_mount *mounts; /* root:host only */

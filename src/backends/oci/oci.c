@@ -46,6 +46,7 @@
 #include "core/record.h"
 #include "core/io.h"
 #include "exec/spawn.h"
+#include "net/egress.h"
 
 static void oci_probe(const struct kis_ctx *ctx, struct kis_caps *c)
 {
@@ -88,8 +89,9 @@ static void oci_probe(const struct kis_ctx *ctx, struct kis_caps *c)
 	c->seccomp = true;
 	c->tty = true; /* the agent's PTY inside the container */
 	c->mounts = true; /* binds of sources staged in crun's mount namespace */
-	/* egress needs a veth and a filter: refused until then */
-	c->net_modes = (1u << KIS_NET_OFF) | (1u << KIS_NET_LOOPBACK) | (1u << KIS_NET_HOST);
+	/* egress: the engine's network namespace with pasta, joined by path */
+	c->net_modes = (1u << KIS_NET_OFF) | (1u << KIS_NET_LOOPBACK) | (1u << KIS_NET_HOST) |
+		       (kis_egress_unavailable() ? 0 : 1u << KIS_NET_EGRESS);
 	c->limits = KIS_LIMIT_WALL | KIS_LIMIT_CPU | KIS_LIMIT_MEMORY | KIS_LIMIT_PIDS |
 		    KIS_LIMIT_OUTPUT | KIS_LIMIT_FILE | KIS_LIMIT_OPEN_FILES;
 }
@@ -105,6 +107,11 @@ struct kis_plan {
 	char *workspace;         /* host path or NULL */
 	enum kis_root_mode root;
 	enum kis_net_mode net;
+	struct kis_net_dest *allow; /* network.allow */
+	size_t n_allow;
+	bool allow_set;
+	struct kis_egress eg;       /* egress: pasta and the namespace */
+	char netns_path[64];        /* egress: /proc/<us>/fd/<S> for crun */
 	struct kis_limits limits;
 	struct kis_io io;
 	char ctr_id[KIS_ID_BUFSZ + 8];
@@ -128,6 +135,8 @@ static void oci_plan_free(struct kis_plan *pl)
 		free(pl->m_target[i]);
 		free(pl->m_path[i]);
 	}
+	free(pl->allow);
+	kis_egress_stop(&pl->eg);
 	free(pl);
 }
 
@@ -137,15 +146,7 @@ static int oci_plan(const struct kis_caps *caps, const struct kis_run_request *r
 	const struct kis_profile *p = req->profile;
 	TRY(kis_check_limits(caps, p, "oci", err));
 	TRY(kis_check_mount_targets(p, "oci", err));
-	if (!(caps->net_modes & (1u << p->net)))
-		return kis_error_set(err, KIS_E_PROFILE_UNSATISFIABLE, 0,
-				     "network.mode: the oci backend cannot enforce '%s' (egress "
-				     "filtering is not implemented yet): use off, loopback or host",
-				     kis_net_mode_name(p->net));
-	if (p->net == KIS_NET_HOST && !p->escape_hatch.allow_net_host)
-		return kis_error_set(err, KIS_E_ESCAPE_HATCH_FORBIDDEN, 0,
-				     "host networking removes network confinement and requires "
-				     "escape_hatch.allow_net_host (--allow-net-host)");
+	TRY(kis_check_network(caps, p, "oci", NULL, err));
 	if (p->root == KIS_ROOT_WORKSPACE && !req->workspace_path && !p->base && !p->workspace)
 		return kis_error_set(err, KIS_E_PROFILE_UNSATISFIABLE, 0,
 				     "root: 'workspace' makes the workspace the root filesystem: give "
@@ -155,6 +156,7 @@ static int oci_plan(const struct kis_caps *caps, const struct kis_run_request *r
 	struct kis_plan *pl = calloc(1, sizeof(*pl));
 	if (!pl)
 		return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "cannot plan");
+	pl->eg = (struct kis_egress)KIS_EGRESS_INIT;
 	if (kis_ctx_agent(req->ctx, &pl->agent, err) < 0) {
 		free(pl);
 		return -1;
@@ -165,6 +167,10 @@ static int oci_plan(const struct kis_caps *caps, const struct kis_run_request *r
 		      !strcmp(req->argv[0], pl->agent);
 	pl->root = p->root;
 	pl->net = p->net;
+	pl->allow_set = p->net_allow_set;
+	pl->n_allow = p->n_net_allow;
+	if (p->n_net_allow && !(pl->allow = kis_net_dests_dup(p->net_allow, p->n_net_allow)))
+		goto oom;
 	pl->limits = req->limits;
 	pl->io = req->io;
 	snprintf(pl->ctr_id, sizeof(pl->ctr_id), "%s%s", KIS_OCI_PREFIX,
@@ -212,6 +218,7 @@ static void plan_spec(const struct kis_plan *pl, const char *rootfs, char *const
 	*s = (struct kis_oci_spec){
 		.args = args, .env = pl->envp, .cwd = pl->start_cwd, .root = pl->root, .rootfs = rootfs,
 		.workspace = pl->workspace, .agent = pl->agent, .net = pl->net,
+		.netns_path = pl->netns_path[0] ? pl->netns_path : NULL,
 		.limits = &pl->limits, .cgroups_path = cgpath, .user_ns = geteuid() != 0,
 		.host_uid = geteuid(), .host_gid = getegid(),
 		.mounts = pl->mounts, .n_mounts = pl->n_mounts,
@@ -252,6 +259,11 @@ static char *oci_describe(const struct kis_plan *pl)
 		json_array_append_new(cmd, json_string(pl->argv[i]));
 	json_t *o = json_pack("{s:s, s:s, s:s, s:o, s:o}", "backend", "oci", "container", pl->ctr_id,
 			      "bundle", bp, "command", cmd, "config", cfg);
+	if (o && pl->net == KIS_NET_EGRESS)
+		json_object_set_new(o, "egress",
+				    kis_egress_describe(pl->allow, pl->n_allow, pl->allow_set,
+							kis_egress_helper_uid(kis_sandbox_ids(
+								pl->ctr_id + strlen(KIS_OCI_PREFIX)))));
 	char *txt = o ? json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
 	json_decref(o);
 	return txt;
@@ -365,9 +377,20 @@ static int make_bundle(struct kis_plan *pl, const char *session_dir, char *bp, s
 	char *args[] = {KIS_OCI_AGENT_PATH, "--listen-fd", "3", "--cwd", pl->cwd, NULL};
 	struct kis_oci_spec s;
 	plan_spec(pl, rootfs, args, &s, cg, sizeof(cg));
-	char staged[256];
+	char staged[256], resolv[300];
 	TRY(stage_agent(pl->agent, staged, sizeof(staged), err));
 	s.agent = staged;
+	if (pl->net == KIS_NET_EGRESS) {
+		static const char text[] = KIS_EGRESS_RESOLV;
+		snprintf(resolv, sizeof(resolv), "%s/resolv.conf", bp);
+		int rfd = openat(bfd, "resolv.conf", O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+		int bad = rfd < 0 || kis_write_all(rfd, text, sizeof(text) - 1) < 0;
+		if (rfd >= 0)
+			close(rfd);
+		if (bad)
+			return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot write resolv.conf");
+		s.resolv_conf = resolv;
+	}
 	json_t *cfg = NULL;
 	TRY(kis_oci_config_build(&s, &cfg, err));
 	char *txt = json_dumps(cfg, JSON_COMPACT);
@@ -380,6 +403,25 @@ static int make_bundle(struct kis_plan *pl, const char *session_dir, char *bp, s
 		close(cfd);
 	if (r < 0)
 		return kis_error_set(err, KIS_E_INTERNAL, e, "cannot write config.json");
+	return 0;
+}
+
+/* egress: the sandbox's network namespace and pasta, before the bundle
+ * names the namespace. crun opens it by a path into our own descriptor
+ * table, which lives until the container has joined it. pasta runs as the
+ * last id of the sandbox's id block (the container's root is host root
+ * without capabilities: it can neither signal a process of another uid nor
+ * administer a namespace it does not own). */
+static int egress_up(struct kis_plan *pl, const char *sandbox_id, bool session,
+		     struct kis_error **err)
+{
+	if (pl->net != KIS_NET_EGRESS)
+		return 0;
+	TRY(kis_egress_start(&pl->eg, pl->allow, pl->n_allow, pl->allow_set,
+			     kis_egress_helper_uid(kis_sandbox_ids(sandbox_id)), !session, session,
+			     err));
+	snprintf(pl->netns_path, sizeof(pl->netns_path), "/proc/%d/fd/%d", (int)getpid(),
+		 pl->eg.netns_fd);
 	return 0;
 }
 
@@ -519,7 +561,9 @@ static int oci_run(struct kis_plan *pl, struct kis_result *res, struct kis_error
 	if (kis_owner_note("crun", "%s", pl->ctr_id) < 0)
 		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot record container '%s'",
 				     pl->ctr_id);
-	if (make_bundle(pl, NULL, bp, sizeof(bp), err) < 0) {
+	if (egress_up(pl, pl->ctr_id + strlen(KIS_OCI_PREFIX), false, err) < 0 ||
+	    make_bundle(pl, NULL, bp, sizeof(bp), err) < 0) {
+		kis_egress_stop(&pl->eg);
 		kis_oci_remove(pl->ctr_id, NULL);
 		return -1;
 	}
@@ -560,7 +604,11 @@ static int oci_run(struct kis_plan *pl, struct kis_result *res, struct kis_error
 		struct kis_agent_run ar = {.conn = sv[0], .argv = pl->argv, .limits = pl->limits,
 					   .io = pl->io, .peer = "the container's agent",
 					   .cpu_path = cpu_path};
-		r = kis_agent_run_once(&ar, res, err);
+		/* a one-shot run's pasta set itself up while crun started */
+		r = kis_egress_ready(&pl->eg, err);
+		if (r >= 0)
+			r = kis_agent_run_once(&ar, res, err);
+		kis_egress_kill(&pl->eg); /* its teardown overlaps crun's */
 		if (r < 0) {
 			/* did crun fail to start it? its log says why */
 			char msg[512];
@@ -593,6 +641,7 @@ static int oci_run(struct kis_plan *pl, struct kis_result *res, struct kis_error
 		kill(crun, SIGKILL);
 		waitpid(crun, &st, 0);
 	}
+	kis_egress_stop(&pl->eg); /* the container is gone: its network goes */
 	struct kis_error *e2 = NULL;
 	int rr = 0;
 	if (crun_knows(pl->ctr_id)) {
@@ -631,17 +680,27 @@ static int oci_start_session(struct kis_plan *pl, const struct kis_session_ctx *
 	if (kis_owner_note("crun", "%s", pl->ctr_id) < 0)
 		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot record container '%s'",
 				     pl->ctr_id);
-	if (start_detached(pl, ctx->listen_fd, final, err) < 0) {
+	if (egress_up(pl, ctx->id, true, err) < 0 ||
+	    start_detached(pl, ctx->listen_fd, final, err) < 0) {
 		kis_oci_remove(pl->ctr_id, NULL);
+		kis_egress_stop(&pl->eg);
 		return -1;
 	}
 	char status[32];
 	pid_t p = 0;
 	if (kis_oci_state(pl->ctr_id, status, sizeof(status), &p) < 0 || p <= 0) {
 		kis_oci_remove(pl->ctr_id, NULL);
+		kis_egress_stop(&pl->eg);
 		return kis_error_set(err, KIS_E_INTERNAL, 0,
 				     "the session's container is not running (crun state)");
 	}
+	/* pasta lives as long as the session: destroy ends it from here */
+	if (pl->eg.pid > 0 && kis_egress_save(ctx->dir_fd, &pl->eg, err) < 0) {
+		kis_oci_remove(pl->ctr_id, NULL);
+		kis_egress_stop(&pl->eg);
+		return -1;
+	}
+	kis_egress_release(&pl->eg);
 	*pid = p;
 	return 0;
 }
@@ -650,7 +709,9 @@ static int oci_end_session(const struct kis_session_ctx *ctx, struct kis_error *
 {
 	char id[KIS_ID_BUFSZ + 8];
 	snprintf(id, sizeof(id), "%s%s", KIS_OCI_PREFIX, ctx->id);
-	return kis_oci_remove(id, err);
+	int r = kis_oci_remove(id, err);
+	kis_egress_end_saved(ctx->dir_fd);
+	return r;
 }
 
 static const char *oci_session_state(const struct kis_session_ctx *ctx)

@@ -183,6 +183,52 @@ static int cmd_escape(void)
 	return 0;
 }
 
+/* A trailing slash makes the kernel follow the last component: each call
+ * given "dir_link/" (a planted link to a host directory) must walk it
+ * beneath the preopen, and refuse, or answer as for the link itself
+ * (ENOTDIR), never touch the directory outside. */
+static int cmd_slash(void)
+{
+	char buf[64];
+	__wasi_size_t used = 0;
+	__wasi_fd_t fd;
+	printf("slash_times=%d\n",
+	       __wasi_path_filestat_set_times(3, 0, "dir_link/", 0, 0,
+					      __WASI_FSTFLAGS_ATIM | __WASI_FSTFLAGS_MTIM));
+	printf("slash_readlink=%d\n",
+	       __wasi_path_readlink(3, "dir_link/", (uint8_t *)buf, sizeof(buf), &used));
+	printf("slash_unlink=%d\n", __wasi_path_unlink_file(3, "dir_link/"));
+	printf("slash_rmdir=%d\n", __wasi_path_remove_directory(3, "dir_link/"));
+	printf("slash_link=%d\n", __wasi_path_link(3, 0, "dir_link/", 3, "hl"));
+	printf("slash_rename=%d\n", __wasi_path_rename(3, "dir_link/", 3, "moved"));
+	printf("slash_open=%d\n", raw_open("dir_link/", 0, __WASI_RIGHTS_FD_READDIR, &fd));
+	__wasi_filestat_t fs;
+	printf("slash_stat=%d\n", __wasi_path_filestat_get(3, 0, "dir_link/", &fs));
+	/* and on the module's own file: Linux's errors */
+	FILE *f = fopen("plain.txt", "w");
+	fclose(f);
+	printf("file_unlink=%d\n", __wasi_path_unlink_file(3, "plain.txt/"));
+	printf("file_rename=%d\n", __wasi_path_rename(3, "plain.txt", 3, "other/"));
+	printf("file_symlink=%d\n", __wasi_path_symlink("x", 3, "plain.txt/"));
+	printf("new_symlink=%d\n", __wasi_path_symlink("x", 3, "new/"));
+	printf("file_link=%d\n", __wasi_path_link(3, 0, "plain.txt/", 3, "hl2"));
+	printf("file_still=%d\n", access("plain.txt", F_OK) == 0);
+	return 0;
+}
+
+/* With no preopen (wasm.preopen none) fd 3 is not open, and libc finds no
+ * directory to open a relative path in. */
+static int cmd_nopreopen(void)
+{
+	__wasi_prestat_t ps;
+	printf("prestat3=%d\n", __wasi_fd_prestat_get(3, &ps));
+	__wasi_fdstat_t st;
+	printf("fdstat3=%d\n", __wasi_fd_fdstat_get(3, &st));
+	int fd = open("wasitest.wasm", O_RDONLY);
+	printf("open=%s\n", fd < 0 ? strerror(errno) : "opened");
+	return 0;
+}
+
 /* Open sw/secret.txt over and over while the host swaps `sw` between a
  * directory and a symlink that climbs out. */
 static int cmd_race(int n)
@@ -361,6 +407,10 @@ int main(int argc, char **argv)
 		return atoi(argc > 2 ? argv[2] : "0");
 	if (!strcmp(c, "escape"))
 		return cmd_escape();
+	if (!strcmp(c, "slash"))
+		return cmd_slash();
+	if (!strcmp(c, "nopreopen"))
+		return cmd_nopreopen();
 	if (!strcmp(c, "race"))
 		return cmd_race(argc > 2 ? atoi(argv[2]) : 1000);
 	if (!strcmp(c, "badptr"))

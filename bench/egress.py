@@ -1,0 +1,91 @@
+# SPDX-License-Identifier: MIT
+# Egress (issue 14): per tier, in one run, connect latency and TCP
+# throughput to the test world's server from inside the sandbox beside the
+# same from the engine's own namespace, and start-to-exit of /bin/true with
+# --net egress beside --net off. Uses the offline world of
+# tests/integration/test_egress.py (never a real address). Prints ratios.
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tests" / "integration"))
+from test_egress import Net, PY, TIERS, in_ns  # noqa: E402
+
+N = int(sys.argv[1]) if len(sys.argv) > 1 else 20
+CONNECTS = 200
+MIB = 256
+
+CLIENT = r"""
+import json, socket, statistics, sys, time
+n, mib = int(sys.argv[1]), int(sys.argv[2])
+lat = []
+for _ in range(n):
+    t = time.perf_counter()
+    s = socket.create_connection(("203.0.113.10", 7))
+    lat.append((time.perf_counter() - t) * 1000)
+    s.close()
+s = socket.create_connection(("203.0.113.10", 7))
+buf = b"sink" + b"x" * ((1 << 20) - 4)
+t = time.perf_counter()
+for _ in range(mib):
+    s.sendall(buf)
+s.shutdown(socket.SHUT_WR)
+while s.recv(1 << 16):
+    pass
+dt = time.perf_counter() - t
+print(json.dumps({"connect_ms": statistics.median(lat), "mib_s": mib / dt}))
+"""
+
+
+def main():
+    if os.geteuid() != 0:
+        print("bench/egress.sh: needs root: skipped")
+        return
+    with tempfile.TemporaryDirectory(prefix="kis-bench-egress-") as tmp:
+        os.environ["KIS_SANDBOX_ROOT"] = str(Path(tmp) / "store")
+        net = Net(Path(tmp))
+        try:
+            run(net)
+        finally:
+            net.close()
+
+
+def start_to_exit(net, tier, mode):
+    times = []
+    for _ in range(N):
+        t = time.perf_counter()
+        p = net.kis("run", *tier, "--net", mode, "--", "/bin/true")
+        times.append((time.perf_counter() - t) * 1000)
+        if p.returncode != 0:
+            raise SystemExit(f"kis failed: {p.stderr}")
+    return statistics.median(times)
+
+
+def run(net):
+    direct = json.loads(subprocess.run(in_ns(net.e.pid, PY, "-c", CLIENT, str(CONNECTS), str(MIB)),
+                                       capture_output=True, text=True, check=True).stdout)
+    print(f"egress, {CONNECTS} connects and {MIB} MiB per tier, start-to-exit median of {N}")
+    print(f"{'tier':12} {'connect ms':>11} {'direct':>8} {'added':>7}  {'MiB/s':>8} {'direct':>8} "
+          f"{'ratio':>6}  {'egress ms':>9} {'off ms':>7} {'ratio':>6}")
+    for name, tier in sorted(TIERS.items()):
+        p = net.kis("run", *tier, "--net", "egress", "--", PY, "-c", CLIENT, str(CONNECTS),
+                    str(MIB), timeout=600)
+        if p.returncode != 0:
+            print(f"{name:12} failed: {p.stderr.strip()}")
+            continue
+        got = json.loads(p.stdout.strip().splitlines()[-1])
+        eg, off = start_to_exit(net, tier, "egress"), start_to_exit(net, tier, "off")
+        print(f"{name:12} {got['connect_ms']:11.3f} {direct['connect_ms']:8.3f} "
+              f"{got['connect_ms'] - direct['connect_ms']:7.3f}  {got['mib_s']:8.0f} "
+              f"{direct['mib_s']:8.0f} {got['mib_s'] / direct['mib_s']:6.2f}  {eg:9.1f} {off:7.1f} "
+              f"{eg / off:6.2f}")
+    print("targets: throughput ratio >= 0.5, connect added <= 1 ms, start-to-exit ratio <= 1.3")
+
+
+main()

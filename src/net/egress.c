@@ -1,0 +1,623 @@
+/* SPDX-License-Identifier: MIT */
+/* Network egress: network.allow's grammar, the nftables policy of the
+ * sandbox's network namespace, and the pasta helper's life (egress.h). */
+#include "core/util.h"
+
+#include <arpa/inet.h>
+#include <ctype.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <jansson.h>
+#include <ifaddrs.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/sysmacros.h>
+#include <sys/wait.h>
+
+#include "confine/confine.h"
+#include "core/record.h"
+#include "exec/exec.h"
+#include "core/io.h"
+#include "net/egress.h"
+
+/* ---- the policy, as nftables rules ---- */
+
+static uint32_t prefix_mask(unsigned prefix)
+{
+	return prefix ? ~0u << (32 - prefix) : 0;
+}
+
+static void fmt_net(uint32_t addr, unsigned prefix, char *buf, size_t n)
+{
+	snprintf(buf, n, "%u.%u.%u.%u/%u", addr >> 24, (addr >> 16) & 255, (addr >> 8) & 255,
+		 addr & 255, prefix);
+}
+
+struct sbuf {
+	char *s;
+	size_t len, cap;
+	bool oom;
+};
+
+static void sb_printf(struct sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void sb_printf(struct sbuf *b, const char *fmt, ...)
+{
+	if (b->oom)
+		return;
+	for (;;) {
+		va_list ap;
+		va_start(ap, fmt);
+		int k = vsnprintf(b->s ? b->s + b->len : NULL, b->s ? b->cap - b->len : 0, fmt, ap);
+		va_end(ap);
+		if (k < 0) {
+			b->oom = true;
+			return;
+		}
+		if (b->s && b->len + (size_t)k < b->cap) {
+			b->len += (size_t)k;
+			return;
+		}
+		size_t cap = (b->cap ? b->cap * 2 : 4096) + (size_t)k;
+		char *g = realloc(b->s, cap);
+		if (!g) {
+			b->oom = true;
+			return;
+		}
+		b->s = g;
+		b->cap = cap;
+	}
+}
+
+/* Never reachable, whatever network.allow says: "this network", loopback
+ * (the host's, through pasta), link-local (cloud metadata at
+ * 169.254.169.254), multicast, reserved and broadcast, and the sandbox's
+ * own link (its gateway and forwarder are pasta's, not destinations). */
+static const struct kis_net_dest always_denied[] = {
+	{0x00000000u, 8, 0, 0},  {0x7f000000u, 8, 0, 0}, {0xa9fe0000u, 16, 0, 0},
+	{0xe0000000u, 3, 0, 0},  {0x0a000200u, 24, 0, 0},
+};
+/* Private and shared ranges (RFC 1918, RFC 6598): reachable only through
+ * an entry of network.allow that lies inside one. */
+static const struct kis_net_dest private_ranges[] = {
+	{0x0a000000u, 8, 0, 0}, {0xac100000u, 12, 0, 0}, {0xc0a80000u, 16, 0, 0},
+	{0x64400000u, 10, 0, 0},
+};
+
+static bool inside(const struct kis_net_dest *d, const struct kis_net_dest *range)
+{
+	return d->prefix >= range->prefix &&
+	       (d->addr & prefix_mask(range->prefix)) == range->addr;
+}
+
+static bool is_private(const struct kis_net_dest *d)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(private_ranges); i++)
+		if (inside(d, &private_ranges[i]))
+			return true;
+	return false;
+}
+
+static void rule(struct sbuf *b, const struct kis_net_dest *d, const char *verdict)
+{
+	char net[24];
+	fmt_net(d->addr, d->prefix, net, sizeof(net));
+	if (d->port_lo)
+		sb_printf(b, "\t\tip daddr %s meta l4proto { tcp, udp } th dport %u-%u %s\n", net,
+			  d->port_lo, d->port_hi, verdict);
+	else
+		sb_printf(b, "\t\tip daddr %s %s\n", net, verdict);
+}
+
+/* A refused destination fails at once (an ICMP error to the sender's own
+ * socket: connect(2) sees EHOSTUNREACH or EACCES) rather than timing out;
+ * the chain's policy drop stays behind it. */
+#define REFUSE "reject with icmpx type admin-prohibited"
+
+char *kis_egress_ruleset(const struct kis_net_dest *allow, size_t n_allow, bool allow_set)
+{
+	struct sbuf b = {0};
+	/* output: what the sandbox sends; policy drop, the first match wins */
+	sb_printf(&b, "table inet kis_egress {\n"
+		      "\tchain output {\n"
+		      "\t\ttype filter hook output priority filter; policy drop;\n"
+		      "\t\toifname \"lo\" accept\n"
+		      "\t\tct state established,related accept\n"
+		      "\t\tmeta nfproto ipv6 " REFUSE "\n"
+		      "\t\tip daddr " KIS_EGRESS_DNS " udp dport 53 accept\n");
+	for (size_t i = 0; i < ARRAY_SIZE(always_denied); i++)
+		rule(&b, &always_denied[i], REFUSE);
+	/* every address the host has, at this moment (a pasta socket to one
+	 * of them would be the host talking to itself) */
+	struct ifaddrs *ifa = NULL;
+	if (getifaddrs(&ifa) < 0)
+		b.oom = true;
+	for (struct ifaddrs *i = ifa; i; i = i->ifa_next)
+		if (i->ifa_addr && i->ifa_addr->sa_family == AF_INET) {
+			struct kis_net_dest h = {
+				.addr = ntohl(((struct sockaddr_in *)(void *)i->ifa_addr)->sin_addr.s_addr),
+				.prefix = 32};
+			rule(&b, &h, REFUSE);
+		}
+	if (ifa)
+		freeifaddrs(ifa);
+	for (size_t i = 0; i < n_allow; i++)
+		if (is_private(&allow[i]))
+			rule(&b, &allow[i], "accept");
+	for (size_t i = 0; i < ARRAY_SIZE(private_ranges); i++)
+		rule(&b, &private_ranges[i], REFUSE);
+	if (!allow_set)
+		sb_printf(&b, "\t\taccept\n");
+	for (size_t i = 0; i < n_allow; i++)
+		if (!is_private(&allow[i]))
+			rule(&b, &allow[i], "accept");
+	/* input: replies only; nothing connects in */
+	sb_printf(&b, "\t\t" REFUSE "\n"
+		      "\t}\n"
+		      "\tchain input {\n"
+		      "\t\ttype filter hook input priority filter; policy drop;\n"
+		      "\t\tiifname \"lo\" accept\n"
+		      "\t\tct state established,related accept\n"
+		      "\t}\n"
+		      "}\n");
+	if (b.oom) {
+		free(b.s);
+		return NULL;
+	}
+	return b.s;
+}
+
+void *kis_egress_describe(const struct kis_net_dest *allow, size_t n_allow, bool allow_set,
+			  uid_t helper_uid)
+{
+	json_t *a = allow_set ? json_array() : json_null();
+	for (size_t i = 0; allow_set && i < n_allow; i++) {
+		char d[48];
+		kis_net_dest_format(&allow[i], d, sizeof(d));
+		json_array_append_new(a, json_string(d));
+	}
+	char *rules = kis_egress_ruleset(allow, n_allow, allow_set);
+	json_t *o = json_pack("{s:s, s:s, s:s, s:o, s:I, s:s?}", "helper", "pasta", "address",
+			      KIS_EGRESS_ADDR "/24", "dns", KIS_EGRESS_DNS, "allow", a, "helper_uid",
+			      (json_int_t)helper_uid, "nft_rules", rules);
+	free(rules);
+	return o;
+}
+
+/* ---- the tools ---- */
+
+static const char *find(const char *const *cands, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (access(cands[i], X_OK) == 0)
+			return cands[i];
+	return NULL;
+}
+
+static const char *pasta_path(void)
+{
+	static const char *const c[] = {"/usr/bin/pasta", "/bin/pasta", "/usr/local/bin/pasta"};
+	return find(c, ARRAY_SIZE(c));
+}
+
+static const char *nft_path(void)
+{
+	static const char *const c[] = {"/usr/sbin/nft", "/sbin/nft", "/usr/local/sbin/nft"};
+	return find(c, ARRAY_SIZE(c));
+}
+
+const char *kis_egress_unavailable(void)
+{
+	struct stat st;
+	if (geteuid() != 0)
+		return "egress needs the engine as root (a network namespace and a tun node for "
+		       "pasta)";
+	if (!pasta_path())
+		return "pasta is not installed (Debian package passt)";
+	if (!nft_path())
+		return "nft is not installed (Debian package nftables)";
+	if (stat("/dev/net/tun", &st) < 0 || !S_ISCHR(st.st_mode))
+		return "this host has no /dev/net/tun";
+	return NULL;
+}
+
+static const char *const tool_env[] = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin", NULL};
+
+/* ---- S: the holder ---- */
+
+static int write_at_pid(pid_t pid, const char *name, const char *text)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/%s", (int)pid, name);
+	_cleanup_close_ int fd = open(path, O_WRONLY | O_CLOEXEC);
+	size_t n = strlen(text);
+	return fd >= 0 && write(fd, text, n) == (ssize_t)n ? 0 : -1;
+}
+
+static int open_at_pid(pid_t pid, const char *ns)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/ns/%s", (int)pid, ns);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	/* >= 10: the spawner's dup2 onto 0..3 never lands on it */
+	int hi = fcntl(fd, F_DUPFD_CLOEXEC, 10);
+	close(fd);
+	return hi;
+}
+
+/* A child as uid H unshares a user namespace (H its owner) and in it S
+ * (user_namespaces(7): the other namespaces of one unshare are owned by the
+ * new user namespace); we write the maps and keep both by descriptor. */
+static int make_netns(struct kis_egress *eg, struct kis_error **err)
+{
+	int sp[2];
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) < 0)
+		return kis_error_set(err, KIS_E_INTERNAL, errno, "egress: cannot make a network namespace");
+	pid_t pid = fork();
+	if (pid < 0) {
+		int e = errno;
+		close(sp[0]);
+		close(sp[1]);
+		return kis_error_set(err, KIS_E_INTERNAL, e, "egress: cannot make a network namespace");
+	}
+	if (pid == 0) {
+		char b;
+		close(sp[0]);
+		if (setgroups(0, NULL) < 0 || setresgid(eg->uid, eg->uid, eg->uid) < 0 ||
+		    setresuid(eg->uid, eg->uid, eg->uid) < 0 ||
+		    unshare(CLONE_NEWUSER | CLONE_NEWNET) < 0)
+			_exit(1);
+		(void)!write(sp[1], "u", 1);
+		(void)!read(sp[1], &b, 1);
+		_exit(0);
+	}
+	close(sp[1]);
+	char b, map[48];
+	int e = 0;
+	snprintf(map, sizeof(map), "0 %u 1\n", (unsigned)eg->uid);
+	if (RETRY_EINTR(read(sp[0], &b, 1)) != 1)
+		e = EPERM;
+	else if (write_at_pid(pid, "uid_map", map) < 0 || write_at_pid(pid, "gid_map", map) < 0 ||
+		 (eg->userns_fd = open_at_pid(pid, "user")) < 0 ||
+		 (eg->netns_fd = open_at_pid(pid, "net")) < 0)
+		e = errno ? errno : EIO;
+	close(sp[0]);
+	RETRY_EINTR(waitpid(pid, NULL, 0));
+	if (e)
+		return kis_error_set(err, KIS_E_INTERNAL, e,
+				     "egress: cannot make the sandbox's network namespace");
+	return 0;
+}
+
+/* ---- the policy into S: `nft -f -` run inside S ---- */
+
+struct in_netns {
+	int netns_fd;
+};
+
+static int enter_netns(void *ctx, struct kis_error **err)
+{
+	const struct in_netns *c = ctx;
+	if (setns(c->netns_fd, CLONE_NEWNET) < 0)
+		return kis_error_set(err, KIS_E_INTERNAL, errno,
+				     "egress: cannot enter the sandbox's network namespace");
+	return 0;
+}
+
+static int memfd_with(const char *name, const char *text, size_t n)
+{
+	int fd = (int)syscall(SYS_memfd_create, name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	if (fd < 0)
+		return -1;
+	if (kis_write_all(fd, text, n) < 0 || lseek(fd, 0, SEEK_SET) < 0 ||
+	    fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) < 0) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/* The first line a helper wrote to its stderr (a memfd), for a message. */
+static void first_line(int fd, char *buf, size_t n)
+{
+	ssize_t r = fd >= 0 ? pread(fd, buf, n - 1, 0) : -1;
+	buf[r > 0 ? r : 0] = '\0';
+	buf[strcspn(buf, "\n")] = '\0';
+}
+
+/* nft runs while pasta starts (their setups are independent); both are
+ * done before kis_egress_start returns, so before any process of the
+ * sandbox exists. */
+struct nft_job {
+	pid_t pid;
+	int errfd;
+};
+
+static int policy_start(struct kis_egress *eg, const struct kis_net_dest *allow, size_t n_allow,
+			bool allow_set, struct nft_job *job, struct kis_error **err)
+{
+	const char *nft = nft_path();
+	if (!nft)
+		return kis_error_set(err, KIS_E_PROFILE_UNSATISFIABLE, 0,
+				     "network.mode: egress needs nft (Debian package nftables)");
+	_cleanup_free_ char *rules = kis_egress_ruleset(allow, n_allow, allow_set);
+	if (!rules)
+		return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "egress: cannot write the policy");
+	_cleanup_close_ int in = memfd_with("kis-egress-rules", rules, strlen(rules));
+	job->errfd = (int)syscall(SYS_memfd_create, "kis-nft-err", MFD_CLOEXEC);
+	_cleanup_close_ int nul = open("/dev/null", O_WRONLY | O_CLOEXEC);
+	if (in < 0 || job->errfd < 0 || nul < 0)
+		return kis_error_set(err, KIS_E_INTERNAL, errno, "egress: cannot pass the policy");
+	char *argv[] = {(char *)nft, "-f", "-", NULL};
+	struct in_netns c = {.netns_fd = eg->netns_fd};
+	struct kis_spawn sp = {.argv = argv, .envp = (char *const *)tool_env, .cwd = "/",
+			       .stdin_fd = in, .child_setup = enter_netns, .child_ctx = &c};
+	return kis_spawn_start(&sp, nul, job->errfd, &job->pid, err);
+}
+
+/* Wait for nft; ok false: the start failed already, only reap it. */
+static int policy_wait(struct nft_job *job, bool ok, struct kis_error **err)
+{
+	int st = 0, r = 0;
+	if (job->pid > 0 && !ok)
+		kill(job->pid, SIGKILL);
+	if (job->pid > 0 &&
+	    (RETRY_EINTR(waitpid(job->pid, &st, 0)) < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0) &&
+	    ok) {
+		char msg[200];
+		first_line(job->errfd, msg, sizeof(msg));
+		r = kis_error_set(err, KIS_E_INTERNAL, 0,
+				  "egress: nft could not load the address policy: %s",
+				  *msg ? msg : "it failed");
+	}
+	kis_closep(&job->errfd);
+	job->pid = 0;
+	job->errfd = -1;
+	return r;
+}
+
+/* ---- pasta ---- */
+
+struct pasta_start {
+	const struct kis_egress *eg;
+	int ready_fd, stderr_fd;
+};
+
+static int fail(struct kis_error **err, const char *what)
+{
+	return kis_error_set(err, KIS_E_INTERNAL, errno, "egress: cannot prepare pasta: %s", what);
+}
+
+static int clear_cloexec(int fd)
+{
+	int fl = fcntl(fd, F_GETFD);
+	return fl < 0 ? -1 : fcntl(fd, F_SETFD, fl & ~FD_CLOEXEC);
+}
+
+/* In pasta's child, as root, before exec; no allocation. pasta opens
+ * /dev/net/tun after it dropped to H (the host's node is root's 0600 on
+ * some hosts, 0666 on others: the engine never changes it), so a private
+ * mount namespace gets a node of its own, owned by H. The device cgroup,
+ * if any, still decides whether it opens. */
+static int pasta_child(void *ctx, struct kis_error **err)
+{
+	struct pasta_start *s = ctx;
+	uid_t h = s->eg->uid;
+	int keep[3] = {s->eg->netns_fd, s->eg->userns_fd, s->ready_fd};
+	TRY(kis_cloexec_fds_from(3, keep, 3, err));
+	if (clear_cloexec(s->eg->netns_fd) < 0 || clear_cloexec(s->eg->userns_fd) < 0 ||
+	    clear_cloexec(s->ready_fd) < 0)
+		return fail(err, "cannot pass descriptors");
+	if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+		return fail(err, "a private mount namespace");
+	if (mount("kis-tun", "/dev/net", "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=0755,size=4k") < 0 ||
+	    mknod("/dev/net/tun", S_IFCHR | 0600, makedev(10, 200)) < 0 ||
+	    chown("/dev/net/tun", h, h) < 0)
+		return fail(err, "a tun node of its own");
+	/* pasta reopens the ready pipe by /proc/self/fd/N: the inode's owner
+	 * decides (pipefs), and it was made by root */
+	if (fchown(s->ready_fd, h, h) < 0)
+		return fail(err, "the ready pipe");
+	if (setgroups(0, NULL) < 0 || setresgid(h, h, h) < 0 || setresuid(h, h, h) < 0)
+		return fail(err, "cannot switch to the helper's id");
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+		return fail(err, "no_new_privs");
+	return 0;
+}
+
+/* pasta writes its pid to -P once its initialisation is done (passt(1)):
+ * read it from the pipe, bounded. 0 ready, -1 it died or timed out. */
+static int wait_ready(int fd, int ms)
+{
+	char buf[32];
+	size_t n = 0;
+	for (int waited = 0; waited < ms;) {
+		struct pollfd p = {.fd = fd, .events = POLLIN};
+		int r = RETRY_EINTR(poll(&p, 1, 50));
+		if (r == 0) {
+			waited += 50;
+			continue;
+		}
+		ssize_t k = RETRY_EINTR(read(fd, buf + n, sizeof(buf) - 1 - n));
+		if (k <= 0)
+			return n ? 0 : -1;
+		n += (size_t)k;
+		if (memchr(buf, '\n', n) || n == sizeof(buf) - 1)
+			return 0;
+	}
+	return -1;
+}
+
+static int start_pasta(struct kis_egress *eg, bool die_with_us, struct kis_error **err)
+{
+	const char *pasta = pasta_path();
+	if (!pasta)
+		return kis_error_set(err, KIS_E_PROFILE_UNSATISFIABLE, 0,
+				     "network.mode: egress needs pasta (Debian package passt)");
+	int rp[2];
+	if (pipe2(rp, O_CLOEXEC) < 0)
+		return kis_error_set(err, KIS_E_INTERNAL, errno, "egress: cannot start pasta");
+	eg->ready_fd = rp[0];
+	_cleanup_close_ int wr = fcntl(rp[1], F_DUPFD_CLOEXEC, 10);
+	close(rp[1]);
+	eg->err_fd = (int)syscall(SYS_memfd_create, "kis-pasta-err", MFD_CLOEXEC);
+	int errfd = eg->err_fd;
+	_cleanup_close_ int nul = open("/dev/null", O_RDWR | O_CLOEXEC);
+	if (wr < 0 || errfd < 0 || nul < 0)
+		return kis_error_set(err, KIS_E_INTERNAL, errno, "egress: cannot start pasta");
+	char ready[32], userns[32], netns[32];
+	snprintf(ready, sizeof(ready), "/proc/self/fd/%d", wr);
+	snprintf(userns, sizeof(userns), "/proc/self/fd/%d", eg->userns_fd);
+	snprintf(netns, sizeof(netns), "/proc/self/fd/%d", eg->netns_fd);
+	/* Every value is ours. -t/-u none: nothing is forwarded in; -T/-U
+	 * none: no port of the host's loopback is mapped into the sandbox;
+	 * --no-map-gw: the gateway is not the host; -4: IPv4 only. */
+	char *argv[] = {
+		(char *)pasta, "--quiet", "--foreground", "--ipv4-only", "--config-net",
+		"--ns-ifname", KIS_EGRESS_IFNAME, "--address", KIS_EGRESS_ADDR, "--netmask", "24",
+		"--gateway", KIS_EGRESS_GATEWAY, "--dns-forward", KIS_EGRESS_DNS, "--no-map-gw",
+		"--tcp-ports", "none", "--udp-ports", "none", "--tcp-ns", "none", "--udp-ns", "none",
+		"--no-dhcp", "--no-ndp", "--no-dhcpv6", "--no-ra", "--no-netns-quit",
+		"--pid", ready, "--userns", userns, "--netns", netns, NULL};
+	struct pasta_start s = {.eg = eg, .ready_fd = wr, .stderr_fd = errfd};
+	struct kis_spawn sp = {.argv = argv, .envp = (char *const *)tool_env, .cwd = "/",
+			       .stdin_fd = nul, .child_setup = pasta_child, .child_ctx = &s,
+			       .die_with_parent = die_with_us, .parent = getpid()};
+	pid_t pid = -1;
+	if (die_with_us) {
+		TRY(kis_spawn_start(&sp, nul, errfd, &pid, err));
+	} else {
+		/* detached: its stdout and stderr are /dev/null */
+		TRY(kis_spawn_detached(&sp, &pid, err));
+	}
+	eg->pid = pid;
+	eg->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+	if (kis_owner_active())
+		(void)kis_owner_note("pid", "%d %llu", (int)pid, kis_proc_starttime(pid));
+	return 0;
+}
+
+int kis_egress_ready(struct kis_egress *eg, struct kis_error **err)
+{
+	if (eg->ready_fd < 0)
+		return 0; /* no egress, or ready already */
+	int r = wait_ready(eg->ready_fd, 5000);
+	kis_closep(&eg->ready_fd);
+	eg->ready_fd = -1;
+	if (r < 0) {
+		char msg[200];
+		first_line(eg->err_fd, msg, sizeof(msg));
+		return kis_error_set(err, KIS_E_INTERNAL, 0, "egress: pasta did not start: %s",
+				     *msg ? msg : "it exited or timed out");
+	}
+	kis_closep(&eg->err_fd);
+	eg->err_fd = -1;
+	return 0;
+}
+
+void kis_egress_kill(struct kis_egress *eg)
+{
+	if (eg->pid > 0 && eg->pidfd >= 0)
+		syscall(SYS_pidfd_send_signal, eg->pidfd, SIGKILL, NULL, 0);
+	else if (eg->pid > 0)
+		kill(eg->pid, SIGKILL);
+}
+
+int kis_egress_start(struct kis_egress *eg, const struct kis_net_dest *allow, size_t n_allow,
+		     bool allow_set, uid_t helper_uid, bool die_with_us, bool wait,
+		     struct kis_error **err)
+{
+	*eg = (struct kis_egress)KIS_EGRESS_INIT;
+	eg->uid = helper_uid;
+	if (helper_uid == 0)
+		return kis_error_set(err, KIS_E_INTERNAL, 0, "egress: the helper may not run as root");
+	struct nft_job job = {.pid = 0, .errfd = -1};
+	bool ok = make_netns(eg, err) >= 0 &&
+		  policy_start(eg, allow, n_allow, allow_set, &job, err) >= 0 &&
+		  start_pasta(eg, die_with_us, err) >= 0;
+	if (policy_wait(&job, ok, err) < 0)
+		ok = false;
+	if (!ok || (wait && kis_egress_ready(eg, err) < 0)) {
+		kis_egress_stop(eg);
+		return -1;
+	}
+	return 0;
+}
+
+void kis_egress_stop(struct kis_egress *eg)
+{
+	if (eg->pid > 0) {
+		kis_egress_kill(eg);
+		/* our child (one-shot), or reparented (a detached start) */
+		if (RETRY_EINTR(waitpid(eg->pid, NULL, 0)) < 0 && eg->pidfd >= 0) {
+			struct pollfd p = {.fd = eg->pidfd, .events = POLLIN};
+			RETRY_EINTR(poll(&p, 1, 1000));
+		}
+		eg->pid = 0;
+	}
+	kis_closep(&eg->pidfd);
+	kis_closep(&eg->netns_fd);
+	kis_closep(&eg->userns_fd);
+	kis_closep(&eg->ready_fd);
+	kis_closep(&eg->err_fd);
+	eg->pidfd = eg->netns_fd = eg->userns_fd = eg->ready_fd = eg->err_fd = -1;
+}
+
+void kis_egress_release(struct kis_egress *eg)
+{
+	kis_closep(&eg->pidfd);
+	kis_closep(&eg->netns_fd);
+	kis_closep(&eg->userns_fd);
+	kis_closep(&eg->ready_fd);
+	kis_closep(&eg->err_fd);
+	*eg = (struct kis_egress)KIS_EGRESS_INIT;
+}
+
+/* ---- sessions ---- */
+
+#define SAVED "egress"
+
+int kis_egress_save(int dir_fd, const struct kis_egress *eg, struct kis_error **err)
+{
+	char line[64];
+	int n = snprintf(line, sizeof(line), "%d %llu\n", (int)eg->pid, kis_proc_starttime(eg->pid));
+	_cleanup_close_ int fd = openat(dir_fd, SAVED, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC |
+							   O_NOFOLLOW, 0600);
+	if (fd < 0 || write(fd, line, (size_t)n) != n)
+		return kis_error_set(err, KIS_E_INTERNAL, errno,
+				     "egress: cannot record pasta in the session");
+	return 0;
+}
+
+void kis_egress_end_saved(int dir_fd)
+{
+	_cleanup_close_ int fd = openat(dir_fd, SAVED, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	char line[64];
+	ssize_t n = fd >= 0 ? read(fd, line, sizeof(line) - 1) : -1;
+	if (n <= 0)
+		return;
+	line[n] = '\0';
+	int pid = 0;
+	unsigned long long start = 0;
+	if (sscanf(line, "%d %llu", &pid, &start) != 2 || pid <= 0)
+		return;
+	/* the pid is pasta's only while its start time matches (pid reuse) */
+	int pfd = (int)syscall(SYS_pidfd_open, pid, 0);
+	if (pfd >= 0 && kis_proc_starttime(pid) == start) {
+		syscall(SYS_pidfd_send_signal, pfd, SIGKILL, NULL, 0);
+		struct pollfd p = {.fd = pfd, .events = POLLIN};
+		RETRY_EINTR(poll(&p, 1, 2000));
+	}
+	if (pfd >= 0)
+		close(pfd);
+	unlinkat(dir_fd, SAVED, 0);
+}

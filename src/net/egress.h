@@ -1,0 +1,106 @@
+/* SPDX-License-Identifier: MIT */
+/* Network egress (network.mode egress): the destinations of network.allow,
+ * the sandbox's network namespace with its address policy, and pasta. */
+#ifndef KIS_NET_EGRESS_H
+#define KIS_NET_EGRESS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "core/net_dest.h"
+#include "kis/error.h"
+#include "kis/profile.h"
+
+/* Theory of operation (docs/network.md has the why).
+ *
+ *   sandbox ──(its sockets)── netns S: lo, eth0 10.0.2.15/24, nftables
+ *                                        │ tap (pasta's)
+ *                                      pasta ── sockets of the engine's netns
+ *
+ * kis_egress_start():
+ *  1. a holder child, as the helper's own unprivileged host id H, unshares
+ *     a user namespace (owned by H, 0 -> H mapped) and in it the network
+ *     namespace S; the engine keeps both open by descriptor;
+ *  2. the engine (root, an ancestor of S's owner) loads the address policy
+ *     into S with `nft -f` run inside S: an output chain with policy drop
+ *     and an input chain that takes only replies. The sandbox never holds
+ *     a capability over S's user namespace, so it cannot change them;
+ *  3. pasta (Debian `passt`) is started as H, in a private mount namespace
+ *     where /dev/net/tun is a node of its own (the host's is root's 0600
+ *     here and is not touched), with no_new_privs and, for a one-shot run,
+ *     PR_SET_PDEATHSIG; it joins S through the user namespace H owns,
+ *     makes its tap there, configures the addresses itself, then sandboxes
+ *     itself (its own namespaces, seccomp, no capabilities). Nothing from
+ *     the profile reaches pasta's argv: every value there is a constant or
+ *     a descriptor number;
+ *  4. the backend puts the sandbox in S (setns before bwrap; a namespace
+ *     path for crun) and binds a resolv.conf naming the DNS forwarder.
+ * kis_egress_stop() kills pasta (pidfd) and closes S. */
+
+/* The sandbox's side of the link: fixed, the same in every sandbox. */
+#define KIS_EGRESS_ADDR "10.0.2.15"
+#define KIS_EGRESS_GATEWAY "10.0.2.2"
+#define KIS_EGRESS_DNS "10.0.2.3"
+#define KIS_EGRESS_IFNAME "eth0"
+#define KIS_EGRESS_RESOLV "nameserver " KIS_EGRESS_DNS "\n"
+
+/* Whether this host can carry egress (pasta, nft, a tun device, root):
+ * NULL when it can, else why not. */
+KIS_HIDDEN const char *kis_egress_unavailable(void);
+
+/* The nftables ruleset for a policy (malloc'ed text), built only from the
+ * parsed binary values; host addresses are the engine's own (getifaddrs). */
+KIS_HIDDEN char *kis_egress_ruleset(const struct kis_net_dest *allow, size_t n_allow, bool allow_set);
+
+/* For --dry-run: the plan's egress as a JSON object (a json_t *, owned by
+ * the caller): the allow list as parsed, the helper's uid, the rules. */
+KIS_HIDDEN void *kis_egress_describe(const struct kis_net_dest *allow, size_t n_allow,
+				     bool allow_set, uid_t helper_uid);
+
+struct kis_egress {
+	int netns_fd;  /* S */
+	int userns_fd; /* S's owner, owned by uid */
+	int pidfd;     /* pasta's, or -1 */
+	pid_t pid;     /* pasta's */
+	uid_t uid;     /* pasta's host id (H) */
+	int ready_fd;  /* pasta's -P pipe until it said it is ready, or -1 */
+	int err_fd;    /* pasta's stderr (a memfd) until then, or -1 */
+};
+
+#define KIS_EGRESS_INIT \
+	{.netns_fd = -1, .userns_fd = -1, .pidfd = -1, .pid = 0, .uid = 0, .ready_fd = -1, .err_fd = -1}
+
+/* Make S, load the policy, start pasta; with wait, also wait until it is
+ * ready (else kis_egress_ready before the command may use the network:
+ * pasta's ~100 ms of setup then overlaps the sandbox's own). helper_uid
+ * is H: an unprivileged host id that nothing else runs as. die_with_us:
+ * pasta gets PR_SET_PDEATHSIG (a one-shot run); a session's pasta outlives
+ * the engine and is ended by kis_egress_kill_pid (session destroy). */
+KIS_HIDDEN int kis_egress_start(struct kis_egress *eg, const struct kis_net_dest *allow,
+				size_t n_allow, bool allow_set, uid_t helper_uid, bool die_with_us,
+				bool wait, struct kis_error **err);
+/* Wait (bounded) until pasta has configured S; 0 at once when it did. */
+KIS_HIDDEN int kis_egress_ready(struct kis_egress *eg, struct kis_error **err);
+/* SIGKILL pasta now (its teardown overlaps ours); kis_egress_stop reaps. */
+KIS_HIDDEN void kis_egress_kill(struct kis_egress *eg);
+/* Kill pasta and wait for it, close S. Idempotent. */
+KIS_HIDDEN void kis_egress_stop(struct kis_egress *eg);
+
+/* A session's pasta lives on: close our descriptors, forget it. */
+KIS_HIDDEN void kis_egress_release(struct kis_egress *eg);
+
+/* Sessions: pasta's pid and start time in the session's directory
+ * ("egress": "PID START\n"), and the end of it from there. */
+KIS_HIDDEN int kis_egress_save(int dir_fd, const struct kis_egress *eg, struct kis_error **err);
+KIS_HIDDEN void kis_egress_end_saved(int dir_fd);
+
+/* The host id pasta runs as for a sandbox whose id block starts at first:
+ * the block's last id (never bwrap's, never the sandbox root's). */
+static inline uid_t kis_egress_helper_uid(uid_t first)
+{
+	return first + 65535u;
+}
+
+#endif

@@ -1,0 +1,452 @@
+# SPDX-License-Identifier: MIT
+# network.mode egress (issue 14), offline. Each test module makes its own
+# small internet and never reaches a real address:
+#
+#   engine netns E  (kis runs here; lo, veth 203.0.113.2/24, default via .1)
+#        │ veth
+#   world netns W   (203.0.113.1/24 and .10: TCP/UDP echo on 7, DNS on 53;
+#                    a "private" 10.20.0.5 and the metadata 169.254.169.254
+#                    with listeners of their own)
+#
+# Both namespaces are held by processes the fixture started and kills; the
+# engine runs in E with a private mount namespace whose /etc/resolv.conf
+# names the world's DNS server (pasta forwards the sandbox's DNS there).
+# E itself also has listeners: on its loopback and on its veth address.
+# Every probe runs inside a sandbox and says "reached" or why not; the
+# world's log says what actually arrived.
+import json
+import os
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import KIS
+
+HERE = Path(__file__).resolve().parent
+WORLD = HERE / "egress_world.py"
+PY = "/usr/bin/python3"
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="egress needs root (netns, veth)")
+
+PROBE = r"""
+import json, socket, sys
+out = {}
+for t in json.loads(sys.argv[1]):
+    kind, addr, port = t.split(":")
+    try:
+        if kind == "tcp":
+            s = socket.create_connection((addr, int(port)), timeout=3)
+            s.sendall(b"ping")
+            out[t] = "reached" if s.recv(16) == b"ping" else "no echo"
+        elif kind == "udp":
+            s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            s.settimeout(2)
+            s.sendto(b"ping", (addr, int(port)))
+            out[t] = "reached" if s.recvfrom(16)[0] == b"ping" else "no echo"
+        elif kind == "dns":
+            out[t] = socket.getaddrinfo(addr, int(port), socket.AF_INET)[0][4][0]
+    except OSError as e:
+        out[t] = "blocked: %s %s" % (type(e).__name__, e)
+print(json.dumps(out))
+"""
+
+# what lies outside the sandbox's reach, whatever it sends
+FORBIDDEN = {
+    "tcp:127.0.0.1:7007": "a listener on the engine namespace's loopback (reached through pasta "
+                          "it would be the host)",
+    "tcp:203.0.113.2:7008": "a listener on the engine namespace's own veth address",
+    "tcp:10.20.0.5:7": "a private (10/8) host",
+    "tcp:169.254.169.254:80": "the cloud metadata address",
+    "udp:10.20.0.5:7": "a private host, by UDP",
+    "udp:169.254.169.254:7": "the metadata address, by UDP",
+}
+
+
+def sh(*args, check=True, **kw):
+    return subprocess.run(list(args), check=check, capture_output=True, text=True, **kw)
+
+
+def holder():
+    """A process in a new network namespace of its own; the namespace lives
+    while it does."""
+    p = subprocess.Popen(["unshare", "--net", "sleep", "1000000"])
+    for _ in range(100):
+        try:
+            if os.readlink(f"/proc/{p.pid}/ns/net") != os.readlink("/proc/self/ns/net"):
+                return p
+        except OSError:
+            pass
+        time.sleep(0.02)
+    p.kill()
+    raise RuntimeError("no network namespace")
+
+
+def in_ns(pid, *cmd):
+    return ["nsenter", f"--net=/proc/{pid}/ns/net", *cmd]
+
+
+class Net:
+    def __init__(self, tmp):
+        self.tmp = tmp
+        self.procs = []
+        self.e = holder()
+        self.procs.append(self.e)
+        self.w = holder()
+        self.procs.append(self.w)
+        veth_e, veth_w = f"ke{os.getpid() % 100000}", f"kw{os.getpid() % 100000}"
+        sh("ip", "link", "add", veth_e, "netns", str(self.e.pid), "type", "veth", "peer", "name",
+           veth_w, "netns", str(self.w.pid))
+        for cmd in (f"ip link set lo up; ip link set {veth_e} up; "
+                    f"ip addr add 203.0.113.2/24 dev {veth_e}; "
+                    "ip route add default via 203.0.113.1",):
+            sh(*in_ns(self.e.pid, "sh", "-ec", cmd))
+        sh(*in_ns(self.w.pid, "sh", "-ec",
+                  f"ip link set lo up; ip link set {veth_w} up; "
+                  f"ip addr add 203.0.113.1/24 dev {veth_w}; ip addr add 203.0.113.10/32 dev {veth_w}; "
+                  "ip addr add 10.20.0.5/32 dev lo; ip addr add 169.254.169.254/32 dev lo; "
+                  "ip route add 10.0.2.0/24 via 203.0.113.2"))
+        self.world_log = tmp / "world.log"
+        self.engine_log = tmp / "engine-listeners.log"
+        self.start_world(self.w.pid, self.world_log, [
+            # UDP on each address: a reply from 0.0.0.0 would leave by the
+            # route's source address, not the one asked
+            "tcp:0.0.0.0:7", "udp:203.0.113.10:7", "udp:203.0.113.1:7", "udp:10.20.0.5:7",
+            "udp:169.254.169.254:7", "dns:203.0.113.10:53", "tcp:203.0.113.10:9",
+            "tcp:169.254.169.254:80"])
+        self.start_world(self.e.pid, self.engine_log, ["tcp:127.0.0.1:7007",
+                                                        "tcp:203.0.113.2:7008"])
+        self.resolv = tmp / "resolv.conf"
+        self.resolv.write_text("nameserver 203.0.113.10\n")
+
+    def start_world(self, pid, log, specs):
+        log.touch()
+        p = subprocess.Popen(in_ns(pid, PY, str(WORLD), str(log), *specs))
+        self.procs.append(p)
+        for _ in range(200):
+            if "ready" in log.read_text():
+                return
+            time.sleep(0.02)
+        raise RuntimeError("the world's servers did not start")
+
+    def kis_argv(self, *args):
+        """kis in E, in a private mount namespace whose resolv.conf names
+        the world's DNS server (the host's file is not touched)."""
+        script = f'mount --bind "$0" /etc/resolv.conf && exec "$@"'
+        return in_ns(self.e.pid, "unshare", "-m", "--propagation", "private", "sh", "-c", script,
+                     str(self.resolv), str(KIS), "sandbox", *args)
+
+    def kis(self, *args, timeout=120):
+        return subprocess.run(self.kis_argv(*args), capture_output=True, text=True,
+                              timeout=timeout)
+
+    def probe(self, tier_args, targets, extra=()):
+        p = self.kis("run", *tier_args, "--net", "egress", *extra, "--", PY, "-c", PROBE,
+                     json.dumps(targets))
+        assert p.returncode == 0, p.stderr
+        return json.loads(p.stdout.strip().splitlines()[-1])
+
+    def bare(self, target):
+        """The same probe from E itself, unconfined: the control."""
+        p = sh(*in_ns(self.e.pid, PY, "-c", PROBE, json.dumps([target])))
+        return json.loads(p.stdout)[target]
+
+    def close(self):
+        for p in reversed(self.procs):
+            p.kill()
+            p.wait()
+
+
+def egress_backends():
+    p = subprocess.run([str(KIS), "sandbox", "backends", "--json"], capture_output=True,
+                       text=True)
+    doc = json.loads(p.stdout)
+    rows = doc["backends"] if isinstance(doc, dict) else doc
+    return {b["backend"]: b for b in rows}
+
+
+TIERS = {
+    "bubblewrap": ["--tier", "host", "--backend", "bubblewrap"],
+    "oci": ["--tier", "container"],
+}
+
+
+@pytest.fixture(scope="module")
+def net(tmp_path_factory):
+    for tool in ("ip", "nsenter", "unshare", "pasta", "nft"):
+        if not shutil.which(tool):
+            pytest.skip(f"{tool} is not installed")
+    n = Net(tmp_path_factory.mktemp("egress"))
+    yield n
+    n.close()
+
+
+@pytest.fixture(params=sorted(TIERS))
+def tier(request, net, store):
+    b = egress_backends().get(request.param)
+    if not b or "egress" not in b.get("network", ""):
+        pytest.skip(f"{request.param} does not enforce egress here")
+    return TIERS[request.param]
+
+
+def pastas():
+    """pids of every pasta running (its binary is passt or passt.avx2)."""
+    out = set()
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                comm = Path(f"/proc/{d}/comm").read_text().strip()
+                cmd = Path(f"/proc/{d}/cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if comm.startswith("passt") and b"--netns" in cmd and b"10.0.2.15" in cmd:
+                out.add(int(d))
+    return out
+
+
+def gone(pid, secs=5):
+    for _ in range(int(secs * 50)):
+        if not os.path.exists(f"/proc/{pid}"):
+            return True
+        try:
+            if Path(f"/proc/{pid}/stat").read_text().split(")")[1].split()[0] == "Z":
+                return True
+        except OSError:
+            return True
+        time.sleep(0.02)
+    return False
+
+
+# ---- what egress gives ----
+
+def test_outbound_tcp_udp_and_dns_reach_the_world(net, tier):
+    got = net.probe(tier, ["tcp:203.0.113.10:7", "udp:203.0.113.10:7", "dns:world.test:7"])
+    assert got == {"tcp:203.0.113.10:7": "reached", "udp:203.0.113.10:7": "reached",
+                   "dns:world.test:7": "203.0.113.10"}, got
+    log = net.world_log.read_text()
+    assert "dns world.test" in log
+
+
+def test_resolv_conf_names_the_forwarder(net, tier):
+    p = net.kis("run", *tier, "--net", "egress", "--", "/bin/cat", "/etc/resolv.conf")
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.split() == ["nameserver", "10.0.2.3"]
+
+
+# ---- what stays out of reach ----
+
+def test_host_private_and_metadata_are_unreachable(net, tier):
+    for t in FORBIDDEN:  # the control: from the engine's namespace each one answers
+        assert net.bare(t) == "reached", (t, FORBIDDEN[t])
+    before = net.world_log.read_text(), net.engine_log.read_text()
+    got = net.probe(tier, sorted(FORBIDDEN))
+    escaped = {t: FORBIDDEN[t] for t, v in got.items() if v == "reached"}
+    assert not escaped, f"escaped: {escaped}"
+    assert all(v.startswith("blocked") for v in got.values()), got
+    # and nothing arrived there
+    assert net.world_log.read_text() == before[0]
+    assert net.engine_log.read_text() == before[1]
+
+
+def test_dns_forwarder_carries_only_dns(net, tier):
+    got = net.probe(tier, ["tcp:10.0.2.3:53", "tcp:10.0.2.3:7", "udp:10.0.2.3:7",
+                           "tcp:10.0.2.2:7"])
+    assert all(v.startswith("blocked") for v in got.values()), got
+
+
+def test_nothing_connects_in(net, tier):
+    listen = (r"""
+import socket, sys
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("0.0.0.0", 8080)); s.listen(4); s.settimeout(6)
+print("ready", flush=True)
+try:
+    c, a = s.accept(); print("escaped: connected from", a[0])
+except socket.timeout:
+    print("not escaped")
+""")
+    p = subprocess.Popen(net.kis_argv("run", *tier, "--net", "egress", "--", PY, "-c", listen),
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout.readline().strip() == "ready"
+        tries = {}
+        for addr in ("203.0.113.2", "10.0.2.15"):
+            r = sh(*in_ns(net.w.pid, PY, "-c",
+                          f"import socket\ntry:\n socket.create_connection(('{addr}',8080),timeout=2)"
+                          f"\n print('reached')\nexcept OSError as e: print('blocked', e)"))
+            tries[addr] = r.stdout.strip()
+        out, err = p.communicate(timeout=30)
+    finally:
+        p.kill()
+        p.wait()
+    assert out.strip() == "not escaped", (out, err, tries)
+    assert all(v.startswith("blocked") for v in tries.values()), tries
+
+
+# ---- network.allow ----
+
+def test_allow_narrows_to_the_listed_destination(net, tier):
+    got = net.probe(tier, ["tcp:203.0.113.10:7", "tcp:203.0.113.10:9", "tcp:203.0.113.1:7",
+                           "udp:203.0.113.10:7"],
+                    extra=["--net-allow", "203.0.113.10/32:7"])
+    assert got["tcp:203.0.113.10:7"] == "reached", got
+    assert got["udp:203.0.113.10:7"] == "reached", got  # the port is TCP's and UDP's
+    assert got["tcp:203.0.113.10:9"].startswith("blocked"), got
+    assert got["tcp:203.0.113.1:7"].startswith("blocked"), got
+
+
+def test_allow_makes_a_listed_private_range_reachable(net, tier):
+    got = net.probe(tier, ["tcp:10.20.0.5:7", "tcp:169.254.169.254:80", "tcp:203.0.113.10:7"],
+                    extra=["--net-allow", "10.20.0.0/16"])
+    assert got["tcp:10.20.0.5:7"] == "reached", got
+    assert got["tcp:169.254.169.254:80"].startswith("blocked"), got
+    assert got["tcp:203.0.113.10:7"].startswith("blocked"), got  # narrowed to the list
+
+
+def test_allow_never_reaches_the_host_or_link_local(net, tier):
+    got = net.probe(tier, ["tcp:203.0.113.2:7008", "tcp:169.254.169.254:80"],
+                    extra=["--net-allow", "203.0.113.0/24", "--net-allow", "169.254.0.0/16",
+                           "--net-allow", "0.0.0.0/0"])
+    assert all(v.startswith("blocked") for v in got.values()), got
+
+
+@pytest.mark.parametrize("bad", ["10.0.0.1/8", "1.2.3.4:0", "1.2.3.4:70000", "1.2.3.4:9-3",
+                                 "01.2.3.4", "1.2.3.4/33", "::1", "1.2.3.4; flush ruleset",
+                                 "1.2.3.4 accept", "1.2.3.4\naccept", "example.com", ""])
+def test_bad_allow_is_invalid_profile_naming_the_path(store, bad):
+    p = subprocess.run([str(KIS), "sandbox", "run", "--tier", "host", "--net", "egress",
+                        "--net-allow", bad, "--", "/bin/true"], capture_output=True, text=True)
+    assert p.returncode == 125
+    assert p.stderr.startswith("invalid_profile:") and "network.allow" in p.stderr, p.stderr
+    assert p.stderr.count("\n") == 1
+
+
+def test_bad_allow_in_a_profile_file_names_the_index(store, tmp_path):
+    f = tmp_path / "p.json"
+    f.write_text(json.dumps({"network": {"mode": "egress",
+                                         "allow": ["203.0.113.0/24", "203.0.113.0/24:1-x"]}}))
+    p = subprocess.run([str(KIS), "sandbox", "run", "--profile", str(f), "--", "/bin/true"],
+                       capture_output=True, text=True)
+    assert p.returncode == 125
+    assert "invalid_profile" in p.stderr and "network.allow[1]" in p.stderr, p.stderr
+
+
+def test_allow_without_egress_is_refused(store):
+    p = subprocess.run([str(KIS), "sandbox", "run", "--tier", "host", "--net-allow", "1.2.3.4",
+                        "--", "/bin/true"], capture_output=True, text=True)
+    assert p.returncode == 125
+    assert p.stderr.startswith("invalid_profile:"), p.stderr
+    assert "network.allow: only with network.mode 'egress'" in p.stderr, p.stderr
+
+
+# ---- the other modes, and the tiers that refuse ----
+
+def test_off_and_loopback_reach_nothing(net, tier):
+    for mode in ("off", "loopback"):
+        p = net.kis("run", *tier, "--net", mode, "--", PY, "-c", PROBE,
+                    json.dumps(["tcp:203.0.113.10:7", "tcp:127.0.0.1:7007"]))
+        assert p.returncode == 0, p.stderr
+        got = json.loads(p.stdout)
+        assert all(v.startswith("blocked") for v in got.values()), (mode, got)
+
+
+@pytest.mark.parametrize("tier_args", [["--tier", "host", "--backend", "landlock"],
+                                       ["--tier", "wasm"]])
+def test_landlock_and_wasm_refuse_egress_by_name(store, tier_args):
+    p = subprocess.run([str(KIS), "sandbox", "run", *tier_args, "--net", "egress", "--",
+                        "/bin/true"], capture_output=True, text=True)
+    assert p.returncode == 125
+    assert p.stderr.startswith("profile_unsatisfiable") and "egress" in p.stderr, p.stderr
+
+
+def test_backends_lists_egress_only_where_enforced():
+    b = egress_backends()
+    for name in ("landlock", "wasm", "process"):
+        if name in b:
+            assert "egress" not in b[name]["network"], b[name]
+    assert any("egress" in v["network"] for v in b.values()), b
+
+
+# ---- the helper's life ----
+
+def test_helper_is_gone_after_a_run(net, tier):
+    before = pastas()
+    p = net.kis("run", *tier, "--net", "egress", "--", "/bin/true")
+    assert p.returncode == 0, p.stderr
+    left = pastas() - before
+    assert all(gone(pid) for pid in left), left
+
+
+def test_helper_dies_with_a_killed_engine(net, tier):
+    before = pastas()
+    p = subprocess.Popen(net.kis_argv("run", *tier, "--net", "egress", "--", "/bin/sleep", "60"),
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        mine = set()
+        for _ in range(500):
+            mine = {q for q in pastas() - before
+                    if Path(f"/proc/{q}/stat").read_text().split(")")[1].split()[1] == str(p.pid)}
+            if mine:
+                break
+            time.sleep(0.02)
+        assert mine, "no pasta started by the engine"
+        time.sleep(0.3)
+        os.kill(p.pid, signal.SIGKILL)  # kis itself (nsenter, unshare and sh exec'd it)
+        p.wait()
+        assert all(gone(q) for q in mine), "pasta outlived the engine"
+    finally:
+        p.kill()
+        p.wait()
+    # what the killed run left (its container, cgroup, clone) is swept as always
+    net.kis("gc")
+
+
+def test_session_keeps_its_network_and_destroy_ends_the_helper(net, tier, store):
+    c = net.kis("create", *tier, "--net", "egress")
+    assert c.returncode == 0, c.stderr
+    sid = c.stdout.strip()
+    try:
+        saved = (store / "sessions" / sid / "egress").read_text().split()
+        pid = int(saved[0])
+        assert os.path.exists(f"/proc/{pid}")
+        for _ in range(2):  # twice: the network stays for the session's life
+            e = net.kis("exec", sid, "--", PY, "-c", PROBE,
+                        json.dumps(["tcp:203.0.113.10:7", "tcp:10.20.0.5:7"]))
+            assert e.returncode == 0, e.stderr
+            got = json.loads(e.stdout)
+            assert got["tcp:203.0.113.10:7"] == "reached", got
+            assert got["tcp:10.20.0.5:7"].startswith("blocked"), got
+    finally:
+        d = net.kis("session", "destroy", sid)
+    assert d.returncode == 0, d.stderr
+    assert gone(pid), "pasta outlived session destroy"
+
+
+def test_helper_of_a_killed_create_is_swept(net, tier):
+    """SIGKILL of `create` once the session is up but not yet published:
+    no parent-death signal covers a session's pasta, the owner record does
+    (`kis sandbox gc`)."""
+    before = pastas()
+    p = subprocess.Popen(net.kis_argv("create", *tier, "--net", "egress"),
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         env=dict(os.environ, KIS_TEST_PAUSE_AT="create-ready"))
+    try:
+        line = ""
+        for _ in range(200):
+            line = p.stderr.readline()
+            if "test pause at" in line or not line:
+                break
+        assert "test pause at" in line, line
+        mine = pastas() - before
+        assert mine, "no pasta for the session"
+        os.kill(p.pid, signal.SIGKILL)
+        p.wait()
+    finally:
+        p.kill()
+        p.wait()
+    g = net.kis("gc")
+    assert g.returncode == 0, g.stderr
+    assert all(gone(q) for q in mine), (mine, g.stdout)
