@@ -1,14 +1,35 @@
 #!/bin/sh
 # SPDX-License-Identifier: MIT
 # Host tier start-to-exit: /bin/true through the landlock and bubblewrap
-# backends, beside plain fork/exec and beside raw bwrap with the same
-# namespaces (ratios printed by build/bench/startup against the first line).
+# backends, each beside the raw mechanism doing what kis asks of it
+# (ratios printed by build/bench/startup against the first line of each
+# table, all rows of a table interleaved run by run).
+#
+# The references, and what each does:
+#   plain fork/exec        fork, exec /bin/true, wait: landlock's target is
+#                          1.5x this
+#   fork/exec + cgroup     the same plus the cgroup kis gives every native
+#                          run (memory 1 GiB, pids 256, cpuacct: mkdir,
+#                          limits, join through tasks, rmdir)
+#   raw bwrap, kis argv    bwrap with the argv of `kis sandbox run --dry-run
+#                          --backend bubblewrap` (every mount, namespace and
+#                          cover), kis's compiled seccomp program as a sealed
+#                          memfd, the user namespace of the sandbox's id
+#                          range made as kis makes it, the agent staged on a
+#                          /run tmpfs in a private mount namespace, bwrap
+#                          started as the range's first id; /bin/true in
+#                          place of the agent (bench/refs.py, the @recipes
+#                          of bench/startup.c)
+#   raw bwrap, kis argv + cgroup   the same with kis's per-run cgroup
+#   bwrap --unshare-all (old reference, labelled): namespaces and the system
+#                          directories only, no seccomp, no covers, no id
+#                          range: less work than kis asks of bwrap
 # BEFORE=DIR/kis (a kis with its kis-agent beside it, e.g. a copy of an
-# earlier build) adds its lines to the pairs, measured in the same run.
+# earlier build) adds its lines, measured in the same run.
 set -eu
 cd "$(dirname "$0")/.."
 mkdir -p build/bench
-[ -x build/bench/startup ] || cc -std=gnu11 -O2 -Wall -Wextra -Werror -o build/bench/startup bench/startup.c
+cc -std=gnu11 -O2 -Wall -Wextra -Werror -o build/bench/startup bench/startup.c
 N=${N:-200}
 KIS=build/kis
 avail() { $KIS sandbox backends --json | /usr/bin/python3 -c "
@@ -17,68 +38,32 @@ print(any(b['backend'] == '$1' and b['available'] for b in json.load(sys.stdin))
 store=$(mktemp -d /tmp/kis-bench-host-XXXXXX)
 trap 'rm -rf "$store"' EXIT
 export KIS_SANDBOX_ROOT="$store"
-set -- "plain fork/exec=/bin/true" \
-	"kis process tier=$KIS sandbox run --tier process --allow-process-tier -- /bin/true"
-[ "$(avail landlock)" = True ] && set -- "$@" \
-	"kis landlock=$KIS sandbox run --backend landlock -- /bin/true"
-if [ "$(avail bubblewrap)" = True ]; then
-	# the same namespaces, capabilities and mounts kis gives (seccomp aside)
-	raw="bwrap --unshare-user --unshare-pid --unshare-ipc --unshare-uts --unshare-cgroup-try"
-	raw="$raw --unshare-net --die-with-parent --cap-drop ALL --new-session --clearenv"
-	for d in /usr /bin /sbin /lib /lib64 /etc; do
-		if [ -L "$d" ]; then raw="$raw --symlink $(readlink $d) $d"
-		elif [ -d "$d" ]; then raw="$raw --ro-bind $d $d"; fi
-	done
-	raw="$raw --proc /proc --dev /dev --tmpfs /tmp --chdir / -- /bin/true"
-	set -- "$@" "raw bwrap=$raw" "kis bubblewrap=$KIS sandbox run --backend bubblewrap -- /bin/true"
-fi
-echo "== start-to-exit of /bin/true, host tier ($N runs each; ratio to plain fork/exec)"
-build/bench/startup "$N" "$@"
-# the pairs the targets name, each measured back to back (the machine is
-# shared: a pair run together sees the same load)
+echo "load: $(uptime)"
 B=${BEFORE:-}
 if [ "$(avail landlock)" = True ]; then
 	echo
-	echo "== landlock beside the unconfined engine path (target: within 1.5x)"
-	set -- "kis process tier=$KIS sandbox run --tier process --allow-process-tier -- /bin/true" \
+	echo "== landlock: start-to-exit of /bin/true ($N runs each; target: within 1.5x plain fork/exec)"
+	set -- "plain fork/exec=/bin/true" "fork/exec + cgroup=@cgroup /bin/true" \
+		"kis process tier=$KIS sandbox run --tier process --allow-process-tier -- /bin/true" \
 		"kis landlock=$KIS sandbox run --backend landlock -- /bin/true"
 	[ -n "$B" ] && set -- "$@" \
-		"before: process tier=$B sandbox run --tier process --allow-process-tier -- /bin/true" \
 		"before: landlock=$B sandbox run --backend landlock -- /bin/true"
 	build/bench/startup "$N" "$@"
 fi
 if [ "$(avail bubblewrap)" = True ]; then
-	# the reference with the system view kis gives (sysview.c: masked
-	# secrets in /etc, /proc's writable and leaky entries covered): where
-	# bwrap's own work ends and the engine's begins
-	full=$($KIS sandbox run --dry-run --backend bubblewrap -- /bin/true | /usr/bin/python3 -c '
-import json, sys
-a = json.load(sys.stdin).get("bwrap_argv") or []
-out, skip = [], 0
-for i, w in enumerate(a[1:]):
-    if skip:
-        skip -= 1
-        continue
-    if w in ("--userns", "--seccomp", "--channel-fd", "--info-fd", "--listen-fd"):
-        skip = 1
-        continue
-    if w == "--":
-        break
-    if w == "--as-pid-1":
-        continue
-    if w == "--ro-bind" and a[i + 2:i + 3] == ["/run/kis-agent"]:
-        skip = 2  # the agent, staged in the engine mount namespace
-        continue
-    if w == "--uid" or w == "--gid":
-        skip = 1
-        continue
-    out.append(w)
-print(" ".join(out))' 2>/dev/null || true)
+	raw=$(/usr/bin/python3 bench/refs.py bwrap "$KIS" -- /bin/true)
+	old="bwrap --unshare-all --die-with-parent --cap-drop ALL --new-session --clearenv"
+	for d in /usr /bin /sbin /lib /lib64 /etc; do
+		if [ -L "$d" ]; then old="$old --symlink $(readlink $d) $d"
+		elif [ -d "$d" ]; then old="$old --ro-bind $d $d"; fi
+	done
+	old="$old --proc /proc --dev /dev --tmpfs /tmp --chdir / -- /bin/true"
 	echo
-	echo "== bubblewrap beside raw bwrap (target: within 1.3x)"
-	set -- "raw bwrap=$raw"
-	[ -n "$full" ] && set -- "$@" "raw bwrap, same view=bwrap --unshare-user $full -- /bin/true"
-	set -- "$@" "kis bubblewrap=$KIS sandbox run --backend bubblewrap -- /bin/true"
+	echo "== bubblewrap: start-to-exit of /bin/true ($N runs each; target: within 1.2x raw bwrap, kis argv)"
+	set -- "raw bwrap, kis argv=$raw" "raw bwrap, kis argv + cgroup=@cgroup $raw" \
+		"kis bubblewrap=$KIS sandbox run --backend bubblewrap -- /bin/true" \
+		"old ref: bwrap --unshare-all=$old"
 	[ -n "$B" ] && set -- "$@" "before: bubblewrap=$B sandbox run --backend bubblewrap -- /bin/true"
 	build/bench/startup "$N" "$@"
 fi
+echo "load: $(uptime)"

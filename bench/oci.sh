@@ -1,9 +1,30 @@
 #!/bin/sh
 # SPDX-License-Identifier: MIT
 # Container tier: start-to-exit of /bin/true through `kis sandbox run --tier
-# container` beside raw `crun run` of an equivalent bundle (same namespaces,
-# mounts, rlimits, resources and seccomp, /bin/true as the container process),
-# and the clone-plus-run totals, as ratios. Usage: sh bench/oci.sh [N]
+# container` beside raw `crun run` of the config.json kis generates, and
+# the clone-plus-run totals, as ratios, every row interleaved run by run.
+# Usage: sh bench/oci.sh [N]
+#
+# The references, and what each does:
+#   raw crun, kis config   crun run of the config.json `kis sandbox run
+#                          --dry-run --backend oci` shows (the function that
+#                          writes the one a run uses: same mounts, masks,
+#                          namespaces, rlimits, devices, memory and pids
+#                          limits, seccomp), with /bin/true as process.args
+#                          in place of the agent, on kis's rootfs skeleton,
+#                          started the way kis starts crun (own process
+#                          group, stdio on /dev/null, and on a hybrid cgroup
+#                          host a private mount namespace without the v2
+#                          mount: the @crunns recipe of bench/startup.c, no
+#                          unshare(1), no shell)
+#   candidate (labelled): the same with kis's compiled seccomp program
+#                          handed over as run.oci.seccomp_bpf_data, which crun
+#                          1.8 loads instead of compiling linux.seccomp: what
+#                          a change of the backend could save
+#   crun spec (old reference, labelled): `crun spec`'s default bundle on the
+#                          same rootfs skeleton with the system directories
+#                          bound read-only: fewer mounts and masks, no
+#                          seccomp, no limits: less than kis asks of crun
 set -eu
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 KIS="$REPO/build/kis"
@@ -18,7 +39,11 @@ WORK=$(mktemp -d /tmp/kis-bench-oci-XXXXXX)
 export KIS_SANDBOX_ROOT="$WORK/store"
 cleanup() {
 	set +e
-	crun delete -f kis-bench-raw >/dev/null 2>&1
+	for st in "$WORK/state" "$WORK/spec/state" "$WORK/bpf/state"; do
+		for c in $(ls "$st" 2>/dev/null | grep '^kisref-'); do
+			crun --root "$st" delete -f "$c" >/dev/null 2>&1
+		done
+	done
 	for b in $("$KIS" sandbox base list --json 2>/dev/null | /usr/bin/python3 -c \
 		'import json,sys; [print(b["id"]) for b in json.load(sys.stdin)]' 2>/dev/null); do
 		"$KIS" sandbox base remove "$b" >/dev/null 2>&1
@@ -27,104 +52,40 @@ cleanup() {
 }
 trap cleanup EXIT INT TERM
 
-# The hand-written bundle: root:host as kis lays it out (a read-only
-# skeleton with the host's system dirs bound read-only), the same
-# namespaces, masked paths, rlimits, cgroup limits and seccomp policy (taken
-# from kis's plan so the filter is the same size), /bin/true as the process.
-mkdir -p "$WORK/raw/rootfs"
-cd "$WORK/raw/rootfs"
-mkdir -p proc dev sys tmp workspace usr etc
-for d in bin sbin lib lib32 lib64 libx32; do
-	if [ -L "/$d" ]; then ln -s "$(readlink "/$d")" "$d"; elif [ -d "/$d" ]; then mkdir "$d"; fi
-done
-cd "$REPO"
-"$KIS" sandbox run --dry-run --tier container -- /bin/true > "$WORK/plan.json"
-/usr/bin/python3 - "$WORK/plan.json" "$WORK/raw/config.json" "$WORK/raw/rootfs" <<'PY'
+"$KIS" sandbox run --tier container -- /bin/true # stages the agent the reference binds
+raw=$(/usr/bin/python3 "$REPO/bench/refs.py" crun "$KIS" "$WORK" -- /bin/true)
+mkdir -p "$WORK/bpf"
+rawbpf=$(/usr/bin/python3 "$REPO/bench/refs.py" crun "$KIS" "$WORK/bpf" --bpf -- /bin/true)
+# crun spec's default, on the same skeleton (the old kind of reference)
+mkdir -p "$WORK/spec/bundle"
+(cd "$WORK/spec/bundle" && crun spec)
+/usr/bin/python3 - "$WORK" <<'PY'
 import json, sys
-plan = json.load(open(sys.argv[1]))
-seccomp = plan["config"]["linux"]["seccomp"]
-def m(dst, typ, src, opts):
-    return {"destination": dst, "type": typ, "source": src, "options": opts}
-mounts = [
-    m("/proc", "proc", "proc", ["nosuid", "noexec", "nodev"]),
-    m("/dev", "tmpfs", "tmpfs", ["nosuid", "strictatime", "mode=755", "size=65536k"]),
-    m("/dev/pts", "devpts", "devpts", ["nosuid", "noexec", "newinstance", "ptmxmode=0666", "mode=0620"]),
-    m("/dev/shm", "tmpfs", "shm", ["nosuid", "noexec", "nodev", "mode=1777", "size=65536k"]),
-    m("/dev/mqueue", "mqueue", "mqueue", ["nosuid", "noexec", "nodev"]),
-    m("/sys", "sysfs", "sysfs", ["nosuid", "noexec", "nodev", "ro"]),
-    m("/tmp", "tmpfs", "tmpfs", ["nosuid", "nodev", "mode=1777"]),
-]
-import os
-for d in ["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc"]:
-    if os.path.isdir(d) and not os.path.islink(d):
-        mounts.append(m(d, "bind", d, ["bind", "ro", "nosuid", "nodev"]))
-cfg = {
-  "ociVersion": "1.0.2",
-  "process": {"terminal": False, "user": {"uid": 0, "gid": 0}, "args": ["/bin/true"],
-              "env": ["PATH=/usr/bin:/bin"], "cwd": "/",
-              "capabilities": {k: [] for k in ["bounding", "effective", "inheritable", "permitted", "ambient"]},
-              "rlimits": [{"type": "RLIMIT_NOFILE", "hard": 1024, "soft": 1024},
-                          {"type": "RLIMIT_CORE", "hard": 0, "soft": 0}],
-              "noNewPrivileges": True},
-  "root": {"path": sys.argv[3], "readonly": True},
-  "hostname": "bench",
-  "mounts": mounts,
-  "linux": {
-    "namespaces": [{"type": t} for t in ["pid", "mount", "ipc", "uts", "cgroup", "network"]],
-    "resources": {"devices": [{"allow": False, "access": "rwm"}],
-                  "memory": {"limit": 1 << 30, "swap": 1 << 30}, "pids": {"limit": 256}},
-    "cgroupsPath": "/kis-bench-raw",
-    "maskedPaths": ["/proc/kcore", "/proc/keys", "/proc/timer_list", "/sys/firmware"],
-    "readonlyPaths": ["/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus"],
-    "seccomp": seccomp,
-  },
-}
-json.dump(cfg, open(sys.argv[2], "w"), indent=1)
+w = sys.argv[1]
+c = json.load(open(f"{w}/spec/bundle/config.json"))
+c["root"] = {"path": f"{w}/bundle/rootfs", "readonly": True}
+c["process"].update(terminal=False, args=["/bin/true"])
+c["linux"].pop("cgroupsPath", None)
+# the system directories kis binds, read-only, so that /bin/true is there
+kis = json.load(open(f"{w}/bundle/config.json"))
+c["mounts"] += [m for m in kis["mounts"] if m["type"] == "bind" and m["destination"].count("/") == 1
+                and m["destination"] != "/workspace"]
+json.dump(c, open(f"{w}/spec/bundle/config.json", "w"))
 PY
-# crun 1.8 refuses hybrid cgroups: the reference gets the same private mount
-# namespace without the v2 mount that kis gives it (DESIGN.md).
-cat > "$WORK/raw.sh" <<SH
-#!/bin/sh
-if [ -d /sys/fs/cgroup/unified ] && mountpoint -q /sys/fs/cgroup/unified; then
-	exec unshare -m --propagation slave sh -c 'umount -l /sys/fs/cgroup/unified && exec crun run --bundle "$WORK/raw" kis-bench-raw'
-fi
-exec crun run --bundle "$WORK/raw" kis-bench-raw
-SH
-chmod +x "$WORK/raw.sh"
+spec="@crunns crun --root $WORK/spec/state run --bundle $WORK/spec/bundle kisref-{}"
 
 "$REPO/scripts/make-os-image.sh" "$WORK/os" >/dev/null
-echo hello > "$WORK/tiny.txt"
-mkdir -p "$WORK/tiny" && mv "$WORK/tiny.txt" "$WORK/tiny/"
+mkdir -p "$WORK/tiny" && echo hello > "$WORK/tiny/tiny.txt"
 os=$("$KIS" sandbox base import "$WORK/os")
 tiny=$("$KIS" sandbox base import "$WORK/tiny")
 
-echo "start-to-exit of /bin/true, $N runs each (reference: raw crun run of the hand-written bundle)"
+echo "load: $(uptime)"
+echo "start-to-exit of /bin/true, $N runs each, interleaved (reference: raw crun on kis's config; target 1.2x)"
 "$REPO/build/bench/startup" "$N" \
-	"raw crun run=$WORK/raw.sh" \
+	"raw crun, kis config=$raw" \
 	"kis run --tier container=$KIS sandbox run --tier container -- /bin/true" \
 	"kis clone+run (root:host)=$KIS sandbox run --tier container --base $tiny -- /bin/true" \
-	"kis clone+run (root:ws)=$KIS sandbox run --tier container --root workspace --base $os -- /bin/true"
-
-# The machines are shared: load that changes between the rows above moves
-# the ratios. The same pair again, interleaved run by run, so both see the
-# same load.
-echo
-echo "interleaved, $N pairs: raw crun run, then kis run --tier container"
-/usr/bin/python3 - "$N" "$WORK/raw.sh" "$KIS" <<'PY'
-import statistics, subprocess, sys, time
-n, raw, kis = int(sys.argv[1]), sys.argv[2], sys.argv[3]
-cmds = {"raw crun run": [raw],
-        "kis run --tier container": [kis, "sandbox", "run", "--tier", "container", "--", "/bin/true"]}
-t = {k: [] for k in cmds}
-for _ in range(n):
-    for k, c in cmds.items():
-        t0 = time.perf_counter()
-        subprocess.run(c, stdout=subprocess.DEVNULL, check=True)
-        t[k].append((time.perf_counter() - t0) * 1000)
-ref = statistics.median(t["raw crun run"])
-print("%-28s %10s %10s %8s" % ("command", "median_ms", "p90_ms", "ratio"))
-for k, v in t.items():
-    v.sort()
-    print("%-28s %10.3f %10.3f %7.2fx" % (k, statistics.median(v), v[len(v) * 9 // 10],
-                                           statistics.median(v) / ref))
-PY
+	"kis clone+run (root:ws)=$KIS sandbox run --tier container --root workspace --base $os -- /bin/true" \
+	"old ref: crun spec default=$spec" \
+	"candidate: raw crun + kis's bpf=$rawbpf"
+echo "load: $(uptime)"

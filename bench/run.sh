@@ -8,11 +8,20 @@ mkdir -p build/bench
 cc -std=gnu11 -O2 -Wall -Wextra -Werror -o build/bench/startup bench/startup.c
 N=${N:-200}
 echo "== start-to-exit of /bin/true ($N runs each)"
+echo "load: $(uptime)"
+# the process tier is fork/exec plus the cgroup every native run gets: the
+# second line is that reference (bench/startup.c @cgroup)
 build/bench/startup "$N" \
 	"plain fork/exec=/bin/true" \
+	"fork/exec + cgroup=@cgroup /bin/true" \
 	"kis process tier=build/kis sandbox run --tier process --allow-process-tier -- /bin/true"
 for f in bench/*.sh; do
 	[ "$f" = bench/run.sh ] && continue
+	# quick forms of the long ones (their own defaults are the full runs)
+	case "$f" in
+	bench/throughput.sh) QUICK=1 sh "$f"; continue ;;
+	bench/density.sh) echo; echo "== $f (quick)"; sh "$f" --host 200 --container 20; continue ;;
+	esac
 	echo
 	echo "== $f"
 	sh "$f"

@@ -12,9 +12,9 @@ allowed() {
 	case "$1" in
 	core)     echo "core" ;;
 	exec)     echo "core exec" ;;
-	confine)  echo "core exec confine" ;;
+	confine)  echo "core confine" ;;
 	net)      echo "core exec confine net" ;;
-	store)    echo "core exec store" ;;
+	store)    echo "core store" ;;
 	wasm)     echo "core wasm" ;;
 	agent)    echo "core exec confine agent" ;;
 	backends) echo "core exec confine net store wasm agent backends" ;;

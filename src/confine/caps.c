@@ -2,7 +2,7 @@
 /* Process hardening for the child between fork and exec: rlimits, stray
  * descriptors, no_new_privs and every capability dropped. No allocation. */
 #include "confine/confine.h"
-#include "exec/exec.h"
+#include "core/rlimit.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -148,7 +148,7 @@ struct kis_harden_opts {
  * on the success path. */
 KIS_HIDDEN int kis_harden_self(const struct kis_harden_opts *o, struct kis_error **err);
 /* The parts on their own, for backends that need only some. The rlimits
- * are exec's one setter (kis_rlimits_apply) over the resolved limits. */
+ * are core's one setter (kis_rlimits_apply) over the resolved limits. */
 KIS_HIDDEN int kis_set_rlimits(const struct kis_limits *lim, struct kis_error **err);
 KIS_HIDDEN int kis_cloexec_fds_from(int lowfd, const int *keep, size_t n_keep,
 				    struct kis_error **err);

@@ -42,12 +42,6 @@ struct kis_spawn {
 	pid_t parent;
 };
 
-/* The one rlimit setter (issue 20): file_bytes, open_files, the cpu
- * backstop a second past cpu_ms, and no core dumps, each with soft = hard
- * so the command cannot raise it; zero fields are left alone; never above
- * the caller's own hard limit. Async-signal-safe: -1 with errno. */
-int kis_rlimits_apply(const struct kis_limits *l);
-
 /* Host-side checks the supervisor consults (cgroups, for example). */
 struct kis_supervise_hooks {
 	/* Called once the child exists, before it execs: put it in a cgroup. */

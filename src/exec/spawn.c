@@ -15,6 +15,7 @@
 #include <linux/openat2.h>
 #include <termios.h>
 
+#include "core/rlimit.h"
 #include "exec/spawn.h"
 
 void kis_child_report(int fd, enum kis_child_stage stage, int sys_errno, enum kis_errc code,
@@ -28,39 +29,6 @@ void kis_child_report(int fd, enum kis_child_stage stage, int sys_errno, enum ki
 	snprintf(m.message, sizeof(m.message), "%s", msg ? msg : "");
 	ssize_t r = RETRY_EINTR(send(fd, &m, sizeof(m), MSG_NOSIGNAL));
 	(void)r;
-}
-
-/* soft = hard = v: the command cannot raise it back (setrlimit(2) lets
- * anyone lower a hard limit, only CAP_SYS_RESOURCE raise it). Never above
- * the hard limit we were given: lowered only. */
-static int set_rlimit(int resource, uint64_t v)
-{
-	struct rlimit rl = {.rlim_cur = v, .rlim_max = v};
-	struct rlimit cur;
-	if (getrlimit(resource, &cur) == 0 && cur.rlim_max != RLIM_INFINITY &&
-	    rl.rlim_max > cur.rlim_max)
-		rl.rlim_cur = rl.rlim_max = cur.rlim_max;
-	return setrlimit(resource, &rl);
-}
-
-int kis_rlimits_apply(const struct kis_limits *l)
-{
-	if (!l)
-		return 0;
-	if (l->file_bytes && set_rlimit(RLIMIT_FSIZE, l->file_bytes) < 0)
-		return -1;
-	if (l->open_files && set_rlimit(RLIMIT_NOFILE, l->open_files) < 0)
-		return -1;
-	if (l->cpu_ms) {
-		/* A backstop for every process of the run: the supervisor stops the
-		 * command at cpu_ms of the whole sandbox exactly; RLIMIT_CPU, per
-		 * process and in whole seconds, catches one the supervisor cannot
-		 * see, a second past the budget. Soft and hard alike: the kernel
-		 * sends SIGKILL, which the command cannot catch (setrlimit(2)). */
-		if (set_rlimit(RLIMIT_CPU, (l->cpu_ms + 999) / 1000 + 1) < 0)
-			return -1;
-	}
-	return set_rlimit(RLIMIT_CORE, 0);
 }
 
 static const char *env_get(char *const *envp, const char *key)

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sched.h>
 #include <sys/prctl.h>
@@ -28,6 +29,7 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include <linux/nsfs.h>
 
 #include "confine/confine.h"
 
@@ -856,6 +858,58 @@ static void test_bwrap_takes_exported_filter(void **s)
 	assert_int_equal(run_bwrap("/bin/sh", "-c", "echo hi | tr a-z A-Z | grep -q HI"), 0);
 }
 
+/* The sandbox's user namespace, made by a holder that shares our memory
+ * (userns.c): owned by the range's first id, ids 0..65535 mapped onto the
+ * range, and the engine's own dumpable flag as it was (the holder's change
+ * of credentials marks the shared mm, userns.c restores it). */
+static void test_userns_holder_maps_range_and_keeps_engine_dumpable(void **s)
+{
+	(void)s;
+	if (geteuid() != 0)
+		skip(); /* mapping a range of ids needs root */
+	const uid_t first = KIS_IDS_FIRST + 11 * KIS_IDS_COUNT;
+	int before = prctl(PR_GET_DUMPABLE);
+	int fd = -1;
+	struct kis_error *e = NULL;
+	if (kis_userns_open(first, KIS_IDS_COUNT, &fd, &e) < 0) {
+		kis_error_free(e);
+		skip(); /* user namespaces are off on this host */
+	}
+	assert_int_equal(prctl(PR_GET_DUMPABLE), before);
+	uid_t owner = 0;
+	assert_int_equal(ioctl(fd, NS_GET_OWNER_UID, &owner), 0);
+	assert_int_equal(owner, first);
+	int p[2];
+	assert_int_equal(pipe(p), 0);
+	pid_t pid = fork();
+	if (pid == 0) {
+		/* root here holds CAP_SYS_ADMIN over a child namespace */
+		if (setns(fd, CLONE_NEWUSER) < 0)
+			_exit(1);
+		int m = open("/proc/self/uid_map", O_RDONLY);
+		char buf[128];
+		ssize_t n = m >= 0 ? read(m, buf, sizeof(buf)) : -1;
+		if (n > 0 && write(p[1], buf, (size_t)n) != n)
+			_exit(1);
+		_exit(n > 0 ? 0 : 1);
+	}
+	close(p[1]);
+	char buf[128] = "";
+	ssize_t n = read(p[0], buf, sizeof(buf) - 1);
+	close(p[0]);
+	int st = 0;
+	waitpid(pid, &st, 0);
+	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	assert_true(n > 0);
+	buf[n] = '\0';
+	unsigned long a = 1, b = 0, c = 0;
+	assert_int_equal(sscanf(buf, "%lu %lu %lu", &a, &b, &c), 3);
+	assert_int_equal(a, 0);
+	assert_int_equal(b, first);
+	assert_int_equal(c, KIS_IDS_COUNT);
+	close(fd);
+}
+
 static void test_net_host_allows_inet(void **s)
 {
 	(void)s;
@@ -900,6 +954,7 @@ int main(void)
 		cmocka_unit_test(test_python_works),
 		cmocka_unit_test(test_net_host_allows_inet),
 		cmocka_unit_test(test_bwrap_takes_exported_filter),
+		cmocka_unit_test(test_userns_holder_maps_range_and_keeps_engine_dumpable),
 	};
 	return cmocka_run_group_tests(tests, setup_dirs, teardown_dirs);
 }
