@@ -19,6 +19,7 @@ struct kis_caps {
 	bool present;            /* usable on this host at all */
 	char why_absent[200];    /* when !present: what is missing */
 	bool cow, shell, native, seccomp, snapshot, tty;
+	bool mounts;             /* places the profile's mounts (issue 21) */
 	unsigned net_modes;      /* bits (1u << enum kis_net_mode) */
 	unsigned limits;         /* KIS_LIMIT_* bits */
 	char accel[16];          /* microvm: "kvm" or "tcg"; else "" */
@@ -44,6 +45,21 @@ struct kis_ctx {
 	void *priv;             /* the engine's */
 };
 
+/* One of the profile's mounts, resolved by the engine in the store: the
+ * backend never sees the caller's words for a source, only the store's
+ * own paths (canonical: the store root has no symlink in it). */
+struct kis_mount_src {
+	const char *source;   /* the id, for --dry-run and errors */
+	const char *target;   /* normalised (kis_profile: mounts[].target) */
+	bool base;            /* a base's tree */
+	bool read_only;       /* a base always; a workspace when asked */
+	const char *path;     /* host path of its files: bases/<b>/tree, a workspace's tree or merged */
+	/* An overlay workspace's layers (kis_workspace_layers), for a backend
+	 * that joins them itself: the base's tree and the workspace's
+	 * directory (upper/, work/); NULL otherwise. */
+	const char *lower, *ws_dir;
+};
+
 /* One run, fully resolved: limits already defaulted, ids minted. */
 struct kis_run_request {
 	const struct kis_ctx *ctx;
@@ -54,6 +70,11 @@ struct kis_run_request {
 	/* An overlay workspace's layers (kis_workspace_layers), for a backend
 	 * that joins them itself; NULL otherwise. */
 	const char *workspace_lower, *workspace_upper, *workspace_cache;
+	/* The profile's mounts, resolved and held; NULL (n_mounts 0) in the
+	 * early plan before the workspace is made, where only
+	 * profile->n_mounts tells that there will be some. */
+	const struct kis_mount_src *mounts;
+	size_t n_mounts;
 	const char *sandbox_id;
 	struct kis_io io;
 };

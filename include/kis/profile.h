@@ -38,6 +38,17 @@ struct kis_net_dest {
  * run the guest and TCG otherwise (and says which in the result). */
 enum kis_accel { KIS_ACCEL_AUTO = 0, KIS_ACCEL_KVM, KIS_ACCEL_TCG };
 
+/* One entry of the profile's `mounts`: an engine id placed at a path inside
+ * the sandbox. The source is never a host path: the engine finds its files
+ * in the store (issue 21). */
+struct kis_mount {
+	char *source;   /* a base id (always read-only) or a workspace id */
+	char *target;   /* absolute and normalised, checked by kis_mount_target_check */
+	bool read_only; /* a workspace shown read-only (a base always is) */
+};
+
+/* The most mounts one profile may hold. */
+#define KIS_MOUNTS_MAX 16
 /* wasm: which engine runs the module. auto takes the best one this host
  * has (`kis sandbox backends` lists them); a named one that is absent is
  * refused (profile_unsatisfiable), never replaced. */
@@ -69,6 +80,8 @@ struct kis_profile {
 	char **env;      /* "KEY=VALUE" strings, n_env of them; keys unique */
 	size_t n_env;
 	char *cwd;       /* working directory inside the sandbox; NULL: default */
+	struct kis_mount *mounts; /* n_mounts of them, targets distinct and not nested */
+	size_t n_mounts;
 	struct {
 		bool enabled;
 		unsigned rows, cols;
@@ -99,7 +112,8 @@ KIS_API int kis_profile_merge_file(struct kis_profile *p, const char *path, stru
 
 /* Set one field by its JSON path from a string, as a command-line flag does:
  * durations take a unit ("500ms", "2s", "1m"), sizes take k, M or G, "env"
- * takes "KEY=VALUE" and replaces an earlier value of KEY. */
+ * takes "KEY=VALUE" and replaces an earlier value of KEY, "mounts" takes
+ * "ID:TARGET[:ro]" and appends one mount. */
 KIS_API int kis_profile_set(struct kis_profile *p, const char *path, const char *value,
 			    struct kis_error **err);
 

@@ -63,6 +63,20 @@ KIS_API int kis_workspace_refresh(struct kis_store *s, const char *id, struct ki
 KIS_API int kis_workspace_hold(struct kis_store *s, const char *id, const char *holder,
 			       struct kis_error **err);
 KIS_API int kis_workspace_unhold(struct kis_store *s, const char *id, const char *holder);
+/* A mount's hold (issue 21): holder is the run's sandbox id or the
+ * session's id, live while the run's owner is locked or the session
+ * exists; a dead holder's hold is dropped when next looked at. A hold
+ * keeps destroy busy. write: a read-write mount, refused with KIS_E_BUSY
+ * while another live holder writes the workspace (a read-write mount, or
+ * a session whose own workspace it is); a session's own hold is refused
+ * likewise while a read-write mount writes it. */
+KIS_API int kis_workspace_hold_mount(struct kis_store *s, const char *id, const char *holder,
+				     bool write, struct kis_error **err);
+KIS_API int kis_workspace_unhold_mount(struct kis_store *s, const char *id, const char *holder);
+/* KIS_E_BUSY when a live read-write mount other than self's writes the
+ * workspace (a run that uses it as its own checks this first). */
+KIS_API int kis_workspace_check_writers(struct kis_store *s, const char *id, const char *self,
+					struct kis_error **err);
 /* Idempotent: a valid id that names nothing succeeds. Refuses a held one. */
 KIS_API int kis_workspace_destroy(struct kis_store *s, const char *id, struct kis_error **err);
 
@@ -131,6 +145,13 @@ KIS_API int kis_base_import(struct kis_store *s, const char *src,
  * last clone is destroyed. A removed base cannot be cloned. Idempotent for
  * a removed base; KIS_E_NOT_FOUND for an id that names nothing. */
 KIS_API int kis_base_remove(struct kis_store *s, const char *id, struct kis_error **err);
+/* A mount's reference on a base (bases/<b>/refs/<holder>.mount, beside the
+ * clones'): base remove then marks it removed and it is freed with its last
+ * reference; a dead holder's reference is dropped when next counted.
+ * A removed base cannot be held (KIS_E_NOT_FOUND). */
+KIS_API int kis_base_hold(struct kis_store *s, const char *id, const char *holder,
+			  struct kis_error **err);
+KIS_API int kis_base_unhold(struct kis_store *s, const char *id, const char *holder);
 /* The host path of a base's (read-only by convention) tree; malloc'ed. */
 KIS_API int kis_base_path(struct kis_store *s, const char *id, char **out,
 			  struct kis_error **err);

@@ -8,6 +8,7 @@
 #include <sys/resource.h>
 
 #include "backends/common.h"
+#include "confine/sysview.h"
 #include "core/io.h"
 #include "core/json.h"
 #include "exec/spawn.h"
@@ -26,6 +27,13 @@ int kis_check_limits(const struct kis_caps *caps, const struct kis_profile *p,
 		return kis_error_set(err, KIS_E_PROFILE_UNSATISFIABLE, 0,
 				     "microvm.vcpus: the %s backend runs no virtual machine: drop "
 				     "--vcpus or choose the microvm tier", backend);
+	/* Mounts need a mount namespace the sandbox's own (or a guest, or a
+	 * WASI preopen): a backend without one cannot place a target. */
+	if (p->n_mounts && !caps->mounts)
+		return kis_error_set(err, KIS_E_PROFILE_UNSATISFIABLE, 0,
+				     "mounts: the %s backend cannot place mounts (see the MOUNTS "
+				     "column of 'kis sandbox backends'): drop them or choose another "
+				     "tier", backend);
 	/* Likewise the wasm tier's own fields, which only the wasm backend
 	 * reads (in its plan). */
 	if (strcmp(backend, "wasm") && p->wasm.engine != KIS_WASM_ENGINE_AUTO)
@@ -191,6 +199,29 @@ int kis_ctx_agent(const struct kis_ctx *ctx, char **out, struct kis_error **err)
 				     ctx && ctx->agent_why ? ctx->agent_why : "the agent is missing");
 	*out = strdup(ctx->agent);
 	return *out ? 0 : kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "agent path");
+}
+
+int kis_check_mount_targets(const struct kis_profile *p, const char *backend,
+			    struct kis_error **err)
+{
+	if (p->n_mounts && p->root == KIS_ROOT_WORKSPACE)
+		return kis_error_set(err, KIS_E_PROFILE_UNSATISFIABLE, 0,
+				     "mounts: the %s backend places mounts with root 'host' only "
+				     "(with root 'workspace' their mount points would lie in the "
+				     "tree the sandbox writes)", backend);
+	for (size_t i = 0; i < p->n_mounts; i++) {
+		const char *t = p->mounts[i].target;
+		for (size_t k = 0; k < kis_sysview_n_dirs; k++) {
+			size_t n = strlen(kis_sysview_dirs[k]);
+			if (!strncmp(t, kis_sysview_dirs[k], n) && (t[n] == '/' || !t[n]))
+				return kis_error_set(err, KIS_E_INVALID_PROFILE, 0,
+						     "mounts[%zu].target: '%s' lies in the host's "
+						     "read-only system view (%s): choose a path "
+						     "outside it (such as /data or /mnt/x)",
+						     i, t, kis_sysview_dirs[k]);
+		}
+	}
+	return 0;
 }
 
 int kis_check_network(const struct kis_caps *caps, const struct kis_profile *p,

@@ -34,6 +34,15 @@ bool kis_env_has(char *const *env, size_t n, const char *key);
 /* Refuse each non-zero limit the backend cannot enforce, naming the field. */
 int kis_check_limits(const struct kis_caps *caps, const struct kis_profile *p,
 		     const char *backend, struct kis_error **err);
+/* The targets of the profile's mounts on a backend that binds them into a
+ * root: host view (bubblewrap, oci): refused with root 'workspace' (the
+ * mount point would be made inside a tree the sandbox wrote, where a
+ * symlink could send it elsewhere in the runtime's mount namespace), and a
+ * target in the host's read-only system view (/usr, /etc, ... of
+ * confine/sysview.c) is refused naming it (the mount point would have to
+ * be made in the host's directory). */
+int kis_check_mount_targets(const struct kis_profile *p, const char *backend,
+			    struct kis_error **err);
 /* Environment of a sandboxed command: a default PATH and HOME, then the
  * profile's env (which wins). Nothing is inherited from the caller. */
 int kis_native_plan_init(struct kis_native_plan *n, const struct kis_run_request *req,

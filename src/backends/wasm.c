@@ -62,6 +62,7 @@ static void wasm_probe(const struct kis_ctx *ctx, struct kis_caps *c)
 	 * seccomp allowlist has no fork/clone): any pids limit holds. */
 	c->limits = KIS_LIMIT_WALL | KIS_LIMIT_CPU | KIS_LIMIT_MEMORY | KIS_LIMIT_PIDS |
 		    KIS_LIMIT_OUTPUT | KIS_LIMIT_FILE | KIS_LIMIT_OPEN_FILES;
+	c->mounts = true; /* one more WASI preopen each, named by its target */
 }
 
 struct kis_plan {
@@ -73,7 +74,18 @@ struct kis_plan {
 	const char *engine; /* "interpreter" */
 	struct kis_limits limits;
 	struct kis_io io;
+	/* the profile's mounts: one more preopen each, named by its target */
+	struct wasm_mount {
+		char *target, *path;
+		bool ro;
+		int fd; /* open during run (>= MOUNT_FD_MIN), else -1 */
+	} mounts[KIS_MOUNTS_MAX];
+	size_t n_mounts;
 };
+
+/* Where run() keeps the mounts' directories until the child moves them
+ * to 4.. (above 4 + KIS_MOUNTS_MAX, so no dup2 lands on one not moved). */
+#define MOUNT_FD_MIN 100
 
 static void wasm_plan_free(struct kis_plan *pl)
 {
@@ -83,6 +95,12 @@ static void wasm_plan_free(struct kis_plan *pl)
 	kis_strv_free(pl->envp);
 	free(pl->module);
 	free(pl->workspace);
+	for (size_t i = 0; i < pl->n_mounts; i++) {
+		free(pl->mounts[i].target);
+		free(pl->mounts[i].path);
+		if (pl->mounts[i].fd >= 0)
+			close(pl->mounts[i].fd);
+	}
 	free(pl);
 }
 
@@ -149,6 +167,13 @@ static int wasm_plan(const struct kis_caps *caps, const struct kis_run_request *
 		return kis_error_set(err, KIS_E_PROFILE_UNSATISFIABLE, 0,
 				     "workspace: the wasm tier runs a module that lies in a "
 				     "workspace: give --base or --workspace");
+	/* WASI libc finds preopens from fd 3 up to the first that is none
+	 * (wasi-libc's __wasilibc_populate_preopens): without the workspace
+	 * at 3 the mounts' 4.. would never be seen */
+	if (p->n_mounts && p->wasm.preopen != KIS_WASM_PREOPEN_WORKSPACE)
+		return kis_error_set(err, KIS_E_PROFILE_UNSATISFIABLE, 0,
+				     "mounts: with wasm.preopen 'none' the module has no directory "
+				     "for them: drop the mounts or --preopen");
 	const char *rel = module_rel(req->argv[0]);
 	if (!rel)
 		return kis_error_set(err, KIS_E_INVALID_ARGUMENT, 0,
@@ -166,7 +191,16 @@ static int wasm_plan(const struct kis_caps *caps, const struct kis_run_request *
 	pl->io = req->io;
 	pl->preopen = p->wasm.preopen == KIS_WASM_PREOPEN_WORKSPACE;
 	pl->engine = engine;
-	if (!pl->argv || !pl->envp || !pl->module || (req->workspace_path && !pl->workspace)) {
+	bool oom = false;
+	for (size_t i = 0; i < req->n_mounts && i < KIS_MOUNTS_MAX; i++) {
+		struct wasm_mount *m = &pl->mounts[i];
+		pl->n_mounts = i + 1;
+		m->fd = -1;
+		m->ro = req->mounts[i].read_only;
+		oom |= !(m->target = strdup(req->mounts[i].target)) ||
+		       !(m->path = strdup(req->mounts[i].path));
+	}
+	if (oom || !pl->argv || !pl->envp || !pl->module || (req->workspace_path && !pl->workspace)) {
 		wasm_plan_free(pl);
 		return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "cannot plan");
 	}
@@ -196,6 +230,12 @@ static char *wasm_describe(const struct kis_plan *pl)
 		(json_int_t)l->open_files);
 	if (!o)
 		return NULL;
+	json_t *pre = json_array();
+	for (size_t i = 0; i < pl->n_mounts; i++)
+		json_array_append_new(pre, json_pack("{s:i, s:s, s:b}", "fd", (int)(4 + i), "name",
+						     pl->mounts[i].target, "read_only",
+						     pl->mounts[i].ro));
+	json_object_set_new(o, "mount_preopens", pre);
 	char *s = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
 	json_decref(o);
 	return s;
@@ -316,20 +356,29 @@ static int child_main(void *vctx, struct kis_error **err)
 		kis_error_free(e);
 		child_fail(st, "cannot confine the interpreter");
 	}
-	/* Everything but 0-2 and the workspace (3, when it is the preopen)
-	 * goes, the supervisor's report socket among them: its EOF is how the
-	 * parent learns that the command started, as an exec would have
+	/* The mounts' directories to 4.. (the guest's fds 4.., after the
+	 * workspace's 3: the plan refuses mounts without it), then everything
+	 * else goes, the supervisor's report socket among them: its EOF is how
+	 * the parent learns that the command started, as an exec would have
 	 * closed it. */
-	unsigned first = pl->preopen ? 4u : 3u;
+	for (size_t i = 0; i < pl->n_mounts; i++)
+		if (dup2(pl->mounts[i].fd, 4 + (int)i) < 0)
+			child_fail(st, "cannot pass a mount's directory");
+	unsigned first = pl->preopen ? 4u + (unsigned)pl->n_mounts : 3u;
 	if (syscall(SYS_close_range, first, ~0u, 0u) < 0)
 		for (int fd = (int)first; fd < 1024; fd++)
 			close(fd);
+	struct kis_wasi_preopen pre[KIS_MOUNTS_MAX];
+	for (size_t i = 0; i < pl->n_mounts; i++)
+		pre[i] = (struct kis_wasi_preopen){.fd = 4 + (int)i, .name = pl->mounts[i].target,
+						   .ro = pl->mounts[i].ro};
 	g_status = st;
 	g_store = kis_wasm_store_new();
 	uint64_t nofile = pl->limits.open_files ? pl->limits.open_files : 1024;
 	struct kis_wasi_config cfg = {
 		.argv = pl->argv, .envp = pl->envp, .stdin_fd = 0, .stdout_fd = 1, .stderr_fd = 2,
 		.preopen_fd = pl->preopen ? 3 : -1, .preopen_name = "/", .max_fds = nofile > 4096 ? 4096 : (uint32_t)nofile,
+		.extra = pre, .n_extra = pl->n_mounts,
 	};
 	struct kis_wasi *w = g_store ? kis_wasi_new(&cfg) : NULL;
 	if (!w)
@@ -523,13 +572,38 @@ static int wasm_run(struct kis_plan *pl, struct kis_result *res, struct kis_erro
 				       MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (st == MAP_FAILED)
 		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot map the status page");
+	/* Each mount's directory: the store's own path opened with no symlink
+	 * on the way (openat2(2) RESOLVE_NO_SYMLINKS), above MOUNT_FD_MIN */
+	for (size_t i = 0; i < pl->n_mounts; i++) {
+		struct open_how how = {.flags = O_RDONLY | O_DIRECTORY | O_CLOEXEC,
+				       .resolve = RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS};
+		int fd = (int)syscall(SYS_openat2, AT_FDCWD, pl->mounts[i].path, &how, sizeof(how));
+		pl->mounts[i].fd = fd < 0 ? -1 : fcntl(fd, F_DUPFD_CLOEXEC, MOUNT_FD_MIN);
+		int e = errno;
+		if (fd >= 0)
+			close(fd);
+		if (pl->mounts[i].fd < 0) {
+			munmap(st, sizeof(*st));
+			return kis_error_set(err, KIS_E_PROFILE_UNSATISFIABLE, e,
+					     "mounts[%zu]: cannot open its source", i);
+		}
+	}
 	struct child_ctx cc = {.pl = pl, .bytes = bytes, .len = len, .st = st, .landlock_fd = -1};
-	/* Landlock where the kernel has it; without it the seccomp filter and
-	 * openat2 beneath the workspace still hold. */
+	/* Landlock where the kernel has it (the mounts read-only or
+	 * read-write as asked); without it the seccomp filter, openat2
+	 * beneath each preopen and the WASI rights still hold. */
+	const char *ll_ro[KIS_MOUNTS_MAX + 1] = {0}, *ll_rw[KIS_MOUNTS_MAX + 1] = {0};
+	for (size_t i = 0, r = 0, w = 0; i < pl->n_mounts; i++) {
+		if (pl->mounts[i].ro)
+			ll_ro[r++] = pl->mounts[i].path;
+		else
+			ll_rw[w++] = pl->mounts[i].path;
+	}
 	if (kis_landlock_abi() > 0) {
 		/* Without a preopen the process needs no file at all. */
 		struct kis_landlock_opts lo = {.workspace = pl->preopen ? pl->workspace : NULL,
-					       .net = KIS_NET_OFF};
+					       .net = KIS_NET_OFF, .extra_ro = ll_ro,
+					       .extra_rw = ll_rw};
 		struct kis_landlock_report rep;
 		struct kis_error *e = NULL;
 		if (kis_landlock_prepare(&lo, &cc.landlock_fd, &rep, &e) < 0)

@@ -75,9 +75,9 @@ int cmd_backends(int argc, char **argv)
 	json_t *arr = json_array();
 	char wasm_engines[sizeof(((struct kis_caps *)0)->engines)] = "";
 	if (!json)
-		printf("%-12s %-10s %-4s %-6s %-7s %-24s %-8s %-9s %-4s %-6s %-6s %s\n", "BACKEND",
-		       "TIERS", "CoW", "SHELL", "NATIVE", "NETWORK", "SECCOMP", "SNAPSHOT", "TTY",
-		       "DISK", "ACCEL", "STATUS");
+		printf("%-12s %-10s %-4s %-6s %-7s %-24s %-8s %-9s %-4s %-6s %-6s %-6s %s\n",
+		       "BACKEND", "TIERS", "CoW", "SHELL", "NATIVE", "NETWORK", "SECCOMP", "SNAPSHOT",
+		       "TTY", "MOUNTS", "DISK", "ACCEL", "STATUS");
 	for (size_t i = 0; i < n; i++) {
 		struct kis_caps c;
 		kis_backend_probe(b[i], root, true, &c);
@@ -101,6 +101,7 @@ int cmd_backends(int argc, char **argv)
 				c.present && c.seccomp, "snapshot", c.present && c.snapshot, "tty",
 				c.present && c.tty, "accel", c.accel);
 			json_object_set_new(o, "clone_strategy", json_string(strategy));
+			json_object_set_new(o, "mounts", json_boolean(c.present && c.mounts));
 			json_t *la = json_array();
 			for (unsigned k = 0; k < KIS_LIMIT__COUNT; k++)
 				if (c.present && (c.limits & kis_limit_table[k].bit))
@@ -130,10 +131,11 @@ int cmd_backends(int argc, char **argv)
 		/* how limits.disk_bytes binds: the VM's layer, the store's quota, or not */
 		const char *disk = !c.present || !(c.limits & KIS_LIMIT_DISK) ? "-" :
 				   b[i]->tier == KIS_TIER_MICROVM ? "layer" : "quota";
-		printf("%-12s %-10s %-4s %-6s %-7s %-24s %-8s %-9s %-4s %-6s %-6s %s\n", b[i]->name,
-		       kis_tier_name(b[i]->tier), yes_no(c.present && c.cow), yes_no(c.present && c.shell),
-		       yes_no(c.present && c.native), net, yes_no(c.present && c.seccomp),
-		       yes_no(c.present && c.snapshot), yes_no(c.present && c.tty), disk,
+		printf("%-12s %-10s %-4s %-6s %-7s %-24s %-8s %-9s %-4s %-6s %-6s %-6s %s\n",
+		       b[i]->name, kis_tier_name(b[i]->tier), yes_no(c.present && c.cow),
+		       yes_no(c.present && c.shell), yes_no(c.present && c.native), net,
+		       yes_no(c.present && c.seccomp), yes_no(c.present && c.snapshot),
+		       yes_no(c.present && c.tty), yes_no(c.present && c.mounts), disk,
 		       c.accel[0] ? c.accel : "-", c.present ? "available" : c.why_absent);
 	}
 	if (!json && wasm_engines[0])

@@ -42,6 +42,8 @@ static const struct flag flags[] = {
 #undef LIMIT_FLAG
 	{"--env", "env", true, ALL, "K=V  set an environment variable (repeatable)"},
 	{"--cwd", "cwd", true, ALL, "DIR  working directory inside the sandbox"},
+	{"--mount", "mounts", true, RC,
+	 "ID:TARGET[:ro]  a base (read-only) or workspace at TARGET (repeatable)"},
 	{"--tty", "tty.enabled", false, ALL, "a real terminal for the command"},
 	{"--accel", "microvm.accel", true, RC, "A  auto|kvm|tcg: the microvm's accelerator"},
 	{"--vcpus", "microvm.vcpus", true, RC, "N  the microvm's virtual CPUs (1 to 64, default 1)"},

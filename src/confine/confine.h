@@ -264,6 +264,18 @@ KIS_HIDDEN int kis_idmap_overlay(const char *lower, const char *ws_dir, const ch
  * the permitted set (overlayfs keeps its mounter's credentials); then back
  * to fsuid 0 with kis_ids_root_end. -1 with errno. */
 KIS_HIDDEN int kis_as_ids_root(uid_t first);
+/* A mount's source (issue 21), as kis_idmap_bind and kis_idmap_overlay
+ * but strict: each path is the store's own and canonical, opened with
+ * openat2(RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS) and cloned by its
+ * fd, so no link on the way (planted by a sandbox that wrote the tree, or
+ * by anyone in the store) moves the bind elsewhere; ro: the mount is
+ * read-only (MOUNT_ATTR_RDONLY), and an overlay is joined with no upper
+ * layer (upper over lower, both as lower layers: overlayfs is then
+ * read-only by construction, Documentation/filesystems/overlayfs.rst
+ * "Multiple lower layers"). */
+KIS_HIDDEN int kis_idmap_bind_source(const char *src, const char *target, int userns_fd, bool ro);
+KIS_HIDDEN int kis_idmap_overlay_source(const char *lower, const char *ws_dir, const char *target,
+					int userns_fd, uid_t first, bool ro);
 KIS_HIDDEN void kis_ids_root_end(void);
 
 #endif

@@ -32,6 +32,7 @@
 #include <sys/wait.h>
 #include <linux/capability.h>
 #include <linux/mount.h>
+#include <linux/openat2.h>
 
 #include "confine/confine.h"
 
@@ -202,6 +203,77 @@ static int idmapped_tree(const char *path, int userns_fd)
 		return -1;
 	}
 	return t;
+}
+
+/* The strict variant for a mount's source: resolved with no symlink
+ * anywhere (openat2(2) RESOLVE_NO_SYMLINKS), then cloned by fd. */
+static int idmapped_source(const char *path, int userns_fd, bool ro)
+{
+	struct open_how how = {.flags = O_PATH | O_DIRECTORY | O_CLOEXEC,
+			       .resolve = RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS};
+	_cleanup_close_ int fd = (int)syscall(SYS_openat2, AT_FDCWD, path, &how, sizeof(how));
+	if (fd < 0)
+		return -1;
+	int t = sys_open_tree(fd, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH);
+	if (t < 0)
+		return -1;
+	struct mount_attr a = {.attr_set = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV |
+					   (ro ? MOUNT_ATTR_RDONLY : 0)};
+	if (userns_fd >= 0) {
+		a.attr_set |= MOUNT_ATTR_IDMAP;
+		a.userns_fd = (uint64_t)userns_fd;
+	}
+	if (sys_mount_setattr(t, "", AT_EMPTY_PATH, &a) < 0) {
+		int e = errno;
+		close(t);
+		errno = e;
+		return -1;
+	}
+	return t;
+}
+
+int kis_idmap_bind_source(const char *src, const char *target, int userns_fd, bool ro)
+{
+	_cleanup_close_ int t = idmapped_source(src, userns_fd, ro);
+	if (t < 0)
+		return -1;
+	return sys_move_mount(t, "", AT_FDCWD, target, MOVE_MOUNT_F_EMPTY_PATH);
+}
+
+int kis_idmap_overlay_source(const char *lower, const char *ws_dir, const char *target,
+			     int userns_fd, uid_t first, bool ro)
+{
+	_cleanup_close_ int lo = idmapped_source(lower, userns_fd, false);
+	_cleanup_close_ int wsm = lo < 0 ? -1 : idmapped_source(ws_dir, userns_fd, false);
+	if (wsm < 0)
+		return -1;
+	_cleanup_close_ int up = openat(wsm, "upper", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	_cleanup_close_ int wk = -1, fs = -1, m = -1;
+	if (!ro)
+		wk = openat(wsm, "work", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (up < 0 || (!ro && wk < 0))
+		return -1;
+	fs = sys_fsopen("overlay", FSOPEN_CLOEXEC);
+	if (fs < 0 || kis_as_ids_root(first) < 0)
+		return -1;
+	int r = -1;
+	bool ok;
+	if (ro) /* the first lower layer given is the top one */
+		ok = sys_fsconfig(fs, FSCONFIG_SET_FD, "lowerdir+", NULL, up) == 0 &&
+		     sys_fsconfig(fs, FSCONFIG_SET_FD, "lowerdir+", NULL, lo) == 0;
+	else
+		ok = sys_fsconfig(fs, FSCONFIG_SET_FD, "lowerdir+", NULL, lo) == 0 &&
+		     sys_fsconfig(fs, FSCONFIG_SET_FD, "upperdir", NULL, up) == 0 &&
+		     sys_fsconfig(fs, FSCONFIG_SET_FD, "workdir", NULL, wk) == 0;
+	if (ok && sys_fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) == 0)
+		m = sys_fsmount(fs, FSMOUNT_CLOEXEC,
+				MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (ro ? MOUNT_ATTR_RDONLY : 0));
+	if (m >= 0)
+		r = sys_move_mount(m, "", AT_FDCWD, target, MOVE_MOUNT_F_EMPTY_PATH);
+	int e = errno;
+	kis_ids_root_end();
+	errno = e;
+	return r;
 }
 
 int kis_idmap_private_ns(void)

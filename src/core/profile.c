@@ -28,6 +28,7 @@ enum field_kind {
 	F_PATH,    /* absolute path inside the sandbox */
 	F_ENV,
 	F_ACCEL,   /* auto | kvm | tcg */
+	F_MOUNTS,  /* a list of {source, target, read_only} */
 	F_WASM_ENGINE,  /* auto | interpreter | compiler */
 	F_WASM_PREOPEN, /* workspace | none */
 	F_NETALLOW, /* network.allow: a list of destinations (core/net_dest.c) */
@@ -55,6 +56,7 @@ static const struct field fields[] = {
 	KIS_LIMITS(LIMIT_FIELD)
 	FIELD("env", F_ENV, env),
 	FIELD("cwd", F_PATH, cwd),
+	FIELD("mounts", F_MOUNTS, mounts),
 	FIELD("tty.enabled", F_BOOL, tty.enabled),
 	FIELD("tty.rows", F_TTYDIM, tty.rows),
 	FIELD("tty.cols", F_TTYDIM, tty.cols),
@@ -86,6 +88,17 @@ const char *kis_wasm_engine_name(enum kis_wasm_engine e)
 	return (unsigned)e < ARRAY_SIZE(wasm_engine_names) ? wasm_engine_names[e] : "unknown";
 }
 
+static void mounts_clear(struct kis_profile *p)
+{
+	for (size_t i = 0; i < p->n_mounts; i++) {
+		free(p->mounts[i].source);
+		free(p->mounts[i].target);
+	}
+	free(p->mounts);
+	p->mounts = NULL;
+	p->n_mounts = 0;
+}
+
 void kis_profile_init(struct kis_profile *p)
 {
 	memset(p, 0, sizeof(*p));
@@ -104,6 +117,7 @@ void kis_profile_release(struct kis_profile *p)
 	free(p->base);
 	free(p->workspace);
 	free(p->cwd);
+	mounts_clear(p);
 	for (size_t i = 0; i < p->n_env; i++)
 		free(p->env[i]);
 	free(p->env);
@@ -191,6 +205,172 @@ bad:
 }
 
 /* ---- setting one field ---- */
+
+static int bad(struct kis_error **err, const char *path, const char *fmt, const char *what);
+
+/* ---- mounts ---- */
+
+/* A mount's target crosses into bwrap's command line and crun's
+ * config.json and is made a directory by them inside the sandbox's root:
+ * written strictly. Portable filename characters only (POSIX.1-2017
+ * 3.282: letters, digits, '.', '_', '-'), components of at most 255 bytes
+ * (NAME_MAX), no '.' or '..' component; repeated and trailing slashes are
+ * dropped (the normal form). Refused by name: / itself, the kernel's
+ * filesystems (/proc, /sys, /dev and below: their magic links lead where
+ * the setup points, runc's CVE-2024-21626), the workspace's own mount
+ * point (/workspace and below) and the agent's (/.kis). */
+#define MOUNT_TARGET_MAX 1024
+
+static int mount_target_norm(const char *path, const char *v, char **out, struct kis_error **err)
+{
+	static const char *const refused[] = {"/proc", "/sys", "/dev", "/workspace", "/.kis"};
+	if (!v || v[0] != '/')
+		return bad(err, path, "expected an absolute path inside the sandbox, not", v ? v : "");
+	size_t len = strlen(v);
+	if (len > MOUNT_TARGET_MAX)
+		return kis_error_set(err, KIS_E_INVALID_PROFILE, 0, "%s: longer than %d bytes", path,
+				     MOUNT_TARGET_MAX);
+	_cleanup_free_ char *n = malloc(len + 2);
+	if (!n)
+		return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "%s: out of memory", path);
+	size_t o = 0;
+	for (const char *c = v; *c;) {
+		while (*c == '/')
+			c++;
+		size_t k = strcspn(c, "/");
+		if (!k)
+			break;
+		if ((k == 1 && c[0] == '.') || (k == 2 && c[0] == '.' && c[1] == '.'))
+			return bad(err, path, "expected a path with no '.' or '..' component, not", v);
+		if (k > 255)
+			return bad(err, path, "has a component longer than 255 bytes:", v);
+		for (size_t i = 0; i < k; i++)
+			if (!isalnum((unsigned char)c[i]) && c[i] != '.' && c[i] != '_' && c[i] != '-')
+				return bad(err, path,
+					   "may hold only letters, digits, '.', '_', '-' and '/', not", v);
+		n[o++] = '/';
+		memcpy(n + o, c, k);
+		o += k;
+		c += k;
+	}
+	n[o] = '\0';
+	if (!o)
+		return bad(err, path, "cannot be the sandbox's root:", v);
+	for (size_t i = 0; i < ARRAY_SIZE(refused); i++) {
+		size_t k = strlen(refused[i]);
+		if (!strncmp(n, refused[i], k) && (n[k] == '/' || !n[k]))
+			return kis_error_set(err, KIS_E_INVALID_PROFILE, 0,
+					     "%s: '%s' is %s: choose another target", path, v,
+					     i < 3 ? "the sandbox's own system directory (/proc, "
+						     "/sys and /dev are refused with all below them)"
+					     : i == 3 ? "the workspace's own mount point (or below it)"
+						      : "the agent's own directory");
+	}
+	*out = steal_ptr(n);
+	return 0;
+}
+
+/* Append one mount, checked: its index names it in every error. */
+static int mount_add(struct kis_profile *p, const char *source, const char *target, bool ro,
+		     struct kis_error **err)
+{
+	size_t i = p->n_mounts;
+	char fs[48], ft[48];
+	snprintf(fs, sizeof(fs), "mounts[%zu].source", i);
+	snprintf(ft, sizeof(ft), "mounts[%zu].target", i);
+	if (i >= KIS_MOUNTS_MAX)
+		return kis_error_set(err, KIS_E_INVALID_PROFILE, 0, "mounts: more than %d mounts",
+				     KIS_MOUNTS_MAX);
+	/* an engine id, never a host path: the charset of ids has no '/' */
+	if (!source || kis_id_validate(source, fs, NULL) < 0)
+		return kis_error_set(err, KIS_E_INVALID_PROFILE, 0,
+				     "%s: expected a base or workspace id (never a host path), not "
+				     "'%s'", fs, source ? source : "");
+	_cleanup_free_ char *t = NULL;
+	TRY(mount_target_norm(ft, target, &t, err));
+	for (size_t j = 0; j < i; j++) {
+		const char *u = p->mounts[j].target;
+		size_t a = strlen(t), b = strlen(u);
+		if (!strcmp(t, u))
+			return kis_error_set(err, KIS_E_INVALID_PROFILE, 0,
+					     "%s: '%s' is also mounts[%zu].target", ft, t, j);
+		if ((a < b && !strncmp(u, t, a) && u[a] == '/') ||
+		    (b < a && !strncmp(t, u, b) && t[b] == '/'))
+			return kis_error_set(err, KIS_E_INVALID_PROFILE, 0,
+					     "%s: '%s' and mounts[%zu].target '%s' are nested: give "
+					     "targets apart", ft, t, j, u);
+	}
+	struct kis_mount *g = realloc(p->mounts, (i + 1) * sizeof(*g));
+	if (!g)
+		return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "mounts: out of memory");
+	p->mounts = g;
+	if (!(g[i].source = strdup(source)))
+		return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "mounts: out of memory");
+	g[i].target = steal_ptr(t);
+	g[i].read_only = ro;
+	p->n_mounts = i + 1;
+	return 0;
+}
+
+/* --mount ID:TARGET[:ro|:rw] */
+static int mount_add_flag(struct kis_profile *p, const char *v, struct kis_error **err)
+{
+	const char *c1 = strchr(v, ':');
+	if (!c1 || c1 == v)
+		return bad(err, "mounts", "expected ID:TARGET or ID:TARGET:ro, not", v);
+	const char *c2 = strchr(c1 + 1, ':');
+	bool ro = false;
+	if (c2) {
+		if (!strcmp(c2 + 1, "ro"))
+			ro = true;
+		else if (strcmp(c2 + 1, "rw"))
+			return bad(err, "mounts", "expected ID:TARGET, ID:TARGET:ro or :rw, not", v);
+	}
+	_cleanup_free_ char *id = strndup(v, (size_t)(c1 - v));
+	_cleanup_free_ char *t = c2 ? strndup(c1 + 1, (size_t)(c2 - c1 - 1)) : strdup(c1 + 1);
+	if (!id || !t)
+		return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "mounts: out of memory");
+	return mount_add(p, id, t, ro, err);
+}
+
+/* "mounts": [...] replaces the list (a field of a profile file is set
+ * whole); flags then append. */
+static int mounts_from_json(struct kis_profile *p, json_t *v, struct kis_error **err)
+{
+	if (!json_is_array(v) && !json_is_null(v))
+		return kis_error_set(err, KIS_E_INVALID_PROFILE, 0,
+				     "mounts: expected a list of {\"source\", \"target\", "
+				     "\"read_only\"}");
+	mounts_clear(p);
+	size_t i;
+	json_t *m;
+	json_array_foreach(v, i, m) {
+		if (!json_is_object(m))
+			return kis_error_set(err, KIS_E_INVALID_PROFILE, 0,
+					     "mounts[%zu]: expected an object", i);
+		const char *k;
+		json_t *f;
+		json_object_foreach(m, k, f) {
+			if (strcmp(k, "source") && strcmp(k, "target") && strcmp(k, "read_only"))
+				return kis_error_set(err, KIS_E_INVALID_PROFILE, 0,
+						     "mounts[%zu].%s: unknown field", i, k);
+			bool str = strcmp(k, "read_only") != 0;
+			if (str ? !json_is_string(f) ||
+					  strlen(json_string_value(f)) != json_string_length(f)
+				: !json_is_boolean(f))
+				return kis_error_set(err, KIS_E_INVALID_PROFILE, 0,
+						     "mounts[%zu].%s: expected %s", i, k,
+						     str ? "a string" : "true or false");
+		}
+		json_t *src = json_object_get(m, "source"), *tgt = json_object_get(m, "target");
+		if (!src || !tgt)
+			return kis_error_set(err, KIS_E_INVALID_PROFILE, 0,
+					     "mounts[%zu].%s: missing", i, src ? "target" : "source");
+		TRY(mount_add(p, json_string_value(src), json_string_value(tgt),
+			      json_is_true(json_object_get(m, "read_only")), err));
+	}
+	return 0;
+}
 
 static int bad(struct kis_error **err, const char *path, const char *fmt, const char *what)
 {
@@ -430,6 +610,8 @@ int kis_profile_set(struct kis_profile *p, const char *path, const char *v,
 			return bad(err, path, "expected a whole number, not", v);
 		break;
 	}
+	case F_MOUNTS:
+		return mount_add_flag(p, v, err);
 	case F_NETALLOW:
 		return net_allow_add(p, path, v, err);
 	case F_ENV: {
@@ -473,6 +655,8 @@ static int json_set_field(struct kis_profile *p, const struct field *f, json_t *
 					     lk == KIS_LK_BYTES ? " of bytes" : "");
 		return set_number_field(p, f, (uint64_t)json_integer_value(v), err);
 	}
+	case F_MOUNTS:
+		return mounts_from_json(p, v, err);
 	case F_ENV: {
 		if (!json_is_object(v))
 			return kis_error_set(err, KIS_E_INVALID_PROFILE, 0,
@@ -666,6 +850,12 @@ char *kis_profile_to_json(const struct kis_profile *p)
 		wasm_engine_names[p->wasm.engine], "preopen", wasm_preopen_names[p->wasm.preopen]);
 	if (!o)
 		return NULL;
+	json_t *ms = json_array();
+	for (size_t i = 0; ms && i < p->n_mounts; i++)
+		json_array_append_new(ms, json_pack("{s:s, s:s, s:b}", "source", p->mounts[i].source,
+						    "target", p->mounts[i].target, "read_only",
+						    p->mounts[i].read_only));
+	json_object_set_new(o, "mounts", ms ? ms : json_array());
 	/* an unset mode stays unset when read back (the process tier refuses
 	 * only a mode asked for) */
 	if (!p->net_explicit)

@@ -56,6 +56,28 @@ struct kis_ws_layers {
 void kis_workspace_layers_get(struct kis_engine_ctx *ec, const char *id, struct kis_ws_layers *l);
 void kis_ws_layers_free(struct kis_ws_layers *l);
 
+/* The profile's mounts resolved in the store (mounts.c). holder NULL:
+ * resolved only (--dry-run), nothing held; else each source is held for
+ * holder (the run's sandbox id or the session's id) until release. */
+struct kis_mounts {
+	struct kis_mount_src *v;
+	size_t n;
+	bool *held;
+	char holder[KIS_ID_BUFSZ];
+	struct kis_engine_ctx *ec; /* the command's store */
+};
+int kis_mounts_acquire(const struct kis_profile *p, struct kis_engine_ctx *ec, const char *holder,
+		       struct kis_mounts *m, struct kis_error **err);
+void kis_mounts_release(struct kis_mounts *m);
+/* After a run or exec of a backend with its own workspace view: the
+ * host's view of each overlay workspace mounted read-write, anew. */
+void kis_mounts_refresh_views(const struct kis_mounts *m);
+/* The resolved mounts as JSON (--dry-run, a session's metadata). */
+struct json_t;
+struct json_t *kis_mounts_json(const struct kis_mount_src *v, size_t n);
+/* plan_json (malloc'ed) with "mounts" added; returns the new string and
+ * frees the old (or returns plan_json as it was). */
+char *kis_mounts_describe(char *plan_json, const struct kis_mounts *m);
 
 /* The context of one command (ctx.c): what it hands the backends. The
  * ctx inside points at e, which must stay where it is until released. */

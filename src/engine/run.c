@@ -94,10 +94,21 @@ int kis_run_one(struct kis_engine_ctx *ec, const struct kis_profile *p, char *co
 	if (b->plan(&caps, &req, &plan, err) < 0)
 		return -1;
 	if (opts->dry_run) {
-		if (plan_json)
-			*plan_json = b->describe(plan);
+		/* the mounts resolved (an id that names nothing fails here
+		 * too), held by no one: nothing runs */
+		struct kis_mounts dm;
 		b->plan_free(plan);
-		return 0;
+		plan = NULL;
+		TRY(kis_mounts_acquire(p, ec, NULL, &dm, err));
+		req.mounts = dm.v;
+		req.n_mounts = dm.n;
+		int r = b->plan(&caps, &req, &plan, err);
+		if (r >= 0 && plan_json)
+			*plan_json = kis_mounts_describe(b->describe(plan), &dm);
+		if (r >= 0)
+			b->plan_free(plan);
+		kis_mounts_release(&dm);
+		return r;
 	}
 	b->plan_free(plan);
 	plan = NULL;
@@ -110,7 +121,7 @@ int kis_run_one(struct kis_engine_ctx *ec, const struct kis_profile *p, char *co
 	struct kis_owner *owner = NULL;
 	struct kis_store *st = NULL;
 	if (kis_ctx_store(ec, &st, err) < 0 || kis_owner_begin(st, res->sandbox, &owner, err) < 0) {
-		if (p->base || p->workspace)
+		if (p->base || p->workspace || p->n_mounts)
 			return -1;
 		/* A run without a workspace needs no store: where none can be
 		 * made (a read-only home), it goes on with only the kernel's
@@ -141,6 +152,17 @@ int kis_run_one(struct kis_engine_ctx *ec, const struct kis_profile *p, char *co
 		kis_owner_end(owner, true);
 		return -1;
 	}
+	/* The mounts, held by this run (its owner is locked while it lives:
+	 * a kill leaves holds the store drops when it next looks). */
+	struct kis_mounts mounts;
+	if (kis_mounts_acquire(p, ec, res->sandbox, &mounts, err) < 0) {
+		if (cloned)
+			kis_workspace_release(ec, ws_id);
+		kis_owner_end(owner, true);
+		return -1;
+	}
+	req.mounts = mounts.v;
+	req.n_mounts = mounts.n;
 	req.workspace_path = ws_path;
 	struct kis_ws_layers lay;
 	kis_workspace_layers_get(ec, ws_id, &lay);
@@ -159,6 +181,9 @@ int kis_run_one(struct kis_engine_ctx *ec, const struct kis_profile *p, char *co
 	}
 	kis_test_pause("teardown");
 	kis_ws_layers_free(&lay);
+	if (b->own_workspace_view)
+		kis_mounts_refresh_views(&mounts);
+	kis_mounts_release(&mounts);
 	if (ws_id) {
 		res->workspace = strdup(ws_id);
 		res->workspace_kept = !cloned || p->keep;

@@ -290,6 +290,7 @@ static int create_ctx(struct kis_engine_ctx *ec, const struct kis_profile *p,
 	struct kis_plan *plan = NULL;
 	pid_t pid = 0;
 	struct kis_ws_layers lay = {0};
+	struct kis_mounts mounts = {0};
 	if (dfd < 0) {
 		kis_error_set(err, KIS_E_INTERNAL, errno, "cannot open the session directory");
 		goto fail;
@@ -303,6 +304,12 @@ static int create_ctx(struct kis_engine_ctx *ec, const struct kis_profile *p,
 	/* held while the session lives: destroy of the workspace is busy */
 	if (ws_id && kis_workspace_hold_for(ec, ws_id, id, err) < 0)
 		goto fail;
+	/* and so are its mounts' sources, held by the session's id (its
+	 * temporary directory exists: the hold is live from here) */
+	if (kis_mounts_acquire(p, ec, id, &mounts, err) < 0)
+		goto fail;
+	req.mounts = mounts.v;
+	req.n_mounts = mounts.n;
 	kis_test_pause("create-clone");
 	req.workspace_path = ws_path;
 	kis_workspace_layers_get(ec, ws_id, &lay);
@@ -310,6 +317,12 @@ static int create_ctx(struct kis_engine_ctx *ec, const struct kis_profile *p,
 	req.workspace_upper = lay.upper;
 	req.workspace_cache = lay.cache;
 	if (agentless) {
+		if (mounts.n) {
+			kis_error_set(err, KIS_E_PROFILE_UNSATISFIABLE, 0,
+				      "mounts: a %s session runs each exec anew and places no "
+				      "mounts yet: drop them or choose another tier", b->name);
+			goto fail;
+		}
 		if (!ws_id) {
 			kis_error_set(err, KIS_E_PROFILE_UNSATISFIABLE, 0,
 				      "workspace: a %s session keeps a workspace: give --base or "
@@ -350,12 +363,13 @@ static int create_ctx(struct kis_engine_ctx *ec, const struct kis_profile *p,
 	kis_test_pause("create-ready");
 	char created[32];
 	created_now(created);
-	json_t *meta = json_pack("{s:s, s:s, s:s, s:o, s:b, s:s, s:i, s:I, s:o*}", "id", id, "tier",
-				 kis_tier_name(b->tier), "backend", b->name, "workspace",
+	json_t *meta = json_pack("{s:s, s:s, s:s, s:o, s:b, s:s, s:i, s:I, s:o*, s:o}", "id", id,
+				 "tier", kis_tier_name(b->tier), "backend", b->name, "workspace",
 				 ws_id ? json_string(ws_id) : json_null(), "workspace_cloned",
 				 ws_cloned, "created", created, "agent_pid", (int)pid, "agent_start",
 				 (json_int_t)kis_proc_starttime(pid), "limits",
-				 limits_to_json(&req.limits));
+				 limits_to_json(&req.limits), "mounts",
+				 kis_mounts_json(mounts.v, mounts.n));
 	r = meta ? write_meta(dfd, meta, err) : kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "meta");
 	json_decref(meta);
 	if (r < 0)
@@ -366,6 +380,10 @@ static int create_ctx(struct kis_engine_ctx *ec, const struct kis_profile *p,
 	}
 	b->plan_free(plan);
 	kis_ws_layers_free(&lay);
+	/* the holds are the session's now: destroy releases them */
+	free(mounts.held);
+	mounts.held = NULL;
+	kis_mounts_release(&mounts);
 	kis_owner_end(owner, false);
 	return 0;
 fail:
@@ -374,6 +392,7 @@ fail:
 	if (plan)
 		b->plan_free(plan);
 	kis_ws_layers_free(&lay);
+	kis_mounts_release(&mounts);
 	if (ws_id)
 		kis_workspace_unhold_for(ec, ws_id, id);
 	if (ws_id && ws_cloned)
@@ -414,9 +433,16 @@ static void explain_exec(struct kis_engine_ctx *ec, const char *id, struct kis_r
 		struct kis_session_ctx ctx = {.id = id, .dir_fd = dfd, .listen_fd = -1};
 		b->session_explain(&ctx, res);
 	}
-	if (b && b->own_workspace_view)
+	if (b && b->own_workspace_view) {
 		kis_workspace_refresh_view(ec,
 					   json_string_value(json_object_get(meta, "workspace")));
+		size_t i;
+		json_t *m;
+		json_array_foreach(json_object_get(meta, "mounts"), i, m)
+			if (!json_is_true(json_object_get(m, "read_only")))
+				kis_workspace_refresh_view(
+					ec, json_string_value(json_object_get(m, "source")));
+	}
 	json_decref(meta);
 }
 
@@ -722,6 +748,26 @@ static void end_agent(json_t *meta)
 	}
 }
 
+/* The holds of a session's mounts (its metadata lists them), released. */
+static void session_unhold_mounts(struct kis_engine_ctx *ec, const char *id, json_t *mounts)
+{
+	struct kis_store *s = NULL;
+	if (!json_array_size(mounts) || kis_ctx_store(ec, &s, NULL) < 0)
+		return;
+	size_t i;
+	json_t *m;
+	json_array_foreach(mounts, i, m) {
+		const char *src = json_string_value(json_object_get(m, "source"));
+		const char *kind = json_string_value(json_object_get(m, "kind"));
+		if (!src || !kind)
+			continue;
+		if (!strcmp(kind, "base"))
+			kis_base_unhold(s, src, id);
+		else
+			kis_workspace_unhold_mount(s, src, id);
+	}
+}
+
 static int destroy_ec(struct kis_engine_ctx *ec, const char *id, struct kis_error **err)
 {
 	TRY(kis_id_validate(id, "session id", err));
@@ -773,6 +819,7 @@ static int destroy_ec(struct kis_engine_ctx *ec, const char *id, struct kis_erro
 		}
 		const char *ws = json_string_value(json_object_get(meta, "workspace"));
 		kis_workspace_unhold_for(ec, ws, id);
+		session_unhold_mounts(ec, id, json_object_get(meta, "mounts"));
 		if (ws && json_is_true(json_object_get(meta, "workspace_cloned")))
 			kis_workspace_release(ec, ws);
 		json_decref(meta);
@@ -801,11 +848,20 @@ static int plan_ctx(const struct kis_ctx *ctx, const struct kis_profile *p, char
 					     .cancel_fd = -1},
 				      .sandbox_id = "s-dry-run"};
 	kis_limits_resolve(&p->limits, &req.limits);
-	/* planned as a run is before its clone: nothing made, nothing started */
+	/* planned as a run is before its clone: nothing made, nothing
+	 * started; the mounts resolved, held by no one */
+	struct kis_mounts dm;
+	TRY(kis_mounts_acquire(p, ctx->priv, NULL, &dm, err));
+	req.mounts = dm.v;
+	req.n_mounts = dm.n;
 	struct kis_plan *plan = NULL;
-	TRY(b->plan(&caps, &req, &plan, err));
-	*plan_json = b->describe(plan);
+	if (b->plan(&caps, &req, &plan, err) < 0) {
+		kis_mounts_release(&dm);
+		return -1;
+	}
+	*plan_json = kis_mounts_describe(b->describe(plan), &dm);
 	b->plan_free(plan);
+	kis_mounts_release(&dm);
 	if (!*plan_json)
 		return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "cannot describe the plan");
 	return 0;

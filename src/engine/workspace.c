@@ -34,7 +34,9 @@ int kis_workspace_acquire(const struct kis_profile *p, struct kis_engine_ctx *ec
 			*cloned = true;
 	} else {
 		snprintf(ws, sizeof(ws), "%s", p->workspace);
-		r = 0;
+		/* a run writes its own workspace: not while a read-write mount
+		 * of a live run or session writes it (issue 21) */
+		r = kis_workspace_check_writers(s, ws, NULL, err);
 	}
 	if (r >= 0)
 		r = kis_workspace_path(s, ws, path, err);

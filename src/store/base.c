@@ -10,7 +10,9 @@
 #include <sys/file.h>
 #include <sys/stat.h>
 
-long store_base_refcount(int base_fd)
+static int open_base(struct kis_store *s, const char *id, struct kis_error **err);
+
+long store_base_refcount(struct kis_store *s, int base_fd)
 {
 	_cleanup_close_ int refs = store_opendir(base_fd, "refs");
 	if (refs < 0)
@@ -20,10 +22,80 @@ long store_base_refcount(int base_fd)
 		return -1;
 	long n = 0;
 	struct dirent *e;
-	while ((e = readdir(d)))
-		if (e->d_name[0] != '.')
-			n++;
+	while ((e = readdir(d))) {
+		if (e->d_name[0] == '.')
+			continue;
+		/* a mount's reference whose run or session is gone (killed):
+		 * dropped here, as a dead session's hold on a workspace is */
+		char h[KIS_ID_BUFSZ];
+		if (store_mount_holder(e->d_name, h) && !store_holder_live(s, h)) {
+			(void)unlinkat(refs, e->d_name, 0);
+			continue;
+		}
+		n++;
+	}
 	return n;
+}
+
+bool store_mount_holder(const char *name, char holder[KIS_ID_BUFSZ])
+{
+	size_t n = strlen(name), k = strlen(STORE_MOUNT_SUFFIX);
+	if (n <= k || n - k >= KIS_ID_BUFSZ || strcmp(name + n - k, STORE_MOUNT_SUFFIX))
+		return false;
+	memcpy(holder, name, n - k);
+	holder[n - k] = '\0';
+	return kis_id_validate(holder, "holder", NULL) == 0;
+}
+
+bool store_holder_live(struct kis_store *s, const char *holder)
+{
+	char tmp[KIS_ID_BUFSZ + 8];
+	struct stat st;
+	if (strlen(holder) >= KIS_ID_BUFSZ)
+		return false;
+	snprintf(tmp, sizeof(tmp), STORE_TMP_PREFIX "%s", holder);
+	if (s->sessions_fd >= 0 && (fstatat(s->sessions_fd, holder, &st, AT_SYMLINK_NOFOLLOW) == 0 ||
+				    fstatat(s->sessions_fd, tmp, &st, AT_SYMLINK_NOFOLLOW) == 0))
+		return true;
+	/* a one-shot run: its owner directory is flocked while it lives
+	 * (engine/owner.c); a lock we can take belongs to no one */
+	_cleanup_close_ int o = s->owners_fd < 0 ? -1 : store_opendir(s->owners_fd, holder);
+	if (o < 0)
+		return false;
+	if (flock(o, LOCK_SH | LOCK_NB) < 0)
+		return errno == EWOULDBLOCK;
+	(void)flock(o, LOCK_UN);
+	return false;
+}
+
+int kis_base_hold(struct kis_store *s, const char *id, const char *holder, struct kis_error **err)
+{
+	TRY(kis_id_validate(holder, "holder id", err));
+	_cleanup_close_ int b = open_base(s, id, err);
+	if (b < 0)
+		return -1;
+	if (store_flock(b, LOCK_EX) < 0)
+		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot lock base '%s'", id);
+	struct stat st;
+	if (fstatat(b, "removed", &st, AT_SYMLINK_NOFOLLOW) == 0)
+		return kis_error_set(err, KIS_E_NOT_FOUND, 0,
+				     "base '%s' was removed; see 'kis sandbox base list'", id);
+	_cleanup_close_ int refs = store_opendir(b, "refs");
+	char name[KIS_ID_BUFSZ + 16];
+	snprintf(name, sizeof(name), "%s" STORE_MOUNT_SUFFIX, holder);
+	_cleanup_close_ int f = refs < 0 ? -1 : store_openat(refs, name, O_WRONLY | O_CREAT, 0600);
+	if (f < 0)
+		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot hold base '%s'", id);
+	return 0;
+}
+
+int kis_base_unhold(struct kis_store *s, const char *id, const char *holder)
+{
+	char name[KIS_ID_BUFSZ + 16];
+	if (kis_id_validate(id, "base id", NULL) < 0 || kis_id_validate(holder, "holder", NULL) < 0)
+		return -1;
+	snprintf(name, sizeof(name), "%s" STORE_MOUNT_SUFFIX, holder);
+	return store_base_unref(s, id, name, NULL);
 }
 
 int store_base_free_locked(struct kis_store *s, const char *id, struct kis_error **err)
@@ -63,7 +135,7 @@ int store_base_unref(struct kis_store *s, const char *base_id, const char *ws_id
 		return kis_error_set(err, KIS_E_INTERNAL, errno,
 				     "cannot drop reference '%s' on base '%s'", ws_id, base_id);
 	struct stat st;
-	if (fstatat(b, "removed", &st, AT_SYMLINK_NOFOLLOW) == 0 && store_base_refcount(b) == 0)
+	if (fstatat(b, "removed", &st, AT_SYMLINK_NOFOLLOW) == 0 && store_base_refcount(s, b) == 0)
 		return store_base_free_locked(s, base_id, err);
 	return 0;
 }
@@ -95,7 +167,7 @@ int kis_base_remove(struct kis_store *s, const char *id, struct kis_error **err)
 			return 0; /* freed while we waited for the lock */
 		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot mark base '%s' removed", id);
 	}
-	long refs = store_base_refcount(b);
+	long refs = store_base_refcount(s, b);
 	if (refs < 0)
 		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot count clones of base '%s'", id);
 	if (refs == 0)
@@ -146,7 +218,7 @@ int kis_base_list(struct kis_store *s, struct kis_base_info **out, size_t *n,
 		struct kis_base_info *bi = &v[len++];
 		memset(bi, 0, sizeof(*bi));
 		memcpy(bi->id, e->d_name, strlen(e->d_name) + 1); /* validated: <= 64 */
-		long r = store_base_refcount(b);
+		long r = store_base_refcount(s, b);
 		bi->refs = r > 0 ? (size_t)r : 0;
 		struct stat st;
 		bi->removed = fstatat(b, "removed", &st, AT_SYMLINK_NOFOLLOW) == 0;

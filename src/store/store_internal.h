@@ -115,8 +115,18 @@ int store_base_unref(struct kis_store *s, const char *base_id, const char *ws_id
 		     struct kis_error **err);
 /* Free a base whose dir fd is locked: rename to trash, remove. */
 int store_base_free_locked(struct kis_store *s, const char *id, struct kis_error **err);
-/* Count the entries of a base's refs/ (fd of the base dir); -1 on error. */
-long store_base_refcount(int base_fd);
+/* Count the entries of a base's refs/ (fd of the base dir); -1 on error.
+ * A mount's reference whose holder is gone is dropped on the way. */
+long store_base_refcount(struct kis_store *s, int base_fd);
+
+/* A mount's hold is named <holder>.mount (bases/<b>/refs/, workspaces/<w>/
+ * holds/): never a workspace id (ids have no '.'). */
+#define STORE_MOUNT_SUFFIX ".mount"
+/* Is name a mount's hold? Then holder receives its run or session id. */
+bool store_mount_holder(const char *name, char holder[KIS_ID_BUFSZ]);
+/* A run or session that may hold: a session's directory (or its
+ * temporary) exists, or a run's owner directory is flocked. */
+bool store_holder_live(struct kis_store *s, const char *holder);
 
 /* Mount overlayfs with lower, upper, work on target (all dir fds). */
 int store_overlay_mount(int lower_fd, int upper_fd, int work_fd, int target_fd,

@@ -77,7 +77,7 @@ static void sweep_removed_bases(struct kis_store *s)
 			continue;
 		if (store_flock(b, LOCK_EX | LOCK_NB) < 0)
 			continue;
-		if (store_base_refcount(b) == 0)
+		if (store_base_refcount(s, b) == 0)
 			(void)store_base_free_locked(s, e->d_name, NULL);
 	}
 }

@@ -458,17 +458,111 @@ int kis_workspace_path(struct kis_store *s, const char *id, char **out, struct k
 /* Holds: workspaces/<id>/holds/<session>, one empty file per live session
  * that uses the workspace (the same shape as a clone's reference on its
  * base: an entry on disk, changed atomically, never a counter). */
-static bool hold_is_live(struct kis_store *s, const char *holder)
+static bool hold_is_live(struct kis_store *s, const char *name)
 {
+	char h[KIS_ID_BUFSZ];
+	if (store_mount_holder(name, h))
+		return store_holder_live(s, h);
 	char tmp[KIS_ID_BUFSZ + 8];
 	struct stat st;
-	if (strlen(holder) >= KIS_ID_BUFSZ)
+	if (strlen(name) >= KIS_ID_BUFSZ)
 		return false;
 	memcpy(tmp, ".tmp-", 5);
-	memcpy(tmp + 5, holder, strlen(holder) + 1);
+	memcpy(tmp + 5, name, strlen(name) + 1);
 	return s->sessions_fd >= 0 &&
-	       (fstatat(s->sessions_fd, holder, &st, AT_SYMLINK_NOFOLLOW) == 0 ||
+	       (fstatat(s->sessions_fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 ||
 		fstatat(s->sessions_fd, tmp, &st, AT_SYMLINK_NOFOLLOW) == 0);
+}
+
+/* A hold that writes: a session's own workspace (a hold named by the
+ * session) or a read-write mount's (<holder>.mount holding "w"). */
+static bool hold_writes(int h, const char *name, char who[KIS_ID_BUFSZ])
+{
+	if (!store_mount_holder(name, who)) {
+		size_t n = strnlen(name, KIS_ID_BUFSZ - 1);
+		memcpy(who, name, n);
+		who[n] = '\0';
+		return true;
+	}
+	_cleanup_close_ int f = store_openat(h, name, O_RDONLY, 0);
+	char c = 0;
+	return f >= 0 && read(f, &c, 1) == 1 && c == 'w';
+}
+
+/* Under the workspace's lock: KIS_E_BUSY when a live holder other than
+ * self writes it (mounts_only: only a read-write mount counts). */
+static int check_writers(struct kis_store *s, int d, const char *id, const char *self,
+			 bool mounts_only, struct kis_error **err)
+{
+	_cleanup_close_ int h = store_opendir(d, "holds");
+	if (h < 0)
+		return 0;
+	_cleanup_dir_ DIR *dir = store_dir_stream(h);
+	if (!dir)
+		return 0;
+	struct dirent *e;
+	while ((e = readdir(dir))) {
+		char who[KIS_ID_BUFSZ];
+		if (e->d_name[0] == '.' || !hold_writes(h, e->d_name, who) ||
+		    (self && !strcmp(who, self)) || !hold_is_live(s, e->d_name))
+			continue;
+		bool mount = store_mount_holder(e->d_name, who);
+		if (mounts_only && !mount)
+			continue;
+		return kis_error_set(err, KIS_E_BUSY, 0,
+				     "workspace '%s' is being written by %s '%s' (%s): one writer "
+				     "at a time; mount it read-only (:ro) or wait for it to end",
+				     id, !strncmp(who, "s-", 2) ? "sandbox" : "holder", who,
+				     mount ? "a read-write mount" : "its own workspace");
+	}
+	return 0;
+}
+
+int kis_workspace_hold_mount(struct kis_store *s, const char *id, const char *holder, bool rw,
+			     struct kis_error **err)
+{
+	TRY(kis_id_validate(id, "workspace id", err));
+	TRY(kis_id_validate(holder, "holder id", err));
+	_cleanup_close_ int d = store_opendir(s->ws_fd, id);
+	if (d < 0)
+		return kis_error_set(err, errno == ENOENT ? KIS_E_NOT_FOUND : KIS_E_INTERNAL, errno,
+				     "no workspace '%s'; see 'kis sandbox workspace list'", id);
+	/* check and hold under the workspace's lock: two writers cannot both
+	 * see the other absent */
+	if (store_flock(d, LOCK_EX) < 0)
+		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot lock workspace '%s'", id);
+	if (rw)
+		TRY(check_writers(s, d, id, holder, false, err));
+	if (store_mkdir_p1(d, "holds", 0700) < 0)
+		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot hold workspace '%s'", id);
+	char name[KIS_ID_BUFSZ + 16];
+	snprintf(name, sizeof(name), "%s" STORE_MOUNT_SUFFIX, holder);
+	_cleanup_close_ int h = store_opendir(d, "holds");
+	_cleanup_close_ int f = h < 0 ? -1 : store_openat(h, name, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	if (f < 0 || write(f, rw ? "w" : "r", 1) != 1)
+		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot hold workspace '%s'", id);
+	return 0;
+}
+
+int kis_workspace_unhold_mount(struct kis_store *s, const char *id, const char *holder)
+{
+	char name[KIS_ID_BUFSZ + 16];
+	if (kis_id_validate(holder, "holder", NULL) < 0)
+		return -1;
+	snprintf(name, sizeof(name), "%s" STORE_MOUNT_SUFFIX, holder);
+	return kis_workspace_unhold(s, id, name);
+}
+
+int kis_workspace_check_writers(struct kis_store *s, const char *id, const char *self,
+				struct kis_error **err)
+{
+	TRY(kis_id_validate(id, "workspace id", err));
+	_cleanup_close_ int d = store_opendir(s->ws_fd, id);
+	if (d < 0)
+		return 0; /* opening it says what is wrong */
+	if (store_flock(d, LOCK_SH) < 0)
+		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot lock workspace '%s'", id);
+	return check_writers(s, d, id, self, true, err);
 }
 
 int kis_workspace_hold(struct kis_store *s, const char *id, const char *holder,
@@ -480,6 +574,10 @@ int kis_workspace_hold(struct kis_store *s, const char *id, const char *holder,
 	if (d < 0)
 		return kis_error_set(err, errno == ENOENT ? KIS_E_NOT_FOUND : KIS_E_INTERNAL, errno,
 				     "no workspace '%s'; see 'kis sandbox workspace list'", id);
+	/* a session writes its workspace: not while a mount writes it */
+	if (store_flock(d, LOCK_EX) < 0)
+		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot lock workspace '%s'", id);
+	TRY(check_writers(s, d, id, holder, true, err));
 	if (store_mkdir_p1(d, "holds", 0700) < 0)
 		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot hold workspace '%s'", id);
 	_cleanup_close_ int h = store_opendir(d, "holds");
@@ -492,8 +590,9 @@ int kis_workspace_hold(struct kis_store *s, const char *id, const char *holder,
 
 int kis_workspace_unhold(struct kis_store *s, const char *id, const char *holder)
 {
+	char h_id[KIS_ID_BUFSZ];
 	if (kis_id_validate(id, "workspace id", NULL) < 0 ||
-	    kis_id_validate(holder, "session id", NULL) < 0)
+	    (!store_mount_holder(holder, h_id) && kis_id_validate(holder, "session id", NULL) < 0))
 		return -1;
 	_cleanup_close_ int d = store_opendir(s->ws_fd, id);
 	_cleanup_close_ int h = d < 0 ? -1 : store_opendir(d, "holds");
@@ -514,6 +613,12 @@ static int check_holds(struct kis_store *s, int d, const char *id, struct kis_er
 	while ((e = readdir(dir))) {
 		if (e->d_name[0] == '.')
 			continue;
+		char who[KIS_ID_BUFSZ];
+		if (store_mount_holder(e->d_name, who) && hold_is_live(s, e->d_name))
+			return kis_error_set(err, KIS_E_BUSY, 0,
+					     "workspace '%s' is mounted by sandbox '%s': destroy it "
+					     "once that run or session has ended",
+					     id, who);
 		if (hold_is_live(s, e->d_name))
 			return kis_error_set(err, KIS_E_BUSY, 0,
 					     "workspace '%s' is in use by session '%s': destroy the "

@@ -551,7 +551,7 @@ static int c_fd_prestat_get(struct kis_wasi *w, const struct wasi_mem *m, const 
 	if (!p)
 		return W_FAULT;
 	memset(p, 0, 8);
-	st32(p + 4, (uint32_t)strlen(w->preopen_name));
+	st32(p + 4, (uint32_t)strlen(f->name ? f->name : w->preopen_name));
 	return W_SUCCESS;
 }
 
@@ -563,13 +563,14 @@ static int c_fd_prestat_dir_name(struct kis_wasi *w, const struct wasi_mem *m, c
 		return e;
 	if (!f->preopen)
 		return W_BADF;
-	size_t l = strlen(w->preopen_name);
+	const char *name = f->name ? f->name : w->preopen_name;
+	size_t l = strlen(name);
 	if ((uint32_t)a[2] < l)
 		return W_NAMETOOLONG;
 	uint8_t *p = gmem(m, (uint32_t)a[1], l);
 	if (!p)
 		return W_FAULT;
-	memcpy(p, w->preopen_name, l);
+	memcpy(p, name, l);
 	return W_SUCCESS;
 }
 
@@ -836,7 +837,7 @@ struct kis_wasi *kis_wasi_new(const struct kis_wasi_config *cfg)
 	struct kis_wasi *w = calloc(1, sizeof(*w));
 	if (!w)
 		return NULL;
-	w->nfds = cfg->max_fds < 4 ? 4 : cfg->max_fds;
+	w->nfds = cfg->max_fds < 4 + cfg->n_extra ? 4 + (uint32_t)cfg->n_extra : cfg->max_fds;
 	w->fds = calloc(w->nfds, sizeof(*w->fds));
 	if (!w->fds) {
 		free(w);
@@ -856,6 +857,17 @@ struct kis_wasi *kis_wasi_new(const struct kis_wasi_config *cfg)
 		p->type = FT_DIRECTORY;
 		p->base = R_DIR_BASE;
 		p->inheriting = R_DIR_BASE | R_FILE_BASE;
+	}
+	for (size_t i = 0; cfg->preopen_fd >= 0 && i < cfg->n_extra; i++) {
+		struct wasi_fd *p = &w->fds[4 + i];
+		uint64_t drop = cfg->extra[i].ro ? R_WRITES : 0;
+		p->used = true;
+		p->preopen = true;
+		p->name = cfg->extra[i].name;
+		p->host = cfg->extra[i].fd;
+		p->type = FT_DIRECTORY;
+		p->base = R_DIR_BASE & ~drop;
+		p->inheriting = (R_DIR_BASE | R_FILE_BASE) & ~drop;
 	}
 	return w;
 }

@@ -17,6 +17,15 @@ struct kis_wasi_config {
 	int stdin_fd, stdout_fd, stderr_fd; /* host descriptors (stay the caller's) */
 	int preopen_fd;         /* host directory: the only preopen, guest fd 3; -1: none */
 	const char *preopen_name; /* "/" */
+	/* More preopens (the profile's mounts, issue 21): guest fd 4 + i is
+	 * host fd extra[i].fd, named extra[i].name; ro: only the rights that
+	 * read (no write, create, link, rename, unlink, set-size or times) */
+	const struct kis_wasi_preopen {
+		int fd;
+		const char *name;
+		bool ro;
+	} *extra;
+	size_t n_extra;
 	uint32_t max_fds;       /* size of the guest's descriptor table (>= 4) */
 };
 

@@ -77,6 +77,14 @@ enum {
 	 R_PATH_FILESTAT_GET | R_PATH_FILESTAT_SET_SIZE | R_PATH_FILESTAT_SET_TIMES |            \
 	 R_FD_FILESTAT_GET | R_FD_FILESTAT_SET_TIMES | R_PATH_SYMLINK | R_PATH_REMOVE_DIRECTORY | \
 	 R_PATH_UNLINK_FILE)
+/* The rights that change a file or a directory: a read-only preopen and
+ * all opened beneath it hold none of them. */
+#define R_WRITES                                                                            \
+	(R_FD_DATASYNC | R_FD_WRITE | R_FD_ALLOCATE | R_FD_FILESTAT_SET_SIZE |                  \
+	 R_FD_FILESTAT_SET_TIMES | R_PATH_CREATE_DIRECTORY | R_PATH_CREATE_FILE |               \
+	 R_PATH_LINK_SOURCE | R_PATH_LINK_TARGET | R_PATH_RENAME_SOURCE | R_PATH_RENAME_TARGET | \
+	 R_PATH_FILESTAT_SET_SIZE | R_PATH_FILESTAT_SET_TIMES | R_PATH_SYMLINK |                 \
+	 R_PATH_REMOVE_DIRECTORY | R_PATH_UNLINK_FILE)
 #define R_STDIO_BASE                                                                        \
 	(R_FD_READ | R_FD_WRITE | R_FD_FDSTAT_SET_FLAGS | R_FD_FILESTAT_GET | R_POLL_FD_READWRITE)
 
@@ -106,6 +114,7 @@ struct wasi_fd {
 	int host;          /* host descriptor */
 	uint8_t type;      /* FT_* */
 	bool preopen;
+	const char *name;  /* a preopen's name; NULL: the context's preopen_name */
 	bool stdio;        /* fds 0-2: the caller's, never closed by us */
 	uint16_t flags;    /* FDFL_* as set */
 	uint64_t base, inheriting;

@@ -27,6 +27,48 @@ static void expect_invalid(const char *json, const char *needle)
 	kis_profile_release(&p);
 }
 
+/* mounts (issue 21): ids only, targets normalised and checked, the index
+ * named, a JSON list read back as it was written */
+static void test_mounts_parse_normalise_and_round_trip(void **state)
+{
+	(void)state;
+	struct kis_profile p;
+	kis_profile_init(&p);
+	struct kis_error *e = NULL;
+	assert_int_equal(kis_profile_set(&p, "mounts", "b-abc://data//set/", &e), 0);
+	assert_int_equal(kis_profile_set(&p, "mounts", "w-x:/cache:ro", &e), 0);
+	assert_int_equal(p.n_mounts, 2);
+	assert_string_equal(p.mounts[0].target, "/data/set");
+	assert_false(p.mounts[0].read_only);
+	assert_true(p.mounts[1].read_only);
+	/* nested with the first: named by its index */
+	assert_int_equal(kis_profile_set(&p, "mounts", "w-y:/data", &e), -1);
+	assert_non_null(strstr(e->message, "mounts[2].target"));
+	kis_error_free(e);
+	e = NULL;
+	char *j = kis_profile_to_json(&p);
+	struct kis_profile q;
+	kis_profile_init(&q);
+	assert_int_equal(kis_profile_merge_json(&q, j, strlen(j), &e), 0);
+	assert_int_equal(q.n_mounts, 2);
+	assert_string_equal(q.mounts[1].source, "w-x");
+	assert_true(q.mounts[1].read_only);
+	free(j);
+	kis_profile_release(&q);
+	kis_profile_release(&p);
+	expect_invalid("{\"mounts\": [{\"source\": \"/etc\", \"target\": \"/e\"}]}",
+		       "mounts[0].source");
+	expect_invalid("{\"mounts\": [{\"source\": \"b-a\", \"target\": \"/a\"}, "
+		       "{\"source\": \"b-a\", \"target\": \"/proc/self\"}]}",
+		       "mounts[1].target");
+	expect_invalid("{\"mounts\": [{\"source\": \"b-a\", \"target\": \"/a/../b\"}]}",
+		       "'..'");
+	expect_invalid("{\"mounts\": [{\"source\": \"b-a\"}]}", "mounts[0].target: missing");
+	expect_invalid("{\"mounts\": [{\"source\": \"b-a\", \"target\": \"/a\", "
+		       "\"read_only\": 1}]}", "mounts[0].read_only");
+	expect_invalid("{\"mounts\": {}}", "mounts: expected a list");
+}
+
 static void test_zero_value_is_deny_all(void **state)
 {
 	(void)state;
@@ -257,6 +299,7 @@ int main(void)
 		cmocka_unit_test(test_zero_value_is_deny_all),
 		cmocka_unit_test(test_valid_full_profile),
 		cmocka_unit_test(test_invalid_profiles_name_the_path),
+		cmocka_unit_test(test_mounts_parse_normalise_and_round_trip),
 		cmocka_unit_test(test_flags_override_field_by_field),
 		cmocka_unit_test(test_durations),
 		cmocka_unit_test(test_sizes),

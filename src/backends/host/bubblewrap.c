@@ -64,6 +64,14 @@
 #define STAGE "/run"
 #define STAGE_WS STAGE "/kis-workspace"
 #define STAGE_AGENT STAGE "/kis-agent"
+#define STAGE_MOUNT STAGE "/kis-mount-" /* + the mount's index */
+
+/* One of the profile's mounts, staged at stage before bwrap binds it. */
+struct bw_mount {
+	char *target, *path, *lower, *ws_dir;
+	bool ro;
+	char stage[48];
+};
 #define STAGE_RESOLV STAGE "/kis-resolv.conf"
 
 static const char *bwrap_path(void)
@@ -144,6 +152,7 @@ static void bubblewrap_probe(const struct kis_ctx *ctx, struct kis_caps *c)
 	c->native = true;
 	c->seccomp = true;
 	c->tty = true; /* the agent allocates PTYs in the sandbox's own devpts */
+	c->mounts = true; /* idmapped binds in its mount namespace */
 	/* off: empty netns + seccomp AF_UNIX only; loopback: netns with lo up
 	 * (bwrap brings it up); host: only with its hatch; egress: the
 	 * engine's network namespace with pasta (src/net/egress.c) */
@@ -169,6 +178,8 @@ struct kis_plan {
 	bool allow_set;
 	unsigned cgroup_limits;
 	unsigned cgroup_explicit;
+	struct bw_mount *mounts;
+	size_t n_mounts;
 };
 
 static void plan_release(struct kis_plan *pl)
@@ -179,8 +190,36 @@ static void plan_release(struct kis_plan *pl)
 	free(pl->ws_lower);
 	free(pl->ws_dir);
 	free(pl->inside_cwd);
+	for (size_t i = 0; i < pl->n_mounts; i++) {
+		free(pl->mounts[i].target);
+		free(pl->mounts[i].path);
+		free(pl->mounts[i].lower);
+		free(pl->mounts[i].ws_dir);
+	}
+	free(pl->mounts);
 	free(pl->allow);
 	free(pl);
+}
+
+/* The request's mounts, copied into the plan with their staging places. */
+static int plan_mounts(struct kis_plan *pl, const struct kis_run_request *req)
+{
+	if (!req->n_mounts)
+		return 0;
+	pl->mounts = calloc(req->n_mounts, sizeof(*pl->mounts));
+	if (!pl->mounts)
+		return -1;
+	for (size_t i = 0; i < req->n_mounts; i++) {
+		const struct kis_mount_src *m = &req->mounts[i];
+		struct bw_mount *b = &pl->mounts[i];
+		pl->n_mounts = i + 1;
+		b->ro = m->read_only;
+		snprintf(b->stage, sizeof(b->stage), STAGE_MOUNT "%zu", i);
+		if (!(b->target = strdup(m->target)) || !(b->path = strdup(m->path)) ||
+		    (m->lower && (!(b->lower = strdup(m->lower)) || !(b->ws_dir = strdup(m->ws_dir)))))
+			return -1;
+	}
+	return 0;
 }
 
 static int bubblewrap_plan(const struct kis_caps *caps, const struct kis_run_request *req,
@@ -209,6 +248,7 @@ static int bubblewrap_plan(const struct kis_caps *caps, const struct kis_run_req
 	if (explicit_cg && !req->ctx->thorough)
 		c.limits |= kis_cgroup_limits_available();
 	TRY(kis_check_limits(&c, p, "bubblewrap", err));
+	TRY(kis_check_mount_targets(p, "bubblewrap", err));
 	const char *bwrap = bwrap_path();
 	if (!bwrap)
 		return kis_error_set(err, KIS_E_TIER_UNAVAILABLE, 0, "bwrap is not installed");
@@ -249,7 +289,7 @@ static int bubblewrap_plan(const struct kis_caps *caps, const struct kis_run_req
 		    !(pl->ws_lower = strdup(req->workspace_lower)))
 			goto oom;
 	}
-	if (!(pl->inside_cwd = strdup(p->cwd ? p->cwd : home)))
+	if (!(pl->inside_cwd = strdup(p->cwd ? p->cwd : home)) || plan_mounts(pl, req) < 0)
 		goto oom;
 	/* Paths in the environment are the sandbox's, not the host's. */
 	if (!kis_host_profile_has_env(p, "HOME") &&
@@ -408,6 +448,12 @@ static char **build_argv(const struct kis_plan *pl, int userns_fd, int seccomp_f
 	add_proc_view(&a);
 	add2(&a, "--dev", "/dev");
 	add2(&a, "--tmpfs", "/tmp");
+	/* the mounts, after /tmp (a target below it lands on the new tmpfs);
+	 * staged idmapped (read-only ones MOUNT_ATTR_RDONLY already), and
+	 * bound read-only again by bwrap */
+	for (size_t i = 0; i < pl->n_mounts; i++)
+		add3(&a, pl->mounts[i].ro ? "--ro-bind" : "--bind", pl->mounts[i].stage,
+		     pl->mounts[i].target);
 	if (pl->net == KIS_NET_EGRESS && !(pl->root == KIS_ROOT_WORKSPACE && pl->workspace))
 		add3(&a, "--ro-bind", STAGE_RESOLV, "/etc/resolv.conf"); /* the forwarder */
 	add3(&a, "--ro-bind", STAGE_AGENT, AGENT_IN_SANDBOX);
@@ -518,6 +564,21 @@ static int bw_child(void *ctx, struct kis_error **err)
 			return kis_error_set(err, KIS_E_PROFILE_UNSATISFIABLE, errno,
 					     "workspace: cannot show it through the sandbox's id map "
 					     "(idmapped mounts: Linux 5.12, of overlay layers 6.13)");
+	}
+	/* each mount's source shown through the sandbox's id map as the
+	 * workspace is: a workspace owned by the sandbox's user, a base too
+	 * (read-only); resolved with no symlink on the way (confine.h) */
+	for (size_t i = 0; i < pl->n_mounts; i++) {
+		const struct bw_mount *m = &pl->mounts[i];
+		if (mkdir(m->stage, 0755) < 0)
+			return child_fail(err, m->stage);
+		int r = m->lower ? kis_idmap_overlay_source(m->lower, m->ws_dir, m->stage,
+							    s->userns_fd, pl->ids, m->ro) :
+				   kis_idmap_bind_source(m->path, m->stage, s->userns_fd, m->ro);
+		if (r < 0)
+			return kis_error_set(err, KIS_E_PROFILE_UNSATISFIABLE, errno,
+					     "mounts[%zu]: cannot show its source through the "
+					     "sandbox's id map", i);
 	}
 	/* bwrap runs as the sandbox's first host id: no capability on the
 	 * host, the owner of the sandbox's user namespace */

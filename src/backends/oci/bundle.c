@@ -114,6 +114,13 @@ static int build_mounts(const struct kis_oci_spec *s, json_t *m)
 		if (s->workspace)
 			r |= add(m, mount_entry("/workspace", "bind", s->workspace, ws_o,
 						ARRAY_SIZE(ws_o)));
+		/* the profile's mounts (issue 21): a plain bind (no submounts)
+		 * of the staged tree, read-only for a base or when asked */
+		static const char *const mro_o[] = {"bind", "ro", "nosuid", "nodev"};
+		static const char *const mrw_o[] = {"bind", "rw", "nosuid", "nodev"};
+		for (size_t i = 0; i < s->n_mounts; i++)
+			r |= add(m, mount_entry(s->mounts[i].target, "bind", s->mounts[i].source,
+						s->mounts[i].ro ? mro_o : mrw_o, ARRAY_SIZE(mro_o)));
 		/* over the host's: the sandbox's resolver is pasta's forwarder */
 		if (s->net == KIS_NET_EGRESS)
 			r |= add(m, mount_entry("/etc/resolv.conf", "bind",

@@ -25,6 +25,28 @@
  * parent, so no race between one removal of an empty parent and another
  * container's creation under it; crun removes the group on delete. */
 
+/* One of the profile's mounts in config.json: bound from its staging
+ * directory in the bundle (source), where crun's own mount namespace holds
+ * the store's tree, bound there by fd (struct kis_oci_stage). */
+struct kis_oci_mount {
+	const char *target;
+	const char *source;
+	bool ro;
+};
+
+/* What crun's child binds before exec (kis_oci_crun_staged): each store
+ * path, resolved with no symlink (kis_idmap_bind_source), onto its
+ * staging directory, in a mount namespace of crun's own that is a slave of
+ * ours (nothing reaches the host's table; it goes with crun, the
+ * container keeps its copy). */
+struct kis_oci_stage {
+	size_t n;
+	const char *src[KIS_MOUNTS_MAX];
+	char dst[KIS_MOUNTS_MAX][320];
+	bool ro[KIS_MOUNTS_MAX];
+	bool hybrid; /* the hybrid-layout workaround as well */
+};
+
 struct kis_oci_spec {
 	char *const *args;        /* the container process (the agent) */
 	char *const *env;
@@ -38,6 +60,8 @@ struct kis_oci_spec {
 	const char *resolv_conf;  /* egress: host path bound at /etc/resolv.conf */
 	const struct kis_limits *limits; /* resolved */
 	const char *cgroups_path;
+	const struct kis_oci_mount *mounts; /* root:host only */
+	size_t n_mounts;
 	bool user_ns;             /* the engine is not root: map it to root inside */
 	uid_t host_uid;
 	gid_t host_gid;
@@ -68,6 +92,11 @@ int kis_oci_hybrid_workaround(void);
  * Returns crun's exit status (>= 0), < 0 when it could not be run. */
 int kis_oci_crun(char *const *argv, int fd_keep, char **out, char *errbuf, size_t errlen,
 		 struct kis_error **err);
+/* The same with the mounts' sources staged first (st may be NULL). */
+int kis_oci_crun_staged(char *const *argv, int fd_keep, struct kis_oci_stage *st,
+			char **out, char *errbuf, size_t errlen, struct kis_error **err);
+int kis_oci_crun_spawn_staged(char *const *argv, int fd_keep, struct kis_oci_stage *st,
+			      pid_t *pid, struct kis_error **err);
 /* The same, not waited for: stdin, stdout and stderr on /dev/null (pass
  * --log for crun's errors), in a process group of its own. */
 int kis_oci_crun_spawn(char *const *argv, int fd_keep, pid_t *pid, struct kis_error **err);

@@ -19,6 +19,7 @@
 
 #include "backends/common.h"
 #include "backends/oci/bundle.h"
+#include "confine/confine.h"
 #include "core/io.h"
 #include "core/tree.h"
 #include "exec/tool.h"
@@ -87,7 +88,30 @@ static int crun_setup(void *arg)
 	return -1;
 }
 
-static int crun_tool(struct kis_tool *t, char *const *argv, int fd_keep, struct kis_error **err)
+/* In crun's child, last: the mounts' sources staged in a namespace of
+ * crun's own (bundle.h, struct kis_oci_stage). Async-signal-safe. */
+static int stage_setup(void *arg)
+{
+	struct kis_oci_stage *st = arg;
+	if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL) < 0) {
+		dprintf(2, "cannot make crun's mount namespace: %s", strerror(errno));
+		return -1;
+	}
+	if (st->hybrid && umount2("/sys/fs/cgroup/unified", MNT_DETACH) < 0 && errno != EINVAL &&
+	    errno != ENOENT) {
+		dprintf(2, "cannot hide the cgroup v2 mount from crun: %s", strerror(errno));
+		return -1;
+	}
+	for (size_t i = 0; i < st->n; i++)
+		if (kis_idmap_bind_source(st->src[i], st->dst[i], -1, st->ro[i]) < 0) {
+			dprintf(2, "mounts[%zu]: cannot stage its source: %s", i, strerror(errno));
+			return -1;
+		}
+	return 0;
+}
+
+static int crun_tool(struct kis_tool *t, char *const *argv, int fd_keep, struct kis_oci_stage *st,
+		     struct kis_error **err)
 {
 	const char *crun = kis_oci_crun_path();
 	if (!crun)
@@ -98,15 +122,27 @@ static int crun_tool(struct kis_tool *t, char *const *argv, int fd_keep, struct 
 		.in = -1, .out = -1, .err = -1,
 		.child_setup = kis_oci_cgroup_layout() == 3 ? crun_setup : NULL,
 	};
+	if (st && st->n) {
+		st->hybrid = kis_oci_cgroup_layout() == 3;
+		t->child_setup = stage_setup;
+		t->child_arg = st;
+	}
 	if (fd_keep >= 0)
 		t->map[t->n_map++] = (struct kis_tool_fd){fd_keep, 3};
 	return 0;
 }
 
+
 int kis_oci_crun_spawn(char *const *argv, int fd_keep, pid_t *pid_out, struct kis_error **err)
 {
+	return kis_oci_crun_spawn_staged(argv, fd_keep, NULL, pid_out, err);
+}
+
+int kis_oci_crun_spawn_staged(char *const *argv, int fd_keep, struct kis_oci_stage *st,
+			      pid_t *pid_out, struct kis_error **err)
+{
 	struct kis_tool t;
-	TRY(crun_tool(&t, argv, fd_keep, err));
+	TRY(crun_tool(&t, argv, fd_keep, st, err));
 	/* our own process group: a terminal's ^C reaches the engine, which
 	 * ends the run through the agent; crun then cleans up. crun itself
 	 * dies with the engine (a detached container is crun's child, and
@@ -120,6 +156,12 @@ int kis_oci_crun_spawn(char *const *argv, int fd_keep, pid_t *pid_out, struct ki
 int kis_oci_crun(char *const *argv, int fd_keep, char **out, char *errbuf, size_t errlen,
 		 struct kis_error **err)
 {
+	return kis_oci_crun_staged(argv, fd_keep, NULL, out, errbuf, errlen, err);
+}
+
+int kis_oci_crun_staged(char *const *argv, int fd_keep, struct kis_oci_stage *st, char **out,
+			char *errbuf, size_t errlen, struct kis_error **err)
+{
 	if (out)
 		*out = NULL;
 	if (errbuf && errlen)
@@ -129,7 +171,7 @@ int kis_oci_crun(char *const *argv, int fd_keep, char **out, char *errbuf, size_
 	 * it must get /dev/null, not our pipes, or it would hold them open for
 	 * its life. */
 	struct kis_tool t;
-	TRY(crun_tool(&t, argv, fd_keep, err));
+	TRY(crun_tool(&t, argv, fd_keep, st, err));
 	struct kis_tool_out o;
 	TRY(kis_tool_run(&t, out != NULL, errbuf != NULL, &o, err));
 	if (errbuf && errlen)

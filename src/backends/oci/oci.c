@@ -88,6 +88,7 @@ static void oci_probe(const struct kis_ctx *ctx, struct kis_caps *c)
 	c->native = true;
 	c->seccomp = true;
 	c->tty = true; /* the agent's PTY inside the container */
+	c->mounts = true; /* binds of sources staged in crun's mount namespace */
 	/* egress: the engine's network namespace with pasta, joined by path */
 	c->net_modes = (1u << KIS_NET_OFF) | (1u << KIS_NET_LOOPBACK) | (1u << KIS_NET_HOST) |
 		       (kis_egress_unavailable() ? 0 : 1u << KIS_NET_EGRESS);
@@ -114,6 +115,11 @@ struct kis_plan {
 	struct kis_limits limits;
 	struct kis_io io;
 	char ctr_id[KIS_ID_BUFSZ + 8];
+	/* the profile's mounts: config.json's entries and crun's staging */
+	struct kis_oci_mount mounts[KIS_MOUNTS_MAX];
+	char *m_target[KIS_MOUNTS_MAX], *m_path[KIS_MOUNTS_MAX];
+	size_t n_mounts;
+	struct kis_oci_stage stage;
 };
 
 static void oci_plan_free(struct kis_plan *pl)
@@ -125,6 +131,10 @@ static void oci_plan_free(struct kis_plan *pl)
 	free(pl->cwd);
 	free(pl->agent);
 	free(pl->workspace);
+	for (size_t i = 0; i < pl->n_mounts; i++) {
+		free(pl->m_target[i]);
+		free(pl->m_path[i]);
+	}
 	free(pl->allow);
 	kis_egress_stop(&pl->eg);
 	free(pl);
@@ -135,6 +145,7 @@ static int oci_plan(const struct kis_caps *caps, const struct kis_run_request *r
 {
 	const struct kis_profile *p = req->profile;
 	TRY(kis_check_limits(caps, p, "oci", err));
+	TRY(kis_check_mount_targets(p, "oci", err));
 	TRY(kis_check_network(caps, p, "oci", NULL, err));
 	if (p->root == KIS_ROOT_WORKSPACE && !req->workspace_path && !p->base && !p->workspace)
 		return kis_error_set(err, KIS_E_PROFILE_UNSATISFIABLE, 0,
@@ -175,6 +186,14 @@ static int oci_plan(const struct kis_caps *caps, const struct kis_run_request *r
 	for (size_t i = 0; i < p->n_env; i++)
 		if (!(pl->envp[ne++] = strdup(p->env[i])))
 			goto oom;
+	for (size_t i = 0; i < req->n_mounts && i < KIS_MOUNTS_MAX; i++) {
+		pl->n_mounts = i + 1;
+		if (!(pl->m_target[i] = strdup(req->mounts[i].target)) ||
+		    !(pl->m_path[i] = strdup(req->mounts[i].path)))
+			goto oom;
+		pl->mounts[i] = (struct kis_oci_mount){.target = pl->m_target[i],
+						       .ro = req->mounts[i].read_only};
+	}
 	if (!kis_env_has(pl->envp, ne, "PATH") && !(pl->envp[ne++] = strdup("PATH=" KIS_DEFAULT_PATH)))
 		goto oom;
 	/* HOME: somewhere writable that exists: the workspace, the image's
@@ -202,7 +221,21 @@ static void plan_spec(const struct kis_plan *pl, const char *rootfs, char *const
 		.netns_path = pl->netns_path[0] ? pl->netns_path : NULL,
 		.limits = &pl->limits, .cgroups_path = cgpath, .user_ns = geteuid() != 0,
 		.host_uid = geteuid(), .host_gid = getegid(),
+		.mounts = pl->mounts, .n_mounts = pl->n_mounts,
 	};
+}
+
+/* Each mount's staging directory, <bundle>/mounts/<i>: config.json binds
+ * it, crun's child binds the store's tree onto it first. */
+static void plan_stage(struct kis_plan *pl, const char *bp)
+{
+	pl->stage.n = pl->n_mounts;
+	for (size_t i = 0; i < pl->n_mounts; i++) {
+		snprintf(pl->stage.dst[i], sizeof(pl->stage.dst[i]), "%s/mounts/%zu", bp, i);
+		pl->stage.src[i] = pl->m_path[i];
+		pl->stage.ro[i] = pl->mounts[i].ro;
+		pl->mounts[i].source = pl->stage.dst[i];
+	}
 }
 
 static char *oci_describe(const struct kis_plan *pl)
@@ -215,6 +248,7 @@ static char *oci_describe(const struct kis_plan *pl)
 	char cg[128], bp[256], rootfs[300];
 	kis_oci_bundle_path(pl->ctr_id, bp, sizeof(bp));
 	snprintf(rootfs, sizeof(rootfs), "%s/rootfs", bp);
+	plan_stage((struct kis_plan *)pl, bp);
 	plan_spec(pl, pl->root == KIS_ROOT_HOST ? rootfs : (pl->workspace ? pl->workspace : "<workspace>"),
 		  args, &s, cg, sizeof(cg));
 	json_t *cfg = NULL;
@@ -321,6 +355,16 @@ static int make_bundle(struct kis_plan *pl, const char *session_dir, char *bp, s
 		if (rfd < 0)
 			return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot open the rootfs");
 		TRY(kis_oci_rootfs_skeleton(rfd, err));
+		if (pl->n_mounts && mkdirat(bfd, "mounts", 0700) < 0)
+			return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot create the mounts' stage");
+		plan_stage(pl, bp);
+		for (size_t i = 0; i < pl->n_mounts; i++) {
+			char n[32];
+			snprintf(n, sizeof(n), "mounts/%zu", i);
+			if (mkdirat(bfd, n, 0755) < 0)
+				return kis_error_set(err, KIS_E_INTERNAL, errno,
+						     "cannot create the mounts' stage");
+		}
 	} else {
 		if (!pl->workspace)
 			return kis_error_set(err, KIS_E_PROFILE_UNSATISFIABLE, 0,
@@ -407,7 +451,7 @@ static int start_detached(struct kis_plan *pl, int fd3, const char *session_dir,
 	snprintf(logopt, sizeof(logopt), "--log=file:%s/crun.log", bp);
 	char *argv[] = {"crun", "--root", KIS_OCI_STATE_ROOT, logopt, "run", "--detach",
 			"--preserve-fds", "1", "--bundle", bp, pl->ctr_id, NULL};
-	int r = kis_oci_crun(argv, fd3, NULL, NULL, 0, err);
+	int r = kis_oci_crun_staged(argv, fd3, &pl->stage, NULL, NULL, 0, err);
 	if (r < 0)
 		return -1;
 	if (r != 0) {
@@ -552,7 +596,7 @@ static int oci_run(struct kis_plan *pl, struct kis_result *res, struct kis_error
 	char *argv[] = {"crun", "--root", KIS_OCI_STATE_ROOT, logopt, "run", "--preserve-fds", "1",
 			"--bundle", bp, pl->ctr_id, NULL};
 	pid_t crun = -1;
-	int r = kis_oci_crun_spawn(argv, sv[1], &crun, err);
+	int r = kis_oci_crun_spawn_staged(argv, sv[1], &pl->stage, &crun, err);
 	close(sv[1]);
 	if (r >= 0) {
 		char cpu_path[320];
