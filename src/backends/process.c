@@ -142,16 +142,11 @@ static int process_end_session(const struct kis_session_ctx *ctx, struct kis_err
 	return 0;
 }
 
-static int process_session_explain(const struct kis_session_ctx *ctx, struct kis_result *res)
-{
-	return kis_host_cgroup_explain(ctx->dir_fd, res);
-}
-
 const struct kis_backend kis_backend_process = {
 	.session_cpu_fd = kis_host_cgroup_cpu_fd,
 	.start_session = process_start_session,
 	.end_session = process_end_session,
-	.session_explain = process_session_explain,
+	.session_explain = kis_host_cgroup_explain,
 	.name = "process",
 	.tier = KIS_TIER_PROCESS,
 	.probe = process_probe,

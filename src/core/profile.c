@@ -377,6 +377,29 @@ static int bad(struct kis_error **err, const char *path, const char *fmt, const 
 	return kis_error_set(err, KIS_E_INVALID_PROFILE, 0, "%s: %s '%s'", path, fmt, what);
 }
 
+/* A field holding one of names (an enum whose values index them): set it,
+ * or name the choices ("expected host or workspace, not 'x'"). */
+_Static_assert(sizeof(enum kis_root_mode) == sizeof(int) && sizeof(enum kis_accel) == sizeof(int) &&
+		       sizeof(enum kis_wasm_engine) == sizeof(int) &&
+		       sizeof(enum kis_wasm_preopen) == sizeof(int),
+	       "set_named writes these enums as int");
+static int set_named(void *slot, const char *const *names, unsigned n, const char *path,
+		     const char *v, struct kis_error **err)
+{
+	int i = kis_name_index(names, n, v);
+	if (i >= 0) {
+		memcpy(slot, &i, sizeof(i));
+		return 0;
+	}
+	char expect[160] = "expected ";
+	for (unsigned k = 0; k < n; k++) {
+		size_t l = strlen(expect);
+		snprintf(expect + l, sizeof(expect) - l, "%s%s", names[k],
+			 k + 2 < n ? ", " : k + 2 == n ? " or " : ", not");
+	}
+	return bad(err, path, expect, v);
+}
+
 static int env_valid_key(const char *k, size_t n)
 {
 	if (!n)
@@ -553,34 +576,15 @@ int kis_profile_set(struct kis_profile *p, const char *path, const char *v,
 			return bad(err, path, "expected off, loopback, egress or host, not", v);
 		p->net_explicit = true;
 		return 0;
-	case F_ROOT: {
-		int i = kis_name_index(root_names, ARRAY_SIZE(root_names), v);
-		if (i < 0)
-			return bad(err, path, "expected host or workspace, not", v);
-		*(enum kis_root_mode *)slot = (enum kis_root_mode)i;
-		return 0;
-	}
-	case F_ACCEL: {
-		int i = kis_name_index(accel_names, ARRAY_SIZE(accel_names), v);
-		if (i < 0)
-			return bad(err, path, "expected auto, kvm or tcg, not", v);
-		*(enum kis_accel *)slot = (enum kis_accel)i;
-		return 0;
-	}
-	case F_WASM_ENGINE: {
-		int i = kis_name_index(wasm_engine_names, ARRAY_SIZE(wasm_engine_names), v);
-		if (i < 0)
-			return bad(err, path, "expected auto, interpreter or compiler, not", v);
-		*(enum kis_wasm_engine *)slot = (enum kis_wasm_engine)i;
-		return 0;
-	}
-	case F_WASM_PREOPEN: {
-		int i = kis_name_index(wasm_preopen_names, ARRAY_SIZE(wasm_preopen_names), v);
-		if (i < 0)
-			return bad(err, path, "expected workspace or none, not", v);
-		*(enum kis_wasm_preopen *)slot = (enum kis_wasm_preopen)i;
-		return 0;
-	}
+	case F_ROOT:
+		return set_named(slot, root_names, ARRAY_SIZE(root_names), path, v, err);
+	case F_ACCEL:
+		return set_named(slot, accel_names, ARRAY_SIZE(accel_names), path, v, err);
+	case F_WASM_ENGINE:
+		return set_named(slot, wasm_engine_names, ARRAY_SIZE(wasm_engine_names), path, v, err);
+	case F_WASM_PREOPEN:
+		return set_named(slot, wasm_preopen_names, ARRAY_SIZE(wasm_preopen_names), path, v,
+				 err);
 	case F_BOOL:
 		if (!strcmp(v, "true") || !strcmp(v, "1"))
 			*(bool *)slot = true;

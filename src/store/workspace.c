@@ -518,30 +518,40 @@ static int check_writers(struct kis_store *s, int d, const char *id, const char 
 	return 0;
 }
 
+/* Write the hold holds/<name> (content: a mount's "w" or "r"; NULL for a
+ * session's, which always writes) under the workspace's lock, after the
+ * writer check that goes with it (check < 0: none; else check_writers with
+ * mounts_only = check), so two writers cannot both see the other absent. */
+static int hold_write(struct kis_store *s, const char *id, const char *name, const char *self,
+		      int check, const char *content, struct kis_error **err)
+{
+	_cleanup_close_ int d = store_opendir(s->ws_fd, id);
+	if (d < 0)
+		return kis_error_set(err, errno == ENOENT ? KIS_E_NOT_FOUND : KIS_E_INTERNAL, errno,
+				     "no workspace '%s'; see 'kis sandbox workspace list'", id);
+	if (store_flock(d, LOCK_EX) < 0)
+		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot lock workspace '%s'", id);
+	if (check >= 0)
+		TRY(check_writers(s, d, id, self, check, err));
+	if (store_mkdir_p1(d, "holds", 0700) < 0)
+		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot hold workspace '%s'", id);
+	_cleanup_close_ int h = store_opendir(d, "holds");
+	_cleanup_close_ int f = h < 0 ? -1 : store_openat(h, name, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	size_t n = content ? strlen(content) : 0;
+	if (f < 0 || (n && write(f, content, n) != (ssize_t)n))
+		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot hold workspace '%s'", id);
+	return 0;
+}
+
 int kis_workspace_hold_mount(struct kis_store *s, const char *id, const char *holder, bool rw,
 			     struct kis_error **err)
 {
 	TRY(kis_id_validate(id, "workspace id", err));
 	TRY(kis_id_validate(holder, "holder id", err));
-	_cleanup_close_ int d = store_opendir(s->ws_fd, id);
-	if (d < 0)
-		return kis_error_set(err, errno == ENOENT ? KIS_E_NOT_FOUND : KIS_E_INTERNAL, errno,
-				     "no workspace '%s'; see 'kis sandbox workspace list'", id);
-	/* check and hold under the workspace's lock: two writers cannot both
-	 * see the other absent */
-	if (store_flock(d, LOCK_EX) < 0)
-		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot lock workspace '%s'", id);
-	if (rw)
-		TRY(check_writers(s, d, id, holder, false, err));
-	if (store_mkdir_p1(d, "holds", 0700) < 0)
-		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot hold workspace '%s'", id);
 	char name[KIS_ID_BUFSZ + 16];
 	snprintf(name, sizeof(name), "%s" STORE_MOUNT_SUFFIX, holder);
-	_cleanup_close_ int h = store_opendir(d, "holds");
-	_cleanup_close_ int f = h < 0 ? -1 : store_openat(h, name, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-	if (f < 0 || write(f, rw ? "w" : "r", 1) != 1)
-		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot hold workspace '%s'", id);
-	return 0;
+	/* a read-write mount: no other writer of any kind */
+	return hold_write(s, id, name, holder, rw ? 0 : -1, rw ? "w" : "r", err);
 }
 
 int kis_workspace_unhold_mount(struct kis_store *s, const char *id, const char *holder)
@@ -570,22 +580,8 @@ int kis_workspace_hold(struct kis_store *s, const char *id, const char *holder,
 {
 	TRY(kis_id_validate(id, "workspace id", err));
 	TRY(kis_id_validate(holder, "session id", err));
-	_cleanup_close_ int d = store_opendir(s->ws_fd, id);
-	if (d < 0)
-		return kis_error_set(err, errno == ENOENT ? KIS_E_NOT_FOUND : KIS_E_INTERNAL, errno,
-				     "no workspace '%s'; see 'kis sandbox workspace list'", id);
 	/* a session writes its workspace: not while a mount writes it */
-	if (store_flock(d, LOCK_EX) < 0)
-		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot lock workspace '%s'", id);
-	TRY(check_writers(s, d, id, holder, true, err));
-	if (store_mkdir_p1(d, "holds", 0700) < 0)
-		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot hold workspace '%s'", id);
-	_cleanup_close_ int h = store_opendir(d, "holds");
-	_cleanup_close_ int f = h < 0 ? -1 :
-				openat(h, holder, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
-	if (f < 0)
-		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot hold workspace '%s'", id);
-	return 0;
+	return hold_write(s, id, holder, holder, 1, NULL, err);
 }
 
 int kis_workspace_unhold(struct kis_store *s, const char *id, const char *holder)

@@ -835,14 +835,9 @@ static int bubblewrap_end_session(const struct kis_session_ctx *ctx, struct kis_
 	return 0;
 }
 
-static int bubblewrap_session_explain(const struct kis_session_ctx *ctx, struct kis_result *res)
-{
-	return kis_host_cgroup_explain(ctx->dir_fd, res);
-}
-
 const struct kis_backend kis_backend_bubblewrap = {
 	.session_cpu_fd = kis_host_cgroup_cpu_fd,
-	.session_explain = bubblewrap_session_explain,
+	.session_explain = kis_host_cgroup_explain,
 	.end_session = bubblewrap_end_session,
 	.name = "bubblewrap",
 	.tier = KIS_TIER_HOST,

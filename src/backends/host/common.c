@@ -384,12 +384,12 @@ void kis_host_cgroup_end(int dir_fd)
 
 /* The group's counters are cumulative over the session: the last ones seen
  * are kept beside it and only an increase is this exec's doing. */
-int kis_host_cgroup_explain(int dir_fd, struct kis_result *res)
+int kis_host_cgroup_explain(const struct kis_session_ctx *ctx, struct kis_result *res)
 {
-	struct kis_cgroup *cg = cgroup_load(dir_fd);
+	struct kis_cgroup *cg = cgroup_load(ctx->dir_fd);
 	if (!cg)
 		return 0;
-	int r = kis_cgroup_explain_since(cg, dir_fd, CG_FILE "-events", res);
+	int r = kis_cgroup_explain_since(cg, ctx->dir_fd, CG_FILE "-events", res);
 	kis_cgroup_free(cg);
 	return r;
 }

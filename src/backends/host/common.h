@@ -57,8 +57,9 @@ int kis_host_cgroup_open(struct kis_run_cgroup *rc, const char *name, const stru
  * at the end kill what is left in it and remove it. */
 int kis_host_cgroup_save(int dir_fd, struct kis_run_cgroup *rc, struct kis_error **err);
 void kis_host_cgroup_end(int dir_fd);
-/* session_explain: did the session's group end this exec (memory_limit,
- * pids_limit)? Sets res->reason and res->detail and returns 1, or 0. */
-int kis_host_cgroup_explain(int dir_fd, struct kis_result *res);
+/* session_explain of every native backend: did the session's group end
+ * this exec (memory_limit, pids_limit)? Sets res->reason and res->detail
+ * and returns 1, or 0. */
+int kis_host_cgroup_explain(const struct kis_session_ctx *ctx, struct kis_result *res);
 /* The session group's CPU accounting (kis_cgroup_cpu_fd), or -1. */
 int kis_host_cgroup_cpu_fd(const struct kis_session_ctx *ctx);

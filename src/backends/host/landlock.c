@@ -299,14 +299,9 @@ static int landlock_end_session(const struct kis_session_ctx *ctx, struct kis_er
 	return 0;
 }
 
-static int landlock_session_explain(const struct kis_session_ctx *ctx, struct kis_result *res)
-{
-	return kis_host_cgroup_explain(ctx->dir_fd, res);
-}
-
 const struct kis_backend kis_backend_landlock = {
 	.session_cpu_fd = kis_host_cgroup_cpu_fd,
-	.session_explain = landlock_session_explain,
+	.session_explain = kis_host_cgroup_explain,
 	.name = "landlock",
 	.tier = KIS_TIER_HOST,
 	.probe = landlock_probe,
