@@ -181,17 +181,14 @@ static int sys_fsmount(int fd, unsigned flags, unsigned attrs)
 	return (int)syscall(SYS_fsmount, fd, flags, attrs);
 }
 
-/* A detached copy of the mount at path, shown through userns_fd's map (-1:
- * as it is). Not recursive: mounts below (a workspace's merged overlay
- * under its directory) stay out, and an overlay among them could not be
- * idmapped. */
-static int idmapped_tree(const char *path, int userns_fd)
+/* The detached tree t (from open_tree, or < 0 with errno) made nosuid and
+ * nodev, plus extra (MOUNT_ATTR_*), shown through userns_fd's map (-1: as
+ * it is): t, or -1 with errno and t closed. */
+static int tree_attrs(int t, int userns_fd, uint64_t extra)
 {
-	int t = sys_open_tree(AT_FDCWD, path, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC |
-						      AT_SYMLINK_NOFOLLOW);
 	if (t < 0)
 		return -1;
-	struct mount_attr a = {.attr_set = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV};
+	struct mount_attr a = {.attr_set = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | extra};
 	if (userns_fd >= 0) {
 		a.attr_set |= MOUNT_ATTR_IDMAP;
 		a.userns_fd = (uint64_t)userns_fd;
@@ -205,6 +202,17 @@ static int idmapped_tree(const char *path, int userns_fd)
 	return t;
 }
 
+/* A detached copy of the mount at path, shown through userns_fd's map (-1:
+ * as it is). Not recursive: mounts below (a workspace's merged overlay
+ * under its directory) stay out, and an overlay among them could not be
+ * idmapped. */
+static int idmapped_tree(const char *path, int userns_fd)
+{
+	return tree_attrs(sys_open_tree(AT_FDCWD, path, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC |
+							       AT_SYMLINK_NOFOLLOW),
+			  userns_fd, 0);
+}
+
 /* The strict variant for a mount's source: resolved with no symlink
  * anywhere (openat2(2) RESOLVE_NO_SYMLINKS), then cloned by fd. */
 static int idmapped_source(const char *path, int userns_fd, bool ro)
@@ -214,22 +222,8 @@ static int idmapped_source(const char *path, int userns_fd, bool ro)
 	_cleanup_close_ int fd = (int)syscall(SYS_openat2, AT_FDCWD, path, &how, sizeof(how));
 	if (fd < 0)
 		return -1;
-	int t = sys_open_tree(fd, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH);
-	if (t < 0)
-		return -1;
-	struct mount_attr a = {.attr_set = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV |
-					   (ro ? MOUNT_ATTR_RDONLY : 0)};
-	if (userns_fd >= 0) {
-		a.attr_set |= MOUNT_ATTR_IDMAP;
-		a.userns_fd = (uint64_t)userns_fd;
-	}
-	if (sys_mount_setattr(t, "", AT_EMPTY_PATH, &a) < 0) {
-		int e = errno;
-		close(t);
-		errno = e;
-		return -1;
-	}
-	return t;
+	return tree_attrs(sys_open_tree(fd, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH),
+			  userns_fd, ro ? MOUNT_ATTR_RDONLY : 0);
 }
 
 int kis_idmap_bind_source(const char *src, const char *target, int userns_fd, bool ro)
