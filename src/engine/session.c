@@ -297,7 +297,7 @@ static int create_ctx(struct kis_engine_ctx *ec, const struct kis_profile *p,
 	}
 	bool disk_quota = false;
 	if (kis_disk_check(p, ec, b, &caps, &disk_quota, err) < 0 ||
-	    kis_workspace_acquire(p, ec, true, &ws_id, &ws_path, &ws_cloned, err) < 0 ||
+	    kis_workspace_acquire(p, ec, true, b, &ws_id, &ws_path, &ws_cloned, err) < 0 ||
 	    (disk_quota && ws_id &&
 	     kis_disk_apply(ec, ws_id, req.limits.disk_bytes, err) < 0))
 		goto fail;
