@@ -13,12 +13,12 @@
  * a namespace of its own (src/store/view.c) and seen from the host through
  * /proc/PID/root, a magic link that the process, landlock and wasm tiers
  * rightly refuse on the way to a workspace (runc's CVE-2024-21626). A
- * backend that joins the layers itself (own_workspace_view: bubblewrap)
+ * backend that joins the layers itself (rootless_layers: bubblewrap, oci)
  * takes the overlay; the others get a reflink or a copy for a run's own
  * clone, and a named refusal for an existing overlay workspace. */
 static bool needs_host_path(const struct kis_backend *b)
 {
-	return geteuid() != 0 && b && !b->own_workspace_view;
+	return geteuid() != 0 && b && !b->own_workspace_view && !b->rootless_layers;
 }
 
 int kis_workspace_acquire(const struct kis_profile *p, struct kis_engine_ctx *ec, bool owned,

@@ -866,6 +866,7 @@ const struct kis_backend kis_backend_bubblewrap = {
 	.name = "bubblewrap",
 	.tier = KIS_TIER_HOST,
 	.own_workspace_view = true,
+	.rootless_layers = true,
 	.probe = bubblewrap_probe,
 	.plan = bubblewrap_plan,
 	.describe = bubblewrap_describe,
