@@ -84,9 +84,25 @@ static int default_root(char **out, struct kis_error **err)
  * every directory from / to the root is root's, and writable by no one
  * else, a sticky one (/tmp) excepted on the way, where only the owner of an
  * entry may rename or remove it (unlink(2), EPERM). */
+static bool initial_userns(void)
+{
+	/* the initial namespace maps the whole range (user_namespaces(7));
+	 * root of a namespace of an ordinary user's holds no more than that
+	 * user, and sees the host's root-owned directories as the overflow id */
+	char b[64] = "";
+	FILE *f = fopen("/proc/self/uid_map", "re");
+	if (!f)
+		return true;
+	size_t n = fread(b, 1, sizeof(b) - 1, f);
+	fclose(f);
+	b[n] = '\0';
+	unsigned long a = 1, c = 1, l = 0;
+	return sscanf(b, "%lu %lu %lu", &a, &c, &l) == 3 && a == 0 && c == 0 && l == 4294967295ul;
+}
+
 static int root_store_safe(const char *root, struct kis_error **err)
 {
-	if (geteuid() != 0)
+	if (geteuid() != 0 || !initial_userns())
 		return 0; /* an ordinary user's store is its own: nothing to gain */
 	char p[PATH_MAX];
 	snprintf(p, sizeof(p), "%s", root);
