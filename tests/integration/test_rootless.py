@@ -452,3 +452,25 @@ def test_engine_as_root_refuses_a_store_the_user_owns(user, tmp_path):
                        env=dict(os.environ, KIS_SANDBOX_ROOT=str(inner)))
     assert p.returncode == 125, p.stderr
     assert not (inner / "workspaces").exists()
+
+
+def test_microvm_for_an_ordinary_user_is_refused_by_name(user):
+    """With a guest it can read, the user's microvm tier is absent for the
+    jail (which needs root here), and says what to do; never a VM unjailed."""
+    guest = Path(os.environ.get("KIS_MICROVM_GUEST_DIR", ROOT / "build" / "microvm-guest"))
+    if not (guest / "vmlinuz").exists():
+        guest = Path("/work/main/build/microvm-guest")  # a shared build's guest
+    if not (guest / "vmlinuz").exists():
+        pytest.skip("no guest kernel built (make microvm-guest)")
+    e = dict(user["env"], KIS_MICROVM_GUEST_DIR=str(guest))
+    cmd = ["setpriv", f"--reuid={user['uid']}", f"--regid={user['gid']}", "--clear-groups", "--",
+           str(KIS), "sandbox"]
+    readable = subprocess.run(cmd[:5] + ["test", "-r", str(guest / "vmlinuz")], env=e)
+    if readable.returncode != 0:
+        pytest.skip(f"the guest in {guest} is not readable by an ordinary user")
+    p = subprocess.run(cmd + ["backends", "--json"], env=e, capture_output=True, text=True)
+    m = [r for r in json.loads(p.stdout) if r["backend"] == "microvm"][0]
+    assert not m["available"] and "jail" in m["why_absent"] and "root" in m["why_absent"], m
+    r = subprocess.run(cmd + ["run", "--tier", "microvm", "--", "true"], env=e,
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 125 and r.stderr.startswith("tier_unavailable"), r.stderr
