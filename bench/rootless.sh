@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: MIT
 # Rootless against root (issue 17), in one run: clone time of a 1 MiB and a
 # 100 MiB base (SIZES to change), and start-to-exit of /bin/true on each
-# tier both can run, for root and for an ordinary user side by side.
+# tier both can run (landlock, bubblewrap, oci, process), for root and for
+# an ordinary user side by side.
 #
 # The ordinary user is made for the run (useradd) and removed at the end
 # with its processes and files. Both sides start through setpriv(1) (root
@@ -42,11 +43,12 @@ trap cleanup EXIT INT TERM
 useradd --no-create-home --home-dir "$top/user" --shell /usr/sbin/nologin "$name"
 uid=$(id -u "$name"); gid=$(id -g "$name")
 chmod 755 "$top"
-mkdir -p "$top/root" "$top/user"
-chown "$uid:$gid" "$top/user"
+mkdir -p "$top/root" "$top/user/run"
+chown "$uid:$gid" "$top/user" "$top/user/run"
+chmod 700 "$top/user/run"
 chmod 700 "$top/root"
 ROOT_RUN="setpriv --reuid=0 --regid=0 --clear-groups -- env KIS_SANDBOX_ROOT=$top/root/store HOME=$top/root"
-USER_RUN="setpriv --reuid=$uid --regid=$gid --clear-groups -- env KIS_SANDBOX_ROOT=$top/user/store HOME=$top/user"
+USER_RUN="setpriv --reuid=$uid --regid=$gid --clear-groups -- env KIS_SANDBOX_ROOT=$top/user/store HOME=$top/user XDG_RUNTIME_DIR=$top/user/run"
 
 echo "load: $(uptime)"
 echo "kernel $(uname -r); store filesystem $(stat -f -c %T "$top")"
@@ -85,7 +87,7 @@ for mib in $SIZES; do
 done
 
 # ---- start-to-exit, interleaved, root's row the reference of each table
-for be in landlock bubblewrap; do
+for be in landlock bubblewrap oci; do
 	echo
 	echo "== $be: start-to-exit of /bin/true ($N runs each; target: user within 1.3x of root)"
 	build/bench/startup "$N" \
@@ -98,4 +100,5 @@ build/bench/startup "$N" \
 	"root process=$ROOT_RUN $KIS sandbox run --tier process --allow-process-tier -- /bin/true" \
 	"user process=$USER_RUN $KIS sandbox run --tier process --allow-process-tier -- /bin/true"
 echo
-echo "container and microvm: not run for the user ($($USER_RUN "$KIS" sandbox run --tier container -- true 2>&1 | head -1))"
+echo "microvm: not run for the user ($($USER_RUN "$KIS" sandbox backends --json | /usr/bin/python3 -c \
+	'import json,sys; print([b["why_absent"] for b in json.load(sys.stdin) if b["backend"] == "microvm"][0][:90])'))"
