@@ -685,6 +685,13 @@ static int oci_run(struct kis_plan *pl, struct kis_result *res, struct kis_error
 		container_cgroup(pl, &cg, mem, pids, sizeof(mem));
 		kis_cgroup_kill(&cg, NULL);
 	}
+	if (kis_oci_rootless()) {
+		/* no cgroup to empty: the agent, PID 1, serves its listening
+		 * socket on; crun signals it (its death ends the pid namespace,
+		 * pid_namespaces(7)), and `crun run` returns at once */
+		char *kv[] = {"crun", "--root", KIS_OCI_STATE_ROOT, "kill", pl->ctr_id, "KILL", NULL};
+		(void)kis_oci_crun(kv, -1, NULL, NULL, 0, NULL);
+	}
 	int st;
 	if (crun > 0 && !wait_crun(crun, 3000, &st)) {
 		kill(crun, SIGKILL);
