@@ -21,6 +21,8 @@
  * $XDG_RUNTIME_DIR/kis, or /tmp/kis-run-UID, a 0700 directory of its own
  * (refused when it is anyone else's). NULL when there is none. */
 char *kis_oci_run_dir(void);
+/* Whether kis_oci_run_dir would give one, making nothing (for the probe). */
+bool kis_oci_run_dir_usable(void);
 /* crun's state root: root's is crun's default, /run/crun; an ordinary
  * user's is <run dir>/crun. Passed explicitly so the collector knows where
  * to look. */

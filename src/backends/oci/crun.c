@@ -73,7 +73,7 @@ bool kis_oci_rootless(void)
 
 /* One path per process, fixed at first use (the environment does not
  * change under us); the strings live as long as the process. */
-static char run_dir[PATH_MAX], state_dir[PATH_MAX], bundles_dir[PATH_MAX];
+static char run_dir[PATH_MAX], state_dir[PATH_MAX + 8], bundles_dir[PATH_MAX + 8];
 
 static bool own_private_dir(const char *p)
 {
@@ -85,6 +85,27 @@ static bool own_private_dir(const char *p)
 	       !(st.st_mode & 077);
 }
 
+/* The rootless candidate, and whether it is usable: ours, or not there yet
+ * (made on first use, never by a probe: `backends` leaves nothing). */
+static bool rootless_candidate(char *p, size_t len, bool *exists)
+{
+	const char *x = getenv("XDG_RUNTIME_DIR");
+	struct stat st;
+	if (x && x[0] == '/' && lstat(x, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == geteuid())
+		snprintf(p, len, "%s/kis", x);
+	else
+		snprintf(p, len, "/tmp/kis-run-%u", (unsigned)geteuid());
+	*exists = lstat(p, &st) == 0;
+	return !*exists || (S_ISDIR(st.st_mode) && st.st_uid == geteuid() && !(st.st_mode & 077));
+}
+
+bool kis_oci_run_dir_usable(void)
+{
+	char p[PATH_MAX];
+	bool exists;
+	return !kis_oci_rootless() || rootless_candidate(p, sizeof(p), &exists);
+}
+
 char *kis_oci_run_dir(void)
 {
 	if (run_dir[0])
@@ -93,37 +114,42 @@ char *kis_oci_run_dir(void)
 	if (!kis_oci_rootless()) {
 		snprintf(p, sizeof(p), "/run/kis");
 	} else {
-		const char *x = getenv("XDG_RUNTIME_DIR");
-		struct stat st;
-		if (x && x[0] == '/' && lstat(x, &st) == 0 && S_ISDIR(st.st_mode) &&
-		    st.st_uid == geteuid())
-			snprintf(p, sizeof(p), "%s/kis", x);
-		else
-			snprintf(p, sizeof(p), "/tmp/kis-run-%u", (unsigned)geteuid());
-		if (!own_private_dir(p))
+		bool exists;
+		if (!rootless_candidate(p, sizeof(p), &exists) || !own_private_dir(p))
 			return NULL;
 	}
 	memcpy(run_dir, p, sizeof(p));
 	return run_dir;
 }
 
+/* The run directory's path, made by nothing: the collector and the
+ * owner sweep only read below it. */
+static const char *run_path(void)
+{
+	static char p[PATH_MAX];
+	if (!p[0]) {
+		bool exists;
+		if (!kis_oci_rootless())
+			snprintf(p, sizeof(p), "/run/kis");
+		else if (!rootless_candidate(p, sizeof(p), &exists))
+			snprintf(p, sizeof(p), "/nonexistent/kis-run");
+	}
+	return p;
+}
+
 char *kis_oci_state_root(void)
 {
 	if (!kis_oci_rootless())
 		return "/run/crun";
-	if (!state_dir[0]) {
-		const char *r = kis_oci_run_dir();
-		snprintf(state_dir, sizeof(state_dir), "%s/crun", r ? r : "/nonexistent");
-	}
+	if (!state_dir[0])
+		snprintf(state_dir, sizeof(state_dir), "%s/crun", run_path());
 	return state_dir;
 }
 
 char *kis_oci_bundles_dir(void)
 {
-	if (!bundles_dir[0]) {
-		const char *r = kis_oci_run_dir();
-		snprintf(bundles_dir, sizeof(bundles_dir), "%s/oci", r ? r : "/nonexistent");
-	}
+	if (!bundles_dir[0])
+		snprintf(bundles_dir, sizeof(bundles_dir), "%s/oci", run_path());
 	return bundles_dir;
 }
 

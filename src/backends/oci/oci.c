@@ -69,7 +69,7 @@ static void oci_probe(const struct kis_ctx *ctx, struct kis_caps *c)
 		return;
 	}
 	bool rootless = kis_oci_rootless();
-	if (rootless && !kis_oci_run_dir()) {
+	if (rootless && !kis_oci_run_dir_usable()) {
 		snprintf(c->why_absent, sizeof(c->why_absent),
 			 "no private runtime directory for crun: set XDG_RUNTIME_DIR to a 0700 "
 			 "directory of yours (or free /tmp/kis-run-%u)", (unsigned)geteuid());
