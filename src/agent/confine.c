@@ -20,6 +20,7 @@
 
 #include "agent/confine.h"
 #include "confine/confine.h"
+#include "exec/exec.h"
 
 #ifndef CLONE_NEWCGROUP
 #define CLONE_NEWCGROUP 0x02000000
@@ -59,10 +60,11 @@ int kis_agent_confine_child(void *ctx, struct kis_error **err)
 	 * reported as its state) must not be the command's through it. From
 	 * "/" as spawn resolved it (RESOLVE_IN_ROOT); as the sandbox user a
 	 * magic link leads only where that user may go. */
-	if (c->cwd && (chdir("/") < 0 || chdir(c->cwd) < 0))
-		return kis_error_set(err, KIS_E_INTERNAL, errno,
-				     "the working directory '%s' is closed to the sandbox user",
-				     c->cwd);
+	if (c->cwd && (chdir("/") < 0 || chdir(c->cwd) < 0)) {
+		kis_error_set(err, KIS_E_INTERNAL, errno,
+			      "the working directory '%s' is closed to the sandbox user", c->cwd);
+		return KIS_CHILD_SETUP_CWD; /* setup_failed, naming it */
+	}
 	/* last: the filter then only has to allow execve of the command */
 	return kis_seccomp_load_bpf_fd(c->seccomp_fd, err);
 }
