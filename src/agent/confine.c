@@ -17,6 +17,7 @@
 
 #include <sched.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "agent/confine.h"
 #include "confine/confine.h"
@@ -31,6 +32,7 @@ int kis_agent_confine_prepare(struct kis_agent_confine *c, enum kis_net_mode net
 {
 	memset(c, 0, sizeof(*c));
 	c->seccomp_fd = -1;
+	c->cg_procs_fd = -1;
 	c->uid = (uid_t)KIS_GUEST_UID;
 	c->gid = (gid_t)KIS_GUEST_UID;
 	/* The guest is a kernel of the sandbox's own: its SysV IPC is no one
@@ -43,8 +45,12 @@ int kis_agent_confine_prepare(struct kis_agent_confine *c, enum kis_net_mode net
 int kis_agent_confine_child(void *ctx, struct kis_error **err)
 {
 	struct kis_agent_confine *c = ctx;
+	/* into the exec's own leaf first ("0": ourselves), while we may write
+	 * root's cgroup.procs */
+	if (c->cg_procs_fd >= 0 && write(c->cg_procs_fd, "0", 1) != 1)
+		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot join the command's cgroup");
 	/* cgroup_namespaces(7): the namespace's root is the cgroup we are in,
-	 * the agent's pids group; with the hierarchy mounted nsdelegate
+	 * the exec's leaf under the agent's pids group; with the hierarchy mounted nsdelegate
 	 * (guest.c) a move to a group outside it is refused (ENOENT) whatever
 	 * the file permissions say. Needs CAP_SYS_ADMIN: first. */
 	if (unshare(CLONE_NEWCGROUP) < 0)
