@@ -156,6 +156,12 @@ KIS_API int kis_base_unhold(struct kis_store *s, const char *id, const char *hol
 KIS_API int kis_base_path(struct kis_store *s, const char *id, char **out,
 			  struct kis_error **err);
 
+/* The base's cache directory (bases/<b>/cache, made on first use, removed
+ * with the base), where a backend keeps what it derives from the base (the
+ * microvm's disk image of its tree); malloc'ed. */
+KIS_API int kis_base_cache_dir(struct kis_store *s, const char *id, char **out,
+			       struct kis_error **err);
+
 struct kis_base_info {
 	char id[KIS_ID_BUFSZ];
 	size_t refs;  /* clones holding the base */
