@@ -244,7 +244,7 @@ def test_the_runs_own_workspace_is_not_mounted_again(env, ws):
     assert p.returncode == 125 and "mounts[0].source" in p.stderr, p.stderr
 
 
-@pytest.mark.parametrize("backend", ["landlock", "process", "microvm"])
+@pytest.mark.parametrize("backend", ["landlock", "process"])
 def test_backends_without_mounts_refuse_them_by_name(env, backend):
     require(env, backend)
     extra = ["--allow-process-tier"] if backend == "process" else []
