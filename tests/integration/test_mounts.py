@@ -427,6 +427,43 @@ def test_a_killed_runs_holds_are_dropped(env, ws):
             p.wait()
 
 
+def test_a_one_shot_runs_own_workspace_is_held_while_it_runs(env, ws):
+    """A second writer mounting a workspace that a live one-shot run uses
+    as its own --workspace is busy, as for a session's; a reader is not;
+    destroy waits for the run; other runs on it go on as before."""
+    require(env, "bubblewrap")
+    w = ws()
+    p = subprocess.Popen([str(KIS), "sandbox", "run", "--backend", "bubblewrap", "--workspace",
+                          w, "--", "sh", "-c", "echo up; sleep 60"],
+                         stdout=subprocess.PIPE, text=True, env=env["env"],
+                         stdin=subprocess.DEVNULL)
+    try:
+        assert p.stdout.readline() == "up\n"
+        r = kis(env, "run", "--backend", "bubblewrap", "--mount", f"{w}:/x", "--", "true")
+        assert r.returncode == 125 and r.stderr.startswith("busy:"), r.stderr
+        assert "its own workspace" in r.stderr, r.stderr
+        r = kis(env, "run", "--backend", "bubblewrap", "--mount", f"{w}:/x:ro", "--", "cat",
+                "/x/data.txt")
+        assert r.returncode == 0 and r.stdout == "dataset\n", r.stderr
+        r = kis(env, "destroy", w)
+        assert r.returncode != 0 and r.stderr.startswith("busy:") and "in use by run" in \
+            r.stderr, r.stderr
+        # not a new refusal for a second run on it (no mount): as before
+        r = kis(env, "run", "--backend", "bubblewrap", "--workspace", w, "--", "true")
+        assert r.returncode == 0, r.stderr
+    finally:
+        p.kill()
+        p.wait()
+    # the run gone (killed: its owner's lock with it), the hold is seen dead
+    deadline = time.monotonic() + 20
+    while True:
+        r = kis(env, "run", "--backend", "bubblewrap", "--mount", f"{w}:/x", "--", "true")
+        if r.returncode == 0 or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    assert r.returncode == 0, r.stderr
+
+
 # ---- break-out probes with a mount present ----
 
 
