@@ -15,7 +15,11 @@
  * workspace disk is mounted with synchronous writes and copied back by
  * end_session. Limits: wall, CPU, output, file size and open files
  * by the agent inside the guest (wall also by the engine's clock, which
- * kills the VM); memory is the VM's RAM; pids by a cgroup in the guest. */
+ * kills the VM); memory is the VM's RAM; pids by a cgroup in the guest.
+ * Mounts (issue 21): each source's disks in one of the device set's fixed
+ * slots (vm.h KIS_MVM_MOUNTS, read-only to QEMU), the targets in the cfg
+ * line, placed by the guest's init; a read-write one's changes on the
+ * writable layer under m<i>/, copied back as the workspace's are. */
 #include "core/util.h"
 
 #include <fcntl.h>
