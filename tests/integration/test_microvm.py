@@ -482,8 +482,13 @@ def test_host_break_out_probes_run_in_the_guest_and_reach_nothing_of_the_host(
         shutil.copy2(p, src / p.name)
     (src / "link").symlink_to(outside["dir"] / "canary")
     b = kis("base", "import", str(src), env=mvm).stdout.strip()
+    # and with mounts present (issue 21): the probes' base read-only at
+    # /data, a workspace read-write at /rw, each holding the outward link
+    mw = kis("clone", b, env=mvm).stdout.strip()
     out, pid, port = outside["dir"], outside["pid"], outside["port"]
     tries = " ; ".join([
+        "./symlink_escape /data/link", "./symlink_escape /rw/link", "./mount_tmpfs /data",
+        f"./write_outside /data/new", "./write_outside /rw/link",
         f"./read_outside {out}/canary", "./symlink_escape link", f"./cwd_outside {out}",
         f"./write_outside {out}/new", f"./ptrace_attach {pid}", f"./kill_outside {pid}",
         "./mount_tmpfs mnt", "./module_load", "./net_inet", "./net_udp_send",
@@ -495,7 +500,9 @@ def test_host_break_out_probes_run_in_the_guest_and_reach_nothing_of_the_host(
     ] + [f"echo hi | nc -w 2 {a} {port}; echo nc-rc=$?" for a in _host_addresses()]
       + ["echo PROBES-DONE"])
     # in a clone of the probes' base: without one the probes were not there
-    p, r = run_json(mvm, "--base", b, "--", "sh", "-c", tries)
+    p, r = run_json(mvm, "--base", b, "--mount", f"{b}:/data", "--mount", f"{mw}:/rw", "--",
+                    "sh", "-c", tries)
+    kis("destroy", mw, env=mvm)
     # every probe ran in the guest and was stopped there (the command is
     # not the guest's root: src/agent/confine.c); the host saw none of it
     assert "PROBES-DONE" in r["stdout"], r
