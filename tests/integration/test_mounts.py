@@ -255,6 +255,18 @@ def test_backends_without_mounts_refuse_them_by_name(env, backend):
     assert env["rows"][backend]["mounts"] is False
 
 
+@pytest.mark.parametrize("backend", TIERS)
+def test_mounts_with_root_workspace_are_refused_by_name(env, backend):
+    """root: workspace makes the sandbox's root the tree it writes: a mount
+    point there would be made in the workspace itself (the microvm's
+    refusal is tested in test_microvm.py)."""
+    require(env, backend)
+    p = kis(env, "run", "--dry-run", "--backend", backend, "--root", "workspace", "--base",
+            env["data"], "--mount", f"{env['data']}:/data", "--", "true")
+    assert p.returncode == 125 and p.stderr.startswith("profile_unsatisfiable:"), p.stderr
+    assert "mounts" in p.stderr and "root" in p.stderr, p.stderr
+
+
 def test_backends_shows_the_mounts_column(env):
     p = kis(env, "backends")
     header = p.stdout.splitlines()[0].split()
