@@ -911,12 +911,20 @@ def _mount_sources(mvm, tmp_path, outside=None):
 
 def test_microvm_mounts_base_read_only_workspace_written_links_stay_inside(mvm, tmp_path):
     d, w, canary = _mount_sources(mvm, tmp_path)
+    # a link in the mounted workspace on the host, pointing at a host
+    # directory: the guest replaces it by a directory holding a file, and
+    # the copy back must not write through the old link
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    path = Path(kis("workspace", "path", w, env=mvm).stdout.strip())
+    (path / "hostlink").symlink_to(victim)
     p, r = run_json(mvm, "--mount", f"{d}:/data", "--mount", f"{w}:/cache", "--mount",
                     f"{w}:/ro:ro", "--", "sh", "-c",
                     "cat /data/data.txt; echo x > /data/new || echo base-write-refused; "
                     "echo y > /ro/new || echo ro-write-refused; "
                     f"cat /data/out /data/dirout/canary-secret /data/up{canary} 2>/dev/null; "
                     "echo new > /cache/new.txt && rm /cache/old.txt && echo cache-written; "
+                    "rm /cache/hostlink && mkdir /cache/hostlink && echo pwn > /cache/hostlink/f; "
                     "mount | grep -E ' /(data|cache|ro) '")
     assert r["termination"]["exit_code"] == 0, r
     out = r["stdout"]
@@ -928,8 +936,10 @@ def test_microvm_mounts_base_read_only_workspace_written_links_stay_inside(mvm, 
     assert "/dev/vd" in out and " /data type ext4 (ro," in out, out
     assert " /ro type overlay (ro," in out, out
     # the read-write mount's writes reach that workspace; the base is as it was
-    path = Path(kis("workspace", "path", w, env=mvm).stdout.strip())
     assert (path / "new.txt").read_text() == "new\n" and not (path / "old.txt").exists()
+    assert not (victim / "f").exists() and os.listdir(victim) == []
+    assert (path / "hostlink").is_dir() and not (path / "hostlink").is_symlink()
+    assert (path / "hostlink" / "f").read_text() == "pwn\n"
     tree = Path(mvm["KIS_SANDBOX_ROOT"]) / "bases" / d / "tree"
     assert not (tree / "new").exists() and (tree / "data.txt").read_text() == "dataset\n"
     # --dry-run shows them resolved
