@@ -169,7 +169,7 @@ int kis_run_one(struct kis_engine_ctx *ec, const struct kis_profile *p, char *co
 	/* The mounts, held by this run (its owner is locked while it lives:
 	 * a kill leaves holds the store drops when it next looks). */
 	struct kis_mounts mounts;
-	if (kis_mounts_acquire(p, ec, res->sandbox, &mounts, err) < 0) {
+	if (kis_mounts_acquire(p, ec, ec->mounts_held ? NULL : res->sandbox, &mounts, err) < 0) {
 		if (held)
 			kis_workspace_unhold_mount(st, ws_id, res->sandbox);
 		if (cloned)

@@ -559,9 +559,7 @@ def check_mounts(w, backend, mode, field):
     try:
         d = call(w, backend, mode, flags, argv)
     except Refused as e:
-        # MOUNTS in backends is about runs: a wasm session refuses them
-        assert not claims(w, backend).get("mounts") or (wasm and mode == "exec"), \
-            f"backends --json claims mounts but: {e}"
+        assert not claims(w, backend).get("mounts"), f"backends --json claims mounts but: {e}"
         assert "mounts" in str(e), f"the refusal does not name mounts: {e}"
         return ("refused", str(e)[:160])
     assert claims(w, backend).get("mounts"), f"{backend} placed mounts it does not claim"

@@ -559,8 +559,30 @@ def test_wasm_mounts_are_preopens_read_only_or_written(env, wasm_base, ws):
     assert plan["mount_preopens"] == [{"fd": 4, "name": "/data", "read_only": True}]
 
 
-def test_wasm_sessions_refuse_mounts_by_name(env, wasm_base):
-    p = kis(env, "create", "--tier", "wasm", "--base", wasm_base, "--mount",
-            f"{env['data']}:/data")
-    assert p.returncode == 125 and p.stderr.startswith("profile_unsatisfiable:"), p.stderr
-    assert "mounts" in p.stderr
+def test_wasm_session_mounts_survive_execs_and_are_held(env, wasm_base, ws):
+    """A wasm session runs each exec anew with its profile: every exec gets
+    the mounts as preopens again, and the session holds their sources
+    until destroy, as on the other tiers."""
+    w = ws()
+    c = kis(env, "create", "--tier", "wasm", "--base", wasm_base, "--mount",
+            f"{env['data']}:/data", "--mount", f"{w}:/mnt/w")
+    assert c.returncode == 0, c.stderr
+    s = c.stdout.strip()
+    try:
+        p = kis(env, "exec", s, "--", "wm.wasm", "write:/mnt/w/one", "write:/data/x")
+        assert "write /mnt/w/one ok" in p.stdout.splitlines(), p.stdout + p.stderr
+        assert f"write /data/x errno {NOTCAPABLE}" in p.stdout.splitlines(), p.stdout
+        p = kis(env, "exec", s, "--", "wm.wasm", "cat:/mnt/w/one", "cat:/data/data.txt")
+        assert "cat /mnt/w/one ok" in p.stdout.splitlines(), p.stdout + p.stderr
+        assert "dataset" in p.stdout.splitlines(), p.stdout
+        # held by the session between its execs: destroy and a second
+        # writer are busy, a reader is not
+        p = kis(env, "destroy", w)
+        assert p.returncode != 0 and p.stderr.startswith("busy:") and s in p.stderr, p.stderr
+        p = kis(env, "run", "--tier", "wasm", "--base", wasm_base, "--mount", f"{w}:/x", "--",
+                "wm.wasm")
+        assert p.returncode != 0 and p.stderr.startswith("busy:"), p.stderr
+    finally:
+        kis(env, "session", "destroy", s)
+    assert (ws_path(env, w) / "one").read_text() == "w\n"
+    assert kis(env, "destroy", w).returncode == 0
