@@ -62,6 +62,8 @@ int krt_cmd_passthrough(const struct krt_globals *g, int argc, char **argv,
 		}
 		if (krt_host_owns(g, argv[i]))
 			return krt_host_verb(g, argc, argv, err);
+		if (krt_mvm_owns(g, argv[i]))
+			return krt_mvm_verb(g, argc, argv, err);
 		break;
 	}
 	struct kis_argv a = {0};

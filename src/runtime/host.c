@@ -972,3 +972,60 @@ out:
 	json_decref(st);
 	return r;
 }
+
+/* --------------------------------- shared with the microvm tier */
+
+int krt_valid_id(const char *id, struct kis_error **err)
+{
+	return valid_id(id, err);
+}
+
+json_t *krt_read_json_at(int dfd, const char *name)
+{
+	return read_json_at(dfd, name);
+}
+
+int krt_write_json_at(int dfd, const char *name, json_t *doc, struct kis_error **err)
+{
+	return write_json_at(dfd, name, doc, err);
+}
+
+int krt_proc_stat(pid_t pid, unsigned long long *start, char *st)
+{
+	return proc_stat(pid, start, st);
+}
+
+const char *krt_status_of(int dfd, json_t *st)
+{
+	return status_of(dfd, st);
+}
+
+int krt_print_state(int dfd, json_t *st)
+{
+	return print_state(dfd, st);
+}
+
+int krt_console_pty(const char *sock_path, struct kis_error **err)
+{
+	return console_pty(sock_path, err);
+}
+
+int krt_take_terminal(int slave)
+{
+	return take_terminal(slave);
+}
+
+int krt_write_pid_file(const char *path, pid_t pid, struct kis_error **err)
+{
+	return write_pid_file(path, pid, err);
+}
+
+int krt_parse_signal(const char *s, int *out)
+{
+	return parse_signal(s, out);
+}
+
+int krt_signal_pid(pid_t pid, int sig)
+{
+	return signal_pid(pid, sig);
+}
