@@ -37,7 +37,7 @@ int krt_cmd_features(const struct krt_globals *g, int argc, char **argv, struct 
 		"selinux", "enabled", false,
 		"annotations",
 		/* what kis-runtime reads, with the values it takes */
-		KRT_ANN_TIER, "container,host",
+		KRT_ANN_TIER, "container,host,microvm",
 		KRT_ANN_NET_HOST, "false");
 	if (!doc)
 		return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "features");
