@@ -63,10 +63,31 @@ static int valid_id(const char *id, struct kis_error **err)
 	return ok ? 0 : kis_error_set(err, KIS_E_INVALID_ID, 0, "container id '%s' is not valid", id);
 }
 
+/* --root and the directories above it, as runc and crun make them
+ * (the containerd shim names /run/containerd/runc/<namespace>, whose
+ * parents need not exist yet). */
+int krt_make_root(const char *root, struct kis_error **err)
+{
+	char buf[PATH_MAX];
+	if (snprintf(buf, sizeof(buf), "%s", root) >= (int)sizeof(buf))
+		return kis_error_set(err, KIS_E_INVALID_ARGUMENT, 0, "--root is too long");
+	for (char *p = buf + 1;; p++) {
+		if (*p != '/' && *p != '\0')
+			continue;
+		char c = *p;
+		*p = '\0';
+		if (mkdir(buf, 0700) < 0 && errno != EEXIST)
+			return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot make '%s'", buf);
+		*p = c;
+		if (!c)
+			return 0;
+	}
+}
+
 static int open_host_root(const struct krt_globals *g, bool create, struct kis_error **err)
 {
-	if (create && mkdir(g->root, 0700) < 0 && errno != EEXIST)
-		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot make '%s'", g->root);
+	if (create && krt_make_root(g->root, err) < 0)
+		return -1;
 	_cleanup_close_ int rfd = open(g->root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (rfd < 0)
 		return create ? kis_error_set(err, KIS_E_INTERNAL, errno, "cannot open '%s'", g->root)

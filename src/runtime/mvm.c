@@ -323,8 +323,8 @@ static int mvm_plan(json_t *config, struct mvm_plan *p, struct kis_error **err)
 
 static int open_mvm_root(const struct krt_globals *g, bool create, struct kis_error **err)
 {
-	if (create && mkdir(g->root, 0700) < 0 && errno != EEXIST)
-		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot make '%s'", g->root);
+	if (create && krt_make_root(g->root, err) < 0)
+		return -1;
 	_cleanup_close_ int rfd = open(g->root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (rfd < 0)
 		return create ? kis_error_set(err, KIS_E_INTERNAL, errno, "cannot open '%s'", g->root)

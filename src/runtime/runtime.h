@@ -129,6 +129,8 @@ json_t *krt_host_base_process(const struct krt_globals *g, const char *id);
  * bundle, rootfs, created, annotations}) and the marker `started`. */
 #include <sys/types.h>
 int krt_valid_id(const char *id, struct kis_error **err);
+/* mkdir -p of --root (0700 for what it makes) */
+int krt_make_root(const char *root, struct kis_error **err);
 json_t *krt_read_json_at(int dfd, const char *name);
 int krt_write_json_at(int dfd, const char *name, json_t *doc, struct kis_error **err);
 int krt_proc_stat(pid_t pid, unsigned long long *start, char *st);
