@@ -41,6 +41,7 @@
 
 #include <linux/capability.h>
 #include <linux/close_range.h>
+#include <linux/openat2.h>
 
 #include "backends/common.h"
 #include "backends/host/common.h"
@@ -332,6 +333,63 @@ static int write_pid_file(const char *path, pid_t pid, struct kis_error **err)
 	return 0;
 }
 
+/* Can process.args[0] be executed in the bundle's root? bwrap's execvp
+ * failing exits 1, where runc and crun (and a shell) give 127 for a
+ * command not found, which podman and the shim report: it is looked up
+ * here, as execvp(3) would (PATH from process.env, else /bin:/usr/bin),
+ * each candidate resolved inside the rootfs (openat2 RESOLVE_IN_ROOT,
+ * Linux 5.6). A candidate under a bind mount's destination counts as
+ * found: the bind's source, not the rootfs, holds it. */
+static bool command_found(json_t *config)
+{
+	json_t *proc = json_object_get(config, "process");
+	const char *cmd = json_string_value(json_array_get(json_object_get(proc, "args"), 0));
+	const char *root = json_string_value(json_object_get(json_object_get(config, "root"), "path"));
+	if (!cmd || !*cmd || !root)
+		return true; /* the plan's own checks say what is wrong */
+	const char *path = "/bin:/usr/bin";
+	size_t i;
+	json_t *e;
+	json_array_foreach(json_object_get(proc, "env"), i, e) {
+		const char *v = json_string_value(e);
+		if (v && strncmp(v, "PATH=", 5) == 0)
+			path = v + 5;
+	}
+	_cleanup_close_ int rfd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (rfd < 0)
+		return true;
+	const char *cwd = json_string_value(json_object_get(proc, "cwd"));
+	char cand[PATH_MAX];
+	for (const char *p = strchr(cmd, '/') ? "" : path;;) {
+		const char *end = strchrnul(p, ':');
+		if (strchr(cmd, '/'))
+			snprintf(cand, sizeof(cand), "%s%s%s", cmd[0] == '/' ? "" : (cwd ? cwd : "/"),
+				 cmd[0] == '/' ? "" : "/", cmd);
+		else
+			snprintf(cand, sizeof(cand), "%.*s/%s", (int)(end - p), end == p ? "." : p, cmd);
+		json_t *m;
+		size_t k;
+		json_array_foreach(json_object_get(config, "mounts"), k, m) {
+			const char *d = json_string_value(json_object_get(m, "destination"));
+			size_t n = d ? strlen(d) : 0;
+			if (n > 1 && strncmp(cand, d, n) == 0 && (cand[n] == '/' || !cand[n]))
+				return true;
+		}
+		struct open_how how = {.flags = O_PATH | O_CLOEXEC,
+				       .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS};
+		int fd = (int)syscall(SYS_openat2, rfd, cand, &how, sizeof(how));
+		struct stat st;
+		bool ok = fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && (st.st_mode & 0111);
+		if (fd >= 0)
+			close(fd);
+		if (ok)
+			return true;
+		if (strchr(cmd, '/') || !*end)
+			return false;
+		p = end + 1;
+	}
+}
+
 static void remove_state(int hfd, const char *id)
 {
 	_cleanup_close_ int dfd = openat(hfd, id, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
@@ -433,6 +491,7 @@ int krt_host_create(const struct krt_globals *g, json_t *config, bool had_seccom
 		goto out;
 	}
 	static const char *const bwrap_env[] = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin", NULL};
+	bool found = command_found(config);
 	int sync[2];
 	if (pipe2(sync, O_CLOEXEC) < 0) {
 		kis_error_set(err, KIS_E_INTERNAL, errno, "pipe");
@@ -480,6 +539,12 @@ int krt_host_create(const struct krt_globals *g, json_t *config, bool had_seccom
 			if (RETRY_EINTR(read(fifo, &b, 1)) != 1)
 				_exit(125);
 			close(fifo);
+		}
+		if (!found) {
+			/* at start, as crun reports it: the exit status a shell gives */
+			dprintf(2, "kis-runtime: exec '%s': No such file or directory\n",
+				json_string_value(json_array_get(p.args, 0)));
+			_exit(127);
 		}
 		execve(p.bwrap.v[0], p.bwrap.v, (char *const *)bwrap_env);
 		_exit(127);

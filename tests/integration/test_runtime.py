@@ -1041,6 +1041,53 @@ def test_podman_refusals_reach_the_user(podman):
     assert podman("ps", "-aq").stdout.strip() == ""
 
 
+# podman's bundle at the host tier: podman always gives a seccomp filter, a
+# sysfs and a cgroup tree, which bubblewrap cannot (refused by name, above).
+# Without its filter (kis's own is then loaded) and with tmpfs in their
+# place, the bundle is one bubblewrap runs.
+HOST = ["--annotation", "run.kis.tier=host", "--security-opt", "seccomp=unconfined",
+        "--mount", "type=tmpfs,dst=/sys,notmpcopyup,exec",
+        "--mount", "type=tmpfs,dst=/sys/fs/cgroup,notmpcopyup,exec"]
+
+
+@pytest.mark.skipif("host" not in TIERS, reason="bubblewrap is not installed")
+def test_podman_host_tier(podman):
+    """podman at the host tier: exit codes, streams, kis's seccomp filter
+    in place of the one podman was told to drop, pid 1 of its namespace,
+    -t, exec (-t), kill and rm, --network none, --memory's OOM kill.
+    (A terminal bwrap's /dev does not name: isatty, not ttyname.)"""
+    p = podman("run", "--rm", *HOST, podman.image, "sh", "-c",
+               "echo out; echo err >&2; echo pid=$$; grep Seccomp: /proc/self/status; exit 7")
+    assert p.returncode == 7, p.stderr
+    assert p.stdout == "out\npid=1\nSeccomp:\t2\n" and p.stderr.endswith("err\n"), p.stdout
+    assert podman("run", "--rm", *HOST, podman.image, "no-such-command").returncode == 127
+    p = podman("run", "--rm", "-t", *HOST, podman.image, "sh", "-c",
+               "test -t 0 && test -t 1 && echo TTY")
+    assert p.returncode == 0 and "TTY" in p.stdout, p.stdout + p.stderr
+    p = podman("run", "--rm", "--network", "none", *HOST, podman.image, "cat", "/proc/net/dev")
+    assert [l.split(":")[0].strip() for l in p.stdout.splitlines()[2:]] == ["lo"], p.stdout
+    # --memory alone gives a swap limit of twice the memory, which the host
+    # tier does not enforce (refused by name); swap equal to memory is none
+    p = podman("run", "--rm", "--memory", "32m", *HOST, podman.image, "true")
+    assert p.returncode != 0 and "linux.resources.memory.swap" in p.stderr, p.stderr
+    p = podman("run", "--rm", "--memory", "32m", "--memory-swap", "32m", *HOST, podman.image,
+               "sh", "-c", "(a=x; while :; do a=$a$a; done); echo hog=$?")
+    assert "hog=137" in p.stdout, p.stdout + p.stderr
+    cid = podman("run", "-d", *HOST, podman.image, "sleep", "300").stdout.strip()
+    assert cid, "no container id"
+    try:
+        p = podman("exec", cid, "sh", "-c", "echo in-$((6*7)); exit 5")
+        assert (p.returncode, p.stdout) == (5, "in-42\n"), p.stderr
+        p = podman("exec", "-t", cid, "sh", "-c", "test -t 0 && test -t 1 && echo TTY")
+        assert "TTY" in p.stdout, p.stdout + p.stderr
+        assert podman("kill", cid).returncode == 0
+        assert podman("wait", cid).stdout.strip() == "137"
+        assert podman("rm", cid).returncode == 0
+        assert cid not in podman("ps", "-aq", "--no-trunc").stdout
+    finally:
+        podman("rm", "--force", "--time", "0", cid)
+
+
 MVM = ["--annotation", "run.kis.tier=microvm"]
 
 
