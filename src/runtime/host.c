@@ -725,7 +725,9 @@ static int host_delete(const struct krt_globals *g, int dfd, json_t *st, const c
 		       bool force, struct kis_error **err)
 {
 	const char *status = status_of(dfd, st);
-	if (strcmp(status, "stopped") != 0 && !force)
+	/* a created container is deleted without --force, as runc and crun
+	 * do (its process never ran the bundle's); a running one is not */
+	if (strcmp(status, "running") == 0 && !force)
 		return kis_error_set(err, KIS_E_BUSY, 0,
 				     "container '%s' is %s: stop it or delete --force", id, status);
 	if (strcmp(status, "stopped") != 0) {

@@ -829,7 +829,8 @@ int krt_mvm_verb(const struct krt_globals *g, int argc, char **argv, struct kis_
 			undo(sget(st, "store"), sget(st, "session"), sget(st, "workspace"),
 			     sget(st, "base"));
 	} else if (strcmp(verb, "delete") == 0) {
-		if (strcmp(status, "stopped") != 0 && !force) {
+		/* created: deleted without --force, as runc and crun do */
+		if (strcmp(status, "running") == 0 && !force) {
 			r = kis_error_set(err, KIS_E_BUSY, 0,
 					  "container '%s' is %s: stop it or delete --force", id,
 					  status);

@@ -324,6 +324,19 @@ def test_every_state_transition_matches_crun(work, roots, tier, tier_ready):
         step("kill stopped", "kill", cid, "KILL")
         step("delete", "delete", cid)
         step("state after delete", "state", cid)
+        # created -> stopped without start: a signal to the waiting
+        # process (runtime.md "kill": created or running)
+        # a created container: runc and crun delete it without --force
+        c2 = cid + "-2"
+        step("create a second", "create", "--bundle", str(b), c2)
+        step("delete created without force", "delete", c2)
+        step("state after deleting it created", "state", c2)
+        step("create it again", "create", "--bundle", str(b), c2)
+        step("kill KILL (created)", "kill", c2, "KILL")
+        steps.append(("state stopped from created", wait_status(run, c2, "stopped")))
+        step("start stopped", "start", c2)
+        step("delete stopped", "delete", c2)
+        step("state after the second delete", "state", c2)
         seen[who] = (cid, steps)
     (ccid, csteps), (kcid, ksteps) = seen["crun"], seen["kis"]
     assert [s[0] for s in csteps] == [s[0] for s in ksteps]
@@ -332,15 +345,16 @@ def test_every_state_transition_matches_crun(work, roots, tier, tier_ready):
             assert c == k, (f"{label}: crun {'succeeds' if c else 'fails'}, kis-runtime not: "
                             f"{errs.get(('crun', label))!r} / {errs.get(('kis', label))!r}")
             continue
-        assert c and k, f"{label}: crun {c}, kis-runtime {k}"
-        assert c["id"] == ccid and k["id"] == kcid
+        assert c and k, (f"{label}: crun {c}, kis-runtime {k}: "
+                         f"{errs.get(('crun', 'create a second'))!r}")
+        assert c["id"] in (ccid, ccid + "-2") and k["id"] in (kcid, kcid + "-2")
         for d in (c, k):
             assert isinstance(d["pid"], int) and (d["pid"] > 0 or d["status"] == "stopped")
             assert d["created"].endswith("Z")
         strip = lambda d: {f: v for f, v in d.items() if f not in ("id", "pid", "created")}
         assert strip(c) == strip(k), f"{label}: fields differ"
     assert [s[1]["status"] for s in csteps if isinstance(s[1], dict)] == [
-        "created", "running", "running", "stopped"]
+        "created", "running", "running", "stopped", "stopped"]
 
 
 @pytest.mark.parametrize("tier", ALL_TIERS)
@@ -843,6 +857,29 @@ def test_microvm_tier_refuses_what_the_guest_cannot_give(work, roots, name, edit
     _refused(p, log, "profile_unsatisfiable", named)
     assert "run.kis.tier 'microvm'" in p.stderr and "RAN" not in p.stdout
     assert not (kr / "kis-microvm" / f"krt-{name}").exists()
+
+
+def test_binary_name_pins_the_microvm_tier(work, roots, mvm_guest):
+    """kis-runtime-microvm (make install's link) runs an unannotated bundle
+    in a guest, and refuses one whose annotation asks for the container
+    tier."""
+    kr, _ = roots
+    link = work / "kis-runtime-microvm"
+    if not link.exists():
+        link.symlink_to(KRT)
+
+    def writable(c):
+        c["root"]["readonly"] = False
+
+    g = ["--root", str(kr), "--kis-guest-dir", str(GUEST)]
+    p = _run([str(link), *g, "run", "--bundle", str(make_bundle(work, ["uname", "-r"], writable)),
+              "krt-pin-m"], timeout=MVM_TIMEOUT)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip() == (mvm_guest / "kernel.release").read_text().strip()
+    log = work / "log-pin-m.json"
+    p = _run([str(link), *g, "--log", str(log), "--log-format", "json", "run", "--bundle",
+              str(make_bundle(work, ["true"], _ann("run.kis.tier", "container"))), "krt-pin-m2"])
+    _refused(p, log, "profile_unsatisfiable", "pinned to the 'microvm' tier")
 
 
 def test_microvm_tier_preserve_fds_is_refused(work, roots):
