@@ -823,11 +823,17 @@ int krt_mvm_verb(const struct krt_globals *g, int argc, char **argv, struct kis_
 					  "container '%s' is not running", id);
 		else if (krt_signal_pid(st_pid(st), sig) < 0 && errno != ESRCH)
 			r = kis_error_set(err, KIS_E_INTERNAL, errno, "cannot signal '%s'", id);
-		else if (sig == SIGKILL)
-			/* the container process cannot forward SIGKILL nor end its
-			 * VM: its end is the VM's, here */
-			undo(sget(st, "store"), sget(st, "session"), sget(st, "workspace"),
-			     sget(st, "base"));
+		else if (sig == SIGKILL || strcmp(status, "created") == 0) {
+			/* the container process cannot forward SIGKILL, and before
+			 * start it takes a signal's default action: when it ended,
+			 * its VM ends here (waited for a moment: the signal lands
+			 * asynchronously) */
+			for (int i = 0; i < 50 && strcmp(krt_status_of(dfd, st), "stopped") != 0; i++)
+				usleep(10000);
+			if (strcmp(krt_status_of(dfd, st), "stopped") == 0)
+				undo(sget(st, "store"), sget(st, "session"), sget(st, "workspace"),
+				     sget(st, "base"));
+		}
 	} else if (strcmp(verb, "delete") == 0) {
 		/* created: deleted without --force, as runc and crun do */
 		if (strcmp(status, "running") == 0 && !force) {
