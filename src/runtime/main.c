@@ -22,7 +22,9 @@
  * (crun 1.8 refuses v1 controllers beside a v2 mount; backends/oci/crun.c).
  * run.kis.tier host is bubblewrap instead (host_plan.c: what of the bundle
  * bwrap enforces; host.c: the lifecycle, ours,
- * kept under <root>/kis-host/); microvm is refused by name for now. */
+ * kept under <root>/kis-host/); run.kis.tier microvm is a kis microvm
+ * session (mvm.c: create boots the guest on the rootfs, start execs the
+ * process in it), kept under <root>/kis-microvm/. */
 #include "core/util.h"
 
 #include <string.h>
