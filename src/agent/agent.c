@@ -374,6 +374,9 @@ static void run_exec(struct worker *w, struct kis_exec_req *req, int state_fd)
 	struct kis_spawn sp = {
 		.argv = argv, .envp = envp, .cwd = cwd, .stdin_fd = in[0], .limits = &req->limits,
 		.pty = req->tty, .pty_slave = slave, .pass_fd3 = req->shell, .fd3 = st[1],
+		/* the agent's process is small but a fork of it is still a copy of
+		 * its page tables; kis_agent_confine_child is system calls only */
+		.vfork_ok = true,
 	};
 	if (confine) {
 		/* the worker is one thread with its own copy: per exec fields */

@@ -40,6 +40,14 @@ struct kis_spawn {
 	 * PR_SET_PDEATHSIG); a detached start leaves it false. */
 	bool die_with_parent;
 	pid_t parent;
+	/* child_setup (if any) only makes system calls on data prepared
+	 * before the start and never writes memory it did not allocate on
+	 * its own stack: the child may then share the engine's memory until
+	 * exec instead of copying it (kis_spawn_clone; a fork costs ~2.8 ms
+	 * against 0.1 ms on this project's PVM guest, docs/performance.md).
+	 * An error report through kis_error_set allocates in the shared heap:
+	 * allowed, the caller is suspended meanwhile and frees nothing of it. */
+	bool vfork_ok;
 };
 
 /* Host-side checks the supervisor consults (cgroups, for example). */
