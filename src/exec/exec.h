@@ -66,6 +66,10 @@ struct kis_supervise_hooks {
 	int (*cpu_used_ms)(void *ctx, uint64_t *ms);
 	/* After the run: count the limit events it met (res->limit_events). */
 	void (*limit_events)(void *ctx, struct kis_result *res);
+	/* On every turn of the supervisor's loop (at least every 20 ms) until
+	 * the output has drained: the agent reaps the orphans it adopted
+	 * here, never `command` itself (the supervisor waits for that one). */
+	void (*tick)(void *ctx, pid_t command);
 	void *ctx;
 };
 

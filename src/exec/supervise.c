@@ -503,6 +503,8 @@ int kis_exec_run(struct kis_spawn *sp, const struct kis_supervise *sv, struct ki
 					   (struct pollfd){.fd = relay.to, .events = POLLOUT} :
 					   (struct pollfd){.fd = relay.from, .events = POLLIN};
 		}
+		if (hk && hk->tick)
+			hk->tick(hk->ctx, pid);
 		uint64_t now = kis_monotonic_ms();
 		if (exited && now >= drain_until)
 			break; /* a process outside the group holds a pipe: stop waiting */
