@@ -4,6 +4,8 @@
 # container` beside raw `crun run` of the config.json kis generates, and
 # the clone-plus-run totals, as ratios, every row interleaved run by run.
 # Usage: sh bench/oci.sh [N]
+# BEFORE=DIR/kis (a kis with its kis-agent beside it, e.g. a copy of an
+# earlier build) adds its line, measured in the same run.
 #
 # The references, and what each does:
 #   raw crun, kis config   crun run of the config.json `kis sandbox run
@@ -87,5 +89,6 @@ echo "start-to-exit of /bin/true, $N runs each, interleaved (reference: raw crun
 	"kis clone+run (root:host)=$KIS sandbox run --tier container --base $tiny -- /bin/true" \
 	"kis clone+run (root:ws)=$KIS sandbox run --tier container --root workspace --base $os -- /bin/true" \
 	"old ref: crun spec default=$spec" \
-	"candidate: raw crun + kis's bpf=$rawbpf"
+	"candidate: raw crun + kis's bpf=$rawbpf" \
+	${BEFORE:+"before: kis run --tier container=$BEFORE sandbox run --tier container -- /bin/true"}
 echo "load: $(uptime)"

@@ -18,8 +18,9 @@
  *            The session's pid is the container init's host pid (crun state).
  * A memory or pids limit is decided from the container's cgroup (cgroupsPath
  * /<name>), read before the container is deleted.
- * Containers left by an engine that was killed are collected at the start
- * of the next run, create or backends (kis_oci_collect). */
+ * Containers left by an engine that was killed are collected by the sweep
+ * of its owner record (engine/owner.c, at the next command on its store),
+ * and those of any store at create, backends and gc (kis_oci_collect). */
 #include "core/util.h"
 
 #include <dirent.h>
@@ -555,7 +556,9 @@ static int oci_run(struct kis_plan *pl, struct kis_result *res, struct kis_error
 {
 	if (pl->session)
 		return kis_error_set(err, KIS_E_INTERNAL, 0, "a session plan cannot run");
-	kis_oci_collect();
+	/* no kis_oci_collect here: it opens every live container's bundle,
+	 * a cost that grew with the sessions (docs/performance.md, density);
+	 * this run's own container is in its owner record */
 	uint64_t t0 = kis_monotonic_ms();
 	char bp[256];
 	/* recorded before the bundle exists (core/record.h, engine/owner.h): killed from
