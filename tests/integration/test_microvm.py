@@ -1020,6 +1020,13 @@ def test_microvm_session_mounts_survive_execs_hold_and_copy_back(mvm, tmp_path):
         e = kis("exec", sid, "--", "sh", "-c", "cat /cache/s.txt /data/data.txt", env=mvm,
                 timeout=TIMEOUT)
         assert e.stdout == "one\ndataset\n", e.stdout + e.stderr
+        # the guest's / is root's (the rootfs tmpfs is 1777 by default): the
+        # command cannot make /sbin and plant the kernel's modprobe there;
+        # the control, /tmp, is writable
+        e = kis("exec", sid, "--", "sh", "-c", "mkdir /sbin && echo ESCAPED; "
+                "mkdir /tmp/x && echo tmp-ok", env=mvm, timeout=TIMEOUT)
+        assert "ESCAPED" not in e.stdout and "tmp-ok" in e.stdout, e.stdout + e.stderr
+        assert "Permission denied" in e.stderr, e.stderr
         # the base's image reaches QEMU read-only only: a hostile guest
         # kernel cannot write it through its disk
         pid = _session_pid(mvm, sid)
