@@ -254,6 +254,8 @@ static int crun_tool(struct kis_tool *t, char *const *argv, int fd_keep, struct 
 		.child_setup = kis_oci_rootless()		? rootless_setup
 			       : kis_oci_cgroup_layout() == 3 ? crun_setup
 							      : NULL,
+		/* crun_setup, rootless_setup and stage_setup: system calls only */
+		.vfork_ok = true,
 	};
 	if (st && (st->n || st->ov_lower)) {
 		st->hybrid = kis_oci_cgroup_layout() == 3;
