@@ -14,7 +14,7 @@ allowed() {
 	exec)     echo "core exec" ;;
 	confine)  echo "core confine" ;;
 	net)      echo "core exec confine net" ;;
-	store)    echo "core store" ;;
+	store)    echo "core exec confine store" ;;  # rootless clones: a holder (view.c)
 	wasm)     echo "core wasm" ;;
 	agent)    echo "core exec confine agent" ;;
 	backends) echo "core exec confine net store wasm agent backends" ;;

@@ -102,6 +102,11 @@ struct kis_backend {
 	 * own (its id map needs it): the engine mounts the host's view anew
 	 * after each run and exec that used the workspace. */
 	bool own_workspace_view;
+	/* The engine is an ordinary user: the sandbox joins an overlay
+	 * workspace's layers in a namespace of its own (issue 17), as above;
+	 * the others see a workspace by a host path, which an ordinary user's
+	 * overlay clone has not (src/store/view.c). */
+	bool rootless_layers;
 	/* Fill caps from what this host offers. Never fails: an absent backend
 	 * sets present = false and says why. */
 	void (*probe)(const struct kis_ctx *ctx, struct kis_caps *caps);

@@ -82,6 +82,13 @@ int cmd_backends(int argc, char **argv)
 		struct kis_caps c;
 		kis_backend_probe(b[i], root, true, &c);
 		c.cow = cow;
+		/* an ordinary user's overlay clone lives in a namespace of its
+		 * own: only a backend that joins its layers gets one, the others
+		 * a copy (engine/workspace.c) */
+		bool copied = geteuid() != 0 && !strcmp(strategy, "overlay") &&
+			      !b[i]->own_workspace_view && !b[i]->rootless_layers;
+		if (copied)
+			c.cow = false;
 		/* disk: the microvm bounds its own layer; elsewhere the store's
 		 * quotas, which ext4 lets root with its capabilities pass (the
 		 * process tier as root) */
@@ -100,7 +107,7 @@ int cmd_backends(int argc, char **argv)
 				c.present && c.native, "network", net, strlen(net), "seccomp",
 				c.present && c.seccomp, "snapshot", c.present && c.snapshot, "tty",
 				c.present && c.tty, "accel", c.accel);
-			json_object_set_new(o, "clone_strategy", json_string(strategy));
+			json_object_set_new(o, "clone_strategy", json_string(copied ? "copy" : strategy));
 			json_object_set_new(o, "mounts", json_boolean(c.present && c.mounts));
 			json_t *la = json_array();
 			for (unsigned k = 0; k < KIS_LIMIT__COUNT; k++)

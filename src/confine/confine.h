@@ -247,6 +247,10 @@ KIS_HIDDEN uid_t kis_sandbox_ids(const char *sandbox_id);
  * an O_CLOEXEC descriptor (for setns(2), bwrap --userns, MOUNT_ATTR_IDMAP).
  * Needs CAP_SETUID and CAP_SETGID (the engine as root). */
 KIS_HIDDEN int kis_userns_open(uid_t first, uint32_t count, int *fd, struct kis_error **err);
+/* Rootless (the engine is an ordinary user): in a child before exec,
+ * unshare a user namespace and map its id 0 onto the caller's own uid and
+ * gid alone (setgroups denied). -1 with errno: user namespaces are off. */
+KIS_HIDDEN int kis_userns_own(uid_t uid, gid_t gid);
 /* In a child about to become a sandbox (no allocation; -1 with errno):
  * kis_idmap_private_ns: a private mount namespace of its own (nothing
  * propagates to the host's); kis_stage_tmpfs: a small tmpfs (0755) on dir

@@ -149,6 +149,39 @@ int kis_userns_open(uid_t first, uint32_t count, int *out, struct kis_error **er
 	return 0;
 }
 
+/* Rootless (issue 17): the engine is an ordinary user and cannot map a
+ * range it does not own. The calling child unshares a user namespace and
+ * writes its own maps, one id each: the sandbox's root is the caller's uid
+ * on the host, nothing more (user_namespaces(7): a process may map its own
+ * euid in a namespace it created; gid_map needs setgroups "deny" first,
+ * since Linux 3.19). No allocation: called between fork and exec. */
+static int write_self(const char *name, const char *text)
+{
+	char path[40];
+	snprintf(path, sizeof(path), "/proc/self/%s", name);
+	int fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	size_t n = strlen(text);
+	ssize_t w = write(fd, text, n);
+	int e = errno;
+	close(fd);
+	errno = e;
+	return w == (ssize_t)n ? 0 : -1;
+}
+
+int kis_userns_own(uid_t uid, gid_t gid)
+{
+	char map[48];
+	if (unshare(CLONE_NEWUSER) < 0 || write_self("setgroups", "deny") < 0)
+		return -1;
+	snprintf(map, sizeof(map), "0 %u 1\n", (unsigned)uid);
+	if (write_self("uid_map", map) < 0)
+		return -1;
+	snprintf(map, sizeof(map), "0 %u 1\n", (unsigned)gid);
+	return write_self("gid_map", map);
+}
+
 /* ---- idmapped mounts (mount_setattr(2), Linux 5.12) ---- */
 
 static int sys_open_tree(int dfd, const char *path, unsigned flags)
@@ -226,6 +259,35 @@ static int idmapped_source(const char *path, int userns_fd, bool ro)
 			  userns_fd, ro ? MOUNT_ATTR_RDONLY : 0);
 }
 
+/* Whether we run in a user namespace other than the initial one: the
+ * initial namespace's map is the whole range, "0 0 4294967295"
+ * (user_namespaces(7)). Raw reads: called between fork and exec. */
+static bool in_child_userns(void)
+{
+	char b[64];
+	int fd = open("/proc/self/uid_map", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	ssize_t n = read(fd, b, sizeof(b) - 1);
+	close(fd);
+	if (n <= 0)
+		return false;
+	b[n] = '\0';
+	unsigned long a = 1, c = 1, l = 0;
+	return sscanf(b, "%lu %lu %lu", &a, &c, &l) != 3 || a != 0 || c != 0 || l != 4294967295ul;
+}
+
+/* In a user namespace other than the initial one overlayfs cannot write
+ * trusted.* xattrs: "userxattr" keeps its metadata in user.overlay.*
+ * (Documentation/filesystems/overlayfs.rst, "User xattr", Linux 5.11).
+ * The engine as root mounts in the initial namespace: no flag, unchanged. */
+static int rootless_xattr(int fs)
+{
+	if (!in_child_userns())
+		return 0;
+	return sys_fsconfig(fs, FSCONFIG_SET_FLAG, "userxattr", NULL, 0);
+}
+
 int kis_idmap_bind_source(const char *src, const char *target, int userns_fd, bool ro)
 {
 	_cleanup_close_ int t = idmapped_source(src, userns_fd, ro);
@@ -259,7 +321,7 @@ int kis_idmap_overlay_source(const char *lower, const char *ws_dir, const char *
 		ok = sys_fsconfig(fs, FSCONFIG_SET_FD, "lowerdir+", NULL, lo) == 0 &&
 		     sys_fsconfig(fs, FSCONFIG_SET_FD, "upperdir", NULL, up) == 0 &&
 		     sys_fsconfig(fs, FSCONFIG_SET_FD, "workdir", NULL, wk) == 0;
-	if (ok && sys_fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) == 0)
+	if (ok && rootless_xattr(fs) == 0 && sys_fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) == 0)
 		m = sys_fsmount(fs, FSMOUNT_CLOEXEC,
 				MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (ro ? MOUNT_ATTR_RDONLY : 0));
 	if (m >= 0)
@@ -330,7 +392,7 @@ int kis_idmap_overlay(const char *lower, const char *ws_dir, const char *target,
 		return -1;
 	if (sys_fsconfig(fs, FSCONFIG_SET_FD, "lowerdir+", NULL, lo) < 0 ||
 	    sys_fsconfig(fs, FSCONFIG_SET_FD, "upperdir", NULL, up) < 0 ||
-	    sys_fsconfig(fs, FSCONFIG_SET_FD, "workdir", NULL, wk) < 0 ||
+	    sys_fsconfig(fs, FSCONFIG_SET_FD, "workdir", NULL, wk) < 0 || rootless_xattr(fs) < 0 ||
 	    sys_fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0)
 		return -1;
 	_cleanup_close_ int m = sys_fsmount(fs, FSMOUNT_CLOEXEC, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);

@@ -33,11 +33,12 @@ int kis_disk_apply(struct kis_engine_ctx *ec, const char *ws_id, uint64_t bytes,
 		   struct kis_error **err);
 void kis_disk_explain(struct kis_engine_ctx *ec, const char *ws_id, struct kis_result *res);
 
-/* The profile's workspace: cloned from p->base (cloned = true) or the
+/* The profile's workspace for backend b: cloned from p->base (cloned = true) or the
  * existing p->workspace; none when neither is set (*id = *path = NULL).
  * owned: a clone is recorded under the thread's owner (engine/owner.h). */
 int kis_workspace_acquire(const struct kis_profile *p, struct kis_engine_ctx *ec, bool owned,
-			  char **id, char **path, bool *cloned, struct kis_error **err);
+			  const struct kis_backend *b, char **id, char **path, bool *cloned,
+			  struct kis_error **err);
 /* Destroy a workspace the engine cloned; failures are ignored (destroy is
  * idempotent and a later command sweeps). */
 void kis_workspace_release(struct kis_engine_ctx *ec, const char *id);

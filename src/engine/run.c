@@ -139,7 +139,7 @@ int kis_run_one(struct kis_engine_ctx *ec, const struct kis_profile *p, char *co
 	}
 	/* Plan once without the workspace to refuse early, then for real. A
 	 * clone the run does not keep is the owner's. */
-	if (kis_workspace_acquire(p, ec, !p->keep, &ws_id, &ws_path, &cloned, err) <
+	if (kis_workspace_acquire(p, ec, !p->keep, b, &ws_id, &ws_path, &cloned, err) <
 	    0) {
 		kis_owner_end(owner, true);
 		return -1;
@@ -207,7 +207,7 @@ int kis_run_one(struct kis_engine_ctx *ec, const struct kis_profile *p, char *co
 		res->workspace_kept = !cloned || p->keep;
 		if (cloned && !p->keep)
 			kis_workspace_release(ec, ws_id);
-		else if (b->own_workspace_view)
+		else if (b->own_workspace_view || (b->rootless_layers && geteuid() != 0))
 			kis_workspace_refresh_view(ec, ws_id);
 	}
 	/* The run has undone what it made; undoing the records as well

@@ -299,7 +299,7 @@ static int create_ctx(struct kis_engine_ctx *ec, const struct kis_profile *p,
 	}
 	bool disk_quota = false;
 	if (kis_disk_check(p, ec, b, &caps, &disk_quota, err) < 0 ||
-	    kis_workspace_acquire(p, ec, true, &ws_id, &ws_path, &ws_cloned, err) < 0 ||
+	    kis_workspace_acquire(p, ec, true, b, &ws_id, &ws_path, &ws_cloned, err) < 0 ||
 	    (disk_quota && ws_id &&
 	     kis_disk_apply(ec, ws_id, req.limits.disk_bytes, err) < 0))
 		goto fail;
@@ -435,7 +435,7 @@ static void explain_exec(struct kis_engine_ctx *ec, const char *id, struct kis_r
 		struct kis_session_ctx ctx = {.id = id, .dir_fd = dfd, .listen_fd = -1};
 		b->session_explain(&ctx, res);
 	}
-	if (b && b->own_workspace_view) {
+	if (b && (b->own_workspace_view || (b->rootless_layers && geteuid() != 0))) {
 		kis_workspace_refresh_view(ec,
 					   json_string_value(json_object_get(meta, "workspace")));
 		size_t i;

@@ -9,8 +9,21 @@
 #include "engine/owner.h"
 #include "kis/store.h"
 
+/* Rootless (issue 17): an ordinary user's overlay clone is mounted only in
+ * a namespace of its own (src/store/view.c) and seen from the host through
+ * /proc/PID/root, a magic link that the process, landlock and wasm tiers
+ * rightly refuse on the way to a workspace (runc's CVE-2024-21626). A
+ * backend that joins the layers itself (rootless_layers: bubblewrap, oci)
+ * takes the overlay; the others get a reflink or a copy for a run's own
+ * clone, and a named refusal for an existing overlay workspace. */
+static bool needs_host_path(const struct kis_backend *b)
+{
+	return geteuid() != 0 && b && !b->own_workspace_view && !b->rootless_layers;
+}
+
 int kis_workspace_acquire(const struct kis_profile *p, struct kis_engine_ctx *ec, bool owned,
-			  char **id, char **path, bool *cloned, struct kis_error **err)
+			  const struct kis_backend *b, char **id, char **path, bool *cloned,
+			  struct kis_error **err)
 {
 	*id = *path = NULL;
 	*cloned = false;
@@ -28,8 +41,13 @@ int kis_workspace_acquire(const struct kis_profile *p, struct kis_engine_ctx *ec
 		if (r >= 0 && owned && kis_owner_note("ws", "%s", ws) < 0)
 			r = kis_error_set(err, KIS_E_INTERNAL, errno, "cannot record workspace '%s'",
 					  ws);
+		enum kis_clone_strategy how = KIS_CLONE_AUTO;
+		const char *cow = NULL;
+		if (needs_host_path(b))
+			how = kis_store_cow_strategy(s, &cow) == 1 && !strcmp(cow, "reflink") ?
+				      KIS_CLONE_REFLINK : KIS_CLONE_COPY;
 		if (r >= 0)
-			r = kis_workspace_clone(s, p->base, ws, ws, err);
+			r = kis_workspace_clone_ex(s, p->base, ws, how, ws, err);
 		if (r >= 0)
 			*cloned = true;
 	} else {
@@ -37,6 +55,15 @@ int kis_workspace_acquire(const struct kis_profile *p, struct kis_engine_ctx *ec
 		/* a run writes its own workspace: not while a read-write mount
 		 * of a live run or session writes it (issue 21) */
 		r = kis_workspace_check_writers(s, ws, NULL, err);
+		struct kis_workspace_info wi;
+		if (r >= 0 && needs_host_path(b) && kis_workspace_info(s, ws, &wi, NULL) == 0 &&
+		    wi.strategy == KIS_CLONE_OVERLAY)
+			r = kis_error_set(err, KIS_E_PROFILE_UNSATISFIABLE, 0,
+					  "workspace: '%s' is an overlay clone made as an ordinary "
+					  "user, mounted only in a namespace of its own; the %s "
+					  "backend sees a workspace by a host path: use the "
+					  "bubblewrap backend, or clone with --strategy copy",
+					  ws, b->name);
 	}
 	if (r >= 0)
 		r = kis_workspace_path(s, ws, path, err);

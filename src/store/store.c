@@ -75,6 +75,66 @@ static int default_root(char **out, struct kis_error **err)
 	return 0;
 }
 
+/* The engine as root works in the store by path as well as by fd (mount
+ * targets, overlay layers, the paths handed to bwrap and crun). A store
+ * that another user owns, or a directory on the way to it that another
+ * user may change, would let that user swap a component for a symlink
+ * between our check and our use, and move a root mount or a root write
+ * onto a host path of their choosing. So, as sshd's StrictModes does:
+ * every directory from / to the root is root's, and writable by no one
+ * else, a sticky one (/tmp) excepted on the way, where only the owner of an
+ * entry may rename or remove it (unlink(2), EPERM). */
+static bool initial_userns(void)
+{
+	/* the initial namespace maps the whole range (user_namespaces(7));
+	 * root of a namespace of an ordinary user's holds no more than that
+	 * user, and sees the host's root-owned directories as the overflow id */
+	char b[64] = "";
+	FILE *f = fopen("/proc/self/uid_map", "re");
+	if (!f)
+		return true;
+	size_t n = fread(b, 1, sizeof(b) - 1, f);
+	fclose(f);
+	b[n] = '\0';
+	unsigned long a = 1, c = 1, l = 0;
+	return sscanf(b, "%lu %lu %lu", &a, &c, &l) == 3 && a == 0 && c == 0 && l == 4294967295ul;
+}
+
+static int root_store_safe(const char *root, struct kis_error **err)
+{
+	if (geteuid() != 0 || !initial_userns())
+		return 0; /* an ordinary user's store is its own: nothing to gain */
+	char p[PATH_MAX];
+	snprintf(p, sizeof(p), "%s", root);
+	size_t len = strlen(p);
+	for (size_t i = len;; i--) {
+		if (i == len || p[i] == '/') {
+			char c = p[i];
+			p[i] = '\0';
+			const char *dir = *p ? p : "/";
+			struct stat st;
+			if (lstat(dir, &st) < 0)
+				return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot check '%s'", dir);
+			bool top = i == len;
+			bool shared = (st.st_mode & 022) && (top || !(st.st_mode & S_ISVTX));
+			if (!S_ISDIR(st.st_mode) || st.st_uid != 0 || shared)
+				return kis_error_set(err, KIS_E_INVALID_ARGUMENT, 0,
+						     "store root '%s': '%s' is %s; the engine as root "
+						     "uses only a store that root owns and no one else "
+						     "may change (chown it to root, mode 0700, or pick "
+						     "another store root)",
+						     root, dir,
+						     st.st_uid != 0 ? "owned by another user" :
+						     !S_ISDIR(st.st_mode) ? "not a directory" :
+									   "writable by others");
+			p[i] = c;
+		}
+		if (i == 0)
+			break;
+	}
+	return 0;
+}
+
 static int store_open_impl(const char *root, bool sweep, struct kis_store **out,
 			   struct kis_error **err)
 {
@@ -108,6 +168,8 @@ static int store_open_impl(const char *root, bool sweep, struct kis_store **out,
 		kis_error_set(err, KIS_E_INTERNAL, errno, "cannot resolve store root '%s'", want);
 		goto fail;
 	}
+	if (root_store_safe(s->root, err) < 0)
+		goto fail;
 	s->root_fd = open(s->root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (s->root_fd < 0) {
 		kis_error_set(err, KIS_E_INTERNAL, errno, "cannot open store root '%s'", s->root);

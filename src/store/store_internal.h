@@ -134,6 +134,22 @@ int store_overlay_mount(int lower_fd, int upper_fd, int work_fd, int target_fd,
 /* True when fd (a directory) is the root of a mount. */
 bool store_is_mountpoint(int dirfd, const char *name);
 
+/* Rootless overlay workspaces (view.c): the overlay held mounted by a
+ * holder in a user and mount namespace of the caller's own, reached from
+ * the host through /proc/PID/root. wanted: the engine is not root (root
+ * mounts on merged/ in the host's namespace). start: a holder for the
+ * workspace directory `name` (d open on it); path: merged/ through the live
+ * holder, started again if it is gone; refresh: remount in the holder's
+ * namespaces (the path stays); stop: kill the holder; probe: can an
+ * overlay be mounted so for the probe directory `name`. */
+bool store_view_wanted(void);
+int store_view_start(struct kis_store *s, int d, const char *name, struct kis_error **err);
+int store_view_path(struct kis_store *s, int d, const char *id, char **out,
+		    struct kis_error **err);
+int store_view_refresh(struct kis_store *s, int d, const char *id, struct kis_error **err);
+void store_view_stop(int d);
+bool store_view_probe(struct kis_store *s, const char *name);
+
 /* Tree copy: src_fd/dst_fd are directories; dst is empty. */
 struct store_copy {
 	bool reflink_only;  /* every regular file by FICLONE, else fail */

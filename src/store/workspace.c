@@ -143,6 +143,7 @@ int store_release_workspace(struct kis_store *s, const char *name, struct kis_er
 	TRY(unmount_merged(s, name, err));
 	_cleanup_close_ int d = store_opendir(s->ws_fd, name);
 	if (d >= 0) {
+		store_view_stop(d); /* a rootless view's holder, if any */
 		char base[KIS_ID_BUFSZ];
 		/* No meta: the clone died before it took a reference. */
 		if (store_ws_meta(d, base, NULL, NULL) == 0) {
@@ -277,8 +278,8 @@ static int base_ref(struct kis_store *s, int base_fd, const char *base_id, const
 	return r;
 }
 
-static int build_clone(struct kis_store *s, int t, int base_fd, enum kis_clone_strategy st,
-		       struct kis_error **err)
+static int build_clone(struct kis_store *s, int t, const char *name, int base_fd,
+		       enum kis_clone_strategy st, struct kis_error **err)
 {
 	_cleanup_close_ int lower = store_opendir(base_fd, "tree");
 	if (lower < 0)
@@ -290,8 +291,10 @@ static int build_clone(struct kis_store *s, int t, int base_fd, enum kis_clone_s
 		for (size_t i = 0; i < 3 && r == 0; i++)
 			if (mkdirat(t, sub[i], 0755) < 0 || (fds[i] = store_opendir(t, sub[i])) < 0)
 				r = kis_error_set(err, KIS_E_INTERNAL, errno, "cannot create '%s'", sub[i]);
+		/* an ordinary user: mounted in a namespace of its own (view.c) */
 		if (r == 0)
-			r = store_overlay_mount(lower, fds[0], fds[1], fds[2], err);
+			r = store_view_wanted() ? store_view_start(s, t, name, err)
+						: store_overlay_mount(lower, fds[0], fds[1], fds[2], err);
 		for (size_t i = 0; i < 3; i++)
 			if (fds[i] >= 0)
 				close(fds[i]);
@@ -357,7 +360,7 @@ int kis_workspace_clone_ex(struct kis_store *s, const char *base_id, const char 
 		return r;
 	}
 	struct kis_error *build_err = NULL; /* err may be NULL: keep the code */
-	r = build_clone(s, t, b, use, &build_err);
+	r = build_clone(s, t, tmp, b, use, &build_err);
 	if (use == KIS_CLONE_OVERLAY)
 		s->can_overlay = r >= 0;
 	if (r < 0 && tentative && build_err && build_err->code == KIS_E_PROFILE_UNSATISFIABLE) {
@@ -370,7 +373,7 @@ int kis_workspace_clone_ex(struct kis_store *s, const char *base_id, const char 
 			(void)kis_tree_remove(t, sub[i], NULL);
 		r = write_meta(t, base_id, use, true, &build_err);
 		if (r >= 0)
-			r = build_clone(s, t, b, use, &build_err);
+			r = build_clone(s, t, tmp, b, use, &build_err);
 	}
 	if (r < 0) {
 		if (err) {
@@ -429,6 +432,8 @@ int kis_workspace_path(struct kis_store *s, const char *id, char **out, struct k
 	enum kis_clone_strategy st;
 	TRY(open_ws(s, id, &d, base, &st, err));
 	const char *leaf = st == KIS_CLONE_OVERLAY ? "merged" : "tree";
+	if (st == KIS_CLONE_OVERLAY && store_view_wanted())
+		return store_view_path(s, d, id, out, err);
 	if (st == KIS_CLONE_OVERLAY && !store_is_mountpoint(d, "merged")) {
 		/* Mounts do not survive a reboot (or live in another mount
 		 * namespace): mount again, under the workspace's lock so two
@@ -648,6 +653,8 @@ int kis_workspace_refresh(struct kis_store *s, const char *id, struct kis_error 
 	TRY(open_ws(s, id, &d, base, &st, err));
 	if (st != KIS_CLONE_OVERLAY)
 		return 0;
+	if (store_view_wanted())
+		return store_view_refresh(s, d, id, err);
 	/* overlayfs: changes to its layers made while it is mounted (here by
 	 * another overlay over the same upper layer) leave its caches stale
 	 * (Documentation/filesystems/overlayfs.rst, "Changes to underlying
@@ -803,7 +810,8 @@ static bool probe_overlay(struct kis_store *s)
 		if (mkdirat(d, sub[i], 0700) == 0)
 			fds[i] = store_opendir(d, sub[i]);
 	bool ok = fds[0] >= 0 && fds[1] >= 0 && fds[2] >= 0 && fds[3] >= 0 &&
-		  store_overlay_mount(fds[0], fds[1], fds[2], fds[3], NULL) == 0;
+		  (store_view_wanted() ? store_view_probe(s, name)
+				       : store_overlay_mount(fds[0], fds[1], fds[2], fds[3], NULL) == 0);
 	for (size_t i = 0; i < 4; i++)
 		if (fds[i] >= 0)
 			close(fds[i]);

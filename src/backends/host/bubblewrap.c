@@ -172,6 +172,9 @@ struct kis_plan {
 	char *ws_lower, *ws_dir;  /* an overlay clone: its base tree and its directory */
 	char *inside_cwd;         /* the working directory inside the sandbox */
 	uid_t ids;                /* first host id of the sandbox's range */
+	bool rootless;            /* an ordinary user: one id, the caller's (issue 17) */
+	uid_t own_uid;            /* rootless: the caller's ids, the sandbox's root */
+	gid_t own_gid;
 	enum kis_root_mode root;
 	enum kis_net_mode net;
 	struct kis_net_dest *allow; /* network.allow, n_allow of them */
@@ -237,12 +240,14 @@ static int bubblewrap_plan(const struct kis_caps *caps, const struct kis_run_req
 	if (p->cwd && p->cwd[0] != '/')
 		return kis_error_set(err, KIS_E_INVALID_PROFILE, 0, "cwd: '%s' is not absolute",
 				     p->cwd);
-	if (geteuid() != 0)
-		/* the sandbox's own id range needs CAP_SETUID over it; mapping
-		 * the caller's uid alone is the rootless issue's part */
-		return kis_error_set(err, KIS_E_TIER_UNAVAILABLE, 0,
-				     "the bubblewrap backend maps the sandbox onto an id range of "
-				     "its own, which needs the engine to run as root");
+	/* An ordinary user cannot map a range of its own (CAP_SETUID over
+	 * it): the sandbox's root is then the caller's uid alone, which is
+	 * already all the sandbox could reach. Egress needs the engine's
+	 * network namespace, made as root (src/net/egress.c). */
+	if (geteuid() != 0 && p->net == KIS_NET_EGRESS)
+		return kis_error_set(err, KIS_E_PROFILE_UNSATISFIABLE, 0,
+				     "network: 'egress' on the bubblewrap backend needs the engine "
+				     "to run as root; use 'off' or 'loopback' as an ordinary user");
 	struct kis_caps c = *caps;
 	unsigned explicit_cg = (p->limits.memory_bytes ? KIS_LIMIT_MEMORY : 0) |
 			       (p->limits.pids ? KIS_LIMIT_PIDS : 0);
@@ -267,7 +272,11 @@ static int bubblewrap_plan(const struct kis_caps *caps, const struct kis_run_req
 	}
 	pl->bwrap = bwrap;
 	pl->sandbox_id = req->sandbox_id;
-	pl->ids = kis_sandbox_ids(req->sandbox_id);
+	pl->rootless = geteuid() != 0;
+	pl->own_uid = getuid();
+	pl->own_gid = getgid();
+	/* rootless: the sandbox's ids are the caller's one id, shown as 0 */
+	pl->ids = pl->rootless ? 0 : kis_sandbox_ids(req->sandbox_id);
 	pl->root = p->root;
 	pl->net = p->net;
 	pl->allow_set = p->net_allow_set;
@@ -407,7 +416,8 @@ static char **build_argv(const struct kis_plan *pl, int userns_fd, int seccomp_f
 	add(&a, pl->bwrap);
 	/* the sandbox's own id range; bwrap (running as its first id, the
 	 * namespace's owner) joins it and runs the agent as its root */
-	add_fd(&a, "--userns", userns_fd);
+	if (!pl->rootless) /* rootless: bwrap starts inside our own (bw_child) */
+		add_fd(&a, "--userns", userns_fd);
 	add2(&a, "--uid", "0");
 	add2(&a, "--gid", "0");
 	add(&a, "--unshare-pid");
@@ -491,8 +501,10 @@ static char *bubblewrap_describe(const struct kis_plan *pl)
 		json_object_set_new(o, "egress", kis_egress_describe(pl->allow, pl->n_allow,
 								     pl->allow_set,
 								     kis_egress_helper_uid(pl->ids)));
-	json_object_set_new(o, "ids", json_pack("{s:I, s:I}", "first", (json_int_t)pl->ids, "count",
-						(json_int_t)KIS_IDS_COUNT));
+	json_object_set_new(o, "ids", json_pack("{s:I, s:I}", "first",
+						(json_int_t)(pl->rootless ? pl->own_uid : pl->ids),
+						"count",
+						(json_int_t)(pl->rootless ? 1 : KIS_IDS_COUNT)));
 	argv_free(argv);
 	char *s = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
 	json_decref(o);
@@ -535,7 +547,15 @@ static int bw_child(void *ctx, struct kis_error **err)
 	 * fd our own caller leaked to us included) */
 	int keep[4] = {s->seccomp_fd, s->info_fd, 3, s->userns_fd};
 	TRY(kis_cloexec_fds_from(3, keep, 4, err));
-	if (clear_cloexec(s->seccomp_fd) < 0 || clear_cloexec(s->userns_fd) < 0 ||
+	/* rootless: a user namespace of our own, in which we are root with
+	 * every capability; what follows (mount namespace, staging, bwrap's
+	 * own namespaces) then runs there, and nothing of it on the host */
+	if (pl->rootless && kis_userns_own(pl->own_uid, pl->own_gid) < 0)
+		return kis_error_set(err, KIS_E_TIER_UNAVAILABLE, errno,
+				     "cannot make a user namespace as an ordinary user: enable "
+				     "unprivileged user namespaces (user.max_user_namespaces, "
+				     "kernel.unprivileged_userns_clone)");
+	if (clear_cloexec(s->seccomp_fd) < 0 || (s->userns_fd >= 0 && clear_cloexec(s->userns_fd) < 0) ||
 	    (s->info_fd >= 0 && clear_cloexec(s->info_fd) < 0))
 		return child_fail(err, "cannot pass descriptors to bwrap");
 	if (kis_idmap_private_ns() < 0)
@@ -585,6 +605,8 @@ static int bw_child(void *ctx, struct kis_error **err)
 	 * host, the owner of the sandbox's user namespace. Raw system calls:
 	 * glibc's wrappers signal every thread of the process (setxid), and a
 	 * child sharing our memory (vfork_ok) would reach the caller's */
+	if (pl->rootless)
+		return 0; /* bwrap runs as our namespace's root, capabilities there only */
 	if (syscall(SYS_setgroups, 0, NULL) < 0 ||
 	    syscall(SYS_setresgid, (gid_t)pl->ids, (gid_t)pl->ids, (gid_t)pl->ids) < 0 ||
 	    syscall(SYS_setresuid, pl->ids, pl->ids, pl->ids) < 0)
@@ -619,6 +641,8 @@ static int start_prepare(struct kis_plan *pl, const char *cg_name, bool session,
 				 pl->cgroup_explicit, err));
 	if ((s->seccomp_fd = export_seccomp(pl->net, err)) < 0)
 		return -1;
+	if (pl->rootless)
+		return 0; /* the child makes its own (bw_child) */
 	int ns = -1;
 	TRY(kis_userns_open(pl->ids, KIS_IDS_COUNT, &ns, err));
 	s->userns_fd = fcntl(ns, F_DUPFD_CLOEXEC, 10);
@@ -847,6 +871,7 @@ const struct kis_backend kis_backend_bubblewrap = {
 	.name = "bubblewrap",
 	.tier = KIS_TIER_HOST,
 	.own_workspace_view = true,
+	.rootless_layers = true,
 	.probe = bubblewrap_probe,
 	.plan = bubblewrap_plan,
 	.describe = bubblewrap_describe,

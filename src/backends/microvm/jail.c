@@ -159,8 +159,12 @@ static int jail_cgroup_name(char *buf, size_t n)
 bool kis_mvm_jail_possible(char *why, size_t n)
 {
 	if (geteuid() != 0) {
+		/* issue 17: a rootless jail would be a user namespace of its own
+		 * plus a delegated cgroup v2 subtree to cap QEMU's memory and
+		 * pids; not built, so no VM runs with less than the jail */
 		snprintf(why, n, "the VMM's jail needs an engine running as root (a per-VM uid, "
-			 "namespaces, pivot_root, a cgroup)");
+			 "namespaces, pivot_root, a memory and pids cgroup); an ordinary user "
+			 "has no rootless jail yet: run the engine as root");
 		return false;
 	}
 	char cw[200] = "";

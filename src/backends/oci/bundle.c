@@ -266,6 +266,13 @@ int kis_oci_config_build(const struct kis_oci_spec *s, json_t **out, struct kis_
 		build_resources(s), "cgroupsPath", s->cgroups_path, "maskedPaths",
 		masked_paths(), "readonlyPaths", strs(kis_sysview_readonly, kis_sysview_n_readonly),
 		"seccomp", sc);
+	/* rootless: no cgroup is the user's to write (the probe took memory
+	 * and pids out of what this backend enforces): nothing is asked that
+	 * crun would have to skip */
+	if (lnx && s->no_cgroup) {
+		json_object_del(lnx, "cgroupsPath");
+		json_object_del(lnx, "resources");
+	}
 	if (lnx && s->user_ns) {
 		json_object_set_new(lnx, "uidMappings",
 				    json_pack("[{s:i, s:I, s:i}]", "containerID", 0, "hostID",

@@ -16,11 +16,25 @@
 /* Container ids are "kis-" + the sandbox or session id: the prefix is how
  * the collector recognises ours in crun's state directory. */
 #define KIS_OCI_PREFIX "kis-"
-/* crun's state root for root (crun's default); passed explicitly so the
- * collector knows where to look. */
-#define KIS_OCI_STATE_ROOT "/run/crun"
+/* Where the engine keeps its runtime files (the staged agent, the
+ * bundles): /run/kis for root; for an ordinary user (issue 17)
+ * $XDG_RUNTIME_DIR/kis, or /tmp/kis-run-UID, a 0700 directory of its own
+ * (refused when it is anyone else's). NULL when there is none. */
+char *kis_oci_run_dir(void);
+/* Whether kis_oci_run_dir would give one, making nothing (for the probe). */
+bool kis_oci_run_dir_usable(void);
+/* crun's state root: root's is crun's default, /run/crun; an ordinary
+ * user's is <run dir>/crun. Passed explicitly so the collector knows where
+ * to look. */
+char *kis_oci_state_root(void);
+#define KIS_OCI_STATE_ROOT kis_oci_state_root()
 /* Our bundles: one private directory per container, on tmpfs. */
-#define KIS_OCI_BUNDLES "/run/kis/oci"
+char *kis_oci_bundles_dir(void);
+#define KIS_OCI_BUNDLES kis_oci_bundles_dir()
+/* The engine is an ordinary user: crun runs in a user namespace of the
+ * caller's own (0 = the caller's uid, the only id mapped), with no cgroup
+ * of its own, as `crun` rootless does on a host without delegation. */
+bool kis_oci_rootless(void);
 /* Each container's cgroup is /<container id> in every hierarchy: no shared
  * parent, so no race between one removal of an empty parent and another
  * container's creation under it; crun removes the group on delete. */
@@ -45,6 +59,12 @@ struct kis_oci_stage {
 	char dst[KIS_MOUNTS_MAX][320];
 	bool ro[KIS_MOUNTS_MAX];
 	bool hybrid; /* the hybrid-layout workaround as well */
+	bool rootless; /* the engine is an ordinary user (kis_oci_rootless) */
+	/* rootless, an overlay workspace: its layers (the base's tree, the
+	 * workspace's directory holding upper/ and work/) joined in an overlay
+	 * on ov_dst in crun's namespace, where the caller may mount one */
+	const char *ov_lower, *ov_ws;
+	char ov_dst[300];
 };
 
 struct kis_oci_spec {
@@ -63,6 +83,7 @@ struct kis_oci_spec {
 	const struct kis_oci_mount *mounts; /* root:host only */
 	size_t n_mounts;
 	bool user_ns;             /* the engine is not root: map it to root inside */
+	bool no_cgroup;           /* rootless: no cgroupsPath, no memory/pids resources */
 	uid_t host_uid;
 	gid_t host_gid;
 };

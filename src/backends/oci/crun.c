@@ -66,6 +66,120 @@ int kis_oci_cgroup_layout(void)
  * own environment is config.json's process.env. */
 static const char *const crun_env[] = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin", NULL};
 
+bool kis_oci_rootless(void)
+{
+	return geteuid() != 0;
+}
+
+/* One path per process, fixed at first use (the environment does not
+ * change under us); the strings live as long as the process. */
+static char run_dir[PATH_MAX], state_dir[PATH_MAX + 8], bundles_dir[PATH_MAX + 8];
+
+static bool own_private_dir(const char *p)
+{
+	if (mkdir(p, 0700) < 0 && errno != EEXIST)
+		return false;
+	struct stat st;
+	/* lstat: a symlink planted at the name (in /tmp, by anyone) is refused */
+	return lstat(p, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == geteuid() &&
+	       !(st.st_mode & 077);
+}
+
+/* The rootless candidate, and whether it is usable: ours, or not there yet
+ * (made on first use, never by a probe: `backends` leaves nothing). */
+static bool rootless_candidate(char *p, size_t len, bool *exists)
+{
+	const char *x = getenv("XDG_RUNTIME_DIR");
+	struct stat st;
+	if (x && x[0] == '/' && lstat(x, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == geteuid())
+		snprintf(p, len, "%s/kis", x);
+	else
+		snprintf(p, len, "/tmp/kis-run-%u", (unsigned)geteuid());
+	*exists = lstat(p, &st) == 0;
+	return !*exists || (S_ISDIR(st.st_mode) && st.st_uid == geteuid() && !(st.st_mode & 077));
+}
+
+bool kis_oci_run_dir_usable(void)
+{
+	char p[PATH_MAX];
+	bool exists;
+	return !kis_oci_rootless() || rootless_candidate(p, sizeof(p), &exists);
+}
+
+char *kis_oci_run_dir(void)
+{
+	if (run_dir[0])
+		return run_dir;
+	char p[PATH_MAX];
+	if (!kis_oci_rootless()) {
+		snprintf(p, sizeof(p), "/run/kis");
+	} else {
+		bool exists;
+		if (!rootless_candidate(p, sizeof(p), &exists) || !own_private_dir(p))
+			return NULL;
+	}
+	memcpy(run_dir, p, sizeof(p));
+	return run_dir;
+}
+
+/* The run directory's path, made by nothing: the collector and the
+ * owner sweep only read below it. */
+static const char *run_path(void)
+{
+	static char p[PATH_MAX];
+	if (!p[0]) {
+		bool exists;
+		if (!kis_oci_rootless())
+			snprintf(p, sizeof(p), "/run/kis");
+		else if (!rootless_candidate(p, sizeof(p), &exists))
+			snprintf(p, sizeof(p), "/nonexistent/kis-run");
+	}
+	return p;
+}
+
+char *kis_oci_state_root(void)
+{
+	if (!kis_oci_rootless())
+		return "/run/crun";
+	if (!state_dir[0])
+		snprintf(state_dir, sizeof(state_dir), "%s/crun", run_path());
+	return state_dir;
+}
+
+char *kis_oci_bundles_dir(void)
+{
+	if (!bundles_dir[0])
+		snprintf(bundles_dir, sizeof(bundles_dir), "%s/oci", run_path());
+	return bundles_dir;
+}
+
+/* Rootless, in crun's child: a user namespace of our own mapping 0 to the
+ * caller (kis_userns_own), then a mount namespace, a slave of ours. In a
+ * namespace a less privileged user owns, the mounts copied from the host
+ * are locked together (mount_namespaces(7), "restrictions"): the v2 mount
+ * of a hybrid host cannot be unmounted, so an empty tmpfs covers it, and
+ * crun, which tells the layout by statfs(2) of that path, sees v1 alone. */
+static int rootless_ns(bool hybrid)
+{
+	if (kis_userns_own(getuid(), getgid()) < 0 || unshare(CLONE_NEWNS) < 0 ||
+	    mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL) < 0)
+		return -1;
+	if (hybrid && mount("kis-hide-v2", "/sys/fs/cgroup/unified", "tmpfs",
+			    MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RDONLY, "size=4k,mode=0555") < 0)
+		return -1;
+	return 0;
+}
+
+static int rootless_setup(void *arg)
+{
+	(void)arg;
+	if (rootless_ns(kis_oci_cgroup_layout() == 3) == 0)
+		return 0;
+	dprintf(2, "cannot make crun's user namespace: %s (unprivileged user namespaces: "
+		   "user.max_user_namespaces)", strerror(errno));
+	return -1;
+}
+
 int kis_oci_hybrid_workaround(void)
 {
 	if (unshare(CLONE_NEWNS) < 0)
@@ -93,11 +207,28 @@ static int crun_setup(void *arg)
 static int stage_setup(void *arg)
 {
 	struct kis_oci_stage *st = arg;
-	if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL) < 0) {
+	/* st->rootless, decided before fork: once in our user namespace,
+	 * geteuid() is 0 */
+	if (st->rootless) {
+		if (rootless_ns(false) < 0) {
+			dprintf(2, "cannot make crun's user namespace: %s", strerror(errno));
+			return -1;
+		}
+	} else if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL) < 0) {
 		dprintf(2, "cannot make crun's mount namespace: %s", strerror(errno));
 		return -1;
 	}
-	if (st->hybrid && umount2("/sys/fs/cgroup/unified", MNT_DETACH) < 0 && errno != EINVAL &&
+	if (st->ov_lower && kis_idmap_overlay(st->ov_lower, st->ov_ws, st->ov_dst, -1, 0) < 0) {
+		dprintf(2, "workspace: cannot join its layers: %s", strerror(errno));
+		return -1;
+	}
+	if (st->rootless && st->hybrid &&
+	    mount("kis-hide-v2", "/sys/fs/cgroup/unified", "tmpfs",
+		  MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RDONLY, "size=4k,mode=0555") < 0) {
+		dprintf(2, "cannot cover the cgroup v2 mount for crun: %s", strerror(errno));
+		return -1;
+	}
+	if (!st->rootless && st->hybrid && umount2("/sys/fs/cgroup/unified", MNT_DETACH) < 0 && errno != EINVAL &&
 	    errno != ENOENT) {
 		dprintf(2, "cannot hide the cgroup v2 mount from crun: %s", strerror(errno));
 		return -1;
@@ -120,11 +251,15 @@ static int crun_tool(struct kis_tool *t, char *const *argv, int fd_keep, struct 
 	*t = (struct kis_tool){
 		.path = crun, .argv = argv, .envp = (char *const *)crun_env,
 		.in = -1, .out = -1, .err = -1,
-		.child_setup = kis_oci_cgroup_layout() == 3 ? crun_setup : NULL,
-		.vfork_ok = true, /* crun_setup and stage_setup: system calls only */
+		.child_setup = kis_oci_rootless()		? rootless_setup
+			       : kis_oci_cgroup_layout() == 3 ? crun_setup
+							      : NULL,
+		/* crun_setup, rootless_setup and stage_setup: system calls only */
+		.vfork_ok = true,
 	};
-	if (st && st->n) {
+	if (st && (st->n || st->ov_lower)) {
 		st->hybrid = kis_oci_cgroup_layout() == 3;
+		st->rootless = kis_oci_rootless();
 		t->child_setup = stage_setup;
 		t->child_arg = st;
 	}

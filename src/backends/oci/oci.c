@@ -49,6 +49,18 @@
 #include "exec/spawn.h"
 #include "net/egress.h"
 
+static long read_max_userns(void)
+{
+	FILE *f = fopen("/proc/sys/user/max_user_namespaces", "re");
+	long v = -1;
+	if (f) {
+		if (fscanf(f, "%ld", &v) != 1)
+			v = -1;
+		fclose(f);
+	}
+	return v;
+}
+
 static void oci_probe(const struct kis_ctx *ctx, struct kis_caps *c)
 {
 	memset(c, 0, sizeof(*c));
@@ -57,14 +69,20 @@ static void oci_probe(const struct kis_ctx *ctx, struct kis_caps *c)
 			 "crun is not installed (Debian package crun)");
 		return;
 	}
-	if (geteuid() != 0) {
-		/* rootless crun needs a delegated cgroup v2 subtree and subordinate
-		 * ids: not done by this backend yet */
+	bool rootless = kis_oci_rootless();
+	if (rootless && !kis_oci_run_dir_usable()) {
 		snprintf(c->why_absent, sizeof(c->why_absent),
-			 "the oci backend needs root (rootless containers are not supported yet)");
+			 "no private runtime directory for crun: set XDG_RUNTIME_DIR to a 0700 "
+			 "directory of yours (or free /tmp/kis-run-%u)", (unsigned)geteuid());
 		return;
 	}
-	if (kis_oci_cgroup_layout() == 0) {
+	if (rootless && read_max_userns() == 0) {
+		snprintf(c->why_absent, sizeof(c->why_absent),
+			 "rootless containers need unprivileged user namespaces "
+			 "(user.max_user_namespaces is 0)");
+		return;
+	}
+	if (!rootless && kis_oci_cgroup_layout() == 0) {
 		snprintf(c->why_absent, sizeof(c->why_absent),
 			 "no cgroup hierarchy is mounted (crun needs one for the limits)");
 		return;
@@ -92,9 +110,14 @@ static void oci_probe(const struct kis_ctx *ctx, struct kis_caps *c)
 	c->mounts = true; /* binds of sources staged in crun's mount namespace */
 	/* egress: the engine's network namespace with pasta, joined by path */
 	c->net_modes = (1u << KIS_NET_OFF) | (1u << KIS_NET_LOOPBACK) | (1u << KIS_NET_HOST) |
-		       (kis_egress_unavailable() ? 0 : 1u << KIS_NET_EGRESS);
-	c->limits = KIS_LIMIT_WALL | KIS_LIMIT_CPU | KIS_LIMIT_MEMORY | KIS_LIMIT_PIDS |
-		    KIS_LIMIT_OUTPUT | KIS_LIMIT_FILE | KIS_LIMIT_OPEN_FILES;
+		       (kis_egress_unavailable() || rootless ? 0 : 1u << KIS_NET_EGRESS);
+	c->limits = KIS_LIMIT_WALL | KIS_LIMIT_CPU | KIS_LIMIT_OUTPUT | KIS_LIMIT_FILE |
+		    KIS_LIMIT_OPEN_FILES;
+	/* rootless: no cgroup the user may write (v1 controllers, or v2 with
+	 * no delegated subtree): an explicit memory or pids limit is refused
+	 * by name (kis_check_limits) rather than left unenforced */
+	if (!rootless)
+		c->limits |= KIS_LIMIT_MEMORY | KIS_LIMIT_PIDS;
 }
 
 struct kis_plan {
@@ -121,6 +144,7 @@ struct kis_plan {
 	char *m_target[KIS_MOUNTS_MAX], *m_path[KIS_MOUNTS_MAX];
 	size_t n_mounts;
 	struct kis_oci_stage stage;
+	char *ws_lower, *ws_dir; /* rootless overlay workspace: its layers */
 };
 
 static void oci_plan_free(struct kis_plan *pl)
@@ -132,6 +156,8 @@ static void oci_plan_free(struct kis_plan *pl)
 	free(pl->cwd);
 	free(pl->agent);
 	free(pl->workspace);
+	free(pl->ws_lower);
+	free(pl->ws_dir);
 	for (size_t i = 0; i < pl->n_mounts; i++) {
 		free(pl->m_target[i]);
 		free(pl->m_path[i]);
@@ -187,6 +213,16 @@ static int oci_plan(const struct kis_caps *caps, const struct kis_run_request *r
 	for (size_t i = 0; i < p->n_env; i++)
 		if (!(pl->envp[ne++] = strdup(p->env[i])))
 			goto oom;
+	/* rootless: an overlay workspace is joined from its layers in crun's
+	 * namespace (crun.c stage_setup); its host path is a magic link */
+	if (kis_oci_rootless() && req->workspace_path && req->workspace_lower &&
+	    req->workspace_upper) {
+		const char *slash = strrchr(req->workspace_upper, '/');
+		if (!slash || !(pl->ws_lower = strdup(req->workspace_lower)) ||
+		    !(pl->ws_dir = strndup(req->workspace_upper,
+					   (size_t)(slash - req->workspace_upper))))
+			goto oom;
+	}
 	for (size_t i = 0; i < req->n_mounts && i < KIS_MOUNTS_MAX; i++) {
 		pl->n_mounts = i + 1;
 		if (!(pl->m_target[i] = strdup(req->mounts[i].target)) ||
@@ -220,8 +256,9 @@ static void plan_spec(const struct kis_plan *pl, const char *rootfs, char *const
 		.args = args, .env = pl->envp, .cwd = pl->start_cwd, .root = pl->root, .rootfs = rootfs,
 		.workspace = pl->workspace, .agent = pl->agent, .net = pl->net,
 		.netns_path = pl->netns_path[0] ? pl->netns_path : NULL,
-		.limits = &pl->limits, .cgroups_path = cgpath, .user_ns = geteuid() != 0,
-		.host_uid = geteuid(), .host_gid = getegid(),
+		.limits = &pl->limits, .cgroups_path = cgpath, .user_ns = kis_oci_rootless(),
+		/* rootless: crun runs in our namespace, where the caller is 0 */
+		.host_uid = 0, .host_gid = 0, .no_cgroup = kis_oci_rootless(),
 		.mounts = pl->mounts, .n_mounts = pl->n_mounts,
 	};
 }
@@ -283,7 +320,10 @@ static int stage_agent(const char *agent, char *out, size_t len, struct kis_erro
 	struct stat st;
 	if (src < 0 || fstat(src, &st) < 0)
 		return kis_error_set(err, KIS_E_TIER_UNAVAILABLE, errno, "the agent '%s'", agent);
-	snprintf(out, len, "/run/kis/agent-%llx-%llx-%llx-%llx", (unsigned long long)st.st_dev,
+	const char *rd = kis_oci_run_dir();
+	if (!rd)
+		return kis_error_set(err, KIS_E_TIER_UNAVAILABLE, 0, "no runtime directory for crun");
+	snprintf(out, len, "%s/agent-%llx-%llx-%llx-%llx", rd, (unsigned long long)st.st_dev,
 		 (unsigned long long)st.st_ino, (unsigned long long)st.st_size,
 		 (unsigned long long)st.st_mtim.tv_sec * 1000000000ull +
 			 (unsigned long long)st.st_mtim.tv_nsec);
@@ -315,7 +355,7 @@ static int stage_agent(const char *agent, char *out, size_t len, struct kis_erro
 	/* copies of earlier binaries go once they are a day old: another
 	 * engine (another install) may be about to bind its own; a container
 	 * that binds one keeps its inode alive (unlink(2) drops the name) */
-	DIR *d = opendir("/run/kis");
+	DIR *d = opendir(rd);
 	struct dirent *de;
 	time_t now = time(NULL);
 	while (d && (de = readdir(d))) {
@@ -338,7 +378,7 @@ static int make_bundle(struct kis_plan *pl, const char *session_dir, char *bp, s
 	if (kis_oci_bundle_path(pl->ctr_id, bp, bplen) < 0)
 		return kis_error_set(err, KIS_E_INTERNAL, ENAMETOOLONG, "bundle path");
 	/* /run/kis/oci: 0700 all the way, our own */
-	if ((mkdir("/run/kis", 0700) < 0 && errno != EEXIST) ||
+	if (!kis_oci_run_dir() || (mkdir(kis_oci_run_dir(), 0700) < 0 && errno != EEXIST) ||
 	    (mkdir(KIS_OCI_BUNDLES, 0700) < 0 && errno != EEXIST))
 		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot create '%s'", KIS_OCI_BUNDLES);
 	if (mkdir(bp, 0700) < 0)
@@ -349,6 +389,13 @@ static int make_bundle(struct kis_plan *pl, const char *session_dir, char *bp, s
 	TRY(session_dir ? kis_oci_write_owner_session(bfd, session_dir, err)
 			: kis_oci_write_owner_run(bfd, err));
 	char rootfs[300];
+	if (pl->ws_lower) {
+		if (mkdirat(bfd, "ws", 0755) < 0)
+			return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot create the workspace's stage");
+		snprintf(pl->stage.ov_dst, sizeof(pl->stage.ov_dst), "%s/ws", bp);
+		pl->stage.ov_lower = pl->ws_lower;
+		pl->stage.ov_ws = pl->ws_dir;
+	}
 	if (pl->root == KIS_ROOT_HOST) {
 		snprintf(rootfs, sizeof(rootfs), "%s/rootfs", bp);
 		if (mkdirat(bfd, "rootfs", 0755) < 0)
@@ -371,7 +418,7 @@ static int make_bundle(struct kis_plan *pl, const char *session_dir, char *bp, s
 		if (!pl->workspace)
 			return kis_error_set(err, KIS_E_PROFILE_UNSATISFIABLE, 0,
 					     "root: 'workspace' needs a workspace (--base or --workspace)");
-		snprintf(rootfs, sizeof(rootfs), "%s", pl->workspace);
+		snprintf(rootfs, sizeof(rootfs), "%s", pl->ws_lower ? pl->stage.ov_dst : pl->workspace);
 	}
 	/* the agent enters cwd for each command: a missing directory is the
 	 * command's setup_failed as on every tier, where crun (runtime-spec
@@ -380,6 +427,8 @@ static int make_bundle(struct kis_plan *pl, const char *session_dir, char *bp, s
 			"--cwd", pl->cwd, NULL};
 	struct kis_oci_spec s;
 	plan_spec(pl, rootfs, args, &s, cg, sizeof(cg));
+	if (pl->ws_lower && pl->root == KIS_ROOT_HOST)
+		s.workspace = pl->stage.ov_dst;
 	char staged[256], resolv[300];
 	TRY(stage_agent(pl->agent, staged, sizeof(staged), err));
 	s.agent = staged;
@@ -627,6 +676,13 @@ static int oci_run(struct kis_plan *pl, struct kis_result *res, struct kis_error
 		container_cgroup(pl, &cg, mem, pids, sizeof(mem));
 		kis_cgroup_kill(&cg, NULL);
 	}
+	if (kis_oci_rootless()) {
+		/* no cgroup to empty: the agent, PID 1, serves its listening
+		 * socket on; crun signals it (its death ends the pid namespace,
+		 * pid_namespaces(7)), and `crun run` returns at once */
+		char *kv[] = {"crun", "--root", KIS_OCI_STATE_ROOT, "kill", pl->ctr_id, "KILL", NULL};
+		(void)kis_oci_crun(kv, -1, NULL, NULL, 0, NULL);
+	}
 	int st;
 	if (crun > 0 && !wait_crun(crun, 3000, &st)) {
 		kill(crun, SIGKILL);
@@ -745,6 +801,7 @@ const struct kis_backend kis_backend_oci = {
 	.session_explain = oci_session_explain,
 	.name = "oci",
 	.tier = KIS_TIER_CONTAINER,
+	.rootless_layers = true,
 	.probe = oci_probe,
 	.plan = oci_plan,
 	.describe = oci_describe,
