@@ -645,6 +645,21 @@ def test_microvm_session_keeps_its_network_and_destroy_ends_the_helpers(net, vm)
         helpers = {int(saved[0]), int(saved[2])}  # pasta's line, then passt's
         assert all(os.path.exists(f"/proc/{h}") for h in helpers), saved
         assert int(saved[2]) in passts()
+        # passt, the guest's way out: the helper's id, no capability, its own
+        # seccomp filter, S's network namespace (not the VMM's, not ours)
+        st = dict(l.split(":\t", 1) for l in
+                  Path(f"/proc/{saved[2]}/status").read_text().splitlines() if ":\t" in l)
+        assert st["Uid"].split()[0] not in ("0", "65534"), st["Uid"]
+        assert st["CapEff"] == st["CapPrm"] == "0000000000000000", st
+        assert st["NoNewPrivs"] == "1" and st["Seccomp"] == "2", st
+        vmm = qemus(env["KIS_SANDBOX_ROOT"])
+        assert len(vmm) == 1, vmm
+        vmm = vmm.pop()
+        ns = lambda pid, n: os.readlink(f"/proc/{pid}/ns/{n}")
+        assert ns(saved[2], "net") not in (ns(vmm, "net"), ns("self", "net")), "passt not in S"
+        # both helpers are counted in the VM's cgroup, and die with it
+        cg = lambda pid: Path(f"/proc/{pid}/cgroup").read_text()
+        assert cg(saved[0]) == cg(saved[2]) == cg(vmm), (cg(saved[0]), cg(vmm))
         for _ in range(2):  # twice: the network stays for the session's life
             e = net.kis("exec", sid, "--", "./netprobe", "tcp:203.0.113.10:7", "tcp:10.20.0.5:7",
                         env=env, timeout=VM_TIMEOUT)

@@ -447,8 +447,15 @@ static int vm_start(struct vm *v, const struct kis_plan *pl, int dfd, const char
 	if (pl->net == KIS_NET_EGRESS &&
 	    (kis_egress_ready(&v->eg, err) < 0 || kis_egress_attach_vm(&v->eg, link[1], !detach, err) < 0))
 		goto out;
+	/* pasta and passt work for this VM: counted in its cgroup (its pids
+	 * limit, its memory from now on: neither cgroup version moves pages
+	 * already charged), and killed with it when it is dropped */
+	if (pl->net == KIS_NET_EGRESS &&
+	    (kis_mvm_cgroup_join(dpath, v->eg.pid, err) < 0 ||
+	     kis_mvm_cgroup_join(dpath, v->eg.vm_pid, err) < 0))
+		goto out;
 	if (pl->net == KIS_NET_EGRESS)
-		trace("pasta ready, passt attached");
+		trace("pasta ready, passt attached, both in the VM's cgroup");
 	trace(v->restored ? "qemu started (restore)" : "qemu started (cold boot)");
 	/* a cold boot takes seconds under TCG, a restore a fraction of one */
 	v->ctl = kis_mvm_ctl_wait(dfd, 90000, detach ? 0 : v->pid);

@@ -131,6 +131,9 @@ bool kis_mvm_jail_possible(char *why, size_t n);
  * (members killed) at the VM's end. */
 int kis_mvm_cgroup_save(const char *dir, const struct kis_cgroup *cg, struct kis_error **err);
 void kis_mvm_cgroup_drop(const char *dir);
+/* Move pid into the VMM's cgroup recorded in dir (egress's pasta and
+ * passt: charged to the VM, killed with it). */
+int kis_mvm_cgroup_join(const char *dir, pid_t pid, struct kis_error **err);
 /* Start the VMM in its jail, with a fixed environment and only c->fds
  * (and its standard streams) open. A session's VMM (detach) leaves our
  * session and parentage. */
