@@ -8,7 +8,10 @@
  *     name's first A record (dns: asked of resolv.conf's first nameserver,
  *     RFC 1035 4.1, as the C library would)
  *   netprobe listen PORT  listens on 0.0.0.0:PORT, says "ready", then
- *     "escaped: connected from A" or "not escaped" after 6 s */
+ *     "escaped: connected from A" or "not escaped" after 6 s
+ *   netprobe bench N MIB  for bench/egress.py: the median of N connects to
+ *     203.0.113.10:7 and MIB MiB sent to its sink, as {"connect_ms",
+ *     "mib_s"} (the Python client's measure) */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -17,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 static int wait_fd(int fd, short ev, int ms)
@@ -160,8 +164,68 @@ static int listen_mode(int port)
 	return 0;
 }
 
+static double now_ms(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return x < y ? -1 : x > y;
+}
+
+static int bench(int n, int mib)
+{
+	struct sockaddr_in sa;
+	static double lat[10000];
+	static char buf[1 << 20];
+	if (n < 1 || n > 10000 || mib < 1 || addr_of("203.0.113.10", 7, &sa) < 0)
+		return 2;
+	for (int i = 0; i < n; i++) {
+		int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		double t = now_ms();
+		if (s < 0 || connect(s, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+			perror("netprobe: connect");
+			return 1;
+		}
+		lat[i] = now_ms() - t;
+		close(s);
+	}
+	qsort(lat, (size_t)n, sizeof(lat[0]), cmp_double);
+	int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (s < 0 || connect(s, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		perror("netprobe: connect");
+		return 1;
+	}
+	memset(buf, 'x', sizeof(buf));
+	memcpy(buf, "sink", 4);
+	double t = now_ms();
+	for (int i = 0; i < mib; i++)
+		for (size_t off = 0; off < sizeof(buf);) {
+			ssize_t k = send(s, buf + off, sizeof(buf) - off, MSG_NOSIGNAL);
+			if (k <= 0) {
+				perror("netprobe: send");
+				return 1;
+			}
+			off += (size_t)k;
+		}
+	shutdown(s, SHUT_WR);
+	while (recv(s, buf, sizeof(buf), 0) > 0)
+		;
+	double dt = (now_ms() - t) / 1e3;
+	close(s);
+	printf("{\"connect_ms\": %.3f, \"mib_s\": %.1f}\n",
+	       n % 2 ? lat[n / 2] : (lat[n / 2 - 1] + lat[n / 2]) / 2, mib / dt);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
+	if (argc == 4 && !strcmp(argv[1], "bench"))
+		return bench(atoi(argv[2]), atoi(argv[3]));
 	if (argc == 3 && !strcmp(argv[1], "listen"))
 		return listen_mode(atoi(argv[2]));
 	printf("{");
