@@ -164,6 +164,7 @@ LIBKIS   := $(PREFIX)/lib/kis
 GUESTDIR := $(LIBKIS)/guest
 MANDIR   := $(PREFIX)/share/man/man1
 BASHCOMPDIR := $(PREFIX)/share/bash-completion/completions
+ZSHCOMPDIR  := $(PREFIX)/share/zsh/vendor-completions
 # INSTALL_GUEST=0 leaves the guest out (it is fetched from Debian's archive).
 INSTALL_GUEST ?= 1
 
@@ -178,6 +179,8 @@ install: all man
 	install -d $(DESTDIR)$(MANDIR) $(DESTDIR)$(BASHCOMPDIR) $(DESTDIR)$(LIBKIS)
 	install -m 0644 $(MAN_DIR)/*.1 $(DESTDIR)$(MANDIR)/
 	install -m 0644 scripts/completion/kis.bash $(DESTDIR)$(BASHCOMPDIR)/kis
+	install -d $(DESTDIR)$(ZSHCOMPDIR)
+	sed -e 's|@BASHCOMP@|$(BASHCOMPDIR)/kis|g' scripts/completion/_kis > $(DESTDIR)$(ZSHCOMPDIR)/_kis
 	install -m 0755 scripts/guest/fetch-kernel.sh $(DESTDIR)$(LIBKIS)/fetch-guest.sh
 	@# the guest: fetched once into $(MICROVM_GUEST) (never installed on
 	@# this host as a kernel), then copied where every store reads it
@@ -198,7 +201,7 @@ uninstall:
 	  $(DESTDIR)$(PREFIX)/lib/libkis-sandbox.so.0 $(DESTDIR)$(PREFIX)/lib/pkgconfig/kis-sandbox.pc
 	rm -rf $(DESTDIR)$(PREFIX)/include/kis $(DESTDIR)$(LIBKIS)
 	rm -f $(DESTDIR)$(MANDIR)/kis-sandbox.1 $(DESTDIR)$(MANDIR)/kis-sandbox-*.1 \
-	  $(DESTDIR)$(BASHCOMPDIR)/kis
+	  $(DESTDIR)$(BASHCOMPDIR)/kis $(DESTDIR)$(ZSHCOMPDIR)/_kis
 
 clean:
 	rm -rf $(BUILD) $(CLEAN_EXTRA)

@@ -24,6 +24,7 @@
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <termios.h>
 
@@ -80,6 +81,7 @@ struct worker {
 	bool conn_broken;
 	char *state;          /* bytes read from the shell's fd 3 */
 	size_t state_len;
+	int cpu_fd;           /* this exec's leaf's cpu.stat, or -1 */
 };
 
 static void send_error(int fd, uint32_t exec, const char *code, const char *msg)
@@ -197,14 +199,58 @@ static int on_state(void *ctx, int fd)
 	return 0;
 }
 
-/* The CPU accounting of the group the agent and its commands share, where
- * the agent has one it can read (the microvm guest's cgroup): an exec's
- * cpu_ms counts every process of it there. -1: the command's own clock. */
-static int agent_cpu_fd = -1;
+/* The group the agent's commands get their leaves under (the microvm
+ * guest's pids group), or -1: each command's own clock, and no leaf. */
+static int agent_cg_dir = -1;
 
-void kis_agent_set_cpu_fd(int fd)
+void kis_agent_set_cgroup_dir(int fd)
 {
-	agent_cpu_fd = fd;
+	agent_cg_dir = fd;
+}
+
+/* One exec's leaf under agent_cg_dir (cgroup-v2.rst): the command joins it
+ * from its child, before its cgroup namespace is made, so the namespace's
+ * root is the leaf; its cpu.stat counts this exec's processes only (two
+ * execs of a session at once each count their own). The pids limit is the
+ * parent's, hierarchical, and no controller is enabled below it, so the
+ * agent may stay in the parent ("no internal processes" binds only a group
+ * whose subtree_control enables one). */
+struct exec_cg {
+	char name[48];
+	int procs_fd, cpu_fd;
+};
+
+static int exec_cg_make(struct exec_cg *c)
+{
+	static unsigned seq;
+	c->procs_fd = c->cpu_fd = -1;
+	c->name[0] = '\0';
+	if (agent_cg_dir < 0)
+		return 0;
+	snprintf(c->name, sizeof(c->name), "exec-%d-%u", (int)getpid(), ++seq);
+	if (mkdirat(agent_cg_dir, c->name, 0755) < 0) {
+		c->name[0] = '\0';
+		return -1;
+	}
+	int d = openat(agent_cg_dir, c->name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (d >= 0) {
+		c->procs_fd = openat(d, "cgroup.procs", O_WRONLY | O_CLOEXEC);
+		c->cpu_fd = openat(d, "cpu.stat", O_RDONLY | O_CLOEXEC);
+		close(d);
+	}
+	return c->procs_fd >= 0 && c->cpu_fd >= 0 ? 0 : -1;
+}
+
+/* After the exec: the leaf goes when it is empty. A process the command
+ * left running (a session's background job) keeps it until it ends; the
+ * VM's end takes the rest. */
+static void exec_cg_drop(struct exec_cg *c)
+{
+	kis_closep(&c->procs_fd);
+	kis_closep(&c->cpu_fd);
+	if (c->name[0])
+		(void)unlinkat(agent_cg_dir, c->name, AT_REMOVEDIR);
+	c->name[0] = '\0';
 }
 
 static struct kis_agent_confine *confine;
@@ -258,8 +304,8 @@ static void test_flood(int conn, uint32_t exec, const char *kind)
 
 static int on_cpu_used(void *ctx, uint64_t *ms)
 {
-	(void)ctx;
-	return kis_cpuacct_read_ms(agent_cpu_fd, ms);
+	struct worker *w = ctx;
+	return kis_cpuacct_read_ms(w->cpu_fd, ms);
 }
 
 static int on_attach(void *ctx, pid_t pid, struct kis_error **err)
@@ -313,7 +359,8 @@ static void run_exec(struct worker *w, struct kis_exec_req *req, int state_fd)
 	kis_result_init(&res);
 	struct kis_error *err = NULL;
 	int in[2] = {-1, -1}, st[2] = {-1, -1}, slave = -1;
-	w->stdin_w = w->pty_master = -1;
+	struct exec_cg cg = {.procs_fd = -1, .cpu_fd = -1};
+	w->stdin_w = w->pty_master = w->cpu_fd = -1;
 	w->pid = 0;
 	free(w->state);
 	w->state = NULL;
@@ -375,8 +422,14 @@ static void run_exec(struct worker *w, struct kis_exec_req *req, int state_fd)
 		.argv = argv, .envp = envp, .cwd = cwd, .stdin_fd = in[0], .limits = &req->limits,
 		.pty = req->tty, .pty_slave = slave, .pass_fd3 = req->shell, .fd3 = st[1],
 	};
+	if (confine && exec_cg_make(&cg) < 0) {
+		send_error(w->conn, w->exec_id, "internal", "cannot make the command's cgroup");
+		goto out;
+	}
+	w->cpu_fd = cg.cpu_fd;
 	if (confine) {
 		/* the worker is one thread with its own copy: per exec fields */
+		confine->cg_procs_fd = cg.procs_fd;
 		confine->keep_fd3 = req->shell;
 		confine->limits = &req->limits;
 		confine->cwd = cwd;
@@ -384,7 +437,7 @@ static void run_exec(struct worker *w, struct kis_exec_req *req, int state_fd)
 		sp.child_ctx = confine;
 	}
 	struct kis_supervise_hooks hooks = {.attach = on_attach, .ctx = w,
-					    .cpu_used_ms = agent_cpu_fd >= 0 ? on_cpu_used : NULL};
+					    .cpu_used_ms = w->cpu_fd >= 0 ? on_cpu_used : NULL};
 	struct kis_supervise sv = {
 		.wall_ms = req->limits.wall_ms, .cpu_ms = req->limits.cpu_ms,
 		.output_bytes = req->limits.output_bytes, .sink = on_output, .sink_ctx = w,
@@ -426,6 +479,8 @@ static void run_exec(struct worker *w, struct kis_exec_req *req, int state_fd)
 		kis_frame_write(w->conn, KIS_F_EXIT, 0, w->exec_id, body, (uint32_t)strlen(body));
 	free(body);
 out:
+	exec_cg_drop(&cg);
+	w->cpu_fd = -1;
 	kis_strv_free(merged);
 	kis_result_release(&res);
 	for (int i = 0; i < 2; i++) {

@@ -15,9 +15,11 @@ int kis_agent_serve_listener(int listen_fd);
 /* Serve exactly one already-connected channel (virtio console, a socket). */
 int kis_agent_serve_channel(int fd);
 
-/* The accounting file (cgroup cpu.stat) of the group every command runs
- * in, read-only: an exec's limits.cpu_ms then counts all its processes. */
-void kis_agent_set_cpu_fd(int fd);
+/* The cgroup v2 directory (an open descriptor) under which each exec's
+ * command gets a leaf of its own (the microvm guest's pids group): the
+ * leaf's cpu.stat is that exec's limits.cpu_ms over all its processes and
+ * no other exec's, and the command's cgroup namespace is rooted there. */
+void kis_agent_set_cgroup_dir(int fd);
 
 /* The confinement every command of this agent goes through (the microvm
  * guest's, src/agent/confine.c; NULL: none, the sandbox around the agent

@@ -17,9 +17,11 @@
 
 #include <sched.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "agent/confine.h"
 #include "confine/confine.h"
+#include "exec/exec.h"
 
 #ifndef CLONE_NEWCGROUP
 #define CLONE_NEWCGROUP 0x02000000
@@ -30,6 +32,7 @@ int kis_agent_confine_prepare(struct kis_agent_confine *c, enum kis_net_mode net
 {
 	memset(c, 0, sizeof(*c));
 	c->seccomp_fd = -1;
+	c->cg_procs_fd = -1;
 	c->uid = (uid_t)KIS_GUEST_UID;
 	c->gid = (gid_t)KIS_GUEST_UID;
 	/* The guest is a kernel of the sandbox's own: its SysV IPC is no one
@@ -42,8 +45,12 @@ int kis_agent_confine_prepare(struct kis_agent_confine *c, enum kis_net_mode net
 int kis_agent_confine_child(void *ctx, struct kis_error **err)
 {
 	struct kis_agent_confine *c = ctx;
+	/* into the exec's own leaf first ("0": ourselves), while we may write
+	 * root's cgroup.procs */
+	if (c->cg_procs_fd >= 0 && write(c->cg_procs_fd, "0", 1) != 1)
+		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot join the command's cgroup");
 	/* cgroup_namespaces(7): the namespace's root is the cgroup we are in,
-	 * the agent's pids group; with the hierarchy mounted nsdelegate
+	 * the exec's leaf under the agent's pids group; with the hierarchy mounted nsdelegate
 	 * (guest.c) a move to a group outside it is refused (ENOENT) whatever
 	 * the file permissions say. Needs CAP_SYS_ADMIN: first. */
 	if (unshare(CLONE_NEWCGROUP) < 0)
@@ -59,10 +66,11 @@ int kis_agent_confine_child(void *ctx, struct kis_error **err)
 	 * reported as its state) must not be the command's through it. From
 	 * "/" as spawn resolved it (RESOLVE_IN_ROOT); as the sandbox user a
 	 * magic link leads only where that user may go. */
-	if (c->cwd && (chdir("/") < 0 || chdir(c->cwd) < 0))
-		return kis_error_set(err, KIS_E_INTERNAL, errno,
-				     "the working directory '%s' is closed to the sandbox user",
-				     c->cwd);
+	if (c->cwd && (chdir("/") < 0 || chdir(c->cwd) < 0)) {
+		kis_error_set(err, KIS_E_INTERNAL, errno,
+			      "the working directory '%s' is closed to the sandbox user", c->cwd);
+		return KIS_CHILD_SETUP_CWD; /* setup_failed, naming it */
+	}
 	/* last: the filter then only has to allow execve of the command */
 	return kis_seccomp_load_bpf_fd(c->seccomp_fd, err);
 }

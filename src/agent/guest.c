@@ -798,9 +798,10 @@ static int start_agent(json_t *cfg, char *msg, size_t n)
 		snprintf(self, sizeof(self), "%d", (int)getpid());
 		if (pids > 0 && write_str(PIDS_CG "/cgroup.procs", self) < 0)
 			_exit(1);
-		/* the group's CPU, opened before a chroot hides it (issue 15) */
+		/* the group each exec's leaf is made under, opened before a
+		 * chroot hides it (issue 15) */
 		if (pids > 0)
-			kis_agent_set_cpu_fd(open(PIDS_CG "/cpu.stat", O_RDONLY | O_CLOEXEC));
+			kis_agent_set_cgroup_dir(open(PIDS_CG, O_RDONLY | O_DIRECTORY | O_CLOEXEC));
 		if (root_ws) {
 			/* the workspace as root: the kernel filesystems inside it
 			 * where it has the directories for them */

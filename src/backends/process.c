@@ -5,13 +5,24 @@
 #include "core/util.h"
 
 #include <jansson.h>
+#include <linux/capability.h>
 #include <signal.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "backends/common.h"
 #include "backends/host/common.h"
+#include "confine/confine.h"
 #include "exec/exec.h"
 #include "kis/backend.h"
+
+/* The limits a root command can undo on a tier with no isolation: it may
+ * write any cgroup.procs (cgroup v1 checks only the file's mode and the
+ * writer's uid; a cgroup namespace does not scope v1), which takes it out
+ * of the memory and pids groups and out of the CPU accounting of the run.
+ * The rlimits it could raise with CAP_SYS_RESOURCE, which the command
+ * loses (root_child_setup), so those hold. */
+#define ROOT_UNDOES (KIS_LIMIT_MEMORY | KIS_LIMIT_PIDS | KIS_LIMIT_CPU)
 
 static void process_probe(const struct kis_ctx *ctx, struct kis_caps *c)
 {
@@ -24,6 +35,8 @@ static void process_probe(const struct kis_ctx *ctx, struct kis_caps *c)
 	c->net_modes = 1u << KIS_NET_HOST;
 	c->limits = KIS_LIMIT_WALL | KIS_LIMIT_CPU | KIS_LIMIT_OUTPUT | KIS_LIMIT_FILE |
 		    KIS_LIMIT_OPEN_FILES | (ctx->thorough ? kis_cgroup_limits_available() : 0);
+	if (geteuid() == 0)
+		c->limits &= ~ROOT_UNDOES;
 }
 
 struct kis_plan {
@@ -51,6 +64,18 @@ static int process_plan(const struct kis_caps *caps, const struct kis_run_reques
 				     "and enforces no mode: drop network.mode (--net) or choose a "
 				     "confining tier",
 				     kis_net_mode_name(p->net));
+	/* A root command undoes these (ROOT_UNDOES): asked for by name they
+	 * are a promise this tier cannot keep against it. The defaults are
+	 * applied all the same, for a command that does not fight them. */
+	if (geteuid() == 0)
+		for (unsigned i = 0; i < KIS_LIMIT__COUNT; i++)
+			if ((kis_limit_table[i].bit & ROOT_UNDOES) && kis_limit_get(&p->limits, i))
+				return kis_error_set(
+				    err, KIS_E_PROFILE_UNSATISFIABLE, 0,
+				    "%s: the process tier runs the command as root and unconfined, "
+				    "and a root command can leave any cgroup: drop the field or "
+				    "choose a confining tier (host, container, microvm)",
+				    kis_limit_table[i].path);
 	struct kis_caps c = *caps;
 	unsigned explicit_cg = (p->limits.memory_bytes ? KIS_LIMIT_MEMORY : 0) |
 			       (p->limits.pids ? KIS_LIMIT_PIDS : 0);
@@ -86,9 +111,19 @@ static char *process_describe(const struct kis_plan *pl)
 	return kis_native_plan_describe(&pl->n, "process");
 }
 
-static int join_cgroup(void *ctx, struct kis_error **err)
+/* In the command's child (and a session's agent), before its rlimits go
+ * on: the cgroup join, then, for a root command, CAP_SYS_RESOURCE out of
+ * every set, so it cannot raise the hard limits it is given (setrlimit(2):
+ * raising a hard limit needs CAP_SYS_RESOURCE in the initial user
+ * namespace; one it makes of its own does not count). */
+static int process_child_setup(void *ctx, struct kis_error **err)
 {
-	return kis_run_cgroup_join(ctx, err);
+	struct kis_run_cgroup *rc = ctx;
+	if (rc->cg)
+		TRY(kis_run_cgroup_join(rc, err));
+	if (geteuid() == 0)
+		TRY(kis_drop_cap(CAP_SYS_RESOURCE, err));
+	return 0;
 }
 
 static int process_run(struct kis_plan *pl, struct kis_result *res, struct kis_error **err)
@@ -100,7 +135,7 @@ static int process_run(struct kis_plan *pl, struct kis_result *res, struct kis_e
 				 KIS_LIMIT_MEMORY | KIS_LIMIT_PIDS, pl->cgroup_explicit, err));
 	struct kis_supervise_hooks hooks;
 	kis_run_cgroup_hooks(&rc, &hooks);
-	int r = kis_native_plan_run(&pl->n, rc.cg ? join_cgroup : NULL, &rc, &hooks, res, err);
+	int r = kis_native_plan_run(&pl->n, process_child_setup, &rc, &hooks, res, err);
 	kis_run_cgroup_close(&rc);
 	return r;
 }
@@ -124,7 +159,7 @@ static int process_start_session(struct kis_plan *pl, const struct kis_session_c
 	struct kis_spawn sp = {
 		.argv = pl->n.argv, .envp = pl->n.envp, .cwd = pl->n.cwd, .stdin_fd = -1,
 		.pass_fd3 = true, .fd3 = ctx->listen_fd,
-		.child_setup = rc.cg ? join_cgroup : NULL, .child_ctx = &rc,
+		.child_setup = process_child_setup, .child_ctx = &rc,
 	};
 	int r = kis_spawn_detached(&sp, pid, err);
 	if (r >= 0 && kis_host_cgroup_save(ctx->dir_fd, &rc, err) < 0) {

@@ -22,6 +22,9 @@
 #define PR_CAP_AMBIENT 47
 #define PR_CAP_AMBIENT_CLEAR_ALL 4
 #endif
+#ifndef PR_CAP_AMBIENT_LOWER
+#define PR_CAP_AMBIENT_LOWER 3
+#endif
 
 int kis_set_rlimits(const struct kis_limits *lim, struct kis_error **err)
 {
@@ -172,6 +175,34 @@ static int drop_caps_then(const struct kis_harden_opts *o, struct kis_error **er
 int kis_drop_caps(struct kis_error **err)
 {
 	return drop_caps_then(NULL, err);
+}
+
+int kis_drop_cap(int cap, struct kis_error **err)
+{
+	/* capabilities(7): the bounding set limits what execve may grant
+	 * (root's legacy rule grants F(permitted) = all, masked by it), so the
+	 * capability goes from there first, then from the ambient, inheritable,
+	 * permitted and effective sets. PR_CAPBSET_DROP needs CAP_SETPCAP;
+	 * without it (an unprivileged engine) the capability is not ours to
+	 * lose, and not in our sets either. */
+	if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno != EINVAL && errno != EPERM)
+		return kis_error_set(err, KIS_E_INTERNAL, errno,
+				     "cannot drop capability %d from the bounding set", cap);
+	if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_LOWER, cap, 0, 0) < 0 && errno != EINVAL)
+		return kis_error_set(err, KIS_E_INTERNAL, errno,
+				     "cannot lower ambient capability %d", cap);
+	struct __user_cap_header_struct hdr = {.version = _LINUX_CAPABILITY_VERSION_3, .pid = 0};
+	struct __user_cap_data_struct data[2];
+	memset(data, 0, sizeof(data));
+	if (syscall(SYS_capget, &hdr, data) < 0)
+		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot read capabilities");
+	unsigned w = (unsigned)cap / 32, bit = 1u << ((unsigned)cap % 32);
+	data[w].effective &= ~bit;
+	data[w].permitted &= ~bit;
+	data[w].inheritable &= ~bit;
+	if (syscall(SYS_capset, &hdr, data) < 0)
+		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot drop capability %d", cap);
+	return 0;
 }
 
 int kis_harden_self(const struct kis_harden_opts *o, struct kis_error **err)

@@ -153,6 +153,9 @@ KIS_HIDDEN int kis_set_rlimits(const struct kis_limits *lim, struct kis_error **
 KIS_HIDDEN int kis_cloexec_fds_from(int lowfd, const int *keep, size_t n_keep,
 				    struct kis_error **err);
 KIS_HIDDEN int kis_drop_caps(struct kis_error **err);
+/* One capability out of every set, the bounding set included, so no execve
+ * (a setuid-root file, root's legacy rule) gives it back. */
+KIS_HIDDEN int kis_drop_cap(int cap, struct kis_error **err);
 KIS_HIDDEN int kis_switch_user(uid_t uid, gid_t gid, struct kis_error **err);
 
 /* ------------------------------------------------- the host tier in one go */

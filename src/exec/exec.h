@@ -23,6 +23,10 @@ struct kis_spawn {
 	 * before exec: confinement (landlock, seccomp, ...). A failure is sent
 	 * back to the parent and fails the run with that error. */
 	int (*child_setup)(void *ctx, struct kis_error **err);
+	/* ...or returns KIS_CHILD_SETUP_CWD (with *err's errno) when its own
+	 * entry into cwd failed (as another user than spawn's): setup_failed
+	 * naming the directory, as spawn's own entry reports it. */
+#define KIS_CHILD_SETUP_CWD (-2)
 	void *child_ctx;
 	/* rlimits go on last, after child_setup (whose cgroup join opens a
 	 * file: open_files 1 must not fail it). A child_setup that never

@@ -177,7 +177,15 @@ void kis_child_main(const struct kis_spawn *sp, int report_fd, int out_fd, int e
 	}
 	if (sp->child_setup) {
 		struct kis_error *e = NULL;
-		if (sp->child_setup(sp->child_ctx, &e) < 0) {
+		int r = sp->child_setup(sp->child_ctx, &e);
+		if (r == KIS_CHILD_SETUP_CWD && sp->cwd) {
+			/* the setup's own entry into the directory (as the
+			 * sandbox's user) failed: the same answer as ours */
+			kis_child_report(report_fd, KIS_CHILD_CWD, e ? e->sys_errno : 0, KIS_E_OK,
+					 sp->cwd);
+			_exit(126);
+		}
+		if (r < 0) {
 			kis_child_report(report_fd, KIS_CHILD_SETUP, e ? e->sys_errno : 0,
 					 e ? e->code : KIS_E_INTERNAL,
 					 e && e->message ? e->message : "confinement failed");

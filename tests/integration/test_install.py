@@ -36,6 +36,10 @@ def test_make_install_and_link_against_it(tmp_path):
               "lib/libkis-sandbox.so", "lib/libkis-sandbox.so.0", "include/kis/sandbox.h",
               "lib/pkgconfig/kis-sandbox.pc"):
         assert (prefix / f).exists(), f
+    # zsh's completion runs the installed bash one (bashcompinit)
+    zsh = (prefix / "share/zsh/vendor-completions/_kis").read_text()
+    assert f'"${{KIS_BASH_COMPLETION:-{prefix}/share/bash-completion/completions/kis}}"' in zsh
+    assert (prefix / "share/bash-completion/completions/kis").exists()
     env = dict(os.environ, PKG_CONFIG_PATH=str(prefix / "lib/pkgconfig"))
     flags = subprocess.run(["pkg-config", "--cflags", "--libs", "kis-sandbox"], env=env,
                            check=True, capture_output=True, text=True).stdout.split()

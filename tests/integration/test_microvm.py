@@ -446,6 +446,37 @@ def test_the_command_is_confined_in_its_guest(mvm, tmp_path):
         # the agent that reports on it: its memory is closed to the command
         p = kis("exec", sid, "--", "./proc1_mem", env=mvm, timeout=TIMEOUT)
         assert p.returncode == 0 and "proc1_mem: stopped" in p.stdout, (p.stdout, p.stderr)
+        # each exec has a cgroup leaf of its own: a burner beside it is not
+        # its CPU (the group's total made it cpu_limit), and the leaves of
+        # ended execs are gone
+        burner = subprocess.Popen([str(KIS), "sandbox", "exec", sid, "--", "./violate", "burn",
+                                   "1", "4"], env=mvm, stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.DEVNULL)
+        try:
+            time.sleep(1.5)
+            p = kis("exec", sid, "--json", "--cpu-time", "1s", "--", "sh", "-c",
+                    "sleep 2; ls -d /sys/fs/cgroup/kis/exec-* | wc -l", env=mvm,
+                    timeout=TIMEOUT)
+            r = json.loads(p.stdout)
+            assert r["termination"]["reason"] == "exited", r["termination"]
+            assert r["stdout"].strip() == "2", r["stdout"]  # its own leaf and the burner's
+        finally:
+            burner.wait(timeout=TIMEOUT)
+        p = kis("exec", sid, "--", "sh", "-c", "ls -d /sys/fs/cgroup/kis/exec-* | wc -l",
+                env=mvm, timeout=TIMEOUT)
+        assert p.stdout.strip() == "1", p.stdout
+        # a working directory the agent (root) may enter and the command's
+        # user may not: the command's setup failure naming it, as on every
+        # tier (it was 'internal')
+        p = kis("exec", sid, "--", "sh", "-c", "mkdir shut && chmod 0 shut", env=mvm,
+                timeout=TIMEOUT)
+        assert p.returncode == 0, p.stderr
+        p = kis("exec", sid, "--json", "--cwd", "/workspace/shut", "--", "true", env=mvm,
+                timeout=TIMEOUT)
+        assert p.stdout.strip(), p.stderr
+        t = json.loads(p.stdout)["termination"]
+        assert t["reason"] == "setup_failed" and t["exit_code"] == 126, t
+        assert "/workspace/shut" in t["detail"] and "Permission denied" in t["detail"], t
         # the test hook is off unless the engine was asked: an unknown command
         p = kis("exec", sid, "--json", "--", "kis-test:flood", "huge", env=mvm, timeout=TIMEOUT)
         t = json.loads(p.stdout)["termination"]

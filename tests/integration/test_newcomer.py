@@ -11,6 +11,7 @@ import select
 import shutil
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -218,6 +219,58 @@ def test_bash_completion_offers_verbs_flags_and_a_base_id(store, tmp_path):
     assert lines[4].split() == [base]
     assert lines[5].split() == ["import", "list", "remove", "--help"]
     assert "echo" in lines[6].split()
+
+
+def _zsh_complete(tmp_path, lines):
+    """Type each line and a TAB into an interactive zsh (compinit, our _kis
+    on its fpath) on a pseudo-terminal; what the terminal shows after each."""
+    d = tmp_path / "zdot"
+    (d / "fp").mkdir(parents=True)
+    shutil.copy(ROOT / "scripts/completion/_kis", d / "fp" / "_kis")
+    (d / ".zshrc").write_text(f"fpath=({d}/fp $fpath)\nautoload -U compinit\n"
+                              f"compinit -u -d {d}/.zcompdump\nPS1='%% '\n")
+    env = dict(os.environ, ZDOTDIR=str(d), TERM="dumb",
+               KIS_BASH_COMPLETION=str(ROOT / "scripts/completion/kis.bash"),
+               PATH=f"{KIS.parent}:{os.environ['PATH']}")
+    master, slave = pty.openpty()
+    p = subprocess.Popen(["zsh", "-i"], stdin=slave, stdout=slave, stderr=slave, env=env)
+    os.close(slave)
+
+    def read(secs):
+        out, end = b"", time.monotonic() + secs
+        while time.monotonic() < end:
+            if select.select([master], [], [], 0.1)[0]:
+                try:
+                    out += os.read(master, 65536)
+                except OSError:
+                    break
+        return out.decode(errors="replace")
+    try:
+        read(3)
+        shown = []
+        for line in lines:
+            os.write(master, line.encode() + b"\t")
+            shown.append(read(3))
+            os.write(master, b"\x15")  # the line killed
+            read(0.5)
+        return shown
+    finally:
+        p.kill()
+        p.wait()
+        os.close(master)
+
+
+@pytest.mark.skipif(not shutil.which("zsh"), reason="zsh is not installed (Debian: zsh)")
+def test_zsh_completion_offers_verbs_flags_and_a_base_id(store, tmp_path):
+    (tmp_path / "t").mkdir()
+    base = kis("base", "import", str(tmp_path / "t")).stdout.strip()
+    shown = _zsh_complete(tmp_path, ["kis sandbox bas", "kis sandbox run --bas",
+                                     "kis sandbox base ", "kis sandbox clone "])
+    assert shown[0].endswith("kis sandbox base "), shown[0]
+    assert shown[1].endswith("kis sandbox run --base "), shown[1]
+    for sub in ("import", "list", "remove"):
+        assert sub in shown[2], shown[2]
+    assert shown[3].endswith(f"kis sandbox clone {base} "), shown[3]
 
 
 # ---- progress: on a terminal only ----
