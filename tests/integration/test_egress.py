@@ -593,6 +593,35 @@ def test_microvm_egress_reaches_the_world_and_nothing_else(net, vm):
     assert net.engine_log.read_text() == before[1]
 
 
+def test_microvm_guest_root_reaches_nothing_more(net, vm):
+    """A hostile guest: its root, every capability, no confinement (the
+    agent's kis-test:guest-root hook, on only under KIS_MICROVM_TEST_HOOKS),
+    puts itself on the private network and on the engine's own subnet and
+    routes link-local straight out of eth0. What it sends still leaves as
+    passt's sockets in S: the policy there decides, not the guest."""
+    env, base = vm
+    for t in FORBIDDEN:
+        assert net.bare(t) == "reached", (t, FORBIDDEN[t])
+    before = net.world_log.read_text(), net.engine_log.read_text()
+    script = ("ip addr add 10.20.0.77/16 dev eth0 && ip addr add 203.0.113.77/24 dev eth0 && "
+              "ip route add 169.254.0.0/16 dev eth0 && id -u && exec ./netprobe " +
+              " ".join(sorted(FORBIDDEN) + ["tcp:203.0.113.10:7"]))
+    p = net.kis("run", "--tier", "microvm", "--base", base, "--net", "egress", "--",
+                "kis-test:guest-root", "sh", "-c", script,
+                env=dict(env, KIS_MICROVM_TEST_HOOKS="1"), timeout=VM_TIMEOUT)
+    assert p.returncode == 0, (p.stdout, p.stderr)
+    uid, out = p.stdout.strip().splitlines()[-2:]
+    assert uid == "0", p.stdout  # the guest's root indeed
+    got = json.loads(out)
+    assert got["tcp:203.0.113.10:7"] == "reached", got  # the control: the link works
+    escaped = {t: FORBIDDEN[t] for t in FORBIDDEN if got[t] == "reached"}
+    assert not escaped, f"escaped: {escaped}"
+    assert all(got[t].startswith("blocked") for t in FORBIDDEN), got
+    assert set(net.world_log.read_text()[len(before[0]):].splitlines()) <= {
+        "tcp 0.0.0.0:7 from 203.0.113.2"}
+    assert net.engine_log.read_text() == before[1]
+
+
 def test_microvm_allow_narrows_and_opens_a_listed_private_range(net, vm):
     got = vm_probe(net, vm, ["tcp:10.20.0.5:7", "tcp:203.0.113.10:7", "tcp:203.0.113.10:9",
                              "udp:203.0.113.10:7", "tcp:169.254.169.254:80",
