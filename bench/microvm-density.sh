@@ -71,6 +71,15 @@ restore_ms() { # engine: from the disks made to the guest's first reply
 	echo $((a - s))
 }
 
+jail_ms() { # engine: the jail's own steps, from its cgroup to QEMU's exec
+	out=$(KIS_MICROVM_GUEST_DIR=$2 KIS_SANDBOX_ROOT=$3 KIS_MICROVM_TRACE=1 "$1" sandbox run --tier microvm -- true 2>&1 >/dev/null)
+	s=$(echo "$out" | sed -n 's/^microvm: *\([0-9]*\) ms disks made/\1/p')
+	j0=$(echo "$out" | sed -n 's/^microvm: *\([0-9]*\) ms jail: start/\1/p')
+	j1=$(echo "$out" | sed -n "s/^microvm: *\\([0-9]*\\) ms jail: vmm exec'd/\\1/p")
+	a=$(echo "$out" | sed -n 's/^microvm: *\([0-9]*\) ms guest answered/\1/p')
+	[ -n "$j0" ] && [ -n "$j1" ] && echo "$((j1 - j0)) $((a - s))"
+}
+
 TOTAL=$(memtotal)
 LIMIT=$((TOTAL * 60 / 100))
 printf 'microvm density (%s, 1 GiB guests, 2 cores shared; memory stop at 60%% of %d MiB)\n' \
@@ -137,6 +146,10 @@ for b in $BUILDS; do
 			echo "$j $u"; done)
 		jailed=$(echo "$pairs" | awk '{print $1}' | med)
 		bare=$(echo "$pairs" | awk '{print $2}' | med)
+		# the jail's own steps inside the engine's restore, same runs' kind
+		jsteps=$(for i in $(seq "$REPS"); do jail_ms "$K" "$G" "$ST"; done)
+		jail_own=$(echo "$jsteps" | awk '{print $1}' | med)
+		jail_of=$(echo "$jsteps" | awk '{print $2}' | med)
 	fi
 	for s in $(ls "$ST/sessions" 2>/dev/null); do $K sandbox session destroy "$s" >/dev/null 2>&1 || true; done
 done
@@ -147,3 +160,6 @@ printf '%-52s %6d\n' "after (jailed, copy-on-write RAM)" "$restore_after"
 printf '%-52s %6d\n' "jailed engine restore, paired with the bare one" "$jailed"
 printf '%-52s %6d   (jail + engine: %+d%%)\n' "bare QEMU restore, no jail, same snapshot" "$bare" \
 	$(( bare > 0 ? (jailed - bare) * 100 / bare : 0 ))
+[ -n "${jail_own:-}" ] && printf '%-52s %6d   (%d%% of a %d ms restore; the rest of the gap is the engine: disks, sockets, QMP)\n' \
+	"the jail's own steps (cgroup, seccomp, clone, mounts, pivot_root, uid, exec)" "$jail_own" \
+	$(( jail_of > 0 ? jail_own * 100 / jail_of : 0 )) "$jail_of"

@@ -437,8 +437,13 @@ static int vm_start(struct vm *v, const struct kis_plan *pl, int dfd, const char
 		c.agent_fd[i] = i == 0 && agent0_fd >= 0 ? agent0_fd : fds[2 + i];
 	log = openat(dfd, "qemu.log", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 	c.log_fd = log;
+	/* the jail's own steps lie between these two: its cgroup, seccomp
+	 * program and file list, the clone into its namespaces, the mounts and
+	 * pivot_root, the uid switch, up to QEMU's exec (bench/microvm-density.sh) */
+	trace("jail: start");
 	if (kis_mvm_spawn(&v->g, &c, &v->pid, err) < 0)
 		goto out;
+	trace("jail: vmm exec'd");
 	v->restored = snap >= 0;
 	if (v->restored && kis_mvm_incoming(dfd, snap, err) < 0)
 		goto out;
