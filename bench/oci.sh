@@ -4,6 +4,8 @@
 # container` beside raw `crun run` of the config.json kis generates, and
 # the clone-plus-run totals, as ratios, every row interleaved run by run.
 # Usage: sh bench/oci.sh [N]
+# BEFORE=DIR/kis (a kis with its kis-agent beside it, e.g. a copy of an
+# earlier build) adds its line, measured in the same run.
 #
 # The references, and what each does:
 #   raw crun, kis config   crun run of the config.json `kis sandbox run
@@ -17,10 +19,11 @@
 #                          host a private mount namespace without the v2
 #                          mount: the @crunns recipe of bench/startup.c, no
 #                          unshare(1), no shell)
-#   candidate (labelled): the same with kis's compiled seccomp program
-#                          handed over as run.oci.seccomp_bpf_data, which crun
-#                          1.8 loads instead of compiling linux.seccomp: what
-#                          a change of the backend could save
+#                          (kis's config hands crun the compiled seccomp
+#                          program as run.oci.seccomp_bpf_data: crun loads it
+#                          instead of compiling linux.seccomp)
+#   old ref: crun compiling linux.seccomp (labelled): the same config
+#                          without the annotation, as kis's was before
 #   crun spec (old reference, labelled): `crun spec`'s default bundle on the
 #                          same rootfs skeleton with the system directories
 #                          bound read-only: fewer mounts and masks, no
@@ -55,7 +58,7 @@ trap cleanup EXIT INT TERM
 "$KIS" sandbox run --tier container -- /bin/true # stages the agent the reference binds
 raw=$(/usr/bin/python3 "$REPO/bench/refs.py" crun "$KIS" "$WORK" -- /bin/true)
 mkdir -p "$WORK/bpf"
-rawbpf=$(/usr/bin/python3 "$REPO/bench/refs.py" crun "$KIS" "$WORK/bpf" --bpf -- /bin/true)
+rawbpf=$(/usr/bin/python3 "$REPO/bench/refs.py" crun "$KIS" "$WORK/bpf" --no-bpf -- /bin/true)
 # crun spec's default, on the same skeleton (the old kind of reference)
 mkdir -p "$WORK/spec/bundle"
 (cd "$WORK/spec/bundle" && crun spec)
@@ -87,5 +90,6 @@ echo "start-to-exit of /bin/true, $N runs each, interleaved (reference: raw crun
 	"kis clone+run (root:host)=$KIS sandbox run --tier container --base $tiny -- /bin/true" \
 	"kis clone+run (root:ws)=$KIS sandbox run --tier container --root workspace --base $os -- /bin/true" \
 	"old ref: crun spec default=$spec" \
-	"candidate: raw crun + kis's bpf=$rawbpf"
+	"old ref: crun compiling seccomp=$rawbpf" \
+	${BEFORE:+"before: kis run --tier container=$BEFORE sandbox run --tier container -- /bin/true"}
 echo "load: $(uptime)"

@@ -15,12 +15,12 @@ configuration kis generates for it, and nothing more.
       uses /<container id>, which is what kis names it: /kis-<sandbox id>),
       the rootfs skeleton kis makes, the agent bound from kis's staged copy;
       prints the bench/startup.c command running it with crun as kis does.
-      --bpf adds the annotation run.oci.seccomp_bpf_data with kis's own
-      compiled program for the same policy (the file bubblewrap runs use):
-      crun then loads it instead of compiling linux.seccomp with libseccomp
-      at every start. Not what kis does today: what it could.
+      kis's config carries the annotation run.oci.seccomp_bpf_data (its own
+      compiled program for the same policy, the file bubblewrap runs use):
+      crun loads it instead of compiling linux.seccomp with libseccomp.
+      --no-bpf drops it: crun compiles linux.seccomp at every start, as it
+      did for kis before (an old reference, labelled as one).
 """
-import base64
 import glob
 import json
 import os
@@ -65,7 +65,7 @@ def bwrap(kis, cmd, cgroup):
     return " ".join(words + argv[:end] + ["--"] + cmd)
 
 
-def crun(kis, d, cmd, bpf=False):
+def crun(kis, d, cmd, no_bpf=False):
     plan = dry_run(kis, "oci", ["/bin/true"])
     cfg = plan["config"]
     bundle = os.path.join(d, "bundle")
@@ -96,10 +96,8 @@ def crun(kis, d, cmd, bpf=False):
     cfg["process"]["args"] = cmd
     cfg["root"]["path"] = rootfs
     cfg["linux"].pop("cgroupsPath", None)
-    if bpf:
-        with open(seccomp_file(kis), "rb") as f:
-            cfg.setdefault("annotations", {})["run.oci.seccomp_bpf_data"] = \
-                base64.b64encode(f.read()).decode()
+    if no_bpf:
+        cfg.get("annotations", {}).pop("run.oci.seccomp_bpf_data", None)
     with open(os.path.join(bundle, "config.json"), "w") as f:
         json.dump(cfg, f)
     return "@crunns crun --root %s/state --log=file:%s/crun.log run --bundle %s kisref-{}" % (
@@ -115,7 +113,7 @@ def main():
     if head[0] == "bwrap":
         print(bwrap(head[1], cmd, "--cgroup" in head[2:]))
     elif head[0] == "crun":
-        print(crun(head[1], head[2], cmd, "--bpf" in head[3:]))
+        print(crun(head[1], head[2], cmd, "--no-bpf" in head[3:]))
     else:
         sys.exit(__doc__)
 

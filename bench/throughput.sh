@@ -5,6 +5,8 @@
 # against its raw mechanism doing what kis asks of it; ratios at each
 # client count, a plot in build/bench/throughput.png (gnuplot).
 # Usage: sh bench/throughput.sh [SECONDS_PER_POINT]   (QUICK=1: 1 s, one round)
+# BEFORE=DIR/kis (a kis with its kis-agent beside it, e.g. a copy of an
+# earlier build) adds a "before" line per tier, measured in the same rounds.
 #
 # The references (bench/startup.c's recipes, bench/refs.py):
 #   landlock    fork/exec of /bin/true (no confinement at all: the target
@@ -49,17 +51,20 @@ set --
 tiers=""
 if has landlock; then
 	set -- "$@" "landlock: fork/exec=/bin/true" "landlock: kis=$KIS sandbox run --backend landlock -- /bin/true"
+	[ -n "${BEFORE:-}" ] && set -- "$@" "landlock: before=$BEFORE sandbox run --backend landlock -- /bin/true"
 	tiers="$tiers landlock"
 fi
 if has bubblewrap; then
 	set -- "$@" "bubblewrap: raw bwrap=$(/usr/bin/python3 bench/refs.py bwrap "$KIS" -- /bin/true)" \
 		"bubblewrap: kis=$KIS sandbox run --backend bubblewrap -- /bin/true"
+	[ -n "${BEFORE:-}" ] && set -- "$@" "bubblewrap: before=$BEFORE sandbox run --backend bubblewrap -- /bin/true"
 	tiers="$tiers bubblewrap"
 fi
 if has oci && command -v crun >/dev/null; then
 	"$KIS" sandbox run --backend oci -- /bin/true
 	set -- "$@" "container: raw crun=$(/usr/bin/python3 bench/refs.py crun "$KIS" "$WORK" -- /bin/true)" \
 		"container: kis=$KIS sandbox run --backend oci -- /bin/true"
+	[ -n "${BEFORE:-}" ] && set -- "$@" "container: before=$BEFORE sandbox run --backend oci -- /bin/true"
 	tiers="$tiers container"
 fi
 if has wasm && command -v wat2wasm >/dev/null && command -v wasm-interp >/dev/null; then
@@ -80,14 +85,18 @@ build/bench/startup -c "$CLIENTS" -t "$SECS" -r "$ROUNDS" -o build/bench/through
 cat "$WORK/table"
 echo "load: $(uptime)"
 # kis against its own reference at each client count
-printf '%-11s %7s %12s %12s %8s\n' tier clients "kis runs/s" "raw runs/s" ratio
+printf '%-11s %7s %12s %12s %8s %13s %8s\n' tier clients "kis runs/s" "raw runs/s" ratio \
+	"before runs/s" ratio
 : > build/bench/throughput.dat
 for t in $tiers; do
 	awk -v t="$t" -F'"' '
 		$2 ~ "^" t ": " { split($3, f, " "); c = f[1]; v = f[2]
-			if ($2 ~ ": kis$") kis[c] = v; else raw[c] = v; cs[c] = 1 }
-		END { for (c in cs) if (kis[c] && raw[c])
-			printf "%-11s %7d %12.1f %12.1f %7.2fx\n", t, c, kis[c], raw[c], kis[c] / raw[c] }' \
+			if ($2 ~ ": kis$") kis[c] = v; else if ($2 ~ ": before$") bef[c] = v
+			else raw[c] = v; cs[c] = 1 }
+		END { for (c in cs) if (kis[c] && raw[c]) {
+			printf "%-11s %7d %12.1f %12.1f %7.2fx", t, c, kis[c], raw[c], kis[c] / raw[c]
+			if (bef[c]) printf " %13.1f %7.2fx", bef[c], bef[c] / raw[c]
+			printf "\n" } }' \
 		build/bench/throughput.raw | sort -k2,2n | tee -a build/bench/throughput.dat
 done
 if command -v gnuplot >/dev/null 2>&1 && [ -n "$tiers" ]; then

@@ -32,9 +32,11 @@ install-runtime-links:
 	install -d $(DESTDIR)$(PREFIX)/bin
 	ln -sf kis-runtime $(DESTDIR)$(PREFIX)/bin/kis-runtime-container
 	ln -sf kis-runtime $(DESTDIR)$(PREFIX)/bin/kis-runtime-host
+	ln -sf kis-runtime $(DESTDIR)$(PREFIX)/bin/kis-runtime-microvm
 
 # make uninstall takes the links away too (BINS covers kis-runtime itself)
 .PHONY: uninstall-runtime-links
 uninstall: uninstall-runtime-links
 uninstall-runtime-links:
-	rm -f $(DESTDIR)$(PREFIX)/bin/kis-runtime-container $(DESTDIR)$(PREFIX)/bin/kis-runtime-host
+	rm -f $(DESTDIR)$(PREFIX)/bin/kis-runtime-container $(DESTDIR)$(PREFIX)/bin/kis-runtime-host \
+		$(DESTDIR)$(PREFIX)/bin/kis-runtime-microvm

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* The agent: PID 1 (or a subreaper) of a sandbox. It accepts connections,
- * forks one worker per connection, and keeps the durable shell's state.
+ * forks one worker per connection, and keeps the durable shell's state;
+ * a one-shot run's single channel is served in the agent itself.
  *
  * Theory of operation. The main loop polls the listening socket, a
  * signalfd (SIGCHLD, SIGTERM) and one state pipe per worker. A worker
@@ -12,7 +13,12 @@
  * under /bin/sh with an EXIT trap that writes the shell's cwd and exported
  * environment to fd 3; the worker hands that to the main loop, so the next
  * line (on any connection) starts where the last one ended. Orphans are
- * reparented to us (PR_SET_CHILD_SUBREAPER, or being PID 1) and reaped. */
+ * reparented to us (PR_SET_CHILD_SUBREAPER, or being PID 1) and reaped.
+ *
+ * One channel (--channel-fd, a one-shot run of bubblewrap or crun): no
+ * worker. The agent speaks the protocol itself and reaps the orphans from
+ * the supervisor's loop (hooks.tick); a fork of the worker is one more
+ * process creation per run, a few milliseconds on a PVM guest. */
 #include "core/util.h"
 
 #include <fcntl.h>
@@ -353,6 +359,31 @@ static int open_pty(unsigned rows, unsigned cols, int *master, int *slave)
 	return 0;
 }
 
+/* Served inline: the orphans we adopted (as subreaper or PID 1) are
+ * reaped while the command runs, or they would hold their pids (a zombie
+ * counts against pids.max until it is reaped). waitid(2) WNOWAIT looks
+ * first: the command itself is left to the supervisor's wait4. */
+static bool reap_inline;
+
+static void reap_orphans(pid_t command)
+{
+	for (;;) {
+		siginfo_t si;
+		si.si_pid = 0;
+		if (waitid(P_ALL, 0, &si, WEXITED | WNOHANG | WNOWAIT) < 0 || si.si_pid == 0 ||
+		    si.si_pid == command)
+			return;
+		(void)waitpid(si.si_pid, NULL, WNOHANG);
+	}
+}
+
+static void on_tick(void *ctx, pid_t command)
+{
+	(void)ctx;
+	if (reap_inline)
+		reap_orphans(command);
+}
+
 static void run_exec(struct worker *w, struct kis_exec_req *req, int state_fd)
 {
 	struct kis_result res;
@@ -427,6 +458,9 @@ static void run_exec(struct worker *w, struct kis_exec_req *req, int state_fd)
 	struct kis_spawn sp = {
 		.argv = argv, .envp = envp, .cwd = cwd, .stdin_fd = in[0], .limits = &req->limits,
 		.pty = req->tty, .pty_slave = slave, .pass_fd3 = req->shell, .fd3 = st[1],
+		/* the agent's process is small but a fork of it is still a copy of
+		 * its page tables; kis_agent_confine_child is system calls only */
+		.vfork_ok = true,
 	};
 	if (confine && !as_root && exec_cg_make(&cg) < 0) {
 		send_error(w->conn, w->exec_id, "internal", "cannot make the command's cgroup");
@@ -443,7 +477,8 @@ static void run_exec(struct worker *w, struct kis_exec_req *req, int state_fd)
 		sp.child_ctx = confine;
 	}
 	struct kis_supervise_hooks hooks = {.attach = on_attach, .ctx = w,
-					    .cpu_used_ms = w->cpu_fd >= 0 ? on_cpu_used : NULL};
+					    .cpu_used_ms = w->cpu_fd >= 0 ? on_cpu_used : NULL,
+					    .tick = on_tick};
 	struct kis_supervise sv = {
 		.wall_ms = req->limits.wall_ms, .cpu_ms = req->limits.cpu_ms,
 		.output_bytes = req->limits.output_bytes, .sink = on_output, .sink_ctx = w,
@@ -628,6 +663,24 @@ static pid_t spawn_worker(int conn, int listen_fd, int sfd, int *state_rd)
 	return pid;
 }
 
+/* One channel, no worker (see the top). Signals as a worker has them;
+ * SIGINT as SIGTERM, which the main loop would have turned into a stop. */
+static int serve_inline(int conn)
+{
+	signal(SIGTERM, on_term);
+	signal(SIGINT, on_term);
+	sigset_t none;
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+	reap_inline = true;
+	int r = worker_main(conn, -1);
+	reap_orphans(0);
+	close(conn);
+	if (getpid() == 1)
+		kill(-1, SIGKILL);
+	return r;
+}
+
 static int serve(int listen_fd, int channel_fd)
 {
 	/* The descriptors we were handed arrive without close-on-exec (crun's
@@ -650,6 +703,8 @@ static int serve(int listen_fd, int channel_fd)
 	}
 	extern char **environ;
 	state_env = kis_strv_dup(environ);
+	if (channel_fd >= 0)
+		return serve_inline(channel_fd);
 
 	sigset_t mask;
 	sigemptyset(&mask);

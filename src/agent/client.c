@@ -79,6 +79,10 @@ static int take_output(int conn, const struct kis_call *c, const struct kis_fram
 	return 0;
 }
 
+/* What a pipelined request may be: well below a socket's buffer
+ * (net.core.wmem_default, 208 KiB on Linux), frames included. */
+#define PIPELINE_MAX (32u * 1024u)
+
 int kis_call_agent(int conn, const struct kis_call *c, struct kis_result *res,
 		   struct kis_call_out *out, struct kis_error **err)
 {
@@ -96,7 +100,18 @@ int kis_call_agent(int conn, const struct kis_call *c, struct kis_result *res,
 		struct timeval tv = {.tv_sec = c->hello_timeout_s};
 		setsockopt(conn, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	}
-	if (kis_frame_write(conn, KIS_F_HELLO, 0, 0, v, 4) < 0) {
+	/* Pipelined: the agent reads its frames in order (HELLO, then EXEC,
+	 * then stdin), so the request can wait in the socket's buffer. Only
+	 * what surely fits there, so that these writes never block on an
+	 * agent that is not reading yet. */
+	bool piped = false;
+	if (c->pipeline) {
+		body = kis_exec_req_to_json(c->req);
+		piped = body && strlen(body) <= PIPELINE_MAX;
+	}
+	if (kis_frame_write(conn, KIS_F_HELLO, 0, 0, v, 4) < 0 ||
+	    (piped && (kis_frame_write(conn, KIS_F_EXEC, 0, EXEC_ID, body, (uint32_t)strlen(body)) < 0 ||
+		       (c->io.stdin_fd < 0 && kis_frame_write(conn, KIS_F_EOF, 0, EXEC_ID, NULL, 0) < 0)))) {
 		kis_error_set(err, KIS_E_INTERNAL, errno, "%s did not answer", peer);
 		goto out;
 	}
@@ -129,11 +144,14 @@ int kis_call_agent(int conn, const struct kis_call *c, struct kis_result *res,
 		struct timeval tv = {0};
 		setsockopt(conn, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	}
-	body = kis_exec_req_to_json(c->req);
-	if (!body ||
-	    kis_frame_write(conn, KIS_F_EXEC, 0, EXEC_ID, body, (uint32_t)strlen(body)) < 0) {
-		kis_error_set(err, KIS_E_INTERNAL, errno, "cannot send the request to %s", peer);
-		goto out;
+	if (!piped) {
+		free(body);
+		body = kis_exec_req_to_json(c->req);
+		if (!body ||
+		    kis_frame_write(conn, KIS_F_EXEC, 0, EXEC_ID, body, (uint32_t)strlen(body)) < 0) {
+			kis_error_set(err, KIS_E_INTERNAL, errno, "cannot send the request to %s", peer);
+			goto out;
+		}
 	}
 	out->sent = true;
 	uint64_t cpu0 = 0;
@@ -143,8 +161,12 @@ int kis_call_agent(int conn, const struct kis_call *c, struct kis_result *res,
 	int cpu_fd = c->has_cpu ? c->cpu_fd : own_cpu;
 	bool cpu_on = cpu_fd >= 0 && c->cpu_limit_ms && kis_cpuacct_read_ms(cpu_fd, &cpu0) == 0;
 	int in_fd = c->io.stdin_fd;
-	if (in_fd < 0)
+	if (in_fd < 0 && !piped)
 		kis_frame_write(conn, KIS_F_EOF, 0, EXEC_ID, NULL, 0);
+	/* the read of the HELLO may have taken later frames with it (the
+	 * agent answers a pipelined EXEC at once): look at them before
+	 * waiting for more */
+	bool buffered = rd.len > rd.pending || rd.eof;
 	for (;;) {
 		struct pollfd pfd[5];
 		int n = 0, i_in = -1, i_sig = -1, i_cancel = -1, i_rsz = -1;
@@ -186,6 +208,8 @@ int kis_call_agent(int conn, const struct kis_call *c, struct kis_result *res,
 			if (timeout < 0 || timeout > 20)
 				timeout = 20;
 		}
+		if (buffered)
+			timeout = 0;
 		if (poll(pfd, (nfds_t)n, timeout) < 0) {
 			if (errno == EINTR)
 				continue;
@@ -218,9 +242,10 @@ int kis_call_agent(int conn, const struct kis_call *c, struct kis_result *res,
 			(void)!read(c->resize_fd, junk, sizeof(junk));
 			send_resize(conn, c);
 		}
-		if (!pfd[0].revents)
+		if (!pfd[0].revents && !buffered)
 			continue;
-		if (kis_frame_reader_fill(&rd, conn) < 0) {
+		buffered = false;
+		if (pfd[0].revents && kis_frame_reader_fill(&rd, conn) < 0) {
 			kis_error_set(err, KIS_E_INTERNAL, errno, "lost %s", peer);
 			goto out;
 		}

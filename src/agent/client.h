@@ -22,6 +22,12 @@ struct kis_call {
 	uint64_t deadline_ms;    /* CLOCK_MONOTONIC ms after which we stop waiting; 0: none */
 	uint64_t output_limit;   /* host-side backstop to the agent's own; 0: none */
 	int hello_timeout_s;     /* bound on the agent's first answer; 0: none */
+	/* Send the EXEC (and the EOF of an absent stdin) right behind the
+	 * HELLO instead of after the agent's answer: one round trip less per
+	 * run. For a one-shot run, whose sandbox dies with it: a cancel
+	 * during the handshake may then find the command started (the
+	 * backend kills the sandbox as for any cancel). */
+	bool pipeline;
 	const char *peer;        /* "the container's agent", for messages */
 	/* The sandbox's CPU accounting (its cgroup, kis_cpuacct_read_ms): when
 	 * has_cpu, the CPU every process of it used since the EXEC is held to
@@ -36,7 +42,8 @@ enum kis_call_end {
 	KIS_CALL_EXIT = 0, /* the EXIT frame came: res holds it */
 	KIS_CALL_TIMEOUT,  /* deadline_ms passed first */
 	KIS_CALL_EOF,      /* the channel closed first */
-	KIS_CALL_CANCELLED, /* cancel_fd fired before the EXEC went out: nothing ran */
+	KIS_CALL_CANCELLED, /* cancel_fd fired during the handshake: nothing ran (unless
+			     * pipeline, see above) */
 };
 
 struct kis_call_out {

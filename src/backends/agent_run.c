@@ -30,7 +30,7 @@ int kis_agent_run_once(const struct kis_agent_run *a, struct kis_result *res,
 		.output_limit = a->limits.output_bytes,
 		/* the agent answers once the runtime has started the sandbox:
 		 * bounded, so a runtime that hangs cannot hang the engine */
-		.hello_timeout_s = 30, .peer = a->peer,
+		.hello_timeout_s = 30, .peer = a->peer, .pipeline = true,
 		.has_cpu = a->has_cpu, .cpu_fd = a->cpu_fd, .cpu_path = a->cpu_path, .cpu_limit_ms = a->limits.cpu_ms,
 	};
 	struct kis_call_out out;

@@ -166,6 +166,10 @@ int kis_native_plan_run(struct kis_native_plan *n, int (*child_setup)(void *, st
 		.child_setup = child_setup,
 		.child_ctx = ctx,
 		.foreground = !n->io.capture,
+		/* the hooks of this path (landlock's cgroup join and
+		 * kis_confine_child, the process tier's join and capability
+		 * drop) are system calls on what was prepared before the start */
+		.vfork_ok = true,
 	};
 	struct kis_supervise sv = {
 		.wall_ms = n->limits.wall_ms,

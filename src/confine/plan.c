@@ -32,11 +32,11 @@ int kis_confine_child(void *ctx, struct kis_error **err)
 {
 	struct kis_confine_plan *p = ctx;
 	TRY(kis_harden_self(&p->harden, err));
-	if (p->landlock_fd >= 0) {
-		int fd = p->landlock_fd;
-		p->landlock_fd = -1; /* enforce closes it, whatever happens */
-		TRY(kis_landlock_enforce(fd, err));
-	}
+	/* enforce closes the child's copy of the fd; the plan is not written
+	 * (a child sharing the engine's memory, kis_spawn.vfork_ok, would
+	 * take the parent's copy from kis_confine_plan_release) */
+	if (p->landlock_fd >= 0)
+		TRY(kis_landlock_enforce(p->landlock_fd, err));
 	if (p->seccomp_fd >= 0)
 		TRY(kis_seccomp_load_bpf_fd(p->seccomp_fd, err));
 	return 0;

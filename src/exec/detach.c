@@ -65,21 +65,32 @@ int kis_spawn_detached(struct kis_spawn *sp, pid_t *pid, struct kis_error **err)
 	return 0;
 }
 
+struct start_child {
+	const struct kis_spawn *sp;
+	int report, peer, out, err;
+};
+
+static int start_child_main(void *p)
+{
+	struct start_child *c = p;
+	close(c->peer);
+	kis_child_main(c->sp, c->report, c->out, c->err);
+}
+
 int kis_spawn_start(struct kis_spawn *sp, int out_fd, int err_fd, pid_t *pid,
 		    struct kis_error **err)
 {
 	int sock[2];
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sock) < 0)
 		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot create a socket pair");
-	pid_t p = fork();
+	struct start_child c = {.sp = sp, .report = sock[1], .peer = sock[0], .out = out_fd,
+				.err = err_fd};
+	pid_t p = kis_spawn_clone(start_child_main, &c, sp->vfork_ok);
 	if (p < 0) {
+		int e = errno;
 		close(sock[0]);
 		close(sock[1]);
-		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot fork");
-	}
-	if (p == 0) {
-		close(sock[0]);
-		kis_child_main(sp, sock[1], out_fd, err_fd);
+		return kis_error_set(err, KIS_E_INTERNAL, e, "cannot fork");
 	}
 	close(sock[1]);
 	setpgid(p, p); /* as the child does: whichever runs first wins */

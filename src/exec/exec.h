@@ -44,6 +44,14 @@ struct kis_spawn {
 	 * PR_SET_PDEATHSIG); a detached start leaves it false. */
 	bool die_with_parent;
 	pid_t parent;
+	/* child_setup (if any) only makes system calls on data prepared
+	 * before the start and never writes memory it did not allocate on
+	 * its own stack: the child may then share the engine's memory until
+	 * exec instead of copying it (kis_spawn_clone; a fork costs ~2.8 ms
+	 * against 0.1 ms on this project's PVM guest, docs/performance.md).
+	 * An error report through kis_error_set allocates in the shared heap:
+	 * allowed, the caller is suspended meanwhile and frees nothing of it. */
+	bool vfork_ok;
 };
 
 /* Host-side checks the supervisor consults (cgroups, for example). */
@@ -62,6 +70,10 @@ struct kis_supervise_hooks {
 	int (*cpu_used_ms)(void *ctx, uint64_t *ms);
 	/* After the run: count the limit events it met (res->limit_events). */
 	void (*limit_events)(void *ctx, struct kis_result *res);
+	/* On every turn of the supervisor's loop (at least every 20 ms) until
+	 * the output has drained: the agent reaps the orphans it adopted
+	 * here, never `command` itself (the supervisor waits for that one). */
+	void (*tick)(void *ctx, pid_t command);
 	void *ctx;
 };
 

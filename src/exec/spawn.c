@@ -5,8 +5,11 @@
 #include "core/util.h"
 
 #include <fcntl.h>
+#include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/ioctl.h>
@@ -17,6 +20,80 @@
 
 #include "core/rlimit.h"
 #include "exec/spawn.h"
+
+/* ---- starting the child ---- */
+
+/* The child's own stack while it shares our memory: its frames are our
+ * caller's otherwise. Deep enough for kis_exec_search's path buffer, the
+ * hooks and an error report; a guard page below it turns an overflow into
+ * a fault of the child instead of a write into our heap. */
+#define CHILD_STACK (256u * 1024u)
+#define GUARD_PAGE 4096u
+
+struct vchild {
+	int (*fn)(void *);
+	void *arg;
+	sigset_t mask; /* the caller's, restored in the child */
+};
+
+static int vchild_main(void *p)
+{
+	struct vchild *c = p;
+	/* Our handlers are the parent's code on the parent's data, which this
+	 * child shares: none may run here. Every caught signal goes back to
+	 * its default before the mask opens (an ignored one stays ignored,
+	 * as execve(2) would keep it); the child has a signal table of its
+	 * own (no CLONE_SIGHAND), so the parent's stays as it was. */
+	for (int s = 1; s < NSIG; s++) {
+		struct sigaction sa;
+		if (sigaction(s, NULL, &sa) < 0 || sa.sa_handler == SIG_IGN ||
+		    sa.sa_handler == SIG_DFL)
+			continue;
+		memset(&sa, 0, sizeof(sa));
+		sa.sa_handler = SIG_DFL;
+		sigaction(s, &sa, NULL);
+	}
+	sigprocmask(SIG_SETMASK, &c->mask, NULL);
+	_exit(c->fn(c->arg));
+}
+
+pid_t kis_spawn_clone(int (*fn)(void *), void *arg, bool shared_vm)
+{
+	if (!shared_vm) {
+		pid_t p = fork();
+		if (p == 0)
+			_exit(fn(arg));
+		return p;
+	}
+	/* No signal may reach a handler of ours on the child's stack before
+	 * the child has reset them: everything blocked around the clone, the
+	 * caller's mask back in both afterwards (glibc's posix_spawn does the
+	 * same). CLONE_VFORK suspends this thread until the child's execve
+	 * or exit, so nothing here touches the memory while the child runs
+	 * on it; the other threads of a library caller go on, the child
+	 * takes no lock of theirs (system calls only, kis_spawn.vfork_ok). */
+	struct vchild c = {.fn = fn, .arg = arg};
+	sigset_t all;
+	sigfillset(&all);
+	char *stk = mmap(NULL, CHILD_STACK + GUARD_PAGE, PROT_READ | PROT_WRITE,
+			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+	if (stk == MAP_FAILED)
+		return -1;
+	if (mprotect(stk, GUARD_PAGE, PROT_NONE) < 0) {
+		int e = errno;
+		munmap(stk, CHILD_STACK + GUARD_PAGE);
+		errno = e;
+		return -1;
+	}
+	pthread_sigmask(SIG_SETMASK, &all, &c.mask);
+	pid_t p = clone(vchild_main, stk + GUARD_PAGE + CHILD_STACK, CLONE_VM | CLONE_VFORK | SIGCHLD,
+			&c);
+	int e = errno;
+	pthread_sigmask(SIG_SETMASK, &c.mask, NULL);
+	munmap(stk, CHILD_STACK + GUARD_PAGE);
+	errno = e;
+	return p;
+}
 
 void kis_child_report(int fd, enum kis_child_stage stage, int sys_errno, enum kis_errc code,
 		      const char *msg)

@@ -25,6 +25,13 @@ void kis_child_report(int fd, enum kis_child_stage stage, int sys_errno, enum ki
 		      const char *msg);
 /* execve argv[0] searched in envp's PATH; returns only on failure. */
 int kis_exec_search(char *const *argv, char *const *envp);
+/* Start fn(arg) in a child process and return its pid (-1 and errno on
+ * failure). shared_vm: the child borrows our memory until it execs or
+ * exits (clone(2) CLONE_VM | CLONE_VFORK, the way posix_spawn(3) starts a
+ * program) and we wait meanwhile; otherwise it is a fork(2). Only for a
+ * child whose work before exec is system calls on its own locals and on
+ * data prepared before (struct kis_spawn.vfork_ok). */
+pid_t kis_spawn_clone(int (*fn)(void *), void *arg, bool shared_vm);
 /* Never returns. */
 void kis_child_main(const struct kis_spawn *sp, int report_fd, int out_fd, int err_fd)
 	__attribute__((noreturn));

@@ -350,6 +350,23 @@ static void relay_write(struct stdin_relay *r)
 		r->off = r->len = 0;
 }
 
+/* The child of kis_exec_run: our ends of its pipes closed, then
+ * kis_child_main. */
+struct run_child {
+	const struct kis_spawn *sp;
+	int report, out, err;
+	int close[4];
+};
+
+static int run_child_main(void *p)
+{
+	struct run_child *c = p;
+	for (size_t i = 0; i < ARRAY_SIZE(c->close); i++)
+		if (c->close[i] >= 0)
+			close(c->close[i]);
+	kis_child_main(c->sp, c->report, c->out, c->err);
+}
+
 int kis_exec_run(struct kis_spawn *sp, const struct kis_supervise *sv, struct kis_result *res,
 		 struct kis_error **err)
 {
@@ -378,21 +395,16 @@ int kis_exec_run(struct kis_spawn *sp, const struct kis_supervise *sv, struct ki
 		goto out;
 	}
 	uint64_t start = kis_monotonic_ms();
-	pid_t parent = getpid();
-	pid = fork();
+	/* set here, not in the child: a child sharing our memory writes
+	 * nothing of ours */
+	csp.die_with_parent = true;
+	csp.parent = getpid();
+	struct run_child child = {.sp = &csp, .report = sock[1], .out = po[1], .err = pe[1],
+			       .close = {sock[0], po[0], pe[0], pi[1]}};
+	pid = kis_spawn_clone(run_child_main, &child, sp->vfork_ok);
 	if (pid < 0) {
 		kis_error_set(err, KIS_E_INTERNAL, errno, "cannot fork");
 		goto out;
-	}
-	if (pid == 0) {
-		close(sock[0]);
-		close(po[0]);
-		close(pe[0]);
-		if (pi[1] >= 0)
-			close(pi[1]);
-		csp.die_with_parent = true;
-		csp.parent = parent;
-		kis_child_main(&csp, sock[1], po[1], pe[1]);
 	}
 	st.pid = pid;
 	if (!sp->pty)
@@ -491,6 +503,8 @@ int kis_exec_run(struct kis_spawn *sp, const struct kis_supervise *sv, struct ki
 					   (struct pollfd){.fd = relay.to, .events = POLLOUT} :
 					   (struct pollfd){.fd = relay.from, .events = POLLIN};
 		}
+		if (hk && hk->tick)
+			hk->tick(hk->ctx, pid);
 		uint64_t now = kis_monotonic_ms();
 		if (exited && now >= drain_until)
 			break; /* a process outside the group holds a pipe: stop waiting */

@@ -10,6 +10,7 @@
 #include <sys/prctl.h>
 #include <sys/wait.h>
 
+#include "exec/spawn.h"
 #include "exec/tool.h"
 
 /* In the child: stream n from fd (-1: /dev/null), without the close-on-exec
@@ -74,6 +75,17 @@ static __attribute__((noreturn)) void child(const struct kis_tool *t, int nul)
 	_exit(127);
 }
 
+struct tool_child {
+	const struct kis_tool *t;
+	int nul;
+};
+
+static int tool_child_main(void *p)
+{
+	struct tool_child *c = p;
+	child(c->t, c->nul);
+}
+
 int kis_tool_start(const struct kis_tool *t, pid_t *pid, struct kis_error **err)
 {
 	*pid = -1;
@@ -83,9 +95,8 @@ int kis_tool_start(const struct kis_tool *t, pid_t *pid, struct kis_error **err)
 	int nul = open("/dev/null", O_RDWR | O_CLOEXEC);
 	if (nul < 0)
 		return kis_error_set(err, KIS_E_INTERNAL, errno, "/dev/null");
-	pid_t p = fork();
-	if (p == 0)
-		child(t, nul);
+	struct tool_child c = {.t = t, .nul = nul};
+	pid_t p = kis_spawn_clone(tool_child_main, &c, t->vfork_ok);
 	int e = errno;
 	close(nul);
 	if (p < 0)

@@ -36,6 +36,10 @@ struct kis_tool {
 	 * < 0 ends the child with 126 before the program runs. */
 	int (*child_setup)(void *arg);
 	void *child_arg;
+	/* child_setup is system calls only (async-signal-safe, writes only its
+	 * own locals): start the tool through clone(CLONE_VM | CLONE_VFORK)
+	 * instead of a fork (kis_spawn_clone, exec/spawn.h) */
+	bool vfork_ok;
 };
 
 /* Start the tool: *pid its pid (the caller waits for it). */

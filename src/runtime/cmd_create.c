@@ -69,12 +69,18 @@ static int create_like(const struct krt_globals *g, int argc, char **argv,
 		goto out;
 	const char *bundle = p.bundle ? p.bundle : ".";
 	switch (tier) {
-	case KRT_TIER_MICROVM:
-		kis_error_set(err, KIS_E_TIER_UNAVAILABLE, 0,
-			      "annotations.run.kis.tier 'microvm': kis-runtime does not yet run a "
-			      "bundle inside a guest; use the container tier or kis sandbox run "
-			      "--tier microvm");
+	case KRT_TIER_MICROVM: {
+		/* a guest of its own (mvm.c): what it cannot give is refused there */
+		struct krt_host_opts mo = {
+			.pid_file = krt_parsed_value(&p, "pid-file"),
+			.console_socket = krt_parsed_value(&p, "console-socket"),
+			.preserve_fds = p.preserve_fds,
+			.detach = krt_parsed_has(&p, "detach"),
+			.run = strcmp(argv[0], "run") == 0,
+		};
+		r = krt_mvm_create(g, config, bundle, p.pos.v[0], &mo, err);
 		goto out;
+	}
 	case KRT_TIER_HOST: {
 		/* the same refusals and defaults as the container tier, then
 		 * what bubblewrap can do (host.c) */

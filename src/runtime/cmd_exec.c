@@ -58,7 +58,10 @@ static int host_exec(const struct krt_globals *g, const struct krt_parsed *p,
 		     struct kis_error **err)
 {
 	const char *id = p->pos.v[0];
-	json_t *proc = p->process ? load_process(p->process, err) : krt_host_base_process(g, id);
+	bool mvm = krt_mvm_owns(g, id);
+	json_t *proc = p->process ? load_process(p->process, err)
+		       : mvm      ? krt_mvm_base_process(g, id)
+				  : krt_host_base_process(g, id);
 	if (!proc)
 		return *err ? -1
 			    : kis_error_set(err, KIS_E_NOT_FOUND, 0, "container '%s' has no process",
@@ -85,9 +88,9 @@ static int host_exec(const struct krt_globals *g, const struct krt_parsed *p,
 			else if (strcmp(f, "--user") == 0 && strcmp(v, "0") != 0 &&
 				 strcmp(v, "0:0") != 0)
 				r = kis_error_set(err, KIS_E_PROFILE_UNSATISFIABLE, 0,
-						  "exec --user '%s': the host tier runs as root "
-						  "only (run.kis.tier 'host')",
-						  v);
+						  "exec --user '%s': the %s tier runs as root "
+						  "only (run.kis.tier '%s')",
+						  v, mvm ? "microvm" : "host", mvm ? "microvm" : "host");
 		}
 	}
 	struct krt_host_opts ho = {
@@ -97,7 +100,7 @@ static int host_exec(const struct krt_globals *g, const struct krt_parsed *p,
 		.detach = krt_parsed_has(p, "detach"),
 	};
 	if (r >= 0)
-		r = krt_host_exec(g, id, proc, &ho, err);
+		r = mvm ? krt_mvm_exec(g, id, proc, &ho, err) : krt_host_exec(g, id, proc, &ho, err);
 	json_decref(proc);
 	return r;
 }
@@ -117,7 +120,7 @@ int krt_cmd_exec(const struct krt_globals *g, int argc, char **argv, struct kis_
 		goto out;
 	}
 	char procpath[64] = "";
-	if (krt_host_owns(g, p.pos.v[0])) {
+	if (krt_host_owns(g, p.pos.v[0]) || krt_mvm_owns(g, p.pos.v[0])) {
 		r = host_exec(g, &p, err);
 		goto out;
 	}

@@ -37,7 +37,7 @@ int krt_cmd_features(const struct krt_globals *g, int argc, char **argv, struct 
 		"selinux", "enabled", false,
 		"annotations",
 		/* what kis-runtime reads, with the values it takes */
-		KRT_ANN_TIER, "container,host",
+		KRT_ANN_TIER, "container,host,microvm",
 		KRT_ANN_NET_HOST, "false");
 	if (!doc)
 		return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "features");
@@ -62,6 +62,8 @@ int krt_cmd_passthrough(const struct krt_globals *g, int argc, char **argv,
 		}
 		if (krt_host_owns(g, argv[i]))
 			return krt_host_verb(g, argc, argv, err);
+		if (krt_mvm_owns(g, argv[i]))
+			return krt_mvm_verb(g, argc, argv, err);
 		break;
 	}
 	struct kis_argv a = {0};

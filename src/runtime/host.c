@@ -41,6 +41,7 @@
 
 #include <linux/capability.h>
 #include <linux/close_range.h>
+#include <linux/openat2.h>
 
 #include "backends/common.h"
 #include "backends/host/common.h"
@@ -63,10 +64,31 @@ static int valid_id(const char *id, struct kis_error **err)
 	return ok ? 0 : kis_error_set(err, KIS_E_INVALID_ID, 0, "container id '%s' is not valid", id);
 }
 
+/* --root and the directories above it, as runc and crun make them
+ * (the containerd shim names /run/containerd/runc/<namespace>, whose
+ * parents need not exist yet). */
+int krt_make_root(const char *root, struct kis_error **err)
+{
+	char buf[PATH_MAX];
+	if (snprintf(buf, sizeof(buf), "%s", root) >= (int)sizeof(buf))
+		return kis_error_set(err, KIS_E_INVALID_ARGUMENT, 0, "--root is too long");
+	for (char *p = buf + 1;; p++) {
+		if (*p != '/' && *p != '\0')
+			continue;
+		char c = *p;
+		*p = '\0';
+		if (mkdir(buf, 0700) < 0 && errno != EEXIST)
+			return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot make '%s'", buf);
+		*p = c;
+		if (!c)
+			return 0;
+	}
+}
+
 static int open_host_root(const struct krt_globals *g, bool create, struct kis_error **err)
 {
-	if (create && mkdir(g->root, 0700) < 0 && errno != EEXIST)
-		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot make '%s'", g->root);
+	if (create && krt_make_root(g->root, err) < 0)
+		return -1;
 	_cleanup_close_ int rfd = open(g->root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (rfd < 0)
 		return create ? kis_error_set(err, KIS_E_INTERNAL, errno, "cannot open '%s'", g->root)
@@ -311,6 +333,63 @@ static int write_pid_file(const char *path, pid_t pid, struct kis_error **err)
 	return 0;
 }
 
+/* Can process.args[0] be executed in the bundle's root? bwrap's execvp
+ * failing exits 1, where runc and crun (and a shell) give 127 for a
+ * command not found, which podman and the shim report: it is looked up
+ * here, as execvp(3) would (PATH from process.env, else /bin:/usr/bin),
+ * each candidate resolved inside the rootfs (openat2 RESOLVE_IN_ROOT,
+ * Linux 5.6). A candidate under a bind mount's destination counts as
+ * found: the bind's source, not the rootfs, holds it. */
+static bool command_found(json_t *config)
+{
+	json_t *proc = json_object_get(config, "process");
+	const char *cmd = json_string_value(json_array_get(json_object_get(proc, "args"), 0));
+	const char *root = json_string_value(json_object_get(json_object_get(config, "root"), "path"));
+	if (!cmd || !*cmd || !root)
+		return true; /* the plan's own checks say what is wrong */
+	const char *path = "/bin:/usr/bin";
+	size_t i;
+	json_t *e;
+	json_array_foreach(json_object_get(proc, "env"), i, e) {
+		const char *v = json_string_value(e);
+		if (v && strncmp(v, "PATH=", 5) == 0)
+			path = v + 5;
+	}
+	_cleanup_close_ int rfd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (rfd < 0)
+		return true;
+	const char *cwd = json_string_value(json_object_get(proc, "cwd"));
+	char cand[PATH_MAX];
+	for (const char *p = strchr(cmd, '/') ? "" : path;;) {
+		const char *end = strchrnul(p, ':');
+		if (strchr(cmd, '/'))
+			snprintf(cand, sizeof(cand), "%s%s%s", cmd[0] == '/' ? "" : (cwd ? cwd : "/"),
+				 cmd[0] == '/' ? "" : "/", cmd);
+		else
+			snprintf(cand, sizeof(cand), "%.*s/%s", (int)(end - p), end == p ? "." : p, cmd);
+		json_t *m;
+		size_t k;
+		json_array_foreach(json_object_get(config, "mounts"), k, m) {
+			const char *d = json_string_value(json_object_get(m, "destination"));
+			size_t n = d ? strlen(d) : 0;
+			if (n > 1 && strncmp(cand, d, n) == 0 && (cand[n] == '/' || !cand[n]))
+				return true;
+		}
+		struct open_how how = {.flags = O_PATH | O_CLOEXEC,
+				       .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS};
+		int fd = (int)syscall(SYS_openat2, rfd, cand, &how, sizeof(how));
+		struct stat st;
+		bool ok = fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && (st.st_mode & 0111);
+		if (fd >= 0)
+			close(fd);
+		if (ok)
+			return true;
+		if (strchr(cmd, '/') || !*end)
+			return false;
+		p = end + 1;
+	}
+}
+
 static void remove_state(int hfd, const char *id)
 {
 	_cleanup_close_ int dfd = openat(hfd, id, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
@@ -412,6 +491,7 @@ int krt_host_create(const struct krt_globals *g, json_t *config, bool had_seccom
 		goto out;
 	}
 	static const char *const bwrap_env[] = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin", NULL};
+	bool found = command_found(config);
 	int sync[2];
 	if (pipe2(sync, O_CLOEXEC) < 0) {
 		kis_error_set(err, KIS_E_INTERNAL, errno, "pipe");
@@ -459,6 +539,12 @@ int krt_host_create(const struct krt_globals *g, json_t *config, bool had_seccom
 			if (RETRY_EINTR(read(fifo, &b, 1)) != 1)
 				_exit(125);
 			close(fifo);
+		}
+		if (!found) {
+			/* at start, as crun reports it: the exit status a shell gives */
+			dprintf(2, "kis-runtime: exec '%s': No such file or directory\n",
+				json_string_value(json_array_get(p.args, 0)));
+			_exit(127);
 		}
 		execve(p.bwrap.v[0], p.bwrap.v, (char *const *)bwrap_env);
 		_exit(127);
@@ -639,7 +725,9 @@ static int host_delete(const struct krt_globals *g, int dfd, json_t *st, const c
 		       bool force, struct kis_error **err)
 {
 	const char *status = status_of(dfd, st);
-	if (strcmp(status, "stopped") != 0 && !force)
+	/* a created container is deleted without --force, as runc and crun
+	 * do (its process never ran the bundle's); a running one is not */
+	if (strcmp(status, "running") == 0 && !force)
 		return kis_error_set(err, KIS_E_BUSY, 0,
 				     "container '%s' is %s: stop it or delete --force", id, status);
 	if (strcmp(status, "stopped") != 0) {
@@ -971,4 +1059,61 @@ out:
 	free(envp);
 	json_decref(st);
 	return r;
+}
+
+/* --------------------------------- shared with the microvm tier */
+
+int krt_valid_id(const char *id, struct kis_error **err)
+{
+	return valid_id(id, err);
+}
+
+json_t *krt_read_json_at(int dfd, const char *name)
+{
+	return read_json_at(dfd, name);
+}
+
+int krt_write_json_at(int dfd, const char *name, json_t *doc, struct kis_error **err)
+{
+	return write_json_at(dfd, name, doc, err);
+}
+
+int krt_proc_stat(pid_t pid, unsigned long long *start, char *st)
+{
+	return proc_stat(pid, start, st);
+}
+
+const char *krt_status_of(int dfd, json_t *st)
+{
+	return status_of(dfd, st);
+}
+
+int krt_print_state(int dfd, json_t *st)
+{
+	return print_state(dfd, st);
+}
+
+int krt_console_pty(const char *sock_path, struct kis_error **err)
+{
+	return console_pty(sock_path, err);
+}
+
+int krt_take_terminal(int slave)
+{
+	return take_terminal(slave);
+}
+
+int krt_write_pid_file(const char *path, pid_t pid, struct kis_error **err)
+{
+	return write_pid_file(path, pid, err);
+}
+
+int krt_parse_signal(const char *s, int *out)
+{
+	return parse_signal(s, out);
+}
+
+int krt_signal_pid(pid_t pid, int sig)
+{
+	return signal_pid(pid, sig);
 }

@@ -33,10 +33,10 @@ int krt_host_refuse(struct kis_error **err, const char *fmt, ...)
 }
 
 /* Mount options bwrap applies by itself (its binds and tmpfs are nosuid,
- * nodev) or that change nothing here. */
+ * nodev; exec is a mount's default, mount(8)) or that change nothing here. */
 static bool option_known(const char *o)
 {
-	static const char *const ok[] = {"bind", "rbind", "ro", "rw", "nosuid", "nodev",
+	static const char *const ok[] = {"bind", "rbind", "ro", "rw", "nosuid", "nodev", "exec",
 					 "private", "rprivate", "slave", "rslave",
 					 "relatime", "strictatime", "noatime"};
 	for (size_t i = 0; i < ARRAY_SIZE(ok); i++)
@@ -60,6 +60,10 @@ static int plan_mount(json_t *m, size_t i, struct kis_argv *a, struct kis_error 
 	 * noexec on /dev/shm would not stop memfd_create(2) anyway */
 	bool devfam = strcmp(dst, "/dev") == 0 || strcmp(dst, "/dev/pts") == 0 ||
 		      strcmp(dst, "/dev/shm") == 0 || strcmp(dst, "/dev/mqueue") == 0;
+	/* bwrap's --proc is nosuid, noexec, nodev (bubblewrap.c, its proc
+	 * mount): the options podman and crun spec give a proc are those */
+	if (type && strcmp(type, "proc") == 0)
+		devfam = true;
 	json_t *o;
 	size_t j;
 	json_array_foreach(json_object_get(m, "options"), j, o) {

@@ -22,7 +22,9 @@
  * (crun 1.8 refuses v1 controllers beside a v2 mount; backends/oci/crun.c).
  * run.kis.tier host is bubblewrap instead (host_plan.c: what of the bundle
  * bwrap enforces; host.c: the lifecycle, ours,
- * kept under <root>/kis-host/); microvm is refused by name for now. */
+ * kept under <root>/kis-host/); run.kis.tier microvm is a kis microvm
+ * session (mvm.c: create boots the guest on the rootfs, start execs the
+ * process in it), kept under <root>/kis-microvm/. */
 #include "core/util.h"
 
 #include <string.h>
@@ -48,7 +50,7 @@ static const struct {
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: kis-runtime [--root DIR] [--log FILE] [--log-format text|json] "
-		   "[--systemd-cgroup] VERB [FLAGS] ID\n"
+		   "[--systemd-cgroup] [--kis-guest-dir DIR] VERB [FLAGS] ID\n"
 		   "verbs: create start state kill delete run exec ps features pause resume "
 		   "list\n"
 		   "the tier comes from config.json's annotation run.kis.tier (container)\n");
@@ -110,6 +112,14 @@ static int parse_globals(int argc, char **argv, struct krt_globals *g, int *verb
 				return kis_error_set(err, KIS_E_INVALID_ARGUMENT, 0,
 						     "--cgroup-manager '%s': cgroupfs or systemd",
 						     v);
+		} else if ((m = global_flag(argv, argc, &i, "kis-guest-dir", true, &v)) != 0) {
+			/* kis's own: where the microvm tier's guest kernel is (else
+			 * $KIS_MICROVM_GUEST_DIR, else the system location that
+			 * make install fills); podman's conmon hands the runtime
+			 * no environment of the caller's, so a flag carries it */
+			if (m > 0 && (v[0] != '/' || setenv("KIS_MICROVM_GUEST_DIR", v, 1) < 0))
+				return kis_error_set(err, KIS_E_INVALID_ARGUMENT, 0,
+						     "--kis-guest-dir '%s': an absolute path", v);
 		} else if ((m = global_flag(argv, argc, &i, "debug", false, &v)) != 0)
 			g->debug = m == 1;
 		else if ((m = global_flag(argv, argc, &i, "rootless", true, &v)) != 0) {

@@ -124,6 +124,41 @@ int krt_host_exec(const struct krt_globals *g, const char *id, json_t *proc,
 /* The container's process object as create recorded it (new reference). */
 json_t *krt_host_base_process(const struct krt_globals *g, const char *id);
 
+/* host.c's state helpers, shared with the microvm tier (mvm.c): a
+ * container's state directory holds state.json ({id, pid, starttime,
+ * bundle, rootfs, created, annotations}) and the marker `started`. */
+#include <sys/types.h>
+int krt_valid_id(const char *id, struct kis_error **err);
+/* mkdir -p of --root (0700 for what it makes) */
+int krt_make_root(const char *root, struct kis_error **err);
+json_t *krt_read_json_at(int dfd, const char *name);
+int krt_write_json_at(int dfd, const char *name, json_t *doc, struct kis_error **err);
+int krt_proc_stat(pid_t pid, unsigned long long *start, char *st);
+/* "created", "running" or "stopped", from the pid's life and `started` */
+const char *krt_status_of(int dfd, json_t *st);
+int krt_print_state(int dfd, json_t *st);
+int krt_console_pty(const char *sock_path, struct kis_error **err);
+int krt_take_terminal(int slave);
+int krt_write_pid_file(const char *path, pid_t pid, struct kis_error **err);
+int krt_parse_signal(const char *s, int *out);
+int krt_signal_pid(pid_t pid, int sig);
+
+/* ---- mvm.c: run.kis.tier microvm (a kis microvm session) ---- */
+/* Is id a microvm-tier container in g->root? */
+bool krt_mvm_owns(const struct krt_globals *g, const char *id);
+/* config as read from the bundle (not through krt_policy_container: the
+ * guest is the boundary; mvm.c checks what the guest can give). o as for
+ * the host tier. Returns the exit status for run. */
+int krt_mvm_create(const struct krt_globals *g, json_t *config, const char *bundle,
+		   const char *id, const struct krt_host_opts *o, struct kis_error **err);
+/* start, state, kill, delete, ps of a microvm-tier container. */
+int krt_mvm_verb(const struct krt_globals *g, int argc, char **argv, struct kis_error **err);
+/* exec: proc as for krt_host_exec. */
+int krt_mvm_exec(const struct krt_globals *g, const char *id, json_t *proc,
+		 const struct krt_host_opts *o, struct kis_error **err);
+/* The container's process object as create recorded it (new reference). */
+json_t *krt_mvm_base_process(const struct krt_globals *g, const char *id);
+
 /* ---- verbs ---- */
 int krt_cmd_create(const struct krt_globals *g, int argc, char **argv, struct kis_error **err);
 int krt_cmd_run(const struct krt_globals *g, int argc, char **argv, struct kis_error **err);

@@ -269,6 +269,20 @@ class TestLimits:
                      flags=("--pids", "32", "--timeout", "20s"))
         assert r["termination"]["reason"] == "pids_limit", r
 
+    def test_orphans_are_reaped_while_the_command_runs(self, host, backend):
+        # bubblewrap's agent serves a one-shot run without a worker and
+        # reaps what it adopts (subreaper) as the command runs: zombies
+        # would hold their pids against the limit
+        if backend != "bubblewrap":
+            pytest.skip("landlock has no agent: its orphans go to the host's init, "
+                        "which reaps them or not")
+        require(backend)
+        script = ("i=0; while [ $i -lt 80 ]; do (sleep 0 &) || exit 9; i=$((i+1)); done; "
+                  "echo reaped")
+        r = run_json(host, backend, "sh", "-c", script, flags=("--pids", "16", "--timeout", "60s"))
+        assert r["termination"]["reason"] == "exited", r
+        assert r["termination"]["exit_code"] == 0, r
+
     def test_memory_balloon_ends_with_memory_limit(self, host, backend):
         require(backend)
         r = run_json(host, backend, "python3", "-c",

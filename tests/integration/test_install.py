@@ -32,6 +32,7 @@ def test_make_install_and_link_against_it(tmp_path):
     subprocess.run(["make", "-s", "install", f"PREFIX={prefix}"], cwd=ROOT, check=True,
                    capture_output=True)
     for f in ("bin/kis", "bin/kis-agent", "bin/kis-runtime", "bin/kis-runtime-host",
+              "bin/kis-runtime-microvm",
               "bin/kis-runtime-container", "lib/libkis-sandbox.a",
               "lib/libkis-sandbox.so", "lib/libkis-sandbox.so.0", "include/kis/sandbox.h",
               "lib/pkgconfig/kis-sandbox.pc"):

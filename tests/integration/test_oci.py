@@ -272,6 +272,18 @@ def test_pids_limit_reason(mstore):
     assert r["termination"]["reason"] == "pids_limit", r["termination"]
 
 
+# The agent is the container's PID 1 and serves the one-shot channel
+# itself, without a worker: the orphans it adopts must still be reaped
+# while the command runs, or their zombies would hold pids.max.
+ORPHANS = "i=0; while [ $i -lt 80 ]; do (sleep 0 &) || exit 9; i=$((i+1)); done; echo reaped"
+
+
+def test_orphans_are_reaped_while_the_command_runs(mstore):
+    p, r = kis_json(*CT, "--pids", "16", "--timeout", "60s", "--", "sh", "-c", ORPHANS)
+    assert r["termination"]["reason"] == "exited" and r["termination"]["exit_code"] == 0, r
+    assert r["stdout"] == "reaped\n", r
+
+
 def test_small_file_and_fd_limits_apply_to_the_command(mstore):
     # regression: crun applies config.json's rlimits before it writes out the
     # compiled seccomp filter, so a tiny RLIMIT_FSIZE there broke the start

@@ -23,6 +23,11 @@ CONTAINERD = shutil.which("containerd")
 CTR = shutil.which("ctr")
 SHIM = shutil.which("containerd-shim-runc-v2")
 HAVE_SYSTEMD = os.path.isdir("/run/systemd/system")
+# the microvm tier's guest: the one test_microvm.py fetches and shares (its
+# snapshots are made once per memory size and restored by every VM)
+GUEST = Path(os.environ.get("KIS_MICROVM_GUEST_DIR", ROOT / "build" / "microvm-guest"))
+QEMU = Path("/usr/bin/qemu-system-x86_64")
+MVM_TIMEOUT = 240
 
 
 def _why_skip():
@@ -81,11 +86,39 @@ def crun_ref(root, *args):
     return _run(argv)
 
 
-def krt(root, *args, log=None, timeout=60):
-    g = ["--root", str(root)]
+def krt(root, *args, log=None, timeout=MVM_TIMEOUT):
+    g = ["--root", str(root), "--kis-guest-dir", str(GUEST)]
     if log:
         g += ["--log", str(log), "--log-format", "json"]
     return _run([str(KRT), *g, *args], timeout=timeout)
+
+
+def qemu_pids(marker):
+    """QEMU processes with a file open under marker (the jailed VMM names
+    no host path on its command line: its disks are fds)."""
+    pids = []
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            cmd = (d / "cmdline").read_bytes().split(b"\0")
+            if not cmd or not cmd[0].endswith(b"qemu-system-x86_64"):
+                continue
+            links = [os.readlink(f) for f in (d / "fd").iterdir()]
+        except OSError:
+            continue
+        if any(str(marker) in l for l in links):
+            pids.append(int(d.name))
+    return pids
+
+
+def mvm_left(root):
+    """What of the microvm tier is left under a runtime root: sessions,
+    workspaces, bases in its store, and VMs."""
+    store = Path(root) / "kis-microvm" / ".store"
+    left = [str(p) for sub in ("sessions", "workspaces", "bases")
+            for p in (store / sub).glob("*") if not p.name.startswith(".")] if store.exists() else []
+    return left + [f"qemu {p}" for p in qemu_pids(root)]
 
 
 def our_mounts(tmp):
@@ -145,6 +178,14 @@ def roots(work):
     for d in sorted((kr / "kis-host").glob("*")) if (kr / "kis-host").exists() else []:
         krt(kr, "delete", "--force", d.name)
     assert not list((kr / "kis-host").glob("*")) if (kr / "kis-host").exists() else True
+    mdir = kr / "kis-microvm"
+    for d in sorted(p for p in mdir.glob("*") if not p.name.startswith(".")) if mdir.exists() else []:
+        krt(kr, "delete", "--force", d.name)
+    left = mvm_left(kr)
+    for pid in qemu_pids(kr):
+        os.kill(pid, signal.SIGKILL)
+    assert not left, f"microvm tier left: {left}"
+    assert not [m for m in our_mounts(kr)], our_mounts(kr)
     for root, run in ((kr, lambda *a: krt(kr, *a)), (cr, lambda *a: crun_ref(cr, *a))):
         if root.exists():
             for c in json.loads(run("list", "--format", "json").stdout or "[]") or []:
@@ -175,16 +216,50 @@ def host_tier(c):
     c.setdefault("annotations", {})["run.kis.tier"] = "host"
 
 
+def microvm_tier(c):
+    """A bundle the guest can run: a writable root (the guest's root is its
+    workspace, a copy of the rootfs), and the annotation."""
+    c["root"]["readonly"] = False
+    c.setdefault("annotations", {})["run.kis.tier"] = "microvm"
+
+
 def at_tier(tier, edit=None):
     def both(c):
         if tier == "host":
             host_tier(c)
+        if tier == "microvm":
+            microvm_tier(c)
         if edit:
             edit(c)
     return both
 
 
 TIERS = ["container"] + (["host"] if shutil.which("bwrap") else [])
+# the tiers of the lifecycle tests: the microvm's skip (by name) where no
+# guest can be had
+ALL_TIERS = TIERS + ["microvm"]
+
+
+@pytest.fixture(scope="module")
+def mvm_guest():
+    """The microvm guest, fetched (idempotent) into the shared directory,
+    and its default snapshot made by one first run."""
+    if not QEMU.exists():
+        pytest.skip("qemu-system-x86_64 is not installed (Debian: qemu-system-x86)")
+    fetch = subprocess.run([str(ROOT / "scripts" / "guest" / "fetch-kernel.sh"), str(GUEST)],
+                           capture_output=True, text=True, timeout=600)
+    if fetch.returncode != 0:
+        pytest.skip(f"cannot fetch the guest kernel: {fetch.stderr.strip()[-300:]}")
+    return GUEST
+
+
+@pytest.fixture
+def tier_ready(request):
+    """Parametrised tests ask for this: the microvm tier needs its guest."""
+    tier = request.getfixturevalue("tier")
+    if tier == "microvm":
+        request.getfixturevalue("mvm_guest")
+    return tier
 
 
 def state(run, cid):
@@ -205,15 +280,20 @@ def wait_status(run, cid, want, timeout=10):
 # ---------------------------------------------------------- conformance
 
 
-@pytest.mark.parametrize("tier", TIERS)
-def test_every_state_transition_matches_crun(work, roots, tier):
+@pytest.mark.parametrize("tier", ALL_TIERS)
+def test_every_state_transition_matches_crun(work, roots, tier, tier_ready):
     """runtime-spec runtime.md "Lifecycle" and "Operations", done with the
     same bundle by crun and by kis-runtime: each step's exit status (0 or
     not) and each `state` document compared field by field (id, pid and
     created are per container and only checked for shape)."""
     kr, cr = roots
-    # crun ignores the annotation: the same bundle, the same lifecycle
-    b = make_bundle(work, ["sleep", "60"], at_tier(tier))
+    # crun ignores the annotation: the same bundle, the same lifecycle.
+    # In a guest the process is not pid 1 of a pid namespace (the agent
+    # is): the TERM it has no handler for would end it there; a shell that
+    # ignores TERM stands for pid 1's protection under both runtimes.
+    args = (["sh", "-c", "trap '' TERM; while :; do sleep 1; done"] if tier == "microvm"
+            else ["sleep", "60"])
+    b = make_bundle(work, args, at_tier(tier))
     runs = {"crun": lambda *a: crun_ref(cr, *a), "kis": lambda *a: krt(kr, *a)}
     seen, errs = {}, {}
     for who, run in runs.items():
@@ -234,6 +314,13 @@ def test_every_state_transition_matches_crun(work, roots, tier):
         steps.append(("state running", wait_status(run, cid, "running")))
         step("start again (not created)", "start", cid)
         step("delete running without force", "delete", cid)
+        if tier == "microvm":
+            # start returns as the guest's exec begins, before the shell
+            # has set its trap: wait for its loop (under both runtimes)
+            end = time.monotonic() + 30
+            while run("exec", cid, "sh", "-c", "ps | grep -v grep | grep -q 'sleep 1'"
+                      ).returncode != 0 and time.monotonic() < end:
+                time.sleep(0.2)
         # the process is pid 1 of its namespace: a signal it has no handler
         # for is not delivered (pid_namespaces(7)), SIGKILL always is
         step("kill TERM (no handler)", "kill", cid, "TERM")
@@ -244,6 +331,19 @@ def test_every_state_transition_matches_crun(work, roots, tier):
         step("kill stopped", "kill", cid, "KILL")
         step("delete", "delete", cid)
         step("state after delete", "state", cid)
+        # created -> stopped without start: a signal to the waiting
+        # process (runtime.md "kill": created or running)
+        # a created container: runc and crun delete it without --force
+        c2 = cid + "-2"
+        step("create a second", "create", "--bundle", str(b), c2)
+        step("delete created without force", "delete", c2)
+        step("state after deleting it created", "state", c2)
+        step("create it again", "create", "--bundle", str(b), c2)
+        step("kill KILL (created)", "kill", c2, "KILL")
+        steps.append(("state stopped from created", wait_status(run, c2, "stopped")))
+        step("start stopped", "start", c2)
+        step("delete stopped", "delete", c2)
+        step("state after the second delete", "state", c2)
         seen[who] = (cid, steps)
     (ccid, csteps), (kcid, ksteps) = seen["crun"], seen["kis"]
     assert [s[0] for s in csteps] == [s[0] for s in ksteps]
@@ -252,19 +352,20 @@ def test_every_state_transition_matches_crun(work, roots, tier):
             assert c == k, (f"{label}: crun {'succeeds' if c else 'fails'}, kis-runtime not: "
                             f"{errs.get(('crun', label))!r} / {errs.get(('kis', label))!r}")
             continue
-        assert c and k, f"{label}: crun {c}, kis-runtime {k}"
-        assert c["id"] == ccid and k["id"] == kcid
+        assert c and k, (f"{label}: crun {c}, kis-runtime {k}: "
+                         f"{errs.get(('crun', 'create a second'))!r}")
+        assert c["id"] in (ccid, ccid + "-2") and k["id"] in (kcid, kcid + "-2")
         for d in (c, k):
             assert isinstance(d["pid"], int) and (d["pid"] > 0 or d["status"] == "stopped")
             assert d["created"].endswith("Z")
         strip = lambda d: {f: v for f, v in d.items() if f not in ("id", "pid", "created")}
         assert strip(c) == strip(k), f"{label}: fields differ"
     assert [s[1]["status"] for s in csteps if isinstance(s[1], dict)] == [
-        "created", "running", "running", "stopped"]
+        "created", "running", "running", "stopped", "stopped"]
 
 
-@pytest.mark.parametrize("tier", TIERS)
-def test_run_passes_exit_status_and_streams(work, roots, tier):
+@pytest.mark.parametrize("tier", ALL_TIERS)
+def test_run_passes_exit_status_and_streams(work, roots, tier, tier_ready):
     kr, _ = roots
     b = make_bundle(work, ["sh", "-c", "echo out; echo err >&2; exit 7"], at_tier(tier))
     p = krt(kr, "run", "--bundle", str(b), "krt-run")
@@ -272,8 +373,8 @@ def test_run_passes_exit_status_and_streams(work, roots, tier):
     assert p.stdout == "out\n" and p.stderr == "err\n"
 
 
-@pytest.mark.parametrize("tier", TIERS)
-def test_exec_with_args_and_process_file(work, roots, tier):
+@pytest.mark.parametrize("tier", ALL_TIERS)
+def test_exec_with_args_and_process_file(work, roots, tier, tier_ready):
     kr, _ = roots
     b = make_bundle(work, ["sleep", "60"], at_tier(tier))
     assert krt(kr, "run", "--detach", "--bundle", str(b), "krt-exec").returncode == 0
@@ -447,7 +548,6 @@ REFUSALS = [
     ("bind_host_sys", _bind_proc_sub, "profile_unsatisfiable", "/sys"),
     ("host_block_device", _disk_device, "profile_unsatisfiable", "/dev/xdisk"),
     ("all_devices_rule", _all_devices_rule, "profile_unsatisfiable", "linux.resources.devices"),
-    ("tier_microvm", _ann("run.kis.tier", "microvm"), "tier_unavailable", "microvm"),
     ("tier_unknown", _ann("run.kis.tier", "gvisor"), "invalid_profile", "run.kis.tier"),
     ("unknown_kis_annotation", _ann("run.kis.bogus", "1"), "invalid_profile", "run.kis.bogus"),
 ]
@@ -533,7 +633,7 @@ def test_features_is_the_policy(work):
     assert f["ociVersionMax"].startswith("1.")
     caps = f["linux"]["capabilities"]
     assert "CAP_SYS_ADMIN" not in caps and "CAP_CHOWN" in caps
-    assert f["annotations"]["run.kis.tier"].split(",") == ["container", "host"]
+    assert f["annotations"]["run.kis.tier"].split(",") == ["container", "host", "microvm"]
 
 
 def _console(path):
@@ -577,8 +677,8 @@ def _read_all(fd, timeout=10):
     return out
 
 
-@pytest.mark.parametrize("tier", TIERS)
-def test_console_socket_gets_the_terminal(work, roots, tier):
+@pytest.mark.parametrize("tier", ALL_TIERS)
+def test_console_socket_gets_the_terminal(work, roots, tier, tier_ready):
     """process.terminal with --console-socket: the runtime sends the pty's
     master to the socket and the process has the slave as its terminal."""
     kr, _ = roots
@@ -707,6 +807,128 @@ def test_host_tier_refuses_what_bubblewrap_cannot(work, roots, name, edit, named
     assert ok.returncode == 0 and "RAN" in ok.stdout, ok.stderr
 
 
+# ---------------------------------------------------------- microvm tier
+
+
+def _mem(n):
+    def edit(c):
+        c["linux"].setdefault("resources", {})["memory"] = {"limit": n}
+    return edit
+
+
+def _bind_dir(c):
+    c["mounts"].append({"destination": "/mnt", "type": "bind", "source": "/tmp",
+                        "options": ["rbind", "ro"]})
+
+
+def _readonly_root(c):
+    c["root"]["readonly"] = True
+
+
+def _hook(c):
+    c["hooks"] = {"createRuntime": [{"path": "/bin/true"}]}
+
+
+def _sysctl(c):
+    c["linux"]["sysctl"] = {"net.ipv4.ip_forward": "1"}
+
+
+def _rlimit_core(c):
+    c["process"]["rlimits"].append({"type": "RLIMIT_CORE", "soft": 0, "hard": 0})
+
+
+MVM_REFUSALS = [
+    ("mvm_small_memory", _mem(32 << 20), "linux.resources.memory.limit"),
+    ("mvm_user", _user1000, "process.user"),
+    ("mvm_host_network", _no_netns, "network namespace"),
+    ("mvm_netns_by_path", _host_netns_by_path, "/ns/net"),
+    ("mvm_bind_dir", _bind_dir, "'/tmp' at '/mnt'"),
+    ("mvm_readonly_root", _readonly_root, "root.readonly"),
+    ("mvm_hooks", _hook, "hooks"),
+    ("mvm_device", _disk_device, "/dev/xdisk"),
+    ("mvm_sysctl", _sysctl, "net.ipv4.ip_forward"),
+    ("mvm_cpu", _cpu_limit, "linux.resources.cpu.quota"),
+    ("mvm_rlimit", _rlimit_core, "RLIMIT_CORE"),
+]
+
+
+@pytest.mark.parametrize("name,edit,named", MVM_REFUSALS, ids=[r[0] for r in MVM_REFUSALS])
+def test_microvm_tier_refuses_what_the_guest_cannot_give(work, roots, name, edit, named):
+    """Checked before any VM starts: each is refused by name (code, field,
+    "run.kis.tier 'microvm'") on stderr and in the json log; nothing is
+    left (the roots fixture checks the store and VMs)."""
+    kr, _ = roots
+    log = work / f"log-{name}.json"
+    b = make_bundle(work, ["echo", "RAN"], at_tier("microvm", edit))
+    p = krt(kr, "run", "--bundle", str(b), f"krt-{name}", log=log)
+    _refused(p, log, "profile_unsatisfiable", named)
+    assert "run.kis.tier 'microvm'" in p.stderr and "RAN" not in p.stdout
+    assert not (kr / "kis-microvm" / f"krt-{name}").exists()
+
+
+def test_binary_name_pins_the_microvm_tier(work, roots, mvm_guest):
+    """kis-runtime-microvm (make install's link) runs an unannotated bundle
+    in a guest, and refuses one whose annotation asks for the container
+    tier."""
+    kr, _ = roots
+    link = work / "kis-runtime-microvm"
+    if not link.exists():
+        link.symlink_to(KRT)
+
+    def writable(c):
+        c["root"]["readonly"] = False
+
+    g = ["--root", str(kr), "--kis-guest-dir", str(GUEST)]
+    p = _run([str(link), *g, "run", "--bundle", str(make_bundle(work, ["uname", "-r"], writable)),
+              "krt-pin-m"], timeout=MVM_TIMEOUT)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip() == (mvm_guest / "kernel.release").read_text().strip()
+    log = work / "log-pin-m.json"
+    p = _run([str(link), *g, "--log", str(log), "--log-format", "json", "run", "--bundle",
+              str(make_bundle(work, ["true"], _ann("run.kis.tier", "container"))), "krt-pin-m2"])
+    _refused(p, log, "profile_unsatisfiable", "pinned to the 'microvm' tier")
+
+
+def test_microvm_tier_preserve_fds_is_refused(work, roots):
+    kr, _ = roots
+    log = work / "log-mvm-fds.json"
+    b = make_bundle(work, ["true"], at_tier("microvm"))
+    p = krt(kr, "run", "--preserve-fds", "1", "--bundle", str(b), "krt-mvm-fds", log=log)
+    _refused(p, log, "profile_unsatisfiable", "--preserve-fds")
+
+
+def test_microvm_tier_runs_in_its_own_kernel_and_reaches_nothing_of_the_host(
+        work, roots, mvm_guest, tmp_path):
+    """The bundle's process runs on the guest's kernel (uname -r is the
+    guest's kernel.release), its root the bundle's rootfs (a marker there),
+    env, cwd and the rlimit from config.json; a canary made on the host
+    beside the rootfs is not reachable, and the guest's init is pid 1. The
+    bare control: the same probe under crun sees the host's kernel."""
+    kr, cr = roots
+    canary = tmp_path / "canary"
+    canary.write_text("HOST-SECRET\n")
+    probe = ("uname -r; echo env=$K; pwd; ulimit -n; cat /proc/1/cmdline | tr '\\0' ' '; echo; "
+             f"cat {canary} 2>/dev/null || echo canary-unreachable; "
+             "cat /proc/self/status | grep -E '^CapEff:'; test -x /bin/busybox && echo rootfs-ok")
+
+    def edit(c):
+        c["process"]["env"].append("K=v-from-config")
+        c["process"]["cwd"] = "/tmp"
+        c["process"]["rlimits"] = [{"type": "RLIMIT_NOFILE", "soft": 321, "hard": 321}]
+
+    b = make_bundle(work, ["sh", "-c", probe], at_tier("microvm", edit))
+    p = krt(kr, "run", "--bundle", str(b), "krt-mvm-probe")
+    assert p.returncode == 0, p.stderr
+    out = p.stdout.splitlines()
+    guest_release = (mvm_guest / "kernel.release").read_text().strip()
+    assert out[0] == guest_release and out[0] != os.uname().release, out
+    assert out[1:4] == ["env=v-from-config", "/tmp", "321"], out
+    assert "canary-unreachable" in out and "HOST-SECRET" not in p.stdout, out
+    assert "CapEff:\t0000000000000000" in out and "rootfs-ok" in out, out
+    ref = crun_ref(cr, "run", "--bundle", str(make_bundle(work, ["uname", "-r"])), "krt-mvm-ref")
+    assert ref.stdout.strip() == os.uname().release
+
+
 # ---------------------------------------------------------- podman
 
 PODMAN_CONF = """
@@ -739,8 +961,10 @@ def podman(work):
              if not os.path.exists(p)]
     base = [PODMAN, "--root", str(d / "storage"), "--runroot", str(d / "run"), "--tmpdir",
             str(d / "tmp"), "--storage-driver", "overlay", "--runtime", str(KRT),
-            # kis-runtime's state root too (else /run/kis-runtime)
-            "--runtime-flag", f"root={d / 'krt-state'}"]
+            # kis-runtime's state root too (else /run/kis-runtime), and the
+            # microvm's guest (conmon passes the runtime no environment)
+            "--runtime-flag", f"root={d / 'krt-state'}",
+            "--runtime-flag", f"kis-guest-dir={GUEST}"]
 
     # cwd: conmon writes its "oom" file into its working directory here
     def pm(*args, timeout=120, **kw):
@@ -753,11 +977,20 @@ def podman(work):
     if p.returncode != 0:
         pytest.skip(f"podman cannot import an image here: {p.stderr.strip()}")
     pm.image = "localhost/kis-busybox:test"
+    pm.state = d / "krt-state"
     parent_before = bool(cgroup_dirs("libpod_parent"))
     try:
         yield pm
     finally:
         pm("rm", "--all", "--force", "--time", "0")
+        # podman's cleanup deletes without --runtime-flag: a microvm
+        # container's VM ends with its process, the state is removed here
+        mdir = pm.state / "kis-microvm"
+        for c in (p for p in mdir.glob("*") if not p.name.startswith(".")) if mdir.exists() else []:
+            krt(pm.state, "delete", "--force", c.name)
+        mvm_leftovers = mvm_left(pm.state)
+        for pid in qemu_pids(pm.state):
+            os.kill(pid, signal.SIGKILL)
         pm("rmi", "--all", "--force")
         pm("system", "reset", "--force")
         # containers-storage binds its overlay directory onto itself
@@ -770,6 +1003,7 @@ def podman(work):
         if not parent_before:  # podman's cgroupfs parent for its containers
             remove_cgroup_tree("libpod_parent")
             assert not cgroup_dirs("libpod_parent"), cgroup_dirs("libpod_parent")
+        assert not mvm_leftovers, f"the microvm tier left: {mvm_leftovers}"
 
 
 def test_podman_exit_codes_and_streams(podman):
@@ -839,7 +1073,9 @@ def test_podman_refusals_reach_the_user(podman):
             (["--privileged"], "profile_unsatisfiable", "process.capabilities"),
             (["--network", "host"], "escape_hatch_forbidden", "run.kis.allow-net-host"),
             (["--device", "/dev/loop-control"], "profile_unsatisfiable", "/dev/loop-control"),
-            (["--annotation", "run.kis.tier=microvm"], "tier_unavailable", "microvm"),
+            # the guest's memory is its RAM: below what it boots with, refused
+            (["--annotation", "run.kis.tier=microvm", "--memory", "32m"],
+             "profile_unsatisfiable", "linux.resources.memory.limit"),
             # podman's bundle has its own seccomp, a sysfs and a cgroup mount
             (["--annotation", "run.kis.tier=host"], "profile_unsatisfiable",
              "run.kis.tier 'host'")):
@@ -847,6 +1083,109 @@ def test_podman_refusals_reach_the_user(podman):
         assert p.returncode != 0 and "RAN" not in p.stdout, (args, p.stdout)
         assert code in p.stderr and named in p.stderr, (args, p.stderr)
     assert podman("ps", "-aq").stdout.strip() == ""
+
+
+# podman's bundle at the host tier: podman always gives a seccomp filter, a
+# sysfs and a cgroup tree, which bubblewrap cannot (refused by name, above).
+# Without its filter (kis's own is then loaded) and with tmpfs in their
+# place, the bundle is one bubblewrap runs.
+HOST = ["--annotation", "run.kis.tier=host", "--security-opt", "seccomp=unconfined",
+        "--mount", "type=tmpfs,dst=/sys,notmpcopyup,exec",
+        "--mount", "type=tmpfs,dst=/sys/fs/cgroup,notmpcopyup,exec"]
+
+
+@pytest.mark.skipif("host" not in TIERS, reason="bubblewrap is not installed")
+def test_podman_host_tier(podman):
+    """podman at the host tier: exit codes, streams, kis's seccomp filter
+    in place of the one podman was told to drop, pid 1 of its namespace,
+    -t, exec (-t), kill and rm, --network none, --memory's OOM kill.
+    (A terminal bwrap's /dev does not name: isatty, not ttyname.)"""
+    p = podman("run", "--rm", *HOST, podman.image, "sh", "-c",
+               "echo out; echo err >&2; echo pid=$$; grep Seccomp: /proc/self/status; exit 7")
+    assert p.returncode == 7, p.stderr
+    assert p.stdout == "out\npid=1\nSeccomp:\t2\n" and p.stderr.endswith("err\n"), p.stdout
+    assert podman("run", "--rm", *HOST, podman.image, "no-such-command").returncode == 127
+    p = podman("run", "--rm", "-t", *HOST, podman.image, "sh", "-c",
+               "test -t 0 && test -t 1 && echo TTY")
+    assert p.returncode == 0 and "TTY" in p.stdout, p.stdout + p.stderr
+    p = podman("run", "--rm", "--network", "none", *HOST, podman.image, "cat", "/proc/net/dev")
+    assert [l.split(":")[0].strip() for l in p.stdout.splitlines()[2:]] == ["lo"], p.stdout
+    # --memory alone gives a swap limit of twice the memory, which the host
+    # tier does not enforce (refused by name); swap equal to memory is none
+    p = podman("run", "--rm", "--memory", "32m", *HOST, podman.image, "true")
+    assert p.returncode != 0 and "linux.resources.memory.swap" in p.stderr, p.stderr
+    p = podman("run", "--rm", "--memory", "32m", "--memory-swap", "32m", *HOST, podman.image,
+               "sh", "-c", "(a=x; while :; do a=$a$a; done); echo hog=$?")
+    assert "hog=137" in p.stdout, p.stdout + p.stderr
+    cid = podman("run", "-d", *HOST, podman.image, "sleep", "300").stdout.strip()
+    assert cid, "no container id"
+    try:
+        p = podman("exec", cid, "sh", "-c", "echo in-$((6*7)); exit 5")
+        assert (p.returncode, p.stdout) == (5, "in-42\n"), p.stderr
+        p = podman("exec", "-t", cid, "sh", "-c", "test -t 0 && test -t 1 && echo TTY")
+        assert "TTY" in p.stdout, p.stdout + p.stderr
+        assert podman("kill", cid).returncode == 0
+        assert podman("wait", cid).stdout.strip() == "137"
+        assert podman("rm", cid).returncode == 0
+        assert cid not in podman("ps", "-aq", "--no-trunc").stdout
+    finally:
+        podman("rm", "--force", "--time", "0", cid)
+
+
+MVM = ["--annotation", "run.kis.tier=microvm"]
+
+
+def test_podman_microvm_exit_codes_streams_terminal_network(podman, mvm_guest):
+    """podman run at the microvm tier: exit codes, stdout and stderr apart,
+    -t, --network none (the guest's lo only), the guest's kernel."""
+    p = podman("run", "--rm", *MVM, podman.image, "sh", "-c", "echo out; echo err >&2; exit 7",
+               timeout=MVM_TIMEOUT)
+    assert p.returncode == 7, p.stderr
+    assert p.stdout == "out\n" and p.stderr.endswith("err\n")
+    assert podman("run", "--rm", *MVM, podman.image, "no-such-command",
+                  timeout=MVM_TIMEOUT).returncode == 127
+    p = podman("run", "--rm", "-t", *MVM, podman.image, "sh", "-c",
+               "test -t 0 && test -t 1 && tty", timeout=MVM_TIMEOUT)
+    assert p.returncode == 0 and p.stdout.startswith("/dev/pts/"), p.stdout + p.stderr
+    p = podman("run", "--rm", "--network", "none", *MVM, podman.image, "sh", "-c",
+               "uname -r; cat /proc/net/dev", timeout=MVM_TIMEOUT)
+    lines = p.stdout.splitlines()
+    assert lines[0] == (mvm_guest / "kernel.release").read_text().strip(), p.stdout + p.stderr
+    assert [l.split(":")[0].strip() for l in lines[3:]] == ["lo"], p.stdout
+
+
+def test_podman_microvm_exec_kill_rm(podman, mvm_guest):
+    cid = podman("run", "-d", *MVM, podman.image, "sleep", "300",
+                 timeout=MVM_TIMEOUT).stdout.strip()
+    assert cid, "no container id"
+    try:
+        p = podman("exec", cid, "sh", "-c", "echo in-$((6*7)); exit 5", timeout=MVM_TIMEOUT)
+        assert (p.returncode, p.stdout) == (5, "in-42\n"), p.stderr
+        assert podman("exec", "-t", cid, "tty").stdout.startswith("/dev/pts/")
+        assert podman("kill", cid).returncode == 0
+        assert podman("wait", cid).stdout.strip() == "137"
+        # the VM ended with the container's process
+        assert not qemu_pids(podman.state), "a VM outlived its stopped container"
+        assert podman("rm", cid).returncode == 0
+        assert cid not in podman("ps", "-aq", "--no-trunc").stdout
+    finally:
+        podman("rm", "--force", "--time", "0", cid)
+
+
+def test_podman_microvm_memory_limit_ends_in_oom_kill(podman, mvm_guest):
+    """--memory 256m is the guest's RAM: a string doubled without end is
+    killed by the guest kernel's OOM killer (137) and the container lives
+    on to say so; the guest sees about that much memory, not the host's."""
+    hog = ("(a=x; while :; do a=$a$a; done); echo hog=$?; "
+           "grep MemTotal /proc/meminfo")
+    p = podman("run", "--rm", "--memory", "256m", *MVM, podman.image, "sh", "-c", hog,
+               timeout=MVM_TIMEOUT)
+    assert "hog=137" in p.stdout, p.stdout + p.stderr
+    total_kib = int(p.stdout.split("MemTotal:")[1].split()[0])
+    assert 128 << 10 < total_kib <= 256 << 10, total_kib
+    p = podman("run", "--rm", "--memory", "256m", *MVM, podman.image, "sh", "-c",
+               "a=x; while :; do a=$a$a; done", timeout=MVM_TIMEOUT)
+    assert p.returncode == 137, p.stderr
 
 
 # ---------------------------------------------------------- containerd
@@ -882,14 +1221,19 @@ disabled_plugins = ["io.containerd.grpc.v1.cri"]
     made_run = [p for p in ("/run/containerd", "/run/containerd/runc", "/run/containerd/s",
                             "/run/containerd/fifo") if not os.path.exists(p)]
     log = open(d / "containerd.log", "w")
+    # the shim runs kis-runtime with the daemon's environment: the
+    # microvm's guest is named there
     daemon = subprocess.Popen([CONTAINERD, "--config", str(d / "config.toml")], stdout=log,
-                              stderr=subprocess.STDOUT)
+                              stderr=subprocess.STDOUT,
+                              env=dict(os.environ, KIS_MICROVM_GUEST_DIR=str(GUEST)))
 
     def ctr(*args, timeout=60):
         return subprocess.run([CTR, "--address", str(sock), "-n", ns, *args],
                               capture_output=True, text=True, timeout=timeout)
 
     ctr.rootfs = str(work / "rootfs")
+    ctr.dir = d
+    ctr.ns = ns
     # ctr run [flags] --rootfs DIR ID CMD...: --rootfs makes the first
     # positional a directory, not an image
     ctr.run = lambda cid, *rest: ctr("run", "--runc-binary", str(KRT), *rest[:-1], "--rootfs",
@@ -960,3 +1304,82 @@ def test_containerd_refusal_is_the_task_error(containerd):
     assert p.returncode != 0
     assert "profile_unsatisfiable" in p.stderr and "process.capabilities" in p.stderr, p.stderr
     containerd("container", "delete", "krt-c3")
+
+
+def test_containerd_microvm_run_exec_kill_delete(containerd, mvm_guest):
+    """ctr run with the annotation: the task runs in a guest (its kernel),
+    exit status and streams through the shim; exec into it, kill, delete;
+    the VM ends with the task. The shim's runc root (/run/containerd/runc/
+    <namespace>) is kis-runtime's --root."""
+    ann = ["--annotation", "run.kis.tier=microvm"]
+    p = containerd.run("krt-m1", "--rm", *ann, ["/bin/sh", "-c", "echo out; echo err >&2; "
+                                                "uname -r; exit 5"])
+    assert p.returncode == 5, p.stdout + p.stderr
+    assert "out\n" in p.stdout and "err" in p.stdout + p.stderr
+    assert (mvm_guest / "kernel.release").read_text().strip() in p.stdout
+    p = containerd.run("krt-m2", "-d", *ann, ["/bin/sleep", "300"])
+    assert p.returncode == 0, p.stderr
+    root = Path(f"/run/containerd/runc/{containerd.ns}")
+    try:
+        assert (root / "kis-microvm" / "krt-m2").is_dir()  # the microvm tier's state
+        assert qemu_pids(root), "no VM runs the task"
+        p = containerd("task", "exec", "--exec-id", "e1", "krt-m2", "/bin/sh", "-c",
+                       "echo in; exit 6", timeout=MVM_TIMEOUT)
+        assert (p.returncode, p.stdout) == (6, "in\n"), p.stderr
+        assert containerd("task", "kill", "-s", "KILL", "krt-m2").returncode == 0
+        end = time.monotonic() + 20
+        while "STOPPED" not in containerd("task", "ls").stdout and time.monotonic() < end:
+            time.sleep(0.1)
+        assert "STOPPED" in containerd("task", "ls").stdout
+        assert containerd("task", "delete", "krt-m2").returncode == 0
+        assert containerd("container", "delete", "krt-m2").returncode == 0
+    finally:
+        containerd("task", "delete", "--force", "krt-m2")
+        containerd("container", "delete", "krt-m2")
+    assert not mvm_left(root), mvm_left(root)
+
+
+def test_containerd_host_tier_run_exec_kill_delete(containerd, work):
+    """ctr's own spec mounts a sysfs and a cgroup tree, which bubblewrap
+    cannot give: refused by name. With a spec made for the host tier
+    (ctr run --config, the same path a CRI engine's spec takes), the task
+    runs under bubblewrap: exit status, streams, exec, kill, delete."""
+    if not shutil.which("bwrap"):
+        pytest.skip("bubblewrap is not installed")
+    p = containerd.run("krt-h0", "--rm", "--annotation", "run.kis.tier=host", ["/bin/true"])
+    assert p.returncode != 0
+    assert "profile_unsatisfiable" in p.stderr and "run.kis.tier 'host'" in p.stderr, p.stderr
+    containerd("container", "delete", "krt-h0")
+
+    def spec(args, name):
+        b = make_bundle(work, args, host_tier, name=name)
+        return str(b / "config.json")
+
+    p = containerd("run", "--runc-binary", str(KRT), "--rm", "--config",
+                   spec(["/bin/sh", "-c", "echo out; echo err >&2; echo pid=$$; exit 5"],
+                        "ctr-host-1"), "krt-h1")
+    assert p.returncode == 5, p.stdout + p.stderr
+    assert "out\n" in p.stdout and "pid=1" in p.stdout and "err" in p.stdout + p.stderr
+    p = containerd("run", "--runc-binary", str(KRT), "-d", "--config",
+                   spec(["/bin/sleep", "300"], "ctr-host-2"), "krt-h2")
+    assert p.returncode == 0, p.stderr
+    try:
+        # the host tier's state, and the task's pid is bubblewrap (the
+        # container's process is its child, pid 1 of its namespace)
+        root = Path(f"/run/containerd/runc/{containerd.ns}")
+        assert (root / "kis-host" / "krt-h2").is_dir()
+        pid = int(containerd("task", "ls").stdout.split("krt-h2")[1].split()[0])
+        assert open(f"/proc/{pid}/cmdline").read().split("\0")[0].endswith("bwrap")
+        p = containerd("task", "exec", "--exec-id", "e1", "krt-h2", "/bin/sh", "-c",
+                       "echo in; exit 6")
+        assert (p.returncode, p.stdout) == (6, "in\n"), p.stderr
+        assert containerd("task", "kill", "-s", "KILL", "krt-h2").returncode == 0
+        end = time.monotonic() + 10
+        while "STOPPED" not in containerd("task", "ls").stdout and time.monotonic() < end:
+            time.sleep(0.1)
+        assert "STOPPED" in containerd("task", "ls").stdout
+        assert containerd("task", "delete", "krt-h2").returncode == 0
+        assert containerd("container", "delete", "krt-h2").returncode == 0
+    finally:
+        containerd("task", "delete", "--force", "krt-h2")
+        containerd("container", "delete", "krt-h2")

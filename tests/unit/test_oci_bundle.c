@@ -11,7 +11,9 @@
 
 #include <cmocka.h>
 
+#include "backends/host/common.h"
 #include "backends/oci/bundle.h"
+#include "confine/confine.h"
 
 static char *args[] = {KIS_OCI_AGENT_PATH, "--listen-fd", "3", NULL};
 static char *env[] = {"PATH=/usr/bin:/bin", NULL};
@@ -131,6 +133,56 @@ static void test_resources_and_devices(void **state)
 	json_decref(c);
 }
 
+static int b64_value(char c)
+{
+	static const char abc[] =
+		"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+	const char *p = c ? strchr(abc, c) : NULL;
+	return p ? (int)(p - abc) : -1;
+}
+
+/* crun loads run.oci.seccomp_bpf_data as given, linux.seccomp ignored: it
+ * must be the same policy's program, the one the host tier loads */
+static void test_crun_gets_the_compiled_policy(void **state)
+{
+	(void)state;
+	json_t *c = build(KIS_ROOT_HOST, KIS_NET_OFF, false);
+	const char *b64 = json_string_value(
+		json_object_get(json_object_get(c, "annotations"), "run.oci.seccomp_bpf_data"));
+	assert_non_null(b64);
+	size_t n = strlen(b64);
+	assert_int_equal(n % 4, 0);
+	uint8_t *got = malloc(n / 4 * 3);
+	size_t len = 0;
+	for (size_t i = 0; i < n; i += 4) {
+		int v[4];
+		for (int k = 0; k < 4; k++)
+			v[k] = b64[i + k] == '=' ? 0 : b64_value(b64[i + k]);
+		for (int k = 0; k < 4; k++)
+			assert_true(v[k] >= 0);
+		uint32_t w = (uint32_t)v[0] << 18 | (uint32_t)v[1] << 12 | (uint32_t)v[2] << 6 | (uint32_t)v[3];
+		got[len++] = (uint8_t)(w >> 16);
+		if (b64[i + 2] != '=')
+			got[len++] = (uint8_t)(w >> 8);
+		if (b64[i + 3] != '=')
+			got[len++] = (uint8_t)w;
+	}
+	struct kis_seccomp_opts so = {.net = KIS_NET_OFF, .allow_sysv_ipc = true};
+	int fd = -1;
+	struct kis_error *e = NULL;
+	assert_int_equal(kis_host_seccomp_fd(&so, &fd, &e), 0);
+	uint8_t want[8 * 4096];
+	ssize_t w = pread(fd, want, sizeof(want), 0);
+	close(fd);
+	assert_true(w > 0 && w % 8 == 0);
+	assert_int_equal(len, (size_t)w);
+	assert_memory_equal(got, want, len);
+	free(got);
+	assert_non_null(json_object_get(json_object_get(json_object_get(c, "linux"), "seccomp"),
+					"syscalls"));
+	json_decref(c);
+}
+
 static void test_mounts_per_root(void **state)
 {
 	(void)state;
@@ -166,6 +218,7 @@ int main(void)
 		cmocka_unit_test(test_process_has_nothing),
 		cmocka_unit_test(test_resources_and_devices),
 		cmocka_unit_test(test_mounts_per_root),
+		cmocka_unit_test(test_crun_gets_the_compiled_policy),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

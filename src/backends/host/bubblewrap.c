@@ -44,6 +44,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 
 #include "agent/client.h"
@@ -581,9 +582,12 @@ static int bw_child(void *ctx, struct kis_error **err)
 					     "sandbox's id map", i);
 	}
 	/* bwrap runs as the sandbox's first host id: no capability on the
-	 * host, the owner of the sandbox's user namespace */
-	if (setgroups(0, NULL) < 0 || setresgid((gid_t)pl->ids, (gid_t)pl->ids, (gid_t)pl->ids) < 0 ||
-	    setresuid(pl->ids, pl->ids, pl->ids) < 0)
+	 * host, the owner of the sandbox's user namespace. Raw system calls:
+	 * glibc's wrappers signal every thread of the process (setxid), and a
+	 * child sharing our memory (vfork_ok) would reach the caller's */
+	if (syscall(SYS_setgroups, 0, NULL) < 0 ||
+	    syscall(SYS_setresgid, (gid_t)pl->ids, (gid_t)pl->ids, (gid_t)pl->ids) < 0 ||
+	    syscall(SYS_setresuid, pl->ids, pl->ids, pl->ids) < 0)
 		return child_fail(err, "cannot switch to the sandbox's ids");
 	return 0;
 }
@@ -678,6 +682,7 @@ static int bubblewrap_run(struct kis_plan *pl, struct kis_result *res, struct ki
 	struct kis_spawn sp = {
 		.argv = argv, .envp = (char *const *)bwrap_env, .cwd = "/", .stdin_fd = -1,
 		.child_setup = bw_child, .child_ctx = &s, .pass_fd3 = true, .fd3 = ch[1],
+		.vfork_ok = true, /* bw_child: system calls on what start_prepare made */
 	};
 	int devnull = open("/dev/null", O_WRONLY | O_CLOEXEC);
 	r = devnull < 0 ? kis_error_set(err, KIS_E_INTERNAL, errno, "/dev/null") :

@@ -121,6 +121,7 @@ static int crun_tool(struct kis_tool *t, char *const *argv, int fd_keep, struct 
 		.path = crun, .argv = argv, .envp = (char *const *)crun_env,
 		.in = -1, .out = -1, .err = -1,
 		.child_setup = kis_oci_cgroup_layout() == 3 ? crun_setup : NULL,
+		.vfork_ok = true, /* crun_setup and stage_setup: system calls only */
 	};
 	if (st && st->n) {
 		st->hybrid = kis_oci_cgroup_layout() == 3;

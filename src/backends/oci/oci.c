@@ -6,20 +6,21 @@
  * is a private directory KIS_OCI_BUNDLES/<name> (config.json, the root:host
  * rootfs skeleton, crun's log, an owner record). The container process is
  * always the agent, bind-mounted read-only at /.kis/agent:
- *   run      `crun run --detach --preserve-fds 1` with one end of a
+ *   run      `crun run --preserve-fds 1` with one end of a
  *            socketpair as its fd 3 (`--channel-fd 3`); the engine speaks
  *            the protocol (docs/protocol.md) over the other end: one EXEC,
  *            streams, EXIT. The agent is PID 1 of the container, so the
  *            command is an ordinary process (signals work as usual) and its
- *            status arrives exactly, not as crun's 128+N. Then the container
- *            is deleted (crun delete -f, which also removes its cgroups).
+ *            status arrives exactly, not as crun's 128+N. crun deletes the
+ *            container when the agent ends (crun delete -f where it did not).
  *   session  the same container with `--listen-fd 3` on the session's
  *            listening socket; exec and shell connect to it (session.c).
  *            The session's pid is the container init's host pid (crun state).
  * A memory or pids limit is decided from the container's cgroup (cgroupsPath
  * /<name>), read before the container is deleted.
- * Containers left by an engine that was killed are collected at the start
- * of the next run, create or backends (kis_oci_collect). */
+ * Containers left by an engine that was killed are collected by the sweep
+ * of its owner record (engine/owner.c, at the next command on its store),
+ * and those of any store at create, backends and gc (kis_oci_collect). */
 #include "core/util.h"
 
 #include <dirent.h>
@@ -243,7 +244,8 @@ static char *oci_describe(const struct kis_plan *pl)
 	/* the agent enters cwd for each command: a missing directory is the
 	 * command's setup_failed as on every tier, where crun (runtime-spec
 	 * "cwd") would make it and run there */
-	char *args[] = {KIS_OCI_AGENT_PATH, "--listen-fd", "3", "--cwd", pl->cwd, NULL};
+	char *args[] = {KIS_OCI_AGENT_PATH, pl->session ? "--listen-fd" : "--channel-fd", "3",
+			"--cwd", pl->cwd, NULL};
 	struct kis_oci_spec s;
 	char cg[128], bp[256], rootfs[300];
 	kis_oci_bundle_path(pl->ctr_id, bp, sizeof(bp));
@@ -374,7 +376,8 @@ static int make_bundle(struct kis_plan *pl, const char *session_dir, char *bp, s
 	/* the agent enters cwd for each command: a missing directory is the
 	 * command's setup_failed as on every tier, where crun (runtime-spec
 	 * "cwd") would make it and run there */
-	char *args[] = {KIS_OCI_AGENT_PATH, "--listen-fd", "3", "--cwd", pl->cwd, NULL};
+	char *args[] = {KIS_OCI_AGENT_PATH, session_dir ? "--listen-fd" : "--channel-fd", "3",
+			"--cwd", pl->cwd, NULL};
 	struct kis_oci_spec s;
 	plan_spec(pl, rootfs, args, &s, cg, sizeof(cg));
 	char staged[256], resolv[300];
@@ -553,7 +556,9 @@ static int oci_run(struct kis_plan *pl, struct kis_result *res, struct kis_error
 {
 	if (pl->session)
 		return kis_error_set(err, KIS_E_INTERNAL, 0, "a session plan cannot run");
-	kis_oci_collect();
+	/* no kis_oci_collect here: it opens every live container's bundle,
+	 * a cost that grew with the sessions (docs/performance.md, density);
+	 * this run's own container is in its owner record */
 	uint64_t t0 = kis_monotonic_ms();
 	char bp[256];
 	/* recorded before the bundle exists (core/record.h, engine/owner.h): killed from
@@ -567,29 +572,15 @@ static int oci_run(struct kis_plan *pl, struct kis_result *res, struct kis_error
 		kis_oci_remove(pl->ctr_id, NULL);
 		return -1;
 	}
-	/* The agent serves a listening socket in the bundle (0700), as in a
-	 * session, rather than a socketpair with --channel-fd: crun's
-	 * --preserve-fds clears close-on-exec, and the agent leaves a channel
-	 * fd open into the command it runs, while it closes its listening
-	 * socket in the worker and accepts with SOCK_CLOEXEC. */
+	/* The agent serves one end of a socketpair (--channel-fd 3) itself,
+	 * without a worker (agent.c). crun's --preserve-fds clears the fd's
+	 * close-on-exec; the agent sets it again first, so the command it
+	 * starts does not inherit the channel (agent.c, serve). */
 	int sv[2] = {-1, -1};
-	struct sockaddr_un sa = {.sun_family = AF_UNIX};
-	if (snprintf(sa.sun_path, sizeof(sa.sun_path), "%.90s/agent.sock", bp) >=
-	    (int)sizeof(sa.sun_path)) {
-		kis_oci_remove(pl->ctr_id, NULL);
-		return kis_error_set(err, KIS_E_INTERNAL, ENAMETOOLONG, "agent socket path");
-	}
-	sv[1] = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	sv[0] = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (sv[0] < 0 || sv[1] < 0 || bind(sv[1], (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
-	    listen(sv[1], 1) < 0 || connect(sv[0], (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) {
 		int e = errno;
-		if (sv[0] >= 0)
-			close(sv[0]);
-		if (sv[1] >= 0)
-			close(sv[1]);
 		kis_oci_remove(pl->ctr_id, NULL);
-		return kis_error_set(err, KIS_E_INTERNAL, e, "cannot make the agent's socket");
+		return kis_error_set(err, KIS_E_INTERNAL, e, "cannot make the agent's channel");
 	}
 	char logopt[320];
 	snprintf(logopt, sizeof(logopt), "--log=file:%s/crun.log", bp);

@@ -1,0 +1,980 @@
+/* SPDX-License-Identifier: MIT */
+/* kis-runtime at the microvm tier: a bundle's rootfs and process run in a
+ * guest of its own, through the engine's session API (kis/session.h), as
+ * Kata runs a pod in a VM.
+ *
+ * Theory of operation. The OCI lifecycle maps onto one kis microvm session:
+ *   create: config.json is checked against what the guest gives (mvm_plan:
+ *     a field it cannot give is refused by name, never run weaker); the
+ *     bundle's rootfs is imported into a store of this runtime's own
+ *     (<root>/kis-microvm/.store) as a base, a workspace cloned from it,
+ *     the engine's file binds (/etc/hosts, /etc/hostname, ...) copied into
+ *     that workspace (a copy made at create: not live), and a session
+ *     created on it with `root: workspace`: the VM is booted (a snapshot
+ *     restored) with the workspace as the guest's root and its agent
+ *     ready, but no process of the bundle runs. A host process, the
+ *     "container process" whose pid state and --pid-file give, is forked
+ *     and blocks on the fifo `start`: the container is `created`.
+ *   start: the fifo is written; the container process becomes the exec of
+ *     process.args in the session (kis_session_exec) with the engine's
+ *     stdio (or the terminal from --console-socket) wired to it: `running`.
+ *     It exits with the guest process's status (128+N for a signal), which
+ *     the engine's subreaper (conmon, the containerd shim) collects, as it
+ *     would collect runc's init: `stopped`. Its VM, workspace and base are
+ *     removed as it ends (or by kill -KILL), not left for delete.
+ *   kill: the signal goes to the container process, which forwards it to
+ *     the guest process (the exec's signal channel); SIGKILL, which it
+ *     cannot catch, ends it at once and its closed connection makes the
+ *     agent kill the guest process.
+ *   exec: another kis_session_exec in the same session (--detach: in a
+ *     child whose pid is the --pid-file's).
+ *   delete: the session destroyed (the VM stopped), the workspace and the
+ *     base removed, the state gone.
+ * Differences from crun that the guest makes, and the README names: the
+ * guest process is not pid 1 of a pid namespace (the guest's agent is), so
+ * a signal it has no handler for takes its default action; it runs as the
+ * guest's sandbox user (uid 65536, owning the rootfs's root files through
+ * an idmapped mount) with no capability; memory is the VM's RAM. */
+#include "core/util.h"
+
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <termios.h>
+#include <time.h>
+
+#include <linux/openat2.h>
+
+#include "kis/sandbox.h"
+#include "runtime/runtime.h"
+
+#define MVM_DIR "kis-microvm"
+#define MVM_STORE ".store" /* no container id starts with '.' */
+/* the file binds an engine makes (hosts, hostname, resolv.conf,
+ * .containerenv) are small; a larger one is not a configuration file */
+#define MVM_BIND_FILE_MAX (1u << 20)
+#define MVM_MIN_MEM (128ull << 20) /* microvm.c's MIN_MEM_MIB */
+
+static int mvm_refuse(struct kis_error **err, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+static int mvm_refuse(struct kis_error **err, const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	return kis_error_set(err, KIS_E_PROFILE_UNSATISFIABLE, 0, "%s (run.kis.tier 'microvm')",
+			     msg);
+}
+
+/* ---------------------------------------------------------- the plan */
+
+struct mvm_plan {
+	struct kis_profile prof; /* tier, root, network, limits, env, cwd */
+	json_t *args;            /* borrowed from the config */
+	bool terminal;
+	unsigned rows, cols;
+	json_t *files;           /* [[source, destination]]: file binds to copy */
+};
+
+static void mvm_plan_release(struct mvm_plan *p)
+{
+	kis_profile_release(&p->prof);
+	json_decref(p->files);
+}
+
+/* process.rlimits: those the guest's agent applies to the process, as
+ * kis limits (the soft value, the one that acts); RLIMIT_NPROC counts
+ * the user's processes, and every process of the guest's sandbox user is
+ * the container's: the guest's pids cgroup at that number is as strict. */
+static int mvm_rlimits(json_t *rl, struct kis_limits *lim, struct kis_error **err)
+{
+	size_t i;
+	json_t *r;
+	json_array_foreach(rl, i, r) {
+		const char *t = json_string_value(json_object_get(r, "type"));
+		json_int_t soft = json_integer_value(json_object_get(r, "soft"));
+		if (!t)
+			return kis_error_set(err, KIS_E_INVALID_PROFILE, 0,
+					     "process.rlimits[%zu].type is missing", i);
+		if (soft <= 0 && strcmp(t, "RLIMIT_NOFILE") != 0 && strcmp(t, "RLIMIT_FSIZE") != 0 &&
+		    strcmp(t, "RLIMIT_CPU") != 0 && strcmp(t, "RLIMIT_NPROC") != 0)
+			soft = 0;
+		uint64_t v = (uint64_t)soft;
+		if (strcmp(t, "RLIMIT_NOFILE") == 0)
+			lim->open_files = v ? v : 1;
+		else if (strcmp(t, "RLIMIT_FSIZE") == 0)
+			lim->file_bytes = v ? v : 1;
+		else if (strcmp(t, "RLIMIT_CPU") == 0)
+			lim->cpu_ms = (v ? v : 1) * 1000;
+		else if (strcmp(t, "RLIMIT_NPROC") == 0) {
+			if (!lim->pids || (v && v < lim->pids))
+				lim->pids = v ? v : 1;
+		} else
+			return mvm_refuse(err, "process.rlimits %s: the guest's agent applies "
+					       "RLIMIT_NOFILE, RLIMIT_FSIZE, RLIMIT_CPU and "
+					       "RLIMIT_NPROC only", t);
+	}
+	return 0;
+}
+
+static bool empty(json_t *v)
+{
+	return !v || json_is_null(v) || (json_is_object(v) && !json_object_size(v)) ||
+	       (json_is_array(v) && !json_array_size(v));
+}
+
+static int mvm_resources(json_t *res, struct kis_limits *lim, struct kis_error **err)
+{
+	const char *key;
+	json_t *v;
+	json_object_foreach(res, key, v) {
+		if (strcmp(key, "devices") == 0) {
+			/* the device cgroup's rules: the guest's /dev is its own and
+			 * its sandbox user opens none of the host's devices */
+			continue;
+		} else if (strcmp(key, "memory") == 0) {
+			json_int_t m = json_integer_value(json_object_get(v, "limit"));
+			if (m > 0 && (uint64_t)m < MVM_MIN_MEM)
+				return mvm_refuse(err, "linux.resources.memory.limit %lld: the "
+						       "microvm's memory is its RAM, at least %llu MiB",
+						  (long long)m, MVM_MIN_MEM >> 20);
+			if (m > 0)
+				lim->memory_bytes = (uint64_t)m;
+			/* swap, reservation, swappiness: the guest has no swap
+			 * and no other tenant, so these ask nothing it breaks */
+		} else if (strcmp(key, "pids") == 0) {
+			json_int_t n = json_integer_value(json_object_get(v, "limit"));
+			if (n > 0 && (!lim->pids || (uint64_t)n < lim->pids))
+				lim->pids = (uint64_t)n;
+		} else if (strcmp(key, "cpu") == 0) {
+			/* shares are a weight among the host's groups: the VM's
+			 * vCPU is the guest's; quota, cpusets, realtime are not had */
+			const char *ck;
+			json_t *cv;
+			json_object_foreach(v, ck, cv) {
+				if (strcmp(ck, "shares") == 0 || (strcmp(ck, "period") == 0) ||
+				    empty(cv) || (json_is_integer(cv) && json_integer_value(cv) <= 0) ||
+				    (json_is_string(cv) && !*json_string_value(cv)))
+					continue;
+				return mvm_refuse(err, "linux.resources.cpu.%s: not enforced in the "
+						       "guest", ck);
+			}
+		} else if (!empty(v)) {
+			return mvm_refuse(err, "linux.resources.%s: not enforced in the guest", key);
+		}
+	}
+	return 0;
+}
+
+/* mounts: the guest's own proc, sysfs, devpts, mqueue, cgroup and /dev;
+ * tmpfs where asked (a directory of the guest's root there); an engine's
+ * file bind copied in at create; a host directory never reaches the guest
+ * (the guest's /dev/shm and /dev/mqueue stand for the engine's). */
+static int mvm_mounts(json_t *mounts, json_t *files, struct kis_error **err)
+{
+	size_t i;
+	json_t *m;
+	json_array_foreach(mounts, i, m) {
+		const char *type = json_string_value(json_object_get(m, "type"));
+		const char *dst = json_string_value(json_object_get(m, "destination"));
+		const char *src = json_string_value(json_object_get(m, "source"));
+		if (!dst || dst[0] != '/')
+			return kis_error_set(err, KIS_E_INVALID_PROFILE, 0,
+					     "mounts[%zu].destination must be absolute", i);
+		bool bind = type && strcmp(type, "bind") == 0;
+		size_t k;
+		json_t *o;
+		json_array_foreach(json_object_get(m, "options"), k, o)
+			if (json_string_value(o) && (strcmp(json_string_value(o), "bind") == 0 ||
+						     strcmp(json_string_value(o), "rbind") == 0))
+				bind = true;
+		if (!bind) {
+			static const char *const own[] = {"proc", "sysfs", "devpts", "mqueue",
+							  "cgroup", "cgroup2", "tmpfs"};
+			bool ok = false;
+			for (size_t n = 0; type && n < ARRAY_SIZE(own); n++)
+				ok = ok || strcmp(type, own[n]) == 0;
+			if (!ok)
+				return mvm_refuse(err, "mounts[%zu] of type '%s' at '%s': the guest "
+						       "mounts only its own proc, sysfs, devpts, "
+						       "mqueue, cgroup and tmpfs",
+						  i, type ? type : "", dst);
+			continue;
+		}
+		struct stat st;
+		if (!src || stat(src, &st) < 0)
+			return kis_error_set(err, KIS_E_INVALID_PROFILE, errno,
+					     "mounts[%zu]: bind source '%s' is not there", i,
+					     src ? src : "");
+		if (S_ISDIR(st.st_mode) &&
+		    (strcmp(dst, "/dev/shm") == 0 || strcmp(dst, "/dev/mqueue") == 0))
+			continue;
+		if (!S_ISREG(st.st_mode) || st.st_size > MVM_BIND_FILE_MAX)
+			return mvm_refuse(err, "mounts[%zu]: a bind of '%s' at '%s': a host "
+					       "directory or device does not reach the guest (only "
+					       "files up to 1 MiB, copied at create)",
+					  i, src, dst);
+		if (json_array_append_new(files, json_pack("[s,s]", src, dst)) < 0)
+			return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "mounts");
+	}
+	return 0;
+}
+
+static int mvm_plan(json_t *config, struct mvm_plan *p, struct kis_error **err)
+{
+	memset(p, 0, sizeof(*p));
+	kis_profile_init(&p->prof);
+	p->files = json_array();
+	if (!p->files)
+		return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "plan");
+	struct kis_profile *pr = &p->prof;
+	pr->tier = KIS_TIER_MICROVM;
+	pr->root = KIS_ROOT_WORKSPACE;
+	/* the container's own network namespace: the guest's loopback */
+	pr->net = KIS_NET_LOOPBACK;
+	pr->net_explicit = true;
+	/* a container lives as long as its process: no wall or CPU clock
+	 * unless the bundle asks (RLIMIT_CPU), and no cut of its output,
+	 * which the engine logs; the rest keep kis's defaults when unset */
+	pr->limits.wall_ms = KIS_LIMIT_MAX_MS;
+	pr->limits.cpu_ms = KIS_LIMIT_MAX_MS;
+	pr->limits.output_bytes = KIS_LIMIT_MAX_BYTES;
+	json_t *root = json_object_get(config, "root");
+	if (!json_string_value(json_object_get(root, "path")))
+		return kis_error_set(err, KIS_E_INVALID_PROFILE, 0, "root.path is missing");
+	if (json_is_true(json_object_get(root, "readonly")))
+		return mvm_refuse(err, "root.readonly: the guest's root is its writable workspace");
+	json_t *proc = json_object_get(config, "process");
+	p->args = json_object_get(proc, "args");
+	if (!json_array_size(p->args))
+		return kis_error_set(err, KIS_E_INVALID_PROFILE, 0, "process.args is empty");
+	size_t i;
+	json_t *v;
+	json_array_foreach(p->args, i, v)
+		if (!json_is_string(v))
+			return kis_error_set(err, KIS_E_INVALID_PROFILE, 0,
+					     "process.args[%zu] is not a string", i);
+	json_array_foreach(json_object_get(proc, "env"), i, v)
+		if (!json_string_value(v) || kis_profile_set(pr, "env", json_string_value(v), err) < 0)
+			return *err ? -1 : kis_error_set(err, KIS_E_INVALID_PROFILE, 0,
+							 "process.env[%zu] is not a string", i);
+	const char *cwd = json_string_value(json_object_get(proc, "cwd"));
+	if (cwd && *cwd && kis_profile_set(pr, "cwd", cwd, err) < 0)
+		return -1;
+	json_t *user = json_object_get(proc, "user");
+	if (json_integer_value(json_object_get(user, "uid")) ||
+	    json_integer_value(json_object_get(user, "gid")))
+		return mvm_refuse(err, "process.user: the guest runs the process as its sandbox "
+				       "user, the bundle's root; another uid or gid is not had");
+	json_array_foreach(json_object_get(user, "additionalGids"), i, v)
+		if (json_integer_value(v))
+			return mvm_refuse(err, "process.user.additionalGids: not had in the guest");
+	p->terminal = json_is_true(json_object_get(proc, "terminal"));
+	json_t *cs = json_object_get(proc, "consoleSize");
+	p->rows = (unsigned)json_integer_value(json_object_get(cs, "height"));
+	p->cols = (unsigned)json_integer_value(json_object_get(cs, "width"));
+	TRY(mvm_rlimits(json_object_get(proc, "rlimits"), &pr->limits, err));
+	if (!empty(json_object_get(config, "hooks")))
+		return mvm_refuse(err, "hooks: they run on the host against the container's "
+				       "namespaces, which are in the guest");
+	json_t *linux_ = json_object_get(config, "linux");
+	bool netns = false;
+	json_array_foreach(json_object_get(linux_, "namespaces"), i, v) {
+		const char *t = json_string_value(json_object_get(v, "type"));
+		const char *path = json_string_value(json_object_get(v, "path"));
+		if (path && *path)
+			return mvm_refuse(err, "linux.namespaces: joining the %s namespace at '%s': "
+					       "a host namespace does not reach the guest",
+					  t ? t : "", path);
+		if (t && strcmp(t, "network") == 0)
+			netns = true;
+	}
+	if (!netns)
+		return mvm_refuse(err, "linux.namespaces: no network namespace means the host's "
+				       "network, which the guest has not (it has a loopback only)");
+	TRY(mvm_resources(json_object_get(linux_, "resources"), &pr->limits, err));
+	if (json_array_size(json_object_get(linux_, "devices"))) {
+		const char *dp = json_string_value(
+			json_object_get(json_array_get(json_object_get(linux_, "devices"), 0), "path"));
+		return mvm_refuse(err, "linux.devices '%s': a host device does not reach the guest",
+				  dp ? dp : "");
+	}
+	if (json_object_size(json_object_get(linux_, "sysctl"))) {
+		const char *k = json_object_iter_key(json_object_iter(json_object_get(linux_, "sysctl")));
+		return mvm_refuse(err, "linux.sysctl '%s': not set in the guest", k ? k : "");
+	}
+	if (!empty(json_object_get(linux_, "intelRdt")) ||
+	    !empty(json_object_get(linux_, "personality")))
+		return mvm_refuse(err, "linux.intelRdt and linux.personality: not had in the guest");
+	const char *prop = json_string_value(json_object_get(linux_, "rootfsPropagation"));
+	(void)prop; /* the guest's root is its own mount tree either way */
+	return mvm_mounts(json_object_get(config, "mounts"), p->files, err);
+}
+
+/* ---------------------------------------------------------- the state */
+
+static int open_mvm_root(const struct krt_globals *g, bool create, struct kis_error **err)
+{
+	if (create && krt_make_root(g->root, err) < 0)
+		return -1;
+	_cleanup_close_ int rfd = open(g->root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (rfd < 0)
+		return create ? kis_error_set(err, KIS_E_INTERNAL, errno, "cannot open '%s'", g->root)
+			      : -1;
+	if (create && mkdirat(rfd, MVM_DIR, 0700) < 0 && errno != EEXIST)
+		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot make %s", MVM_DIR);
+	int fd = openat(rfd, MVM_DIR, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0 && create)
+		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot open %s", MVM_DIR);
+	return fd;
+}
+
+static int open_container(const struct krt_globals *g, const char *id)
+{
+	if (!id || krt_valid_id(id, NULL) < 0)
+		return -1;
+	_cleanup_close_ int h = open_mvm_root(g, false, NULL);
+	return h < 0 ? -1 : openat(h, id, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+}
+
+bool krt_mvm_owns(const struct krt_globals *g, const char *id)
+{
+	_cleanup_close_ int fd = open_container(g, id);
+	return fd >= 0;
+}
+
+/* The runtime's own store: under its state root, whatever the caller's
+ * KIS_SANDBOX_ROOT (an engine's environment is not the operator's). */
+static char *store_path(const struct krt_globals *g)
+{
+	char abs[PATH_MAX];
+	char *s = NULL;
+	if (!realpath(g->root, abs) || asprintf(&s, "%s/%s/%s", abs, MVM_DIR, MVM_STORE) < 0)
+		return NULL;
+	return s;
+}
+
+/* What create made, released in reverse (also by delete, from state.json). */
+static void undo(const char *store_root, const char *sid, const char *ws, const char *base)
+{
+	struct kis_error *e = NULL;
+	if (sid && *sid)
+		kis_session_destroy(store_root, sid, &e);
+	kis_error_free(e);
+	e = NULL;
+	struct kis_store *s = NULL;
+	if (kis_store_open(store_root, &s, &e) == 0) {
+		if (ws && *ws)
+			kis_workspace_destroy(s, ws, NULL);
+		if (base && *base)
+			kis_base_remove(s, base, NULL);
+		kis_store_free(s);
+	}
+	kis_error_free(e);
+}
+
+static void remove_state(int hfd, const char *id)
+{
+	_cleanup_close_ int dfd = openat(hfd, id, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+	if (dfd >= 0) {
+		static const char *const files[] = {"state.json", "start", "started",
+						    ".state.json.tmp"};
+		for (size_t i = 0; i < ARRAY_SIZE(files); i++)
+			unlinkat(dfd, files[i], 0);
+	}
+	unlinkat(hfd, id, AT_REMOVEDIR);
+}
+
+/* -------------------------------------------- the engine's file binds */
+
+/* Open (making directories as needed) the parent of rel inside the tree
+ * at wfd: every step resolved in that root (openat2 RESOLVE_IN_ROOT,
+ * Linux 5.6), so an image's symlink never leads a write out of it. */
+static int open_parent_in(int wfd, const char *rel, const char **leaf)
+{
+	char buf[PATH_MAX];
+	snprintf(buf, sizeof(buf), "%s", rel);
+	char *slash = strrchr(buf, '/');
+	*leaf = rel + (slash ? (size_t)(slash - buf) + 1 : 0);
+	if (!slash)
+		return fcntl(wfd, F_DUPFD_CLOEXEC, 3);
+	*slash = '\0';
+	struct open_how how = {.flags = O_PATH | O_DIRECTORY | O_CLOEXEC,
+			       .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS};
+	int d = (int)syscall(SYS_openat2, wfd, buf, &how, sizeof(how));
+	if (d >= 0 || errno != ENOENT)
+		return d;
+	/* make the missing ones, component by component, each step in the root */
+	int cur = fcntl(wfd, F_DUPFD_CLOEXEC, 3);
+	char *save = NULL;
+	for (char *c = strtok_r(buf, "/", &save); cur >= 0 && c; c = strtok_r(NULL, "/", &save)) {
+		if (mkdirat(cur, c, 0755) < 0 && errno != EEXIST) {
+			close(cur);
+			return -1;
+		}
+		int n = (int)syscall(SYS_openat2, cur, c, &how, sizeof(how));
+		close(cur);
+		cur = n;
+	}
+	return cur;
+}
+
+static int copy_bind_files(const char *ws, json_t *files, struct kis_error **err)
+{
+	_cleanup_close_ int wfd = open(ws, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (wfd < 0)
+		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot open the workspace");
+	size_t i;
+	json_t *f;
+	json_array_foreach(files, i, f) {
+		const char *src = json_string_value(json_array_get(f, 0));
+		const char *dst = json_string_value(json_array_get(f, 1));
+		while (*dst == '/')
+			dst++;
+		const char *leaf = NULL;
+		_cleanup_close_ int pfd = open_parent_in(wfd, dst, &leaf);
+		_cleanup_close_ int in = open(src, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+		if (pfd < 0 || in < 0 || !*leaf)
+			return kis_error_set(err, KIS_E_INTERNAL, errno,
+					     "cannot copy the bind of '%s' into the guest's root", src);
+		/* the leaf itself: never followed (a link there is replaced) */
+		unlinkat(pfd, leaf, 0);
+		char path[64];
+		snprintf(path, sizeof(path), "/proc/self/fd/%d", pfd);
+		_cleanup_close_ int dpfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		_cleanup_close_ int out = dpfd < 0 ? -1 :
+			openat(dpfd, leaf, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
+		if (out < 0)
+			return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot write '/%s'", dst);
+		char buf[8192];
+		ssize_t n;
+		size_t total = 0;
+		while ((n = RETRY_EINTR(read(in, buf, sizeof(buf)))) > 0) {
+			total += (size_t)n;
+			if (total > MVM_BIND_FILE_MAX || write(out, buf, (size_t)n) != n)
+				return kis_error_set(err, KIS_E_INTERNAL, errno,
+						     "cannot copy '%s'", src);
+		}
+		if (n < 0)
+			return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot read '%s'", src);
+	}
+	return 0;
+}
+
+/* ---------------------------------------- one process in the session */
+
+static int sig_pipe[2] = {-1, -1}, winch_pipe[2] = {-1, -1};
+
+static void on_signal(int sig)
+{
+	int e = errno;
+	unsigned char b = (unsigned char)sig;
+	if (sig == SIGWINCH)
+		(void)!write(winch_pipe[1], &b, 1);
+	else
+		(void)!write(sig_pipe[1], &b, 1);
+	errno = e;
+}
+
+/* Run argv in the session with this process's stdio (or the terminal tty,
+ * -1: none), signals forwarded; returns the exit status as a shell gives
+ * it (128+N for signal N), 125 when kis failed (named on stderr). */
+static int session_process(const char *store_root, const char *sid, char **argv, char **env,
+			   const char *cwd, int tty, unsigned rows, unsigned cols)
+{
+	if (pipe2(sig_pipe, O_CLOEXEC | O_NONBLOCK) < 0 ||
+	    pipe2(winch_pipe, O_CLOEXEC | O_NONBLOCK) < 0) {
+		dprintf(2, "kis-runtime: pipe: %s\n", strerror(errno));
+		return 125;
+	}
+	static const int fwd[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2,
+				  SIGCONT, SIGWINCH};
+	struct sigaction sa = {.sa_handler = on_signal, .sa_flags = SA_RESTART};
+	sigemptyset(&sa.sa_mask);
+	for (size_t i = 0; i < ARRAY_SIZE(fwd); i++)
+		sigaction(fwd[i], &sa, NULL);
+	signal(SIGPIPE, SIG_IGN);
+	struct kis_exec_options o = {
+		.io = {.stdin_fd = tty >= 0 ? tty : 0, .capture = false,
+		       .stdout_fd = tty >= 0 ? tty : 1, .stderr_fd = tty >= 0 ? tty : 2,
+		       .cancel_fd = sig_pipe[0]},
+		.tty = tty >= 0, .rows = rows ? rows : 24, .cols = cols ? cols : 80,
+		.resize_fd = tty >= 0 ? winch_pipe[0] : -1, .tty_fd = tty,
+		.env = env, .cwd = cwd, .store_root = store_root};
+	struct kis_result res;
+	kis_result_init(&res);
+	struct kis_error *err = NULL;
+	int st;
+	if (kis_session_exec(sid, argv, &o, &res, &err) < 0) {
+		dprintf(2, "kis-runtime: %s: %s\n", kis_errc_name(err->code), err->message);
+		kis_error_free(err);
+		st = 125;
+	} else {
+		st = kis_result_exit_status(&res);
+	}
+	kis_result_release(&res);
+	return st;
+}
+
+/* The terminal's slave, raw: the guest's own pty does the line
+ * discipline (echo, CR/LF), which must not be done twice. */
+static int raw_tty(int fd)
+{
+	struct termios t;
+	if (tcgetattr(fd, &t) < 0)
+		return -1;
+	cfmakeraw(&t);
+	return tcsetattr(fd, TCSANOW, &t);
+}
+
+static char **strv_from(json_t *arr)
+{
+	char **v = calloc(json_array_size(arr) + 1, sizeof(*v));
+	size_t i;
+	json_t *s;
+	json_array_foreach(arr, i, s) {
+		if (v && !(v[i] = strdup(json_string_value(s) ? json_string_value(s) : ""))) {
+			for (size_t k = 0; k < i; k++)
+				free(v[k]);
+			free(v);
+			return NULL;
+		}
+	}
+	return v;
+}
+
+static void strv_free(char **v)
+{
+	for (size_t i = 0; v && v[i]; i++)
+		free(v[i]);
+	free(v);
+}
+
+/* ---------------------------------------------------------- create */
+
+int krt_mvm_create(const struct krt_globals *g, json_t *config, const char *bundle,
+		   const char *id, const struct krt_host_opts *o, struct kis_error **err)
+{
+	struct mvm_plan p;
+	int r = mvm_plan(config, &p, err);
+	_cleanup_close_ int hfd = -1, dfd = -1, fifo = -1, tty = -1;
+	_cleanup_free_ char *store_root = NULL, *ws_path = NULL;
+	char base[KIS_ID_BUFSZ] = "", ws[KIS_ID_BUFSZ] = "", sid[KIS_ID_BUFSZ] = "";
+	char **argv = NULL;
+	struct kis_store *store = NULL;
+	bool made = false;
+	if (r < 0 || (r = krt_valid_id(id, err)) < 0)
+		goto out;
+	r = -1;
+	if (o->preserve_fds > 0) {
+		mvm_refuse(err, "--preserve-fds: a host fd does not reach the guest");
+		goto out;
+	}
+	if (p.terminal && !o->console_socket) {
+		kis_error_set(err, KIS_E_INVALID_ARGUMENT, 0, "process.terminal needs --console-socket");
+		goto out;
+	}
+	if (!(argv = strv_from(p.args))) {
+		kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "process.args");
+		goto out;
+	}
+	if ((hfd = open_mvm_root(g, true, err)) < 0)
+		goto out;
+	if (!(store_root = store_path(g))) {
+		kis_error_set(err, KIS_E_INTERNAL, errno, "the runtime's store path");
+		goto out;
+	}
+	if (mkdirat(hfd, id, 0700) < 0) {
+		kis_error_set(err, errno == EEXIST ? KIS_E_DESTINATION_EXISTS : KIS_E_INTERNAL,
+			      errno, "container '%s' exists", id);
+		goto out;
+	}
+	made = true;
+	dfd = openat(hfd, id, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+	if (dfd < 0 || (!o->run && mkfifoat(dfd, "start", 0600) < 0)) {
+		kis_error_set(err, KIS_E_INTERNAL, errno, "cannot make the state of '%s'", id);
+		goto out;
+	}
+	/* O_RDWR: a writer always there, so the read blocks until start */
+	if (!o->run && (fifo = openat(dfd, "start", O_RDWR | O_CLOEXEC | O_NOFOLLOW)) < 0) {
+		kis_error_set(err, KIS_E_INTERNAL, errno, "cannot open the start fifo");
+		goto out;
+	}
+	char rootfs[PATH_MAX], bundle_abs[PATH_MAX];
+	const char *rp = json_string_value(json_object_get(json_object_get(config, "root"), "path"));
+	_cleanup_free_ char *rjoined = NULL;
+	if (rp[0] != '/' && asprintf(&rjoined, "%s/%s", bundle, rp) < 0) {
+		kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "root.path");
+		goto out;
+	}
+	if (!realpath(rjoined ? rjoined : rp, rootfs) || !realpath(bundle, bundle_abs)) {
+		kis_error_set(err, KIS_E_INVALID_ARGUMENT, errno, "cannot resolve root.path '%s'", rp);
+		goto out;
+	}
+	/* the rootfs into the store: a base (an OS image: its device nodes
+	 * too), a workspace of the container's own over it */
+	struct kis_import_options io = {.os_image = true};
+	if (kis_store_open(store_root, &store, err) < 0 ||
+	    kis_base_import(store, rootfs, &io, base, err) < 0 ||
+	    kis_workspace_clone(store, base, NULL, ws, err) < 0 ||
+	    kis_workspace_path(store, ws, &ws_path, err) < 0 ||
+	    copy_bind_files(ws_path, p.files, err) < 0 ||
+	    kis_profile_set(&p.prof, "workspace", ws, err) < 0)
+		goto out;
+	kis_store_free(store);
+	store = NULL;
+	struct kis_run_options ro = {
+		.io = {.stdin_fd = -1, .stdout_fd = 2, .stderr_fd = 2, .cancel_fd = -1},
+		.store_root = store_root, .resize_fd = -1, .tty_fd = -1};
+	if (kis_session_create(&p.prof, &ro, sid, err) < 0)
+		goto out;
+	if (p.terminal && ((tty = krt_console_pty(o->console_socket, err)) < 0))
+		goto out;
+	if (tty >= 0 && raw_tty(tty) < 0) {
+		kis_error_set(err, KIS_E_INTERNAL, errno, "cannot set the terminal raw");
+		goto out;
+	}
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	struct tm tm;
+	gmtime_r(&ts.tv_sec, &tm);
+	char when[48], created[80];
+	strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%S", &tm);
+	snprintf(created, sizeof(created), "%s.%09ldZ", when, ts.tv_nsec);
+	int sync[2];
+	if (pipe2(sync, O_CLOEXEC) < 0) {
+		kis_error_set(err, KIS_E_INTERNAL, errno, "pipe");
+		goto out;
+	}
+	fflush(NULL);
+	pid_t pid = fork();
+	if (pid < 0) {
+		kis_error_set(err, KIS_E_INTERNAL, errno, "fork");
+		close(sync[0]);
+		close(sync[1]);
+		goto out;
+	}
+	if (pid == 0) {
+		/* the container process: its session, its terminal, then start */
+		close(sync[0]);
+		int fail = tty >= 0 ? krt_take_terminal(tty) : (setsid() < 0 ? -1 : 0);
+		if (RETRY_EINTR(write(sync[1], &fail, sizeof(fail))) != sizeof(fail) || fail)
+			_exit(125);
+		close(sync[1]);
+		if (fifo >= 0) {
+			char b;
+			if (RETRY_EINTR(read(fifo, &b, 1)) != 1)
+				_exit(125);
+			close(fifo);
+		}
+		int status = session_process(store_root, sid, argv, NULL, NULL, tty >= 0 ? 0 : -1,
+					     p.rows, p.cols);
+		/* stopped: the VM, its workspace and base go now, not at delete
+		 * (an engine's cleanup may call delete without the --root it
+		 * created with: podman 4.3's does); state.json stays for
+		 * state and delete */
+		undo(store_root, sid, ws, base);
+		_exit(status);
+	}
+	close(sync[1]);
+	int fail = -1;
+	ssize_t n = RETRY_EINTR(read(sync[0], &fail, sizeof(fail)));
+	close(sync[0]);
+	if (n != sizeof(fail) || fail) {
+		kis_error_set(err, KIS_E_INTERNAL, 0, "container setup failed: %s",
+			      n == sizeof(fail) ? "taking the terminal" : "child died");
+		waitpid(pid, NULL, 0);
+		goto out;
+	}
+	unsigned long long start = 0;
+	char letter;
+	krt_proc_stat(pid, &start, &letter);
+	json_t *st = json_pack("{s:s,s:i,s:I,s:s,s:s,s:s,s:O,s:s,s:s,s:s,s:s}", "id", id, "pid",
+			       (int)pid, "starttime", (json_int_t)start, "bundle", bundle_abs,
+			       "rootfs", rootfs, "created", created, "process",
+			       json_object_get(config, "process"), "session", sid, "workspace", ws,
+			       "base", base, "store", store_root);
+	json_t *ann = json_object_get(config, "annotations");
+	if (st && json_object_size(ann))
+		json_object_set(st, "annotations", ann);
+	if (!st || krt_write_json_at(dfd, "state.json", st, err) < 0 ||
+	    krt_write_pid_file(o->pid_file, pid, err) < 0) {
+		if (!st && !*err)
+			kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "state");
+		json_decref(st);
+		kill(pid, SIGKILL);
+		waitpid(pid, NULL, 0);
+		goto out;
+	}
+	json_decref(st);
+	made = false;
+	r = 0;
+	if (o->run) {
+		int fdm = openat(dfd, "started", O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+		if (fdm >= 0)
+			close(fdm);
+		if (!o->detach) {
+			int ws_ = 0;
+			while (waitpid(pid, &ws_, 0) < 0 && errno == EINTR)
+				;
+			undo(store_root, sid, ws, base);
+			remove_state(hfd, id);
+			r = WIFEXITED(ws_) ? WEXITSTATUS(ws_) : 128 + WTERMSIG(ws_);
+		}
+	}
+out:
+	if (store)
+		kis_store_free(store);
+	if (made && hfd >= 0) {
+		if (store_root)
+			undo(store_root, sid, ws, base);
+		remove_state(hfd, id);
+	}
+	strv_free(argv);
+	mvm_plan_release(&p);
+	return r;
+}
+
+/* ------------------------------------------------ the other verbs */
+
+static int load(const struct krt_globals *g, const char *id, int *dfd, json_t **st,
+		struct kis_error **err)
+{
+	*dfd = open_container(g, id);
+	*st = *dfd >= 0 ? krt_read_json_at(*dfd, "state.json") : NULL;
+	if (!*st) {
+		if (*dfd >= 0)
+			close(*dfd);
+		*dfd = -1;
+		return kis_error_set(err, KIS_E_NOT_FOUND, 0, "container '%s' does not exist",
+				     id ? id : "");
+	}
+	return 0;
+}
+
+static const char *sget(json_t *st, const char *k)
+{
+	const char *v = json_string_value(json_object_get(st, k));
+	return v ? v : "";
+}
+
+static pid_t st_pid(json_t *st)
+{
+	return (pid_t)json_integer_value(json_object_get(st, "pid"));
+}
+
+int krt_mvm_verb(const struct krt_globals *g, int argc, char **argv, struct kis_error **err)
+{
+	const char *verb = argv[0], *id = NULL, *extra = NULL;
+	bool force = false, json_fmt = false;
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i];
+		if (strcmp(a, "--force") == 0 || (strcmp(a, "-f") == 0 && strcmp(verb, "ps") != 0))
+			force = true;
+		else if (strcmp(a, "--all") == 0 || strcmp(a, "-a") == 0)
+			continue; /* every process of the container: the one */
+		else if (strcmp(a, "--format=json") == 0 ||
+			 ((strcmp(a, "--format") == 0 || strcmp(a, "-f") == 0) && i + 1 < argc &&
+			  strcmp(argv[i + 1], "json") == 0 && ++i))
+			json_fmt = true;
+		else if (!id)
+			id = a;
+		else if (!extra)
+			extra = a;
+	}
+	int dfd;
+	json_t *st;
+	TRY(load(g, id, &dfd, &st, err));
+	const char *status = krt_status_of(dfd, st);
+	int r = 0;
+	if (strcmp(verb, "state") == 0) {
+		r = krt_print_state(dfd, st) < 0 ? kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "state")
+						 : 0;
+	} else if (strcmp(verb, "start") == 0) {
+		if (strcmp(status, "created") != 0) {
+			r = kis_error_set(err, KIS_E_INVALID_ARGUMENT, 0,
+					  "container '%s' is not in the created state", id);
+		} else {
+			int fd = openat(dfd, "start", O_WRONLY | O_NONBLOCK | O_CLOEXEC | O_NOFOLLOW);
+			int mk = openat(dfd, "started", O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW,
+					0600);
+			r = fd >= 0 && mk >= 0 && write(fd, "s", 1) == 1
+				    ? 0
+				    : kis_error_set(err, KIS_E_INTERNAL, errno, "cannot start '%s'", id);
+			if (fd >= 0)
+				close(fd);
+			if (mk >= 0)
+				close(mk);
+		}
+	} else if (strcmp(verb, "kill") == 0) {
+		int sig;
+		if (krt_parse_signal(extra, &sig) < 0)
+			r = kis_error_set(err, KIS_E_INVALID_ARGUMENT, 0, "unknown signal '%s'", extra);
+		else if (strcmp(status, "stopped") == 0)
+			r = kis_error_set(err, KIS_E_INVALID_ARGUMENT, 0,
+					  "container '%s' is not running", id);
+		else if (krt_signal_pid(st_pid(st), sig) < 0 && errno != ESRCH)
+			r = kis_error_set(err, KIS_E_INTERNAL, errno, "cannot signal '%s'", id);
+		else if (sig == SIGKILL || strcmp(status, "created") == 0) {
+			/* the container process cannot forward SIGKILL, and before
+			 * start it takes a signal's default action: when it ended,
+			 * its VM ends here (waited for a moment: the signal lands
+			 * asynchronously) */
+			for (int i = 0; i < 50 && strcmp(krt_status_of(dfd, st), "stopped") != 0; i++)
+				usleep(10000);
+			if (strcmp(krt_status_of(dfd, st), "stopped") == 0)
+				undo(sget(st, "store"), sget(st, "session"), sget(st, "workspace"),
+				     sget(st, "base"));
+		}
+	} else if (strcmp(verb, "delete") == 0) {
+		/* created: deleted without --force, as runc and crun do */
+		if (strcmp(status, "running") == 0 && !force) {
+			r = kis_error_set(err, KIS_E_BUSY, 0,
+					  "container '%s' is %s: stop it or delete --force", id,
+					  status);
+		} else {
+			if (strcmp(status, "stopped") != 0)
+				krt_signal_pid(st_pid(st), SIGKILL);
+			undo(sget(st, "store"), sget(st, "session"), sget(st, "workspace"),
+			     sget(st, "base"));
+			_cleanup_close_ int hfd = open_mvm_root(g, false, NULL);
+			if (hfd >= 0)
+				remove_state(hfd, id);
+		}
+	} else if (strcmp(verb, "ps") == 0) {
+		pid_t pid = strcmp(status, "stopped") == 0 ? 0 : st_pid(st);
+		if (json_fmt)
+			printf(pid ? "[%d]\n" : "[]\n", (int)pid);
+		else if (pid)
+			printf("PID\n%d\n", (int)pid);
+		else
+			printf("PID\n");
+	} else {
+		r = kis_error_set(err, KIS_E_INVALID_ARGUMENT, 0,
+				  "%s: not supported at run.kis.tier 'microvm'", verb);
+	}
+	close(dfd);
+	json_decref(st);
+	return r;
+}
+
+/* ------------------------------------------------------------ exec */
+
+static volatile pid_t exec_child;
+
+static void pass_signal(int sig)
+{
+	int e = errno;
+	if (exec_child > 0)
+		kill(exec_child, sig);
+	errno = e;
+}
+
+json_t *krt_mvm_base_process(const struct krt_globals *g, const char *id)
+{
+	_cleanup_close_ int dfd = open_container(g, id);
+	json_t *st = dfd >= 0 ? krt_read_json_at(dfd, "state.json") : NULL;
+	json_t *p = json_deep_copy(json_object_get(st, "process"));
+	json_decref(st);
+	return p;
+}
+
+int krt_mvm_exec(const struct krt_globals *g, const char *id, json_t *proc,
+		 const struct krt_host_opts *o, struct kis_error **err)
+{
+	int dfd;
+	json_t *st;
+	TRY(load(g, id, &dfd, &st, err));
+	_cleanup_close_ int d = dfd;
+	_cleanup_close_ int tty = -1;
+	char **argv = NULL, **env = NULL;
+	int r = -1;
+	if (strcmp(krt_status_of(dfd, st), "running") != 0) {
+		kis_error_set(err, KIS_E_INVALID_ARGUMENT, 0, "container '%s' is not running", id);
+		goto out;
+	}
+	json_t *user = json_object_get(proc, "user");
+	if (json_integer_value(json_object_get(user, "uid")) ||
+	    json_integer_value(json_object_get(user, "gid"))) {
+		mvm_refuse(err, "process.user: the guest runs the process as its sandbox user, "
+				"the bundle's root");
+		goto out;
+	}
+	if (o->preserve_fds > 0) {
+		mvm_refuse(err, "--preserve-fds: a host fd does not reach the guest");
+		goto out;
+	}
+	json_t *args = json_object_get(proc, "args");
+	if (!json_array_size(args)) {
+		kis_error_set(err, KIS_E_INVALID_PROFILE, 0, "process.args is empty");
+		goto out;
+	}
+	argv = strv_from(args);
+	json_t *envj = json_object_get(proc, "env");
+	env = envj ? strv_from(envj) : NULL;
+	if (!argv || (envj && !env)) {
+		kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "exec");
+		goto out;
+	}
+	const char *cwd = json_string_value(json_object_get(proc, "cwd"));
+	bool terminal = json_is_true(json_object_get(proc, "terminal"));
+	if (terminal && !o->console_socket) {
+		kis_error_set(err, KIS_E_INVALID_ARGUMENT, 0, "a terminal needs --console-socket");
+		goto out;
+	}
+	if (terminal && ((tty = krt_console_pty(o->console_socket, err)) < 0))
+		goto out;
+	if (tty >= 0 && raw_tty(tty) < 0) {
+		kis_error_set(err, KIS_E_INTERNAL, errno, "cannot set the terminal raw");
+		goto out;
+	}
+	json_t *cs = json_object_get(proc, "consoleSize");
+	unsigned rows = (unsigned)json_integer_value(json_object_get(cs, "height"));
+	unsigned cols = (unsigned)json_integer_value(json_object_get(cs, "width"));
+	fflush(NULL);
+	pid_t pid = fork();
+	if (pid < 0) {
+		kis_error_set(err, KIS_E_INTERNAL, errno, "fork");
+		goto out;
+	}
+	if (pid == 0) {
+		if (tty >= 0 ? krt_take_terminal(tty) < 0 : setsid() < 0)
+			_exit(125);
+		_exit(session_process(sget(st, "store"), sget(st, "session"), argv, env,
+				      cwd && *cwd ? cwd : NULL, tty >= 0 ? 0 : -1, rows, cols));
+	}
+	if (o->pid_file && krt_write_pid_file(o->pid_file, pid, err) < 0) {
+		kill(pid, SIGKILL);
+		waitpid(pid, NULL, 0);
+		goto out;
+	}
+	if (o->detach) {
+		r = 0; /* the process is the engine's subreaper's to collect */
+		goto out;
+	}
+	/* signals to this process are the exec's: passed to the child, which
+	 * forwards them into the guest */
+	exec_child = pid;
+	struct sigaction sa = {.sa_handler = pass_signal, .sa_flags = SA_RESTART};
+	sigemptyset(&sa.sa_mask);
+	static const int fwd[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGWINCH};
+	for (size_t i = 0; i < ARRAY_SIZE(fwd); i++)
+		sigaction(fwd[i], &sa, NULL);
+	int ws = 0;
+	while (waitpid(pid, &ws, 0) < 0 && errno == EINTR)
+		;
+	r = WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + WTERMSIG(ws);
+out:
+	strv_free(argv);
+	strv_free(env);
+	json_decref(st);
+	return r;
+}
