@@ -558,6 +558,19 @@ def vm(net, tmp_path_factory):
         assert not qemus(str(store)), "a VM outlived the tests"
 
 
+def settled(*logs):
+    """The logs' text once nothing more arrives for 300 ms: the world's
+    servers log from their threads, so a bare control's own lines may land
+    after it returned."""
+    last = None
+    while True:
+        now = tuple(l.read_text() for l in logs)
+        if now == last:
+            return now
+        last = now
+        time.sleep(0.3)
+
+
 def vm_probe(net, vm, targets, extra=(), mode="egress"):
     env, base = vm
     p = net.kis("run", "--tier", "microvm", "--base", base, "--net", mode, *extra, "--",
@@ -573,7 +586,7 @@ def test_microvm_egress_reaches_the_world_and_nothing_else(net, vm):
     the host side of passt, whatever frames the guest's kernel sends."""
     for t in FORBIDDEN:
         assert net.bare(t) == "reached", (t, FORBIDDEN[t])
-    before = net.world_log.read_text(), net.engine_log.read_text()
+    before = settled(net.world_log, net.engine_log)
     world = ["tcp:203.0.113.10:7", "udp:203.0.113.10:7", "dns:world.test:7"]
     fwd = ["tcp:10.0.2.3:53", "tcp:10.0.2.3:7", "udp:10.0.2.3:7", "tcp:10.0.2.2:7"]
     got = vm_probe(net, vm, world + sorted(FORBIDDEN) + fwd)
@@ -602,7 +615,7 @@ def test_microvm_guest_root_reaches_nothing_more(net, vm):
     env, base = vm
     for t in FORBIDDEN:
         assert net.bare(t) == "reached", (t, FORBIDDEN[t])
-    before = net.world_log.read_text(), net.engine_log.read_text()
+    before = settled(net.world_log, net.engine_log)
     script = ("ip addr add 10.20.0.77/16 dev eth0 && ip addr add 203.0.113.77/24 dev eth0 && "
               "ip route add 169.254.0.0/16 dev eth0 && id -u && exec ./netprobe " +
               " ".join(sorted(FORBIDDEN) + ["tcp:203.0.113.10:7"]))
