@@ -58,6 +58,10 @@ struct kis_mount_src {
 	 * that joins them itself: the base's tree and the workspace's
 	 * directory (upper/, work/); NULL otherwise. */
 	const char *lower, *ws_dir;
+	/* The cache directory of the base under it (a base's own, or an
+	 * overlay workspace's base's), where a backend keeps what it derives
+	 * from that base (the microvm's image of its tree); NULL otherwise. */
+	const char *cache;
 };
 
 /* One run, fully resolved: limits already defaulted, ids minted. */

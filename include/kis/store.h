@@ -73,6 +73,13 @@ KIS_API int kis_workspace_unhold(struct kis_store *s, const char *id, const char
 KIS_API int kis_workspace_hold_mount(struct kis_store *s, const char *id, const char *holder,
 				     bool write, struct kis_error **err);
 KIS_API int kis_workspace_unhold_mount(struct kis_store *s, const char *id, const char *holder);
+/* A one-shot run's hold on its own workspace (issue 21), released with
+ * kis_workspace_unhold_mount: a read-write mount of it is then busy while
+ * the run lives, and so is destroy; refused with KIS_E_BUSY while a live
+ * read-write mount writes it. Other runs and sessions on it are not
+ * refused, as before. */
+KIS_API int kis_workspace_hold_run(struct kis_store *s, const char *id, const char *holder,
+				   struct kis_error **err);
 /* KIS_E_BUSY when a live read-write mount other than self's writes the
  * workspace (a run that uses it as its own checks this first). */
 KIS_API int kis_workspace_check_writers(struct kis_store *s, const char *id, const char *self,
@@ -155,6 +162,12 @@ KIS_API int kis_base_unhold(struct kis_store *s, const char *id, const char *hol
 /* The host path of a base's (read-only by convention) tree; malloc'ed. */
 KIS_API int kis_base_path(struct kis_store *s, const char *id, char **out,
 			  struct kis_error **err);
+
+/* The base's cache directory (bases/<b>/cache, made on first use, removed
+ * with the base), where a backend keeps what it derives from the base (the
+ * microvm's disk image of its tree); malloc'ed. */
+KIS_API int kis_base_cache_dir(struct kis_store *s, const char *id, char **out,
+			       struct kis_error **err);
 
 struct kis_base_info {
 	char id[KIS_ID_BUFSZ];

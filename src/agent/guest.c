@@ -33,6 +33,7 @@
 #include <fcntl.h>
 #include <jansson.h>
 #include <linux/fs.h>
+#include <linux/openat2.h>
 #include <linux/random.h>
 #include <arpa/inet.h>
 #include <net/if.h>
@@ -46,6 +47,7 @@
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -73,6 +75,11 @@ static void klog(const char *msg)
 
 static void mount_basics(void)
 {
+	/* the rootfs the initramfs unpacks into is a tmpfs whose root is
+	 * 1777 (shmem's default root mode): left so, the command could make
+	 * /sbin and plant the modprobe the kernel runs as root on a module
+	 * request (kernel/kmod.c). The guest's root is root's alone. */
+	chmod("/", 0755);
 	mkdir("/dev", 0755);
 	mount("devtmpfs", "/dev", "devtmpfs", MS_NOSUID, "mode=0755");
 	mkdir("/proc", 0555);
@@ -500,57 +507,69 @@ static int set_egress(json_t *eth, char *msg, size_t n)
 }
 
 /* The workspace's three disks (src/backends/microvm/disk.c): two read-only
- * ext4 layers, the base ("kis-base") and the workspace's changes on the
- * host ("kis-delta"; either may be the empty image, "kis-empty"), and one
- * writable ext4 with upper/ and work/, joined by overlayfs at target. The
- * disks are told apart by the read-only flag and the ext4 label
- * (s_volume_name at byte 120 of the superblock, which starts at byte 1024;
- * magic 0xEF53 at byte 56), not by probe order. The page cache may hold
- * blocks read from the disks the snapshot was taken with: drop them first
- * (BLKFLSBUF, blockdev(8) --flushbufs). With "sync" every write reaches the
- * host's image before the syscall returns, so a VM that is killed (session
- * destroy) loses nothing the command was told was written. */
+ * ext4 layers, the base and the workspace's changes on the host (either
+ * may be the empty image), and one writable ext4 with upper/ and work/
+ * (and m<i>/upper, m<i>/work for the mounts), joined by overlayfs at
+ * target; then the mounts' slots, two read-only disks each. The disks are
+ * told apart by the serial the host gave each (virtio-blk's GET_ID,
+ * /sys/block/vdX/serial: "kis-base", "kis-delta", "kis-rw", "kis-m<i>l",
+ * "kis-m<i>d"), never by probe order or by what a disk holds. The page
+ * cache may hold blocks read from the disks the snapshot was taken with:
+ * drop them first (BLKFLSBUF, blockdev(8) --flushbufs). With "sync" every
+ * write reaches the host's image before the syscall returns, so a VM that
+ * is killed (session destroy) loses nothing the command was told was
+ * written. */
+#define MAX_GDISKS 16
 struct gdisk {
 	char dev[16];
-	char label[17];
+	char serial[24];
 	bool ro;
 };
+static struct gdisk gdisks[MAX_GDISKS];
+static int n_gdisks = -1;
 
-static int find_disks(struct gdisk *base, struct gdisk *delta, struct gdisk *rw)
+static void scan_disks(void)
 {
-	struct gdisk ro[2];
-	int nro = 0, nrw = 0;
-	for (char c = 'a'; c <= 'h'; c++) {
-		struct gdisk g = {.label = ""};
+	n_gdisks = 0;
+	for (char c = 'a'; c <= 'z' && n_gdisks < MAX_GDISKS; c++) {
+		char p[64];
+		struct gdisk g = {.serial = ""};
 		snprintf(g.dev, sizeof(g.dev), "/dev/vd%c", c);
+		snprintf(p, sizeof(p), "/sys/block/vd%c/serial", c);
+		int sf = open(p, O_RDONLY | O_CLOEXEC);
+		if (sf < 0)
+			continue;
+		ssize_t k = read(sf, g.serial, sizeof(g.serial) - 1);
+		close(sf);
+		g.serial[k > 0 ? k : 0] = '\0';
+		g.serial[strcspn(g.serial, "\n")] = '\0';
 		int fd = open(g.dev, O_RDONLY | O_CLOEXEC);
 		if (fd < 0)
 			continue;
 		ioctl(fd, BLKFLSBUF, 0);
 		int rof = 0;
-		unsigned char sb[136];
-		bool ext4 = pread(fd, sb, sizeof(sb), 1024) == (ssize_t)sizeof(sb) && sb[56] == 0x53 &&
-			    sb[57] == 0xef;
 		if (ioctl(fd, BLKROGET, &rof) < 0)
 			rof = 0;
 		close(fd);
-		if (!ext4)
-			continue;
-		memcpy(g.label, sb + 120, 16);
-		g.label[16] = '\0';
 		g.ro = rof != 0;
-		if (g.ro && nro < 2)
-			ro[nro++] = g;
-		else if (!g.ro && nrw++ == 0)
-			*rw = g;
+		gdisks[n_gdisks++] = g;
 	}
-	if (nro != 2 || nrw != 1)
-		return -1;
-	/* the labelled ones first, the empty image takes the other role */
-	int b = !strcmp(ro[1].label, "kis-base") || !strcmp(ro[0].label, "kis-delta") ? 1 : 0;
-	*base = ro[b];
-	*delta = ro[1 - b];
-	return 0;
+}
+
+/* The device of the disk with this serial; NULL when none or two have it,
+ * or when a disk the host gave read-only is not read-only here. */
+static const char *disk_dev(const char *serial, bool want_ro)
+{
+	if (n_gdisks < 0)
+		scan_disks();
+	const struct gdisk *hit = NULL;
+	for (int i = 0; i < n_gdisks; i++)
+		if (!strcmp(gdisks[i].serial, serial)) {
+			if (hit)
+				return NULL;
+			hit = &gdisks[i];
+		}
+	return hit && (!want_ro || hit->ro) ? hit->dev : NULL;
 }
 
 /* The layers live under a directory only root may enter: the command
@@ -577,60 +596,269 @@ static int mount_idmapped(const char *dev, const char *dir, unsigned long fl, in
 	return r;
 }
 
-static int mount_workspace(const char *target, bool sync_writes, char *msg, size_t n)
+/* Documentation/filesystems/overlayfs.rst: the delta above the base (its
+ * whiteouts and opaque directories hide base entries), the guest's writes
+ * in upper/ (rw: "<dir>/upper", "<dir>/work"; NULL: no upper layer, read
+ * only by construction). No redirects, index or metacopy: the upper layer
+ * then holds whole files, whiteouts and opaque directories only, which is
+ * what the host applies back. Mounted as the sandbox user
+ * (kis_as_ids_root): overlayfs works on its layers with its mounter's
+ * credentials, and uid 0 has no id on the idmapped layers (its work/work
+ * would fail with EOVERFLOW). */
+static int mount_overlay(const char *target, const char *delta, const char *base, const char *rw,
+			 unsigned long fl, char *msg, size_t n)
 {
-	if (!disk_modules_loaded) {
-		load_modules(true);
-		disk_modules_loaded = true;
-	}
-	struct gdisk base, delta, rw;
-	if (find_disks(&base, &delta, &rw) < 0) {
-		snprintf(msg, n, "the workspace disks are not all there");
-		return -1;
-	}
-	static const char *const dirs[] = {LAYERS, LAYERS "/stage", LAYERS "/base", LAYERS "/delta",
-					   LAYERS "/rw"};
-	for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++)
-		mkdir(dirs[i], 0700);
-	mkdir(target, 0755);
-	int ns = -1;
-	struct kis_error *err = NULL;
-	if (kis_userns_open((uid_t)KIS_GUEST_UID, KIS_GUEST_IDS, &ns, &err) < 0) {
-		snprintf(msg, n, "%s", err && err->message ? err->message : "no user namespace");
-		kis_error_free(err);
-		return -1;
-	}
-	unsigned long fl = MS_NOSUID | MS_NODEV;
-	int r = mount_idmapped(base.dev, LAYERS "/base", fl | MS_RDONLY, ns) < 0 ||
-		mount_idmapped(delta.dev, LAYERS "/delta", fl | MS_RDONLY, ns) < 0 ||
-		mount_idmapped(rw.dev, LAYERS "/rw", fl | (sync_writes ? MS_SYNCHRONOUS : 0), ns) < 0;
-	close(ns);
-	if (r) {
-		snprintf(msg, n, "cannot mount the workspace disks: %s", strerror(errno));
-		return -1;
-	}
-	/* Documentation/filesystems/overlayfs.rst: the delta above the base
-	 * (its whiteouts and opaque directories hide base entries), the
-	 * guest's writes in upper/. No redirects, index or metacopy: the
-	 * upper layer then holds whole files, whiteouts and opaque
-	 * directories only, which is what the host applies back. Mounted as
-	 * the sandbox user (kis_as_ids_root): overlayfs works on its layers
-	 * with its mounter's credentials, and uid 0 has no id on the
-	 * idmapped layers (its work/work would fail with EOVERFLOW). */
+	char opts[1024];
+	if (rw)
+		snprintf(opts, sizeof(opts),
+			 "lowerdir=%s:%s,upperdir=%s/upper,workdir=%s/work,redirect_dir=off,index=off,"
+			 "metacopy=off,xino=off", delta, base, rw, rw);
+	else
+		snprintf(opts, sizeof(opts), "lowerdir=%s:%s,redirect_dir=off,index=off,metacopy=off,"
+			 "xino=off", delta, base);
 	if (kis_as_ids_root((uid_t)KIS_GUEST_UID) < 0) {
 		snprintf(msg, n, "cannot take the sandbox user's file ids: %s", strerror(errno));
 		kis_ids_root_end();
 		return -1;
 	}
-	r = mount("overlay", target, "overlay", fl,
-		  "lowerdir=" LAYERS "/delta:" LAYERS "/base,upperdir=" LAYERS "/rw/upper,"
-		  "workdir=" LAYERS "/rw/work,"
-		  "redirect_dir=off,index=off,metacopy=off,xino=off");
+	int r = mount("overlay", target, "overlay", fl | (rw ? 0 : MS_RDONLY), opts);
 	int e = errno;
 	kis_ids_root_end();
 	if (r < 0) {
-		snprintf(msg, n, "cannot mount the workspace overlay: %s", strerror(e));
+		snprintf(msg, n, "cannot mount the overlay: %s", strerror(e));
 		return -1;
+	}
+	return 0;
+}
+
+/* What the workspace and the mounts share: the modules, the layers'
+ * directory, the sandbox's id map and the writable disk at LAYERS/rw
+ * (mounted once, when a workspace or a read-write mount needs it). */
+static int layers_ns = -1;
+static bool rw_mounted;
+
+static int layers_prepare(bool need_rw, bool sync_writes, char *msg, size_t n)
+{
+	if (!disk_modules_loaded) {
+		load_modules(true);
+		disk_modules_loaded = true;
+	}
+	if (layers_ns < 0) {
+		mkdir(LAYERS, 0700);
+		mkdir(LAYERS "/stage", 0700);
+		struct kis_error *err = NULL;
+		if (kis_userns_open((uid_t)KIS_GUEST_UID, KIS_GUEST_IDS, &layers_ns, &err) < 0) {
+			snprintf(msg, n, "%s", err && err->message ? err->message : "no user namespace");
+			kis_error_free(err);
+			layers_ns = -1;
+			return -1;
+		}
+	}
+	if (need_rw && !rw_mounted) {
+		const char *rw = disk_dev("kis-rw", false);
+		mkdir(LAYERS "/rw", 0700);
+		if (!rw || mount_idmapped(rw, LAYERS "/rw", MS_NOSUID | MS_NODEV |
+					  (sync_writes ? MS_SYNCHRONOUS : 0), layers_ns) < 0) {
+			snprintf(msg, n, "cannot mount the writable disk: %s",
+				 rw ? strerror(errno) : "not there");
+			return -1;
+		}
+		rw_mounted = true;
+	}
+	return 0;
+}
+
+static int mount_workspace(const char *target, bool sync_writes, char *msg, size_t n)
+{
+	if (layers_prepare(true, sync_writes, msg, n) < 0)
+		return -1;
+	const char *base = disk_dev("kis-base", true), *delta = disk_dev("kis-delta", true);
+	if (!base || !delta) {
+		snprintf(msg, n, "the workspace disks are not all there");
+		return -1;
+	}
+	mkdir(LAYERS "/base", 0700);
+	mkdir(LAYERS "/delta", 0700);
+	mkdir(target, 0755);
+	unsigned long fl = MS_NOSUID | MS_NODEV;
+	if (mount_idmapped(base, LAYERS "/base", fl | MS_RDONLY, layers_ns) < 0 ||
+	    mount_idmapped(delta, LAYERS "/delta", fl | MS_RDONLY, layers_ns) < 0) {
+		snprintf(msg, n, "cannot mount the workspace disks: %s", strerror(errno));
+		return -1;
+	}
+	if (mount_overlay(target, LAYERS "/delta", LAYERS "/base", LAYERS "/rw", fl, msg, n) < 0) {
+		size_t k = strlen(msg);
+		snprintf(msg + k, n - k, " (the workspace)");
+		return -1;
+	}
+	return 0;
+}
+
+int kis_guest_mount_target_check(const char *t, char *why, size_t n)
+{
+	static const char *const sys[] = {"bin", "sbin", "lib", "lib32", "lib64", "libx32",
+					  "usr", "etc", "init", "dev", "proc", "sys", "run",
+					  "boot", "workspace", ".kis"};
+	if (!t || t[0] != '/' || strlen(t) > 1024) {
+		snprintf(why, n, "expected an absolute path of at most 1024 bytes");
+		return -1;
+	}
+	size_t first = strcspn(t + 1, "/");
+	for (const char *c = t; *c;) {
+		c++; /* the '/' */
+		size_t k = strcspn(c, "/");
+		if (!k || k > 255 || (k == 1 && c[0] == '.') || (k == 2 && c[0] == '.' && c[1] == '.')) {
+			snprintf(why, n, "expected a normal path (no empty, '.' or '..' component)");
+			return -1;
+		}
+		for (size_t i = 0; i < k; i++)
+			if (!isalnum((unsigned char)c[i]) && c[i] != '.' && c[i] != '_' && c[i] != '-') {
+				snprintf(why, n, "may hold only letters, digits, '.', '_', '-' and '/'");
+				return -1;
+			}
+		c += k;
+	}
+	for (size_t i = 0; i < sizeof(sys) / sizeof(sys[0]); i++)
+		if (strlen(sys[i]) == first && !strncmp(t + 1, sys[i], first)) {
+			snprintf(why, n, "is over the microvm guest's own system (/%s)", sys[i]);
+			return -1;
+		}
+	if (first == 3 && !strncmp(t + 1, "mnt", 3)) {
+		const char *rest = t + 4; /* "" or "/NAME..." */
+		size_t k = *rest ? strcspn(rest + 1, "/") : 0;
+		if (!*rest || (k == 7 && !strncmp(rest + 1, ".layers", 7)) ||
+		    (k == 2 && !strncmp(rest + 1, "ws", 2))) {
+			snprintf(why, n, "is the microvm guest's own /mnt, /mnt/.layers or /mnt/ws");
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* A directory for a mount at the absolute path t in the guest's root,
+ * made component by component as root (0755), never through a link
+ * (openat2 RESOLVE_NO_SYMLINKS at each step); its O_PATH fd. */
+static int target_dir(const char *t)
+{
+	int cur = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	for (const char *c = t; cur >= 0 && *c;) {
+		c++;
+		size_t k = strcspn(c, "/");
+		char name[256];
+		snprintf(name, sizeof(name), "%.*s", (int)k, c);
+		c += k;
+		if (mkdirat(cur, name, 0755) < 0 && errno != EEXIST) {
+			close(cur);
+			return -1;
+		}
+		struct open_how how = {.flags = O_PATH | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW,
+				       .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS |
+						  RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV};
+		int next = (int)syscall(SYS_openat2, cur, name, &how, sizeof(how));
+		int e = errno;
+		close(cur);
+		errno = e;
+		cur = next;
+	}
+	return cur;
+}
+
+/* The profile's mounts (cfg "mounts", entry i in slot i: disks kis-m<i>l
+ * and kis-m<i>d): a base is its read-only ext4 image, a workspace an
+ * overlay of its delta over its base's image, with m<i>/ on the writable
+ * disk as upper layer when read-write, none (read-only) otherwise. Each
+ * target is checked again here (kis_guest_mount_target_check, no
+ * duplicate or nesting): the cfg came over the channel, and this init
+ * trusts only what it checks. */
+static int mount_mounts(json_t *ms, bool sync_writes, char *msg, size_t n)
+{
+	size_t nm = json_array_size(ms);
+	if (!nm)
+		return 0;
+	if (nm > 8) {
+		snprintf(msg, n, "mounts: too many");
+		return -1;
+	}
+	bool any_rw = false;
+	for (size_t i = 0; i < nm; i++) {
+		json_t *m = json_array_get(ms, i);
+		const char *t = json_string_value(json_object_get(m, "target"));
+		const char *kind = json_string_value(json_object_get(m, "layers"));
+		char why[160];
+		if (!kind || (strcmp(kind, "base") && strcmp(kind, "overlay"))) {
+			snprintf(msg, n, "mounts[%zu]: no layers", i);
+			return -1;
+		}
+		if (kis_guest_mount_target_check(t, why, sizeof(why)) < 0) {
+			snprintf(msg, n, "mounts[%zu].target: %s", i, why);
+			return -1;
+		}
+		for (size_t j = 0; j < i; j++) {
+			const char *u = json_string_value(json_object_get(json_array_get(ms, j), "target"));
+			size_t a = strlen(t), b = strlen(u);
+			size_t k = a < b ? a : b;
+			if (!strncmp(t, u, k) && (t[k] == '/' || !t[k]) && (u[k] == '/' || !u[k])) {
+				snprintf(msg, n, "mounts[%zu].target: the same as, or nested with, "
+						 "mounts[%zu].target", i, j);
+				return -1;
+			}
+		}
+		any_rw |= !strcmp(kind, "overlay") && !json_is_true(json_object_get(m, "ro"));
+	}
+	if (layers_prepare(any_rw, sync_writes, msg, n) < 0)
+		return -1;
+	unsigned long fl = MS_NOSUID | MS_NODEV;
+	for (size_t i = 0; i < nm; i++) {
+		json_t *m = json_array_get(ms, i);
+		const char *t = json_string_value(json_object_get(m, "target"));
+		bool base = !strcmp(json_string_value(json_object_get(m, "layers")), "base");
+		bool ro = base || json_is_true(json_object_get(m, "ro"));
+		char sl[24], sd[24], dl[64], dd[64], rw[64], fdp[64];
+		snprintf(sl, sizeof(sl), "kis-m%zul", i);
+		snprintf(sd, sizeof(sd), "kis-m%zud", i);
+		snprintf(dl, sizeof(dl), LAYERS "/m%zul", i);
+		snprintf(dd, sizeof(dd), LAYERS "/m%zud", i);
+		snprintf(rw, sizeof(rw), LAYERS "/rw/m%zu", i);
+		const char *lo = disk_dev(sl, true), *de = disk_dev(sd, true);
+		if (!lo || !de) {
+			snprintf(msg, n, "mounts[%zu]: its disks are not there", i);
+			return -1;
+		}
+		mkdir(dl, 0700);
+		mkdir(dd, 0700);
+		if (mount_idmapped(lo, dl, fl | MS_RDONLY, layers_ns) < 0 ||
+		    (!base && mount_idmapped(de, dd, fl | MS_RDONLY, layers_ns) < 0)) {
+			snprintf(msg, n, "mounts[%zu]: cannot mount its disks: %s", i, strerror(errno));
+			return -1;
+		}
+		int tfd = target_dir(t);
+		if (tfd < 0) {
+			snprintf(msg, n, "mounts[%zu].target: cannot make '%s': %s", i, t,
+				 strerror(errno));
+			return -1;
+		}
+		/* mounted on the directory just made, through its fd (the
+		 * magic link of an O_PATH fd names that very directory) */
+		snprintf(fdp, sizeof(fdp), "/proc/self/fd/%d", tfd);
+		int r;
+		if (base) {
+			/* the image's read-only mount bound on the target: a
+			 * bind keeps MNT_READONLY (clone_mnt copies the flags),
+			 * and the ext4 superblock is read-only as well. (The
+			 * fd's magic link names the directory under the new
+			 * mount, so a remount through it would miss it.) */
+			struct statvfs sv;
+			r = mount(dl, fdp, NULL, MS_BIND, NULL);
+			if (r < 0)
+				snprintf(msg, n, "mounts[%zu]: cannot bind the base: %s", i, strerror(errno));
+			else if (statvfs(t, &sv) < 0 || !(sv.f_flag & ST_RDONLY))
+				r = -1, snprintf(msg, n, "mounts[%zu]: the base is not read-only", i);
+		} else {
+			r = mount_overlay(fdp, dd, dl, ro ? NULL : rw, fl, msg, n);
+		}
+		close(tfd);
+		if (r < 0)
+			return -1;
 	}
 	return 0;
 }
@@ -760,6 +988,13 @@ static int start_agent(json_t *cfg, char *msg, size_t n)
 		snprintf(msg, n, "root: workspace needs a workspace");
 		return -1;
 	}
+	json_t *mounts = json_object_get(cfg, "mounts");
+	if (root_ws && json_array_size(mounts)) {
+		snprintf(msg, n, "mounts: not with root: workspace");
+		return -1;
+	}
+	if (mount_mounts(mounts, sync_writes, msg, n) < 0)
+		return -1;
 	/* the commands' user and its home (HOME=/root without a workspace) */
 	struct kis_error *err = NULL;
 	if (kis_agent_confine_prepare(&confine, egress ? KIS_NET_EGRESS :

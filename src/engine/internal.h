@@ -91,6 +91,10 @@ struct kis_engine_ctx {
 	struct kis_error *store_err;
 	void (*progress)(void *arg, const char *what);
 	void *progress_arg;
+	/* Set by an exec in an agentless (wasm) session: the session holds
+	 * the profile's mounts for as long as it lives, so the exec's run
+	 * resolves them and holds nothing of its own. */
+	bool mounts_held;
 };
 /* Pass the caller's progress (kis_run_options) on to the backends. */
 void kis_ctx_set_progress(struct kis_engine_ctx *e, const struct kis_run_options *o);

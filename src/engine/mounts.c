@@ -15,6 +15,7 @@ static void mount_free_one(struct kis_mount_src *m)
 	free((char *)m->path);
 	free((char *)m->lower);
 	free((char *)m->ws_dir);
+	free((char *)m->cache);
 }
 
 /* Resolve mount i: a base (tried first for a "b-" id) or a workspace. */
@@ -44,18 +45,25 @@ static int resolve_one(struct kis_store *s, const struct kis_profile *p, size_t 
 		out->path = path;
 		out->base = as_base;
 		out->read_only = as_base || pm->read_only;
-		if (!as_base) {
+		if (as_base) {
+			char *cache = NULL;
+			if (kis_base_cache_dir(s, pm->source, &cache, err) < 0)
+				return kis_error_wrap(err, "mounts[%zu].source", i);
+			out->cache = cache;
+		} else {
 			char *lower = NULL, *upper = NULL, *cache = NULL;
 			if (kis_workspace_layers(s, pm->source, &lower, &upper, &cache, err) < 0)
 				return kis_error_wrap(err, "mounts[%zu].source", i);
-			free(cache);
 			const char *slash = upper ? strrchr(upper, '/') : NULL;
 			if (upper && slash) {
 				out->lower = lower;
 				out->ws_dir = strndup(upper, (size_t)(slash - upper));
+				out->cache = cache;
 				lower = NULL;
+				cache = NULL;
 			}
 			free(lower);
+			free(cache);
 			free(upper);
 			if (out->lower && !out->ws_dir)
 				return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "mounts: out of memory");

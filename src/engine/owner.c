@@ -281,6 +281,10 @@ static void reap_ws(struct reap *r, const char *v)
 		report(r, "workspace", v, 0, NULL);
 		return;
 	}
+	/* the run's hold on its own workspace names this owner, which the
+	 * sweep holds locked now (so the hold reads as live): dropped first */
+	if (r->owner)
+		kis_workspace_unhold_mount(r->s, v, r->owner);
 	struct kis_error *e = NULL;
 	int done = kis_workspace_destroy(r->s, v, &e) < 0 ? -1 : 1;
 	report(r, "workspace", v, done, e);

@@ -145,8 +145,22 @@ int kis_run_one(struct kis_engine_ctx *ec, const struct kis_profile *p, char *co
 		return -1;
 	}
 	kis_test_pause("cloned");
+	/* The run's own workspace, held while it lives (its owner's lock says
+	 * so): a read-write mount of it by another sandbox is busy, as for a
+	 * session's, and so is destroy (issue 21). */
+	bool held = false;
+	if (ws_id && st) {
+		if (kis_workspace_hold_run(st, ws_id, res->sandbox, err) < 0) {
+			if (cloned)
+				kis_workspace_release(ec, ws_id);
+			kis_owner_end(owner, true);
+			return -1;
+		}
+		held = true;
+	}
 	if (disk_quota && ws_id &&
 	    kis_disk_apply(ec, ws_id, req.limits.disk_bytes, err) < 0) {
+		kis_workspace_unhold_mount(st, ws_id, res->sandbox);
 		if (cloned)
 			kis_workspace_release(ec, ws_id);
 		kis_owner_end(owner, true);
@@ -155,7 +169,9 @@ int kis_run_one(struct kis_engine_ctx *ec, const struct kis_profile *p, char *co
 	/* The mounts, held by this run (its owner is locked while it lives:
 	 * a kill leaves holds the store drops when it next looks). */
 	struct kis_mounts mounts;
-	if (kis_mounts_acquire(p, ec, res->sandbox, &mounts, err) < 0) {
+	if (kis_mounts_acquire(p, ec, ec->mounts_held ? NULL : res->sandbox, &mounts, err) < 0) {
+		if (held)
+			kis_workspace_unhold_mount(st, ws_id, res->sandbox);
 		if (cloned)
 			kis_workspace_release(ec, ws_id);
 		kis_owner_end(owner, true);
@@ -184,6 +200,8 @@ int kis_run_one(struct kis_engine_ctx *ec, const struct kis_profile *p, char *co
 	if (b->own_workspace_view)
 		kis_mounts_refresh_views(&mounts);
 	kis_mounts_release(&mounts);
+	if (held)
+		kis_workspace_unhold_mount(st, ws_id, res->sandbox);
 	if (ws_id) {
 		res->workspace = strdup(ws_id);
 		res->workspace_kept = !cloned || p->keep;

@@ -193,7 +193,7 @@ static int session_limits_merge(json_t *meta, const char *id, const struct kis_l
 /* The whole session of an agentless backend: its profile and workspace. */
 static int write_agentless_meta(int dfd, const char *id, const struct kis_backend *b,
 				const struct kis_profile *p, const char *ws_id, bool ws_cloned,
-				struct kis_error **err)
+				const struct kis_mounts *mounts, struct kis_error **err)
 {
 	_cleanup_free_ char *pj = kis_profile_to_json(p);
 	json_error_t je;
@@ -206,10 +206,12 @@ static int write_agentless_meta(int dfd, const char *id, const struct kis_backen
 	created_now(created);
 	struct kis_limits lim;
 	kis_limits_resolve(&p->limits, &lim);
-	json_t *meta = json_pack("{s:s, s:s, s:s, s:s, s:b, s:s, s:b, s:o, s:o*}", "id", id, "tier",
-				 kis_tier_name(b->tier), "backend", b->name, "workspace", ws_id,
-				 "workspace_cloned", ws_cloned, "created", created, "agentless",
-				 1, "profile", prof, "limits", limits_to_json(&lim));
+	/* the mounts the session holds, released by destroy */
+	json_t *meta = json_pack("{s:s, s:s, s:s, s:s, s:b, s:s, s:b, s:o, s:o*, s:o}", "id", id,
+				 "tier", kis_tier_name(b->tier), "backend", b->name, "workspace",
+				 ws_id, "workspace_cloned", ws_cloned, "created", created,
+				 "agentless", 1, "profile", prof, "limits", limits_to_json(&lim),
+				 "mounts", kis_mounts_json(mounts->v, mounts->n));
 	int r = meta ? write_meta(dfd, meta, err) :
 		       kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "session metadata");
 	json_decref(meta);
@@ -317,25 +319,25 @@ static int create_ctx(struct kis_engine_ctx *ec, const struct kis_profile *p,
 	req.workspace_upper = lay.upper;
 	req.workspace_cache = lay.cache;
 	if (agentless) {
-		if (mounts.n) {
-			kis_error_set(err, KIS_E_PROFILE_UNSATISFIABLE, 0,
-				      "mounts: a %s session runs each exec anew and places no "
-				      "mounts yet: drop them or choose another tier", b->name);
-			goto fail;
-		}
+		/* each exec is a run with the session's profile: it places the
+		 * mounts anew, the session holds them (exec_agentless) */
 		if (!ws_id) {
 			kis_error_set(err, KIS_E_PROFILE_UNSATISFIABLE, 0,
 				      "workspace: a %s session keeps a workspace: give --base or "
 				      "--workspace", b->name);
 			goto fail;
 		}
-		if (write_agentless_meta(dfd, id, b, p, ws_id, ws_cloned, err) < 0 ||
+		if (write_agentless_meta(dfd, id, b, p, ws_id, ws_cloned, &mounts, err) < 0 ||
 		    renameat(sdir, tmp, sdir, id) < 0) {
 			if (err && !*err)
 				kis_error_set(err, KIS_E_INTERNAL, errno, "cannot publish the session");
 			goto fail;
 		}
 		kis_ws_layers_free(&lay);
+		/* the holds are the session's now: destroy releases them */
+		free(mounts.held);
+		mounts.held = NULL;
+		kis_mounts_release(&mounts);
 		kis_owner_end(owner, false);
 		return 0;
 	}
@@ -542,8 +544,11 @@ static int exec_agentless(struct kis_engine_ctx *ec, const char *id, char *const
 			*kis_limit_slot(&p.limits, i) = kis_limit_get(&merged, i);
 	struct kis_run_options ro = {.io = o->io, .store_root = o->store_root,
 				     .resize_fd = -1, .tty_fd = -1};
-	/* below the session: run.c, never back up through kis_run */
+	/* below the session: run.c, never back up through kis_run; the
+	 * mounts are the session's, held by it */
+	ec->mounts_held = true;
 	r = kis_run_one(ec, &p, argv, &ro, res, NULL, NULL, err);
+	ec->mounts_held = false;
 	if (r >= 0) {
 		snprintf(res->sandbox, sizeof(res->sandbox), "%s", id);
 		free(res->workspace);

@@ -187,6 +187,22 @@ int kis_base_path(struct kis_store *s, const char *id, char **out, struct kis_er
 	return 0;
 }
 
+int kis_base_cache_dir(struct kis_store *s, const char *id, char **out, struct kis_error **err)
+{
+	*out = NULL;
+	_cleanup_close_ int b = open_base(s, id, err);
+	if (b < 0)
+		return -1;
+	if (store_mkdir_p1(b, "cache", 0700) < 0)
+		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot open the cache of base '%s'",
+				     id);
+	if (asprintf(out, "%s/bases/%s/cache", s->root, id) < 0) {
+		*out = NULL;
+		return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "out of memory");
+	}
+	return 0;
+}
+
 static int cmp_base(const void *a, const void *b)
 {
 	return strcmp(((const struct kis_base_info *)a)->id, ((const struct kis_base_info *)b)->id);

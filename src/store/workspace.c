@@ -474,19 +474,21 @@ static bool hold_is_live(struct kis_store *s, const char *name)
 		fstatat(s->sessions_fd, tmp, &st, AT_SYMLINK_NOFOLLOW) == 0);
 }
 
-/* A hold that writes: a session's own workspace (a hold named by the
- * session) or a read-write mount's (<holder>.mount holding "w"). */
-static bool hold_writes(int h, const char *name, char who[KIS_ID_BUFSZ])
+/* What a hold does: 's' a session's own workspace (a hold named by the
+ * session), 'w' a read-write mount's and 'W' a one-shot run's own
+ * workspace (<holder>.mount holding "w" or "W"), 'r' a read-only mount's;
+ * 0 for none that reads. */
+static char hold_kind(int h, const char *name, char who[KIS_ID_BUFSZ])
 {
 	if (!store_mount_holder(name, who)) {
 		size_t n = strnlen(name, KIS_ID_BUFSZ - 1);
 		memcpy(who, name, n);
 		who[n] = '\0';
-		return true;
+		return 's';
 	}
 	_cleanup_close_ int f = store_openat(h, name, O_RDONLY, 0);
 	char c = 0;
-	return f >= 0 && read(f, &c, 1) == 1 && c == 'w';
+	return f >= 0 && read(f, &c, 1) == 1 && (c == 'w' || c == 'W' || c == 'r') ? c : 0;
 }
 
 /* Under the workspace's lock: KIS_E_BUSY when a live holder other than
@@ -503,17 +505,16 @@ static int check_writers(struct kis_store *s, int d, const char *id, const char 
 	struct dirent *e;
 	while ((e = readdir(dir))) {
 		char who[KIS_ID_BUFSZ];
-		if (e->d_name[0] == '.' || !hold_writes(h, e->d_name, who) ||
-		    (self && !strcmp(who, self)) || !hold_is_live(s, e->d_name))
+		char k = e->d_name[0] == '.' ? 0 : hold_kind(h, e->d_name, who);
+		if (!k || k == 'r' || (self && !strcmp(who, self)) || !hold_is_live(s, e->d_name))
 			continue;
-		bool mount = store_mount_holder(e->d_name, who);
-		if (mounts_only && !mount)
+		if (mounts_only && k != 'w')
 			continue;
 		return kis_error_set(err, KIS_E_BUSY, 0,
 				     "workspace '%s' is being written by %s '%s' (%s): one writer "
 				     "at a time; mount it read-only (:ro) or wait for it to end",
 				     id, !strncmp(who, "s-", 2) ? "sandbox" : "holder", who,
-				     mount ? "a read-write mount" : "its own workspace");
+				     k == 'w' ? "a read-write mount" : "its own workspace");
 	}
 	return 0;
 }
@@ -552,6 +553,17 @@ int kis_workspace_hold_mount(struct kis_store *s, const char *id, const char *ho
 	snprintf(name, sizeof(name), "%s" STORE_MOUNT_SUFFIX, holder);
 	/* a read-write mount: no other writer of any kind */
 	return hold_write(s, id, name, holder, rw ? 0 : -1, rw ? "w" : "r", err);
+}
+
+int kis_workspace_hold_run(struct kis_store *s, const char *id, const char *holder,
+			   struct kis_error **err)
+{
+	TRY(kis_id_validate(id, "workspace id", err));
+	TRY(kis_id_validate(holder, "holder id", err));
+	char name[KIS_ID_BUFSZ + 16];
+	snprintf(name, sizeof(name), "%s" STORE_MOUNT_SUFFIX, holder);
+	/* as a session's own: refused only while a read-write mount writes */
+	return hold_write(s, id, name, holder, 1, "W", err);
 }
 
 int kis_workspace_unhold_mount(struct kis_store *s, const char *id, const char *holder)
@@ -612,6 +624,9 @@ static int check_holds(struct kis_store *s, int d, const char *id, struct kis_er
 		char who[KIS_ID_BUFSZ];
 		if (store_mount_holder(e->d_name, who) && hold_is_live(s, e->d_name))
 			return kis_error_set(err, KIS_E_BUSY, 0,
+					     hold_kind(h, e->d_name, who) == 'W' ?
+					     "workspace '%s' is in use by run '%s': destroy it once "
+					     "that run has ended" :
 					     "workspace '%s' is mounted by sandbox '%s': destroy it "
 					     "once that run or session has ended",
 					     id, who);

@@ -254,6 +254,27 @@ int main(int argc, char **argv)
 		printf("%ld\n", sysconf(_SC_NPROCESSORS_ONLN));
 		return 0;
 	}
+	if (!strcmp(what, "mount")) {
+		/* the matrix's mounts row: argv[2] a read-only mount, argv[3] a
+		 * read-write one (seen before: a session's earlier exec wrote it) */
+		const char *ro = argc > 3 ? argv[2] : "/data", *rw = argc > 3 ? argv[3] : "/rw";
+		char p[512];
+		struct stat st;
+		printf("ro_read=%s\n", stat(ro, &st) == 0 && S_ISDIR(st.st_mode) ? "yes" : "no");
+		snprintf(p, sizeof(p), "%s/kis-matrix-w", ro);
+		int fd = open(p, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+		int e = errno;
+		printf("ro_write=%s\n", fd >= 0 ? "ok" : e == EROFS ? "EROFS" : e == EACCES ? "EACCES" :
+#ifdef ENOTCAPABLE
+		       e == ENOTCAPABLE ? "ENOTCAPABLE" :
+#endif
+		       e == EPERM ? "EPERM" : "EOTHER");
+		snprintf(p, sizeof(p), "%s/kis-matrix-m.txt", rw);
+		printf("rw_seen=%s\n", stat(p, &st) == 0 ? "yes" : "no");
+		fd = open(p, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+		printf("rw_write=%s\n", fd >= 0 && write(fd, "m\n", 2) == 2 && close(fd) == 0 ? "ok" : "no");
+		return 0;
+	}
 	if (!strcmp(what, "peek")) {
 		int fd = argc > 2 ? open(argv[2], O_RDONLY | O_CLOEXEC) : -1;
 		printf("%s\n", fd >= 0 ? "READABLE" : "absent");

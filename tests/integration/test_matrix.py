@@ -38,7 +38,7 @@ FIELDS = ["net off", "net loopback", "net egress", "net host",
           "pids", "output", "file size", "open files", "disk",
           "raise an rlimit", "leave the cgroup",
           "tty", "root workspace", "env", "cwd", "accel", "vcpus",
-          "wasm preopen none", "wasm engine compiler"]
+          "wasm preopen none", "wasm engine compiler", "mounts"]
 
 # The session every exec cell of a backend shares: one of each limit.
 # cpu_ms is the session's total over all its execs (the container's
@@ -90,6 +90,7 @@ class World:
         self.env = dict(os.environ, KIS_SANDBOX_ROOT=str(self.store),
                         KIS_MICROVM_GUEST_DIR=str(GUEST), KIS_MATRIX_SECRET="host-only")
         self.sessions = {}
+        self.mount_ws = {}
         self.microvm_why = None
 
     def kis(self, *args, timeout=180, **kw):
@@ -538,6 +539,47 @@ def check_wasm_field(w, backend, mode, field):
     return ("enforced", "fd 3 is EBADF to the module (fd_prestat_get, fd_fdstat_get)")
 
 
+def check_mounts(w, backend, mode, field):
+    """The profile's mounts (issue 21): the matrix's base read-only at
+    /data, a workspace of its own read-write at /kis-rw. Honoured: the base
+    reads and refuses a write, the workspace takes one (a run's reaches the
+    host's workspace; a session's next exec sees it); else refused naming
+    mounts, by a backend that does not claim them."""
+    wasm = backend == "wasm"
+    if wasm and not w.wasitest:
+        return ("unchecked", "clang cannot build wasitest.wasm here (wasm32-wasi)")
+    argv = (["wasitest.wasm"] if wasm else ["./violate"]) + ["mount", "/data", "/kis-rw"]
+    key = (backend, mode)
+    if key not in w.mount_ws:
+        c = w.kis("clone", w.base)
+        assert c.returncode == 0, c.stderr
+        w.mount_ws[key] = c.stdout.strip()
+    ws = w.mount_ws[key]
+    flags = ["--mount", f"{w.base}:/data", "--mount", f"{ws}:/kis-rw"]
+    try:
+        d = call(w, backend, mode, flags, argv)
+    except Refused as e:
+        assert not claims(w, backend).get("mounts"), f"backends --json claims mounts but: {e}"
+        assert "mounts" in str(e), f"the refusal does not name mounts: {e}"
+        return ("refused", str(e)[:160])
+    assert claims(w, backend).get("mounts"), f"{backend} placed mounts it does not claim"
+    out = dict(l.split("=", 1) for l in d["stdout"].split() if "=" in l)
+    assert out.get("ro_read") == "yes", d["stdout"]
+    assert out.get("ro_write") in ("EROFS", "EACCES", "ENOTCAPABLE"), d["stdout"]
+    assert out.get("rw_write") == "ok", d["stdout"]
+    tree = w.store / "bases" / w.base / "tree"
+    assert not (tree / "kis-matrix-w").exists(), "a write reached the base"
+    if mode == "run":
+        path = Path(w.kis("workspace", "path", ws).stdout.strip())
+        assert (path / "kis-matrix-m.txt").read_text() == "m\n"
+        return ("enforced", "base read-only (%s), the workspace's write reaches the host"
+                % out["ro_write"])
+    d2 = call(w, backend, mode, flags, argv)
+    assert "rw_seen=yes" in d2["stdout"], d2["stdout"]
+    return ("enforced", "base read-only (%s), the workspace's write seen by the next exec"
+            % out["ro_write"])
+
+
 CHECKS = {f: check_limit for f in ("wall", "cpu, 1 process", "cpu, 4 processes", "memory",
                                    "pids", "output")}
 CHECKS.update({"memory, a child": check_child_memory, "file size": check_file_size,
@@ -545,7 +587,8 @@ CHECKS.update({"memory, a child": check_child_memory, "file size": check_file_si
                "raise an rlimit": check_undo, "leave the cgroup": check_undo,
                "tty": check_tty, "root workspace": check_root, "env": check_env,
                "cwd": check_cwd, "accel": check_microvm_field, "vcpus": check_microvm_field,
-               "wasm preopen none": check_wasm_field, "wasm engine compiler": check_wasm_field})
+               "wasm preopen none": check_wasm_field, "wasm engine compiler": check_wasm_field,
+               "mounts": check_mounts})
 for _m in ("off", "loopback", "egress", "host"):
     CHECKS[f"net {_m}"] = check_net
 
@@ -554,10 +597,10 @@ for _m in ("off", "loopback", "egress", "host"):
 # few of the rest; the others are covered by tests/integration/test_microvm.py.
 MICROVM_RUN = {"wall", "cpu, 4 processes", "net off", "net loopback", "net egress", "net host",
                "tty", "cwd", "accel", "vcpus", "disk", "raise an rlimit", "leave the cgroup",
-               "root workspace", "wasm preopen none", "wasm engine compiler"}
+               "root workspace", "wasm preopen none", "wasm engine compiler", "mounts"}
 MICROVM_EXEC = {"wall", "cpu, 1 process", "cpu, 4 processes", "memory", "memory, a child",
                 "pids", "output", "file size", "open files", "raise an rlimit",
-                "leave the cgroup", "cwd", "env"}
+                "leave the cgroup", "cwd", "env", "mounts"}
 
 
 def cells():

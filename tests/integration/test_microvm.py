@@ -520,8 +520,13 @@ def test_host_break_out_probes_run_in_the_guest_and_reach_nothing_of_the_host(
         shutil.copy2(p, src / p.name)
     (src / "link").symlink_to(outside["dir"] / "canary")
     b = kis("base", "import", str(src), env=mvm).stdout.strip()
+    # and with mounts present (issue 21): the probes' base read-only at
+    # /data, a workspace read-write at /rw, each holding the outward link
+    mw = kis("clone", b, env=mvm).stdout.strip()
     out, pid, port = outside["dir"], outside["pid"], outside["port"]
     tries = " ; ".join([
+        "./symlink_escape /data/link", "./symlink_escape /rw/link", "./mount_tmpfs /data",
+        f"./write_outside /data/new", "./write_outside /rw/link",
         f"./read_outside {out}/canary", "./symlink_escape link", f"./cwd_outside {out}",
         f"./write_outside {out}/new", f"./ptrace_attach {pid}", f"./kill_outside {pid}",
         "./mount_tmpfs mnt", "./module_load", "./net_inet", "./net_udp_send",
@@ -533,7 +538,9 @@ def test_host_break_out_probes_run_in_the_guest_and_reach_nothing_of_the_host(
     ] + [f"echo hi | nc -w 2 {a} {port}; echo nc-rc=$?" for a in _host_addresses()]
       + ["echo PROBES-DONE"])
     # in a clone of the probes' base: without one the probes were not there
-    p, r = run_json(mvm, "--base", b, "--", "sh", "-c", tries)
+    p, r = run_json(mvm, "--base", b, "--mount", f"{b}:/data", "--mount", f"{mw}:/rw", "--",
+                    "sh", "-c", tries)
+    kis("destroy", mw, env=mvm)
     # every probe ran in the guest and was stopped there (the command is
     # not the guest's root: src/agent/confine.c); the host saw none of it
     assert "PROBES-DONE" in r["stdout"], r
@@ -915,3 +922,137 @@ def test_a_new_base_says_its_disk_image_is_made_on_a_terminal_only(mvm, tmp_path
     finally:
         for b in bases:
             kis("base", "remove", b, env=mvm, timeout=60)
+
+
+# ---- mounts by engine id (issue 21): read-only disk slots in the guest ----
+
+def _mount_sources(mvm, tmp_path, outside=None):
+    """A data base (a file, a subdirectory, links that point out of it at a
+    host canary) and a workspace cloned from a small base."""
+    data = tmp_path / "data"
+    (data / "sub").mkdir(parents=True)
+    (data / "data.txt").write_text("dataset\n")
+    canary = tmp_path / "canary-secret"
+    canary.write_text("host secret\n")
+    (data / "out").symlink_to(canary)
+    (data / "dirout").symlink_to(tmp_path)
+    (data / "up").symlink_to("../../../../../../../..")
+    d = kis("base", "import", str(data), env=mvm).stdout.strip()
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    (cache / "old.txt").write_text("old\n")
+    cb = kis("base", "import", str(cache), env=mvm).stdout.strip()
+    w = kis("clone", cb, env=mvm).stdout.strip()
+    assert d and w
+    return d, w, canary
+
+
+def test_microvm_mounts_base_read_only_workspace_written_links_stay_inside(mvm, tmp_path):
+    d, w, canary = _mount_sources(mvm, tmp_path)
+    # a link in the mounted workspace on the host, pointing at a host
+    # directory: the guest replaces it by a directory holding a file, and
+    # the copy back must not write through the old link
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    path = Path(kis("workspace", "path", w, env=mvm).stdout.strip())
+    (path / "hostlink").symlink_to(victim)
+    p, r = run_json(mvm, "--mount", f"{d}:/data", "--mount", f"{w}:/cache", "--mount",
+                    f"{w}:/ro:ro", "--", "sh", "-c",
+                    "cat /data/data.txt; echo x > /data/new || echo base-write-refused; "
+                    "echo y > /ro/new || echo ro-write-refused; "
+                    f"cat /data/out /data/dirout/canary-secret /data/up{canary} 2>/dev/null; "
+                    "echo new > /cache/new.txt && rm /cache/old.txt && echo cache-written; "
+                    "rm /cache/hostlink && mkdir /cache/hostlink && echo pwn > /cache/hostlink/f; "
+                    "mount | grep -E ' /(data|cache|ro) '")
+    assert r["termination"]["exit_code"] == 0, r
+    out = r["stdout"]
+    assert "dataset\n" in out and "base-write-refused" in out and "ro-write-refused" in out
+    assert "Read-only file system" in r["stderr"], r["stderr"]
+    # the links resolve in the guest's own filesystem: nothing of the host
+    assert "host secret" not in out + r["stderr"]
+    assert "cache-written" in out
+    assert "/dev/vd" in out and " /data type ext4 (ro," in out, out
+    assert " /ro type overlay (ro," in out, out
+    # the read-write mount's writes reach that workspace; the base is as it was
+    assert (path / "new.txt").read_text() == "new\n" and not (path / "old.txt").exists()
+    assert not (victim / "f").exists() and os.listdir(victim) == []
+    assert (path / "hostlink").is_dir() and not (path / "hostlink").is_symlink()
+    assert (path / "hostlink" / "f").read_text() == "pwn\n"
+    tree = Path(mvm["KIS_SANDBOX_ROOT"]) / "bases" / d / "tree"
+    assert not (tree / "new").exists() and (tree / "data.txt").read_text() == "dataset\n"
+    # --dry-run shows them resolved
+    plan = json.loads(kis("run", "--dry-run", "--tier", "microvm", "--mount", f"{d}:/data",
+                          "--", "true", env=mvm).stdout)
+    assert plan["mounts"][0]["kind"] == "base" and "mount_disks" in plan
+    kis("destroy", w, env=mvm)
+
+
+def test_microvm_mount_targets_over_the_guest_system_are_refused(mvm, tmp_path):
+    d = kis("base", "import", str(tmp_path), env=mvm).stdout.strip()
+    for t in ("/sbin", "/etc/x", "/mnt/ws", "/mnt/.layers/rw", "/lib/modules", "/usr"):
+        p = kis("run", "--tier", "microvm", "--mount", f"{d}:{t}", "--", "true", env=mvm)
+        assert p.returncode == 125 and p.stderr.startswith("profile_unsatisfiable:"), (t, p.stderr)
+        assert "mounts[0].target" in p.stderr, p.stderr
+    p = kis("run", "--tier", "microvm", "--root", "workspace", "--base", d, "--mount",
+            f"{d}:/data", "--", "true", env=mvm)
+    assert p.returncode == 125 and "mounts" in p.stderr and "root" in p.stderr, p.stderr
+    many = [a for i in range(5) for a in ("--mount", f"{d}:/m{i}")]
+    p = kis("run", "--tier", "microvm", *many, "--", "true", env=mvm)
+    assert p.returncode == 125 and "at most 4" in p.stderr, p.stderr
+
+
+def _qemu_fd_modes(pid, name):
+    """The access modes QEMU holds files named name open with."""
+    modes = []
+    for f in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            if os.readlink(f).endswith(name):
+                flags = int([l for l in (Path(f"/proc/{pid}/fdinfo") / f.name).read_text()
+                             .splitlines() if l.startswith("flags:")][0].split()[1], 8)
+                modes.append(flags & 3)
+        except OSError:
+            continue
+    return modes
+
+
+def test_microvm_session_mounts_survive_execs_hold_and_copy_back(mvm, tmp_path):
+    d, w, _ = _mount_sources(mvm, tmp_path)
+    c = kis("create", "--tier", "microvm", "--mount", f"{d}:/data", "--mount", f"{w}:/cache",
+            env=mvm, timeout=TIMEOUT)
+    assert c.returncode == 0, c.stderr
+    sid = c.stdout.strip()
+    try:
+        e = kis("exec", sid, "--", "sh", "-c", "echo one > /cache/s.txt", env=mvm, timeout=TIMEOUT)
+        assert e.returncode == 0, e.stderr
+        e = kis("exec", sid, "--", "sh", "-c", "cat /cache/s.txt /data/data.txt", env=mvm,
+                timeout=TIMEOUT)
+        assert e.stdout == "one\ndataset\n", e.stdout + e.stderr
+        # the guest's / is root's (the rootfs tmpfs is 1777 by default): the
+        # command cannot make /sbin and plant the kernel's modprobe there;
+        # the control, /tmp, is writable
+        e = kis("exec", sid, "--", "sh", "-c", "mkdir /sbin && echo ESCAPED; "
+                "mkdir /tmp/x && echo tmp-ok", env=mvm, timeout=TIMEOUT)
+        assert "ESCAPED" not in e.stdout and "tmp-ok" in e.stdout, e.stdout + e.stderr
+        assert "Permission denied" in e.stderr, e.stderr
+        # the base's image reaches QEMU read-only only: a hostile guest
+        # kernel cannot write it through its disk
+        pid = _session_pid(mvm, sid)
+        modes = _qemu_fd_modes(pid, "microvm-base-v1.img")
+        assert modes and all(m == os.O_RDONLY for m in modes), modes
+        # a mounted workspace: destroy is busy, naming the session; so is a
+        # second writer; a mounted base is marked removed and still read
+        p = kis("destroy", w, env=mvm)
+        assert p.returncode != 0 and p.stderr.startswith("busy:") and sid in p.stderr, p.stderr
+        p = kis("run", "--tier", "microvm", "--mount", f"{w}:/x", "--", "true", env=mvm)
+        assert p.returncode != 0 and p.stderr.startswith("busy:"), p.stderr
+        p = kis("base", "remove", d, env=mvm)
+        assert p.returncode == 0, p.stderr
+        e = kis("exec", sid, "--", "cat", "/data/data.txt", env=mvm, timeout=TIMEOUT)
+        assert e.stdout == "dataset\n", e.stderr
+    finally:
+        kis("session", "destroy", sid, env=mvm, timeout=60)
+    # destroy copied the session's writes back and released the holds
+    path = Path(kis("workspace", "path", w, env=mvm).stdout.strip())
+    assert (path / "s.txt").read_text() == "one\n"
+    assert kis("destroy", w, env=mvm).returncode == 0
+    assert not (Path(mvm["KIS_SANDBOX_ROOT"]) / "bases" / d).exists(), "the removed base stayed"

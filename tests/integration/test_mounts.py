@@ -244,7 +244,7 @@ def test_the_runs_own_workspace_is_not_mounted_again(env, ws):
     assert p.returncode == 125 and "mounts[0].source" in p.stderr, p.stderr
 
 
-@pytest.mark.parametrize("backend", ["landlock", "process", "microvm"])
+@pytest.mark.parametrize("backend", ["landlock", "process"])
 def test_backends_without_mounts_refuse_them_by_name(env, backend):
     require(env, backend)
     extra = ["--allow-process-tier"] if backend == "process" else []
@@ -253,6 +253,18 @@ def test_backends_without_mounts_refuse_them_by_name(env, backend):
     assert p.returncode == 125 and p.stderr.startswith("profile_unsatisfiable:"), p.stderr
     assert "mounts" in p.stderr, p.stderr
     assert env["rows"][backend]["mounts"] is False
+
+
+@pytest.mark.parametrize("backend", TIERS)
+def test_mounts_with_root_workspace_are_refused_by_name(env, backend):
+    """root: workspace makes the sandbox's root the tree it writes: a mount
+    point there would be made in the workspace itself (the microvm's
+    refusal is tested in test_microvm.py)."""
+    require(env, backend)
+    p = kis(env, "run", "--dry-run", "--backend", backend, "--root", "workspace", "--base",
+            env["data"], "--mount", f"{env['data']}:/data", "--", "true")
+    assert p.returncode == 125 and p.stderr.startswith("profile_unsatisfiable:"), p.stderr
+    assert "mounts" in p.stderr and "root" in p.stderr, p.stderr
 
 
 def test_backends_shows_the_mounts_column(env):
@@ -427,6 +439,43 @@ def test_a_killed_runs_holds_are_dropped(env, ws):
             p.wait()
 
 
+def test_a_one_shot_runs_own_workspace_is_held_while_it_runs(env, ws):
+    """A second writer mounting a workspace that a live one-shot run uses
+    as its own --workspace is busy, as for a session's; a reader is not;
+    destroy waits for the run; other runs on it go on as before."""
+    require(env, "bubblewrap")
+    w = ws()
+    p = subprocess.Popen([str(KIS), "sandbox", "run", "--backend", "bubblewrap", "--workspace",
+                          w, "--", "sh", "-c", "echo up; sleep 60"],
+                         stdout=subprocess.PIPE, text=True, env=env["env"],
+                         stdin=subprocess.DEVNULL)
+    try:
+        assert p.stdout.readline() == "up\n"
+        r = kis(env, "run", "--backend", "bubblewrap", "--mount", f"{w}:/x", "--", "true")
+        assert r.returncode == 125 and r.stderr.startswith("busy:"), r.stderr
+        assert "its own workspace" in r.stderr, r.stderr
+        r = kis(env, "run", "--backend", "bubblewrap", "--mount", f"{w}:/x:ro", "--", "cat",
+                "/x/data.txt")
+        assert r.returncode == 0 and r.stdout == "dataset\n", r.stderr
+        r = kis(env, "destroy", w)
+        assert r.returncode != 0 and r.stderr.startswith("busy:") and "in use by run" in \
+            r.stderr, r.stderr
+        # not a new refusal for a second run on it (no mount): as before
+        r = kis(env, "run", "--backend", "bubblewrap", "--workspace", w, "--", "true")
+        assert r.returncode == 0, r.stderr
+    finally:
+        p.kill()
+        p.wait()
+    # the run gone (killed: its owner's lock with it), the hold is seen dead
+    deadline = time.monotonic() + 20
+    while True:
+        r = kis(env, "run", "--backend", "bubblewrap", "--mount", f"{w}:/x", "--", "true")
+        if r.returncode == 0 or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    assert r.returncode == 0, r.stderr
+
+
 # ---- break-out probes with a mount present ----
 
 
@@ -510,8 +559,30 @@ def test_wasm_mounts_are_preopens_read_only_or_written(env, wasm_base, ws):
     assert plan["mount_preopens"] == [{"fd": 4, "name": "/data", "read_only": True}]
 
 
-def test_wasm_sessions_refuse_mounts_by_name(env, wasm_base):
-    p = kis(env, "create", "--tier", "wasm", "--base", wasm_base, "--mount",
-            f"{env['data']}:/data")
-    assert p.returncode == 125 and p.stderr.startswith("profile_unsatisfiable:"), p.stderr
-    assert "mounts" in p.stderr
+def test_wasm_session_mounts_survive_execs_and_are_held(env, wasm_base, ws):
+    """A wasm session runs each exec anew with its profile: every exec gets
+    the mounts as preopens again, and the session holds their sources
+    until destroy, as on the other tiers."""
+    w = ws()
+    c = kis(env, "create", "--tier", "wasm", "--base", wasm_base, "--mount",
+            f"{env['data']}:/data", "--mount", f"{w}:/mnt/w")
+    assert c.returncode == 0, c.stderr
+    s = c.stdout.strip()
+    try:
+        p = kis(env, "exec", s, "--", "wm.wasm", "write:/mnt/w/one", "write:/data/x")
+        assert "write /mnt/w/one ok" in p.stdout.splitlines(), p.stdout + p.stderr
+        assert f"write /data/x errno {NOTCAPABLE}" in p.stdout.splitlines(), p.stdout
+        p = kis(env, "exec", s, "--", "wm.wasm", "cat:/mnt/w/one", "cat:/data/data.txt")
+        assert "cat /mnt/w/one ok" in p.stdout.splitlines(), p.stdout + p.stderr
+        assert "dataset" in p.stdout.splitlines(), p.stdout
+        # held by the session between its execs: destroy and a second
+        # writer are busy, a reader is not
+        p = kis(env, "destroy", w)
+        assert p.returncode != 0 and p.stderr.startswith("busy:") and s in p.stderr, p.stderr
+        p = kis(env, "run", "--tier", "wasm", "--base", wasm_base, "--mount", f"{w}:/x", "--",
+                "wm.wasm")
+        assert p.returncode != 0 and p.stderr.startswith("busy:"), p.stderr
+    finally:
+        kis(env, "session", "destroy", s)
+    assert (ws_path(env, w) / "one").read_text() == "w\n"
+    assert kis(env, "destroy", w).returncode == 0

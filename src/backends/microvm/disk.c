@@ -317,7 +317,7 @@ int kis_mvm_disks_make(const struct kis_mvm_guest *g, const char *vm_dir, const 
 	if (rw_bytes > KIS_MVM_DEV_BYTES)
 		rw_bytes = KIS_MVM_DEV_BYTES;
 	rw_bytes = (rw_bytes + 4095) & ~4095ull;
-	if (asprintf(&tmpl, "%s/disk-rw-v1-%llu.img", guest_dir, (unsigned long long)rw_bytes) < 0) {
+	if (asprintf(&tmpl, "%s/disk-rw-v2-%llu.img", guest_dir, (unsigned long long)rw_bytes) < 0) {
 		tmpl = NULL;
 		kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "image");
 		goto out;
@@ -332,6 +332,19 @@ int kis_mvm_disks_make(const struct kis_mvm_guest *g, const char *vm_dir, const 
 		if (a < 0 || mkdir(p, 0700) < 0) {
 			kis_error_set(err, KIS_E_INTERNAL, errno, "cannot stage the disk template");
 			goto out;
+		}
+		/* and one upper/ and work/ per mount slot: a read-write mount's
+		 * writes share the VM's writable layer (and limits.disk_bytes) */
+		for (int i = 0; i < KIS_MVM_MOUNTS; i++) {
+			snprintf(p, sizeof(p), "%s/m%d", stage, i);
+			a = mkdir(p, 0755);
+			snprintf(p, sizeof(p), "%s/m%d/upper", stage, i);
+			a = a < 0 ? a : mkdir(p, 0755);
+			snprintf(p, sizeof(p), "%s/m%d/work", stage, i);
+			if (a < 0 || mkdir(p, 0700) < 0) {
+				kis_error_set(err, KIS_E_INTERNAL, errno, "cannot stage the disk template");
+				goto out;
+			}
 		}
 		if (make_image(tmpl, stage, rw_bytes, true, "kis-rw", err) < 0)
 			goto out;
@@ -386,11 +399,71 @@ out:
 	return r;
 }
 
+int kis_mvm_mount_disks_make(const struct kis_mvm_guest *g, const char *vm_dir,
+			     const struct kis_mount_src *m, size_t n, struct kis_mvm_disks *d,
+			     struct kis_error **err)
+{
+	if (n > KIS_MVM_MOUNTS)
+		return kis_error_set(err, KIS_E_PROFILE_UNSATISFIABLE, 0,
+				     "mounts: the microvm places at most %d", KIS_MVM_MOUNTS);
+	_cleanup_free_ char *empty = NULL;
+	TRY(cached_image(g->dir, "disk-empty-v1.img", NULL, 64ull << 20, false, "kis-empty", &empty,
+			 err));
+	for (size_t i = 0; i < n; i++) {
+		char **lo = &d->m[2 * i], **de = &d->m[2 * i + 1];
+		char label[16];
+		snprintf(label, sizeof(label), "kis-m%zu", i);
+		if (m[i].cache && (m[i].base || m[i].lower)) {
+			/* a base, or an overlay workspace's base: its image made
+			 * once and kept with the base, as the workspace's is */
+			const char *tree = m[i].base ? m[i].path : m[i].lower;
+			_cleanup_free_ char *have = NULL;
+			if (asprintf(&have, "%s/microvm-base-v1.img", m[i].cache) > 0 &&
+			    access(have, R_OK) < 0)
+				kis_mvm_progress(g, "making a mounted base's disk image for the microvm "
+						    "(once per base)");
+			if (cached_image(m[i].cache, "microvm-base-v1.img", tree, 0, false, "kis-base", lo,
+					 err) < 0)
+				return kis_error_wrap(err, "mounts[%zu]", i);
+		} else {
+			/* a workspace that is no overlay clone: its whole tree,
+			 * for this VM (costs time in its size) */
+			if (asprintf(lo, "%s/m%zu-base.img", vm_dir, i) < 0) {
+				*lo = NULL;
+				return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "image");
+			}
+			kis_mvm_progress(g, "copying a mounted workspace into the VM's disk");
+			if (make_image(*lo, m[i].path, 0, false, label, err) < 0)
+				return kis_error_wrap(err, "mounts[%zu]", i);
+		}
+		_cleanup_free_ char *upper = NULL;
+		if (!m[i].base && m[i].lower && m[i].ws_dir &&
+		    asprintf(&upper, "%s/upper", m[i].ws_dir) < 0)
+			return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "image");
+		if (!upper || dir_is_empty(upper)) {
+			*de = strdup(empty);
+		} else {
+			if (asprintf(de, "%s/m%zu-delta.img", vm_dir, i) < 0)
+				*de = NULL;
+			else if (make_image(*de, upper, 0, false, label, err) < 0)
+				return kis_error_wrap(err, "mounts[%zu]", i);
+		}
+		if (!*de)
+			return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "image");
+	}
+	for (size_t i = 2 * n; i < KIS_MVM_MOUNT_DISKS; i++)
+		if (!(d->m[i] = strdup(empty)))
+			return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "image");
+	return 0;
+}
+
 void kis_mvm_disks_free(struct kis_mvm_disks *d)
 {
 	free(d->base);
 	free(d->delta);
 	free(d->rw);
+	for (int i = 0; i < KIS_MVM_MOUNT_DISKS; i++)
+		free(d->m[i]);
 	memset(d, 0, sizeof(*d));
 }
 
@@ -533,7 +606,8 @@ struct dir_ref {
  * name with a '/' or "." or ".." is refused, and whatever a crafted name
  * could make us read still names paths below the workspace, which the
  * guest could have changed anyway. */
-static int scan_level(const char *debugfs, const char *img, const char *tdir, struct dir_ref *lv,
+static int scan_level(const char *debugfs, const char *img, const char *layer, const char *tdir,
+		      struct dir_ref *lv,
 		      size_t nlv, struct dir_ref **next, size_t *nnext, struct marks *m, bool root,
 		      struct kis_confine_plan *cp, struct kis_error **err)
 {
@@ -545,7 +619,7 @@ static int scan_level(const char *debugfs, const char *img, const char *tdir, st
 		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot write '%s'", cpath);
 	for (size_t i = 0; i < nlv; i++) {
 		if (root)
-			fprintf(c, "ls -p /upper\n");
+			fprintf(c, "ls -p %s\n", layer);
 		else
 			fprintf(c, "ls -p <%lu>\nea_get -V <%lu> trusted.overlay.opaque\n", lv[i].ino,
 				lv[i].ino);
@@ -577,7 +651,7 @@ static int scan_level(const char *debugfs, const char *img, const char *tdir, st
 			cur = NULL;
 			in_ea = !strncmp(line + 9, "ea_get", 6);
 			const char *lt = strchr(line + 9, '<');
-			if (root && !strcmp(line + 9, "ls -p /upper")) {
+			if (root && !strncmp(line + 9, "ls -p ", 6) && !strcmp(line + 15, layer)) {
 				cur = &lv[0];
 			} else if (lt && sscanf(lt, "<%lu>", &ino) == 1) {
 				for (size_t i = 0; i < nlv && !cur; i++)
@@ -645,7 +719,8 @@ static void refs_free(struct dir_ref *v, size_t n)
 	free(v);
 }
 
-static int scan_marks(const char *debugfs, const char *img, const char *tdir, struct marks *m,
+static int scan_marks(const char *debugfs, const char *img, const char *layer, const char *tdir,
+		      struct marks *m,
 		      struct kis_confine_plan *cp, struct kis_error **err)
 {
 	struct dir_ref *lv = calloc(1, sizeof(*lv));
@@ -662,7 +737,8 @@ static int scan_marks(const char *debugfs, const char *img, const char *tdir, st
 		}
 		struct dir_ref *next = NULL;
 		size_t nnext = 0;
-		r = scan_level(debugfs, img, tdir, lv, nlv, &next, &nnext, m, depth == 0, cp, err);
+		r = scan_level(debugfs, img, layer, tdir, lv, nlv, &next, &nnext, m, depth == 0, cp,
+			       err);
 		refs_free(lv, nlv);
 		lv = next;
 		nlv = nnext;
@@ -708,8 +784,13 @@ static int remove_beneath(int root, const char *rel)
 	return 0;
 }
 
-int kis_mvm_disk_sync_back(const char *img, const char *dst_dir, struct kis_error **err)
+int kis_mvm_disk_sync_back(const char *img, const char *layer, const char *dst_dir,
+			   struct kis_error **err)
 {
+	/* our own constant ("/upper", "/m<i>/upper"): rdump puts its last
+	 * component, upper, in tdir */
+	if (layer[0] != '/' || strlen(layer) > 64 || strspn(layer, "/m0123456789upper") != strlen(layer))
+		return kis_error_set(err, KIS_E_INTERNAL, EINVAL, "sync: no layer '%s'", layer);
 	const char *debugfs, *fsck;
 	TRY(need_tool(DEBUGFS, &debugfs, err));
 	TRY(need_tool(E2FSCK, &fsck, err));
@@ -732,7 +813,7 @@ int kis_mvm_disk_sync_back(const char *img, const char *dst_dir, struct kis_erro
 		if (run_tool_in(fargv, -1, 1, &cp, err) < 0)
 			goto out;
 	}
-	if (asprintf(&cmd, "rdump /upper %s", tdir) < 0 || asprintf(&tree, "%s/upper", tdir) < 0) {
+	if (asprintf(&cmd, "rdump %s %s", layer, tdir) < 0 || asprintf(&tree, "%s/upper", tdir) < 0) {
 		kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "sync");
 		goto out;
 	}
@@ -740,7 +821,7 @@ int kis_mvm_disk_sync_back(const char *img, const char *dst_dir, struct kis_erro
 		/* -R takes one debugfs request (not a shell line); the path is ours */
 		char *argv[] = {(char *)debugfs, "-R", cmd, (char *)img, NULL};
 		if (run_tool_in(argv, -1, 0, &cp, err) < 0 ||
-		    scan_marks(debugfs, img, tdir, &m, &cp, err) < 0)
+		    scan_marks(debugfs, img, layer, tdir, &m, &cp, err) < 0)
 			goto out;
 	}
 	{

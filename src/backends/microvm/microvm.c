@@ -15,7 +15,11 @@
  * workspace disk is mounted with synchronous writes and copied back by
  * end_session. Limits: wall, CPU, output, file size and open files
  * by the agent inside the guest (wall also by the engine's clock, which
- * kills the VM); memory is the VM's RAM; pids by a cgroup in the guest. */
+ * kills the VM); memory is the VM's RAM; pids by a cgroup in the guest.
+ * Mounts (issue 21): each source's disks in one of the device set's fixed
+ * slots (vm.h KIS_MVM_MOUNTS, read-only to QEMU), the targets in the cfg
+ * line, placed by the guest's init; a read-write one's changes on the
+ * writable layer under m<i>/, copied back as the workspace's are. */
 #include "core/util.h"
 
 #include <fcntl.h>
@@ -34,6 +38,7 @@
 #include "agent/confine.h"
 #include "core/io.h"
 #include "agent/exec_json.h"
+#include "agent/guest.h"
 #include "agent/proto.h"
 #include "backends/common.h"
 #include "backends/microvm/mux.h"
@@ -60,6 +65,7 @@ static void microvm_probe(const struct kis_ctx *ctx, struct kis_caps *c)
 	c->tty = true; /* a PTY inside the guest, resizes over the channel */
 	c->cow = true; /* overlayfs in the guest over a cached base image (microvm/disk.c) */
 	c->snapshot = true;
+	c->mounts = true; /* read-only disk slots in the guest, copy-on-write (microvm/disk.c) */
 	/* egress: the guest's virtio-net backend is passt inside the
 	 * engine's network namespace with pasta and the policy (net/egress.h) */
 	c->net_modes = (1u << KIS_NET_OFF) | (1u << KIS_NET_LOOPBACK) |
@@ -99,7 +105,69 @@ struct kis_plan {
 	const char *sandbox_id;
 	const struct kis_ctx *ctx; /* the command's (outlives the plan) */
 	char accel_pin[8]; /* profile's microvm.accel: "" (auto), "kvm", "tcg" */
+	/* the profile's mounts, resolved (copies of the request's) */
+	struct kis_mount_src mounts[KIS_MVM_MOUNTS];
+	size_t n_mounts;
 };
+
+static void mounts_free(struct kis_plan *pl)
+{
+	for (size_t i = 0; i < pl->n_mounts; i++) {
+		struct kis_mount_src *m = &pl->mounts[i];
+		free((char *)m->source);
+		free((char *)m->target);
+		free((char *)m->path);
+		free((char *)m->lower);
+		free((char *)m->ws_dir);
+		free((char *)m->cache);
+	}
+	pl->n_mounts = 0;
+}
+
+/* The profile's mounts as the guest can place them (issue 21): at most
+ * KIS_MVM_MOUNTS (the device set's slots), root: host (a mount point in a
+ * workspace image would be made in the workspace itself), each target
+ * one the guest's init accepts (checked there again). */
+static int check_mounts(const struct kis_profile *p, struct kis_error **err)
+{
+	if (p->n_mounts > KIS_MVM_MOUNTS)
+		return kis_error_set(err, KIS_E_PROFILE_UNSATISFIABLE, 0,
+				     "mounts: the microvm places at most %d (its device set has that "
+				     "many slots)", KIS_MVM_MOUNTS);
+	if (p->n_mounts && p->root == KIS_ROOT_WORKSPACE)
+		return kis_error_set(err, KIS_E_PROFILE_UNSATISFIABLE, 0,
+				     "mounts: the microvm places mounts only with root: 'host' (a "
+				     "mount point in the workspace's root would be made in the "
+				     "workspace)");
+	for (size_t i = 0; i < p->n_mounts; i++) {
+		char why[160];
+		if (kis_guest_mount_target_check(p->mounts[i].target, why, sizeof(why)) < 0)
+			return kis_error_set(err, KIS_E_PROFILE_UNSATISFIABLE, 0,
+					     "mounts[%zu].target: '%s' %s: choose another target", i,
+					     p->mounts[i].target, why);
+	}
+	return 0;
+}
+
+static int mounts_copy(struct kis_plan *pl, const struct kis_run_request *req)
+{
+	for (size_t i = 0; i < req->n_mounts && i < KIS_MVM_MOUNTS; i++) {
+		const struct kis_mount_src *r = &req->mounts[i];
+		struct kis_mount_src *m = &pl->mounts[i];
+		pl->n_mounts = i + 1;
+		*m = (struct kis_mount_src){.base = r->base, .read_only = r->read_only};
+		m->source = strdup(r->source);
+		m->target = strdup(r->target);
+		m->path = strdup(r->path);
+		m->lower = r->lower ? strdup(r->lower) : NULL;
+		m->ws_dir = r->ws_dir ? strdup(r->ws_dir) : NULL;
+		m->cache = r->cache ? strdup(r->cache) : NULL;
+		if (!m->source || !m->target || !m->path || (r->lower && !m->lower) ||
+		    (r->ws_dir && !m->ws_dir) || (r->cache && !m->cache))
+			return -1;
+	}
+	return 0;
+}
 
 static int microvm_plan(const struct kis_caps *caps, const struct kis_run_request *req,
 			struct kis_plan **out, struct kis_error **err)
@@ -127,6 +195,7 @@ static int microvm_plan(const struct kis_caps *caps, const struct kis_run_reques
 			      "egress needs pasta, passt and nft (Debian packages passt and "
 			      "nftables), the engine as root and a guest with its network "
 			      "driver ('kis sandbox guest fetch')", err));
+	TRY(check_mounts(p, err));
 	if (p->root == KIS_ROOT_WORKSPACE && !req->workspace_path && !p->base && !p->workspace)
 		return kis_error_set(err, KIS_E_PROFILE_UNSATISFIABLE, 0,
 				     "root: 'workspace' needs a workspace (--base or --workspace)");
@@ -167,7 +236,9 @@ static int microvm_plan(const struct kis_caps *caps, const struct kis_run_reques
 	const char *cwd = p->cwd ? p->cwd : p->root == KIS_ROOT_WORKSPACE ? "/" :
 				   req->workspace_path ? "/workspace" : "/root";
 	ok = ok && (pl->cwd = strdup(cwd)) != NULL;
+	ok = ok && mounts_copy(pl, req) == 0;
 	if (!ok) {
+		mounts_free(pl);
 		kis_strv_free(pl->argv);
 		kis_strv_free(pl->envp);
 		free(pl->cwd);
@@ -228,6 +299,12 @@ static char *microvm_describe(const struct kis_plan *pl)
 					     "changes, a writable layer copied back" :
 					     "an image of the whole workspace (not an overlay clone), "
 					     "a writable layer copied back");
+	if (o && pl->n_mounts)
+		json_object_set_new(o, "mount_disks",
+				    json_string("per mount, two read-only disks (its base's image, "
+						"cached with the base, and a workspace's own changes) "
+						"joined in the guest; a read-write one's writes on the "
+						"writable layer, copied back"));
 	/* what the guest's agent applies to the command (src/agent/confine.c) */
 	if (o)
 		json_object_set_new(o, "command", json_pack("{s:{s:i, s:i}, s:s, s:s, s:s}", "user",
@@ -255,6 +332,7 @@ static void microvm_plan_free(struct kis_plan *pl)
 	kis_strv_free(pl->envp);
 	free(pl->cwd);
 	free(pl->allow);
+	mounts_free(pl);
 	free(pl);
 }
 
@@ -312,6 +390,17 @@ static char *cfg_line(const struct kis_plan *pl, bool sync_writes)
 							 KIS_EGRESS_ADDR, "prefix", 24, "gateway",
 							 KIS_EGRESS_GATEWAY, "dns", KIS_EGRESS_DNS,
 							 "mtu", KIS_EGRESS_VM_MTU));
+	/* the mounts, slot i for mount i (the guest's init checks each
+	 * target again: kis_guest_mount_target_check) */
+	json_t *ms = json_array();
+	for (size_t i = 0; ms && i < pl->n_mounts; i++)
+		json_array_append_new(ms, json_pack("{s:s, s:s, s:b}", "target", pl->mounts[i].target,
+						    "layers", pl->mounts[i].base ? "base" : "overlay",
+						    "ro", pl->mounts[i].read_only));
+	if (o && ms && pl->n_mounts)
+		json_object_set_new(o, "mounts", ms);
+	else
+		json_decref(ms);
 	char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
 	json_decref(o);
 	char *line = NULL;
@@ -379,6 +468,7 @@ static int vm_start(struct vm *v, const struct kis_plan *pl, int dfd, const char
 		TRY(kis_mvm_accel(&v->g, v->accel, err));
 	TRY(kis_mvm_disks_make(&v->g, dpath, pl->ws_path, pl->ws_lower, pl->ws_upper,
 			       pl->ws_cache, pl->limits.disk_bytes, &v->disks, err));
+	TRY(kis_mvm_mount_disks_make(&v->g, dpath, pl->mounts, pl->n_mounts, &v->disks, err));
 	trace("disks made");
 	struct kis_error *serr = NULL;
 	_cleanup_close_ int snap = getenv("KIS_MICROVM_NO_SNAPSHOT") ? -1 :
@@ -420,6 +510,8 @@ static int vm_start(struct vm *v, const struct kis_plan *pl, int dfd, const char
 		}
 		c.net_fd = link[0];
 	}
+	for (int i = 0; i < KIS_MVM_MOUNT_DISKS; i++)
+		c.mdisk[i] = v->disks.m[i];
 	if ((fds[0] = kis_mvm_listen_at(dfd, "ctl.sock", err)) < 0 ||
 	    (fds[1] = kis_mvm_listen_at(dfd, "qmp.sock", err)) < 0)
 		goto out;
@@ -567,6 +659,15 @@ static int explain_events(struct mvm_events before, struct mvm_events after,
 	return kis_result_blame_limits(res, oom, forks, mb, pb);
 }
 
+/* Does a mount write a workspace (its writes copied back at the end)? */
+static bool writes_mounts(const struct kis_plan *pl)
+{
+	for (size_t i = 0; i < pl->n_mounts; i++)
+		if (!pl->mounts[i].read_only)
+			return true;
+	return false;
+}
+
 static int microvm_run(struct kis_plan *pl, struct kis_result *res, struct kis_error **err)
 {
 	struct vm v = {.dfd = -1, .ctl = -1, .eg = KIS_EGRESS_INIT};
@@ -599,15 +700,24 @@ static int microvm_run(struct kis_plan *pl, struct kis_result *res, struct kis_e
 	} else {
 		explain_events(ev0, guest_events(v.ctl), &pl->limits, res);
 	}
-	if (pl->ws_path) {
+	if (pl->ws_path || writes_mounts(pl)) {
 		char rep[32];
 		if (x == 0 && kis_mvm_ctl(v.ctl, "sync", rep, sizeof(rep), 30000) < 0) {
 			kis_error_set(err, KIS_E_INTERNAL, 0, "the microvm guest did not sync its disk");
 			goto out;
 		}
 		vm_stop(&v);
-		if (kis_mvm_disk_sync_back(v.disks.rw, pl->ws_path, err) < 0)
+		if (pl->ws_path && kis_mvm_disk_sync_back(v.disks.rw, "/upper", pl->ws_path, err) < 0)
 			goto out;
+		for (size_t i = 0; i < pl->n_mounts; i++) {
+			char layer[32];
+			snprintf(layer, sizeof(layer), "/m%zu/upper", i);
+			if (!pl->mounts[i].read_only &&
+			    kis_mvm_disk_sync_back(v.disks.rw, layer, pl->mounts[i].path, err) < 0) {
+				kis_error_wrap(err, "mounts[%zu]", i);
+				goto out;
+			}
+		}
 	}
 	r = 0;
 out:
@@ -628,6 +738,16 @@ static int microvm_start_session(struct kis_plan *pl, const struct kis_session_c
 		_cleanup_close_ int f = openat(ctx->dir_fd, "microvm-workspace",
 					       O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 		if (f < 0 || write(f, pl->ws_path, strlen(pl->ws_path)) < 0)
+			return kis_error_set(err, KIS_E_INTERNAL, errno, "session files");
+	}
+	/* and each read-write mount's slot and path, one a line */
+	if (writes_mounts(pl)) {
+		_cleanup_close_ int f = openat(ctx->dir_fd, "microvm-mounts",
+					       O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+		for (size_t i = 0; f >= 0 && i < pl->n_mounts; i++)
+			if (!pl->mounts[i].read_only && dprintf(f, "%zu %s\n", i, pl->mounts[i].path) < 0)
+				return kis_error_set(err, KIS_E_INTERNAL, errno, "session files");
+		if (f < 0)
 			return kis_error_set(err, KIS_E_INTERNAL, errno, "session files");
 	}
 	int r = vm_start(&v, pl, ctx->dir_fd, ctx->dir_path, -1, true, true, err);
@@ -666,13 +786,35 @@ static int microvm_end_session(const struct kis_session_ctx *ctx, struct kis_err
 	kis_egress_end_saved(ctx->dir_fd);
 	_cleanup_close_ int f = openat(ctx->dir_fd, "microvm-workspace", O_RDONLY | O_CLOEXEC);
 	ssize_t k = f >= 0 ? read(f, ws, sizeof(ws) - 1) : -1;
-	if (k > 0 && ctx->dir_path) {
-		ws[k] = '\0';
+	_cleanup_fclose_ FILE *mf = NULL;
+	{
+		int fd = openat(ctx->dir_fd, "microvm-mounts", O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+		mf = fd >= 0 ? fdopen(fd, "re") : NULL;
+		if (fd >= 0 && !mf)
+			close(fd);
+	}
+	if ((k > 0 || mf) && ctx->dir_path) {
 		_cleanup_free_ char *disk = NULL;
 		if (asprintf(&disk, "%s/rw.img", ctx->dir_path) < 0)
 			return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "disk");
 		if (access(disk, R_OK) == 0) {
-			TRY(kis_mvm_disk_sync_back(disk, ws, err));
+			if (k > 0) {
+				ws[k] = '\0';
+				TRY(kis_mvm_disk_sync_back(disk, "/upper", ws, err));
+			}
+			/* the read-write mounts' layers (microvm-mounts: "SLOT PATH") */
+			char line[4200];
+			while (mf && fgets(line, sizeof(line), mf)) {
+				line[strcspn(line, "\n")] = '\0';
+				char *sp = strchr(line, ' ');
+				unsigned slot;
+				if (!sp || sscanf(line, "%u ", &slot) != 1 || slot >= KIS_MVM_MOUNTS)
+					continue;
+				char layer[32];
+				snprintf(layer, sizeof(layer), "/m%u/upper", slot);
+				if (kis_mvm_disk_sync_back(disk, layer, sp + 1, err) < 0)
+					return kis_error_wrap(err, "mounts[%u]", slot);
+			}
 			unlink(disk);
 		}
 	}

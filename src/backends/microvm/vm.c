@@ -337,16 +337,18 @@ int kis_mvm_connect_at(int dfd, const char *name)
 
 /* ---- QEMU ---- */
 
+/* QEMU's argv: its fixed device set and the mounts' slots; every
+ * formatted word is short (numbers, ids, fd paths) */
 struct argv_b {
-	char *v[96];
+	char *v[192];
 	int n;
-	char bufs[32][4200];
+	char bufs[80][512];
 	int nb;
 };
 
 static void add(struct argv_b *a, const char *s)
 {
-	if (a->n < 95)
+	if (a->n < 191)
 		a->v[a->n++] = (char *)s;
 	a->v[a->n] = NULL;
 }
@@ -354,7 +356,7 @@ static void add(struct argv_b *a, const char *s)
 static const char *fmt(struct argv_b *a, const char *f, ...) __attribute__((format(printf, 2, 3)));
 static const char *fmt(struct argv_b *a, const char *f, ...)
 {
-	if (a->nb >= 32)
+	if (a->nb >= 80)
 		return "";
 	va_list ap;
 	va_start(ap, f);
@@ -444,7 +446,8 @@ int kis_mvm_spawn(const struct kis_mvm_guest *g, const struct kis_mvm_cfg *c, pi
 		return kis_error_set(err, KIS_E_INTERNAL, EINVAL, "microvm: no directory for the jail");
 	/* In the VMM the fds are: ctl 3, qmp 4, agents 5.., the disks (rw
 	 * twice), then the guest RAM's memfd or the snapshot. */
-	enum { FD_AGENT = 5, FD_DISK = 5 + KIS_MVM_PORTS, FD_MEM = FD_DISK + 4 };
+	enum { FD_AGENT = 5, FD_DISK = 5 + KIS_MVM_PORTS, FD_MDISK = FD_DISK + 4,
+	       FD_MEM = FD_MDISK + KIS_MVM_MOUNT_DISKS };
 	struct argv_b a = {.n = 0};
 	bool debug = getenv("KIS_MICROVM_DEBUG") != NULL;
 	add(&a, "qemu-system-x86_64");
@@ -526,9 +529,10 @@ int kis_mvm_spawn(const struct kis_mvm_guest *g, const struct kis_mvm_cfg *c, pi
 	}
 	/* base and delta read-only (the guest cannot change them, and QEMU
 	 * takes a shared lock, so VMs share one base image), rw last; the
-	 * guest tells them apart by their labels, not their order. Each is an
-	 * fd the engine opened, in an fd set of its own (docs: -add-fd): the
-	 * jailed VMM opens no disk by path. */
+	 * guest tells them apart by their serial (the host's word, read over
+	 * virtio-blk's GET_ID: /sys/block/vdX/serial), not their order. Each
+	 * is an fd the engine opened, in an fd set of its own (docs:
+	 * -add-fd): the jailed VMM opens no disk by path. */
 	static const char *const dname[3] = {"base", "delta", "rw"};
 	int src[KIS_MVM_MAX_FDS];
 	int nsrc = 0, r = -1;
@@ -542,6 +546,9 @@ int kis_mvm_spawn(const struct kis_mvm_guest *g, const struct kis_mvm_cfg *c, pi
 	 * first (probing, its lock fd) and takes from a set only an fd of the
 	 * access mode it asks */
 	int disk_fd[4] = {-1, -1, -1, -1};
+	int mdisk_fd[KIS_MVM_MOUNT_DISKS];
+	for (int i = 0; i < KIS_MVM_MOUNT_DISKS; i++)
+		mdisk_fd[i] = -1;
 	for (int i = 0; i < 4; i++) {
 		if ((disk_fd[i] = open_disk(c->disk[i < 3 ? i : 2], i == 2, err)) < 0)
 			goto out;
@@ -554,7 +561,23 @@ int kis_mvm_spawn(const struct kis_mvm_guest *g, const struct kis_mvm_cfg *c, pi
 		add(&a, fmt(&a, "if=none,id=%s,format=raw,cache=writeback,%sfile=/dev/fdset/%d",
 			    dname[i], i < 2 ? "readonly=on," : "", i + 1));
 		add(&a, "-device");
-		add(&a, fmt(&a, "virtio-blk-device,drive=%s", dname[i]));
+		add(&a, fmt(&a, "virtio-blk-device,drive=%s,serial=kis-%s", dname[i], dname[i]));
+	}
+	/* the mounts' slots (vm.h KIS_MVM_MOUNTS), read-only to QEMU itself:
+	 * a hostile guest kernel cannot write a base through them */
+	for (int i = 0; i < KIS_MVM_MOUNT_DISKS; i++) {
+		if ((mdisk_fd[i] = open_disk(c->mdisk[i] ? c->mdisk[i] : c->disk[1], false, err)) < 0)
+			goto out;
+		src[nsrc++] = mdisk_fd[i];
+		const char *role = i % 2 ? "d" : "l";
+		add(&a, "-add-fd");
+		add(&a, fmt(&a, "fd=%d,set=%d", FD_MDISK + i, 4 + i));
+		add(&a, "-drive");
+		add(&a, fmt(&a, "if=none,id=m%d%s,format=raw,cache=writeback,readonly=on,"
+			     "file=/dev/fdset/%d", i / 2, role, 4 + i));
+		add(&a, "-device");
+		add(&a, fmt(&a, "virtio-blk-device,drive=m%d%s,serial=kis-m%d%s", i / 2, role, i / 2,
+			     role));
 	}
 	/* the restore's sealed memfd, reopened by QEMU through the jail's /proc */
 	if (c->mem_fd >= 0)
@@ -636,6 +659,9 @@ out:
 	for (int i = 0; i < 4; i++)
 		if (disk_fd[i] >= 0)
 			close(disk_fd[i]);
+	for (int i = 0; i < KIS_MVM_MOUNT_DISKS; i++)
+		if (mdisk_fd[i] >= 0)
+			close(mdisk_fd[i]);
 	return r;
 }
 

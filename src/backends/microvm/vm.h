@@ -17,7 +17,14 @@
 /* The version of QEMU's device set (argv of kis_mvm_spawn), part of the
  * stamp that names snapshots: a snapshot restores only into the device set
  * it was saved with. Bump it with any change there. */
-#define KIS_MVM_DEVSET 4
+#define KIS_MVM_DEVSET 5
+/* The profile's mounts (issue 21): a fixed number of slots, always in the
+ * device set (a snapshot restores only into the devices it was saved
+ * with), two read-only disks each: its lower layer (a base's image) and
+ * its delta (an overlay workspace's own changes). An unused slot holds the
+ * empty image. A read-write mount's writes go to the rw disk, m<i>/upper. */
+#define KIS_MVM_MOUNTS 4
+#define KIS_MVM_MOUNT_DISKS (2 * KIS_MVM_MOUNTS)
 /* Every guest disk has this virtual size (sparse), whatever it holds: the
  * guest reads disk sizes at boot, so one snapshot serves every workspace. */
 #define KIS_MVM_DEV_BYTES (256ull << 30)
@@ -60,6 +67,9 @@ struct kis_mvm_cfg {
 	const char *accel;     /* "kvm" or "tcg" */
 	unsigned mem_mib, vcpus;
 	const char *disk[3];   /* raw ext4 images: base (ro), delta (ro), rw */
+	/* the mounts' slots, read-only: lower and delta of mount i at 2i and
+	 * 2i+1 (NULL: disk[1], for a VM whose guest mounts none of them) */
+	const char *mdisk[KIS_MVM_MOUNT_DISKS];
 	int ctl_fd, qmp_fd;
 	int agent_fd[KIS_MVM_PORTS];
 	int snap_fd;           /* -incoming fd:N (restore), or -1 */
@@ -89,7 +99,7 @@ struct kis_mvm_cfg {
  * translation buffer (-accel tcg,tb-size) and page tables, measured at
  * under 100 MiB for an idle 1 GiB guest (bench/microvm.sh). */
 #define KIS_MVM_VMM_OVERHEAD_MIB 384u
-#define KIS_MVM_MAX_FDS 16
+#define KIS_MVM_MAX_FDS 32
 #define KIS_MVM_TB_MIB 128u            /* -accel tcg,tb-size */
 
 struct kis_cgroup;
@@ -184,13 +194,25 @@ char *kis_mvm_snapshot_ram_path(const struct kis_mvm_guest *g, const char *accel
 struct kis_mvm_disks {
 	char *base, *delta, *rw;
 	bool cow; /* base image cached, delta of the workspace's own changes */
+	char *m[KIS_MVM_MOUNT_DISKS]; /* the mounts' slots (kis_mvm_mount_disks_make) */
 };
 int kis_mvm_disks_make(const struct kis_mvm_guest *g, const char *vm_dir, const char *ws,
 		       const char *lower, const char *upper, const char *cache, uint64_t rw_bytes,
 		       struct kis_mvm_disks *d, struct kis_error **err);
 void kis_mvm_disks_free(struct kis_mvm_disks *d);
-/* Apply the guest's upper layer on the rw image to the host workspace. */
-int kis_mvm_disk_sync_back(const char *rw_img, const char *dst_dir, struct kis_error **err);
+/* The mounts' slots of d (after kis_mvm_disks_make): for mount i, its
+ * lower layer (a base's cached image, an overlay workspace's base's, or
+ * an image of a whole workspace that is no overlay clone, made for this
+ * VM) and its delta (an overlay workspace's changes, or the empty image);
+ * every other slot the empty image. At most KIS_MVM_MOUNTS. */
+int kis_mvm_mount_disks_make(const struct kis_mvm_guest *g, const char *vm_dir,
+			     const struct kis_mount_src *m, size_t n, struct kis_mvm_disks *d,
+			     struct kis_error **err);
+/* Apply the guest's upper layer on the rw image (the directory layer in
+ * it: "/upper" for the workspace, "/m<i>/upper" for mount i) to the host
+ * directory dst_dir. */
+int kis_mvm_disk_sync_back(const char *rw_img, const char *layer, const char *dst_dir,
+			   struct kis_error **err);
 
 /* Make a private 0700 directory for one run's sockets and disk. */
 int kis_mvm_tmpdir(char **path, struct kis_error **err);

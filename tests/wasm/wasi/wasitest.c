@@ -429,6 +429,27 @@ int main(int argc, char **argv)
 		printf("wrote=%ld errno=%s\n", i, i < n ? strerror(errno) : "none");
 		return 0;
 	}
+	if (!strcmp(c, "mount")) {
+		/* the matrix's mounts row: argv[2] a read-only mount, argv[3] a
+		 * read-write one (seen before: a session's earlier exec wrote it) */
+		const char *ro = argc > 3 ? argv[2] : "/data", *rw = argc > 3 ? argv[3] : "/rw";
+		char p[512];
+		struct stat st;
+		printf("ro_read=%s\n", stat(ro, &st) == 0 && S_ISDIR(st.st_mode) ? "yes" : "no");
+		snprintf(p, sizeof(p), "%s/kis-matrix-w", ro);
+		int fd = open(p, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+		int e = errno;
+		printf("ro_write=%s\n", fd >= 0 ? "ok" : e == EROFS ? "EROFS" : e == EACCES ? "EACCES" :
+#ifdef ENOTCAPABLE
+		       e == ENOTCAPABLE ? "ENOTCAPABLE" :
+#endif
+		       e == EPERM ? "EPERM" : "EOTHER");
+		snprintf(p, sizeof(p), "%s/kis-matrix-m.txt", rw);
+		printf("rw_seen=%s\n", stat(p, &st) == 0 ? "yes" : "no");
+		fd = open(p, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+		printf("rw_write=%s\n", fd >= 0 && write(fd, "m\n", 2) == 2 && close(fd) == 0 ? "ok" : "no");
+		return 0;
+	}
 	if (!strcmp(c, "nofile")) { /* open N descriptors, report how many opened */
 		long n = argc > 2 ? atol(argv[2]) : 0, i;
 		for (i = 0; i < n; i++)
