@@ -395,6 +395,16 @@ def cmdline(pid):
         return ""
 
 
+def _ppid(pid):
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("PPid:"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return None
+
+
 def test_microvm_run_killed_at_its_handshake_leaves_no_vm_nor_disk(tmp_path):
     if not Path("/usr/bin/qemu-system-x86_64").exists() or not (GUEST / "vmlinuz").exists():
         pytest.skip("no QEMU or no guest kernel in build/microvm-guest "
@@ -415,8 +425,11 @@ def test_microvm_run_killed_at_its_handshake_leaves_no_vm_nor_disk(tmp_path):
     # (the jailed VMM names no host path on its command line: its disks
     # and log are descriptors)
     new = set(Path("/tmp").glob("kis-mvm.*")) - before
+    # a one-shot run's VMM is its engine's own child (the jail is cloned
+    # by the engine): another engine's VMs, started meanwhile, are not
     mine = [pid for pid in procs_with("qemu-system")
-            if any(str(d) in link for d in new for link in fd_links(pid))]
+            if any(str(d) in link for d in new for link in fd_links(pid))
+            and _ppid(pid) == p.pid]
     # only this run's directories: another engine on the machine may make
     # its own meanwhile
     new = {d for d in new if any(str(d) in link for pid in mine for link in fd_links(pid))}

@@ -428,12 +428,14 @@ static void __attribute__((noreturn)) jail_child(const struct kis_mvm_jail *j,
 	/* A one-shot run's VMM dies with its engine. Set here, after the
 	 * switch of user: a change of credentials clears the parent-death
 	 * signal (prctl(2)). We are pid 1 of our namespace (getppid() is 0),
-	 * so an engine that died before this line shows as the hang-up of
-	 * its end of report_fd. */
+	 * so an engine that died before this line shows on report_fd, the
+	 * write end of a pipe whose read end was the engine's: with no reader
+	 * left the kernel reports POLLERR there (fs/pipe.c pipe_poll), never
+	 * a hang-up, which is a reader's. */
 	if (!c->detach) {
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		struct pollfd pp = {.fd = report_fd, .events = POLLRDHUP};
-		if (poll(&pp, 1, 0) > 0 && (pp.revents & (POLLHUP | POLLRDHUP)))
+		struct pollfd pp = {.fd = report_fd, .events = POLLOUT};
+		if (poll(&pp, 1, 0) > 0 && (pp.revents & (POLLERR | POLLHUP)))
 			_exit(125);
 	}
 	/* report_fd is close-on-exec: EOF at a successful execve */
