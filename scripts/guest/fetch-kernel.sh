@@ -31,9 +31,10 @@ fi
 # The modules the guest needs that the cloud kernel builds as modules (the
 # rest, checked in modules.builtin, is in the image): virtio_mmio for the
 # microvm's devices, virtio_console for the channel, virtio_blk and ext4
-# for the workspace disks, overlay to join them. A cache made for another
+# for the workspace disks, overlay to join them, virtio_net (with failover
+# and net_failover) for egress's network device. A cache made for another
 # list is made again.
-WANT="virtio_mmio virtio_console virtio_blk ext4 overlay"
+WANT="virtio_mmio virtio_console virtio_blk ext4 overlay virtio_net"
 [ -s "$DIR/vmlinuz" ] && [ -s "$DIR/modules/load" ] && [ -x "$DIR/busybox" ] &&
 	[ "$(cat "$DIR/modules/wanted" 2>/dev/null)" = "$WANT" ] && exit 0
 mkdir -p "$DIR"

@@ -402,8 +402,14 @@ static void run_exec(struct worker *w, struct kis_exec_req *req, int state_fd)
 		w->conn_broken = true;
 		return;
 	}
+	/* The test hook "kis-test:guest-root CMD...": CMD as the guest's root,
+	 * every capability, no confinement, as a compromised guest (its
+	 * kernel, its agent) would act: for the tests of what must hold
+	 * outside the guest (egress's policy, on the host side of passt). */
+	bool as_root = test_hooks && !req->shell && req->argv[0] && req->argv[1] &&
+		       !strcmp(req->argv[0], "kis-test:guest-root");
 	char *sh_argv[] = {"/bin/sh", "-c", (char *)shell_wrapper, "sh", req->argv[0], NULL};
-	char *const *argv = req->shell ? sh_argv : req->argv;
+	char *const *argv = req->shell ? sh_argv : as_root ? req->argv + 1 : req->argv;
 	char *const *base_env = req->env ? req->env : state_env;
 	char **merged = NULL;
 	if (req->env_add && req->env_add[0]) {
@@ -456,12 +462,12 @@ static void run_exec(struct worker *w, struct kis_exec_req *req, int state_fd)
 		 * its page tables; kis_agent_confine_child is system calls only */
 		.vfork_ok = true,
 	};
-	if (confine && exec_cg_make(&cg) < 0) {
+	if (confine && !as_root && exec_cg_make(&cg) < 0) {
 		send_error(w->conn, w->exec_id, "internal", "cannot make the command's cgroup");
 		goto out;
 	}
 	w->cpu_fd = cg.cpu_fd;
-	if (confine) {
+	if (confine && !as_root) {
 		/* the worker is one thread with its own copy: per exec fields */
 		confine->cg_procs_fd = cg.procs_fd;
 		confine->keep_fd3 = req->shell;

@@ -35,7 +35,9 @@
 #include <linux/fs.h>
 #include <linux/openat2.h>
 #include <linux/random.h>
+#include <arpa/inet.h>
 #include <net/if.h>
+#include <net/route.h>
 #include <poll.h>
 #include <signal.h>
 #include <string.h>
@@ -405,6 +407,103 @@ static int set_lo_up(void)
 	}
 	close(s);
 	return r;
+}
+
+/* egress: the guest's virtio-net interface as the engine's cfg says
+ * ({"address", "prefix", "gateway", "dns", "mtu"}: pasta's link, which
+ * passt, the device's backend on the host, serves): address and netmask,
+ * MTU, up, a default route (netdevice(7) SIOCSIF*, route(4) SIOCADDRT),
+ * and /etc/resolv.conf naming the forwarder. Nothing here is a boundary:
+ * the policy is enforced on the host, outside the guest and its VMM, where
+ * passt's sockets leave the engine's network namespace. */
+#define GUEST_IF "eth0"
+
+static int sin_of(struct sockaddr *sa, const char *ip)
+{
+	struct sockaddr_in *sin = (struct sockaddr_in *)(void *)sa;
+	memset(sin, 0, sizeof(*sin));
+	sin->sin_family = AF_INET;
+	return ip && inet_pton(AF_INET, ip, &sin->sin_addr) == 1 ? 0 : -1;
+}
+
+static int set_egress(json_t *eth, char *msg, size_t n)
+{
+	const char *addr = json_string_value(json_object_get(eth, "address"));
+	const char *gw = json_string_value(json_object_get(eth, "gateway"));
+	const char *dns = json_string_value(json_object_get(eth, "dns"));
+	json_int_t prefix = json_integer_value(json_object_get(eth, "prefix"));
+	json_int_t mtu = json_integer_value(json_object_get(eth, "mtu"));
+	if (!addr || !gw || !dns || prefix < 1 || prefix > 30 || mtu < 576 || mtu > 65535) {
+		snprintf(msg, n, "egress: a bad interface configuration");
+		return -1;
+	}
+	/* a cold boot without a workspace has not loaded virtio_net yet */
+	if (!disk_modules_loaded) {
+		load_modules(true);
+		disk_modules_loaded = true;
+	}
+	int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (s < 0) {
+		snprintf(msg, n, "egress: no socket: %s", strerror(errno));
+		return -1;
+	}
+	struct ifreq ifr;
+	memset(&ifr, 0, sizeof(ifr));
+	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), GUEST_IF);
+	const char *step = "its address";
+	uint32_t mask = htonl(~0u << (32 - prefix));
+	int r = sin_of(&ifr.ifr_addr, addr);
+	if (r == 0)
+		r = ioctl(s, SIOCSIFADDR, &ifr);
+	if (r == 0) {
+		step = "its netmask";
+		sin_of(&ifr.ifr_netmask, "0.0.0.0");
+		((struct sockaddr_in *)(void *)&ifr.ifr_netmask)->sin_addr.s_addr = mask;
+		r = ioctl(s, SIOCSIFNETMASK, &ifr);
+	}
+	if (r == 0) {
+		step = "its MTU";
+		ifr.ifr_mtu = (int)mtu;
+		r = ioctl(s, SIOCSIFMTU, &ifr);
+	}
+	if (r == 0) {
+		step = "up";
+		r = ioctl(s, SIOCGIFFLAGS, &ifr);
+		ifr.ifr_flags |= IFF_UP;
+		if (r == 0)
+			r = ioctl(s, SIOCSIFFLAGS, &ifr);
+	}
+	if (r == 0) {
+		step = "its default route";
+		struct rtentry rt;
+		memset(&rt, 0, sizeof(rt));
+		sin_of(&rt.rt_dst, "0.0.0.0");
+		sin_of(&rt.rt_genmask, "0.0.0.0");
+		r = sin_of(&rt.rt_gateway, gw);
+		rt.rt_flags = RTF_UP | RTF_GATEWAY;
+		rt.rt_dev = (char *)GUEST_IF;
+		if (r == 0)
+			r = ioctl(s, SIOCADDRT, &rt);
+		if (r < 0 && errno == EEXIST)
+			r = 0;
+	}
+	int e = errno;
+	close(s);
+	if (r < 0) {
+		snprintf(msg, n, "egress: cannot set %s's %s: %s", GUEST_IF, step, strerror(e));
+		return -1;
+	}
+	/* the guest's own /etc (the initramfs); a workspace as root keeps its
+	 * own file, as on the other tiers */
+	int fd = open("/etc/resolv.conf", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+	if (fd < 0 || dprintf(fd, "nameserver %s\n", dns) < 0) {
+		snprintf(msg, n, "egress: cannot write /etc/resolv.conf: %s", strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	close(fd);
+	return 0;
 }
 
 /* The workspace's three disks (src/backends/microvm/disk.c): two read-only
@@ -876,10 +975,13 @@ static int start_agent(json_t *cfg, char *msg, size_t n)
 		snprintf(msg, n, "cannot limit pids: %s", strerror(errno));
 		return -1;
 	}
-	if (net && !strcmp(net, "loopback") && set_lo_up() < 0) {
+	bool egress = net && !strcmp(net, "egress");
+	if (net && (!strcmp(net, "loopback") || egress) && set_lo_up() < 0) {
 		snprintf(msg, n, "cannot bring lo up: %s", strerror(errno));
 		return -1;
 	}
+	if (egress && set_egress(json_object_get(cfg, "eth0"), msg, n) < 0)
+		return -1;
 	if (disk && mount_workspace(root_ws ? "/mnt/ws" : "/workspace", sync_writes, msg, n) < 0)
 		return -1;
 	if (root_ws && !disk) {
@@ -895,7 +997,8 @@ static int start_agent(json_t *cfg, char *msg, size_t n)
 		return -1;
 	/* the commands' user and its home (HOME=/root without a workspace) */
 	struct kis_error *err = NULL;
-	if (kis_agent_confine_prepare(&confine, net && !strcmp(net, "loopback") ? KIS_NET_LOOPBACK :
+	if (kis_agent_confine_prepare(&confine, egress ? KIS_NET_EGRESS :
+						net && !strcmp(net, "loopback") ? KIS_NET_LOOPBACK :
 						KIS_NET_OFF, &err) < 0) {
 		snprintf(msg, n, "%s", err && err->message ? err->message : "cannot confine");
 		kis_error_free(err);

@@ -123,14 +123,23 @@ static void rule(struct sbuf *b, const struct kis_net_dest *d, const char *verdi
 
 char *kis_egress_ruleset(const struct kis_net_dest *allow, size_t n_allow, bool allow_set)
 {
+	return kis_egress_ruleset_for(allow, n_allow, allow_set, false);
+}
+
+char *kis_egress_ruleset_for(const struct kis_net_dest *allow, size_t n_allow, bool allow_set,
+			     bool vm)
+{
 	struct sbuf b = {0};
-	/* output: what the sandbox sends; policy drop, the first match wins */
+	/* output: what the sandbox sends; policy drop, the first match wins.
+	 * A microvm's guest has a loopback of its own: S's is then no one's,
+	 * and passt's sockets (the guest's flows) may not reach it. */
 	sb_printf(&b, "table inet kis_egress {\n"
 		      "\tchain output {\n"
 		      "\t\ttype filter hook output priority filter; policy drop;\n"
-		      "\t\toifname \"lo\" accept\n"
-		      "\t\tct state established,related accept\n"
-		      "\t\tmeta nfproto ipv6 " REFUSE "\n"
+		      "\t\toifname \"lo\" %s\n"
+		      "\t\tct state established,related accept\n",
+		  vm ? REFUSE : "accept");
+	sb_printf(&b, "\t\tmeta nfproto ipv6 " REFUSE "\n"
 		      "\t\tip daddr " KIS_EGRESS_DNS " udp dport 53 accept\n");
 	for (size_t i = 0; i < ARRAY_SIZE(always_denied); i++)
 		rule(&b, &always_denied[i], REFUSE);
@@ -163,10 +172,11 @@ char *kis_egress_ruleset(const struct kis_net_dest *allow, size_t n_allow, bool 
 		      "\t}\n"
 		      "\tchain input {\n"
 		      "\t\ttype filter hook input priority filter; policy drop;\n"
-		      "\t\tiifname \"lo\" accept\n"
+		      "\t\tiifname \"lo\" %s\n"
 		      "\t\tct state established,related accept\n"
 		      "\t}\n"
-		      "}\n");
+		      "}\n",
+		  vm ? "drop" : "accept");
 	if (b.oom) {
 		free(b.s);
 		return NULL;
@@ -177,14 +187,22 @@ char *kis_egress_ruleset(const struct kis_net_dest *allow, size_t n_allow, bool 
 void *kis_egress_describe(const struct kis_net_dest *allow, size_t n_allow, bool allow_set,
 			  uid_t helper_uid)
 {
+	return kis_egress_describe_for(allow, n_allow, allow_set, helper_uid, false);
+}
+
+void *kis_egress_describe_for(const struct kis_net_dest *allow, size_t n_allow, bool allow_set,
+			      uid_t helper_uid, bool vm)
+{
 	json_t *a = allow_set ? json_array() : json_null();
 	for (size_t i = 0; allow_set && i < n_allow; i++) {
 		char d[48];
 		kis_net_dest_format(&allow[i], d, sizeof(d));
 		json_array_append_new(a, json_string(d));
 	}
-	char *rules = kis_egress_ruleset(allow, n_allow, allow_set);
-	json_t *o = json_pack("{s:s, s:s, s:s, s:o, s:I, s:s?}", "helper", "pasta", "address",
+	char *rules = kis_egress_ruleset_for(allow, n_allow, allow_set, vm);
+	json_t *o = json_pack("{s:s, s:s, s:s, s:o, s:I, s:s?}", "helper",
+			      vm ? "passt (the guest's virtio-net backend) inside S, pasta" : "pasta",
+			      "address",
 			      KIS_EGRESS_ADDR "/24", "dns", KIS_EGRESS_DNS, "allow", a, "helper_uid",
 			      (json_int_t)helper_uid, "nft_rules", rules);
 	free(rules);
@@ -207,6 +225,12 @@ static const char *pasta_path(void)
 	return find(c, ARRAY_SIZE(c));
 }
 
+static const char *passt_path(void)
+{
+	static const char *const c[] = {"/usr/bin/passt", "/bin/passt", "/usr/local/bin/passt"};
+	return find(c, ARRAY_SIZE(c));
+}
+
 static const char *nft_path(void)
 {
 	static const char *const c[] = {"/usr/sbin/nft", "/sbin/nft", "/usr/local/sbin/nft"};
@@ -214,6 +238,11 @@ static const char *nft_path(void)
 }
 
 const char *kis_egress_unavailable(void)
+{
+	return kis_egress_unavailable_for(false);
+}
+
+const char *kis_egress_unavailable_for(bool vm)
 {
 	struct stat st;
 	if (geteuid() != 0)
@@ -223,6 +252,8 @@ const char *kis_egress_unavailable(void)
 		return "pasta is not installed (Debian package passt)";
 	if (!nft_path())
 		return "nft is not installed (Debian package nftables)";
+	if (vm && !passt_path())
+		return "passt is not installed (Debian package passt)";
 	if (stat("/dev/net/tun", &st) < 0 || !S_ISCHR(st.st_mode))
 		return "this host has no /dev/net/tun";
 	return NULL;
@@ -343,13 +374,13 @@ struct nft_job {
 };
 
 static int policy_start(struct kis_egress *eg, const struct kis_net_dest *allow, size_t n_allow,
-			bool allow_set, struct nft_job *job, struct kis_error **err)
+			bool allow_set, bool vm, struct nft_job *job, struct kis_error **err)
 {
 	const char *nft = nft_path();
 	if (!nft)
 		return kis_error_set(err, KIS_E_PROFILE_UNSATISFIABLE, 0,
 				     "network.mode: egress needs nft (Debian package nftables)");
-	_cleanup_free_ char *rules = kis_egress_ruleset(allow, n_allow, allow_set);
+	_cleanup_free_ char *rules = kis_egress_ruleset_for(allow, n_allow, allow_set, vm);
 	if (!rules)
 		return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "egress: cannot write the policy");
 	_cleanup_close_ int in = memfd_with("kis-egress-rules", rules, strlen(rules));
@@ -524,17 +555,151 @@ int kis_egress_ready(struct kis_egress *eg, struct kis_error **err)
 	return 0;
 }
 
+static void kill_one(pid_t pid, int pidfd)
+{
+	if (pid > 0 && pidfd >= 0)
+		syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0);
+	else if (pid > 0)
+		kill(pid, SIGKILL);
+}
+
 void kis_egress_kill(struct kis_egress *eg)
 {
-	if (eg->pid > 0 && eg->pidfd >= 0)
-		syscall(SYS_pidfd_send_signal, eg->pidfd, SIGKILL, NULL, 0);
-	else if (eg->pid > 0)
-		kill(eg->pid, SIGKILL);
+	kill_one(eg->vm_pid, eg->vm_pidfd);
+	kill_one(eg->pid, eg->pidfd);
+}
+
+/* ---- passt: a microvm's virtio-net backend, inside S ----
+ *
+ *   guest eth0 ── virtio-net (QEMU, jailed) ══ socketpair ══ passt (H, in S)
+ *        passt's TCP/UDP/ping sockets in S ── S's nftables ── tap ── pasta ── world
+ *
+ * passt is the VM mode of pasta's binary: it speaks QEMU's stream
+ * protocol (a 32-bit length before each frame) on a connected socket it is
+ * given (--fd) and turns the guest's frames into ordinary sockets of the
+ * network namespace it runs in. Run in S, every flow of the guest is a
+ * socket of S, so it passes S's output chain (the policy of the other
+ * tiers) before it reaches pasta: the guest, root of its own kernel,
+ * reaches nothing the policy refuses whatever frames it sends. */
+
+struct passt_start {
+	const struct kis_egress *eg;
+	int sock;
+};
+
+static int passt_fail(struct kis_error **err, const char *what)
+{
+	return kis_error_set(err, KIS_E_INTERNAL, errno, "egress: cannot prepare passt: %s", what);
+}
+
+/* In passt's child, as root, before exec; no allocation. */
+static int passt_child(void *ctx, struct kis_error **err)
+{
+	struct passt_start *s = ctx;
+	uid_t h = s->eg->uid;
+	int keep[1] = {s->sock};
+	TRY(kis_cloexec_fds_from(3, keep, 1, err));
+	if (clear_cloexec(s->sock) < 0)
+		return passt_fail(err, "cannot pass its socket");
+	/* This passt (Debian's, 2023-03-09) sends the DNS it forwards to the
+	 * first nameserver of /etc/resolv.conf and ignores --dns there (with
+	 * --dns the target is 0.0.0.0, which the kernel takes for loopback).
+	 * That nameserver must be the forwarder of S, pasta's, never the
+	 * host's resolver directly (it may be private or on loopback, both
+	 * refused in S, and network.allow would have to open it): a private
+	 * mount namespace where /etc/resolv.conf names it. The file is made in
+	 * a small tmpfs, bound over the host's (through its link, if it is
+	 * one), the tmpfs detached; the host's file is not touched. */
+	if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+		return passt_fail(err, "a private mount namespace");
+	if (mount("kis-resolv", "/dev/net", "tmpfs", MS_NOSUID | MS_NOEXEC | MS_NODEV,
+		  "mode=0755,size=4k") < 0)
+		return passt_fail(err, "a tmpfs for its resolv.conf");
+	int rf = open("/dev/net/resolv.conf", O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+	bool written = rf >= 0 && kis_write_all(rf, KIS_EGRESS_RESOLV, strlen(KIS_EGRESS_RESOLV)) >= 0;
+	if (rf >= 0)
+		close(rf);
+	if (!written || mount("/dev/net/resolv.conf", "/etc/resolv.conf", NULL, MS_BIND, NULL) < 0 ||
+	    umount2("/dev/net", MNT_DETACH) < 0)
+		return passt_fail(err, "its resolv.conf");
+	if (setgroups(0, NULL) < 0 || setresgid(h, h, h) < 0 || setresuid(h, h, h) < 0)
+		return passt_fail(err, "cannot switch to the helper's id");
+	/* user_namespaces(7): as the owner of S's user namespace, from its
+	 * parent, H holds every capability in it: enough to join it and then
+	 * S itself. Inside, H is uid 0 of that namespace. */
+	if (setns(s->eg->userns_fd, CLONE_NEWUSER) < 0 ||
+	    setns(s->eg->netns_fd, CLONE_NEWNET) < 0)
+		return passt_fail(err, "cannot join the sandbox's network namespace");
+	/* ... and gives every one up before passt runs: an empty bounding
+	 * set, SECBIT_NOROOT (uid 0 gains nothing at execve), empty sets,
+	 * no_new_privs. A passt the guest took over holds no capability over
+	 * S (nor over its owner: it is not in the parent namespace any more),
+	 * so it cannot change S's rules, routes or addresses. passt then
+	 * sandboxes itself further (its own user, mount, ipc, uts and pid
+	 * namespaces under this one, a seccomp filter). */
+	TRY(kis_drop_caps(err));
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+		return passt_fail(err, "no_new_privs");
+	return 0;
+}
+
+int kis_egress_attach_vm(struct kis_egress *eg, int sock, bool die_with_us,
+			 struct kis_error **err)
+{
+	const char *passt = passt_path();
+	if (!passt)
+		return kis_error_set(err, KIS_E_PROFILE_UNSATISFIABLE, 0,
+				     "network.mode: egress on the microvm needs passt (Debian "
+				     "package passt)");
+	if (eg->netns_fd < 0 || eg->userns_fd < 0)
+		return kis_error_set(err, KIS_E_INTERNAL, EINVAL, "egress: no network namespace");
+	/* above the spawner's dup2 targets; it is the only fd passt keeps */
+	_cleanup_close_ int fd = fcntl(sock, F_DUPFD_CLOEXEC, 10);
+	_cleanup_close_ int nul = open("/dev/null", O_RDWR | O_CLOEXEC);
+	if (fd < 0 || nul < 0)
+		return kis_error_set(err, KIS_E_INTERNAL, errno, "egress: cannot start passt");
+	char fdarg[16];
+	snprintf(fdarg, sizeof(fdarg), "%d", fd);
+	/* Every value is ours. The guest configures itself statically
+	 * (src/agent/guest.c) with pasta's addresses, so passt answers no
+	 * DHCP, NDP or RA; -t/-u none: nothing is forwarded in; --no-map-gw:
+	 * the gateway is not the host; DNS sent to the forwarder goes on to
+	 * the forwarder of S (pasta's, which takes DNS only: passt_child),
+	 * never straight to the host's resolver; -4: IPv4 only. --fd implies --one-off: passt
+	 * exits when QEMU's end of the socket closes. */
+	char *argv[] = {(char *)passt, "--quiet", "--foreground", "--ipv4-only", "--fd", fdarg,
+			"--address", KIS_EGRESS_ADDR, "--netmask", "24", "--gateway",
+			KIS_EGRESS_GATEWAY, "--dns-forward", KIS_EGRESS_DNS,
+			"--no-map-gw", "--no-dhcp", "--no-ndp", "--no-dhcpv6", "--no-ra", "--tcp-ports",
+			"none", "--udp-ports", "none", NULL};
+	struct passt_start s = {.eg = eg, .sock = fd};
+	struct kis_spawn sp = {.argv = argv, .envp = (char *const *)tool_env, .cwd = "/",
+			       .stdin_fd = nul, .child_setup = passt_child, .child_ctx = &s,
+			       .die_with_parent = die_with_us, .parent = getpid()};
+	pid_t pid = -1;
+	if (die_with_us) {
+		TRY(kis_spawn_start(&sp, nul, nul, &pid, err));
+	} else {
+		TRY(kis_spawn_detached(&sp, &pid, err));
+	}
+	eg->vm_pid = pid;
+	eg->vm_pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+	if (kis_owner_active())
+		(void)kis_owner_note("pid", "%d %llu", (int)pid, kis_proc_starttime(pid));
+	return 0;
 }
 
 int kis_egress_start(struct kis_egress *eg, const struct kis_net_dest *allow, size_t n_allow,
 		     bool allow_set, uid_t helper_uid, bool die_with_us, bool wait,
 		     struct kis_error **err)
+{
+	return kis_egress_start_for(eg, allow, n_allow, allow_set, helper_uid, die_with_us, wait,
+				    false, err);
+}
+
+int kis_egress_start_for(struct kis_egress *eg, const struct kis_net_dest *allow, size_t n_allow,
+			 bool allow_set, uid_t helper_uid, bool die_with_us, bool wait, bool vm,
+			 struct kis_error **err)
 {
 	*eg = (struct kis_egress)KIS_EGRESS_INIT;
 	eg->uid = helper_uid;
@@ -542,7 +707,7 @@ int kis_egress_start(struct kis_egress *eg, const struct kis_net_dest *allow, si
 		return kis_error_set(err, KIS_E_INTERNAL, 0, "egress: the helper may not run as root");
 	struct nft_job job = {.pid = 0, .errfd = -1};
 	bool ok = make_netns(eg, err) >= 0 &&
-		  policy_start(eg, allow, n_allow, allow_set, &job, err) >= 0 &&
+		  policy_start(eg, allow, n_allow, allow_set, vm, &job, err) >= 0 &&
 		  start_pasta(eg, die_with_us, err) >= 0;
 	if (policy_wait(&job, ok, err) < 0)
 		ok = false;
@@ -553,17 +718,25 @@ int kis_egress_start(struct kis_egress *eg, const struct kis_net_dest *allow, si
 	return 0;
 }
 
+static void reap_one(pid_t *pid, int pidfd)
+{
+	if (*pid <= 0)
+		return;
+	/* our child (one-shot), or reparented (a detached start) */
+	if (RETRY_EINTR(waitpid(*pid, NULL, 0)) < 0 && pidfd >= 0) {
+		struct pollfd p = {.fd = pidfd, .events = POLLIN};
+		RETRY_EINTR(poll(&p, 1, 1000));
+	}
+	*pid = 0;
+}
+
 void kis_egress_stop(struct kis_egress *eg)
 {
-	if (eg->pid > 0) {
-		kis_egress_kill(eg);
-		/* our child (one-shot), or reparented (a detached start) */
-		if (RETRY_EINTR(waitpid(eg->pid, NULL, 0)) < 0 && eg->pidfd >= 0) {
-			struct pollfd p = {.fd = eg->pidfd, .events = POLLIN};
-			RETRY_EINTR(poll(&p, 1, 1000));
-		}
-		eg->pid = 0;
-	}
+	kis_egress_kill(eg);
+	reap_one(&eg->vm_pid, eg->vm_pidfd);
+	reap_one(&eg->pid, eg->pidfd);
+	kis_closep(&eg->vm_pidfd);
+	eg->vm_pidfd = -1;
 	kis_closep(&eg->pidfd);
 	kis_closep(&eg->netns_fd);
 	kis_closep(&eg->userns_fd);
@@ -574,6 +747,7 @@ void kis_egress_stop(struct kis_egress *eg)
 
 void kis_egress_release(struct kis_egress *eg)
 {
+	kis_closep(&eg->vm_pidfd);
 	kis_closep(&eg->pidfd);
 	kis_closep(&eg->netns_fd);
 	kis_closep(&eg->userns_fd);
@@ -588,8 +762,12 @@ void kis_egress_release(struct kis_egress *eg)
 
 int kis_egress_save(int dir_fd, const struct kis_egress *eg, struct kis_error **err)
 {
-	char line[64];
+	/* pasta's line, then passt's (a microvm's) */
+	char line[128];
 	int n = snprintf(line, sizeof(line), "%d %llu\n", (int)eg->pid, kis_proc_starttime(eg->pid));
+	if (eg->vm_pid > 0)
+		n += snprintf(line + n, sizeof(line) - (size_t)n, "%d %llu\n", (int)eg->vm_pid,
+			      kis_proc_starttime(eg->vm_pid));
 	_cleanup_close_ int fd = openat(dir_fd, SAVED, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC |
 							   O_NOFOLLOW, 0600);
 	if (fd < 0 || write(fd, line, (size_t)n) != n)
@@ -601,23 +779,27 @@ int kis_egress_save(int dir_fd, const struct kis_egress *eg, struct kis_error **
 void kis_egress_end_saved(int dir_fd)
 {
 	_cleanup_close_ int fd = openat(dir_fd, SAVED, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-	char line[64];
-	ssize_t n = fd >= 0 ? read(fd, line, sizeof(line) - 1) : -1;
+	char buf[160];
+	ssize_t n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
 	if (n <= 0)
 		return;
-	line[n] = '\0';
-	int pid = 0;
-	unsigned long long start = 0;
-	if (sscanf(line, "%d %llu", &pid, &start) != 2 || pid <= 0)
-		return;
-	/* the pid is pasta's only while its start time matches (pid reuse) */
-	int pfd = (int)syscall(SYS_pidfd_open, pid, 0);
-	if (pfd >= 0 && kis_proc_starttime(pid) == start) {
-		syscall(SYS_pidfd_send_signal, pfd, SIGKILL, NULL, 0);
-		struct pollfd p = {.fd = pfd, .events = POLLIN};
-		RETRY_EINTR(poll(&p, 1, 2000));
+	buf[n] = '\0';
+	char *save = NULL;
+	for (char *line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		int pid = 0;
+		unsigned long long start = 0;
+		if (sscanf(line, "%d %llu", &pid, &start) != 2 || pid <= 0)
+			continue;
+		/* the pid is the helper's only while its start time matches
+		 * (pid reuse) */
+		int pfd = (int)syscall(SYS_pidfd_open, pid, 0);
+		if (pfd >= 0 && kis_proc_starttime(pid) == start) {
+			syscall(SYS_pidfd_send_signal, pfd, SIGKILL, NULL, 0);
+			struct pollfd p = {.fd = pfd, .events = POLLIN};
+			RETRY_EINTR(poll(&p, 1, 2000));
+		}
+		if (pfd >= 0)
+			close(pfd);
 	}
-	if (pfd >= 0)
-		close(pfd);
 	unlinkat(dir_fd, SAVED, 0);
 }

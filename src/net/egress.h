@@ -45,19 +45,31 @@
 #define KIS_EGRESS_DNS "10.0.2.3"
 #define KIS_EGRESS_IFNAME "eth0"
 #define KIS_EGRESS_RESOLV "nameserver " KIS_EGRESS_DNS "\n"
+/* A microvm guest's eth0: passt's default MTU (65520: the largest 802.3
+ * frame less its header, rounded to 32 bits), so its TCP sends large
+ * segments over the socketpair. */
+#define KIS_EGRESS_VM_MTU 65520
 
 /* Whether this host can carry egress (pasta, nft, a tun device, root):
  * NULL when it can, else why not. */
 KIS_HIDDEN const char *kis_egress_unavailable(void);
+/* The same for a microvm (vm true): passt as well. */
+KIS_HIDDEN const char *kis_egress_unavailable_for(bool vm);
 
 /* The nftables ruleset for a policy (malloc'ed text), built only from the
  * parsed binary values; host addresses are the engine's own (getifaddrs). */
 KIS_HIDDEN char *kis_egress_ruleset(const struct kis_net_dest *allow, size_t n_allow, bool allow_set);
+/* vm: for a microvm, whose guest has a loopback of its own: S's loopback
+ * is refused too (the guest's flows are passt's sockets in S). */
+KIS_HIDDEN char *kis_egress_ruleset_for(const struct kis_net_dest *allow, size_t n_allow,
+					bool allow_set, bool vm);
 
 /* For --dry-run: the plan's egress as a JSON object (a json_t *, owned by
  * the caller): the allow list as parsed, the helper's uid, the rules. */
 KIS_HIDDEN void *kis_egress_describe(const struct kis_net_dest *allow, size_t n_allow,
 				     bool allow_set, uid_t helper_uid);
+KIS_HIDDEN void *kis_egress_describe_for(const struct kis_net_dest *allow, size_t n_allow,
+					 bool allow_set, uid_t helper_uid, bool vm);
 
 struct kis_egress {
 	int netns_fd;  /* S */
@@ -67,10 +79,13 @@ struct kis_egress {
 	uid_t uid;     /* pasta's host id (H) */
 	int ready_fd;  /* pasta's -P pipe until it said it is ready, or -1 */
 	int err_fd;    /* pasta's stderr (a memfd) until then, or -1 */
+	pid_t vm_pid;  /* a microvm's passt (kis_egress_attach_vm), or 0 */
+	int vm_pidfd;  /* its pidfd, or -1 */
 };
 
-#define KIS_EGRESS_INIT \
-	{.netns_fd = -1, .userns_fd = -1, .pidfd = -1, .pid = 0, .uid = 0, .ready_fd = -1, .err_fd = -1}
+#define KIS_EGRESS_INIT                                                                      \
+	{.netns_fd = -1, .userns_fd = -1, .pidfd = -1, .pid = 0, .uid = 0, .ready_fd = -1,  \
+	 .err_fd = -1, .vm_pid = 0, .vm_pidfd = -1}
 
 /* Make S, load the policy, start pasta; with wait, also wait until it is
  * ready (else kis_egress_ready before the command may use the network:
@@ -81,6 +96,17 @@ struct kis_egress {
 KIS_HIDDEN int kis_egress_start(struct kis_egress *eg, const struct kis_net_dest *allow,
 				size_t n_allow, bool allow_set, uid_t helper_uid, bool die_with_us,
 				bool wait, struct kis_error **err);
+/* The same, with the policy for a microvm (vm: kis_egress_ruleset_for). */
+KIS_HIDDEN int kis_egress_start_for(struct kis_egress *eg, const struct kis_net_dest *allow,
+				    size_t n_allow, bool allow_set, uid_t helper_uid,
+				    bool die_with_us, bool wait, bool vm, struct kis_error **err);
+/* A microvm's network: passt inside S, as H with no capability left, on
+ * sock (a connected stream socket whose peer is QEMU's -netdev stream);
+ * after kis_egress_ready (passt reads S's routes as it starts). It ends
+ * with pasta (kis_egress_kill, _stop, the session's saved pids) and by
+ * itself when QEMU's end closes. */
+KIS_HIDDEN int kis_egress_attach_vm(struct kis_egress *eg, int sock, bool die_with_us,
+				    struct kis_error **err);
 /* Wait (bounded) until pasta has configured S; 0 at once when it did. */
 KIS_HIDDEN int kis_egress_ready(struct kis_egress *eg, struct kis_error **err);
 /* SIGKILL pasta now (its teardown overlaps ours); kis_egress_stop reaps. */

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import KIS
+from conftest import KIS, ROOT
 
 HERE = Path(__file__).resolve().parent
 WORLD = HERE / "egress_world.py"
@@ -139,9 +139,9 @@ class Net:
         return in_ns(self.e.pid, "unshare", "-m", "--propagation", "private", "sh", "-c", script,
                      str(self.resolv), str(KIS), "sandbox", *args)
 
-    def kis(self, *args, timeout=120):
+    def kis(self, *args, timeout=120, env=None):
         return subprocess.run(self.kis_argv(*args), capture_output=True, text=True,
-                              timeout=timeout)
+                              timeout=timeout, env=dict(os.environ, **(env or {})))
 
     def probe(self, tier_args, targets, extra=()):
         p = self.kis("run", *tier_args, "--net", "egress", *extra, "--", PY, "-c", PROBE,
@@ -458,3 +458,288 @@ def test_helper_of_a_killed_create_is_swept(net, tier, store):
     g = net.kis("gc")
     assert g.returncode == 0, g.stderr
     assert all(gone(q) for q in mine), (mine, g.stdout)
+
+
+# ---- the microvm: passt, the guest's virtio-net backend, inside S ----
+#
+# The guest has no Python: the probe is build/test-helpers/netprobe (static,
+# the same targets and verdicts), in a base every run clones. TCG boots are
+# slow, so the runs are few and share one snapshot (made by the fixture).
+
+GUEST = Path(os.environ.get("KIS_MICROVM_GUEST_DIR", ROOT / "build" / "microvm-guest"))
+NETPROBE = ROOT / "build" / "test-helpers" / "netprobe"
+VM_TIMEOUT = 240
+
+
+def passts():
+    """pids of every passt serving a microvm (VM mode: --fd, pasta's address)."""
+    out = set()
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                comm = Path(f"/proc/{d}/comm").read_text().strip()
+                cmd = Path(f"/proc/{d}/cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if comm.startswith("passt") and b"--fd" in cmd and b"10.0.2.15" in cmd:
+                out.add(int(d))
+    return out
+
+
+def qemus(marker):
+    """QEMU processes with a file open under marker (their disks)."""
+    out = set()
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                cmd = Path(f"/proc/{d}/cmdline").read_bytes().split(b"\0")
+                if not cmd[0].endswith(b"qemu-system-x86_64"):
+                    continue
+                links = [os.readlink(f"/proc/{d}/fd/{f}") for f in os.listdir(f"/proc/{d}/fd")]
+            except OSError:
+                continue
+            if any(marker in l for l in links):
+                out.add(int(d))
+    return out
+
+
+def ancestors(pid):
+    out = []
+    while pid > 1:
+        try:
+            pid = int(Path(f"/proc/{pid}/stat").read_text().split(")")[1].split()[1])
+        except OSError:
+            break
+        out.append(pid)
+    return out
+
+
+@pytest.fixture(scope="module")
+def vm(net, tmp_path_factory):
+    """The microvm tier in the egress world: a store of its own, the shared
+    guest cache, a base holding netprobe; every VM and helper gone after."""
+    if not Path("/usr/bin/qemu-system-x86_64").exists():
+        pytest.skip("qemu-system-x86_64 is not installed (Debian: qemu-system-x86)")
+    if not NETPROBE.exists():
+        pytest.skip(f"{NETPROBE} missing: run 'make check-integration'")
+    fetch = subprocess.run([str(ROOT / "scripts" / "guest" / "fetch-kernel.sh"), str(GUEST)],
+                           capture_output=True, text=True, timeout=600)
+    if fetch.returncode != 0:
+        pytest.skip(f"cannot fetch the guest kernel: {fetch.stderr.strip()[-300:]}")
+    tmp = tmp_path_factory.mktemp("egress-vm")
+    store = tmp / "store"
+    env = {"KIS_SANDBOX_ROOT": str(store), "KIS_MICROVM_GUEST_DIR": str(GUEST)}
+    b = subprocess.run([str(KIS), "sandbox", "backends", "--json"], capture_output=True,
+                       text=True, env=dict(os.environ, **env))
+    rows = {r["backend"]: r for r in json.loads(b.stdout)}
+    if "egress" not in rows.get("microvm", {}).get("network", ""):
+        pytest.skip("the microvm does not enforce egress here")
+    src = tmp / "base"
+    src.mkdir()
+    shutil.copy2(NETPROBE, src / "netprobe")
+    imp = subprocess.run([str(KIS), "sandbox", "base", "import", str(src)], capture_output=True,
+                         text=True, env=dict(os.environ, **env))
+    assert imp.returncode == 0, imp.stderr
+    base = imp.stdout.strip()
+    try:
+        # the first run makes the initramfs and the snapshot (off: no world traffic)
+        p = net.kis("run", "--tier", "microvm", "--base", base, "--", "true", env=env,
+                    timeout=VM_TIMEOUT)
+        assert p.returncode == 0, p.stderr
+        yield env, base
+    finally:
+        sess = store / "sessions"
+        for s in (sess.iterdir() if sess.exists() else ()):
+            if not s.name.startswith("."):
+                net.kis("session", "destroy", s.name, env=env, timeout=60)
+        for pid in qemus(str(store)):
+            os.kill(pid, signal.SIGKILL)
+        net.kis("gc", env=env, timeout=60)
+        assert not qemus(str(store)), "a VM outlived the tests"
+
+
+def settled(*logs):
+    """The logs' text once nothing more arrives for 300 ms: the world's
+    servers log from their threads, so a bare control's own lines may land
+    after it returned."""
+    last = None
+    while True:
+        now = tuple(l.read_text() for l in logs)
+        if now == last:
+            return now
+        last = now
+        time.sleep(0.3)
+
+
+def vm_probe(net, vm, targets, extra=(), mode="egress"):
+    env, base = vm
+    p = net.kis("run", "--tier", "microvm", "--base", base, "--net", mode, *extra, "--",
+                "./netprobe", *targets, env=env, timeout=VM_TIMEOUT)
+    assert p.returncode == 0, p.stderr
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def test_microvm_egress_reaches_the_world_and_nothing_else(net, vm):
+    """One VM: the world by TCP, UDP and DNS; none of the forbidden
+    listeners (each answers the bare control), the forwarder only for DNS.
+    The guest's root is not needed to break this: the policy is S's, on
+    the host side of passt, whatever frames the guest's kernel sends."""
+    for t in FORBIDDEN:
+        assert net.bare(t) == "reached", (t, FORBIDDEN[t])
+    before = settled(net.world_log, net.engine_log)
+    world = ["tcp:203.0.113.10:7", "udp:203.0.113.10:7", "dns:world.test:7"]
+    fwd = ["tcp:10.0.2.3:53", "tcp:10.0.2.3:7", "udp:10.0.2.3:7", "tcp:10.0.2.2:7"]
+    got = vm_probe(net, vm, world + sorted(FORBIDDEN) + fwd)
+    assert {t: got[t] for t in world} == {"tcp:203.0.113.10:7": "reached",
+                                          "udp:203.0.113.10:7": "reached",
+                                          "dns:world.test:7": "203.0.113.10"}, got
+    escaped = {t: FORBIDDEN[t] for t in FORBIDDEN if got[t] == "reached"}
+    assert not escaped, f"escaped: {escaped}"
+    assert all(got[t].startswith("blocked") for t in list(FORBIDDEN) + fwd), got
+    # what arrived in the world: the three allowed flows, nothing else (the
+    # TCP echo listens on 0.0.0.0: one connection, the world's; UDP and DNS
+    # may be asked again while the guest is slow)
+    new = net.world_log.read_text()[len(before[0]):].splitlines()
+    assert set(new) == {"tcp 0.0.0.0:7 from 203.0.113.2", "udp 203.0.113.10:7 from 203.0.113.2",
+                        "dns world.test from 203.0.113.2"}, new
+    assert new.count("tcp 0.0.0.0:7 from 203.0.113.2") == 1, new
+    assert net.engine_log.read_text() == before[1]
+
+
+def test_microvm_guest_root_reaches_nothing_more(net, vm):
+    """A hostile guest: its root, every capability, no confinement (the
+    agent's kis-test:guest-root hook, on only under KIS_MICROVM_TEST_HOOKS),
+    puts itself on the private network and on the engine's own subnet and
+    routes link-local straight out of eth0. What it sends still leaves as
+    passt's sockets in S: the policy there decides, not the guest."""
+    env, base = vm
+    for t in FORBIDDEN:
+        assert net.bare(t) == "reached", (t, FORBIDDEN[t])
+    before = settled(net.world_log, net.engine_log)
+    script = ("ip addr add 10.20.0.77/16 dev eth0 && ip addr add 203.0.113.77/24 dev eth0 && "
+              "ip route add 169.254.0.0/16 dev eth0 && id -u && exec ./netprobe " +
+              " ".join(sorted(FORBIDDEN) + ["tcp:203.0.113.10:7"]))
+    p = net.kis("run", "--tier", "microvm", "--base", base, "--net", "egress", "--",
+                "kis-test:guest-root", "sh", "-c", script,
+                env=dict(env, KIS_MICROVM_TEST_HOOKS="1"), timeout=VM_TIMEOUT)
+    assert p.returncode == 0, (p.stdout, p.stderr)
+    uid, out = p.stdout.strip().splitlines()[-2:]
+    assert uid == "0", p.stdout  # the guest's root indeed
+    got = json.loads(out)
+    assert got["tcp:203.0.113.10:7"] == "reached", got  # the control: the link works
+    escaped = {t: FORBIDDEN[t] for t in FORBIDDEN if got[t] == "reached"}
+    assert not escaped, f"escaped: {escaped}"
+    assert all(got[t].startswith("blocked") for t in FORBIDDEN), got
+    assert set(net.world_log.read_text()[len(before[0]):].splitlines()) <= {
+        "tcp 0.0.0.0:7 from 203.0.113.2"}
+    assert net.engine_log.read_text() == before[1]
+
+
+def test_microvm_allow_narrows_and_opens_a_listed_private_range(net, vm):
+    got = vm_probe(net, vm, ["tcp:10.20.0.5:7", "tcp:203.0.113.10:7", "tcp:203.0.113.10:9",
+                             "udp:203.0.113.10:7", "tcp:169.254.169.254:80",
+                             "tcp:203.0.113.2:7008", "dns:world.test:7"],
+                   extra=["--net-allow", "10.20.0.0/16", "--net-allow", "203.0.113.10/32:7",
+                          "--net-allow", "169.254.0.0/16"])
+    assert got["tcp:10.20.0.5:7"] == "reached", got
+    assert got["tcp:203.0.113.10:7"] == "reached" and got["udp:203.0.113.10:7"] == "reached", got
+    assert got["dns:world.test:7"] == "203.0.113.10", got  # DNS whatever the list says
+    for t in ("tcp:203.0.113.10:9", "tcp:169.254.169.254:80", "tcp:203.0.113.2:7008"):
+        assert got[t].startswith("blocked"), (t, got)
+
+
+def test_microvm_off_and_loopback_reach_nothing(net, vm):
+    for mode in ("off", "loopback"):
+        got = vm_probe(net, vm, ["tcp:203.0.113.10:7", "udp:203.0.113.10:7"], mode=mode)
+        assert all(v.startswith("blocked") for v in got.values()), (mode, got)
+
+
+def test_microvm_nothing_connects_in(net, vm):
+    env, base = vm
+    p = subprocess.Popen(net.kis_argv("run", "--tier", "microvm", "--base", base, "--net",
+                                      "egress", "--", "./netprobe", "listen", "8080"),
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         env=dict(os.environ, **env))
+    try:
+        assert p.stdout.readline().strip() == "ready"
+        tries = {}
+        for addr in ("203.0.113.2", "10.0.2.15"):
+            r = sh(*in_ns(net.w.pid, PY, "-c",
+                          f"import socket\ntry:\n socket.create_connection(('{addr}',8080),timeout=2)"
+                          f"\n print('reached')\nexcept OSError as e: print('blocked', e)"))
+            tries[addr] = r.stdout.strip()
+        out, err = p.communicate(timeout=VM_TIMEOUT)
+    finally:
+        p.kill()
+        p.wait()
+    assert out.strip() == "not escaped", (out, err, tries)
+    assert all(v.startswith("blocked") for v in tries.values()), tries
+
+
+def test_microvm_session_keeps_its_network_and_destroy_ends_the_helpers(net, vm):
+    env, base = vm
+    c = net.kis("create", "--tier", "microvm", "--base", base, "--net", "egress", env=env,
+                timeout=VM_TIMEOUT)
+    assert c.returncode == 0, c.stderr
+    sid = c.stdout.strip()
+    try:
+        saved = (Path(env["KIS_SANDBOX_ROOT"]) / "sessions" / sid / "egress").read_text().split()
+        helpers = {int(saved[0]), int(saved[2])}  # pasta's line, then passt's
+        assert all(os.path.exists(f"/proc/{h}") for h in helpers), saved
+        assert int(saved[2]) in passts()
+        # passt, the guest's way out: the helper's id, no capability, its own
+        # seccomp filter, S's network namespace (not the VMM's, not ours)
+        st = dict(l.split(":\t", 1) for l in
+                  Path(f"/proc/{saved[2]}/status").read_text().splitlines() if ":\t" in l)
+        assert st["Uid"].split()[0] not in ("0", "65534"), st["Uid"]
+        assert st["CapEff"] == st["CapPrm"] == "0000000000000000", st
+        assert st["NoNewPrivs"] == "1" and st["Seccomp"] == "2", st
+        vmm = qemus(env["KIS_SANDBOX_ROOT"])
+        assert len(vmm) == 1, vmm
+        vmm = vmm.pop()
+        ns = lambda pid, n: os.readlink(f"/proc/{pid}/ns/{n}")
+        assert ns(saved[2], "net") not in (ns(vmm, "net"), ns("self", "net")), "passt not in S"
+        # both helpers are counted in the VM's cgroup, and die with it
+        cg = lambda pid: Path(f"/proc/{pid}/cgroup").read_text()
+        assert cg(saved[0]) == cg(saved[2]) == cg(vmm), (cg(saved[0]), cg(vmm))
+        for _ in range(2):  # twice: the network stays for the session's life
+            e = net.kis("exec", sid, "--", "./netprobe", "tcp:203.0.113.10:7", "tcp:10.20.0.5:7",
+                        env=env, timeout=VM_TIMEOUT)
+            assert e.returncode == 0, e.stderr
+            got = json.loads(e.stdout)
+            assert got["tcp:203.0.113.10:7"] == "reached", got
+            assert got["tcp:10.20.0.5:7"].startswith("blocked"), got
+    finally:
+        d = net.kis("session", "destroy", sid, env=env, timeout=60)
+    assert d.returncode == 0, d.stderr
+    assert all(gone(h) for h in helpers), "a helper outlived session destroy"
+
+
+def test_microvm_helpers_die_with_a_killed_engine(net, vm):
+    env, base = vm
+    before_pasta, before_passt = pastas(), passts()
+    p = subprocess.Popen(net.kis_argv("run", "--tier", "microvm", "--base", base, "--net",
+                                      "egress", "--", "sleep", "60"),
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                         env=dict(os.environ, **env))
+    try:
+        mine = set()
+        for _ in range(1500):
+            kids = {q for q in (pastas() - before_pasta) | (passts() - before_passt)
+                    if Path(f"/proc/{q}/stat").read_text().split(")")[1].split()[1] == str(p.pid)}
+            if len(kids) == 2:  # pasta and passt, both the engine's children
+                mine = kids
+                break
+            time.sleep(0.02)
+        assert mine, "no pasta and passt started by the engine"
+        vms = {q for q in qemus("/kis-mvm.") if p.pid in ancestors(q)}
+        assert vms, "no VM of the engine's"
+        time.sleep(0.5)
+        os.kill(p.pid, signal.SIGKILL)
+        p.wait()
+        assert all(gone(q) for q in mine), "a helper outlived the engine"
+    finally:
+        p.kill()
+        p.wait()
+    net.kis("gc", env=env, timeout=60)
+    assert all(gone(q) for q in vms), "the VM outlived the engine"

@@ -577,17 +577,16 @@ int kis_mvm_cgroup_save(const char *dir, const struct kis_cgroup *cg, struct kis
 	return 0;
 }
 
-void kis_mvm_cgroup_drop(const char *dir)
+/* The VMM's cgroup as kis_mvm_cgroup_save wrote it in the directory dfd,
+ * or NULL (none, or not ours: only paths under a cgroup mount). */
+static struct kis_cgroup *cgroup_load(int dfd)
 {
-	if (!dir)
-		return;
-	_cleanup_close_ int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	int fd = dfd < 0 ? -1 : openat(dfd, "vmm.cgroup", O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 	FILE *f = fd < 0 ? NULL : fdopen(fd, "re");
 	if (!f) {
 		if (fd >= 0)
 			close(fd);
-		return;
+		return NULL;
 	}
 	struct kis_cgroup *cg = calloc(1, sizeof(*cg));
 	char line[4096];
@@ -607,13 +606,36 @@ void kis_mvm_cgroup_drop(const char *dir)
 		}
 	}
 	fclose(f);
-	if (ok) {
-		cg->mode = (enum kis_cgroup_mode)mode;
+	if (!ok) {
+		kis_cgroup_free(cg);
+		return NULL;
+	}
+	cg->mode = (enum kis_cgroup_mode)mode;
+	return cg;
+}
+
+int kis_mvm_cgroup_join(const char *dir, pid_t pid, struct kis_error **err)
+{
+	_cleanup_close_ int dfd = dir ? open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
+	struct kis_cgroup *cg = cgroup_load(dfd);
+	if (!cg)
+		return kis_error_set(err, KIS_E_INTERNAL, errno ? errno : ENOENT,
+				     "the VMM's cgroup is not recorded");
+	int r = kis_cgroup_attach(cg, pid, err);
+	kis_cgroup_free(cg);
+	return r;
+}
+
+void kis_mvm_cgroup_drop(const char *dir)
+{
+	if (!dir)
+		return;
+	_cleanup_close_ int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	struct kis_cgroup *cg = cgroup_load(dfd);
+	if (cg) {
 		struct kis_error *e = NULL;
 		kis_cgroup_destroy(cg, &e);
 		kis_error_free(e);
 		unlinkat(dfd, "vmm.cgroup", 0);
-	} else {
-		kis_cgroup_free(cg);
 	}
 }

@@ -45,6 +45,8 @@
 #include "backends/microvm/vm.h"
 #include "kis/backend.h"
 #include "core/tree.h"
+#include "confine/confine.h"
+#include "net/egress.h"
 
 #define MIN_MEM_MIB 128u
 
@@ -64,7 +66,11 @@ static void microvm_probe(const struct kis_ctx *ctx, struct kis_caps *c)
 	c->cow = true; /* overlayfs in the guest over a cached base image (microvm/disk.c) */
 	c->snapshot = true;
 	c->mounts = true; /* read-only disk slots in the guest, copy-on-write (microvm/disk.c) */
-	c->net_modes = (1u << KIS_NET_OFF) | (1u << KIS_NET_LOOPBACK);
+	/* egress: the guest's virtio-net backend is passt inside the
+	 * engine's network namespace with pasta and the policy (net/egress.h) */
+	c->net_modes = (1u << KIS_NET_OFF) | (1u << KIS_NET_LOOPBACK) |
+		       (kis_egress_unavailable_for(true) || !kis_mvm_guest_has_net(ctx) ? 0 :
+			1u << KIS_NET_EGRESS);
 	c->limits = KIS_LIMIT_WALL | KIS_LIMIT_CPU | KIS_LIMIT_MEMORY | KIS_LIMIT_OUTPUT |
 		    KIS_LIMIT_FILE | KIS_LIMIT_OPEN_FILES | KIS_LIMIT_PIDS |
 		    KIS_LIMIT_DISK; /* the writable layer's size (microvm_disk.c) */
@@ -92,6 +98,9 @@ struct kis_plan {
 	const char *ws_lower, *ws_upper, *ws_cache; /* an overlay workspace's layers */
 	enum kis_root_mode root;
 	enum kis_net_mode net;
+	struct kis_net_dest *allow; /* network.allow */
+	size_t n_allow;
+	bool allow_set;
 	unsigned mem_mib, vcpus;
 	const char *sandbox_id;
 	const struct kis_ctx *ctx; /* the command's (outlives the plan) */
@@ -183,8 +192,9 @@ static int microvm_plan(const struct kis_caps *caps, const struct kis_run_reques
 					     a ? a : "no usable accelerator");
 	}
 	TRY(kis_check_network(caps, p, "microvm",
-			      "it has no network device yet: use 'off' or 'loopback', or the "
-			      "container tier for 'egress'", err));
+			      "egress needs pasta, passt and nft (Debian packages passt and "
+			      "nftables), the engine as root and a guest with its network "
+			      "driver ('kis sandbox guest fetch')", err));
 	TRY(check_mounts(p, err));
 	if (p->root == KIS_ROOT_WORKSPACE && !req->workspace_path && !p->base && !p->workspace)
 		return kis_error_set(err, KIS_E_PROFILE_UNSATISFIABLE, 0,
@@ -243,6 +253,15 @@ static int microvm_plan(const struct kis_caps *caps, const struct kis_run_reques
 	pl->ws_cache = req->workspace_cache;
 	pl->root = p->root;
 	pl->net = p->net;
+	pl->allow_set = p->net_allow_set;
+	pl->n_allow = p->n_net_allow;
+	if (p->n_net_allow && !(pl->allow = kis_net_dests_dup(p->net_allow, p->n_net_allow))) {
+		kis_strv_free(pl->argv);
+		kis_strv_free(pl->envp);
+		free(pl->cwd);
+		free(pl);
+		return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "plan");
+	}
 	pl->mem_mib = (unsigned)mib;
 	pl->vcpus = p->microvm.vcpus ? p->microvm.vcpus : 1;
 	pl->sandbox_id = req->sandbox_id;
@@ -252,6 +271,13 @@ static int microvm_plan(const struct kis_caps *caps, const struct kis_run_reques
 			 p->microvm.accel == KIS_ACCEL_KVM ? "kvm" : "tcg");
 	*out = pl;
 	return 0;
+}
+
+/* pasta's and passt's host id: the last of the sandbox's id block (the
+ * guest's users are not host ids; the VMM's uid is of another range) */
+static uid_t helper_uid(const struct kis_plan *pl)
+{
+	return kis_egress_helper_uid(kis_sandbox_ids(pl->sandbox_id ? pl->sandbox_id : "plan"));
 }
 
 static char *microvm_describe(const struct kis_plan *pl)
@@ -265,7 +291,7 @@ static char *microvm_describe(const struct kis_plan *pl)
 	json_t *o = json_pack("{s:s, s:o, s:o, s:s, s:s, s:s, s:I, s:I, s:s, s:s}", "backend",
 			      "microvm", "argv", argv, "env", env, "cwd", pl->cwd, "root",
 			      pl->root == KIS_ROOT_WORKSPACE ? "workspace" : "host", "network",
-			      pl->net == KIS_NET_LOOPBACK ? "loopback" : "off", "memory_mib",
+			      kis_net_mode_name(pl->net), "memory_mib",
 			      (json_int_t)pl->mem_mib, "vcpus", (json_int_t)pl->vcpus, "accel",
 			      a ? a : "measured at first run", "workspace_disk",
 			      !pl->ws_path ? "none" :
@@ -289,6 +315,10 @@ static char *microvm_describe(const struct kis_plan *pl)
 							      "seccomp",
 							      pl->net == KIS_NET_OFF ? "default, AF_UNIX only" :
 										"default"));
+	if (o && pl->net == KIS_NET_EGRESS)
+		json_object_set_new(o, "egress",
+				    kis_egress_describe_for(pl->allow, pl->n_allow, pl->allow_set,
+							    helper_uid(pl), true));
 	char *s = o ? json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
 	json_decref(o);
 	return s;
@@ -301,6 +331,7 @@ static void microvm_plan_free(struct kis_plan *pl)
 	kis_strv_free(pl->argv);
 	kis_strv_free(pl->envp);
 	free(pl->cwd);
+	free(pl->allow);
 	mounts_free(pl);
 	free(pl);
 }
@@ -316,6 +347,7 @@ struct vm {
 	pid_t pid;
 	int ctl;
 	bool restored;
+	struct kis_egress eg; /* egress: S, pasta and passt */
 };
 
 /* KIS_MICROVM_TRACE=1: phase times on stderr, for bench/microvm.sh only */
@@ -349,9 +381,15 @@ static char *cfg_line(const struct kis_plan *pl, bool sync_writes)
 	 * differently: the guest's confinement is the same either way. */
 	json_t *o = json_pack("{s:s, s:s, s:b, s:b, s:o, s:s, s:I, s:s, s:b}", "root",
 			      pl->root == KIS_ROOT_WORKSPACE ? "workspace" : "host", "net",
-			      pl->net == KIS_NET_LOOPBACK ? "loopback" : "off", "disk", pl->ws_path != NULL, "sync",
+			      kis_net_mode_name(pl->net), "disk", pl->ws_path != NULL, "sync",
 			      sync_writes, "env", env, "cwd", pl->cwd, "pids", (json_int_t)pl->limits.pids,
 			      "seed", seed, "test_hooks", getenv("KIS_MICROVM_TEST_HOOKS") != NULL);
+	/* egress: pasta's link, which passt serves the guest (net/egress.h) */
+	if (o && pl->net == KIS_NET_EGRESS)
+		json_object_set_new(o, "eth0", json_pack("{s:s, s:i, s:s, s:s, s:i}", "address",
+							 KIS_EGRESS_ADDR, "prefix", 24, "gateway",
+							 KIS_EGRESS_GATEWAY, "dns", KIS_EGRESS_DNS,
+							 "mtu", KIS_EGRESS_VM_MTU));
 	/* the mounts, slot i for mount i (the guest's init checks each
 	 * target again: kis_guest_mount_target_check) */
 	json_t *ms = json_array();
@@ -399,6 +437,7 @@ static void vm_stop(struct vm *v)
 static void vm_release(struct vm *v)
 {
 	vm_stop(v);
+	kis_egress_stop(&v->eg); /* passt has seen QEMU's end close; pasta goes */
 	if (v->ctl >= 0)
 		close(v->ctl);
 	if (v->dfd >= 0)
@@ -417,6 +456,11 @@ static int vm_start(struct vm *v, const struct kis_plan *pl, int dfd, const char
 		    int agent0_fd, bool detach, bool sync_writes, struct kis_error **err)
 {
 	trace("start");
+	/* egress first: pasta's ~100 ms of setup overlaps the disks, the
+	 * snapshot's lookup and QEMU's restore; passt joins once it is ready */
+	if (pl->net == KIS_NET_EGRESS)
+		TRY(kis_egress_start_for(&v->eg, pl->allow, pl->n_allow, pl->allow_set,
+					 helper_uid(pl), !detach, false, true, err));
 	TRY(kis_mvm_guest_open(pl->ctx, &v->g, err));
 	if (pl->accel_pin[0])
 		snprintf(v->accel, sizeof(v->accel), "%s", pl->accel_pin);
@@ -452,10 +496,20 @@ static int vm_start(struct vm *v, const struct kis_plan *pl, int dfd, const char
 	int r = -1;
 	_cleanup_close_ int log = -1;
 	_cleanup_free_ char *line = NULL;
+	/* egress: QEMU's end of the guest's link and passt's */
+	int link[2] = {-1, -1};
 	struct kis_mvm_cfg c = {.accel = v->accel, .mem_mib = pl->mem_mib, .vcpus = pl->vcpus,
 				.disk = {v->disks.base, v->disks.delta, v->disks.rw},
 				.snap_fd = snap, .detach = detach, .vm_dir = dpath,
-				.stand_in = true, .mem_fd = memfd, .ignore_shared = snap >= 0};
+				.stand_in = true, .mem_fd = memfd, .ignore_shared = snap >= 0,
+				.net_fd = -1};
+	if (pl->net == KIS_NET_EGRESS) {
+		if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, link) < 0) {
+			kis_error_set(err, KIS_E_INTERNAL, errno, "egress: cannot link the VM to passt");
+			goto out;
+		}
+		c.net_fd = link[0];
+	}
 	for (int i = 0; i < KIS_MVM_MOUNT_DISKS; i++)
 		c.mdisk[i] = v->disks.m[i];
 	if ((fds[0] = kis_mvm_listen_at(dfd, "ctl.sock", err)) < 0 ||
@@ -487,6 +541,18 @@ static int vm_start(struct vm *v, const struct kis_plan *pl, int dfd, const char
 		goto out;
 	if (v->restored)
 		trace("restore started");
+	if (pl->net == KIS_NET_EGRESS &&
+	    (kis_egress_ready(&v->eg, err) < 0 || kis_egress_attach_vm(&v->eg, link[1], !detach, err) < 0))
+		goto out;
+	/* pasta and passt work for this VM: counted in its cgroup (its pids
+	 * limit, its memory from now on: neither cgroup version moves pages
+	 * already charged), and killed with it when it is dropped */
+	if (pl->net == KIS_NET_EGRESS &&
+	    (kis_mvm_cgroup_join(dpath, v->eg.pid, err) < 0 ||
+	     kis_mvm_cgroup_join(dpath, v->eg.vm_pid, err) < 0))
+		goto out;
+	if (pl->net == KIS_NET_EGRESS)
+		trace("pasta ready, passt attached, both in the VM's cgroup");
 	trace(v->restored ? "qemu started (restore)" : "qemu started (cold boot)");
 	/* a cold boot takes seconds under TCG, a restore a fraction of one */
 	v->ctl = kis_mvm_ctl_wait(dfd, 90000, detach ? 0 : v->pid);
@@ -522,6 +588,9 @@ out:
 	for (int i = 0; i < 2 + KIS_MVM_PORTS; i++)
 		if (fds[i] >= 0)
 			close(fds[i]);
+	for (int i = 0; i < 2; i++)
+		if (link[i] >= 0)
+			close(link[i]);
 	return r;
 }
 
@@ -601,7 +670,7 @@ static bool writes_mounts(const struct kis_plan *pl)
 
 static int microvm_run(struct kis_plan *pl, struct kis_result *res, struct kis_error **err)
 {
-	struct vm v = {.dfd = -1, .ctl = -1};
+	struct vm v = {.dfd = -1, .ctl = -1, .eg = KIS_EGRESS_INIT};
 	int r = -1;
 	_cleanup_close_ int conn = -1;
 	if (kis_mvm_tmpdir(&v.tdir, err) < 0)
@@ -662,7 +731,7 @@ out:
 static int microvm_start_session(struct kis_plan *pl, const struct kis_session_ctx *ctx,
 				 pid_t *pid, struct kis_error **err)
 {
-	struct vm v = {.dfd = -1, .ctl = -1};
+	struct vm v = {.dfd = -1, .ctl = -1, .eg = KIS_EGRESS_INIT};
 	/* files in the session's directory: QEMU's sockets, the disk, the log;
 	 * the workspace path, for end_session's copy back */
 	if (pl->ws_path) {
@@ -684,12 +753,20 @@ static int microvm_start_session(struct kis_plan *pl, const struct kis_session_c
 	int r = vm_start(&v, pl, ctx->dir_fd, ctx->dir_path, -1, true, true, err);
 	if (r == 0)
 		r = kis_mvm_broker_start(ctx->listen_fd, ctx->dir_fd, v.pid, err);
+	/* the session's pasta and passt live as long as it: their pids and
+	 * start times beside it, for session destroy (end_session) */
+	if (r == 0 && v.eg.pid > 0)
+		r = kis_egress_save(ctx->dir_fd, &v.eg, err);
 	if (r == 0)
 		*pid = v.pid;
 	else if (v.pid > 0)
 		kill(v.pid, SIGKILL);
-	if (r < 0)
+	if (r < 0) {
 		kis_mvm_cgroup_drop(ctx->dir_path);
+		kis_egress_stop(&v.eg);
+	} else {
+		kis_egress_release(&v.eg);
+	}
 	v.pid = 0; /* the session owns it now */
 	if (v.ctl >= 0)
 		close(v.ctl);
@@ -705,6 +782,8 @@ static int microvm_end_session(const struct kis_session_ctx *ctx, struct kis_err
 	char ws[4096] = "";
 	/* whatever of the VMM's jail is left: its cgroup (members killed) */
 	kis_mvm_cgroup_drop(ctx->dir_path);
+	/* egress: pasta, and passt if QEMU's end did not end it already */
+	kis_egress_end_saved(ctx->dir_fd);
 	_cleanup_close_ int f = openat(ctx->dir_fd, "microvm-workspace", O_RDONLY | O_CLOEXEC);
 	ssize_t k = f >= 0 ? read(f, ws, sizeof(ws) - 1) : -1;
 	_cleanup_fclose_ FILE *mf = NULL;

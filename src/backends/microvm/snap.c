@@ -45,7 +45,7 @@ static int boot_probe_vm(const struct kis_mvm_guest *g, const char *accel, unsig
 			return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot make '%s'", disk[i]);
 	}
 	struct kis_mvm_cfg c = {.accel = accel, .mem_mib = mem_mib, .vcpus = vcpus,
-				.disk = {disk[0], disk[1], disk[2]}, .snap_fd = -1, .log_fd = -1,
+				.disk = {disk[0], disk[1], disk[2]}, .snap_fd = -1, .log_fd = -1, .net_fd = -1,
 				.vm_dir = tdir, .mem_file = mem_file, .mem_fd = -1, .mem_share = true,
 				.ignore_shared = mem_file != NULL};
 	int fds[2 + KIS_MVM_PORTS];

@@ -73,6 +73,24 @@ bool kis_mvm_guest_present(const struct kis_ctx *ctx, char *why, size_t n)
 	return true;
 }
 
+bool kis_mvm_guest_has_net(const struct kis_ctx *ctx)
+{
+	/* scripts/guest/fetch-kernel.sh writes the modules it picked (and
+	 * checked, built in or not) to modules/wanted once all are there */
+	_cleanup_free_ char *d = kis_mvm_guest_dir(ctx);
+	char p[4096], buf[512];
+	snprintf(p, sizeof(p), "%s/modules/wanted", d ? d : "");
+	_cleanup_close_ int fd = d ? open(p, O_RDONLY | O_CLOEXEC) : -1;
+	ssize_t k = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
+	if (k <= 0)
+		return false;
+	buf[k] = '\0';
+	for (char *save = NULL, *w = strtok_r(buf, " \n", &save); w; w = strtok_r(NULL, " \n", &save))
+		if (!strcmp(w, "virtio_net"))
+			return true;
+	return false;
+}
+
 /* ---- cpio newc (the initramfs format, Documentation/driver-api/early-userspace/buffer-format.rst) ---- */
 
 struct cpio {
@@ -564,6 +582,20 @@ int kis_mvm_spawn(const struct kis_mvm_guest *g, const struct kis_mvm_cfg *c, pi
 	/* the restore's sealed memfd, reopened by QEMU through the jail's /proc */
 	if (c->mem_fd >= 0)
 		src[nsrc++] = c->mem_fd;
+	/* The network device, in every VM (the snapshot's device set): its
+	 * backend is passt's socketpair (egress; docs: -netdev stream,
+	 * addr.type=fd) or a hub port alone on its hub (off, loopback). The
+	 * jailed VMM opens no socket of its own for either. A fixed MAC: each
+	 * VM has a link of its own. */
+	add(&a, "-netdev");
+	if (c->net_fd >= 0) {
+		add(&a, fmt(&a, "stream,id=net0,server=off,addr.type=fd,addr.str=%d", 3 + nsrc));
+		src[nsrc++] = c->net_fd;
+	} else {
+		add(&a, "hubport,id=net0,hubid=0");
+	}
+	add(&a, "-device");
+	add(&a, "virtio-net-device,netdev=net0,mac=52:54:00:12:34:56");
 	if (c->snap_fd >= 0 && c->ignore_shared) {
 		/* x-ignore-shared is a capability QEMU 7.2 takes only over QMP,
 		 * before the incoming migration starts (kis_mvm_incoming) */

@@ -17,7 +17,7 @@
 /* The version of QEMU's device set (argv of kis_mvm_spawn), part of the
  * stamp that names snapshots: a snapshot restores only into the device set
  * it was saved with. Bump it with any change there. */
-#define KIS_MVM_DEVSET 4
+#define KIS_MVM_DEVSET 5
 /* The profile's mounts (issue 21): a fixed number of slots, always in the
  * device set (a snapshot restores only into the devices it was saved
  * with), two read-only disks each: its lower layer (a base's image) and
@@ -53,6 +53,9 @@ char *kis_mvm_guest_dir(const struct kis_ctx *ctx);
  * (malloc'ed; NULL when it could not run); *ok: it exited 0. */
 char *kis_mvm_tool_output(char *const argv[], bool *ok);
 bool kis_mvm_guest_present(const struct kis_ctx *ctx, char *why, size_t n);
+/* Does the guest cache hold the guest's network driver (virtio_net; a
+ * cache fetched before egress did not)? */
+bool kis_mvm_guest_has_net(const struct kis_ctx *ctx);
 /* Find the cache and build the initramfs if it is missing or older than the agent. */
 int kis_mvm_guest_open(const struct kis_ctx *ctx, struct kis_mvm_guest *g, struct kis_error **err);
 void kis_mvm_guest_release(struct kis_mvm_guest *g);
@@ -70,6 +73,11 @@ struct kis_mvm_cfg {
 	int ctl_fd, qmp_fd;
 	int agent_fd[KIS_MVM_PORTS];
 	int snap_fd;           /* -incoming fd:N (restore), or -1 */
+	/* The guest's virtio-net device is always there (one snapshot serves
+	 * every network mode); its backend is this connected stream socket
+	 * (passt's peer, egress) or, when -1, a hub port with no other port:
+	 * frames the guest sends go nowhere. */
+	int net_fd;
 	int log_fd;            /* QEMU's stderr (and the guest console when debugging), or -1 */
 	bool detach;           /* a session: leave our session and parentage */
 	const char *vm_dir;    /* the VM's private directory: the jail is built there */
@@ -133,6 +141,9 @@ bool kis_mvm_jail_possible(char *why, size_t n);
  * (members killed) at the VM's end. */
 int kis_mvm_cgroup_save(const char *dir, const struct kis_cgroup *cg, struct kis_error **err);
 void kis_mvm_cgroup_drop(const char *dir);
+/* Move pid into the VMM's cgroup recorded in dir (egress's pasta and
+ * passt: charged to the VM, killed with it). */
+int kis_mvm_cgroup_join(const char *dir, pid_t pid, struct kis_error **err);
 /* Start the VMM in its jail, with a fixed environment and only c->fds
  * (and its standard streams) open. A session's VMM (detach) leaves our
  * session and parentage. */
