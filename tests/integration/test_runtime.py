@@ -1148,10 +1148,18 @@ def test_podman_microvm_exit_codes_streams_terminal_network(podman, mvm_guest):
                "test -t 0 && test -t 1 && tty", timeout=MVM_TIMEOUT)
     assert p.returncode == 0 and p.stdout.startswith("/dev/pts/"), p.stdout + p.stderr
     p = podman("run", "--rm", "--network", "none", *MVM, podman.image, "sh", "-c",
-               "uname -r; cat /proc/net/dev", timeout=MVM_TIMEOUT)
+               "uname -r; cat /proc/net/dev; echo routes; tail -n +2 /proc/net/route; "
+               "echo eth0=$(cat /sys/class/net/eth0/operstate 2>/dev/null)",
+               timeout=MVM_TIMEOUT)
     lines = p.stdout.splitlines()
     assert lines[0] == (mvm_guest / "kernel.release").read_text().strip(), p.stdout + p.stderr
-    assert [l.split(":")[0].strip() for l in lines[3:]] == ["lo"], p.stdout
+    # the guest's loopback, and the VM's network device (in every VM's
+    # device set, its backend a hub port with nothing on it) down, with
+    # no route through it
+    ifs = [l.split(":")[0].strip() for l in lines[3:lines.index("routes")]]
+    assert ifs in (["lo"], ["lo", "eth0"]), p.stdout
+    assert lines[lines.index("routes") + 1].startswith("eth0="), p.stdout
+    assert lines[-1] in ("eth0=", "eth0=down"), p.stdout
 
 
 def test_podman_microvm_exec_kill_rm(podman, mvm_guest):
