@@ -85,7 +85,10 @@ int krt_make_root(const char *root, struct kis_error **err)
 	}
 }
 
-static int open_host_root(const struct krt_globals *g, bool create, struct kis_error **err)
+/* A tier's directory under --root (kis-host, kis-microvm), made with
+ * --root's parents when create; -1 when it is not there (and not create). */
+int krt_tier_root(const struct krt_globals *g, const char *dir, bool create,
+		  struct kis_error **err)
 {
 	if (create && krt_make_root(g->root, err) < 0)
 		return -1;
@@ -93,21 +96,32 @@ static int open_host_root(const struct krt_globals *g, bool create, struct kis_e
 	if (rfd < 0)
 		return create ? kis_error_set(err, KIS_E_INTERNAL, errno, "cannot open '%s'", g->root)
 			      : -1;
-	if (create && mkdirat(rfd, HOST_DIR, 0700) < 0 && errno != EEXIST)
-		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot make %s", HOST_DIR);
-	int fd = openat(rfd, HOST_DIR, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+	if (create && mkdirat(rfd, dir, 0700) < 0 && errno != EEXIST)
+		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot make %s", dir);
+	int fd = openat(rfd, dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
 	if (fd < 0 && create)
-		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot open %s", HOST_DIR);
+		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot open %s", dir);
 	return fd;
+}
+
+/* A container's state directory in a tier's, or -1 (not that tier's). */
+int krt_tier_container(const struct krt_globals *g, const char *dir, const char *id)
+{
+	if (!id || valid_id(id, NULL) < 0)
+		return -1;
+	_cleanup_close_ int h = krt_tier_root(g, dir, false, NULL);
+	return h < 0 ? -1 : openat(h, id, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+}
+
+static int open_host_root(const struct krt_globals *g, bool create, struct kis_error **err)
+{
+	return krt_tier_root(g, HOST_DIR, create, err);
 }
 
 /* The container's state directory, or -1 when it is not a host-tier one. */
 static int open_container(const struct krt_globals *g, const char *id)
 {
-	if (valid_id(id, NULL) < 0)
-		return -1;
-	_cleanup_close_ int h = open_host_root(g, false, NULL);
-	return h < 0 ? -1 : openat(h, id, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+	return krt_tier_container(g, HOST_DIR, id);
 }
 
 bool krt_host_owns(const struct krt_globals *g, const char *id)
@@ -390,17 +404,25 @@ static bool command_found(json_t *config)
 	}
 }
 
-static void remove_state(int hfd, const char *id)
+/* A container's state directory removed from its tier's hfd, after
+ * before(its fd) when given (the host tier ends its cgroup there). */
+void krt_tier_remove(int hfd, const char *id, void (*before)(int dfd))
 {
 	_cleanup_close_ int dfd = openat(hfd, id, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
 	if (dfd >= 0) {
-		kis_host_cgroup_end(dfd);
+		if (before)
+			before(dfd);
 		static const char *const files[] = {"state.json", "info.json", "start", "started",
 						    ".state.json.tmp"};
 		for (size_t i = 0; i < ARRAY_SIZE(files); i++)
 			unlinkat(dfd, files[i], 0);
 	}
 	unlinkat(hfd, id, AT_REMOVEDIR);
+}
+
+static void remove_state(int hfd, const char *id)
+{
+	krt_tier_remove(hfd, id, kis_host_cgroup_end);
 }
 
 int krt_host_create(const struct krt_globals *g, json_t *config, bool had_seccomp,
@@ -616,18 +638,26 @@ out:
 
 /* ------------------------------------------------ the other verbs */
 
-static int load(const struct krt_globals *g, const char *id, int *dfd, json_t **st,
-		struct kis_error **err)
+/* A tier's container: its directory and state.json, or not_found. */
+int krt_tier_load(const struct krt_globals *g, const char *dir, const char *id, int *dfd,
+		  json_t **st, struct kis_error **err)
 {
-	*dfd = open_container(g, id);
+	*dfd = krt_tier_container(g, dir, id);
 	*st = *dfd >= 0 ? read_json_at(*dfd, "state.json") : NULL;
 	if (!*st) {
 		if (*dfd >= 0)
 			close(*dfd);
 		*dfd = -1;
-		return kis_error_set(err, KIS_E_NOT_FOUND, 0, "container '%s' does not exist", id);
+		return kis_error_set(err, KIS_E_NOT_FOUND, 0, "container '%s' does not exist",
+				     id ? id : "");
 	}
 	return 0;
+}
+
+static int load(const struct krt_globals *g, const char *id, int *dfd, json_t **st,
+		struct kis_error **err)
+{
+	return krt_tier_load(g, HOST_DIR, id, dfd, st, err);
 }
 
 /* cgroup.procs of pid's pids group (v1) or its group (v2), from

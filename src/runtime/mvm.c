@@ -323,26 +323,12 @@ static int mvm_plan(json_t *config, struct mvm_plan *p, struct kis_error **err)
 
 static int open_mvm_root(const struct krt_globals *g, bool create, struct kis_error **err)
 {
-	if (create && krt_make_root(g->root, err) < 0)
-		return -1;
-	_cleanup_close_ int rfd = open(g->root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (rfd < 0)
-		return create ? kis_error_set(err, KIS_E_INTERNAL, errno, "cannot open '%s'", g->root)
-			      : -1;
-	if (create && mkdirat(rfd, MVM_DIR, 0700) < 0 && errno != EEXIST)
-		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot make %s", MVM_DIR);
-	int fd = openat(rfd, MVM_DIR, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
-	if (fd < 0 && create)
-		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot open %s", MVM_DIR);
-	return fd;
+	return krt_tier_root(g, MVM_DIR, create, err);
 }
 
 static int open_container(const struct krt_globals *g, const char *id)
 {
-	if (!id || krt_valid_id(id, NULL) < 0)
-		return -1;
-	_cleanup_close_ int h = open_mvm_root(g, false, NULL);
-	return h < 0 ? -1 : openat(h, id, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+	return krt_tier_container(g, MVM_DIR, id);
 }
 
 bool krt_mvm_owns(const struct krt_globals *g, const char *id)
@@ -383,14 +369,7 @@ static void undo(const char *store_root, const char *sid, const char *ws, const 
 
 static void remove_state(int hfd, const char *id)
 {
-	_cleanup_close_ int dfd = openat(hfd, id, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
-	if (dfd >= 0) {
-		static const char *const files[] = {"state.json", "start", "started",
-						    ".state.json.tmp"};
-		for (size_t i = 0; i < ARRAY_SIZE(files); i++)
-			unlinkat(dfd, files[i], 0);
-	}
-	unlinkat(hfd, id, AT_REMOVEDIR);
+	krt_tier_remove(hfd, id, NULL);
 }
 
 /* -------------------------------------------- the engine's file binds */
@@ -748,16 +727,7 @@ out:
 static int load(const struct krt_globals *g, const char *id, int *dfd, json_t **st,
 		struct kis_error **err)
 {
-	*dfd = open_container(g, id);
-	*st = *dfd >= 0 ? krt_read_json_at(*dfd, "state.json") : NULL;
-	if (!*st) {
-		if (*dfd >= 0)
-			close(*dfd);
-		*dfd = -1;
-		return kis_error_set(err, KIS_E_NOT_FOUND, 0, "container '%s' does not exist",
-				     id ? id : "");
-	}
-	return 0;
+	return krt_tier_load(g, MVM_DIR, id, dfd, st, err);
 }
 
 static const char *sget(json_t *st, const char *k)

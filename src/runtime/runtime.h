@@ -131,6 +131,16 @@ json_t *krt_host_base_process(const struct krt_globals *g, const char *id);
 int krt_valid_id(const char *id, struct kis_error **err);
 /* mkdir -p of --root (0700 for what it makes) */
 int krt_make_root(const char *root, struct kis_error **err);
+/* A tier's state under --root (its directory name: kis-host, kis-microvm):
+ * the directory (made when create), a container's directory in it (-1:
+ * not this tier's), its state.json loaded (not_found), its removal (after
+ * before(dfd), when given). One layout for the host and microvm tiers. */
+int krt_tier_root(const struct krt_globals *g, const char *dir, bool create,
+		  struct kis_error **err);
+int krt_tier_container(const struct krt_globals *g, const char *dir, const char *id);
+int krt_tier_load(const struct krt_globals *g, const char *dir, const char *id, int *dfd,
+		  json_t **st, struct kis_error **err);
+void krt_tier_remove(int hfd, const char *id, void (*before)(int dfd));
 json_t *krt_read_json_at(int dfd, const char *name);
 int krt_write_json_at(int dfd, const char *name, json_t *doc, struct kis_error **err);
 int krt_proc_stat(pid_t pid, unsigned long long *start, char *st);
