@@ -412,6 +412,11 @@ def test_session_keeps_its_network_and_destroy_ends_the_helper(net, tier, store)
         saved = (store / "sessions" / sid / "egress").read_text().split()
         pid = int(saved[0])
         assert os.path.exists(f"/proc/{pid}")
+        if "bubblewrap" in tier:
+            # pasta is counted in the sandbox's cgroup, beside its agent
+            meta = json.loads((store / "sessions" / sid / "session.json").read_text())
+            cg = lambda p: Path(f"/proc/{p}/cgroup").read_text()
+            assert cg(pid) == cg(meta["agent_pid"]), (cg(pid), cg(meta["agent_pid"]))
         for _ in range(2):  # twice: the network stays for the session's life
             e = net.kis("exec", sid, "--", PY, "-c", PROBE,
                         json.dumps(["tcp:203.0.113.10:7", "tcp:10.20.0.5:7"]))

@@ -659,6 +659,17 @@ static int start_prepare(struct kis_plan *pl, const char *cg_name, bool session,
 	return 0;
 }
 
+/* pasta is the sandbox's own work: counted in its cgroup (its pids
+ * limit; its memory from the move on, as neither cgroup version moves the
+ * pages already charged) and killed with it. The engine's cgroup is made
+ * before bwrap starts, so the move needs nothing of the sandbox. */
+static int egress_into_cgroup(struct bw_start *s, struct kis_error **err)
+{
+	if (s->eg.pid <= 0 || !s->rc.cg)
+		return 0;
+	return kis_cgroup_attach(s->rc.cg, s->eg.pid, err);
+}
+
 static void start_release(struct bw_start *s)
 {
 	kis_run_cgroup_close(&s->rc);
@@ -725,6 +736,8 @@ static int bubblewrap_run(struct kis_plan *pl, struct kis_result *res, struct ki
 	};
 	/* a one-shot run's pasta set itself up while bwrap started */
 	r = kis_egress_ready(&s.eg, err);
+	if (r >= 0)
+		r = egress_into_cgroup(&s, err);
 	if (r >= 0)
 		r = kis_agent_run_once(&ar, res, err);
 	kis_egress_kill(&s.eg); /* its teardown overlaps ours */
@@ -839,7 +852,7 @@ static int bubblewrap_start_session(struct kis_plan *pl, const struct kis_sessio
 	}
 	/* the cgroup and pasta outlive us: end_session finds them in the
 	 * session's dir */
-	if (kis_host_cgroup_save(ctx->dir_fd, &s.rc, err) < 0 ||
+	if (egress_into_cgroup(&s, err) < 0 || kis_host_cgroup_save(ctx->dir_fd, &s.rc, err) < 0 ||
 	    (s.eg.pid > 0 && kis_egress_save(ctx->dir_fd, &s.eg, err) < 0)) {
 		kill(agent, SIGKILL);
 		goto out;
