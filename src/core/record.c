@@ -32,6 +32,11 @@ bool kis_owner_active(void)
 	return current != NULL;
 }
 
+const char *kis_owner_id(void)
+{
+	return current ? current->id : NULL;
+}
+
 int kis_owner_note(const char *kind, const char *fmt, ...)
 {
 	struct kis_record_sink *o = current;

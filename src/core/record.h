@@ -28,6 +28,9 @@ void kis_record_pop(struct kis_record_sink *s);
 int kis_owner_note(const char *kind, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Whether the current thread is recording a run. */
 bool kis_owner_active(void);
+/* The recorded run's sandbox id, or NULL without one: a thing named with
+ * it (a VMM's cgroup, "<id>-vmm<n>") is known to the sweep as the run's. */
+const char *kis_owner_id(void);
 
 /* Test hook: when $KIS_TEST_PAUSE_AT names this point, inside a run, say so
  * on stderr (with the sandbox id) and stop until a signal comes. README,

@@ -128,6 +128,21 @@ static bool is_owner_id(const struct reap *r, const char *s)
 	return !strcmp(s, r->owner);
 }
 
+/* The owner's id, or a VMM's cgroup of its run: "<owner id>-vmm<digits>"
+ * (src/backends/microvm/jail.c, jail_cgroup_name). */
+static bool is_owner_leaf(const struct reap *r, const char *s)
+{
+	size_t n = strlen(r->owner);
+	if (is_owner_id(r, s))
+		return true;
+	if (strncmp(s, r->owner, n) || strncmp(s + n, "-vmm", 4) || !s[n + 4])
+		return false;
+	for (const char *d = s + n + 4; *d; d++)
+		if (*d < '0' || *d > '9')
+			return false;
+	return true;
+}
+
 static void reap_pid(struct reap *r, const char *v)
 {
 	int pid = 0;
@@ -174,13 +189,13 @@ static void reap_crun(struct reap *r, const char *v)
 }
 
 /* A recorded cgroup must be a kis leaf under /sys/fs/cgroup named by the
- * owner: <anything>/kis/<owner id>, no "..". */
+ * owner: <anything>/kis/<owner id> (or a VMM's, <owner id>-vmm<n>), no "..". */
 static void reap_cgroup(struct reap *r, const char *v)
 {
 	if (strncmp(v, "/sys/fs/cgroup/", 15) || strstr(v, "/../") || strstr(v, "//"))
 		return;
 	const char *leaf = strrchr(v, '/');
-	if (!leaf || !is_owner_id(r, leaf + 1) || leaf - v < 4 || strncmp(leaf - 4, "/kis", 4))
+	if (!leaf || !is_owner_leaf(r, leaf + 1) || leaf - v < 4 || strncmp(leaf - 4, "/kis", 4))
 		return;
 	struct stat st;
 	if (stat(v, &st) < 0 || !S_ISDIR(st.st_mode))

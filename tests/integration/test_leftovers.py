@@ -443,3 +443,10 @@ def test_microvm_run_killed_at_its_handshake_leaves_no_vm_nor_disk(tmp_path):
     kill_pids(left)
     assert alive, f"the VM outlived its engine: {left}"
     assert not [d for d in new if d.exists()], "the VM's directory stayed"
+    # and its VMM's cgroup, named by the run (they stayed: the sweep knew
+    # a run's cgroups by its id alone)
+    owner = line.split("(owner ", 1)[1].split(",", 1)[0]
+    engine = line.split(", pid ", 1)[1].split(")", 1)[0]
+    stayed = [str(c) for pat in (f"{owner}-vmm*", f"mvm-{engine}-*")
+              for c in Path("/sys/fs/cgroup").glob(f"**/kis/{pat}")]
+    assert not stayed, f"the VMM's cgroup stayed: {stayed}"

@@ -3,6 +3,7 @@
  * per-VM unprivileged uid, without capabilities, in new namespaces, on a root
  * holding only its files, under seccomp, in a cgroup, with rlimits. */
 #include "core/util.h"
+#include "core/record.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -151,8 +152,13 @@ static int vmm_files(struct kis_mvm_jail *j, const struct kis_mvm_jail_cfg *c)
 
 static int jail_cgroup_name(char *buf, size_t n)
 {
-	/* unique among live VMs: the engine's pid and a counter */
+	/* unique among live VMs: the run's sandbox id (which the sweep of a
+	 * killed run knows its cgroups by: engine/owner.c) and a counter, or,
+	 * outside a run, the engine's pid and the counter */
 	static unsigned seq;
+	const char *owner = kis_owner_id();
+	if (owner)
+		return snprintf(buf, n, "%s-vmm%u", owner, ++seq);
 	return snprintf(buf, n, "mvm-%d-%u", (int)getpid(), ++seq);
 }
 
