@@ -8,6 +8,7 @@
 #include "core/io.h"
 
 #include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -673,6 +674,30 @@ int kis_cgroup_destroy(struct kis_cgroup *cg, struct kis_error **err)
 	return r;
 }
 
+/* A probe's leaf is named by its engine's pid and made outside any run's
+ * record, so an engine killed while probing leaves it behind. The next
+ * probe beside it removes the empty ones whose engine is gone: kill(pid, 0)
+ * says ESRCH; a live pid (perhaps reused) keeps its leaf for a later probe,
+ * and rmdir(2) refuses a cgroup that still has processes. */
+static void sweep_stale_probes(const char *parent)
+{
+	DIR *d = parent ? opendir(parent) : NULL;
+	if (!d)
+		return;
+	int dfd = dirfd(d);
+	for (struct dirent *de; (de = readdir(d));) {
+		if (strncmp(de->d_name, "probe-", 6) || !isdigit((unsigned char)de->d_name[6]))
+			continue;
+		char *end = NULL;
+		long pid = strtol(de->d_name + 6, &end, 10);
+		if (*end || pid <= 1 || pid == (long)getpid())
+			continue;
+		if (kill((pid_t)pid, 0) < 0 && errno == ESRCH)
+			(void)unlinkat(dfd, de->d_name, AT_REMOVEDIR);
+	}
+	closedir(d);
+}
+
 unsigned kis_cgroup_probe(char *why, size_t why_len)
 {
 	if (why && why_len)
@@ -688,6 +713,8 @@ unsigned kis_cgroup_probe(char *why, size_t why_len)
 		kis_error_free(e);
 		return 0;
 	}
+	for (size_t k = 0; k < ARRAY_SIZE(cg->parents); k++)
+		sweep_stale_probes(cg->parents[k]);
 	unsigned bits = 0;
 	if (cg->mode == KIS_CG_V2 || cg->dirs[V1_MEMORY])
 		bits |= KIS_LIMIT_MEMORY;

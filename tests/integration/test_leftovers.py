@@ -450,3 +450,33 @@ def test_microvm_run_killed_at_its_handshake_leaves_no_vm_nor_disk(tmp_path):
     stayed = [str(c) for pat in (f"{owner}-vmm*", f"mvm-{engine}-*")
               for c in Path("/sys/fs/cgroup").glob(f"**/kis/{pat}")]
     assert not stayed, f"the VMM's cgroup stayed: {stayed}"
+
+
+def test_a_killed_probes_cgroup_is_removed_by_the_next_probe(tmp_path):
+    """backends probes the cgroups with a leaf named by its pid, outside any
+    run's record: an engine killed there left it (6 on this machine after a
+    day of kill tests). The next probe beside it removes it; one whose
+    engine lives (here: this test) stays."""
+    own = [l.split(":", 2)[2] for l in Path("/proc/self/cgroup").read_text().splitlines()
+           if l.split(":", 2)[1] == "pids"]
+    if not own or not Path("/sys/fs/cgroup/pids").is_dir():
+        pytest.skip("no cgroup v1 pids hierarchy here")
+    parent = Path("/sys/fs/cgroup/pids") / own[0].lstrip("/") / "kis"
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    made = []
+    try:
+        parent.mkdir(exist_ok=True)
+        for pid in (gone.pid, os.getpid()):
+            (parent / f"probe-{pid}").mkdir()
+            made.append(parent / f"probe-{pid}")
+        env = dict(os.environ, KIS_SANDBOX_ROOT=str(tmp_path / "store"))
+        p = subprocess.run([str(KIS), "sandbox", "backends", "--json"], env=env,
+                           capture_output=True, text=True, timeout=120)
+        assert p.returncode == 0, p.stderr
+        assert not (parent / f"probe-{gone.pid}").exists(), "a dead engine's probe stayed"
+        assert (parent / f"probe-{os.getpid()}").exists(), "a live engine's probe was taken"
+    finally:
+        for d in made:
+            if d.exists():
+                d.rmdir()
