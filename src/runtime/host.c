@@ -404,6 +404,45 @@ static bool command_found(json_t *config)
 	}
 }
 
+/* A new container's state directory id in its tier's hfd, and with
+ * want_fifo (create, not run) the "start" fifo open: O_RDWR, so it always
+ * has a writer (this end) and the container process's read blocks until
+ * start writes instead of seeing end-of-file. *made once the directory
+ * is ours to remove on failure. */
+int krt_tier_make(int hfd, const char *id, bool want_fifo, bool *made, int *dfd, int *fifo,
+		  struct kis_error **err)
+{
+	if (mkdirat(hfd, id, 0700) < 0)
+		return kis_error_set(err, errno == EEXIST ? KIS_E_DESTINATION_EXISTS : KIS_E_INTERNAL,
+				     errno, "container '%s' exists", id);
+	*made = true;
+	*dfd = openat(hfd, id, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+	if (*dfd < 0 || (want_fifo && mkfifoat(*dfd, "start", 0600) < 0))
+		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot make the state of '%s'", id);
+	if (want_fifo && (*fifo = openat(*dfd, "start", O_RDWR | O_CLOEXEC | O_NOFOLLOW)) < 0)
+		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot open the start fifo");
+	return 0;
+}
+
+/* start: a created container's process is let go (one byte down its
+ * fifo) and marked started. */
+int krt_tier_start(int dfd, json_t *st, const char *id, struct kis_error **err)
+{
+	if (strcmp(status_of(dfd, st), "created") != 0)
+		return kis_error_set(err, KIS_E_INVALID_ARGUMENT, 0,
+				     "container '%s' is not in the created state", id);
+	int fd = openat(dfd, "start", O_WRONLY | O_NONBLOCK | O_CLOEXEC | O_NOFOLLOW);
+	int mk = openat(dfd, "started", O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+	int r = fd >= 0 && mk >= 0 && write(fd, "s", 1) == 1
+			? 0
+			: kis_error_set(err, KIS_E_INTERNAL, errno, "cannot start '%s'", id);
+	if (fd >= 0)
+		close(fd);
+	if (mk >= 0)
+		close(mk);
+	return r;
+}
+
 /* A container's state directory removed from its tier's hfd, after
  * before(its fd) when given (the host tier ends its cgroup there). */
 void krt_tier_remove(int hfd, const char *id, void (*before)(int dfd))
@@ -445,23 +484,8 @@ int krt_host_create(const struct krt_globals *g, json_t *config, bool had_seccom
 	}
 	if ((hfd = open_host_root(g, true, err)) < 0)
 		goto out;
-	if (mkdirat(hfd, id, 0700) < 0) {
-		kis_error_set(err, errno == EEXIST ? KIS_E_DESTINATION_EXISTS : KIS_E_INTERNAL,
-			      errno, "container '%s' exists", id);
+	if (krt_tier_make(hfd, id, !o->run, &made, &dfd, &fifo, err) < 0)
 		goto out;
-	}
-	made = true;
-	dfd = openat(hfd, id, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
-	if (dfd < 0 || (!o->run && mkfifoat(dfd, "start", 0600) < 0)) {
-		kis_error_set(err, KIS_E_INTERNAL, errno, "cannot make the state of '%s'", id);
-		goto out;
-	}
-	/* O_RDWR: the fifo always has a writer (this end), so the child's
-	 * read blocks until start writes instead of seeing end-of-file */
-	if (!o->run && (fifo = openat(dfd, "start", O_RDWR | O_CLOEXEC | O_NOFOLLOW)) < 0) {
-		kis_error_set(err, KIS_E_INTERNAL, errno, "cannot open the start fifo");
-		goto out;
-	}
 	info = openat(dfd, "info.json", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (info < 0) {
 		kis_error_set(err, KIS_E_INTERNAL, errno, "cannot make info.json");
@@ -500,13 +524,8 @@ int krt_host_create(const struct krt_globals *g, json_t *config, bool had_seccom
 	json_array_foreach(p.args, i, a)
 		if (krt_argv_push(&p.bwrap, json_string_value(a) ? json_string_value(a) : "", err) < 0)
 			goto out;
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	struct tm tm;
-	gmtime_r(&ts.tv_sec, &tm);
-	char when[48], created[80];
-	strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%S", &tm);
-	snprintf(created, sizeof(created), "%s.%09ldZ", when, ts.tv_nsec);
+	char created[KRT_STAMP_LEN];
+	krt_now(created);
 	char bundle_abs[PATH_MAX];
 	if (!realpath(bundle, bundle_abs)) {
 		kis_error_set(err, KIS_E_INVALID_ARGUMENT, errno, "cannot resolve '%s'", bundle);
@@ -823,21 +842,7 @@ int krt_host_verb(const struct krt_globals *g, int argc, char **argv, struct kis
 	if (strcmp(verb, "state") == 0) {
 		r = print_state(dfd, st) < 0 ? kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "state") : 0;
 	} else if (strcmp(verb, "start") == 0) {
-		if (strcmp(status_of(dfd, st), "created") != 0) {
-			r = kis_error_set(err, KIS_E_INVALID_ARGUMENT, 0,
-					  "container '%s' is not in the created state", id);
-		} else {
-			int fd = openat(dfd, "start", O_WRONLY | O_NONBLOCK | O_CLOEXEC | O_NOFOLLOW);
-			int mk = openat(dfd, "started", O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW,
-					0600);
-			r = fd >= 0 && mk >= 0 && write(fd, "s", 1) == 1
-				    ? 0
-				    : kis_error_set(err, KIS_E_INTERNAL, errno, "cannot start '%s'", id);
-			if (fd >= 0)
-				close(fd);
-			if (mk >= 0)
-				close(mk);
-		}
+		r = krt_tier_start(dfd, st, id, err);
 	} else if (strcmp(verb, "kill") == 0) {
 		r = host_kill(dfd, st, id, extra, all, err);
 	} else if (strcmp(verb, "delete") == 0) {

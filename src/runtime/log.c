@@ -10,6 +10,19 @@
 
 #include "runtime/runtime.h"
 
+void krt_now(char out[KRT_STAMP_LEN])
+{
+	/* RFC 3339 in UTC with nanoseconds, as runc and crun write the state's
+	 * "created" (runtime-spec runtime.md "State") and their logs */
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	struct tm tm;
+	gmtime_r(&ts.tv_sec, &tm);
+	char when[48];
+	strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%S", &tm);
+	snprintf(out, KRT_STAMP_LEN, "%s.%09ldZ", when, ts.tv_nsec);
+}
+
 void krt_log_error(const struct krt_globals *g, const struct kis_error *e)
 {
 	_cleanup_free_ char *msg = kis_error_format(e);
@@ -23,14 +36,8 @@ void krt_log_error(const struct krt_globals *g, const struct kis_error *e)
 		open(g->log, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (fd < 0)
 		return;
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	struct tm tm;
-	gmtime_r(&ts.tv_sec, &tm);
-	char when[64];
-	strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%S", &tm);
-	char stamp[96];
-	snprintf(stamp, sizeof(stamp), "%s.%09ldZ", when, ts.tv_nsec);
+	char stamp[KRT_STAMP_LEN];
+	krt_now(stamp);
 	_cleanup_free_ char *line = NULL;
 	if (g->log_json) {
 		json_t *o = json_pack("{s:s,s:s,s:s}", "level", "error", "msg", m, "time", stamp);

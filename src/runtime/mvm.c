@@ -571,22 +571,8 @@ int krt_mvm_create(const struct krt_globals *g, json_t *config, const char *bund
 		kis_error_set(err, KIS_E_INTERNAL, errno, "the runtime's store path");
 		goto out;
 	}
-	if (mkdirat(hfd, id, 0700) < 0) {
-		kis_error_set(err, errno == EEXIST ? KIS_E_DESTINATION_EXISTS : KIS_E_INTERNAL,
-			      errno, "container '%s' exists", id);
+	if (krt_tier_make(hfd, id, !o->run, &made, &dfd, &fifo, err) < 0)
 		goto out;
-	}
-	made = true;
-	dfd = openat(hfd, id, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
-	if (dfd < 0 || (!o->run && mkfifoat(dfd, "start", 0600) < 0)) {
-		kis_error_set(err, KIS_E_INTERNAL, errno, "cannot make the state of '%s'", id);
-		goto out;
-	}
-	/* O_RDWR: a writer always there, so the read blocks until start */
-	if (!o->run && (fifo = openat(dfd, "start", O_RDWR | O_CLOEXEC | O_NOFOLLOW)) < 0) {
-		kis_error_set(err, KIS_E_INTERNAL, errno, "cannot open the start fifo");
-		goto out;
-	}
 	char rootfs[PATH_MAX], bundle_abs[PATH_MAX];
 	const char *rp = json_string_value(json_object_get(json_object_get(config, "root"), "path"));
 	_cleanup_free_ char *rjoined = NULL;
@@ -621,13 +607,8 @@ int krt_mvm_create(const struct krt_globals *g, json_t *config, const char *bund
 		kis_error_set(err, KIS_E_INTERNAL, errno, "cannot set the terminal raw");
 		goto out;
 	}
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	struct tm tm;
-	gmtime_r(&ts.tv_sec, &tm);
-	char when[48], created[80];
-	strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%S", &tm);
-	snprintf(created, sizeof(created), "%s.%09ldZ", when, ts.tv_nsec);
+	char created[KRT_STAMP_LEN];
+	krt_now(created);
 	int sync[2];
 	if (pipe2(sync, O_CLOEXEC) < 0) {
 		kis_error_set(err, KIS_E_INTERNAL, errno, "pipe");
@@ -769,21 +750,7 @@ int krt_mvm_verb(const struct krt_globals *g, int argc, char **argv, struct kis_
 		r = krt_print_state(dfd, st) < 0 ? kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "state")
 						 : 0;
 	} else if (strcmp(verb, "start") == 0) {
-		if (strcmp(status, "created") != 0) {
-			r = kis_error_set(err, KIS_E_INVALID_ARGUMENT, 0,
-					  "container '%s' is not in the created state", id);
-		} else {
-			int fd = openat(dfd, "start", O_WRONLY | O_NONBLOCK | O_CLOEXEC | O_NOFOLLOW);
-			int mk = openat(dfd, "started", O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW,
-					0600);
-			r = fd >= 0 && mk >= 0 && write(fd, "s", 1) == 1
-				    ? 0
-				    : kis_error_set(err, KIS_E_INTERNAL, errno, "cannot start '%s'", id);
-			if (fd >= 0)
-				close(fd);
-			if (mk >= 0)
-				close(mk);
-		}
+		r = krt_tier_start(dfd, st, id, err);
 	} else if (strcmp(verb, "kill") == 0) {
 		int sig;
 		if (krt_parse_signal(extra, &sig) < 0)

@@ -141,6 +141,12 @@ int krt_tier_container(const struct krt_globals *g, const char *dir, const char 
 int krt_tier_load(const struct krt_globals *g, const char *dir, const char *id, int *dfd,
 		  json_t **st, struct kis_error **err);
 void krt_tier_remove(int hfd, const char *id, void (*before)(int dfd));
+int krt_tier_make(int hfd, const char *id, bool want_fifo, bool *made, int *dfd, int *fifo,
+		  struct kis_error **err);
+int krt_tier_start(int dfd, json_t *st, const char *id, struct kis_error **err);
+/* now, RFC 3339 UTC with nanoseconds (the state's "created", the log's) */
+#define KRT_STAMP_LEN 80
+void krt_now(char out[KRT_STAMP_LEN]);
 json_t *krt_read_json_at(int dfd, const char *name);
 int krt_write_json_at(int dfd, const char *name, json_t *doc, struct kis_error **err);
 int krt_proc_stat(pid_t pid, unsigned long long *start, char *st);
