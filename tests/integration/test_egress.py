@@ -192,8 +192,9 @@ def tier(request, net, store):
     return TIERS[request.param]
 
 
-def pastas():
-    """pids of every pasta running (its binary is passt or passt.avx2)."""
+def _passt_family(flag):
+    """pids of every passt-binary process (passt or passt.avx2) run with
+    flag and pasta's address, as the engine starts them."""
     out = set()
     for d in os.listdir("/proc"):
         if d.isdigit():
@@ -202,9 +203,14 @@ def pastas():
                 cmd = Path(f"/proc/{d}/cmdline").read_bytes().split(b"\0")
             except OSError:
                 continue
-            if comm.startswith("passt") and b"--netns" in cmd and b"10.0.2.15" in cmd:
+            if comm.startswith("passt") and flag in cmd and b"10.0.2.15" in cmd:
                 out.add(int(d))
     return out
+
+
+def pastas():
+    """pids of every pasta running (the sandbox's namespace: --netns)."""
+    return _passt_family(b"--netns")
 
 
 def gone(pid, secs=5):
@@ -478,17 +484,7 @@ VM_TIMEOUT = 240
 
 def passts():
     """pids of every passt serving a microvm (VM mode: --fd, pasta's address)."""
-    out = set()
-    for d in os.listdir("/proc"):
-        if d.isdigit():
-            try:
-                comm = Path(f"/proc/{d}/comm").read_text().strip()
-                cmd = Path(f"/proc/{d}/cmdline").read_bytes().split(b"\0")
-            except OSError:
-                continue
-            if comm.startswith("passt") and b"--fd" in cmd and b"10.0.2.15" in cmd:
-                out.add(int(d))
-    return out
+    return _passt_family(b"--fd")
 
 
 def qemus(marker):
