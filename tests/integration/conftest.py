@@ -80,3 +80,22 @@ def kis_maxrss(args, env=None, timeout=120):
         out.seek(0)
         rc, kib = (int(x) for x in p.stderr.split()[-2:])
         return rc, out.read(), kib * 1024
+
+
+def qemu_pids(marker):
+    """QEMU processes with a file open under marker (the jailed VMM names no
+    host path on its command line: its disks and log are fds)."""
+    pids = []
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            cmd = (d / "cmdline").read_bytes().split(b"\0")
+            if not cmd or not cmd[0].endswith(b"qemu-system-x86_64"):
+                continue
+            links = [os.readlink(f) for f in (d / "fd").iterdir()]
+        except OSError:
+            continue
+        if any(str(marker) in l for l in links):
+            pids.append(int(d.name))
+    return pids

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import KIS, ROOT
+from conftest import KIS, ROOT, qemu_pids
 
 HERE = Path(__file__).resolve().parent
 WORLD = HERE / "egress_world.py"
@@ -489,19 +489,7 @@ def passts():
 
 def qemus(marker):
     """QEMU processes with a file open under marker (their disks)."""
-    out = set()
-    for d in os.listdir("/proc"):
-        if d.isdigit():
-            try:
-                cmd = Path(f"/proc/{d}/cmdline").read_bytes().split(b"\0")
-                if not cmd[0].endswith(b"qemu-system-x86_64"):
-                    continue
-                links = [os.readlink(f"/proc/{d}/fd/{f}") for f in os.listdir(f"/proc/{d}/fd")]
-            except OSError:
-                continue
-            if any(marker in l for l in links):
-                out.add(int(d))
-    return out
+    return set(qemu_pids(marker))
 
 
 def ancestors(pid):

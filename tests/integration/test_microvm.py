@@ -18,29 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import KIS, ROOT, kis
+from conftest import KIS, ROOT, kis, qemu_pids
 
 GUEST = Path(os.environ.get("KIS_MICROVM_GUEST_DIR", ROOT / "build" / "microvm-guest"))
 TIMEOUT = 180
-
-
-def _qemu_pids(marker):
-    """QEMU processes with a file open under marker (the jailed VMM names no
-    host path on its command line: its disks and log are fds)."""
-    pids = []
-    for d in Path("/proc").iterdir():
-        if not d.name.isdigit():
-            continue
-        try:
-            cmd = (d / "cmdline").read_bytes().split(b"\0")
-            if not cmd or not cmd[0].endswith(b"qemu-system-x86_64"):
-                continue
-            links = [os.readlink(f) for f in (d / "fd").iterdir()]
-        except OSError:
-            continue
-        if any(marker in l for l in links):
-            pids.append(int(d.name))
-    return pids
 
 
 @pytest.fixture(scope="module")
@@ -65,9 +46,9 @@ def mvm(tmp_path_factory):
             for s in sess.iterdir():
                 if not s.name.startswith("."):
                     kis("session", "destroy", s.name, env=env, timeout=60)
-        for pid in _qemu_pids(str(store)):  # sessions: their disk is in the store
+        for pid in qemu_pids(str(store)):  # sessions: their disk is in the store
             os.kill(pid, signal.SIGKILL)
-        assert not _qemu_pids(str(store)), "a VM outlived the tests"
+        assert not qemu_pids(str(store)), "a VM outlived the tests"
         # every workspace a test kept or cloned goes too, with its overlay mount
         lst = kis("workspace", "list", "--json", env=env, timeout=60)
         for w in (json.loads(lst.stdout) if lst.returncode == 0 and lst.stdout.strip() else []):
@@ -239,7 +220,7 @@ def test_session_shell_state_tty_resize_and_reattach(mvm, tmp_path):
         # the session's writes are in its workspace once it ended, and its VM is gone
         path = Path(kis("workspace", "path", ws, env=mvm).stdout.strip())
         assert (path / "out.txt").read_text() == "kept\n"
-        assert not _qemu_pids(mvm["KIS_SANDBOX_ROOT"])
+        assert not qemu_pids(mvm["KIS_SANDBOX_ROOT"])
     finally:
         kis("destroy", ws, env=mvm)
 
@@ -384,7 +365,7 @@ def test_malformed_frames_from_the_guest_are_refused_by_name(mvm, kind):
     p = kis("run", "--tier", "microvm", "--", "kis-test:flood", kind, env=env, timeout=TIMEOUT)
     assert p.returncode == 125, (p.returncode, p.stdout, p.stderr)  # no crash: our own code
     assert p.stderr.startswith("protocol: the microvm's agent sent a bad frame"), p.stderr
-    assert not _qemu_pids(mvm["KIS_SANDBOX_ROOT"])
+    assert not qemu_pids(mvm["KIS_SANDBOX_ROOT"])
     # and the next VM is fine
     p, r = run_json(mvm, "--", "echo", "ok")
     assert r["stdout"] == "ok\n"
@@ -586,7 +567,7 @@ def test_a_flooding_guest_is_cut_at_the_output_limit(mvm):
     p, r = run_json(mvm, "--output-limit", "1000", "--", "sh", "-c", "yes")
     assert r["termination"]["reason"] == "output_limit", r["termination"]
     assert len(r["stdout"]) == 1000
-    assert not _qemu_pids(mvm["KIS_SANDBOX_ROOT"])
+    assert not qemu_pids(mvm["KIS_SANDBOX_ROOT"])
 
 
 def test_vms_restored_from_one_snapshot_do_not_share_random_numbers(mvm):
@@ -875,7 +856,7 @@ def test_no_jail_means_no_microvm_tier_named_so(mvm, tmp_path):
     r = subprocess.run(nobody + [str(KIS), "sandbox", "run", "--tier", "microvm", "--", "true"],
                        env=env, capture_output=True, text=True, timeout=60)
     assert r.returncode != 0 and "tier_unavailable" in r.stderr and "jail" in r.stderr, r.stderr
-    assert not _qemu_pids(str(store))
+    assert not qemu_pids(str(store))
 
 
 # ---- progress of the slow steps (issue 19) ----

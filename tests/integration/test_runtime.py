@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, qemu_pids
 
 KRT = ROOT / "build" / "kis-runtime"
 CRUN = shutil.which("crun")
@@ -91,25 +91,6 @@ def krt(root, *args, log=None, timeout=MVM_TIMEOUT):
     if log:
         g += ["--log", str(log), "--log-format", "json"]
     return _run([str(KRT), *g, *args], timeout=timeout)
-
-
-def qemu_pids(marker):
-    """QEMU processes with a file open under marker (the jailed VMM names
-    no host path on its command line: its disks are fds)."""
-    pids = []
-    for d in Path("/proc").iterdir():
-        if not d.name.isdigit():
-            continue
-        try:
-            cmd = (d / "cmdline").read_bytes().split(b"\0")
-            if not cmd or not cmd[0].endswith(b"qemu-system-x86_64"):
-                continue
-            links = [os.readlink(f) for f in (d / "fd").iterdir()]
-        except OSError:
-            continue
-        if any(str(marker) in l for l in links):
-            pids.append(int(d.name))
-    return pids
 
 
 def mvm_left(root):
