@@ -2,6 +2,8 @@
 # Shared fixtures for the behaviour tests: they drive the built `kis` binary.
 import json
 import os
+import pty
+import select
 import subprocess
 from pathlib import Path
 
@@ -99,3 +101,28 @@ def qemu_pids(marker):
         if any(str(marker) in l for l in links):
             pids.append(int(d.name))
     return pids
+
+
+def stderr_on_pty(args, env, timeout=120):
+    """Run kis with stderr on a pseudo-terminal (stdout a pipe); returns
+    (rc, stdout, what the terminal received)."""
+    master, slave = pty.openpty()
+    p = subprocess.Popen([str(KIS), "sandbox", *args], stdout=subprocess.PIPE,
+                         stderr=slave, stdin=subprocess.DEVNULL, env=dict(os.environ, **env))
+    os.close(slave)
+    seen = b""
+    while True:
+        r, _, _ = select.select([master], [], [], timeout)
+        if not r:
+            break
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:  # EIO: the last writer closed
+            break
+        if not chunk:
+            break
+        seen += chunk
+    out = p.stdout.read().decode()
+    rc = p.wait(timeout=timeout)
+    os.close(master)
+    return rc, out, seen.decode(errors="replace")

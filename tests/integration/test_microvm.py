@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import KIS, ROOT, kis, qemu_pids
+from conftest import KIS, ROOT, kis, qemu_pids, stderr_on_pty
 
 GUEST = Path(os.environ.get("KIS_MICROVM_GUEST_DIR", ROOT / "build" / "microvm-guest"))
 TIMEOUT = 180
@@ -861,29 +861,6 @@ def test_no_jail_means_no_microvm_tier_named_so(mvm, tmp_path):
 
 # ---- progress of the slow steps (issue 19) ----
 
-def _stderr_on_pty(args, env):
-    """Run kis with stderr on a pseudo-terminal; (rc, what it received)."""
-    import select
-    master, slave = pty.openpty()
-    p = subprocess.Popen([str(KIS), "sandbox", *args], stdout=subprocess.DEVNULL,
-                         stderr=slave, stdin=subprocess.DEVNULL, env=dict(os.environ, **env))
-    os.close(slave)
-    seen = b""
-    while True:
-        r, _, _ = select.select([master], [], [], TIMEOUT)
-        if not r:
-            break
-        try:
-            chunk = os.read(master, 65536)
-        except OSError:  # EIO: the last writer closed
-            break
-        if not chunk:
-            break
-        seen += chunk
-    rc = p.wait(timeout=TIMEOUT)
-    os.close(master)
-    return rc, seen.decode(errors="replace")
-
 
 def test_a_new_base_says_its_disk_image_is_made_on_a_terminal_only(mvm, tmp_path):
     src = tmp_path / "src"
@@ -896,7 +873,7 @@ def test_a_new_base_says_its_disk_image_is_made_on_a_terminal_only(mvm, tmp_path
             bases.append(base)
             args = ["run", "--tier", "microvm", "--base", base, "--", "cat", "f"]
             if on_pty:
-                rc, err = _stderr_on_pty(args, mvm)
+                rc, _, err = stderr_on_pty(args, mvm, timeout=TIMEOUT)
                 assert rc == 0, err
                 assert "kis: making the base's disk image for the microvm" in err, err
             else:

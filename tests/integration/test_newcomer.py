@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import KIS, PROC, ROOT, kis
+from conftest import KIS, PROC, ROOT, kis, stderr_on_pty
 
 GUEST = ROOT / "build" / "microvm-guest"
 
@@ -286,31 +286,6 @@ def many_files(d, n=12000):
         for j in range(500):
             (sub / f"f{j}").write_bytes(b"x" * 100)
     return d
-
-
-def stderr_on_pty(args, env):
-    """Run kis with stderr on a pseudo-terminal (stdout a pipe); returns
-    (rc, stdout, what the terminal received)."""
-    master, slave = pty.openpty()
-    p = subprocess.Popen([str(KIS), "sandbox", *args], stdout=subprocess.PIPE,
-                         stderr=slave, stdin=subprocess.DEVNULL, env=dict(os.environ, **env))
-    os.close(slave)
-    seen = b""
-    while True:
-        r, _, _ = select.select([master], [], [], 120)
-        if not r:
-            break
-        try:
-            chunk = os.read(master, 65536)
-        except OSError:  # EIO: the last writer closed
-            break
-        if not chunk:
-            break
-        seen += chunk
-    out = p.stdout.read().decode()
-    rc = p.wait(timeout=120)
-    os.close(master)
-    return rc, out, seen.decode(errors="replace")
 
 
 def test_import_progress_shows_totals_on_a_pty_and_nothing_on_a_pipe(store, tmp_path):
