@@ -17,7 +17,7 @@
 /* The version of QEMU's device set (argv of kis_mvm_spawn), part of the
  * stamp that names snapshots: a snapshot restores only into the device set
  * it was saved with. Bump it with any change there. */
-#define KIS_MVM_DEVSET 5
+#define KIS_MVM_DEVSET 6
 /* The profile's mounts (issue 21): a fixed number of slots, always in the
  * device set (a snapshot restores only into the devices it was saved
  * with), two read-only disks each: its lower layer (a base's image) and
