@@ -641,6 +641,22 @@ int kis_mvm_spawn(const struct kis_mvm_guest *g, const struct kis_mvm_cfg *c, pi
 		jc.no_seccomp = getenv("KIS_MICROVM_VMM_NO_SECCOMP") != NULL;
 	}
 	jc.vmm_outside_usr = strncmp(jc.vmm, "/usr/", 5) != 0;
+#ifdef KIS_MVM_BENCH_UNJAILED
+	if (kis_mvm_bench_unjailed(&jc)) {
+		r = kis_mvm_bench_spawn(&jc, pid, err);
+		goto out;
+	}
+#else
+	/* Only the benchmark's own binary can run a VMM unjailed; here the
+	 * switch is refused by name, never ignored, so that nobody believes a
+	 * jailed figure unjailed or the other way round. */
+	if (getenv(KIS_MVM_BENCH_UNJAILED_ENV)) {
+		kis_error_set(err, KIS_E_PROFILE_UNSATISFIABLE, 0,
+			      "microvm: " KIS_MVM_BENCH_UNJAILED_ENV " is set, but this is not the "
+			      "benchmark's build: a VM never runs without its jail");
+		goto out;
+	}
+#endif
 	_cleanup_free_ char *jdir = NULL;
 	if (asprintf(&jdir, "%s/jail", c->vm_dir) < 0) {
 		kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "jail");
