@@ -859,6 +859,22 @@ def test_no_jail_means_no_microvm_tier_named_so(mvm, tmp_path):
     assert not qemu_pids(str(store))
 
 
+
+def test_the_benchmarks_unjailed_switch_is_refused_outside_its_build(mvm):
+    """KIS_MICROVM_BENCH_UNJAILED runs the VMM unjailed only in the
+    benchmark's own binary (build/bench/kis-unjailed, never installed):
+    `kis` refuses it by name, for a run and for a session, before any QEMU
+    starts, and the code is not in the binary at all."""
+    env = dict(mvm, KIS_MICROVM_BENCH_UNJAILED="1")
+    for verb in (["run", "--tier", "microvm", "--", "true"], ["create", "--tier", "microvm"]):
+        p = kis(*verb, env=env, timeout=TIMEOUT)
+        assert p.returncode != 0, p.stdout
+        assert "profile_unsatisfiable" in p.stderr and "never runs without its jail" in p.stderr, \
+            p.stderr
+    assert not qemu_pids(mvm["KIS_SANDBOX_ROOT"])
+    assert b"microvm bench: cannot execute" not in Path(KIS).read_bytes()
+
+
 # ---- progress of the slow steps (issue 19) ----
 
 
