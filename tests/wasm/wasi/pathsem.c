@@ -1,0 +1,164 @@
+/* SPDX-License-Identifier: MIT */
+/* Path semantics, built twice from this one source: natively (gcc, run in a
+ * scratch directory) and for wasm32-wasi (run through the wasm tier, where
+ * the same relative names go to the preopen). Each line is one call on a
+ * fresh tree and what it left; the test compares the two outputs, so a
+ * WASI answer that is not Linux's shows as a differing line. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* errno by name: WASI and Linux number them differently. */
+static const char *ename(int e)
+{
+	static const struct {
+		int e;
+		const char *n;
+	} t[] = {
+		{EACCES, "EACCES"}, {EBADF, "EBADF"}, {EBUSY, "EBUSY"}, {EEXIST, "EEXIST"},
+		{EINVAL, "EINVAL"}, {EISDIR, "EISDIR"}, {ELOOP, "ELOOP"}, {EMLINK, "EMLINK"},
+		{ENOENT, "ENOENT"}, {ENOTDIR, "ENOTDIR"}, {ENOTEMPTY, "ENOTEMPTY"},
+		{EPERM, "EPERM"}, {EXDEV, "EXDEV"}, {ENOTSUP, "ENOTSUP"},
+#ifdef ENOTCAPABLE
+		{ENOTCAPABLE, "ENOTCAPABLE"},
+#endif
+	};
+	static char other[32];
+	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++)
+		if (t[i].e == e)
+			return t[i].n;
+	snprintf(other, sizeof(other), "errno%d", e);
+	return other;
+}
+
+/* Every name a call may make or leave. */
+static const char *const names[] = {"f", "d", "e", "lf", "ld", "dl", "n", "new"};
+
+static void rm_all(void)
+{
+	unlink("d/inner");
+	unlink("n/inner");
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (unlink(names[i]) < 0)
+			rmdir(names[i]);
+	unlink("nothing");
+}
+
+/* f: a file; d: a directory holding `inner`; e: an empty directory;
+ * lf, ld: links to f and d; dl: a dangling link. */
+static void fresh(void)
+{
+	rm_all();
+	int fd = open("f", O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	if (fd >= 0) {
+		if (write(fd, "f\n", 2) != 2)
+			perror("write");
+		close(fd);
+	}
+	mkdir("d", 0755);
+	mkdir("e", 0755);
+	fd = open("d/inner", O_WRONLY | O_CREAT, 0644);
+	if (fd >= 0)
+		close(fd);
+	if (symlink("f", "lf") < 0 || symlink("d", "ld") < 0 || symlink("nothing", "dl") < 0)
+		perror("symlink");
+}
+
+/* What the tree holds after a call: each name's type (F file, D directory,
+ * L link, - absent), d's `inner`, and whether `nothing` was made. */
+static void state(char *out, size_t cap)
+{
+	size_t k = 0;
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]) && k + 8 < cap; i++) {
+		struct stat st;
+		char c = '-';
+		if (lstat(names[i], &st) == 0)
+			c = S_ISLNK(st.st_mode) ? 'L' : S_ISDIR(st.st_mode) ? 'D' : 'F';
+		k += (size_t)snprintf(out + k, cap - k, "%s%c ", names[i], c);
+	}
+	struct stat st;
+	snprintf(out + k, cap - k, "inner%c nothing%c", lstat("d/inner", &st) == 0 ? '+' : '-',
+		 lstat("nothing", &st) == 0 ? '+' : '-');
+}
+
+static void report(const char *what, int r)
+{
+	char s[128];
+	int e = errno;
+	state(s, sizeof(s));
+	printf("%-28s %-10s | %s\n", what, r < 0 ? ename(e) : "ok", s);
+}
+
+static const char *const paths[] = {
+	"f", "f/", "d", "d/", "e/", "lf", "lf/", "ld", "ld/", "dl", "dl/", "n", "n/",
+	"f/.", "d/.", "d//", "ld//", "f/..", "d/inner/",
+};
+#define NPATHS (sizeof(paths) / sizeof(paths[0]))
+
+#define ONE(label, call)                    \
+	do {                                \
+		fresh();                    \
+		errno = 0;                  \
+		int r_ = (call);            \
+		report(label, r_ < 0 ? -1 : 0); \
+		if (r_ > 2)                 \
+			close(r_);          \
+	} while (0)
+
+int main(void)
+{
+	char l[64];
+	struct stat st;
+	char buf[32];
+	const struct timespec ts[2] = {{1000000000, 0}, {1000000000, 0}};
+	for (size_t i = 0; i < NPATHS; i++) {
+		const char *p = paths[i];
+		snprintf(l, sizeof(l), "unlink %s", p);
+		ONE(l, unlink(p));
+		snprintf(l, sizeof(l), "rmdir %s", p);
+		ONE(l, rmdir(p));
+		snprintf(l, sizeof(l), "mkdir %s", p);
+		ONE(l, mkdir(p, 0755));
+		snprintf(l, sizeof(l), "open %s", p);
+		ONE(l, open(p, O_RDONLY));
+		snprintf(l, sizeof(l), "open-dir %s", p);
+		ONE(l, open(p, O_RDONLY | O_DIRECTORY));
+		snprintf(l, sizeof(l), "open-nofollow %s", p);
+		ONE(l, open(p, O_RDONLY | O_NOFOLLOW));
+		snprintf(l, sizeof(l), "create %s", p);
+		ONE(l, open(p, O_WRONLY | O_CREAT, 0644));
+		snprintf(l, sizeof(l), "create-excl %s", p);
+		ONE(l, open(p, O_WRONLY | O_CREAT | O_EXCL, 0644));
+		snprintf(l, sizeof(l), "stat %s", p);
+		ONE(l, stat(p, &st));
+		snprintf(l, sizeof(l), "lstat %s", p);
+		ONE(l, lstat(p, &st));
+		snprintf(l, sizeof(l), "readlink %s", p);
+		ONE(l, (int)readlink(p, buf, sizeof(buf)));
+		snprintf(l, sizeof(l), "utimens %s", p);
+		ONE(l, utimensat(AT_FDCWD, p, ts, 0));
+		snprintf(l, sizeof(l), "utimens-nofollow %s", p);
+		ONE(l, utimensat(AT_FDCWD, p, ts, AT_SYMLINK_NOFOLLOW));
+		snprintf(l, sizeof(l), "symlink x %s", p);
+		ONE(l, symlink("x", p));
+		snprintf(l, sizeof(l), "link f %s", p);
+		ONE(l, link("f", p));
+		snprintf(l, sizeof(l), "link %s new", p);
+		ONE(l, link(p, "new"));
+		snprintf(l, sizeof(l), "rename %s new", p);
+		ONE(l, rename(p, "new"));
+		snprintf(l, sizeof(l), "rename %s new/", p);
+		ONE(l, rename(p, "new/"));
+		snprintf(l, sizeof(l), "rename f %s", p);
+		ONE(l, rename("f", p));
+		snprintf(l, sizeof(l), "rename e %s", p);
+		ONE(l, rename("e", p));
+		snprintf(l, sizeof(l), "rename e/ %s", p);
+		ONE(l, rename("e/", p));
+	}
+	rm_all();
+	return 0;
+}
