@@ -395,13 +395,13 @@ def test_exec_detach_pid_file_lands_on_the_host(work, roots, tier):
     assert p.returncode == 0, p.stderr
     pid = int(pidfile.read_text())
     try:
-        end = time.monotonic() + 5  # written at fork; the exec follows
+        end = time.monotonic() + 30  # written at fork; the exec follows (a busy machine: seconds)
         while time.monotonic() < end:
             argv = open(f"/proc/{pid}/cmdline").read().split("\0")[:2]
             if argv == ["sleep", "31"]:
                 break
             time.sleep(0.05)
-        assert argv == ["sleep", "31"]
+        assert argv == ["sleep", "31"], (pid, argv, open(f"/proc/{pid}/status").read())
         assert os.readlink(f"/proc/{pid}/ns/pid") != os.readlink("/proc/self/ns/pid")
     finally:
         krt(kr, "delete", "--force", cid)
