@@ -3,7 +3,8 @@
 # programs of our own (tests/wasm/wasi/), under each wasm engine:
 # - path calls answer as Linux does, trailing slashes included: pathsem.c is
 #   built natively and for wasm32-wasi and both outputs must be the same
-#   (the interpreter once removed "file/" as the file and renamed "x/" as x);
+#   (the interpreter once removed "file/" as the file and renamed "x/" as x,
+#   and read(2) of a directory was EBADF, not EISDIR);
 # - the descriptor table is the module's own: fd_close and fd_renumber on
 #   the preopen (fd 3) work (they were ENOTSUP) and lose only the module's
 #   capability; whatever takes number 3 afterwards holds its own rights.
@@ -90,7 +91,9 @@ def test_path_calls_answer_as_linux_does(engine, world, built, tmp_path):
     """unlink, rmdir, mkdir, open (plain, O_DIRECTORY, O_NOFOLLOW, O_CREAT,
     O_EXCL), stat, lstat, readlink, utimensat (following or not), symlink,
     link and rename, each on a fresh tree, on files, directories, links to
-    them and a dangling link, with and without trailing slashes: the same
+    them and a dangling link, with and without trailing slashes, then calls
+    on descriptors (read of a directory, lseek, pread and pwrite past the
+    end, ftruncate, O_APPEND, O_TRUNC, truncate, access, readdir): the same
     answer and the same tree afterwards as the native build on Linux."""
     scratch = tmp_path / "native"
     scratch.mkdir()

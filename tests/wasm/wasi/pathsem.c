@@ -4,6 +4,7 @@
  * the same relative names go to the preopen). Each line is one call on a
  * fresh tree and what it left; the test compares the two outputs, so a
  * WASI answer that is not Linux's shows as a differing line. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -39,11 +40,14 @@ static const char *const names[] = {"f", "d", "e", "lf", "ld", "dl", "n", "new"}
 
 static void rm_all(void)
 {
-	unlink("d/inner");
-	unlink("n/inner");
-	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+	char in[32];
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		/* a rename may have moved d, and its `inner`, to any name */
+		snprintf(in, sizeof(in), "%s/inner", names[i]);
+		unlink(in);
 		if (unlink(names[i]) < 0)
 			rmdir(names[i]);
+	}
 	unlink("nothing");
 }
 
@@ -108,6 +112,86 @@ static const char *const paths[] = {
 			close(r_);          \
 	} while (0)
 
+/* Calls on descriptors and whole files, each on a fresh tree. */
+static void fd_calls(void)
+{
+	char b[64];
+	struct stat st;
+	int fd;
+
+	fresh();
+	fd = open("d", O_RDONLY | O_DIRECTORY);
+	errno = 0;
+	report("read a directory", (int)read(fd, b, sizeof(b)));
+	close(fd);
+
+	fresh();
+	fd = open("f", O_RDWR);
+	errno = 0;
+	report("lseek -1", (int)lseek(fd, -1, SEEK_SET));
+	report("lseek past the end", (int)lseek(fd, 100, SEEK_SET) == 100 ? 0 : -1);
+	report("pread past the end", (int)pread(fd, b, sizeof(b), 1000));
+	printf("%-28s %d\n", "pread past the end, bytes", (int)pread(fd, b, sizeof(b), 1000));
+	report("pwrite at 10", (int)pwrite(fd, "xy", 2, 10));
+	fstat(fd, &st);
+	printf("%-28s %lld\n", "size after pwrite at 10", (long long)st.st_size);
+	report("ftruncate 1", ftruncate(fd, 1));
+	fstat(fd, &st);
+	printf("%-28s %lld\n", "size after ftruncate 1", (long long)st.st_size);
+	report("ftruncate -1", ftruncate(fd, -1));
+	close(fd);
+
+	fresh();
+	fd = open("f", O_WRONLY | O_APPEND);
+	lseek(fd, 0, SEEK_SET);
+	report("append after lseek 0", (int)write(fd, "zz", 2));
+	fstat(fd, &st);
+	printf("%-28s %lld\n", "size after append", (long long)st.st_size);
+	close(fd);
+
+	fresh();
+	fd = open("f", O_WRONLY | O_TRUNC);
+	fstat(fd, &st);
+	printf("%-28s %lld\n", "size after O_TRUNC", (long long)st.st_size);
+	close(fd);
+
+	const char *names3[] = {"f", "f/", "d", "ld/", "n", "dl"};
+	for (size_t i = 0; i < sizeof(names3) / sizeof(names3[0]); i++) {
+		char l[64];
+		snprintf(l, sizeof(l), "truncate %s 1", names3[i]);
+		fresh();
+		errno = 0;
+		report(l, truncate(names3[i], 1));
+		snprintf(l, sizeof(l), "access %s", names3[i]);
+		fresh();
+		errno = 0;
+		report(l, access(names3[i], F_OK));
+		snprintf(l, sizeof(l), "create-dir %s", names3[i]);
+		fresh();
+		errno = 0;
+		fd = open(names3[i], O_RDONLY | O_CREAT | O_DIRECTORY, 0644);
+		report(l, fd);
+		if (fd >= 0)
+			close(fd);
+	}
+
+	/* a directory's names, in any order */
+	fresh();
+	DIR *dir = opendir("d");
+	struct dirent *e;
+	int dots = 0, inner = 0, other = 0;
+	while (dir && (e = readdir(dir)))
+		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+			dots++;
+		else if (!strcmp(e->d_name, "inner") && e->d_type == DT_REG)
+			inner++;
+		else
+			other++;
+	if (dir)
+		closedir(dir);
+	printf("%-28s dots=%d inner=%d other=%d\n", "readdir d", dots, inner, other);
+}
+
 int main(void)
 {
 	char l[64];
@@ -159,6 +243,7 @@ int main(void)
 		snprintf(l, sizeof(l), "rename e/ %s", p);
 		ONE(l, rename("e/", p));
 	}
+	fd_calls();
 	rm_all();
 	return 0;
 }
