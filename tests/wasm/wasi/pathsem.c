@@ -22,7 +22,8 @@ static const char *ename(int e)
 		{EACCES, "EACCES"}, {EBADF, "EBADF"}, {EBUSY, "EBUSY"}, {EEXIST, "EEXIST"},
 		{EINVAL, "EINVAL"}, {EISDIR, "EISDIR"}, {ELOOP, "ELOOP"}, {EMLINK, "EMLINK"},
 		{ENOENT, "ENOENT"}, {ENOTDIR, "ENOTDIR"}, {ENOTEMPTY, "ENOTEMPTY"},
-		{EPERM, "EPERM"}, {EXDEV, "EXDEV"}, {ENOTSUP, "ENOTSUP"},
+		{EPERM, "EPERM"}, {EXDEV, "EXDEV"}, {ENOTSUP, "ENOTSUP"}, {ENOTTY, "ENOTTY"},
+		{ESPIPE, "ESPIPE"},
 #ifdef ENOTCAPABLE
 		{ENOTCAPABLE, "ENOTCAPABLE"},
 #endif
@@ -174,6 +175,37 @@ static void fd_calls(void)
 		if (fd >= 0)
 			close(fd);
 	}
+
+	fresh();
+	fd = open("d", O_RDONLY | O_DIRECTORY);
+	errno = 0;
+	report("lseek a directory", (int)lseek(fd, 0, SEEK_SET));
+	report("fstat a directory", fstat(fd, &st));
+	report("fsync a directory", fsync(fd));
+	report("fdatasync a directory", fdatasync(fd));
+	report("write a directory", (int)write(fd, "x", 1));
+	report("ftruncate a directory", ftruncate(fd, 0));
+	close(fd);
+
+	fresh();
+	fd = open("f", O_RDONLY);
+	errno = 0;
+	report("write a read-only file", (int)write(fd, "x", 1));
+	report("ftruncate a read-only file", ftruncate(fd, 0));
+	report("fdatasync a read-only file", fdatasync(fd));
+	report("isatty a file", isatty(fd) ? 0 : -1);
+	close(fd);
+	fd = open("f", O_WRONLY);
+	errno = 0;
+	report("read a write-only file", (int)read(fd, b, 1));
+	report("fcntl O_APPEND", fcntl(fd, F_SETFL, O_APPEND));
+	report("write after O_APPEND", (int)write(fd, "q", 1));
+	fstat(fd, &st);
+	printf("%-28s %lld\n", "size after fcntl O_APPEND", (long long)st.st_size);
+	close(fd);
+	errno = 0;
+	report("close a closed fd", close(fd));
+	report("fstat a closed fd", fstat(fd, &st));
 
 	/* a directory's names, in any order */
 	fresh();
