@@ -178,7 +178,7 @@ for b in $BUILDS; do
 done
 echo
 printf '%-52s %6s\n' "restore to first reply (median of $REPS)" ms
-[ -n "${restore_before:-}" ] && printf '%-52s %6d\n' "before (QEMU unjailed, anonymous RAM from the stream)" "$restore_before"
+[ -n "${restore_before:-}" ] && printf '%-52s %6d\n' "before ($BEFORE; 1096274: unjailed, RAM from the stream)" "$restore_before"
 printf '%-52s %6d\n' "after (jailed, copy-on-write RAM)" "$restore_after"
 printf '%-52s %6d\n' "jailed engine restore (kis), paired" "$jailed"
 printf '%-52s %6d   (jailed/unjailed, median of the pairs: %s; target <= 1.10)\n' \
