@@ -13,9 +13,11 @@
 #include "confine/sysview.h"
 
 /* What of the host root: host shows: src/confine/sysview.c, shared with the
- * other tiers. maskedPaths also covers the /etc secrets (the command is
- * uid 0 without capabilities, so DAC would let it read files root owns);
- * missing paths are skipped by the runtime. */
+ * other tiers. maskedPaths also covers the /etc secrets, as on bubblewrap:
+ * the sandbox's root is a host id of its own block (userns_path), so DAC
+ * already refuses it what root owns 0600, and the masks stay as a second
+ * wall (and the only one for a rootless engine's own files); missing paths
+ * are skipped by the runtime. */
 static json_t *strs(const char *const *v, size_t n);
 
 static json_t *masked_paths(void)
@@ -146,7 +148,12 @@ static json_t *build_namespaces(const struct kis_oci_spec *s)
 				 s->netns_path ? s->netns_path : "<the engine's network namespace>"));
 	else if (a && s->net != KIS_NET_HOST)
 		add(a, json_pack("{s:s}", "type", "network"));
-	if (a && s->user_ns)
+	/* the engine as root: the sandbox's own namespace, made and mapped
+	 * before crun starts (config-linux.md "namespaces": with a path the
+	 * runtime joins it and writes no mappings) */
+	if (a && s->userns_path)
+		add(a, json_pack("{s:s, s:s}", "type", "user", "path", s->userns_path));
+	else if (a && s->user_ns)
 		add(a, json_pack("{s:s}", "type", "user"));
 	return a;
 }

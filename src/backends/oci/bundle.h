@@ -60,11 +60,26 @@ struct kis_oci_stage {
 	bool ro[KIS_MOUNTS_MAX];
 	bool hybrid; /* the hybrid-layout workaround as well */
 	bool rootless; /* the engine is an ordinary user (kis_oci_rootless) */
-	/* rootless, an overlay workspace: its layers (the base's tree, the
-	 * workspace's directory holding upper/ and work/) joined in an overlay
-	 * on ov_dst in crun's namespace, where the caller may mount one */
+	/* an overlay workspace: its layers (the base's tree, the workspace's
+	 * directory holding upper/ and work/) joined in an overlay on ov_dst in
+	 * crun's namespace: rootless, where the caller may mount one; as root,
+	 * over layers shown through the sandbox's id map (overlayfs itself
+	 * cannot be idmapped, its layers can) */
 	const char *ov_lower, *ov_ws;
+	/* as root, a workspace that is a plain tree: bound on ov_dst through
+	 * the sandbox's id map */
+	const char *ws_src;
 	char ov_dst[300];
+	/* as root (issue 17, root inside is not root outside): the sandbox's
+	 * user namespace (ids 0..65535 onto the host block from ids, made by
+	 * kis_userns_open as bubblewrap's is), which crun joins by path; the
+	 * workspace and each mount's source are shown through its map, so
+	 * that they appear owned by the sandbox's root. -1: none (rootless,
+	 * whose namespace maps the caller's one id) */
+	int userns_fd;
+	uid_t ids;
+	/* the mounts' overlay-workspace layers (NULL: a plain tree at src) */
+	const char *m_lower[KIS_MOUNTS_MAX], *m_ws[KIS_MOUNTS_MAX];
 };
 
 struct kis_oci_spec {
@@ -83,6 +98,9 @@ struct kis_oci_spec {
 	const struct kis_oci_mount *mounts; /* root:host only */
 	size_t n_mounts;
 	bool user_ns;             /* the engine is not root: map it to root inside */
+	/* the engine is root: the sandbox's own user namespace (struct
+	 * kis_oci_stage userns_fd), joined by this path; NULL: none */
+	const char *userns_path;
 	bool no_cgroup;           /* rootless: no cgroupsPath, no memory/pids resources */
 	uid_t host_uid;
 	gid_t host_gid;

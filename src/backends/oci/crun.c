@@ -218,8 +218,19 @@ static int stage_setup(void *arg)
 		dprintf(2, "cannot make crun's mount namespace: %s", strerror(errno));
 		return -1;
 	}
-	if (st->ov_lower && kis_idmap_overlay(st->ov_lower, st->ov_ws, st->ov_dst, -1, 0) < 0) {
-		dprintf(2, "workspace: cannot join its layers: %s", strerror(errno));
+	/* the workspace: as root, shown through the sandbox's id map, so that
+	 * what the host's root owns there is the sandbox's root's
+	 * (mount_setattr(2) MOUNT_ATTR_IDMAP); rootless, as it is (the
+	 * caller's one id is already the sandbox's root) */
+	if (st->ov_lower && kis_idmap_overlay(st->ov_lower, st->ov_ws, st->ov_dst, st->userns_fd,
+					      st->userns_fd >= 0 ? st->ids : 0) < 0) {
+		dprintf(2, "workspace: cannot join its layers%s: %s",
+			st->userns_fd >= 0 ? " through the sandbox's id map" : "", strerror(errno));
+		return -1;
+	}
+	if (st->ws_src && kis_idmap_bind(st->ws_src, st->ov_dst, st->userns_fd) < 0) {
+		dprintf(2, "workspace: cannot show it through the sandbox's id map (idmapped "
+			   "mounts: Linux 5.12): %s", strerror(errno));
 		return -1;
 	}
 	if (st->rootless && st->hybrid &&
@@ -234,7 +245,10 @@ static int stage_setup(void *arg)
 		return -1;
 	}
 	for (size_t i = 0; i < st->n; i++)
-		if (kis_idmap_bind_source(st->src[i], st->dst[i], -1, st->ro[i]) < 0) {
+		if ((st->m_lower[i] ? kis_idmap_overlay_source(st->m_lower[i], st->m_ws[i], st->dst[i],
+							       st->userns_fd, st->ids, st->ro[i])
+				    : kis_idmap_bind_source(st->src[i], st->dst[i], st->userns_fd,
+							    st->ro[i])) < 0) {
 			dprintf(2, "mounts[%zu]: cannot stage its source: %s", i, strerror(errno));
 			return -1;
 		}
@@ -257,7 +271,7 @@ static int crun_tool(struct kis_tool *t, char *const *argv, int fd_keep, struct 
 		/* crun_setup, rootless_setup and stage_setup: system calls only */
 		.vfork_ok = true,
 	};
-	if (st && (st->n || st->ov_lower)) {
+	if (st && (st->n || st->ov_lower || st->ws_src)) {
 		st->hybrid = kis_oci_cgroup_layout() == 3;
 		st->rootless = kis_oci_rootless();
 		t->child_setup = stage_setup;
