@@ -353,6 +353,12 @@ static char *oci_describe(const struct kis_plan *pl)
 		json_array_append_new(cmd, json_string(pl->argv[i]));
 	json_t *o = json_pack("{s:s, s:s, s:s, s:o, s:o}", "backend", "oci", "container", pl->ctr_id,
 			      "bundle", bp, "command", cmd, "config", cfg);
+	/* the sandbox's id block (userns_up), as bubblewrap's plan shows it */
+	if (o && !kis_oci_rootless())
+		json_object_set_new(o, "ids", json_pack("{s:I, s:I}", "first",
+							(json_int_t)kis_sandbox_ids(
+								pl->ctr_id + strlen(KIS_OCI_PREFIX)),
+							"count", (json_int_t)KIS_IDS_COUNT));
 	if (o && pl->net == KIS_NET_EGRESS)
 		json_object_set_new(o, "egress",
 				    kis_egress_describe(pl->allow, pl->n_allow, pl->allow_set,
