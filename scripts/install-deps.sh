@@ -3,7 +3,7 @@
 # Install the Debian packages kis sandbox builds, tests and runs with.
 # Idempotent: installs only what is missing; needs root (or sudo).
 set -eu
-PKGS="build-essential pkg-config libjansson-dev libseccomp-dev libcmocka-dev
+PKGS="build-essential pkg-config libjansson-dev libseccomp-dev libcmocka-dev libsubid-dev
 python3 python3-pytest bubblewrap crun passt nftables wabt busybox-static e2fsprogs btrfs-progs
 xfsprogs iproute2 podman containerd uidmap hyperfine gnuplot-nox clang lld wasi-libc libclang-rt-14-dev-wasm32 nodejs qemu-system-x86 cpio help2man man-db zsh"
 missing=""

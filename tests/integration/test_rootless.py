@@ -238,6 +238,87 @@ def test_session_as_an_ordinary_user(user, world, name, flags):
     assert sid not in as_user(user, "session", "list", "--json").stdout
 
 
+# ---- a subordinate id range, where the user has one
+
+
+def _subids(name, path):
+    try:
+        return [l.strip() for l in Path(path).read_text().splitlines()
+                if l.startswith(name + ":")]
+    except FileNotFoundError:
+        return []
+
+
+def _session_maps(user, sid):
+    rows = json.loads(as_user(user, "session", "list", "--json").stdout)
+    pid = [r for r in rows if r["id"] == sid][0]["agent_pid"]
+    return (Path(f"/proc/{pid}/uid_map").read_text().split(),
+            Path(f"/proc/{pid}/gid_map").read_text().split())
+
+
+def test_subuid_range_is_mapped_through_newuidmap(user, world):
+    """With a range in /etc/subuid and /etc/subgid (useradd gives the fresh
+    user one on Debian; else the test adds one and takes it back), crun's
+    namespace maps the caller as 0 and the range after it, written by
+    newuidmap and newgidmap. Without one (the control), the caller alone."""
+    require(user, "oci")
+    if not (shutil.which("newuidmap") and shutil.which("newgidmap") and
+            shutil.which("usermod")):
+        pytest.skip("newuidmap, newgidmap (uidmap) or usermod (passwd) missing")
+    name = user["name"]
+    had = _subids(name, "/etc/subuid"), _subids(name, "/etc/subgid")
+    added = None
+    try:
+        if not had[0] or not had[1]:
+            # a free block above the others (subuid(5)), this user's only
+            used = [int(l.split(":")[1]) + int(l.split(":")[2]) for f in
+                    ("/etc/subuid", "/etc/subgid") if Path(f).exists()
+                    for l in Path(f).read_text().splitlines() if l.count(":") == 2]
+            first = max(used + [200000]) + 65536
+            added = f"{first}-{first + 65535}"
+            subprocess.run(["usermod", "--add-subuids", added, "--add-subgids", added, name],
+                           check=True, capture_output=True)
+        uid_line = _subids(name, "/etc/subuid")[0].split(":")
+        gid_line = _subids(name, "/etc/subgid")[0].split(":")
+        s = as_user(user, "create", "--backend", "oci", "--base", world["base"])
+        assert s.returncode == 0, s.stderr
+        sid = s.stdout.strip()
+        try:
+            um, gm = _session_maps(user, sid)
+            n = str(min(int(uid_line[2]), int(gid_line[2]), 65536))
+            assert um == ["0", str(user["uid"]), "1", "1", uid_line[1], n], um
+            assert gm == ["0", str(user["gid"]), "1", "1", gid_line[1], n], gm
+            p = as_user(user, "exec", sid, "--", "sh", "-c", "id -u; cat /proc/self/uid_map")
+            assert p.returncode == 0 and p.stdout.split()[:4] == ["0", "0", "0", "1"], p.stdout
+        finally:
+            d = as_user(user, "session", "destroy", sid)
+        assert d.returncode == 0, d.stderr
+        # the control: the range taken away, the caller's one id again
+        for f, opt in (("/etc/subuid", "--del-subuids"), ("/etc/subgid", "--del-subgids")):
+            for l in _subids(name, f):
+                a, c = int(l.split(":")[1]), int(l.split(":")[2])
+                subprocess.run(["usermod", opt, f"{a}-{a + c - 1}", name], check=True,
+                               capture_output=True)
+        s = as_user(user, "create", "--backend", "oci", "--base", world["base"])
+        assert s.returncode == 0, s.stderr
+        sid = s.stdout.strip()
+        try:
+            um, gm = _session_maps(user, sid)
+            assert um == ["0", str(user["uid"]), "1"] and gm == ["0", str(user["gid"]), "1"], um
+        finally:
+            as_user(user, "session", "destroy", sid)
+    finally:
+        # the user's ranges as they were (removed with the user anyway)
+        for f, opt in (("/etc/subuid", "--del-subuids"), ("/etc/subgid", "--del-subgids")):
+            for l in _subids(name, f):
+                a, c = int(l.split(":")[1]), int(l.split(":")[2])
+                subprocess.run(["usermod", opt, f"{a}-{a + c - 1}", name], capture_output=True)
+        for lines, opt in ((had[0], "--add-subuids"), (had[1], "--add-subgids")):
+            for l in lines:
+                a, c = int(l.split(":")[1]), int(l.split(":")[2])
+                subprocess.run(["usermod", opt, f"{a}-{a + c - 1}", name], capture_output=True)
+
+
 # ---- the break-out probes, inside bubblewrap and landlock
 
 

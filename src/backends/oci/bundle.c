@@ -252,6 +252,16 @@ static json_t *seccomp_annotation(const struct kis_seccomp_opts *so, struct kis_
 	return a;
 }
 
+/* config-linux.md "User namespace mappings": 0 onto own, then range ids
+ * 1..range onto 1..range of crun's namespace (none when range is 0). */
+static json_t *id_mappings(json_int_t own, json_int_t range)
+{
+	json_t *a = json_pack("[{s:i, s:I, s:i}]", "containerID", 0, "hostID", own, "size", 1);
+	if (a && range > 0)
+		add(a, json_pack("{s:i, s:i, s:I}", "containerID", 1, "hostID", 1, "size", range));
+	return a;
+}
+
 int kis_oci_config_build(const struct kis_oci_spec *s, json_t **out, struct kis_error **err)
 {
 	json_t *mounts = json_array();
@@ -281,12 +291,13 @@ int kis_oci_config_build(const struct kis_oci_spec *s, json_t **out, struct kis_
 		json_object_del(lnx, "resources");
 	}
 	if (lnx && s->user_ns) {
-		json_object_set_new(lnx, "uidMappings",
-				    json_pack("[{s:i, s:I, s:i}]", "containerID", 0, "hostID",
-					      (json_int_t)s->host_uid, "size", 1));
-		json_object_set_new(lnx, "gidMappings",
-				    json_pack("[{s:i, s:I, s:i}]", "containerID", 0, "hostID",
-					      (json_int_t)s->host_gid, "size", 1));
+		/* 0, the caller; with a subordinate range, 1.. its ids as a
+		 * second extent: the kernel maps each extent of a child's map
+		 * into one extent of the parent's (map_id_range_down), and
+		 * crun's namespace has the caller and the range as two */
+		json_int_t n = s->id_count > 1 ? (json_int_t)s->id_count - 1 : 0;
+		json_object_set_new(lnx, "uidMappings", id_mappings((json_int_t)s->host_uid, n));
+		json_object_set_new(lnx, "gidMappings", id_mappings((json_int_t)s->host_gid, n));
 	}
 	/* root:host: the skeleton is read-only, writes go to /workspace and
 	 * /tmp; root:workspace: the cloned OS image is the writable root. */

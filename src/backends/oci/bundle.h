@@ -78,6 +78,10 @@ struct kis_oci_stage {
 	 * whose namespace maps the caller's one id) */
 	int userns_fd;
 	uid_t ids;
+	/* rootless with a subordinate range (kis_subids_of): the namespace
+	 * newuidmap mapped, which crun's child joins instead of making one
+	 * of the caller's one id; -1: none */
+	int rootless_ns_fd;
 	/* the mounts' overlay-workspace layers (NULL: a plain tree at src) */
 	const char *m_lower[KIS_MOUNTS_MAX], *m_ws[KIS_MOUNTS_MAX];
 };
@@ -102,6 +106,7 @@ struct kis_oci_spec {
 	 * kis_oci_stage userns_fd), joined by this path; NULL: none */
 	const char *userns_path;
 	bool no_cgroup;           /* rootless: no cgroupsPath, no memory/pids resources */
+	uint32_t id_count;        /* rootless: ids mapped from crun's namespace (0: 1) */
 	uid_t host_uid;
 	gid_t host_gid;
 };
@@ -114,6 +119,11 @@ int kis_oci_config_build(const struct kis_oci_spec *s, json_t **out, struct kis_
 int kis_oci_rootfs_skeleton(int rootfs_fd, struct kis_error **err);
 
 /* ---- crun (crun.c) ---- */
+
+/* kis_userns_open_by's writer for an ordinary user's subordinate range
+ * (arg: struct kis_subids): newuidmap PID 0 UID 1 1 START COUNT, and
+ * newgidmap the same. -1 with errno when either refuses. */
+int kis_oci_write_subid_maps(pid_t pid, void *arg);
 
 /* Where crun lives, NULL when not installed. */
 const char *kis_oci_crun_path(void);

@@ -150,6 +150,7 @@ struct kis_plan {
 	 * through /proc/<us>/fd/<n> while we hold it */
 	int userns_fd;
 	char userns_path[64];
+	uint32_t id_count;          /* rootless: ids of crun's namespace (a subuid range) */
 };
 
 static void oci_plan_free(struct kis_plan *pl)
@@ -194,6 +195,7 @@ static int oci_plan(const struct kis_caps *caps, const struct kis_run_request *r
 	pl->eg = (struct kis_egress)KIS_EGRESS_INIT;
 	pl->userns_fd = -1;
 	pl->stage.userns_fd = -1;
+	pl->stage.rootless_ns_fd = -1;
 	if (kis_ctx_agent(req->ctx, &pl->agent, err) < 0) {
 		free(pl);
 		return -1;
@@ -275,7 +277,7 @@ static void plan_spec(const struct kis_plan *pl, const char *rootfs, char *const
 		.netns_path = pl->netns_path[0] ? pl->netns_path : NULL,
 		.limits = &pl->limits, .cgroups_path = cgpath, .user_ns = kis_oci_rootless(),
 		/* rootless: crun runs in our namespace, where the caller is 0 */
-		.host_uid = 0, .host_gid = 0, .no_cgroup = kis_oci_rootless(),
+		.host_uid = 0, .host_gid = 0, .no_cgroup = kis_oci_rootless(), .id_count = pl->id_count,
 		.mounts = pl->mounts, .n_mounts = pl->n_mounts,
 		.userns_path = pl->userns_path[0]	? pl->userns_path
 			       : kis_oci_rootless() ? NULL
@@ -297,8 +299,31 @@ static void plan_spec(const struct kis_plan *pl, const char *rootfs, char *const
  * stranger. Rootless: nothing (crun's namespace maps the caller's id). */
 static int userns_up(struct kis_plan *pl, const char *sandbox_id, struct kis_error **err)
 {
-	if (kis_oci_rootless())
+	if (kis_oci_rootless()) {
+		/* issue 17: with a subordinate range (subuid(5)) crun's namespace
+		 * maps it after the caller's own id, written by newuidmap; the
+		 * container's root is still the caller, its other ids the range's
+		 * (an image's files of several owners show as theirs, not as
+		 * nobody). Without one: the caller's one id (crun.c). */
+		struct kis_subids sub;
+		if (!kis_subids_of(getuid(), &sub))
+			return 0;
+		int fd = -1;
+		struct kis_error *e2 = NULL;
+		if (kis_userns_open_by(kis_oci_write_subid_maps, &sub, &fd, &e2) < 0) {
+			int en = e2 ? e2->sys_errno : 0;
+			kis_error_free(e2);
+			return kis_error_set(err, KIS_E_INTERNAL, en,
+					     "cannot map the subordinate ids %lu..%lu through "
+					     "newuidmap and newgidmap (subuid(5), subgid(5))",
+					     sub.uid_start, sub.uid_start + sub.uid_count - 1);
+		}
+		pl->userns_fd = fd;
+		pl->stage.rootless_ns_fd = fd;
+		pl->id_count = 1 + (uint32_t)(sub.uid_count < sub.gid_count ? sub.uid_count
+									       : sub.gid_count);
 		return 0;
+	}
 	pl->stage.ids = kis_sandbox_ids(sandbox_id);
 	int fd = -1;
 	TRY(kis_userns_open(pl->stage.ids, KIS_IDS_COUNT, &fd, err));
@@ -314,6 +339,7 @@ static void userns_down(struct kis_plan *pl)
 {
 	kis_closep(&pl->userns_fd);
 	pl->stage.userns_fd = -1;
+	pl->stage.rootless_ns_fd = -1;
 }
 
 /* Each mount's staging directory, <bundle>/mounts/<i>: config.json binds
