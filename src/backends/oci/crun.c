@@ -159,9 +159,12 @@ char *kis_oci_bundles_dir(void)
  * are locked together (mount_namespaces(7), "restrictions"): the v2 mount
  * of a hybrid host cannot be unmounted, so an empty tmpfs covers it, and
  * crun, which tells the layout by statfs(2) of that path, sees v1 alone. */
-static int rootless_ns(bool hybrid)
+static int rootless_ns(bool hybrid, int ns_fd)
 {
-	if (kis_userns_own(getuid(), getgid()) < 0 || unshare(CLONE_NEWNS) < 0 ||
+	/* with a subordinate range, the namespace newuidmap mapped (its owner,
+	 * in the parent namespace, has CAP_SYS_ADMIN there: setns(2)) */
+	if ((ns_fd >= 0 ? setns(ns_fd, CLONE_NEWUSER) : kis_userns_own(getuid(), getgid())) < 0 ||
+	    unshare(CLONE_NEWNS) < 0 ||
 	    mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL) < 0)
 		return -1;
 	if (hybrid && mount("kis-hide-v2", "/sys/fs/cgroup/unified", "tmpfs",
@@ -173,7 +176,7 @@ static int rootless_ns(bool hybrid)
 static int rootless_setup(void *arg)
 {
 	(void)arg;
-	if (rootless_ns(kis_oci_cgroup_layout() == 3) == 0)
+	if (rootless_ns(kis_oci_cgroup_layout() == 3, -1) == 0)
 		return 0;
 	dprintf(2, "cannot make crun's user namespace: %s (unprivileged user namespaces: "
 		   "user.max_user_namespaces)", strerror(errno));
@@ -210,7 +213,7 @@ static int stage_setup(void *arg)
 	/* st->rootless, decided before fork: once in our user namespace,
 	 * geteuid() is 0 */
 	if (st->rootless) {
-		if (rootless_ns(false) < 0) {
+		if (rootless_ns(false, st->rootless_ns_fd) < 0) {
 			dprintf(2, "cannot make crun's user namespace: %s", strerror(errno));
 			return -1;
 		}
@@ -218,8 +221,19 @@ static int stage_setup(void *arg)
 		dprintf(2, "cannot make crun's mount namespace: %s", strerror(errno));
 		return -1;
 	}
-	if (st->ov_lower && kis_idmap_overlay(st->ov_lower, st->ov_ws, st->ov_dst, -1, 0) < 0) {
-		dprintf(2, "workspace: cannot join its layers: %s", strerror(errno));
+	/* the workspace: as root, shown through the sandbox's id map, so that
+	 * what the host's root owns there is the sandbox's root's
+	 * (mount_setattr(2) MOUNT_ATTR_IDMAP); rootless, as it is (the
+	 * caller's one id is already the sandbox's root) */
+	if (st->ov_lower && kis_idmap_overlay(st->ov_lower, st->ov_ws, st->ov_dst, st->userns_fd,
+					      st->userns_fd >= 0 ? st->ids : 0) < 0) {
+		dprintf(2, "workspace: cannot join its layers%s: %s",
+			st->userns_fd >= 0 ? " through the sandbox's id map" : "", strerror(errno));
+		return -1;
+	}
+	if (st->ws_src && kis_idmap_bind(st->ws_src, st->ov_dst, st->userns_fd) < 0) {
+		dprintf(2, "workspace: cannot show it through the sandbox's id map (idmapped "
+			   "mounts: Linux 5.12): %s", strerror(errno));
 		return -1;
 	}
 	if (st->rootless && st->hybrid &&
@@ -234,11 +248,58 @@ static int stage_setup(void *arg)
 		return -1;
 	}
 	for (size_t i = 0; i < st->n; i++)
-		if (kis_idmap_bind_source(st->src[i], st->dst[i], -1, st->ro[i]) < 0) {
+		if ((st->m_lower[i] ? kis_idmap_overlay_source(st->m_lower[i], st->m_ws[i], st->dst[i],
+							       st->userns_fd, st->ids, st->ro[i])
+				    : kis_idmap_bind_source(st->src[i], st->dst[i], st->userns_fd,
+							    st->ro[i])) < 0) {
 			dprintf(2, "mounts[%zu]: cannot stage its source: %s", i, strerror(errno));
 			return -1;
 		}
 	return 0;
+}
+
+/* One of the setuid helpers started (the caller's own id as 0, its
+ * subordinate range after it; the helper checks the range against
+ * subuid(5)): its pid, or -1. */
+static pid_t start_idmap(const char *tool, pid_t pid, unsigned id, unsigned long start,
+			 unsigned long count)
+{
+	char a[4][24];
+	snprintf(a[0], sizeof(a[0]), "%d", (int)pid);
+	snprintf(a[1], sizeof(a[1]), "%u", id);
+	snprintf(a[2], sizeof(a[2]), "%lu", start);
+	snprintf(a[3], sizeof(a[3]), "%lu", count);
+	char *argv[] = {(char *)tool, a[0], "0", a[1], "1", "1", a[2], a[3], NULL};
+	struct kis_tool t = {.path = tool, .argv = argv, .envp = (char *const *)crun_env,
+			     .in = -1, .out = -1, .err = -1};
+	struct kis_error *e = NULL;
+	pid_t p = -1;
+	if (!tool || kis_tool_start(&t, &p, &e) < 0)
+		p = -1;
+	kis_error_free(e);
+	return p;
+}
+
+static bool reaped_ok(pid_t p)
+{
+	int st = 0;
+	return p > 0 && RETRY_EINTR(waitpid(p, &st, 0)) == p && kis_tool_ok(st, 0);
+}
+
+int kis_oci_write_subid_maps(pid_t pid, void *arg)
+{
+	/* both at once: each is a setuid exec that loads libsubid and its
+	 * PAM and SELinux libraries, tens of ms on a busy host */
+	const struct kis_subids *s = arg;
+	pid_t u = start_idmap(kis_newuidmap_path(), pid, (unsigned)getuid(), s->uid_start,
+			      s->uid_count);
+	pid_t g = start_idmap(kis_newgidmap_path(), pid, (unsigned)getgid(), s->gid_start,
+			      s->gid_count);
+	bool ok = reaped_ok(u);
+	ok = reaped_ok(g) && ok;
+	if (!ok)
+		errno = EPERM;
+	return ok ? 0 : -1;
 }
 
 static int crun_tool(struct kis_tool *t, char *const *argv, int fd_keep, struct kis_oci_stage *st,
@@ -257,7 +318,7 @@ static int crun_tool(struct kis_tool *t, char *const *argv, int fd_keep, struct 
 		/* crun_setup, rootless_setup and stage_setup: system calls only */
 		.vfork_ok = true,
 	};
-	if (st && (st->n || st->ov_lower)) {
+	if (st && (st->n || st->ov_lower || st->ws_src || st->rootless_ns_fd >= 0)) {
 		st->hybrid = kis_oci_cgroup_layout() == 3;
 		st->rootless = kis_oci_rootless();
 		t->child_setup = stage_setup;
