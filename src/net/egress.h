@@ -81,15 +81,19 @@ struct kis_egress {
 	int err_fd;    /* pasta's stderr (a memfd) until then, or -1 */
 	pid_t vm_pid;  /* a microvm's passt (kis_egress_attach_vm), or 0 */
 	int vm_pidfd;  /* its pidfd, or -1 */
+	pid_t nft_pid; /* nft loading the policy into S, until kis_egress_ready, or 0 */
+	int nft_errfd; /* its stderr (a memfd) until then, or -1 */
 };
 
 #define KIS_EGRESS_INIT                                                                      \
 	{.netns_fd = -1, .userns_fd = -1, .pidfd = -1, .pid = 0, .uid = 0, .ready_fd = -1,  \
-	 .err_fd = -1, .vm_pid = 0, .vm_pidfd = -1}
+	 .err_fd = -1, .vm_pid = 0, .vm_pidfd = -1, .nft_pid = 0, .nft_errfd = -1}
 
-/* Make S, load the policy, start pasta; with wait, also wait until it is
- * ready (else kis_egress_ready before the command may use the network:
- * pasta's ~100 ms of setup then overlaps the sandbox's own). helper_uid
+/* Make S, start loading the policy, start pasta; with wait, also wait
+ * until both are done (else kis_egress_ready before anything of the
+ * sandbox's own runs, before the EXEC: nft's and pasta's setup then
+ * overlap the runtime's start, which neither needs; the runtime and the
+ * agent in S send nothing). helper_uid
  * is H: an unprivileged host id that nothing else runs as. die_with_us:
  * pasta gets PR_SET_PDEATHSIG (a one-shot run); a session's pasta outlives
  * the engine and is ended by kis_egress_kill_pid (session destroy). */
@@ -107,7 +111,9 @@ KIS_HIDDEN int kis_egress_start_for(struct kis_egress *eg, const struct kis_net_
  * itself when QEMU's end closes. */
 KIS_HIDDEN int kis_egress_attach_vm(struct kis_egress *eg, int sock, bool die_with_us,
 				    struct kis_error **err);
-/* Wait (bounded) until pasta has configured S; 0 at once when it did. */
+/* Wait until the policy is loaded in S (an error if nft failed) and
+ * (bounded) until pasta has configured S; 0 at once when both are done.
+ * No command of the sandbox may run before it returned 0. */
 KIS_HIDDEN int kis_egress_ready(struct kis_egress *eg, struct kis_error **err);
 /* SIGKILL pasta now (its teardown overlaps ours); kis_egress_stop reaps. */
 KIS_HIDDEN void kis_egress_kill(struct kis_egress *eg);
