@@ -25,9 +25,13 @@
  *     namespace S; the engine keeps both open by descriptor;
  *  2. the engine (root, an ancestor of S's owner) loads the address policy
  *     into S with `nft -f` run inside S: an output chain with policy drop
- *     and an input chain that takes only replies. The sandbox never holds
- *     a capability over S's user namespace, so it cannot change them;
- *  3. pasta (Debian `passt`) is started as H, in a private mount namespace
+ *     and an input chain that takes only replies, while the next steps
+ *     run (kis_egress_ready waits for it before the command may run).
+ *     The sandbox never holds a capability over S's user namespace, so
+ *     it cannot change them;
+ *  3. pasta's tap is made in S, persistent, owned by H, and S's TCP set
+ *     to back off on loss (cubic); then pasta (Debian `passt`) is
+ *     started as H, in a private mount namespace
  *     where /dev/net/tun is a node of its own (the host's is root's 0600
  *     here and is not touched), with no_new_privs and, for a one-shot run,
  *     PR_SET_PDEATHSIG; it joins S through the user namespace H owns,
