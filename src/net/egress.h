@@ -30,7 +30,8 @@
  *     The sandbox never holds a capability over S's user namespace, so
  *     it cannot change them;
  *  3. pasta's tap is made in S, persistent, owned by H, and S's TCP set
- *     to back off on loss (cubic); then pasta (Debian `passt`) is
+ *     to a small send buffer and a loss-based congestion control (so it
+ *     does not overrun pasta); then pasta (Debian `passt`) is
  *     started as H, in a private mount namespace
  *     where /dev/net/tun is a node of its own (the host's is root's 0600
  *     here and is not touched), with no_new_privs and, for a one-shot run,
