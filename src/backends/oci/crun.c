@@ -415,21 +415,57 @@ int kis_oci_bundle_path(const char *ctr_id, char *out, size_t len)
 	return n < 0 || (size_t)n >= len ? -1 : 0;
 }
 
+/* The hierarchies crun makes a container's group in (cgroupsPath = the
+ * container id, under each v1 controller's mount, or the one v2 tree). */
+static const char *const ctr_ctrls[] = {"memory", "pids", "cpu", "cpuacct", "cpuset",
+					"blkio", "devices", "freezer", "systemd"};
+
+static size_t ctr_cgroup_count(void)
+{
+	return kis_oci_cgroup_layout() == 2 ? 1 : ARRAY_SIZE(ctr_ctrls);
+}
+
+static void ctr_cgroup_dir(const char *ctr_id, size_t i, char *p, size_t len)
+{
+	if (kis_oci_cgroup_layout() == 2)
+		snprintf(p, len, "/sys/fs/cgroup/%s", ctr_id);
+	else
+		snprintf(p, len, "/sys/fs/cgroup/%s/%s", ctr_ctrls[i], ctr_id);
+}
+
+int kis_oci_cgroup_join(const char *ctr_id, pid_t pid, struct kis_error **err)
+{
+	int joined = 0;
+	char num[24];
+	snprintf(num, sizeof(num), "%d", (int)pid);
+	for (size_t i = 0, n = ctr_cgroup_count(); i < n; i++) {
+		char p[256], procs[280];
+		ctr_cgroup_dir(ctr_id, i, p, sizeof(p));
+		snprintf(procs, sizeof(procs), "%s/cgroup.procs", p);
+		/* a hierarchy this host does not mount, or where crun made no
+		 * group: nothing to join there */
+		_cleanup_close_ int fd = open(procs, O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
+		if (fd < 0 && errno == ENOENT)
+			continue;
+		if (fd < 0 || write(fd, num, strlen(num)) != (ssize_t)strlen(num))
+			return kis_error_set(err, KIS_E_INTERNAL, errno,
+					     "cannot move process %d into cgroup '%s'", (int)pid, p);
+		joined++;
+	}
+	if (!joined)
+		return kis_error_set(err, KIS_E_INTERNAL, ENOENT,
+				     "container '%s' has no cgroup to join", ctr_id);
+	return 0;
+}
+
 /* After crun delete: the container's own groups must be gone. crun leaves
  * one behind when a process in it outlived the kill (EBUSY on rmdir); try
  * again briefly, then report it rather than leave it silently. */
 static int check_cgroups_gone(const char *ctr_id, struct kis_error **err)
 {
-	static const char *const ctrls[] = {"memory", "pids", "cpu", "cpuacct", "cpuset",
-					    "blkio", "devices", "freezer", "systemd"};
-	bool v2 = kis_oci_cgroup_layout() == 2;
-	size_t n = v2 ? 1 : ARRAY_SIZE(ctrls);
-	for (size_t i = 0; i < n; i++) {
+	for (size_t i = 0, n = ctr_cgroup_count(); i < n; i++) {
 		char p[256];
-		if (v2)
-			snprintf(p, sizeof(p), "/sys/fs/cgroup/%s", ctr_id);
-		else
-			snprintf(p, sizeof(p), "/sys/fs/cgroup/%s/%s", ctrls[i], ctr_id);
+		ctr_cgroup_dir(ctr_id, i, p, sizeof(p));
 		for (int tries = 0; rmdir(p) < 0 && errno == EBUSY; tries++) {
 			if (tries == 100)
 				return kis_error_set(err, KIS_E_INTERNAL, EBUSY,

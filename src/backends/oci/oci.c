@@ -630,6 +630,20 @@ static int egress_up(struct kis_plan *pl, const char *sandbox_id, bool session,
 	return 0;
 }
 
+/* pasta is the sandbox's own work: counted in the container's cgroup (its
+ * pids limit; its memory from the move on, as neither cgroup version moves
+ * pages already charged), frozen, limited and killed with it. crun makes
+ * that cgroup only after pasta started (pasta must have made S's link
+ * before the sandbox runs), so the move waits until the container exists:
+ * the agent's HELLO for a run, crun's return for a session. */
+static int egress_into_container(void *ctx, struct kis_error **err)
+{
+	struct kis_plan *pl = ctx;
+	if (pl->eg.pid <= 0 || kis_oci_rootless())
+		return 0;
+	return kis_oci_cgroup_join(pl->ctr_id, pl->eg.pid, err);
+}
+
 /* crun's own words about a failure, from its --log file. */
 static void crun_log(const char *bp, char *msg, size_t len)
 {
@@ -797,7 +811,8 @@ static int oci_run(struct kis_plan *pl, struct kis_result *res, struct kis_error
 		container_cpu_path(pl->ctr_id, cpu_path, sizeof(cpu_path));
 		struct kis_agent_run ar = {.conn = sv[0], .argv = pl->argv, .limits = pl->limits,
 					   .io = pl->io, .peer = "the container's agent",
-					   .cpu_path = cpu_path};
+					   .cpu_path = cpu_path, .on_hello = egress_into_container,
+					   .hello_ctx = pl};
 		/* a one-shot run's pasta set itself up while crun started */
 		r = kis_egress_ready(&pl->eg, err);
 		if (r >= 0)
@@ -898,7 +913,8 @@ static int oci_start_session(struct kis_plan *pl, const struct kis_session_ctx *
 				     "the session's container is not running (crun state)");
 	}
 	/* pasta lives as long as the session: destroy ends it from here */
-	if (pl->eg.pid > 0 && kis_egress_save(ctx->dir_fd, &pl->eg, err) < 0) {
+	if (pl->eg.pid > 0 && (egress_into_container(pl, err) < 0 ||
+			       kis_egress_save(ctx->dir_fd, &pl->eg, err) < 0)) {
 		kis_oci_remove(pl->ctr_id, NULL);
 		kis_egress_stop(&pl->eg);
 		return -1;
