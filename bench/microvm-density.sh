@@ -2,10 +2,13 @@
 # SPDX-License-Identifier: MIT
 # The microvm tier at density: N idle 1 GiB-guest sessions (N = 1, 10, 50,
 # 100), host memory per VM (QEMU's PSS, and the drop in MemAvailable),
-# creation time per session, exec latency into the first and the Nth, and
-# restore to first reply jailed against a bare unjailed QEMU restoring the
-# same snapshot. Run beside the engine before issue 13 (BEFORE=<commit>,
-# default the branch point; BEFORE= to skip), in the same run. Stops adding
+# creation time per session, exec latency into the first and the Nth, the
+# idle CPU of the N VMs (QEMU and each session's broker, over IDLE_S
+# seconds), and restore to first reply jailed against unjailed: the same
+# engine, build/bench/kis-unjailed (mk/bench.mk; its unjailed mode exists
+# in no other build), paired run by run, beside a bare QEMU restoring the
+# same snapshot. Run beside an earlier engine (BEFORE=<commit>, default the
+# branch point of issue 13; BEFORE= to skip), in the same run. Stops adding
 # sessions when the host's memory in use passes 60%, and removes every
 # session it made. Figures, not assertions.
 set -eu
@@ -14,7 +17,8 @@ NS=${NS:-"1 10 50 100"}
 # the engine before idles at ~8% of a core per VM (periodic guest ticks):
 # 100 of them would starve this 2-core machine's other users
 NS_BEFORE=${NS_BEFORE:-"1 10 50"}
-REPS=${REPS:-5}
+REPS=${REPS:-7}
+IDLE_S=${IDLE_S:-10}
 BEFORE=${BEFORE-1096274}
 GUEST=${KIS_MICROVM_GUEST_DIR:-$PWD/build/microvm-guest}
 if ! command -v qemu-system-x86_64 >/dev/null || ! scripts/guest/fetch-kernel.sh "$GUEST" >/dev/null; then
@@ -39,7 +43,9 @@ memtotal() { awk '/^MemTotal:/ {print int($2/1024)}' /proc/meminfo; }
 
 # the engines: this tree's, and the one before the change built from git
 mkdir -p "$WORK/bin-after" "$WORK/bin-before"
-cp build/kis build/kis-agent "$WORK/bin-after/"
+make -s build/bench/kis-unjailed >/dev/null
+# beside the same agent: one stamp, one snapshot for both
+cp build/kis build/kis-agent build/bench/kis-unjailed "$WORK/bin-after/"
 BUILDS="after"
 if [ -n "$BEFORE" ] && git cat-file -e "$BEFORE^{commit}" 2>/dev/null; then
 	mkdir -p "$WORK/src-before"
@@ -59,13 +65,21 @@ guest_of() { if [ "$1" = before ]; then echo "$WORK/guest-before"; else echo "$G
 pids_of() { # the QEMU pids of a store's sessions
 	KIS_SANDBOX_ROOT=$1 "$2" sandbox session list --json | sed -n 's/.*"agent_pid": *\([0-9]*\).*/\1/p'
 }
+brokers_of() { # each session's port broker (microvm/mux.c): its fd 4 is the session's directory
+	for f in /proc/[0-9]*/fd/4; do
+		case $(readlink "$f" 2>/dev/null) in "$1"/sessions/*) p=${f#/proc/}; echo "${p%%/*}" ;; esac
+	done
+}
+ticks() { # CPU ticks of the pids on stdin
+	while read -r p; do awk '{print $14+$15}' "/proc/$p/stat" 2>/dev/null; done | awk '{s+=$1} END {print s+0}'
+}
 pss_sum() { # MiB of PSS over the pids on stdin
 	t=0; while read -r p; do
 		v=$(awk '/^Pss:/ {print $2}' "/proc/$p/smaps_rollup" 2>/dev/null || echo 0)
 		t=$((t + ${v:-0})); done; echo $((t / 1024))
 }
 restore_ms() { # engine: from the disks made to the guest's first reply
-	out=$(KIS_MICROVM_GUEST_DIR=$2 KIS_SANDBOX_ROOT=$3 KIS_MICROVM_TRACE=1 "$1" sandbox run --tier microvm -- true 2>&1 >/dev/null)
+	out=$(KIS_MICROVM_GUEST_DIR=$2 KIS_SANDBOX_ROOT=$3 KIS_MICROVM_TRACE=1 ${4:-} "$1" sandbox run --tier microvm -- true 2>&1 >/dev/null)
 	s=$(echo "$out" | sed -n 's/^microvm: *\([0-9]*\) ms disks made/\1/p')
 	a=$(echo "$out" | sed -n 's/^microvm: *\([0-9]*\) ms guest answered/\1/p')
 	echo $((a - s))
@@ -84,9 +98,9 @@ TOTAL=$(memtotal)
 LIMIT=$((TOTAL * 60 / 100))
 printf 'microvm density (%s, 1 GiB guests, 2 cores shared; memory stop at 60%% of %d MiB)\n' \
 	"$(cat "$GUEST/accel" 2>/dev/null || echo tcg)" "$TOTAL"
-echo "(MemAvail/VM includes the shared snapshot RAM, ~140 MiB, spread over N; CPU: all N idle VMs, % of one core)"
-printf '%-7s %5s %10s %12s %11s %10s %10s %9s\n' build N "PSS/VM" "MemAvail/VM" "create/s" \
-	"exec 1st" "exec Nth" "CPU idle"
+echo "(MemAvail/VM includes the shared snapshot RAM, ~140 MiB, spread over N; CPU idle: all N VMs with their brokers over ${IDLE_S} s, % of one core, and per VM)"
+printf '%-7s %5s %10s %12s %11s %10s %10s %9s %8s\n' build N "PSS/VM" "MemAvail/VM" "create/s" \
+	"exec 1st" "exec Nth" "CPU idle" "per VM"
 ROWS=""
 for b in $BUILDS; do
 	K="$WORK/bin-$b/kis"
@@ -115,14 +129,16 @@ for b in $BUILDS; do
 		eN=$(for i in $(seq 3); do t=$(ms); $K sandbox exec "$last" -- true; echo $(( $(ms) - t )); done | med)
 		pss=$(pids_of "$ST" "$K" | pss_sum)
 		drop=$((base - $(memavail)))
-		# CPU of the idle VMs over 2 s, in % of one core
-		c0=$(pids_of "$ST" "$K" | while read -r p; do awk '{print $14+$15}' "/proc/$p/stat"; done | awk '{s+=$1} END {print s+0}')
-		sleep 2
-		c1=$(pids_of "$ST" "$K" | while read -r p; do awk '{print $14+$15}' "/proc/$p/stat"; done | awk '{s+=$1} END {print s+0}')
-		cpu=$(( (c1 - c0) * 100 / $(getconf CLK_TCK) / 2 ))
-		row=$(printf '%-7s %5d %7d MiB %8d MiB %9.2f s %7d ms %7d ms %7d%%' "$b" "$have" \
+		# CPU of the idle VMs and their brokers over IDLE_S s, % of one core
+		sleep 3 # the execs' own aftermath
+		vp=$( (pids_of "$ST" "$K"; brokers_of "$ST") | sort -u)
+		c0=$(echo "$vp" | ticks)
+		sleep "$IDLE_S"
+		c1=$(echo "$vp" | ticks)
+		cpu=$(echo "$c1 $c0 $(getconf CLK_TCK) $IDLE_S $have" | awk '{printf "%.1f %.2f", ($1-$2)*100/$3/$4, ($1-$2)*100/$3/$4/$5}')
+		row=$(printf '%-7s %5d %7d MiB %8d MiB %9.2f s %7d ms %7d ms %8s%% %7s%%' "$b" "$have" \
 			$((pss / have)) $((drop / have)) "$(echo "$t_batch $k_batch" | awk '{print $1/$2/1000}')" \
-			"$e1" "$eN" "$cpu")
+			"$e1" "$eN" ${cpu% *} ${cpu#* })
 		echo "$row"
 		ROWS="$ROWS$row
 "
@@ -137,15 +153,22 @@ for b in $BUILDS; do
 	sleep 1
 	r=$(for i in $(seq "$REPS"); do restore_ms "$K" "$G" "$ST"; done | med)
 	eval "restore_$b=$r"
-	# the jail's cost: this run's engine against a bare QEMU restoring the
-	# same snapshot, interleaved (after only: before had no jail)
+	# the jail's cost: the same engine jailed (kis) and unjailed
+	# (kis-unjailed with its switch), and a bare QEMU restoring the same
+	# snapshot, interleaved run by run (after only: before had no jail)
 	if [ "$b" = after ]; then
+		U="$WORK/bin-after/kis-unjailed"
 		pairs=$(for i in $(seq "$REPS"); do
 			j=$(restore_ms "$K" "$G" "$ST")
+			n=$(restore_ms "$U" "$G" "$ST" "env KIS_MICROVM_BENCH_UNJAILED=1")
 			u=$(/usr/bin/python3 bench/microvm_bare_restore.py "$G" 1024 1)
-			echo "$j $u"; done)
+			echo "$j $n $u"; done)
 		jailed=$(echo "$pairs" | awk '{print $1}' | med)
-		bare=$(echo "$pairs" | awk '{print $2}' | med)
+		unjailed=$(echo "$pairs" | awk '{print $2}' | med)
+		# the median of the per-pair ratios: each pair ran back to back
+		ratio=$(echo "$pairs" | awk '$2 > 0 {print $1 / $2}' | sort -n |
+			awk '{v[NR]=$1} END {if (NR) printf "%.3f", v[int((NR+1)/2)]; else print "-"}')
+		bare=$(echo "$pairs" | awk '{print $3}' | med)
 		# the jail's own steps inside the engine's restore, same runs' kind
 		jsteps=$(for i in $(seq "$REPS"); do jail_ms "$K" "$G" "$ST"; done)
 		jail_own=$(echo "$jsteps" | awk '{print $1}' | med)
@@ -155,9 +178,11 @@ for b in $BUILDS; do
 done
 echo
 printf '%-52s %6s\n' "restore to first reply (median of $REPS)" ms
-[ -n "${restore_before:-}" ] && printf '%-52s %6d\n' "before (QEMU unjailed, anonymous RAM from the stream)" "$restore_before"
+[ -n "${restore_before:-}" ] && printf '%-52s %6d\n' "before ($BEFORE; 1096274: unjailed, RAM from the stream)" "$restore_before"
 printf '%-52s %6d\n' "after (jailed, copy-on-write RAM)" "$restore_after"
-printf '%-52s %6d\n' "jailed engine restore, paired with the bare one" "$jailed"
+printf '%-52s %6d\n' "jailed engine restore (kis), paired" "$jailed"
+printf '%-52s %6d   (jailed/unjailed, median of the pairs: %s; target <= 1.10)\n' \
+	"the same engine unjailed (kis-unjailed, bench only)" "$unjailed" "$ratio"
 printf '%-52s %6d   (jail + engine: %+d%%)\n' "bare QEMU restore, no jail, same snapshot" "$bare" \
 	$(( bare > 0 ? (jailed - bare) * 100 / bare : 0 ))
 [ -n "${jail_own:-}" ] && printf '%-52s %6d   (%d%% of a %d ms restore; the rest of the gap is the engine: disks, sockets, QMP)\n' \

@@ -55,13 +55,14 @@ def main():
         rw = f"{d}/rw.img"
         with open(rw, "wb") as fh:
             fh.truncate(256 << 30)
-        a = ["qemu-system-x86_64", "-M", "microvm,rtc=on,memory-backend=ram",
+        a = ["qemu-system-x86_64", "-M", "microvm,rtc=on,pit=off,memory-backend=ram",
              "-accel", "tcg,tb-size=128", "-m", f"{mem}M",
              "-object", f"memory-backend-file,id=ram,size={mem}M,mem-path={ram},share=off,"
              "prealloc=off,merge=off",
              "-cpu", "qemu64,+arat", "-smp", str(cpus), "-nodefaults", "-no-user-config", "-display", "none",
              "-no-reboot", "-serial", "none", "-kernel", f"{guest}/vmlinuz", "-initrd", initrd,
-             "-append", f"quiet panic=-1 tsc_early_khz={tsc} tsc=reliable kis.ports=4",
+             "-append", f"quiet panic=-1 tsc_early_khz={tsc} tsc=reliable nowatchdog "
+             "sysctl.vm.compaction_proactiveness=0 kis.ports=4",
              "-device", "virtio-serial-device,max_ports=6",
              "-chardev", f"socket,id=ctl,path={d}/ctl.sock,server=on,wait=off",
              "-device", "virtserialport,chardev=ctl,name=kis.ctl,nr=1",
@@ -70,11 +71,19 @@ def main():
         for i in range(4):
             a += ["-chardev", f"socket,id=a{i},path={d}/a{i}.sock,server=on,wait=off",
                   "-device", f"virtserialport,chardev=a{i},name=kis.{i},nr={2 + i}"]
-        for i, (name, f) in enumerate((("base", f"{guest}/disk-empty-v1.img"),
-                                       ("delta", f"{guest}/disk-empty-v1.img"), ("rw", rw))):
+        # the engine's device set, in its order (src/backends/microvm/vm.c
+        # kis_mvm_spawn): base, delta, rw, the mounts' slots, the network
+        empty = f"{guest}/disk-empty-v1.img"
+        for i, (name, f) in enumerate((("base", empty), ("delta", empty), ("rw", rw))):
             ro = "readonly=on," if i < 2 else ""
             a += ["-drive", f"if=none,id={name},format=raw,cache=writeback,{ro}file={f}",
-                  "-device", f"virtio-blk-device,drive={name}"]
+                  "-device", f"virtio-blk-device,drive={name},serial=kis-{name}"]
+        for i in range(8):  # KIS_MVM_MOUNT_DISKS
+            m = f"m{i // 2}{'d' if i % 2 else 'l'}"
+            a += ["-drive", f"if=none,id={m},format=raw,cache=writeback,readonly=on,file={empty}",
+                  "-device", f"virtio-blk-device,drive={m},serial=kis-{m}"]
+        a += ["-netdev", "hubport,id=net0,hubid=0",
+              "-device", "virtio-net-device,netdev=net0,mac=52:54:00:12:34:56"]
         a += ["-incoming", "defer"]
         t0 = time.monotonic()
         p = subprocess.Popen(a, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,

@@ -217,9 +217,14 @@ static void wait_host(void)
 }
 
 /* An idle port (host side closed) wakes on SIGIO; the timeout is only a
- * backstop. Each wakeup of an idle guest costs the host CPU (TCG), and a
- * VM has five such loops: 200 ms here was 25 wakeups a second. */
-#define IDLE_WAIT_MS 2000
+ * backstop. Each wakeup of an idle guest costs the host CPU (TCG: the
+ * vCPU thread and about four turns of QEMU's main loop), and a VM has
+ * five such loops: 200 ms here was 25 wakeups a second, 2 s was 2.5.
+ * The SIGIO cannot be lost: it is blocked, so one raised before
+ * sigtimedwait stays pending, and virtio_console raises it both for the
+ * host's open (handle_control_message, VIRTIO_CONSOLE_PORT_OPEN) and for
+ * its data (in_intr). */
+#define IDLE_WAIT_MS 60000
 
 static int connect_agent(void)
 {
@@ -1186,7 +1191,9 @@ int kis_agent_guest_init(void)
 	for (;;) {
 		reap();
 		struct pollfd p = {.fd = ctl, .events = POLLIN};
-		if (poll(&p, 1, 1000) <= 0)
+		/* the timeout only reaps (a dead agent is noticed at the next
+		 * cfg, which comes as data and wakes us) */
+		if (poll(&p, 1, IDLE_WAIT_MS) <= 0)
 			continue;
 		ssize_t k = read(ctl, line + len, sizeof(line) - 1 - len);
 		if (k == 0) {

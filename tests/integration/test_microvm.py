@@ -883,6 +883,23 @@ def test_an_ordinary_engine_jails_the_vmm_in_a_user_namespace_or_has_no_tier(mvm
         assert "per-VM uid" in m["vmm_jail"] and "cgroup" in m["vmm_jail"], m
 
 
+
+def test_the_benchmarks_unjailed_switch_is_refused_outside_its_build(mvm):
+    """KIS_MICROVM_BENCH_UNJAILED runs the VMM unjailed only in the
+    benchmark's own binary (build/bench/kis-unjailed, never installed):
+    `kis` refuses it by name, for a run and for a session, before any QEMU
+    starts, and the code is not in the binary at all."""
+    env = dict(mvm, KIS_MICROVM_BENCH_UNJAILED="1")
+    before = set(qemu_pids(mvm["KIS_SANDBOX_ROOT"]))  # other tests' sessions
+    for verb in (["run", "--tier", "microvm", "--", "true"], ["create", "--tier", "microvm"]):
+        p = kis(*verb, env=env, timeout=TIMEOUT)
+        assert p.returncode != 0, p.stdout
+        assert "profile_unsatisfiable" in p.stderr and "never runs without its jail" in p.stderr, \
+            p.stderr
+    assert set(qemu_pids(mvm["KIS_SANDBOX_ROOT"])) <= before
+    assert b"microvm bench: cannot execute" not in Path(KIS).read_bytes()
+
+
 # ---- progress of the slow steps (issue 19) ----
 
 

@@ -17,7 +17,7 @@
 /* The version of QEMU's device set (argv of kis_mvm_spawn), part of the
  * stamp that names snapshots: a snapshot restores only into the device set
  * it was saved with. Bump it with any change there. */
-#define KIS_MVM_DEVSET 5
+#define KIS_MVM_DEVSET 6
 /* The profile's mounts (issue 21): a fixed number of slots, always in the
  * device set (a snapshot restores only into the devices it was saved
  * with), two read-only disks each: its lower layer (a base's image) and
@@ -166,6 +166,15 @@ int kis_mvm_jail_spawn(const struct kis_mvm_jail *j, const struct kis_mvm_jail_c
 
 int kis_mvm_spawn(const struct kis_mvm_guest *g, const struct kis_mvm_cfg *c, pid_t *pid,
 		  struct kis_error **err);
+
+/* The benchmark's unjailed restore (bench_unjailed.c): present only in the
+ * build/bench/kis-unjailed binary, compiled with KIS_MVM_BENCH_UNJAILED;
+ * every other build refuses the variable (kis_mvm_spawn). */
+#define KIS_MVM_BENCH_UNJAILED_ENV "KIS_MICROVM_BENCH_UNJAILED"
+#ifdef KIS_MVM_BENCH_UNJAILED
+bool kis_mvm_bench_unjailed(const struct kis_mvm_jail_cfg *c);
+int kis_mvm_bench_spawn(const struct kis_mvm_jail_cfg *c, pid_t *pid, struct kis_error **err);
+#endif
 
 /* A listening unix socket NAME in the directory dfd (path-length safe). */
 int kis_mvm_listen_at(int dfd, const char *name, struct kis_error **err);
