@@ -778,7 +778,13 @@ def test_microvm_helpers_die_with_a_killed_engine(net, vm):
                 break
             time.sleep(0.02)
         assert mine, "no pasta and passt started by the engine"
-        vms = {q for q in qemus("/kis-mvm.") if p.pid in ancestors(q)}
+        # the helpers start before QEMU, on purpose: wait for the VM as well
+        vms = set()
+        for _ in range(1500):
+            vms = {q for q in qemus("/kis-mvm.") if p.pid in ancestors(q)}
+            if vms:
+                break
+            time.sleep(0.02)
         assert vms, "no VM of the engine's"
         time.sleep(0.5)
         os.kill(p.pid, signal.SIGKILL)
