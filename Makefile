@@ -16,6 +16,13 @@ PKGS     := jansson libseccomp
 
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+# LLVM 14 (llvm-14-dev) for the WebAssembly compiler: its headers only for
+# src/wasm/jit_llvm.c (as system headers, out of our warnings), its shared
+# library for every program but the static agent (which runs no wasm).
+LLVM_CONFIG ?= llvm-config-14
+LLVM_CFLAGS := $(patsubst -I%,-isystem %,$(filter -I%,$(shell $(LLVM_CONFIG) --cflags 2>/dev/null)))
+LLVM_LIBS   := $(shell $(LLVM_CONFIG) --ldflags --libs 2>/dev/null) -lm -lpthread
+PKG_LIBS    += $(LLVM_LIBS)
 
 WARN := -Wall -Wextra -Werror -Wshadow -Wmissing-prototypes -Wstrict-prototypes \
         -Wformat=2 -Wformat-nonliteral -Wswitch-default -Wswitch-enum \
@@ -98,7 +105,7 @@ $(KIS): $(CLI_OBJS) $(STATIC_LIB)
 
 # The agent is static: it runs inside sandboxes whose root may hold no libc.
 $(AGENT): $(BUILD)/obj/src/agent/main.o $(STATIC_LIB)
-	$(CC) -static-pie $(HARD_LDFLAGS) -o $@ $< $(STATIC_LIB) $(PKG_LIBS)
+	$(CC) -static-pie $(HARD_LDFLAGS) -o $@ $< $(STATIC_LIB) $(filter-out $(LLVM_LIBS),$(PKG_LIBS))
 
 $(BUILD)/tests/%: tests/unit/%.c $(STATIC_LIB)
 	@mkdir -p $(dir $@)
