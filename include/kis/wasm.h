@@ -117,6 +117,12 @@ KIS_API int64_t kis_wasm_fuel_left(const struct kis_wasm_store *s);
  * handle yet); 0 goes back to the interpreter for later instances. */
 KIS_API int kis_wasm_compiler_available(void);
 KIS_API int kis_wasm_store_use_compiler(struct kis_wasm_store *s, int on, struct kis_error **err);
+/* fn(user) runs each time a module's machine code has been made and mapped
+ * (read-execute) in s, before any of it runs: where a confined caller
+ * forbids making more executable memory (the wasm tier's second seccomp
+ * filter). */
+KIS_API void kis_wasm_store_on_compiled(struct kis_wasm_store *s, void (*fn)(void *user),
+					void *user);
 /* Cap, in 64 KiB pages, every memory made in this store from now on:
  * instantiation fails above it and memory.grow returns -1 (default and
  * ceiling: 65536 pages, 4 GiB). */

@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <jansson.h>
 #include <linux/openat2.h>
+#include <linux/seccomp.h>
 #include <seccomp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -53,8 +54,12 @@ static void wasm_probe(const struct kis_ctx *ctx, struct kis_caps *c)
 	if (fd >= 0)
 		close((int)fd);
 	c->present = true;
-	/* The engines this build has, best first: auto takes the first. */
-	snprintf(c->engines, sizeof(c->engines), "interpreter");
+	/* The engines this build has, in the order auto prefers them: auto
+	 * takes the first. The compiler (LLVM, src/wasm/jit_llvm.c) comes
+	 * second until it passes the whole spec suite, SIMD included: until
+	 * then a run gets it only by asking (--wasm-engine compiler). */
+	snprintf(c->engines, sizeof(c->engines), "%s",
+		 kis_wasm_compiler_available() ? "interpreter compiler" : "interpreter");
 	c->cow = true;     /* workspaces from the store */
 	c->seccomp = true; /* the interpreter's process */
 	c->net_modes = 1u << KIS_NET_OFF;
@@ -71,7 +76,7 @@ struct kis_plan {
 	char *module;      /* path of the module relative to the workspace */
 	char *workspace;   /* host path, NULL in the early plan */
 	bool preopen;      /* the workspace is the module's fd 3 ("/") */
-	const char *engine; /* "interpreter" */
+	const char *engine; /* "interpreter" or "compiler" */
 	struct kis_limits limits;
 	struct kis_io io;
 	/* the profile's mounts: one more preopen each, named by its target */
@@ -129,7 +134,7 @@ static int pick_engine(const struct kis_caps *caps, enum kis_wasm_engine want,
 		       const char **out, struct kis_error **err)
 {
 	if (want == KIS_WASM_ENGINE_AUTO) {
-		*out = has_word(caps->engines, "compiler") ? "compiler" : "interpreter";
+		*out = !strncmp(caps->engines, "compiler", 8) ? "compiler" : "interpreter";
 		return 0;
 	}
 	const char *name = kis_wasm_engine_name(want);
@@ -148,10 +153,6 @@ static int wasm_plan(const struct kis_caps *caps, const struct kis_run_request *
 	const struct kis_profile *p = req->profile;
 	const char *engine = NULL;
 	TRY(pick_engine(caps, p->wasm.engine, &engine, err));
-	/* The compiler is listed only once it exists; until then nothing
-	 * but the interpreter can be picked. */
-	if (strcmp(engine, "interpreter"))
-		return kis_error_set(err, KIS_E_INTERNAL, 0, "wasm engine '%s' is not built", engine);
 	if (p->tty.enabled)
 		return kis_error_set(err, KIS_E_TTY_UNSUPPORTED, 0,
 				     "the wasm backend cannot give a terminal: drop tty.enabled (--tty)");
@@ -304,7 +305,11 @@ static const char *const allowed[] = {
 	"rt_sigprocmask", "futex", "restart_syscall", "timer_settime",
 };
 
-static int load_seccomp(void)
+/* jit: the compiler's code must become executable once: mprotect to
+ * exactly read-execute is allowed too (never write and execute together),
+ * until forbid_exec() stacks a filter that refuses any executable mapping
+ * once the module's code is mapped (kis_wasm_store_on_compiled). */
+static int load_seccomp(bool jit)
 {
 	scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_KILL_PROCESS);
 	if (!ctx)
@@ -324,6 +329,16 @@ static int load_seccomp(void)
 	if (r == 0)
 		r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(mprotect), 1,
 				     SCMP_A2(SCMP_CMP_MASKED_EQ, PROT_EXEC, 0));
+	if (r == 0 && jit)
+		r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(mprotect), 1,
+				     SCMP_A2(SCMP_CMP_EQ, PROT_READ | PROT_EXEC));
+	/* LLVM reads the machine's memory size (sysinfo) to size its tables:
+	 * counts only, no file or process of the host */
+	if (r == 0 && jit)
+		r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(sysinfo), 0);
+	if (r == 0 && jit)
+		r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(seccomp), 1,
+				     SCMP_A0(SCMP_CMP_EQ, SECCOMP_SET_MODE_FILTER));
 	if (r == 0)
 		r = seccomp_load(ctx);
 	seccomp_release(ctx);
@@ -336,6 +351,44 @@ static _Noreturn void child_fail(struct child_status *st, const char *what)
 	snprintf(st->out.message, sizeof(st->out.message), "%s: %s", what, strerror(errno));
 	st->done = 1;
 	_exit(126);
+}
+
+/* The second filter, stacked on the first once the compiled code is
+ * mapped: from here no mapping may become executable (the kernel applies
+ * every filter and takes the strictest answer, seccomp(2)). Built before
+ * the first filter is loaded, so that loading it takes one seccomp(2) call
+ * (the first filter allows that call in jit mode: a new filter can only
+ * take rights away) and no prctl (no_new_privs is set already). */
+static scmp_filter_ctx g_forbid_exec;
+
+static int prepare_forbid_exec(void)
+{
+	g_forbid_exec = seccomp_init(SCMP_ACT_ALLOW);
+	if (!g_forbid_exec)
+		return -1;
+	int r = seccomp_attr_set(g_forbid_exec, SCMP_FLTATR_CTL_NNP, 0);
+	if (r == 0)
+		r = seccomp_rule_add(g_forbid_exec, SCMP_ACT_KILL_PROCESS, SCMP_SYS(mmap), 1,
+				     SCMP_A2(SCMP_CMP_MASKED_EQ, PROT_EXEC, PROT_EXEC));
+	if (r == 0)
+		r = seccomp_rule_add(g_forbid_exec, SCMP_ACT_KILL_PROCESS, SCMP_SYS(mprotect), 1,
+				     SCMP_A2(SCMP_CMP_MASKED_EQ, PROT_EXEC, PROT_EXEC));
+	/* and no third filter: nothing after this needs one */
+	if (r == 0)
+		r = seccomp_rule_add(g_forbid_exec, SCMP_ACT_KILL_PROCESS, SCMP_SYS(seccomp), 0);
+	return r;
+}
+
+static void forbid_exec(void *user)
+{
+	struct child_status *st = user;
+	int r = seccomp_load(g_forbid_exec);
+	seccomp_release(g_forbid_exec);
+	g_forbid_exec = NULL;
+	if (r < 0) {
+		errno = -r;
+		child_fail(st, "cannot load the second seccomp filter");
+	}
 }
 
 static int child_main(void *vctx, struct kis_error **err)
@@ -398,7 +451,19 @@ static int child_main(void *vctx, struct kis_error **err)
 	    timer_settime(g_timer, TIMER_ABSTIME, &its, NULL) < 0)
 		child_fail(st, "cannot arm the deadline");
 	st->pid = getpid(); /* signals may come now: the handlers are in place */
-	if (load_seccomp() < 0)
+	bool jit = !strcmp(pl->engine, "compiler");
+	if (jit) {
+		struct kis_error *je = NULL;
+		if (kis_wasm_store_use_compiler(g_store, 1, &je) < 0) {
+			kis_error_free(je);
+			errno = ENOSYS;
+			child_fail(st, "cannot start the wasm compiler");
+		}
+		if (prepare_forbid_exec() < 0)
+			child_fail(st, "cannot prepare the second seccomp filter");
+		kis_wasm_store_on_compiled(g_store, forbid_exec, st);
+	}
+	if (load_seccomp(jit) < 0)
 		child_fail(st, "cannot load the seccomp filter");
 	/* From here on the module's bytes are only ever seen under seccomp. */
 	int r = kis_wasi_run_module(w, g_store, c->bytes, c->len, pl->limits.memory_bytes, &st->out);

@@ -471,6 +471,8 @@ struct kis_wasm_store {
 	struct wasm_obj *objs;
 	size_t nobjs, cap_objs;
 	bool compile; /* instances made from now on run compiled (jit.h) */
+	void (*compiled)(void *user); /* called once a module's code is mapped */
+	void *compiled_user;
 	struct wasm_jit_store *jit; /* the compiled code's stack, made on first use */
 };
 

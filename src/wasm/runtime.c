@@ -155,6 +155,12 @@ int kis_wasm_store_use_compiler(struct kis_wasm_store *s, int on, struct kis_err
 	return 0;
 }
 
+void kis_wasm_store_on_compiled(struct kis_wasm_store *s, void (*fn)(void *user), void *user)
+{
+	s->compiled = fn;
+	s->compiled_user = user;
+}
+
 void kis_wasm_interrupt(struct kis_wasm_store *s)
 {
 	atomic_store(&s->interrupt, 1);
@@ -465,6 +471,8 @@ int kis_wasm_instantiate(struct kis_wasm_store *s, const struct kis_wasm_module 
 		char msg[512];
 		if (wasm_jit_compile((struct kis_wasm_module *)m, msg, sizeof(msg)) < 0)
 			return kis_error_set(err, KIS_E_PROFILE_UNSATISFIABLE, 0, "%s", msg);
+		if (s->compiled)
+			s->compiled(s->compiled_user);
 	}
 
 	for (uint32_t i = m->ntable_imports; i < m->ntables; i++) {
