@@ -82,10 +82,12 @@ fuzz-wasm: $(WASM_FUZZ)
 # unrelated handler was added). A larger bound gives every handler its own
 # dispatch. gcc only; clang builds a switch (see exec.c).
 ifeq ($(shell $(CC) -dM -E -x c /dev/null 2>/dev/null | grep -c __clang__),0)
-$(BUILD)/obj/src/wasm/jit_llvm.o: ALL_CFLAGS += $(LLVM_CFLAGS)
-$(BUILD)/asan/src/wasm/jit_llvm.o: BASE_CFLAGS += $(LLVM_CFLAGS)
 $(BUILD)/obj/src/wasm/exec.o: ALL_CFLAGS += --param max-goto-duplication-insns=24
 endif
+
+# LLVM's headers for the one file that includes them (jit_llvm.c).
+$(BUILD)/obj/src/wasm/jit_llvm.o: ALL_CFLAGS += $(LLVM_CFLAGS)
+$(BUILD)/asan/src/wasm/jit_llvm.o: BASE_CFLAGS += $(LLVM_CFLAGS)
 
 # Benchmark: kernels in bench/wasm/*.c run in our interpreter, in wabt's
 # wasm-interp and natively (bench/wasm/bench.sh prints the table).

@@ -21,6 +21,8 @@
 #include "confine/confine.h"
 #include "exec/exec.h"
 #include "kis/backend.h"
+#include "kis/store.h"
+#include "wasm/jit_cache.h"
 #include "wasm/wasi.h"
 
 /* Theory of operation. run() reads the module from the workspace (openat2
@@ -77,6 +79,7 @@ struct kis_plan {
 	char *workspace;   /* host path, NULL in the early plan */
 	bool preopen;      /* the workspace is the module's fd 3 ("/") */
 	const char *engine; /* "interpreter" or "compiler" */
+	char *store_root;   /* the command's store (NULL: the default): the code cache's */
 	struct kis_limits limits;
 	struct kis_io io;
 	/* the profile's mounts: one more preopen each, named by its target */
@@ -100,6 +103,7 @@ static void wasm_plan_free(struct kis_plan *pl)
 	kis_strv_free(pl->envp);
 	free(pl->module);
 	free(pl->workspace);
+	free(pl->store_root);
 	for (size_t i = 0; i < pl->n_mounts; i++) {
 		free(pl->mounts[i].target);
 		free(pl->mounts[i].path);
@@ -192,7 +196,8 @@ static int wasm_plan(const struct kis_caps *caps, const struct kis_run_request *
 	pl->io = req->io;
 	pl->preopen = p->wasm.preopen == KIS_WASM_PREOPEN_WORKSPACE;
 	pl->engine = engine;
-	bool oom = false;
+	bool oom = req->ctx && req->ctx->store_root &&
+		   !(pl->store_root = strdup(req->ctx->store_root));
 	for (size_t i = 0; i < req->n_mounts && i < KIS_MOUNTS_MAX; i++) {
 		struct wasm_mount *m = &pl->mounts[i];
 		pl->n_mounts = i + 1;
@@ -254,10 +259,22 @@ struct child_status {
 	struct kis_wasi_outcome out;
 };
 
+/* Compiled code from the child to the parent's cache: a shared mapping
+ * the child fills once, when the module's code is mapped and before any
+ * of it runs, and then unmaps (so the module never reaches it). */
+struct code_out {
+	size_t cap, len;
+	uint8_t data[];
+};
+
 struct child_ctx {
 	const struct kis_plan *pl;
 	const uint8_t *bytes;
 	size_t len;
+	const uint8_t *cached; /* object code from the store's cache, or NULL */
+	size_t cached_len;
+	struct code_out *code; /* where a fresh compile's code goes, or NULL */
+	size_t code_map;       /* its mapping's length */
 	struct child_status *st;
 	struct timespec deadline; /* CLOCK_MONOTONIC */
 	int landlock_fd;          /* a ruleset allowing the workspace only, or -1 */
@@ -379,9 +396,18 @@ static int prepare_forbid_exec(void)
 	return r;
 }
 
-static void forbid_exec(void *user)
+static void forbid_exec(void *user, const uint8_t *obj, size_t len, int from_cache)
 {
-	struct child_status *st = user;
+	struct child_ctx *c = user;
+	struct child_status *st = c->st;
+	if (c->code) {
+		if (!from_cache && len <= c->code->cap) {
+			memcpy(c->code->data, obj, len);
+			c->code->len = len;
+		}
+		munmap(c->code, c->code_map);
+		c->code = NULL;
+	}
 	int r = seccomp_load(g_forbid_exec);
 	seccomp_release(g_forbid_exec);
 	g_forbid_exec = NULL;
@@ -461,7 +487,9 @@ static int child_main(void *vctx, struct kis_error **err)
 		}
 		if (prepare_forbid_exec() < 0)
 			child_fail(st, "cannot prepare the second seccomp filter");
-		kis_wasm_store_on_compiled(g_store, forbid_exec, st);
+		kis_wasm_store_on_compiled(g_store, forbid_exec, c);
+		if (c->cached)
+			kis_wasm_store_use_cached_code(g_store, c->cached, c->cached_len);
 	}
 	if (load_seccomp(jit) < 0)
 		child_fail(st, "cannot load the seccomp filter");
@@ -654,6 +682,28 @@ static int wasm_run(struct kis_plan *pl, struct kis_result *res, struct kis_erro
 		}
 	}
 	struct child_ctx cc = {.pl = pl, .bytes = bytes, .len = len, .st = st, .landlock_fd = -1};
+	/* The compiler's cache: code made for this module before, and room
+	 * for what a compile makes now (pages cost only once written). */
+	_cleanup_free_ uint8_t *cached = NULL;
+	struct kis_store *store = NULL;
+	const char *root = NULL;
+	if (!strcmp(pl->engine, "compiler")) {
+		struct kis_error *se = NULL;
+		if (kis_store_open(pl->store_root, &store, &se) == 0)
+			root = kis_store_root(store);
+		kis_error_free(se);
+		if (root && wasm_code_cache_get(root, bytes, len, &cached, &cc.cached_len) == 0)
+			cc.cached = cached;
+		cc.code_map = len > (16u << 20) ? (1u << 30) : 64 * len + (16u << 20);
+		cc.code = root && !cc.cached
+				  ? mmap(NULL, cc.code_map, PROT_READ | PROT_WRITE,
+					 MAP_SHARED | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0)
+				  : NULL;
+		if (cc.code == MAP_FAILED)
+			cc.code = NULL;
+		if (cc.code)
+			cc.code->cap = cc.code_map - sizeof(*cc.code);
+	}
 	/* Landlock where the kernel has it (the mounts read-only or
 	 * read-write as asked); without it the seccomp filter, openat2
 	 * beneath each preopen and the WASI rights still hold. */
@@ -717,6 +767,14 @@ static int wasm_run(struct kis_plan *pl, struct kis_result *res, struct kis_erro
 	if (r == 0)
 		explain(pl, st, res);
 	munmap(st, sizeof(*st));
+	if (cc.code) {
+		/* the next run of this module links this instead of compiling;
+		 * a failure to keep it only costs that run a compile */
+		if (cc.code->len)
+			wasm_code_cache_put(root, bytes, len, cc.code->data, cc.code->len);
+		munmap(cc.code, cc.code_map);
+	}
+	kis_store_free(store);
 	return r;
 }
 

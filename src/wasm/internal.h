@@ -471,8 +471,12 @@ struct kis_wasm_store {
 	struct wasm_obj *objs;
 	size_t nobjs, cap_objs;
 	bool compile; /* instances made from now on run compiled (jit.h) */
-	void (*compiled)(void *user); /* called once a module's code is mapped */
+	/* called once a module's code is mapped: its object code, and
+	 * whether that came from the cache */
+	void (*compiled)(void *user, const uint8_t *obj, size_t len, int from_cache);
 	void *compiled_user;
+	const uint8_t *cached; /* object code for the next compile (the caller's cache) */
+	size_t cached_len;
 	struct wasm_jit_store *jit; /* the compiled code's stack, made on first use */
 };
 

@@ -87,7 +87,15 @@ KIS_HIDDEN void wasm_jit_rt_table_fill(struct wasm_jit_ctx *c, uint32_t tab, uin
 /* jit_llvm.c: compile every function of m (validated) to machine code.
  * Returns 0, or -1 with a message in err: a module with an instruction the
  * compiler does not handle yet is refused by name. */
-KIS_HIDDEN int wasm_jit_compile(struct kis_wasm_module *m, char *err, size_t errlen);
+KIS_HIDDEN int wasm_jit_compile(struct kis_wasm_module *m, const uint8_t *cached,
+				size_t cached_len, char *err, size_t errlen);
+/* The object code a module's machine code was linked from, and whether it
+ * came from the cache. */
+KIS_HIDDEN const uint8_t *wasm_jit_object(const struct wasm_jit_module *jm, size_t *len,
+					  bool *from_cache);
+/* "kis-jit <version> llvm <version> cpu <name> <features>": what compiled
+ * code depends on besides the module (the cache's key). */
+KIS_HIDDEN int wasm_jit_id(char *buf, size_t len);
 KIS_HIDDEN void wasm_jit_module_free(struct wasm_jit_module *jm);
 /* The native entries of defined function i: typed, and over slots. */
 KIS_HIDDEN int wasm_jit_lookup(struct wasm_jit_module *jm, uint32_t i, void **fn,

@@ -39,6 +39,7 @@
 #include <llvm-c/Target.h>
 #include <llvm-c/TargetMachine.h>
 #include <llvm-c/Transforms/PassBuilder.h>
+#include <llvm/Config/llvm-config.h>
 
 #include "wasm/jit.h"
 
@@ -47,6 +48,9 @@ struct wasm_jit_module {
 	uint32_t n;
 	void **fns;
 	void **wraps;
+	uint8_t *obj; /* the object code, for the cache (jit_cache.c) */
+	size_t obj_len;
+	bool from_cache;
 };
 
 /* ---- the generator's state ---- */
@@ -1712,7 +1716,30 @@ void wasm_jit_module_free(struct wasm_jit_module *jm)
 		LLVMOrcDisposeLLJIT(jm->jit);
 	free(jm->fns);
 	free(jm->wraps);
+	free(jm->obj);
 	free(jm);
+}
+
+const uint8_t *wasm_jit_object(const struct wasm_jit_module *jm, size_t *len, bool *from_cache)
+{
+	*len = jm ? jm->obj_len : 0;
+	*from_cache = jm && jm->from_cache;
+	return jm ? jm->obj : NULL;
+}
+
+/* What compiled code depends on besides the module: this compiler, LLVM,
+ * and the CPU it was made for (its name and features). */
+int wasm_jit_id(char *buf, size_t len)
+{
+	if (!wasm_jit_supported())
+		return -1;
+	char *cpu = LLVMGetHostCPUName();
+	char *features = LLVMGetHostCPUFeatures();
+	int n = snprintf(buf, len, "kis-jit %u llvm %s cpu %s %s", WASM_JIT_VERSION,
+			 LLVM_VERSION_STRING, cpu, features);
+	LLVMDisposeMessage(cpu);
+	LLVMDisposeMessage(features);
+	return n < 0 || (size_t)n >= len ? -1 : 0;
 }
 
 int wasm_jit_lookup(struct wasm_jit_module *jm, uint32_t i, void **fn, void (**wrap)(void *, uint64_t *))
@@ -1725,11 +1752,20 @@ int wasm_jit_lookup(struct wasm_jit_module *jm, uint32_t i, void **fn, void (**w
 }
 
 /* Link the object code into a new LLJIT and find every function. */
-static int link_object(struct kis_wasm_module *m, LLVMMemoryBufferRef obj, char *err, size_t errlen)
+static int link_object(struct kis_wasm_module *m, LLVMMemoryBufferRef obj, bool from_cache,
+		       char *err, size_t errlen)
 {
 	uint32_t n = m->nfuncs - m->nfunc_imports;
 	struct wasm_jit_module *jm = calloc(1, sizeof(*jm));
-	if (!jm) {
+	if (jm) {
+		jm->obj_len = LLVMGetBufferSize(obj);
+		jm->obj = malloc(jm->obj_len + 1);
+		if (jm->obj)
+			memcpy(jm->obj, LLVMGetBufferStart(obj), jm->obj_len);
+		jm->from_cache = from_cache;
+	}
+	if (!jm || !jm->obj) {
+		free(jm);
 		LLVMDisposeMemoryBuffer(obj);
 		snprintf(err, errlen, "out of memory");
 		return -1;
@@ -1783,7 +1819,8 @@ fail:
 	return -1;
 }
 
-int wasm_jit_compile(struct kis_wasm_module *m, char *err, size_t errlen)
+int wasm_jit_compile(struct kis_wasm_module *m, const uint8_t *cached, size_t cached_len,
+		     char *err, size_t errlen)
 {
 	if (m->jit)
 		return 0;
@@ -1793,6 +1830,15 @@ int wasm_jit_compile(struct kis_wasm_module *m, char *err, size_t errlen)
 	}
 	if (check_supported(m, err, errlen) < 0)
 		return -1;
+	if (cached && cached_len) {
+		/* The caller's cache made it for this module, compiler and CPU
+		 * (jit_cache.c compares all three); one that does not link is
+		 * compiled anew. */
+		LLVMMemoryBufferRef buf = LLVMCreateMemoryBufferWithMemoryRangeCopy(
+			(const char *)cached, cached_len, "cached");
+		if (buf && link_object(m, buf, true, err, errlen) == 0)
+			return 0;
+	}
 	struct gen g = {.m = m, .err = err, .errlen = errlen};
 	g.C = LLVMContextCreate();
 	g.M = LLVMModuleCreateWithNameInContext("wasm", g.C);
@@ -1864,7 +1910,7 @@ int wasm_jit_compile(struct kis_wasm_module *m, char *err, size_t errlen)
 		LLVMDisposeMessage(emsg);
 		goto out;
 	}
-	rc = link_object(m, obj, err, errlen);
+	rc = link_object(m, obj, false, err, errlen);
 out:
 	reset_func(&g);
 	free(g.stk);

@@ -155,10 +155,23 @@ int kis_wasm_store_use_compiler(struct kis_wasm_store *s, int on, struct kis_err
 	return 0;
 }
 
-void kis_wasm_store_on_compiled(struct kis_wasm_store *s, void (*fn)(void *user), void *user)
+void kis_wasm_store_on_compiled(struct kis_wasm_store *s,
+				void (*fn)(void *user, const uint8_t *obj, size_t len, int from_cache),
+				void *user)
 {
 	s->compiled = fn;
 	s->compiled_user = user;
+}
+
+void kis_wasm_store_use_cached_code(struct kis_wasm_store *s, const uint8_t *obj, size_t len)
+{
+	s->cached = obj;
+	s->cached_len = len;
+}
+
+int kis_wasm_compiler_id(char *buf, size_t len)
+{
+	return wasm_jit_id(buf, len);
 }
 
 void kis_wasm_interrupt(struct kis_wasm_store *s)
@@ -469,10 +482,17 @@ int kis_wasm_instantiate(struct kis_wasm_store *s, const struct kis_wasm_module 
 		 * is the module's, like its translation): the cast is that
 		 * lazily filled cache, not a change of what the module means. */
 		char msg[512];
-		if (wasm_jit_compile((struct kis_wasm_module *)m, msg, sizeof(msg)) < 0)
+		if (wasm_jit_compile((struct kis_wasm_module *)m, s->cached, s->cached_len, msg,
+				     sizeof(msg)) < 0)
 			return kis_error_set(err, KIS_E_PROFILE_UNSATISFIABLE, 0, "%s", msg);
-		if (s->compiled)
-			s->compiled(s->compiled_user);
+		s->cached = NULL;
+		s->cached_len = 0;
+		if (s->compiled) {
+			size_t len;
+			bool cached;
+			const uint8_t *obj = wasm_jit_object(m->jit, &len, &cached);
+			s->compiled(s->compiled_user, obj, len, cached);
+		}
 	}
 
 	for (uint32_t i = m->ntable_imports; i < m->ntables; i++) {
