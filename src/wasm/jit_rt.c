@@ -196,6 +196,19 @@ void wasm_jit_rt_call(struct wasm_jit_ctx *c, struct kis_wasm_func *f, uint64_t 
 		return;
 	}
 	if (f->host) {
+		/* the interpreter ticks at a call of a host function too
+		 * (exec.c call:); a compiled callee ticks in its prologue and
+		 * an interpreted one in wasm_invoke */
+		if (atomic_load_explicit(&s->interrupt, memory_order_relaxed)) {
+			if (res != small)
+				free(res);
+			wasm_jit_rt_trap(c, KIS_WASM_TRAP_INTERRUPTED);
+		}
+		if (--s->fuel < 0) {
+			if (res != small)
+				free(res);
+			wasm_jit_rt_trap(c, KIS_WASM_TRAP_OUT_OF_FUEL);
+		}
 		/* the interpreter's host-call contract (exec.c): the depth
 		 * counts the host frame, so a re-entry is not a new run */
 		s->depth++;
