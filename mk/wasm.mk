@@ -30,12 +30,8 @@ wasm-spec-json:
 	  fi; \
 	done
 
-# The compiler (src/wasm/jit_llvm.c) refuses by name what it does not
-# compile yet: SIMD. These scripts use it (a test in test_wasm_jit.py checks
-# that each is refused with that message, not run).
-WASM_JIT_REFUSED = $(patsubst $(BUILD)/spectest/%.json,%,$(wildcard $(BUILD)/spectest/simd_*.json)) \
-	regress-fsum regress-v128
-
+# Every script runs twice: interpreted, then compiled (src/wasm/jit_llvm.c,
+# kis-wasm-spectest --engine compiler), with the same known failures.
 # Without wabt or the spec tests this is a skip that says why, as for any
 # test that needs a package.
 check-wasm: $(SPECTEST)
@@ -46,9 +42,8 @@ check-wasm: $(SPECTEST)
 	else \
 	  $(MAKE) --no-print-directory wasm-spec-json && \
 	  $(SPECTEST) --known-failures $(WASM_KNOWN_FAILURES) $(BUILD)/spectest/*.json && \
-	  echo "check-wasm: the same scripts compiled (--engine compiler), less those with SIMD" && \
-	  $(SPECTEST) --engine compiler \
-	    $(filter-out $(WASM_JIT_REFUSED:%=$(BUILD)/spectest/%.json),$(wildcard $(BUILD)/spectest/*.json)); \
+	  echo "check-wasm: the same scripts compiled (--engine compiler)" && \
+	  $(SPECTEST) --engine compiler --known-failures $(WASM_KNOWN_FAILURES) $(BUILD)/spectest/*.json; \
 	fi
 
 # libFuzzer over decode + validate + instantiate + run (clang only). The

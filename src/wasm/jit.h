@@ -63,7 +63,8 @@ struct wasm_jit_store {
 	X(wasm_jit_rt_elem_drop)            \
 	X(wasm_jit_rt_table_copy)           \
 	X(wasm_jit_rt_table_grow)           \
-	X(wasm_jit_rt_table_fill)
+	X(wasm_jit_rt_table_fill)           \
+	X(wasm_jit_rt_simd)
 
 KIS_HIDDEN __attribute__((noreturn)) void wasm_jit_rt_trap(struct wasm_jit_ctx *c, uint32_t kind);
 KIS_HIDDEN void wasm_jit_rt_call(struct wasm_jit_ctx *c, struct kis_wasm_func *f, uint64_t *io);
@@ -83,6 +84,8 @@ KIS_HIDDEN uint32_t wasm_jit_rt_table_grow(struct wasm_jit_ctx *c, uint32_t tab,
 					   uint32_t n);
 KIS_HIDDEN void wasm_jit_rt_table_fill(struct wasm_jit_ctx *c, uint32_t tab, uint32_t i,
 				       uint64_t v, uint32_t n);
+KIS_HIDDEN void wasm_jit_rt_simd(struct wasm_jit_ctx *c, const uint32_t *words, uint64_t *io,
+				 uint32_t nslots);
 
 /* jit_llvm.c: compile every function of m (validated) to machine code.
  * Returns 0, or -1 with a message in err: a module with an instruction the

@@ -74,7 +74,7 @@ struct gen {
 	LLVMContextRef C;
 	LLVMModuleRef M;
 	LLVMBuilderRef B, AB; /* code, and allocas in the entry block */
-	LLVMTypeRef i1, i8, i16, i32, i64, f32, f64, vd, i8p, i64p;
+	LLVMTypeRef i1, i8, i16, i32, i64, i128, f32, f64, vd, i8p, i64p;
 	LLVMTypeRef *ftys; /* per type index */
 	LLVMValueRef *fns; /* per defined function */
 #define H(n) LLVMValueRef n; LLVMTypeRef n##_t;
@@ -139,6 +139,8 @@ static LLVMTypeRef vt(struct gen *g, uint8_t t)
 		return g->f32;
 	case KIS_WASM_F64:
 		return g->f64;
+	case KIS_WASM_V128: /* lanes 0.. in the low bits, as in memory */
+		return g->i128;
 	default: /* references: a kis_wasm_func pointer or the host's value */
 		return g->i64;
 	}
@@ -198,6 +200,40 @@ static LLVMValueRef to_slot(struct gen *g, LLVMValueRef v)
 	if (t == g->f64)
 		return LLVMBuildBitCast(g->B, v, g->i64, "");
 	return v;
+}
+
+/* Store value v of wasm type t at slot *k of io (i64*), two slots for a
+ * v128 (low half first), and advance *k. */
+static void put_slots(struct gen *g, LLVMValueRef io, uint32_t *k, LLVMValueRef v, uint8_t t)
+{
+	LLVMValueRef idx = k64(g, *k);
+	if (t == KIS_WASM_V128) {
+		LLVMValueRef lo = LLVMBuildTrunc(g->B, v, g->i64, "");
+		LLVMValueRef hi = LLVMBuildTrunc(g->B, LLVMBuildLShr(g->B, v, LLVMConstInt(g->i128, 64, 0), ""), g->i64, "");
+		LLVMBuildStore(g->B, lo, LLVMBuildGEP2(g->B, g->i64, io, &idx, 1, ""));
+		idx = k64(g, *k + 1);
+		LLVMBuildStore(g->B, hi, LLVMBuildGEP2(g->B, g->i64, io, &idx, 1, ""));
+		*k += 2;
+		return;
+	}
+	LLVMBuildStore(g->B, to_slot(g, v), LLVMBuildGEP2(g->B, g->i64, io, &idx, 1, ""));
+	*k += 1;
+}
+
+static LLVMValueRef get_slots(struct gen *g, LLVMValueRef io, uint32_t *k, uint8_t t)
+{
+	LLVMValueRef idx = k64(g, *k);
+	LLVMValueRef lo = LLVMBuildLoad2(g->B, g->i64, LLVMBuildGEP2(g->B, g->i64, io, &idx, 1, ""), "");
+	if (t == KIS_WASM_V128) {
+		idx = k64(g, *k + 1);
+		LLVMValueRef hi = LLVMBuildLoad2(g->B, g->i64, LLVMBuildGEP2(g->B, g->i64, io, &idx, 1, ""), "");
+		*k += 2;
+		return LLVMBuildOr(g->B, LLVMBuildZExt(g->B, lo, g->i128, ""),
+				   LLVMBuildShl(g->B, LLVMBuildZExt(g->B, hi, g->i128, ""),
+						LLVMConstInt(g->i128, 64, 0), ""), "");
+	}
+	*k += 1;
+	return from_slot(g, lo, t);
 }
 
 /* Load a field of type t at byte offset off of the object at base. */
@@ -376,7 +412,7 @@ static int blocktype(struct gen *g, struct ctl *c)
 		return 0;
 	}
 	if (b == KIS_WASM_I32 || b == KIS_WASM_I64 || b == KIS_WASM_F32 || b == KIS_WASM_F64 ||
-	    b == KIS_WASM_FUNCREF || b == KIS_WASM_EXTERNREF) {
+	    b == KIS_WASM_FUNCREF || b == KIS_WASM_EXTERNREF || b == KIS_WASM_V128) {
 		c->nr = 1;
 		c->rt = g->p++;
 		return 0;
@@ -513,8 +549,24 @@ static int skip_imm(struct gen *g, uint8_t op)
 			return 0;
 		}
 	}
-	case 0xfd:
-		return gfail(g, "wasm.engine: the compiler does not compile SIMD (0xfd) instructions yet");
+	case 0xfd: {
+		uint32_t sub;
+		struct wasm_simd_sig sg;
+		if (rd_u32(g, &sub) < 0 || wasm_simd_sig(sub, &sg) < 0)
+			return gfail(g, "wasm.engine: the compiler met a malformed body");
+		if ((sg.imm == SIMD_IMM_MEM || sg.imm == SIMD_IMM_MEM_LANE) && skip_memarg(g) < 0)
+			return -1;
+		if (sg.imm == SIMD_IMM_MEM_LANE || sg.imm == SIMD_IMM_LANE) {
+			uint8_t b;
+			return rd_byte(g, &b);
+		}
+		if (sg.imm == SIMD_IMM_BYTES16) {
+			if (g->end - g->p < 16)
+				return gfail(g, "wasm.engine: the compiler met a malformed body");
+			g->p += 16;
+		}
+		return 0;
+	}
 	default:
 		if (op >= 0x28 && op <= 0x3e)
 			return skip_memarg(g);
@@ -571,21 +623,19 @@ static int call_func_ptr(struct gen *g, LLVMValueRef fptr, const struct wasm_fun
 	LLVMBuildBr(g->B, join);
 
 	LLVMPositionBuilderAtEnd(g->B, slow);
-	LLVMValueRef io = io_slots(g, ft->np > ft->nr ? ft->np : ft->nr);
-	for (uint32_t i = 0; i < ft->np; i++) {
-		LLVMValueRef idx = k64(g, i);
-		LLVMBuildStore(g->B, to_slot(g, args[i]), LLVMBuildGEP2(g->B, g->i64, io, &idx, 1, ""));
-	}
+	LLVMValueRef io = io_slots(g, ft->nps > ft->nrs ? ft->nps : ft->nrs);
+	uint32_t k = 0;
+	for (uint32_t i = 0; i < ft->np; i++)
+		put_slots(g, io, &k, args[i], ft->t[i]);
 	LLVMValueRef hargs[3] = {g->ctx, fptr, io};
 	LLVMBuildCall2(g->B, g->wasm_jit_rt_call_t, g->wasm_jit_rt_call, hargs, 3, "");
 	LLVMValueRef rs = NULL;
 	if (ft->nr) {
 		LLVMTypeRef rty = LLVMGetReturnType(fty);
 		rs = LLVMGetUndef(rty);
+		k = 0;
 		for (uint32_t i = 0; i < ft->nr; i++) {
-			LLVMValueRef idx = k64(g, i);
-			LLVMValueRef s = LLVMBuildLoad2(g->B, g->i64, LLVMBuildGEP2(g->B, g->i64, io, &idx, 1, ""), "");
-			LLVMValueRef v = from_slot(g, s, ft->t[ft->np + i]);
+			LLVMValueRef v = get_slots(g, io, &k, ft->t[ft->np + i]);
 			rs = ft->nr == 1 ? v : LLVMBuildInsertValue(g->B, rs, v, i, "");
 		}
 	}
@@ -1074,6 +1124,62 @@ static int op_fc(struct gen *g)
 	}
 }
 
+/* A vector instruction (0xfd): run by the interpreter's own simd.c on a
+ * slots array (wasm_jit_rt_simd), in the form compile.c translates it to
+ * (the subopcode word, its immediates), made a constant of the module.
+ * Exact (the same helpers as the interpreter), not yet fast: lowering to
+ * LLVM's vector operations is the next step. */
+static int op_simd(struct gen *g)
+{
+	uint32_t sub, w[6], n = 0;
+	struct wasm_simd_sig sg;
+	if (rd_u32(g, &sub) < 0 || wasm_simd_sig(sub, &sg) < 0)
+		return gfail(g, "wasm.engine: the compiler met a malformed body");
+	if (sg.imm == SIMD_IMM_MEM || sg.imm == SIMD_IMM_MEM_LANE) {
+		uint32_t align, off;
+		if (rd_u32(g, &align) < 0 || rd_u32(g, &off) < 0)
+			return -1;
+		w[1 + n++] = off;
+	}
+	if (sg.imm == SIMD_IMM_MEM_LANE || sg.imm == SIMD_IMM_LANE) {
+		uint8_t lane;
+		if (rd_byte(g, &lane) < 0)
+			return -1;
+		w[1 + n++] = lane;
+	}
+	if (sg.imm == SIMD_IMM_BYTES16) {
+		if (g->end - g->p < 16)
+			return gfail(g, "wasm.engine: the compiler met a malformed body");
+		memcpy(&w[1], g->p, 16);
+		g->p += 16;
+		n = 4;
+	}
+	w[0] = sub | n << 16;
+	LLVMValueRef kw[6];
+	for (uint32_t i = 0; i <= n; i++)
+		kw[i] = k32(g, w[i]);
+	LLVMTypeRef at = LLVMArrayType(g->i32, n + 1);
+	LLVMValueRef gv = LLVMAddGlobal(g->M, at, "");
+	LLVMSetInitializer(gv, LLVMConstArray(g->i32, kw, n + 1));
+	LLVMSetGlobalConstant(gv, 1);
+	LLVMSetLinkage(gv, LLVMPrivateLinkage);
+	LLVMValueRef in[3];
+	for (uint32_t i = sg.nin; i-- > 0;)
+		in[i] = pop(g);
+	if (g->failed)
+		return -1;
+	LLVMValueRef io = io_slots(g, 6);
+	uint32_t k = 0;
+	for (uint32_t i = 0; i < sg.nin; i++)
+		put_slots(g, io, &k, in[i], sg.in[i]);
+	LLVMValueRef words = LLVMBuildBitCast(g->B, gv, g->i8p, "");
+	HCALL(g, wasm_jit_rt_simd, words, io, k32(g, k));
+	if (!sg.out)
+		return 0;
+	uint32_t z = 0;
+	return push(g, get_slots(g, io, &z, sg.out));
+}
+
 /* table.get / table.set: the index inside the table or a trap. */
 static int table_access(struct gen *g, uint8_t op)
 {
@@ -1319,13 +1425,18 @@ static int instr(struct gen *g, uint8_t op)
 	case 0x23:
 		if (rd_u32(g, &x) < 0 || x >= g->m->nglobals)
 			return gfail(g, "wasm.engine: the compiler met a malformed body");
+		if (g->m->globals[x].type == KIS_WASM_V128)
+			return push(g, get_slots(g, global_ptr(g, x), &(uint32_t){0}, KIS_WASM_V128));
 		return push(g, from_slot(g, LLVMBuildLoad2(g->B, g->i64, global_ptr(g, x), ""),
 					 g->m->globals[x].type));
 	case 0x24:
 		if (rd_u32(g, &x) < 0 || x >= g->m->nglobals)
 			return gfail(g, "wasm.engine: the compiler met a malformed body");
 		a = pop(g);
-		LLVMBuildStore(g->B, to_slot(g, a), global_ptr(g, x));
+		if (g->m->globals[x].type == KIS_WASM_V128)
+			put_slots(g, global_ptr(g, x), &(uint32_t){0}, a, KIS_WASM_V128);
+		else
+			LLVMBuildStore(g->B, to_slot(g, a), global_ptr(g, x));
 		return 0;
 	case 0x25:
 	case 0x26:
@@ -1390,7 +1501,7 @@ static int instr(struct gen *g, uint8_t op)
 	case 0xfc:
 		return op_fc(g);
 	case 0xfd:
-		return gfail(g, "wasm.engine: the compiler does not compile SIMD (0xfd) instructions yet");
+		return op_simd(g);
 	default:
 		if (op >= 0x28 && op <= 0x3e)
 			return load_store(g, op);
@@ -1455,19 +1566,10 @@ static int gen_func(struct gen *g, uint32_t di)
 	LLVMPositionBuilderAtEnd(g->AB, g->alloca_bb);
 	LLVMPositionBuilderAtEnd(g->B, body);
 
-	/* locals: the params, then the declared ones (spec 5.5.13), zero */
-	g->nlocals = code->nlocals;
-	g->locals = calloc((size_t)g->nlocals + 1, sizeof(LLVMValueRef));
-	g->ltypes = calloc((size_t)g->nlocals + 1, sizeof(LLVMTypeRef));
-	if (!g->locals || !g->ltypes)
-		return gfail(g, "out of memory");
-	uint32_t k = 0;
-	for (; k < ft->np && k < g->nlocals; k++) {
-		g->ltypes[k] = vt(g, ft->t[k]);
-		g->locals[k] = entry_alloca(g, g->ltypes[k]);
-		LLVMBuildStore(g->AB, LLVMGetParam(g->F, k + 1), g->locals[k]);
-	}
-	uint32_t ngroups;
+	/* locals: the params, then the declared ones (spec 5.5.13), zero;
+	 * counted here (code->nlocals counts stack slots: a v128 takes two) */
+	const uint8_t *decl = g->p;
+	uint32_t ngroups, total = ft->np;
 	if (rd_u32(g, &ngroups) < 0)
 		return -1;
 	for (uint32_t i = 0; i < ngroups; i++) {
@@ -1475,18 +1577,35 @@ static int gen_func(struct gen *g, uint32_t di)
 		uint8_t t;
 		if (rd_u32(g, &cnt) < 0 || rd_byte(g, &t) < 0)
 			return -1;
-		if (t == KIS_WASM_V128)
-			return gfail(g, "wasm.engine: the compiler does not compile SIMD (v128 locals) yet");
-		if (cnt > g->nlocals - k)
+		if (cnt > KIS_WASM_MAX_LOCALS - total) /* the validator's bound */
 			return gfail(g, "wasm.engine: the compiler met a malformed body");
+		total += cnt;
+	}
+	g->p = decl;
+	g->nlocals = total;
+	g->locals = calloc((size_t)g->nlocals + 1, sizeof(LLVMValueRef));
+	g->ltypes = calloc((size_t)g->nlocals + 1, sizeof(LLVMTypeRef));
+	if (!g->locals || !g->ltypes)
+		return gfail(g, "out of memory");
+	uint32_t k = 0;
+	for (; k < ft->np; k++) {
+		g->ltypes[k] = vt(g, ft->t[k]);
+		g->locals[k] = entry_alloca(g, g->ltypes[k]);
+		LLVMBuildStore(g->AB, LLVMGetParam(g->F, k + 1), g->locals[k]);
+	}
+	if (rd_u32(g, &ngroups) < 0)
+		return -1;
+	for (uint32_t i = 0; i < ngroups; i++) {
+		uint32_t cnt;
+		uint8_t t;
+		if (rd_u32(g, &cnt) < 0 || rd_byte(g, &t) < 0)
+			return -1;
 		for (uint32_t j = 0; j < cnt; j++, k++) {
 			g->ltypes[k] = vt(g, t);
 			g->locals[k] = entry_alloca(g, g->ltypes[k]);
 			LLVMBuildStore(g->AB, LLVMConstNull(g->ltypes[k]), g->locals[k]);
 		}
 	}
-	if (k != g->nlocals)
-		return gfail(g, "wasm.engine: the compiler met a malformed body");
 	if (m->nmems) {
 		g->membase = entry_alloca(g, g->i8p);
 		g->memsize = entry_alloca(g, g->i64);
@@ -1559,16 +1678,14 @@ static void gen_wrap(struct gen *g, uint32_t di)
 	LLVMValueRef io = LLVMGetParam(W, 1);
 	LLVMValueRef args[KIS_WASM_MAX_PARAMS + 1];
 	args[0] = LLVMGetParam(W, 0);
-	for (uint32_t i = 0; i < ft->np; i++) {
-		LLVMValueRef idx = k64(g, i);
-		LLVMValueRef s = LLVMBuildLoad2(g->B, g->i64, LLVMBuildGEP2(g->B, g->i64, io, &idx, 1, ""), "");
-		args[1 + i] = from_slot(g, s, ft->t[i]);
-	}
+	uint32_t k = 0;
+	for (uint32_t i = 0; i < ft->np; i++)
+		args[1 + i] = get_slots(g, io, &k, ft->t[i]);
 	LLVMValueRef r = LLVMBuildCall2(g->B, g->ftys[ti], g->fns[di], args, ft->np + 1, "");
+	k = 0;
 	for (uint32_t i = 0; i < ft->nr; i++) {
 		LLVMValueRef v = ft->nr == 1 ? r : LLVMBuildExtractValue(g->B, r, i, "");
-		LLVMValueRef idx = k64(g, i);
-		LLVMBuildStore(g->B, to_slot(g, v), LLVMBuildGEP2(g->B, g->i64, io, &idx, 1, ""));
+		put_slots(g, io, &k, v, ft->t[ft->np + i]);
 	}
 	LLVMBuildRetVoid(g->B);
 }
@@ -1595,6 +1712,7 @@ static void declare_helpers(struct gen *g)
 	DECL(wasm_jit_rt_table_copy, v, p, i32, i32, i32, i32, i32);
 	DECL(wasm_jit_rt_table_grow, i32, p, i32, i64, i32);
 	DECL(wasm_jit_rt_table_fill, v, p, i32, i32, i64, i32);
+	DECL(wasm_jit_rt_simd, v, p, p, g->i64p, i32);
 #undef DECL
 	unsigned noret = LLVMGetEnumAttributeKindForName("noreturn", 8);
 	unsigned cold = LLVMGetEnumAttributeKindForName("cold", 4);
@@ -1602,23 +1720,6 @@ static void declare_helpers(struct gen *g)
 				LLVMCreateEnumAttribute(g->C, noret, 0));
 	LLVMAddAttributeAtIndex(g->wasm_jit_rt_trap, LLVMAttributeFunctionIndex,
 				LLVMCreateEnumAttribute(g->C, cold, 0));
-}
-
-/* Refuse, by name, what the compiler does not handle yet. */
-static int check_supported(const struct kis_wasm_module *m, char *err, size_t errlen)
-{
-	for (uint32_t i = 0; i < m->ntypes; i++)
-		for (uint32_t k = 0; k < m->types[i].np + m->types[i].nr; k++)
-			if (m->types[i].t[k] == KIS_WASM_V128) {
-				snprintf(err, errlen, "wasm.engine: the compiler does not compile SIMD (v128 values) yet");
-				return -1;
-			}
-	for (uint32_t i = 0; i < m->nglobals; i++)
-		if (m->globals[i].type == KIS_WASM_V128) {
-			snprintf(err, errlen, "wasm.engine: the compiler does not compile SIMD (v128 globals) yet");
-			return -1;
-		}
-	return 0;
 }
 
 /* ---- LLVM: target, optimisation, linking ---- */
@@ -1828,8 +1929,6 @@ int wasm_jit_compile(struct kis_wasm_module *m, const uint8_t *cached, size_t ca
 		snprintf(err, errlen, "wasm.engine: LLVM has no native target on this host");
 		return -1;
 	}
-	if (check_supported(m, err, errlen) < 0)
-		return -1;
 	if (cached && cached_len) {
 		/* The caller's cache made it for this module, compiler and CPU
 		 * (jit_cache.c compares all three); one that does not link is
@@ -1849,6 +1948,7 @@ int wasm_jit_compile(struct kis_wasm_module *m, const uint8_t *cached, size_t ca
 	g.i16 = LLVMInt16TypeInContext(g.C);
 	g.i32 = LLVMInt32TypeInContext(g.C);
 	g.i64 = LLVMInt64TypeInContext(g.C);
+	g.i128 = LLVMIntTypeInContext(g.C, 128);
 	g.f32 = LLVMFloatTypeInContext(g.C);
 	g.f64 = LLVMDoubleTypeInContext(g.C);
 	g.vd = LLVMVoidTypeInContext(g.C);

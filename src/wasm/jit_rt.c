@@ -311,3 +311,13 @@ void wasm_jit_rt_table_fill(struct wasm_jit_ctx *c, uint32_t tab, uint32_t i, ui
 	for (uint64_t k = 0; k < n; k++)
 		t->elems[i + k] = v;
 }
+
+/* One vector instruction, by the interpreter's simd.c: operands in io's
+ * first nslots slots, the result written from io[0]. Its only trap is an
+ * access outside memory 0. */
+void wasm_jit_rt_simd(struct wasm_jit_ctx *c, const uint32_t *words, uint64_t *io, uint32_t nslots)
+{
+	struct kis_wasm_memory *m = c->mem;
+	if (!wasm_simd_exec(words, io + nslots, NULL, m ? m->data : NULL, m ? m->size : 0, c->inst))
+		wasm_jit_rt_trap(c, KIS_WASM_TRAP_MEMORY_OOB);
+}
