@@ -1981,6 +1981,12 @@ int wasm_jit_compile(struct kis_wasm_module *m, const uint8_t *cached, size_t ca
 		 * stack in the interpreter must trap here too, not loop */
 		LLVMAddAttributeAtIndex(g.fns[i], LLVMAttributeFunctionIndex,
 					LLVMCreateStringAttribute(g.C, "disable-tail-calls", 18, "true", 4));
+		/* a frame larger than a page is touched page by page as it is
+		 * made (LLVM's inline stack probes, as -fstack-clash-protection
+		 * gives C): allocating it can only fault on the guard page,
+		 * never step over it, whatever runs before the limit check */
+		LLVMAddAttributeAtIndex(g.fns[i], LLVMAttributeFunctionIndex,
+					LLVMCreateStringAttribute(g.C, "probe-stack", 11, "inline-asm", 10));
 	}
 	for (uint32_t i = 0; i < n; i++)
 		if (gen_func(&g, i) < 0)
