@@ -110,12 +110,15 @@ KIS_API void kis_wasm_interrupt(struct kis_wasm_store *s);
  * (a negative value means unlimited, the default). */
 KIS_API void kis_wasm_set_fuel(struct kis_wasm_store *s, int64_t fuel);
 KIS_API int64_t kis_wasm_fuel_left(const struct kis_wasm_store *s);
-/* The compiler (wasm.engine compiler): 1 when this build and host have
- * it. kis_wasm_store_use_compiler(s, 1) makes every instance created in s
+/* The compiler (wasm.engine compiler): 1 when this build has it (its
+ * plugin is installed; loading it may still fail, and says why). kis_wasm_store_use_compiler(s, 1) makes every instance created in s
  * from then on run as machine code (the module is compiled at its first
  * such instantiation, which fails, naming it, on what the compiler does not
  * handle yet); 0 goes back to the interpreter for later instances. */
 KIS_API int kis_wasm_compiler_available(void);
+/* Load the compiler now (a plugin, libkis-jit.so, and LLVM): a caller
+ * that confines its file access later loads it first. Idempotent. */
+KIS_API int kis_wasm_compiler_load(struct kis_error **err);
 KIS_API int kis_wasm_store_use_compiler(struct kis_wasm_store *s, int on, struct kis_error **err);
 /* fn runs each time a module's machine code has been made and mapped
  * (read-execute) in s, before any of it runs, with the object code it was

@@ -432,6 +432,15 @@ static int child_main(void *vctx, struct kis_error **err)
 	 * openat2's struct open_how): no capabilities, and Landlock lets the
 	 * process reach the workspace's files only. */
 	struct kis_error *e = NULL;
+	/* the compiler's plugin and LLVM, read from /usr/lib before Landlock
+	 * leaves the workspace only */
+	if (!strcmp(pl->engine, "compiler") && kis_wasm_compiler_load(&e) < 0) {
+		snprintf(st->out.message, sizeof(st->out.message), "%s", e->message);
+		kis_error_free(e);
+		st->load_failed = 1;
+		st->done = 1;
+		_exit(126);
+	}
 	if (kis_drop_caps(&e) < 0 ||
 	    (c->landlock_fd >= 0 && kis_landlock_enforce(c->landlock_fd, &e) < 0)) {
 		errno = e ? e->sys_errno : 0;

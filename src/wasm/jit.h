@@ -87,7 +87,50 @@ KIS_HIDDEN void wasm_jit_rt_table_fill(struct wasm_jit_ctx *c, uint32_t tab, uin
 KIS_HIDDEN void wasm_jit_rt_simd(struct wasm_jit_ctx *c, const uint32_t *words, uint64_t *io,
 				 uint32_t nslots);
 
-/* jit_llvm.c: compile every function of m (validated) to machine code.
+/* The compiler is a plugin, libkis-jit.so (jit_llvm.c and LLVM), loaded
+ * by jit_load.c only when a store compiles: linking LLVM into every program
+ * cost each kis command ~130 ms of start-up (libLLVM's relocations and
+ * constructors). The plugin sees the host only through this table. */
+struct wasm_jit_sym {
+	const char *name;
+	void (*addr)(void);
+};
+
+struct wasm_jit_host {
+	unsigned version; /* WASM_JIT_VERSION */
+	int (*read_u32)(const uint8_t **p, const uint8_t *end, uint32_t *v);
+	int (*read_s32)(const uint8_t **p, const uint8_t *end, int32_t *v);
+	int (*read_s33)(const uint8_t **p, const uint8_t *end, int64_t *v);
+	int (*read_s64)(const uint8_t **p, const uint8_t *end, int64_t *v);
+	int (*simd_sig)(uint32_t sub, struct wasm_simd_sig *sig);
+	const struct wasm_jit_sym *syms; /* what generated code may call */
+	size_t nsyms;
+};
+
+struct wasm_jit_plugin {
+	int (*compile)(struct kis_wasm_module *m, const uint8_t *cached, size_t cached_len,
+		       char *err, size_t errlen);
+	void (*module_free)(struct wasm_jit_module *jm);
+	int (*lookup)(struct wasm_jit_module *jm, uint32_t i, void **fn,
+		      void (**wrap)(void *, uint64_t *));
+	const uint8_t *(*object)(const struct wasm_jit_module *jm, size_t *len, bool *from_cache);
+	int (*id)(char *buf, size_t len);
+};
+
+/* The plugin's one exported symbol: 0 and *out filled, or -1 (no native
+ * target, or a host of another version). */
+#define WASM_JIT_PLUGIN_INIT "kis_wasm_jit_plugin_init"
+typedef int (*wasm_jit_plugin_init_fn)(const struct wasm_jit_host *host,
+				       struct wasm_jit_plugin *out);
+
+/* jit_load.c: load the plugin (once; before the process is confined: it
+ * reads the plugin and libLLVM from /usr/lib). 0, or -1 with why in err. */
+KIS_HIDDEN int wasm_jit_load(char *err, size_t errlen);
+/* Is the plugin there to load (no loading: cheap, for the probe)? */
+KIS_HIDDEN bool wasm_jit_present(void);
+
+/* The plugin's entries, through jit_load.c (each loads it if needed). */
+/* Compile every function of m (validated) to machine code.
  * Returns 0, or -1 with a message in err: a module with an instruction the
  * compiler does not handle yet is refused by name. */
 KIS_HIDDEN int wasm_jit_compile(struct kis_wasm_module *m, const uint8_t *cached,
@@ -103,7 +146,8 @@ KIS_HIDDEN void wasm_jit_module_free(struct wasm_jit_module *jm);
 /* The native entries of defined function i: typed, and over slots. */
 KIS_HIDDEN int wasm_jit_lookup(struct wasm_jit_module *jm, uint32_t i, void **fn,
 			       void (**wrap)(void *, uint64_t *));
-/* Can this build and host compile? (LLVM's native target initialises.) */
+/* Can this build and host compile? (The plugin loads, LLVM's native
+ * target initialises.) */
 KIS_HIDDEN bool wasm_jit_supported(void);
 
 /* jit_rt.c: give a new instance its context and its functions their native

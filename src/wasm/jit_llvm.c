@@ -29,7 +29,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <math.h>
-#include <pthread.h>
 
 #include <llvm-c/Analysis.h>
 #include <llvm-c/Core.h>
@@ -42,6 +41,15 @@
 #include <llvm/Config/llvm-config.h>
 
 #include "wasm/jit.h"
+
+/* The host's functions, from kis_wasm_jit_plugin_init (this file is the
+ * plugin libkis-jit.so: it links nothing of the library). */
+static const struct wasm_jit_host *H;
+#define wasm_read_u32(p, e, v) H->read_u32(p, e, v)
+#define wasm_read_s32(p, e, v) H->read_s32(p, e, v)
+#define wasm_read_s33(p, e, v) H->read_s33(p, e, v)
+#define wasm_read_s64(p, e, v) H->read_s64(p, e, v)
+#define wasm_simd_sig(sub, sig) H->simd_sig(sub, sig)
 
 struct wasm_jit_module {
 	LLVMOrcLLJITRef jit;
@@ -1724,19 +1732,6 @@ static void declare_helpers(struct gen *g)
 
 /* ---- LLVM: target, optimisation, linking ---- */
 
-static pthread_once_t llvm_once = PTHREAD_ONCE_INIT;
-static bool llvm_ok;
-
-static void llvm_init(void)
-{
-	llvm_ok = !LLVMInitializeNativeTarget() && !LLVMInitializeNativeAsmPrinter();
-}
-
-bool wasm_jit_supported(void)
-{
-	pthread_once(&llvm_once, llvm_init);
-	return llvm_ok;
-}
 
 static int llvm_fail(char *err, size_t errlen, const char *what, LLVMErrorRef e)
 {
@@ -1775,13 +1770,7 @@ static LLVMTargetMachineRef host_machine(char *err, size_t errlen)
  * symbols: the code links to nothing else. */
 static int define_symbols(LLVMOrcLLJITRef J, char *err, size_t errlen)
 {
-	static const struct {
-		const char *name;
-		void (*addr)(void);
-	} syms[] = {
-#define S(n) {#n, (void (*)(void))n},
-		WASM_JIT_HELPERS(S)
-#undef S
+	static const struct wasm_jit_sym libc[] = {
 		{"memset", (void (*)(void))memset},
 		{"memcpy", (void (*)(void))memcpy},
 		{"memmove", (void (*)(void))memmove},
@@ -1794,22 +1783,29 @@ static int define_symbols(LLVMOrcLLJITRef J, char *err, size_t errlen)
 		{"trunc", (void (*)(void))trunc},
 		{"truncf", (void (*)(void))truncf},
 	};
-	LLVMJITCSymbolMapPair pairs[sizeof(syms) / sizeof(*syms)];
-	for (size_t i = 0; i < sizeof(syms) / sizeof(*syms); i++) {
-		pairs[i].Name = LLVMOrcLLJITMangleAndIntern(J, syms[i].name);
-		pairs[i].Sym.Address = (LLVMOrcExecutorAddress)(uintptr_t)syms[i].addr;
+	size_t nlibc = sizeof(libc) / sizeof(*libc), n = H->nsyms + nlibc;
+	LLVMJITCSymbolMapPair *pairs = calloc(n, sizeof(*pairs));
+	if (!pairs) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	for (size_t i = 0; i < n; i++) {
+		const struct wasm_jit_sym *sy = i < H->nsyms ? &H->syms[i] : &libc[i - H->nsyms];
+		pairs[i].Name = LLVMOrcLLJITMangleAndIntern(J, sy->name);
+		pairs[i].Sym.Address = (LLVMOrcExecutorAddress)(uintptr_t)sy->addr;
 		pairs[i].Sym.Flags.GenericFlags = LLVMJITSymbolGenericFlagsExported |
 						  LLVMJITSymbolGenericFlagsCallable;
 		pairs[i].Sym.Flags.TargetFlags = 0;
 	}
-	LLVMOrcMaterializationUnitRef mu = LLVMOrcAbsoluteSymbols(pairs, sizeof(syms) / sizeof(*syms));
+	LLVMOrcMaterializationUnitRef mu = LLVMOrcAbsoluteSymbols(pairs, n);
+	free(pairs);
 	LLVMErrorRef e = LLVMOrcJITDylibDefine(LLVMOrcLLJITGetMainJITDylib(J), mu);
 	if (e)
 		return llvm_fail(err, errlen, "cannot define the runtime's symbols", e);
 	return 0;
 }
 
-void wasm_jit_module_free(struct wasm_jit_module *jm)
+static void plugin_module_free(struct wasm_jit_module *jm)
 {
 	if (!jm)
 		return;
@@ -1821,7 +1817,7 @@ void wasm_jit_module_free(struct wasm_jit_module *jm)
 	free(jm);
 }
 
-const uint8_t *wasm_jit_object(const struct wasm_jit_module *jm, size_t *len, bool *from_cache)
+static const uint8_t *plugin_object(const struct wasm_jit_module *jm, size_t *len, bool *from_cache)
 {
 	*len = jm ? jm->obj_len : 0;
 	*from_cache = jm && jm->from_cache;
@@ -1830,10 +1826,8 @@ const uint8_t *wasm_jit_object(const struct wasm_jit_module *jm, size_t *len, bo
 
 /* What compiled code depends on besides the module: this compiler, LLVM,
  * and the CPU it was made for (its name and features). */
-int wasm_jit_id(char *buf, size_t len)
+static int plugin_id(char *buf, size_t len)
 {
-	if (!wasm_jit_supported())
-		return -1;
 	char *cpu = LLVMGetHostCPUName();
 	char *features = LLVMGetHostCPUFeatures();
 	int n = snprintf(buf, len, "kis-jit %u llvm %s cpu %s %s", WASM_JIT_VERSION,
@@ -1843,7 +1837,8 @@ int wasm_jit_id(char *buf, size_t len)
 	return n < 0 || (size_t)n >= len ? -1 : 0;
 }
 
-int wasm_jit_lookup(struct wasm_jit_module *jm, uint32_t i, void **fn, void (**wrap)(void *, uint64_t *))
+static int plugin_lookup(struct wasm_jit_module *jm, uint32_t i, void **fn,
+			 void (**wrap)(void *, uint64_t *))
 {
 	if (!jm || i >= jm->n)
 		return -1;
@@ -1916,19 +1911,15 @@ static int link_object(struct kis_wasm_module *m, LLVMMemoryBufferRef obj, bool 
 	m->jit = jm;
 	return 0;
 fail:
-	wasm_jit_module_free(jm);
+	plugin_module_free(jm);
 	return -1;
 }
 
-int wasm_jit_compile(struct kis_wasm_module *m, const uint8_t *cached, size_t cached_len,
-		     char *err, size_t errlen)
+static int plugin_compile(struct kis_wasm_module *m, const uint8_t *cached, size_t cached_len,
+			  char *err, size_t errlen)
 {
 	if (m->jit)
 		return 0;
-	if (!wasm_jit_supported()) {
-		snprintf(err, errlen, "wasm.engine: LLVM has no native target on this host");
-		return -1;
-	}
 	if (cached && cached_len) {
 		/* The caller's cache made it for this module, compiler and CPU
 		 * (jit_cache.c compares all three); one that does not link is
@@ -2030,4 +2021,22 @@ out:
 	if (tm)
 		LLVMDisposeTargetMachine(tm);
 	return rc;
+}
+
+__attribute__((visibility("default"))) int kis_wasm_jit_plugin_init(const struct wasm_jit_host *host,
+								 struct wasm_jit_plugin *out);
+
+int kis_wasm_jit_plugin_init(const struct wasm_jit_host *host, struct wasm_jit_plugin *out)
+{
+	if (!host || host->version != WASM_JIT_VERSION)
+		return -1;
+	if (LLVMInitializeNativeTarget() || LLVMInitializeNativeAsmPrinter())
+		return -1;
+	H = host;
+	out->compile = plugin_compile;
+	out->module_free = plugin_module_free;
+	out->lookup = plugin_lookup;
+	out->object = plugin_object;
+	out->id = plugin_id;
+	return 0;
 }

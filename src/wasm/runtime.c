@@ -143,14 +143,21 @@ void kis_wasm_store_free(struct kis_wasm_store *s)
 
 int kis_wasm_compiler_available(void)
 {
-	return wasm_jit_supported();
+	return wasm_jit_present();
+}
+
+int kis_wasm_compiler_load(struct kis_error **err)
+{
+	char msg[320];
+	if (wasm_jit_load(msg, sizeof(msg)) < 0)
+		return kis_error_set(err, KIS_E_PROFILE_UNSATISFIABLE, 0, "%s", msg);
+	return 0;
 }
 
 int kis_wasm_store_use_compiler(struct kis_wasm_store *s, int on, struct kis_error **err)
 {
-	if (on && !wasm_jit_supported())
-		return kis_error_set(err, KIS_E_PROFILE_UNSATISFIABLE, 0,
-				     "wasm.engine: LLVM has no native target on this host");
+	if (on)
+		TRY(kis_wasm_compiler_load(err));
 	s->compile = on != 0;
 	return 0;
 }
