@@ -104,3 +104,4 @@ bench-wasm: $(WASM_RUN)
 .PHONY: bench-wasm-real
 bench-wasm-real: all
 	sh bench/wasm-real.sh $(BUILD)
+-include $(BUILD)/obj/src/wasm/jit_llvm.d
