@@ -52,20 +52,14 @@ int krt_cmd_features(const struct krt_globals *g, int argc, char **argv, struct 
 int krt_cmd_passthrough(const struct krt_globals *g, int argc, char **argv,
 			struct kis_error **err)
 {
-	/* the container's id: the first argument that is not a flag */
-	for (int i = 1; i < argc; i++) {
-		if (argv[i][0] == '-') {
-			/* ps --format VALUE, kill has none with a value */
-			if (strcmp(argv[i], "--format") == 0 || strcmp(argv[i], "-f") == 0)
-				i += strcmp(argv[0], "ps") == 0;
-			continue;
-		}
-		if (krt_host_owns(g, argv[i]))
-			return krt_host_verb(g, argc, argv, err);
-		if (krt_mvm_owns(g, argv[i]))
-			return krt_mvm_verb(g, argc, argv, err);
-		break;
-	}
+	/* the container's id, parsed as every tier parses it; crun gets the
+	 * verb's flags as given */
+	struct krt_verb_args va;
+	krt_verb_parse(argc, argv, &va);
+	if (va.id && krt_host_owns(g, va.id))
+		return krt_host_verb(g, argc, argv, err);
+	if (va.id && krt_mvm_owns(g, va.id))
+		return krt_mvm_verb(g, argc, argv, err);
 	struct kis_argv a = {0};
 	int r = krt_crun_begin(&a, g, err);
 	for (int i = 0; r >= 0 && i < argc; i++)

@@ -724,23 +724,12 @@ static pid_t st_pid(json_t *st)
 
 int krt_mvm_verb(const struct krt_globals *g, int argc, char **argv, struct kis_error **err)
 {
-	const char *verb = argv[0], *id = NULL, *extra = NULL;
-	bool force = false, json_fmt = false;
-	for (int i = 1; i < argc; i++) {
-		const char *a = argv[i];
-		if (strcmp(a, "--force") == 0 || (strcmp(a, "-f") == 0 && strcmp(verb, "ps") != 0))
-			force = true;
-		else if (strcmp(a, "--all") == 0 || strcmp(a, "-a") == 0)
-			continue; /* every process of the container: the one */
-		else if (strcmp(a, "--format=json") == 0 ||
-			 ((strcmp(a, "--format") == 0 || strcmp(a, "-f") == 0) && i + 1 < argc &&
-			  strcmp(argv[i + 1], "json") == 0 && ++i))
-			json_fmt = true;
-		else if (!id)
-			id = a;
-		else if (!extra)
-			extra = a;
-	}
+	const char *verb = argv[0];
+	struct krt_verb_args va;
+	krt_verb_parse(argc, argv, &va); /* --all: every process of the container, the one */
+	TRY(krt_verb_check(verb, &va, err));
+	const char *id = va.id, *extra = va.extra;
+	bool force = va.force, json_fmt = va.json;
 	int dfd;
 	json_t *st;
 	TRY(load(g, id, &dfd, &st, err));

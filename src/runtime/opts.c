@@ -131,3 +131,45 @@ int krt_parse(const struct krt_opt *opts, int argc, char **argv, struct krt_pars
 	}
 	return 0;
 }
+
+void krt_verb_parse(int argc, char **argv, struct krt_verb_args *out)
+{
+	memset(out, 0, sizeof(*out));
+	bool ps = strcmp(argv[0], "ps") == 0;
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i];
+		if (a[0] != '-' || a[1] == '\0') {
+			if (!out->id)
+				out->id = a;
+			else if (!out->extra)
+				out->extra = a;
+			continue;
+		}
+		const char *fmt = NULL;
+		if (strncmp(a, "--format=", 9) == 0)
+			fmt = a + 9;
+		else if (ps && (strcmp(a, "--format") == 0 || strcmp(a, "-f") == 0))
+			fmt = i + 1 < argc ? argv[++i] : "";
+		if (fmt) {
+			out->json = strcmp(fmt, "json") == 0;
+			out->bad_format = !out->json && strcmp(fmt, "table") != 0;
+		} else if (!ps && (strcmp(a, "--force") == 0 || strcmp(a, "-f") == 0)) {
+			out->force = true;
+		} else if (strcmp(a, "--all") == 0 || strcmp(a, "-a") == 0) {
+			out->all = true;
+		} else if (!out->unknown) {
+			out->unknown = a;
+		}
+	}
+}
+
+int krt_verb_check(const char *verb, const struct krt_verb_args *va, struct kis_error **err)
+{
+	if (va->unknown)
+		return kis_error_set(err, KIS_E_INVALID_ARGUMENT, 0, "%s: unknown flag '%s'", verb,
+				     va->unknown);
+	if (va->bad_format)
+		return kis_error_set(err, KIS_E_INVALID_ARGUMENT, 0,
+				     "%s: --format takes json or table", verb);
+	return 0;
+}

@@ -219,4 +219,19 @@ bool krt_parsed_has(const struct krt_parsed *p, const char *name);
 int krt_parse(const struct krt_opt *opts, int argc, char **argv, struct krt_parsed *out,
 	      struct kis_error **err);
 
+/* The flags of the verbs on an existing container (state, start, kill,
+ * delete, ps), as runc and crun take them: delete -f/--force, kill
+ * -a/--all, ps -f/--format VALUE. One parser for every tier, so `ps -f
+ * json ID` means the same everywhere. */
+struct krt_verb_args {
+	const char *id, *extra;  /* the container, and kill's signal */
+	const char *unknown;     /* the first flag none of the verbs has */
+	bool force, all, json;
+	bool bad_format;         /* ps --format with neither json nor table */
+};
+void krt_verb_parse(int argc, char **argv, struct krt_verb_args *out);
+/* Refuses unknown flags and a bad --format by name (the host and microvm
+ * tiers, which take no flag crun would). */
+int krt_verb_check(const char *verb, const struct krt_verb_args *va, struct kis_error **err);
+
 #endif

@@ -126,3 +126,11 @@ def stderr_on_pty(args, env, timeout=120):
     rc = p.wait(timeout=timeout)
     os.close(master)
     return rc, out, seen.decode(errors="replace")
+
+
+# In the sandbox: print the terminal's size, wait (up to 15 s) until it is
+# no longer that one, then print it again. The test resizes once the first
+# size is out, so neither side leans on a sleep that a busy machine outlasts.
+WAIT_RESIZE = ('first=$(stty size); echo "$first"; i=0; '
+               'while [ "$(stty size)" = "$first" ] && [ $i -lt 150 ]; '
+               'do sleep 0.1; i=$((i+1)); done; stty size')

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import KIS, ROOT, kis, kis_json
+from conftest import KIS, ROOT, WAIT_RESIZE, kis, kis_json
 
 PROBES = ROOT / "build" / "probes"
 CRUN = shutil.which("crun")
@@ -604,15 +604,13 @@ def test_tty_with_resize(mstore, how, request):
     m, s = pty.openpty()
     fcntl.ioctl(s, termios.TIOCSWINSZ, struct.pack("HHHH", 30, 100, 0, 0))
     p = subprocess.Popen([str(KIS), "sandbox", *verb, "--", "sh", "-c",
-                          "tty; stty size; sleep 0.8; stty size"],
+                          "tty; " + WAIT_RESIZE],
                          stdin=s, stdout=s, stderr=s, start_new_session=True)
     os.close(s)
-    time.sleep(0.4)
-    fcntl.ioctl(m, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
-    p.send_signal(signal.SIGWINCH)
     out = b""
+    resized = False
     while True:
-        r, _, _ = select.select([m], [], [], 10)
+        r, _, _ = select.select([m], [], [], 30)
         if not r:
             break
         try:
@@ -622,6 +620,11 @@ def test_tty_with_resize(mstore, how, request):
         if not d:
             break
         out += d
+        if not resized and b"30 100" in out:
+            # resized once the first size is out, never before it
+            fcntl.ioctl(m, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
+            p.send_signal(signal.SIGWINCH)
+            resized = True
     os.close(m)
     assert p.wait(timeout=10) == 0
     assert out.split(b"\r\n")[:3] == [b"/dev/pts/0", b"30 100", b"40 120"], out

@@ -17,7 +17,7 @@ import uuid
 
 import pytest
 
-from conftest import KIS, PROC, ROOT, kis
+from conftest import KIS, PROC, ROOT, WAIT_RESIZE, kis
 
 HELPERS = ROOT / "build" / "test-helpers"
 
@@ -139,7 +139,8 @@ def test_bad_session_ids(store):
 
 
 def run_in_pty(argv, rows=24, cols=80, actions=(), timeout=15):
-    """Run argv on a new pseudo-terminal; actions: (delay_s, fn(master_fd))."""
+    """Run argv on a new pseudo-terminal; actions: (when, fn(master_fd)), when
+    a delay in seconds or the bytes of output after which fn runs."""
     pid, fd = pty.fork()
     if pid == 0:
         fcntl.ioctl(0, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
@@ -148,7 +149,8 @@ def run_in_pty(argv, rows=24, cols=80, actions=(), timeout=15):
     t0 = time.monotonic()
     pending = list(actions)
     while True:
-        if pending and time.monotonic() - t0 >= pending[0][0]:
+        when = pending[0][0] if pending else None
+        if pending and (when in out if isinstance(when, bytes) else time.monotonic() - t0 >= when):
             pending.pop(0)[1](fd)
         r, _, _ = select.select([fd], [], [], 0.05)
         if r:
@@ -173,9 +175,8 @@ def resize(rows, cols):
 
 def test_tty_exec_is_a_terminal_and_follows_resizes(session):
     code, out = run_in_pty([str(KIS), "sandbox", "exec", session, "--tty", "--", "sh", "-c",
-                            "test -t 0 && test -t 1 && echo IS-A-TTY; stty size; sleep 1.5; "
-                            "stty size"],
-                           rows=33, cols=101, actions=[(0.7, resize(40, 120))])
+                            "test -t 0 && test -t 1 && echo IS-A-TTY; " + WAIT_RESIZE],
+                           rows=33, cols=101, actions=[(b"33 101", resize(40, 120))], timeout=30)
     assert code == 0, out
     assert "IS-A-TTY" in out
     sizes = [l.strip() for l in out.splitlines() if l.strip() and l.strip()[0].isdigit()]
