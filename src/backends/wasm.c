@@ -59,8 +59,8 @@ static void wasm_probe(const struct kis_ctx *ctx, struct kis_caps *c)
 	/* The engines this build has, in the order auto prefers them: auto
 	 * takes the first. The compiler (LLVM, src/wasm/jit_llvm.c) passes
 	 * the whole spec suite but comes second for now: its first run of a
-	 * module compiles at -O2 inside the run's wall-clock limit (3.4 s for
-	 * a 276 KB module on this machine) and its SIMD runs through simd.c;
+	 * module compiles inside the run's wall-clock limit (seconds for a few
+	 * hundred KB on this machine) and its SIMD runs through simd.c;
 	 * a run gets it by asking (--wasm-engine compiler). Swapping the two
 	 * words makes it auto's choice (docs/wasm.md, "The compiler"). */
 	snprintf(c->engines, sizeof(c->engines), "%s",

@@ -14,7 +14,7 @@
 
 /* Bumped whenever the generated code or the layout it reads changes: part
  * of the cache key of compiled code. */
-#define WASM_JIT_VERSION 2u
+#define WASM_JIT_VERSION 3u
 
 /* What compiled code of one instance reads, through the pointer every
  * compiled function takes first. The generator (jit_llvm.c) addresses the
