@@ -6,14 +6,17 @@
 # of the benchmark's own: the host's apt configuration is not touched),
 # built with gcc -O2 natively and with Debian's clang -O2 and wasi-libc to
 # wasm32-wasi. The same .wasm files run in our interpreter through
-# `kis sandbox run --tier wasm` and in Node.js (node:wasi, V8). Rounds are
-# interleaved (each round runs every program in every engine), the figure is
-# the median, the ratio is to native; then the start-up of a WASI hello
-# world through the tier beside the native binary. A gnuplot plot of the
-# ratios goes to BUILD/bench/wasm-real.png.
+# `kis sandbox run --tier wasm` (the interpreter; and the compiler, first
+# run with its compile and cached, where this build accepts
+# `--wasm-engine compiler`, else "n/a") and in Node.js 20 (node:wasi, V8).
+# Rounds are interleaved (each round runs every program in every engine),
+# the figure is the median, the ratio is to native; then the start-up of a
+# WASI hello world through the tier beside the native binary. A gnuplot
+# plot of the ratios goes to BUILD/bench/wasm-real.png.
 #
-# Usage: bench/wasm-real.sh [BUILD]   ROUNDS=5 STARTUP_N=30 WORK=/tmp/kis-wasm-real
-# WORK caches the sources and builds between runs (REBUILD=1 starts over).
+# Usage: bench/wasm-real.sh [BUILD]   ROUNDS=5 STARTUP_N=30 WORK=/var/tmp/kis-bench-wasm
+# WORK caches the fetched sources and the builds between runs, outside the
+# repository (REBUILD=1 starts over); nothing fetched is ever committed.
 set -eu
 cd "$(dirname "$0")/.."
 REPO=$(pwd)
@@ -21,11 +24,15 @@ BUILD=${1:-build}
 KIS=$REPO/$BUILD/kis
 ROUNDS=${ROUNDS:-5}
 STARTUP_N=${STARTUP_N:-30}
-WORK=${WORK:-/tmp/kis-wasm-real}
+WORK=${WORK:-/var/tmp/kis-bench-wasm}
 NODE_RUN=$REPO/tests/wasm/wasi/node_run.mjs
 HERE=$REPO/bench/wasm-real
 
 [ -x "$KIS" ] || { echo "wasm-real: skipped, $KIS not built (run make)"; exit 0; }
+case $(realpath -m "$WORK")/ in
+"$REPO"/*) echo "wasm-real: WORK=$WORK is inside the repository: fetched sources stay out of it" >&2
+	exit 1 ;;
+esac
 [ "${REBUILD:-0}" = 1 ] && rm -rf "$WORK"
 mkdir -p "$WORK/bin" "$WORK/src"
 
@@ -48,6 +55,9 @@ if [ -n "$need" ]; then
 fi
 HAVE_NODE=0
 command -v node >/dev/null && HAVE_NODE=1
+# Node.js 20's WASI; the flag is the one its docs name for preview 1 (a
+# no-op where WASI needs none), --no-warnings keeps its notice off stderr.
+NODE="node --experimental-wasi-unstable-preview1 --no-warnings"
 
 # ---- sources: apt-get source with a private state directory ----
 # The host's Debian entries, as deb-src, in an apt configuration of our own
@@ -156,7 +166,27 @@ W=$("$KIS" sandbox workspace path "$WS")
 PROGS="lua|mixed.lua|-
 bzip2|-9 -c|$OUT/bz.in
 sqlite|--memdb --size 8|-"
+# Our compiler, where this build accepts --wasm-engine compiler: a cached
+# run (the module compiled once before the rounds) and a first run (a copy
+# of the module made unique by a custom section, so its hash, which the
+# compile cache is keyed by, is new: the compile is in the time).
+HAVE_JIT=0
+JIT_WHY=$("$KIS" sandbox run --tier wasm --wasm-engine compiler --workspace "$WS" -- hello.wasm \
+	2>&1 >/dev/null) && HAVE_JIT=1
+fresh_module() { # $1 module, $2 tag: prints the name of a unique copy in the workspace
+	u=$(date +%s%N)
+	tag="$2-$u-$$"
+	name="kis-bench-nonce"
+	# a custom section (id 0): size, name length, name, payload (WebAssembly
+	# core spec 5.5.3: custom sections may follow any section); one-byte LEB
+	# sizes, as both stay under 128
+	size=$((1 + ${#name} + ${#tag}))
+	{ cat "$W/$1.wasm"; printf "\\000\\$(printf %03o $size)\\$(printf %03o ${#name})%s%s" \
+		"$name" "$tag"; } > "$W/$1.first-$u.wasm" || return 1
+	echo "$1.first-$u.wasm"
+}
 ENGINES="native kis"
+[ $HAVE_JIT = 1 ] && ENGINES="$ENGINES jit1 jit"
 [ $HAVE_NODE = 1 ] && ENGINES="$ENGINES node"
 
 # speedtest1 prints its own timings, right-aligned (a total past 10 s is
@@ -179,7 +209,13 @@ run_one() { # $1 prog, $2 engine, $3 args, $4 stdin: appends "prog engine second
 	native) (cd "$W" && "$WORK/bin/$m.native" $3) < "$in" > "$OUT/out" 2>/dev/null ;;
 	kis) "$KIS" sandbox run --tier wasm --workspace "$WS" -- "$m.wasm" $3 < "$in" \
 		> "$OUT/out" 2>/dev/null ;;
-	node) node --no-warnings "$NODE_RUN" "$W" "$m.wasm" $3 < "$in" > "$OUT/out" 2>/dev/null ;;
+	node) $NODE "$NODE_RUN" "$W" "$m.wasm" $3 < "$in" > "$OUT/out" 2>/dev/null ;;
+	jit1) # a module no run has seen: its compile is in the time
+		first=$(fresh_module "$m" "$p") &&
+		"$KIS" sandbox run --tier wasm --wasm-engine compiler --workspace "$WS" -- "$first" $3 \
+			< "$in" > "$OUT/out" 2>/dev/null && rm -f "$W/$first" ;;
+	jit) "$KIS" sandbox run --tier wasm --wasm-engine compiler --workspace "$WS" -- "$m.wasm" $3 \
+		< "$in" > "$OUT/out" 2>/dev/null ;;
 	esac || { echo "wasm-real: $p failed under $2" >&2; exit 1; }
 	t1=$(date +%s%N)
 	sum=$(normalize "$p" < "$OUT/out" | sha256sum | cut -c1-16)
@@ -195,9 +231,23 @@ run_one() { # $1 prog, $2 engine, $3 args, $4 stdin: appends "prog engine second
 
 echo "wasm-real: $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg) at the start"
 echo "engines: native = gcc -O2; kis = our interpreter via kis sandbox run --tier wasm;"
+if [ $HAVE_JIT = 1 ]; then
+	echo "         jit1 = our compiler, first run (compile included); jit = our compiler, cached"
+	# each program's workload once, untimed: what the cached column finds
+	while IFS='|' read -r p args in; do
+		case $p in lua) m=lua ;; bzip2) m=bzip2 ;; sqlite) m=speedtest1 ;; esac
+		[ "$in" = - ] && in=/dev/null
+		# shellcheck disable=SC2086
+		"$KIS" sandbox run --tier wasm --wasm-engine compiler --workspace "$WS" -- "$m.wasm" \
+			$args < "$in" > /dev/null 2>&1 || { echo "wasm-real: $p failed under jit" >&2; exit 1; }
+	done <<EOF
+$PROGS
+EOF
+else
+	echo "         jit1, jit = our compiler: n/a ($(echo "$JIT_WHY" | head -1))"
+fi
 [ $HAVE_NODE = 1 ] && echo "         node = Node.js $(node --version) node:wasi (V8) on the same .wasm"
 "$KIS" sandbox backends | grep '^wasm engines' || true
-echo "(no compiler column: this build has no wasm compiler engine)"
 : > "$OUT/times"
 for r in $(seq "$ROUNDS"); do
 	while IFS='|' read -r p args in; do
@@ -212,9 +262,10 @@ done
 
 mkdir -p "$BUILD/bench"
 DAT=$BUILD/bench/wasm-real.dat
+ALL_ENGINES="native kis jit1 jit node" # an engine absent here prints n/a
 echo
 echo "median of $ROUNDS interleaved rounds, seconds (ratio to native):"
-awk -v engines="$ENGINES" -v dat="$DAT" '
+awk -v engines="$ALL_ENGINES" -v dat="$DAT" '
 	{ t[$1 " " $2, ++n[$1 " " $2]] = $3; if (!($1 in seen)) { seen[$1] = 1; order[++np] = $1 } }
 	function median(k,   m, i, j, a, x) {
 		m = n[k]; for (i = 1; i <= m; i++) a[i] = t[k, i]
@@ -229,22 +280,25 @@ awk -v engines="$ENGINES" -v dat="$DAT" '
 			p = order[q]; base = median(p " native")
 			printf "%-8s", p; printf "%-8s", p > dat
 			for (i = 1; i <= ne; i++) {
+				if (!n[p " " e[i]]) { printf " %16s", "n/a"; if (i > 1) printf " -" > dat; continue }
 				m = median(p " " e[i]); r = m / base
 				printf " %8.3f %6.2fx", m, r
-				if (i > 1) { printf " %.3f", r > dat; lg[i] += log(r) }
+				if (i > 1) { printf " %.3f", r > dat; lg[i] += log(r); got[i]++ }
 			}
 			printf "\n"; printf "\n" > dat
 		}
 		printf "%-8s", "geomean"; printf " %16s", "1.00x"
-		for (i = 2; i <= ne; i++) printf " %15.2fx", exp(lg[i] / np)
+		for (i = 2; i <= ne; i++)
+			if (got[i]) printf " %15.2fx", exp(lg[i] / got[i]); else printf " %16s", "n/a"
 		printf "\n"
 	}' "$OUT/times"
 echo "load average $(cut -d' ' -f1-3 /proc/loadavg) at the end"
 
 if command -v gnuplot >/dev/null; then
-	ncol=$(echo "$ENGINES" | wc -w)
+	# columns of $DAT: 2 interpreter, 3 compiler first run, 4 cached, 5 node
 	plot="'$DAT' using 2:xtic(1) title 'kis interpreter'"
-	[ "$ncol" -ge 3 ] && plot="$plot, '' using 3 title 'Node.js (V8)'"
+	[ $HAVE_JIT = 1 ] && plot="$plot, '' using 3 title 'kis compiler, first run', '' using 4 title 'kis compiler, cached'"
+	[ $HAVE_NODE = 1 ] && plot="$plot, '' using 5 title 'Node.js 20 (V8)'"
 	gnuplot <<EOF
 set terminal pngcairo size 800,480 noenhanced
 set output '$BUILD/bench/wasm-real.png'
@@ -254,6 +308,7 @@ set style histogram clustered gap 1
 set style fill solid 0.8 border -1
 set logscale y 2
 set yrange [0.5:*]
+set datafile missing '-'
 set ylabel 'x native (log scale)'
 set grid ytics
 set key top left
@@ -269,5 +324,7 @@ cc -std=gnu11 -O2 -Wall -Wextra -Werror -o "$BUILD/bench/startup" bench/startup.
 set -- "native hello=$WORK/bin/hello.native" \
 	"kis --tier wasm=$KIS sandbox run --tier wasm --workspace $WS -- hello.wasm" \
 	"kis --tier process=$KIS sandbox run --tier process --allow-process-tier --workspace $WS -- $WORK/bin/hello.native"
-[ $HAVE_NODE = 1 ] && set -- "$@" "node:wasi=node --no-warnings $NODE_RUN $W hello.wasm"
+[ $HAVE_JIT = 1 ] && set -- "$@" \
+	"kis --tier wasm, compiler=$KIS sandbox run --tier wasm --wasm-engine compiler --workspace $WS -- hello.wasm"
+[ $HAVE_NODE = 1 ] && set -- "$@" "node:wasi=$NODE $NODE_RUN $W hello.wasm"
 "$BUILD/bench/startup" "$STARTUP_N" "$@"

@@ -104,4 +104,14 @@ bench-wasm: $(WASM_RUN)
 .PHONY: bench-wasm-real
 bench-wasm-real: all
 	sh bench/wasm-real.sh $(BUILD)
+
+# The WASI preview 1 conformance suite alone (make check runs it with the
+# rest of tests/integration), for the engines named: a compiler that the
+# CLI refuses skips with its reason. make wasi-suite WASM_ENGINE=compiler
+WASM_ENGINE ?= interpreter,compiler
+.PHONY: wasi-suite
+wasi-suite: all
+	KIS_WASM_ENGINES=$(WASM_ENGINE) $(PYTHON) -m pytest -q -rs tests/integration/test_wasi_suite.py \
+	  tests/integration/test_wasi_semantics.py
+
 -include $(BUILD)/obj/src/wasm/jit_llvm.d

@@ -270,11 +270,17 @@ static int rw(struct kis_wasi *w, const struct wasi_mem *m, uint32_t fd, uint32_
 	uint64_t need = write ? R_FD_WRITE : R_FD_READ;
 	if (positioned)
 		need |= R_FD_SEEK;
-	struct wasi_fd *f = wasi_fd_get(w, fd, need, &e);
+	/* read(2) and pread(2) of a directory are EISDIR, whatever rights it
+	 * holds (a directory never holds fd_read, and the rights check would
+	 * answer NOTCAPABLE first). A write to one keeps the rights' answer:
+	 * no directory is open for writing, EBADF in read(2)'s terms, which is
+	 * what wasi-libc makes of NOTCAPABLE. */
+	struct wasi_fd *f = wasi_fd_get(w, fd, 0, &e);
+	if (f && !write && f->type == FT_DIRECTORY)
+		return W_ISDIR;
+	f = f ? wasi_fd_get(w, fd, need, &e) : NULL;
 	if (!f)
 		return e;
-	if (f->type == FT_DIRECTORY)
-		return W_ISDIR;
 	if (!gmem(m, outp, 4))
 		return W_FAULT;
 	struct iovec iov[MAX_IOV];

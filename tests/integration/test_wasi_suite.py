@@ -5,6 +5,10 @@
 # root, and passes by the upstream runner's rule (the exit code, and stdout
 # and stderr starting with the expected text). A test that cannot pass is
 # listed in DEVIATIONS with the reason, as docs/wasm.md documents it.
+# Every test runs under each wasm engine (wasm_engines.ENGINES: the
+# interpreter, and the compiler once this build accepts it; until then its
+# half skips with the CLI's reason). `make wasi-suite WASM_ENGINE=compiler`
+# runs one engine's half.
 import json
 import os
 import shutil
@@ -15,12 +19,14 @@ from pathlib import Path
 import pytest
 
 from conftest import KIS, ROOT
+from wasm_engines import ENGINES, engine_flags
 
 SUITE = Path(os.environ.get("KIS_WASI_TESTSUITE",
                             ROOT.parent / "shared" / "testdata" / "wasi-testsuite"))
 GROUPS = ("assemblyscript", "c", "rust")
 
-# "group/name": why it does not pass (docs/wasm.md, "WASI conformance").
+# "group/name" (every engine) or "engine:group/name": why it does not pass
+# (docs/wasm.md, "WASI conformance").
 DEVIATIONS = {}
 
 
@@ -58,7 +64,9 @@ def test_the_suite_is_complete():
 
 @pytest.mark.skipif(not SUITE.is_dir(), reason=f"no WASI testsuite at {SUITE}")
 @pytest.mark.parametrize("name", TESTS or ["none"])
-def test_wasi_suite(name, store, tmp_path):
+@pytest.mark.parametrize("engine", ENGINES)
+def test_wasi_suite(engine, name, store, tmp_path):
+    engine_args = engine_flags(engine)
     group, test = name.split("/")
     spec = {}
     side = SUITE / group / (test + ".json")
@@ -78,8 +86,8 @@ def test_wasi_suite(name, store, tmp_path):
     try:
         # A test without a root has no directory (upstream: no --dir).
         preopen = [] if "root" in spec else ["--preopen", "none"]
-        argv = ["run", "--json", "--tier", "wasm", "--base", bid, "--timeout", "60s",
-                *preopen]
+        argv = ["run", "--json", "--tier", "wasm", *engine_args, "--base", bid,
+                "--timeout", "60s", *preopen]
         for k, v in spec.get("env", {}).items():
             argv += ["--env", f"{k}={v}"]
         p = _kis(store, *argv, "--", module, *spec.get("args", []))
@@ -93,9 +101,11 @@ def test_wasi_suite(name, store, tmp_path):
         for s in ("stdout", "stderr"):
             if s in spec and not doc[s].startswith(spec[s]):
                 why.append(f"{s} does not start with {spec[s]!r}")
-        if name in DEVIATIONS:
-            assert why, f"{name} passes now: remove it from DEVIATIONS and docs/wasm.md"
-            pytest.xfail(DEVIATIONS[name])
+        deviation = DEVIATIONS.get(f"{engine}:{name}", DEVIATIONS.get(name))
+        if deviation:
+            assert why, f"{name} passes now under {engine}: remove it from DEVIATIONS " \
+                        "and docs/wasm.md"
+            pytest.xfail(deviation)
         assert not why, (why, doc["stdout"][-2000:], doc["stderr"][-2000:])
     finally:
         _kis(store, "base", "remove", bid)
