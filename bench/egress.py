@@ -25,6 +25,7 @@ from test_egress import Net, PY, TIERS, in_ns  # noqa: E402
 N = int(sys.argv[1]) if len(sys.argv) > 1 else 20
 CONNECTS = 200
 MIB = 256
+ROUNDS = 3
 
 CLIENT = r"""
 import json, socket, statistics, sys, time
@@ -61,32 +62,65 @@ def main():
             net.close()
 
 
-def start_to_exit(net, tier, mode, n=N, true="/bin/true", env=None):
-    times = []
+def once(net, tier, mode, true="/bin/true", env=None):
+    t = time.perf_counter()
+    p = net.kis("run", *tier, "--net", mode, "--", true, timeout=600, env=env)
+    if p.returncode != 0:
+        raise SystemExit(f"kis failed: {p.stderr}")
+    return (time.perf_counter() - t) * 1000
+
+
+def start_to_exit(net, tier, n=N, true="/bin/true", env=None):
+    """Medians of egress and off, interleaved (egress, off, egress, ...):
+    this host's load drifts over a run, and both see the same drift."""
+    eg, off = [], []
     for _ in range(n):
-        t = time.perf_counter()
-        p = net.kis("run", *tier, "--net", mode, "--", true, timeout=600, env=env)
-        times.append((time.perf_counter() - t) * 1000)
-        if p.returncode != 0:
-            raise SystemExit(f"kis failed: {p.stderr}")
-    return statistics.median(times)
+        eg.append(once(net, tier, "egress", true, env))
+        off.append(once(net, tier, "off", true, env))
+    return statistics.median(eg), statistics.median(off)
+
+
+def client(net, tier):
+    if tier is None:  # the direct path: the same client in the engine's namespace
+        argv = in_ns(net.e.pid, PY, "-c", CLIENT, str(CONNECTS), str(MIB))
+        return json.loads(subprocess.run(argv, capture_output=True, text=True,
+                                         check=True).stdout)
+    p = net.kis("run", *tier, "--net", "egress", "--", PY, "-c", CLIENT, str(CONNECTS),
+                str(MIB), timeout=600)
+    if p.returncode != 0:
+        print(f"{' '.join(tier)}: failed: {p.stderr.strip()}")
+        return None
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def median_of(runs):
+    return {k: statistics.median(r[k] for r in runs) for k in ("connect_ms", "mib_s")}
 
 
 def run(net):
-    direct = json.loads(subprocess.run(in_ns(net.e.pid, PY, "-c", CLIENT, str(CONNECTS), str(MIB)),
-                                       capture_output=True, text=True, check=True).stdout)
-    print(f"egress, {CONNECTS} connects and {MIB} MiB per tier, start-to-exit median of {N}")
+    # throughput and connects: ROUNDS rounds, each the direct path then
+    # every tier, so each ratio compares runs made side by side
+    names = sorted(TIERS)
+    got = {n: [] for n in names + ["direct"]}
+    for _ in range(ROUNDS):
+        got["direct"].append(client(net, None))
+        for name in names:
+            r = client(net, TIERS[name])
+            if r:
+                got[name].append(r)
+    direct = median_of(got["direct"])
+    print(f"egress, {CONNECTS} connects and {MIB} MiB per tier (median of {ROUNDS} interleaved "
+          f"rounds), start-to-exit median of {N} interleaved pairs")
     print(f"{'tier':12} {'connect ms':>11} {'direct':>8} {'added':>7}  {'MiB/s':>8} {'direct':>8} "
           f"{'ratio':>6}  {'egress ms':>9} {'off ms':>7} {'ratio':>6}")
-    for name, tier in sorted(TIERS.items()):
-        p = net.kis("run", *tier, "--net", "egress", "--", PY, "-c", CLIENT, str(CONNECTS),
-                    str(MIB), timeout=600)
-        if p.returncode != 0:
-            print(f"{name:12} failed: {p.stderr.strip()}")
+    for name in names:
+        if not got[name]:
+            print(f"{name:12} failed")
             continue
-        got = json.loads(p.stdout.strip().splitlines()[-1])
-        eg, off = start_to_exit(net, tier, "egress"), start_to_exit(net, tier, "off")
-        row(name, got, direct, eg, off)
+        eg, off = start_to_exit(net, TIERS[name])
+        row(name, median_of(got[name]), direct, eg, off)
+    print("per round, MiB/s: " + "; ".join(
+        f"{n} " + " ".join(f"{r['mib_s']:.0f}" for r in got[n]) for n in ["direct"] + names))
     microvm(net, direct)
     print("targets: throughput ratio >= 0.5, connect added <= 1 ms, start-to-exit ratio <= 1.3")
 
@@ -119,9 +153,7 @@ def microvm(net, direct):
         print(f"{'microvm':12} failed: {p.stderr.strip()}")
         return
     got = json.loads(p.stdout.strip().splitlines()[-1])
-    n = min(N, 5)
-    eg = start_to_exit(net, tier, "egress", n, "true", env)
-    off = start_to_exit(net, tier, "off", n, "true", env)
+    eg, off = start_to_exit(net, tier, min(N, 5), "true", env)
     row("microvm", got, direct, eg, off)
 
 

@@ -25,6 +25,9 @@ struct kis_caps {
 	char accel[16];          /* microvm: "kvm" or "tcg"; else "" */
 	char engines[48];        /* wasm: the engines this host has, best first,
 				  * space-separated ("interpreter"); else "" */
+	char jail[200];          /* microvm: what confines the VMM here (the
+				  * engine as root, or an ordinary user's
+				  * rootless jail); else "" */
 };
 
 /* What one command of the engine hands every backend (as crun passes

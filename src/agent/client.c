@@ -144,6 +144,10 @@ int kis_call_agent(int conn, const struct kis_call *c, struct kis_result *res,
 		struct timeval tv = {0};
 		setsockopt(conn, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	}
+	if (c->on_hello && c->on_hello(c->hello_ctx, err) < 0) {
+		out->sent = piped;
+		goto out;
+	}
 	if (!piped) {
 		free(body);
 		body = kis_exec_req_to_json(c->req);

@@ -36,6 +36,10 @@ struct kis_call {
 	int cpu_fd;
 	const char *cpu_path;    /* or the accounting file to open once the agent answers */
 	uint64_t cpu_limit_ms;
+	/* Called once the agent's HELLO came (its sandbox exists: a
+	 * container's runtime made its cgroup by then); < 0 fails the call. */
+	int (*on_hello)(void *ctx, struct kis_error **err);
+	void *hello_ctx;
 };
 
 enum kis_call_end {

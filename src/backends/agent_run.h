@@ -17,6 +17,8 @@ struct kis_agent_run {
 	bool has_cpu;             /* cpu_fd: the sandbox's CPU accounting (limits.cpu_ms) */
 	int cpu_fd;
 	const char *cpu_path;     /* or its path, opened once the agent answers */
+	int (*on_hello)(void *ctx, struct kis_error **err); /* kis_call's */
+	void *hello_ctx;
 };
 
 /* HELLO, EXEC, relay, EXIT. The agent enforces the per-exec limits; the

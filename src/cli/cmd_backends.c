@@ -74,6 +74,7 @@ int cmd_backends(int argc, char **argv)
 	const struct kis_backend *const *b = kis_backends(&n);
 	json_t *arr = json_array();
 	char wasm_engines[sizeof(((struct kis_caps *)0)->engines)] = "";
+	char vmm_jail[sizeof(((struct kis_caps *)0)->jail)] = "";
 	if (!json)
 		printf("%-12s %-10s %-4s %-6s %-7s %-24s %-8s %-9s %-4s %-6s %-6s %-6s %s\n",
 		       "BACKEND", "TIERS", "CoW", "SHELL", "NATIVE", "NETWORK", "SECCOMP", "SNAPSHOT",
@@ -97,6 +98,8 @@ int cmd_backends(int argc, char **argv)
 			c.limits |= KIS_LIMIT_DISK;
 		if (b[i]->tier == KIS_TIER_WASM && c.present)
 			snprintf(wasm_engines, sizeof(wasm_engines), "%s", c.engines);
+		if (b[i]->tier == KIS_TIER_MICROVM && c.present)
+			snprintf(vmm_jail, sizeof(vmm_jail), "%s", c.jail);
 		char net[64];
 		net_modes(c.present ? c.net_modes : 0, net, sizeof(net));
 		if (json) {
@@ -126,6 +129,8 @@ int cmd_backends(int argc, char **argv)
 			}
 			if (!c.present)
 				json_object_set_new(o, "why_absent", json_string(c.why_absent));
+			if (c.present && c.jail[0])
+				json_object_set_new(o, "vmm_jail", json_string(c.jail));
 			if (b[i]->tier == KIS_TIER_MICROVM && guest.assets) {
 				json_object_set_new(o, "guest", json_pack("{s:s, s:s, s:s}", "source",
 									  kis_guest_source_name(guest.source),
@@ -151,6 +156,8 @@ int cmd_backends(int argc, char **argv)
 		printf("\nmicrovm guest: %s (%s%s)\n", guest.assets, kis_guest_source_name(guest.source),
 		       guest.source == KIS_GUEST_NONE ? ": nothing there; 'kis sandbox guest fetch'" :
 							 "");
+	if (!json && vmm_jail[0])
+		printf("microvm VMM jail: %s\n", vmm_jail);
 	kis_guest_info_release(&guest);
 	if (json) {
 		char *s = json_dumps(arr, JSON_INDENT(2) | JSON_PRESERVE_ORDER);

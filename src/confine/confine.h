@@ -247,6 +247,22 @@ KIS_HIDDEN uid_t kis_sandbox_ids(const char *sandbox_id);
  * an O_CLOEXEC descriptor (for setns(2), bwrap --userns, MOUNT_ATTR_IDMAP).
  * Needs CAP_SETUID and CAP_SETGID (the engine as root). */
 KIS_HIDDEN int kis_userns_open(uid_t first, uint32_t count, int *fd, struct kis_error **err);
+/* An ordinary user's subordinate ids (subuid(5), subgid(5); src/confine/
+ * subid.c): the first range of each, at most 65536 ids. */
+struct kis_subids {
+	unsigned long uid_start, uid_count, gid_start, gid_count;
+};
+/* Whether the user uid has both ranges and newuidmap and newgidmap are
+ * installed (Debian uidmap). */
+KIS_HIDDEN bool kis_subids_of(uid_t uid, struct kis_subids *out);
+KIS_HIDDEN const char *kis_newuidmap_path(void);
+KIS_HIDDEN const char *kis_newgidmap_path(void);
+/* A user namespace of the caller's own ids (an ordinary user's), its maps
+ * written by write_maps(pid of a process in it, arg) from here (for a
+ * subordinate range, newuidmap and newgidmap, started by the caller's
+ * layer), as an O_CLOEXEC descriptor its owner may setns(2) into. */
+KIS_HIDDEN int kis_userns_open_by(int (*write_maps)(pid_t pid, void *arg), void *arg, int *fd,
+				  struct kis_error **err);
 /* Rootless (the engine is an ordinary user): in a child before exec,
  * unshare a user namespace and map its id 0 onto the caller's own uid and
  * gid alone (setgroups denied). -1 with errno: user namespaces are off. */

@@ -87,11 +87,14 @@ __attribute__((no_sanitize("address"))) static int holder(void *arg)
 	syscall(SYS_close, h->other);
 	/* owned by the sandbox's first id, not by root: a process running as
 	 * that id (bwrap) may then join it (setns(2) asks CAP_SYS_ADMIN in the
-	 * target namespace, which its owner has) */
-	if (syscall(SYS_setgroups, 0, NULL) < 0 ||
-	    syscall(SYS_setresgid, (gid_t)h->first, (gid_t)h->first, (gid_t)h->first) < 0 ||
-	    syscall(SYS_setresuid, h->first, h->first, h->first) < 0 ||
-	    syscall(SYS_unshare, CLONE_NEWUSER) < 0)
+	 * target namespace, which its owner has). first (uid_t)-1: the
+	 * caller's own ids, an ordinary user's (kis_userns_open_by) */
+	if (h->first != (uid_t)-1 &&
+	    (syscall(SYS_setgroups, 0, NULL) < 0 ||
+	     syscall(SYS_setresgid, (gid_t)h->first, (gid_t)h->first, (gid_t)h->first) < 0 ||
+	     syscall(SYS_setresuid, h->first, h->first, h->first) < 0))
+		syscall(SYS_exit, 1);
+	if (syscall(SYS_unshare, CLONE_NEWUSER) < 0)
 		syscall(SYS_exit, 1);
 	(void)syscall(SYS_write, h->fd, "u", 1); /* ready */
 	(void)syscall(SYS_read, h->fd, &b, 1);
@@ -99,12 +102,61 @@ __attribute__((no_sanitize("address"))) static int holder(void *arg)
 	return 0;
 }
 
+/* How the holder's maps are written, by the parent, while it waits. */
+struct map_writer {
+	int (*write)(const struct map_writer *w, pid_t pid);
+	uid_t first;
+	uint32_t count;
+	int (*by)(pid_t pid, void *arg);
+	void *arg;
+};
+
+static int write_range(const struct map_writer *w, pid_t pid)
+{
+	char map[64];
+	snprintf(map, sizeof(map), "0 %u %u\n", (unsigned)w->first, (unsigned)w->count);
+	return write_file(pid, "uid_map", map) < 0 || write_file(pid, "gid_map", map) < 0 ? -1 : 0;
+}
+
+static int write_by(const struct map_writer *w, pid_t pid)
+{
+	return w->by(pid, w->arg);
+}
+
+static int userns_holder(const struct map_writer *w, int *out, int *e);
+
 int kis_userns_open(uid_t first, uint32_t count, int *out, struct kis_error **err)
 {
+	struct map_writer w = {.write = write_range, .first = first, .count = count};
+	int e = 0;
+	if (userns_holder(&w, out, &e) < 0)
+		return kis_error_set(err, KIS_E_INTERNAL, e,
+				     "cannot make the sandbox's user namespace (ids %u..%u)",
+				     (unsigned)first, (unsigned)(first + count - 1));
+	return 0;
+}
+
+int kis_userns_open_by(int (*write_maps)(pid_t pid, void *arg), void *arg, int *out,
+		       struct kis_error **err)
+{
+	struct map_writer w = {.write = write_by, .first = (uid_t)-1, .by = write_maps, .arg = arg};
+	int e = 0;
+	if (userns_holder(&w, out, &e) < 0)
+		return kis_error_set(err, KIS_E_INTERNAL, e, "cannot make a user namespace");
+	return 0;
+}
+
+/* The holder made, its maps written by w, the namespace opened: *out; -1
+ * with the errno in *eout otherwise (the callers say what failed). */
+static int userns_holder(const struct map_writer *w, int *out, int *eout)
+{
+	uid_t first = w->first;
 	*out = -1;
 	int sp[2];
-	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) < 0)
-		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot make a user namespace");
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) < 0) {
+		*eout = errno;
+		return -1;
+	}
 	struct holder_arg h = {.fd = sp[1], .other = sp[0], .first = first};
 	/* the holder's stack: raw system calls need little */
 	_Alignas(16) char stack[16384];
@@ -118,14 +170,14 @@ int kis_userns_open(uid_t first, uint32_t count, int *out, struct kis_error **er
 	close(sp[1]);
 	if (pid < 0) {
 		close(sp[0]);
-		return kis_error_set(err, KIS_E_INTERNAL, ce, "cannot make a user namespace");
+		*eout = ce;
+		return -1;
 	}
 	int r = -1, e = 0;
-	char b, map[64];
-	snprintf(map, sizeof(map), "0 %u %u\n", (unsigned)first, (unsigned)count);
+	char b;
 	if (RETRY_EINTR(read(sp[0], &b, 1)) != 1) {
 		e = EPERM; /* the child could not unshare: user namespaces are off */
-	} else if (write_file(pid, "uid_map", map) < 0 || write_file(pid, "gid_map", map) < 0) {
+	} else if (w->write(w, pid) < 0) {
 		e = errno;
 	} else {
 		char path[64];
@@ -142,11 +194,8 @@ int kis_userns_open(uid_t first, uint32_t count, int *out, struct kis_error **er
 		;
 	if (dumpable >= 0)
 		(void)prctl(PR_SET_DUMPABLE, dumpable);
-	if (r < 0)
-		return kis_error_set(err, KIS_E_INTERNAL, e,
-				     "cannot make the sandbox's user namespace (ids %u..%u)",
-				     (unsigned)first, (unsigned)(first + count - 1));
-	return 0;
+	*eout = e;
+	return r;
 }
 
 /* Rootless (issue 17): the engine is an ordinary user and cannot map a

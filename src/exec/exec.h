@@ -52,6 +52,10 @@ struct kis_spawn {
 	 * An error report through kis_error_set allocates in the shared heap:
 	 * allowed, the caller is suspended meanwhile and frees nothing of it. */
 	bool vfork_ok;
+	/* The file to exec, when argv[0] is only the name the program sees
+	 * (a multi-call binary picks its mode by it); NULL: argv[0], looked
+	 * up in envp's PATH. */
+	const char *exec_path;
 };
 
 /* Host-side checks the supervisor consults (cgroups, for example). */

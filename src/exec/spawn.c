@@ -290,7 +290,10 @@ void kis_child_main(const struct kis_spawn *sp, int report_fd, int out_fd, int e
 			_exit(126);
 		}
 	}
-	kis_exec_search(sp->argv, sp->envp);
+	if (sp->exec_path)
+		execve(sp->exec_path, sp->argv, sp->envp);
+	else
+		kis_exec_search(sp->argv, sp->envp);
 	kis_child_report(report_fd, KIS_CHILD_EXEC, errno, KIS_E_OK, sp->argv[0]);
 	_exit(errno == ENOENT ? 127 : 126);
 }

@@ -14,6 +14,9 @@
 #include <signal.h>
 #include <stdarg.h>
 #include <string.h>
+#include <linux/if_tun.h>
+#include <net/if.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
@@ -231,6 +234,19 @@ static const char *passt_path(void)
 	return find(c, ARRAY_SIZE(c));
 }
 
+/* The binary to exec for pasta or passt (argv[0] keeps the name, which
+ * picks the mode). On a CPU with AVX2 passt re-execs itself as
+ * passt.avx2 at start (its arch.c: a second execve and dynamic link, ~10
+ * to 30 ms here); exec'ing that build directly skips it. */
+static const char *exec_path(const char *tool)
+{
+	static const char *const c[] = {"/usr/bin/passt.avx2", "/bin/passt.avx2",
+					"/usr/local/bin/passt.avx2"};
+	__builtin_cpu_init();
+	const char *avx2 = __builtin_cpu_supports("avx2") ? find(c, ARRAY_SIZE(c)) : NULL;
+	return avx2 ? avx2 : tool;
+}
+
 static const char *nft_path(void)
 {
 	static const char *const c[] = {"/usr/sbin/nft", "/sbin/nft", "/usr/local/sbin/nft"};
@@ -365,16 +381,10 @@ static void first_line(int fd, char *buf, size_t n)
 	buf[strcspn(buf, "\n")] = '\0';
 }
 
-/* nft runs while pasta starts (their setups are independent); both are
- * done before kis_egress_start returns, so before any process of the
- * sandbox exists. */
-struct nft_job {
-	pid_t pid;
-	int errfd;
-};
-
+/* nft runs while pasta and the runtime start (their setups are
+ * independent); kis_egress_ready waits for it, before the command runs. */
 static int policy_start(struct kis_egress *eg, const struct kis_net_dest *allow, size_t n_allow,
-			bool allow_set, bool vm, struct nft_job *job, struct kis_error **err)
+			bool allow_set, bool vm, struct kis_error **err)
 {
 	const char *nft = nft_path();
 	if (!nft)
@@ -384,35 +394,36 @@ static int policy_start(struct kis_egress *eg, const struct kis_net_dest *allow,
 	if (!rules)
 		return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "egress: cannot write the policy");
 	_cleanup_close_ int in = memfd_with("kis-egress-rules", rules, strlen(rules));
-	job->errfd = (int)syscall(SYS_memfd_create, "kis-nft-err", MFD_CLOEXEC);
+	eg->nft_errfd = (int)syscall(SYS_memfd_create, "kis-nft-err", MFD_CLOEXEC);
 	_cleanup_close_ int nul = open("/dev/null", O_WRONLY | O_CLOEXEC);
-	if (in < 0 || job->errfd < 0 || nul < 0)
+	if (in < 0 || eg->nft_errfd < 0 || nul < 0)
 		return kis_error_set(err, KIS_E_INTERNAL, errno, "egress: cannot pass the policy");
 	char *argv[] = {(char *)nft, "-f", "-", NULL};
 	struct in_netns c = {.netns_fd = eg->netns_fd};
 	struct kis_spawn sp = {.argv = argv, .envp = (char *const *)tool_env, .cwd = "/",
 			       .stdin_fd = in, .child_setup = enter_netns, .child_ctx = &c};
-	return kis_spawn_start(&sp, nul, job->errfd, &job->pid, err);
+	return kis_spawn_start(&sp, nul, eg->nft_errfd, &eg->nft_pid, err);
 }
 
-/* Wait for nft; ok false: the start failed already, only reap it. */
-static int policy_wait(struct nft_job *job, bool ok, struct kis_error **err)
+/* Wait for nft; ok false: only reap it (the start failed, or we stop). */
+static int policy_wait(struct kis_egress *eg, bool ok, struct kis_error **err)
 {
 	int st = 0, r = 0;
-	if (job->pid > 0 && !ok)
-		kill(job->pid, SIGKILL);
-	if (job->pid > 0 &&
-	    (RETRY_EINTR(waitpid(job->pid, &st, 0)) < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0) &&
+	if (eg->nft_pid > 0 && !ok)
+		kill(eg->nft_pid, SIGKILL);
+	if (eg->nft_pid > 0 &&
+	    (RETRY_EINTR(waitpid(eg->nft_pid, &st, 0)) < 0 || !WIFEXITED(st) ||
+	     WEXITSTATUS(st) != 0) &&
 	    ok) {
 		char msg[200];
-		first_line(job->errfd, msg, sizeof(msg));
+		first_line(eg->nft_errfd, msg, sizeof(msg));
 		r = kis_error_set(err, KIS_E_INTERNAL, 0,
 				  "egress: nft could not load the address policy: %s",
 				  *msg ? msg : "it failed");
 	}
-	kis_closep(&job->errfd);
-	job->pid = 0;
-	job->errfd = -1;
+	kis_closep(&eg->nft_errfd);
+	eg->nft_pid = 0;
+	eg->nft_errfd = -1;
 	return r;
 }
 
@@ -421,6 +432,7 @@ static int policy_wait(struct nft_job *job, bool ok, struct kis_error **err)
 struct pasta_start {
 	const struct kis_egress *eg;
 	int ready_fd, stderr_fd;
+	int home_netns_fd; /* the engine's network namespace */
 };
 
 static int fail(struct kis_error **err, const char *what)
@@ -448,6 +460,61 @@ static int pasta_child(void *ctx, struct kis_error **err)
 	if (clear_cloexec(s->eg->netns_fd) < 0 || clear_cloexec(s->eg->userns_fd) < 0 ||
 	    clear_cloexec(s->ready_fd) < 0)
 		return fail(err, "cannot pass descriptors");
+	/* pasta's tap, made here first as a persistent device of S owned by
+	 * H; pasta's TUNSETIFF of the same name attaches to it. A tun device
+	 * that is not persistent is unregistered when its last queue closes,
+	 * in the closer's exit (tun_detach: unregister_netdevice and its RCU
+	 * waits, tens of ms here, and the run waited for pasta's end); a
+	 * persistent one goes with S itself, whose cleanup the kernel runs
+	 * later from its own workqueue (cleanup_net), and S is ours alone.
+	 * A tun file belongs to the network namespace it was opened in, so
+	 * it is opened in S (root here: CAP_NET_ADMIN over S's owner). */
+	if (setns(s->eg->netns_fd, CLONE_NEWNET) < 0)
+		return fail(err, "cannot enter the sandbox's network namespace");
+	int tun = open("/dev/net/tun", O_RDWR | O_CLOEXEC);
+	struct ifreq ifr;
+	memset(&ifr, 0, sizeof(ifr));
+	ifr.ifr_flags = IFF_TAP | IFF_NO_PI;
+	memcpy(ifr.ifr_name, KIS_EGRESS_IFNAME, sizeof(KIS_EGRESS_IFNAME));
+	bool made = tun >= 0 && ioctl(tun, TUNSETIFF, &ifr) == 0 &&
+		    ioctl(tun, TUNSETOWNER, (unsigned long)h) == 0 &&
+		    ioctl(tun, TUNSETGROUP, (unsigned long)h) == 0 &&
+		    ioctl(tun, TUNSETPERSIST, 1UL) == 0;
+	if (tun >= 0)
+		close(tun);
+	if (!made)
+		return fail(err, "its tap device");
+	/* S's TCP, which only ever talks to pasta's tap (a round trip of a
+	 * fraction of a millisecond), keeps at most 256 KiB unacknowledged
+	 * per socket (tcp_wmem's maximum; 2.5 GB/s at 0.1 ms) and backs off
+	 * on loss. This pasta takes a segment from the tap only when its own
+	 * socket has room for it (its send buffer: net.core.wmem_max, 4 MiB
+	 * here) and drops it otherwise, leaving the sandbox to retransmit;
+	 * with S's inherited defaults (a 4 MiB send buffer, bbr, which does
+	 * not slow down on loss) the sandbox overran it into retransmission
+	 * timeouts with backoff (ss -ti in S: rto 848 ms, backoff 2, 101
+	 * segments of 60 KiB retransmitted in 2 s): 4 to 100 MiB/s. With
+	 * both set, 180 to 830. The long leg (pasta's socket to the world)
+	 * keeps the host's buffers. Both sysctls are S's own (per network
+	 * namespace since Linux 4.15), never the host's. In a namespace
+	 * other than the initial one only an algorithm of
+	 * tcp_allowed_congestion_control may be the default: cubic where it
+	 * is, else reno (always allowed). Failures leave S's defaults: this
+	 * is speed, not a protection. */
+	int cc = open("/proc/sys/net/ipv4/tcp_congestion_control", O_WRONLY | O_CLOEXEC);
+	if (cc >= 0) {
+		if (write(cc, "cubic", 5) != 5)
+			(void)!pwrite(cc, "reno", 4, 0);
+		close(cc);
+	}
+	static const char wmem[] = "4096 16384 262144";
+	int wf = open("/proc/sys/net/ipv4/tcp_wmem", O_WRONLY | O_CLOEXEC);
+	if (wf >= 0) {
+		(void)!write(wf, wmem, sizeof(wmem) - 1);
+		close(wf);
+	}
+	if (setns(s->home_netns_fd, CLONE_NEWNET) < 0)
+		return fail(err, "cannot return to the engine's network namespace");
 	if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
 		return fail(err, "a private mount namespace");
 	if (mount("kis-tun", "/dev/net", "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=0755,size=4k") < 0 ||
@@ -519,10 +586,15 @@ static int start_pasta(struct kis_egress *eg, bool die_with_us, struct kis_error
 		"--tcp-ports", "none", "--udp-ports", "none", "--tcp-ns", "none", "--udp-ns", "none",
 		"--no-dhcp", "--no-ndp", "--no-dhcpv6", "--no-ra", "--no-netns-quit",
 		"--pid", ready, "--userns", userns, "--netns", netns, NULL};
-	struct pasta_start s = {.eg = eg, .ready_fd = wr, .stderr_fd = errfd};
+	_cleanup_close_ int home = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
+	if (home < 0)
+		return kis_error_set(err, KIS_E_INTERNAL, errno, "egress: cannot start pasta");
+	struct pasta_start s = {.eg = eg, .ready_fd = wr, .stderr_fd = errfd,
+				.home_netns_fd = home};
 	struct kis_spawn sp = {.argv = argv, .envp = (char *const *)tool_env, .cwd = "/",
 			       .stdin_fd = nul, .child_setup = pasta_child, .child_ctx = &s,
-			       .die_with_parent = die_with_us, .parent = getpid()};
+			       .die_with_parent = die_with_us, .parent = getpid(),
+			       .exec_path = exec_path(pasta)};
 	pid_t pid = -1;
 	if (die_with_us) {
 		TRY(kis_spawn_start(&sp, nul, errfd, &pid, err));
@@ -539,6 +611,8 @@ static int start_pasta(struct kis_egress *eg, bool die_with_us, struct kis_error
 
 int kis_egress_ready(struct kis_egress *eg, struct kis_error **err)
 {
+	/* the policy first: without it nothing of the sandbox may run */
+	TRY(policy_wait(eg, true, err));
 	if (eg->ready_fd < 0)
 		return 0; /* no egress, or ready already */
 	int r = wait_ready(eg->ready_fd, 5000);
@@ -675,7 +749,8 @@ int kis_egress_attach_vm(struct kis_egress *eg, int sock, bool die_with_us,
 	struct passt_start s = {.eg = eg, .sock = fd};
 	struct kis_spawn sp = {.argv = argv, .envp = (char *const *)tool_env, .cwd = "/",
 			       .stdin_fd = nul, .child_setup = passt_child, .child_ctx = &s,
-			       .die_with_parent = die_with_us, .parent = getpid()};
+			       .die_with_parent = die_with_us, .parent = getpid(),
+			       .exec_path = exec_path(passt)};
 	pid_t pid = -1;
 	if (die_with_us) {
 		TRY(kis_spawn_start(&sp, nul, nul, &pid, err));
@@ -705,12 +780,9 @@ int kis_egress_start_for(struct kis_egress *eg, const struct kis_net_dest *allow
 	eg->uid = helper_uid;
 	if (helper_uid == 0)
 		return kis_error_set(err, KIS_E_INTERNAL, 0, "egress: the helper may not run as root");
-	struct nft_job job = {.pid = 0, .errfd = -1};
 	bool ok = make_netns(eg, err) >= 0 &&
-		  policy_start(eg, allow, n_allow, allow_set, vm, &job, err) >= 0 &&
+		  policy_start(eg, allow, n_allow, allow_set, vm, err) >= 0 &&
 		  start_pasta(eg, die_with_us, err) >= 0;
-	if (policy_wait(&job, ok, err) < 0)
-		ok = false;
 	if (!ok || (wait && kis_egress_ready(eg, err) < 0)) {
 		kis_egress_stop(eg);
 		return -1;
@@ -732,6 +804,7 @@ static void reap_one(pid_t *pid, int pidfd)
 
 void kis_egress_stop(struct kis_egress *eg)
 {
+	policy_wait(eg, false, NULL);
 	kis_egress_kill(eg);
 	reap_one(&eg->vm_pid, eg->vm_pidfd);
 	reap_one(&eg->pid, eg->pidfd);
@@ -747,6 +820,7 @@ void kis_egress_stop(struct kis_egress *eg)
 
 void kis_egress_release(struct kis_egress *eg)
 {
+	policy_wait(eg, false, NULL); /* done already: a session waited in start */
 	kis_closep(&eg->vm_pidfd);
 	kis_closep(&eg->pidfd);
 	kis_closep(&eg->netns_fd);

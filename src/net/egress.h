@@ -25,9 +25,14 @@
  *     namespace S; the engine keeps both open by descriptor;
  *  2. the engine (root, an ancestor of S's owner) loads the address policy
  *     into S with `nft -f` run inside S: an output chain with policy drop
- *     and an input chain that takes only replies. The sandbox never holds
- *     a capability over S's user namespace, so it cannot change them;
- *  3. pasta (Debian `passt`) is started as H, in a private mount namespace
+ *     and an input chain that takes only replies, while the next steps
+ *     run (kis_egress_ready waits for it before the command may run).
+ *     The sandbox never holds a capability over S's user namespace, so
+ *     it cannot change them;
+ *  3. pasta's tap is made in S, persistent, owned by H, and S's TCP set
+ *     to a small send buffer and a loss-based congestion control (so it
+ *     does not overrun pasta); then pasta (Debian `passt`) is
+ *     started as H, in a private mount namespace
  *     where /dev/net/tun is a node of its own (the host's is root's 0600
  *     here and is not touched), with no_new_privs and, for a one-shot run,
  *     PR_SET_PDEATHSIG; it joins S through the user namespace H owns,
@@ -81,15 +86,19 @@ struct kis_egress {
 	int err_fd;    /* pasta's stderr (a memfd) until then, or -1 */
 	pid_t vm_pid;  /* a microvm's passt (kis_egress_attach_vm), or 0 */
 	int vm_pidfd;  /* its pidfd, or -1 */
+	pid_t nft_pid; /* nft loading the policy into S, until kis_egress_ready, or 0 */
+	int nft_errfd; /* its stderr (a memfd) until then, or -1 */
 };
 
 #define KIS_EGRESS_INIT                                                                      \
 	{.netns_fd = -1, .userns_fd = -1, .pidfd = -1, .pid = 0, .uid = 0, .ready_fd = -1,  \
-	 .err_fd = -1, .vm_pid = 0, .vm_pidfd = -1}
+	 .err_fd = -1, .vm_pid = 0, .vm_pidfd = -1, .nft_pid = 0, .nft_errfd = -1}
 
-/* Make S, load the policy, start pasta; with wait, also wait until it is
- * ready (else kis_egress_ready before the command may use the network:
- * pasta's ~100 ms of setup then overlaps the sandbox's own). helper_uid
+/* Make S, start loading the policy, start pasta; with wait, also wait
+ * until both are done (else kis_egress_ready before anything of the
+ * sandbox's own runs, before the EXEC: nft's and pasta's setup then
+ * overlap the runtime's start, which neither needs; the runtime and the
+ * agent in S send nothing). helper_uid
  * is H: an unprivileged host id that nothing else runs as. die_with_us:
  * pasta gets PR_SET_PDEATHSIG (a one-shot run); a session's pasta outlives
  * the engine and is ended by kis_egress_kill_pid (session destroy). */
@@ -107,7 +116,9 @@ KIS_HIDDEN int kis_egress_start_for(struct kis_egress *eg, const struct kis_net_
  * itself when QEMU's end closes. */
 KIS_HIDDEN int kis_egress_attach_vm(struct kis_egress *eg, int sock, bool die_with_us,
 				    struct kis_error **err);
-/* Wait (bounded) until pasta has configured S; 0 at once when it did. */
+/* Wait until the policy is loaded in S (an error if nft failed) and
+ * (bounded) until pasta has configured S; 0 at once when both are done.
+ * No command of the sandbox may run before it returned 0. */
 KIS_HIDDEN int kis_egress_ready(struct kis_egress *eg, struct kis_error **err);
 /* SIGKILL pasta now (its teardown overlaps ours); kis_egress_stop reaps. */
 KIS_HIDDEN void kis_egress_kill(struct kis_egress *eg);

@@ -410,6 +410,63 @@ def test_helper_dies_with_a_killed_engine(net, tier):
     net.kis("gc")
 
 
+def descendants(pid):
+    """pid's descendants now, from /proc's parent links."""
+    kids = {}
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                ppid = int(Path(f"/proc/{d}/stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            kids.setdefault(ppid, []).append(int(d))
+    out, todo = set(), [pid]
+    while todo:
+        for k in kids.get(todo.pop(), []):
+            out.add(k)
+            todo.append(k)
+    return out
+
+
+def test_helper_of_a_run_is_counted_in_the_sandboxs_cgroup(net, tier):
+    """A one-shot run's pasta ends up in the cgroup of the command it
+    carries (every hierarchy), so the sandbox's pids and memory limits
+    cover it. On oci crun makes that cgroup after pasta started."""
+    cg = lambda p: Path(f"/proc/{p}/cgroup").read_text()
+    p = subprocess.Popen(net.kis_argv("run", *tier, "--net", "egress", "--", "/bin/sleep", "6"),
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        seen = None
+        for _ in range(500):
+            mine = descendants(p.pid)
+            pasta = [q for q in mine & pastas()
+                     if Path(f"/proc/{q}/stat").read_text().split(")")[1].split()[1] == str(p.pid)]
+            cmd = []
+            for q in mine:
+                try:
+                    if Path(f"/proc/{q}/cmdline").read_bytes() == b"/bin/sleep\x006\x00":
+                        cmd.append(q)
+                except OSError:
+                    pass
+            if pasta and cmd:
+                try:
+                    seen = (cg(pasta[0]), cg(cmd[0]))
+                except OSError:
+                    seen = None
+                if seen and seen[0] == seen[1]:
+                    break
+            time.sleep(0.02)
+        assert seen, "no pasta and command of this run seen"
+        assert seen[0] == seen[1], seen
+    finally:
+        try:
+            p.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+    assert p.returncode == 0, p.stderr.read()
+
+
 def test_session_keeps_its_network_and_destroy_ends_the_helper(net, tier, store):
     c = net.kis("create", *tier, "--net", "egress")
     assert c.returncode == 0, c.stderr
@@ -418,7 +475,7 @@ def test_session_keeps_its_network_and_destroy_ends_the_helper(net, tier, store)
         saved = (store / "sessions" / sid / "egress").read_text().split()
         pid = int(saved[0])
         assert os.path.exists(f"/proc/{pid}")
-        if "bubblewrap" in tier:
+        if "bubblewrap" in tier or "container" in tier:
             # pasta is counted in the sandbox's cgroup, beside its agent
             meta = json.loads((store / "sessions" / sid / "session.json").read_text())
             cg = lambda p: Path(f"/proc/{p}/cgroup").read_text()

@@ -167,26 +167,98 @@ def test_host_device_inode_is_not_changed(env, backend):
         not_escaped(p)
 
 
-def test_bubblewrap_maps_root_to_an_unprivileged_range(env):
-    require("bubblewrap")
-    p = run(env, "bubblewrap", "cat", "/proc/self/uid_map", "/proc/self/gid_map")
+@pytest.mark.parametrize("backend", ["bubblewrap", "oci"])
+def test_root_is_mapped_to_an_unprivileged_range(env, backend):
+    require(backend)
+    p = run(env, backend, "cat", "/proc/self/uid_map", "/proc/self/gid_map")
     assert p.returncode == 0, p.stderr
     for line in p.stdout.splitlines():
         inside, outside, count = (int(x) for x in line.split())
         assert inside == 0 and outside >= 524288 and count == 65536, line
     # the workspace is still the sandbox root's own, and a file written
     # there is root's again on the host
-    p = run(env, "bubblewrap", "sh", "-c", "stat -c %u:%g /workspace; touch /workspace/new; "
+    p = run(env, backend, "sh", "-c", "stat -c %u:%g /workspace; touch /workspace/new; "
             "stat -c %u /workspace/new", flags=("--keep",))
     assert p.returncode == 0, p.stderr
     assert p.stdout.split() == ["0:0", "0"], p.stdout
 
 
-def test_bubblewrap_workspace_write_reaches_the_host_as_root(env):
-    require("bubblewrap")
+@pytest.fixture
+def root_secret(env):
+    """A file of the host's root, mode 0600, where root: host shows the
+    host's system view (/opt is one of its directories, sysview.c), in a
+    directory of the test's own that is removed afterwards."""
+    if not Path("/opt").is_dir() or Path("/opt").is_symlink():
+        pytest.skip("no /opt directory to place the host's file in the system view")
+    d = Path(tempfile.mkdtemp(prefix="kis-esc-", dir="/opt"))
+    try:
+        os.chmod(d, 0o755)
+        f = d / "secret"
+        f.write_text("host-root-secret\n")
+        os.chown(f, 0, 0)
+        os.chmod(f, 0o600)
+        yield f
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.mark.parametrize("backend", ["bubblewrap", "oci"])
+def test_host_root_0600_file_is_not_the_sandbox_roots(env, root_secret, backend):
+    """Root inside is not root outside (issue 17): the sandbox's root,
+    with the engine as root, reads no file the host's root keeps to
+    itself. Before, the container's root was host uid 0 without
+    capabilities, which DAC lets read a 0600 file root owns."""
+    require(backend)
+    p = run(env, backend, "sh", "-c", f"id -u; ./read_outside {root_secret}")
+    assert p.stdout.startswith("0\n"), p.stdout + p.stderr  # root inside
+    assert "host-root-secret" not in p.stdout
+    not_escaped(p)
+    assert p.returncode == STOPPED, p.stdout + p.stderr
+    # control: the same file readable by all is read by the same probe
+    # there, so only its owner and mode stopped it
+    os.chmod(root_secret, 0o644)
+    p = run(env, backend, "./read_outside", str(root_secret))
+    assert p.returncode == ESCAPED, p.stdout + p.stderr
+
+
+@pytest.mark.parametrize("backend", ["bubblewrap", "oci"])
+def test_sandbox_processes_run_as_a_nonzero_host_uid(env, backend):
+    require(backend)
+    s = kis(env, "create", "--backend", backend, "--base", env["base"]).stdout.strip()
+    assert s.startswith("s-"), s
+    try:
+        p = kis(env, "exec", s, "--", "id", "-u")
+        rows = json.loads(kis(env, "session", "list", "--json").stdout)
+        pid = [r for r in rows if r["id"] == s][0]["agent_pid"]
+        assert p.returncode == 0 and p.stdout == "0\n", p.stdout + p.stderr
+        # the session's init (the agent, PID 1 inside) and every process
+        # of its pid namespace, as the host sees them in /proc/PID/status
+        ns = os.readlink(f"/proc/{pid}/ns/pid")
+        seen = []
+        for d in Path("/proc").iterdir():
+            if not d.name.isdigit():
+                continue
+            try:
+                if os.readlink(d / "ns/pid") != ns:
+                    continue
+                status = (d / "status").read_text()
+            except OSError:
+                continue
+            ids = {l.split(":")[0]: l.split()[1:] for l in status.splitlines()
+                   if l.startswith(("Uid:", "Gid:"))}
+            assert all(int(x) >= 524288 for x in ids["Uid"] + ids["Gid"]), (d.name, ids)
+            seen.append(int(d.name))
+        assert pid in seen, f"the session's init {pid} was not found"
+    finally:
+        kis(env, "session", "destroy", s)
+
+
+@pytest.mark.parametrize("backend", ["bubblewrap", "oci"])
+def test_workspace_write_reaches_the_host_as_root(env, backend):
+    require(backend)
     w = kis(env, "clone", env["base"]).stdout.strip()
     try:
-        p = kis(env, "run", "--backend", "bubblewrap", "--workspace", w, "--", "sh", "-c",
+        p = kis(env, "run", "--backend", backend, "--workspace", w, "--", "sh", "-c",
                 "echo hi > /workspace/made && mkdir /workspace/dir")
         assert p.returncode == 0, p.stderr
         path = Path(kis(env, "workspace", "path", w).stdout.strip())

@@ -238,6 +238,87 @@ def test_session_as_an_ordinary_user(user, world, name, flags):
     assert sid not in as_user(user, "session", "list", "--json").stdout
 
 
+# ---- a subordinate id range, where the user has one
+
+
+def _subids(name, path):
+    try:
+        return [l.strip() for l in Path(path).read_text().splitlines()
+                if l.startswith(name + ":")]
+    except FileNotFoundError:
+        return []
+
+
+def _session_maps(user, sid):
+    rows = json.loads(as_user(user, "session", "list", "--json").stdout)
+    pid = [r for r in rows if r["id"] == sid][0]["agent_pid"]
+    return (Path(f"/proc/{pid}/uid_map").read_text().split(),
+            Path(f"/proc/{pid}/gid_map").read_text().split())
+
+
+def test_subuid_range_is_mapped_through_newuidmap(user, world):
+    """With a range in /etc/subuid and /etc/subgid (useradd gives the fresh
+    user one on Debian; else the test adds one and takes it back), crun's
+    namespace maps the caller as 0 and the range after it, written by
+    newuidmap and newgidmap. Without one (the control), the caller alone."""
+    require(user, "oci")
+    if not (shutil.which("newuidmap") and shutil.which("newgidmap") and
+            shutil.which("usermod")):
+        pytest.skip("newuidmap, newgidmap (uidmap) or usermod (passwd) missing")
+    name = user["name"]
+    had = _subids(name, "/etc/subuid"), _subids(name, "/etc/subgid")
+    added = None
+    try:
+        if not had[0] or not had[1]:
+            # a free block above the others (subuid(5)), this user's only
+            used = [int(l.split(":")[1]) + int(l.split(":")[2]) for f in
+                    ("/etc/subuid", "/etc/subgid") if Path(f).exists()
+                    for l in Path(f).read_text().splitlines() if l.count(":") == 2]
+            first = max(used + [200000]) + 65536
+            added = f"{first}-{first + 65535}"
+            subprocess.run(["usermod", "--add-subuids", added, "--add-subgids", added, name],
+                           check=True, capture_output=True)
+        uid_line = _subids(name, "/etc/subuid")[0].split(":")
+        gid_line = _subids(name, "/etc/subgid")[0].split(":")
+        s = as_user(user, "create", "--backend", "oci", "--base", world["base"])
+        assert s.returncode == 0, s.stderr
+        sid = s.stdout.strip()
+        try:
+            um, gm = _session_maps(user, sid)
+            n = str(min(int(uid_line[2]), int(gid_line[2]), 65536))
+            assert um == ["0", str(user["uid"]), "1", "1", uid_line[1], n], um
+            assert gm == ["0", str(user["gid"]), "1", "1", gid_line[1], n], gm
+            p = as_user(user, "exec", sid, "--", "sh", "-c", "id -u; cat /proc/self/uid_map")
+            assert p.returncode == 0 and p.stdout.split()[:4] == ["0", "0", "0", "1"], p.stdout
+        finally:
+            d = as_user(user, "session", "destroy", sid)
+        assert d.returncode == 0, d.stderr
+        # the control: the range taken away, the caller's one id again
+        for f, opt in (("/etc/subuid", "--del-subuids"), ("/etc/subgid", "--del-subgids")):
+            for l in _subids(name, f):
+                a, c = int(l.split(":")[1]), int(l.split(":")[2])
+                subprocess.run(["usermod", opt, f"{a}-{a + c - 1}", name], check=True,
+                               capture_output=True)
+        s = as_user(user, "create", "--backend", "oci", "--base", world["base"])
+        assert s.returncode == 0, s.stderr
+        sid = s.stdout.strip()
+        try:
+            um, gm = _session_maps(user, sid)
+            assert um == ["0", str(user["uid"]), "1"] and gm == ["0", str(user["gid"]), "1"], um
+        finally:
+            as_user(user, "session", "destroy", sid)
+    finally:
+        # the user's ranges as they were (removed with the user anyway)
+        for f, opt in (("/etc/subuid", "--del-subuids"), ("/etc/subgid", "--del-subgids")):
+            for l in _subids(name, f):
+                a, c = int(l.split(":")[1]), int(l.split(":")[2])
+                subprocess.run(["usermod", opt, f"{a}-{a + c - 1}", name], capture_output=True)
+        for lines, opt in ((had[0], "--add-subuids"), (had[1], "--add-subgids")):
+            for l in lines:
+                a, c = int(l.split(":")[1]), int(l.split(":")[2])
+                subprocess.run(["usermod", opt, f"{a}-{a + c - 1}", name], capture_output=True)
+
+
 # ---- the break-out probes, inside bubblewrap and landlock
 
 
@@ -454,23 +535,100 @@ def test_engine_as_root_refuses_a_store_the_user_owns(user, tmp_path):
     assert not (inner / "workspaces").exists()
 
 
-def test_microvm_for_an_ordinary_user_is_refused_by_name(user):
-    """With a guest it can read, the user's microvm tier is absent for the
-    jail (which needs root here), and says what to do; never a VM unjailed."""
-    guest = Path(os.environ.get("KIS_MICROVM_GUEST_DIR", ROOT / "build" / "microvm-guest"))
-    if not (guest / "vmlinuz").exists():
-        guest = Path("/work/main/build/microvm-guest")  # a shared build's guest
-    if not (guest / "vmlinuz").exists():
-        pytest.skip("no guest kernel built (make microvm-guest)")
-    e = dict(user["env"], KIS_MICROVM_GUEST_DIR=str(guest))
-    cmd = ["setpriv", f"--reuid={user['uid']}", f"--regid={user['gid']}", "--clear-groups", "--",
-           str(KIS), "sandbox"]
-    readable = subprocess.run(cmd[:5] + ["test", "-r", str(guest / "vmlinuz")], env=e)
-    if readable.returncode != 0:
-        pytest.skip(f"the guest in {guest} is not readable by an ordinary user")
-    p = subprocess.run(cmd + ["backends", "--json"], env=e, capture_output=True, text=True)
-    m = [r for r in json.loads(p.stdout) if r["backend"] == "microvm"][0]
-    assert not m["available"] and "jail" in m["why_absent"] and "root" in m["why_absent"], m
-    r = subprocess.run(cmd + ["run", "--tier", "microvm", "--", "true"], env=e,
-                       capture_output=True, text=True, timeout=60)
-    assert r.returncode == 125 and r.stderr.startswith("tier_unavailable"), r.stderr
+@pytest.fixture(scope="module")
+def installed(user):
+    """`make install DESTDIR=...` into a directory the user may read: the
+    guest then sits in the system location, where an installed `kis`
+    finds it for every store (the newcomer's path, issue 19)."""
+    dest = Path(tempfile.mkdtemp(prefix="kis-rl-install-", dir="/tmp"))
+    try:
+        os.chmod(dest, 0o755)
+        subprocess.run(["make", "-s", "install", f"DESTDIR={dest}"], cwd=ROOT, check=True,
+                       capture_output=True)
+        prefix = dest / "usr" / "local"
+        if not (prefix / "lib/kis/guest/vmlinuz").exists():
+            pytest.skip("make install could not fetch the guest kernel (Debian's archive)")
+        yield prefix
+    finally:
+        shutil.rmtree(dest, ignore_errors=True)
+
+
+def as_user_installed(u, prefix, *args, timeout=300):
+    """The installed `kis sandbox ARGS` as the user, with no guest named:
+    it finds the system location by itself."""
+    e = {k: v for k, v in u["env"].items() if k != "KIS_MICROVM_GUEST_DIR"}
+    cmd = ["setpriv", f"--reuid={u['uid']}", f"--regid={u['gid']}", "--clear-groups", "--",
+           str(prefix / "bin" / "kis"), "sandbox", *args]
+    return subprocess.run(cmd, env=e, cwd=str(u["top"]), capture_output=True, text=True,
+                          timeout=timeout, stdin=subprocess.DEVNULL)
+
+
+def _qemus_of(uid):
+    out = []
+    for pid in _pids_of(uid):
+        try:
+            if Path(f"/proc/{pid}/comm").read_text().strip().startswith("qemu-system"):
+                out.append(pid)
+        except OSError:
+            pass
+    return out
+
+
+def test_microvm_run_and_session_as_an_ordinary_user(user, installed):
+    """The microvm for an ordinary user: the guest from the system
+    location, the snapshot in the user's store, QEMU jailed in a user
+    namespace of the user's own: its uid is the user's, it has no
+    capability, no_new_privs and seccomp are on."""
+    st = json.loads(as_user_installed(user, installed, "guest", "status", "--json").stdout)
+    assert st["source"] == "system", st
+    assert st["cache"].startswith(str(user["top"] / "store")), st
+    rows = json.loads(as_user_installed(user, installed, "backends", "--json").stdout)
+    m = [r for r in rows if r["backend"] == "microvm"][0]
+    assert m["available"], m
+    # what confines the VMM here, said: no cgroup, rlimits instead
+    assert "user namespace" in m["vmm_jail"] and "no cgroup" in m["vmm_jail"], m
+    assert "egress" not in m["network"], m
+    p = as_user_installed(user, installed, "run", "--json", "--tier", "microvm", "--", "sh",
+                          "-c", "echo hi from the guest; id -u")
+    assert p.returncode == 0, p.stderr
+    d = json.loads(p.stdout)
+    assert d["backend"] == "microvm" and d["termination"]["reason"] == "exited", d
+    # the guest's own sandbox user (65536), nothing of the host's
+    assert d["stdout"] == "hi from the guest\n65536\n", d
+    # the snapshot the run made is the user's store's, not the system's
+    cache = Path(st["cache"])
+    assert list(cache.glob("snap-*.vmstate")), sorted(os.listdir(cache))
+    assert not [f for f in (installed / "lib/kis/guest").iterdir() if f.name.startswith("snap-")]
+    s = as_user_installed(user, installed, "create", "--tier", "microvm")
+    assert s.returncode == 0, s.stderr
+    sid = s.stdout.strip()
+    try:
+        p = as_user_installed(user, installed, "exec", sid, "--", "sh", "-c",
+                              "echo kept > /tmp/state")
+        assert p.returncode == 0, p.stderr
+        p = as_user_installed(user, installed, "exec", sid, "--", "cat", "/tmp/state")
+        assert p.returncode == 0 and p.stdout == "kept\n", p.stdout + p.stderr
+        qemus = _qemus_of(user["uid"])
+        assert qemus, "no QEMU of the user's runs the session"
+        for q in qemus:
+            status = dict(l.split(":", 1) for l in
+                          Path(f"/proc/{q}/status").read_text().splitlines() if ":" in l)
+            assert status["Uid"].split() == [str(user["uid"])] * 4, status["Uid"]
+            assert status["Gid"].split() == [str(user["gid"])] * 4, status["Gid"]
+            assert int(status["CapEff"], 16) == 0 and int(status["CapBnd"], 16) == 0, status
+            assert status["NoNewPrivs"].strip() == "1" and status["Seccomp"].strip() == "2"
+            # its own user namespace, where only the user's uid is mapped
+            assert os.readlink(f"/proc/{q}/ns/user") != os.readlink("/proc/self/ns/user")
+            assert Path(f"/proc/{q}/uid_map").read_text().split() == [str(user["uid"])] * 2 + ["1"]
+            # and a root of its own files only
+            assert not os.path.exists(f"/proc/{q}/root/etc/passwd")
+    finally:
+        d = as_user_installed(user, installed, "session", "destroy", sid)
+    assert d.returncode == 0, d.stderr
+    for _ in range(100):
+        if not _qemus_of(user["uid"]):
+            break
+        time.sleep(0.05)
+    left = [q for q in _qemus_of(user["uid"])
+            if Path(f"/proc/{q}/stat").read_text().split()[2] != "Z"]
+    assert left == [], left

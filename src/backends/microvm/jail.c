@@ -1,7 +1,22 @@
 /* SPDX-License-Identifier: MIT */
 /* The VMM's jail, after Firecracker's jailer: QEMU (or a stand-in) runs as a
  * per-VM unprivileged uid, without capabilities, in new namespaces, on a root
- * holding only its files, under seccomp, in a cgroup, with rlimits. */
+ * holding only its files, under seccomp, in a cgroup, with rlimits.
+ *
+ * For an ordinary user (issue 17) the same jail is built inside a user
+ * namespace the user owns: clone(2) with CLONE_NEWUSER beside the mount,
+ * pid, ipc, uts and network namespaces, which are then that namespace's
+ * (user_namespaces(7): the creator has every capability in it, none in the
+ * initial one). The child maps the user's own uid and gid onto themselves,
+ * one id each (setgroups denied first, as an unprivileged map requires), so
+ * QEMU runs as the user's uid, a stranger to every other; it mounts its
+ * root, pivots, drops every capability (bounding set included), sets
+ * no_new_privs and seccomp as the root-made jail does. What it cannot have
+ * is the cgroup: without a delegated subtree the user may write none, so
+ * the VMM's memory is bounded by RLIMIT_AS (guest RAM plus the overhead the
+ * cgroup would have allowed, plus TCG's code buffer) and its tasks by
+ * RLIMIT_NPROC, counted per user namespace since Linux 5.14 (ucounts), so
+ * it bounds the VM's own tasks, not the user's. */
 #include "core/util.h"
 #include "core/record.h"
 
@@ -162,16 +177,33 @@ static int jail_cgroup_name(char *buf, size_t n)
 	return snprintf(buf, n, "mvm-%d-%u", (int)getpid(), ++seq);
 }
 
+static long read_sysctl(const char *path, long dflt)
+{
+	_cleanup_fclose_ FILE *f = fopen(path, "re");
+	long v = dflt;
+	if (f && fscanf(f, "%ld", &v) != 1)
+		v = dflt;
+	return v;
+}
+
+bool kis_mvm_jail_rootless(void)
+{
+	return geteuid() != 0;
+}
+
 bool kis_mvm_jail_possible(char *why, size_t n)
 {
-	if (geteuid() != 0) {
-		/* issue 17: a rootless jail would be a user namespace of its own
-		 * plus a delegated cgroup v2 subtree to cap QEMU's memory and
-		 * pids; not built, so no VM runs with less than the jail */
-		snprintf(why, n, "the VMM's jail needs an engine running as root (a per-VM uid, "
-			 "namespaces, pivot_root, a memory and pids cgroup); an ordinary user "
-			 "has no rootless jail yet: run the engine as root");
-		return false;
+	if (kis_mvm_jail_rootless()) {
+		/* the jail in a user namespace of the user's own: the host must
+		 * let an ordinary user make one */
+		if (read_sysctl("/proc/sys/user/max_user_namespaces", 1) == 0 ||
+		    read_sysctl("/proc/sys/kernel/unprivileged_userns_clone", 1) == 0) {
+			snprintf(why, n, "the VMM's jail for an ordinary user is a user namespace of "
+				 "its own, and unprivileged user namespaces are off here "
+				 "(user.max_user_namespaces, kernel.unprivileged_userns_clone)");
+			return false;
+		}
+		return true;
 	}
 	char cw[200] = "";
 	unsigned have = kis_cgroup_probe(cw, sizeof(cw));
@@ -187,10 +219,15 @@ int kis_mvm_jail_prepare(struct kis_mvm_jail *j, const struct kis_mvm_jail_cfg *
 {
 	memset(j, 0, sizeof(*j));
 	j->seccomp_fd = -1;
-	if (geteuid() != 0)
-		return kis_error_set(err, KIS_E_TIER_UNAVAILABLE, 0,
-				     "microvm: the VMM's jail needs an engine running as root "
-				     "(a uid switch, namespaces, pivot_root and a cgroup)");
+	j->rootless = kis_mvm_jail_rootless();
+	if (j->rootless) {
+		/* no cgroup is the user's to write: rlimits instead (top of file) */
+		j->host_uid = getuid();
+		j->host_gid = getgid();
+		j->as_bytes = (((uint64_t)c->mem_mib + KIS_MVM_VMM_OVERHEAD_MIB + KIS_MVM_TB_MIB) << 20) +
+			      KIS_MVM_VMM_AS_SLACK;
+		goto files;
+	}
 	char name[64];
 	jail_cgroup_name(name, sizeof(name));
 	struct kis_cgroup_limits lim = {
@@ -212,6 +249,7 @@ int kis_mvm_jail_prepare(struct kis_mvm_jail *j, const struct kis_mvm_jail_cfg *
 		return kis_error_set(err, KIS_E_TIER_UNAVAILABLE, 0,
 				     "microvm: no memory and pids cgroups for the VMM's jail");
 	}
+files:
 	if (vmm_files(j, c) < 0) {
 		kis_mvm_jail_release(j);
 		return kis_error_set(err, KIS_E_INTERNAL, errno ? errno : ENOMEM,
@@ -258,6 +296,30 @@ static void __attribute__((noreturn)) child_fail(int fd, const char *what)
 	if (k > 0)
 		(void)!write(fd, msg, (size_t)k < sizeof(msg) ? (size_t)k : sizeof(msg) - 1);
 	_exit(126);
+}
+
+/* /proc/self/NAME := text, in the child (raw calls, no allocation). */
+static int write_self(const char *name, const char *text)
+{
+	char path[48];
+	snprintf(path, sizeof(path), "/proc/self/%s", name);
+	int fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	size_t n = strlen(text);
+	ssize_t w = write(fd, text, n);
+	int e = errno;
+	close(fd);
+	errno = e;
+	return w == (ssize_t)n ? 0 : -1;
+}
+
+/* "ID ID 1": the id is itself inside, and the only one mapped. */
+static int write_id_map(const char *name, unsigned id)
+{
+	char map[48];
+	snprintf(map, sizeof(map), "%u %u 1\n", id, id);
+	return write_self(name, map);
 }
 
 /* An empty file (or directory) at `at` inside the new root, then src bound
@@ -310,6 +372,13 @@ static void __attribute__((noreturn)) jail_child(const struct kis_mvm_jail *j,
 	if (RETRY_EINTR(read(go_fd, &uid, sizeof(uid))) != (ssize_t)sizeof(uid) || uid == 0)
 		_exit(125);
 	close(go_fd);
+	/* rootless: our user namespace maps the user's own ids onto
+	 * themselves, written by us (user_namespaces(7): one line, the
+	 * writer's own euid; gid_map only once setgroups is denied) */
+	if (j->rootless && (write_self("setgroups", "deny") < 0 ||
+			    write_id_map("uid_map", j->host_uid) < 0 ||
+			    write_id_map("gid_map", j->host_gid) < 0))
+		child_fail(report_fd, "cannot map the user's ids in the VMM's user namespace");
 	/* no transparent huge pages for the guest's RAM: QEMU asks for them
 	 * (MADV_HUGEPAGE), and a restored guest's scattered pages would each
 	 * fault in 2 MiB, the whole RAM resident for a guest using a tenth */
@@ -423,13 +492,20 @@ static void __attribute__((noreturn)) jail_child(const struct kis_mvm_jail *j,
 		if (setrlimit(rl[i].res, &l) < 0)
 			child_fail(report_fd, "setrlimit");
 	}
+	/* rootless: the address space in place of the memory cgroup */
+	struct rlimit as = {j->as_bytes, j->as_bytes};
+	if (j->rootless && setrlimit(RLIMIT_AS, &as) < 0)
+		child_fail(report_fd, "setrlimit(RLIMIT_AS)");
 	int keep[KIS_MVM_MAX_FDS + 1];
 	size_t nk = 0;
 	for (int i = 0; i < c->nfds; i++)
 		keep[nk++] = 3 + i;
 	keep[nk++] = report_fd;
+	/* rootless: already the user's uid, the only one mapped; the
+	 * capabilities the namespace gave us go all the same (bounding set,
+	 * permitted, effective, ambient; securebits locked) */
 	struct kis_harden_opts ho = {.limits = NULL, .keep_fds = keep, .n_keep = nk,
-				     .set_user = true, .uid = uid, .gid = uid};
+				     .set_user = !j->rootless, .uid = uid, .gid = uid};
 	struct kis_error *e = NULL;
 	if (kis_harden_self(&ho, &e) < 0) {
 		errno = e ? e->sys_errno : 0;
@@ -475,9 +551,10 @@ static pid_t jail_launch(const struct kis_mvm_jail *j, const struct kis_mvm_jail
 	/* a raw clone with namespace flags and no stack: a fork whose child
 	 * is pid 1 of a new pid namespace with its own mount, ipc, uts and
 	 * (empty) network namespaces */
-	long p = syscall(SYS_clone, (unsigned long)(CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC |
-						    CLONE_NEWUTS | CLONE_NEWNET | SIGCHLD),
-			 NULL, NULL, NULL, 0);
+	unsigned long ns = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWNET;
+	if (j->rootless)
+		ns |= CLONE_NEWUSER; /* the others are then this namespace's */
+	long p = syscall(SYS_clone, ns | SIGCHLD, NULL, NULL, NULL, 0);
 	if (p == 0) {
 		close(go[1]);
 		close(rep[0]);
@@ -493,8 +570,8 @@ static pid_t jail_launch(const struct kis_mvm_jail *j, const struct kis_mvm_jail
 	}
 	pid_t pid = (pid_t)p;
 	struct kis_error *e = NULL;
-	uint32_t uid = KIS_MVM_UID_BASE + (uint32_t)pid;
-	if (kis_cgroup_attach(j->cg, pid, &e) < 0) {
+	uint32_t uid = j->rootless ? (uint32_t)j->host_uid : KIS_MVM_UID_BASE + (uint32_t)pid;
+	if (j->cg && kis_cgroup_attach(j->cg, pid, &e) < 0) {
 		snprintf(why, n, "%s", e ? e->message : "cgroup");
 		kis_error_free(e);
 		uid = 0; /* the child exits */
@@ -571,6 +648,8 @@ int kis_mvm_jail_spawn(const struct kis_mvm_jail *j, const struct kis_mvm_jail_c
 
 int kis_mvm_cgroup_save(const char *dir, const struct kis_cgroup *cg, struct kis_error **err)
 {
+	if (!cg)
+		return 0; /* rootless: no cgroup (kis_mvm_jail_rootless) */
 	_cleanup_close_ int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	_cleanup_close_ int fd = dfd < 0 ? -1 :
 		openat(dfd, "vmm.cgroup", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);

@@ -59,6 +59,15 @@ static void microvm_probe(const struct kis_ctx *ctx, struct kis_caps *c)
 	if (!kis_mvm_jail_possible(c->why_absent, sizeof(c->why_absent)))
 		return;
 	c->present = true;
+	/* the profile's limits are the guest's (its RAM, the agent's limits
+	 * inside): the same either way; the VMM's own bounds differ */
+	snprintf(c->jail, sizeof(c->jail), "%s",
+		 kis_mvm_jail_rootless()
+			 ? "the user's uid in a user namespace of its own, new mount/pid/ipc/uts/net "
+			   "namespaces, pivot_root, no capabilities, seccomp; no cgroup (none "
+			   "delegated): memory by RLIMIT_AS, tasks by RLIMIT_NPROC"
+			 : "a per-VM uid, new mount/pid/ipc/uts/net namespaces, pivot_root, no "
+			   "capabilities, seccomp, a memory and pids cgroup");
 	c->seccomp = true; /* the VMM's: QEMU's -sandbox over the project's policy */
 	c->shell = true;
 	c->native = true;

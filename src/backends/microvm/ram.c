@@ -38,7 +38,15 @@ static bool same_inode(int fd, dev_t dev, ino_t ino, off_t size)
 	       st.st_size == size && seals >= 0 && (seals & SEALS) == SEALS;
 }
 
-/* A live VMM (uid in our range) holding the memfd dev:ino. */
+/* A live VMM (uid in our range; rootless, the user's own uid: its jail
+ * maps that uid onto itself, jail.c) holding the memfd dev:ino. */
+static bool vmm_uid(uid_t u)
+{
+	if (kis_mvm_jail_rootless())
+		return u == geteuid();
+	return u >= KIS_MVM_UID_BASE && u - KIS_MVM_UID_BASE < (1u << 22);
+}
+
 static int find_live(dev_t dev, ino_t ino, off_t size)
 {
 	DIR *d = opendir("/proc");
@@ -48,8 +56,7 @@ static int find_live(dev_t dev, ino_t ino, off_t size)
 		if (e->d_name[0] < '1' || e->d_name[0] > '9')
 			continue;
 		struct stat ps;
-		if (fstatat(dirfd(d), e->d_name, &ps, 0) < 0 || ps.st_uid < KIS_MVM_UID_BASE ||
-		    ps.st_uid - KIS_MVM_UID_BASE >= (1u << 22))
+		if (fstatat(dirfd(d), e->d_name, &ps, 0) < 0 || !vmm_uid(ps.st_uid))
 			continue;
 		char fdp[300];
 		snprintf(fdp, sizeof(fdp), "%.32s/fd", e->d_name);

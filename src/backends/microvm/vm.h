@@ -102,10 +102,21 @@ struct kis_mvm_cfg {
 #define KIS_MVM_MAX_FDS 32
 #define KIS_MVM_TB_MIB 128u            /* -accel tcg,tb-size */
 
+/* Rootless (no cgroup): RLIMIT_AS of the VMM is guest RAM, the overhead
+ * above and the TCG buffer, plus this for QEMU's thread stacks, libraries
+ * and glib's arenas, which are address space but mostly never touched. */
+#define KIS_MVM_VMM_AS_SLACK (2048ull << 20)
+
 struct kis_cgroup;
 struct kis_mvm_jail {
-	struct kis_cgroup *cg;
+	struct kis_cgroup *cg;    /* NULL rootless */
 	int seccomp_fd;
+	/* an ordinary user's engine: the jail in a user namespace of its own,
+	 * the user's ids mapped onto themselves, rlimits for the cgroup */
+	bool rootless;
+	uid_t host_uid;
+	gid_t host_gid;
+	uint64_t as_bytes;
 	/* the VMM's own files bound read-only at the same path in the jail:
 	 * its binary, its shared libraries and loader, QEMU's modules and
 	 * firmware; src[i] the host file (links resolved), dst[i] its path */
@@ -137,6 +148,9 @@ int kis_mvm_jail_prepare(struct kis_mvm_jail *j, const struct kis_mvm_jail_cfg *
 void kis_mvm_jail_release(struct kis_mvm_jail *j);
 /* Can this host make the jail (cheap: for probe)? why names what is missing. */
 bool kis_mvm_jail_possible(char *why, size_t n);
+/* The engine is an ordinary user: the jail is built in a user namespace
+ * of its own, without a cgroup (jail.c, top). */
+bool kis_mvm_jail_rootless(void);
 /* The VMM's cgroup, named in dir/vmm.cgroup: saved at the start, removed
  * (members killed) at the VM's end. */
 int kis_mvm_cgroup_save(const char *dir, const struct kis_cgroup *cg, struct kis_error **err);

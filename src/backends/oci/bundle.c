@@ -13,9 +13,11 @@
 #include "confine/sysview.h"
 
 /* What of the host root: host shows: src/confine/sysview.c, shared with the
- * other tiers. maskedPaths also covers the /etc secrets (the command is
- * uid 0 without capabilities, so DAC would let it read files root owns);
- * missing paths are skipped by the runtime. */
+ * other tiers. maskedPaths also covers the /etc secrets, as on bubblewrap:
+ * the sandbox's root is a host id of its own block (userns_path), so DAC
+ * already refuses it what root owns 0600, and the masks stay as a second
+ * wall (and the only one for a rootless engine's own files); missing paths
+ * are skipped by the runtime. */
 static json_t *strs(const char *const *v, size_t n);
 
 static json_t *masked_paths(void)
@@ -146,7 +148,12 @@ static json_t *build_namespaces(const struct kis_oci_spec *s)
 				 s->netns_path ? s->netns_path : "<the engine's network namespace>"));
 	else if (a && s->net != KIS_NET_HOST)
 		add(a, json_pack("{s:s}", "type", "network"));
-	if (a && s->user_ns)
+	/* the engine as root: the sandbox's own namespace, made and mapped
+	 * before crun starts (config-linux.md "namespaces": with a path the
+	 * runtime joins it and writes no mappings) */
+	if (a && s->userns_path)
+		add(a, json_pack("{s:s, s:s}", "type", "user", "path", s->userns_path));
+	else if (a && s->user_ns)
 		add(a, json_pack("{s:s}", "type", "user"));
 	return a;
 }
@@ -245,6 +252,16 @@ static json_t *seccomp_annotation(const struct kis_seccomp_opts *so, struct kis_
 	return a;
 }
 
+/* config-linux.md "User namespace mappings": 0 onto own, then range ids
+ * 1..range onto 1..range of crun's namespace (none when range is 0). */
+static json_t *id_mappings(json_int_t own, json_int_t range)
+{
+	json_t *a = json_pack("[{s:i, s:I, s:i}]", "containerID", 0, "hostID", own, "size", 1);
+	if (a && range > 0)
+		add(a, json_pack("{s:i, s:i, s:I}", "containerID", 1, "hostID", 1, "size", range));
+	return a;
+}
+
 int kis_oci_config_build(const struct kis_oci_spec *s, json_t **out, struct kis_error **err)
 {
 	json_t *mounts = json_array();
@@ -274,12 +291,13 @@ int kis_oci_config_build(const struct kis_oci_spec *s, json_t **out, struct kis_
 		json_object_del(lnx, "resources");
 	}
 	if (lnx && s->user_ns) {
-		json_object_set_new(lnx, "uidMappings",
-				    json_pack("[{s:i, s:I, s:i}]", "containerID", 0, "hostID",
-					      (json_int_t)s->host_uid, "size", 1));
-		json_object_set_new(lnx, "gidMappings",
-				    json_pack("[{s:i, s:I, s:i}]", "containerID", 0, "hostID",
-					      (json_int_t)s->host_gid, "size", 1));
+		/* 0, the caller; with a subordinate range, 1.. its ids as a
+		 * second extent: the kernel maps each extent of a child's map
+		 * into one extent of the parent's (map_id_range_down), and
+		 * crun's namespace has the caller and the range as two */
+		json_int_t n = s->id_count > 1 ? (json_int_t)s->id_count - 1 : 0;
+		json_object_set_new(lnx, "uidMappings", id_mappings((json_int_t)s->host_uid, n));
+		json_object_set_new(lnx, "gidMappings", id_mappings((json_int_t)s->host_gid, n));
 	}
 	/* root:host: the skeleton is read-only, writes go to /workspace and
 	 * /tmp; root:workspace: the cloned OS image is the writable root. */

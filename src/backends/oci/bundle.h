@@ -60,11 +60,30 @@ struct kis_oci_stage {
 	bool ro[KIS_MOUNTS_MAX];
 	bool hybrid; /* the hybrid-layout workaround as well */
 	bool rootless; /* the engine is an ordinary user (kis_oci_rootless) */
-	/* rootless, an overlay workspace: its layers (the base's tree, the
-	 * workspace's directory holding upper/ and work/) joined in an overlay
-	 * on ov_dst in crun's namespace, where the caller may mount one */
+	/* an overlay workspace: its layers (the base's tree, the workspace's
+	 * directory holding upper/ and work/) joined in an overlay on ov_dst in
+	 * crun's namespace: rootless, where the caller may mount one; as root,
+	 * over layers shown through the sandbox's id map (overlayfs itself
+	 * cannot be idmapped, its layers can) */
 	const char *ov_lower, *ov_ws;
+	/* as root, a workspace that is a plain tree: bound on ov_dst through
+	 * the sandbox's id map */
+	const char *ws_src;
 	char ov_dst[300];
+	/* as root (issue 17, root inside is not root outside): the sandbox's
+	 * user namespace (ids 0..65535 onto the host block from ids, made by
+	 * kis_userns_open as bubblewrap's is), which crun joins by path; the
+	 * workspace and each mount's source are shown through its map, so
+	 * that they appear owned by the sandbox's root. -1: none (rootless,
+	 * whose namespace maps the caller's one id) */
+	int userns_fd;
+	uid_t ids;
+	/* rootless with a subordinate range (kis_subids_of): the namespace
+	 * newuidmap mapped, which crun's child joins instead of making one
+	 * of the caller's one id; -1: none */
+	int rootless_ns_fd;
+	/* the mounts' overlay-workspace layers (NULL: a plain tree at src) */
+	const char *m_lower[KIS_MOUNTS_MAX], *m_ws[KIS_MOUNTS_MAX];
 };
 
 struct kis_oci_spec {
@@ -83,7 +102,11 @@ struct kis_oci_spec {
 	const struct kis_oci_mount *mounts; /* root:host only */
 	size_t n_mounts;
 	bool user_ns;             /* the engine is not root: map it to root inside */
+	/* the engine is root: the sandbox's own user namespace (struct
+	 * kis_oci_stage userns_fd), joined by this path; NULL: none */
+	const char *userns_path;
 	bool no_cgroup;           /* rootless: no cgroupsPath, no memory/pids resources */
+	uint32_t id_count;        /* rootless: ids mapped from crun's namespace (0: 1) */
 	uid_t host_uid;
 	gid_t host_gid;
 };
@@ -96,6 +119,11 @@ int kis_oci_config_build(const struct kis_oci_spec *s, json_t **out, struct kis_
 int kis_oci_rootfs_skeleton(int rootfs_fd, struct kis_error **err);
 
 /* ---- crun (crun.c) ---- */
+
+/* kis_userns_open_by's writer for an ordinary user's subordinate range
+ * (arg: struct kis_subids): newuidmap PID 0 UID 1 1 START COUNT, and
+ * newgidmap the same. -1 with errno when either refuses. */
+int kis_oci_write_subid_maps(pid_t pid, void *arg);
 
 /* Where crun lives, NULL when not installed. */
 const char *kis_oci_crun_path(void);
@@ -124,6 +152,10 @@ int kis_oci_crun_spawn(char *const *argv, int fd_keep, pid_t *pid, struct kis_er
 /* `crun state ID`: status string ("running", "stopped", ...) into status,
  * the init's host pid into *pid. < 0 when crun does not know it. */
 int kis_oci_state(const char *ctr_id, char *status, size_t len, pid_t *pid);
+/* Move pid into each group crun made for container ctr_id (every v1
+ * hierarchy it has one in, or its v2 group): a helper of the container
+ * (its pasta) is then counted and limited with it, and killed with it. */
+int kis_oci_cgroup_join(const char *ctr_id, pid_t pid, struct kis_error **err);
 /* crun delete -f, then the bundle directory and the cgroup parent when it
  * is empty. Idempotent. */
 int kis_oci_remove(const char *ctr_id, struct kis_error **err);

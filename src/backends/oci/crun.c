@@ -159,9 +159,12 @@ char *kis_oci_bundles_dir(void)
  * are locked together (mount_namespaces(7), "restrictions"): the v2 mount
  * of a hybrid host cannot be unmounted, so an empty tmpfs covers it, and
  * crun, which tells the layout by statfs(2) of that path, sees v1 alone. */
-static int rootless_ns(bool hybrid)
+static int rootless_ns(bool hybrid, int ns_fd)
 {
-	if (kis_userns_own(getuid(), getgid()) < 0 || unshare(CLONE_NEWNS) < 0 ||
+	/* with a subordinate range, the namespace newuidmap mapped (its owner,
+	 * in the parent namespace, has CAP_SYS_ADMIN there: setns(2)) */
+	if ((ns_fd >= 0 ? setns(ns_fd, CLONE_NEWUSER) : kis_userns_own(getuid(), getgid())) < 0 ||
+	    unshare(CLONE_NEWNS) < 0 ||
 	    mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL) < 0)
 		return -1;
 	if (hybrid && mount("kis-hide-v2", "/sys/fs/cgroup/unified", "tmpfs",
@@ -173,7 +176,7 @@ static int rootless_ns(bool hybrid)
 static int rootless_setup(void *arg)
 {
 	(void)arg;
-	if (rootless_ns(kis_oci_cgroup_layout() == 3) == 0)
+	if (rootless_ns(kis_oci_cgroup_layout() == 3, -1) == 0)
 		return 0;
 	dprintf(2, "cannot make crun's user namespace: %s (unprivileged user namespaces: "
 		   "user.max_user_namespaces)", strerror(errno));
@@ -210,7 +213,7 @@ static int stage_setup(void *arg)
 	/* st->rootless, decided before fork: once in our user namespace,
 	 * geteuid() is 0 */
 	if (st->rootless) {
-		if (rootless_ns(false) < 0) {
+		if (rootless_ns(false, st->rootless_ns_fd) < 0) {
 			dprintf(2, "cannot make crun's user namespace: %s", strerror(errno));
 			return -1;
 		}
@@ -218,8 +221,19 @@ static int stage_setup(void *arg)
 		dprintf(2, "cannot make crun's mount namespace: %s", strerror(errno));
 		return -1;
 	}
-	if (st->ov_lower && kis_idmap_overlay(st->ov_lower, st->ov_ws, st->ov_dst, -1, 0) < 0) {
-		dprintf(2, "workspace: cannot join its layers: %s", strerror(errno));
+	/* the workspace: as root, shown through the sandbox's id map, so that
+	 * what the host's root owns there is the sandbox's root's
+	 * (mount_setattr(2) MOUNT_ATTR_IDMAP); rootless, as it is (the
+	 * caller's one id is already the sandbox's root) */
+	if (st->ov_lower && kis_idmap_overlay(st->ov_lower, st->ov_ws, st->ov_dst, st->userns_fd,
+					      st->userns_fd >= 0 ? st->ids : 0) < 0) {
+		dprintf(2, "workspace: cannot join its layers%s: %s",
+			st->userns_fd >= 0 ? " through the sandbox's id map" : "", strerror(errno));
+		return -1;
+	}
+	if (st->ws_src && kis_idmap_bind(st->ws_src, st->ov_dst, st->userns_fd) < 0) {
+		dprintf(2, "workspace: cannot show it through the sandbox's id map (idmapped "
+			   "mounts: Linux 5.12): %s", strerror(errno));
 		return -1;
 	}
 	if (st->rootless && st->hybrid &&
@@ -234,11 +248,58 @@ static int stage_setup(void *arg)
 		return -1;
 	}
 	for (size_t i = 0; i < st->n; i++)
-		if (kis_idmap_bind_source(st->src[i], st->dst[i], -1, st->ro[i]) < 0) {
+		if ((st->m_lower[i] ? kis_idmap_overlay_source(st->m_lower[i], st->m_ws[i], st->dst[i],
+							       st->userns_fd, st->ids, st->ro[i])
+				    : kis_idmap_bind_source(st->src[i], st->dst[i], st->userns_fd,
+							    st->ro[i])) < 0) {
 			dprintf(2, "mounts[%zu]: cannot stage its source: %s", i, strerror(errno));
 			return -1;
 		}
 	return 0;
+}
+
+/* One of the setuid helpers started (the caller's own id as 0, its
+ * subordinate range after it; the helper checks the range against
+ * subuid(5)): its pid, or -1. */
+static pid_t start_idmap(const char *tool, pid_t pid, unsigned id, unsigned long start,
+			 unsigned long count)
+{
+	char a[4][24];
+	snprintf(a[0], sizeof(a[0]), "%d", (int)pid);
+	snprintf(a[1], sizeof(a[1]), "%u", id);
+	snprintf(a[2], sizeof(a[2]), "%lu", start);
+	snprintf(a[3], sizeof(a[3]), "%lu", count);
+	char *argv[] = {(char *)tool, a[0], "0", a[1], "1", "1", a[2], a[3], NULL};
+	struct kis_tool t = {.path = tool, .argv = argv, .envp = (char *const *)crun_env,
+			     .in = -1, .out = -1, .err = -1};
+	struct kis_error *e = NULL;
+	pid_t p = -1;
+	if (!tool || kis_tool_start(&t, &p, &e) < 0)
+		p = -1;
+	kis_error_free(e);
+	return p;
+}
+
+static bool reaped_ok(pid_t p)
+{
+	int st = 0;
+	return p > 0 && RETRY_EINTR(waitpid(p, &st, 0)) == p && kis_tool_ok(st, 0);
+}
+
+int kis_oci_write_subid_maps(pid_t pid, void *arg)
+{
+	/* both at once: each is a setuid exec that loads libsubid and its
+	 * PAM and SELinux libraries, tens of ms on a busy host */
+	const struct kis_subids *s = arg;
+	pid_t u = start_idmap(kis_newuidmap_path(), pid, (unsigned)getuid(), s->uid_start,
+			      s->uid_count);
+	pid_t g = start_idmap(kis_newgidmap_path(), pid, (unsigned)getgid(), s->gid_start,
+			      s->gid_count);
+	bool ok = reaped_ok(u);
+	ok = reaped_ok(g) && ok;
+	if (!ok)
+		errno = EPERM;
+	return ok ? 0 : -1;
 }
 
 static int crun_tool(struct kis_tool *t, char *const *argv, int fd_keep, struct kis_oci_stage *st,
@@ -257,7 +318,7 @@ static int crun_tool(struct kis_tool *t, char *const *argv, int fd_keep, struct 
 		/* crun_setup, rootless_setup and stage_setup: system calls only */
 		.vfork_ok = true,
 	};
-	if (st && (st->n || st->ov_lower)) {
+	if (st && (st->n || st->ov_lower || st->ws_src || st->rootless_ns_fd >= 0)) {
 		st->hybrid = kis_oci_cgroup_layout() == 3;
 		st->rootless = kis_oci_rootless();
 		t->child_setup = stage_setup;
@@ -354,21 +415,57 @@ int kis_oci_bundle_path(const char *ctr_id, char *out, size_t len)
 	return n < 0 || (size_t)n >= len ? -1 : 0;
 }
 
+/* The hierarchies crun makes a container's group in (cgroupsPath = the
+ * container id, under each v1 controller's mount, or the one v2 tree). */
+static const char *const ctr_ctrls[] = {"memory", "pids", "cpu", "cpuacct", "cpuset",
+					"blkio", "devices", "freezer", "systemd"};
+
+static size_t ctr_cgroup_count(void)
+{
+	return kis_oci_cgroup_layout() == 2 ? 1 : ARRAY_SIZE(ctr_ctrls);
+}
+
+static void ctr_cgroup_dir(const char *ctr_id, size_t i, char *p, size_t len)
+{
+	if (kis_oci_cgroup_layout() == 2)
+		snprintf(p, len, "/sys/fs/cgroup/%s", ctr_id);
+	else
+		snprintf(p, len, "/sys/fs/cgroup/%s/%s", ctr_ctrls[i], ctr_id);
+}
+
+int kis_oci_cgroup_join(const char *ctr_id, pid_t pid, struct kis_error **err)
+{
+	int joined = 0;
+	char num[24];
+	snprintf(num, sizeof(num), "%d", (int)pid);
+	for (size_t i = 0, n = ctr_cgroup_count(); i < n; i++) {
+		char p[256], procs[280];
+		ctr_cgroup_dir(ctr_id, i, p, sizeof(p));
+		snprintf(procs, sizeof(procs), "%s/cgroup.procs", p);
+		/* a hierarchy this host does not mount, or where crun made no
+		 * group: nothing to join there */
+		_cleanup_close_ int fd = open(procs, O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
+		if (fd < 0 && errno == ENOENT)
+			continue;
+		if (fd < 0 || write(fd, num, strlen(num)) != (ssize_t)strlen(num))
+			return kis_error_set(err, KIS_E_INTERNAL, errno,
+					     "cannot move process %d into cgroup '%s'", (int)pid, p);
+		joined++;
+	}
+	if (!joined)
+		return kis_error_set(err, KIS_E_INTERNAL, ENOENT,
+				     "container '%s' has no cgroup to join", ctr_id);
+	return 0;
+}
+
 /* After crun delete: the container's own groups must be gone. crun leaves
  * one behind when a process in it outlived the kill (EBUSY on rmdir); try
  * again briefly, then report it rather than leave it silently. */
 static int check_cgroups_gone(const char *ctr_id, struct kis_error **err)
 {
-	static const char *const ctrls[] = {"memory", "pids", "cpu", "cpuacct", "cpuset",
-					    "blkio", "devices", "freezer", "systemd"};
-	bool v2 = kis_oci_cgroup_layout() == 2;
-	size_t n = v2 ? 1 : ARRAY_SIZE(ctrls);
-	for (size_t i = 0; i < n; i++) {
+	for (size_t i = 0, n = ctr_cgroup_count(); i < n; i++) {
 		char p[256];
-		if (v2)
-			snprintf(p, sizeof(p), "/sys/fs/cgroup/%s", ctr_id);
-		else
-			snprintf(p, sizeof(p), "/sys/fs/cgroup/%s/%s", ctrls[i], ctr_id);
+		ctr_cgroup_dir(ctr_id, i, p, sizeof(p));
 		for (int tries = 0; rmdir(p) < 0 && errno == EBUSY; tries++) {
 			if (tries == 100)
 				return kis_error_set(err, KIS_E_INTERNAL, EBUSY,

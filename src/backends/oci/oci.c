@@ -143,8 +143,14 @@ struct kis_plan {
 	struct kis_oci_mount mounts[KIS_MOUNTS_MAX];
 	char *m_target[KIS_MOUNTS_MAX], *m_path[KIS_MOUNTS_MAX];
 	size_t n_mounts;
+	char *m_lower[KIS_MOUNTS_MAX], *m_ws[KIS_MOUNTS_MAX]; /* as root: overlay sources' layers */
 	struct kis_oci_stage stage;
-	char *ws_lower, *ws_dir; /* rootless overlay workspace: its layers */
+	char *ws_lower, *ws_dir; /* an overlay workspace: its layers */
+	/* as root: the sandbox's user namespace (userns_up), joined by crun
+	 * through /proc/<us>/fd/<n> while we hold it */
+	int userns_fd;
+	char userns_path[64];
+	uint32_t id_count;          /* rootless: ids of crun's namespace (a subuid range) */
 };
 
 static void oci_plan_free(struct kis_plan *pl)
@@ -161,7 +167,10 @@ static void oci_plan_free(struct kis_plan *pl)
 	for (size_t i = 0; i < pl->n_mounts; i++) {
 		free(pl->m_target[i]);
 		free(pl->m_path[i]);
+		free(pl->m_lower[i]);
+		free(pl->m_ws[i]);
 	}
+	kis_closep(&pl->userns_fd);
 	free(pl->allow);
 	kis_egress_stop(&pl->eg);
 	free(pl);
@@ -184,6 +193,9 @@ static int oci_plan(const struct kis_caps *caps, const struct kis_run_request *r
 	if (!pl)
 		return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "cannot plan");
 	pl->eg = (struct kis_egress)KIS_EGRESS_INIT;
+	pl->userns_fd = -1;
+	pl->stage.userns_fd = -1;
+	pl->stage.rootless_ns_fd = -1;
 	if (kis_ctx_agent(req->ctx, &pl->agent, err) < 0) {
 		free(pl);
 		return -1;
@@ -213,10 +225,11 @@ static int oci_plan(const struct kis_caps *caps, const struct kis_run_request *r
 	for (size_t i = 0; i < p->n_env; i++)
 		if (!(pl->envp[ne++] = strdup(p->env[i])))
 			goto oom;
-	/* rootless: an overlay workspace is joined from its layers in crun's
-	 * namespace (crun.c stage_setup); its host path is a magic link */
-	if (kis_oci_rootless() && req->workspace_path && req->workspace_lower &&
-	    req->workspace_upper) {
+	/* an overlay workspace is joined from its layers in crun's namespace
+	 * (crun.c stage_setup): rootless, its host path is a magic link; as
+	 * root, the host's merged view cannot be idmapped (overlayfs does not
+	 * allow it), its layers can */
+	if (req->workspace_path && req->workspace_lower && req->workspace_upper) {
 		const char *slash = strrchr(req->workspace_upper, '/');
 		if (!slash || !(pl->ws_lower = strdup(req->workspace_lower)) ||
 		    !(pl->ws_dir = strndup(req->workspace_upper,
@@ -230,6 +243,12 @@ static int oci_plan(const struct kis_caps *caps, const struct kis_run_request *r
 			goto oom;
 		pl->mounts[i] = (struct kis_oci_mount){.target = pl->m_target[i],
 						       .ro = req->mounts[i].read_only};
+		/* as root, a workspace's overlay is joined anew over idmapped
+		 * layers, as the workspace's own (bubblewrap does the same) */
+		if (!kis_oci_rootless() && req->mounts[i].lower && req->mounts[i].ws_dir &&
+		    (!(pl->m_lower[i] = strdup(req->mounts[i].lower)) ||
+		     !(pl->m_ws[i] = strdup(req->mounts[i].ws_dir))))
+			goto oom;
 	}
 	if (!kis_env_has(pl->envp, ne, "PATH") && !(pl->envp[ne++] = strdup("PATH=" KIS_DEFAULT_PATH)))
 		goto oom;
@@ -258,9 +277,69 @@ static void plan_spec(const struct kis_plan *pl, const char *rootfs, char *const
 		.netns_path = pl->netns_path[0] ? pl->netns_path : NULL,
 		.limits = &pl->limits, .cgroups_path = cgpath, .user_ns = kis_oci_rootless(),
 		/* rootless: crun runs in our namespace, where the caller is 0 */
-		.host_uid = 0, .host_gid = 0, .no_cgroup = kis_oci_rootless(),
+		.host_uid = 0, .host_gid = 0, .no_cgroup = kis_oci_rootless(), .id_count = pl->id_count,
 		.mounts = pl->mounts, .n_mounts = pl->n_mounts,
+		.userns_path = pl->userns_path[0]	? pl->userns_path
+			       : kis_oci_rootless() ? NULL
+						    : "<the sandbox's user namespace>",
 	};
+}
+
+/* As root (issue 17, root inside is not root outside): the sandbox's user
+ * namespace, ids 0..65535 onto the host block of its own that bubblewrap's
+ * sandboxes get (kis_sandbox_ids, src/confine/userns.c), made before crun
+ * starts so that the workspace and the mounts can be shown through its map
+ * (mount_setattr(2) needs the namespace's descriptor, and crun's own is
+ * made too late for our staging). crun joins it by a path into our
+ * descriptor table, as it joins the egress network namespace; podman's
+ * --userns=auto is the same idea with an allocator of its own. The
+ * container's root is then nobody on the host: what root owns 0600 is
+ * not its to read, setuid-root files of the host are not root's inside
+ * (an unmapped owner: execve grants nothing), SO_PEERCRED shows a
+ * stranger. Rootless: nothing (crun's namespace maps the caller's id). */
+static int userns_up(struct kis_plan *pl, const char *sandbox_id, struct kis_error **err)
+{
+	if (kis_oci_rootless()) {
+		/* issue 17: with a subordinate range (subuid(5)) crun's namespace
+		 * maps it after the caller's own id, written by newuidmap; the
+		 * container's root is still the caller, its other ids the range's
+		 * (an image's files of several owners show as theirs, not as
+		 * nobody). Without one: the caller's one id (crun.c). */
+		struct kis_subids sub;
+		if (!kis_subids_of(getuid(), &sub))
+			return 0;
+		int fd = -1;
+		struct kis_error *e2 = NULL;
+		if (kis_userns_open_by(kis_oci_write_subid_maps, &sub, &fd, &e2) < 0) {
+			int en = e2 ? e2->sys_errno : 0;
+			kis_error_free(e2);
+			return kis_error_set(err, KIS_E_INTERNAL, en,
+					     "cannot map the subordinate ids %lu..%lu through "
+					     "newuidmap and newgidmap (subuid(5), subgid(5))",
+					     sub.uid_start, sub.uid_start + sub.uid_count - 1);
+		}
+		pl->userns_fd = fd;
+		pl->stage.rootless_ns_fd = fd;
+		pl->id_count = 1 + (uint32_t)(sub.uid_count < sub.gid_count ? sub.uid_count
+									       : sub.gid_count);
+		return 0;
+	}
+	pl->stage.ids = kis_sandbox_ids(sandbox_id);
+	int fd = -1;
+	TRY(kis_userns_open(pl->stage.ids, KIS_IDS_COUNT, &fd, err));
+	pl->userns_fd = fd;
+	pl->stage.userns_fd = fd;
+	snprintf(pl->userns_path, sizeof(pl->userns_path), "/proc/%d/fd/%d", (int)getpid(), fd);
+	return 0;
+}
+
+/* crun has joined it (the container exists): our descriptor goes; the
+ * namespace lives on in the container's processes. */
+static void userns_down(struct kis_plan *pl)
+{
+	kis_closep(&pl->userns_fd);
+	pl->stage.userns_fd = -1;
+	pl->stage.rootless_ns_fd = -1;
 }
 
 /* Each mount's staging directory, <bundle>/mounts/<i>: config.json binds
@@ -271,6 +350,8 @@ static void plan_stage(struct kis_plan *pl, const char *bp)
 	for (size_t i = 0; i < pl->n_mounts; i++) {
 		snprintf(pl->stage.dst[i], sizeof(pl->stage.dst[i]), "%s/mounts/%zu", bp, i);
 		pl->stage.src[i] = pl->m_path[i];
+		pl->stage.m_lower[i] = pl->m_lower[i];
+		pl->stage.m_ws[i] = pl->m_ws[i];
 		pl->stage.ro[i] = pl->mounts[i].ro;
 		pl->mounts[i].source = pl->stage.dst[i];
 	}
@@ -298,6 +379,12 @@ static char *oci_describe(const struct kis_plan *pl)
 		json_array_append_new(cmd, json_string(pl->argv[i]));
 	json_t *o = json_pack("{s:s, s:s, s:s, s:o, s:o}", "backend", "oci", "container", pl->ctr_id,
 			      "bundle", bp, "command", cmd, "config", cfg);
+	/* the sandbox's id block (userns_up), as bubblewrap's plan shows it */
+	if (o && !kis_oci_rootless())
+		json_object_set_new(o, "ids", json_pack("{s:I, s:I}", "first",
+							(json_int_t)kis_sandbox_ids(
+								pl->ctr_id + strlen(KIS_OCI_PREFIX)),
+							"count", (json_int_t)KIS_IDS_COUNT));
 	if (o && pl->net == KIS_NET_EGRESS)
 		json_object_set_new(o, "egress",
 				    kis_egress_describe(pl->allow, pl->n_allow, pl->allow_set,
@@ -371,21 +458,78 @@ static int stage_agent(const char *agent, char *out, size_t len, struct kis_erro
 	return 0;
 }
 
+/* The profile's mount target made in the root:host skeleton, each
+ * directory on the way (the skeleton is ours: no link in it). crun would
+ * make it itself, but in the sandbox's user namespace the skeleton is
+ * nobody's and mkdir(2) there is refused; below a mount of the sandbox's
+ * own (/workspace, /tmp, /dev) crun still makes the rest, where the
+ * sandbox's root owns the directories. */
+static int mount_point(int rfd, const char *target, struct kis_error **err)
+{
+	static const char *const own[] = {"workspace", "tmp", "dev", "proc", "sys", ".kis"};
+	char path[PATH_MAX];
+	snprintf(path, sizeof(path), "%s", target + (target[0] == '/'));
+	char *save = NULL, *c = strtok_r(path, "/", &save);
+	for (size_t i = 0; c && i < ARRAY_SIZE(own); i++)
+		if (!strcmp(c, own[i]))
+			return 0;
+	_cleanup_close_ int dfd = fcntl(rfd, F_DUPFD_CLOEXEC, 3);
+	for (; c && dfd >= 0; c = strtok_r(NULL, "/", &save)) {
+		if (mkdirat(dfd, c, 0755) < 0 && errno != EEXIST)
+			break;
+		int next = openat(dfd, c, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		close(dfd);
+		dfd = next;
+	}
+	if (c || dfd < 0)
+		return kis_error_set(err, KIS_E_INTERNAL, errno,
+				     "cannot make the mount point '%s' in the rootfs", target);
+	return 0;
+}
+
+/* A directory of the runtime path: ours (root's), a directory, no link,
+ * and given mode when it has another (made by an older build as 0700).
+ * -1 with errno otherwise. */
+static int own_dir_mode(const char *path, mode_t mode)
+{
+	_cleanup_close_ int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+	struct stat st;
+	if (fd < 0 || fstat(fd, &st) < 0)
+		return -1;
+	if (st.st_uid != geteuid() || (st.st_mode & 022)) {
+		errno = EPERM;
+		return -1;
+	}
+	return (st.st_mode & 07777) == mode ? 0 : fchmod(fd, mode);
+}
+
 static int make_bundle(struct kis_plan *pl, const char *session_dir, char *bp, size_t bplen,
 		       struct kis_error **err)
 {
 	char cg[128];
 	if (kis_oci_bundle_path(pl->ctr_id, bp, bplen) < 0)
 		return kis_error_set(err, KIS_E_INTERNAL, ENAMETOOLONG, "bundle path");
-	/* /run/kis/oci: 0700 all the way, our own */
-	if (!kis_oci_run_dir() || (mkdir(kis_oci_run_dir(), 0700) < 0 && errno != EEXIST) ||
-	    (mkdir(KIS_OCI_BUNDLES, 0700) < 0 && errno != EEXIST))
+	/* /run/kis/oci: our own, 0700 all the way for an ordinary user. As
+	 * root, crun's child has joined the sandbox's user namespace when it
+	 * mounts the rootfs and the staged trees by their paths here, and is
+	 * then the sandbox's first host id: the two directories above the
+	 * bundles are 0711 (passed through, not listed: every name below is
+	 * random or public) and the bundle itself is 0710 to the sandbox's
+	 * group alone. Nothing of the bundle is in the container's view. */
+	mode_t up = kis_oci_rootless() ? 0700 : 0711;
+	if (!kis_oci_run_dir() || (mkdir(kis_oci_run_dir(), up) < 0 && errno != EEXIST) ||
+	    (mkdir(KIS_OCI_BUNDLES, up) < 0 && errno != EEXIST) ||
+	    own_dir_mode(kis_oci_run_dir(), up) < 0 || own_dir_mode(KIS_OCI_BUNDLES, up) < 0)
 		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot create '%s'", KIS_OCI_BUNDLES);
 	if (mkdir(bp, 0700) < 0)
 		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot create the bundle '%s'", bp);
 	_cleanup_close_ int bfd = open(bp, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
 	if (bfd < 0)
 		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot open '%s'", bp);
+	if (pl->stage.userns_fd >= 0 &&
+	    (fchown(bfd, 0, (gid_t)pl->stage.ids) < 0 || fchmod(bfd, 0710) < 0))
+		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot open '%s' to the sandbox's ids",
+				     bp);
 	TRY(session_dir ? kis_oci_write_owner_session(bfd, session_dir, err)
 			: kis_oci_write_owner_run(bfd, err));
 	char rootfs[300];
@@ -395,7 +539,14 @@ static int make_bundle(struct kis_plan *pl, const char *session_dir, char *bp, s
 		snprintf(pl->stage.ov_dst, sizeof(pl->stage.ov_dst), "%s/ws", bp);
 		pl->stage.ov_lower = pl->ws_lower;
 		pl->stage.ov_ws = pl->ws_dir;
+	} else if (pl->workspace && !kis_oci_rootless()) {
+		/* a plain tree (a copy or a reflink clone): an idmapped bind */
+		if (mkdirat(bfd, "ws", 0755) < 0)
+			return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot create the workspace's stage");
+		snprintf(pl->stage.ov_dst, sizeof(pl->stage.ov_dst), "%s/ws", bp);
+		pl->stage.ws_src = pl->workspace;
 	}
+	bool ws_staged = pl->stage.ov_lower || pl->stage.ws_src;
 	if (pl->root == KIS_ROOT_HOST) {
 		snprintf(rootfs, sizeof(rootfs), "%s/rootfs", bp);
 		if (mkdirat(bfd, "rootfs", 0755) < 0)
@@ -404,7 +555,9 @@ static int make_bundle(struct kis_plan *pl, const char *session_dir, char *bp, s
 		if (rfd < 0)
 			return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot open the rootfs");
 		TRY(kis_oci_rootfs_skeleton(rfd, err));
-		if (pl->n_mounts && mkdirat(bfd, "mounts", 0700) < 0)
+		for (size_t i = 0; i < pl->n_mounts; i++)
+			TRY(mount_point(rfd, pl->mounts[i].target, err));
+		if (pl->n_mounts && mkdirat(bfd, "mounts", 0755) < 0)
 			return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot create the mounts' stage");
 		plan_stage(pl, bp);
 		for (size_t i = 0; i < pl->n_mounts; i++) {
@@ -418,7 +571,7 @@ static int make_bundle(struct kis_plan *pl, const char *session_dir, char *bp, s
 		if (!pl->workspace)
 			return kis_error_set(err, KIS_E_PROFILE_UNSATISFIABLE, 0,
 					     "root: 'workspace' needs a workspace (--base or --workspace)");
-		snprintf(rootfs, sizeof(rootfs), "%s", pl->ws_lower ? pl->stage.ov_dst : pl->workspace);
+		snprintf(rootfs, sizeof(rootfs), "%s", ws_staged ? pl->stage.ov_dst : pl->workspace);
 	}
 	/* the agent enters cwd for each command: a missing directory is the
 	 * command's setup_failed as on every tier, where crun (runtime-spec
@@ -427,7 +580,7 @@ static int make_bundle(struct kis_plan *pl, const char *session_dir, char *bp, s
 			"--cwd", pl->cwd, NULL};
 	struct kis_oci_spec s;
 	plan_spec(pl, rootfs, args, &s, cg, sizeof(cg));
-	if (pl->ws_lower && pl->root == KIS_ROOT_HOST)
+	if (ws_staged && pl->root == KIS_ROOT_HOST)
 		s.workspace = pl->stage.ov_dst;
 	char staged[256], resolv[300];
 	TRY(stage_agent(pl->agent, staged, sizeof(staged), err));
@@ -461,9 +614,9 @@ static int make_bundle(struct kis_plan *pl, const char *session_dir, char *bp, s
 /* egress: the sandbox's network namespace and pasta, before the bundle
  * names the namespace. crun opens it by a path into our own descriptor
  * table, which lives until the container has joined it. pasta runs as the
- * last id of the sandbox's id block (the container's root is host root
- * without capabilities: it can neither signal a process of another uid nor
- * administer a namespace it does not own). */
+ * last id of the sandbox's id block (the container's root is the block's
+ * first id, without capabilities: it can neither signal a process of
+ * another uid nor administer a namespace it does not own). */
 static int egress_up(struct kis_plan *pl, const char *sandbox_id, bool session,
 		     struct kis_error **err)
 {
@@ -475,6 +628,20 @@ static int egress_up(struct kis_plan *pl, const char *sandbox_id, bool session,
 	snprintf(pl->netns_path, sizeof(pl->netns_path), "/proc/%d/fd/%d", (int)getpid(),
 		 pl->eg.netns_fd);
 	return 0;
+}
+
+/* pasta is the sandbox's own work: counted in the container's cgroup (its
+ * pids limit; its memory from the move on, as neither cgroup version moves
+ * pages already charged), frozen, limited and killed with it. crun makes
+ * that cgroup only after pasta started (pasta must have made S's link
+ * before the sandbox runs), so the move waits until the container exists:
+ * the agent's HELLO for a run, crun's return for a session. */
+static int egress_into_container(void *ctx, struct kis_error **err)
+{
+	struct kis_plan *pl = ctx;
+	if (pl->eg.pid <= 0 || kis_oci_rootless())
+		return 0;
+	return kis_oci_cgroup_join(pl->ctr_id, pl->eg.pid, err);
 }
 
 /* crun's own words about a failure, from its --log file. */
@@ -615,7 +782,8 @@ static int oci_run(struct kis_plan *pl, struct kis_result *res, struct kis_error
 	if (kis_owner_note("crun", "%s", pl->ctr_id) < 0)
 		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot record container '%s'",
 				     pl->ctr_id);
-	if (egress_up(pl, pl->ctr_id + strlen(KIS_OCI_PREFIX), false, err) < 0 ||
+	if (userns_up(pl, pl->ctr_id + strlen(KIS_OCI_PREFIX), err) < 0 ||
+	    egress_up(pl, pl->ctr_id + strlen(KIS_OCI_PREFIX), false, err) < 0 ||
 	    make_bundle(pl, NULL, bp, sizeof(bp), err) < 0) {
 		kis_egress_stop(&pl->eg);
 		kis_oci_remove(pl->ctr_id, NULL);
@@ -643,7 +811,8 @@ static int oci_run(struct kis_plan *pl, struct kis_result *res, struct kis_error
 		container_cpu_path(pl->ctr_id, cpu_path, sizeof(cpu_path));
 		struct kis_agent_run ar = {.conn = sv[0], .argv = pl->argv, .limits = pl->limits,
 					   .io = pl->io, .peer = "the container's agent",
-					   .cpu_path = cpu_path};
+					   .cpu_path = cpu_path, .on_hello = egress_into_container,
+					   .hello_ctx = pl};
 		/* a one-shot run's pasta set itself up while crun started */
 		r = kis_egress_ready(&pl->eg, err);
 		if (r >= 0)
@@ -727,8 +896,10 @@ static int oci_start_session(struct kis_plan *pl, const struct kis_session_ctx *
 	if (kis_owner_note("crun", "%s", pl->ctr_id) < 0)
 		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot record container '%s'",
 				     pl->ctr_id);
-	if (egress_up(pl, ctx->id, true, err) < 0 ||
-	    start_detached(pl, ctx->listen_fd, final, err) < 0) {
+	int started = userns_up(pl, ctx->id, err) < 0 || egress_up(pl, ctx->id, true, err) < 0 ?
+			      -1 : start_detached(pl, ctx->listen_fd, final, err);
+	userns_down(pl); /* `crun run --detach` returned: the container holds it */
+	if (started < 0) {
 		kis_oci_remove(pl->ctr_id, NULL);
 		kis_egress_stop(&pl->eg);
 		return -1;
@@ -742,7 +913,8 @@ static int oci_start_session(struct kis_plan *pl, const struct kis_session_ctx *
 				     "the session's container is not running (crun state)");
 	}
 	/* pasta lives as long as the session: destroy ends it from here */
-	if (pl->eg.pid > 0 && kis_egress_save(ctx->dir_fd, &pl->eg, err) < 0) {
+	if (pl->eg.pid > 0 && (egress_into_container(pl, err) < 0 ||
+			       kis_egress_save(ctx->dir_fd, &pl->eg, err) < 0)) {
 		kis_oci_remove(pl->ctr_id, NULL);
 		kis_egress_stop(&pl->eg);
 		return -1;
@@ -801,6 +973,9 @@ const struct kis_backend kis_backend_oci = {
 	.session_explain = oci_session_explain,
 	.name = "oci",
 	.tier = KIS_TIER_CONTAINER,
+	/* an overlay workspace is joined anew in crun's namespace, over
+	 * idmapped layers as root, over its own as an ordinary user */
+	.own_workspace_view = true,
 	.rootless_layers = true,
 	.probe = oci_probe,
 	.plan = oci_plan,
