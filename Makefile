@@ -16,6 +16,14 @@ PKGS     := jansson libseccomp
 
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+# LLVM 14 (llvm-14-dev) for the WebAssembly compiler, a plugin of its own
+# (libkis-jit.so, src/wasm/jit_llvm.c, loaded by jit_load.c when a store
+# compiles): LLVM's headers for that file only (as system headers, out of
+# our warnings), its library for the plugin only.
+LLVM_CONFIG ?= llvm-config-14
+LLVM_CFLAGS := $(patsubst -I%,-isystem %,$(filter -I%,$(shell $(LLVM_CONFIG) --cflags 2>/dev/null)))
+LLVM_LIBS   := $(shell $(LLVM_CONFIG) --ldflags --libs 2>/dev/null) -lm -lpthread
+PKG_LIBS    += -ldl
 
 WARN := -Wall -Wextra -Werror -Wshadow -Wmissing-prototypes -Wstrict-prototypes \
         -Wformat=2 -Wformat-nonliteral -Wswitch-default -Wswitch-enum \
@@ -29,7 +37,7 @@ ALL_CFLAGS := $(BASE_CFLAGS) $(HARDEN) $(CFLAGS)
 
 # Library sources: every module directory except the CLI and the programs.
 LIB_DIRS := src/core src/exec src/confine src/net src/store src/wasm src/agent src/backends src/backends/host src/backends/oci src/backends/microvm src/engine
-LIB_SRCS := $(filter-out src/agent/main.c,$(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.c)))
+LIB_SRCS := $(filter-out src/agent/main.c src/wasm/jit_llvm.c,$(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.c)))
 CLI_SRCS := $(wildcard src/cli/*.c)
 LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o)
 CLI_OBJS := $(CLI_SRCS:%.c=$(BUILD)/obj/%.o)
@@ -42,6 +50,7 @@ ASAN_UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/asan-tests/%)
 
 STATIC_LIB := $(BUILD)/libkis-sandbox.a
 SHARED_LIB := $(BUILD)/libkis-sandbox.so.0
+JIT_PLUGIN := $(BUILD)/libkis-jit.so
 KIS := $(BUILD)/kis
 
 AGENT := $(BUILD)/kis-agent
@@ -60,7 +69,7 @@ fuzz-proto:
 	$(BUILD)/fuzz/fuzz_frame -max_total_time=$${FUZZ_SECONDS:-60} -max_len=4096
 
 .PHONY: all check check-layers check-unit check-asan check-integration matrix run install uninstall clean deps bench
-all: $(KIS) $(AGENT) $(STATIC_LIB) $(SHARED_LIB)
+all: $(KIS) $(AGENT) $(STATIC_LIB) $(SHARED_LIB) $(JIT_PLUGIN)
 
 -include $(sort $(wildcard mk/*.mk))
 
@@ -182,6 +191,7 @@ install: all man
 	install -d $(DESTDIR)$(ZSHCOMPDIR)
 	sed -e 's|@BASHCOMP@|$(BASHCOMPDIR)/kis|g' scripts/completion/_kis > $(DESTDIR)$(ZSHCOMPDIR)/_kis
 	install -m 0755 scripts/guest/fetch-kernel.sh $(DESTDIR)$(LIBKIS)/fetch-guest.sh
+	install -m 0755 $(JIT_PLUGIN) $(DESTDIR)$(LIBKIS)/libkis-jit.so
 	@# the guest: fetched once into $(MICROVM_GUEST) (never installed on
 	@# this host as a kernel), then copied where every store reads it
 	@if [ "$(INSTALL_GUEST)" != 1 ]; then :; \

@@ -12,7 +12,7 @@ WASM_KNOWN_FAILURES := tests/wasm/known-failures.txt
 # Not in BINS: test and bench tools are built by their targets, never installed.
 CHECK_TARGETS += check-wasm
 
-$(SPECTEST): $(SPECTEST_OBJS) $(STATIC_LIB)
+$(SPECTEST): $(SPECTEST_OBJS) $(STATIC_LIB) | $(JIT_PLUGIN)
 	$(CC) -pie $(HARD_LDFLAGS) -o $@ $(SPECTEST_OBJS) $(STATIC_LIB) $(PKG_LIBS)
 
 # Every spec file (SIMD's simd_*.wast included), and our own regression
@@ -30,6 +30,8 @@ wasm-spec-json:
 	  fi; \
 	done
 
+# Every script runs twice: interpreted, then compiled (src/wasm/jit_llvm.c,
+# kis-wasm-spectest --engine compiler), with the same known failures.
 # Without wabt or the spec tests this is a skip that says why, as for any
 # test that needs a package.
 check-wasm: $(SPECTEST)
@@ -39,7 +41,9 @@ check-wasm: $(SPECTEST)
 	  echo "check-wasm: skipped: $(WAST2JSON) not installed (Debian package wabt)"; \
 	else \
 	  $(MAKE) --no-print-directory wasm-spec-json && \
-	  $(SPECTEST) --known-failures $(WASM_KNOWN_FAILURES) $(BUILD)/spectest/*.json; \
+	  $(SPECTEST) --known-failures $(WASM_KNOWN_FAILURES) $(BUILD)/spectest/*.json && \
+	  echo "check-wasm: the same scripts compiled (--engine compiler)" && \
+	  $(SPECTEST) --engine compiler --known-failures $(WASM_KNOWN_FAILURES) $(BUILD)/spectest/*.json; \
 	fi
 
 # libFuzzer over decode + validate + instantiate + run (clang only). The
@@ -56,7 +60,7 @@ $(BUILD)/fuzz/exec.o: src/wasm/exec.c $(wildcard src/wasm/*.h)
 	clang $(WASM_FUZZ_FLAGS) -O0 -c $< -o $@
 $(WASM_FUZZ): $(WASM_FUZZ_SRCS) $(BUILD)/fuzz/exec.o $(wildcard src/wasm/*.h)
 	@mkdir -p $(dir $@)
-	clang $(WASM_FUZZ_FLAGS) -fsanitize=fuzzer -O1 -o $@ $(WASM_FUZZ_SRCS) $(BUILD)/fuzz/exec.o
+	clang $(WASM_FUZZ_FLAGS) -fsanitize=fuzzer -O1 -o $@ $(filter-out src/wasm/jit_llvm.c,$(WASM_FUZZ_SRCS)) $(BUILD)/fuzz/exec.o -ldl
 
 fuzz-wasm: $(WASM_FUZZ)
 	@$(MAKE) --no-print-directory wasm-spec-json
@@ -76,10 +80,19 @@ ifeq ($(shell $(CC) -dM -E -x c /dev/null 2>/dev/null | grep -c __clang__),0)
 $(BUILD)/obj/src/wasm/exec.o: ALL_CFLAGS += --param max-goto-duplication-insns=24
 endif
 
+# The compiler's plugin: jit_llvm.c with LLVM's headers, linked to
+# libLLVM-14 (and to nothing of ours: it reaches the library through the
+# table jit_load.c hands it). Where an installed kis finds it:
+$(BUILD)/obj/src/wasm/jit_llvm.o: ALL_CFLAGS += $(LLVM_CFLAGS)
+$(BUILD)/obj/src/wasm/jit_load.o: ALL_CFLAGS += -DKIS_JIT_PLUGIN='"$(PREFIX)/lib/kis/libkis-jit.so"'
+$(BUILD)/asan/src/wasm/jit_load.o: BASE_CFLAGS += -DKIS_JIT_PLUGIN='"$(PREFIX)/lib/kis/libkis-jit.so"'
+$(JIT_PLUGIN): $(BUILD)/obj/src/wasm/jit_llvm.o
+	$(CC) -shared $(HARD_LDFLAGS) -Wl,-z,defs -o $@ $< $(LLVM_LIBS)
+
 # Benchmark: kernels in bench/wasm/*.c run in our interpreter, in wabt's
 # wasm-interp and natively (bench/wasm/bench.sh prints the table).
 WASM_RUN := $(BUILD)/kis-wasm-run
-$(WASM_RUN): $(BUILD)/obj/bench/wasm/run.o $(STATIC_LIB)
+$(WASM_RUN): $(BUILD)/obj/bench/wasm/run.o $(STATIC_LIB) | $(JIT_PLUGIN)
 	$(CC) -pie $(HARD_LDFLAGS) -o $@ $< $(STATIC_LIB) $(PKG_LIBS)
 
 .PHONY: bench-wasm
@@ -100,3 +113,5 @@ WASM_ENGINE ?= interpreter,compiler
 wasi-suite: all
 	KIS_WASM_ENGINES=$(WASM_ENGINE) $(PYTHON) -m pytest -q -rs tests/integration/test_wasi_suite.py \
 	  tests/integration/test_wasi_semantics.py
+
+-include $(BUILD)/obj/src/wasm/jit_llvm.d

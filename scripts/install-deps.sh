@@ -7,7 +7,7 @@
 set -eu
 PKGS="build-essential pkg-config libjansson-dev libseccomp-dev libcmocka-dev libsubid-dev
 python3 python3-pytest bubblewrap crun passt nftables wabt busybox-static e2fsprogs btrfs-progs
-xfsprogs iproute2 podman containerd uidmap hyperfine gnuplot-nox clang lld wasi-libc libclang-rt-14-dev-wasm32 nodejs qemu-system-x86 cpio help2man man-db zsh
+xfsprogs iproute2 podman containerd uidmap hyperfine gnuplot-nox clang lld wasi-libc libclang-rt-14-dev-wasm32 llvm-14-dev nodejs qemu-system-x86 cpio help2man man-db zsh
 tcl dpkg-dev"
 missing=""
 for p in $PKGS; do

@@ -110,6 +110,33 @@ KIS_API void kis_wasm_interrupt(struct kis_wasm_store *s);
  * (a negative value means unlimited, the default). */
 KIS_API void kis_wasm_set_fuel(struct kis_wasm_store *s, int64_t fuel);
 KIS_API int64_t kis_wasm_fuel_left(const struct kis_wasm_store *s);
+/* The compiler (wasm.engine compiler): 1 when this build has it (its
+ * plugin is installed; loading it may still fail, and says why). kis_wasm_store_use_compiler(s, 1) makes every instance created in s
+ * from then on run as machine code (the module is compiled at its first
+ * such instantiation, which fails, naming it, on what the compiler does not
+ * handle yet); 0 goes back to the interpreter for later instances. */
+KIS_API int kis_wasm_compiler_available(void);
+/* Load the compiler now (a plugin, libkis-jit.so, and LLVM): a caller
+ * that confines its file access later loads it first. Idempotent. */
+KIS_API int kis_wasm_compiler_load(struct kis_error **err);
+KIS_API int kis_wasm_store_use_compiler(struct kis_wasm_store *s, int on, struct kis_error **err);
+/* fn runs each time a module's machine code has been made and mapped
+ * (read-execute) in s, before any of it runs, with the object code it was
+ * linked from and whether that came from kis_wasm_store_use_cached_code:
+ * where a confined caller hands the code to its cache and forbids making
+ * more executable memory (the wasm tier's second seccomp filter). */
+KIS_API void kis_wasm_store_on_compiled(struct kis_wasm_store *s,
+					void (*fn)(void *user, const uint8_t *obj, size_t len,
+						   int from_cache),
+					void *user);
+/* Object code made before for the next module s compiles (only ever from
+ * a cache the caller trusts: it runs as is); one that does not link is
+ * ignored and the module compiled. obj must stay valid until then. */
+KIS_API void kis_wasm_store_use_cached_code(struct kis_wasm_store *s, const uint8_t *obj,
+					    size_t len);
+/* What compiled code depends on besides the module (compiler and LLVM
+ * versions, CPU): part of a cache's key. 0, or -1 without a compiler. */
+KIS_API int kis_wasm_compiler_id(char *buf, size_t len);
 /* Cap, in 64 KiB pages, every memory made in this store from now on:
  * instantiation fails above it and memory.grow returns -1 (default and
  * ceiling: 65536 pages, 4 GiB). */

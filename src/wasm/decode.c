@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "wasm/internal.h"
+#include "wasm/jit.h"
 
 struct reader {
 	const uint8_t *p, *end;
@@ -679,6 +680,12 @@ static int sec_code(struct reader *r, struct kis_wasm_module *m)
 			r->failed = true;
 			return -1;
 		}
+		/* kept for the compiler (jit.c), which walks the validated body */
+		m->codes[i].body = malloc(size + 1u);
+		if (!m->codes[i].body)
+			return fail(r, "out of memory");
+		memcpy(m->codes[i].body, r->p, size);
+		m->codes[i].body_len = size;
 		r->p += size;
 	}
 	return 0;
@@ -726,6 +733,7 @@ void kis_wasm_module_free(struct kis_wasm_module *m)
 {
 	if (!m)
 		return;
+	wasm_jit_module_free(m->jit);
 	for (uint32_t i = 0; i < m->ntypes; i++)
 		free(m->types[i].t);
 	free(m->types);
@@ -736,8 +744,10 @@ void kis_wasm_module_free(struct kis_wasm_module *m)
 	free(m->imports);
 	free(m->func_types);
 	if (m->codes)
-		for (uint32_t i = 0; i < m->nfuncs - m->nfunc_imports; i++)
+		for (uint32_t i = 0; i < m->nfuncs - m->nfunc_imports; i++) {
 			free(m->codes[i].ops);
+			free(m->codes[i].body);
+		}
 	free(m->codes);
 	free(m->tables);
 	free(m->mems);

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "wasm/internal.h"
+#include "wasm/jit.h"
 #include "wasm/numeric.h"
 
 bool wasm_functype_eq(const struct wasm_functype *a, const struct wasm_functype *b)
@@ -1634,6 +1635,8 @@ trapped:
 enum kis_wasm_trap wasm_invoke(struct kis_wasm_store *s, struct kis_wasm_func *f,
 			       const uint64_t *args, uint64_t *results)
 {
+	if (f->jit_wrap) /* compiled: jit_rt.c runs it */
+		return wasm_jit_invoke(s, f, args, results);
 	const struct wasm_functype *ft = f->type;
 	uint64_t *base = s->sp;
 	if (base + ft->nps + ft->nrs + 1 > s->stack_end)

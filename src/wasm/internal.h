@@ -92,6 +92,8 @@ struct wasm_code {
 	uint32_t nops;
 	uint32_t nlocals;    /* params + declared locals */
 	uint32_t max_height; /* nlocals + deepest operand stack */
+	uint8_t *body;       /* the validated body as in the binary, for jit.c */
+	uint32_t body_len;
 };
 
 struct kis_wasm_module {
@@ -119,6 +121,8 @@ struct kis_wasm_module {
 	bool has_datacount;
 	uint32_t datacount;
 	uint8_t *declared; /* per function: may be named by ref.func (spec 3.4.10 C.refs) */
+	struct wasm_jit_module *jit; /* its machine code, made at the first
+				      * instantiation in a compiling store (jit.h) */
 };
 
 /* ---- Translated code: internal opcodes ----
@@ -399,6 +403,11 @@ struct kis_wasm_func {
 	kis_wasm_host_fn host;
 	void *user;
 	struct wasm_functype own; /* a host function's type */
+	/* compiled: the native function (jit_ctx, params...) and its form
+	 * over slots (jit_ctx, io: args in, results out); NULL otherwise */
+	void *jit_fn;
+	void *jit_ctx;
+	void (*jit_wrap)(void *ctx, uint64_t *io);
 };
 
 struct kis_wasm_table {
@@ -437,6 +446,7 @@ struct kis_wasm_instance {
 	struct kis_wasm_global **globals;
 	struct wasm_elem_inst *elems;
 	bool *data_dropped;
+	struct wasm_jit_ctx *jit; /* compiled code's view of it, or NULL */
 };
 
 struct wasm_frame {
@@ -460,6 +470,14 @@ struct kis_wasm_store {
 	uint32_t mem_limit_pages; /* per memory, see kis_wasm_set_memory_limit */
 	struct wasm_obj *objs;
 	size_t nobjs, cap_objs;
+	bool compile; /* instances made from now on run compiled (jit.h) */
+	/* called once a module's code is mapped: its object code, and
+	 * whether that came from the cache */
+	void (*compiled)(void *user, const uint8_t *obj, size_t len, int from_cache);
+	void *compiled_user;
+	const uint8_t *cached; /* object code for the next compile (the caller's cache) */
+	size_t cached_len;
+	struct wasm_jit_store *jit; /* the compiled code's stack, made on first use */
 };
 
 /* ---- Functions shared between the phases ---- */

@@ -10,6 +10,7 @@
 #include <sys/mman.h>
 
 #include "wasm/internal.h"
+#include "wasm/jit.h"
 
 enum { OBJ_FUNC, OBJ_TABLE, OBJ_MEMORY, OBJ_GLOBAL, OBJ_INSTANCE };
 
@@ -99,6 +100,7 @@ static void instance_free(struct kis_wasm_instance *inst)
 			free(inst->elems[i].refs);
 	free(inst->elems);
 	free(inst->data_dropped);
+	free(inst->jit);
 	free(inst);
 }
 
@@ -135,7 +137,48 @@ void kis_wasm_store_free(struct kis_wasm_store *s)
 	free(s->objs);
 	free(s->stack - 1); /* the guard slot, see kis_wasm_store_new */
 	free(s->frames);
+	wasm_jit_store_free(s->jit);
 	free(s);
+}
+
+int kis_wasm_compiler_available(void)
+{
+	return wasm_jit_present();
+}
+
+int kis_wasm_compiler_load(struct kis_error **err)
+{
+	char msg[320];
+	if (wasm_jit_load(msg, sizeof(msg)) < 0)
+		return kis_error_set(err, KIS_E_PROFILE_UNSATISFIABLE, 0, "%s", msg);
+	return 0;
+}
+
+int kis_wasm_store_use_compiler(struct kis_wasm_store *s, int on, struct kis_error **err)
+{
+	if (on)
+		TRY(kis_wasm_compiler_load(err));
+	s->compile = on != 0;
+	return 0;
+}
+
+void kis_wasm_store_on_compiled(struct kis_wasm_store *s,
+				void (*fn)(void *user, const uint8_t *obj, size_t len, int from_cache),
+				void *user)
+{
+	s->compiled = fn;
+	s->compiled_user = user;
+}
+
+void kis_wasm_store_use_cached_code(struct kis_wasm_store *s, const uint8_t *obj, size_t len)
+{
+	s->cached = obj;
+	s->cached_len = len;
+}
+
+int kis_wasm_compiler_id(char *buf, size_t len)
+{
+	return wasm_jit_id(buf, len);
 }
 
 void kis_wasm_interrupt(struct kis_wasm_store *s)
@@ -439,6 +482,25 @@ int kis_wasm_instantiate(struct kis_wasm_store *s, const struct kis_wasm_module 
 	inst->own_funcs = own;
 
 	TRY(link_imports(inst, resolve, user, err));
+	if (s->compile) {
+		/* the module's own code first: a module the compiler refuses
+		 * fails before any object of it is made */
+		/* The module's machine code is made once and kept with it (it
+		 * is the module's, like its translation): the cast is that
+		 * lazily filled cache, not a change of what the module means. */
+		char msg[512];
+		if (wasm_jit_compile((struct kis_wasm_module *)m, s->cached, s->cached_len, msg,
+				     sizeof(msg)) < 0)
+			return kis_error_set(err, KIS_E_PROFILE_UNSATISFIABLE, 0, "%s", msg);
+		s->cached = NULL;
+		s->cached_len = 0;
+		if (s->compiled) {
+			size_t len;
+			bool cached;
+			const uint8_t *obj = wasm_jit_object(m->jit, &len, &cached);
+			s->compiled(s->compiled_user, obj, len, cached);
+		}
+	}
 
 	for (uint32_t i = m->ntable_imports; i < m->ntables; i++) {
 		const struct wasm_tabletype *t = &m->tables[i];
@@ -475,6 +537,12 @@ int kis_wasm_instantiate(struct kis_wasm_store *s, const struct kis_wasm_module 
 		inst->elems[i].n = e->n;
 	}
 
+	if (s->compile) {
+		/* every object made: the context points at them */
+		char msg[512];
+		if (wasm_jit_instance_init(inst, msg, sizeof(msg)) < 0)
+			return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "%s", msg);
+	}
 	/* Active segments behave as table.init / memory.init followed by a
 	 * drop, in order; a trap stops there with earlier writes kept. */
 	for (uint32_t i = 0; i < m->nelems; i++) {

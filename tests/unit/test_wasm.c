@@ -24,6 +24,23 @@
  *   (func (export "fib") (param i32) (result i32) ...recursive fib...)
  *   (memory (export "mem") 1)
  *   (func (export "load") (param i32) (result i32) local.get 0 i32.load)) */
+/* Every test runs twice: interpreted, then compiled (the compiler's
+ * round: each store made here compiles its instances). */
+static bool compiled;
+
+static struct kis_wasm_store *new_store(void)
+{
+	struct kis_wasm_store *s = kis_wasm_store_new();
+	struct kis_error *err = NULL;
+	if (s && compiled && kis_wasm_store_use_compiler(s, 1, &err) < 0) {
+		print_error("compiler: %s\n", err ? err->message : "?");
+		kis_error_free(err);
+		kis_wasm_store_free(s);
+		return NULL;
+	}
+	return s;
+}
+
 static const uint8_t test_module[] = {
   0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00, 0x01, 0x0f, 0x03, 0x60,
   0x00, 0x00, 0x60, 0x02, 0x7f, 0x7f, 0x01, 0x7f, 0x60, 0x01, 0x7f, 0x01,
@@ -175,7 +192,7 @@ static int setup(void **state)
 	struct kis_error *err = NULL;
 	if (kis_wasm_module_load(test_module, sizeof(test_module), &f.m, &err) < 0)
 		return -1;
-	f.s = kis_wasm_store_new();
+	f.s = new_store();
 	enum kis_wasm_trap trap;
 	if (!f.s || kis_wasm_instantiate(f.s, f.m, resolve, &f, &f.inst, &trap, &err) < 0) {
 		print_error("instantiate: %s\n", err ? err->message : "no store");
@@ -277,7 +294,7 @@ static void interrupt_from_thread(void **state)
 	struct kis_wasm_module *m = NULL;
 	struct kis_error *err = NULL;
 	assert_int_equal(kis_wasm_module_load(bare_loop, sizeof(bare_loop), &m, &err), 0);
-	struct kis_wasm_store *s = kis_wasm_store_new();
+	struct kis_wasm_store *s = new_store();
 	struct kis_wasm_instance *inst;
 	enum kis_wasm_trap trap;
 	assert_int_equal(kis_wasm_instantiate(s, m, NULL, NULL, &inst, &trap, &err), 0);
@@ -305,7 +322,7 @@ static void fuel_counts_iterations(void **state)
 	struct kis_wasm_module *m = NULL;
 	struct kis_error *err = NULL;
 	assert_int_equal(kis_wasm_module_load(count_loop, sizeof(count_loop), &m, &err), 0);
-	struct kis_wasm_store *s = kis_wasm_store_new();
+	struct kis_wasm_store *s = new_store();
 	assert_non_null(s);
 	struct kis_wasm_instance *inst;
 	enum kis_wasm_trap trap;
@@ -350,7 +367,7 @@ static void memory_limit(void **state)
 	struct kis_wasm_module *m = NULL;
 	struct kis_error *err = NULL;
 	assert_int_equal(kis_wasm_module_load(grow_module, sizeof(grow_module), &m, &err), 0);
-	struct kis_wasm_store *s = kis_wasm_store_new();
+	struct kis_wasm_store *s = new_store();
 	kis_wasm_set_memory_limit(s, 4);
 	struct kis_wasm_instance *inst;
 	enum kis_wasm_trap trap;
@@ -437,7 +454,7 @@ static void v128_boundaries(void **state)
 	struct kis_wasm_module *m = NULL;
 	struct kis_error *err = NULL;
 	assert_int_equal(kis_wasm_module_load(v128_module, sizeof(v128_module), &m, &err), 0);
-	struct kis_wasm_store *s = kis_wasm_store_new();
+	struct kis_wasm_store *s = new_store();
 	assert_non_null(s);
 	const uint8_t v = KIS_WASM_V128;
 	struct kis_wasm_func *swap = kis_wasm_host_func_new(s, &v, 1, &v, 1, swap_halves, NULL);
@@ -485,5 +502,17 @@ int main(void)
 		cmocka_unit_test(memory_limit),
 		cmocka_unit_test(v128_boundaries),
 	};
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	int failed = cmocka_run_group_tests_name("interpreter", tests, NULL, NULL);
+#if defined(__SANITIZE_ADDRESS__)
+	/* ASan does not follow compiled code onto its own stack (jit_rt.c
+	 * switches stacks): the compiled round runs in the plain build */
+	return failed;
+#else
+	if (!kis_wasm_compiler_available()) {
+		printf("compiled round: skipped, no compiler plugin (libkis-jit.so)\n");
+		return failed;
+	}
+	compiled = true;
+	return failed + cmocka_run_group_tests_name("compiler", tests, NULL, NULL);
+#endif
 }

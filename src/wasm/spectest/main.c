@@ -36,6 +36,7 @@ struct file_run {
 };
 
 static struct known known;
+static bool use_compiler; /* --engine compiler: every module runs compiled */
 static bool verbose;
 
 /* ---- the spectest host module (see the spec interpreter's spectest.ml) ---- */
@@ -628,7 +629,10 @@ static int run_file(const char *json_path, int *passed, int *failed, int *skippe
 
 	struct file_run r = { .dir = dir, .wast = wast };
 	r.store = kis_wasm_store_new();
-	if (!r.store || make_spectest(&r) < 0) {
+	struct kis_error *cerr = NULL;
+	if (!r.store || make_spectest(&r) < 0 ||
+	    (use_compiler && kis_wasm_store_use_compiler(r.store, 1, &cerr) < 0)) {
+		kis_error_free(cerr);
 		fprintf(stderr, "%s: cannot set up the store\n", wast);
 		json_decref(root);
 		file_run_release(&r);
@@ -679,8 +683,12 @@ int main(int argc, char **argv)
 			load_known(argv[++i]);
 		} else if (!strcmp(argv[i], "-v")) {
 			verbose = true;
+		} else if (!strcmp(argv[i], "--engine") && i + 1 < argc &&
+			   (!strcmp(argv[i + 1], "compiler") || !strcmp(argv[i + 1], "interpreter"))) {
+			use_compiler = !strcmp(argv[++i], "compiler");
 		} else {
-			fprintf(stderr, "usage: kis-wasm-spectest [-v] [--known-failures FILE] FILE.json...\n");
+			fprintf(stderr, "usage: kis-wasm-spectest [-v] [--engine interpreter|compiler] "
+					"[--known-failures FILE] FILE.json...\n");
 			return 2;
 		}
 	}

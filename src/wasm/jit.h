@@ -1,0 +1,162 @@
+/* SPDX-License-Identifier: MIT */
+/* Internal: the WebAssembly compiler (jit_llvm.c: wasm to LLVM IR to x86-64
+ * through LLVM's ORC JIT) and its runtime (jit_rt.c: entry, stack, traps). */
+#ifndef KIS_WASM_JIT_H
+#define KIS_WASM_JIT_H
+
+#include <setjmp.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "wasm/internal.h"
+
+/* Bumped whenever the generated code or the layout it reads changes: part
+ * of the cache key of compiled code. */
+#define WASM_JIT_VERSION 3u
+
+/* What compiled code of one instance reads, through the pointer every
+ * compiled function takes first. The generator (jit_llvm.c) addresses the
+ * fields with offsetof, so this layout is the one contract between them. */
+struct wasm_jit_ctx {
+	struct kis_wasm_memory *mem; /* memory 0, or NULL */
+	struct kis_wasm_global **globals;
+	struct kis_wasm_table **tables;
+	struct kis_wasm_func **funcs;
+	atomic_int *interrupt;       /* the store's, as the interpreter checks it */
+	int64_t *fuel;
+	uintptr_t stack_limit;       /* lowest stack address a prologue may reach */
+	const struct wasm_functype *types; /* the module's types */
+	struct kis_wasm_instance *inst;
+	struct kis_wasm_store *store;
+};
+
+/* The store's state for compiled code: the stack it runs on (a mapping with
+ * a guard page below it) and the way back from a trap. */
+struct wasm_jit_store {
+	uint8_t *map;  /* guard page then stack */
+	size_t map_len;
+	uintptr_t stack_top;
+	uintptr_t stack_limit;
+	bool on_stack; /* compiled code is running: a nested entry stays here */
+	jmp_buf *trap_jb;
+};
+
+/* Native stack for compiled code: 8 MiB, one guard page below it, and a
+ * margin above the guard that only runtime and host functions use, so a
+ * host call made at the limit still has room (WASI calls take little). */
+#define WASM_JIT_STACK_BYTES (8u << 20)
+#define WASM_JIT_STACK_MARGIN (256u << 10)
+
+/* Runtime helpers the generated code calls (jit_rt.c), by these names. */
+#define WASM_JIT_HELPERS(X)                 \
+	X(wasm_jit_rt_trap)                 \
+	X(wasm_jit_rt_call)                 \
+	X(wasm_jit_rt_sig_eq)               \
+	X(wasm_jit_rt_memory_grow)          \
+	X(wasm_jit_rt_memory_init)          \
+	X(wasm_jit_rt_data_drop)            \
+	X(wasm_jit_rt_memory_copy)          \
+	X(wasm_jit_rt_memory_fill)          \
+	X(wasm_jit_rt_table_init)           \
+	X(wasm_jit_rt_elem_drop)            \
+	X(wasm_jit_rt_table_copy)           \
+	X(wasm_jit_rt_table_grow)           \
+	X(wasm_jit_rt_table_fill)           \
+	X(wasm_jit_rt_simd)
+
+KIS_HIDDEN __attribute__((noreturn)) void wasm_jit_rt_trap(struct wasm_jit_ctx *c, uint32_t kind);
+KIS_HIDDEN void wasm_jit_rt_call(struct wasm_jit_ctx *c, struct kis_wasm_func *f, uint64_t *io);
+KIS_HIDDEN uint32_t wasm_jit_rt_sig_eq(const struct wasm_functype *a, const struct wasm_functype *b);
+KIS_HIDDEN uint32_t wasm_jit_rt_memory_grow(struct wasm_jit_ctx *c, uint32_t delta);
+KIS_HIDDEN void wasm_jit_rt_memory_init(struct wasm_jit_ctx *c, uint32_t seg, uint32_t d,
+					uint32_t s, uint32_t n);
+KIS_HIDDEN void wasm_jit_rt_data_drop(struct wasm_jit_ctx *c, uint32_t seg);
+KIS_HIDDEN void wasm_jit_rt_memory_copy(struct wasm_jit_ctx *c, uint32_t d, uint32_t s, uint32_t n);
+KIS_HIDDEN void wasm_jit_rt_memory_fill(struct wasm_jit_ctx *c, uint32_t d, uint32_t v, uint32_t n);
+KIS_HIDDEN void wasm_jit_rt_table_init(struct wasm_jit_ctx *c, uint32_t tab, uint32_t seg,
+				       uint32_t d, uint32_t s, uint32_t n);
+KIS_HIDDEN void wasm_jit_rt_elem_drop(struct wasm_jit_ctx *c, uint32_t seg);
+KIS_HIDDEN void wasm_jit_rt_table_copy(struct wasm_jit_ctx *c, uint32_t dt, uint32_t st,
+				       uint32_t d, uint32_t s, uint32_t n);
+KIS_HIDDEN uint32_t wasm_jit_rt_table_grow(struct wasm_jit_ctx *c, uint32_t tab, uint64_t init,
+					   uint32_t n);
+KIS_HIDDEN void wasm_jit_rt_table_fill(struct wasm_jit_ctx *c, uint32_t tab, uint32_t i,
+				       uint64_t v, uint32_t n);
+KIS_HIDDEN void wasm_jit_rt_simd(struct wasm_jit_ctx *c, const uint32_t *words, uint64_t *io,
+				 uint32_t nslots);
+
+/* The compiler is a plugin, libkis-jit.so (jit_llvm.c and LLVM), loaded
+ * by jit_load.c only when a store compiles: linking LLVM into every program
+ * cost each kis command ~130 ms of start-up (libLLVM's relocations and
+ * constructors). The plugin sees the host only through this table. */
+struct wasm_jit_sym {
+	const char *name;
+	void (*addr)(void);
+};
+
+struct wasm_jit_host {
+	unsigned version; /* WASM_JIT_VERSION */
+	int (*read_u32)(const uint8_t **p, const uint8_t *end, uint32_t *v);
+	int (*read_s32)(const uint8_t **p, const uint8_t *end, int32_t *v);
+	int (*read_s33)(const uint8_t **p, const uint8_t *end, int64_t *v);
+	int (*read_s64)(const uint8_t **p, const uint8_t *end, int64_t *v);
+	int (*simd_sig)(uint32_t sub, struct wasm_simd_sig *sig);
+	const struct wasm_jit_sym *syms; /* what generated code may call */
+	size_t nsyms;
+};
+
+struct wasm_jit_plugin {
+	int (*compile)(struct kis_wasm_module *m, const uint8_t *cached, size_t cached_len,
+		       char *err, size_t errlen);
+	void (*module_free)(struct wasm_jit_module *jm);
+	int (*lookup)(struct wasm_jit_module *jm, uint32_t i, void **fn,
+		      void (**wrap)(void *, uint64_t *));
+	const uint8_t *(*object)(const struct wasm_jit_module *jm, size_t *len, bool *from_cache);
+	int (*id)(char *buf, size_t len);
+};
+
+/* The plugin's one exported symbol: 0 and *out filled, or -1 (no native
+ * target, or a host of another version). */
+#define WASM_JIT_PLUGIN_INIT "kis_wasm_jit_plugin_init"
+typedef int (*wasm_jit_plugin_init_fn)(const struct wasm_jit_host *host,
+				       struct wasm_jit_plugin *out);
+
+/* jit_load.c: load the plugin (once; before the process is confined: it
+ * reads the plugin and libLLVM from /usr/lib). 0, or -1 with why in err. */
+KIS_HIDDEN int wasm_jit_load(char *err, size_t errlen);
+/* Is the plugin there to load (no loading: cheap, for the probe)? */
+KIS_HIDDEN bool wasm_jit_present(void);
+
+/* The plugin's entries, through jit_load.c (each loads it if needed). */
+/* Compile every function of m (validated) to machine code.
+ * Returns 0, or -1 with a message in err: a module with an instruction the
+ * compiler does not handle yet is refused by name. */
+KIS_HIDDEN int wasm_jit_compile(struct kis_wasm_module *m, const uint8_t *cached,
+				size_t cached_len, char *err, size_t errlen);
+/* The object code a module's machine code was linked from, and whether it
+ * came from the cache. */
+KIS_HIDDEN const uint8_t *wasm_jit_object(const struct wasm_jit_module *jm, size_t *len,
+					  bool *from_cache);
+/* "kis-jit <version> llvm <version> cpu <name> <features>": what compiled
+ * code depends on besides the module (the cache's key). */
+KIS_HIDDEN int wasm_jit_id(char *buf, size_t len);
+KIS_HIDDEN void wasm_jit_module_free(struct wasm_jit_module *jm);
+/* The native entries of defined function i: typed, and over slots. */
+KIS_HIDDEN int wasm_jit_lookup(struct wasm_jit_module *jm, uint32_t i, void **fn,
+			       void (**wrap)(void *, uint64_t *));
+/* Can this build and host compile? (The plugin loads, LLVM's native
+ * target initialises.) */
+KIS_HIDDEN bool wasm_jit_supported(void);
+
+/* jit_rt.c: give a new instance its context and its functions their native
+ * entries (after imports are linked, before segments and start). */
+KIS_HIDDEN int wasm_jit_instance_init(struct kis_wasm_instance *inst, char *err, size_t errlen);
+KIS_HIDDEN void wasm_jit_store_free(struct wasm_jit_store *js);
+/* Run compiled f from the host or the interpreter (wasm_invoke's path for
+ * a compiled function). */
+KIS_HIDDEN enum kis_wasm_trap wasm_jit_invoke(struct kis_wasm_store *s, struct kis_wasm_func *f,
+					      const uint64_t *args, uint64_t *results);
+
+#endif

@@ -1,0 +1,198 @@
+/* SPDX-License-Identifier: MIT */
+/* The store's cache of compiled WebAssembly: <store>/cache/wasm-code/<h>.o,
+ * one file per module, written by the engine, read only where it trusts it.
+ *
+ * A file holds "KISJIT1\n", the compiler's id (kis_wasm_compiler_id: this
+ * compiler's and LLVM's versions and the CPU), the module's bytes and the
+ * object code, each after its length. The name is a 64-bit FNV-1a hash of
+ * id and module, only to find the file: a hit is the exact id and module
+ * bytes compared, so a collision is a miss, never another module's code.
+ * Trust: the engine opened the store (which refuses one another user may
+ * change); here the directory and the file must be the engine's own user's,
+ * not group or world writable, and reached without a symlink. Writes go to
+ * a temporary file renamed into place, so a reader sees a whole file. */
+#include <errno.h>
+#include <stdbool.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "wasm/jit_cache.h"
+#include "kis/wasm.h"
+
+static const char MAGIC[8] = "KISJIT1\n";
+
+static uint64_t fnv1a(uint64_t h, const uint8_t *p, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		h ^= p[i];
+		h *= 0x100000001b3ull;
+	}
+	return h;
+}
+
+static bool trusted(int fd, bool dir)
+{
+	struct stat st;
+	if (fstat(fd, &st) < 0)
+		return false;
+	if (dir ? !S_ISDIR(st.st_mode) : !S_ISREG(st.st_mode))
+		return false;
+	return st.st_uid == geteuid() && !(st.st_mode & (S_IWGRP | S_IWOTH));
+}
+
+/* The cache directory, made (0700) when asked; -1 if absent or untrusted. */
+static int open_dir(const char *store_root, bool make)
+{
+	char path[4096];
+	int n = snprintf(path, sizeof(path), "%s/cache", store_root);
+	if (n < 0 || (size_t)n >= sizeof(path))
+		return -1;
+	if (make && mkdir(path, 0700) < 0 && errno != EEXIST)
+		return -1;
+	int parent = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (parent < 0)
+		return -1;
+	if (make && mkdirat(parent, "wasm-code", 0700) < 0 && errno != EEXIST) {
+		close(parent);
+		return -1;
+	}
+	int fd = openat(parent, "wasm-code", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	close(parent);
+	if (fd >= 0 && !trusted(fd, true)) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+static int file_name(const uint8_t *mod, size_t len, char *id, size_t idlen, char name[32])
+{
+	if (kis_wasm_compiler_id(id, idlen) < 0)
+		return -1;
+	uint64_t h = fnv1a(0xcbf29ce484222325ull, (const uint8_t *)id, strlen(id));
+	h = fnv1a(h, mod, len);
+	snprintf(name, 32, "%016llx.o", (unsigned long long)h);
+	return 0;
+}
+
+static int read_all(int fd, uint8_t *buf, size_t len)
+{
+	for (size_t got = 0; got < len;) {
+		ssize_t r = read(fd, buf + got, len - got);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return -1;
+		got += (size_t)r;
+	}
+	return 0;
+}
+
+static int write_all(int fd, const void *buf, size_t len)
+{
+	const uint8_t *p = buf;
+	for (size_t put = 0; put < len;) {
+		ssize_t r = write(fd, p + put, len - put);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return -1;
+		put += (size_t)r;
+	}
+	return 0;
+}
+
+int wasm_code_cache_get(const char *store_root, const uint8_t *mod, size_t len, uint8_t **obj,
+			size_t *objlen)
+{
+	char id[1024], name[32];
+	*obj = NULL;
+	*objlen = 0;
+	if (!store_root || file_name(mod, len, id, sizeof(id), name) < 0)
+		return -1;
+	int dfd = open_dir(store_root, false);
+	if (dfd < 0)
+		return -1;
+	int fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	close(dfd);
+	if (fd < 0)
+		return -1;
+	int rc = -1;
+	uint8_t *buf = NULL;
+	struct stat st;
+	if (!trusted(fd, false) || fstat(fd, &st) < 0 || st.st_size < 8 + 4 + 8 + 8)
+		goto out;
+	size_t size = (size_t)st.st_size;
+	buf = malloc(size);
+	if (!buf || read_all(fd, buf, size) < 0)
+		goto out;
+	/* magic, id, module, object: each length checked against what is left */
+	size_t at = 8;
+	uint32_t idn;
+	uint64_t mn, on;
+	if (memcmp(buf, MAGIC, 8))
+		goto out;
+	memcpy(&idn, buf + at, 4);
+	at += 4;
+	if (idn != strlen(id) || idn > size - at || memcmp(buf + at, id, idn))
+		goto out;
+	at += idn;
+	if (size - at < 8)
+		goto out;
+	memcpy(&mn, buf + at, 8);
+	at += 8;
+	if (mn != len || mn > size - at || memcmp(buf + at, mod, len))
+		goto out;
+	at += mn;
+	if (size - at < 8)
+		goto out;
+	memcpy(&on, buf + at, 8);
+	at += 8;
+	if (on == 0 || on != size - at)
+		goto out;
+	*obj = malloc(on);
+	if (!*obj)
+		goto out;
+	memcpy(*obj, buf + at, on);
+	*objlen = on;
+	rc = 0;
+out:
+	free(buf);
+	close(fd);
+	return rc;
+}
+
+int wasm_code_cache_put(const char *store_root, const uint8_t *mod, size_t len, const uint8_t *obj,
+			size_t objlen)
+{
+	char id[1024], name[32], tmp[64];
+	if (!store_root || !objlen || file_name(mod, len, id, sizeof(id), name) < 0)
+		return -1;
+	int dfd = open_dir(store_root, true);
+	if (dfd < 0)
+		return -1;
+	snprintf(tmp, sizeof(tmp), ".%s.%ld.tmp", name, (long)getpid());
+	int fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0) {
+		close(dfd);
+		return -1;
+	}
+	uint32_t idn = (uint32_t)strlen(id);
+	uint64_t mn = len, on = objlen;
+	int rc = write_all(fd, MAGIC, 8) < 0 || write_all(fd, &idn, 4) < 0 ||
+		 write_all(fd, id, idn) < 0 || write_all(fd, &mn, 8) < 0 ||
+		 write_all(fd, mod, len) < 0 || write_all(fd, &on, 8) < 0 ||
+		 write_all(fd, obj, objlen) < 0 || fsync(fd) < 0 ? -1 : 0;
+	if (close(fd) < 0)
+		rc = -1;
+	if (rc == 0 && renameat(dfd, tmp, dfd, name) < 0)
+		rc = -1;
+	if (rc < 0)
+		unlinkat(dfd, tmp, 0);
+	close(dfd);
+	return rc;
+}

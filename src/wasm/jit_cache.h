@@ -1,0 +1,20 @@
+/* SPDX-License-Identifier: MIT */
+/* Internal: the store's cache of compiled WebAssembly (jit_cache.c), for the
+ * wasm tier: looked up and written by the engine, outside the sandbox. */
+#ifndef KIS_WASM_JIT_CACHE_H
+#define KIS_WASM_JIT_CACHE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/util.h"
+
+/* The object code cached for module mod under this compiler and CPU:
+ * 0 and *obj (malloc'd) on a hit, -1 on a miss or an untrusted file. */
+KIS_HIDDEN int wasm_code_cache_get(const char *store_root, const uint8_t *mod, size_t len,
+				   uint8_t **obj, size_t *objlen);
+/* Keep obj for mod (atomically replacing any old one); 0 or -1. */
+KIS_HIDDEN int wasm_code_cache_put(const char *store_root, const uint8_t *mod, size_t len,
+				   const uint8_t *obj, size_t objlen);
+
+#endif

@@ -1,0 +1,323 @@
+/* SPDX-License-Identifier: MIT */
+/* Runtime of compiled WebAssembly: the stack compiled code runs on, entry
+ * from the host or the interpreter, traps (a longjmp back to the entry), and
+ * the helpers generated code calls for what it does not do inline.
+ *
+ * Theory of operation. kis_wasm_call reaches wasm_invoke, which hands a
+ * compiled function to wasm_jit_invoke. That switches to the store's own
+ * stack (a mapping with a guard page below it; every compiled function's
+ * prologue compares the stack pointer with ctx->stack_limit, above the
+ * guard by a margin, so exhaustion is a trap and the guard is only the
+ * backstop), sets a jmp_buf and calls the function's slot-form wrapper.
+ * Every trap, from generated code or from a helper here, is a call of
+ * wasm_jit_rt_trap, which longjmps to that jmp_buf with the trap kind.
+ * Compiled frames hold no resources, so unwinding them is only resetting
+ * the stack pointer. A host function called from compiled code (WASI) runs
+ * on the same stack and may enter wasm again: a nested entry stays on the
+ * stack and sets a jmp_buf of its own, restoring the outer one on return. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "wasm/jit.h"
+
+/* Calls fn(arg) with the stack pointer at top (16-byte aligned) and back
+ * (System V x86-64: rdi = arg, rsi = fn, rdx = top; rbp keeps the caller's
+ * stack pointer across the call). */
+void wasm_jit_switch(void *arg, void (*fn)(void *), uintptr_t top);
+__asm__(".text\n"
+	".p2align 4\n"
+	".hidden wasm_jit_switch\n"
+	".globl wasm_jit_switch\n"
+	".type wasm_jit_switch,@function\n"
+	"wasm_jit_switch:\n"
+	"\tendbr64\n"
+	"\tpushq %rbp\n"
+	"\tmovq %rsp, %rbp\n"
+	"\tmovq %rdx, %rsp\n"
+	"\tcallq *%rsi\n"
+	"\tmovq %rbp, %rsp\n"
+	"\tpopq %rbp\n"
+	"\tretq\n"
+	".size wasm_jit_switch, .-wasm_jit_switch\n");
+
+static struct wasm_jit_store *jit_store(struct kis_wasm_store *s)
+{
+	if (s->jit)
+		return s->jit;
+	struct wasm_jit_store *js = calloc(1, sizeof(*js));
+	if (!js)
+		return NULL;
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+	js->map_len = WASM_JIT_STACK_BYTES + page;
+	/* MAP_NORESERVE and untouched: pages cost only once used. The guard
+	 * page is PROT_NONE, so running past the limit check (a host function
+	 * deeper than the margin) faults instead of writing below. */
+	js->map = mmap(NULL, js->map_len, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK, -1, 0);
+	if (js->map == MAP_FAILED) {
+		free(js);
+		return NULL;
+	}
+	if (mprotect(js->map, page, PROT_NONE) < 0) {
+		munmap(js->map, js->map_len);
+		free(js);
+		return NULL;
+	}
+	js->stack_top = ((uintptr_t)js->map + js->map_len) & ~(uintptr_t)15;
+	js->stack_limit = (uintptr_t)js->map + page + WASM_JIT_STACK_MARGIN;
+	s->jit = js;
+	return js;
+}
+
+void wasm_jit_store_free(struct wasm_jit_store *js)
+{
+	if (!js)
+		return;
+	munmap(js->map, js->map_len);
+	free(js);
+}
+
+int wasm_jit_instance_init(struct kis_wasm_instance *inst, char *err, size_t errlen)
+{
+	const struct kis_wasm_module *m = inst->m;
+	struct wasm_jit_store *js = jit_store(inst->store);
+	struct wasm_jit_ctx *c = calloc(1, sizeof(*c));
+	if (!js || !c) {
+		free(c);
+		snprintf(err, errlen, "cannot allocate the compiled code's stack");
+		return -1;
+	}
+	c->mem = m->nmems ? inst->mems[0] : NULL;
+	c->globals = inst->globals;
+	c->tables = inst->tables;
+	c->funcs = inst->funcs;
+	c->interrupt = &inst->store->interrupt;
+	c->fuel = &inst->store->fuel;
+	c->stack_limit = js->stack_limit;
+	c->types = m->types;
+	c->inst = inst;
+	c->store = inst->store;
+	for (uint32_t i = 0; i < m->nfuncs - m->nfunc_imports; i++) {
+		struct kis_wasm_func *f = &inst->own_funcs[i];
+		if (wasm_jit_lookup(m->jit, i, &f->jit_fn, &f->jit_wrap) < 0) {
+			free(c);
+			for (uint32_t k = 0; k < i; k++)
+				inst->own_funcs[k].jit_fn = NULL, inst->own_funcs[k].jit_wrap = NULL;
+			snprintf(err, errlen, "compiled code of function %u is missing",
+				 m->nfunc_imports + i);
+			return -1;
+		}
+		f->jit_ctx = c;
+	}
+	inst->jit = c;
+	return 0;
+}
+
+struct entry {
+	struct kis_wasm_func *f;
+	uint64_t *io;
+	jmp_buf jb;
+	enum kis_wasm_trap trap;
+};
+
+static void run_entry(void *p)
+{
+	struct entry *e = p;
+	int k = setjmp(e->jb);
+	if (k == 0) {
+		e->f->jit_wrap(e->f->jit_ctx, e->io);
+		e->trap = KIS_WASM_OK;
+	} else {
+		e->trap = (enum kis_wasm_trap)k;
+	}
+}
+
+enum kis_wasm_trap wasm_jit_invoke(struct kis_wasm_store *s, struct kis_wasm_func *f,
+				   const uint64_t *args, uint64_t *results)
+{
+	struct wasm_jit_store *js = s->jit;
+	const struct wasm_functype *ft = f->type;
+	uint32_t n = ft->nps > ft->nrs ? ft->nps : ft->nrs;
+	uint64_t small[16];
+	uint64_t *io = n <= 16 ? small : calloc(n, sizeof(uint64_t));
+	if (!io || !js)
+		return KIS_WASM_TRAP_STACK_EXHAUSTED;
+	if (ft->nps)
+		memcpy(io, args, (size_t)ft->nps * 8);
+	struct entry e = {.f = f, .io = io};
+	jmp_buf *outer = js->trap_jb;
+	js->trap_jb = &e.jb;
+	if (js->on_stack) {
+		run_entry(&e);
+	} else {
+		js->on_stack = true;
+		wasm_jit_switch(&e, run_entry, js->stack_top);
+		js->on_stack = false;
+	}
+	js->trap_jb = outer;
+	if (e.trap == KIS_WASM_OK && ft->nrs)
+		memcpy(results, io, (size_t)ft->nrs * 8);
+	if (io != small)
+		free(io);
+	return e.trap;
+}
+
+/* ---- helpers called by generated code ---- */
+
+void wasm_jit_rt_trap(struct wasm_jit_ctx *c, uint32_t kind)
+{
+	if (kind == KIS_WASM_TRAP_OUT_OF_FUEL)
+		c->store->fuel = 0; /* as the interpreter leaves it */
+	if (kind == KIS_WASM_OK || kind >= KIS_WASM_TRAP__COUNT)
+		kind = KIS_WASM_TRAP_UNREACHABLE;
+	longjmp(*c->store->jit->trap_jb, (int)kind);
+}
+
+/* A call that compiled code does not make directly: a host function, or a
+ * function of an instance that runs in the interpreter. io holds the
+ * arguments and receives the results (as many slots as the larger). */
+void wasm_jit_rt_call(struct wasm_jit_ctx *c, struct kis_wasm_func *f, uint64_t *io)
+{
+	struct kis_wasm_store *s = c->store;
+	const struct wasm_functype *ft = f->type;
+	uint64_t small[16];
+	uint64_t *res = ft->nrs <= 16 ? small : calloc(ft->nrs, sizeof(uint64_t));
+	if (!res)
+		wasm_jit_rt_trap(c, KIS_WASM_TRAP_STACK_EXHAUSTED);
+	enum kis_wasm_trap t;
+	if (f->jit_wrap) {
+		f->jit_wrap(f->jit_ctx, io);
+		if (res != small)
+			free(res);
+		return;
+	}
+	if (f->host) {
+		/* the interpreter ticks at a call of a host function too
+		 * (exec.c call:); a compiled callee ticks in its prologue and
+		 * an interpreted one in wasm_invoke */
+		if (atomic_load_explicit(&s->interrupt, memory_order_relaxed)) {
+			if (res != small)
+				free(res);
+			wasm_jit_rt_trap(c, KIS_WASM_TRAP_INTERRUPTED);
+		}
+		if (--s->fuel < 0) {
+			if (res != small)
+				free(res);
+			wasm_jit_rt_trap(c, KIS_WASM_TRAP_OUT_OF_FUEL);
+		}
+		/* the interpreter's host-call contract (exec.c): the depth
+		 * counts the host frame, so a re-entry is not a new run */
+		s->depth++;
+		t = f->host(f->user, c->inst, io, res);
+		s->depth--;
+	} else {
+		s->depth++;
+		t = wasm_invoke(s, f, io, res);
+		s->depth--;
+	}
+	if (t == KIS_WASM_OK && ft->nrs)
+		memcpy(io, res, (size_t)ft->nrs * 8);
+	if (res != small)
+		free(res);
+	if (t != KIS_WASM_OK)
+		wasm_jit_rt_trap(c, t);
+}
+
+uint32_t wasm_jit_rt_sig_eq(const struct wasm_functype *a, const struct wasm_functype *b)
+{
+	return wasm_functype_eq(a, b);
+}
+
+uint32_t wasm_jit_rt_memory_grow(struct wasm_jit_ctx *c, uint32_t delta)
+{
+	return (uint32_t)wasm_memory_grow(c->mem, delta);
+}
+
+void wasm_jit_rt_memory_init(struct wasm_jit_ctx *c, uint32_t x, uint32_t d, uint32_t s,
+			     uint32_t n)
+{
+	const struct kis_wasm_instance *inst = c->inst;
+	const struct wasm_data *seg = &inst->m->datas[x];
+	uint64_t len = inst->data_dropped[x] ? 0 : seg->len;
+	if ((uint64_t)s + n > len || (uint64_t)d + n > c->mem->size)
+		wasm_jit_rt_trap(c, KIS_WASM_TRAP_MEMORY_OOB);
+	if (n)
+		memcpy(c->mem->data + d, seg->bytes + s, n);
+}
+
+void wasm_jit_rt_data_drop(struct wasm_jit_ctx *c, uint32_t x)
+{
+	c->inst->data_dropped[x] = true;
+}
+
+void wasm_jit_rt_memory_copy(struct wasm_jit_ctx *c, uint32_t d, uint32_t s, uint32_t n)
+{
+	uint64_t size = c->mem->size;
+	if ((uint64_t)s + n > size || (uint64_t)d + n > size)
+		wasm_jit_rt_trap(c, KIS_WASM_TRAP_MEMORY_OOB);
+	if (n)
+		memmove(c->mem->data + d, c->mem->data + s, n);
+}
+
+void wasm_jit_rt_memory_fill(struct wasm_jit_ctx *c, uint32_t d, uint32_t v, uint32_t n)
+{
+	if ((uint64_t)d + n > c->mem->size)
+		wasm_jit_rt_trap(c, KIS_WASM_TRAP_MEMORY_OOB);
+	if (n)
+		memset(c->mem->data + d, (int)(uint8_t)v, n);
+}
+
+void wasm_jit_rt_table_init(struct wasm_jit_ctx *c, uint32_t tab, uint32_t x, uint32_t d,
+			    uint32_t s, uint32_t n)
+{
+	struct wasm_elem_inst *seg = &c->inst->elems[x];
+	struct kis_wasm_table *t = c->tables[tab];
+	if ((uint64_t)s + n > seg->n || (uint64_t)d + n > t->size)
+		wasm_jit_rt_trap(c, KIS_WASM_TRAP_TABLE_OOB);
+	if (n)
+		memcpy(t->elems + d, seg->refs + s, (size_t)n * 8);
+}
+
+void wasm_jit_rt_elem_drop(struct wasm_jit_ctx *c, uint32_t x)
+{
+	c->inst->elems[x].n = 0;
+}
+
+void wasm_jit_rt_table_copy(struct wasm_jit_ctx *c, uint32_t dt, uint32_t st, uint32_t d,
+			    uint32_t s, uint32_t n)
+{
+	struct kis_wasm_table *td = c->tables[dt], *ts = c->tables[st];
+	if ((uint64_t)s + n > ts->size || (uint64_t)d + n > td->size)
+		wasm_jit_rt_trap(c, KIS_WASM_TRAP_TABLE_OOB);
+	if (n)
+		memmove(td->elems + d, ts->elems + s, (size_t)n * 8);
+}
+
+uint32_t wasm_jit_rt_table_grow(struct wasm_jit_ctx *c, uint32_t tab, uint64_t init, uint32_t n)
+{
+	return (uint32_t)wasm_table_grow(c->tables[tab], n, init);
+}
+
+void wasm_jit_rt_table_fill(struct wasm_jit_ctx *c, uint32_t tab, uint32_t i, uint64_t v,
+			    uint32_t n)
+{
+	struct kis_wasm_table *t = c->tables[tab];
+	if ((uint64_t)i + n > t->size)
+		wasm_jit_rt_trap(c, KIS_WASM_TRAP_TABLE_OOB);
+	for (uint64_t k = 0; k < n; k++)
+		t->elems[i + k] = v;
+}
+
+/* One vector instruction, by the interpreter's simd.c: operands in io's
+ * first nslots slots, the result written from io[0]. Its only trap is an
+ * access outside memory 0. */
+void wasm_jit_rt_simd(struct wasm_jit_ctx *c, const uint32_t *words, uint64_t *io, uint32_t nslots)
+{
+	struct kis_wasm_memory *m = c->mem;
+	if (!wasm_simd_exec(words, io + nslots, NULL, m ? m->data : NULL, m ? m->size : 0, c->inst))
+		wasm_jit_rt_trap(c, KIS_WASM_TRAP_MEMORY_OOB);
+}

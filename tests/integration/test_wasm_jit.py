@@ -1,0 +1,255 @@
+# SPDX-License-Identifier: MIT
+# The wasm compiler (--wasm-engine compiler, src/wasm/jit_llvm.c): every test
+# of the wasm tier again under it (confinement, limits, termination reasons),
+# then what only compiled code has: its pages never writable and executable,
+# its cache in the store, SIMD, and a differential run of
+# the two engines on the same module with random arguments.
+import json
+import os
+import random
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+import test_wasm_tier as tier
+from conftest import KIS, ROOT, kis
+from test_wasm_tier import modules, run, world  # noqa: F401 (fixtures)
+
+RUNNER = ROOT / "build" / "kis-wasm-run"
+
+# The tier's tests, run compiled (the ones about choosing an engine stay
+# there: they name the engine themselves).
+for _name in dir(tier):
+    if _name.startswith("test_") and "engine" not in _name:
+        globals()[_name] = getattr(tier, _name)
+
+# One cache for the session: each test's store starts with the code compiled
+# so far, so wasitest.wasm is compiled once, not once per test.
+_CACHE = {}
+
+
+@pytest.fixture(autouse=True)
+def compiled(store, tmp_path_factory):
+    p = kis("backends")
+    if "compiler" not in p.stdout:
+        pytest.skip("this build has no wasm compiler (llvm-14-dev, scripts/install-deps.sh)")
+    if "dir" not in _CACHE:
+        _CACHE["dir"] = tmp_path_factory.mktemp("jit-cache")
+    shared = _CACHE["dir"]
+    mine = Path(store) / "cache" / "wasm-code"
+    mine.mkdir(parents=True, mode=0o700, exist_ok=True)
+    os.chmod(mine.parent, 0o700)
+    for f in shared.glob("*.o"):
+        shutil.copy(f, mine / f.name)
+        os.chmod(mine / f.name, 0o600)
+    tier.ENGINE[:] = ["--wasm-engine", "compiler"]
+    try:
+        yield
+    finally:
+        tier.ENGINE[:] = []
+        for f in mine.glob("*.o"):
+            shutil.copy(f, shared / f.name)
+
+
+def test_compiled_code_is_never_writable_and_executable(world):
+    """/proc/PID/maps of the process running a compiled loop: its code is an
+    anonymous read-execute mapping, and no mapping is writable and
+    executable at once."""
+    p = subprocess.Popen([str(KIS), "sandbox", "run", "--tier", "wasm", "--base", world["base"],
+                          "--wasm-engine", "compiler", "--timeout", "20s", "--", "loop.wasm"],
+                         env=tier.env_of(world["store"]), stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE)
+    try:
+        maps = None
+        for _ in range(200):
+            time.sleep(0.05)
+            for pid in os.listdir("/proc"):
+                if not pid.isdigit():
+                    continue
+                try:
+                    st = Path(f"/proc/{pid}/stat").read_text()
+                    if int(st.rsplit(")", 1)[1].split()[1]) != p.pid:
+                        continue
+                    status = Path(f"/proc/{pid}/status").read_text()
+                    m = Path(f"/proc/{pid}/maps").read_text()
+                except (OSError, ValueError, IndexError):
+                    continue
+                # the child, past the second seccomp filter: code mapped
+                anon_x = [l for l in m.splitlines()
+                          if l.split()[1].startswith("r-x") and len(l.split()) < 6]
+                if "Seccomp:\t2" in status and anon_x:
+                    maps = m
+            if maps:
+                break
+        assert maps, "no compiled code found in the running child"
+        wx = [l for l in maps.splitlines() if "w" in l.split()[1] and "x" in l.split()[1]]
+        assert wx == [], wx
+    finally:
+        p.kill()
+        p.wait()
+
+
+def test_second_run_links_the_cached_code(world):
+    """The first compiled run writes the store's cache; a second run of the
+    same module links it (same result), and a cache file the engine does
+    not trust (world-writable) is not used but replaced."""
+    cache = Path(world["store"]) / "cache" / "wasm-code"
+    for f in cache.glob("*.o"):
+        f.unlink()
+    d = run(world, "--", "wasitest.wasm", "hello")
+    assert d["stdout"] == "hello from wasm\n"
+    files = list(cache.glob("*.o"))
+    assert len(files) == 1 and files[0].stat().st_mode & 0o777 == 0o600
+    d = run(world, "--", "wasitest.wasm", "hello")
+    assert d["stdout"] == "hello from wasm\n"
+    # an untrusted file: its object garbage, its mode world-writable
+    data = bytearray(files[0].read_bytes())
+    data[-200:] = b"\xcc" * 200
+    files[0].write_bytes(bytes(data))
+    os.chmod(files[0], 0o666)
+    d = run(world, "--", "wasitest.wasm", "hello")
+    assert d["stdout"] == "hello from wasm\n" and d["termination"]["reason"] == "exited"
+    assert files[0].stat().st_mode & 0o777 == 0o600  # compiled anew, written again
+
+
+def test_simd_module_runs_compiled(world, tmp_path):
+    """A vector instruction (here one that traps at the memory's edge) runs
+    compiled as interpreted: the same trap."""
+    src = tmp_path / "simd"
+    src.mkdir()
+    (tmp_path / "simd.wat").write_text("""(module (memory (export "memory") 1)
+        (func (export "_start")
+          (v128.store (i32.const 65520) (i32x4.splat (i32.const 1)))
+          (drop (v128.load (i32.const 65521)))))""")
+    subprocess.run(["wat2wasm", str(tmp_path / "simd.wat"), "-o", str(src / "simd.wasm")],
+                   check=True)
+    base = tier.sh(world["store"], "base", "import", str(src)).stdout.strip()
+    e = {"KIS_SANDBOX_ROOT": str(world["store"])}
+    for engine in ("compiler", "interpreter"):
+        p = kis("run", "--json", "--tier", "wasm", "--base", base, "--wasm-engine", engine,
+                "--", "simd.wasm", env=e)
+        d = json.loads(p.stdout)
+        assert d["termination"]["reason"] == "trapped", (engine, d)
+        assert "out of bounds memory access" in d["termination"]["detail"], (engine, d)
+
+
+def test_oob_at_the_edge_traps(world, tmp_path):
+    """A 4-byte load at the last 4 bytes of memory runs; one byte further
+    traps, for loads and stores, with the interpreter's trap kind."""
+    if not RUNNER.exists():
+        pytest.skip("build/kis-wasm-run is not built (make build/kis-wasm-run)")
+    wat = tmp_path / "edge.wat"
+    wat.write_text("""(module (memory 1)
+        (func (export "ld") (param i32) (result i32) (i32.load (local.get 0)))
+        (func (export "ldo") (param i32) (result i32) (i32.load offset=65535 (local.get 0)))
+        (func (export "st") (param i32) (i64.store (local.get 0) (i64.const 7))))""")
+    subprocess.run(["wat2wasm", str(wat), "-o", str(tmp_path / "edge.wasm")], check=True)
+    calls = "ld 65532\nld 65533\nldo 0\nldo 4294967295\nst 65528\nst 65529\nld 4294967295\n"
+    want = ("0\ntrap: out of bounds memory access\ntrap: out of bounds memory access\n"
+            "trap: out of bounds memory access\n\ntrap: out of bounds memory access\n"
+            "trap: out of bounds memory access\n")
+    for engine in ("interpreter", "compiler"):
+        p = subprocess.run([str(RUNNER), "--engine", engine, "--batch", str(tmp_path / "edge.wasm")],
+                           input=calls, capture_output=True, text=True, timeout=60)
+        assert p.stdout == want, (engine, p.stdout, p.stderr)
+
+
+DIFF_WAT = """(module (memory 1)
+  (func (export "arith") (param i32 i32) (result i32 i32 i32 i32)
+    (i32.add (local.get 0) (local.get 1)) (i32.mul (local.get 0) (local.get 1))
+    (i32.rotl (local.get 0) (local.get 1)) (i32.shr_s (local.get 0) (local.get 1)))
+  (func (export "div") (param i32 i32) (result i32 i32)
+    (i32.div_s (local.get 0) (local.get 1)) (i32.rem_u (local.get 0) (local.get 1)))
+  (func (export "div64") (param i64 i64) (result i64)
+    (i64.rem_s (local.get 0) (local.get 1)))
+  (func (export "bits") (param i64) (result i64 i64 i64)
+    (i64.clz (local.get 0)) (i64.ctz (local.get 0)) (i64.popcnt (local.get 0)))
+  (func (export "conv") (param f64) (result i32 i64 i32)
+    (i32.trunc_f64_s (local.get 0)) (i64.trunc_sat_f64_u (local.get 0))
+    (i32.reinterpret_f32 (f32.demote_f64 (local.get 0))))
+  (func (export "fmin") (param f64 f64) (result f64 f64 f64)
+    (f64.min (local.get 0) (local.get 1)) (f64.max (local.get 0) (local.get 1))
+    (f64.nearest (local.get 0)))
+  (func (export "mem") (param i32 i64) (result i64)
+    (i64.store (local.get 0) (local.get 1)) (i64.load16_s offset=3 (local.get 0)))
+  (func $fib (export "fib") (param i32) (result i32)
+    (if (result i32) (i32.lt_u (local.get 0) (i32.const 2)) (then (local.get 0))
+      (else (i32.add (call $fib (i32.sub (local.get 0) (i32.const 1)))
+                     (call $fib (i32.sub (local.get 0) (i32.const 2)))))))
+  (func (export "loop") (param i32) (result i32) (local i32)
+    (block $b (loop $l
+      (br_if $b (i32.eqz (local.get 0)))
+      (local.set 1 (i32.xor (i32.mul (local.get 1) (i32.const 31)) (local.get 0)))
+      (local.set 0 (i32.sub (local.get 0) (i32.const 1)))
+      (br $l)))
+    (local.get 1))
+  (func (export "sw") (param i32) (result i32)
+    (block $c (block $b (block $a (br_table $a $b $c (local.get 0)))
+      (return (i32.const 10))) (return (i32.const 20))) (i32.const 30)))
+"""
+
+
+def _edge_ints(rng, bits):
+    edges = [0, 1, 2, 3, 31, 32, 63, 64, (1 << (bits - 1)) - 1, 1 << (bits - 1),
+             (1 << bits) - 1, (1 << bits) - 2]
+    return rng.choice(edges) if rng.random() < 0.4 else rng.getrandbits(bits)
+
+
+def _f64(rng):
+    import struct
+    special = [0.0, -0.0, 0.5, -0.5, 1.5, 2.5, -2.5, 2147483647.5, -2147483648.9,
+               4294967296.0, 1e300, -1e300, float("inf"), float("-inf"), float("nan")]
+    v = rng.choice(special) if rng.random() < 0.5 else rng.uniform(-5e9, 5e9)
+    return struct.unpack("<Q", struct.pack("<d", v))[0]
+
+
+def test_differential_random_arguments(tmp_path):
+    """The same module under both engines, 3000 calls with random and edge
+    arguments: the same results, bit for bit, and the same traps."""
+    if not RUNNER.exists():
+        pytest.skip("build/kis-wasm-run is not built (make build/kis-wasm-run)")
+    if not shutil.which("wat2wasm"):
+        pytest.skip("wat2wasm (wabt) is not installed")
+    (tmp_path / "d.wat").write_text(DIFF_WAT)
+    subprocess.run(["wat2wasm", str(tmp_path / "d.wat"), "-o", str(tmp_path / "d.wasm")],
+                   check=True)
+    seed = int(os.environ.get("KIS_DIFF_SEED", "0")) or random.randrange(1 << 30)
+    rng = random.Random(seed)
+    calls = []
+    for _ in range(3000):
+        k = rng.randrange(10)
+        if k == 0:
+            calls.append(f"arith {_edge_ints(rng, 32)} {_edge_ints(rng, 32)}")
+        elif k == 1:
+            calls.append(f"div {_edge_ints(rng, 32)} {_edge_ints(rng, 32)}")
+        elif k == 2:
+            calls.append(f"div64 {_edge_ints(rng, 64)} {_edge_ints(rng, 64)}")
+        elif k == 3:
+            calls.append(f"bits {_edge_ints(rng, 64)}")
+        elif k == 4:
+            calls.append(f"conv {_f64(rng)}")
+        elif k == 5:
+            calls.append(f"fmin {_f64(rng)} {_f64(rng)}")
+        elif k == 6:
+            calls.append(f"mem {rng.choice([0, 8, 65528, 65529, 65532, 1 << 31, rng.getrandbits(16)])}"
+                         f" {_edge_ints(rng, 64)}")
+        elif k == 7:
+            calls.append(f"fib {rng.randrange(20)}")
+        elif k == 8:
+            calls.append(f"loop {rng.randrange(5000)}")
+        else:
+            calls.append(f"sw {_edge_ints(rng, 32)}")
+    text = "\n".join(calls) + "\n"
+    out = {}
+    for engine in ("interpreter", "compiler"):
+        p = subprocess.run([str(RUNNER), "--engine", engine, "--batch", str(tmp_path / "d.wasm")],
+                           input=text, capture_output=True, text=True, timeout=120)
+        assert p.returncode == 0, (engine, p.stderr)
+        out[engine] = p.stdout.splitlines()
+    assert len(out["interpreter"]) == len(calls)
+    diff = [(c, a, b) for c, a, b in zip(calls, out["interpreter"], out["compiler"]) if a != b]
+    assert diff == [], f"seed {seed}: {diff[:5]}"
+    assert any(l.startswith("trap:") for l in out["compiler"])  # the traps were exercised
