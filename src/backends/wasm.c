@@ -617,13 +617,13 @@ static void explain(const struct kis_plan *pl, const struct child_status *st,
 	if (st->cancelled) {
 		res->reason = KIS_REASON_CANCELLED;
 		res->exit_code = 128 + SIGKILL;
-		set_detail(res, "the run was cancelled; the interpreter stopped");
+		set_detail(res, "the run was cancelled; the module stopped at its interrupt check");
 		return;
 	}
 	if (st->timed_out) {
 		res->reason = KIS_REASON_TIMEOUT;
 		res->exit_code = 128 + SIGKILL;
-		set_detail(res, "wall clock passed limits.wall_ms (%llu ms); the interpreter stopped",
+		set_detail(res, "wall clock passed limits.wall_ms (%llu ms); the module stopped at its interrupt check",
 			   (unsigned long long)pl->limits.wall_ms);
 		return;
 	}
