@@ -267,6 +267,10 @@ KIS_HIDDEN int kis_userns_open_by(int (*write_maps)(pid_t pid, void *arg), void 
  * unshare a user namespace and map its id 0 onto the caller's own uid and
  * gid alone (setgroups denied). -1 with errno: user namespaces are off. */
 KIS_HIDDEN int kis_userns_own(uid_t uid, gid_t gid);
+/* In a child that has just made its user namespace: setgroups "deny", then
+ * one id each, uid `in` inside onto `out` outside (and the gids alike).
+ * No allocation (between fork and exec). -1 with errno. */
+KIS_HIDDEN int kis_userns_map_self(uid_t in, uid_t out, gid_t gin, gid_t gout);
 /* In a child about to become a sandbox (no allocation; -1 with errno):
  * kis_idmap_private_ns: a private mount namespace of its own (nothing
  * propagates to the host's); kis_stage_tmpfs: a small tmpfs (0755) on dir

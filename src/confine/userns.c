@@ -219,16 +219,23 @@ static int write_self(const char *name, const char *text)
 	return w == (ssize_t)n ? 0 : -1;
 }
 
-int kis_userns_own(uid_t uid, gid_t gid)
+int kis_userns_map_self(uid_t in, uid_t out, gid_t gin, gid_t gout)
 {
 	char map[48];
-	if (unshare(CLONE_NEWUSER) < 0 || write_self("setgroups", "deny") < 0)
+	if (write_self("setgroups", "deny") < 0)
 		return -1;
-	snprintf(map, sizeof(map), "0 %u 1\n", (unsigned)uid);
+	snprintf(map, sizeof(map), "%u %u 1\n", (unsigned)in, (unsigned)out);
 	if (write_self("uid_map", map) < 0)
 		return -1;
-	snprintf(map, sizeof(map), "0 %u 1\n", (unsigned)gid);
+	snprintf(map, sizeof(map), "%u %u 1\n", (unsigned)gin, (unsigned)gout);
 	return write_self("gid_map", map);
+}
+
+int kis_userns_own(uid_t uid, gid_t gid)
+{
+	if (unshare(CLONE_NEWUSER) < 0)
+		return -1;
+	return kis_userns_map_self(0, uid, 0, gid);
 }
 
 /* ---- idmapped mounts (mount_setattr(2), Linux 5.12) ---- */

@@ -298,30 +298,6 @@ static void __attribute__((noreturn)) child_fail(int fd, const char *what)
 	_exit(126);
 }
 
-/* /proc/self/NAME := text, in the child (raw calls, no allocation). */
-static int write_self(const char *name, const char *text)
-{
-	char path[48];
-	snprintf(path, sizeof(path), "/proc/self/%s", name);
-	int fd = open(path, O_WRONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -1;
-	size_t n = strlen(text);
-	ssize_t w = write(fd, text, n);
-	int e = errno;
-	close(fd);
-	errno = e;
-	return w == (ssize_t)n ? 0 : -1;
-}
-
-/* "ID ID 1": the id is itself inside, and the only one mapped. */
-static int write_id_map(const char *name, unsigned id)
-{
-	char map[48];
-	snprintf(map, sizeof(map), "%u %u 1\n", id, id);
-	return write_self(name, map);
-}
-
 /* An empty file (or directory) at `at` inside the new root, then src bound
  * on it with flags (MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC; 0: the
  * caller sets them later). */
@@ -375,9 +351,8 @@ static void __attribute__((noreturn)) jail_child(const struct kis_mvm_jail *j,
 	/* rootless: our user namespace maps the user's own ids onto
 	 * themselves, written by us (user_namespaces(7): one line, the
 	 * writer's own euid; gid_map only once setgroups is denied) */
-	if (j->rootless && (write_self("setgroups", "deny") < 0 ||
-			    write_id_map("uid_map", j->host_uid) < 0 ||
-			    write_id_map("gid_map", j->host_gid) < 0))
+	if (j->rootless &&
+	    kis_userns_map_self(j->host_uid, j->host_uid, j->host_gid, j->host_gid) < 0)
 		child_fail(report_fd, "cannot map the user's ids in the VMM's user namespace");
 	/* no transparent huge pages for the guest's RAM: QEMU asks for them
 	 * (MADV_HUGEPAGE), and a restored guest's scattered pages would each
