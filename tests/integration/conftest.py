@@ -84,6 +84,22 @@ def kis_maxrss(args, env=None, timeout=120):
         return rc, out.read(), kib * 1024
 
 
+def children_of(ppid):
+    """The pids whose parent is ppid (/proc/PID/stat's fourth field; a
+    process that ends meanwhile is left out)."""
+    out = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            st = Path(f"/proc/{pid}/stat").read_text()
+            if int(st.rsplit(")", 1)[1].split()[1]) == ppid:
+                out.append(int(pid))
+        except (OSError, ValueError, IndexError):
+            continue
+    return out
+
+
 def qemu_pids(marker):
     """QEMU processes with a file open under marker (the jailed VMM names no
     host path on its command line: its disks and log are fds)."""

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 import test_wasm_tier as tier
-from conftest import KIS, ROOT, kis
+from conftest import KIS, ROOT, children_of, kis
 from test_wasm_tier import modules, run, world  # noqa: F401 (fixtures)
 
 RUNNER = ROOT / "build" / "kis-wasm-run"
@@ -66,16 +66,11 @@ def test_compiled_code_is_never_writable_and_executable(world):
         maps = None
         for _ in range(200):
             time.sleep(0.05)
-            for pid in os.listdir("/proc"):
-                if not pid.isdigit():
-                    continue
+            for pid in children_of(p.pid):
                 try:
-                    st = Path(f"/proc/{pid}/stat").read_text()
-                    if int(st.rsplit(")", 1)[1].split()[1]) != p.pid:
-                        continue
                     status = Path(f"/proc/{pid}/status").read_text()
                     m = Path(f"/proc/{pid}/maps").read_text()
-                except (OSError, ValueError, IndexError):
+                except OSError:
                     continue
                 # the child, past the second seccomp filter: code mapped
                 anon_x = [l for l in m.splitlines()

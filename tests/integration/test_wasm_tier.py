@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import KIS, ROOT, kis, kis_json
+from conftest import KIS, ROOT, children_of, kis, kis_json
 
 SRC = ROOT / "tests" / "wasm" / "wasi" / "wasitest.c"
 NODE_RUN = ROOT / "tests" / "wasm" / "wasi" / "node_run.mjs"
@@ -399,14 +399,10 @@ def test_interpreter_runs_under_seccomp(world):
         status = None
         for _ in range(100):
             time.sleep(0.05)
-            for pid in os.listdir("/proc"):
-                if not pid.isdigit():
-                    continue
+            for pid in children_of(p.pid):
                 try:
-                    st = Path(f"/proc/{pid}/stat").read_text()
-                    if int(st.rsplit(")", 1)[1].split()[1]) == p.pid:
-                        status = Path(f"/proc/{pid}/status").read_text()
-                except (OSError, ValueError, IndexError):
+                    status = Path(f"/proc/{pid}/status").read_text()
+                except OSError:
                     continue
             if status and "Seccomp:\t2" in status:
                 break
