@@ -79,6 +79,10 @@ def crun(kis, d, cmd, no_bpf=False):
     bundle = os.path.join(d, "bundle")
     rootfs = os.path.join(bundle, "rootfs")
     os.makedirs(rootfs, exist_ok=True)
+    # the container's root is the sandbox's first id, not root: the way to
+    # its rootfs is searchable, as kis's bundle under /run/kis/oci is
+    for p in (d, bundle, rootfs):
+        os.chmod(p, 0o755)
     # kis_oci_rootfs_skeleton: the mount points, the agent's file, and the
     # system directories (a merged-/usr link as the same link)
     for sub in ["proc", "dev", "sys", "tmp", "workspace", ".kis"]:
