@@ -24,6 +24,12 @@ LLVM_CONFIG ?= llvm-config-14
 LLVM_CFLAGS := $(patsubst -I%,-isystem %,$(filter -I%,$(shell $(LLVM_CONFIG) --cflags 2>/dev/null)))
 LLVM_LIBS   := $(shell $(LLVM_CONFIG) --ldflags --libs 2>/dev/null) -lm -lpthread
 PKG_LIBS    += -ldl
+# The CLI links Debian's jansson and libseccomp archives (the agent's own,
+# which is static anyway) and only libc dynamically: every run execs kis,
+# and on this PVM guest each shared object the loader maps costs its
+# mmaps, mprotects and relocations again (docs/performance.md: 0.5 to 0.8
+# ms of CPU per exec). libc stays shared: kis dlopens its JIT plugin.
+CLI_LIBS    := -Wl,-Bstatic $(shell pkg-config --libs $(PKGS) 2>/dev/null) -Wl,-Bdynamic -ldl
 
 WARN := -Wall -Wextra -Werror -Wshadow -Wmissing-prototypes -Wstrict-prototypes \
         -Wformat=2 -Wformat-nonliteral -Wswitch-default -Wswitch-enum \
@@ -103,7 +109,7 @@ $(BUILD)/asan/libkis-sandbox.a: $(ASAN_LIB_OBJS)
 	rm -f $@ && ar rcs $@ $^
 
 $(KIS): $(CLI_OBJS) $(STATIC_LIB)
-	$(CC) -pie $(HARD_LDFLAGS) -o $@ $(CLI_OBJS) $(STATIC_LIB) $(PKG_LIBS)
+	$(CC) -pie $(HARD_LDFLAGS) -o $@ $(CLI_OBJS) $(STATIC_LIB) $(CLI_LIBS)
 
 # The agent is static: it runs inside sandboxes whose root may hold no libc.
 $(AGENT): $(BUILD)/obj/src/agent/main.o $(STATIC_LIB)

@@ -18,7 +18,11 @@
 #                          group, stdio on /dev/null, and on a hybrid cgroup
 #                          host a private mount namespace without the v2
 #                          mount: the @crunns recipe of bench/startup.c, no
-#                          unshare(1), no shell)
+#                          unshare(1), no shell); as root the container
+#                          joins the sandbox's user namespace (0..65535 onto
+#                          its own host block), made by the harness as kis
+#                          makes it and named by a path into a descriptor
+#                          table as kis names its own (@userns=FIRST,fd=N)
 #                          (kis's config hands crun the compiled seccomp
 #                          program as run.oci.seccomp_bpf_data: crun loads it
 #                          instead of compiling linux.seccomp)

@@ -20,6 +20,11 @@ configuration kis generates for it, and nothing more.
       crun loads it instead of compiling linux.seccomp with libseccomp.
       --no-bpf drops it: crun compiles linux.seccomp at every start, as it
       did for kis before (an old reference, labelled as one).
+      As root the container joins the sandbox's user namespace (0..65535
+      onto its own host block), which kis makes before crun starts and
+      names by a path into its descriptor table: the reference makes it
+      the same way (@userns, bench/startup.c) and names it
+      /proc/self/fd/USERNS_FD.
 """
 import glob
 import json
@@ -65,12 +70,19 @@ def bwrap(kis, cmd, cgroup):
     return " ".join(words + argv[:end] + ["--"] + cmd)
 
 
+USERNS_FD = 100
+
+
 def crun(kis, d, cmd, no_bpf=False):
     plan = dry_run(kis, "oci", ["/bin/true"])
     cfg = plan["config"]
     bundle = os.path.join(d, "bundle")
     rootfs = os.path.join(bundle, "rootfs")
     os.makedirs(rootfs, exist_ok=True)
+    # the container's root is the sandbox's first id, not root: the way to
+    # its rootfs is searchable, as kis's bundle under /run/kis/oci is
+    for p in (d, bundle, rootfs):
+        os.chmod(p, 0o755)
     # kis_oci_rootfs_skeleton: the mount points, the agent's file, and the
     # system directories (a merged-/usr link as the same link)
     for sub in ["proc", "dev", "sys", "tmp", "workspace", ".kis"]:
@@ -96,11 +108,16 @@ def crun(kis, d, cmd, no_bpf=False):
     cfg["process"]["args"] = cmd
     cfg["root"]["path"] = rootfs
     cfg["linux"].pop("cgroupsPath", None)
+    words = ["@crunns"]
+    for ns in cfg["linux"].get("namespaces", []):
+        if ns["type"] == "user" and "path" in ns:
+            ns["path"] = "/proc/self/fd/%d" % USERNS_FD
+            words.insert(0, "@userns=%d,fd=%d" % (plan["ids"]["first"], USERNS_FD))
     if no_bpf:
         cfg.get("annotations", {}).pop("run.oci.seccomp_bpf_data", None)
     with open(os.path.join(bundle, "config.json"), "w") as f:
         json.dump(cfg, f)
-    return "@crunns crun --root %s/state --log=file:%s/crun.log run --bundle %s kisref-{}" % (
+    return " ".join(words) + " crun --root %s/state --log=file:%s/crun.log run --bundle %s kisref-{}" % (
         d, d, bundle)
 
 

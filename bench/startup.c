@@ -21,7 +21,10 @@
  *   @userns=FIRST  in the harness: a user namespace mapping 0..65535 onto
  *                  FIRST.., owned by FIRST, made by a holder child as
  *                  src/confine/userns.c does; its fd replaces the "FD" after
- *                  --userns
+ *                  --userns; @userns=FIRST,fd=N also places it at fd N in
+ *                  the child, for a config.json that names the namespace
+ *                  by path (/proc/self/fd/N: the container tier's crun
+ *                  joins kis's by /proc/<engine pid>/fd/M)
  *   @seccomp=FILE  in the harness: the compiled program (kis's own cache file)
  *                  copied into a sealed memfd, as src/backends/host_common.c
  *                  does; its fd replaces the "FD" after --seccomp
@@ -74,6 +77,7 @@ struct cmd {
 	int argc;
 	bool crunns, stage, cgroup;
 	unsigned userns_first, drop_first; /* 0: not asked */
+	int userns_fixed; /* > 0: the namespace also at this fd in the child */
 	const char *seccomp_file, *agent;
 	int userns_at, seccomp_at; /* argv index of the "FD" to replace, or -1 */
 	int token_at[8];
@@ -118,8 +122,12 @@ static bool parse(char *spec, struct cmd *c)
 				c->crunns = true;
 			else if (!strcmp(t, "@cgroup"))
 				c->cgroup = true;
-			else if (!strncmp(t, "@userns=", 8))
-				c->userns_first = (unsigned)strtoul(t + 8, NULL, 10);
+			else if (!strncmp(t, "@userns=", 8)) {
+				char *end;
+				c->userns_first = (unsigned)strtoul(t + 8, &end, 10);
+				if (!strncmp(end, ",fd=", 4))
+					c->userns_fixed = atoi(end + 4);
+			}
 			else if (!strncmp(t, "@drop=", 6))
 				c->drop_first = (unsigned)strtoul(t + 6, NULL, 10);
 			else if (!strncmp(t, "@seccomp=", 9))
@@ -442,6 +450,8 @@ static double run_once(const struct cmd *c)
 			cg_join(&g);
 		if (uns >= 0)
 			fcntl(uns, F_SETFD, 0);
+		if (uns >= 0 && c->userns_fixed > 0 && dup2(uns, c->userns_fixed) < 0)
+			_exit(125);
 		if (sfd >= 0)
 			fcntl(sfd, F_SETFD, 0);
 		if (c->crunns)

@@ -13,7 +13,8 @@
 #               of the landlock tier is a ratio to it)
 #   bubblewrap  raw bwrap with kis's argv, seccomp program, id range and
 #               staged agent
-#   container   raw crun run of the config.json kis generates
+#   container   raw crun run of the config.json kis generates, in the
+#               sandbox's user namespace made as kis makes it
 #   wasm        wabt's wasm-interp running the same module (imports nothing:
 #               Debian's wabt has no WASI)
 # Every point of every command is measured in slices interleaved with the

@@ -32,8 +32,7 @@ struct kis_owner {
 	char id[KIS_ID_BUFSZ];
 	char *root;    /* the store's canonical root */
 	int owners_fd; /* ROOT/owners */
-	int dir_fd;    /* ROOT/owners/<id>, flocked LOCK_EX */
-	int rec_fd;    /* its records, O_APPEND */
+	int fd;        /* ROOT/owners/<id>: its records, O_APPEND, flocked LOCK_EX */
 	struct kis_record_sink sink; /* the thread's current record (core/record.h) */
 };
 
@@ -47,23 +46,21 @@ int kis_owner_begin(struct kis_store *s, const char *id, struct kis_owner **out,
 		return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "out of memory");
 	snprintf(o->id, sizeof(o->id), "%s", id);
 	o->root = strdup(kis_store_root(s));
-	o->dir_fd = o->rec_fd = -1;
+	o->fd = -1;
 	o->owners_fd = fcntl(s->owners_fd, F_DUPFD_CLOEXEC, 3);
-	/* mkdir + flock under the shared store lock: a sweep never sees the
-	 * owner unlocked (store_mktemp_locked). */
+	/* create + flock under the shared store lock: a sweep never sees the
+	 * owner unlocked (store_mkfile_locked). A file, not a directory: its
+	 * removal at the end of every run is an unlink, not an rmdir. */
 	if (o->owners_fd >= 0)
-		o->dir_fd = store_mktemp_locked(s, s->owners_fd, id);
-	if (o->dir_fd >= 0)
-		o->rec_fd = store_openat(o->dir_fd, RECORDS, O_WRONLY | O_CREAT | O_EXCL | O_APPEND,
-					 0600);
+		o->fd = store_mkfile_locked(s, s->owners_fd, id);
 	int e = errno;
-	if (o->rec_fd < 0) {
+	if (o->fd < 0) {
 		kis_error_set(err, KIS_E_INTERNAL, e, "cannot record the owner of '%s' in the store",
 			      id);
 		kis_owner_end(o, false);
 		return -1;
 	}
-	o->sink.fd = o->rec_fd;
+	o->sink.fd = o->fd;
 	o->sink.id = o->id;
 	kis_record_push(&o->sink);
 	*out = o;
@@ -75,22 +72,19 @@ void kis_owner_end(struct kis_owner *o, bool undo)
 	if (!o)
 		return;
 	kis_record_pop(&o->sink);
-	if (undo && o->dir_fd >= 0 && o->root) {
+	if (undo && o->fd >= 0 && o->root) {
 		struct kis_store *s = NULL;
 		if (store_open_nosweep(o->root, &s, NULL) == 0) {
-			(void)store_owner_reap(s, o->id, o->dir_fd, false, NULL, NULL);
+			(void)store_owner_reap(s, o->id, o->fd, false, NULL, NULL);
 			kis_store_free(s);
 		}
 	}
-	if (o->dir_fd >= 0) {
+	if (o->fd >= 0) {
 		/* Removed while still locked: a sweeper that opened it meanwhile
-		 * finds no records and nothing to undo. */
-		(void)unlinkat(o->dir_fd, RECORDS, 0);
-		(void)unlinkat(o->owners_fd, o->id, AT_REMOVEDIR);
-		close(o->dir_fd);
+		 * holds a name no longer there, and its lock waits for ours. */
+		(void)unlinkat(o->owners_fd, o->id, 0);
+		close(o->fd);
 	}
-	if (o->rec_fd >= 0)
-		close(o->rec_fd);
 	if (o->owners_fd >= 0)
 		close(o->owners_fd);
 	free(o->root);
@@ -317,13 +311,27 @@ static const struct {
 	{"ws", reap_ws},
 };
 
-int store_owner_reap(struct kis_store *s, const char *name, int dir_fd, bool dry_run,
+int store_owner_reap(struct kis_store *s, const char *name, int owner_fd, bool dry_run,
 		     kis_gc_fn fn, void *ctx)
 {
 	struct reap r = {.s = s, .owner = name, .dry_run = dry_run, .fn = fn, .ctx = ctx};
 	char *buf = NULL;
 	size_t len = 0;
-	_cleanup_close_ int fd = store_openat(dir_fd, RECORDS, O_RDONLY, 0);
+	/* the owner is its records (a file); an older build's owner is a
+	 * directory holding them. Read through a description of our own:
+	 * the owner's fd writes at the end (O_APPEND) and must not move. */
+	struct stat ost;
+	bool known = fstat(owner_fd, &ost) == 0;
+	bool legacy = known && S_ISDIR(ost.st_mode);
+	_cleanup_close_ int fd = !known ? -1 :
+				 legacy ? store_openat(owner_fd, RECORDS, O_RDONLY, 0) :
+					  store_openat(s->owners_fd, name, O_RDONLY, 0);
+	/* the name may be another's by now only if ours was removed: the same
+	 * inode, or nothing is read */
+	struct stat rst;
+	if (fd >= 0 && !legacy && (fstat(fd, &rst) < 0 || rst.st_ino != ost.st_ino ||
+				   rst.st_dev != ost.st_dev))
+		kis_closep(&fd);
 	if (fd >= 0) {
 		_cleanup_fclose_ FILE *f = fdopen(fd, "re");
 		if (f) {
@@ -360,8 +368,12 @@ int store_owner_reap(struct kis_store *s, const char *name, int dir_fd, bool dry
 		return 0;
 	if (r.failed)
 		return -1; /* kept, with its lock free: the next sweep tries again */
-	(void)unlinkat(dir_fd, RECORDS, 0);
-	(void)unlinkat(s->owners_fd, name, AT_REMOVEDIR);
+	if (legacy) {
+		(void)unlinkat(owner_fd, RECORDS, 0);
+		(void)unlinkat(s->owners_fd, name, AT_REMOVEDIR);
+	} else {
+		(void)unlinkat(s->owners_fd, name, 0);
+	}
 	report(&r, "owner", name, 1, NULL);
 	return 0;
 }
@@ -372,7 +384,7 @@ int kis_owner_reap_id(const char *store_root, const char *id, struct kis_error *
 	struct kis_store *s = NULL;
 	TRY(store_open_nosweep(store_root, &s, err));
 	int r = 0;
-	int d = store_opendir(s->owners_fd, id);
+	int d = store_open_owner(s->owners_fd, id);
 	if (d >= 0) {
 		if (store_flock(d, LOCK_EX | LOCK_NB) < 0)
 			r = errno == EWOULDBLOCK ? 1 :

@@ -10,14 +10,15 @@
 #include "core/record.h"
 #include "kis/store.h"
 
-/* Theory of operation. A run owns ROOT/owners/<id>/ (id: the sandbox id),
- * a directory flocked by the engine for the run's whole life (flock(2):
- * the kernel drops the lock when the holder dies, however it dies). Into
- * its `records` file the run appends one line per thing it is about to
- * make, before making it: "cgroup <dir>", "tmp <dir>", "pid <pid> <start>",
- * "crun <container>", "ws <workspace id>", "session <id>". A run that ends
+/* Theory of operation. A run owns ROOT/owners/<id> (id: the sandbox id),
+ * a file flocked by the engine for the run's whole life (flock(2): the
+ * kernel drops the lock when the holder dies, however it dies). Into it
+ * the run appends one line per thing it is about to make, before making
+ * it: "cgroup <dir>", "tmp <dir>", "pid <pid> <start>", "crun <container>",
+ * "ws <workspace id>", "session <id>". (Older builds made a directory with
+ * a `records` file in it; the sweep still reads those.) A run that ends
  * normally has removed those things itself and removes the owner; a run
- * that was killed leaves a directory whose lock anyone can take, and the
+ * that was killed leaves an owner whose lock anyone can take, and the
  * sweep (every store open, `kis sandbox gc`) undoes its records: processes
  * killed first, then containers, cgroups, temporary directories, the
  * session's half-made directory and last the workspace clone. What the

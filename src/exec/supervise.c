@@ -57,7 +57,15 @@ struct run_state {
 	uint64_t out_total;
 	bool limit_hit; /* reason already decided by the supervisor */
 	int out_fd[2];  /* read ends: stdout, stderr (-1 when closed) */
+	char *buf;      /* PUMP_BUF bytes for pump(), or NULL */
 };
+
+/* pump()'s buffer lives on the heap: as a 64 KiB array in our frame (with
+ * the relay's 16 KiB, an 80 KiB frame) -fstack-clash-protection probed
+ * every page of it at each call of kis_exec_run, 20 fresh stack pages
+ * faulted in per run although a command that prints nothing leaves them
+ * unused; a heap buffer is touched only where read(2) writes. */
+#define PUMP_BUF 65536
 
 static void kill_run(struct run_state *st)
 {
@@ -95,8 +103,10 @@ static int deliver(struct run_state *st, int idx, const char *buf, size_t n)
 /* Read what one pipe has. Returns -1 on engine failure. */
 static int pump(struct run_state *st, int idx, struct kis_error **err)
 {
-	char buf[65536];
-	ssize_t n = RETRY_EINTR(read(st->out_fd[idx], buf, sizeof(buf)));
+	if (!st->buf && !(st->buf = malloc(PUMP_BUF)))
+		return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "cannot read the output");
+	char *buf = st->buf;
+	ssize_t n = RETRY_EINTR(read(st->out_fd[idx], buf, PUMP_BUF));
 	if (n < 0 && errno == EAGAIN)
 		return 0;
 	if (n <= 0) { /* EOF, or EIO from a pty master whose slave closed (pty(7)) */
@@ -268,8 +278,9 @@ struct stdin_relay {
 	int from;   /* the caller's fd; -1 once it ended */
 	int to;     /* our end of the command's pipe, O_NONBLOCK; -1 once closed */
 	size_t off, len;
-	char buf[16384];
+	char *buf;  /* RELAY_BUF bytes, allocated when there is a relay */
 };
+#define RELAY_BUF 16384
 
 /* Whether fd may go to the command as it is: a regular file or a pipe
  * carries bytes and nothing else; a terminal carries its modes, its
@@ -324,7 +335,7 @@ static bool relay_wants_input(const struct stdin_relay *r)
 
 static void relay_read(struct stdin_relay *r)
 {
-	ssize_t n = RETRY_EINTR(read(r->from, r->buf, sizeof(r->buf)));
+	ssize_t n = RETRY_EINTR(read(r->from, r->buf, RELAY_BUF));
 	if (n < 0 && errno == EAGAIN)
 		return;
 	if (n <= 0) { /* EOF (^D on a terminal), or an error: the command sees EOF */
@@ -381,6 +392,10 @@ int kis_exec_run(struct kis_spawn *sp, const struct kis_supervise *sv, struct ki
 	if (!sp->pty && stdin_needs_relay(sp->stdin_fd)) {
 		if (pipe2(pi, O_CLOEXEC) < 0) {
 			kis_error_set(err, KIS_E_INTERNAL, errno, "cannot create the run's pipes");
+			goto out;
+		}
+		if (!(relay.buf = malloc(RELAY_BUF))) {
+			kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "cannot relay stdin");
 			goto out;
 		}
 		csp.stdin_fd = pi[0];
@@ -588,5 +603,7 @@ out:
 		kis_closep(&st.out_fd[i]);
 	}
 	kis_closep(&pidfd);
+	free(relay.buf);
+	free(st.buf);
 	return rc;
 }

@@ -57,9 +57,9 @@ bool store_holder_live(struct kis_store *s, const char *holder)
 	if (s->sessions_fd >= 0 && (fstatat(s->sessions_fd, holder, &st, AT_SYMLINK_NOFOLLOW) == 0 ||
 				    fstatat(s->sessions_fd, tmp, &st, AT_SYMLINK_NOFOLLOW) == 0))
 		return true;
-	/* a one-shot run: its owner directory is flocked while it lives
+	/* a one-shot run: its owner is flocked while it lives
 	 * (engine/owner.c); a lock we can take belongs to no one */
-	_cleanup_close_ int o = s->owners_fd < 0 ? -1 : store_opendir(s->owners_fd, holder);
+	_cleanup_close_ int o = s->owners_fd < 0 ? -1 : store_open_owner(s->owners_fd, holder);
 	if (o < 0)
 		return false;
 	if (flock(o, LOCK_SH | LOCK_NB) < 0)

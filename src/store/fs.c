@@ -230,6 +230,33 @@ int store_mktemp_locked(struct kis_store *s, int dirfd, const char *name)
 	return t;
 }
 
+int store_mkfile_locked(struct kis_store *s, int dirfd, const char *name)
+{
+	/* as store_mktemp_locked: created and locked under the shared store
+	 * lock, so the sweep never finds it unlocked */
+	if (store_flock(s->lock_fd, LOCK_SH) < 0)
+		return -1;
+	int t = store_openat(dirfd, name, O_RDWR | O_CREAT | O_EXCL | O_APPEND, 0600);
+	if (t >= 0 && store_flock(t, LOCK_EX) < 0) {
+		int e = errno;
+		(void)unlinkat(dirfd, name, 0);
+		close(t);
+		errno = e;
+		t = -1;
+	}
+	int saved = errno;
+	(void)store_flock(s->lock_fd, LOCK_UN);
+	errno = saved;
+	return t;
+}
+
+int store_open_owner(int owners_fd, const char *name)
+{
+	/* a file (this layout) or, from a store an older build wrote, a
+	 * directory holding `records`: either opens read-only and flocks */
+	return store_openat(owners_fd, name, O_RDONLY, 0);
+}
+
 bool store_can_reflink(struct kis_store *s)
 {
 	if (s->can_reflink < 0)

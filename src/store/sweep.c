@@ -44,7 +44,8 @@ static size_t collect_dead(int dirfd, bool owners, struct dead *out, size_t max)
 		size_t len = strlen(e->d_name);
 		if (len >= sizeof(out[n].name))
 			continue;
-		int fd = store_opendir(dirfd, e->d_name);
+		/* an owner is a file (an older build's, a directory) */
+		int fd = owners ? store_open_owner(dirfd, e->d_name) : store_opendir(dirfd, e->d_name);
 		if (fd < 0)
 			continue;
 		if (store_flock(fd, LOCK_EX | LOCK_NB) < 0) {

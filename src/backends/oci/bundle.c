@@ -4,13 +4,17 @@
 #include "core/util.h"
 
 #include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "backends/host/common.h"
 #include "backends/oci/bundle.h"
 #include "confine/confine.h"
 #include "confine/sysview.h"
+#include "core/tree.h"
 
 /* What of the host root: host shows: src/confine/sysview.c, shared with the
  * other tiers. maskedPaths also covers the /etc secrets, as on bubblewrap:
@@ -350,4 +354,90 @@ int kis_oci_rootfs_skeleton(int rfd, struct kis_error **err)
 		}
 	}
 	return 0;
+}
+
+/* The host's layout the skeleton mirrors (kis_oci_rootfs_skeleton): each
+ * system directory as "d", "l<target>" or "-" (absent), hashed (64-bit
+ * FNV-1a) into the shared skeleton's name, so a host whose layout changed
+ * gets a new one and never a stale view. */
+static uint64_t layout_hash(void)
+{
+	uint64_t h = 0xcbf29ce484222325ull;
+	char rec[300];
+	/* the skeleton's own entries: a change of them is a new name too */
+	const char *fixed = "proc dev sys tmp workspace .kis .kis/agent v1";
+	for (const char *c = fixed; *c; c++)
+		h = (h ^ (unsigned char)*c) * 0x100000001b3ull;
+	for (size_t i = 0; i < kis_sysview_n_dirs; i++) {
+		struct stat st;
+		int n;
+		if (lstat(kis_sysview_dirs[i], &st) < 0) {
+			n = snprintf(rec, sizeof(rec), "%s -", kis_sysview_dirs[i]);
+		} else if (S_ISLNK(st.st_mode)) {
+			char t[256];
+			ssize_t k = readlink(kis_sysview_dirs[i], t, sizeof(t) - 1);
+			t[k > 0 ? k : 0] = '\0';
+			n = snprintf(rec, sizeof(rec), "%s l%s", kis_sysview_dirs[i], t);
+		} else {
+			n = snprintf(rec, sizeof(rec), "%s %c", kis_sysview_dirs[i],
+				     S_ISDIR(st.st_mode) ? 'd' : '-');
+		}
+		for (int j = 0; j < n && j < (int)sizeof(rec); j++)
+			h = (h ^ (unsigned char)rec[j]) * 0x100000001b3ull;
+	}
+	return h;
+}
+
+/* Ours, a directory, no link, 0755 exactly: written by no one else. */
+static bool skeleton_ok(const char *path)
+{
+	struct stat st;
+	return lstat(path, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == geteuid() &&
+	       (st.st_mode & 07777) == 0755;
+}
+
+int kis_oci_shared_rootfs(char *out, size_t len, bool make, struct kis_error **err)
+{
+	const char *rd = kis_oci_run_dir();
+	if (!rd)
+		return kis_error_set(err, KIS_E_TIER_UNAVAILABLE, 0, "no runtime directory for crun");
+	if ((size_t)snprintf(out, len, "%s/rootfs-%016llx", rd, (unsigned long long)layout_hash()) >=
+	    len)
+		return kis_error_set(err, KIS_E_INTERNAL, ENAMETOOLONG, "rootfs path");
+	if (!make || skeleton_ok(out))
+		return 0;
+	/* made once: under a name of our own, then renamed into place; an
+	 * engine beside us that made it first wins, ours goes */
+	char tmp[PATH_MAX];
+	snprintf(tmp, sizeof(tmp), "%s.tmp-%d", out, (int)getpid());
+	_cleanup_close_ int dfd = open(rd, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+	const char *tname = strrchr(tmp, '/') + 1;
+	if (dfd < 0)
+		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot open '%s'", rd);
+	kis_tree_remove_quiet(dfd, tname); /* a killed engine's, of this pid */
+	if (mkdirat(dfd, tname, 0755) < 0)
+		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot create '%s'", tmp);
+	int r = -1, e = 0;
+	struct kis_error *e2 = NULL;
+	int rfd = openat(dfd, tname, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+	/* mkdir's mode is masked by the umask: the exact mode, as checked */
+	if (rfd >= 0 && fchmod(rfd, 0755) == 0 && kis_oci_rootfs_skeleton(rfd, &e2) == 0)
+		r = renameat(dfd, tname, dfd, strrchr(out, '/') + 1);
+	e = errno;
+	if (rfd >= 0)
+		close(rfd);
+	if (r < 0)
+		kis_tree_remove_quiet(dfd, tname);
+	if (skeleton_ok(out)) {
+		kis_error_free(e2);
+		return 0;
+	}
+	if (e2) {
+		if (err)
+			*err = e2;
+		else
+			kis_error_free(e2);
+		return -1;
+	}
+	return kis_error_set(err, KIS_E_INTERNAL, e, "cannot make the rootfs '%s'", out);
 }

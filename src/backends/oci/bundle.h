@@ -117,6 +117,16 @@ int kis_oci_config_build(const struct kis_oci_spec *s, json_t **out, struct kis_
  * config.json binds onto, and the host's symlinked system dirs (/bin ->
  * usr/bin on a merged-/usr system) as the same symlinks. */
 int kis_oci_rootfs_skeleton(int rootfs_fd, struct kis_error **err);
+/* root:host without mounts of the profile's own: one skeleton shared by
+ * every container, <run dir>/rootfs-<hash of the host's layout>, made once
+ * (make) and then only looked at. Each container binds it in a mount
+ * namespace of its own and remounts it read-only there; crun never writes
+ * into it (every mount point is in it, and as the sandbox's ids it could
+ * not: root owns it, 0755). A run then makes and removes one directory
+ * (its bundle) instead of fifteen: rmdir(2) on this host's ext4 (mounted
+ * with discard, /run included) costs about 0.4 ms each. out receives the
+ * path. */
+int kis_oci_shared_rootfs(char *out, size_t len, bool make, struct kis_error **err);
 
 /* ---- crun (crun.c) ---- */
 

@@ -367,7 +367,9 @@ static char *oci_describe(const struct kis_plan *pl)
 	struct kis_oci_spec s;
 	char cg[128], bp[256], rootfs[300];
 	kis_oci_bundle_path(pl->ctr_id, bp, sizeof(bp));
-	snprintf(rootfs, sizeof(rootfs), "%s/rootfs", bp);
+	if (pl->root != KIS_ROOT_HOST || pl->n_mounts ||
+	    kis_oci_shared_rootfs(rootfs, sizeof(rootfs), false, NULL) < 0)
+		snprintf(rootfs, sizeof(rootfs), "%s/rootfs", bp);
 	plan_stage((struct kis_plan *)pl, bp);
 	plan_spec(pl, pl->root == KIS_ROOT_HOST ? rootfs : (pl->workspace ? pl->workspace : "<workspace>"),
 		  args, &s, cg, sizeof(cg));
@@ -547,7 +549,12 @@ static int make_bundle(struct kis_plan *pl, const char *session_dir, char *bp, s
 		pl->stage.ws_src = pl->workspace;
 	}
 	bool ws_staged = pl->stage.ov_lower || pl->stage.ws_src;
-	if (pl->root == KIS_ROOT_HOST) {
+	if (pl->root == KIS_ROOT_HOST && !pl->n_mounts) {
+		/* the skeleton every such container shares (bundle.h) */
+		TRY(kis_oci_shared_rootfs(rootfs, sizeof(rootfs), true, err));
+	} else if (pl->root == KIS_ROOT_HOST) {
+		/* the profile's mount points are made in it: a skeleton of
+		 * this container's own */
 		snprintf(rootfs, sizeof(rootfs), "%s/rootfs", bp);
 		if (mkdirat(bfd, "rootfs", 0755) < 0)
 			return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot create the rootfs");
