@@ -1069,10 +1069,14 @@ static int start_agent(json_t *cfg, char *msg, size_t n)
 	return 0;
 }
 
+/* How long a reply waits for the host's open to be known. */
+#define CTL_OPEN_WAIT_MS 2000
+
 static void ctl_reply(int fd, const char *s)
 {
 	/* the port is non-blocking: wait for room (the host reads replies) */
 	size_t n = strlen(s), off = 0;
+	int64_t open_end = -1;
 	while (off < n) {
 		ssize_t w = write(fd, s + off, n - off);
 		if (w > 0) {
@@ -1082,8 +1086,28 @@ static void ctl_reply(int fd, const char *s)
 		if (w < 0 && errno != EAGAIN && errno != EINTR)
 			return;
 		struct pollfd p = {.fd = fd, .events = POLLOUT};
-		if (poll(&p, 1, 1000) <= 0 || (p.revents & POLLHUP))
+		if (poll(&p, 1, 1000) <= 0)
 			return;
+		if (!(p.revents & POLLHUP))
+			continue;
+		/* POLLHUP: the port does not know the host side open. Right
+		 * after a restore that is a race, not a close: the host's
+		 * first line comes with the port's own interrupt, its open
+		 * with the control queue's work item (virtio_console.c
+		 * in_intr, control_work_handler; QEMU sends the open only
+		 * after the device state is loaded, virtio-serial-bus.c
+		 * virtio_serial_post_load_timer_cb), and a write before the
+		 * open is known would block (will_write_block). Dropping the
+		 * reply cost the engine its ping timeout at every restore;
+		 * wait for the open (it raises SIGIO, blocked here so a
+		 * pending one is not lost), a bounded time: a host that
+		 * really closed gets no reply. */
+		int64_t now = (int64_t)kis_monotonic_ms();
+		if (open_end < 0)
+			open_end = now + CTL_OPEN_WAIT_MS;
+		if (now >= open_end)
+			return;
+		wait_host_ms((int)(open_end - now));
 	}
 }
 

@@ -699,8 +699,15 @@ out:
 
 int kis_mvm_ctl(int fd, const char *line, char *reply, size_t n, int ms)
 {
+	/* the line and its newline in one message: the guest reads what QEMU
+	 * read from the socket at once, and a line split across two reads
+	 * may meet a read of 0 between them (the port's open not yet known,
+	 * src/agent/guest.c ctl_reply), which voids a partial line */
 	size_t len = strlen(line);
-	if (send(fd, line, len, MSG_NOSIGNAL) != (ssize_t)len || send(fd, "\n", 1, MSG_NOSIGNAL) != 1)
+	struct iovec iov[2] = {{.iov_base = (void *)line, .iov_len = len},
+			       {.iov_base = "\n", .iov_len = 1}};
+	struct msghdr mh = {.msg_iov = iov, .msg_iovlen = 2};
+	if (sendmsg(fd, &mh, MSG_NOSIGNAL) != (ssize_t)len + 1)
 		return -1;
 	int64_t end = (int64_t)kis_monotonic_ms() + ms;
 	size_t got = 0;
