@@ -359,16 +359,9 @@ struct vm {
 	struct kis_egress eg; /* egress: S, pasta and passt */
 };
 
-/* KIS_MICROVM_TRACE=1: phase times on stderr, for bench/microvm.sh only */
 static void trace(const char *what)
 {
-	static int64_t t0;
-	if (!getenv("KIS_MICROVM_TRACE"))
-		return;
-	int64_t t = (int64_t)kis_monotonic_ms();
-	if (!t0)
-		t0 = t;
-	dprintf(2, "microvm: %6lld ms %s\n", (long long)(t - t0), what);
+	kis_mvm_trace(what);
 }
 
 static char *cfg_line(const struct kis_plan *pl, bool sync_writes)

@@ -38,6 +38,17 @@ const char *kis_mvm_qemu_path(void)
 	return NULL;
 }
 
+void kis_mvm_trace(const char *what)
+{
+	static int64_t t0;
+	if (!getenv("KIS_MICROVM_TRACE"))
+		return;
+	int64_t t = (int64_t)kis_monotonic_ms();
+	if (!t0)
+		t0 = t;
+	dprintf(2, "microvm: %6lld ms %s\n", (long long)(t - t0), what);
+}
+
 void kis_mvm_progress(const struct kis_mvm_guest *g, const char *what)
 {
 	if (g && g->ctx && g->ctx->progress)
@@ -874,6 +885,7 @@ int kis_mvm_incoming(int dfd, int snap_fd, struct kis_error **err)
 	int q = kis_mvm_qmp_open(dfd, "qmp.sock", 5000);
 	if (q < 0)
 		return kis_error_set(err, KIS_E_INTERNAL, errno, "the VMM's QMP does not answer");
+	kis_mvm_trace("qmp: greeting and capabilities");
 	int r = 0;
 	if (kis_mvm_ignore_shared(q) < 0 ||
 	    kis_mvm_qmp_cmd(q, "{\"execute\":\"getfd\",\"arguments\":{\"fdname\":\"snap\"}}",

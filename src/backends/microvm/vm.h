@@ -44,6 +44,9 @@ struct kis_mvm_guest {
 	char *stamp;    /* identifies kernel + initramfs, for snapshot names */
 };
 
+/* KIS_MICROVM_TRACE=1: phase times on stderr (ms since the first), for
+ * the benchmarks (bench/microvm.sh, bench/microvm-density.sh) only */
+void kis_mvm_trace(const char *what);
 /* Tell the command's caller what a slow step is doing (kis_ctx.progress). */
 void kis_mvm_progress(const struct kis_mvm_guest *g, const char *what);
 /* Is a guest kernel there (cheap: no build)? why receives what is missing. */
