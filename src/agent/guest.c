@@ -642,23 +642,33 @@ static int mount_overlay(const char *target, const char *delta, const char *base
 static int layers_ns = -1;
 static bool rw_mounted;
 
+/* The layers' directory and the id map (a user namespace of the sandbox's
+ * ids), once per guest: by "prepare" before a snapshot, so that restored
+ * VMs have them. */
+static int layers_ns_open(char *msg, size_t n)
+{
+	if (layers_ns >= 0)
+		return 0;
+	mkdir(LAYERS, 0700);
+	mkdir(LAYERS "/stage", 0700);
+	struct kis_error *err = NULL;
+	if (kis_userns_open((uid_t)KIS_GUEST_UID, KIS_GUEST_IDS, &layers_ns, &err) < 0) {
+		snprintf(msg, n, "%s", err && err->message ? err->message : "no user namespace");
+		kis_error_free(err);
+		layers_ns = -1;
+		return -1;
+	}
+	return 0;
+}
+
 static int layers_prepare(bool need_rw, bool sync_writes, char *msg, size_t n)
 {
 	if (!disk_modules_loaded) {
 		load_modules(true);
 		disk_modules_loaded = true;
 	}
-	if (layers_ns < 0) {
-		mkdir(LAYERS, 0700);
-		mkdir(LAYERS "/stage", 0700);
-		struct kis_error *err = NULL;
-		if (kis_userns_open((uid_t)KIS_GUEST_UID, KIS_GUEST_IDS, &layers_ns, &err) < 0) {
-			snprintf(msg, n, "%s", err && err->message ? err->message : "no user namespace");
-			kis_error_free(err);
-			layers_ns = -1;
-			return -1;
-		}
-	}
+	if (layers_ns_open(msg, n) < 0)
+		return -1;
 	if (need_rw && !rw_mounted) {
 		const char *rw = disk_dev("kis-rw", false);
 		mkdir(LAYERS "/rw", 0700);
@@ -927,10 +937,14 @@ static int write_str(const char *path, const char *v)
 	return w == (ssize_t)strlen(v) ? 0 : -1;
 }
 
-static int setup_pids(unsigned long long max)
+/* The group itself, once per guest (by "prepare" before a snapshot);
+ * until the cfg sets pids.max and the agent joins it, it limits nothing. */
+static bool pids_group_made;
+
+static int pids_group_make(void)
 {
-	char v[32];
-	snprintf(v, sizeof(v), "%llu", max);
+	if (pids_group_made)
+		return 0;
 	/* nsdelegate: a cgroup namespace is a delegation boundary, so a
 	 * command in one (src/agent/confine.c) cannot move out of its root
 	 * whatever it may write (cgroup-v2.rst, "Delegation Containment") */
@@ -939,8 +953,17 @@ static int setup_pids(unsigned long long max)
 	    errno != EBUSY)
 		return -1;
 	if ((mkdir(PIDS_CG, 0755) < 0 && errno != EEXIST) ||
-	    write_str("/sys/fs/cgroup/cgroup.subtree_control", "+pids") < 0 ||
-	    write_str(PIDS_CG "/pids.max", v) < 0)
+	    write_str("/sys/fs/cgroup/cgroup.subtree_control", "+pids") < 0)
+		return -1;
+	pids_group_made = true;
+	return 0;
+}
+
+static int setup_pids(unsigned long long max)
+{
+	char v[32];
+	snprintf(v, sizeof(v), "%llu", max);
+	if (pids_group_make() < 0 || write_str(PIDS_CG "/pids.max", v) < 0)
 		return -1;
 	return 0;
 }
@@ -962,6 +985,24 @@ static unsigned long read_counter(const char *path, const char *key)
 
 /* Every command's confinement, prepared once before the agent starts. */
 static struct kis_agent_confine confine;
+/* Its seccomp program for each network mode the guest serves, compiled
+ * by "prepare" before a snapshot is saved (the agent's policy is fixed
+ * with the agent binary, which names the snapshot): a restored VM then
+ * skips libseccomp's compile, which under TCG is the largest part of its
+ * setup, all of it code run for the first time since the restore. */
+static int pre_seccomp[KIS_NET__COUNT] = {-1, -1, -1, -1};
+
+static void precompile_seccomp(void)
+{
+	static const enum kis_net_mode modes[] = {KIS_NET_OFF, KIS_NET_LOOPBACK, KIS_NET_EGRESS};
+	for (size_t i = 0; i < sizeof(modes) / sizeof(modes[0]); i++) {
+		struct kis_agent_confine c;
+		struct kis_error *err = NULL;
+		if (pre_seccomp[modes[i]] < 0 && kis_agent_confine_prepare(&c, modes[i], &err) == 0)
+			pre_seccomp[modes[i]] = c.seccomp_fd;
+		kis_error_free(err); /* none: start_agent compiles it and says why */
+	}
+}
 
 static int start_agent(json_t *cfg, char *msg, size_t n)
 {
@@ -1002,9 +1043,11 @@ static int start_agent(json_t *cfg, char *msg, size_t n)
 		return -1;
 	/* the commands' user and its home (HOME=/root without a workspace) */
 	struct kis_error *err = NULL;
-	if (kis_agent_confine_prepare(&confine, egress ? KIS_NET_EGRESS :
-						net && !strcmp(net, "loopback") ? KIS_NET_LOOPBACK :
-						KIS_NET_OFF, &err) < 0) {
+	enum kis_net_mode mode = egress ? KIS_NET_EGRESS :
+				 net && !strcmp(net, "loopback") ? KIS_NET_LOOPBACK : KIS_NET_OFF;
+	if (pre_seccomp[mode] >= 0) {
+		kis_agent_confine_init(&confine, pre_seccomp[mode]);
+	} else if (kis_agent_confine_prepare(&confine, mode, &err) < 0) {
 		snprintf(msg, n, "%s", err && err->message ? err->message : "cannot confine");
 		kis_error_free(err);
 		return -1;
@@ -1132,11 +1175,16 @@ static void ctl_line(int fd, char *line)
 		}
 		json_decref(cfg);
 	} else if (!strcmp(line, "prepare")) {
-		/* before a snapshot: what a workspace needs, loaded once */
+		/* before a snapshot: what a workspace needs, loaded once, and
+		 * what every cfg would otherwise make again after each restore
+		 * (the pids group, the layers' id map, the seccomp programs) */
 		if (!disk_modules_loaded) {
 			load_modules(true);
 			disk_modules_loaded = true;
 		}
+		if (pids_group_make() < 0 || layers_ns_open(msg, sizeof(msg)) < 0)
+			klog("prepare: the pids group or the layers' id map failed; cfg tries again");
+		precompile_seccomp();
 		ctl_reply(fd, "ok\n");
 	} else if (!strcmp(line, "sync")) {
 		sync();
