@@ -40,6 +40,7 @@ struct kis_mvm_guest {
 	const struct kis_ctx *ctx; /* the command's, for its progress */
 	char *dir;
 	char *kernel;   /* dir/vmlinuz */
+	char *restore_kernel; /* its boot header alone, for restores (vm.c), or NULL */
 	char *initrd;   /* dir/initramfs-<agent stamp>.cpio */
 	char *stamp;    /* identifies kernel + initramfs, for snapshot names */
 };
