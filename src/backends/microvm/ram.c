@@ -89,7 +89,56 @@ static int find_live(dev_t dev, ino_t ino, off_t size)
 	return found;
 }
 
-/* Copy the file's data extents into a new memfd (holes stay holes), seal it. */
+static int pwrite_all(int fd, const char *buf, size_t n, off_t off)
+{
+	while (n > 0) {
+		ssize_t w = RETRY_EINTR(pwrite(fd, buf, n, off));
+		if (w <= 0) {
+			if (w == 0)
+				errno = EIO;
+			return -1;
+		}
+		buf += w;
+		n -= (size_t)w;
+		off += w;
+	}
+	return 0;
+}
+
+/* Write the pages of buf[0..n) (at file offset off) that are not all
+ * zeros: a page left out stays a hole of the memfd, which reads as zeros
+ * (tmpfs). */
+static int write_nonzero(int mfd, const char *buf, size_t n, off_t off)
+{
+	static const char zero[4096];
+	size_t i = 0;
+	while (i < n) {
+		size_t pg = n - i < sizeof(zero) ? n - i : sizeof(zero);
+		if (!memcmp(buf + i, zero, pg)) {
+			i += pg;
+			continue;
+		}
+		/* a run of pages with data, written at once */
+		size_t j = i + pg;
+		while (j < n) {
+			size_t q = n - j < sizeof(zero) ? n - j : sizeof(zero);
+			if (!memcmp(buf + j, zero, q))
+				break;
+			j += q;
+		}
+		if (pwrite_all(mfd, buf + i, j - i, off + (off_t)i) < 0)
+			return -1;
+		i = j;
+	}
+	return 0;
+}
+
+/* Copy the file's data extents into a new memfd, holes and pages of zeros
+ * left holes, and seal it. A booted guest's RAM file holds a third of its
+ * data as pages of zeros (pages the guest kernel cleared, init_on_alloc):
+ * 55 of 150 MiB for the standard guest, a third less to copy at a restore
+ * with no VM alive, and pages the memfd never holds until a guest reads
+ * them. */
 static int fill_memfd(int src, off_t size, struct kis_error **err)
 {
 	int mfd = memfd_create(MEMFD_NAME, MFD_CLOEXEC | MFD_ALLOW_SEALING);
@@ -114,8 +163,8 @@ static int fill_memfd(int src, off_t size, struct kis_error **err)
 			size_t want = (size_t)(hole - data) < sizeof(buf) ? (size_t)(hole - data) :
 									  sizeof(buf);
 			ssize_t k = RETRY_EINTR(pread(src, buf, want, data));
-			ssize_t w = k > 0 ? RETRY_EINTR(pwrite(mfd, buf, (size_t)k, data)) : -1;
-			if (k <= 0 || w != k) {
+			int w = k > 0 ? write_nonzero(mfd, buf, (size_t)k, data) : -1;
+			if (k <= 0 || w < 0) {
 				int e = k < 0 || w < 0 ? errno : EIO;
 				close(mfd);
 				return kis_error_set(err, KIS_E_INTERNAL, e, "cannot load the snapshot's RAM");
