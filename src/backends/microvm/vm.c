@@ -814,6 +814,8 @@ int kis_mvm_ctl_wait(int dfd, int ms, pid_t pid)
 		/* a ping sent before the guest's port opened is lost: ask again */
 		if (fd >= 0 && kis_mvm_ctl(fd, "ping", r, sizeof(r), 250) == 0 && !strcmp(r, "pong"))
 			return fd;
+		if (fd >= 0)
+			kis_mvm_trace("ctl: no pong within 250 ms (lost, or a slow guest), ping again");
 		if (fd < 0) {
 			struct timespec ts = {0, 20 * 1000 * 1000};
 			nanosleep(&ts, NULL);
