@@ -27,14 +27,19 @@
 #define CLONE_NEWCGROUP 0x02000000
 #endif
 
-int kis_agent_confine_prepare(struct kis_agent_confine *c, enum kis_net_mode net,
-			      struct kis_error **err)
+void kis_agent_confine_init(struct kis_agent_confine *c, int seccomp_fd)
 {
 	memset(c, 0, sizeof(*c));
-	c->seccomp_fd = -1;
+	c->seccomp_fd = seccomp_fd;
 	c->cg_procs_fd = -1;
 	c->uid = (uid_t)KIS_GUEST_UID;
 	c->gid = (gid_t)KIS_GUEST_UID;
+}
+
+int kis_agent_confine_prepare(struct kis_agent_confine *c, enum kis_net_mode net,
+			      struct kis_error **err)
+{
+	kis_agent_confine_init(c, -1);
 	/* The guest is a kernel of the sandbox's own: its SysV IPC is no one
 	 * else's, and no host socket is in its filesystem (the agent's own
 	 * listener is root's 0755 socket file and checks its peer's uid) */

@@ -28,6 +28,9 @@ struct kis_agent_confine {
 	const char *cwd;      /* entered again as the sandbox user (or NULL) */
 };
 
+/* c for commands under the seccomp program seccomp_fd (made earlier by
+ * kis_agent_confine_prepare for the same network mode; c takes it). */
+void kis_agent_confine_init(struct kis_agent_confine *c, int seccomp_fd);
 /* Before any command: the seccomp program for network mode net. */
 int kis_agent_confine_prepare(struct kis_agent_confine *c, enum kis_net_mode net,
 			      struct kis_error **err);

@@ -642,23 +642,33 @@ static int mount_overlay(const char *target, const char *delta, const char *base
 static int layers_ns = -1;
 static bool rw_mounted;
 
+/* The layers' directory and the id map (a user namespace of the sandbox's
+ * ids), once per guest: by "prepare" before a snapshot, so that restored
+ * VMs have them. */
+static int layers_ns_open(char *msg, size_t n)
+{
+	if (layers_ns >= 0)
+		return 0;
+	mkdir(LAYERS, 0700);
+	mkdir(LAYERS "/stage", 0700);
+	struct kis_error *err = NULL;
+	if (kis_userns_open((uid_t)KIS_GUEST_UID, KIS_GUEST_IDS, &layers_ns, &err) < 0) {
+		snprintf(msg, n, "%s", err && err->message ? err->message : "no user namespace");
+		kis_error_free(err);
+		layers_ns = -1;
+		return -1;
+	}
+	return 0;
+}
+
 static int layers_prepare(bool need_rw, bool sync_writes, char *msg, size_t n)
 {
 	if (!disk_modules_loaded) {
 		load_modules(true);
 		disk_modules_loaded = true;
 	}
-	if (layers_ns < 0) {
-		mkdir(LAYERS, 0700);
-		mkdir(LAYERS "/stage", 0700);
-		struct kis_error *err = NULL;
-		if (kis_userns_open((uid_t)KIS_GUEST_UID, KIS_GUEST_IDS, &layers_ns, &err) < 0) {
-			snprintf(msg, n, "%s", err && err->message ? err->message : "no user namespace");
-			kis_error_free(err);
-			layers_ns = -1;
-			return -1;
-		}
-	}
+	if (layers_ns_open(msg, n) < 0)
+		return -1;
 	if (need_rw && !rw_mounted) {
 		const char *rw = disk_dev("kis-rw", false);
 		mkdir(LAYERS "/rw", 0700);
@@ -927,10 +937,14 @@ static int write_str(const char *path, const char *v)
 	return w == (ssize_t)strlen(v) ? 0 : -1;
 }
 
-static int setup_pids(unsigned long long max)
+/* The group itself, once per guest (by "prepare" before a snapshot);
+ * until the cfg sets pids.max and the agent joins it, it limits nothing. */
+static bool pids_group_made;
+
+static int pids_group_make(void)
 {
-	char v[32];
-	snprintf(v, sizeof(v), "%llu", max);
+	if (pids_group_made)
+		return 0;
 	/* nsdelegate: a cgroup namespace is a delegation boundary, so a
 	 * command in one (src/agent/confine.c) cannot move out of its root
 	 * whatever it may write (cgroup-v2.rst, "Delegation Containment") */
@@ -939,8 +953,17 @@ static int setup_pids(unsigned long long max)
 	    errno != EBUSY)
 		return -1;
 	if ((mkdir(PIDS_CG, 0755) < 0 && errno != EEXIST) ||
-	    write_str("/sys/fs/cgroup/cgroup.subtree_control", "+pids") < 0 ||
-	    write_str(PIDS_CG "/pids.max", v) < 0)
+	    write_str("/sys/fs/cgroup/cgroup.subtree_control", "+pids") < 0)
+		return -1;
+	pids_group_made = true;
+	return 0;
+}
+
+static int setup_pids(unsigned long long max)
+{
+	char v[32];
+	snprintf(v, sizeof(v), "%llu", max);
+	if (pids_group_make() < 0 || write_str(PIDS_CG "/pids.max", v) < 0)
 		return -1;
 	return 0;
 }
@@ -962,6 +985,186 @@ static unsigned long read_counter(const char *path, const char *key)
 
 /* Every command's confinement, prepared once before the agent starts. */
 static struct kis_agent_confine confine;
+/* Its seccomp program for each network mode the guest serves, compiled
+ * by "prepare" before a snapshot is saved (the agent's policy is fixed
+ * with the agent binary, which names the snapshot): a restored VM then
+ * skips libseccomp's compile, which under TCG is the largest part of its
+ * setup, all of it code run for the first time since the restore. */
+static int pre_seccomp[KIS_NET__COUNT] = {-1, -1, -1, -1};
+
+static void precompile_seccomp(void)
+{
+	static const enum kis_net_mode modes[] = {KIS_NET_OFF, KIS_NET_LOOPBACK, KIS_NET_EGRESS};
+	for (size_t i = 0; i < sizeof(modes) / sizeof(modes[0]); i++) {
+		struct kis_agent_confine c;
+		struct kis_error *err = NULL;
+		if (pre_seccomp[modes[i]] < 0 && kis_agent_confine_prepare(&c, modes[i], &err) == 0)
+			pre_seccomp[modes[i]] = c.seccomp_fd;
+		kis_error_free(err); /* none: start_agent compiles it and says why */
+	}
+}
+
+/* The agent's process: its listener, and what the cfg tells it (the
+ * message a prepared agent waits for, agent_go). */
+struct agent_run {
+	bool root_ws;
+	long long pids;
+	bool hooks;
+	enum kis_net_mode mode;
+	const char *cwd;
+	char **envp;
+};
+
+static int agent_listen(void)
+{
+	unlink(AGENT_SOCK);
+	int l = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", AGENT_SOCK);
+	if (l < 0 || bind(l, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(l, 16) < 0) {
+		if (l >= 0)
+			close(l);
+		return -1;
+	}
+	return l;
+}
+
+/* In the agent's process, once told: into the pids group, the workspace
+ * as root, the working directory and environment, then serve. */
+static _Noreturn void agent_main(int l, const struct agent_run *a)
+{
+	sigset_t none;
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+	/* into the pids group before anything is served */
+	char self[32];
+	snprintf(self, sizeof(self), "%d", (int)getpid());
+	if (a->pids > 0 && write_str(PIDS_CG "/cgroup.procs", self) < 0)
+		_exit(1);
+	/* the group each exec's leaf is made under, opened before a
+	 * chroot hides it (issue 15) */
+	if (a->pids > 0)
+		kis_agent_set_cgroup_dir(open(PIDS_CG, O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+	if (a->root_ws) {
+		/* the workspace as root: the kernel filesystems inside it
+		 * where it has the directories for them */
+		mount("proc", "/mnt/ws/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
+		mount("/dev", "/mnt/ws/dev", NULL, MS_BIND | MS_REC, NULL);
+		mount("tmpfs", "/mnt/ws/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777");
+		if (chroot("/mnt/ws") < 0)
+			_exit(1);
+	}
+	if (chdir(a->cwd ? a->cwd : a->root_ws ? "/" : "/workspace") < 0 && chdir("/") < 0)
+		_exit(1);
+	extern char **environ;
+	environ = a->envp ? a->envp : environ;
+	kis_agent_set_confine(&confine);
+	kis_agent_set_test_hooks(a->hooks);
+	_exit(kis_agent_serve_listener(l));
+}
+
+/* The agent forked by "prepare", before the snapshot: every restored VM
+ * has it waiting on go_fd, its listener made, so the cfg neither forks
+ * PID 1 nor makes the socket (both code the guest runs for the first time
+ * after a restore, slow under TCG). The cfg's side of it, agent_go:
+ * struct agent_go, the cwd, then the environment as NUL-ended strings. */
+struct agent_go {
+	int32_t root_ws, hooks, mode, pad;
+	int64_t pids;
+	uint32_t cwd_len, env_len, env_n, pad2;
+};
+static pid_t prepared_agent = -1;
+static int prepared_go = -1;
+
+static int read_full(int fd, void *buf, size_t n)
+{
+	for (size_t got = 0; got < n;) {
+		ssize_t k = RETRY_EINTR(read(fd, (char *)buf + got, n - got));
+		if (k <= 0)
+			return -1;
+		got += (size_t)k;
+	}
+	return 0;
+}
+
+static _Noreturn void prepared_agent_main(int l, int go)
+{
+	struct agent_go m;
+	if (read_full(go, &m, sizeof(m)) < 0 || m.cwd_len > 4096 || m.env_len > (1u << 20) ||
+	    m.env_n > m.env_len || m.mode < 0 || m.mode >= KIS_NET__COUNT)
+		_exit(1);
+	char *cwd = m.cwd_len ? calloc(1, m.cwd_len + 1) : NULL;
+	char *env = calloc(1, m.env_len + 1);
+	char **envp = calloc(m.env_n + 1, sizeof(*envp));
+	if ((m.cwd_len && !cwd) || !env || !envp || (m.cwd_len && read_full(go, cwd, m.cwd_len) < 0) ||
+	    read_full(go, env, m.env_len) < 0)
+		_exit(1);
+	close(go);
+	for (size_t i = 0, off = 0; i < m.env_n && off < m.env_len; i++) {
+		envp[i] = env + off;
+		off += strlen(env + off) + 1;
+	}
+	if (pre_seccomp[m.mode] < 0)
+		_exit(1);
+	kis_agent_confine_init(&confine, pre_seccomp[m.mode]);
+	struct agent_run a = {.root_ws = m.root_ws, .pids = m.pids, .hooks = m.hooks,
+			      .mode = (enum kis_net_mode)m.mode, .cwd = cwd, .envp = envp};
+	agent_main(l, &a);
+}
+
+static void prepare_agent(void)
+{
+	if (prepared_agent > 0)
+		return;
+	int go[2];
+	int l = agent_listen();
+	if (l < 0 || pipe2(go, O_CLOEXEC) < 0) {
+		if (l >= 0)
+			close(l);
+		return; /* the cfg forks it then */
+	}
+	pid_t p = fork();
+	if (p == 0) {
+		close(go[1]);
+		prepared_agent_main(l, go[0]);
+	}
+	close(l);
+	close(go[0]);
+	if (p < 0) {
+		close(go[1]);
+		return;
+	}
+	prepared_agent = p;
+	prepared_go = go[1];
+}
+
+/* Tell the prepared agent what the cfg says; false when there is none
+ * (or it is gone), and the cfg starts one. */
+static bool go_prepared(const struct agent_run *a)
+{
+	if (prepared_agent <= 0 || prepared_go < 0 || pre_seccomp[a->mode] < 0)
+		return false;
+	size_t env_len = 0, env_n = 0;
+	for (size_t i = 0; a->envp && a->envp[i]; i++, env_n++)
+		env_len += strlen(a->envp[i]) + 1;
+	struct agent_go m = {.root_ws = a->root_ws, .hooks = a->hooks, .mode = (int32_t)a->mode,
+			     .pids = a->pids, .cwd_len = a->cwd ? (uint32_t)strlen(a->cwd) : 0,
+			     .env_len = (uint32_t)env_len, .env_n = (uint32_t)env_n};
+	bool ok = kis_write_all(prepared_go, &m, sizeof(m)) == 0 &&
+		  (!m.cwd_len || kis_write_all(prepared_go, a->cwd, m.cwd_len) == 0);
+	for (size_t i = 0; ok && a->envp && a->envp[i]; i++)
+		ok = kis_write_all(prepared_go, a->envp[i], strlen(a->envp[i]) + 1) == 0;
+	close(prepared_go);
+	prepared_go = -1;
+	pid_t p = prepared_agent;
+	prepared_agent = -1;
+	if (!ok) {
+		kill(p, SIGKILL);
+		return false;
+	}
+	agent_pid = p;
+	return true;
+}
 
 static int start_agent(json_t *cfg, char *msg, size_t n)
 {
@@ -1002,9 +1205,11 @@ static int start_agent(json_t *cfg, char *msg, size_t n)
 		return -1;
 	/* the commands' user and its home (HOME=/root without a workspace) */
 	struct kis_error *err = NULL;
-	if (kis_agent_confine_prepare(&confine, egress ? KIS_NET_EGRESS :
-						net && !strcmp(net, "loopback") ? KIS_NET_LOOPBACK :
-						KIS_NET_OFF, &err) < 0) {
+	enum kis_net_mode mode = egress ? KIS_NET_EGRESS :
+				 net && !strcmp(net, "loopback") ? KIS_NET_LOOPBACK : KIS_NET_OFF;
+	if (pre_seccomp[mode] >= 0) {
+		kis_agent_confine_init(&confine, pre_seccomp[mode]);
+	} else if (kis_agent_confine_prepare(&confine, mode, &err) < 0) {
 		snprintf(msg, n, "%s", err && err->message ? err->message : "cannot confine");
 		kis_error_free(err);
 		return -1;
@@ -1013,54 +1218,26 @@ static int start_agent(json_t *cfg, char *msg, size_t n)
 		snprintf(msg, n, "cannot give /root to the sandbox user: %s", strerror(errno));
 		return -1;
 	}
-	bool hooks = json_is_true(json_object_get(cfg, "test_hooks"));
-	unlink(AGENT_SOCK);
-	int l = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	struct sockaddr_un sa = {.sun_family = AF_UNIX};
-	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", AGENT_SOCK);
-	if (l < 0 || bind(l, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(l, 16) < 0) {
-		snprintf(msg, n, "cannot create the agent socket: %s", strerror(errno));
-		return -1;
-	}
 	/* environment of the durable shell: what the host sends */
 	json_t *env = json_object_get(cfg, "env");
 	size_t ne = json_array_size(env);
-	char **envp = calloc(ne + 1, sizeof(*envp));
+	_cleanup_free_ char **envp = calloc(ne + 1, sizeof(*envp));
 	for (size_t i = 0; envp && i < ne; i++)
 		envp[i] = (char *)json_string_value(json_array_get(env, i));
-	pid_t p = fork();
-	if (p == 0) {
-		sigset_t none;
-		sigemptyset(&none);
-		sigprocmask(SIG_SETMASK, &none, NULL);
-		/* into the pids group before anything is served */
-		char self[32];
-		snprintf(self, sizeof(self), "%d", (int)getpid());
-		if (pids > 0 && write_str(PIDS_CG "/cgroup.procs", self) < 0)
-			_exit(1);
-		/* the group each exec's leaf is made under, opened before a
-		 * chroot hides it (issue 15) */
-		if (pids > 0)
-			kis_agent_set_cgroup_dir(open(PIDS_CG, O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-		if (root_ws) {
-			/* the workspace as root: the kernel filesystems inside it
-			 * where it has the directories for them */
-			mount("proc", "/mnt/ws/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
-			mount("/dev", "/mnt/ws/dev", NULL, MS_BIND | MS_REC, NULL);
-			mount("tmpfs", "/mnt/ws/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777");
-			if (chroot("/mnt/ws") < 0)
-				_exit(1);
-		}
-		if (chdir(cwd ? cwd : root_ws ? "/" : "/workspace") < 0 && chdir("/") < 0)
-			_exit(1);
-		extern char **environ;
-		environ = envp ? envp : environ;
-		kis_agent_set_confine(&confine);
-		kis_agent_set_test_hooks(hooks);
-		_exit(kis_agent_serve_listener(l));
+	struct agent_run a = {.root_ws = root_ws, .pids = (long long)pids,
+			      .hooks = json_is_true(json_object_get(cfg, "test_hooks")), .mode = mode,
+			      .cwd = cwd, .envp = envp};
+	if (go_prepared(&a))
+		return 0;
+	int l = agent_listen();
+	if (l < 0) {
+		snprintf(msg, n, "cannot create the agent socket: %s", strerror(errno));
+		return -1;
 	}
+	pid_t p = fork();
+	if (p == 0)
+		agent_main(l, &a);
 	close(l);
-	free(envp);
 	if (p < 0) {
 		snprintf(msg, n, "cannot fork: %s", strerror(errno));
 		return -1;
@@ -1069,10 +1246,14 @@ static int start_agent(json_t *cfg, char *msg, size_t n)
 	return 0;
 }
 
+/* How long a reply waits for the host's open to be known. */
+#define CTL_OPEN_WAIT_MS 2000
+
 static void ctl_reply(int fd, const char *s)
 {
 	/* the port is non-blocking: wait for room (the host reads replies) */
 	size_t n = strlen(s), off = 0;
+	int64_t open_end = -1;
 	while (off < n) {
 		ssize_t w = write(fd, s + off, n - off);
 		if (w > 0) {
@@ -1082,8 +1263,28 @@ static void ctl_reply(int fd, const char *s)
 		if (w < 0 && errno != EAGAIN && errno != EINTR)
 			return;
 		struct pollfd p = {.fd = fd, .events = POLLOUT};
-		if (poll(&p, 1, 1000) <= 0 || (p.revents & POLLHUP))
+		if (poll(&p, 1, 1000) <= 0)
 			return;
+		if (!(p.revents & POLLHUP))
+			continue;
+		/* POLLHUP: the port does not know the host side open. Right
+		 * after a restore that is a race, not a close: the host's
+		 * first line comes with the port's own interrupt, its open
+		 * with the control queue's work item (virtio_console.c
+		 * in_intr, control_work_handler; QEMU sends the open only
+		 * after the device state is loaded, virtio-serial-bus.c
+		 * virtio_serial_post_load_timer_cb), and a write before the
+		 * open is known would block (will_write_block). Dropping the
+		 * reply cost the engine its ping timeout at every restore;
+		 * wait for the open (it raises SIGIO, blocked here so a
+		 * pending one is not lost), a bounded time: a host that
+		 * really closed gets no reply. */
+		int64_t now = (int64_t)kis_monotonic_ms();
+		if (open_end < 0)
+			open_end = now + CTL_OPEN_WAIT_MS;
+		if (now >= open_end)
+			return;
+		wait_host_ms((int)(open_end - now));
 	}
 }
 
@@ -1108,11 +1309,17 @@ static void ctl_line(int fd, char *line)
 		}
 		json_decref(cfg);
 	} else if (!strcmp(line, "prepare")) {
-		/* before a snapshot: what a workspace needs, loaded once */
+		/* before a snapshot: what a workspace needs, loaded once, and
+		 * what every cfg would otherwise make again after each restore
+		 * (the pids group, the layers' id map, the seccomp programs) */
 		if (!disk_modules_loaded) {
 			load_modules(true);
 			disk_modules_loaded = true;
 		}
+		if (pids_group_make() < 0 || layers_ns_open(msg, sizeof(msg)) < 0)
+			klog("prepare: the pids group or the layers' id map failed; cfg tries again");
+		precompile_seccomp();
+		prepare_agent();
 		ctl_reply(fd, "ok\n");
 	} else if (!strcmp(line, "sync")) {
 		sync();
@@ -1151,6 +1358,8 @@ static void reap(void)
 	while ((p = waitpid(-1, &st, WNOHANG)) > 0)
 		if (p == agent_pid)
 			agent_pid = -1; /* the agent died: refuse new cfg, the host sees no reply */
+		else if (p == prepared_agent)
+			prepared_agent = -1; /* the cfg forks one instead */
 }
 
 int kis_agent_guest_init(void)

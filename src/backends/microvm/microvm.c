@@ -359,16 +359,9 @@ struct vm {
 	struct kis_egress eg; /* egress: S, pasta and passt */
 };
 
-/* KIS_MICROVM_TRACE=1: phase times on stderr, for bench/microvm.sh only */
 static void trace(const char *what)
 {
-	static int64_t t0;
-	if (!getenv("KIS_MICROVM_TRACE"))
-		return;
-	int64_t t = (int64_t)kis_monotonic_ms();
-	if (!t0)
-		t0 = t;
-	dprintf(2, "microvm: %6lld ms %s\n", (long long)(t - t0), what);
+	kis_mvm_trace(what);
 }
 
 static char *cfg_line(const struct kis_plan *pl, bool sync_writes)
@@ -489,7 +482,8 @@ static int vm_start(struct vm *v, const struct kis_plan *pl, int dfd, const char
 	/* the snapshot's RAM, shared copy-on-write with every VM restored from it */
 	_cleanup_free_ char *ram_path = snap < 0 ? NULL :
 		kis_mvm_snapshot_ram_path(&v->g, v->accel, pl->mem_mib, pl->vcpus);
-	_cleanup_close_ int memfd = ram_path ? kis_mvm_snapshot_ram(ram_path, &serr) : -1;
+	pid_t filler = -1;
+	_cleanup_close_ int memfd = ram_path ? kis_mvm_snapshot_ram(ram_path, &filler, &serr) : -1;
 	trace("snapshot and its memory found");
 	if (snap >= 0 && memfd < 0) {
 		/* a restore needs its RAM: a cold boot instead */
@@ -546,6 +540,11 @@ static int vm_start(struct vm *v, const struct kis_plan *pl, int dfd, const char
 		goto out;
 	trace("jail: vmm exec'd");
 	v->restored = snap >= 0;
+	/* the guest runs only from a whole and sealed RAM */
+	if (v->restored && kis_mvm_snapshot_ram_ready(&filler, memfd, err) < 0)
+		goto out;
+	if (v->restored)
+		trace("snapshot's memory sealed");
 	if (v->restored && kis_mvm_incoming(dfd, snap, err) < 0)
 		goto out;
 	if (v->restored)
@@ -594,6 +593,7 @@ static int vm_start(struct vm *v, const struct kis_plan *pl, int dfd, const char
 	trace("guest configured");
 	r = 0;
 out:
+	kis_mvm_snapshot_ram_abort(&filler);
 	for (int i = 0; i < 2 + KIS_MVM_PORTS; i++)
 		if (fds[i] >= 0)
 			close(fds[i]);

@@ -6,7 +6,10 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/file.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 
@@ -89,16 +92,58 @@ static int find_live(dev_t dev, ino_t ino, off_t size)
 	return found;
 }
 
-/* Copy the file's data extents into a new memfd (holes stay holes), seal it. */
-static int fill_memfd(int src, off_t size, struct kis_error **err)
+static int pwrite_all(int fd, const char *buf, size_t n, off_t off)
 {
-	int mfd = memfd_create(MEMFD_NAME, MFD_CLOEXEC | MFD_ALLOW_SEALING);
-	if (mfd < 0)
-		return kis_error_set(err, KIS_E_INTERNAL, errno, "memfd_create");
-	if (ftruncate(mfd, size) < 0) {
-		close(mfd);
-		return kis_error_set(err, KIS_E_INTERNAL, errno, "memfd size");
+	while (n > 0) {
+		ssize_t w = RETRY_EINTR(pwrite(fd, buf, n, off));
+		if (w <= 0) {
+			if (w == 0)
+				errno = EIO;
+			return -1;
+		}
+		buf += w;
+		n -= (size_t)w;
+		off += w;
 	}
+	return 0;
+}
+
+/* Write the pages of buf[0..n) (at file offset off) that are not all
+ * zeros: a page left out stays a hole of the memfd, which reads as zeros
+ * (tmpfs). */
+static int write_nonzero(int mfd, const char *buf, size_t n, off_t off)
+{
+	static const char zero[4096];
+	size_t i = 0;
+	while (i < n) {
+		size_t pg = n - i < sizeof(zero) ? n - i : sizeof(zero);
+		if (!memcmp(buf + i, zero, pg)) {
+			i += pg;
+			continue;
+		}
+		/* a run of pages with data, written at once */
+		size_t j = i + pg;
+		while (j < n) {
+			size_t q = n - j < sizeof(zero) ? n - j : sizeof(zero);
+			if (!memcmp(buf + j, zero, q))
+				break;
+			j += q;
+		}
+		if (pwrite_all(mfd, buf + i, j - i, off + (off_t)i) < 0)
+			return -1;
+		i = j;
+	}
+	return 0;
+}
+
+/* Copy the file's data extents into the memfd mfd (of the file's size),
+ * holes and pages of zeros left holes. A booted guest's RAM file holds a
+ * third of its data as pages of zeros (pages the guest kernel cleared,
+ * init_on_alloc): 55 of 150 MiB for the standard guest, a third less to
+ * copy at a restore with no VM alive, and pages the memfd never holds
+ * until a guest reads them. Returns 0 or an errno. */
+static int copy_into(int mfd, int src, off_t size)
+{
 	/* plain reads and writes: copy_file_range does not reach a memfd
 	 * from another filesystem here */
 	static char buf[1u << 20];
@@ -114,25 +159,52 @@ static int fill_memfd(int src, off_t size, struct kis_error **err)
 			size_t want = (size_t)(hole - data) < sizeof(buf) ? (size_t)(hole - data) :
 									  sizeof(buf);
 			ssize_t k = RETRY_EINTR(pread(src, buf, want, data));
-			ssize_t w = k > 0 ? RETRY_EINTR(pwrite(mfd, buf, (size_t)k, data)) : -1;
-			if (k <= 0 || w != k) {
-				int e = k < 0 || w < 0 ? errno : EIO;
-				close(mfd);
-				return kis_error_set(err, KIS_E_INTERNAL, e, "cannot load the snapshot's RAM");
-			}
+			int w = k > 0 ? write_nonzero(mfd, buf, (size_t)k, data) : -1;
+			if (k <= 0 || w < 0)
+				return k < 0 || w < 0 ? errno : EIO;
 			data += k;
 		}
 		pos = hole;
 	}
-	if (fcntl(mfd, F_ADD_SEALS, SEALS) < 0) {
-		close(mfd);
-		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot seal the snapshot's RAM");
-	}
-	return mfd;
+	return 0;
 }
 
-int kis_mvm_snapshot_ram(const char *ram_path, struct kis_error **err)
+static void write_id(const char *idp, int mfd)
 {
+	struct stat ms;
+	char tmp[4200];
+	if (fstat(mfd, &ms) < 0 || snprintf(tmp, sizeof(tmp), "%s.%d", idp, (int)getpid()) >=
+					   (int)sizeof(tmp))
+		return;
+	int wf = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (wf < 0)
+		return;
+	dprintf(wf, "%llu:%llu\n", (unsigned long long)ms.st_dev, (unsigned long long)ms.st_ino);
+	close(wf);
+	if (rename(tmp, idp) < 0)
+		unlink(tmp);
+}
+
+/* The filler: a child of the engine that copies the RAM into the memfd,
+ * seals it and records it, while QEMU starts (an unsealed memfd is only
+ * ever the starting VMM's, which runs no guest code before the restore,
+ * and the restore waits for the seals: kis_mvm_snapshot_ram_ready). It
+ * holds the lock (the inherited open file description) until it is done,
+ * and dies with the engine. */
+static _Noreturn void filler_main(pid_t engine, int mfd, int src, off_t size, const char *idp)
+{
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	if (getppid() != engine)
+		_exit(1);
+	if (copy_into(mfd, src, size) != 0 || fcntl(mfd, F_ADD_SEALS, SEALS) < 0)
+		_exit(1);
+	write_id(idp, mfd);
+	_exit(0);
+}
+
+int kis_mvm_snapshot_ram(const char *ram_path, pid_t *filler, struct kis_error **err)
+{
+	*filler = -1;
 	_cleanup_free_ char *idp = NULL, *lockp = NULL;
 	if (asprintf(&idp, "%s.id", ram_path) < 0 || asprintf(&lockp, "%s.lock", ram_path) < 0)
 		return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "ram");
@@ -156,20 +228,41 @@ int kis_mvm_snapshot_ram(const char *ram_path, struct kis_error **err)
 				return fd;
 		}
 	}
-	int mfd = fill_memfd(src, rs.st_size, err);
+	_cleanup_close_ int mfd = memfd_create(MEMFD_NAME, MFD_CLOEXEC | MFD_ALLOW_SEALING);
 	if (mfd < 0)
-		return -1;
-	struct stat ms;
-	_cleanup_free_ char *tmp = NULL;
-	if (fstat(mfd, &ms) == 0 && asprintf(&tmp, "%s.%d", idp, (int)getpid()) >= 0) {
-		int wf = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-		if (wf >= 0) {
-			dprintf(wf, "%llu:%llu\n", (unsigned long long)ms.st_dev,
-				(unsigned long long)ms.st_ino);
-			close(wf);
-			if (rename(tmp, idp) < 0)
-				unlink(tmp);
-		}
-	}
-	return mfd;
+		return kis_error_set(err, KIS_E_INTERNAL, errno, "memfd_create");
+	if (ftruncate(mfd, rs.st_size) < 0)
+		return kis_error_set(err, KIS_E_INTERNAL, errno, "memfd size");
+	pid_t engine = getpid();
+	pid_t p = fork();
+	if (p < 0)
+		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot fork");
+	if (p == 0)
+		filler_main(engine, mfd, src, rs.st_size, idp);
+	*filler = p;
+	return steal_fd(&mfd);
+}
+
+int kis_mvm_snapshot_ram_ready(pid_t *filler, int memfd, struct kis_error **err)
+{
+	if (*filler <= 0)
+		return 0;
+	int st = 0;
+	pid_t r = RETRY_EINTR(waitpid(*filler, &st, 0));
+	*filler = -1;
+	int seals = fcntl(memfd, F_GET_SEALS);
+	if (r < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0 || seals < 0 || (seals & SEALS) != SEALS)
+		return kis_error_set(err, KIS_E_INTERNAL, r < 0 ? errno : EIO,
+				     "cannot load the snapshot's RAM");
+	return 0;
+}
+
+void kis_mvm_snapshot_ram_abort(pid_t *filler)
+{
+	if (*filler <= 0)
+		return;
+	kill(*filler, SIGKILL);
+	int st;
+	RETRY_EINTR(waitpid(*filler, &st, 0));
+	*filler = -1;
 }

@@ -38,6 +38,17 @@ const char *kis_mvm_qemu_path(void)
 	return NULL;
 }
 
+void kis_mvm_trace(const char *what)
+{
+	static int64_t t0;
+	if (!getenv("KIS_MICROVM_TRACE"))
+		return;
+	int64_t t = (int64_t)kis_monotonic_ms();
+	if (!t0)
+		t0 = t;
+	dprintf(2, "microvm: %6lld ms %s\n", (long long)(t - t0), what);
+}
+
 void kis_mvm_progress(const struct kis_mvm_guest *g, const char *what)
 {
 	if (g && g->ctx && g->ctx->progress)
@@ -232,6 +243,46 @@ static int build_initramfs(const char *dir, const char *agent, const char *out,
 	return 0;
 }
 
+/* The kernel a restore hands QEMU: the guest kernel's real-mode setup
+ * (its boot header, Documentation/arch/x86/boot.rst) and a page of zeros
+ * in place of the 14 MiB protected-mode image. A restored guest's kernel
+ * is in its RAM already, and what QEMU makes of -kernel goes to fw_cfg
+ * (hw/i386/x86.c x86_load_linux), which the device state does not carry
+ * and a running guest does not read again; only the option ROM that
+ * -kernel adds (linuxboot_dma.bin) is a RAM block the snapshot expects,
+ * and it comes with this file as with the real one. QEMU reads the whole
+ * image into fresh memory at every start, a tenth of a restore's start
+ * on this host. A kernel without the header (not a bzImage, protocol
+ * before 2.00) gets no such file: restores use the real one. */
+static int build_restore_kernel(const char *kernel, const char *out)
+{
+	_cleanup_close_ int fd = open(kernel, O_RDONLY | O_CLOEXEC);
+	uint8_t hdr[0x280];
+	if (fd < 0 || pread(fd, hdr, sizeof(hdr), 0) != (ssize_t)sizeof(hdr))
+		return -1;
+	uint32_t magic = (uint32_t)hdr[0x202] | (uint32_t)hdr[0x203] << 8 |
+			 (uint32_t)hdr[0x204] << 16 | (uint32_t)hdr[0x205] << 24;
+	unsigned proto = (unsigned)hdr[0x206] | (unsigned)hdr[0x207] << 8;
+	if (magic != 0x53726448u /* "HdrS" */ || proto < 0x200)
+		return -1;
+	/* setup_sects: 0 means 4 (boot.rst), plus the boot sector */
+	size_t setup = ((size_t)(hdr[0x1f1] ? hdr[0x1f1] : 4) + 1) * 512;
+	_cleanup_free_ uint8_t *buf = calloc(1, setup + 4096);
+	if (!buf || pread(fd, buf, setup, 0) != (ssize_t)setup)
+		return -1;
+	_cleanup_free_ char *tmp = NULL;
+	if (asprintf(&tmp, "%s.tmp.%d", out, (int)getpid()) < 0)
+		return -1;
+	_cleanup_close_ int wf = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (wf < 0)
+		return -1;
+	if (kis_write_all(wf, buf, setup + 4096) < 0 || rename(tmp, out) < 0) {
+		unlink(tmp);
+		return -1;
+	}
+	return 0;
+}
+
 /* A new agent or kernel makes the older initramfs and snapshots useless
  * (about 100 MiB each): remove those of other stamps. A VM restoring one
  * right now keeps its open descriptor. */
@@ -242,7 +293,8 @@ static void drop_stale(const char *dir, const char *stamp)
 	while (d && (e = readdir(d))) {
 		const char *n = e->d_name;
 		const char *rest = !strncmp(n, "initramfs-", 10) ? n + 10 :
-				   !strncmp(n, "snap-", 5) ? n + 5 : NULL;
+				   !strncmp(n, "snap-", 5) ? n + 5 :
+				   !strncmp(n, "vmlinuz-restore-", 16) ? n + 16 : NULL;
 		if (rest && strncmp(rest, stamp, strlen(stamp)))
 			unlinkat(dirfd(d), n, 0);
 	}
@@ -285,6 +337,14 @@ int kis_mvm_guest_open(const struct kis_ctx *ctx, struct kis_mvm_guest *g, struc
 		}
 		drop_stale(g->dir, g->stamp);
 	}
+	_cleanup_free_ char *rk = NULL;
+	if (asprintf(&rk, "%s/vmlinuz-restore-%s", g->dir, g->stamp) < 0) {
+		kis_mvm_guest_release(g);
+		return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "microvm guest cache");
+	}
+	/* best effort: without it a restore loads the whole kernel */
+	if (access(rk, R_OK) == 0 || build_restore_kernel(g->kernel, rk) == 0)
+		g->restore_kernel = steal_ptr(rk);
 	return 0;
 }
 
@@ -292,6 +352,7 @@ void kis_mvm_guest_release(struct kis_mvm_guest *g)
 {
 	free(g->dir);
 	free(g->kernel);
+	free(g->restore_kernel);
 	free(g->initrd);
 	free(g->stamp);
 	memset(g, 0, sizeof(*g));
@@ -625,7 +686,8 @@ int kis_mvm_spawn(const struct kis_mvm_guest *g, const struct kis_mvm_cfg *c, pi
 	char sbuf[4096];
 	char *sv[32];
 	struct kis_mvm_jail_cfg jc = {
-		.dir = c->vm_dir, .vmm = qemu, .argv = a.v, .kernel = g->kernel, .cache_dir = g->dir,
+		.dir = c->vm_dir, .vmm = qemu, .argv = a.v, .cache_dir = g->dir,
+		.kernel = c->snap_fd >= 0 && g->restore_kernel ? g->restore_kernel : g->kernel,
 		.initrd = g->initrd, .mem_file = c->mem_fd >= 0 ? NULL : c->mem_file,
 		.proc = c->mem_fd >= 0, .mem_rw = c->mem_share,
 		.kvm = !strcmp(c->accel, "kvm"), .mem_mib = c->mem_mib, .fds = src,
@@ -699,8 +761,15 @@ out:
 
 int kis_mvm_ctl(int fd, const char *line, char *reply, size_t n, int ms)
 {
+	/* the line and its newline in one message: the guest reads what QEMU
+	 * read from the socket at once, and a line split across two reads
+	 * may meet a read of 0 between them (the port's open not yet known,
+	 * src/agent/guest.c ctl_reply), which voids a partial line */
 	size_t len = strlen(line);
-	if (send(fd, line, len, MSG_NOSIGNAL) != (ssize_t)len || send(fd, "\n", 1, MSG_NOSIGNAL) != 1)
+	struct iovec iov[2] = {{.iov_base = (void *)line, .iov_len = len},
+			       {.iov_base = "\n", .iov_len = 1}};
+	struct msghdr mh = {.msg_iov = iov, .msg_iovlen = 2};
+	if (sendmsg(fd, &mh, MSG_NOSIGNAL) != (ssize_t)len + 1)
 		return -1;
 	int64_t end = (int64_t)kis_monotonic_ms() + ms;
 	size_t got = 0;
@@ -745,6 +814,8 @@ int kis_mvm_ctl_wait(int dfd, int ms, pid_t pid)
 		/* a ping sent before the guest's port opened is lost: ask again */
 		if (fd >= 0 && kis_mvm_ctl(fd, "ping", r, sizeof(r), 250) == 0 && !strcmp(r, "pong"))
 			return fd;
+		if (fd >= 0)
+			kis_mvm_trace("ctl: no pong within 250 ms (lost, or a slow guest), ping again");
 		if (fd < 0) {
 			struct timespec ts = {0, 20 * 1000 * 1000};
 			nanosleep(&ts, NULL);
@@ -867,6 +938,7 @@ int kis_mvm_incoming(int dfd, int snap_fd, struct kis_error **err)
 	int q = kis_mvm_qmp_open(dfd, "qmp.sock", 5000);
 	if (q < 0)
 		return kis_error_set(err, KIS_E_INTERNAL, errno, "the VMM's QMP does not answer");
+	kis_mvm_trace("qmp: greeting and capabilities");
 	int r = 0;
 	if (kis_mvm_ignore_shared(q) < 0 ||
 	    kis_mvm_qmp_cmd(q, "{\"execute\":\"getfd\",\"arguments\":{\"fdname\":\"snap\"}}",

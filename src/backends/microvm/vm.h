@@ -40,10 +40,14 @@ struct kis_mvm_guest {
 	const struct kis_ctx *ctx; /* the command's, for its progress */
 	char *dir;
 	char *kernel;   /* dir/vmlinuz */
+	char *restore_kernel; /* its boot header alone, for restores (vm.c), or NULL */
 	char *initrd;   /* dir/initramfs-<agent stamp>.cpio */
 	char *stamp;    /* identifies kernel + initramfs, for snapshot names */
 };
 
+/* KIS_MICROVM_TRACE=1: phase times on stderr (ms since the first), for
+ * the benchmarks (bench/microvm.sh, bench/microvm-density.sh) only */
+void kis_mvm_trace(const char *what);
 /* Tell the command's caller what a slow step is doing (kis_ctx.progress). */
 void kis_mvm_progress(const struct kis_mvm_guest *g, const char *what);
 /* Is a guest kernel there (cheap: no build)? why receives what is missing. */
@@ -205,8 +209,14 @@ int kis_mvm_snapshot(const struct kis_mvm_guest *g, const char *accel, unsigned 
 		     unsigned vcpus, struct kis_error **err);
 
 /* The snapshot's RAM (ram_path, made with the snapshot) as a sealed memfd
- * that VMs map privately: the one live VMs of it map, else a new one. */
-int kis_mvm_snapshot_ram(const char *ram_path, struct kis_error **err);
+ * that VMs map privately: the one live VMs of it map (*filler -1), else a
+ * new one that a child (*filler) fills and seals while the VMM starts:
+ * the restore waits for it (kis_mvm_snapshot_ram_ready), a start given up
+ * ends it (kis_mvm_snapshot_ram_abort). */
+int kis_mvm_snapshot_ram(const char *ram_path, pid_t *filler, struct kis_error **err);
+/* Wait for the filler; 0 once memfd is whole and sealed. */
+int kis_mvm_snapshot_ram_ready(pid_t *filler, int memfd, struct kis_error **err);
+void kis_mvm_snapshot_ram_abort(pid_t *filler);
 /* Path of the RAM file of the snapshot with these parameters. */
 char *kis_mvm_snapshot_ram_path(const struct kis_mvm_guest *g, const char *accel,
 				unsigned mem_mib, unsigned vcpus);
