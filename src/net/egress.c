@@ -15,6 +15,9 @@
 #include <stdarg.h>
 #include <string.h>
 #include <linux/if_tun.h>
+#include <linux/netlink.h>
+#include <linux/rtnetlink.h>
+#include <net/route.h>
 #include <net/if.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
@@ -383,26 +386,42 @@ static void first_line(int fd, char *buf, size_t n)
 
 /* nft runs while pasta and the runtime start (their setups are
  * independent); kis_egress_ready waits for it, before the command runs. */
-static int policy_start(struct kis_egress *eg, const struct kis_net_dest *allow, size_t n_allow,
+/* The policy's text, sealed in a memfd for nft's stdin (kis_egress_prepare). */
+static int policy_write(struct kis_egress *eg, const struct kis_net_dest *allow, size_t n_allow,
 			bool allow_set, bool vm, struct kis_error **err)
 {
-	const char *nft = nft_path();
-	if (!nft)
+	if (!nft_path())
 		return kis_error_set(err, KIS_E_PROFILE_UNSATISFIABLE, 0,
 				     "network.mode: egress needs nft (Debian package nftables)");
 	_cleanup_free_ char *rules = kis_egress_ruleset_for(allow, n_allow, allow_set, vm);
 	if (!rules)
 		return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "egress: cannot write the policy");
-	_cleanup_close_ int in = memfd_with("kis-egress-rules", rules, strlen(rules));
+	eg->rules_fd = memfd_with("kis-egress-rules", rules, strlen(rules));
+	if (eg->rules_fd < 0)
+		return kis_error_set(err, KIS_E_INTERNAL, errno, "egress: cannot pass the policy");
+	return 0;
+}
+
+static int policy_start(struct kis_egress *eg, struct kis_error **err)
+{
+	const char *nft = nft_path();
+	if (!nft)
+		return kis_error_set(err, KIS_E_PROFILE_UNSATISFIABLE, 0,
+				     "network.mode: egress needs nft (Debian package nftables)");
 	eg->nft_errfd = (int)syscall(SYS_memfd_create, "kis-nft-err", MFD_CLOEXEC);
 	_cleanup_close_ int nul = open("/dev/null", O_WRONLY | O_CLOEXEC);
-	if (in < 0 || eg->nft_errfd < 0 || nul < 0)
-		return kis_error_set(err, KIS_E_INTERNAL, errno, "egress: cannot pass the policy");
+	if (eg->rules_fd < 0 || eg->nft_errfd < 0 || nul < 0)
+		return kis_error_set(err, KIS_E_INTERNAL, errno ? errno : EINVAL,
+				     "egress: cannot pass the policy");
 	char *argv[] = {(char *)nft, "-f", "-", NULL};
 	struct in_netns c = {.netns_fd = eg->netns_fd};
 	struct kis_spawn sp = {.argv = argv, .envp = (char *const *)tool_env, .cwd = "/",
-			       .stdin_fd = in, .child_setup = enter_netns, .child_ctx = &c};
-	return kis_spawn_start(&sp, nul, eg->nft_errfd, &eg->nft_pid, err);
+			       .stdin_fd = eg->rules_fd, .child_setup = enter_netns, .child_ctx = &c,
+			       .vfork_ok = true /* enter_netns: one setns */};
+	int r = kis_spawn_start(&sp, nul, eg->nft_errfd, &eg->nft_pid, err);
+	kis_closep(&eg->rules_fd);
+	eg->rules_fd = -1;
+	return r;
 }
 
 /* Wait for nft; ok false: only reap it (the start failed, or we stop). */
@@ -427,12 +446,179 @@ static int policy_wait(struct kis_egress *eg, bool ok, struct kis_error **err)
 	return r;
 }
 
+/* ---- S's link, made and configured by the engine ---- */
+
+/* Why the engine and not pasta's --config-net: the sandbox's command may
+ * then run as soon as S is configured, its policy loaded and pasta has
+ * attached the tap, without waiting for the rest of pasta's start (most of
+ * it: this pasta zeroes some 15 MiB of tables and opens pools of sockets
+ * after it attached, 100 to 300 ms here, each page fault dear on this
+ * project's PVM guest). What the sandbox sends meanwhile waits in the
+ * tap's queue (tun(4): the queue exists once a file is attached), first
+ * the ARP request for the gateway, which pasta answers once its loop runs;
+ * the neighbour entry holds the packets behind it (neigh unres_qlen) for
+ * the kernel's 1 s retransmission, far longer than pasta needs. */
+
+static void sin_set(struct sockaddr *sa, uint32_t addr)
+{
+	struct sockaddr_in *sin = (struct sockaddr_in *)(void *)sa;
+	memset(sin, 0, sizeof(*sin));
+	sin->sin_family = AF_INET;
+	sin->sin_addr.s_addr = htonl(addr);
+}
+
+#define EG_ADDR 0x0a00020fu /* KIS_EGRESS_ADDR */
+#define EG_GW 0x0a000202u   /* KIS_EGRESS_GATEWAY */
+#define EG_MASK 0xffffff00u /* /24 */
+
+static int if_up(int s, const char *name)
+{
+	struct ifreq ifr;
+	memset(&ifr, 0, sizeof(ifr));
+	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "%s", name);
+	if (ioctl(s, SIOCGIFFLAGS, &ifr) < 0)
+		return -1;
+	ifr.ifr_flags |= IFF_UP;
+	return ioctl(s, SIOCSIFFLAGS, &ifr);
+}
+
+static void write_sysctl(const char *path, const char *v)
+{
+	int fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd >= 0) {
+		(void)!write(fd, v, strlen(v));
+		close(fd);
+	}
+}
+
+/* In S (the calling thread joined it): the tap, persistent and owned by H,
+ * its address, MTU, link and default route, lo up, S's TCP tuning, and a
+ * netlink socket that hears of the tap's carrier. netdevice(7) SIOCSIF*,
+ * route(4) SIOCADDRT: S is new, nothing else configures it. */
+static int configure_in_s(struct kis_egress *eg, struct kis_error **err)
+{
+	const char *step = "its tap device";
+	_cleanup_close_ int s = -1;
+	/* pasta's TUNSETIFF of the same name attaches to this device. A tun
+	 * device that is not persistent is unregistered when its last queue
+	 * closes, in the closer's exit (tun_detach: unregister_netdevice and
+	 * its RCU waits, tens of ms here, and the run waited for pasta's end);
+	 * a persistent one goes with S itself, whose cleanup the kernel runs
+	 * later from its own workqueue (cleanup_net), and S is ours alone. A
+	 * tun file belongs to the network namespace it was opened in: here,
+	 * S (root: CAP_NET_ADMIN over S's owner from its parent namespace). */
+	int tun = open("/dev/net/tun", O_RDWR | O_CLOEXEC);
+	struct ifreq ifr;
+	memset(&ifr, 0, sizeof(ifr));
+	ifr.ifr_flags = IFF_TAP | IFF_NO_PI;
+	memcpy(ifr.ifr_name, KIS_EGRESS_IFNAME, sizeof(KIS_EGRESS_IFNAME));
+	bool ok = tun >= 0 && ioctl(tun, TUNSETIFF, &ifr) == 0 &&
+		  ioctl(tun, TUNSETOWNER, (unsigned long)eg->uid) == 0 &&
+		  ioctl(tun, TUNSETGROUP, (unsigned long)eg->uid) == 0 &&
+		  ioctl(tun, TUNSETPERSIST, 1UL) == 0;
+	int e = errno;
+	if (tun >= 0)
+		close(tun);
+	if (!ok)
+		goto fail;
+	/* the link's events, before pasta exists: its attach cannot be missed */
+	step = "a netlink socket";
+	eg->link_fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC | SOCK_NONBLOCK, NETLINK_ROUTE);
+	struct sockaddr_nl snl = {.nl_family = AF_NETLINK, .nl_groups = RTMGRP_LINK};
+	if (eg->link_fd < 0 || bind(eg->link_fd, (struct sockaddr *)&snl, sizeof(snl)) < 0)
+		goto fail_errno;
+	s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (s < 0)
+		goto fail_errno;
+	memset(&ifr, 0, sizeof(ifr));
+	memcpy(ifr.ifr_name, KIS_EGRESS_IFNAME, sizeof(KIS_EGRESS_IFNAME));
+	step = "its index";
+	if (ioctl(s, SIOCGIFINDEX, &ifr) < 0)
+		goto fail_errno;
+	eg->ifindex = ifr.ifr_ifindex;
+	step = "its address";
+	sin_set(&ifr.ifr_addr, EG_ADDR);
+	if (ioctl(s, SIOCSIFADDR, &ifr) < 0)
+		goto fail_errno;
+	step = "its netmask";
+	sin_set(&ifr.ifr_netmask, EG_MASK);
+	if (ioctl(s, SIOCSIFNETMASK, &ifr) < 0)
+		goto fail_errno;
+	/* passt's and pasta's default (65520: the largest 802.3 frame less its
+	 * header, rounded to 32 bits); 1500 and 16384 were slower */
+	step = "its MTU";
+	ifr.ifr_mtu = KIS_EGRESS_VM_MTU;
+	if (ioctl(s, SIOCSIFMTU, &ifr) < 0)
+		goto fail_errno;
+	step = "up";
+	if (if_up(s, KIS_EGRESS_IFNAME) < 0 || if_up(s, "lo") < 0)
+		goto fail_errno;
+	step = "its default route";
+	struct rtentry rt;
+	memset(&rt, 0, sizeof(rt));
+	sin_set(&rt.rt_dst, 0);
+	sin_set(&rt.rt_genmask, 0);
+	sin_set(&rt.rt_gateway, EG_GW);
+	rt.rt_flags = RTF_UP | RTF_GATEWAY;
+	rt.rt_dev = (char *)KIS_EGRESS_IFNAME;
+	if (ioctl(s, SIOCADDRT, &rt) < 0)
+		goto fail_errno;
+	/* S's TCP, which only ever talks to pasta's tap (a round trip of a
+	 * fraction of a millisecond), keeps at most 256 KiB unacknowledged
+	 * per socket (tcp_wmem's maximum; 2.5 GB/s at 0.1 ms) and backs off
+	 * on loss. This pasta takes a segment from the tap only when its own
+	 * socket has room for it (its send buffer: net.core.wmem_max, 4 MiB
+	 * here) and drops it otherwise, leaving the sandbox to retransmit;
+	 * with S's inherited defaults (a 4 MiB send buffer, bbr, which does
+	 * not slow down on loss) the sandbox overran it into retransmission
+	 * timeouts with backoff (ss -ti in S: rto 848 ms, backoff 2, 101
+	 * segments of 60 KiB retransmitted in 2 s): 4 to 100 MiB/s. With
+	 * both set, 180 to 830. The long leg (pasta's socket to the world)
+	 * keeps the host's buffers. Both sysctls are S's own (per network
+	 * namespace since Linux 4.15; a sysctl file opened here is S's),
+	 * never the host's. In a namespace other than the initial one only an
+	 * algorithm of tcp_allowed_congestion_control may be the default:
+	 * cubic where it is, else reno (always allowed). Failures leave S's
+	 * defaults: this is speed, not a protection. */
+	int cc = open("/proc/sys/net/ipv4/tcp_congestion_control", O_WRONLY | O_CLOEXEC);
+	if (cc >= 0) {
+		if (write(cc, "cubic", 5) != 5)
+			(void)!pwrite(cc, "reno", 4, 0);
+		close(cc);
+	}
+	write_sysctl("/proc/sys/net/ipv4/tcp_wmem", "4096 16384 262144");
+	return 0;
+fail_errno:
+	e = errno;
+fail:
+	return kis_error_set(err, KIS_E_INTERNAL, e, "egress: cannot set up %s's %s",
+			     KIS_EGRESS_IFNAME, step);
+}
+
+/* configure_in_s, from the engine's own thread: it joins S for as long
+ * as that takes (setns(2) moves the calling thread only) and returns. */
+static int configure_netns(struct kis_egress *eg, struct kis_error **err)
+{
+	_cleanup_close_ int home = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
+	if (home < 0)
+		return kis_error_set(err, KIS_E_INTERNAL, errno,
+				     "egress: cannot hold the engine's network namespace");
+	if (setns(eg->netns_fd, CLONE_NEWNET) < 0)
+		return kis_error_set(err, KIS_E_INTERNAL, errno,
+				     "egress: cannot enter the sandbox's network namespace");
+	int r = configure_in_s(eg, err);
+	if (setns(home, CLONE_NEWNET) < 0) {
+		/* every later socket of ours would be S's: nothing may go on */
+		abort();
+	}
+	return r;
+}
+
 /* ---- pasta ---- */
 
 struct pasta_start {
 	const struct kis_egress *eg;
 	int ready_fd, stderr_fd;
-	int home_netns_fd; /* the engine's network namespace */
 };
 
 static int fail(struct kis_error **err, const char *what)
@@ -446,11 +632,12 @@ static int clear_cloexec(int fd)
 	return fl < 0 ? -1 : fcntl(fd, F_SETFD, fl & ~FD_CLOEXEC);
 }
 
-/* In pasta's child, as root, before exec; no allocation. pasta opens
- * /dev/net/tun after it dropped to H (the host's node is root's 0600 on
- * some hosts, 0666 on others: the engine never changes it), so a private
- * mount namespace gets a node of its own, owned by H. The device cgroup,
- * if any, still decides whether it opens. */
+/* In pasta's child, as root, before exec; system calls only (the child
+ * may share our memory: kis_spawn.vfork_ok). pasta opens /dev/net/tun
+ * after it dropped to H (the host's node is root's 0600 on some hosts,
+ * 0666 on others: the engine never changes it), so a private mount
+ * namespace gets a node of its own, owned by H. The device cgroup, if
+ * any, still decides whether it opens. */
 static int pasta_child(void *ctx, struct kis_error **err)
 {
 	struct pasta_start *s = ctx;
@@ -460,61 +647,6 @@ static int pasta_child(void *ctx, struct kis_error **err)
 	if (clear_cloexec(s->eg->netns_fd) < 0 || clear_cloexec(s->eg->userns_fd) < 0 ||
 	    clear_cloexec(s->ready_fd) < 0)
 		return fail(err, "cannot pass descriptors");
-	/* pasta's tap, made here first as a persistent device of S owned by
-	 * H; pasta's TUNSETIFF of the same name attaches to it. A tun device
-	 * that is not persistent is unregistered when its last queue closes,
-	 * in the closer's exit (tun_detach: unregister_netdevice and its RCU
-	 * waits, tens of ms here, and the run waited for pasta's end); a
-	 * persistent one goes with S itself, whose cleanup the kernel runs
-	 * later from its own workqueue (cleanup_net), and S is ours alone.
-	 * A tun file belongs to the network namespace it was opened in, so
-	 * it is opened in S (root here: CAP_NET_ADMIN over S's owner). */
-	if (setns(s->eg->netns_fd, CLONE_NEWNET) < 0)
-		return fail(err, "cannot enter the sandbox's network namespace");
-	int tun = open("/dev/net/tun", O_RDWR | O_CLOEXEC);
-	struct ifreq ifr;
-	memset(&ifr, 0, sizeof(ifr));
-	ifr.ifr_flags = IFF_TAP | IFF_NO_PI;
-	memcpy(ifr.ifr_name, KIS_EGRESS_IFNAME, sizeof(KIS_EGRESS_IFNAME));
-	bool made = tun >= 0 && ioctl(tun, TUNSETIFF, &ifr) == 0 &&
-		    ioctl(tun, TUNSETOWNER, (unsigned long)h) == 0 &&
-		    ioctl(tun, TUNSETGROUP, (unsigned long)h) == 0 &&
-		    ioctl(tun, TUNSETPERSIST, 1UL) == 0;
-	if (tun >= 0)
-		close(tun);
-	if (!made)
-		return fail(err, "its tap device");
-	/* S's TCP, which only ever talks to pasta's tap (a round trip of a
-	 * fraction of a millisecond), keeps at most 256 KiB unacknowledged
-	 * per socket (tcp_wmem's maximum; 2.5 GB/s at 0.1 ms) and backs off
-	 * on loss. This pasta takes a segment from the tap only when its own
-	 * socket has room for it (its send buffer: net.core.wmem_max, 4 MiB
-	 * here) and drops it otherwise, leaving the sandbox to retransmit;
-	 * with S's inherited defaults (a 4 MiB send buffer, bbr, which does
-	 * not slow down on loss) the sandbox overran it into retransmission
-	 * timeouts with backoff (ss -ti in S: rto 848 ms, backoff 2, 101
-	 * segments of 60 KiB retransmitted in 2 s): 4 to 100 MiB/s. With
-	 * both set, 180 to 830. The long leg (pasta's socket to the world)
-	 * keeps the host's buffers. Both sysctls are S's own (per network
-	 * namespace since Linux 4.15), never the host's. In a namespace
-	 * other than the initial one only an algorithm of
-	 * tcp_allowed_congestion_control may be the default: cubic where it
-	 * is, else reno (always allowed). Failures leave S's defaults: this
-	 * is speed, not a protection. */
-	int cc = open("/proc/sys/net/ipv4/tcp_congestion_control", O_WRONLY | O_CLOEXEC);
-	if (cc >= 0) {
-		if (write(cc, "cubic", 5) != 5)
-			(void)!pwrite(cc, "reno", 4, 0);
-		close(cc);
-	}
-	static const char wmem[] = "4096 16384 262144";
-	int wf = open("/proc/sys/net/ipv4/tcp_wmem", O_WRONLY | O_CLOEXEC);
-	if (wf >= 0) {
-		(void)!write(wf, wmem, sizeof(wmem) - 1);
-		close(wf);
-	}
-	if (setns(s->home_netns_fd, CLONE_NEWNET) < 0)
-		return fail(err, "cannot return to the engine's network namespace");
 	if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
 		return fail(err, "a private mount namespace");
 	if (mount("kis-tun", "/dev/net", "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=0755,size=4k") < 0 ||
@@ -530,29 +662,6 @@ static int pasta_child(void *ctx, struct kis_error **err)
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
 		return fail(err, "no_new_privs");
 	return 0;
-}
-
-/* pasta writes its pid to -P once its initialisation is done (passt(1)):
- * read it from the pipe, bounded. 0 ready, -1 it died or timed out. */
-static int wait_ready(int fd, int ms)
-{
-	char buf[32];
-	size_t n = 0;
-	for (int waited = 0; waited < ms;) {
-		struct pollfd p = {.fd = fd, .events = POLLIN};
-		int r = RETRY_EINTR(poll(&p, 1, 50));
-		if (r == 0) {
-			waited += 50;
-			continue;
-		}
-		ssize_t k = RETRY_EINTR(read(fd, buf + n, sizeof(buf) - 1 - n));
-		if (k <= 0)
-			return n ? 0 : -1;
-		n += (size_t)k;
-		if (memchr(buf, '\n', n) || n == sizeof(buf) - 1)
-			return 0;
-	}
-	return -1;
 }
 
 static int start_pasta(struct kis_egress *eg, bool die_with_us, struct kis_error **err)
@@ -576,25 +685,23 @@ static int start_pasta(struct kis_egress *eg, bool die_with_us, struct kis_error
 	snprintf(ready, sizeof(ready), "/proc/self/fd/%d", wr);
 	snprintf(userns, sizeof(userns), "/proc/self/fd/%d", eg->userns_fd);
 	snprintf(netns, sizeof(netns), "/proc/self/fd/%d", eg->netns_fd);
-	/* Every value is ours. -t/-u none: nothing is forwarded in; -T/-U
-	 * none: no port of the host's loopback is mapped into the sandbox;
-	 * --no-map-gw: the gateway is not the host; -4: IPv4 only. */
+	/* Every value is ours. No --config-net: the engine configured S
+	 * (configure_in_s); pasta's addresses are still its own stack's. -t/-u
+	 * none: nothing is forwarded in; -T/-U none: no port of the host's
+	 * loopback is mapped into the sandbox; --no-map-gw: the gateway is
+	 * not the host; -4: IPv4 only. */
 	char *argv[] = {
-		(char *)pasta, "--quiet", "--foreground", "--ipv4-only", "--config-net",
+		(char *)pasta, "--quiet", "--foreground", "--ipv4-only",
 		"--ns-ifname", KIS_EGRESS_IFNAME, "--address", KIS_EGRESS_ADDR, "--netmask", "24",
 		"--gateway", KIS_EGRESS_GATEWAY, "--dns-forward", KIS_EGRESS_DNS, "--no-map-gw",
 		"--tcp-ports", "none", "--udp-ports", "none", "--tcp-ns", "none", "--udp-ns", "none",
 		"--no-dhcp", "--no-ndp", "--no-dhcpv6", "--no-ra", "--no-netns-quit",
 		"--pid", ready, "--userns", userns, "--netns", netns, NULL};
-	_cleanup_close_ int home = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
-	if (home < 0)
-		return kis_error_set(err, KIS_E_INTERNAL, errno, "egress: cannot start pasta");
-	struct pasta_start s = {.eg = eg, .ready_fd = wr, .stderr_fd = errfd,
-				.home_netns_fd = home};
+	struct pasta_start s = {.eg = eg, .ready_fd = wr, .stderr_fd = errfd};
 	struct kis_spawn sp = {.argv = argv, .envp = (char *const *)tool_env, .cwd = "/",
 			       .stdin_fd = nul, .child_setup = pasta_child, .child_ctx = &s,
 			       .die_with_parent = die_with_us, .parent = getpid(),
-			       .exec_path = exec_path(pasta)};
+			       .exec_path = exec_path(pasta), .vfork_ok = true};
 	pid_t pid = -1;
 	if (die_with_us) {
 		TRY(kis_spawn_start(&sp, nul, errfd, &pid, err));
@@ -609,24 +716,136 @@ static int start_pasta(struct kis_egress *eg, bool die_with_us, struct kis_error
 	return 0;
 }
 
-int kis_egress_ready(struct kis_egress *eg, struct kis_error **err)
+static int pasta_failed(struct kis_egress *eg, struct kis_error **err)
+{
+	char msg[200];
+	first_line(eg->err_fd, msg, sizeof(msg));
+	return kis_error_set(err, KIS_E_INTERNAL, 0, "egress: pasta did not start: %s",
+			     *msg ? msg : "it exited or timed out");
+}
+
+/* pasta writes its pid to -P once its initialisation is done (passt(1)),
+ * in one write (a pipe keeps it whole: pipe(7), PIPE_BUF). */
+int kis_egress_pasta(struct kis_egress *eg, int wait_ms, struct kis_error **err)
+{
+	if (eg->ready_fd < 0)
+		return 1; /* no egress, or ready already */
+	struct pollfd p = {.fd = eg->ready_fd, .events = POLLIN};
+	uint64_t end = kis_monotonic_ms() + (uint64_t)(wait_ms > 0 ? wait_ms : 0);
+	int r;
+	for (;;) {
+		uint64_t now = kis_monotonic_ms();
+		r = poll(&p, 1, now < end ? (int)(end - now) : 0);
+		if (r < 0 && errno == EINTR)
+			continue;
+		break;
+	}
+	if (r == 0)
+		return wait_ms > 0 ? pasta_failed(eg, err) : 0;
+	char buf[32];
+	ssize_t k = r > 0 ? RETRY_EINTR(read(eg->ready_fd, buf, sizeof(buf))) : -1;
+	kis_closep(&eg->ready_fd);
+	eg->ready_fd = -1;
+	if (k <= 0)
+		return pasta_failed(eg, err);
+	kis_closep(&eg->err_fd);
+	eg->err_fd = -1;
+	return 1;
+}
+
+int kis_egress_pasta_fd(const struct kis_egress *eg)
+{
+	return eg->ready_fd;
+}
+
+/* Whether a netlink message says the tap's carrier is on (IFF_LOWER_UP in
+ * an RTM_NEWLINK of its index). The kernel sends that one from its link
+ * watch after it activated the device's queueing discipline
+ * (net/core/link_watch.c, linkwatch_do_dev: dev_activate, then the
+ * notification); before, the device drops what it is given. */
+/* <linux/if.h>'s, which <net/if.h> (glibc's IFF_ enum stops at
+ * IFF_DYNAMIC) cannot be included beside */
+#ifndef IFF_LOWER_UP
+#define IFF_LOWER_UP 0x10000
+#endif
+
+static bool carrier_on(const struct kis_egress *eg, const char *buf, size_t n)
+{
+	for (const struct nlmsghdr *h = (const void *)buf; NLMSG_OK(h, n); h = NLMSG_NEXT(h, n)) {
+		if (h->nlmsg_type != RTM_NEWLINK || h->nlmsg_len < NLMSG_LENGTH(sizeof(struct ifinfomsg)))
+			continue;
+		const struct ifinfomsg *ifi = NLMSG_DATA(h);
+		if (ifi->ifi_index == eg->ifindex && (ifi->ifi_flags & IFF_LOWER_UP))
+			return true;
+	}
+	return false;
+}
+
+/* Until pasta has attached S's tap (see "S's link" above), bounded. */
+static int wait_attached(struct kis_egress *eg, int ms, struct kis_error **err)
+{
+	if (eg->link_fd < 0)
+		return 0;
+	uint64_t end = kis_monotonic_ms() + (uint64_t)ms;
+	bool watch_pasta = eg->ready_fd >= 0;
+	for (;;) {
+		struct pollfd p[2] = {{.fd = eg->link_fd, .events = POLLIN},
+				      {.fd = watch_pasta ? eg->ready_fd : -1, .events = POLLIN}};
+		uint64_t now = kis_monotonic_ms();
+		if (now >= end)
+			return pasta_failed(eg, err);
+		int r = poll(p, 2, (int)(end - now));
+		if (r < 0 && errno != EINTR)
+			return kis_error_set(err, KIS_E_INTERNAL, errno, "egress: poll");
+		if (r <= 0)
+			continue;
+		if (p[1].revents) {
+			/* pasta is ready (and so attached long since) or dead */
+			TRY(kis_egress_pasta(eg, 0, err));
+			watch_pasta = false;
+		}
+		if (!p[0].revents)
+			continue;
+		char buf[8192];
+		for (;;) {
+			ssize_t k = recv(eg->link_fd, buf, sizeof(buf), 0);
+			if (k < 0 && errno == EINTR)
+				continue;
+			if (k < 0 && errno == ENOBUFS) {
+				/* events were lost (netlink(7)): ask for the link's
+				 * state, whose answer is an RTM_NEWLINK as well */
+				struct {
+					struct nlmsghdr h;
+					struct ifinfomsg i;
+				} q = {.h = {.nlmsg_len = sizeof(q), .nlmsg_type = RTM_GETLINK,
+					     .nlmsg_flags = NLM_F_REQUEST},
+				       .i = {.ifi_family = AF_UNSPEC, .ifi_index = eg->ifindex}};
+				(void)!send(eg->link_fd, &q, sizeof(q), 0);
+				continue;
+			}
+			if (k <= 0)
+				break;
+			if (carrier_on(eg, buf, (size_t)k))
+				goto attached;
+		}
+	}
+attached:
+	kis_closep(&eg->link_fd);
+	eg->link_fd = -1;
+	return 0;
+}
+
+int kis_egress_ready_for_command(struct kis_egress *eg, struct kis_error **err)
 {
 	/* the policy first: without it nothing of the sandbox may run */
 	TRY(policy_wait(eg, true, err));
-	if (eg->ready_fd < 0)
-		return 0; /* no egress, or ready already */
-	int r = wait_ready(eg->ready_fd, 5000);
-	kis_closep(&eg->ready_fd);
-	eg->ready_fd = -1;
-	if (r < 0) {
-		char msg[200];
-		first_line(eg->err_fd, msg, sizeof(msg));
-		return kis_error_set(err, KIS_E_INTERNAL, 0, "egress: pasta did not start: %s",
-				     *msg ? msg : "it exited or timed out");
-	}
-	kis_closep(&eg->err_fd);
-	eg->err_fd = -1;
-	return 0;
+	return wait_attached(eg, 5000, err);
+}
+
+int kis_egress_ready(struct kis_egress *eg, struct kis_error **err)
+{
+	TRY(kis_egress_ready_for_command(eg, err));
+	return kis_egress_pasta(eg, 5000, err) < 0 ? -1 : 0;
 }
 
 static void kill_one(pid_t pid, int pidfd)
@@ -772,18 +991,37 @@ int kis_egress_start(struct kis_egress *eg, const struct kis_net_dest *allow, si
 				    false, err);
 }
 
-int kis_egress_start_for(struct kis_egress *eg, const struct kis_net_dest *allow, size_t n_allow,
-			 bool allow_set, uid_t helper_uid, bool die_with_us, bool wait, bool vm,
-			 struct kis_error **err)
+int kis_egress_prepare(struct kis_egress *eg, const struct kis_net_dest *allow, size_t n_allow,
+		       bool allow_set, uid_t helper_uid, bool vm, struct kis_error **err)
 {
 	*eg = (struct kis_egress)KIS_EGRESS_INIT;
 	eg->uid = helper_uid;
 	if (helper_uid == 0)
 		return kis_error_set(err, KIS_E_INTERNAL, 0, "egress: the helper may not run as root");
-	bool ok = make_netns(eg, err) >= 0 &&
-		  policy_start(eg, allow, n_allow, allow_set, vm, err) >= 0 &&
-		  start_pasta(eg, die_with_us, err) >= 0;
-	if (!ok || (wait && kis_egress_ready(eg, err) < 0)) {
+	if (make_netns(eg, err) < 0 || configure_netns(eg, err) < 0 ||
+	    policy_write(eg, allow, n_allow, allow_set, vm, err) < 0) {
+		kis_egress_stop(eg);
+		return -1;
+	}
+	return 0;
+}
+
+int kis_egress_launch(struct kis_egress *eg, bool die_with_us, struct kis_error **err)
+{
+	if (policy_start(eg, err) < 0 || start_pasta(eg, die_with_us, err) < 0) {
+		kis_egress_stop(eg);
+		return -1;
+	}
+	return 0;
+}
+
+int kis_egress_start_for(struct kis_egress *eg, const struct kis_net_dest *allow, size_t n_allow,
+			 bool allow_set, uid_t helper_uid, bool die_with_us, bool wait, bool vm,
+			 struct kis_error **err)
+{
+	TRY(kis_egress_prepare(eg, allow, n_allow, allow_set, helper_uid, vm, err));
+	TRY(kis_egress_launch(eg, die_with_us, err));
+	if (wait && kis_egress_ready(eg, err) < 0) {
 		kis_egress_stop(eg);
 		return -1;
 	}
@@ -815,7 +1053,10 @@ void kis_egress_stop(struct kis_egress *eg)
 	kis_closep(&eg->userns_fd);
 	kis_closep(&eg->ready_fd);
 	kis_closep(&eg->err_fd);
-	eg->pidfd = eg->netns_fd = eg->userns_fd = eg->ready_fd = eg->err_fd = -1;
+	kis_closep(&eg->link_fd);
+	kis_closep(&eg->rules_fd);
+	eg->pidfd = eg->netns_fd = eg->userns_fd = eg->ready_fd = eg->err_fd = eg->link_fd = -1;
+	eg->rules_fd = -1;
 }
 
 void kis_egress_release(struct kis_egress *eg)
@@ -827,6 +1068,8 @@ void kis_egress_release(struct kis_egress *eg)
 	kis_closep(&eg->userns_fd);
 	kis_closep(&eg->ready_fd);
 	kis_closep(&eg->err_fd);
+	kis_closep(&eg->link_fd);
+	kis_closep(&eg->rules_fd);
 	*eg = (struct kis_egress)KIS_EGRESS_INIT;
 }
 
