@@ -282,68 +282,29 @@ static const char *const tool_env[] = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin", NUL
 
 /* ---- S: the holder ---- */
 
-static int write_at_pid(pid_t pid, const char *name, const char *text)
+/* >= 10: the spawner's dup2 onto 0..3 never lands on it */
+static int fd_high(int fd)
 {
-	char path[64];
-	snprintf(path, sizeof(path), "/proc/%d/%s", (int)pid, name);
-	_cleanup_close_ int fd = open(path, O_WRONLY | O_CLOEXEC);
-	size_t n = strlen(text);
-	return fd >= 0 && write(fd, text, n) == (ssize_t)n ? 0 : -1;
-}
-
-static int open_at_pid(pid_t pid, const char *ns)
-{
-	char path[64];
-	snprintf(path, sizeof(path), "/proc/%d/ns/%s", (int)pid, ns);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return -1;
-	/* >= 10: the spawner's dup2 onto 0..3 never lands on it */
 	int hi = fcntl(fd, F_DUPFD_CLOEXEC, 10);
 	close(fd);
 	return hi;
 }
 
-/* A child as uid H unshares a user namespace (H its owner) and in it S
- * (user_namespaces(7): the other namespaces of one unshare are owned by the
- * new user namespace); we write the maps and keep both by descriptor. */
+/* A holder as uid H unshares a user namespace (H its owner, 0 -> H) and
+ * in it S (user_namespaces(7): the other namespaces of one unshare are
+ * owned by the new user namespace); we keep both by descriptor. The
+ * holder shares our memory instead of being a fork (confine/userns.c). */
 static int make_netns(struct kis_egress *eg, struct kis_error **err)
 {
-	int sp[2];
-	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) < 0)
-		return kis_error_set(err, KIS_E_INTERNAL, errno, "egress: cannot make a network namespace");
-	pid_t pid = fork();
-	if (pid < 0) {
-		int e = errno;
-		close(sp[0]);
-		close(sp[1]);
-		return kis_error_set(err, KIS_E_INTERNAL, e, "egress: cannot make a network namespace");
-	}
-	if (pid == 0) {
-		char b;
-		close(sp[0]);
-		if (setgroups(0, NULL) < 0 || setresgid(eg->uid, eg->uid, eg->uid) < 0 ||
-		    setresuid(eg->uid, eg->uid, eg->uid) < 0 ||
-		    unshare(CLONE_NEWUSER | CLONE_NEWNET) < 0)
-			_exit(1);
-		(void)!write(sp[1], "u", 1);
-		(void)!read(sp[1], &b, 1);
-		_exit(0);
-	}
-	close(sp[1]);
-	char b, map[48];
-	int e = 0;
-	snprintf(map, sizeof(map), "0 %u 1\n", (unsigned)eg->uid);
-	if (RETRY_EINTR(read(sp[0], &b, 1)) != 1)
-		e = EPERM;
-	else if (write_at_pid(pid, "uid_map", map) < 0 || write_at_pid(pid, "gid_map", map) < 0 ||
-		 (eg->userns_fd = open_at_pid(pid, "user")) < 0 ||
-		 (eg->netns_fd = open_at_pid(pid, "net")) < 0)
-		e = errno ? errno : EIO;
-	close(sp[0]);
-	RETRY_EINTR(waitpid(pid, NULL, 0));
-	if (e)
-		return kis_error_set(err, KIS_E_INTERNAL, e,
+	int u = -1, n = -1;
+	if (kis_userns_open_net(eg->uid, 1, &u, &n, err) < 0)
+		return kis_error_wrap(err, "egress");
+	eg->userns_fd = fd_high(u);
+	eg->netns_fd = fd_high(n);
+	if (eg->userns_fd < 0 || eg->netns_fd < 0)
+		return kis_error_set(err, KIS_E_INTERNAL, errno,
 				     "egress: cannot make the sandbox's network namespace");
 	return 0;
 }
