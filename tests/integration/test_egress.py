@@ -16,6 +16,7 @@
 # world's log says what actually arrived.
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -280,6 +281,46 @@ def test_refused_tcp_connect_fails_at_once(net, tier):
     got = net.probe(tier, targets)
     assert all(v.startswith("blocked") for v in got.values()), got
     assert not [v for v in got.values() if "timed out" in v or "Timeout" in v], got
+
+
+def _rules(text):
+    """nft's text, normalised: nft prints a /32 and icmpx's type without
+    the word; blank lines and indentation do not matter."""
+    out = []
+    for line in text.splitlines():
+        line = " ".join(line.split()).replace("icmpx type ", "icmpx ")
+        line = re.sub(r"(\d+\.\d+\.\d+\.\d+)/32\b", r"\1", line)
+        if line:
+            out.append(line)
+    return out
+
+
+def test_loaded_policy_reads_back_as_the_plan(net, tier):
+    """The engine loads the policy as a netlink batch of its own writing;
+    nft, reading S's ruleset back while the command runs, must find
+    exactly the rules --dry-run shows as text."""
+    plan = json.loads(net.kis("run", *tier, "--dry-run", "--net", "egress", "--",
+                              "/bin/true").stdout)
+    p = subprocess.Popen(net.kis_argv("run", *tier, "--net", "egress", "--", "/bin/sleep", "5"),
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        cmd = None
+        for _ in range(500):
+            for q in descendants(p.pid):
+                try:
+                    if Path(f"/proc/{q}/cmdline").read_bytes() == b"/bin/sleep\x005\x00":
+                        cmd = q
+                except OSError:
+                    pass
+            if cmd:
+                break
+            time.sleep(0.02)
+        assert cmd, "the command did not start"
+        got = sh("nsenter", f"--net=/proc/{cmd}/ns/net", "nft", "list", "ruleset").stdout
+    finally:
+        p.kill()
+        p.wait()
+    assert _rules(got) == _rules(plan["egress"]["nft_rules"]), got
 
 
 def test_dns_forwarder_carries_only_dns(net, tier):
