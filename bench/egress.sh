@@ -6,7 +6,7 @@
 set -eu
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 [ -x "$REPO/build/kis" ] || { echo "bench/egress.sh: build/kis is missing; run make" >&2; exit 1; }
-for t in pasta nft nsenter; do
+for t in pasta nsenter; do
 	command -v "$t" >/dev/null 2>&1 || { echo "bench/egress.sh: $t is missing: skipped"; exit 0; }
 done
 exec /usr/bin/python3 "$REPO/bench/egress.py" "${1:-20}"

@@ -171,9 +171,10 @@ int kis_call_agent(int conn, const struct kis_call *c, struct kis_result *res,
 	 * agent answers a pipelined EXEC at once): look at them before
 	 * waiting for more */
 	bool buffered = rd.len > rd.pending || rd.eof;
+	bool watching = c->watch != NULL; /* its fd may change (-1: no more) */
 	for (;;) {
-		struct pollfd pfd[5];
-		int n = 0, i_in = -1, i_sig = -1, i_cancel = -1, i_rsz = -1;
+		struct pollfd pfd[6];
+		int n = 0, i_in = -1, i_sig = -1, i_cancel = -1, i_rsz = -1, i_watch = -1;
 		pfd[n++] = (struct pollfd){.fd = conn, .events = POLLIN};
 		if (in_fd >= 0) {
 			i_in = n;
@@ -190,6 +191,10 @@ int kis_call_agent(int conn, const struct kis_call *c, struct kis_result *res,
 		if (c->resize_fd >= 0) {
 			i_rsz = n;
 			pfd[n++] = (struct pollfd){.fd = c->resize_fd, .events = POLLIN};
+		}
+		if (watching && c->watch->fd >= 0) {
+			i_watch = n;
+			pfd[n++] = (struct pollfd){.fd = c->watch->fd, .events = POLLIN};
 		}
 		int timeout = -1;
 		if (c->deadline_ms) {
@@ -245,6 +250,15 @@ int kis_call_agent(int conn, const struct kis_call *c, struct kis_result *res,
 			uint8_t junk[64];
 			(void)!read(c->resize_fd, junk, sizeof(junk));
 			send_resize(conn, c);
+		}
+		if (i_watch >= 0 && pfd[i_watch].revents) {
+			int w = c->watch->on_ready(c->watch->ctx, c->watch->fd);
+			if (w != 0)
+				watching = false;
+			if (w < 0 && !out->cancelled) {
+				out->cancelled = true;
+				send_signal(conn, SIGKILL);
+			}
 		}
 		if (!pfd[0].revents && !buffered)
 			continue;

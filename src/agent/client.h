@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "agent/exec_json.h"
+#include "exec/exec.h"
 #include "core/io.h"
 #include "kis/io.h"
 
@@ -40,6 +41,10 @@ struct kis_call {
 	 * container's runtime made its cgroup by then); < 0 fails the call. */
 	int (*on_hello)(void *ctx, struct kis_error **err);
 	void *hello_ctx;
+	/* One more descriptor to watch while the command runs (after the
+	 * HELLO and on_hello), or NULL: on_ready returns 0 to go on, 1 to stop
+	 * watching it, -1 to kill the command as a cancel does. */
+	const struct kis_watch *watch;
 };
 
 enum kis_call_end {

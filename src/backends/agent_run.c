@@ -32,7 +32,7 @@ int kis_agent_run_once(const struct kis_agent_run *a, struct kis_result *res,
 		 * bounded, so a runtime that hangs cannot hang the engine */
 		.hello_timeout_s = 30, .peer = a->peer, .pipeline = true,
 		.has_cpu = a->has_cpu, .cpu_fd = a->cpu_fd, .cpu_path = a->cpu_path, .cpu_limit_ms = a->limits.cpu_ms,
-		.on_hello = a->on_hello, .hello_ctx = a->hello_ctx,
+		.on_hello = a->on_hello, .hello_ctx = a->hello_ctx, .watch = a->watch,
 	};
 	struct kis_call_out out;
 	TRY(kis_call_agent(a->conn, &call, res, &out, err));

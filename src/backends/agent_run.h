@@ -19,6 +19,7 @@ struct kis_agent_run {
 	const char *cpu_path;     /* or its path, opened once the agent answers */
 	int (*on_hello)(void *ctx, struct kis_error **err); /* kis_call's */
 	void *hello_ctx;
+	const struct kis_watch *watch; /* kis_call's */
 };
 
 /* HELLO, EXEC, relay, EXIT. The agent enforces the per-exec limits; the

@@ -247,6 +247,10 @@ KIS_HIDDEN uid_t kis_sandbox_ids(const char *sandbox_id);
  * an O_CLOEXEC descriptor (for setns(2), bwrap --userns, MOUNT_ATTR_IDMAP).
  * Needs CAP_SETUID and CAP_SETGID (the engine as root). */
 KIS_HIDDEN int kis_userns_open(uid_t first, uint32_t count, int *fd, struct kis_error **err);
+/* The same, and a network namespace owned by it (egress's S): both as
+ * O_CLOEXEC descriptors. */
+KIS_HIDDEN int kis_userns_open_net(uid_t first, uint32_t count, int *userns_fd, int *netns_fd,
+				   struct kis_error **err);
 /* An ordinary user's subordinate ids (subuid(5), subgid(5); src/confine/
  * subid.c): the first range of each, at most 65536 ids. */
 struct kis_subids {

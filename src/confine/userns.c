@@ -78,6 +78,7 @@ static int write_file(pid_t pid, const char *name, const char *text)
 struct holder_arg {
 	int fd, other;
 	uid_t first;
+	unsigned long flags; /* CLONE_NEWUSER, with CLONE_NEWNET: a network namespace it owns */
 };
 
 __attribute__((no_sanitize("address"))) static int holder(void *arg)
@@ -94,7 +95,7 @@ __attribute__((no_sanitize("address"))) static int holder(void *arg)
 	     syscall(SYS_setresgid, (gid_t)h->first, (gid_t)h->first, (gid_t)h->first) < 0 ||
 	     syscall(SYS_setresuid, h->first, h->first, h->first) < 0))
 		syscall(SYS_exit, 1);
-	if (syscall(SYS_unshare, CLONE_NEWUSER) < 0)
+	if (syscall(SYS_unshare, h->flags) < 0)
 		syscall(SYS_exit, 1);
 	(void)syscall(SYS_write, h->fd, "u", 1); /* ready */
 	(void)syscall(SYS_read, h->fd, &b, 1);
@@ -123,15 +124,27 @@ static int write_by(const struct map_writer *w, pid_t pid)
 	return w->by(pid, w->arg);
 }
 
-static int userns_holder(const struct map_writer *w, int *out, int *e);
+static int userns_holder(const struct map_writer *w, int *out, int *netns, int *e);
 
 int kis_userns_open(uid_t first, uint32_t count, int *out, struct kis_error **err)
 {
 	struct map_writer w = {.write = write_range, .first = first, .count = count};
 	int e = 0;
-	if (userns_holder(&w, out, &e) < 0)
+	if (userns_holder(&w, out, NULL, &e) < 0)
 		return kis_error_set(err, KIS_E_INTERNAL, e,
 				     "cannot make the sandbox's user namespace (ids %u..%u)",
+				     (unsigned)first, (unsigned)(first + count - 1));
+	return 0;
+}
+
+int kis_userns_open_net(uid_t first, uint32_t count, int *userns_fd, int *netns_fd,
+			struct kis_error **err)
+{
+	struct map_writer w = {.write = write_range, .first = first, .count = count};
+	int e = 0;
+	if (userns_holder(&w, userns_fd, netns_fd, &e) < 0)
+		return kis_error_set(err, KIS_E_INTERNAL, e,
+				     "cannot make a network namespace owned by ids %u..%u",
 				     (unsigned)first, (unsigned)(first + count - 1));
 	return 0;
 }
@@ -141,23 +154,29 @@ int kis_userns_open_by(int (*write_maps)(pid_t pid, void *arg), void *arg, int *
 {
 	struct map_writer w = {.write = write_by, .first = (uid_t)-1, .by = write_maps, .arg = arg};
 	int e = 0;
-	if (userns_holder(&w, out, &e) < 0)
+	if (userns_holder(&w, out, NULL, &e) < 0)
 		return kis_error_set(err, KIS_E_INTERNAL, e, "cannot make a user namespace");
 	return 0;
 }
 
-/* The holder made, its maps written by w, the namespace opened: *out; -1
+/* The holder made, its maps written by w, the namespace opened: *out
+ * (and, when netns is not NULL, a network namespace it owns: *netns); -1
  * with the errno in *eout otherwise (the callers say what failed). */
-static int userns_holder(const struct map_writer *w, int *out, int *eout)
+static int userns_holder(const struct map_writer *w, int *out, int *netns, int *eout)
 {
 	uid_t first = w->first;
 	*out = -1;
+	if (netns)
+		*netns = -1;
 	int sp[2];
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) < 0) {
 		*eout = errno;
 		return -1;
 	}
-	struct holder_arg h = {.fd = sp[1], .other = sp[0], .first = first};
+	/* one unshare: the network namespace is owned by the new user
+	 * namespace (user_namespaces(7)) */
+	struct holder_arg h = {.fd = sp[1], .other = sp[0], .first = first,
+			       .flags = CLONE_NEWUSER | (netns ? CLONE_NEWNET : 0)};
 	/* the holder's stack: raw system calls need little */
 	_Alignas(16) char stack[16384];
 	sigset_t all, old;
@@ -183,10 +202,17 @@ static int userns_holder(const struct map_writer *w, int *out, int *eout)
 		char path[64];
 		snprintf(path, sizeof(path), "/proc/%d/ns/user", (int)pid);
 		*out = open(path, O_RDONLY | O_CLOEXEC);
-		if (*out < 0)
+		if (*out >= 0 && netns) {
+			snprintf(path, sizeof(path), "/proc/%d/ns/net", (int)pid);
+			*netns = open(path, O_RDONLY | O_CLOEXEC);
+		}
+		if (*out < 0 || (netns && *netns < 0)) {
 			e = errno;
-		else
+			kis_closep(out);
+			*out = -1;
+		} else {
 			r = 0;
+		}
 	}
 	close(sp[0]); /* the holder reads EOF and exits; the namespace lives on in *out */
 	/* the stack above is ours again only once the holder is gone */

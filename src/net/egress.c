@@ -15,6 +15,13 @@
 #include <stdarg.h>
 #include <string.h>
 #include <linux/if_tun.h>
+#include <linux/netfilter.h>
+#include <linux/netfilter/nf_conntrack_common.h>
+#include <linux/netfilter/nf_tables.h>
+#include <linux/netfilter/nfnetlink.h>
+#include <linux/netlink.h>
+#include <linux/rtnetlink.h>
+#include <net/route.h>
 #include <net/if.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
@@ -30,6 +37,11 @@
 #include "exec/exec.h"
 #include "core/io.h"
 #include "net/egress.h"
+
+#define EG_ADDR 0x0a00020fu /* KIS_EGRESS_ADDR */
+#define EG_GW 0x0a000202u   /* KIS_EGRESS_GATEWAY */
+#define EG_DNS 0x0a000203u  /* KIS_EGRESS_DNS */
+#define EG_MASK 0xffffff00u /* /24 */
 
 /* ---- the policy, as nftables rules ---- */
 
@@ -108,21 +120,140 @@ static bool is_private(const struct kis_net_dest *d)
 	return false;
 }
 
-static void rule(struct sbuf *b, const struct kis_net_dest *d, const char *verdict)
+/* ---- the policy: one list of rules, two writers ----
+ *
+ * policy_rules() says the rules, in order (first match wins); nft's text
+ * (kis_egress_ruleset, shown by --dry-run) and the netlink batch the engine
+ * loads into S (nl_rule) are both written from it. */
+
+enum pk {
+	PK_OIF_LO,   /* oifname "lo" */
+	PK_IIF_LO,   /* iifname "lo" */
+	PK_CT_REPLY, /* ct state established,related */
+	PK_IPV6,     /* meta nfproto ipv6 */
+	PK_DNS,      /* ip daddr <forwarder> udp dport 53 */
+	PK_DEST,     /* ip daddr <d> [meta l4proto { tcp, udp } th dport lo-hi] */
+	PK_ANY,      /* everything */
+};
+enum pv { PV_ACCEPT, PV_REFUSE, PV_DROP };
+enum pchain { PC_OUTPUT, PC_INPUT };
+
+struct prule {
+	enum pchain chain;
+	enum pk kind;
+	const struct kis_net_dest *d; /* PK_DEST */
+	enum pv v;
+};
+
+typedef void (*rule_fn)(void *ctx, const struct prule *r);
+
+static void say(rule_fn fn, void *ctx, enum pchain c, enum pk k, const struct kis_net_dest *d,
+		enum pv v)
 {
-	char net[24];
-	fmt_net(d->addr, d->prefix, net, sizeof(net));
-	if (d->port_lo)
-		sb_printf(b, "\t\tip daddr %s meta l4proto { tcp, udp } th dport %u-%u %s\n", net,
-			  d->port_lo, d->port_hi, verdict);
-	else
-		sb_printf(b, "\t\tip daddr %s %s\n", net, verdict);
+	struct prule r = {.chain = c, .kind = k, .d = d, .v = v};
+	fn(ctx, &r);
+}
+
+/* -1 when the host's addresses cannot be read (the policy would miss them) */
+static int policy_rules(const struct kis_net_dest *allow, size_t n_allow, bool allow_set, bool vm,
+			rule_fn fn, void *ctx)
+{
+	const enum pchain O = PC_OUTPUT;
+	/* output: what the sandbox sends; policy drop, the first match wins.
+	 * A microvm's guest has a loopback of its own: S's is then no one's,
+	 * and passt's sockets (the guest's flows) may not reach it. */
+	say(fn, ctx, O, PK_OIF_LO, NULL, vm ? PV_REFUSE : PV_ACCEPT);
+	say(fn, ctx, O, PK_CT_REPLY, NULL, PV_ACCEPT);
+	say(fn, ctx, O, PK_IPV6, NULL, PV_REFUSE);
+	say(fn, ctx, O, PK_DNS, NULL, PV_ACCEPT);
+	for (size_t i = 0; i < ARRAY_SIZE(always_denied); i++)
+		say(fn, ctx, O, PK_DEST, &always_denied[i], PV_REFUSE);
+	/* every address the host has, at this moment (a pasta socket to one
+	 * of them would be the host talking to itself) */
+	struct ifaddrs *ifa = NULL;
+	if (getifaddrs(&ifa) < 0)
+		return -1;
+	for (struct ifaddrs *i = ifa; i; i = i->ifa_next)
+		if (i->ifa_addr && i->ifa_addr->sa_family == AF_INET) {
+			struct kis_net_dest h = {
+				.addr = ntohl(((struct sockaddr_in *)(void *)i->ifa_addr)->sin_addr.s_addr),
+				.prefix = 32};
+			say(fn, ctx, O, PK_DEST, &h, PV_REFUSE);
+		}
+	freeifaddrs(ifa);
+	for (size_t i = 0; i < n_allow; i++)
+		if (is_private(&allow[i]))
+			say(fn, ctx, O, PK_DEST, &allow[i], PV_ACCEPT);
+	for (size_t i = 0; i < ARRAY_SIZE(private_ranges); i++)
+		say(fn, ctx, O, PK_DEST, &private_ranges[i], PV_REFUSE);
+	if (!allow_set)
+		say(fn, ctx, O, PK_ANY, NULL, PV_ACCEPT);
+	for (size_t i = 0; i < n_allow; i++)
+		if (!is_private(&allow[i]))
+			say(fn, ctx, O, PK_DEST, &allow[i], PV_ACCEPT);
+	say(fn, ctx, O, PK_ANY, NULL, PV_REFUSE);
+	/* input: replies only; nothing connects in */
+	say(fn, ctx, PC_INPUT, PK_IIF_LO, NULL, vm ? PV_DROP : PV_ACCEPT);
+	say(fn, ctx, PC_INPUT, PK_CT_REPLY, NULL, PV_ACCEPT);
+	return 0;
 }
 
 /* A refused destination fails at once (an ICMP error to the sender's own
  * socket: connect(2) sees EHOSTUNREACH or EACCES) rather than timing out;
  * the chain's policy drop stays behind it. */
 #define REFUSE "reject with icmpx type admin-prohibited"
+
+struct text_writer {
+	struct sbuf b;
+	int chain; /* the chain open, -1 none */
+};
+
+static void text_rule(void *ctx, const struct prule *r)
+{
+	struct text_writer *t = ctx;
+	struct sbuf *b = &t->b;
+	if (t->chain != (int)r->chain) {
+		if (t->chain >= 0)
+			sb_printf(b, "\t}\n");
+		sb_printf(b, "\tchain %s {\n"
+			     "\t\ttype filter hook %s priority filter; policy drop;\n",
+			  r->chain == PC_OUTPUT ? "output" : "input",
+			  r->chain == PC_OUTPUT ? "output" : "input");
+		t->chain = (int)r->chain;
+	}
+	const char *v = r->v == PV_ACCEPT ? "accept" : r->v == PV_DROP ? "drop" : REFUSE;
+	char net[24];
+	switch (r->kind) {
+	case PK_OIF_LO:
+		sb_printf(b, "\t\toifname \"lo\" %s\n", v);
+		break;
+	case PK_IIF_LO:
+		sb_printf(b, "\t\tiifname \"lo\" %s\n", v);
+		break;
+	case PK_CT_REPLY:
+		sb_printf(b, "\t\tct state established,related %s\n", v);
+		break;
+	case PK_IPV6:
+		sb_printf(b, "\t\tmeta nfproto ipv6 %s\n", v);
+		break;
+	case PK_DNS:
+		sb_printf(b, "\t\tip daddr " KIS_EGRESS_DNS " udp dport 53 %s\n", v);
+		break;
+	case PK_DEST:
+		fmt_net(r->d->addr, r->d->prefix, net, sizeof(net));
+		if (r->d->port_lo)
+			sb_printf(b, "\t\tip daddr %s meta l4proto { tcp, udp } th dport %u-%u %s\n",
+				  net, r->d->port_lo, r->d->port_hi, v);
+		else
+			sb_printf(b, "\t\tip daddr %s %s\n", net, v);
+		break;
+	case PK_ANY:
+		sb_printf(b, "\t\t%s\n", v);
+		break;
+	default:
+		break;
+	}
+}
 
 char *kis_egress_ruleset(const struct kis_net_dest *allow, size_t n_allow, bool allow_set)
 {
@@ -132,59 +263,334 @@ char *kis_egress_ruleset(const struct kis_net_dest *allow, size_t n_allow, bool 
 char *kis_egress_ruleset_for(const struct kis_net_dest *allow, size_t n_allow, bool allow_set,
 			     bool vm)
 {
-	struct sbuf b = {0};
-	/* output: what the sandbox sends; policy drop, the first match wins.
-	 * A microvm's guest has a loopback of its own: S's is then no one's,
-	 * and passt's sockets (the guest's flows) may not reach it. */
-	sb_printf(&b, "table inet kis_egress {\n"
-		      "\tchain output {\n"
-		      "\t\ttype filter hook output priority filter; policy drop;\n"
-		      "\t\toifname \"lo\" %s\n"
-		      "\t\tct state established,related accept\n",
-		  vm ? REFUSE : "accept");
-	sb_printf(&b, "\t\tmeta nfproto ipv6 " REFUSE "\n"
-		      "\t\tip daddr " KIS_EGRESS_DNS " udp dport 53 accept\n");
-	for (size_t i = 0; i < ARRAY_SIZE(always_denied); i++)
-		rule(&b, &always_denied[i], REFUSE);
-	/* every address the host has, at this moment (a pasta socket to one
-	 * of them would be the host talking to itself) */
-	struct ifaddrs *ifa = NULL;
-	if (getifaddrs(&ifa) < 0)
-		b.oom = true;
-	for (struct ifaddrs *i = ifa; i; i = i->ifa_next)
-		if (i->ifa_addr && i->ifa_addr->sa_family == AF_INET) {
-			struct kis_net_dest h = {
-				.addr = ntohl(((struct sockaddr_in *)(void *)i->ifa_addr)->sin_addr.s_addr),
-				.prefix = 32};
-			rule(&b, &h, REFUSE);
-		}
-	if (ifa)
-		freeifaddrs(ifa);
-	for (size_t i = 0; i < n_allow; i++)
-		if (is_private(&allow[i]))
-			rule(&b, &allow[i], "accept");
-	for (size_t i = 0; i < ARRAY_SIZE(private_ranges); i++)
-		rule(&b, &private_ranges[i], REFUSE);
-	if (!allow_set)
-		sb_printf(&b, "\t\taccept\n");
-	for (size_t i = 0; i < n_allow; i++)
-		if (!is_private(&allow[i]))
-			rule(&b, &allow[i], "accept");
-	/* input: replies only; nothing connects in */
-	sb_printf(&b, "\t\t" REFUSE "\n"
-		      "\t}\n"
-		      "\tchain input {\n"
-		      "\t\ttype filter hook input priority filter; policy drop;\n"
-		      "\t\tiifname \"lo\" %s\n"
-		      "\t\tct state established,related accept\n"
-		      "\t}\n"
-		      "}\n",
-		  vm ? "drop" : "accept");
-	if (b.oom) {
-		free(b.s);
+	struct text_writer t = {.chain = -1};
+	sb_printf(&t.b, "table inet kis_egress {\n");
+	if (policy_rules(allow, n_allow, allow_set, vm, text_rule, &t) < 0)
+		t.b.oom = true;
+	sb_printf(&t.b, "\t}\n}\n");
+	if (t.b.oom) {
+		free(t.b.s);
 		return NULL;
 	}
-	return b.s;
+	return t.b.s;
+}
+
+/* ---- the same rules as an nf_tables netlink batch ----
+ *
+ * What `nft -f` would send (net/netfilter/nf_tables_api.c; the layout of
+ * <linux/netfilter/nf_tables.h>), written by the engine and sent from a
+ * netlink socket opened in S: no nft process, no parser, no cache dump.
+ * One batch (NFNL_MSG_BATCH_BEGIN ... END) is one transaction: all of it
+ * or nothing (nfnetlink_rcv_batch). The table, two base chains with
+ * policy drop, then each rule as expressions on register 1: meta/ct/payload
+ * loads, a bitwise mask for a prefix, cmp, and a verdict (immediate) or
+ * reject. "ip daddr" in the inet family carries nft's implicit
+ * `meta nfproto ipv4` before the payload load, "udp dport" its
+ * `meta l4proto udp`; a port range is a cmp >= and a cmp <= on the
+ * big-endian port, one rule for TCP and one for UDP. */
+
+struct nlb {
+	char *buf;
+	size_t len, cap;
+	bool oom;
+	uint32_t seq, last_seq;
+};
+
+static void *nlb_put(struct nlb *b, size_t n)
+{
+	size_t need = NLMSG_ALIGN(n);
+	if (b->oom)
+		return NULL;
+	if (b->len + need > b->cap) {
+		size_t cap = (b->cap ? b->cap * 2 : 8192) + need;
+		char *g = realloc(b->buf, cap);
+		if (!g) {
+			b->oom = true;
+			return NULL;
+		}
+		b->buf = g;
+		b->cap = cap;
+	}
+	void *p = b->buf + b->len;
+	memset(p, 0, need);
+	b->len += need;
+	return p;
+}
+
+static size_t nl_msg(struct nlb *b, uint16_t type, uint16_t flags, uint8_t family, uint16_t res)
+{
+	size_t off = b->len;
+	struct nlmsghdr *h = nlb_put(b, sizeof(*h));
+	struct nfgenmsg *g = nlb_put(b, sizeof(*g));
+	if (!h || !g)
+		return off;
+	h->nlmsg_type = type;
+	h->nlmsg_flags = NLM_F_REQUEST | flags;
+	h->nlmsg_seq = ++b->seq;
+	g->nfgen_family = family;
+	g->version = NFNETLINK_V0;
+	g->res_id = htons(res);
+	return off;
+}
+
+static void nl_end(struct nlb *b, size_t off)
+{
+	if (!b->oom)
+		((struct nlmsghdr *)(void *)(b->buf + off))->nlmsg_len = (uint32_t)(b->len - off);
+}
+
+static void nl_attr(struct nlb *b, uint16_t type, const void *data, size_t n)
+{
+	struct nlattr *a = nlb_put(b, NLA_HDRLEN + n);
+	if (!a)
+		return;
+	a->nla_type = type;
+	a->nla_len = (uint16_t)(NLA_HDRLEN + n);
+	memcpy((char *)a + NLA_HDRLEN, data, n);
+}
+
+static void nl_u32(struct nlb *b, uint16_t type, uint32_t v)
+{
+	uint32_t be = htonl(v);
+	nl_attr(b, type, &be, 4);
+}
+
+static void nl_str(struct nlb *b, uint16_t type, const char *s)
+{
+	nl_attr(b, type, s, strlen(s) + 1);
+}
+
+static size_t nl_nest(struct nlb *b, uint16_t type)
+{
+	size_t off = b->len;
+	struct nlattr *a = nlb_put(b, NLA_HDRLEN);
+	if (a)
+		a->nla_type = type | NLA_F_NESTED;
+	return off;
+}
+
+static void nl_nest_end(struct nlb *b, size_t off)
+{
+	if (!b->oom)
+		((struct nlattr *)(void *)(b->buf + off))->nla_len = (uint16_t)(b->len - off);
+}
+
+/* one expression: NFTA_LIST_ELEM { NFTA_EXPR_NAME, NFTA_EXPR_DATA { ... } } */
+struct expr {
+	size_t elem, data;
+};
+
+static struct expr ex_begin(struct nlb *b, const char *name)
+{
+	struct expr e;
+	e.elem = nl_nest(b, NFTA_LIST_ELEM);
+	nl_str(b, NFTA_EXPR_NAME, name);
+	e.data = nl_nest(b, NFTA_EXPR_DATA);
+	return e;
+}
+
+static void ex_end(struct nlb *b, struct expr e)
+{
+	nl_nest_end(b, e.data);
+	nl_nest_end(b, e.elem);
+}
+
+static void ex_meta(struct nlb *b, uint32_t key)
+{
+	struct expr e = ex_begin(b, "meta");
+	nl_u32(b, NFTA_META_KEY, key);
+	nl_u32(b, NFTA_META_DREG, NFT_REG_1);
+	ex_end(b, e);
+}
+
+static void ex_payload(struct nlb *b, uint32_t base, uint32_t offset, uint32_t len)
+{
+	struct expr e = ex_begin(b, "payload");
+	nl_u32(b, NFTA_PAYLOAD_DREG, NFT_REG_1);
+	nl_u32(b, NFTA_PAYLOAD_BASE, base);
+	nl_u32(b, NFTA_PAYLOAD_OFFSET, offset);
+	nl_u32(b, NFTA_PAYLOAD_LEN, len);
+	ex_end(b, e);
+}
+
+static void nl_data(struct nlb *b, uint16_t type, const void *v, size_t n)
+{
+	size_t d = nl_nest(b, type);
+	nl_attr(b, NFTA_DATA_VALUE, v, n);
+	nl_nest_end(b, d);
+}
+
+static void ex_cmp(struct nlb *b, uint32_t op, const void *v, size_t n)
+{
+	struct expr e = ex_begin(b, "cmp");
+	nl_u32(b, NFTA_CMP_SREG, NFT_REG_1);
+	nl_u32(b, NFTA_CMP_OP, op);
+	nl_data(b, NFTA_CMP_DATA, v, n);
+	ex_end(b, e);
+}
+
+static void ex_mask(struct nlb *b, const void *mask, const void *xor, size_t n)
+{
+	struct expr e = ex_begin(b, "bitwise");
+	nl_u32(b, NFTA_BITWISE_SREG, NFT_REG_1);
+	nl_u32(b, NFTA_BITWISE_DREG, NFT_REG_1);
+	nl_u32(b, NFTA_BITWISE_LEN, (uint32_t)n);
+	nl_data(b, NFTA_BITWISE_MASK, mask, n);
+	nl_data(b, NFTA_BITWISE_XOR, xor, n);
+	ex_end(b, e);
+}
+
+static void ex_verdict(struct nlb *b, enum pv v)
+{
+	if (v == PV_REFUSE) {
+		struct expr e = ex_begin(b, "reject");
+		nl_u32(b, NFTA_REJECT_TYPE, NFT_REJECT_ICMPX_UNREACH);
+		uint8_t code = NFT_REJECT_ICMPX_ADMIN_PROHIBITED;
+		nl_attr(b, NFTA_REJECT_ICMP_CODE, &code, 1);
+		ex_end(b, e);
+		return;
+	}
+	struct expr e = ex_begin(b, "immediate");
+	nl_u32(b, NFTA_IMMEDIATE_DREG, NFT_REG_VERDICT);
+	size_t d = nl_nest(b, NFTA_IMMEDIATE_DATA);
+	size_t vd = nl_nest(b, NFTA_DATA_VERDICT);
+	nl_u32(b, NFTA_VERDICT_CODE, v == PV_ACCEPT ? NF_ACCEPT : NF_DROP);
+	nl_nest_end(b, vd);
+	nl_nest_end(b, d);
+	ex_end(b, e);
+}
+
+static void ex_u8_is(struct nlb *b, uint32_t meta_key, uint8_t v)
+{
+	ex_meta(b, meta_key);
+	ex_cmp(b, NFT_CMP_EQ, &v, 1);
+}
+
+/* ip daddr net/prefix (with nft's implicit meta nfproto ipv4) */
+static void ex_daddr(struct nlb *b, uint32_t addr, unsigned prefix)
+{
+	ex_u8_is(b, NFT_META_NFPROTO, NFPROTO_IPV4);
+	ex_payload(b, NFT_PAYLOAD_NETWORK_HEADER, 16, 4);
+	uint32_t net = htonl(addr & prefix_mask(prefix));
+	if (prefix < 32) {
+		uint32_t mask = htonl(prefix_mask(prefix)), zero = 0;
+		ex_mask(b, &mask, &zero, 4);
+	}
+	ex_cmp(b, NFT_CMP_EQ, &net, 4);
+}
+
+static size_t nl_rule_begin(struct nlb *b, enum pchain c, size_t *exprs)
+{
+	size_t m = nl_msg(b, (NFNL_SUBSYS_NFTABLES << 8) | NFT_MSG_NEWRULE,
+			  NLM_F_CREATE | NLM_F_APPEND | NLM_F_ACK, NFPROTO_INET, 0);
+	nl_str(b, NFTA_RULE_TABLE, "kis_egress");
+	nl_str(b, NFTA_RULE_CHAIN, c == PC_OUTPUT ? "output" : "input");
+	*exprs = nl_nest(b, NFTA_RULE_EXPRESSIONS);
+	return m;
+}
+
+static void nl_rule_end(struct nlb *b, size_t m, size_t exprs)
+{
+	nl_nest_end(b, exprs);
+	nl_end(b, m);
+	b->last_seq = b->seq;
+}
+
+static void nl_rule(void *ctx, const struct prule *r)
+{
+	struct nlb *b = ctx;
+	size_t ex, m;
+	char ifname[IFNAMSIZ] = "lo";
+	uint32_t zero = 0;
+	if (r->kind == PK_DEST && r->d->port_lo) {
+		/* meta l4proto { tcp, udp } th dport lo-hi: one rule each */
+		static const uint8_t protos[] = {IPPROTO_TCP, IPPROTO_UDP};
+		for (size_t i = 0; i < ARRAY_SIZE(protos); i++) {
+			m = nl_rule_begin(b, r->chain, &ex);
+			ex_daddr(b, r->d->addr, r->d->prefix);
+			ex_u8_is(b, NFT_META_L4PROTO, protos[i]);
+			ex_payload(b, NFT_PAYLOAD_TRANSPORT_HEADER, 2, 2);
+			uint16_t lo = htons(r->d->port_lo), hi = htons(r->d->port_hi);
+			ex_cmp(b, NFT_CMP_GTE, &lo, 2);
+			ex_cmp(b, NFT_CMP_LTE, &hi, 2);
+			ex_verdict(b, r->v);
+			nl_rule_end(b, m, ex);
+		}
+		return;
+	}
+	m = nl_rule_begin(b, r->chain, &ex);
+	switch (r->kind) {
+	case PK_OIF_LO:
+	case PK_IIF_LO:
+		/* the name in a register is zero-padded to IFNAMSIZ (nft_meta) */
+		ex_meta(b, r->kind == PK_OIF_LO ? NFT_META_OIFNAME : NFT_META_IIFNAME);
+		ex_cmp(b, NFT_CMP_EQ, ifname, sizeof(ifname));
+		break;
+	case PK_CT_REPLY: {
+		/* NF_CT_STATE_BIT: established 1 << 1, related 1 << 2, host order */
+		uint32_t bits = (1u << (IP_CT_ESTABLISHED + 1)) | (1u << (IP_CT_RELATED + 1));
+		struct expr e = ex_begin(b, "ct");
+		nl_u32(b, NFTA_CT_DREG, NFT_REG_1);
+		nl_u32(b, NFTA_CT_KEY, NFT_CT_STATE);
+		ex_end(b, e);
+		ex_mask(b, &bits, &zero, 4);
+		ex_cmp(b, NFT_CMP_NEQ, &zero, 4);
+		break;
+	}
+	case PK_IPV6:
+		ex_u8_is(b, NFT_META_NFPROTO, NFPROTO_IPV6);
+		break;
+	case PK_DNS: {
+		ex_daddr(b, EG_DNS, 32);
+		ex_u8_is(b, NFT_META_L4PROTO, IPPROTO_UDP);
+		ex_payload(b, NFT_PAYLOAD_TRANSPORT_HEADER, 2, 2);
+		uint16_t port = htons(53);
+		ex_cmp(b, NFT_CMP_EQ, &port, 2);
+		break;
+	}
+	case PK_DEST:
+		ex_daddr(b, r->d->addr, r->d->prefix);
+		break;
+	case PK_ANY:
+	default:
+		break;
+	}
+	ex_verdict(b, r->v);
+	nl_rule_end(b, m, ex);
+}
+
+static void nl_chain(struct nlb *b, const char *name, uint32_t hook)
+{
+	size_t m = nl_msg(b, (NFNL_SUBSYS_NFTABLES << 8) | NFT_MSG_NEWCHAIN,
+			  NLM_F_CREATE | NLM_F_ACK, NFPROTO_INET, 0);
+	nl_str(b, NFTA_CHAIN_TABLE, "kis_egress");
+	nl_str(b, NFTA_CHAIN_NAME, name);
+	size_t h = nl_nest(b, NFTA_CHAIN_HOOK);
+	nl_u32(b, NFTA_HOOK_HOOKNUM, hook);
+	nl_u32(b, NFTA_HOOK_PRIORITY, 0); /* NF_IP_PRI_FILTER */
+	nl_nest_end(b, h);
+	nl_u32(b, NFTA_CHAIN_POLICY, NF_DROP);
+	nl_str(b, NFTA_CHAIN_TYPE, "filter");
+	nl_end(b, m);
+}
+
+/* The whole batch for a policy (b->buf, malloc'ed), or -1. */
+static int policy_batch(struct nlb *b, const struct kis_net_dest *allow, size_t n_allow,
+			bool allow_set, bool vm)
+{
+	size_t m = nl_msg(b, NFNL_MSG_BATCH_BEGIN, 0, AF_UNSPEC, NFNL_SUBSYS_NFTABLES);
+	nl_end(b, m);
+	m = nl_msg(b, (NFNL_SUBSYS_NFTABLES << 8) | NFT_MSG_NEWTABLE, NLM_F_CREATE | NLM_F_ACK,
+		   NFPROTO_INET, 0);
+	nl_str(b, NFTA_TABLE_NAME, "kis_egress");
+	nl_end(b, m);
+	nl_chain(b, "output", NF_INET_LOCAL_OUT);
+	nl_chain(b, "input", NF_INET_LOCAL_IN);
+	if (policy_rules(allow, n_allow, allow_set, vm, nl_rule, b) < 0)
+		b->oom = true;
+	m = nl_msg(b, NFNL_MSG_BATCH_END, 0, AF_UNSPEC, NFNL_SUBSYS_NFTABLES);
+	nl_end(b, m);
+	return b->oom ? -1 : 0;
 }
 
 void *kis_egress_describe(const struct kis_net_dest *allow, size_t n_allow, bool allow_set,
@@ -247,12 +653,6 @@ static const char *exec_path(const char *tool)
 	return avx2 ? avx2 : tool;
 }
 
-static const char *nft_path(void)
-{
-	static const char *const c[] = {"/usr/sbin/nft", "/sbin/nft", "/usr/local/sbin/nft"};
-	return find(c, ARRAY_SIZE(c));
-}
-
 const char *kis_egress_unavailable(void)
 {
 	return kis_egress_unavailable_for(false);
@@ -266,8 +666,6 @@ const char *kis_egress_unavailable_for(bool vm)
 		       "pasta)";
 	if (!pasta_path())
 		return "pasta is not installed (Debian package passt)";
-	if (!nft_path())
-		return "nft is not installed (Debian package nftables)";
 	if (vm && !passt_path())
 		return "passt is not installed (Debian package passt)";
 	if (stat("/dev/net/tun", &st) < 0 || !S_ISCHR(st.st_mode))
@@ -279,99 +677,34 @@ static const char *const tool_env[] = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin", NUL
 
 /* ---- S: the holder ---- */
 
-static int write_at_pid(pid_t pid, const char *name, const char *text)
+/* >= 10: the spawner's dup2 onto 0..3 never lands on it */
+static int fd_high(int fd)
 {
-	char path[64];
-	snprintf(path, sizeof(path), "/proc/%d/%s", (int)pid, name);
-	_cleanup_close_ int fd = open(path, O_WRONLY | O_CLOEXEC);
-	size_t n = strlen(text);
-	return fd >= 0 && write(fd, text, n) == (ssize_t)n ? 0 : -1;
-}
-
-static int open_at_pid(pid_t pid, const char *ns)
-{
-	char path[64];
-	snprintf(path, sizeof(path), "/proc/%d/ns/%s", (int)pid, ns);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return -1;
-	/* >= 10: the spawner's dup2 onto 0..3 never lands on it */
 	int hi = fcntl(fd, F_DUPFD_CLOEXEC, 10);
 	close(fd);
 	return hi;
 }
 
-/* A child as uid H unshares a user namespace (H its owner) and in it S
- * (user_namespaces(7): the other namespaces of one unshare are owned by the
- * new user namespace); we write the maps and keep both by descriptor. */
+/* A holder as uid H unshares a user namespace (H its owner, 0 -> H) and
+ * in it S (user_namespaces(7): the other namespaces of one unshare are
+ * owned by the new user namespace); we keep both by descriptor. The
+ * holder shares our memory instead of being a fork (confine/userns.c). */
 static int make_netns(struct kis_egress *eg, struct kis_error **err)
 {
-	int sp[2];
-	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) < 0)
-		return kis_error_set(err, KIS_E_INTERNAL, errno, "egress: cannot make a network namespace");
-	pid_t pid = fork();
-	if (pid < 0) {
-		int e = errno;
-		close(sp[0]);
-		close(sp[1]);
-		return kis_error_set(err, KIS_E_INTERNAL, e, "egress: cannot make a network namespace");
-	}
-	if (pid == 0) {
-		char b;
-		close(sp[0]);
-		if (setgroups(0, NULL) < 0 || setresgid(eg->uid, eg->uid, eg->uid) < 0 ||
-		    setresuid(eg->uid, eg->uid, eg->uid) < 0 ||
-		    unshare(CLONE_NEWUSER | CLONE_NEWNET) < 0)
-			_exit(1);
-		(void)!write(sp[1], "u", 1);
-		(void)!read(sp[1], &b, 1);
-		_exit(0);
-	}
-	close(sp[1]);
-	char b, map[48];
-	int e = 0;
-	snprintf(map, sizeof(map), "0 %u 1\n", (unsigned)eg->uid);
-	if (RETRY_EINTR(read(sp[0], &b, 1)) != 1)
-		e = EPERM;
-	else if (write_at_pid(pid, "uid_map", map) < 0 || write_at_pid(pid, "gid_map", map) < 0 ||
-		 (eg->userns_fd = open_at_pid(pid, "user")) < 0 ||
-		 (eg->netns_fd = open_at_pid(pid, "net")) < 0)
-		e = errno ? errno : EIO;
-	close(sp[0]);
-	RETRY_EINTR(waitpid(pid, NULL, 0));
-	if (e)
-		return kis_error_set(err, KIS_E_INTERNAL, e,
+	int u = -1, n = -1;
+	if (kis_userns_open_net(eg->uid, 1, &u, &n, err) < 0)
+		return kis_error_wrap(err, "egress");
+	eg->userns_fd = fd_high(u);
+	eg->netns_fd = fd_high(n);
+	if (eg->userns_fd < 0 || eg->netns_fd < 0)
+		return kis_error_set(err, KIS_E_INTERNAL, errno,
 				     "egress: cannot make the sandbox's network namespace");
 	return 0;
 }
 
-/* ---- the policy into S: `nft -f -` run inside S ---- */
-
-struct in_netns {
-	int netns_fd;
-};
-
-static int enter_netns(void *ctx, struct kis_error **err)
-{
-	const struct in_netns *c = ctx;
-	if (setns(c->netns_fd, CLONE_NEWNET) < 0)
-		return kis_error_set(err, KIS_E_INTERNAL, errno,
-				     "egress: cannot enter the sandbox's network namespace");
-	return 0;
-}
-
-static int memfd_with(const char *name, const char *text, size_t n)
-{
-	int fd = (int)syscall(SYS_memfd_create, name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
-	if (fd < 0)
-		return -1;
-	if (kis_write_all(fd, text, n) < 0 || lseek(fd, 0, SEEK_SET) < 0 ||
-	    fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) < 0) {
-		close(fd);
-		return -1;
-	}
-	return fd;
-}
+/* ---- the policy into S: the batch, from a netlink socket of S ---- */
 
 /* The first line a helper wrote to its stderr (a memfd), for a message. */
 static void first_line(int fd, char *buf, size_t n)
@@ -381,49 +714,238 @@ static void first_line(int fd, char *buf, size_t n)
 	buf[strcspn(buf, "\n")] = '\0';
 }
 
-/* nft runs while pasta and the runtime start (their setups are
- * independent); kis_egress_ready waits for it, before the command runs. */
-static int policy_start(struct kis_egress *eg, const struct kis_net_dest *allow, size_t n_allow,
+/* The policy as a batch, kept until kis_egress_launch sends it. */
+static int policy_write(struct kis_egress *eg, const struct kis_net_dest *allow, size_t n_allow,
 			bool allow_set, bool vm, struct kis_error **err)
 {
-	const char *nft = nft_path();
-	if (!nft)
-		return kis_error_set(err, KIS_E_PROFILE_UNSATISFIABLE, 0,
-				     "network.mode: egress needs nft (Debian package nftables)");
-	_cleanup_free_ char *rules = kis_egress_ruleset_for(allow, n_allow, allow_set, vm);
-	if (!rules)
+	struct nlb b = {0};
+	if (policy_batch(&b, allow, n_allow, allow_set, vm) < 0) {
+		free(b.buf);
 		return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "egress: cannot write the policy");
-	_cleanup_close_ int in = memfd_with("kis-egress-rules", rules, strlen(rules));
-	eg->nft_errfd = (int)syscall(SYS_memfd_create, "kis-nft-err", MFD_CLOEXEC);
-	_cleanup_close_ int nul = open("/dev/null", O_WRONLY | O_CLOEXEC);
-	if (in < 0 || eg->nft_errfd < 0 || nul < 0)
-		return kis_error_set(err, KIS_E_INTERNAL, errno, "egress: cannot pass the policy");
-	char *argv[] = {(char *)nft, "-f", "-", NULL};
-	struct in_netns c = {.netns_fd = eg->netns_fd};
-	struct kis_spawn sp = {.argv = argv, .envp = (char *const *)tool_env, .cwd = "/",
-			       .stdin_fd = in, .child_setup = enter_netns, .child_ctx = &c};
-	return kis_spawn_start(&sp, nul, eg->nft_errfd, &eg->nft_pid, err);
+	}
+	eg->batch = b.buf;
+	eg->batch_len = b.len;
+	eg->batch_ack = b.last_seq;
+	return 0;
 }
 
-/* Wait for nft; ok false: only reap it (the start failed, or we stop). */
-static int policy_wait(struct kis_egress *eg, bool ok, struct kis_error **err)
+/* Send the batch from S's netfilter socket and read the kernel's answer:
+ * an error for the message that failed (the transaction is then undone,
+ * nothing of it stays), else the acknowledgement of the last rule. */
+static int policy_load(struct kis_egress *eg, struct kis_error **err)
 {
-	int st = 0, r = 0;
-	if (eg->nft_pid > 0 && !ok)
-		kill(eg->nft_pid, SIGKILL);
-	if (eg->nft_pid > 0 &&
-	    (RETRY_EINTR(waitpid(eg->nft_pid, &st, 0)) < 0 || !WIFEXITED(st) ||
-	     WEXITSTATUS(st) != 0) &&
-	    ok) {
-		char msg[200];
-		first_line(eg->nft_errfd, msg, sizeof(msg));
-		r = kis_error_set(err, KIS_E_INTERNAL, 0,
-				  "egress: nft could not load the address policy: %s",
-				  *msg ? msg : "it failed");
+	int r = -1, e = EIO;
+	if (eg->nft_fd < 0 || !eg->batch)
+		return kis_error_set(err, KIS_E_INTERNAL, EINVAL, "egress: no policy to load");
+	struct timeval tv = {.tv_sec = 5};
+	setsockopt(eg->nft_fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	struct sockaddr_nl k = {.nl_family = AF_NETLINK};
+	if (RETRY_EINTR(sendto(eg->nft_fd, eg->batch, eg->batch_len, 0, (struct sockaddr *)&k,
+			       sizeof(k))) != (ssize_t)eg->batch_len) {
+		e = errno;
+		goto out;
 	}
-	kis_closep(&eg->nft_errfd);
-	eg->nft_pid = 0;
-	eg->nft_errfd = -1;
+	for (;;) {
+		_Alignas(struct nlmsghdr) char buf[8192];
+		ssize_t n = RETRY_EINTR(recv(eg->nft_fd, buf, sizeof(buf), 0));
+		if (n <= 0) {
+			e = n < 0 ? errno : EIO;
+			goto out;
+		}
+		size_t len = (size_t)n;
+		for (struct nlmsghdr *h = (void *)buf; NLMSG_OK(h, len); h = NLMSG_NEXT(h, len)) {
+			if (h->nlmsg_type != NLMSG_ERROR ||
+			    h->nlmsg_len < NLMSG_LENGTH(sizeof(struct nlmsgerr)))
+				continue;
+			const struct nlmsgerr *ne = NLMSG_DATA(h);
+			if (ne->error != 0) {
+				e = -ne->error;
+				goto out;
+			}
+			if (h->nlmsg_seq == eg->batch_ack) {
+				r = 0;
+				goto out;
+			}
+		}
+	}
+out:
+	free(eg->batch);
+	eg->batch = NULL;
+	kis_closep(&eg->nft_fd);
+	eg->nft_fd = -1;
+	if (r < 0)
+		return kis_error_set(err, KIS_E_INTERNAL, e,
+				     "egress: the kernel refused the address policy (nf_tables)");
+	return 0;
+}
+
+/* ---- S's link, made and configured by the engine ---- */
+
+/* Why the engine and not pasta's --config-net: the sandbox's command may
+ * then run as soon as S is configured, its policy loaded and pasta has
+ * attached the tap, without waiting for the rest of pasta's start (most of
+ * it: this pasta zeroes some 15 MiB of tables and opens pools of sockets
+ * after it attached, 100 to 300 ms here, each page fault dear on this
+ * project's PVM guest). What the sandbox sends meanwhile waits in the
+ * tap's queue (tun(4): the queue exists once a file is attached), first
+ * the ARP request for the gateway, which pasta answers once its loop runs;
+ * the neighbour entry holds the packets behind it (neigh unres_qlen) for
+ * the kernel's 1 s retransmission, far longer than pasta needs. */
+
+static void sin_set(struct sockaddr *sa, uint32_t addr)
+{
+	struct sockaddr_in *sin = (struct sockaddr_in *)(void *)sa;
+	memset(sin, 0, sizeof(*sin));
+	sin->sin_family = AF_INET;
+	sin->sin_addr.s_addr = htonl(addr);
+}
+
+
+static int if_up(int s, const char *name)
+{
+	struct ifreq ifr;
+	memset(&ifr, 0, sizeof(ifr));
+	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "%s", name);
+	if (ioctl(s, SIOCGIFFLAGS, &ifr) < 0)
+		return -1;
+	ifr.ifr_flags |= IFF_UP;
+	return ioctl(s, SIOCSIFFLAGS, &ifr);
+}
+
+static void write_sysctl(const char *path, const char *v)
+{
+	int fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd >= 0) {
+		(void)!write(fd, v, strlen(v));
+		close(fd);
+	}
+}
+
+/* In S (the calling thread joined it): the tap, persistent and owned by H,
+ * its address, MTU, link and default route, lo up, S's TCP tuning, and a
+ * netlink socket that hears of the tap's carrier. netdevice(7) SIOCSIF*,
+ * route(4) SIOCADDRT: S is new, nothing else configures it. */
+static int configure_in_s(struct kis_egress *eg, struct kis_error **err)
+{
+	const char *step = "its tap device";
+	_cleanup_close_ int s = -1;
+	/* pasta's TUNSETIFF of the same name attaches to this device. A tun
+	 * device that is not persistent is unregistered when its last queue
+	 * closes, in the closer's exit (tun_detach: unregister_netdevice and
+	 * its RCU waits, tens of ms here, and the run waited for pasta's end);
+	 * a persistent one goes with S itself, whose cleanup the kernel runs
+	 * later from its own workqueue (cleanup_net), and S is ours alone. A
+	 * tun file belongs to the network namespace it was opened in: here,
+	 * S (root: CAP_NET_ADMIN over S's owner from its parent namespace). */
+	int tun = open("/dev/net/tun", O_RDWR | O_CLOEXEC);
+	struct ifreq ifr;
+	memset(&ifr, 0, sizeof(ifr));
+	ifr.ifr_flags = IFF_TAP | IFF_NO_PI;
+	memcpy(ifr.ifr_name, KIS_EGRESS_IFNAME, sizeof(KIS_EGRESS_IFNAME));
+	bool ok = tun >= 0 && ioctl(tun, TUNSETIFF, &ifr) == 0 &&
+		  ioctl(tun, TUNSETOWNER, (unsigned long)eg->uid) == 0 &&
+		  ioctl(tun, TUNSETGROUP, (unsigned long)eg->uid) == 0 &&
+		  ioctl(tun, TUNSETPERSIST, 1UL) == 0;
+	int e = errno;
+	if (tun >= 0)
+		close(tun);
+	if (!ok)
+		goto fail;
+	/* the policy's way in: a netfilter socket of S (kis_egress_launch) */
+	step = "a netfilter socket";
+	eg->nft_fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_NETFILTER);
+	if (eg->nft_fd < 0)
+		goto fail_errno;
+	/* the link's events, before pasta exists: its attach cannot be missed */
+	step = "a netlink socket";
+	eg->link_fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC | SOCK_NONBLOCK, NETLINK_ROUTE);
+	struct sockaddr_nl snl = {.nl_family = AF_NETLINK, .nl_groups = RTMGRP_LINK};
+	if (eg->link_fd < 0 || bind(eg->link_fd, (struct sockaddr *)&snl, sizeof(snl)) < 0)
+		goto fail_errno;
+	s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (s < 0)
+		goto fail_errno;
+	memset(&ifr, 0, sizeof(ifr));
+	memcpy(ifr.ifr_name, KIS_EGRESS_IFNAME, sizeof(KIS_EGRESS_IFNAME));
+	step = "its index";
+	if (ioctl(s, SIOCGIFINDEX, &ifr) < 0)
+		goto fail_errno;
+	eg->ifindex = ifr.ifr_ifindex;
+	step = "its address";
+	sin_set(&ifr.ifr_addr, EG_ADDR);
+	if (ioctl(s, SIOCSIFADDR, &ifr) < 0)
+		goto fail_errno;
+	step = "its netmask";
+	sin_set(&ifr.ifr_netmask, EG_MASK);
+	if (ioctl(s, SIOCSIFNETMASK, &ifr) < 0)
+		goto fail_errno;
+	/* passt's and pasta's default (65520: the largest 802.3 frame less its
+	 * header, rounded to 32 bits); 1500 and 16384 were slower */
+	step = "its MTU";
+	ifr.ifr_mtu = KIS_EGRESS_VM_MTU;
+	if (ioctl(s, SIOCSIFMTU, &ifr) < 0)
+		goto fail_errno;
+	step = "up";
+	if (if_up(s, KIS_EGRESS_IFNAME) < 0 || if_up(s, "lo") < 0)
+		goto fail_errno;
+	step = "its default route";
+	struct rtentry rt;
+	memset(&rt, 0, sizeof(rt));
+	sin_set(&rt.rt_dst, 0);
+	sin_set(&rt.rt_genmask, 0);
+	sin_set(&rt.rt_gateway, EG_GW);
+	rt.rt_flags = RTF_UP | RTF_GATEWAY;
+	rt.rt_dev = (char *)KIS_EGRESS_IFNAME;
+	if (ioctl(s, SIOCADDRT, &rt) < 0)
+		goto fail_errno;
+	/* S's TCP, which only ever talks to pasta's tap (a round trip of a
+	 * fraction of a millisecond), keeps at most 256 KiB unacknowledged
+	 * per socket (tcp_wmem's maximum; 2.5 GB/s at 0.1 ms) and backs off
+	 * on loss. This pasta takes a segment from the tap only when its own
+	 * socket has room for it (its send buffer: net.core.wmem_max, 4 MiB
+	 * here) and drops it otherwise, leaving the sandbox to retransmit;
+	 * with S's inherited defaults (a 4 MiB send buffer, bbr, which does
+	 * not slow down on loss) the sandbox overran it into retransmission
+	 * timeouts with backoff (ss -ti in S: rto 848 ms, backoff 2, 101
+	 * segments of 60 KiB retransmitted in 2 s): 4 to 100 MiB/s. With
+	 * both set, 180 to 830. The long leg (pasta's socket to the world)
+	 * keeps the host's buffers. Both sysctls are S's own (per network
+	 * namespace since Linux 4.15; a sysctl file opened here is S's),
+	 * never the host's. In a namespace other than the initial one only an
+	 * algorithm of tcp_allowed_congestion_control may be the default:
+	 * cubic where it is, else reno (always allowed). Failures leave S's
+	 * defaults: this is speed, not a protection. */
+	int cc = open("/proc/sys/net/ipv4/tcp_congestion_control", O_WRONLY | O_CLOEXEC);
+	if (cc >= 0) {
+		if (write(cc, "cubic", 5) != 5)
+			(void)!pwrite(cc, "reno", 4, 0);
+		close(cc);
+	}
+	write_sysctl("/proc/sys/net/ipv4/tcp_wmem", "4096 16384 262144");
+	return 0;
+fail_errno:
+	e = errno;
+fail:
+	return kis_error_set(err, KIS_E_INTERNAL, e, "egress: cannot set up %s's %s",
+			     KIS_EGRESS_IFNAME, step);
+}
+
+/* configure_in_s, from the engine's own thread: it joins S for as long
+ * as that takes (setns(2) moves the calling thread only) and returns. */
+static int configure_netns(struct kis_egress *eg, struct kis_error **err)
+{
+	_cleanup_close_ int home = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
+	if (home < 0)
+		return kis_error_set(err, KIS_E_INTERNAL, errno,
+				     "egress: cannot hold the engine's network namespace");
+	if (setns(eg->netns_fd, CLONE_NEWNET) < 0)
+		return kis_error_set(err, KIS_E_INTERNAL, errno,
+				     "egress: cannot enter the sandbox's network namespace");
+	int r = configure_in_s(eg, err);
+	if (setns(home, CLONE_NEWNET) < 0) {
+		/* every later socket of ours would be S's: nothing may go on */
+		abort();
+	}
 	return r;
 }
 
@@ -432,7 +954,6 @@ static int policy_wait(struct kis_egress *eg, bool ok, struct kis_error **err)
 struct pasta_start {
 	const struct kis_egress *eg;
 	int ready_fd, stderr_fd;
-	int home_netns_fd; /* the engine's network namespace */
 };
 
 static int fail(struct kis_error **err, const char *what)
@@ -446,11 +967,12 @@ static int clear_cloexec(int fd)
 	return fl < 0 ? -1 : fcntl(fd, F_SETFD, fl & ~FD_CLOEXEC);
 }
 
-/* In pasta's child, as root, before exec; no allocation. pasta opens
- * /dev/net/tun after it dropped to H (the host's node is root's 0600 on
- * some hosts, 0666 on others: the engine never changes it), so a private
- * mount namespace gets a node of its own, owned by H. The device cgroup,
- * if any, still decides whether it opens. */
+/* In pasta's child, as root, before exec; system calls only (the child
+ * may share our memory: kis_spawn.vfork_ok). pasta opens /dev/net/tun
+ * after it dropped to H (the host's node is root's 0600 on some hosts,
+ * 0666 on others: the engine never changes it), so a private mount
+ * namespace gets a node of its own, owned by H. The device cgroup, if
+ * any, still decides whether it opens. */
 static int pasta_child(void *ctx, struct kis_error **err)
 {
 	struct pasta_start *s = ctx;
@@ -460,61 +982,6 @@ static int pasta_child(void *ctx, struct kis_error **err)
 	if (clear_cloexec(s->eg->netns_fd) < 0 || clear_cloexec(s->eg->userns_fd) < 0 ||
 	    clear_cloexec(s->ready_fd) < 0)
 		return fail(err, "cannot pass descriptors");
-	/* pasta's tap, made here first as a persistent device of S owned by
-	 * H; pasta's TUNSETIFF of the same name attaches to it. A tun device
-	 * that is not persistent is unregistered when its last queue closes,
-	 * in the closer's exit (tun_detach: unregister_netdevice and its RCU
-	 * waits, tens of ms here, and the run waited for pasta's end); a
-	 * persistent one goes with S itself, whose cleanup the kernel runs
-	 * later from its own workqueue (cleanup_net), and S is ours alone.
-	 * A tun file belongs to the network namespace it was opened in, so
-	 * it is opened in S (root here: CAP_NET_ADMIN over S's owner). */
-	if (setns(s->eg->netns_fd, CLONE_NEWNET) < 0)
-		return fail(err, "cannot enter the sandbox's network namespace");
-	int tun = open("/dev/net/tun", O_RDWR | O_CLOEXEC);
-	struct ifreq ifr;
-	memset(&ifr, 0, sizeof(ifr));
-	ifr.ifr_flags = IFF_TAP | IFF_NO_PI;
-	memcpy(ifr.ifr_name, KIS_EGRESS_IFNAME, sizeof(KIS_EGRESS_IFNAME));
-	bool made = tun >= 0 && ioctl(tun, TUNSETIFF, &ifr) == 0 &&
-		    ioctl(tun, TUNSETOWNER, (unsigned long)h) == 0 &&
-		    ioctl(tun, TUNSETGROUP, (unsigned long)h) == 0 &&
-		    ioctl(tun, TUNSETPERSIST, 1UL) == 0;
-	if (tun >= 0)
-		close(tun);
-	if (!made)
-		return fail(err, "its tap device");
-	/* S's TCP, which only ever talks to pasta's tap (a round trip of a
-	 * fraction of a millisecond), keeps at most 256 KiB unacknowledged
-	 * per socket (tcp_wmem's maximum; 2.5 GB/s at 0.1 ms) and backs off
-	 * on loss. This pasta takes a segment from the tap only when its own
-	 * socket has room for it (its send buffer: net.core.wmem_max, 4 MiB
-	 * here) and drops it otherwise, leaving the sandbox to retransmit;
-	 * with S's inherited defaults (a 4 MiB send buffer, bbr, which does
-	 * not slow down on loss) the sandbox overran it into retransmission
-	 * timeouts with backoff (ss -ti in S: rto 848 ms, backoff 2, 101
-	 * segments of 60 KiB retransmitted in 2 s): 4 to 100 MiB/s. With
-	 * both set, 180 to 830. The long leg (pasta's socket to the world)
-	 * keeps the host's buffers. Both sysctls are S's own (per network
-	 * namespace since Linux 4.15), never the host's. In a namespace
-	 * other than the initial one only an algorithm of
-	 * tcp_allowed_congestion_control may be the default: cubic where it
-	 * is, else reno (always allowed). Failures leave S's defaults: this
-	 * is speed, not a protection. */
-	int cc = open("/proc/sys/net/ipv4/tcp_congestion_control", O_WRONLY | O_CLOEXEC);
-	if (cc >= 0) {
-		if (write(cc, "cubic", 5) != 5)
-			(void)!pwrite(cc, "reno", 4, 0);
-		close(cc);
-	}
-	static const char wmem[] = "4096 16384 262144";
-	int wf = open("/proc/sys/net/ipv4/tcp_wmem", O_WRONLY | O_CLOEXEC);
-	if (wf >= 0) {
-		(void)!write(wf, wmem, sizeof(wmem) - 1);
-		close(wf);
-	}
-	if (setns(s->home_netns_fd, CLONE_NEWNET) < 0)
-		return fail(err, "cannot return to the engine's network namespace");
 	if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
 		return fail(err, "a private mount namespace");
 	if (mount("kis-tun", "/dev/net", "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=0755,size=4k") < 0 ||
@@ -530,29 +997,6 @@ static int pasta_child(void *ctx, struct kis_error **err)
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
 		return fail(err, "no_new_privs");
 	return 0;
-}
-
-/* pasta writes its pid to -P once its initialisation is done (passt(1)):
- * read it from the pipe, bounded. 0 ready, -1 it died or timed out. */
-static int wait_ready(int fd, int ms)
-{
-	char buf[32];
-	size_t n = 0;
-	for (int waited = 0; waited < ms;) {
-		struct pollfd p = {.fd = fd, .events = POLLIN};
-		int r = RETRY_EINTR(poll(&p, 1, 50));
-		if (r == 0) {
-			waited += 50;
-			continue;
-		}
-		ssize_t k = RETRY_EINTR(read(fd, buf + n, sizeof(buf) - 1 - n));
-		if (k <= 0)
-			return n ? 0 : -1;
-		n += (size_t)k;
-		if (memchr(buf, '\n', n) || n == sizeof(buf) - 1)
-			return 0;
-	}
-	return -1;
 }
 
 static int start_pasta(struct kis_egress *eg, bool die_with_us, struct kis_error **err)
@@ -576,25 +1020,23 @@ static int start_pasta(struct kis_egress *eg, bool die_with_us, struct kis_error
 	snprintf(ready, sizeof(ready), "/proc/self/fd/%d", wr);
 	snprintf(userns, sizeof(userns), "/proc/self/fd/%d", eg->userns_fd);
 	snprintf(netns, sizeof(netns), "/proc/self/fd/%d", eg->netns_fd);
-	/* Every value is ours. -t/-u none: nothing is forwarded in; -T/-U
-	 * none: no port of the host's loopback is mapped into the sandbox;
-	 * --no-map-gw: the gateway is not the host; -4: IPv4 only. */
+	/* Every value is ours. No --config-net: the engine configured S
+	 * (configure_in_s); pasta's addresses are still its own stack's. -t/-u
+	 * none: nothing is forwarded in; -T/-U none: no port of the host's
+	 * loopback is mapped into the sandbox; --no-map-gw: the gateway is
+	 * not the host; -4: IPv4 only. */
 	char *argv[] = {
-		(char *)pasta, "--quiet", "--foreground", "--ipv4-only", "--config-net",
+		(char *)pasta, "--quiet", "--foreground", "--ipv4-only",
 		"--ns-ifname", KIS_EGRESS_IFNAME, "--address", KIS_EGRESS_ADDR, "--netmask", "24",
 		"--gateway", KIS_EGRESS_GATEWAY, "--dns-forward", KIS_EGRESS_DNS, "--no-map-gw",
 		"--tcp-ports", "none", "--udp-ports", "none", "--tcp-ns", "none", "--udp-ns", "none",
 		"--no-dhcp", "--no-ndp", "--no-dhcpv6", "--no-ra", "--no-netns-quit",
 		"--pid", ready, "--userns", userns, "--netns", netns, NULL};
-	_cleanup_close_ int home = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
-	if (home < 0)
-		return kis_error_set(err, KIS_E_INTERNAL, errno, "egress: cannot start pasta");
-	struct pasta_start s = {.eg = eg, .ready_fd = wr, .stderr_fd = errfd,
-				.home_netns_fd = home};
+	struct pasta_start s = {.eg = eg, .ready_fd = wr, .stderr_fd = errfd};
 	struct kis_spawn sp = {.argv = argv, .envp = (char *const *)tool_env, .cwd = "/",
 			       .stdin_fd = nul, .child_setup = pasta_child, .child_ctx = &s,
 			       .die_with_parent = die_with_us, .parent = getpid(),
-			       .exec_path = exec_path(pasta)};
+			       .exec_path = exec_path(pasta), .vfork_ok = true};
 	pid_t pid = -1;
 	if (die_with_us) {
 		TRY(kis_spawn_start(&sp, nul, errfd, &pid, err));
@@ -609,24 +1051,135 @@ static int start_pasta(struct kis_egress *eg, bool die_with_us, struct kis_error
 	return 0;
 }
 
-int kis_egress_ready(struct kis_egress *eg, struct kis_error **err)
+static int pasta_failed(struct kis_egress *eg, struct kis_error **err)
 {
-	/* the policy first: without it nothing of the sandbox may run */
-	TRY(policy_wait(eg, true, err));
+	char msg[200];
+	first_line(eg->err_fd, msg, sizeof(msg));
+	return kis_error_set(err, KIS_E_INTERNAL, 0, "egress: pasta did not start: %s",
+			     *msg ? msg : "it exited or timed out");
+}
+
+/* pasta writes its pid to -P once its initialisation is done (passt(1)),
+ * in one write (a pipe keeps it whole: pipe(7), PIPE_BUF). */
+int kis_egress_pasta(struct kis_egress *eg, int wait_ms, struct kis_error **err)
+{
 	if (eg->ready_fd < 0)
-		return 0; /* no egress, or ready already */
-	int r = wait_ready(eg->ready_fd, 5000);
+		return 1; /* no egress, or ready already */
+	struct pollfd p = {.fd = eg->ready_fd, .events = POLLIN};
+	uint64_t end = kis_monotonic_ms() + (uint64_t)(wait_ms > 0 ? wait_ms : 0);
+	int r;
+	for (;;) {
+		uint64_t now = kis_monotonic_ms();
+		r = poll(&p, 1, now < end ? (int)(end - now) : 0);
+		if (r < 0 && errno == EINTR)
+			continue;
+		break;
+	}
+	if (r == 0)
+		return wait_ms > 0 ? pasta_failed(eg, err) : 0;
+	char buf[32];
+	ssize_t k = r > 0 ? RETRY_EINTR(read(eg->ready_fd, buf, sizeof(buf))) : -1;
 	kis_closep(&eg->ready_fd);
 	eg->ready_fd = -1;
-	if (r < 0) {
-		char msg[200];
-		first_line(eg->err_fd, msg, sizeof(msg));
-		return kis_error_set(err, KIS_E_INTERNAL, 0, "egress: pasta did not start: %s",
-				     *msg ? msg : "it exited or timed out");
-	}
+	if (k <= 0)
+		return pasta_failed(eg, err);
 	kis_closep(&eg->err_fd);
 	eg->err_fd = -1;
+	return 1;
+}
+
+int kis_egress_pasta_fd(const struct kis_egress *eg)
+{
+	return eg->ready_fd;
+}
+
+/* Whether a netlink message says the tap's carrier is on (IFF_LOWER_UP in
+ * an RTM_NEWLINK of its index). The kernel sends that one from its link
+ * watch after it activated the device's queueing discipline
+ * (net/core/link_watch.c, linkwatch_do_dev: dev_activate, then the
+ * notification); before, the device drops what it is given. */
+/* <linux/if.h>'s, which <net/if.h> (glibc's IFF_ enum stops at
+ * IFF_DYNAMIC) cannot be included beside */
+#ifndef IFF_LOWER_UP
+#define IFF_LOWER_UP 0x10000
+#endif
+
+static bool carrier_on(const struct kis_egress *eg, const char *buf, size_t n)
+{
+	for (const struct nlmsghdr *h = (const void *)buf; NLMSG_OK(h, n); h = NLMSG_NEXT(h, n)) {
+		if (h->nlmsg_type != RTM_NEWLINK || h->nlmsg_len < NLMSG_LENGTH(sizeof(struct ifinfomsg)))
+			continue;
+		const struct ifinfomsg *ifi = NLMSG_DATA(h);
+		if (ifi->ifi_index == eg->ifindex && (ifi->ifi_flags & IFF_LOWER_UP))
+			return true;
+	}
+	return false;
+}
+
+/* Until pasta has attached S's tap (see "S's link" above), bounded. */
+static int wait_attached(struct kis_egress *eg, int ms, struct kis_error **err)
+{
+	if (eg->link_fd < 0)
+		return 0;
+	uint64_t end = kis_monotonic_ms() + (uint64_t)ms;
+	bool watch_pasta = eg->ready_fd >= 0;
+	for (;;) {
+		struct pollfd p[2] = {{.fd = eg->link_fd, .events = POLLIN},
+				      {.fd = watch_pasta ? eg->ready_fd : -1, .events = POLLIN}};
+		uint64_t now = kis_monotonic_ms();
+		if (now >= end)
+			return pasta_failed(eg, err);
+		int r = poll(p, 2, (int)(end - now));
+		if (r < 0 && errno != EINTR)
+			return kis_error_set(err, KIS_E_INTERNAL, errno, "egress: poll");
+		if (r <= 0)
+			continue;
+		if (p[1].revents) {
+			/* pasta is ready (and so attached long since) or dead */
+			TRY(kis_egress_pasta(eg, 0, err));
+			watch_pasta = false;
+		}
+		if (!p[0].revents)
+			continue;
+		char buf[8192];
+		for (;;) {
+			ssize_t k = recv(eg->link_fd, buf, sizeof(buf), 0);
+			if (k < 0 && errno == EINTR)
+				continue;
+			if (k < 0 && errno == ENOBUFS) {
+				/* events were lost (netlink(7)): ask for the link's
+				 * state, whose answer is an RTM_NEWLINK as well */
+				struct {
+					struct nlmsghdr h;
+					struct ifinfomsg i;
+				} q = {.h = {.nlmsg_len = sizeof(q), .nlmsg_type = RTM_GETLINK,
+					     .nlmsg_flags = NLM_F_REQUEST},
+				       .i = {.ifi_family = AF_UNSPEC, .ifi_index = eg->ifindex}};
+				(void)!send(eg->link_fd, &q, sizeof(q), 0);
+				continue;
+			}
+			if (k <= 0)
+				break;
+			if (carrier_on(eg, buf, (size_t)k))
+				goto attached;
+		}
+	}
+attached:
+	kis_closep(&eg->link_fd);
+	eg->link_fd = -1;
 	return 0;
+}
+
+int kis_egress_ready_for_command(struct kis_egress *eg, struct kis_error **err)
+{
+	/* the policy is in (kis_egress_launch loaded it); pasta's attach */
+	return wait_attached(eg, 5000, err);
+}
+
+int kis_egress_ready(struct kis_egress *eg, struct kis_error **err)
+{
+	TRY(kis_egress_ready_for_command(eg, err));
+	return kis_egress_pasta(eg, 5000, err) < 0 ? -1 : 0;
 }
 
 static void kill_one(pid_t pid, int pidfd)
@@ -772,18 +1325,39 @@ int kis_egress_start(struct kis_egress *eg, const struct kis_net_dest *allow, si
 				    false, err);
 }
 
-int kis_egress_start_for(struct kis_egress *eg, const struct kis_net_dest *allow, size_t n_allow,
-			 bool allow_set, uid_t helper_uid, bool die_with_us, bool wait, bool vm,
-			 struct kis_error **err)
+int kis_egress_prepare(struct kis_egress *eg, const struct kis_net_dest *allow, size_t n_allow,
+		       bool allow_set, uid_t helper_uid, bool vm, struct kis_error **err)
 {
 	*eg = (struct kis_egress)KIS_EGRESS_INIT;
 	eg->uid = helper_uid;
 	if (helper_uid == 0)
 		return kis_error_set(err, KIS_E_INTERNAL, 0, "egress: the helper may not run as root");
-	bool ok = make_netns(eg, err) >= 0 &&
-		  policy_start(eg, allow, n_allow, allow_set, vm, err) >= 0 &&
-		  start_pasta(eg, die_with_us, err) >= 0;
-	if (!ok || (wait && kis_egress_ready(eg, err) < 0)) {
+	if (make_netns(eg, err) < 0 || configure_netns(eg, err) < 0 ||
+	    policy_write(eg, allow, n_allow, allow_set, vm, err) < 0) {
+		kis_egress_stop(eg);
+		return -1;
+	}
+	return 0;
+}
+
+int kis_egress_launch(struct kis_egress *eg, bool die_with_us, struct kis_error **err)
+{
+	/* pasta first, its start the longer; the policy while it runs (no
+	 * command of the sandbox's runs before kis_egress_ready_for_command) */
+	if (start_pasta(eg, die_with_us, err) < 0 || policy_load(eg, err) < 0) {
+		kis_egress_stop(eg);
+		return -1;
+	}
+	return 0;
+}
+
+int kis_egress_start_for(struct kis_egress *eg, const struct kis_net_dest *allow, size_t n_allow,
+			 bool allow_set, uid_t helper_uid, bool die_with_us, bool wait, bool vm,
+			 struct kis_error **err)
+{
+	TRY(kis_egress_prepare(eg, allow, n_allow, allow_set, helper_uid, vm, err));
+	TRY(kis_egress_launch(eg, die_with_us, err));
+	if (wait && kis_egress_ready(eg, err) < 0) {
 		kis_egress_stop(eg);
 		return -1;
 	}
@@ -804,7 +1378,6 @@ static void reap_one(pid_t *pid, int pidfd)
 
 void kis_egress_stop(struct kis_egress *eg)
 {
-	policy_wait(eg, false, NULL);
 	kis_egress_kill(eg);
 	reap_one(&eg->vm_pid, eg->vm_pidfd);
 	reap_one(&eg->pid, eg->pidfd);
@@ -815,18 +1388,25 @@ void kis_egress_stop(struct kis_egress *eg)
 	kis_closep(&eg->userns_fd);
 	kis_closep(&eg->ready_fd);
 	kis_closep(&eg->err_fd);
-	eg->pidfd = eg->netns_fd = eg->userns_fd = eg->ready_fd = eg->err_fd = -1;
+	kis_closep(&eg->link_fd);
+	kis_closep(&eg->nft_fd);
+	free(eg->batch);
+	eg->batch = NULL;
+	eg->pidfd = eg->netns_fd = eg->userns_fd = eg->ready_fd = eg->err_fd = eg->link_fd = -1;
+	eg->nft_fd = -1;
 }
 
 void kis_egress_release(struct kis_egress *eg)
 {
-	policy_wait(eg, false, NULL); /* done already: a session waited in start */
 	kis_closep(&eg->vm_pidfd);
 	kis_closep(&eg->pidfd);
 	kis_closep(&eg->netns_fd);
 	kis_closep(&eg->userns_fd);
 	kis_closep(&eg->ready_fd);
 	kis_closep(&eg->err_fd);
+	kis_closep(&eg->link_fd);
+	kis_closep(&eg->nft_fd);
+	free(eg->batch);
 	*eg = (struct kis_egress)KIS_EGRESS_INIT;
 }
 

@@ -23,23 +23,24 @@
  *  1. a holder child, as the helper's own unprivileged host id H, unshares
  *     a user namespace (owned by H, 0 -> H mapped) and in it the network
  *     namespace S; the engine keeps both open by descriptor;
- *  2. the engine (root, an ancestor of S's owner) loads the address policy
- *     into S with `nft -f` run inside S: an output chain with policy drop
- *     and an input chain that takes only replies, while the next steps
- *     run (kis_egress_ready waits for it before the command may run).
- *     The sandbox never holds a capability over S's user namespace, so
- *     it cannot change them;
- *  3. pasta's tap is made in S, persistent, owned by H, and S's TCP set
- *     to a small send buffer and a loss-based congestion control (so it
- *     does not overrun pasta); then pasta (Debian `passt`) is
- *     started as H, in a private mount namespace
- *     where /dev/net/tun is a node of its own (the host's is root's 0600
- *     here and is not touched), with no_new_privs and, for a one-shot run,
- *     PR_SET_PDEATHSIG; it joins S through the user namespace H owns,
- *     makes its tap there, configures the addresses itself, then sandboxes
+ *  2. the engine (root, an ancestor of S's owner) writes the address
+ *     policy as an nf_tables netlink batch (one transaction: an output
+ *     chain with policy drop and an input chain that takes only replies)
+ *     and sends it from a netfilter socket of S (kis_egress_launch), no
+ *     nft process. The sandbox never holds a capability over S's user
+ *     namespace, so it cannot change them;
+ *  3. the engine makes pasta's tap in S (persistent, owned by H), gives
+ *     it its address, MTU and default route, brings lo up, and sets S's
+ *     TCP to a small send buffer and a loss-based congestion control (so
+ *     it does not overrun pasta); then pasta (Debian `passt`) is started
+ *     as H, in a private mount namespace where /dev/net/tun is a node of
+ *     its own (the host's is root's 0600 here and is not touched), with
+ *     no_new_privs and, for a one-shot run, PR_SET_PDEATHSIG; it joins S
+ *     through the user namespace H owns, attaches the tap, then sandboxes
  *     itself (its own namespaces, seccomp, no capabilities). Nothing from
  *     the profile reaches pasta's argv: every value there is a constant or
- *     a descriptor number;
+ *     a descriptor number. The command may run once the policy is loaded
+ *     and pasta has attached the tap (kis_egress_ready_for_command);
  *  4. the backend puts the sandbox in S (setns before bwrap; a namespace
  *     path for crun) and binds a resolv.conf naming the DNS forwarder.
  * kis_egress_stop() kills pasta (pidfd) and closes S. */
@@ -55,7 +56,7 @@
  * segments over the socketpair. */
 #define KIS_EGRESS_VM_MTU 65520
 
-/* Whether this host can carry egress (pasta, nft, a tun device, root):
+/* Whether this host can carry egress (pasta, a tun device, root):
  * NULL when it can, else why not. */
 KIS_HIDDEN const char *kis_egress_unavailable(void);
 /* The same for a microvm (vm true): passt as well. */
@@ -86,13 +87,18 @@ struct kis_egress {
 	int err_fd;    /* pasta's stderr (a memfd) until then, or -1 */
 	pid_t vm_pid;  /* a microvm's passt (kis_egress_attach_vm), or 0 */
 	int vm_pidfd;  /* its pidfd, or -1 */
-	pid_t nft_pid; /* nft loading the policy into S, until kis_egress_ready, or 0 */
-	int nft_errfd; /* its stderr (a memfd) until then, or -1 */
+	int nft_fd;    /* NETLINK_NETFILTER in S until the policy is loaded, or -1 */
+	void *batch;   /* the policy as an nf_tables batch, prepare to launch */
+	size_t batch_len;
+	uint32_t batch_ack; /* the sequence number whose ack says it is loaded */
+	int link_fd;   /* netlink in S, hearing of the tap's carrier until pasta attached, or -1 */
+	int ifindex;   /* the tap's, in S */
 };
 
 #define KIS_EGRESS_INIT                                                                      \
 	{.netns_fd = -1, .userns_fd = -1, .pidfd = -1, .pid = 0, .uid = 0, .ready_fd = -1,  \
-	 .err_fd = -1, .vm_pid = 0, .vm_pidfd = -1, .nft_pid = 0, .nft_errfd = -1}
+	 .err_fd = -1, .vm_pid = 0, .vm_pidfd = -1, .nft_fd = -1, .batch = NULL, .batch_len = 0, \
+	 .batch_ack = 0, .link_fd = -1, .ifindex = 0}
 
 /* Make S, start loading the policy, start pasta; with wait, also wait
  * until both are done (else kis_egress_ready before anything of the
@@ -105,6 +111,16 @@ struct kis_egress {
 KIS_HIDDEN int kis_egress_start(struct kis_egress *eg, const struct kis_net_dest *allow,
 				size_t n_allow, bool allow_set, uid_t helper_uid, bool die_with_us,
 				bool wait, struct kis_error **err);
+/* kis_egress_start in two steps, for a runtime that may start in S before
+ * the helpers (it sends nothing; the command waits for
+ * kis_egress_ready_for_command): prepare makes and configures S and writes
+ * the policy (vm: kis_egress_ruleset_for); launch starts pasta and loads
+ * the policy into S.
+ * Either stops eg when it fails. */
+KIS_HIDDEN int kis_egress_prepare(struct kis_egress *eg, const struct kis_net_dest *allow,
+				  size_t n_allow, bool allow_set, uid_t helper_uid, bool vm,
+				  struct kis_error **err);
+KIS_HIDDEN int kis_egress_launch(struct kis_egress *eg, bool die_with_us, struct kis_error **err);
 /* The same, with the policy for a microvm (vm: kis_egress_ruleset_for). */
 KIS_HIDDEN int kis_egress_start_for(struct kis_egress *eg, const struct kis_net_dest *allow,
 				    size_t n_allow, bool allow_set, uid_t helper_uid,
@@ -116,10 +132,18 @@ KIS_HIDDEN int kis_egress_start_for(struct kis_egress *eg, const struct kis_net_
  * itself when QEMU's end closes. */
 KIS_HIDDEN int kis_egress_attach_vm(struct kis_egress *eg, int sock, bool die_with_us,
 				    struct kis_error **err);
-/* Wait until the policy is loaded in S (an error if nft failed) and
- * (bounded) until pasta has configured S; 0 at once when both are done.
- * No command of the sandbox may run before it returned 0. */
+/* What must hold before anything of the sandbox's own runs: the policy
+ * is loaded in S (kis_egress_launch: an error there) and pasta has attached S's tap
+ * (bounded; an error if pasta died first). The rest of pasta's start
+ * goes on meanwhile: what the sandbox sends waits in the tap's queue. */
+KIS_HIDDEN int kis_egress_ready_for_command(struct kis_egress *eg, struct kis_error **err);
+/* kis_egress_ready_for_command, then pasta's whole start (bounded). */
 KIS_HIDDEN int kis_egress_ready(struct kis_egress *eg, struct kis_error **err);
+/* Whether pasta has finished its start: 1 yes (or no pasta), 0 not yet
+ * (wait_ms 0), -1 it died or wait_ms passed (err set). While it is 0,
+ * kis_egress_pasta_fd is readable once there is an answer. */
+KIS_HIDDEN int kis_egress_pasta(struct kis_egress *eg, int wait_ms, struct kis_error **err);
+KIS_HIDDEN int kis_egress_pasta_fd(const struct kis_egress *eg);
 /* SIGKILL pasta now (its teardown overlaps ours); kis_egress_stop reaps. */
 KIS_HIDDEN void kis_egress_kill(struct kis_egress *eg);
 /* Kill pasta and wait for it, close S. Idempotent. */

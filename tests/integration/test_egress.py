@@ -16,6 +16,7 @@
 # world's log says what actually arrived.
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -236,6 +237,19 @@ def test_outbound_tcp_udp_and_dns_reach_the_world(net, tier):
     assert "dns world.test" in log
 
 
+def test_first_packets_wait_for_pasta_instead_of_being_lost(net, tier):
+    """The command starts once pasta has attached S's tap, before pasta's
+    start is done: a name lookup and a connect made at once (bash, no
+    interpreter to load first) wait in the tap's queue and succeed, where
+    a lost DNS query would take the resolver's 5 s retry and a lost SYN
+    the kernel's 1 s one."""
+    script = ('exec 3<>/dev/tcp/world.test/7 || exit 3; echo ping >&3; '
+              'read -t 5 x <&3; echo "got $x"')
+    p = net.kis("run", *tier, "--net", "egress", "--", "/bin/bash", "-c", script)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip() == "got ping", p.stdout
+
+
 def test_resolv_conf_names_the_forwarder(net, tier):
     p = net.kis("run", *tier, "--net", "egress", "--", "/bin/cat", "/etc/resolv.conf")
     assert p.returncode == 0, p.stderr
@@ -255,6 +269,58 @@ def test_host_private_and_metadata_are_unreachable(net, tier):
     # and nothing arrived there
     assert net.world_log.read_text() == before[0]
     assert net.engine_log.read_text() == before[1]
+
+
+def test_refused_tcp_connect_fails_at_once(net, tier):
+    """A refused destination answers the connect with an error (the
+    policy's reject), not silence: the probe's 3 s timeout is never what
+    stops it. The control is the same probe from the engine's namespace."""
+    targets = ["tcp:10.20.0.5:7", "tcp:169.254.169.254:80", "tcp:127.0.0.1:7007"]
+    for t in targets:
+        assert net.bare(t) == "reached", t
+    got = net.probe(tier, targets)
+    assert all(v.startswith("blocked") for v in got.values()), got
+    assert not [v for v in got.values() if "timed out" in v or "Timeout" in v], got
+
+
+def _rules(text):
+    """nft's text, normalised: nft prints a /32 and icmpx's type without
+    the word; blank lines and indentation do not matter."""
+    out = []
+    for line in text.splitlines():
+        line = " ".join(line.split()).replace("icmpx type ", "icmpx ")
+        line = re.sub(r"(\d+\.\d+\.\d+\.\d+)/32\b", r"\1", line)
+        if line:
+            out.append(line)
+    return out
+
+
+def test_loaded_policy_reads_back_as_the_plan(net, tier):
+    """The engine loads the policy as a netlink batch of its own writing;
+    nft, reading S's ruleset back while the command runs, must find
+    exactly the rules --dry-run shows as text."""
+    plan = json.loads(net.kis("run", *tier, "--dry-run", "--net", "egress", "--",
+                              "/bin/true").stdout)
+    p = subprocess.Popen(net.kis_argv("run", *tier, "--net", "egress", "--", "/bin/sleep", "5"),
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        cmd = None
+        for _ in range(500):
+            for q in descendants(p.pid):
+                try:
+                    if Path(f"/proc/{q}/cmdline").read_bytes() == b"/bin/sleep\x005\x00":
+                        cmd = q
+                except OSError:
+                    pass
+            if cmd:
+                break
+            time.sleep(0.02)
+        assert cmd, "the command did not start"
+        got = sh("nsenter", f"--net=/proc/{cmd}/ns/net", "nft", "list", "ruleset").stdout
+    finally:
+        p.kill()
+        p.wait()
+    assert _rules(got) == _rules(plan["egress"]["nft_rules"]), got
 
 
 def test_dns_forwarder_carries_only_dns(net, tier):

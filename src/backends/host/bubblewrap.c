@@ -650,10 +650,16 @@ static int start_prepare(struct kis_plan *pl, const char *cg_name, bool session,
 	close(ns);
 	if (s->userns_fd < 0)
 		return kis_error_set(err, KIS_E_INTERNAL, e, "cannot place the user namespace");
-	if (pl->net == KIS_NET_EGRESS) {
-		/* a one-shot run's pasta dies with us; a session's with destroy */
+	if (pl->net == KIS_NET_EGRESS && session) {
+		/* a session's pasta lives until destroy, ready before create returns */
 		TRY(kis_egress_start(&s->eg, pl->allow, pl->n_allow, pl->allow_set,
-				     kis_egress_helper_uid(pl->ids), !session, session, err));
+				     kis_egress_helper_uid(pl->ids), false, true, err));
+		s->netns_fd = s->eg.netns_fd;
+	} else if (pl->net == KIS_NET_EGRESS) {
+		/* a one-shot run: S now, nft and pasta once bwrap is on its way
+		 * (it needs only S; they need nothing of it) */
+		TRY(kis_egress_prepare(&s->eg, pl->allow, pl->n_allow, pl->allow_set,
+				       kis_egress_helper_uid(pl->ids), false, err));
 		s->netns_fd = s->eg.netns_fd;
 	}
 	return 0;
@@ -668,6 +674,25 @@ static int egress_into_cgroup(struct bw_start *s, struct kis_error **err)
 	if (s->eg.pid <= 0 || !s->rc.cg)
 		return 0;
 	return kis_cgroup_attach(s->rc.cg, s->eg.pid, err);
+}
+
+/* A one-shot run's command starts once pasta has attached S's tap
+ * (kis_egress_ready_for_command); pasta joins the cgroup when it is ready
+ * as a whole, watched while the command runs. Its failure meanwhile kills
+ * the command and fails the run (kept in eg_err). */
+struct egress_watch {
+	struct bw_start *s;
+	struct kis_error *eg_err;
+};
+
+static int egress_watch_ready(void *ctx, int fd)
+{
+	(void)fd;
+	struct egress_watch *w = ctx;
+	int r = kis_egress_pasta(&w->s->eg, 0, &w->eg_err);
+	if (r == 1 && egress_into_cgroup(w->s, &w->eg_err) < 0)
+		r = -1;
+	return r;
 }
 
 static void start_release(struct bw_start *s)
@@ -727,19 +752,43 @@ static int bubblewrap_run(struct kis_plan *pl, struct kis_result *res, struct ki
 	kis_closep(&ch[1]);
 	kis_closep(&ep[1]);
 	ch[1] = ep[1] = -1;
+	/* a one-shot run's pasta dies with us */
+	if (r >= 0 && pl->net == KIS_NET_EGRESS && !pl->rootless)
+		r = kis_egress_launch(&s.eg, true, err);
 	if (r < 0)
 		goto out;
+	struct egress_watch ew = {.s = &s};
+	struct kis_watch w = {.fd = -1, .on_ready = egress_watch_ready, .ctx = &ew};
 	struct kis_agent_run ar = {
 		.conn = ch[0], .argv = pl->n.argv, .env = pl->n.envp, .cwd = pl->inside_cwd,
 		.limits = pl->n.limits, .io = pl->n.io, .peer = "the sandbox's agent",
-		.has_cpu = s.rc.has_cpu, .cpu_fd = s.rc.cpu_fd,
+		.has_cpu = s.rc.has_cpu, .cpu_fd = s.rc.cpu_fd, .watch = &w,
 	};
-	/* a one-shot run's pasta set itself up while bwrap started */
-	r = kis_egress_ready(&s.eg, err);
-	if (r >= 0)
-		r = egress_into_cgroup(&s, err);
+	/* a one-shot run's pasta set itself up while bwrap started, as far
+	 * as the command needs it */
+	r = kis_egress_ready_for_command(&s.eg, err);
+	if (r >= 0) {
+		int p = kis_egress_pasta(&s.eg, 0, err);
+		if (p < 0 || (p == 1 && egress_into_cgroup(&s, err) < 0))
+			r = -1;
+		w.fd = p == 0 ? kis_egress_pasta_fd(&s.eg) : -1;
+	}
 	if (r >= 0)
 		r = kis_agent_run_once(&ar, res, err);
+	/* pasta gave up while the command ran (then killed), or before the
+	 * command ended without our noticing: the run's setup failed */
+	if (r >= 0 && !ew.eg_err)
+		(void)kis_egress_pasta(&s.eg, 0, &ew.eg_err);
+	if (ew.eg_err) {
+		if (r >= 0 && err) {
+			*err = ew.eg_err;
+			r = -1;
+		} else {
+			r = -1;
+			kis_error_free(ew.eg_err);
+		}
+		ew.eg_err = NULL;
+	}
 	kis_egress_kill(&s.eg); /* its teardown overlaps ours */
 	if (r < 0) {
 		char msg[400];

@@ -629,9 +629,17 @@ static int egress_up(struct kis_plan *pl, const char *sandbox_id, bool session,
 {
 	if (pl->net != KIS_NET_EGRESS)
 		return 0;
-	TRY(kis_egress_start(&pl->eg, pl->allow, pl->n_allow, pl->allow_set,
-			     kis_egress_helper_uid(kis_sandbox_ids(sandbox_id)), !session, session,
-			     err));
+	uid_t h = kis_egress_helper_uid(kis_sandbox_ids(sandbox_id));
+	if (session) {
+		/* a session's pasta lives until destroy, ready before create returns */
+		TRY(kis_egress_start(&pl->eg, pl->allow, pl->n_allow, pl->allow_set, h, false, true,
+				     err));
+	} else {
+		/* a one-shot run: S now, nft and pasta once crun is on its way
+		 * (it needs only S; they need nothing of it) */
+		TRY(kis_egress_prepare(&pl->eg, pl->allow, pl->n_allow, pl->allow_set, h, false,
+				       err));
+	}
 	snprintf(pl->netns_path, sizeof(pl->netns_path), "/proc/%d/fd/%d", (int)getpid(),
 		 pl->eg.netns_fd);
 	return 0;
@@ -649,6 +657,35 @@ static int egress_into_container(void *ctx, struct kis_error **err)
 	if (pl->eg.pid <= 0 || kis_oci_rootless())
 		return 0;
 	return kis_oci_cgroup_join(pl->ctr_id, pl->eg.pid, err);
+}
+
+/* A one-shot run's command starts once pasta has attached S's tap
+ * (kis_egress_ready_for_command): pasta joins the container's groups at
+ * the HELLO if its start is done by then, else once it is, watched while
+ * the command runs. Its failure meanwhile kills the command and fails
+ * the run (kept in eg_err). */
+struct egress_watch {
+	struct kis_plan *pl;
+	struct kis_watch *watch; /* its fd: pasta's until it answered */
+	struct kis_error *eg_err;
+};
+
+static int egress_hello(void *ctx, struct kis_error **err)
+{
+	struct egress_watch *w = ctx;
+	int r = kis_egress_pasta(&w->pl->eg, 0, err);
+	w->watch->fd = kis_egress_pasta_fd(&w->pl->eg);
+	return r == 1 ? egress_into_container(w->pl, err) : r;
+}
+
+static int egress_watch_ready(void *ctx, int fd)
+{
+	(void)fd;
+	struct egress_watch *w = ctx;
+	int r = kis_egress_pasta(&w->pl->eg, 0, &w->eg_err);
+	if (r == 1 && egress_into_container(w->pl, &w->eg_err) < 0)
+		r = -1;
+	return r;
 }
 
 /* crun's own words about a failure, from its --log file. */
@@ -813,17 +850,37 @@ static int oci_run(struct kis_plan *pl, struct kis_result *res, struct kis_error
 	pid_t crun = -1;
 	int r = kis_oci_crun_spawn_staged(argv, sv[1], &pl->stage, &crun, err);
 	close(sv[1]);
+	/* a one-shot run's pasta dies with us */
+	if (r >= 0 && pl->net == KIS_NET_EGRESS)
+		r = kis_egress_launch(&pl->eg, true, err);
 	if (r >= 0) {
 		char cpu_path[320];
 		container_cpu_path(pl->ctr_id, cpu_path, sizeof(cpu_path));
+		struct kis_watch w = {.fd = -1, .on_ready = egress_watch_ready};
+		struct egress_watch ew = {.pl = pl, .watch = &w};
+		w.ctx = &ew;
 		struct kis_agent_run ar = {.conn = sv[0], .argv = pl->argv, .limits = pl->limits,
 					   .io = pl->io, .peer = "the container's agent",
-					   .cpu_path = cpu_path, .on_hello = egress_into_container,
-					   .hello_ctx = pl};
-		/* a one-shot run's pasta set itself up while crun started */
-		r = kis_egress_ready(&pl->eg, err);
+					   .cpu_path = cpu_path, .on_hello = egress_hello,
+					   .hello_ctx = &ew, .watch = &w};
+		/* a one-shot run's pasta set itself up while crun started, as far
+		 * as the command needs it */
+		r = kis_egress_ready_for_command(&pl->eg, err);
+		w.fd = kis_egress_pasta_fd(&pl->eg);
 		if (r >= 0)
 			r = kis_agent_run_once(&ar, res, err);
+		/* pasta gave up while the command ran (then killed), or before
+		 * the command ended without our noticing: the setup failed */
+		if (r >= 0 && !ew.eg_err)
+			(void)kis_egress_pasta(&pl->eg, 0, &ew.eg_err);
+		if (ew.eg_err) {
+			if (r >= 0 && err)
+				*err = ew.eg_err;
+			else
+				kis_error_free(ew.eg_err);
+			ew.eg_err = NULL;
+			r = -1;
+		}
 		kis_egress_kill(&pl->eg); /* its teardown overlaps crun's */
 		if (r < 0) {
 			/* did crun fail to start it? its log says why */
