@@ -23,7 +23,7 @@ PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 LLVM_CONFIG ?= llvm-config-14
 LLVM_CFLAGS := $(patsubst -I%,-isystem %,$(filter -I%,$(shell $(LLVM_CONFIG) --cflags 2>/dev/null)))
 LLVM_LIBS   := $(shell $(LLVM_CONFIG) --ldflags --libs 2>/dev/null) -lm -lpthread
-PKG_LIBS    += -ldl
+PKG_LIBS    += -ldl -lm
 
 WARN := -Wall -Wextra -Werror -Wshadow -Wmissing-prototypes -Wstrict-prototypes \
         -Wformat=2 -Wformat-nonliteral -Wswitch-default -Wswitch-enum \

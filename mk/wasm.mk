@@ -84,8 +84,11 @@ endif
 # libLLVM-14 (and to nothing of ours: it reaches the library through the
 # table jit_load.c hands it). Where an installed kis finds it:
 $(BUILD)/obj/src/wasm/jit_llvm.o: ALL_CFLAGS += $(LLVM_CFLAGS)
-$(BUILD)/obj/src/wasm/jit_load.o: ALL_CFLAGS += -DKIS_JIT_PLUGIN='"$(PREFIX)/lib/kis/libkis-jit.so"'
-$(BUILD)/asan/src/wasm/jit_load.o: BASE_CFLAGS += -DKIS_JIT_PLUGIN='"$(PREFIX)/lib/kis/libkis-jit.so"'
+# (and, for the code cache's key, the LLVM it is built with)
+JIT_LOAD_DEFS := -DKIS_JIT_PLUGIN='"$(PREFIX)/lib/kis/libkis-jit.so"' \
+	-DKIS_LLVM_VERSION='"$(shell $(LLVM_CONFIG) --version 2>/dev/null)"'
+$(BUILD)/obj/src/wasm/jit_load.o: ALL_CFLAGS += $(JIT_LOAD_DEFS)
+$(BUILD)/asan/src/wasm/jit_load.o: BASE_CFLAGS += $(JIT_LOAD_DEFS)
 $(JIT_PLUGIN): $(BUILD)/obj/src/wasm/jit_llvm.o
 	$(CC) -shared $(HARD_LDFLAGS) -Wl,-z,defs -o $@ $< $(LLVM_LIBS)
 

@@ -130,8 +130,12 @@ KIS_API void kis_wasm_store_on_compiled(struct kis_wasm_store *s,
 						   int from_cache),
 					void *user);
 /* Object code made before for the next module s compiles (only ever from
- * a cache the caller trusts: it runs as is); one that does not link is
- * ignored and the module compiled. obj must stay valid until then. */
+ * a cache the caller trusts: it runs as is), linked without LLVM
+ * (src/wasm/jit_elf.c). Given before kis_wasm_store_use_compiler, that
+ * does not load the compiler; one refused at instantiation (corrupt, or
+ * another module's) is compiled anew if the compiler is loaded
+ * (kis_wasm_compiler_load), else the instantiation fails naming why. obj
+ * must stay valid until then. */
 KIS_API void kis_wasm_store_use_cached_code(struct kis_wasm_store *s, const uint8_t *obj,
 					    size_t len);
 /* What compiled code depends on besides the module (compiler and LLVM

@@ -433,8 +433,9 @@ static int child_main(void *vctx, struct kis_error **err)
 	 * process reach the workspace's files only. */
 	struct kis_error *e = NULL;
 	/* the compiler's plugin and LLVM, read from /usr/lib before Landlock
-	 * leaves the workspace only */
-	if (!strcmp(pl->engine, "compiler") && kis_wasm_compiler_load(&e) < 0) {
+	 * leaves the workspace only; not for cached code, which links
+	 * without them (src/wasm/jit_elf.c; the parent checked it links) */
+	if (!strcmp(pl->engine, "compiler") && !c->cached && kis_wasm_compiler_load(&e) < 0) {
 		snprintf(st->out.message, sizeof(st->out.message), "%s", e->message);
 		kis_error_free(e);
 		st->load_failed = 1;
@@ -492,6 +493,9 @@ static int child_main(void *vctx, struct kis_error **err)
 	bool jit = !strcmp(pl->engine, "compiler");
 	if (jit) {
 		struct kis_error *je = NULL;
+		/* first: with cached code the store loads no compiler */
+		if (c->cached)
+			kis_wasm_store_use_cached_code(g_store, c->cached, c->cached_len);
 		if (kis_wasm_store_use_compiler(g_store, 1, &je) < 0) {
 			kis_error_free(je);
 			errno = ENOSYS;
@@ -500,8 +504,6 @@ static int child_main(void *vctx, struct kis_error **err)
 		if (prepare_forbid_exec() < 0)
 			child_fail(st, "cannot prepare the second seccomp filter");
 		kis_wasm_store_on_compiled(g_store, forbid_exec, c);
-		if (c->cached)
-			kis_wasm_store_use_cached_code(g_store, c->cached, c->cached_len);
 	}
 	if (load_seccomp(jit) < 0)
 		child_fail(st, "cannot load the seccomp filter");
@@ -778,6 +780,10 @@ static int wasm_run(struct kis_plan *pl, struct kis_result *res, struct kis_erro
 	kis_closep(&cc.landlock_fd);
 	if (r == 0)
 		explain(pl, st, res);
+	/* cached code the child refused (it passed the check here, so it is
+	 * not this module's): dropped, so the next run compiles */
+	if (r == 0 && cc.cached && st->done && st->load_failed)
+		wasm_code_cache_drop(root, bytes, len);
 	munmap(st, sizeof(*st));
 	if (cc.code) {
 		/* the next run of this module links this instead of compiling;

@@ -20,6 +20,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "wasm/jit.h"
 #include "wasm/jit_cache.h"
 #include "kis/wasm.h"
 
@@ -154,16 +155,33 @@ int wasm_code_cache_get(const char *store_root, const uint8_t *mod, size_t len, 
 	at += 8;
 	if (on == 0 || on != size - at)
 		goto out;
-	*obj = malloc(on);
-	if (!*obj)
+	/* the whole link, in read-write memory only: a file that our loader
+	 * refuses is a miss (the run compiles and replaces it), never a
+	 * failure of the run that finds it */
+	struct wasm_jit_module *none = NULL;
+	if (wasm_jit_elf_load(buf + at, on, UINT32_MAX, false, &none, NULL, 0) < 0)
 		goto out;
-	memcpy(*obj, buf + at, on);
+	memmove(buf, buf + at, on);
+	*obj = buf;
+	buf = NULL;
 	*objlen = on;
 	rc = 0;
 out:
 	free(buf);
 	close(fd);
 	return rc;
+}
+
+void wasm_code_cache_drop(const char *store_root, const uint8_t *mod, size_t len)
+{
+	char id[1024], name[32];
+	if (!store_root || file_name(mod, len, id, sizeof(id), name) < 0)
+		return;
+	int dfd = open_dir(store_root, false);
+	if (dfd < 0)
+		return;
+	unlinkat(dfd, name, 0);
+	close(dfd);
 }
 
 int wasm_code_cache_put(const char *store_root, const uint8_t *mod, size_t len, const uint8_t *obj,

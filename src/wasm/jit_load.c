@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Loading the compiler plugin (libkis-jit.so: jit_llvm.c with LLVM) on first
- * use, and the library's entries into it. Only a process that compiles
+ * use, and the library's entries into it: the plugin only emits object
+ * code, which jit_elf.c links, so cached code needs no LLVM at all. Only a process that compiles
  * pays for LLVM: linking it into every program made each kis command start
  * ~130 ms slower (libLLVM-14's relocations and static constructors).
  *
@@ -12,11 +13,19 @@
 #include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
 
 #include "wasm/jit.h"
 
+#ifndef KIS_LLVM_VERSION
+#define KIS_LLVM_VERSION "unknown"
+#endif
 #ifndef KIS_JIT_PLUGIN
 #define KIS_JIT_PLUGIN "/usr/local/lib/kis/libkis-jit.so"
 #endif
@@ -113,39 +122,124 @@ bool wasm_jit_supported(void)
 	return wasm_jit_load(NULL, 0) == 0;
 }
 
+static bool is_loaded(void)
+{
+	pthread_mutex_lock(&lock);
+	bool l = loaded;
+	pthread_mutex_unlock(&lock);
+	return l;
+}
+
 int wasm_jit_compile(struct kis_wasm_module *m, const uint8_t *cached, size_t cached_len,
 		     char *err, size_t errlen)
 {
+	if (m->jit)
+		return 0;
+	uint32_t n = m->nfuncs - m->nfunc_imports;
+	struct wasm_jit_module *jm = NULL;
+	if (cached && cached_len) {
+		/* Cached code links without LLVM. One refused (corrupt,
+		 * hostile, or another module's) is compiled anew if the
+		 * compiler is loaded already, never loaded here: a caller that
+		 * hands cached code may be confined past opening a plugin (the
+		 * wasm tier's child, under seccomp). */
+		if (wasm_jit_elf_load(cached, cached_len, n, true, &jm, err, errlen) == 0) {
+			wasm_jit_elf_keep_object(jm, NULL, 0, true);
+			m->jit = jm;
+			return 0;
+		}
+		if (!is_loaded())
+			return -1;
+	}
 	if (wasm_jit_load(err, errlen) < 0)
 		return -1;
-	return plugin.compile(m, cached, cached_len, err, errlen);
+	uint8_t *obj = NULL;
+	size_t len = 0;
+	if (plugin.emit(m, &obj, &len, err, errlen) < 0)
+		return -1;
+	if (wasm_jit_elf_load(obj, len, n, true, &jm, err, errlen) < 0) {
+		free(obj);
+		return -1;
+	}
+	wasm_jit_elf_keep_object(jm, obj, len, false);
+	m->jit = jm;
+	return 0;
 }
 
 void wasm_jit_module_free(struct wasm_jit_module *jm)
 {
-	if (jm && loaded) /* a module has code only once the plugin ran */
-		plugin.module_free(jm);
+	wasm_jit_elf_free(jm);
 }
 
 int wasm_jit_lookup(struct wasm_jit_module *jm, uint32_t i, void **fn,
 		    void (**wrap)(void *, uint64_t *))
 {
-	return jm && loaded ? plugin.lookup(jm, i, fn, wrap) : -1;
+	return wasm_jit_elf_lookup(jm, i, fn, wrap);
 }
 
 const uint8_t *wasm_jit_object(const struct wasm_jit_module *jm, size_t *len, bool *from_cache)
 {
-	if (!jm || !loaded) {
-		*len = 0;
-		*from_cache = false;
-		return NULL;
-	}
-	return plugin.object(jm, len, from_cache);
+	return wasm_jit_elf_object(jm, len, from_cache);
 }
 
+/* The CPU as LLVM's host detection sees it (its name and features come
+ * from these cpuid leaves and XCR0, llvm/lib/Support/Host.cpp): the same
+ * words, the same code. Leaf 1's EBX (APIC id, per core) is left out. */
+static void cpu_sig(char *buf, size_t len)
+{
+	size_t at = 0;
+	buf[0] = 0;
+#if defined(__x86_64__)
+	static const struct {
+		unsigned leaf, sub, mask; /* registers: 1 eax 2 ebx 4 ecx 8 edx */
+	} leaves[] = {
+		{0, 0, 15}, {1, 0, 13}, {7, 0, 14}, {7, 1, 1}, {0xd, 1, 1},
+		{0x14, 0, 2}, {0x19, 0, 2}, {0x80000000u, 0, 1}, {0x80000001u, 0, 12},
+		{0x80000008u, 0, 2},
+	};
+	unsigned max = __get_cpuid_max(0, NULL), xmax = __get_cpuid_max(0x80000000u, NULL);
+	bool osxsave = false;
+	for (size_t i = 0; i < sizeof(leaves) / sizeof(*leaves); i++) {
+		unsigned r[4] = {0, 0, 0, 0};
+		unsigned lf = leaves[i].leaf;
+		if (lf < 0x80000000u ? lf <= max : lf <= xmax)
+			__cpuid_count(lf, leaves[i].sub, r[0], r[1], r[2], r[3]);
+		if (lf == 1)
+			osxsave = r[2] & (1u << 27);
+		for (int k = 0; k < 4; k++)
+			if (leaves[i].mask & (1u << k) && at < len)
+				at += (size_t)snprintf(buf + at, len - at, "%x.", r[k]);
+	}
+	if (osxsave && at < len) {
+		uint32_t lo, hi;
+		__asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+		snprintf(buf + at, len - at, "x%x", lo);
+	}
+#else
+	snprintf(buf, len, "unknown");
+	(void)at;
+#endif
+}
+
+/* Without LLVM (a cached run never loads it): this library's compiled
+ * code contract and loader, the LLVM the plugin was built with, the plugin
+ * file itself (a rebuilt one makes new code), and the CPU. */
 int wasm_jit_id(char *buf, size_t len)
 {
-	if (wasm_jit_load(NULL, 0) < 0)
+	char c[3][PATH_MAX];
+	int n = candidates(c);
+	struct stat st;
+	int i = 0;
+	for (; i < n; i++)
+		if (stat(c[i], &st) == 0 && S_ISREG(st.st_mode) && access(c[i], R_OK) == 0)
+			break;
+	if (i == n)
 		return -1;
-	return plugin.id(buf, len);
+	char cpu[400];
+	cpu_sig(cpu, sizeof(cpu));
+	int w = snprintf(buf, len, "kis-jit %u elf %u llvm %s plugin %llu.%lld.%09ld cpu %s",
+			 WASM_JIT_VERSION, WASM_JIT_ELF_FORMAT, KIS_LLVM_VERSION,
+			 (unsigned long long)st.st_size, (long long)st.st_mtim.tv_sec,
+			 st.st_mtim.tv_nsec, cpu);
+	return w < 0 || (size_t)w >= len ? -1 : 0;
 }

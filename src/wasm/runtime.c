@@ -156,8 +156,14 @@ int kis_wasm_compiler_load(struct kis_error **err)
 
 int kis_wasm_store_use_compiler(struct kis_wasm_store *s, int on, struct kis_error **err)
 {
-	if (on)
+	/* with cached code in hand, LLVM is needed only if that is refused:
+	 * not loaded now (jit_load.c: a refused one is compiled only by a
+	 * compiler loaded already) */
+	if (on && !s->cached)
 		TRY(kis_wasm_compiler_load(err));
+	else if (on && !kis_wasm_compiler_available())
+		return kis_error_set(err, KIS_E_PROFILE_UNSATISFIABLE, 0,
+				     "wasm.engine: the compiler (libkis-jit.so) is not installed");
 	s->compile = on != 0;
 	return 0;
 }
