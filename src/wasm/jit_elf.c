@@ -233,7 +233,6 @@ static int read_sections(struct obj *o)
 /* Place the loaded sections, the stubs and the GOT (their counts known). */
 static int layout(struct obj *o)
 {
-	uint64_t end[3] = {0, 0, 0};
 	for (int pass = 0; pass < 3; pass++) {
 		uint64_t at = pass == 0 ? 0 : pass == 1 ? o->r_at : o->rw_at;
 		for (uint32_t i = 1; i < o->nsecs; i++) {
@@ -253,7 +252,8 @@ static int layout(struct obj *o)
 		if (pass == 0) {
 			o->stubs_at = align_up(at, 16);
 			at = o->stubs_at + (uint64_t)o->nstubs * STUB_BYTES;
-			o->rx_len = align_up(at, PAGE);
+			/* a page at least: a module of no functions has no code */
+			o->rx_len = at ? align_up(at, PAGE) : PAGE;
 			o->r_at = o->rx_len;
 		} else if (pass == 1) {
 			o->got_at = align_up(at, 8);
@@ -263,14 +263,11 @@ static int layout(struct obj *o)
 		} else {
 			o->rw_len = align_up(at, PAGE) - o->rw_at;
 		}
-		end[pass] = at;
 		if (at > IMAGE_MAX)
 			return fail(o, WASM_ELF_E_TOO_BIG, "the image passes %llu bytes",
 				    (unsigned long long)IMAGE_MAX);
 	}
 	o->size = o->rw_at + o->rw_len;
-	if (o->size == 0 || end[0] == 0)
-		return fail(o, WASM_ELF_E_SECTION, "no code");
 	return 0;
 }
 
