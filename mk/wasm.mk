@@ -30,8 +30,10 @@ wasm-spec-json:
 	  fi; \
 	done
 
-# Every script runs twice: interpreted, then compiled (src/wasm/jit_llvm.c,
-# kis-wasm-spectest --engine compiler), with the same known failures.
+# Every script runs three times: interpreted, then compiled (src/wasm/jit_llvm.c,
+# kis-wasm-spectest --engine compiler) on a cold code cache, then linked
+# from that cache by our own loader (src/wasm/jit_elf.c; --expect-cached
+# fails a module that was compiled again), with the same known failures.
 # Without wabt or the spec tests this is a skip that says why, as for any
 # test that needs a package.
 check-wasm: $(SPECTEST)
@@ -42,8 +44,13 @@ check-wasm: $(SPECTEST)
 	else \
 	  $(MAKE) --no-print-directory wasm-spec-json && \
 	  $(SPECTEST) --known-failures $(WASM_KNOWN_FAILURES) $(BUILD)/spectest/*.json && \
-	  echo "check-wasm: the same scripts compiled (--engine compiler)" && \
-	  $(SPECTEST) --engine compiler --known-failures $(WASM_KNOWN_FAILURES) $(BUILD)/spectest/*.json; \
+	  echo "check-wasm: the same scripts compiled (--engine compiler), cold code cache" && \
+	  rm -rf $(BUILD)/spectest-code && mkdir -m 0700 $(BUILD)/spectest-code && \
+	  $(SPECTEST) --engine compiler --code-cache $(BUILD)/spectest-code \
+	    --known-failures $(WASM_KNOWN_FAILURES) $(BUILD)/spectest/*.json && \
+	  echo "check-wasm: the same scripts linked from the code cache" && \
+	  $(SPECTEST) --engine compiler --code-cache $(BUILD)/spectest-code --expect-cached \
+	    --known-failures $(WASM_KNOWN_FAILURES) $(BUILD)/spectest/*.json; \
 	fi
 
 # libFuzzer over decode + validate + instantiate + run (clang only). The
