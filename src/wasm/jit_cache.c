@@ -4,8 +4,8 @@
  *
  * A file holds "KISJIT1\n", the compiler's id (kis_wasm_compiler_id: this
  * compiler's and LLVM's versions and the CPU), the module's bytes and the
- * object code, each after its length. The name is a 64-bit FNV-1a hash of
- * id and module, only to find the file: a hit is the exact id and module
+ * object code, each after its length. The name is a 64-bit FNV-1a hash
+ * (over 8-byte words) of id and module, only to find the file: a hit is the exact id and module
  * bytes compared, so a collision is a miss, never another module's code.
  * Trust: the engine opened the store (which refuses one another user may
  * change); here the directory and the file must be the engine's own user's,
@@ -26,9 +26,18 @@
 
 static const char MAGIC[8] = "KISJIT1\n";
 
+/* FNV-1a's step over 8 bytes at a time (a byte at a time was 0.2 ms for
+ * a 42 KB module here): only to name the file, a hit compares the bytes. */
 static uint64_t fnv1a(uint64_t h, const uint8_t *p, size_t n)
 {
-	for (size_t i = 0; i < n; i++) {
+	size_t i = 0;
+	for (; i + 8 <= n; i += 8) {
+		uint64_t w;
+		memcpy(&w, p + i, 8);
+		h ^= w;
+		h *= 0x100000001b3ull;
+	}
+	for (; i < n; i++) {
 		h ^= p[i];
 		h *= 0x100000001b3ull;
 	}

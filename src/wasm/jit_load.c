@@ -18,7 +18,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #if defined(__x86_64__)
-#include <cpuid.h>
+#include <sys/platform/x86.h>
 #endif
 
 #include "wasm/jit.h"
@@ -52,10 +52,14 @@ static const struct wasm_jit_host host = {
 	.nsyms = sizeof(syms) / sizeof(*syms),
 };
 
-/* The candidates, best first; n of them written. */
-static int candidates(char out[3][PATH_MAX])
+/* The candidates, best first; n of them written. The program's own path
+ * is read once (readlink of /proc costs 15 us here, and a run asks ~4
+ * times). */
+static char exe_dir[PATH_MAX];
+static pthread_once_t exe_once = PTHREAD_ONCE_INIT;
+
+static void find_exe_dir(void)
 {
-	int n = 0;
 	char exe[PATH_MAX];
 	ssize_t l = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
 	if (l > 0) {
@@ -63,9 +67,18 @@ static int candidates(char out[3][PATH_MAX])
 		char *slash = strrchr(exe, '/');
 		if (slash) {
 			*slash = 0;
-			snprintf(out[n++], PATH_MAX, "%.4000s/libkis-jit.so", exe);
-			snprintf(out[n++], PATH_MAX, "%.4000s/../libkis-jit.so", exe);
+			snprintf(exe_dir, sizeof(exe_dir), "%.4000s", exe);
 		}
+	}
+}
+
+static int candidates(char out[3][PATH_MAX])
+{
+	int n = 0;
+	pthread_once(&exe_once, find_exe_dir);
+	if (exe_dir[0]) {
+		snprintf(out[n++], PATH_MAX, "%.4000s/libkis-jit.so", exe_dir);
+		snprintf(out[n++], PATH_MAX, "%.4000s/../libkis-jit.so", exe_dir);
 	}
 	snprintf(out[n++], PATH_MAX, "%s", KIS_JIT_PLUGIN);
 	return n;
@@ -184,36 +197,29 @@ const uint8_t *wasm_jit_object(const struct wasm_jit_module *jm, size_t *len, bo
 
 /* The CPU as LLVM's host detection sees it (its name and features come
  * from these cpuid leaves and XCR0, llvm/lib/Support/Host.cpp): the same
- * words, the same code. Leaf 1's EBX (APIC id, per core) is left out. */
+ * words, the same code. Read from what glibc's start-up gathered (the
+ * raw cpuid words, <sys/platform/x86.h>), not by cpuid: that instruction
+ * traps to the hypervisor in a VM (35 us each on this machine, a dozen
+ * leaves were 0.4 ms of a 2 ms budget). Leaf 1's EBX (APIC id, per core)
+ * is left out; XCR0 (xgetbv, not trapping) says what the OS enabled. */
 static void cpu_sig(char *buf, size_t len)
 {
 	size_t at = 0;
 	buf[0] = 0;
 #if defined(__x86_64__)
-	static const struct {
-		unsigned leaf, sub, mask; /* registers: 1 eax 2 ebx 4 ecx 8 edx */
-	} leaves[] = {
-		{0, 0, 15}, {1, 0, 13}, {7, 0, 14}, {7, 1, 1}, {0xd, 1, 1},
-		{0x14, 0, 2}, {0x19, 0, 2}, {0x80000000u, 0, 1}, {0x80000001u, 0, 12},
-		{0x80000008u, 0, 2},
-	};
-	unsigned max = __get_cpuid_max(0, NULL), xmax = __get_cpuid_max(0x80000000u, NULL);
-	bool osxsave = false;
-	for (size_t i = 0; i < sizeof(leaves) / sizeof(*leaves); i++) {
-		unsigned r[4] = {0, 0, 0, 0};
-		unsigned lf = leaves[i].leaf;
-		if (lf < 0x80000000u ? lf <= max : lf <= xmax)
-			__cpuid_count(lf, leaves[i].sub, r[0], r[1], r[2], r[3]);
-		if (lf == 1)
-			osxsave = r[2] & (1u << 27);
-		for (int k = 0; k < 4; k++)
-			if (leaves[i].mask & (1u << k) && at < len)
-				at += (size_t)snprintf(buf + at, len - at, "%x.", r[k]);
+	at += (size_t)snprintf(buf, len, "%s",
+			       __builtin_cpu_is("intel") ? "intel" : __builtin_cpu_is("amd") ? "amd" : "x86");
+	for (unsigned i = CPUID_INDEX_1; i <= CPUID_INDEX_14_ECX_0 && at < len; i++) {
+		const struct cpuid_feature *f = __x86_get_cpuid_feature_leaf(i);
+		unsigned ebx = i == CPUID_INDEX_1 ? 0 : f->cpuid_array[1];
+		at += (size_t)snprintf(buf + at, len - at, ".%x.%x.%x.%x", f->cpuid_array[0], ebx,
+				       f->cpuid_array[2], f->cpuid_array[3]);
 	}
-	if (osxsave && at < len) {
+	const struct cpuid_feature *l1 = __x86_get_cpuid_feature_leaf(CPUID_INDEX_1);
+	if ((l1->cpuid_array[2] & (1u << 27)) && at < len) { /* OSXSAVE */
 		uint32_t lo, hi;
 		__asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
-		snprintf(buf + at, len - at, "x%x", lo);
+		snprintf(buf + at, len - at, ".x%x", lo);
 	}
 #else
 	snprintf(buf, len, "unknown");
