@@ -119,7 +119,16 @@ KIS_API int kis_wasm_compiler_available(void);
 /* Load the compiler now (a plugin, libkis-jit.so, and LLVM): a caller
  * that confines its file access later loads it first. Idempotent. */
 KIS_API int kis_wasm_compiler_load(struct kis_error **err);
+/* on: KIS_WASM_INTERPRET (0), KIS_WASM_COMPILE (1), or
+ * KIS_WASM_COMPILE_OR_INTERPRET (2): compile where the compiler starts and
+ * takes the module, and run interpreted where not (wasm.engine auto). */
+enum { KIS_WASM_INTERPRET, KIS_WASM_COMPILE, KIS_WASM_COMPILE_OR_INTERPRET };
 KIS_API int kis_wasm_store_use_compiler(struct kis_wasm_store *s, int on, struct kis_error **err);
+/* wasm.engine auto in the wasm tier: a module with no compiled code in the
+ * store's cache is compiled on its first run only up to this size (LLVM at
+ * -O1 takes ~8 ms per KiB here: 1 s); a larger one runs interpreted until
+ * a run with wasm.engine compiler fills the cache. */
+#define KIS_WASM_AUTO_COMPILE_MAX (128u << 10)
 /* fn runs each time a module's machine code has been made and mapped
  * (read-execute) in s, before any of it runs, with the object code it was
  * linked from and whether that came from kis_wasm_store_use_cached_code:
