@@ -69,6 +69,32 @@ $(WASM_FUZZ): $(WASM_FUZZ_SRCS) $(BUILD)/fuzz/exec.o $(wildcard src/wasm/*.h)
 	@mkdir -p $(dir $@)
 	clang $(WASM_FUZZ_FLAGS) -fsanitize=fuzzer -O1 -o $@ $(filter-out src/wasm/jit_llvm.c,$(WASM_FUZZ_SRCS)) $(BUILD)/fuzz/exec.o -ldl
 
+# The differential test as a fuzz target: each input module runs in both
+# engines, whose traps, results and memory must agree (tests/wasm/
+# fuzz_wasm_diff.c). No ASan: compiled code runs on a stack of its own
+# (jit_rt.c), which ASan does not follow; UBSan watches the runtime. The
+# compiler is the build's plugin (build/libkis-jit.so, found beside the
+# binary's directory).
+WASM_DIFF_FUZZ := $(BUILD)/fuzz/fuzz-wasm-diff
+WASM_DIFF_FLAGS := -std=gnu11 -D_GNU_SOURCE -g -Iinclude -Isrc \
+	-fsanitize=fuzzer-no-link,undefined -fno-sanitize-recover=all
+$(BUILD)/fuzz/diff-exec.o: src/wasm/exec.c $(wildcard src/wasm/*.h)
+	@mkdir -p $(dir $@)
+	clang $(WASM_DIFF_FLAGS) -O0 -c $< -o $@
+$(WASM_DIFF_FUZZ): tests/wasm/fuzz_wasm_diff.c $(BUILD)/fuzz/diff-exec.o $(wildcard src/wasm/*.c src/wasm/*.h) | $(JIT_PLUGIN)
+	@mkdir -p $(dir $@)
+	clang $(WASM_DIFF_FLAGS) -fsanitize=fuzzer -O1 -o $@ tests/wasm/fuzz_wasm_diff.c \
+	  $(filter-out src/wasm/exec.c src/wasm/jit_llvm.c,$(wildcard src/wasm/*.c)) src/core/error.c \
+	  $(BUILD)/fuzz/diff-exec.o -ldl -lm
+
+.PHONY: fuzz-wasm-diff
+fuzz-wasm-diff: $(WASM_DIFF_FUZZ)
+	@$(MAKE) --no-print-directory wasm-spec-json
+	@mkdir -p $(BUILD)/fuzz/diff-corpus
+	cp -n $(BUILD)/spectest/*.wasm $(BUILD)/fuzz/diff-corpus/ 2>/dev/null || true
+	$(WASM_DIFF_FUZZ) -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -rss_limit_mb=4096 \
+	  -timeout=30 $(BUILD)/fuzz/diff-corpus
+
 fuzz-wasm: $(WASM_FUZZ)
 	@$(MAKE) --no-print-directory wasm-spec-json
 	@mkdir -p $(BUILD)/fuzz/corpus
