@@ -104,7 +104,7 @@ KIS_HIDDEN void wasm_jit_rt_simd(struct wasm_jit_ctx *c, const uint32_t *words, 
 				 uint32_t nslots);
 
 /* The compiler is a plugin, libkis-jit.so (jit_llvm.c and LLVM), loaded
- * by jit_load.c only when a store compiles: linking LLVM into every program
+ * by jit_load.c only when a store compiles (cached code needs none): linking LLVM into every program
  * cost each kis command ~130 ms of start-up (libLLVM's relocations and
  * constructors). The plugin sees the host only through this table. */
 struct wasm_jit_sym {
@@ -123,6 +123,10 @@ struct wasm_jit_host {
 	size_t nsyms;
 };
 
+/* compile, module_free, lookup, object and id are the plugin's own ORC
+ * linker and cache key, no longer used by the library (it links with
+ * jit_elf.c and keys without LLVM): kept only while jit_llvm.c changes
+ * hands. */
 struct wasm_jit_plugin {
 	int (*compile)(struct kis_wasm_module *m, const uint8_t *cached, size_t cached_len,
 		       char *err, size_t errlen);
@@ -149,18 +153,23 @@ KIS_HIDDEN int wasm_jit_load(char *err, size_t errlen);
 /* Is the plugin there to load (no loading: cheap, for the probe)? */
 KIS_HIDDEN bool wasm_jit_present(void);
 
-/* The plugin's entries, through jit_load.c (each loads it if needed). */
-/* Compile every function of m (validated) to machine code.
- * Returns 0, or -1 with a message in err: a module with an instruction the
- * compiler does not handle yet is refused by name. */
+/* The library's entries for compiled code (jit_load.c). */
+/* Give m (validated) machine code: cached (an object made before for this
+ * module, linked by jit_elf.c without LLVM), or else compiled by the
+ * plugin (loaded if needed) and linked the same way. A cached object that
+ * is refused is compiled anew only if the plugin is loaded already (a
+ * caller with cached code may be confined past opening it). Returns 0, or
+ * -1 with a message in err: a module with an instruction the compiler does
+ * not handle yet is refused by name. */
 KIS_HIDDEN int wasm_jit_compile(struct kis_wasm_module *m, const uint8_t *cached,
 				size_t cached_len, char *err, size_t errlen);
 /* The object code a module's machine code was linked from, and whether it
  * came from the cache. */
 KIS_HIDDEN const uint8_t *wasm_jit_object(const struct wasm_jit_module *jm, size_t *len,
 					  bool *from_cache);
-/* "kis-jit <version> llvm <version> cpu <name> <features>": what compiled
- * code depends on besides the module (the cache's key). */
+/* "kis-jit <version> elf <format> llvm <version> plugin <size.mtime> cpu
+ * <cpuid words>": what compiled code depends on besides the module (the
+ * cache's key), computed without loading the plugin. -1 without one. */
 KIS_HIDDEN int wasm_jit_id(char *buf, size_t len);
 KIS_HIDDEN void wasm_jit_module_free(struct wasm_jit_module *jm);
 /* The native entries of defined function i: typed, and over slots. */

@@ -314,8 +314,10 @@ static int read_symbols(struct obj *o)
 			y->kind = SYM_BAD; /* absolute, common, or in a section not loaded */
 			y->bad = WASM_ELF_E_SYMBOL;
 		} else if (ELF64_ST_TYPE(y->s.st_info) == STT_TLS ||
+			   ELF64_ST_TYPE(y->s.st_info) == STT_GNU_IFUNC ||
 			   y->s.st_value > o->secs[x].h.sh_size) {
-			return fail(o, WASM_ELF_E_SYMBOL, "symbol %u lies outside its section", i);
+			return fail(o, WASM_ELF_E_SYMBOL,
+				    "symbol %u is TLS, an IFUNC or outside its section", i);
 		} else {
 			y->kind = SYM_INTERNAL; /* off: once laid out */
 		}

@@ -45,11 +45,12 @@ def compiled(store, tmp_path_factory):
     for f in shared.glob("*.o"):
         shutil.copy(f, mine / f.name)
         os.chmod(mine / f.name, 0o600)
+    before = list(tier.ENGINE)
     tier.ENGINE[:] = ["--wasm-engine", "compiler"]
     try:
         yield
     finally:
-        tier.ENGINE[:] = []
+        tier.ENGINE[:] = before
         for f in mine.glob("*.o"):
             shutil.copy(f, shared / f.name)
 
