@@ -50,6 +50,9 @@
 #define IMAGE_MAX (1ull << 30)
 #define PAGE 4096u
 #define STUB_BYTES 8u
+/* Where the check pretends the image lies: where mmap puts one in a
+ * 64-bit process (below the stack, above 4 GiB). */
+#define CHECK_BASE 0x7f0000000000ull
 
 struct wasm_jit_module {
 	uint8_t *map;
@@ -361,8 +364,10 @@ static int reloc_kind(uint32_t type, unsigned *width, bool *got, bool *pcrel)
 }
 
 /* Every relocation section of a loaded one: checked; with apply false the
- * GOT slots and stubs it needs are counted, with apply true it is done. */
-static int relocate(struct obj *o, uint8_t *img, bool apply)
+ * GOT slots and stubs it needs are counted, with apply true it is done for
+ * an image at base (written into img, or only computed and range-checked
+ * when img is NULL: the check). */
+static int relocate(struct obj *o, uint64_t base, uint8_t *img, bool apply)
 {
 	for (uint32_t i = 1; i < o->nsecs; i++) {
 		const Elf64_Shdr *rh = &o->secs[i].h;
@@ -416,7 +421,6 @@ static int relocate(struct obj *o, uint8_t *img, bool apply)
 				}
 				continue;
 			}
-			uint64_t base = (uint64_t)(uintptr_t)img;
 			uint64_t S = y->kind == SYM_EXTERNAL ? (uint64_t)(uintptr_t)fixed[y->ext].addr
 							     : base + y->off;
 			uint64_t P = base + t->at + r.r_offset;
@@ -428,9 +432,10 @@ static int relocate(struct obj *o, uint8_t *img, bool apply)
 				v = base + o->stubs_at + (uint64_t)y->stub * STUB_BYTES + A - P;
 			else
 				v = S + A - (pcrel ? P : 0);
-			uint8_t *place = img + t->at + r.r_offset;
+			uint8_t *place = img ? img + t->at + r.r_offset : NULL;
 			if (width == 8) {
-				memcpy(place, &v, 8);
+				if (place)
+					memcpy(place, &v, 8);
 				continue;
 			}
 			bool fits = type == R_X86_64_32 ? v <= UINT32_MAX
@@ -439,7 +444,8 @@ static int relocate(struct obj *o, uint8_t *img, bool apply)
 				return fail(o, WASM_ELF_E_RELOC_RANGE, "type %u at offset %llu of section %u",
 					    type, (unsigned long long)r.r_offset, rh->sh_info);
 			uint32_t v32 = (uint32_t)v;
-			memcpy(place, &v32, 4);
+			if (place)
+				memcpy(place, &v32, 4);
 		}
 	}
 	return 0;
@@ -447,7 +453,7 @@ static int relocate(struct obj *o, uint8_t *img, bool apply)
 
 /* The module's entries: f<i> (typed) and w<i> (over slots), i < n, each
  * once, in executable code. n == UINT32_MAX: as many as the object has. */
-static int find_entries(struct obj *o, uint8_t *img, uint32_t n, void **fns, void **wraps)
+static int find_entries(struct obj *o, uint64_t base, uint32_t n, void **fns, void **wraps)
 {
 	uint32_t nf = 0, nw = 0, maxi = 0;
 	for (uint32_t i = 1; i < o->nsyms; i++) {
@@ -471,7 +477,7 @@ static int find_entries(struct obj *o, uint8_t *img, uint32_t n, void **fns, voi
 		void **slot = nm[0] == 'f' ? &fns[idx] : &wraps[idx];
 		if (*slot)
 			return fail(o, WASM_ELF_E_FUNCS, "'%.32s' is defined twice", nm);
-		*slot = img + y->off;
+		*slot = (void *)(uintptr_t)(base + y->off);
 		if (nm[0] == 'f')
 			nf++;
 		else
@@ -516,7 +522,7 @@ int wasm_jit_elf_load(const uint8_t *b, size_t len, uint32_t nfuncs, bool exec,
 		goto out;
 	}
 	if ((rc = read_sections(&o)) < 0 || (rc = read_symbols(&o)) < 0 ||
-	    (rc = relocate(&o, NULL, false)) < 0 || (rc = layout(&o)) < 0)
+	    (rc = relocate(&o, 0, NULL, false)) < 0 || (rc = layout(&o)) < 0)
 		goto out;
 	for (uint32_t i = 1; i < o.nsyms; i++)
 		if (o.syms[i].kind == SYM_INTERNAL)
@@ -531,6 +537,15 @@ int wasm_jit_elf_load(const uint8_t *b, size_t len, uint32_t nfuncs, bool exec,
 		rc = fail(&o, WASM_ELF_E_NOMEM, "entry tables");
 		goto out;
 	}
+	if (!exec) {
+		/* The check: the whole link computed for an image where mmap
+		 * would put one, nothing mapped or written (a fresh page costs
+		 * ~80 us to fault in here: the engine checks before each run) */
+		rc = relocate(&o, CHECK_BASE, NULL, true);
+		if (rc == 0)
+			rc = find_entries(&o, CHECK_BASE, nfuncs, jm->fns, jm->wraps);
+		goto out;
+	}
 	img = mmap(NULL, o.size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (img == MAP_FAILED) {
 		rc = fail(&o, WASM_ELF_E_MAP, "cannot map %llu bytes: %s",
@@ -539,8 +554,26 @@ int wasm_jit_elf_load(const uint8_t *b, size_t len, uint32_t nfuncs, bool exec,
 	}
 	jm->map = img;
 	jm->map_len = o.size;
+	/* The pages written next (code, stubs, constants, GOT: all bounded by
+	 * the file's size) made present in one call rather than one fault
+	 * each (MADV_POPULATE_WRITE, Linux 5.14; on an older kernel they
+	 * fault in as written). The writable region (bss, which a hostile
+	 * file may make huge) is left to fault in if used. */
+	madvise(img, o.rx_len + o.r_len, MADV_POPULATE_WRITE);
 	/* int3 wherever the code region holds no code */
-	memset(img, 0xcc, o.rx_len);
+	uint64_t at = 0;
+	for (uint32_t i = 1; i <= o.nsecs; i++) {
+		const struct sec *s = i < o.nsecs ? &o.secs[i] : NULL;
+		if (s && !(s->load && (s->h.sh_flags & SHF_EXECINSTR)))
+			continue;
+		uint64_t to = s ? s->at : o.stubs_at;
+		if (to > at)
+			memset(img + at, 0xcc, to - at);
+		if (s)
+			at = s->at + s->h.sh_size;
+	}
+	uint64_t stubs_end = o.stubs_at + (uint64_t)o.nstubs * STUB_BYTES;
+	memset(img + stubs_end, 0xcc, o.rx_len - stubs_end);
 	for (uint32_t i = 1; i < o.nsecs; i++) {
 		const struct sec *s = &o.secs[i];
 		if (s->load && s->h.sh_type == SHT_PROGBITS)
@@ -568,15 +601,14 @@ int wasm_jit_elf_load(const uint8_t *b, size_t len, uint32_t nfuncs, bool exec,
 			st[0] = 0xff;
 			st[1] = 0x25;
 			memcpy(st + 2, &d32, 4);
+			st[6] = st[7] = 0xcc;
 		}
 	}
-	if ((rc = relocate(&o, img, true)) < 0 || (rc = find_entries(&o, img, nfuncs, jm->fns, jm->wraps)) < 0)
+	uint64_t base = (uint64_t)(uintptr_t)img;
+	if ((rc = relocate(&o, base, img, true)) < 0 ||
+	    (rc = find_entries(&o, base, nfuncs, jm->fns, jm->wraps)) < 0)
 		goto out;
 	jm->n = nfuncs == UINT32_MAX ? 0 : nfuncs;
-	if (!exec) {
-		rc = 0; /* checked only */
-		goto out;
-	}
 	/* Written: now read-execute code and read-only constants and GOT. */
 	if (mprotect(img, o.rx_len, PROT_READ | PROT_EXEC) < 0 ||
 	    (o.r_len && mprotect(img + o.r_at, o.r_len, PROT_READ) < 0)) {
