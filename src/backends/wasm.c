@@ -59,7 +59,7 @@ static void wasm_probe(const struct kis_ctx *ctx, struct kis_caps *c)
 	/* The engines this build has, in the order auto prefers them. The
 	 * compiler (LLVM, src/wasm/jit_llvm.c, its code linked by jit_elf.c)
 	 * first where its plugin is installed: auto takes it for a module
-	 * whose code the store has cached (linked in well under a ms, no
+	 * whose code the store has cached (linked in ~0.3 ms here, no
 	 * LLVM) or that is small enough to compile on its first run
 	 * (KIS_WASM_AUTO_COMPILE_MAX), and the interpreter for a larger one
 	 * until a run asks for the compiler (docs/wasm.md, "Which engine"). */
