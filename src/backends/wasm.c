@@ -670,6 +670,17 @@ static void explain(const struct kis_plan *pl, const struct child_status *st,
 		set_detail(res, "trap: %s", kis_wasm_trap_message(o->trap));
 }
 
+/* Cached object code, released however wasm_run returns. */
+struct cached_code {
+	uint8_t *obj;
+	size_t len;
+};
+
+static void cached_release(struct cached_code *c)
+{
+	wasm_code_cache_free(c->obj, c->len);
+}
+
 static int wasm_run(struct kis_plan *pl, struct kis_result *res, struct kis_error **err)
 {
 	if (!pl->workspace)
@@ -715,18 +726,23 @@ static int wasm_run(struct kis_plan *pl, struct kis_result *res, struct kis_erro
 	struct child_ctx cc = {.pl = pl, .bytes = bytes, .len = len, .st = st, .landlock_fd = -1};
 	/* The compiler's cache: code made for this module before, and room
 	 * for what a compile makes now (pages cost only once written). */
-	_cleanup_free_ uint8_t *cached = NULL;
+	_cleanup_(cached_release) struct cached_code cached = {NULL, 0};
 	struct kis_store *store = NULL;
 	const char *root = NULL;
 	bool is_auto = !strcmp(pl->engine, "auto");
 	cc.mode = !strcmp(pl->engine, "compiler") ? KIS_WASM_COMPILE : KIS_WASM_INTERPRET;
 	if (cc.mode == KIS_WASM_COMPILE || is_auto) {
 		struct kis_error *se = NULL;
-		if (kis_store_open(pl->store_root, &store, &se) == 0)
+		/* the engine opened (and swept) this store already: a second
+		 * sweep cost a cached run ~1 ms (flock, getdents of sessions
+		 * and owners) */
+		if (kis_store_open_again(pl->store_root, &store, &se) == 0)
 			root = kis_store_root(store);
 		kis_error_free(se);
-		if (root && wasm_code_cache_get(root, bytes, len, &cached, &cc.cached_len) == 0)
-			cc.cached = cached;
+		if (root && wasm_code_cache_get(root, bytes, len, &cached.obj, &cached.len) == 0) {
+			cc.cached = cached.obj;
+			cc.cached_len = cached.len;
+		}
 		/* auto: compiled when that costs no compile (cached) or a
 		 * short one; a module that fails to compile runs interpreted */
 		if (is_auto)

@@ -235,7 +235,7 @@ static int instantiate(struct file_run *r, struct kis_wasm_module *m, struct kis
 		kis_wasm_store_use_cached_code(r->store, cached, cached_len);
 	int rc = kis_wasm_instantiate(r->store, m, resolve, r, inst, trap, &err);
 	kis_wasm_store_use_cached_code(r->store, NULL, 0);
-	free(cached);
+	wasm_code_cache_free(cached, cached_len);
 	r->cur = NULL;
 	if (rc < 0) {
 		snprintf(msg, msglen, "%s", err && err->message ? err->message : "instantiation failed");
