@@ -23,13 +23,13 @@ PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 LLVM_CONFIG ?= llvm-config-14
 LLVM_CFLAGS := $(patsubst -I%,-isystem %,$(filter -I%,$(shell $(LLVM_CONFIG) --cflags 2>/dev/null)))
 LLVM_LIBS   := $(shell $(LLVM_CONFIG) --ldflags --libs 2>/dev/null) -lm -lpthread
-PKG_LIBS    += -ldl
+PKG_LIBS    += -ldl -lm
 # The CLI links Debian's jansson and libseccomp archives (the agent's own,
 # which is static anyway) and only libc dynamically: every run execs kis,
 # and on this PVM guest each shared object the loader maps costs its
 # mmaps, mprotects and relocations again (docs/performance.md: 0.5 to 0.8
 # ms of CPU per exec). libc stays shared: kis dlopens its JIT plugin.
-CLI_LIBS    := -Wl,-Bstatic $(shell pkg-config --libs $(PKGS) 2>/dev/null) -Wl,-Bdynamic -ldl
+CLI_LIBS    := -Wl,-Bstatic $(shell pkg-config --libs $(PKGS) 2>/dev/null) -Wl,-Bdynamic -ldl -lm
 
 WARN := -Wall -Wextra -Werror -Wshadow -Wmissing-prototypes -Wstrict-prototypes \
         -Wformat=2 -Wformat-nonliteral -Wswitch-default -Wswitch-enum \

@@ -207,7 +207,7 @@ run_one() { # $1 prog, $2 engine, $3 args, $4 stdin: appends "prog engine second
 	# shellcheck disable=SC2086
 	case $2 in
 	native) (cd "$W" && "$WORK/bin/$m.native" $3) < "$in" > "$OUT/out" 2>/dev/null ;;
-	kis) "$KIS" sandbox run --tier wasm --workspace "$WS" -- "$m.wasm" $3 < "$in" \
+	kis) "$KIS" sandbox run --tier wasm --wasm-engine interpreter --workspace "$WS" -- "$m.wasm" $3 < "$in" \
 		> "$OUT/out" 2>/dev/null ;;
 	node) $NODE "$NODE_RUN" "$W" "$m.wasm" $3 < "$in" > "$OUT/out" 2>/dev/null ;;
 	jit1) # a module no run has seen: its compile is in the time
@@ -322,7 +322,7 @@ echo "start to exit of a WASI hello world ($STARTUP_N interleaved runs; ratio to
 echo "the process tier running the native one is the engine's own floor):"
 cc -std=gnu11 -O2 -Wall -Wextra -Werror -o "$BUILD/bench/startup" bench/startup.c
 set -- "native hello=$WORK/bin/hello.native" \
-	"kis --tier wasm=$KIS sandbox run --tier wasm --workspace $WS -- hello.wasm" \
+	"kis --tier wasm, interpreter=$KIS sandbox run --tier wasm --wasm-engine interpreter --workspace $WS -- hello.wasm" \
 	"kis --tier process=$KIS sandbox run --tier process --allow-process-tier --workspace $WS -- $WORK/bin/hello.native"
 [ $HAVE_JIT = 1 ] && set -- "$@" \
 	"kis --tier wasm, compiler=$KIS sandbox run --tier wasm --wasm-engine compiler --workspace $WS -- hello.wasm"

@@ -30,8 +30,10 @@ wasm-spec-json:
 	  fi; \
 	done
 
-# Every script runs twice: interpreted, then compiled (src/wasm/jit_llvm.c,
-# kis-wasm-spectest --engine compiler), with the same known failures.
+# Every script runs three times: interpreted, then compiled (src/wasm/jit_llvm.c,
+# kis-wasm-spectest --engine compiler) on a cold code cache, then linked
+# from that cache by our own loader (src/wasm/jit_elf.c; --expect-cached
+# fails a module that was compiled again), with the same known failures.
 # Without wabt or the spec tests this is a skip that says why, as for any
 # test that needs a package.
 check-wasm: $(SPECTEST)
@@ -42,8 +44,13 @@ check-wasm: $(SPECTEST)
 	else \
 	  $(MAKE) --no-print-directory wasm-spec-json && \
 	  $(SPECTEST) --known-failures $(WASM_KNOWN_FAILURES) $(BUILD)/spectest/*.json && \
-	  echo "check-wasm: the same scripts compiled (--engine compiler)" && \
-	  $(SPECTEST) --engine compiler --known-failures $(WASM_KNOWN_FAILURES) $(BUILD)/spectest/*.json; \
+	  echo "check-wasm: the same scripts compiled (--engine compiler), cold code cache" && \
+	  rm -rf $(BUILD)/spectest-code && mkdir -m 0700 $(BUILD)/spectest-code && \
+	  $(SPECTEST) --engine compiler --code-cache $(BUILD)/spectest-code \
+	    --known-failures $(WASM_KNOWN_FAILURES) $(BUILD)/spectest/*.json && \
+	  echo "check-wasm: the same scripts linked from the code cache" && \
+	  $(SPECTEST) --engine compiler --code-cache $(BUILD)/spectest-code --expect-cached \
+	    --known-failures $(WASM_KNOWN_FAILURES) $(BUILD)/spectest/*.json; \
 	fi
 
 # libFuzzer over decode + validate + instantiate + run (clang only). The
@@ -61,6 +68,32 @@ $(BUILD)/fuzz/exec.o: src/wasm/exec.c $(wildcard src/wasm/*.h)
 $(WASM_FUZZ): $(WASM_FUZZ_SRCS) $(BUILD)/fuzz/exec.o $(wildcard src/wasm/*.h)
 	@mkdir -p $(dir $@)
 	clang $(WASM_FUZZ_FLAGS) -fsanitize=fuzzer -O1 -o $@ $(filter-out src/wasm/jit_llvm.c,$(WASM_FUZZ_SRCS)) $(BUILD)/fuzz/exec.o -ldl
+
+# The differential test as a fuzz target: each input module runs in both
+# engines, whose traps, results and memory must agree (tests/wasm/
+# fuzz_wasm_diff.c). No ASan: compiled code runs on a stack of its own
+# (jit_rt.c), which ASan does not follow; UBSan watches the runtime. The
+# compiler is the build's plugin (build/libkis-jit.so, found beside the
+# binary's directory).
+WASM_DIFF_FUZZ := $(BUILD)/fuzz/fuzz-wasm-diff
+WASM_DIFF_FLAGS := -std=gnu11 -D_GNU_SOURCE -g -Iinclude -Isrc \
+	-fsanitize=fuzzer-no-link,undefined -fno-sanitize-recover=all
+$(BUILD)/fuzz/diff-exec.o: src/wasm/exec.c $(wildcard src/wasm/*.h)
+	@mkdir -p $(dir $@)
+	clang $(WASM_DIFF_FLAGS) -O0 -c $< -o $@
+$(WASM_DIFF_FUZZ): tests/wasm/fuzz_wasm_diff.c $(BUILD)/fuzz/diff-exec.o $(wildcard src/wasm/*.c src/wasm/*.h) | $(JIT_PLUGIN)
+	@mkdir -p $(dir $@)
+	clang $(WASM_DIFF_FLAGS) -fsanitize=fuzzer -O1 -o $@ tests/wasm/fuzz_wasm_diff.c \
+	  $(filter-out src/wasm/exec.c src/wasm/jit_llvm.c,$(wildcard src/wasm/*.c)) src/core/error.c \
+	  $(BUILD)/fuzz/diff-exec.o -ldl -lm
+
+.PHONY: fuzz-wasm-diff
+fuzz-wasm-diff: $(WASM_DIFF_FUZZ)
+	@$(MAKE) --no-print-directory wasm-spec-json
+	@mkdir -p $(BUILD)/fuzz/diff-corpus
+	cp -n $(BUILD)/spectest/*.wasm $(BUILD)/fuzz/diff-corpus/ 2>/dev/null || true
+	$(WASM_DIFF_FUZZ) -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -rss_limit_mb=4096 \
+	  -timeout=30 $(BUILD)/fuzz/diff-corpus
 
 fuzz-wasm: $(WASM_FUZZ)
 	@$(MAKE) --no-print-directory wasm-spec-json
@@ -84,8 +117,11 @@ endif
 # libLLVM-14 (and to nothing of ours: it reaches the library through the
 # table jit_load.c hands it). Where an installed kis finds it:
 $(BUILD)/obj/src/wasm/jit_llvm.o: ALL_CFLAGS += $(LLVM_CFLAGS)
-$(BUILD)/obj/src/wasm/jit_load.o: ALL_CFLAGS += -DKIS_JIT_PLUGIN='"$(PREFIX)/lib/kis/libkis-jit.so"'
-$(BUILD)/asan/src/wasm/jit_load.o: BASE_CFLAGS += -DKIS_JIT_PLUGIN='"$(PREFIX)/lib/kis/libkis-jit.so"'
+# (and, for the code cache's key, the LLVM it is built with)
+JIT_LOAD_DEFS := -DKIS_JIT_PLUGIN='"$(PREFIX)/lib/kis/libkis-jit.so"' \
+	-DKIS_LLVM_VERSION='"$(shell $(LLVM_CONFIG) --version 2>/dev/null)"'
+$(BUILD)/obj/src/wasm/jit_load.o: ALL_CFLAGS += $(JIT_LOAD_DEFS)
+$(BUILD)/asan/src/wasm/jit_load.o: BASE_CFLAGS += $(JIT_LOAD_DEFS)
 $(JIT_PLUGIN): $(BUILD)/obj/src/wasm/jit_llvm.o
 	$(CC) -shared $(HARD_LDFLAGS) -Wl,-z,defs -o $@ $< $(LLVM_LIBS)
 

@@ -19,6 +19,10 @@ struct kis_store;
  * Opening also reclaims what a killed command left behind (half-made
  * clones, half-destroyed workspaces and their references). */
 KIS_API int kis_store_open(const char *root, struct kis_store **out, struct kis_error **err);
+/* The same without the reclaiming, for a second open within a command
+ * whose first open swept already (the wasm tier's code cache). */
+KIS_API int kis_store_open_again(const char *root, struct kis_store **out,
+				 struct kis_error **err);
 KIS_API void kis_store_free(struct kis_store *s);
 KIS_API const char *kis_store_root(const struct kis_store *s);
 

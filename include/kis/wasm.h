@@ -119,7 +119,16 @@ KIS_API int kis_wasm_compiler_available(void);
 /* Load the compiler now (a plugin, libkis-jit.so, and LLVM): a caller
  * that confines its file access later loads it first. Idempotent. */
 KIS_API int kis_wasm_compiler_load(struct kis_error **err);
+/* on: KIS_WASM_INTERPRET (0), KIS_WASM_COMPILE (1), or
+ * KIS_WASM_COMPILE_OR_INTERPRET (2): compile where the compiler starts and
+ * takes the module, and run interpreted where not (wasm.engine auto). */
+enum { KIS_WASM_INTERPRET, KIS_WASM_COMPILE, KIS_WASM_COMPILE_OR_INTERPRET };
 KIS_API int kis_wasm_store_use_compiler(struct kis_wasm_store *s, int on, struct kis_error **err);
+/* wasm.engine auto in the wasm tier: a module with no compiled code in the
+ * store's cache is compiled on its first run only up to this size (LLVM at
+ * -O1 takes ~8 ms per KiB here: 1 s); a larger one runs interpreted until
+ * a run with wasm.engine compiler fills the cache. */
+#define KIS_WASM_AUTO_COMPILE_MAX (128u << 10)
 /* fn runs each time a module's machine code has been made and mapped
  * (read-execute) in s, before any of it runs, with the object code it was
  * linked from and whether that came from kis_wasm_store_use_cached_code:
@@ -130,8 +139,12 @@ KIS_API void kis_wasm_store_on_compiled(struct kis_wasm_store *s,
 						   int from_cache),
 					void *user);
 /* Object code made before for the next module s compiles (only ever from
- * a cache the caller trusts: it runs as is); one that does not link is
- * ignored and the module compiled. obj must stay valid until then. */
+ * a cache the caller trusts: it runs as is), linked without LLVM
+ * (src/wasm/jit_elf.c). Given before kis_wasm_store_use_compiler, that
+ * does not load the compiler; one refused at instantiation (corrupt, or
+ * another module's) is compiled anew if the compiler is loaded
+ * (kis_wasm_compiler_load), else the instantiation fails naming why. obj
+ * must stay valid until then. */
 KIS_API void kis_wasm_store_use_cached_code(struct kis_wasm_store *s, const uint8_t *obj,
 					    size_t len);
 /* What compiled code depends on besides the module (compiler and LLVM

@@ -56,15 +56,15 @@ static void wasm_probe(const struct kis_ctx *ctx, struct kis_caps *c)
 	if (fd >= 0)
 		close((int)fd);
 	c->present = true;
-	/* The engines this build has, in the order auto prefers them: auto
-	 * takes the first. The compiler (LLVM, src/wasm/jit_llvm.c) passes
-	 * the whole spec suite but comes second for now: its first run of a
-	 * module compiles inside the run's wall-clock limit (seconds for a few
-	 * hundred KB on this machine) and its SIMD runs through simd.c;
-	 * a run gets it by asking (--wasm-engine compiler). Swapping the two
-	 * words makes it auto's choice (docs/wasm.md, "The compiler"). */
+	/* The engines this build has, in the order auto prefers them. The
+	 * compiler (LLVM, src/wasm/jit_llvm.c, its code linked by jit_elf.c)
+	 * first where its plugin is installed: auto takes it for a module
+	 * whose code the store has cached (linked in ~0.3 ms here, no
+	 * LLVM) or that is small enough to compile on its first run
+	 * (KIS_WASM_AUTO_COMPILE_MAX), and the interpreter for a larger one
+	 * until a run asks for the compiler (docs/wasm.md, "Which engine"). */
 	snprintf(c->engines, sizeof(c->engines), "%s",
-		 kis_wasm_compiler_available() ? "interpreter compiler" : "interpreter");
+		 kis_wasm_compiler_available() ? "compiler interpreter" : "interpreter");
 	c->cow = true;     /* workspaces from the store */
 	c->seccomp = true; /* the interpreter's process */
 	c->net_modes = 1u << KIS_NET_OFF;
@@ -81,7 +81,7 @@ struct kis_plan {
 	char *module;      /* path of the module relative to the workspace */
 	char *workspace;   /* host path, NULL in the early plan */
 	bool preopen;      /* the workspace is the module's fd 3 ("/") */
-	const char *engine; /* "interpreter" or "compiler" */
+	const char *engine; /* "interpreter", "compiler" or "auto" (wasm_run decides) */
 	char *store_root;   /* the command's store (NULL: the default): the code cache's */
 	struct kis_limits limits;
 	struct kis_io io;
@@ -135,13 +135,15 @@ static bool has_word(const char *list, const char *w)
 	return false;
 }
 
-/* wasm.engine: auto is the best engine present; a named one must be
- * present, or the run is refused by name rather than run by another. */
+/* wasm.engine: auto is the interpreter where the compiler is absent, and
+ * else decided per run (wasm_run: the module's size and the cache); a
+ * named one must be present, or the run is refused by name rather than
+ * run by another. */
 static int pick_engine(const struct kis_caps *caps, enum kis_wasm_engine want,
 		       const char **out, struct kis_error **err)
 {
 	if (want == KIS_WASM_ENGINE_AUTO) {
-		*out = !strncmp(caps->engines, "compiler", 8) ? "compiler" : "interpreter";
+		*out = !strncmp(caps->engines, "compiler", 8) ? "auto" : "interpreter";
 		return 0;
 	}
 	const char *name = kis_wasm_engine_name(want);
@@ -245,6 +247,13 @@ static char *wasm_describe(const struct kis_plan *pl)
 						     pl->mounts[i].target, "read_only",
 						     pl->mounts[i].ro));
 	json_object_set_new(o, "mount_preopens", pre);
+	if (!strcmp(pl->engine, "auto"))
+		json_object_set_new(o, "auto_engine",
+				    json_pack("{s:s, s:i, s:s}", "compiler",
+					      "if the store has this module's compiled code, or it "
+					      "is at most compile_max bytes (compiled then)",
+					      "compile_max", (int)KIS_WASM_AUTO_COMPILE_MAX, "interpreter",
+					      "otherwise"));
 	char *s = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
 	json_decref(o);
 	return s;
@@ -259,6 +268,7 @@ struct child_status {
 	volatile int cancelled;  /* the parent asked to stop (SIGUSR1) */
 	volatile pid_t pid;      /* the child, once its handlers are in place */
 	int load_failed;         /* the module could not be loaded or linked */
+	int code_refused;        /* the cached code was refused; it ran interpreted */
 	struct kis_wasi_outcome out;
 };
 
@@ -272,6 +282,7 @@ struct code_out {
 
 struct child_ctx {
 	const struct kis_plan *pl;
+	int mode; /* KIS_WASM_INTERPRET, _COMPILE or _COMPILE_OR_INTERPRET (auto) */
 	const uint8_t *bytes;
 	size_t len;
 	const uint8_t *cached; /* object code from the store's cache, or NULL */
@@ -403,8 +414,10 @@ static void forbid_exec(void *user, const uint8_t *obj, size_t len, int from_cac
 {
 	struct child_ctx *c = user;
 	struct child_status *st = c->st;
+	if (!obj && !from_cache && c->cached)
+		st->code_refused = 1; /* auto: interpreted instead */
 	if (c->code) {
-		if (!from_cache && len <= c->code->cap) {
+		if (obj && !from_cache && len <= c->code->cap) {
 			memcpy(c->code->data, obj, len);
 			c->code->len = len;
 		}
@@ -433,14 +446,20 @@ static int child_main(void *vctx, struct kis_error **err)
 	 * process reach the workspace's files only. */
 	struct kis_error *e = NULL;
 	/* the compiler's plugin and LLVM, read from /usr/lib before Landlock
-	 * leaves the workspace only */
-	if (!strcmp(pl->engine, "compiler") && kis_wasm_compiler_load(&e) < 0) {
+	 * leaves the workspace only; not for cached code, which links
+	 * without them (src/wasm/jit_elf.c; the parent checked it links) */
+	bool jit = c->mode != KIS_WASM_INTERPRET;
+	/* auto: a compiler that does not start leaves the run interpreted */
+	if (jit && !c->cached && kis_wasm_compiler_load(&e) < 0 &&
+	    c->mode == KIS_WASM_COMPILE) {
 		snprintf(st->out.message, sizeof(st->out.message), "%s", e->message);
 		kis_error_free(e);
 		st->load_failed = 1;
 		st->done = 1;
 		_exit(126);
 	}
+	kis_error_free(e);
+	e = NULL;
 	if (kis_drop_caps(&e) < 0 ||
 	    (c->landlock_fd >= 0 && kis_landlock_enforce(c->landlock_fd, &e) < 0)) {
 		errno = e ? e->sys_errno : 0;
@@ -489,10 +508,12 @@ static int child_main(void *vctx, struct kis_error **err)
 	    timer_settime(g_timer, TIMER_ABSTIME, &its, NULL) < 0)
 		child_fail(st, "cannot arm the deadline");
 	st->pid = getpid(); /* signals may come now: the handlers are in place */
-	bool jit = !strcmp(pl->engine, "compiler");
 	if (jit) {
 		struct kis_error *je = NULL;
-		if (kis_wasm_store_use_compiler(g_store, 1, &je) < 0) {
+		/* first: with cached code the store loads no compiler */
+		if (c->cached)
+			kis_wasm_store_use_cached_code(g_store, c->cached, c->cached_len);
+		if (kis_wasm_store_use_compiler(g_store, c->mode, &je) < 0) {
 			kis_error_free(je);
 			errno = ENOSYS;
 			child_fail(st, "cannot start the wasm compiler");
@@ -500,8 +521,6 @@ static int child_main(void *vctx, struct kis_error **err)
 		if (prepare_forbid_exec() < 0)
 			child_fail(st, "cannot prepare the second seccomp filter");
 		kis_wasm_store_on_compiled(g_store, forbid_exec, c);
-		if (c->cached)
-			kis_wasm_store_use_cached_code(g_store, c->cached, c->cached_len);
 	}
 	if (load_seccomp(jit) < 0)
 		child_fail(st, "cannot load the seccomp filter");
@@ -651,6 +670,17 @@ static void explain(const struct kis_plan *pl, const struct child_status *st,
 		set_detail(res, "trap: %s", kis_wasm_trap_message(o->trap));
 }
 
+/* Cached object code, released however wasm_run returns. */
+struct cached_code {
+	uint8_t *obj;
+	size_t len;
+};
+
+static void cached_release(struct cached_code *c)
+{
+	wasm_code_cache_free(c->obj, c->len);
+}
+
 static int wasm_run(struct kis_plan *pl, struct kis_result *res, struct kis_error **err)
 {
 	if (!pl->workspace)
@@ -696,16 +726,31 @@ static int wasm_run(struct kis_plan *pl, struct kis_result *res, struct kis_erro
 	struct child_ctx cc = {.pl = pl, .bytes = bytes, .len = len, .st = st, .landlock_fd = -1};
 	/* The compiler's cache: code made for this module before, and room
 	 * for what a compile makes now (pages cost only once written). */
-	_cleanup_free_ uint8_t *cached = NULL;
+	_cleanup_(cached_release) struct cached_code cached = {NULL, 0};
 	struct kis_store *store = NULL;
 	const char *root = NULL;
-	if (!strcmp(pl->engine, "compiler")) {
+	bool is_auto = !strcmp(pl->engine, "auto");
+	cc.mode = !strcmp(pl->engine, "compiler") ? KIS_WASM_COMPILE : KIS_WASM_INTERPRET;
+	if (cc.mode == KIS_WASM_COMPILE || is_auto) {
 		struct kis_error *se = NULL;
-		if (kis_store_open(pl->store_root, &store, &se) == 0)
+		/* the engine opened (and swept) this store already: a second
+		 * sweep cost a cached run ~1 ms (flock, getdents of sessions
+		 * and owners) */
+		if (kis_store_open_again(pl->store_root, &store, &se) == 0)
 			root = kis_store_root(store);
 		kis_error_free(se);
-		if (root && wasm_code_cache_get(root, bytes, len, &cached, &cc.cached_len) == 0)
-			cc.cached = cached;
+		if (root && wasm_code_cache_get(root, bytes, len, &cached.obj, &cached.len) == 0) {
+			cc.cached = cached.obj;
+			cc.cached_len = cached.len;
+		}
+		/* auto: compiled when that costs no compile (cached) or a
+		 * short one; a module that fails to compile runs interpreted */
+		if (is_auto)
+			cc.mode = cc.cached || len <= KIS_WASM_AUTO_COMPILE_MAX
+					  ? KIS_WASM_COMPILE_OR_INTERPRET
+					  : KIS_WASM_INTERPRET;
+	}
+	if (cc.mode != KIS_WASM_INTERPRET) {
 		cc.code_map = len > (16u << 20) ? (1u << 30) : 64 * len + (16u << 20);
 		cc.code = root && !cc.cached
 				  ? mmap(NULL, cc.code_map, PROT_READ | PROT_WRITE,
@@ -727,10 +772,13 @@ static int wasm_run(struct kis_plan *pl, struct kis_result *res, struct kis_erro
 			ll_rw[w++] = pl->mounts[i].path;
 	}
 	if (kis_landlock_abi() > 0) {
-		/* Without a preopen the process needs no file at all. */
+		/* Without a preopen the process needs no file at all; with
+		 * one, only its directories: it execs nothing and has read the
+		 * compiler's plugin before (bare: no /usr, no /etc, which also
+		 * spared ~560 system calls of a walk of /etc per run) */
 		struct kis_landlock_opts lo = {.workspace = pl->preopen ? pl->workspace : NULL,
 					       .net = KIS_NET_OFF, .extra_ro = ll_ro,
-					       .extra_rw = ll_rw};
+					       .extra_rw = ll_rw, .bare = true};
 		struct kis_landlock_report rep;
 		struct kis_error *e = NULL;
 		if (kis_landlock_prepare(&lo, &cc.landlock_fd, &rep, &e) < 0)
@@ -778,6 +826,10 @@ static int wasm_run(struct kis_plan *pl, struct kis_result *res, struct kis_erro
 	kis_closep(&cc.landlock_fd);
 	if (r == 0)
 		explain(pl, st, res);
+	/* cached code the child refused (it passed the check here, so it is
+	 * not this module's): dropped, so the next run compiles */
+	if (r == 0 && cc.cached && st->done && (st->load_failed || st->code_refused))
+		wasm_code_cache_drop(root, bytes, len);
 	munmap(st, sizeof(*st));
 	if (cc.code) {
 		/* the next run of this module links this instead of compiling;

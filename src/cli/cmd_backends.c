@@ -9,6 +9,7 @@
 
 #include "cli.h"
 #include "kis/store.h"
+#include "kis/wasm.h"
 
 static void net_modes(unsigned bits, char *buf, size_t n)
 {
@@ -150,7 +151,12 @@ int cmd_backends(int argc, char **argv)
 		       yes_no(c.present && c.tty), yes_no(c.present && c.mounts), disk,
 		       c.accel[0] ? c.accel : "-", c.present ? "available" : c.why_absent);
 	}
-	if (!json && wasm_engines[0])
+	if (!json && wasm_engines[0] && !strncmp(wasm_engines, "compiler", 8))
+		printf("\nwasm engines: %s (wasm.engine auto: the compiler for a module whose code "
+		       "the store has cached, or of at most %u KiB, compiled on its first run; the "
+		       "interpreter for a larger one until a run asks for the compiler)\n",
+		       wasm_engines, KIS_WASM_AUTO_COMPILE_MAX >> 10);
+	else if (!json && wasm_engines[0])
 		printf("\nwasm engines: %s (wasm.engine auto takes the first)\n", wasm_engines);
 	if (!json && guest.assets)
 		printf("\nmicrovm guest: %s (%s%s)\n", guest.assets, kis_guest_source_name(guest.source),

@@ -97,6 +97,8 @@ struct kis_landlock_opts {
 	const char *const *extra_rw;    /* read-write, NULL-terminated (or NULL) */
 	enum kis_net_mode net;          /* off: every TCP bind/connect denied */
 	bool allow_proc;                /* read-only /proc (ptrace checks still apply) */
+	bool bare;                      /* no system view (/usr, /etc, ...): only the
+					 * paths above (a process that execs nothing) */
 	unsigned required;              /* KIS_LL_* the caller cannot do without */
 };
 

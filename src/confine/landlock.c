@@ -360,12 +360,13 @@ int kis_landlock_prepare(const struct kis_landlock_opts *o, int *fd_out,
 		rep->enforced |= KIS_LL_NET_TCP;
 
 	uint64_t h = attr.handled_access_fs;
-	for (size_t i = 0; i < kis_sysview_n_dirs; i++)
+	for (size_t i = 0; !o->bare && i < kis_sysview_n_dirs; i++)
 		if (strcmp(kis_sysview_dirs[i], "/etc"))
 			TRY(add_path_rule(rs, kis_sysview_dirs[i], R_RX, h, false, err));
-	for (size_t i = 0; i < ARRAY_SIZE(system_rules); i++)
+	for (size_t i = 0; !o->bare && i < ARRAY_SIZE(system_rules); i++)
 		TRY(add_path_rule(rs, system_rules[i].path, system_rules[i].rights, h, false, err));
-	TRY(add_etc(rs, h, err));
+	if (!o->bare)
+		TRY(add_etc(rs, h, err));
 	if (o->allow_proc)
 		TRY(add_path_rule(rs, "/proc", R_RO, h, false, err));
 	TRY(add_list(rs, o->extra_ro, R_RX, h, err));

@@ -205,6 +205,11 @@ int kis_store_open(const char *root, struct kis_store **out, struct kis_error **
 	return store_open_impl(root, true, out, err);
 }
 
+int kis_store_open_again(const char *root, struct kis_store **out, struct kis_error **err)
+{
+	return store_open_impl(root, false, out, err);
+}
+
 int store_open_nosweep(const char *root, struct kis_store **out, struct kis_error **err)
 {
 	return store_open_impl(root, false, out, err);

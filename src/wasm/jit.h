@@ -14,7 +14,7 @@
 
 /* Bumped whenever the generated code or the layout it reads changes: part
  * of the cache key of compiled code. */
-#define WASM_JIT_VERSION 3u
+#define WASM_JIT_VERSION 4u
 
 /* What compiled code of one instance reads, through the pointer every
  * compiled function takes first. The generator (jit_llvm.c) addresses the
@@ -49,7 +49,8 @@ struct wasm_jit_store {
 #define WASM_JIT_STACK_BYTES (8u << 20)
 #define WASM_JIT_STACK_MARGIN (256u << 10)
 
-/* Runtime helpers the generated code calls (jit_rt.c), by these names. */
+/* Runtime helpers the generated code calls (jit_rt.c), by these names:
+ * with WASM_JIT_LIBC, all that compiled code may link to (jit_elf.c). */
 #define WASM_JIT_HELPERS(X)                 \
 	X(wasm_jit_rt_trap)                 \
 	X(wasm_jit_rt_call)                 \
@@ -65,6 +66,21 @@ struct wasm_jit_store {
 	X(wasm_jit_rt_table_grow)           \
 	X(wasm_jit_rt_table_fill)           \
 	X(wasm_jit_rt_simd)
+
+/* The C library functions LLVM's code generator calls for some IR (a
+ * zeroing loop becomes memset, rounding without SSE4.1 a libm call). */
+#define WASM_JIT_LIBC(X) \
+	X(memset)        \
+	X(memcpy)        \
+	X(memmove)       \
+	X(nearbyint)     \
+	X(nearbyintf)    \
+	X(ceil)          \
+	X(ceilf)         \
+	X(floor)         \
+	X(floorf)        \
+	X(trunc)         \
+	X(truncf)
 
 KIS_HIDDEN __attribute__((noreturn)) void wasm_jit_rt_trap(struct wasm_jit_ctx *c, uint32_t kind);
 KIS_HIDDEN void wasm_jit_rt_call(struct wasm_jit_ctx *c, struct kis_wasm_func *f, uint64_t *io);
@@ -88,7 +104,7 @@ KIS_HIDDEN void wasm_jit_rt_simd(struct wasm_jit_ctx *c, const uint32_t *words, 
 				 uint32_t nslots);
 
 /* The compiler is a plugin, libkis-jit.so (jit_llvm.c and LLVM), loaded
- * by jit_load.c only when a store compiles: linking LLVM into every program
+ * by jit_load.c only when a store compiles (cached code needs none): linking LLVM into every program
  * cost each kis command ~130 ms of start-up (libLLVM's relocations and
  * constructors). The plugin sees the host only through this table. */
 struct wasm_jit_sym {
@@ -107,9 +123,17 @@ struct wasm_jit_host {
 	size_t nsyms;
 };
 
+/* compile, module_free, lookup, object and id are the plugin's own ORC
+ * linker and cache key, no longer used by the library (it links with
+ * jit_elf.c and keys without LLVM): kept only while jit_llvm.c changes
+ * hands. */
 struct wasm_jit_plugin {
 	int (*compile)(struct kis_wasm_module *m, const uint8_t *cached, size_t cached_len,
 		       char *err, size_t errlen);
+	/* m's object code, not linked (malloc'd into *obj): what the library
+	 * links itself (jit_elf.c) and caches. 0, or -1 with err. */
+	int (*emit)(struct kis_wasm_module *m, uint8_t **obj, size_t *len, char *err,
+		    size_t errlen);
 	void (*module_free)(struct wasm_jit_module *jm);
 	int (*lookup)(struct wasm_jit_module *jm, uint32_t i, void **fn,
 		      void (**wrap)(void *, uint64_t *));
@@ -129,18 +153,23 @@ KIS_HIDDEN int wasm_jit_load(char *err, size_t errlen);
 /* Is the plugin there to load (no loading: cheap, for the probe)? */
 KIS_HIDDEN bool wasm_jit_present(void);
 
-/* The plugin's entries, through jit_load.c (each loads it if needed). */
-/* Compile every function of m (validated) to machine code.
- * Returns 0, or -1 with a message in err: a module with an instruction the
- * compiler does not handle yet is refused by name. */
+/* The library's entries for compiled code (jit_load.c). */
+/* Give m (validated) machine code: cached (an object made before for this
+ * module, linked by jit_elf.c without LLVM), or else compiled by the
+ * plugin (loaded if needed) and linked the same way. A cached object that
+ * is refused is compiled anew only if the plugin is loaded already (a
+ * caller with cached code may be confined past opening it). Returns 0, or
+ * -1 with a message in err: a module with an instruction the compiler does
+ * not handle yet is refused by name. */
 KIS_HIDDEN int wasm_jit_compile(struct kis_wasm_module *m, const uint8_t *cached,
 				size_t cached_len, char *err, size_t errlen);
 /* The object code a module's machine code was linked from, and whether it
  * came from the cache. */
 KIS_HIDDEN const uint8_t *wasm_jit_object(const struct wasm_jit_module *jm, size_t *len,
 					  bool *from_cache);
-/* "kis-jit <version> llvm <version> cpu <name> <features>": what compiled
- * code depends on besides the module (the cache's key). */
+/* "kis-jit <version> elf <format> llvm <version> plugin <size.mtime> cpu
+ * <cpuid words>": what compiled code depends on besides the module (the
+ * cache's key), computed without loading the plugin. -1 without one. */
 KIS_HIDDEN int wasm_jit_id(char *buf, size_t len);
 KIS_HIDDEN void wasm_jit_module_free(struct wasm_jit_module *jm);
 /* The native entries of defined function i: typed, and over slots. */
@@ -149,6 +178,49 @@ KIS_HIDDEN int wasm_jit_lookup(struct wasm_jit_module *jm, uint32_t i, void **fn
 /* Can this build and host compile? (The plugin loads, LLVM's native
  * target initialises.) */
 KIS_HIDDEN bool wasm_jit_supported(void);
+
+/* jit_elf.c: our linker of the compiler's object code (fresh or cached),
+ * without LLVM. Its refusals, each a name (the message says where): */
+#define WASM_ELF_ERRORS(X)                                              \
+	X(WASM_ELF_E_TRUNCATED, "truncated")                            \
+	X(WASM_ELF_E_HEADER, "bad-header")                              \
+	X(WASM_ELF_E_SECTION, "bad-section")                            \
+	X(WASM_ELF_E_TOO_BIG, "too-big")                                \
+	X(WASM_ELF_E_SYMTAB, "bad-symbol-table")                        \
+	X(WASM_ELF_E_STRING, "bad-string")                              \
+	X(WASM_ELF_E_SYMBOL, "bad-symbol")                              \
+	X(WASM_ELF_E_UNKNOWN_SYMBOL, "unknown-symbol")                  \
+	X(WASM_ELF_E_RELOC, "bad-relocation-table")                     \
+	X(WASM_ELF_E_RELOC_TYPE, "unsupported-relocation")              \
+	X(WASM_ELF_E_RELOC_OFFSET, "relocation-outside-section")        \
+	X(WASM_ELF_E_RELOC_RANGE, "relocation-out-of-range")            \
+	X(WASM_ELF_E_FUNCS, "functions-mismatch")                       \
+	X(WASM_ELF_E_MAP, "cannot-map")                                 \
+	X(WASM_ELF_E_NOMEM, "out-of-memory")
+enum wasm_elf_error {
+	WASM_ELF_OK,
+#define E(e, s) e,
+	WASM_ELF_ERRORS(E)
+#undef E
+};
+/* Format of what the loader takes: part of the cache's key. */
+#define WASM_JIT_ELF_FORMAT 1u
+KIS_HIDDEN const char *wasm_elf_strerror(int e);
+/* Link obj (an x86-64 ET_REL object of the compiler's) for a module of
+ * nfuncs defined functions (UINT32_MAX: as many as it defines), resolving
+ * externals against WASM_JIT_HELPERS and WASM_JIT_LIBC only. exec: map its
+ * code read-execute into *out; else check only (the whole link is done in
+ * read-write memory and dropped). 0, or -WASM_ELF_E_... with err. */
+KIS_HIDDEN int wasm_jit_elf_load(const uint8_t *obj, size_t len, uint32_t nfuncs, bool exec,
+				 struct wasm_jit_module **out, char *err, size_t errlen);
+KIS_HIDDEN void wasm_jit_elf_free(struct wasm_jit_module *jm);
+KIS_HIDDEN int wasm_jit_elf_lookup(const struct wasm_jit_module *jm, uint32_t i, void **fn,
+				   void (**wrap)(void *, uint64_t *));
+/* Keep a fresh compile's object (taking obj) for the cache. */
+KIS_HIDDEN void wasm_jit_elf_keep_object(struct wasm_jit_module *jm, uint8_t *obj, size_t len,
+					 bool from_cache);
+KIS_HIDDEN const uint8_t *wasm_jit_elf_object(const struct wasm_jit_module *jm, size_t *len,
+					      bool *from_cache);
 
 /* jit_rt.c: give a new instance its context and its functions their native
  * entries (after imports are linked, before segments and start). */

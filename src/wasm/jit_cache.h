@@ -10,9 +10,13 @@
 #include "core/util.h"
 
 /* The object code cached for module mod under this compiler and CPU:
- * 0 and *obj (malloc'd) on a hit, -1 on a miss or an untrusted file. */
+ * 0 and *obj (to release with wasm_code_cache_free) on a hit, -1 on a miss, an untrusted file, or an
+ * object our loader refuses (src/wasm/jit_elf.c: checked, not mapped). */
 KIS_HIDDEN int wasm_code_cache_get(const char *store_root, const uint8_t *mod, size_t len,
 				   uint8_t **obj, size_t *objlen);
+KIS_HIDDEN void wasm_code_cache_free(uint8_t *obj, size_t objlen);
+/* Forget what is cached for mod (refused where it was to run). */
+KIS_HIDDEN void wasm_code_cache_drop(const char *store_root, const uint8_t *mod, size_t len);
 /* Keep obj for mod (atomically replacing any old one); 0 or -1. */
 KIS_HIDDEN int wasm_code_cache_put(const char *store_root, const uint8_t *mod, size_t len,
 				   const uint8_t *obj, size_t objlen);

@@ -1915,20 +1915,10 @@ fail:
 	return -1;
 }
 
-static int plugin_compile(struct kis_wasm_module *m, const uint8_t *cached, size_t cached_len,
-			  char *err, size_t errlen)
+/* m's functions to an object file in *objp (0), or -1 with err. */
+static int generate(struct kis_wasm_module *m, LLVMMemoryBufferRef *objp, char *err,
+		    size_t errlen)
 {
-	if (m->jit)
-		return 0;
-	if (cached && cached_len) {
-		/* The caller's cache made it for this module, compiler and CPU
-		 * (jit_cache.c compares all three); one that does not link is
-		 * compiled anew. */
-		LLVMMemoryBufferRef buf = LLVMCreateMemoryBufferWithMemoryRangeCopy(
-			(const char *)cached, cached_len, "cached");
-		if (buf && link_object(m, buf, true, err, errlen) == 0)
-			return 0;
-	}
 	struct gen g = {.m = m, .err = err, .errlen = errlen};
 	g.C = LLVMContextCreate();
 	g.M = LLVMModuleCreateWithNameInContext("wasm", g.C);
@@ -2012,7 +2002,8 @@ static int plugin_compile(struct kis_wasm_module *m, const uint8_t *cached, size
 		LLVMDisposeMessage(emsg);
 		goto out;
 	}
-	rc = link_object(m, obj, false, err, errlen);
+	*objp = obj;
+	rc = 0;
 out:
 	reset_func(&g);
 	free(g.stk);
@@ -2028,6 +2019,45 @@ out:
 	return rc;
 }
 
+static int plugin_compile(struct kis_wasm_module *m, const uint8_t *cached, size_t cached_len,
+			  char *err, size_t errlen)
+{
+	if (m->jit)
+		return 0;
+	if (cached && cached_len) {
+		/* The caller's cache made it for this module, compiler and CPU
+		 * (jit_cache.c compares all three); one that does not link is
+		 * compiled anew. */
+		LLVMMemoryBufferRef buf = LLVMCreateMemoryBufferWithMemoryRangeCopy(
+			(const char *)cached, cached_len, "cached");
+		if (buf && link_object(m, buf, true, err, errlen) == 0)
+			return 0;
+	}
+	LLVMMemoryBufferRef obj = NULL;
+	if (generate(m, &obj, err, errlen) < 0)
+		return -1;
+	return link_object(m, obj, false, err, errlen);
+}
+
+/* The object code only: the library links it itself (jit_elf.c). */
+static int plugin_emit(struct kis_wasm_module *m, uint8_t **out, size_t *len, char *err,
+		       size_t errlen)
+{
+	LLVMMemoryBufferRef obj = NULL;
+	if (generate(m, &obj, err, errlen) < 0)
+		return -1;
+	*len = LLVMGetBufferSize(obj);
+	*out = malloc(*len ? *len : 1);
+	if (*out)
+		memcpy(*out, LLVMGetBufferStart(obj), *len);
+	LLVMDisposeMemoryBuffer(obj);
+	if (!*out) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	return 0;
+}
+
 __attribute__((visibility("default"))) int kis_wasm_jit_plugin_init(const struct wasm_jit_host *host,
 								 struct wasm_jit_plugin *out);
 
@@ -2039,6 +2069,7 @@ int kis_wasm_jit_plugin_init(const struct wasm_jit_host *host, struct wasm_jit_p
 		return -1;
 	H = host;
 	out->compile = plugin_compile;
+	out->emit = plugin_emit;
 	out->module_free = plugin_module_free;
 	out->lookup = plugin_lookup;
 	out->object = plugin_object;

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Loading the compiler plugin (libkis-jit.so: jit_llvm.c with LLVM) on first
- * use, and the library's entries into it. Only a process that compiles
+ * use, and the library's entries into it: the plugin only emits object
+ * code, which jit_elf.c links, so cached code needs no LLVM at all. Only a process that compiles
  * pays for LLVM: linking it into every program made each kis command start
  * ~130 ms slower (libLLVM-14's relocations and static constructors).
  *
@@ -12,11 +13,19 @@
 #include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
+#if defined(__x86_64__)
+#include <sys/platform/x86.h>
+#endif
 
 #include "wasm/jit.h"
 
+#ifndef KIS_LLVM_VERSION
+#define KIS_LLVM_VERSION "unknown"
+#endif
 #ifndef KIS_JIT_PLUGIN
 #define KIS_JIT_PLUGIN "/usr/local/lib/kis/libkis-jit.so"
 #endif
@@ -43,10 +52,14 @@ static const struct wasm_jit_host host = {
 	.nsyms = sizeof(syms) / sizeof(*syms),
 };
 
-/* The candidates, best first; n of them written. */
-static int candidates(char out[3][PATH_MAX])
+/* The candidates, best first; n of them written. The program's own path
+ * is read once (readlink of /proc costs 15 us here, and a run asks ~4
+ * times). */
+static char exe_dir[PATH_MAX];
+static pthread_once_t exe_once = PTHREAD_ONCE_INIT;
+
+static void find_exe_dir(void)
 {
-	int n = 0;
 	char exe[PATH_MAX];
 	ssize_t l = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
 	if (l > 0) {
@@ -54,9 +67,18 @@ static int candidates(char out[3][PATH_MAX])
 		char *slash = strrchr(exe, '/');
 		if (slash) {
 			*slash = 0;
-			snprintf(out[n++], PATH_MAX, "%.4000s/libkis-jit.so", exe);
-			snprintf(out[n++], PATH_MAX, "%.4000s/../libkis-jit.so", exe);
+			snprintf(exe_dir, sizeof(exe_dir), "%.4000s", exe);
 		}
+	}
+}
+
+static int candidates(char out[3][PATH_MAX])
+{
+	int n = 0;
+	pthread_once(&exe_once, find_exe_dir);
+	if (exe_dir[0]) {
+		snprintf(out[n++], PATH_MAX, "%.4000s/libkis-jit.so", exe_dir);
+		snprintf(out[n++], PATH_MAX, "%.4000s/../libkis-jit.so", exe_dir);
 	}
 	snprintf(out[n++], PATH_MAX, "%s", KIS_JIT_PLUGIN);
 	return n;
@@ -113,39 +135,117 @@ bool wasm_jit_supported(void)
 	return wasm_jit_load(NULL, 0) == 0;
 }
 
+static bool is_loaded(void)
+{
+	pthread_mutex_lock(&lock);
+	bool l = loaded;
+	pthread_mutex_unlock(&lock);
+	return l;
+}
+
 int wasm_jit_compile(struct kis_wasm_module *m, const uint8_t *cached, size_t cached_len,
 		     char *err, size_t errlen)
 {
+	if (m->jit)
+		return 0;
+	uint32_t n = m->nfuncs - m->nfunc_imports;
+	struct wasm_jit_module *jm = NULL;
+	if (cached && cached_len) {
+		/* Cached code links without LLVM. One refused (corrupt,
+		 * hostile, or another module's) is compiled anew if the
+		 * compiler is loaded already, never loaded here: a caller that
+		 * hands cached code may be confined past opening a plugin (the
+		 * wasm tier's child, under seccomp). */
+		if (wasm_jit_elf_load(cached, cached_len, n, true, &jm, err, errlen) == 0) {
+			wasm_jit_elf_keep_object(jm, NULL, 0, true);
+			m->jit = jm;
+			return 0;
+		}
+		if (!is_loaded())
+			return -1;
+	}
 	if (wasm_jit_load(err, errlen) < 0)
 		return -1;
-	return plugin.compile(m, cached, cached_len, err, errlen);
+	uint8_t *obj = NULL;
+	size_t len = 0;
+	if (plugin.emit(m, &obj, &len, err, errlen) < 0)
+		return -1;
+	if (wasm_jit_elf_load(obj, len, n, true, &jm, err, errlen) < 0) {
+		free(obj);
+		return -1;
+	}
+	wasm_jit_elf_keep_object(jm, obj, len, false);
+	m->jit = jm;
+	return 0;
 }
 
 void wasm_jit_module_free(struct wasm_jit_module *jm)
 {
-	if (jm && loaded) /* a module has code only once the plugin ran */
-		plugin.module_free(jm);
+	wasm_jit_elf_free(jm);
 }
 
 int wasm_jit_lookup(struct wasm_jit_module *jm, uint32_t i, void **fn,
 		    void (**wrap)(void *, uint64_t *))
 {
-	return jm && loaded ? plugin.lookup(jm, i, fn, wrap) : -1;
+	return wasm_jit_elf_lookup(jm, i, fn, wrap);
 }
 
 const uint8_t *wasm_jit_object(const struct wasm_jit_module *jm, size_t *len, bool *from_cache)
 {
-	if (!jm || !loaded) {
-		*len = 0;
-		*from_cache = false;
-		return NULL;
-	}
-	return plugin.object(jm, len, from_cache);
+	return wasm_jit_elf_object(jm, len, from_cache);
 }
 
+/* The CPU as LLVM's host detection sees it (its name and features come
+ * from these cpuid leaves and XCR0, llvm/lib/Support/Host.cpp): the same
+ * words, the same code. Read from what glibc's start-up gathered (the
+ * raw cpuid words, <sys/platform/x86.h>), not by cpuid: that instruction
+ * traps to the hypervisor in a VM (35 us each on this machine, a dozen
+ * leaves were 0.4 ms of a 2 ms budget). Leaf 1's EBX (APIC id, per core)
+ * is left out; XCR0 (xgetbv, not trapping) says what the OS enabled. */
+static void cpu_sig(char *buf, size_t len)
+{
+	size_t at = 0;
+	buf[0] = 0;
+#if defined(__x86_64__)
+	at += (size_t)snprintf(buf, len, "%s",
+			       __builtin_cpu_is("intel") ? "intel" : __builtin_cpu_is("amd") ? "amd" : "x86");
+	for (unsigned i = CPUID_INDEX_1; i <= CPUID_INDEX_14_ECX_0 && at < len; i++) {
+		const struct cpuid_feature *f = __x86_get_cpuid_feature_leaf(i);
+		unsigned ebx = i == CPUID_INDEX_1 ? 0 : f->cpuid_array[1];
+		at += (size_t)snprintf(buf + at, len - at, ".%x.%x.%x.%x", f->cpuid_array[0], ebx,
+				       f->cpuid_array[2], f->cpuid_array[3]);
+	}
+	const struct cpuid_feature *l1 = __x86_get_cpuid_feature_leaf(CPUID_INDEX_1);
+	if ((l1->cpuid_array[2] & (1u << 27)) && at < len) { /* OSXSAVE */
+		uint32_t lo, hi;
+		__asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+		snprintf(buf + at, len - at, ".x%x", lo);
+	}
+#else
+	snprintf(buf, len, "unknown");
+	(void)at;
+#endif
+}
+
+/* Without LLVM (a cached run never loads it): this library's compiled
+ * code contract and loader, the LLVM the plugin was built with, the plugin
+ * file itself (a rebuilt one makes new code), and the CPU. */
 int wasm_jit_id(char *buf, size_t len)
 {
-	if (wasm_jit_load(NULL, 0) < 0)
+	char c[3][PATH_MAX];
+	int n = candidates(c);
+	struct stat st;
+	int i = 0;
+	for (; i < n; i++)
+		if (stat(c[i], &st) == 0 && S_ISREG(st.st_mode) && access(c[i], R_OK) == 0)
+			break;
+	if (i == n)
 		return -1;
-	return plugin.id(buf, len);
+	char cpu[400];
+	cpu_sig(cpu, sizeof(cpu));
+	int w = snprintf(buf, len, "kis-jit %u elf %u llvm %s plugin %llu.%lld.%09ld cpu %s",
+			 WASM_JIT_VERSION, WASM_JIT_ELF_FORMAT, KIS_LLVM_VERSION,
+			 (unsigned long long)st.st_size, (long long)st.st_mtim.tv_sec,
+			 st.st_mtim.tv_nsec, cpu);
+	return w < 0 || (size_t)w >= len ? -1 : 0;
 }

@@ -156,9 +156,19 @@ int kis_wasm_compiler_load(struct kis_error **err)
 
 int kis_wasm_store_use_compiler(struct kis_wasm_store *s, int on, struct kis_error **err)
 {
-	if (on)
-		TRY(kis_wasm_compiler_load(err));
+	/* with cached code in hand, LLVM is needed only if that is refused:
+	 * not loaded now (jit_load.c: a refused one is compiled only by a
+	 * compiler loaded already) */
+	/* KIS_WASM_COMPILE_OR_INTERPRET: a compiler that cannot start or
+	 * refuses a module leaves that instance to the interpreter */
+	bool soft = on == KIS_WASM_COMPILE_OR_INTERPRET;
+	if (on && !s->cached && kis_wasm_compiler_load(soft ? NULL : err) < 0 && !soft)
+		return -1;
+	if (on && s->cached && !kis_wasm_compiler_available() && !soft)
+		return kis_error_set(err, KIS_E_PROFILE_UNSATISFIABLE, 0,
+				     "wasm.engine: the compiler (libkis-jit.so) is not installed");
 	s->compile = on != 0;
+	s->compile_or_interpret = soft;
 	return 0;
 }
 
@@ -490,11 +500,12 @@ int kis_wasm_instantiate(struct kis_wasm_store *s, const struct kis_wasm_module 
 		 * lazily filled cache, not a change of what the module means. */
 		char msg[512];
 		if (wasm_jit_compile((struct kis_wasm_module *)m, s->cached, s->cached_len, msg,
-				     sizeof(msg)) < 0)
+				     sizeof(msg)) < 0 &&
+		    !s->compile_or_interpret)
 			return kis_error_set(err, KIS_E_PROFILE_UNSATISFIABLE, 0, "%s", msg);
 		s->cached = NULL;
 		s->cached_len = 0;
-		if (s->compiled) {
+		if (s->compiled) { /* with no code (interpreted): obj NULL, len 0 */
 			size_t len;
 			bool cached;
 			const uint8_t *obj = wasm_jit_object(m->jit, &len, &cached);
@@ -537,7 +548,7 @@ int kis_wasm_instantiate(struct kis_wasm_store *s, const struct kis_wasm_module 
 		inst->elems[i].n = e->n;
 	}
 
-	if (s->compile) {
+	if (s->compile && m->jit) {
 		/* every object made: the context points at them */
 		char msg[512];
 		if (wasm_jit_instance_init(inst, msg, sizeof(msg)) < 0)

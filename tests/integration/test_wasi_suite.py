@@ -90,17 +90,28 @@ def test_wasi_suite(engine, name, store, tmp_path):
                 "--timeout", "60s", *preopen]
         for k, v in spec.get("env", {}).items():
             argv += ["--env", f"{k}={v}"]
-        p = _kis(store, *argv, "--", module, *spec.get("args", []))
-        assert p.stdout.strip(), p.stderr
-        doc = json.loads(p.stdout)
-        want = spec.get("exit_code", 0)
-        got = doc["termination"]
-        why = []
-        if got["reason"] != "exited" or got["exit_code"] != want:
-            why.append(f"ended {got}, expected exit code {want}")
-        for s in ("stdout", "stderr"):
-            if s in spec and not doc[s].startswith(spec[s]):
-                why.append(f"{s} does not start with {spec[s]!r}")
+        # The compiler runs it twice: compiled on a cold cache, then linked
+        # from the store's cache by our loader (src/wasm/jit_elf.c): the
+        # cache file must be the same one (not compiled and written again).
+        cache = Path(store) / "cache" / "wasm-code"
+        rounds = ("cold", "cached") if engine == "compiler" else ("",)
+        why, seen = [], None
+        for r in rounds:
+            p = _kis(store, *argv, "--", module, *spec.get("args", []))
+            assert p.stdout.strip(), p.stderr
+            doc = json.loads(p.stdout)
+            want = spec.get("exit_code", 0)
+            got = doc["termination"]
+            tag = f"{r}: " if r else ""
+            if got["reason"] != "exited" or got["exit_code"] != want:
+                why.append(f"{tag}ended {got}, expected exit code {want}")
+            for s in ("stdout", "stderr"):
+                if s in spec and not doc[s].startswith(spec[s]):
+                    why.append(f"{tag}{s} does not start with {spec[s]!r}")
+            files = {f.name: f.stat().st_ino for f in cache.glob("*.o")} if r else {}
+            if r == "cached":
+                assert files == seen, f"the cached run compiled again: {seen} then {files}"
+            seen = files
         deviation = DEVIATIONS.get(f"{engine}:{name}", DEVIATIONS.get(name))
         if deviation:
             assert why, f"{name} passes now under {engine}: remove it from DEVIATIONS " \

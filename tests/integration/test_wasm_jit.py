@@ -45,11 +45,12 @@ def compiled(store, tmp_path_factory):
     for f in shared.glob("*.o"):
         shutil.copy(f, mine / f.name)
         os.chmod(mine / f.name, 0o600)
+    before = list(tier.ENGINE)
     tier.ENGINE[:] = ["--wasm-engine", "compiler"]
     try:
         yield
     finally:
-        tier.ENGINE[:] = []
+        tier.ENGINE[:] = before
         for f in mine.glob("*.o"):
             shutil.copy(f, shared / f.name)
 
@@ -108,6 +109,58 @@ def test_second_run_links_the_cached_code(world):
     d = run(world, "--", "wasitest.wasm", "hello")
     assert d["stdout"] == "hello from wasm\n" and d["termination"]["reason"] == "exited"
     assert files[0].stat().st_mode & 0o777 == 0o600  # compiled anew, written again
+
+
+def test_auto_compiles_small_modules_and_links_cached_code(world):
+    """wasm.engine auto (no --wasm-engine): a small module is compiled on
+    its first run (its code appears in the store's cache); a module above
+    KIS_WASM_AUTO_COMPILE_MAX (wasitest.wasm, 276 KB) runs interpreted on a
+    cold cache (nothing cached), and once a run with the compiler has
+    cached its code, auto links that (the file is not written again)."""
+    cache = Path(world["store"]) / "cache" / "wasm-code"
+    for f in cache.glob("*.o"):
+        f.unlink()
+
+    def auto(*args):
+        p = kis("run", "--json", "--tier", "wasm", "--base", world["base"], "--", *args,
+                env={"KIS_SANDBOX_ROOT": str(world["store"])})
+        return json.loads(p.stdout)
+    d = auto("exit42.wasm")
+    assert d["termination"]["exit_code"] == 42, d
+    small = {f.name for f in cache.glob("*.o")}
+    assert len(small) == 1, small  # compiled: auto took the compiler
+    d = auto("wasitest.wasm", "hello")
+    assert d["stdout"] == "hello from wasm\n"
+    assert {f.name for f in cache.glob("*.o")} == small  # interpreted: no compile
+    d = run(world, "--", "wasitest.wasm", "hello")  # --wasm-engine compiler
+    assert d["stdout"] == "hello from wasm\n"
+    files = {f.name: f.stat().st_ino for f in cache.glob("*.o")}
+    assert len(files) == 2, files
+    d = auto("wasitest.wasm", "hello")
+    assert d["stdout"] == "hello from wasm\n"
+    assert {f.name: f.stat().st_ino for f in cache.glob("*.o")} == files
+
+
+def test_auto_runs_interpreted_when_the_cached_code_is_refused(world):
+    """A cached object that our loader refuses (its section table pointed
+    past the file) is a miss: the run compiles anew (auto: the module is
+    small), runs right and writes the entry again; the next run links it."""
+    cache = Path(world["store"]) / "cache" / "wasm-code"
+    for f in cache.glob("*.o"):
+        f.unlink()
+    d = run(world, "--", "exit42.wasm")
+    (f,) = cache.glob("*.o")
+    b = bytearray(f.read_bytes())
+    elf = b.rfind(b"\x7fELF")
+    b[elf + 0x28:elf + 0x30] = (1 << 40).to_bytes(8, "little")  # e_shoff
+    f.write_bytes(bytes(b))
+    ino = f.stat().st_ino
+    p = kis("run", "--json", "--tier", "wasm", "--base", world["base"], "--", "exit42.wasm",
+            env={"KIS_SANDBOX_ROOT": str(world["store"])})
+    assert json.loads(p.stdout)["termination"]["exit_code"] == 42, p.stdout
+    d = run(world, "--", "exit42.wasm")
+    assert d["termination"]["exit_code"] == 42, d
+    assert f.stat().st_ino != ino  # replaced by a fresh compile
 
 
 def test_simd_module_runs_compiled(world, tmp_path):

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "kis/wasm.h"
+#include "wasm/jit_cache.h"
 
 struct named {
 	char *name;
@@ -25,7 +26,11 @@ struct known {
 struct file_run {
 	struct kis_wasm_store *store;
 	struct kis_wasm_module **mods;
+	uint8_t **bytes; /* each module's binary, with --code-cache */
+	size_t *lens;
 	size_t nmods;
+	const uint8_t *cur; /* the module being instantiated */
+	size_t cur_len;
 	struct named *named, *registered;
 	size_t nnamed, nregistered;
 	struct kis_wasm_instance *current;
@@ -38,6 +43,12 @@ struct file_run {
 static struct known known;
 static bool use_compiler; /* --engine compiler: every module runs compiled */
 static bool verbose;
+/* --code-cache DIR: compiled code kept in DIR/cache/wasm-code as the wasm
+ * tier keeps it in its store (jit_cache.c), and linked from there when
+ * there; --expect-cached: fail a module that had to be compiled. */
+static const char *code_cache;
+static bool expect_cached;
+static int n_linked_cached, n_compiled;
 
 /* ---- the spectest host module (see the spec interpreter's spectest.ml) ---- */
 
@@ -191,11 +202,16 @@ static struct kis_wasm_module *load(struct file_run *r, const char *file, char *
 		free(bytes);
 		return NULL;
 	}
-	free(bytes);
 	struct kis_wasm_module **mods = realloc(r->mods, (r->nmods + 1) * sizeof(*mods));
-	if (!mods)
+	uint8_t **bs = mods ? realloc(r->bytes, (r->nmods + 1) * sizeof(*bs)) : NULL;
+	size_t *ls = bs ? realloc(r->lens, (r->nmods + 1) * sizeof(*ls)) : NULL;
+	if (!mods || !bs || !ls)
 		abort();
 	r->mods = mods;
+	r->bytes = bs;
+	r->lens = ls;
+	bs[r->nmods] = code_cache ? bytes : (free(bytes), NULL);
+	ls[r->nmods] = len;
 	mods[r->nmods++] = m;
 	return m;
 }
@@ -205,7 +221,23 @@ static int instantiate(struct file_run *r, struct kis_wasm_module *m, struct kis
 		       enum kis_wasm_trap *trap, char *msg, size_t msglen)
 {
 	struct kis_error *err = NULL;
-	if (kis_wasm_instantiate(r->store, m, resolve, r, inst, trap, &err) < 0) {
+	uint8_t *cached = NULL;
+	size_t cached_len = 0;
+	r->cur = NULL;
+	for (size_t i = 0; code_cache && use_compiler && i < r->nmods; i++)
+		if (r->mods[i] == m) {
+			r->cur = r->bytes[i];
+			r->cur_len = r->lens[i];
+		}
+	/* the cached code for this module only: cleared after, whether it
+	 * was used or the instantiation stopped before compiling */
+	if (r->cur && wasm_code_cache_get(code_cache, r->cur, r->cur_len, &cached, &cached_len) == 0)
+		kis_wasm_store_use_cached_code(r->store, cached, cached_len);
+	int rc = kis_wasm_instantiate(r->store, m, resolve, r, inst, trap, &err);
+	kis_wasm_store_use_cached_code(r->store, NULL, 0);
+	wasm_code_cache_free(cached, cached_len);
+	r->cur = NULL;
+	if (rc < 0) {
 		snprintf(msg, msglen, "%s", err && err->message ? err->message : "instantiation failed");
 		kis_error_free(err);
 		return -1;
@@ -593,12 +625,30 @@ static void load_known(const char *path)
 	fclose(f);
 }
 
+/* kis_wasm_store_on_compiled: a fresh compile goes to the cache. */
+static void on_compiled(void *user, const uint8_t *obj, size_t len, int from_cache)
+{
+	struct file_run *r = user;
+	if (from_cache) {
+		n_linked_cached++;
+		return;
+	}
+	n_compiled++;
+	if (r->cur && wasm_code_cache_put(code_cache, r->cur, r->cur_len, obj, len) < 0)
+		fprintf(stderr, "%s: cannot write the code cache in %s\n", r->wast, code_cache);
+}
+
 static void file_run_release(struct file_run *r)
 {
 	kis_wasm_store_free(r->store);
-	for (size_t i = 0; i < r->nmods; i++)
+	for (size_t i = 0; i < r->nmods; i++) {
 		kis_wasm_module_free(r->mods[i]);
+		if (r->bytes)
+			free(r->bytes[i]);
+	}
 	free(r->mods);
+	free(r->bytes);
+	free(r->lens);
 	for (size_t i = 0; i < r->nnamed; i++)
 		free(r->named[i].name);
 	for (size_t i = 0; i < r->nregistered; i++)
@@ -639,6 +689,8 @@ static int run_file(const char *json_path, int *passed, int *failed, int *skippe
 		(*failed)++;
 		return -1;
 	}
+	if (code_cache)
+		kis_wasm_store_on_compiled(r.store, on_compiled, &r);
 	json_t *cmds = json_object_get(root, "commands");
 	for (size_t i = 0; i < json_array_size(cmds); i++) {
 		json_t *cmd = json_array_get(cmds, i);
@@ -681,6 +733,10 @@ int main(int argc, char **argv)
 	for (; i < argc && argv[i][0] == '-'; i++) {
 		if (!strcmp(argv[i], "--known-failures") && i + 1 < argc) {
 			load_known(argv[++i]);
+		} else if (!strcmp(argv[i], "--code-cache") && i + 1 < argc) {
+			code_cache = argv[++i];
+		} else if (!strcmp(argv[i], "--expect-cached")) {
+			expect_cached = true;
 		} else if (!strcmp(argv[i], "-v")) {
 			verbose = true;
 		} else if (!strcmp(argv[i], "--engine") && i + 1 < argc &&
@@ -688,7 +744,8 @@ int main(int argc, char **argv)
 			use_compiler = !strcmp(argv[++i], "compiler");
 		} else {
 			fprintf(stderr, "usage: kis-wasm-spectest [-v] [--engine interpreter|compiler] "
-					"[--known-failures FILE] FILE.json...\n");
+					"[--code-cache DIR [--expect-cached]] [--known-failures FILE] "
+					"FILE.json...\n");
 			return 2;
 		}
 	}
@@ -709,5 +766,13 @@ int main(int argc, char **argv)
 	printf("skipped: %d text-format assert_malformed/assert_invalid commands\n", skipped);
 	printf("known failures: %d, unexpected failures: %d\n", kfailed, failed);
 	printf("%d passed, %d failed\n", passed, failed + kfailed);
+	if (code_cache)
+		printf("code cache %s: %d modules linked from it, %d compiled\n", code_cache,
+		       n_linked_cached, n_compiled);
+	if (expect_cached && n_compiled) {
+		printf("--expect-cached: %d modules were compiled, not linked from the cache\n",
+		       n_compiled);
+		return 1;
+	}
 	return failed ? 1 : 0;
 }
