@@ -9,6 +9,7 @@
 
 #include "cli.h"
 #include "kis/store.h"
+#include "kis/wasm.h"
 
 static void net_modes(unsigned bits, char *buf, size_t n)
 {
@@ -152,6 +153,8 @@ int cmd_backends(int argc, char **argv)
 	}
 	if (!json && wasm_engines[0])
 		printf("\nwasm engines: %s (wasm.engine auto takes the first)\n", wasm_engines);
+	if (!json && strstr(wasm_engines, "compiler"))
+		printf("wasm compiler memory checks: %s\n", kis_wasm_compiler_memory_mode());
 	if (!json && guest.assets)
 		printf("\nmicrovm guest: %s (%s%s)\n", guest.assets, kis_guest_source_name(guest.source),
 		       guest.source == KIS_GUEST_NONE ? ": nothing there; 'kis sandbox guest fetch'" :
