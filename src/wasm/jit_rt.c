@@ -191,8 +191,10 @@ static void on_fault(int sig, siginfo_t *si, void *ucv)
 	struct kis_wasm_store *s = running;
 	struct wasm_jit_store *js = s ? s->jit : NULL;
 	uintptr_t sp = (uintptr_t)uc->uc_mcontext.gregs[REG_RSP];
-	if (js && js->on_stack && !js->in_host && si->si_code > 0 &&
-	    sp - 4096 >= js->stack_limit - WASM_JIT_STACK_MARGIN && sp < (uintptr_t)js->map + js->map_len && wasm_store_guard_fault(s, (uintptr_t)si->si_addr)) {
+	bool on_jit_stack = js && sp - 4096 >= js->stack_limit - WASM_JIT_STACK_MARGIN &&
+			    sp < (uintptr_t)js->map + js->map_len;
+	if (on_jit_stack && js->on_stack && !js->in_host && si->si_code > 0 &&
+	    wasm_store_guard_fault(s, (uintptr_t)si->si_addr)) {
 		/* below the faulting frame (and its red zone), 16-byte aligned
 		 * less the return address a call would have pushed (System V
 		 * x86-64 3.2.2); the return from the handler (rt_sigreturn)
