@@ -5,6 +5,7 @@ import os
 import pty
 import select
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -119,6 +120,28 @@ def qemu_pids(marker):
     return pids
 
 
+def read_pty(fd, timeout=10, idle=False):
+    """What a pseudo-terminal's master (or any fd) gives until its last
+    writer closes it (EOF, or EIO on a pty) or timeout seconds pass (with
+    idle, timeout seconds with nothing read: a download's progress may go
+    on for longer)."""
+    out, end = b"", time.monotonic() + timeout
+    while (left := end - time.monotonic()) > 0:
+        r, _, _ = select.select([fd], [], [], min(left, 0.2))
+        if not r:
+            continue
+        try:
+            chunk = os.read(fd, 65536)
+        except OSError:  # EIO: the last writer closed
+            break
+        if not chunk:
+            break
+        out += chunk
+        if idle:
+            end = time.monotonic() + timeout
+    return out
+
+
 def stderr_on_pty(args, env, timeout=120):
     """Run kis with stderr on a pseudo-terminal (stdout a pipe); returns
     (rc, stdout, what the terminal received)."""
@@ -126,18 +149,7 @@ def stderr_on_pty(args, env, timeout=120):
     p = subprocess.Popen([str(KIS), "sandbox", *args], stdout=subprocess.PIPE,
                          stderr=slave, stdin=subprocess.DEVNULL, env=dict(os.environ, **env))
     os.close(slave)
-    seen = b""
-    while True:
-        r, _, _ = select.select([master], [], [], timeout)
-        if not r:
-            break
-        try:
-            chunk = os.read(master, 65536)
-        except OSError:  # EIO: the last writer closed
-            break
-        if not chunk:
-            break
-        seen += chunk
+    seen = read_pty(master, timeout, idle=True)
     out = p.stdout.read().decode()
     rc = p.wait(timeout=timeout)
     os.close(master)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, qemu_pids
+from conftest import ROOT, qemu_pids, read_pty
 
 KRT = ROOT / "build" / "kis-runtime"
 CRUN = shutil.which("crun")
@@ -649,22 +649,6 @@ def _console(path):
     return master
 
 
-def _read_all(fd, timeout=10):
-    import select
-    out, end = b"", time.monotonic() + timeout
-    while time.monotonic() < end:
-        r, _, _ = select.select([fd], [], [], 0.2)
-        if r:
-            try:
-                chunk = os.read(fd, 4096)
-            except OSError:  # EIO: the slave side closed
-                break
-            if not chunk:
-                break
-            out += chunk
-    return out
-
-
 @pytest.mark.parametrize("tier", ALL_TIERS)
 def test_console_socket_gets_the_terminal(work, roots, tier, tier_ready):
     """process.terminal with --console-socket: the runtime sends the pty's
@@ -685,7 +669,7 @@ def test_console_socket_gets_the_terminal(work, roots, tier, tier_ready):
     assert fd is not None, "no terminal was sent"
     try:
         assert krt(kr, "start", cid).returncode == 0
-        out = _read_all(fd).decode()
+        out = read_pty(fd).decode()
     finally:
         os.close(fd)
     assert "IS-A-TTY" in out, out
