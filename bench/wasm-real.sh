@@ -14,7 +14,9 @@
 # WASI hello world through the tier beside the native binary. A gnuplot
 # plot of the ratios goes to BUILD/bench/wasm-real.png.
 #
-# Usage: bench/wasm-real.sh [BUILD]   ROUNDS=5 STARTUP_N=30 WORK=/var/tmp/kis-bench-wasm
+# Usage: bench/wasm-real.sh [BUILD]   ROUNDS=5 STARTUP_N=30 WORK=/var/tmp/kis-bench-wasm JIT_FIRST=1
+# Each figure twice: wall time, and CPU time (user + system, the tier's
+# child included), which other load on shared cores disturbs much less.
 # WORK caches the fetched sources and the builds between runs, outside the
 # repository (REBUILD=1 starts over); nothing fetched is ever committed.
 set -eu
@@ -47,6 +49,7 @@ ls /usr/lib/llvm-*/lib/clang/*/lib/wasi/libclang_rt.builtins-wasm32.a >/dev/null
 command -v dpkg-source >/dev/null || need="$need dpkg-dev"
 command -v tclsh >/dev/null || need="$need tcl" # SQLite makes its amalgamation with it
 command -v gnuplot >/dev/null || need="$need gnuplot-nox"
+[ -x /usr/bin/time ] || need="$need time" # GNU time: each run's CPU time
 if [ -n "$need" ]; then
 	[ "$(id -u)" = 0 ] || { echo "wasm-real: skipped, needs:$need (run as root to install)"; exit 0; }
 	echo "wasm-real: installing$need" >&2
@@ -186,7 +189,12 @@ fresh_module() { # $1 module, $2 tag: prints the name of a unique copy in the wo
 	echo "$1.first-$u.wasm"
 }
 ENGINES="native kis"
-[ $HAVE_JIT = 1 ] && ENGINES="$ENGINES jit1 jit"
+# JIT_FIRST=0 leaves the first-run column out (its compile is most of a
+# round's time on a loaded machine)
+if [ $HAVE_JIT = 1 ]; then
+	[ "${JIT_FIRST:-1}" = 1 ] && ENGINES="$ENGINES jit1"
+	ENGINES="$ENGINES jit"
+fi
 [ $HAVE_NODE = 1 ] && ENGINES="$ENGINES node"
 
 # speedtest1 prints its own timings, right-aligned (a total past 10 s is
@@ -206,18 +214,19 @@ run_one() { # $1 prog, $2 engine, $3 args, $4 stdin: appends "prog engine second
 	t0=$(date +%s%N)
 	# shellcheck disable=SC2086
 	case $2 in
-	native) (cd "$W" && "$WORK/bin/$m.native" $3) < "$in" > "$OUT/out" 2>/dev/null ;;
-	kis) "$KIS" sandbox run --tier wasm --wasm-engine interpreter --workspace "$WS" -- "$m.wasm" $3 < "$in" \
+	native) (cd "$W" && timed "$WORK/bin/$m.native" $3) < "$in" > "$OUT/out" 2>/dev/null ;;
+	kis) timed "$KIS" sandbox run --tier wasm --wasm-engine interpreter --workspace "$WS" -- "$m.wasm" $3 < "$in" \
 		> "$OUT/out" 2>/dev/null ;;
-	node) $NODE "$NODE_RUN" "$W" "$m.wasm" $3 < "$in" > "$OUT/out" 2>/dev/null ;;
+	node) timed $NODE "$NODE_RUN" "$W" "$m.wasm" $3 < "$in" > "$OUT/out" 2>/dev/null ;;
 	jit1) # a module no run has seen: its compile is in the time
 		first=$(fresh_module "$m" "$p") &&
-		"$KIS" sandbox run --tier wasm --wasm-engine compiler --workspace "$WS" -- "$first" $3 \
-			< "$in" > "$OUT/out" 2>/dev/null && rm -f "$W/$first" ;;
-	jit) "$KIS" sandbox run --tier wasm --wasm-engine compiler --workspace "$WS" -- "$m.wasm" $3 \
-		< "$in" > "$OUT/out" 2>/dev/null ;;
+		timed "$KIS" sandbox run --tier wasm --wasm-engine compiler --workspace "$WS" -- \
+			"$first" $3 < "$in" > "$OUT/out" 2>/dev/null && rm -f "$W/$first" ;;
+	jit) timed "$KIS" sandbox run --tier wasm --wasm-engine compiler --workspace "$WS" -- \
+		"$m.wasm" $3 < "$in" > "$OUT/out" 2>/dev/null ;;
 	esac || { echo "wasm-real: $p failed under $2" >&2; exit 1; }
 	t1=$(date +%s%N)
+	cpu=$(awk '{ print $1 + $2 }' "$OUT/cpu")
 	sum=$(normalize "$p" < "$OUT/out" | sha256sum | cut -c1-16)
 	ref="$OUT/ref.$p"
 	if [ "$2" = native ]; then
@@ -226,13 +235,20 @@ run_one() { # $1 prog, $2 engine, $3 args, $4 stdin: appends "prog engine second
 		echo "wasm-real: $p under $2 printed something else than native" >&2
 		exit 1
 	fi
-	echo "$p $2 $t0 $t1" | awk '{printf "%s %s %.4f\n", $1, $2, ($4 - $3) / 1e9}' >> "$OUT/times"
+	echo "$p $2 $t0 $t1 $cpu" | awk '{printf "%s %s %.4f %.4f\n", $1, $2, ($4 - $3) / 1e9, $5}' \
+		>> "$OUT/times"
+}
+# The CPU time (user + system) of a run and of the processes it waited for
+# (the tier's child: getrusage(2) RUSAGE_CHILDREN): on shared cores wall
+# time counts the other load too, CPU time much less.
+timed() {
+	/usr/bin/time -f "%U %S" -o "$OUT/cpu" "$@"
 }
 
 echo "wasm-real: $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg) at the start"
 echo "engines: native = gcc -O2; kis = our interpreter via kis sandbox run --tier wasm;"
 if [ $HAVE_JIT = 1 ]; then
-	echo "         jit1 = our compiler, first run (compile included); jit = our compiler, cached"
+	echo "         jit1 = our compiler, first run (compile included; JIT_FIRST=0: left out); jit = our compiler, cached"
 	# each program's workload once, untimed: what the cached column finds
 	while IFS='|' read -r p args in; do
 		case $p in lua) m=lua ;; bzip2) m=bzip2 ;; sqlite) m=speedtest1 ;; esac
@@ -247,7 +263,7 @@ else
 	echo "         jit1, jit = our compiler: n/a ($(echo "$JIT_WHY" | head -1))"
 fi
 [ $HAVE_NODE = 1 ] && echo "         node = Node.js $(node --version) node:wasi (V8) on the same .wasm"
-"$KIS" sandbox backends | grep '^wasm engines' || true
+"$KIS" sandbox backends | grep '^wasm engines\|^wasm compiler memory' || true
 : > "$OUT/times"
 for r in $(seq "$ROUNDS"); do
 	while IFS='|' read -r p args in; do
@@ -263,10 +279,9 @@ done
 mkdir -p "$BUILD/bench"
 DAT=$BUILD/bench/wasm-real.dat
 ALL_ENGINES="native kis jit1 jit node" # an engine absent here prints n/a
-echo
-echo "median of $ROUNDS interleaved rounds, seconds (ratio to native):"
-awk -v engines="$ALL_ENGINES" -v dat="$DAT" '
-	{ t[$1 " " $2, ++n[$1 " " $2]] = $3; if (!($1 in seen)) { seen[$1] = 1; order[++np] = $1 } }
+summary() { # $1 = column of times (3 wall, 4 CPU), $2 = data file for the plot or ""
+awk -v engines="$ALL_ENGINES" -v dat="${2:-/dev/null}" -v col="$1" '
+	{ t[$1 " " $2, ++n[$1 " " $2]] = $col; if (!($1 in seen)) { seen[$1] = 1; order[++np] = $1 } }
 	function median(k,   m, i, j, a, x) {
 		m = n[k]; for (i = 1; i <= m; i++) a[i] = t[k, i]
 		for (i = 2; i <= m; i++) { x = a[i]; for (j = i - 1; j >= 1 && a[j] > x; j--) a[j + 1] = a[j]; a[j + 1] = x }
@@ -292,6 +307,13 @@ awk -v engines="$ALL_ENGINES" -v dat="$DAT" '
 			if (got[i]) printf " %15.2fx", exp(lg[i] / got[i]); else printf " %16s", "n/a"
 		printf "\n"
 	}' "$OUT/times"
+}
+echo
+echo "median of $ROUNDS interleaved rounds, wall seconds (ratio to native):"
+summary 3 "$DAT"
+echo
+echo "the same rounds, CPU seconds, user + system, the tier's child included (ratio to native):"
+summary 4 ""
 echo "load average $(cut -d' ' -f1-3 /proc/loadavg) at the end"
 
 if command -v gnuplot >/dev/null; then

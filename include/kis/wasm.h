@@ -150,6 +150,12 @@ KIS_API void kis_wasm_store_use_cached_code(struct kis_wasm_store *s, const uint
 /* What compiled code depends on besides the module (compiler and LLVM
  * versions, CPU): part of a cache's key. 0, or -1 without a compiler. */
 KIS_API int kis_wasm_compiler_id(char *buf, size_t len);
+/* How compiled code of this process keeps memory accesses in bounds:
+ * "guard" (a reservation of the whole 32-bit index and offset range per
+ * memory, PROT_NONE beyond its size, faults turned into the trap) or
+ * "check" (an explicit compare at each access; where no such reservation
+ * can be had, e.g. under an RLIMIT_AS). */
+KIS_API const char *kis_wasm_compiler_memory_mode(void);
 /* Cap, in 64 KiB pages, every memory made in this store from now on:
  * instantiation fails above it and memory.grow returns -1 (default and
  * ceiling: 65536 pages, 4 GiB). */

@@ -367,6 +367,15 @@ static int load_seccomp(bool jit)
 	 * counts only, no file or process of the host */
 	if (r == 0 && jit)
 		r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(sysinfo), 0);
+	/* compiled code's fault handler (src/wasm/jit_rt.c) hands a fault it
+	 * does not own back to the default action, by resetting these two
+	 * dispositions only: a crash stays a crash, not a seccomp kill */
+	if (r == 0 && jit)
+		r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(rt_sigaction), 1,
+				     SCMP_A0(SCMP_CMP_EQ, SIGSEGV));
+	if (r == 0 && jit)
+		r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(rt_sigaction), 1,
+				     SCMP_A0(SCMP_CMP_EQ, SIGBUS));
 	if (r == 0 && jit)
 		r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(seccomp), 1,
 				     SCMP_A0(SCMP_CMP_EQ, SECCOMP_SET_MODE_FILTER));

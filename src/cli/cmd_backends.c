@@ -158,6 +158,8 @@ int cmd_backends(int argc, char **argv)
 		       wasm_engines, KIS_WASM_AUTO_COMPILE_MAX >> 10);
 	else if (!json && wasm_engines[0])
 		printf("\nwasm engines: %s (wasm.engine auto takes the first)\n", wasm_engines);
+	if (!json && strstr(wasm_engines, "compiler"))
+		printf("wasm compiler memory checks: %s\n", kis_wasm_compiler_memory_mode());
 	if (!json && guest.assets)
 		printf("\nmicrovm guest: %s (%s%s)\n", guest.assets, kis_guest_source_name(guest.source),
 		       guest.source == KIS_GUEST_NONE ? ": nothing there; 'kis sandbox guest fetch'" :

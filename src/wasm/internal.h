@@ -123,6 +123,7 @@ struct kis_wasm_module {
 	uint8_t *declared; /* per function: may be named by ref.func (spec 3.4.10 C.refs) */
 	struct wasm_jit_module *jit; /* its machine code, made at the first
 				      * instantiation in a compiling store (jit.h) */
+	bool jit_guard; /* the code is for guard-region memories (jit.h) */
 };
 
 /* ---- Translated code: internal opcodes ----
@@ -422,6 +423,11 @@ struct kis_wasm_memory {
 	uint64_t size; /* bytes */
 	struct wasm_limits lim;
 	uint32_t cap_pages; /* the store's limit when the memory was made */
+	/* A guard-region memory (compiled code in guard mode, jit.h): the
+	 * bytes reserved at data, PROT_NONE beyond size, made accessible by
+	 * mprotect as it grows, so data never moves. 0: a mapping of exactly
+	 * size bytes, grown by mremap (it may move). */
+	uint64_t reserved;
 };
 
 struct kis_wasm_global {

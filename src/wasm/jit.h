@@ -14,7 +14,7 @@
 
 /* Bumped whenever the generated code or the layout it reads changes: part
  * of the cache key of compiled code. */
-#define WASM_JIT_VERSION 4u
+#define WASM_JIT_VERSION 5u
 
 /* What compiled code of one instance reads, through the pointer every
  * compiled function takes first. The generator (jit_llvm.c) addresses the
@@ -40,8 +40,33 @@ struct wasm_jit_store {
 	uintptr_t stack_top;
 	uintptr_t stack_limit;
 	bool on_stack; /* compiled code is running: a nested entry stays here */
+	uint32_t in_host; /* inside a host or interpreted callee of compiled code */
 	jmp_buf *trap_jb;
 };
+
+/* Guard-region memory (docs/wasm.md, "The compiler"). Compiled code makes
+ * the address of an access as data + zext(i32 index) + offset (a u32):
+ * below 8 GiB plus the access's size from data. In guard mode every memory
+ * of a compiling store reserves that much (PROT_NONE beyond its size), so
+ * the code checks nothing and an access outside the memory faults inside
+ * the reservation; the fault handler (jit_rt.c) turns exactly that fault,
+ * made by compiled code on its own stack, into the out-of-bounds trap.
+ * Check mode (explicit 64-bit compares, the only mode before) is used where
+ * the reservation cannot be had: an RLIMIT_AS (which would count the
+ * reservation, not what is used), or a failed trial reservation. The mode
+ * is the process's, decided once, and part of the code's cache key. */
+/* 8 GiB and 2 MiB more: past the largest access, and 2 MiB aligned */
+#define WASM_JIT_RESERVE ((8ull << 30) + (2u << 20))
+KIS_HIDDEN bool wasm_jit_guard_mode(void);
+/* Install the SIGSEGV/SIGBUS handler (once per process) and an alternate
+ * signal stack for the calling thread: before any seccomp filter, which
+ * allows neither later. 0, or -1 with why in err. */
+KIS_HIDDEN int wasm_jit_fault_init(char *err, size_t errlen);
+/* runtime.c: is addr inside a guard reservation of a memory of s? */
+KIS_HIDDEN bool wasm_store_guard_fault(const struct kis_wasm_store *s, uintptr_t addr);
+/* runtime.c: move mem into a guard reservation (a memory made before its
+ * store compiled); 0, or -1 (errno) leaving it as it was. */
+KIS_HIDDEN int wasm_memory_reserve(struct kis_wasm_memory *mem);
 
 /* Native stack for compiled code: 8 MiB, one guard page below it, and a
  * margin above the guard that only runtime and host functions use, so a

@@ -11,8 +11,14 @@
  * for SIMD later.
  *
  * Safety equal to the interpreter's (exec.c), by construction here:
- *   - every load and store compares address + offset + size, in 64-bit
- *     arithmetic, with the memory's current size, and traps above it;
+ *   - every load and store is checked: in check mode it compares address
+ *     + offset + size, in 64-bit arithmetic, with the memory's current
+ *     size, and traps above it; in guard mode (jit.h: the memory is a
+ *     reservation of the whole 32-bit index and offset range, PROT_NONE
+ *     beyond its size) the access itself faults there, the fault handler
+ *     of jit_rt.c makes that the same trap, and the accesses are volatile
+ *     so that LLVM keeps every one, in order (an unused load still traps,
+ *     a trap leaves memory as the interpreter would);
  *   - every function's prologue compares the stack pointer with the
  *     context's limit, less an estimate of its own frame, and traps below;
  *   - the function entry and every loop header check the store's interrupt
@@ -103,6 +109,8 @@ struct gen {
 	LLVMBasicBlockRef trap_bb[KIS_WASM_TRAP__COUNT];
 	LLVMValueRef io;   /* alloca of slots for calls that go through a helper */
 	uint32_t io_len;
+	bool guard; /* guard-region memory: no bounds compares (jit.h) */
+	unsigned md_invariant;
 	const uint8_t *p, *end;
 	char *err;
 	size_t errlen;
@@ -256,6 +264,16 @@ static LLVMValueRef ld(struct gen *g, LLVMValueRef base, uint64_t off, LLVMTypeR
 	return LLVMBuildLoad2(g->B, t, ptr_at(g, base, k64(g, off), t), "");
 }
 
+/* A load of what never changes while the instance lives (the context's
+ * fields, the pointers in its globals and funcs arrays): LLVM may then
+ * keep it in a register across stores to memory and calls. */
+static LLVMValueRef ldi(struct gen *g, LLVMValueRef base, uint64_t off, LLVMTypeRef t)
+{
+	LLVMValueRef v = ld(g, base, off, t);
+	LLVMSetMetadata(v, g->md_invariant, LLVMMDNodeInContext(g->C, NULL, 0));
+	return v;
+}
+
 #define CTX(field) offsetof(struct wasm_jit_ctx, field)
 
 /* ---- the operand stack ---- */
@@ -317,13 +335,13 @@ static void trap_now(struct gen *g, uint32_t kind)
 /* The interpreter's TICK (exec.c): the interrupt flag, then one fuel. */
 static void tick(struct gen *g)
 {
-	LLVMValueRef ip = ld(g, g->ctx, CTX(interrupt), g->i8p);
+	LLVMValueRef ip = ldi(g, g->ctx, CTX(interrupt), g->i8p);
 	LLVMValueRef ipp = LLVMBuildBitCast(g->B, ip, LLVMPointerType(g->i32, 0), "");
 	LLVMValueRef flag = LLVMBuildLoad2(g->B, g->i32, ipp, "");
 	LLVMSetOrdering(flag, LLVMAtomicOrderingMonotonic);
 	LLVMSetAlignment(flag, 4);
 	trap_if(g, LLVMBuildICmp(g->B, LLVMIntNE, flag, k32(g, 0), ""), KIS_WASM_TRAP_INTERRUPTED);
-	LLVMValueRef fp = ld(g, g->ctx, CTX(fuel), g->i8p);
+	LLVMValueRef fp = ldi(g, g->ctx, CTX(fuel), g->i8p);
 	LLVMValueRef fpp = LLVMBuildBitCast(g->B, fp, g->i64p, "");
 	LLVMValueRef fuel = LLVMBuildSub(g->B, LLVMBuildLoad2(g->B, g->i64, fpp, ""), k64(g, 1), "");
 	LLVMBuildStore(g->B, fuel, fpp);
@@ -331,14 +349,21 @@ static void tick(struct gen *g)
 }
 
 /* Memory 0's base and size into their allocas: at entry, and after
- * anything that may grow it (memory.grow, any call). */
-static void reload_mem(struct gen *g)
+ * anything that may grow it (memory.grow, any call). A guard-region
+ * memory never moves: its base is read at entry only. */
+static void load_mem(struct gen *g)
 {
 	if (!g->m->nmems)
 		return;
-	LLVMValueRef mem = ld(g, g->ctx, CTX(mem), g->i8p);
+	LLVMValueRef mem = ldi(g, g->ctx, CTX(mem), g->i8p);
 	LLVMBuildStore(g->B, ld(g, mem, offsetof(struct kis_wasm_memory, data), g->i8p), g->membase);
 	LLVMBuildStore(g->B, ld(g, mem, offsetof(struct kis_wasm_memory, size), g->i64), g->memsize);
+}
+
+static void reload_mem(struct gen *g)
+{
+	if (!g->guard)
+		load_mem(g);
 }
 
 static LLVMValueRef entry_alloca(struct gen *g, LLVMTypeRef t)
@@ -352,6 +377,8 @@ static LLVMValueRef mem_addr(struct gen *g, LLVMValueRef addr, uint32_t offset, 
 			     LLVMTypeRef t)
 {
 	LLVMValueRef ea = LLVMBuildAdd(g->B, LLVMBuildZExt(g->B, addr, g->i64, ""), k64(g, offset), "");
+	if (g->guard) /* below WASM_JIT_RESERVE from the base: a fault, never a stray access */
+		return ptr_at(g, LLVMBuildLoad2(g->B, g->i8p, g->membase, ""), ea, t);
 	LLVMValueRef endp = LLVMBuildAdd(g->B, ea, k64(g, size), "");
 	LLVMValueRef msize = LLVMBuildLoad2(g->B, g->i64, g->memsize, "");
 	trap_if(g, LLVMBuildICmp(g->B, LLVMIntUGT, endp, msize, ""), KIS_WASM_TRAP_MEMORY_OOB);
@@ -671,8 +698,8 @@ static int pop_args(struct gen *g, const struct wasm_functype *ft, LLVMValueRef 
 
 static LLVMValueRef func_ptr(struct gen *g, uint32_t idx)
 {
-	LLVMValueRef funcs = ld(g, g->ctx, CTX(funcs), g->i8p);
-	return ld(g, funcs, (uint64_t)idx * sizeof(void *), g->i8p);
+	LLVMValueRef funcs = ldi(g, g->ctx, CTX(funcs), g->i8p);
+	return ldi(g, funcs, (uint64_t)idx * sizeof(void *), g->i8p);
 }
 
 static int op_call(struct gen *g, uint32_t idx)
@@ -707,7 +734,7 @@ static int op_call_indirect(struct gen *g, uint32_t tidx, uint32_t tab)
 	LLVMValueRef args[KIS_WASM_MAX_PARAMS + 1];
 	if (pop_args(g, ft, args) < 0)
 		return -1;
-	LLVMValueRef tables = ld(g, g->ctx, CTX(tables), g->i8p);
+	LLVMValueRef tables = ldi(g, g->ctx, CTX(tables), g->i8p);
 	LLVMValueRef t = ld(g, tables, (uint64_t)tab * sizeof(void *), g->i8p);
 	LLVMValueRef size = ld(g, t, offsetof(struct kis_wasm_table, size), g->i32);
 	trap_if(g, LLVMBuildICmp(g->B, LLVMIntUGE, i, size, ""), KIS_WASM_TRAP_UNDEFINED_ELEMENT);
@@ -716,7 +743,7 @@ static int op_call_indirect(struct gen *g, uint32_t tidx, uint32_t tab)
 	LLVMValueRef fptr = LLVMBuildLoad2(g->B, g->i8p, ptr_at(g, elems, off, g->i8p), "");
 	trap_if(g, LLVMBuildIsNull(g->B, fptr, ""), KIS_WASM_TRAP_UNINITIALIZED_ELEMENT);
 	LLVMValueRef have = ld(g, fptr, offsetof(struct kis_wasm_func, type), g->i8p);
-	LLVMValueRef types = ld(g, g->ctx, CTX(types), g->i8p);
+	LLVMValueRef types = ldi(g, g->ctx, CTX(types), g->i8p);
 	LLVMValueRef tix = k64(g, (uint64_t)tidx * sizeof(struct wasm_functype));
 	LLVMValueRef want = LLVMBuildGEP2(g->B, g->i8, types, &tix, 1, "");
 	LLVMBasicBlockRef slow = LLVMAppendBasicBlockInContext(g->C, g->F, "");
@@ -1025,6 +1052,10 @@ static int load_store(struct gen *g, uint8_t op)
 		LLVMValueRef p = mem_addr(g, addr, offset, L[k].size, mt);
 		LLVMValueRef v = LLVMBuildLoad2(g->B, mt, p, "");
 		LLVMSetAlignment(v, 1);
+		/* guard mode: the access is the check, so LLVM must neither drop
+		 * an unused load nor move accesses past each other (a trap
+		 * leaves memory as the interpreter does) */
+		LLVMSetVolatile(v, g->guard);
 		LLVMTypeRef rt = vt(g, L[k].rt);
 		if (mt != rt)
 			v = L[k].sign ? LLVMBuildSExt(g->B, v, rt, "") : LLVMBuildZExt(g->B, v, rt, "");
@@ -1036,6 +1067,7 @@ static int load_store(struct gen *g, uint8_t op)
 	LLVMValueRef p = mem_addr(g, addr, offset, L[k].size, mt);
 	LLVMValueRef st = LLVMBuildStore(g->B, v, p);
 	LLVMSetAlignment(st, 1);
+	LLVMSetVolatile(st, g->guard);
 	return 0;
 }
 
@@ -1117,7 +1149,7 @@ static int op_fc(struct gen *g)
 	case 16: {
 		if (rd_u32(g, &x) < 0)
 			return -1;
-		LLVMValueRef tables = ld(g, g->ctx, CTX(tables), g->i8p);
+		LLVMValueRef tables = ldi(g, g->ctx, CTX(tables), g->i8p);
 		LLVMValueRef t = ld(g, tables, (uint64_t)x * sizeof(void *), g->i8p);
 		return push(g, ld(g, t, offsetof(struct kis_wasm_table, size), g->i32));
 	}
@@ -1196,7 +1228,7 @@ static int table_access(struct gen *g, uint8_t op)
 		return -1;
 	LLVMValueRef v = op == 0x26 ? pop(g) : NULL;
 	LLVMValueRef i = pop(g);
-	LLVMValueRef tables = ld(g, g->ctx, CTX(tables), g->i8p);
+	LLVMValueRef tables = ldi(g, g->ctx, CTX(tables), g->i8p);
 	LLVMValueRef t = ld(g, tables, (uint64_t)x * sizeof(void *), g->i8p);
 	LLVMValueRef size = ld(g, t, offsetof(struct kis_wasm_table, size), g->i32);
 	trap_if(g, LLVMBuildICmp(g->B, LLVMIntUGE, i, size, ""), KIS_WASM_TRAP_TABLE_OOB);
@@ -1212,8 +1244,8 @@ static int table_access(struct gen *g, uint8_t op)
 
 static LLVMValueRef global_ptr(struct gen *g, uint32_t x)
 {
-	LLVMValueRef globals = ld(g, g->ctx, CTX(globals), g->i8p);
-	LLVMValueRef gp = ld(g, globals, (uint64_t)x * sizeof(void *), g->i8p);
+	LLVMValueRef globals = ldi(g, g->ctx, CTX(globals), g->i8p);
+	LLVMValueRef gp = ldi(g, globals, (uint64_t)x * sizeof(void *), g->i8p);
 	return ptr_at(g, gp, k64(g, offsetof(struct kis_wasm_global, val)), g->i64);
 }
 
@@ -1453,7 +1485,10 @@ static int instr(struct gen *g, uint8_t op)
 		uint8_t z;
 		if (rd_byte(g, &z) < 0)
 			return -1;
-		a = LLVMBuildLoad2(g->B, g->i64, g->memsize, "");
+		if (g->guard) /* not kept: calls may grow it */
+			a = ld(g, ldi(g, g->ctx, CTX(mem), g->i8p), offsetof(struct kis_wasm_memory, size), g->i64);
+		else
+			a = LLVMBuildLoad2(g->B, g->i64, g->memsize, "");
 		return push(g, LLVMBuildTrunc(g->B, LLVMBuildLShr(g->B, a, k64(g, 16), ""), g->i32, ""));
 	}
 	case 0x40: {
@@ -1625,11 +1660,11 @@ static int gen_func(struct gen *g, uint32_t di)
 	uint64_t frame = 16ull * code->max_height + 512;
 	LLVMValueRef sp = intrinsic(g, "llvm.stacksave", NULL, 0, NULL, 0);
 	LLVMValueRef spi = LLVMBuildPtrToInt(g->B, sp, g->i64, "");
-	LLVMValueRef lim = ld(g, g->ctx, CTX(stack_limit), g->i64);
+	LLVMValueRef lim = ldi(g, g->ctx, CTX(stack_limit), g->i64);
 	LLVMValueRef need = LLVMBuildAdd(g->B, lim, k64(g, frame), "");
 	trap_if(g, LLVMBuildICmp(g->B, LLVMIntULT, spi, need, ""), KIS_WASM_TRAP_STACK_EXHAUSTED);
 	tick(g);
-	reload_mem(g);
+	load_mem(g);
 
 	struct ctl *fc = push_ctl(g);
 	if (!fc)
@@ -1919,8 +1954,9 @@ fail:
 static int generate(struct kis_wasm_module *m, LLVMMemoryBufferRef *objp, char *err,
 		    size_t errlen)
 {
-	struct gen g = {.m = m, .err = err, .errlen = errlen};
+	struct gen g = {.m = m, .err = err, .errlen = errlen, .guard = m->jit_guard};
 	g.C = LLVMContextCreate();
+	g.md_invariant = LLVMGetMDKindIDInContext(g.C, "invariant.load", 14);
 	g.M = LLVMModuleCreateWithNameInContext("wasm", g.C);
 	g.B = LLVMCreateBuilderInContext(g.C);
 	g.AB = LLVMCreateBuilderInContext(g.C);

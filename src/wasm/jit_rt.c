@@ -16,13 +16,22 @@
  * on the same stack and may enter wasm again: a nested entry stays on the
  * stack and sets a jmp_buf of its own, restoring the outer one on return. */
 #include <errno.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
+#include <ucontext.h>
 #include <unistd.h>
 
 #include "wasm/jit.h"
+
+/* The store whose compiled code runs on this thread's stack switch, for
+ * the fault handler (initial-exec: reading it is a plain load, safe in a
+ * signal handler). */
+static __thread struct kis_wasm_store *running __attribute__((tls_model("initial-exec")));
 
 /* Calls fn(arg) with the stack pointer at top (16-byte aligned) and back
  * (System V x86-64: rdi = arg, rsi = fn, rdx = top; rbp keeps the caller's
@@ -92,6 +101,14 @@ int wasm_jit_instance_init(struct kis_wasm_instance *inst, char *err, size_t err
 		return -1;
 	}
 	c->mem = m->nmems ? inst->mems[0] : NULL;
+	if (m->jit_guard && c->mem && wasm_memory_reserve(c->mem) < 0) {
+		/* code without checks needs memory 0 in a reservation (one
+		 * made before its store compiled moves there now); without
+		 * one it does not run */
+		free(c);
+		snprintf(err, errlen, "cannot reserve the guard region of memory 0: %s", strerror(errno));
+		return -1;
+	}
 	c->globals = inst->globals;
 	c->tables = inst->tables;
 	c->funcs = inst->funcs;
@@ -124,6 +141,127 @@ struct entry {
 	enum kis_wasm_trap trap;
 };
 
+/* ---- guard-region memory (jit.h) ---- */
+
+static pthread_once_t guard_once = PTHREAD_ONCE_INIT;
+static bool guard_on;
+
+static void guard_probe(void)
+{
+	/* An address-space limit would count every reservation: 8 GiB per
+	 * memory against a limit meant for what a run uses. */
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_AS, &rl) < 0 || rl.rlim_cur != RLIM_INFINITY)
+		return;
+	void *p = mmap(NULL, WASM_JIT_RESERVE, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+		       -1, 0);
+	if (p == MAP_FAILED)
+		return;
+	munmap(p, WASM_JIT_RESERVE);
+	guard_on = true;
+}
+
+bool wasm_jit_guard_mode(void)
+{
+	pthread_once(&guard_once, guard_probe);
+	return guard_on;
+}
+
+static pthread_once_t fault_once = PTHREAD_ONCE_INIT;
+static int fault_errno;
+static struct sigaction old_segv, old_bus;
+
+/* Where a fault resumes: as if compiled code had called the trap helper
+ * (the handler leaves the stack as a call would), with the store the
+ * handler saw on this thread. */
+__attribute__((noreturn)) static void fault_trap(void)
+{
+	longjmp(*running->jit->trap_jb, KIS_WASM_TRAP_MEMORY_OOB);
+}
+
+/* SIGSEGV/SIGBUS. A trap only when all of: this thread runs compiled code
+ * of a store (not inside a host or interpreted callee), the stack pointer
+ * is on that store's stack, and the address lies in a guard reservation
+ * of one of its memories. Anything else is a crash as before: the previous
+ * handler, or the default action (the disposition reset, the faulting
+ * instruction runs again and the kernel ends the process, signal(7)). */
+static void on_fault(int sig, siginfo_t *si, void *ucv)
+{
+	ucontext_t *uc = ucv;
+	struct kis_wasm_store *s = running;
+	struct wasm_jit_store *js = s ? s->jit : NULL;
+	uintptr_t sp = (uintptr_t)uc->uc_mcontext.gregs[REG_RSP];
+	bool on_jit_stack = js && sp - 4096 >= js->stack_limit - WASM_JIT_STACK_MARGIN &&
+			    sp < (uintptr_t)js->map + js->map_len;
+	if (on_jit_stack && js->on_stack && !js->in_host && si->si_code > 0 &&
+	    wasm_store_guard_fault(s, (uintptr_t)si->si_addr)) {
+		/* below the faulting frame (and its red zone), 16-byte aligned
+		 * less the return address a call would have pushed (System V
+		 * x86-64 3.2.2); the return from the handler (rt_sigreturn)
+		 * restores the signal mask and leaves the alternate stack */
+		uc->uc_mcontext.gregs[REG_RSP] = (greg_t)(((sp - 512) & ~(uintptr_t)15) - 8);
+		uc->uc_mcontext.gregs[REG_RIP] = (greg_t)(uintptr_t)fault_trap;
+		return;
+	}
+	const struct sigaction *o = sig == SIGBUS ? &old_bus : &old_segv;
+	if (o->sa_flags & SA_SIGINFO) {
+		o->sa_sigaction(sig, si, ucv);
+		return;
+	}
+	if (o->sa_handler != SIG_DFL && o->sa_handler != SIG_IGN) {
+		o->sa_handler(sig);
+		return;
+	}
+	struct sigaction d = {.sa_handler = SIG_DFL};
+	sigemptyset(&d.sa_mask);
+	sigaction(sig, &d, NULL);
+	if (si->si_code <= 0) /* sent, not a fault: it does not come again */
+		raise(sig);
+}
+
+static void fault_install(void)
+{
+	struct sigaction sa = {.sa_sigaction = on_fault, .sa_flags = SA_SIGINFO | SA_ONSTACK};
+	sigemptyset(&sa.sa_mask);
+	if (sigaction(SIGSEGV, &sa, &old_segv) < 0 || sigaction(SIGBUS, &sa, &old_bus) < 0)
+		fault_errno = errno ? errno : EINVAL;
+}
+
+int wasm_jit_fault_init(char *err, size_t errlen)
+{
+	pthread_once(&fault_once, fault_install);
+	if (fault_errno) {
+		snprintf(err, errlen, "cannot install the compiled code's fault handler: %s",
+			 strerror(fault_errno));
+		errno = fault_errno;
+		return -1;
+	}
+	/* An alternate stack for this thread, if it has none: the handler
+	 * then runs there whatever the stack the fault happened on. Kept for
+	 * the thread's life (sigaltstack(2) has no owner to free it). */
+	stack_t cur;
+	if (sigaltstack(NULL, &cur) == 0 && !(cur.ss_flags & SS_DISABLE))
+		return 0;
+	long min = sysconf(_SC_SIGSTKSZ);
+	size_t len = 64u << 10;
+	if (min > 0 && (size_t)min * 4 > len)
+		len = (size_t)min * 4;
+	void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+	if (p == MAP_FAILED) {
+		snprintf(err, errlen, "cannot allocate the fault handler's stack: %s", strerror(errno));
+		return -1;
+	}
+	stack_t ss = {.ss_sp = p, .ss_size = len};
+	if (sigaltstack(&ss, NULL) < 0) {
+		int e = errno;
+		munmap(p, len);
+		snprintf(err, errlen, "cannot set the fault handler's stack: %s", strerror(e));
+		errno = e;
+		return -1;
+	}
+	return 0;
+}
+
 static void run_entry(void *p)
 {
 	struct entry *e = p;
@@ -150,14 +288,20 @@ enum kis_wasm_trap wasm_jit_invoke(struct kis_wasm_store *s, struct kis_wasm_fun
 		memcpy(io, args, (size_t)ft->nps * 8);
 	struct entry e = {.f = f, .io = io};
 	jmp_buf *outer = js->trap_jb;
+	uint32_t in_host = js->in_host;
 	js->trap_jb = &e.jb;
+	js->in_host = 0; /* compiled code again, inside a host call maybe */
 	if (js->on_stack) {
 		run_entry(&e);
 	} else {
+		struct kis_wasm_store *prev = running;
+		running = s;
 		js->on_stack = true;
 		wasm_jit_switch(&e, run_entry, js->stack_top);
 		js->on_stack = false;
+		running = prev;
 	}
+	js->in_host = in_host;
 	js->trap_jb = outer;
 	if (e.trap == KIS_WASM_OK && ft->nrs)
 		memcpy(results, io, (size_t)ft->nrs * 8);
@@ -212,11 +356,15 @@ void wasm_jit_rt_call(struct wasm_jit_ctx *c, struct kis_wasm_func *f, uint64_t 
 		/* the interpreter's host-call contract (exec.c): the depth
 		 * counts the host frame, so a re-entry is not a new run */
 		s->depth++;
+		s->jit->in_host++;
 		t = f->host(f->user, c->inst, io, res);
+		s->jit->in_host--;
 		s->depth--;
 	} else {
 		s->depth++;
+		s->jit->in_host++;
 		t = wasm_invoke(s, f, io, res);
+		s->jit->in_host--;
 		s->depth--;
 	}
 	if (t == KIS_WASM_OK && ft->nrs)

@@ -4,6 +4,8 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* mremap */
 #endif
+#include <errno.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -84,7 +86,7 @@ static int track(struct kis_wasm_store *s, int kind, void *p)
 static void memory_free(struct kis_wasm_memory *mem)
 {
 	if (mem->data)
-		munmap(mem->data, mem->size);
+		munmap(mem->data, mem->reserved ? mem->reserved : mem->size);
 	free(mem);
 }
 
@@ -167,6 +169,17 @@ int kis_wasm_store_use_compiler(struct kis_wasm_store *s, int on, struct kis_err
 	if (on && s->cached && !kis_wasm_compiler_available() && !soft)
 		return kis_error_set(err, KIS_E_PROFILE_UNSATISFIABLE, 0,
 				     "wasm.engine: the compiler (libkis-jit.so) is not installed");
+	if (on) {
+		/* guard-region memory needs its fault handler, installed now
+		 * (cached code too): a confined caller loads its seccomp filter
+		 * after this */
+		char msg[200];
+		if (wasm_jit_guard_mode() && wasm_jit_fault_init(msg, sizeof(msg)) < 0) {
+			if (!soft)
+				return kis_error_set(err, KIS_E_INTERNAL, errno, "%s", msg);
+			on = 0;
+		}
+	}
 	s->compile = on != 0;
 	s->compile_or_interpret = soft;
 	return 0;
@@ -186,9 +199,20 @@ void kis_wasm_store_use_cached_code(struct kis_wasm_store *s, const uint8_t *obj
 	s->cached_len = len;
 }
 
+const char *kis_wasm_compiler_memory_mode(void)
+{
+	return wasm_jit_guard_mode() ? "guard" : "check";
+}
+
 int kis_wasm_compiler_id(char *buf, size_t len)
 {
-	return wasm_jit_id(buf, len);
+	if (wasm_jit_id(buf, len) < 0)
+		return -1;
+	/* the code differs by how it checks memory (jit.h), and the mode is
+	 * the process's: part of what cached code is keyed by */
+	size_t n = strlen(buf);
+	int r = snprintf(buf + n, len - n, " mem %s", kis_wasm_compiler_memory_mode());
+	return r < 0 || (size_t)r >= len - n ? -1 : 0;
 }
 
 void kis_wasm_interrupt(struct kis_wasm_store *s)
@@ -329,7 +353,11 @@ int64_t wasm_table_grow(struct kis_wasm_table *t, uint32_t delta, uint64_t init)
 }
 
 /* Memory lives in an anonymous mapping: growth by mremap gives zeroed pages
- * that cost nothing until touched. */
+ * that cost nothing until touched. A guard-region memory (mem->reserved)
+ * has its whole reservation mapped PROT_NONE from the start, and grows by
+ * making the next pages read-write in place (mprotect(2): pages of a
+ * MAP_NORESERVE private mapping never written read as zero), so the
+ * limits count what is accessible, never the reservation. */
 int64_t wasm_memory_grow(struct kis_wasm_memory *mem, uint32_t delta)
 {
 	uint64_t old = mem->size / WASM_PAGE, n = old + delta;
@@ -340,6 +368,13 @@ int64_t wasm_memory_grow(struct kis_wasm_memory *mem, uint32_t delta)
 		return (int64_t)old;
 	size_t nbytes = (size_t)n * WASM_PAGE;
 	void *p;
+	if (mem->reserved) {
+		if (nbytes > mem->reserved ||
+		    mprotect(mem->data + mem->size, nbytes - mem->size, PROT_READ | PROT_WRITE) < 0)
+			return -1;
+		mem->size = nbytes;
+		return (int64_t)old;
+	}
 	if (mem->data)
 		p = mremap(mem->data, mem->size, nbytes, MREMAP_MAYMOVE);
 	else
@@ -349,6 +384,52 @@ int64_t wasm_memory_grow(struct kis_wasm_memory *mem, uint32_t delta)
 	mem->data = p;
 	mem->size = nbytes;
 	return (int64_t)old;
+}
+
+/* Give mem a guard reservation (jit.h): a new PROT_NONE mapping of
+ * WASM_JIT_RESERVE bytes, and the pages it has moved to its start
+ * (mremap(2) MREMAP_FIXED replaces what is there, contents kept), as a
+ * memory.grow may move them; every reader of data reloads it after any
+ * call (exec.c), as after a grow. */
+/* Where reservations go: a hint in [32 TiB, 80 TiB), below where Linux
+ * places a PIE, its heap and the top-down mmap area (x86-64, 47-bit user
+ * space; above ASan's shadow). The kernel takes a hint whose range is free
+ * and else picks another place (mmap(2)). Why: the compiled code's
+ * sections are mapped separately and reach each other by 32-bit
+ * PC-relative references (the small code model); 8 GiB holes between them,
+ * left by freed reservations in the top-down area, could put them further
+ * apart than that. */
+#define RESERVE_HINT_BASE (32ull << 40)
+#define RESERVE_HINT_END (80ull << 40)
+static _Atomic uint64_t reserve_hint = RESERVE_HINT_BASE;
+
+static void *reserve_hint_next(void)
+{
+	uint64_t h = atomic_fetch_add(&reserve_hint, WASM_JIT_RESERVE);
+	if (h + WASM_JIT_RESERVE > RESERVE_HINT_END) {
+		uint64_t want = h + WASM_JIT_RESERVE;
+		atomic_compare_exchange_strong(&reserve_hint, &want, RESERVE_HINT_BASE);
+		h = atomic_fetch_add(&reserve_hint, WASM_JIT_RESERVE);
+	}
+	return (void *)(uintptr_t)h;
+}
+
+int wasm_memory_reserve(struct kis_wasm_memory *mem)
+{
+	if (mem->reserved)
+		return 0;
+	uint8_t *p = mmap(reserve_hint_next(), WASM_JIT_RESERVE, PROT_NONE,
+			  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (p == MAP_FAILED)
+		return -1;
+	if (mem->data && mremap(mem->data, mem->size, mem->size, MREMAP_MAYMOVE | MREMAP_FIXED, p) ==
+				 MAP_FAILED) {
+		munmap(p, WASM_JIT_RESERVE);
+		return -1;
+	}
+	mem->data = p;
+	mem->reserved = WASM_JIT_RESERVE;
+	return 0;
 }
 
 struct kis_wasm_memory *kis_wasm_memory_new(struct kis_wasm_store *s, uint32_t min, int has_max,
@@ -361,12 +442,31 @@ struct kis_wasm_memory *kis_wasm_memory_new(struct kis_wasm_store *s, uint32_t m
 	mem->lim.has_max = has_max != 0;
 	mem->lim.max = has_max ? max : 65536;
 	mem->cap_pages = s->mem_limit_pages;
+	/* compiled code of this process checks no index against the size:
+	 * the reservation is what keeps it inside (jit.h) */
+	if (s->compile && wasm_jit_guard_mode() && wasm_memory_reserve(mem) < 0) {
+		free(mem);
+		return NULL;
+	}
 	if (min > mem->cap_pages || (min && wasm_memory_grow(mem, min) < 0) ||
 	    track(s, OBJ_MEMORY, mem) < 0) {
 		memory_free(mem);
 		return NULL;
 	}
 	return mem;
+}
+
+bool wasm_store_guard_fault(const struct kis_wasm_store *s, uintptr_t addr)
+{
+	/* from the fault handler (jit_rt.c): reads only, and the thread it
+	 * interrupted was running compiled code, never changing objs */
+	for (size_t i = 0; i < s->nobjs; i++) {
+		const struct kis_wasm_memory *mem = s->objs[i].p;
+		if (s->objs[i].kind == OBJ_MEMORY && mem->reserved &&
+		    addr - (uintptr_t)mem->data < mem->reserved)
+			return true;
+	}
+	return false;
 }
 
 uint8_t *kis_wasm_memory_data(struct kis_wasm_memory *mem, uint64_t *size)
@@ -499,6 +599,7 @@ int kis_wasm_instantiate(struct kis_wasm_store *s, const struct kis_wasm_module 
 		 * is the module's, like its translation): the cast is that
 		 * lazily filled cache, not a change of what the module means. */
 		char msg[512];
+		((struct kis_wasm_module *)m)->jit_guard = wasm_jit_guard_mode();
 		if (wasm_jit_compile((struct kis_wasm_module *)m, s->cached, s->cached_len, msg,
 				     sizeof(msg)) < 0 &&
 		    !s->compile_or_interpret)

@@ -205,6 +205,104 @@ def test_oob_at_the_edge_traps(world, tmp_path):
         assert p.stdout == want, (engine, p.stdout, p.stderr)
 
 
+# The probe of both ways compiled code keeps accesses in bounds: guard mode
+# (a reservation of the whole index+offset range, the fault made a trap) and
+# check mode (explicit compares), which a process with an RLIMIT_AS gets
+# (jit.h). Each call and its expected answer, the interpreter's.
+OOB_WAT = """(module (memory 1 3)
+  (func (export "ld") (param i32) (result i32) (i32.load (local.get 0)))
+  (func (export "ldo") (param i32) (result i32) (i32.load offset=0xffffffff (local.get 0)))
+  (func (export "ld8o") (param i32) (result i32) (i32.load8_u offset=0xfffffff0 (local.get 0)))
+  (func (export "st") (param i32 i32) (i32.store (local.get 0) (local.get 1)))
+  (func (export "dropld") (param i32) (drop (i64.load (local.get 0))))
+  (func (export "st_then_oob") (param i32)
+    (i32.store (i32.const 0) (i32.const 77)) (drop (i32.load (local.get 0)))
+    (i32.store (i32.const 0) (i32.const 99)))
+  (func (export "peek") (result i32) (i32.load (i32.const 0)))
+  (func (export "grow") (param i32) (result i32) (memory.grow (local.get 0))))"""
+OOB = "out of bounds memory access"
+OOB_CALLS = [
+    ("ld 65532", "0"), ("ld 65533", "trap: " + OOB), ("ld 4294967295", "trap: " + OOB),
+    ("ldo 0", "trap: " + OOB), ("ldo 4294967295", "trap: " + OOB),
+    ("ld8o 0", "trap: " + OOB), ("ld8o 4294967295", "trap: " + OOB),
+    ("st 65532 5", ""), ("st 65533 5", "trap: " + OOB),
+    ("dropld 65528", ""), ("dropld 65529", "trap: " + OOB),  # an unused load traps too
+    ("st_then_oob 70000", "trap: " + OOB), ("peek", "77"),  # the store before it stays
+    ("grow 1", "1"), ("ld 131068", "0"), ("ld 131069", "trap: " + OOB),
+    ("st 131068 9", ""), ("grow 1", "2"), ("ld 196605", "trap: " + OOB),
+    ("grow 1", "4294967295"), ("ld 196604", "0"),
+]
+# An address-space limit (8 GB: LLVM fits, an 8 GiB reservation per memory
+# does not) is what makes a process use check mode.
+CHECK_MODE = ["prlimit", "--as=8000000000"]
+
+
+def _memory_mode(prefix):
+    p = subprocess.run(prefix + [str(KIS), "sandbox", "backends"], capture_output=True,
+                       text=True, timeout=60)
+    for line in p.stdout.splitlines():
+        if line.startswith("wasm compiler memory checks:"):
+            return line.split(":", 1)[1].strip()
+    return None
+
+
+@pytest.mark.parametrize("mode", ["guard", "check"])
+def test_oob_probe_in_both_memory_modes(tmp_path, mode):
+    """Loads and stores at the edge, past it, with an offset that overflows
+    32 bits, after memory.grow (and at the maximum), an unused load, and
+    a store before a trap: compiled code answers as the interpreter, in the
+    mode said (kis sandbox backends names it)."""
+    if not RUNNER.exists():
+        pytest.skip("build/kis-wasm-run is not built (make build/kis-wasm-run)")
+    if not shutil.which("wat2wasm"):
+        pytest.skip("wat2wasm (wabt) is not installed")
+    prefix = CHECK_MODE if mode == "check" else []
+    if mode == "check" and not shutil.which("prlimit"):
+        pytest.skip("prlimit (util-linux) is not installed")
+    got_mode = _memory_mode(prefix)
+    if mode == "guard" and got_mode == "check":
+        pytest.skip("this host cannot reserve 8 GiB of address space (check mode only)")
+    assert got_mode == mode
+    (tmp_path / "oob.wat").write_text(OOB_WAT)
+    subprocess.run(["wat2wasm", str(tmp_path / "oob.wat"), "-o", str(tmp_path / "oob.wasm")],
+                   check=True)
+    calls = "".join(c + "\n" for c, _ in OOB_CALLS)
+    want = "".join(w + "\n" for _, w in OOB_CALLS)
+    for engine in ("interpreter", "compiler"):
+        p = subprocess.run(prefix + [str(RUNNER), "--engine", engine, "--batch",
+                                     str(tmp_path / "oob.wasm")],
+                           input=calls, capture_output=True, text=True, timeout=120)
+        assert p.stdout == want, (engine, mode, p.stdout, p.stderr)
+
+
+@pytest.mark.parametrize("mode", ["guard", "check"])
+def test_oob_through_the_tier_in_both_memory_modes(world, tmp_path, mode):
+    """The confined child: a load past memory, after a store, is the trap
+    (the fault handler under seccomp), not a crash, in either mode."""
+    if not shutil.which("wat2wasm"):
+        pytest.skip("wat2wasm (wabt) is not installed")
+    if mode == "check" and not shutil.which("prlimit"):
+        pytest.skip("prlimit (util-linux) is not installed")
+    prefix = CHECK_MODE if mode == "check" else []
+    if mode == "guard" and _memory_mode(prefix) != "guard":
+        pytest.skip("this host cannot reserve 8 GiB of address space (check mode only)")
+    src = tmp_path / "src"
+    src.mkdir()
+    (tmp_path / "oobw.wat").write_text("""(module (memory (export "memory") 1)
+        (func (export "_start") (i32.store (i32.const 0) (i32.const 1))
+          (drop (i32.load offset=65534 (i32.const 0)))))""")
+    subprocess.run(["wat2wasm", str(tmp_path / "oobw.wat"), "-o", str(src / "oobw.wasm")],
+                   check=True)
+    base = tier.sh(world["store"], "base", "import", str(src)).stdout.strip()
+    e = dict(os.environ, KIS_SANDBOX_ROOT=str(world["store"]))
+    p = subprocess.run(prefix + [str(KIS), "sandbox", "run", "--json", "--tier", "wasm",
+                                 "--base", base, "--wasm-engine", "compiler", "--", "oobw.wasm"],
+                       capture_output=True, text=True, timeout=120, env=e)
+    d = json.loads(p.stdout)
+    assert d["termination"]["reason"] == "trapped", (mode, d)
+    assert OOB in d["termination"]["detail"], (mode, d)
+
+
 DIFF_WAT = """(module (memory 1)
   (func (export "arith") (param i32 i32) (result i32 i32 i32 i32)
     (i32.add (local.get 0) (local.get 1)) (i32.mul (local.get 0) (local.get 1))
