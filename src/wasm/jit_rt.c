@@ -227,6 +227,36 @@ static void fault_install(void)
 		fault_errno = errno ? errno : EINVAL;
 }
 
+/* Whoever set a SIGSEGV or SIGBUS handler after ours (a test harness
+ * does, around each test: cmocka) took the trap from us: before compiled
+ * code runs, ours goes back in front, and the newer one becomes the one a
+ * fault that is not ours is handed to. Two sigaction reads per outermost
+ * entry into compiled code. */
+static pthread_mutex_t fault_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void fault_keep(void)
+{
+	struct sigaction cur;
+	if (sigaction(SIGSEGV, NULL, &cur) == 0 && (cur.sa_flags & SA_SIGINFO) &&
+	    cur.sa_sigaction == on_fault && sigaction(SIGBUS, NULL, &cur) == 0 &&
+	    (cur.sa_flags & SA_SIGINFO) && cur.sa_sigaction == on_fault)
+		return;
+	struct sigaction sa = {.sa_sigaction = on_fault, .sa_flags = SA_SIGINFO | SA_ONSTACK};
+	sigemptyset(&sa.sa_mask);
+	pthread_mutex_lock(&fault_lock);
+	const int sigs[2] = {SIGSEGV, SIGBUS};
+	for (int i = 0; i < 2; i++) {
+		struct sigaction *old = sigs[i] == SIGBUS ? &old_bus : &old_segv;
+		if (sigaction(sigs[i], NULL, &cur) < 0 ||
+		    ((cur.sa_flags & SA_SIGINFO) && cur.sa_sigaction == on_fault))
+			continue;
+		struct sigaction prev;
+		if (sigaction(sigs[i], &sa, &prev) == 0)
+			*old = prev;
+	}
+	pthread_mutex_unlock(&fault_lock);
+}
+
 int wasm_jit_fault_init(char *err, size_t errlen)
 {
 	pthread_once(&fault_once, fault_install);
@@ -294,6 +324,8 @@ enum kis_wasm_trap wasm_jit_invoke(struct kis_wasm_store *s, struct kis_wasm_fun
 	if (js->on_stack) {
 		run_entry(&e);
 	} else {
+		if (wasm_jit_guard_mode())
+			fault_keep();
 		struct kis_wasm_store *prev = running;
 		running = s;
 		js->on_stack = true;
