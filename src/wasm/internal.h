@@ -124,6 +124,9 @@ struct kis_wasm_module {
 	struct wasm_jit_module *jit; /* its machine code, made at the first
 				      * instantiation in a compiling store (jit.h) */
 	bool jit_guard; /* the code is for guard-region memories (jit.h) */
+	uint8_t *src; /* the binary it was decoded from (a copy): what a
+		       * compiler in another process decodes again (jit_remote.c) */
+	size_t src_len;
 };
 
 /* ---- Translated code: internal opcodes ----
