@@ -192,7 +192,8 @@ KIS_HIDDEN int wasm_jit_emit(struct kis_wasm_module *m, uint8_t **obj, size_t *l
  * helper's socket), or -1. */
 KIS_HIDDEN int wasm_jit_channel_fd(void);
 /* jit_load.c: where the plugin may lie, best first; n written. */
-KIS_HIDDEN int wasm_jit_plugin_candidates(char out[3][PATH_MAX]);
+#define WASM_JIT_PLUGIN_CANDIDATES 4
+KIS_HIDDEN int wasm_jit_plugin_candidates(char out[WASM_JIT_PLUGIN_CANDIDATES][PATH_MAX]);
 
 /* The library's entries for compiled code (jit_load.c). */
 /* Give m (validated) machine code: cached (an object made before for this

@@ -49,13 +49,16 @@ static void find_exe_dir(void)
 	}
 }
 
-int wasm_jit_plugin_candidates(char out[3][PATH_MAX])
+int wasm_jit_plugin_candidates(char out[WASM_JIT_PLUGIN_CANDIDATES][PATH_MAX])
 {
 	int n = 0;
 	pthread_once(&exe_once, find_exe_dir);
 	if (exe_dir[0]) {
 		snprintf(out[n++], PATH_MAX, "%.4000s/libkis-jit.so", exe_dir);
 		snprintf(out[n++], PATH_MAX, "%.4000s/../libkis-jit.so", exe_dir);
+		/* an installed tree, wherever it was put: bin/kis beside
+		 * lib/kis/ (kis-helper, which loads it, lies there too) */
+		snprintf(out[n++], PATH_MAX, "%.4000s/../lib/kis/libkis-jit.so", exe_dir);
 	}
 	snprintf(out[n++], PATH_MAX, "%s", KIS_JIT_PLUGIN);
 	return n;
@@ -150,7 +153,7 @@ static void cpu_sig(char *buf, size_t len)
  * file itself (a rebuilt one makes new code), and the CPU. */
 int wasm_jit_id(char *buf, size_t len)
 {
-	char c[3][PATH_MAX];
+	char c[WASM_JIT_PLUGIN_CANDIDATES][PATH_MAX];
 	int n = wasm_jit_plugin_candidates(c);
 	struct stat st;
 	int i = 0;

@@ -39,7 +39,7 @@ static const struct wasm_jit_host host = {
 
 bool wasm_jit_present(void)
 {
-	char c[3][PATH_MAX];
+	char c[WASM_JIT_PLUGIN_CANDIDATES][PATH_MAX];
 	int n = wasm_jit_plugin_candidates(c);
 	for (int i = 0; i < n; i++)
 		if (access(c[i], R_OK) == 0)
@@ -51,7 +51,7 @@ int wasm_jit_load(char *err, size_t errlen)
 {
 	pthread_mutex_lock(&lock);
 	if (!loaded && !why[0]) {
-		char c[3][PATH_MAX];
+		char c[WASM_JIT_PLUGIN_CANDIDATES][PATH_MAX];
 		int n = wasm_jit_plugin_candidates(c);
 		void *h = NULL;
 		const char *last = "not found";

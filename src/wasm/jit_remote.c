@@ -51,7 +51,7 @@ static char why[300];
 
 bool wasm_jit_present(void)
 {
-	char h[PATH_MAX], c[3][PATH_MAX];
+	char h[PATH_MAX], c[WASM_JIT_PLUGIN_CANDIDATES][PATH_MAX];
 	if (kis_helper_path(h, sizeof(h)) < 0)
 		return false;
 	int n = wasm_jit_plugin_candidates(c);
