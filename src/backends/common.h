@@ -7,6 +7,7 @@
 #include <linux/filter.h>
 #include <seccomp.h>
 
+#include "core/util.h"
 #include "exec/exec.h"
 #include "kis/backend.h"
 
