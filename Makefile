@@ -24,12 +24,16 @@ LLVM_CONFIG ?= llvm-config-14
 LLVM_CFLAGS := $(patsubst -I%,-isystem %,$(filter -I%,$(shell $(LLVM_CONFIG) --cflags 2>/dev/null)))
 LLVM_LIBS   := $(shell $(LLVM_CONFIG) --ldflags --libs 2>/dev/null) -lm -lpthread
 PKG_LIBS    += -ldl -lm
-# The CLI links Debian's jansson and libseccomp archives (the agent's own,
-# which is static anyway) and only libc dynamically: every run execs kis,
-# and on this PVM guest each shared object the loader maps costs its
-# mmaps, mprotects and relocations again (docs/performance.md: 0.5 to 0.8
-# ms of CPU per exec). libc stays shared: kis dlopens its JIT plugin.
-CLI_LIBS    := -Wl,-Bstatic $(shell pkg-config --libs $(PKGS) 2>/dev/null) -Wl,-Bdynamic -ldl -lm
+# The CLI is static-pie: every run execs kis, and on this PVM guest the
+# loader's mapping and relocation of libc cost ~2 ms of each exec
+# (docs/performance.md). What needs the dynamic loader (the JIT plugin,
+# libsubid and NSS) runs in kis-helper, a dynamic program (src/helper):
+# the CLI links jit_remote.c and subid_remote.c in place of the library's
+# jit_plugin.c and subid_lib.c (same functions; the archive's members are
+# then never pulled in).
+CLI_LIBS    := $(shell pkg-config --libs --static $(PKGS) 2>/dev/null) -lm
+CLI_REMOTE_SRCS := src/wasm/jit_remote.c src/confine/subid_remote.c
+CLI_REMOTE_OBJS := $(CLI_REMOTE_SRCS:%.c=$(BUILD)/obj/%.o)
 
 WARN := -Wall -Wextra -Werror -Wshadow -Wmissing-prototypes -Wstrict-prototypes \
         -Wformat=2 -Wformat-nonliteral -Wswitch-default -Wswitch-enum \
@@ -43,7 +47,7 @@ ALL_CFLAGS := $(BASE_CFLAGS) $(HARDEN) $(CFLAGS)
 
 # Library sources: every module directory except the CLI and the programs.
 LIB_DIRS := src/core src/exec src/confine src/net src/store src/wasm src/agent src/backends src/backends/host src/backends/oci src/backends/microvm src/engine
-LIB_SRCS := $(filter-out src/agent/main.c src/wasm/jit_llvm.c,$(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.c)))
+LIB_SRCS := $(filter-out src/agent/main.c src/wasm/jit_llvm.c $(CLI_REMOTE_SRCS),$(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.c)))
 CLI_SRCS := $(wildcard src/cli/*.c)
 LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o)
 CLI_OBJS := $(CLI_SRCS:%.c=$(BUILD)/obj/%.o)
@@ -60,6 +64,7 @@ JIT_PLUGIN := $(BUILD)/libkis-jit.so
 KIS := $(BUILD)/kis
 
 AGENT := $(BUILD)/kis-agent
+HELPER := $(BUILD)/kis-helper
 BINS := $(KIS) $(AGENT)
 CHECK_TARGETS :=
 CLEAN_EXTRA :=
@@ -75,7 +80,7 @@ fuzz-proto:
 	$(BUILD)/fuzz/fuzz_frame -max_total_time=$${FUZZ_SECONDS:-60} -max_len=4096
 
 .PHONY: all check check-layers check-unit check-asan check-integration matrix run install uninstall clean deps bench
-all: $(KIS) $(AGENT) $(STATIC_LIB) $(SHARED_LIB) $(JIT_PLUGIN)
+all: $(KIS) $(AGENT) $(HELPER) $(STATIC_LIB) $(SHARED_LIB) $(JIT_PLUGIN)
 
 -include $(sort $(wildcard mk/*.mk))
 
@@ -86,6 +91,9 @@ all: $(BINS)
 PATHS_DEFS := -DKIS_PREFIX='"$(PREFIX)"' -DKIS_VERSION='"$(VERSION)"'
 $(BUILD)/obj/src/engine/paths.o: ALL_CFLAGS += $(PATHS_DEFS)
 $(BUILD)/asan/src/engine/paths.o: BASE_CFLAGS += $(PATHS_DEFS)
+HELPER_DEFS := -DKIS_HELPER='"$(PREFIX)/lib/kis/kis-helper"'
+$(BUILD)/obj/src/core/io.o: ALL_CFLAGS += $(HELPER_DEFS)
+$(BUILD)/asan/src/core/io.o: BASE_CFLAGS += $(HELPER_DEFS)
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -108,8 +116,13 @@ $(BUILD)/asan/libkis-sandbox.a: $(ASAN_LIB_OBJS)
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^
 
-$(KIS): $(CLI_OBJS) $(STATIC_LIB)
-	$(CC) -pie $(HARD_LDFLAGS) -o $@ $(CLI_OBJS) $(STATIC_LIB) $(CLI_LIBS)
+$(KIS): $(CLI_OBJS) $(CLI_REMOTE_OBJS) $(STATIC_LIB) | $(HELPER)
+	$(CC) -static-pie $(HARD_LDFLAGS) -o $@ $(CLI_OBJS) $(CLI_REMOTE_OBJS) $(STATIC_LIB) $(CLI_LIBS)
+
+# The dynamic half of the static CLI (src/helper/main.c): the library as it
+# is, with the plugin loader and libsubid.
+$(HELPER): $(BUILD)/obj/src/helper/main.o $(STATIC_LIB)
+	$(CC) -pie $(HARD_LDFLAGS) -o $@ $< $(STATIC_LIB) $(PKG_LIBS)
 
 # The agent is static: it runs inside sandboxes whose root may hold no libc.
 $(AGENT): $(BUILD)/obj/src/agent/main.o $(STATIC_LIB)
@@ -198,6 +211,7 @@ install: all man
 	sed -e 's|@BASHCOMP@|$(BASHCOMPDIR)/kis|g' scripts/completion/_kis > $(DESTDIR)$(ZSHCOMPDIR)/_kis
 	install -m 0755 scripts/guest/fetch-kernel.sh $(DESTDIR)$(LIBKIS)/fetch-guest.sh
 	install -m 0755 $(JIT_PLUGIN) $(DESTDIR)$(LIBKIS)/libkis-jit.so
+	install -m 0755 $(HELPER) $(DESTDIR)$(LIBKIS)/kis-helper
 	@# the guest: fetched once into $(MICROVM_GUEST) (never installed on
 	@# this host as a kernel), then copied where every store reads it
 	@if [ "$(INSTALL_GUEST)" != 1 ]; then :; \

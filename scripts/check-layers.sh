@@ -21,6 +21,7 @@ allowed() {
 	engine)   echo "core exec confine net store wasm agent backends engine" ;;
 	cli)      echo "core store wasm backends cli public" ;;  # the public API only (below)
 	runtime)  echo "core exec confine net store backends engine runtime public" ;;
+	helper)   echo "core confine wasm helper public" ;;  # kis-helper: the dynamic half of the static CLI
 	*)        echo "" ;;
 	esac
 }

@@ -22,6 +22,7 @@
 #include "exec/exec.h"
 #include "kis/backend.h"
 #include "kis/store.h"
+#include "wasm/jit.h"
 #include "wasm/jit_cache.h"
 #include "wasm/wasi.h"
 
@@ -480,13 +481,30 @@ static int child_main(void *vctx, struct kis_error **err)
 	 * else goes, the supervisor's report socket among them: its EOF is how
 	 * the parent learns that the command started, as an exec would have
 	 * closed it. */
+	/* the compiler's socket when it runs in a process of its own
+	 * (src/wasm/jit_remote.c, the static kis): kept, above them */
+	int chan = wasm_jit_channel_fd();
+	unsigned first = pl->preopen ? 4u + (unsigned)pl->n_mounts : 3u;
+	if (chan >= 0 && (unsigned)chan < first) {
+		errno = EMFILE;
+		child_fail(st, "limits.open_files leaves no room for the compiler's socket");
+	}
 	for (size_t i = 0; i < pl->n_mounts; i++)
 		if (dup2(pl->mounts[i].fd, 4 + (int)i) < 0)
 			child_fail(st, "cannot pass a mount's directory");
-	unsigned first = pl->preopen ? 4u + (unsigned)pl->n_mounts : 3u;
-	if (syscall(SYS_close_range, first, ~0u, 0u) < 0)
-		for (int fd = (int)first; fd < 1024; fd++)
-			close(fd);
+	if (chan < 0 || (unsigned)chan < first) {
+		if (syscall(SYS_close_range, first, ~0u, 0u) < 0)
+			for (int fd = (int)first; fd < 1024; fd++)
+				close(fd);
+	} else {
+		/* [first, chan) and (chan, ~0] */
+		if ((unsigned)chan > first && syscall(SYS_close_range, first, (unsigned)chan - 1, 0u) < 0)
+			for (int fd = (int)first; fd < chan; fd++)
+				close(fd);
+		if (syscall(SYS_close_range, (unsigned)chan + 1, ~0u, 0u) < 0)
+			for (int fd = chan + 1; fd < 1024; fd++)
+				close(fd);
+	}
 	struct kis_wasi_preopen pre[KIS_MOUNTS_MAX];
 	for (size_t i = 0; i < pl->n_mounts; i++)
 		pre[i] = (struct kis_wasi_preopen){.fd = 4 + (int)i, .name = pl->mounts[i].target,

@@ -261,6 +261,9 @@ struct kis_subids {
 /* Whether the user uid has both ranges and newuidmap and newgidmap are
  * installed (Debian uidmap). */
 KIS_HIDDEN bool kis_subids_of(uid_t uid, struct kis_subids *out);
+/* The ranges alone (subid_lib.c with libsubid, or subid_remote.c through
+ * kis-helper in the static kis): false when uid has none. */
+KIS_HIDDEN bool kis_subids_lookup(uid_t uid, struct kis_subids *out);
 KIS_HIDDEN const char *kis_newuidmap_path(void);
 KIS_HIDDEN const char *kis_newgidmap_path(void);
 /* A user namespace of the caller's own ids (an ordinary user's), its maps

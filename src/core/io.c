@@ -3,11 +3,29 @@
 #include "core/util.h"
 
 #include <dirent.h>
+#include <limits.h>
 #include <fcntl.h>
 #include <string.h>
 #include <time.h>
 
 #include "core/io.h"
+
+int kis_read_all(int fd, void *buf, size_t n)
+{
+	char *p = buf;
+	while (n > 0) {
+		ssize_t r = RETRY_EINTR(read(fd, p, n));
+		if (r < 0)
+			return -1;
+		if (r == 0) {
+			errno = EPIPE; /* the other end went before all came */
+			return -1;
+		}
+		p += r;
+		n -= (size_t)r;
+	}
+	return 0;
+}
 
 int kis_write_all(int fd, const void *buf, size_t n)
 {
@@ -157,4 +175,38 @@ void kis_argv_release(struct kis_argv *a)
 		free(a->v[i]);
 	free(a->v);
 	memset(a, 0, sizeof(*a));
+}
+
+#ifndef KIS_HELPER
+#define KIS_HELPER "/usr/local/lib/kis/kis-helper"
+#endif
+
+const char *kis_helper_installed(void)
+{
+	return KIS_HELPER;
+}
+
+/* kis-helper beside the program (the build tree), in lib/kis beside its
+ * bin (an installed tree), or where `make install` put it (fixed at build
+ * time); from the program's own path, never the environment's: kis runs
+ * it as whoever runs kis, root included. */
+int kis_helper_path(char *out, size_t len)
+{
+	char exe[PATH_MAX];
+	ssize_t l = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	if (l > 0) {
+		exe[l] = 0;
+		char *slash = strrchr(exe, '/');
+		if (slash) {
+			*slash = 0;
+			snprintf(out, len, "%.4000s/kis-helper", exe);
+			if (access(out, X_OK) == 0)
+				return 0;
+			snprintf(out, len, "%.4000s/../lib/kis/kis-helper", exe);
+			if (access(out, X_OK) == 0)
+				return 0;
+		}
+	}
+	snprintf(out, len, "%s", KIS_HELPER);
+	return access(out, X_OK) == 0 ? 0 : -1;
 }

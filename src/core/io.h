@@ -16,6 +16,12 @@
 /* Write all n bytes, retrying on EINTR and short writes. 0, or -1 + errno
  * (a reader that went away is the caller's to judge). */
 int kis_write_all(int fd, const void *buf, size_t n);
+/* kis-helper, the dynamic half of the static CLI (src/helper/main.c): its
+ * path into out, 0, or -1 if it is nowhere; and where install puts it. */
+int kis_helper_path(char *out, size_t len);
+const char *kis_helper_installed(void);
+/* Exactly n bytes: 0, or -1 with errno (EPIPE at an early end of file). */
+int kis_read_all(int fd, void *buf, size_t n);
 /* Append to a captured stream, keeping it NUL-terminated. -1 on ENOMEM. */
 int kis_stream_append(struct kis_stream *s, const void *buf, size_t n);
 

@@ -755,6 +755,7 @@ void kis_wasm_module_free(struct kis_wasm_module *m)
 	if (!m)
 		return;
 	wasm_jit_module_free(m->jit);
+	free(m->src);
 	for (uint32_t i = 0; i < m->ntypes; i++)
 		free(m->types[i].t);
 	free(m->types);
@@ -910,6 +911,13 @@ static int module_load(const uint8_t *bytes, size_t len, bool defer, struct kis_
 		return kis_error_set(err, KIS_E_INVALID_ARGUMENT, 0, "%s",
 				     r.failed ? r.err : "out of memory");
 	}
+	m->src = malloc(len ? len : 1);
+	if (!m->src) {
+		kis_wasm_module_free(m);
+		return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "cannot allocate module");
+	}
+	memcpy(m->src, bytes, len);
+	m->src_len = len;
 	*out = m;
 	return 0;
 }

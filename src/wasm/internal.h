@@ -130,6 +130,9 @@ struct kis_wasm_module {
 	 * anything but linking the cached code may use them. */
 	bool bodies_deferred;
 	uint32_t bodies_done;
+	uint8_t *src; /* the binary it was decoded from (a copy): what a
+		       * compiler in another process decodes again (jit_remote.c) */
+	size_t src_len;
 };
 
 /* ---- Translated code: internal opcodes ----

@@ -4,6 +4,7 @@
 #ifndef KIS_WASM_JIT_H
 #define KIS_WASM_JIT_H
 
+#include <limits.h>
 #include <setjmp.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -177,11 +178,27 @@ struct wasm_jit_plugin {
 typedef int (*wasm_jit_plugin_init_fn)(const struct wasm_jit_host *host,
 				       struct wasm_jit_plugin *out);
 
-/* jit_load.c: load the plugin (once; before the process is confined: it
- * reads the plugin and libLLVM from /usr/lib). 0, or -1 with why in err. */
+/* Where the compiler runs, one of two files with the same functions:
+ * jit_plugin.c (the library: the plugin dlopen'ed into this process) or
+ * jit_remote.c (the static `kis` command line: the plugin in a kis-helper
+ * process started by wasm_jit_load, which then serves wasm_jit_emit over a
+ * socket; docs/wasm.md, "Where the compiler runs").
+ * Load (once; before the process is confined: it reads the plugin and
+ * libLLVM from /usr/lib, or starts the helper). 0, or -1 with why in err. */
 KIS_HIDDEN int wasm_jit_load(char *err, size_t errlen);
-/* Is the plugin there to load (no loading: cheap, for the probe)? */
+/* Is the compiler there to load (no loading: cheap, for the probe)? */
 KIS_HIDDEN bool wasm_jit_present(void);
+/* Loaded already (wasm_jit_load succeeded)? */
+KIS_HIDDEN bool wasm_jit_loaded(void);
+/* m's object code (malloc'd into *obj), not linked: 0, or -1 with err. */
+KIS_HIDDEN int wasm_jit_emit(struct kis_wasm_module *m, uint8_t **obj, size_t *len, char *err,
+			     size_t errlen);
+/* The descriptor a confined caller must keep open for wasm_jit_emit (the
+ * helper's socket), or -1. */
+KIS_HIDDEN int wasm_jit_channel_fd(void);
+/* jit_load.c: where the plugin may lie, best first; n written. */
+#define WASM_JIT_PLUGIN_CANDIDATES 4
+KIS_HIDDEN int wasm_jit_plugin_candidates(char out[WASM_JIT_PLUGIN_CANDIDATES][PATH_MAX]);
 
 /* The library's entries for compiled code (jit_load.c). */
 /* Give m (validated) machine code: cached (an object made before for this
@@ -205,9 +222,6 @@ KIS_HIDDEN void wasm_jit_module_free(struct wasm_jit_module *jm);
 /* The native entries of defined function i: typed, and over slots. */
 KIS_HIDDEN int wasm_jit_lookup(struct wasm_jit_module *jm, uint32_t i, void **fn,
 			       void (**wrap)(void *, uint64_t *));
-/* Can this build and host compile? (The plugin loads, LLVM's native
- * target initialises.) */
-KIS_HIDDEN bool wasm_jit_supported(void);
 
 /* jit_elf.c: our linker of the compiler's object code (fresh or cached),
  * without LLVM. Its refusals, each a name (the message says where): */

@@ -9,7 +9,6 @@
  * one level down) or where `make install` puts it (KIS_JIT_PLUGIN, from the
  * Makefile). The path is the program's own (/proc/self/exe), never the
  * environment's. */
-#include <dlfcn.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -29,28 +28,6 @@
 #ifndef KIS_JIT_PLUGIN
 #define KIS_JIT_PLUGIN "/usr/local/lib/kis/libkis-jit.so"
 #endif
-
-static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static struct wasm_jit_plugin plugin;
-static bool loaded;
-static char why[300];
-
-static const struct wasm_jit_sym syms[] = {
-#define S(n) {#n, (void (*)(void))n},
-	WASM_JIT_HELPERS(S)
-#undef S
-};
-
-static const struct wasm_jit_host host = {
-	.version = WASM_JIT_VERSION,
-	.read_u32 = wasm_read_u32,
-	.read_s32 = wasm_read_s32,
-	.read_s33 = wasm_read_s33,
-	.read_s64 = wasm_read_s64,
-	.simd_sig = wasm_simd_sig,
-	.syms = syms,
-	.nsyms = sizeof(syms) / sizeof(*syms),
-};
 
 /* The candidates, best first; n of them written. The program's own path
  * is read once (readlink of /proc costs 15 us here, and a run asks ~4
@@ -72,75 +49,19 @@ static void find_exe_dir(void)
 	}
 }
 
-static int candidates(char out[3][PATH_MAX])
+int wasm_jit_plugin_candidates(char out[WASM_JIT_PLUGIN_CANDIDATES][PATH_MAX])
 {
 	int n = 0;
 	pthread_once(&exe_once, find_exe_dir);
 	if (exe_dir[0]) {
 		snprintf(out[n++], PATH_MAX, "%.4000s/libkis-jit.so", exe_dir);
 		snprintf(out[n++], PATH_MAX, "%.4000s/../libkis-jit.so", exe_dir);
+		/* an installed tree, wherever it was put: bin/kis beside
+		 * lib/kis/ (kis-helper, which loads it, lies there too) */
+		snprintf(out[n++], PATH_MAX, "%.4000s/../lib/kis/libkis-jit.so", exe_dir);
 	}
 	snprintf(out[n++], PATH_MAX, "%s", KIS_JIT_PLUGIN);
 	return n;
-}
-
-bool wasm_jit_present(void)
-{
-	char c[3][PATH_MAX];
-	int n = candidates(c);
-	for (int i = 0; i < n; i++)
-		if (access(c[i], R_OK) == 0)
-			return true;
-	return false;
-}
-
-int wasm_jit_load(char *err, size_t errlen)
-{
-	pthread_mutex_lock(&lock);
-	if (!loaded && !why[0]) {
-		char c[3][PATH_MAX];
-		int n = candidates(c);
-		void *h = NULL;
-		const char *last = "not found";
-		for (int i = 0; i < n && !h; i++) {
-			if (access(c[i], R_OK) < 0)
-				continue;
-			/* RTLD_LOCAL: LLVM's symbols stay the plugin's */
-			h = dlopen(c[i], RTLD_NOW | RTLD_LOCAL);
-			if (!h)
-				last = dlerror();
-		}
-		wasm_jit_plugin_init_fn init =
-			h ? (wasm_jit_plugin_init_fn)dlsym(h, WASM_JIT_PLUGIN_INIT) : NULL;
-		if (!h)
-			snprintf(why, sizeof(why), "wasm.engine: cannot load the compiler (libkis-jit.so): %s",
-				 last);
-		else if (!init || init(&host, &plugin) < 0)
-			snprintf(why, sizeof(why),
-				 "wasm.engine: the compiler (libkis-jit.so) does not start here (no "
-				 "native LLVM target, or another version)");
-		else
-			loaded = true;
-		/* a plugin that failed stays mapped: harmless, and never run */
-	}
-	bool ok = loaded;
-	if (!ok && err)
-		snprintf(err, errlen, "%s", why);
-	pthread_mutex_unlock(&lock);
-	return ok ? 0 : -1;
-}
-
-bool wasm_jit_supported(void)
-{
-	return wasm_jit_load(NULL, 0) == 0;
-}
-
-static bool is_loaded(void)
-{
-	pthread_mutex_lock(&lock);
-	bool l = loaded;
-	pthread_mutex_unlock(&lock);
-	return l;
 }
 
 int wasm_jit_compile(struct kis_wasm_module *m, const uint8_t *cached, size_t cached_len,
@@ -161,7 +82,7 @@ int wasm_jit_compile(struct kis_wasm_module *m, const uint8_t *cached, size_t ca
 			m->jit = jm;
 			return 0;
 		}
-		if (!is_loaded())
+		if (!wasm_jit_loaded())
 			return -1;
 	}
 	/* a fresh compile walks validated bodies only */
@@ -171,7 +92,7 @@ int wasm_jit_compile(struct kis_wasm_module *m, const uint8_t *cached, size_t ca
 		return -1;
 	uint8_t *obj = NULL;
 	size_t len = 0;
-	if (plugin.emit(m, &obj, &len, err, errlen) < 0)
+	if (wasm_jit_emit(m, &obj, &len, err, errlen) < 0)
 		return -1;
 	if (wasm_jit_elf_load(obj, len, n, true, &jm, err, errlen) < 0) {
 		free(obj);
@@ -235,8 +156,8 @@ static void cpu_sig(char *buf, size_t len)
  * file itself (a rebuilt one makes new code), and the CPU. */
 int wasm_jit_id(char *buf, size_t len)
 {
-	char c[3][PATH_MAX];
-	int n = candidates(c);
+	char c[WASM_JIT_PLUGIN_CANDIDATES][PATH_MAX];
+	int n = wasm_jit_plugin_candidates(c);
 	struct stat st;
 	int i = 0;
 	for (; i < n; i++)

@@ -56,3 +56,21 @@ def test_make_install_and_link_against_it(tmp_path):
                        env=dict(env, KIS_SANDBOX_ROOT=str(tmp_path / "store")),
                        capture_output=True, text=True, stdin=subprocess.DEVNULL)
     assert r.returncode == 0, r.stderr
+    # the installed kis (static) compiles through the installed kis-helper
+    # and links the cached code after (a WASI module that only returns)
+    if (prefix / "lib/kis/libkis-jit.so").exists():
+        assert (prefix / "lib/kis/kis-helper").exists()
+        base = tmp_path / "wbase"
+        base.mkdir()
+        (base / "t.wasm").write_bytes(bytes.fromhex(
+            "0061736d01000000010401600000030201000" "70a01065f73746172740000" "0a040102000b"))
+        wenv = dict(env, KIS_SANDBOX_ROOT=str(tmp_path / "wstore"))
+        kis_bin = str(prefix / "bin/kis")
+        b = subprocess.run([kis_bin, "sandbox", "base", "import", str(base)], env=wenv,
+                           check=True, capture_output=True, text=True).stdout.strip()
+        for _ in range(2):
+            r = subprocess.run([kis_bin, "sandbox", "run", "--tier", "wasm", "--wasm-engine",
+                                "compiler", "--base", b, "--", "t.wasm"], env=wenv,
+                               capture_output=True, text=True, stdin=subprocess.DEVNULL)
+            assert r.returncode == 0, r.stderr
+        assert list((tmp_path / "wstore/cache/wasm-code").glob("*.o"))

@@ -1,0 +1,104 @@
+/* SPDX-License-Identifier: MIT */
+/* The compiler in this process: libkis-jit.so (jit_llvm.c with LLVM)
+ * loaded by dlopen(3) on first use. This is the library's way (a program
+ * linking libkis-sandbox, the spec-test runner, kis-helper). The static
+ * `kis` command line cannot dlopen a plugin that needs the shared libc, and
+ * links jit_remote.c in place of this file: the same functions, with LLVM
+ * in a kis-helper process of its own (the archive member that defines
+ * them first wins, so this one is then never linked). */
+#include <dlfcn.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "wasm/jit.h"
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static struct wasm_jit_plugin plugin;
+static bool loaded;
+static char why[300];
+
+static const struct wasm_jit_sym syms[] = {
+#define S(n) {#n, (void (*)(void))n},
+	WASM_JIT_HELPERS(S)
+#undef S
+};
+
+static const struct wasm_jit_host host = {
+	.version = WASM_JIT_VERSION,
+	.read_u32 = wasm_read_u32,
+	.read_s32 = wasm_read_s32,
+	.read_s33 = wasm_read_s33,
+	.read_s64 = wasm_read_s64,
+	.simd_sig = wasm_simd_sig,
+	.syms = syms,
+	.nsyms = sizeof(syms) / sizeof(*syms),
+};
+
+bool wasm_jit_present(void)
+{
+	char c[WASM_JIT_PLUGIN_CANDIDATES][PATH_MAX];
+	int n = wasm_jit_plugin_candidates(c);
+	for (int i = 0; i < n; i++)
+		if (access(c[i], R_OK) == 0)
+			return true;
+	return false;
+}
+
+int wasm_jit_load(char *err, size_t errlen)
+{
+	pthread_mutex_lock(&lock);
+	if (!loaded && !why[0]) {
+		char c[WASM_JIT_PLUGIN_CANDIDATES][PATH_MAX];
+		int n = wasm_jit_plugin_candidates(c);
+		void *h = NULL;
+		const char *last = "not found";
+		for (int i = 0; i < n && !h; i++) {
+			if (access(c[i], R_OK) < 0)
+				continue;
+			/* RTLD_LOCAL: LLVM's symbols stay the plugin's */
+			h = dlopen(c[i], RTLD_NOW | RTLD_LOCAL);
+			if (!h)
+				last = dlerror();
+		}
+		wasm_jit_plugin_init_fn init =
+			h ? (wasm_jit_plugin_init_fn)dlsym(h, WASM_JIT_PLUGIN_INIT) : NULL;
+		if (!h)
+			snprintf(why, sizeof(why), "wasm.engine: cannot load the compiler (libkis-jit.so): %s",
+				 last);
+		else if (!init || init(&host, &plugin) < 0)
+			snprintf(why, sizeof(why),
+				 "wasm.engine: the compiler (libkis-jit.so) does not start here (no "
+				 "native LLVM target, or another version)");
+		else
+			loaded = true;
+		/* a plugin that failed stays mapped: harmless, and never run */
+	}
+	bool ok = loaded;
+	if (!ok && err)
+		snprintf(err, errlen, "%s", why);
+	pthread_mutex_unlock(&lock);
+	return ok ? 0 : -1;
+}
+
+bool wasm_jit_loaded(void)
+{
+	pthread_mutex_lock(&lock);
+	bool l = loaded;
+	pthread_mutex_unlock(&lock);
+	return l;
+}
+
+int wasm_jit_emit(struct kis_wasm_module *m, uint8_t **obj, size_t *len, char *err, size_t errlen)
+{
+	if (wasm_jit_load(err, errlen) < 0)
+		return -1;
+	return plugin.emit(m, obj, len, err, errlen);
+}
+
+int wasm_jit_channel_fd(void)
+{
+	return -1; /* no compiler process: LLVM is in this one */
+}

@@ -1,0 +1,23 @@
+/* SPDX-License-Identifier: MIT */
+/* The frames between the static `kis` and its compiler process, kis-helper
+ * (jit_remote.c, src/helper/main.c). */
+#ifndef KIS_WASM_JIT_REMOTE_H
+#define KIS_WASM_JIT_REMOTE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/util.h"
+
+#define WASM_JIT_REMOTE_MAGIC 0x314a434bu /* "KCJ1" */
+#define WASM_JIT_REMOTE_GUARD 1u	  /* request: code for guard-region memories */
+/* the largest object accepted back (SQLite's is ~6 MiB) */
+#define WASM_JIT_REMOTE_MAX_OBJECT ((uint64_t)512 << 20)
+
+struct wasm_jit_frame {
+	uint32_t magic;
+	uint32_t word; /* request: flags; hello and answer: 0 ok, else failed */
+	uint64_t len;  /* bytes that follow */
+};
+
+#endif
