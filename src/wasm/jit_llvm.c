@@ -1598,15 +1598,17 @@ static void reset_func(struct gen *g)
  *
  * A C program built for wasm32-wasi without the bulk-memory feature (clang
  * 14's default) copies, fills and compares memory through wasi-libc's
- * memcpy, memmove, memset and memcmp (musl's C, compiled to wasm loops): SQLite's
- * speedtest1 spends 10% of its compiled time in them, where native code
- * calls glibc's vector routines. A defined function whose whole body
- * (locals and code, byte for byte, as Debian's wasi-libc 0.0~git20230113
- * built by clang 14 links it) and type match one of these gets a fast path
- * before its own code: when every byte it would touch lies inside memory
- * 0, and (memcpy) the two ranges do not overlap, and the count is at most
- * FAST_MAX, the job is done by one LLVM memcpy/memset or the runtime's
- * memcmp (jit_rt.c) and the function returns what the C function returns.
+ * memcpy, memmove, memset and memcmp (musl's C, compiled to wasm loops):
+ * SQLite's speedtest1 spent ~13% of its compiled time in them (perf), where
+ * native code calls glibc's vector routines. A defined function whose
+ * whole body (locals and code, byte for byte, as Debian's wasi-libc
+ * 0.0~git20220510 built by clang 14 links it) and type match one of these
+ * gets a fast path before its own code: when every byte it would touch
+ * lies inside memory 0, and (memcpy) the two ranges do not overlap, and
+ * the count is at most FAST_MAX, the job is done by one LLVM
+ * memcpy/memmove/memset or the runtime's memcmp (jit_rt.c) and the
+ * function returns what the C function returns (the destination; the
+ * first differing bytes' difference).
  * Those are the only cases in which the loops' effect is that of the C
  * function, so the result is the same; any other call (overlapping
  * memcpy, a range crossing the end of memory, which traps after a partial
