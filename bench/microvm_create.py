@@ -9,10 +9,16 @@
 # Usage: microvm_create.py WORK GUEST_SRC name=path/to/kis ...
 #   ROUNDS (default 7): rounds per scenario; UP (default 10): sessions of
 #   each build kept up for the "Nth" scenario; LOADERS (default 2): CPU
-#   burners for the loaded scenario (0: none).
+#   burners for the loaded scenario (0: none); SETTLE (default 3): discarded
+#   create rounds after the warm-up.
+# Beside the wall-clock phases, the CPU each create cost (the engine's, with
+# its waited children, and the session VMM's up to the guest's
+# configuration) and the VMM's page faults: figures that the load of a
+# shared machine stretches far less than wall time.
 import json
 import os
 import re
+import resource
 import shutil
 import signal
 import statistics
@@ -57,8 +63,10 @@ class Build:
     def run(self, args, trace=False):
         env = dict(self.env, KIS_MICROVM_TRACE="1") if trace else self.env
         t = time.monotonic()
+        ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
         p = subprocess.run([self.kis, "sandbox"] + args, env=env, capture_output=True, text=True)
         ms = (time.monotonic() - t) * 1000
+        ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
         if p.returncode != 0:
             raise RuntimeError("%s: %s: %s" % (self.name, " ".join(args), p.stderr.strip()[-300:]))
         marks = {"pings lost": 0}
@@ -68,10 +76,14 @@ class Build:
                 marks.setdefault(m.group(2), int(m.group(1)))
                 if m.group(2).startswith("ctl: no pong"):
                     marks["pings lost"] += 1
+        # the engine's CPU and that of the children it waited for (the
+        # session's middle process, the RAM filler; not the VMM, init's)
+        marks["eng cpu"] = ((ru1.ru_utime + ru1.ru_stime) - (ru0.ru_utime + ru0.ru_stime)) * 1000
         return p.stdout.strip(), ms, marks
 
     def create(self):
         sid, ms, marks = self.run(["create", "--tier", "microvm"], trace=True)
+        marks.update(vmm_cost(self.store, sid))
         return sid, ms, marks
 
     def destroy(self, sid):
@@ -83,6 +95,25 @@ class Build:
             subprocess.run([self.kis, "sandbox", "session", "destroy", s], env=self.env,
                            capture_output=True)
         self.up = []
+
+
+def vmm_cost(store, sid):
+    """The session's VMM so far (its start, restore and the guest up to its
+    configuration; an idle guest adds little): CPU ms over its live threads
+    (schedstat, ns) and its minor page faults (a fault costs ~10-20 us on
+    this virtualised host)."""
+    try:
+        with open(os.path.join(store, "sessions", sid, "session.json")) as f:
+            pid = json.load(f)["agent_pid"]
+        ns = 0
+        for t in os.listdir("/proc/%d/task" % pid):
+            with open("/proc/%d/task/%s/schedstat" % (pid, t)) as f:
+                ns += int(f.read().split()[0])
+        with open("/proc/%d/stat" % pid) as f:
+            flt = int(f.read().rsplit(")", 1)[1].split()[7])
+        return {"vmm cpu": ns / 1e6, "vmm faults": flt}
+    except (OSError, ValueError, KeyError):
+        return {}
 
 
 def phases_of(marks):
@@ -113,7 +144,7 @@ def scenario(title, builds, rounds, what):
     load.append(uptime())
     print("\n== %s (%d rounds, load average %s -> %s)" % (title, rounds, load[0], load[1]))
     hdr = ("%-8s %9s %9s" % ("build", "total", "to cfg") + "".join(" %9s" % p[0][:9] for p in PHASES)
-           + " pings lost")
+           + " pings lost  eng cpu  vmm cpu vmm faults")
     print(hdr)
     base = None
     for b in builds:
@@ -122,7 +153,11 @@ def scenario(title, builds, rounds, what):
         ph = [med([phases_of(x[1])[p[0]] for x in res[b.name]]) for p in PHASES]
         print("%-8s %6.0f ms %6s ms" % (b.name, tot, "%.0f" % cfg if cfg is not None else "-") +
               "".join(" %9s" % ("%.0f" % v if v is not None else "-") for v in ph) +
-              " %5d" % sum(x[1].get("pings lost", 0) for x in res[b.name]))
+              " %5d" % sum(x[1].get("pings lost", 0) for x in res[b.name]) +
+              "".join(" %5s ms" % ("%.0f" % v if v is not None else "-") for v in
+                      (med([x[1].get(k) for x in res[b.name]]) for k in ("eng cpu", "vmm cpu"))) +
+              " %10s" % ("%.0f" % v if (v := med([x[1].get("vmm faults") for x in res[b.name]]))
+                         is not None else "-"))
         if base is None:
             base = tot
     if len(builds) > 1 and base:
@@ -152,6 +187,13 @@ def main():
     try:
         for b in builds:  # warm: initramfs, snapshot
             b.run(["run", "--tier", "microvm", "--", "true"])
+        # Creations right after a snapshot was made (a cold boot) run up to
+        # twice as slow for some 15 s here, for every guest cache alike (a
+        # host-wide transient, measured with an older cache interleaved):
+        # discarded rounds first, so that the first scenario does not pay it.
+        for r in range(int(os.environ.get("SETTLE", "3"))):
+            for b in builds:
+                create_destroy(b)
         print("microvm session creation and run start; columns: ms, medians; 'to cfg' is the "
               "backend's start to the guest configured (its trace), the phases each from the "
               "one before ('-': not traced by that build)")

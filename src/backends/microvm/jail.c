@@ -250,6 +250,7 @@ int kis_mvm_jail_prepare(struct kis_mvm_jail *j, const struct kis_mvm_jail_cfg *
 				     "microvm: no memory and pids cgroups for the VMM's jail");
 	}
 files:
+	kis_mvm_trace("jail: cgroup made");
 	if (vmm_files(j, c) < 0) {
 		kis_mvm_jail_release(j);
 		return kis_error_set(err, KIS_E_INTERNAL, errno ? errno : ENOMEM,
@@ -257,11 +258,13 @@ files:
 	}
 	/* the project's policy (net off: AF_UNIX sockets only; QEMU makes none,
 	 * its sockets are the fds it is given) under QEMU's own -sandbox */
+	kis_mvm_trace("jail: file list");
 	struct kis_seccomp_opts so = {.net = KIS_NET_OFF, .allow_sysv_ipc = false};
 	if (kis_seccomp_export_bpf_fd(&so, &j->seccomp_fd, err) < 0) {
 		kis_mvm_jail_release(j);
 		return -1;
 	}
+	kis_mvm_trace("jail: seccomp program");
 	return 0;
 }
 
@@ -544,6 +547,8 @@ static pid_t jail_launch(const struct kis_mvm_jail *j, const struct kis_mvm_jail
 		return -1;
 	}
 	pid_t pid = (pid_t)p;
+	/* (a session's: traced from the middle process, same clock) */
+	kis_mvm_trace("jail: cloned into its namespaces");
 	struct kis_error *e = NULL;
 	uint32_t uid = j->rootless ? (uint32_t)j->host_uid : KIS_MVM_UID_BASE + (uint32_t)pid;
 	if (j->cg && kis_cgroup_attach(j->cg, pid, &e) < 0) {
@@ -553,6 +558,7 @@ static pid_t jail_launch(const struct kis_mvm_jail *j, const struct kis_mvm_jail
 	}
 	(void)!write(go[1], &uid, sizeof(uid));
 	close(go[1]);
+	kis_mvm_trace("jail: cgroup attached, uid sent");
 	char msg[256];
 	ssize_t k = RETRY_EINTR(read(rep[0], msg, sizeof(msg) - 1));
 	close(rep[0]);
