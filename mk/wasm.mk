@@ -67,7 +67,7 @@ $(BUILD)/fuzz/exec.o: src/wasm/exec.c $(wildcard src/wasm/*.h)
 	clang $(WASM_FUZZ_FLAGS) -O0 -c $< -o $@
 $(WASM_FUZZ): $(WASM_FUZZ_SRCS) $(BUILD)/fuzz/exec.o $(wildcard src/wasm/*.h)
 	@mkdir -p $(dir $@)
-	clang $(WASM_FUZZ_FLAGS) -fsanitize=fuzzer -O1 -o $@ $(filter-out src/wasm/jit_llvm.c,$(WASM_FUZZ_SRCS)) $(BUILD)/fuzz/exec.o -ldl
+	clang $(WASM_FUZZ_FLAGS) -fsanitize=fuzzer -O1 -o $@ $(filter-out src/wasm/jit_llvm.c src/wasm/jit_remote.c,$(WASM_FUZZ_SRCS)) $(BUILD)/fuzz/exec.o -ldl
 
 # The differential test as a fuzz target: each input module runs in both
 # engines, whose traps, results and memory must agree (tests/wasm/
@@ -84,7 +84,7 @@ $(BUILD)/fuzz/diff-exec.o: src/wasm/exec.c $(wildcard src/wasm/*.h)
 $(WASM_DIFF_FUZZ): tests/wasm/fuzz_wasm_diff.c $(BUILD)/fuzz/diff-exec.o $(wildcard src/wasm/*.c src/wasm/*.h) | $(JIT_PLUGIN)
 	@mkdir -p $(dir $@)
 	clang $(WASM_DIFF_FLAGS) -fsanitize=fuzzer -O1 -o $@ tests/wasm/fuzz_wasm_diff.c \
-	  $(filter-out src/wasm/exec.c src/wasm/jit_llvm.c,$(wildcard src/wasm/*.c)) src/core/error.c \
+	  $(filter-out src/wasm/exec.c src/wasm/jit_llvm.c src/wasm/jit_remote.c,$(wildcard src/wasm/*.c)) src/core/error.c \
 	  $(BUILD)/fuzz/diff-exec.o -ldl -lm
 
 .PHONY: fuzz-wasm-diff

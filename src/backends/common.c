@@ -3,9 +3,13 @@
  * capabilities, and the plan of one native command. */
 #include "core/util.h"
 
+#include <fcntl.h>
 #include <jansson.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/utsname.h>
 
 #include "backends/common.h"
 #include "confine/sysview.h"
@@ -242,5 +246,108 @@ int kis_check_network(const struct kis_caps *caps, const struct kis_profile *p,
 		return kis_error_set(err, KIS_E_ESCAPE_HATCH_FORBIDDEN, 0,
 				     "network.mode 'host' removes network confinement and requires "
 				     "escape_hatch.allow_net_host (--allow-net-host)");
+	return 0;
+}
+
+/* ---- compiled seccomp programs, cached ---- */
+
+int kis_cache_dir(char *buf, size_t len)
+{
+	const char *base = geteuid() == 0 ? "/run" : getenv("XDG_RUNTIME_DIR");
+	if (!base || base[0] != '/')
+		return -1;
+	if ((size_t)snprintf(buf, len, "%s/kis-sandbox", base) >= len)
+		return -1;
+	if (mkdir(buf, 0700) < 0 && errno != EEXIST)
+		return -1;
+	struct stat st;
+	/* ours, a real directory, nobody else may write (or read) it */
+	if (lstat(buf, &st) < 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid() ||
+	    (st.st_mode & 077))
+		return -1;
+	return 0;
+}
+
+int kis_cache_key(char *buf, size_t len)
+{
+	/* the program that compiled it (its file: a rebuilt kis compiles
+	 * anew), libseccomp's version, and the kernel (libseccomp fits the
+	 * program to the kernel's API level) */
+	struct stat st;
+	struct utsname u;
+	if (stat("/proc/self/exe", &st) < 0 || uname(&u) < 0)
+		return -1;
+	const struct scmp_version *v = seccomp_version();
+	int n = snprintf(buf, len, "%llx-%llx-%llx-%llx.%09ld-%u.%u.%u-%.64s",
+			 (unsigned long long)st.st_dev, (unsigned long long)st.st_ino,
+			 (unsigned long long)st.st_size, (unsigned long long)st.st_mtim.tv_sec,
+			 st.st_mtim.tv_nsec, v ? v->major : 0, v ? v->minor : 0, v ? v->micro : 0,
+			 u.release);
+	for (int i = 0; n > 0 && i < n && (size_t)i < len; i++)
+		if (buf[i] == '/')
+			buf[i] = '_';
+	return n > 0 && (size_t)n < len ? 0 : -1;
+}
+
+/* Raw BPF from fd (at most 4096 instructions, whole instructions). */
+static int read_prog(int fd, struct kis_bpf *out)
+{
+	struct stat st;
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size <= 0 ||
+	    st.st_size % (off_t)sizeof(struct sock_filter) || st.st_size > 4096 * 8)
+		return -1;
+	struct sock_filter *p = malloc((size_t)st.st_size);
+	if (!p)
+		return -1;
+	size_t done = 0;
+	while (done < (size_t)st.st_size) {
+		ssize_t r = RETRY_EINTR(pread(fd, (char *)p + done, (size_t)st.st_size - done, (off_t)done));
+		if (r <= 0) {
+			free(p);
+			return -1;
+		}
+		done += (size_t)r;
+	}
+	out->prog = p;
+	out->len = (unsigned short)(done / sizeof(struct sock_filter));
+	return 0;
+}
+
+int kis_bpf_cached(const char *name, scmp_filter_ctx (*make)(void *arg), void *arg,
+		   struct kis_bpf *out, struct kis_error **err)
+{
+	memset(out, 0, sizeof(*out));
+	char dir[256];
+	_cleanup_close_ int dfd = name[0] && kis_cache_dir(dir, sizeof(dir)) == 0 ?
+		open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) : -1;
+	if (dfd >= 0) {
+		_cleanup_close_ int f = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+		struct stat st;
+		/* ours and not writable by others, as the directory is */
+		if (f >= 0 && fstat(f, &st) == 0 && st.st_uid == geteuid() && !(st.st_mode & 022) &&
+		    read_prog(f, out) == 0)
+			return 0;
+	}
+	scmp_filter_ctx ctx = make(arg);
+	if (!ctx)
+		return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "cannot build a seccomp filter");
+	_cleanup_close_ int m = memfd_create("kis-bpf", MFD_CLOEXEC);
+	int r = m < 0 ? -errno : seccomp_export_bpf(ctx, m);
+	seccomp_release(ctx);
+	if (r < 0 || read_prog(m, out) < 0)
+		return kis_error_set(err, KIS_E_INTERNAL, r < 0 ? -r : EIO,
+				     "cannot compile a seccomp filter");
+	if (dfd >= 0) {
+		/* best effort: a failure here only costs the next run the compile */
+		char tmp[300];
+		snprintf(tmp, sizeof(tmp), ".%.200s.%d", name, (int)getpid());
+		int t = openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+		if (t >= 0) {
+			bool ok = kis_write_all(t, out->prog, (size_t)out->len * sizeof(struct sock_filter)) == 0;
+			close(t);
+			if (!ok || renameat(dfd, tmp, dfd, name) < 0)
+				unlinkat(dfd, tmp, 0);
+		}
+	}
 	return 0;
 }

@@ -4,6 +4,10 @@
 #ifndef KIS_BACKENDS_COMMON_H
 #define KIS_BACKENDS_COMMON_H
 
+#include <linux/filter.h>
+#include <seccomp.h>
+
+#include "core/util.h"
 #include "exec/exec.h"
 #include "kis/backend.h"
 
@@ -83,5 +87,22 @@ extern const struct kis_backend kis_backend_bubblewrap;
 extern const struct kis_backend kis_backend_oci;
 extern const struct kis_backend kis_backend_wasm;
 extern const struct kis_backend kis_backend_microvm;
+
+/* Compiled seccomp programs, cached where only this user may write
+ * (/run/kis-sandbox for root, $XDG_RUNTIME_DIR/kis-sandbox otherwise):
+ * libseccomp's compile costs milliseconds a run, the file a read. */
+struct kis_bpf {
+	struct sock_filter *prog; /* malloc'd */
+	unsigned short len;       /* instructions */
+};
+/* The cache directory into buf: 0, or -1 (none usable). */
+KIS_HIDDEN int kis_cache_dir(char *buf, size_t len);
+/* What a compiled program depends on besides its own rules: this
+ * program's file, libseccomp's version, the kernel release. */
+KIS_HIDDEN int kis_cache_key(char *buf, size_t len);
+/* The program named name (its key in it) from the cache, or compiled from
+ * make(arg) (a libseccomp context, released here) and stored. */
+KIS_HIDDEN int kis_bpf_cached(const char *name, scmp_filter_ctx (*make)(void *arg), void *arg,
+			      struct kis_bpf *out, struct kis_error **err);
 
 #endif

@@ -12,6 +12,7 @@
 #include <stdarg.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -293,6 +294,8 @@ struct child_ctx {
 	struct child_status *st;
 	struct timespec deadline; /* CLOCK_MONOTONIC */
 	int landlock_fd;          /* a ruleset allowing the workspace only, or -1 */
+	struct kis_bpf main_filter;   /* the allowlist (jit or not), compiled */
+	struct kis_bpf forbid_filter; /* jit: no executable mapping after the code */
 };
 
 static struct kis_wasm_store *g_store;
@@ -341,11 +344,12 @@ static const char *const allowed[] = {
  * exactly read-execute is allowed too (never write and execute together),
  * until forbid_exec() stacks a filter that refuses any executable mapping
  * once the module's code is mapped (kis_wasm_store_on_compiled). */
-static int load_seccomp(bool jit)
+static scmp_filter_ctx make_main_filter(void *arg)
 {
+	bool jit = arg != NULL;
 	scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_KILL_PROCESS);
 	if (!ctx)
-		return -1;
+		return NULL;
 	int r = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_NNP, 1);
 	if (r == 0)
 		r = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS);
@@ -380,10 +384,11 @@ static int load_seccomp(bool jit)
 	if (r == 0 && jit)
 		r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(seccomp), 1,
 				     SCMP_A0(SCMP_CMP_EQ, SECCOMP_SET_MODE_FILTER));
-	if (r == 0)
-		r = seccomp_load(ctx);
-	seccomp_release(ctx);
-	return r;
+	if (r < 0) {
+		seccomp_release(ctx);
+		return NULL;
+	}
+	return ctx;
 }
 
 static _Noreturn void child_fail(struct child_status *st, const char *what)
@@ -400,24 +405,46 @@ static _Noreturn void child_fail(struct child_status *st, const char *what)
  * the first filter is loaded, so that loading it takes one seccomp(2) call
  * (the first filter allows that call in jit mode: a new filter can only
  * take rights away) and no prctl (no_new_privs is set already). */
-static scmp_filter_ctx g_forbid_exec;
-
-static int prepare_forbid_exec(void)
+static scmp_filter_ctx make_forbid_exec(void *arg)
 {
-	g_forbid_exec = seccomp_init(SCMP_ACT_ALLOW);
-	if (!g_forbid_exec)
-		return -1;
-	int r = seccomp_attr_set(g_forbid_exec, SCMP_FLTATR_CTL_NNP, 0);
+	(void)arg;
+	scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
+	if (!ctx)
+		return NULL;
+	int r = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_NNP, 0);
 	if (r == 0)
-		r = seccomp_rule_add(g_forbid_exec, SCMP_ACT_KILL_PROCESS, SCMP_SYS(mmap), 1,
+		r = seccomp_rule_add(ctx, SCMP_ACT_KILL_PROCESS, SCMP_SYS(mmap), 1,
 				     SCMP_A2(SCMP_CMP_MASKED_EQ, PROT_EXEC, PROT_EXEC));
 	if (r == 0)
-		r = seccomp_rule_add(g_forbid_exec, SCMP_ACT_KILL_PROCESS, SCMP_SYS(mprotect), 1,
+		r = seccomp_rule_add(ctx, SCMP_ACT_KILL_PROCESS, SCMP_SYS(mprotect), 1,
 				     SCMP_A2(SCMP_CMP_MASKED_EQ, PROT_EXEC, PROT_EXEC));
 	/* and no third filter: nothing after this needs one */
 	if (r == 0)
-		r = seccomp_rule_add(g_forbid_exec, SCMP_ACT_KILL_PROCESS, SCMP_SYS(seccomp), 0);
-	return r;
+		r = seccomp_rule_add(ctx, SCMP_ACT_KILL_PROCESS, SCMP_SYS(seccomp), 0);
+	if (r < 0) {
+		seccomp_release(ctx);
+		return NULL;
+	}
+	return ctx;
+}
+
+/* Both programs are compiled by libseccomp once and then read from the
+ * cache (backends/common.c: the compile cost ~2 ms of every run in the
+ * child, on its way to the module), prepared in the parent before the
+ * fork, and loaded in the child by seccomp(2) itself: SET_MODE_FILTER with
+ * no flags, after PR_SET_NO_NEW_PRIVS, which is what seccomp_load does for
+ * these contexts (libseccomp 2.5: no TSYNC, LOG or SPEC_ALLOW asked). */
+static int load_bpf(const struct kis_bpf *b)
+{
+	struct sock_fprog prog = {.len = b->len, .filter = b->prog};
+	return (int)syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0u, &prog);
+}
+
+static int load_seccomp(const struct kis_bpf *main_filter)
+{
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+		return -1;
+	return load_bpf(main_filter);
 }
 
 static void forbid_exec(void *user, const uint8_t *obj, size_t len, int from_cache)
@@ -434,13 +461,8 @@ static void forbid_exec(void *user, const uint8_t *obj, size_t len, int from_cac
 		munmap(c->code, c->code_map);
 		c->code = NULL;
 	}
-	int r = seccomp_load(g_forbid_exec);
-	seccomp_release(g_forbid_exec);
-	g_forbid_exec = NULL;
-	if (r < 0) {
-		errno = -r;
+	if (load_bpf(&c->forbid_filter) < 0)
 		child_fail(st, "cannot load the second seccomp filter");
-	}
 }
 
 static int child_main(void *vctx, struct kis_error **err)
@@ -545,11 +567,9 @@ static int child_main(void *vctx, struct kis_error **err)
 			errno = ENOSYS;
 			child_fail(st, "cannot start the wasm compiler");
 		}
-		if (prepare_forbid_exec() < 0)
-			child_fail(st, "cannot prepare the second seccomp filter");
 		kis_wasm_store_on_compiled(g_store, forbid_exec, c);
 	}
-	if (load_seccomp(jit) < 0)
+	if (load_seccomp(&c->main_filter) < 0)
 		child_fail(st, "cannot load the seccomp filter");
 	/* From here on the module's bytes are only ever seen under seccomp. */
 	int r = kis_wasi_run_module(w, g_store, c->bytes, c->len, pl->limits.memory_bytes, &st->out);
@@ -812,6 +832,18 @@ static int wasm_run(struct kis_plan *pl, struct kis_result *res, struct kis_erro
 			cc.landlock_fd = -1;
 		kis_error_free(e);
 	}
+	/* The child's seccomp programs, compiled once per build of kis,
+	 * libseccomp and kernel (see load_bpf) */
+	char key[200], name[300];
+	bool keyed = kis_cache_key(key, sizeof(key)) == 0;
+	bool jit = cc.mode != KIS_WASM_INTERPRET;
+	snprintf(name, sizeof(name), "wasm-%s-%s.bpf", jit ? "jit" : "interp", keyed ? key : "");
+	int prepared = kis_bpf_cached(keyed ? name : "", make_main_filter, jit ? (void *)1 : NULL,
+				      &cc.main_filter, err);
+	snprintf(name, sizeof(name), "wasm-forbid-exec-%s.bpf", keyed ? key : "");
+	if (prepared == 0 && jit)
+		prepared = kis_bpf_cached(keyed ? name : "", make_forbid_exec, NULL,
+					  &cc.forbid_filter, err);
 	/* The interpreter's interrupt ends the run at the deadline; the
 	 * supervisor's SIGKILL comes BACKSTOP_MS later, only for an
 	 * interpreter that failed to stop. */
@@ -849,7 +881,9 @@ static int wasm_run(struct kis_plan *pl, struct kis_result *res, struct kis_erro
 						   .ctx = st};
 		sv.n_watches = 1;
 	}
-	int r = kis_exec_run(&sp, &sv, res, err);
+	int r = prepared == 0 ? kis_exec_run(&sp, &sv, res, err) : -1;
+	free(cc.main_filter.prog);
+	free(cc.forbid_filter.prog);
 	kis_closep(&cc.landlock_fd);
 	if (r == 0)
 		explain(pl, st, res);

@@ -23,7 +23,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sched.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 
 #include "confine/confine.h"
@@ -88,6 +91,53 @@ static int confine_compiler(void)
 	return r == 0 ? 0 : -1;
 }
 
+/* No file system to name: the helper decodes hostile bytes, and a path
+ * it could still stat (newfstatat is allowed: glibc's fstat is that call
+ * with an empty path) would tell a compromised helper what the host
+ * holds, which it could write into the code it answers. So once the
+ * plugin is loaded it moves into mount, network and IPC namespaces of its
+ * own (a user namespace first when not root) and chroots into an empty
+ * read-only tmpfs mounted there. Best effort: where namespaces are
+ * refused it keeps the seccomp allowlist, which has no open. */
+static void empty_root(void)
+{
+	if (geteuid() != 0) {
+		uid_t u = geteuid();
+		gid_t g = getegid();
+		if (unshare(CLONE_NEWUSER) < 0)
+			return;
+		char m[64];
+		int n = snprintf(m, sizeof(m), "%u %u 1\n", (unsigned)u, (unsigned)u);
+		int f = open("/proc/self/setgroups", O_WRONLY | O_CLOEXEC);
+		if (f >= 0) {
+			(void)kis_write_all(f, "deny", 4);
+			close(f);
+		}
+		f = open("/proc/self/uid_map", O_WRONLY | O_CLOEXEC);
+		if (f < 0 || kis_write_all(f, m, (size_t)n) < 0) {
+			if (f >= 0)
+				close(f);
+			return;
+		}
+		close(f);
+		n = snprintf(m, sizeof(m), "%u %u 1\n", (unsigned)g, (unsigned)g);
+		f = open("/proc/self/gid_map", O_WRONLY | O_CLOEXEC);
+		if (f < 0 || kis_write_all(f, m, (size_t)n) < 0) {
+			if (f >= 0)
+				close(f);
+			return;
+		}
+		close(f);
+	}
+	/* the mounts below are this namespace's only (MS_PRIVATE first) */
+	if (unshare(CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC) < 0 ||
+	    mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
+	    mount("kis-helper", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RDONLY,
+		  "size=4k,nr_inodes=2,mode=0555") < 0 ||
+	    chroot("/tmp") < 0 || chdir("/") < 0)
+		return;
+}
+
 static int wasm_compile(void)
 {
 	int fd = 0;
@@ -97,6 +147,7 @@ static int wasm_compile(void)
 		fail(fd, err);
 		return 1;
 	}
+	empty_root();
 	if (confine_compiler() < 0) {
 		fail(fd, "wasm.engine: the compiler process cannot confine itself");
 		return 1;

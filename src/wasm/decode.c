@@ -13,6 +13,7 @@ struct reader {
 	const uint8_t *p, *end;
 	char err[256];
 	bool failed;
+	bool defer_bodies; /* wasm_module_load_for_cache */
 };
 
 __attribute__((format(printf, 2, 3))) static int fail(struct reader *r, const char *fmt, ...)
@@ -675,7 +676,8 @@ static int sec_code(struct reader *r, struct kis_wasm_module *m)
 			return -1;
 		if (size > (size_t)(r->end - r->p))
 			return fail(r, "malformed: unexpected end (function body)");
-		if (wasm_compile_func(m, m->nfunc_imports + i, r->p, size, &m->codes[i], r->err,
+		if (!r->defer_bodies &&
+		    wasm_compile_func(m, m->nfunc_imports + i, r->p, size, &m->codes[i], r->err,
 				      sizeof(r->err)) < 0) {
 			r->failed = true;
 			return -1;
@@ -688,6 +690,25 @@ static int sec_code(struct reader *r, struct kis_wasm_module *m)
 		m->codes[i].body_len = size;
 		r->p += size;
 	}
+	m->bodies_deferred = r->defer_bodies && n;
+	return 0;
+}
+
+int wasm_module_finish_bodies(struct kis_wasm_module *m, char *err, size_t errlen)
+{
+	uint32_t n = m->nfuncs - m->nfunc_imports;
+	for (; m->bodies_deferred && m->bodies_done < n; m->bodies_done++) {
+		struct wasm_code *c = &m->codes[m->bodies_done];
+		uint8_t *body = c->body;
+		uint32_t len = c->body_len;
+		int rc = wasm_compile_func(m, m->nfunc_imports + m->bodies_done, body, len, c, err,
+					   errlen);
+		c->body = body;
+		c->body_len = len;
+		if (rc < 0)
+			return -1;
+	}
+	m->bodies_deferred = false;
 	return 0;
 }
 
@@ -791,7 +812,7 @@ static int decode(struct reader *r, struct kis_wasm_module *m)
 			return -1;
 		if (size > (size_t)(r->end - r->p))
 			return fail(r, "malformed: section size mismatch (unexpected end)");
-		struct reader sub = { .p = r->p, .end = r->p + size };
+		struct reader sub = { .p = r->p, .end = r->p + size, .defer_bodies = r->defer_bodies };
 		int rank = section_rank(id);
 		if (rank < 0)
 			return fail(r, "malformed: malformed section id %u", id);
@@ -875,8 +896,8 @@ static int decode(struct reader *r, struct kis_wasm_module *m)
 	return 0;
 }
 
-int kis_wasm_module_load(const uint8_t *bytes, size_t len, struct kis_wasm_module **out,
-			 struct kis_error **err)
+static int module_load(const uint8_t *bytes, size_t len, bool defer, struct kis_wasm_module **out,
+		       struct kis_error **err)
 {
 	if (len > KIS_WASM_MAX_MODULE_BYTES)
 		return kis_error_set(err, KIS_E_INVALID_ARGUMENT, 0, "module of %zu bytes is too large", len);
@@ -884,7 +905,7 @@ int kis_wasm_module_load(const uint8_t *bytes, size_t len, struct kis_wasm_modul
 	if (!m)
 		return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "cannot allocate module");
 	m->start = -1;
-	struct reader r = { .p = bytes, .end = bytes + len };
+	struct reader r = { .p = bytes, .end = bytes + len, .defer_bodies = defer };
 	if (decode(&r, m) < 0 || (!m->declared && !(m->declared = calloc((size_t)m->nfuncs + 1, 1)))) {
 		kis_wasm_module_free(m);
 		return kis_error_set(err, KIS_E_INVALID_ARGUMENT, 0, "%s",
@@ -899,6 +920,18 @@ int kis_wasm_module_load(const uint8_t *bytes, size_t len, struct kis_wasm_modul
 	m->src_len = len;
 	*out = m;
 	return 0;
+}
+
+int kis_wasm_module_load(const uint8_t *bytes, size_t len, struct kis_wasm_module **out,
+			 struct kis_error **err)
+{
+	return module_load(bytes, len, false, out, err);
+}
+
+int wasm_module_load_for_cache(const uint8_t *bytes, size_t len, struct kis_wasm_module **out,
+			       struct kis_error **err)
+{
+	return module_load(bytes, len, true, out, err);
 }
 
 size_t kis_wasm_module_import_count(const struct kis_wasm_module *m)

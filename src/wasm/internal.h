@@ -124,6 +124,12 @@ struct kis_wasm_module {
 	struct wasm_jit_module *jit; /* its machine code, made at the first
 				      * instantiation in a compiling store (jit.h) */
 	bool jit_guard; /* the code is for guard-region memories (jit.h) */
+	/* Loaded for cached machine code (wasm_module_load_for_cache): the
+	 * bodies are kept but not yet validated and translated, from
+	 * codes[bodies_done] on; wasm_module_finish_bodies does it, before
+	 * anything but linking the cached code may use them. */
+	bool bodies_deferred;
+	uint32_t bodies_done;
 	uint8_t *src; /* the binary it was decoded from (a copy): what a
 		       * compiler in another process decodes again (jit_remote.c) */
 	size_t src_len;
@@ -494,6 +500,17 @@ struct kis_wasm_store {
 
 /* compile.c: validate one function body (spec 3.3) and translate it.
  * Returns 0, or -1 with a message in err (size errlen). */
+/* decode.c: kis_wasm_module_load, the function bodies' validation and
+ * translation left for later. For a module about to run machine code from
+ * the code cache (jit_cache.c): an entry exists only for these exact
+ * bytes, compiled after they validated, and it is the engine's own file
+ * (one who can write it can write the machine code). The interpreter's
+ * translation of a 1 MB module is ~25 ms of a cached run here. */
+KIS_HIDDEN int wasm_module_load_for_cache(const uint8_t *bytes, size_t len,
+					  struct kis_wasm_module **out, struct kis_error **err);
+/* Validate and translate the deferred bodies (no-op if none): 0, or -1
+ * with the validator's message in err. */
+KIS_HIDDEN int wasm_module_finish_bodies(struct kis_wasm_module *m, char *err, size_t errlen);
 KIS_HIDDEN int wasm_compile_func(const struct kis_wasm_module *m, uint32_t func_idx,
 				 const uint8_t *body, size_t len, struct wasm_code *out, char *err,
 				 size_t errlen);

@@ -15,7 +15,7 @@
 
 /* Bumped whenever the generated code or the layout it reads changes: part
  * of the cache key of compiled code. */
-#define WASM_JIT_VERSION 5u
+#define WASM_JIT_VERSION 6u
 
 /* What compiled code of one instance reads, through the pointer every
  * compiled function takes first. The generator (jit_llvm.c) addresses the
@@ -91,6 +91,7 @@ KIS_HIDDEN int wasm_memory_reserve(struct kis_wasm_memory *mem);
 	X(wasm_jit_rt_table_copy)           \
 	X(wasm_jit_rt_table_grow)           \
 	X(wasm_jit_rt_table_fill)           \
+	X(wasm_jit_rt_memcmp)               \
 	X(wasm_jit_rt_simd)
 
 /* The C library functions LLVM's code generator calls for some IR (a
@@ -117,6 +118,10 @@ KIS_HIDDEN void wasm_jit_rt_memory_init(struct wasm_jit_ctx *c, uint32_t seg, ui
 KIS_HIDDEN void wasm_jit_rt_data_drop(struct wasm_jit_ctx *c, uint32_t seg);
 KIS_HIDDEN void wasm_jit_rt_memory_copy(struct wasm_jit_ctx *c, uint32_t d, uint32_t s, uint32_t n);
 KIS_HIDDEN void wasm_jit_rt_memory_fill(struct wasm_jit_ctx *c, uint32_t d, uint32_t v, uint32_t n);
+/* C's memcmp over memory 0 as wasi-libc's byte loop computes it (the first
+ * differing bytes' difference, 0 if none): for jit_llvm.c's fast path of a
+ * recognised memcmp, which checked l + n and r + n against the size. */
+KIS_HIDDEN int32_t wasm_jit_rt_memcmp(struct wasm_jit_ctx *c, uint32_t l, uint32_t r, uint32_t n);
 KIS_HIDDEN void wasm_jit_rt_table_init(struct wasm_jit_ctx *c, uint32_t tab, uint32_t seg,
 				       uint32_t d, uint32_t s, uint32_t n);
 KIS_HIDDEN void wasm_jit_rt_elem_drop(struct wasm_jit_ctx *c, uint32_t seg);

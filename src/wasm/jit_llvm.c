@@ -1594,6 +1594,140 @@ static void reset_func(struct gen *g)
 	g->ltypes = NULL;
 }
 
+/* ---- wasi-libc's memory routines, recognised ----
+ *
+ * A C program built for wasm32-wasi without the bulk-memory feature (clang
+ * 14's default) copies, fills and compares memory through wasi-libc's
+ * memcpy, memmove, memset and memcmp (musl's C, compiled to wasm loops):
+ * SQLite's speedtest1 spent ~13% of its compiled time in them (perf), where
+ * native code calls glibc's vector routines. A defined function whose
+ * whole body (locals and code, byte for byte, as Debian's wasi-libc
+ * 0.0~git20220510 built by clang 14 links it) and type match one of these
+ * gets a fast path before its own code: when every byte it would touch
+ * lies inside memory 0, and (memcpy) the two ranges do not overlap, and
+ * the count is at most FAST_MAX, the job is done by one LLVM
+ * memcpy/memmove/memset or the runtime's memcmp (jit_rt.c) and the
+ * function returns what the C function returns (the destination; the
+ * first differing bytes' difference).
+ * Those are the only cases in which the loops' effect is that of the C
+ * function, so the result is the same; any other call (overlapping
+ * memcpy, a range crossing the end of memory, which traps after a partial
+ * write in the loops) runs the function's own compiled code, so results,
+ * traps and memory agree with the interpreter's. What differs: the fast
+ * path takes the entry's interrupt check and fuel step only, not one per
+ * loop iteration (FAST_MAX bounds how long it runs between two checks).
+ * The bodies are known by two 64-bit hashes and the length: a module
+ * that forged a collision would only give its own function these
+ * semantics, under the same bounds checks (no access outside memory). */
+enum known_fn { KNOWN_NONE, KNOWN_MEMCPY, KNOWN_MEMMOVE, KNOWN_MEMSET, KNOWN_MEMCMP };
+#define FAST_MAX (16u << 20) /* bytes: a few ms at most between interrupt checks */
+
+/* call_at: the offset of a `call` (0x10) whose immediate, a 5-byte padded
+ * LEB128 as wasm-ld writes a relocated function index, differs from module
+ * to module: left out of the hash, and its target must itself be the
+ * recognised memcpy (memmove calls it for disjoint ranges). */
+static const struct {
+	enum known_fn fn;
+	uint32_t len, call_at;
+	uint64_t h1, h2;
+} known_bodies[] = {
+	{ KNOWN_MEMCPY, 1296, 0, 0xbff5f612ef2b2479ull, 0x0a3e6c49a138f0bbull },
+	{ KNOWN_MEMMOVE, 1287, 41, 0x32b469df5412ea5eull, 0x55c44b47b7ef60a0ull },
+	{ KNOWN_MEMSET, 379, 0, 0xec893cb3c59fb061ull, 0x2a42ca637395bf82ull },
+	{ KNOWN_MEMCMP, 73, 0, 0x851910bed14663a3ull, 0xd8e27c9da25ed634ull },
+};
+
+static enum known_fn known_routine(const struct kis_wasm_module *m, uint32_t di, bool inner)
+{
+	const struct wasm_code *code = &m->codes[di];
+	const struct wasm_functype *ft = &m->types[m->func_types[m->nfunc_imports + di]];
+	/* (i32, i32, i32) -> i32, as all four are, over a memory 0 */
+	static const uint8_t sig[4] = { 0x7f, 0x7f, 0x7f, 0x7f };
+	if (!m->nmems || ft->np != 3 || ft->nr != 1 || memcmp(ft->t, sig, 4))
+		return KNOWN_NONE;
+	for (size_t k = 0; k < sizeof(known_bodies) / sizeof(known_bodies[0]); k++) {
+		uint32_t at = known_bodies[k].call_at;
+		if (known_bodies[k].len != code->body_len || (at && inner))
+			continue;
+		uint64_t h1 = 0xcbf29ce484222325ull, h2 = 0x243f6a8885a308d3ull; /* FNV-1a; a second mix */
+		for (uint32_t i = 0; i < code->body_len; i++) {
+			uint8_t c = at && i > at && i <= at + 5 ? 0 : code->body[i];
+			h1 = (h1 ^ c) * 0x100000001b3ull;
+			h2 = (h2 ^ c) * 0x9e3779b97f4a7c15ull;
+			h2 ^= h2 >> 29;
+		}
+		if (known_bodies[k].h1 != h1 || known_bodies[k].h2 != h2)
+			continue;
+		if (at) {
+			const uint8_t *b = code->body + at;
+			uint32_t t = 0;
+			if (b[0] != 0x10)
+				continue;
+			for (int j = 0; j < 5; j++)
+				t |= (uint32_t)(b[1 + j] & 0x7f) << (7 * j);
+			if (t < m->nfunc_imports || t >= m->nfuncs ||
+			    known_routine(m, t - m->nfunc_imports, true) != KNOWN_MEMCPY)
+				continue;
+		}
+		return known_bodies[k].fn;
+	}
+	return KNOWN_NONE;
+}
+
+/* The fast path at the top of a recognised routine (after the prologue's
+ * checks): its own code follows, for the calls the fast path leaves. */
+static void gen_known(struct gen *g, enum known_fn k)
+{
+	LLVMValueRef a = LLVMBuildLoad2(g->B, g->i32, g->locals[0], "");
+	LLVMValueRef b = LLVMBuildLoad2(g->B, g->i32, g->locals[1], "");
+	LLVMValueRef n = LLVMBuildLoad2(g->B, g->i32, g->locals[2], "");
+	LLVMValueRef a64 = LLVMBuildZExt(g->B, a, g->i64, ""), b64 = LLVMBuildZExt(g->B, b, g->i64, "");
+	LLVMValueRef n64 = LLVMBuildZExt(g->B, n, g->i64, "");
+	LLVMValueRef size = LLVMBuildLoad2(g->B, g->i64, g->memsize, "");
+	LLVMValueRef aend = LLVMBuildAdd(g->B, a64, n64, ""), bend = LLVMBuildAdd(g->B, b64, n64, "");
+	LLVMValueRef ok = LLVMBuildICmp(g->B, LLVMIntULE, n, k32(g, FAST_MAX), "");
+	ok = LLVMBuildAnd(g->B, ok, LLVMBuildICmp(g->B, LLVMIntULE, aend, size, ""), "");
+	if (k != KNOWN_MEMSET) /* memset's second argument is the byte, not an address */
+		ok = LLVMBuildAnd(g->B, ok, LLVMBuildICmp(g->B, LLVMIntULE, bend, size, ""), "");
+	if (k == KNOWN_MEMCPY) { /* disjoint: a + n <= b or b + n <= a */
+		LLVMValueRef dis = LLVMBuildOr(g->B, LLVMBuildICmp(g->B, LLVMIntULE, aend, b64, ""),
+					       LLVMBuildICmp(g->B, LLVMIntULE, bend, a64, ""), "");
+		ok = LLVMBuildAnd(g->B, ok, dis, "");
+	}
+	LLVMBasicBlockRef fast = LLVMAppendBasicBlockInContext(g->C, g->F, "known");
+	LLVMBasicBlockRef slow = LLVMAppendBasicBlockInContext(g->C, g->F, "own");
+	LLVMBuildCondBr(g->B, ok, fast, slow);
+	LLVMPositionBuilderAtEnd(g->B, fast);
+	LLVMValueRef base = LLVMBuildLoad2(g->B, g->i8p, g->membase, "");
+	LLVMValueRef pa = LLVMBuildGEP2(g->B, g->i8, base, &a64, 1, "");
+	LLVMValueRef f = LLVMConstInt(g->i1, 0, 0);
+	switch (k) {
+	case KNOWN_MEMCPY:
+	case KNOWN_MEMMOVE: {
+		LLVMValueRef pb = LLVMBuildGEP2(g->B, g->i8, base, &b64, 1, "");
+		LLVMTypeRef tys[3] = { g->i8p, g->i8p, g->i64 };
+		LLVMValueRef args[4] = { pa, pb, n64, f };
+		intrinsic(g, k == KNOWN_MEMCPY ? "llvm.memcpy" : "llvm.memmove", tys, 3, args, 4);
+		LLVMBuildRet(g->B, a);
+		break;
+	}
+	case KNOWN_MEMSET: {
+		LLVMTypeRef tys[2] = { g->i8p, g->i64 };
+		LLVMValueRef args[4] = { pa, LLVMBuildTrunc(g->B, b, g->i8, ""), n64, f };
+		intrinsic(g, "llvm.memset", tys, 2, args, 4);
+		LLVMBuildRet(g->B, a);
+		break;
+	}
+	case KNOWN_MEMCMP:
+		LLVMBuildRet(g->B, HCALL(g, wasm_jit_rt_memcmp, a, b, n));
+		break;
+	case KNOWN_NONE:
+	default:
+		break;
+	}
+	LLVMPositionBuilderAtEnd(g->B, slow);
+}
+
 static int gen_func(struct gen *g, uint32_t di)
 {
 	const struct kis_wasm_module *m = g->m;
@@ -1665,6 +1799,9 @@ static int gen_func(struct gen *g, uint32_t di)
 	trap_if(g, LLVMBuildICmp(g->B, LLVMIntULT, spi, need, ""), KIS_WASM_TRAP_STACK_EXHAUSTED);
 	tick(g);
 	load_mem(g);
+	enum known_fn known = known_routine(m, di, false);
+	if (known != KNOWN_NONE)
+		gen_known(g, known);
 
 	struct ctl *fc = push_ctl(g);
 	if (!fc)
@@ -1750,6 +1887,7 @@ static void declare_helpers(struct gen *g)
 	DECL(wasm_jit_rt_data_drop, v, p, i32);
 	DECL(wasm_jit_rt_memory_copy, v, p, i32, i32, i32);
 	DECL(wasm_jit_rt_memory_fill, v, p, i32, i32, i32);
+	DECL(wasm_jit_rt_memcmp, i32, p, i32, i32, i32);
 	DECL(wasm_jit_rt_table_init, v, p, i32, i32, i32, i32, i32);
 	DECL(wasm_jit_rt_elem_drop, v, p, i32);
 	DECL(wasm_jit_rt_table_copy, v, p, i32, i32, i32, i32, i32);

@@ -85,6 +85,9 @@ int wasm_jit_compile(struct kis_wasm_module *m, const uint8_t *cached, size_t ca
 		if (!wasm_jit_loaded())
 			return -1;
 	}
+	/* a fresh compile walks validated bodies only */
+	if (wasm_module_finish_bodies(m, err, errlen) < 0)
+		return -1;
 	if (wasm_jit_load(err, errlen) < 0)
 		return -1;
 	uint8_t *obj = NULL;

@@ -451,6 +451,23 @@ void wasm_jit_rt_memory_fill(struct wasm_jit_ctx *c, uint32_t d, uint32_t v, uin
 		memset(c->mem->data + d, (int)(uint8_t)v, n);
 }
 
+int32_t wasm_jit_rt_memcmp(struct wasm_jit_ctx *c, uint32_t l, uint32_t r, uint32_t n)
+{
+	const uint8_t *a = c->mem->data + l, *b = c->mem->data + r;
+	uint32_t i = 0;
+	for (; n - i >= 8; i += 8) { /* eight bytes at a time up to the first difference */
+		uint64_t x, y;
+		memcpy(&x, a + i, 8);
+		memcpy(&y, b + i, 8);
+		if (x != y)
+			break;
+	}
+	for (; i < n; i++)
+		if (a[i] != b[i])
+			return (int32_t)a[i] - (int32_t)b[i];
+	return 0;
+}
+
 void wasm_jit_rt_table_init(struct wasm_jit_ctx *c, uint32_t tab, uint32_t x, uint32_t d,
 			    uint32_t s, uint32_t n)
 {

@@ -613,6 +613,14 @@ int kis_wasm_instantiate(struct kis_wasm_store *s, const struct kis_wasm_module 
 			s->compiled(s->compiled_user, obj, len, cached);
 		}
 	}
+	if (m->bodies_deferred && !m->jit) {
+		/* loaded for cached code that is not running (refused, or an
+		 * interpreting store): the bodies are validated now, or the
+		 * module is refused as kis_wasm_module_load would have */
+		char msg[256];
+		if (wasm_module_finish_bodies((struct kis_wasm_module *)m, msg, sizeof(msg)) < 0)
+			return kis_error_set(err, KIS_E_INVALID_ARGUMENT, 0, "%s", msg);
+	}
 
 	for (uint32_t i = m->ntable_imports; i < m->ntables; i++) {
 		const struct wasm_tabletype *t = &m->tables[i];

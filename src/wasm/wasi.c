@@ -901,7 +901,11 @@ int kis_wasi_run_module(struct kis_wasi *w, struct kis_wasm_store *s, const uint
 	memset(out, 0, sizeof(*out));
 	struct kis_error *err = NULL;
 	struct kis_wasm_module *mod = NULL;
-	if (kis_wasm_module_load(bytes, len, &mod, &err) < 0) {
+	/* machine code from the cache for these bytes: the bodies' validation
+	 * waits until something else needs them (internal.h) */
+	int loaded = s->compile && s->cached ? wasm_module_load_for_cache(bytes, len, &mod, &err)
+					     : kis_wasm_module_load(bytes, len, &mod, &err);
+	if (loaded < 0) {
 		snprintf(out->message, sizeof(out->message), "%s",
 			 err && err->message ? err->message : "cannot load the module");
 		kis_error_free(err);

@@ -90,6 +90,12 @@ def test_the_compiler_process_is_confined_before_it_reads_a_module(compiler):
     # control: this test's own process is root with capabilities, unconfined
     mine = status(os.getpid())
     assert mine["Seccomp"] == "0" and int(mine["CapEff"], 16) != 0
+    # no file system to name: an empty root in mount and network
+    # namespaces of its own (control: ours has files, and its own namespaces)
+    assert os.listdir(f"/proc/{p.pid}/root") == []
+    assert os.listdir("/proc/self/root")
+    for ns in ("mnt", "net", "ipc"):
+        assert os.readlink(f"/proc/{p.pid}/ns/{ns}") != os.readlink(f"/proc/self/ns/{ns}"), ns
     # it holds no descriptor beyond its socket and /dev/null
     fds = {os.readlink(f"/proc/{p.pid}/fd/{f}") for f in os.listdir(f"/proc/{p.pid}/fd")}
     assert all(f.startswith("socket:") or f == "/dev/null" for f in fds), fds

@@ -448,6 +448,52 @@ static int resolve_swap(void *user, const char *module, const char *name,
 /* v128 values take two slots at the interface, in calls between wasm
  * functions (mixed with i32 params and locals), in a branch that drops an
  * operand below, in a host call and in a global. */
+/* A module loaded for cached machine code (wasm_module_load_for_cache)
+ * has its bodies validated later: an interpreting store validates them at
+ * instantiation and refuses an invalid one with the validator's message,
+ * as kis_wasm_module_load does at once. */
+static void deferred_bodies_validated_before_use(void **state)
+{
+	(void)state;
+	/* () -> i32 whose body leaves an i64: type mismatch (spec 3.3) */
+	static const uint8_t bad_body[] = { 0, 'a', 's', 'm', 1, 0, 0, 0,
+					    1, 5, 1, 0x60, 0, 1, 0x7f,
+					    3, 2, 1, 0,
+					    10, 6, 1, 4, 0, 0x42, 0, 0x0b };
+	struct kis_wasm_module *m = NULL;
+	struct kis_error *err = NULL;
+	assert_int_equal(kis_wasm_module_load(bad_body, sizeof(bad_body), &m, &err), -1);
+	assert_non_null(err);
+	char eager[256];
+	snprintf(eager, sizeof(eager), "%s", err->message);
+	kis_error_free(err);
+	err = NULL;
+
+	assert_int_equal(wasm_module_load_for_cache(bad_body, sizeof(bad_body), &m, &err), 0);
+	assert_true(m->bodies_deferred);
+	struct kis_wasm_store *s = new_store();
+	assert_non_null(s);
+	struct kis_wasm_instance *inst = NULL;
+	enum kis_wasm_trap trap = KIS_WASM_OK;
+	assert_int_equal(kis_wasm_instantiate(s, m, NULL, NULL, &inst, &trap, &err), -1);
+	assert_non_null(err);
+	assert_string_equal(err->message, eager);
+	kis_error_free(err);
+	err = NULL;
+	kis_wasm_store_free(s);
+	kis_wasm_module_free(m);
+
+	/* a valid one: translated at instantiation, then it runs */
+	assert_int_equal(wasm_module_load_for_cache(count_loop, sizeof(count_loop), &m, &err), 0);
+	assert_true(m->bodies_deferred);
+	s = new_store();
+	assert_non_null(s);
+	assert_int_equal(kis_wasm_instantiate(s, m, NULL, NULL, &inst, &trap, &err), 0);
+	assert_false(m->bodies_deferred);
+	kis_wasm_store_free(s);
+	kis_wasm_module_free(m);
+}
+
 static void v128_boundaries(void **state)
 {
 	(void)state;
@@ -501,6 +547,7 @@ int main(void)
 		cmocka_unit_test(fuel_counts_iterations),
 		cmocka_unit_test(memory_limit),
 		cmocka_unit_test(v128_boundaries),
+		cmocka_unit_test(deferred_bodies_validated_before_use),
 	};
 	int failed = cmocka_run_group_tests_name("interpreter", tests, NULL, NULL);
 #if defined(__SANITIZE_ADDRESS__)

@@ -190,23 +190,6 @@ int kis_host_private_dir(const char *name, uid_t uid, gid_t gid, char **out,
 
 /* ---- the compiled seccomp program, cached ---- */
 
-static int cache_dir(char *buf, size_t len)
-{
-	const char *base = geteuid() == 0 ? "/run" : getenv("XDG_RUNTIME_DIR");
-	if (!base || base[0] != '/')
-		return -1;
-	if ((size_t)snprintf(buf, len, "%s/kis-sandbox", base) >= len)
-		return -1;
-	if (mkdir(buf, 0700) < 0 && errno != EEXIST)
-		return -1;
-	struct stat st;
-	/* ours, a real directory, nobody else may write (or read) it */
-	if (lstat(buf, &st) < 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid() ||
-	    (st.st_mode & 077))
-		return -1;
-	return 0;
-}
-
 static int cache_name(const struct kis_seccomp_opts *o, char *buf, size_t len)
 {
 	struct stat st;
@@ -244,7 +227,7 @@ static int sealed_copy(int src, off_t size)
 int kis_host_seccomp_fd(const struct kis_seccomp_opts *o, int *fd_out, struct kis_error **err)
 {
 	char dir[256], name[160];
-	bool cache = cache_dir(dir, sizeof(dir)) == 0 && cache_name(o, name, sizeof(name)) == 0;
+	bool cache = kis_cache_dir(dir, sizeof(dir)) == 0 && cache_name(o, name, sizeof(name)) == 0;
 	_cleanup_close_ int dfd = cache ? open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
 							O_CLOEXEC) : -1;
 	if (dfd >= 0) {
