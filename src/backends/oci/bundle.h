@@ -164,8 +164,10 @@ int kis_oci_crun_spawn(char *const *argv, int fd_keep, pid_t *pid, struct kis_er
 int kis_oci_state(const char *ctr_id, char *status, size_t len, pid_t *pid);
 /* Move pid into each group crun made for container ctr_id (every v1
  * hierarchy it has one in, or its v2 group): a helper of the container
- * (its pasta) is then counted and limited with it, and killed with it. */
-int kis_oci_cgroup_join(const char *ctr_id, pid_t pid, struct kis_error **err);
+ * (its pasta) is then counted and limited with it, and killed with it.
+ * !sched: not into v1's cpu hierarchy when it is one of its own (the
+ * helper keeps a scheduling entity of its own; cpuacct still counts it). */
+int kis_oci_cgroup_join(const char *ctr_id, pid_t pid, bool sched, struct kis_error **err);
 /* crun delete -f, then the bundle directory and the cgroup parent when it
  * is empty. Idempotent. */
 int kis_oci_remove(const char *ctr_id, struct kis_error **err);

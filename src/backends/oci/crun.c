@@ -433,13 +433,25 @@ static void ctr_cgroup_dir(const char *ctr_id, size_t i, char *p, size_t len)
 		snprintf(p, len, "/sys/fs/cgroup/%s/%s", ctr_ctrls[i], ctr_id);
 }
 
-int kis_oci_cgroup_join(const char *ctr_id, pid_t pid, struct kis_error **err)
+/* v1's cpu controller on a hierarchy of its own (not co-mounted with
+ * cpuacct, which then still counts a joined helper's CPU). */
+static bool cpu_alone(void)
+{
+	char cpu_real[PATH_MAX], acct_real[PATH_MAX];
+	return realpath("/sys/fs/cgroup/cpu", cpu_real) &&
+	       realpath("/sys/fs/cgroup/cpuacct", acct_real) && strcmp(cpu_real, acct_real) != 0;
+}
+
+int kis_oci_cgroup_join(const char *ctr_id, pid_t pid, bool sched, struct kis_error **err)
 {
 	int joined = 0;
 	char num[24];
 	snprintf(num, sizeof(num), "%d", (int)pid);
+	bool skip_cpu = !sched && kis_oci_cgroup_layout() != 2 && cpu_alone();
 	for (size_t i = 0, n = ctr_cgroup_count(); i < n; i++) {
 		char p[256], procs[280];
+		if (skip_cpu && !strcmp(ctr_ctrls[i], "cpu"))
+			continue;
 		ctr_cgroup_dir(ctr_id, i, p, sizeof(p));
 		snprintf(procs, sizeof(procs), "%s/cgroup.procs", p);
 		/* a hierarchy this host does not mount, or where crun made no
