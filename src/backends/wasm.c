@@ -347,25 +347,14 @@ static const char *const allowed[] = {
 static scmp_filter_ctx make_main_filter(void *arg)
 {
 	bool jit = arg != NULL;
-	scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_KILL_PROCESS);
+	/* memory never executable (the interpreter makes no code), but the
+	 * compiler's code may become read-execute once (below) */
+	scmp_filter_ctx ctx =
+		kis_seccomp_allowlist_new(SCMP_ACT_KILL_PROCESS, allowed, ARRAY_SIZE(allowed));
 	if (!ctx)
 		return NULL;
-	int r = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_NNP, 1);
-	if (r == 0)
-		r = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS);
-	for (size_t i = 0; r == 0 && i < ARRAY_SIZE(allowed); i++) {
-		int nr = seccomp_syscall_resolve_name(allowed[i]);
-		if (nr != __NR_SCMP_ERROR)
-			r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, nr, 0);
-	}
-	/* Memory, never executable: the interpreter makes no code. */
-	if (r == 0)
-		r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(mmap), 1,
-				     SCMP_A2(SCMP_CMP_MASKED_EQ, PROT_EXEC, 0));
-	if (r == 0)
-		r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(mprotect), 1,
-				     SCMP_A2(SCMP_CMP_MASKED_EQ, PROT_EXEC, 0));
-	if (r == 0 && jit)
+	int r = 0;
+	if (jit)
 		r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(mprotect), 1,
 				     SCMP_A2(SCMP_CMP_EQ, PROT_READ | PROT_EXEC));
 	/* LLVM reads the machine's memory size (sysinfo) to size its tables:

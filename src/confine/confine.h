@@ -72,6 +72,15 @@ KIS_HIDDEN int kis_seccomp_load_bpf_fd(int memfd, struct kis_error **err);
  * struct sock_filter[] as bwrap --seccomp FD reads it. */
 KIS_HIDDEN int kis_seccomp_export_bpf_fd(const struct kis_seccomp_opts *o, int *memfd_out,
 					 struct kis_error **err);
+/* Allowlist building blocks for a context of one's own: each named call
+ * with any arguments (0, or libseccomp's negative errno); mmap and
+ * mprotect unless PROT_EXEC is asked. */
+KIS_HIDDEN int kis_seccomp_allow_names(scmp_filter_ctx ctx, const char *const *names, size_t n);
+KIS_HIDDEN int kis_seccomp_allow_noexec_memory(scmp_filter_ctx ctx);
+/* Both, in a new context that answers anything else with deny, kills a
+ * foreign architecture and sets no_new_privs when loaded; NULL on failure. */
+KIS_HIDDEN scmp_filter_ctx kis_seccomp_allowlist_new(uint32_t deny, const char *const *names,
+						     size_t n);
 /* The same policy as the OCI runtime-spec linux.seccomp object. */
 KIS_HIDDEN int kis_seccomp_to_oci_json(const struct kis_seccomp_opts *o, json_t **out,
 				       struct kis_error **err);

@@ -608,3 +608,44 @@ int kis_seccomp_to_oci_json(const struct kis_seccomp_opts *o, json_t **out,
 	*out = root;
 	return 0;
 }
+
+int kis_seccomp_allow_names(scmp_filter_ctx ctx, const char *const *names, size_t n)
+{
+	int r = 0;
+	for (size_t i = 0; r == 0 && i < n; i++) {
+		int nr = seccomp_syscall_resolve_name(names[i]);
+		/* a name this libseccomp does not know here is not allowed */
+		if (nr != __NR_SCMP_ERROR)
+			r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, nr, 0);
+	}
+	return r;
+}
+
+int kis_seccomp_allow_noexec_memory(scmp_filter_ctx ctx)
+{
+	int r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(mmap), 1,
+				 SCMP_A2(SCMP_CMP_MASKED_EQ, PROT_EXEC, 0));
+	if (r == 0)
+		r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(mprotect), 1,
+				     SCMP_A2(SCMP_CMP_MASKED_EQ, PROT_EXEC, 0));
+	return r;
+}
+
+scmp_filter_ctx kis_seccomp_allowlist_new(uint32_t deny, const char *const *names, size_t n)
+{
+	scmp_filter_ctx ctx = seccomp_init(deny);
+	if (!ctx)
+		return NULL;
+	int r = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_NNP, 1);
+	if (r == 0)
+		r = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS);
+	if (r == 0)
+		r = kis_seccomp_allow_names(ctx, names, n);
+	if (r == 0)
+		r = kis_seccomp_allow_noexec_memory(ctx);
+	if (r < 0) {
+		seccomp_release(ctx);
+		return NULL;
+	}
+	return ctx;
+}

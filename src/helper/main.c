@@ -67,26 +67,12 @@ static int confine_compiler(void)
 		kis_error_free(e);
 		return -1;
 	}
-	scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ERRNO(EPERM));
+	/* mappings never executable */
+	scmp_filter_ctx ctx =
+		kis_seccomp_allowlist_new(SCMP_ACT_ERRNO(EPERM), allowed, ARRAY_SIZE(allowed));
 	if (!ctx)
 		return -1;
-	int r = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_NNP, 1);
-	if (r == 0)
-		r = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS);
-	for (size_t i = 0; r == 0 && i < ARRAY_SIZE(allowed); i++) {
-		int nr = seccomp_syscall_resolve_name(allowed[i]);
-		if (nr != __NR_SCMP_ERROR)
-			r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, nr, 0);
-	}
-	/* mappings: never executable */
-	if (r == 0)
-		r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(mmap), 1,
-				     SCMP_A2(SCMP_CMP_MASKED_EQ, PROT_EXEC, 0));
-	if (r == 0)
-		r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(mprotect), 1,
-				     SCMP_A2(SCMP_CMP_MASKED_EQ, PROT_EXEC, 0));
-	if (r == 0)
-		r = seccomp_load(ctx);
+	int r = seccomp_load(ctx);
 	seccomp_release(ctx);
 	return r == 0 ? 0 : -1;
 }

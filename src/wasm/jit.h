@@ -188,8 +188,10 @@ typedef int (*wasm_jit_plugin_init_fn)(const struct wasm_jit_host *host,
 KIS_HIDDEN int wasm_jit_load(char *err, size_t errlen);
 /* Is the compiler there to load (no loading: cheap, for the probe)? */
 KIS_HIDDEN bool wasm_jit_present(void);
-/* Loaded already (wasm_jit_load succeeded)? */
+/* Loaded already (wasm_jit_load succeeded)? (jit_load.c, both ways) */
 KIS_HIDDEN bool wasm_jit_loaded(void);
+/* What wasm_jit_load runs once: 0, or -1 with why. */
+KIS_HIDDEN int wasm_jit_start(char *why, size_t whylen);
 /* m's object code (malloc'd into *obj), not linked: 0, or -1 with err. */
 KIS_HIDDEN int wasm_jit_emit(struct kis_wasm_module *m, uint8_t **obj, size_t *len, char *err,
 			     size_t errlen);

@@ -64,6 +64,33 @@ int wasm_jit_plugin_candidates(char out[WASM_JIT_PLUGIN_CANDIDATES][PATH_MAX])
 	return n;
 }
 
+/* Loading, once per process, whichever way the compiler runs
+ * (wasm_jit_start: jit_plugin.c or jit_remote.c); a failure is kept and
+ * said again to every later asker. */
+static pthread_mutex_t load_lock = PTHREAD_MUTEX_INITIALIZER;
+static bool loaded;
+static char why[300];
+
+int wasm_jit_load(char *err, size_t errlen)
+{
+	pthread_mutex_lock(&load_lock);
+	if (!loaded && !why[0] && wasm_jit_start(why, sizeof(why)) == 0)
+		loaded = true;
+	bool ok = loaded;
+	if (!ok && err)
+		snprintf(err, errlen, "%s", why);
+	pthread_mutex_unlock(&load_lock);
+	return ok ? 0 : -1;
+}
+
+bool wasm_jit_loaded(void)
+{
+	pthread_mutex_lock(&load_lock);
+	bool l = loaded;
+	pthread_mutex_unlock(&load_lock);
+	return l;
+}
+
 int wasm_jit_compile(struct kis_wasm_module *m, const uint8_t *cached, size_t cached_len,
 		     char *err, size_t errlen)
 {

@@ -8,17 +8,13 @@
  * them first wins, so this one is then never linked). */
 #include <dlfcn.h>
 #include <limits.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "wasm/jit.h"
 
-static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static struct wasm_jit_plugin plugin;
-static bool loaded;
-static char why[300];
 
 static const struct wasm_jit_sym syms[] = {
 #define S(n) {#n, (void (*)(void))n},
@@ -47,48 +43,34 @@ bool wasm_jit_present(void)
 	return false;
 }
 
-int wasm_jit_load(char *err, size_t errlen)
+int wasm_jit_start(char *why, size_t whylen)
 {
-	pthread_mutex_lock(&lock);
-	if (!loaded && !why[0]) {
-		char c[WASM_JIT_PLUGIN_CANDIDATES][PATH_MAX];
-		int n = wasm_jit_plugin_candidates(c);
-		void *h = NULL;
-		const char *last = "not found";
-		for (int i = 0; i < n && !h; i++) {
-			if (access(c[i], R_OK) < 0)
-				continue;
-			/* RTLD_LOCAL: LLVM's symbols stay the plugin's */
-			h = dlopen(c[i], RTLD_NOW | RTLD_LOCAL);
-			if (!h)
-				last = dlerror();
-		}
-		wasm_jit_plugin_init_fn init =
-			h ? (wasm_jit_plugin_init_fn)dlsym(h, WASM_JIT_PLUGIN_INIT) : NULL;
+	char c[WASM_JIT_PLUGIN_CANDIDATES][PATH_MAX];
+	int n = wasm_jit_plugin_candidates(c);
+	void *h = NULL;
+	const char *last = "not found";
+	for (int i = 0; i < n && !h; i++) {
+		if (access(c[i], R_OK) < 0)
+			continue;
+		/* RTLD_LOCAL: LLVM's symbols stay the plugin's */
+		h = dlopen(c[i], RTLD_NOW | RTLD_LOCAL);
 		if (!h)
-			snprintf(why, sizeof(why), "wasm.engine: cannot load the compiler (libkis-jit.so): %s",
-				 last);
-		else if (!init || init(&host, &plugin) < 0)
-			snprintf(why, sizeof(why),
-				 "wasm.engine: the compiler (libkis-jit.so) does not start here (no "
-				 "native LLVM target, or another version)");
-		else
-			loaded = true;
-		/* a plugin that failed stays mapped: harmless, and never run */
+			last = dlerror();
 	}
-	bool ok = loaded;
-	if (!ok && err)
-		snprintf(err, errlen, "%s", why);
-	pthread_mutex_unlock(&lock);
-	return ok ? 0 : -1;
-}
-
-bool wasm_jit_loaded(void)
-{
-	pthread_mutex_lock(&lock);
-	bool l = loaded;
-	pthread_mutex_unlock(&lock);
-	return l;
+	wasm_jit_plugin_init_fn init =
+		h ? (wasm_jit_plugin_init_fn)dlsym(h, WASM_JIT_PLUGIN_INIT) : NULL;
+	if (!h) {
+		snprintf(why, whylen, "wasm.engine: cannot load the compiler (libkis-jit.so): %s", last);
+		return -1;
+	}
+	if (!init || init(&host, &plugin) < 0) {
+		snprintf(why, whylen,
+			 "wasm.engine: the compiler (libkis-jit.so) does not start here (no "
+			 "native LLVM target, or another version)");
+		return -1;
+	}
+	/* a plugin that failed stays mapped: harmless, and never run */
+	return 0;
 }
 
 int wasm_jit_emit(struct kis_wasm_module *m, uint8_t **obj, size_t *len, char *err, size_t errlen)

@@ -44,10 +44,9 @@
 #include "wasm/jit_remote.h"
 
 
+/* the helper's socket; emits are serialised by this lock */
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static int chan = -1;
-static bool loaded;
-static char why[300];
 
 bool wasm_jit_present(void)
 {
@@ -166,26 +165,9 @@ static int start_helper(char *err, size_t errlen)
 	return 0;
 }
 
-int wasm_jit_load(char *err, size_t errlen)
+int wasm_jit_start(char *why, size_t whylen)
 {
-	pthread_mutex_lock(&lock);
-	if (!loaded && !why[0]) {
-		if (start_helper(why, sizeof(why)) == 0)
-			loaded = true;
-	}
-	bool ok = loaded;
-	if (!ok && err)
-		snprintf(err, errlen, "%s", why);
-	pthread_mutex_unlock(&lock);
-	return ok ? 0 : -1;
-}
-
-bool wasm_jit_loaded(void)
-{
-	pthread_mutex_lock(&lock);
-	bool l = loaded;
-	pthread_mutex_unlock(&lock);
-	return l;
+	return start_helper(why, whylen);
 }
 
 int wasm_jit_emit(struct kis_wasm_module *m, uint8_t **obj, size_t *len, char *err, size_t errlen)
