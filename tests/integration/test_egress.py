@@ -318,8 +318,16 @@ def test_loaded_policy_reads_back_as_the_plan(net, tier):
         assert cmd, "the command did not start"
         got = sh("nsenter", f"--net=/proc/{cmd}/ns/net", "nft", "list", "ruleset").stdout
     finally:
-        p.kill()
-        p.wait()
+        # SIGTERM: the engine ends the run and removes what it made (a
+        # SIGKILL here left the run's cgroups behind, with the record of
+        # them in a store this fixture then deletes); gc for the rest
+        p.terminate()
+        try:
+            p.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+        net.kis("gc")
     assert _rules(got) == _rules(plan["egress"]["nft_rules"]), got
 
 
