@@ -38,6 +38,36 @@ def _built():
         pytest.exit(f"{KIS} is missing: run 'make' first", returncode=2)
 
 
+def _kis_cgroups():
+    """The leaves kis made under its parent cgroups (s-<run>, p-<probe>),
+    in the v1 hierarchies it uses, as seen from this process's groups."""
+    found = set()
+    for line in Path("/proc/self/cgroup").read_text().splitlines():
+        _, ctrls, path = line.split(":", 2)
+        for c in ("memory", "pids", "cpuacct"):
+            if c not in ctrls.split(","):
+                continue
+            base = Path("/sys/fs/cgroup") / c / path.lstrip("/") / "kis"
+            try:
+                found |= {str(d) for d in base.iterdir()
+                          if d.is_dir() and d.name.startswith(("s-", "p-"))}
+            except OSError:
+                pass
+    return found
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _no_cgroup_left():
+    """Every test cleans up after itself, also a test that kills the
+    engine: no run's cgroup may outlive the suite (one that did, a SIGKILL
+    without a gc, left a set per run of the suite)."""
+    before = _kis_cgroups()
+    yield
+    time.sleep(0.5)  # a run's teardown that is still under way
+    left = sorted(_kis_cgroups() - before)
+    assert not left, f"cgroups left by the tests: {left}"
+
+
 @pytest.fixture(autouse=True)
 def _no_system_guest(monkeypatch):
     """A guest installed on this machine (`make install`: the system
