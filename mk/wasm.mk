@@ -65,7 +65,7 @@ WASM_FUZZ_SRCS := tests/wasm/fuzz_wasm.c $(filter-out src/wasm/exec.c,$(wildcard
 $(BUILD)/fuzz/exec.o: src/wasm/exec.c $(wildcard src/wasm/*.h)
 	@mkdir -p $(dir $@)
 	clang $(WASM_FUZZ_FLAGS) -O0 -c $< -o $@
-$(WASM_FUZZ): $(WASM_FUZZ_SRCS) $(BUILD)/fuzz/exec.o $(wildcard src/wasm/*.h)
+$(WASM_FUZZ): $(WASM_FUZZ_SRCS) $(BUILD)/fuzz/exec.o $(wildcard src/wasm/*.h) tests/wasm/fuzz_imports.h
 	@mkdir -p $(dir $@)
 	clang $(WASM_FUZZ_FLAGS) -fsanitize=fuzzer -O1 -o $@ $(filter-out src/wasm/jit_llvm.c src/wasm/jit_remote.c,$(WASM_FUZZ_SRCS)) $(BUILD)/fuzz/exec.o -ldl
 
@@ -81,7 +81,7 @@ WASM_DIFF_FLAGS := -std=gnu11 -D_GNU_SOURCE -g -Iinclude -Isrc \
 $(BUILD)/fuzz/diff-exec.o: src/wasm/exec.c $(wildcard src/wasm/*.h)
 	@mkdir -p $(dir $@)
 	clang $(WASM_DIFF_FLAGS) -O0 -c $< -o $@
-$(WASM_DIFF_FUZZ): tests/wasm/fuzz_wasm_diff.c $(BUILD)/fuzz/diff-exec.o $(wildcard src/wasm/*.c src/wasm/*.h) | $(JIT_PLUGIN)
+$(WASM_DIFF_FUZZ): tests/wasm/fuzz_wasm_diff.c $(BUILD)/fuzz/diff-exec.o tests/wasm/fuzz_imports.h $(wildcard src/wasm/*.c src/wasm/*.h) | $(JIT_PLUGIN)
 	@mkdir -p $(dir $@)
 	clang $(WASM_DIFF_FLAGS) -fsanitize=fuzzer -O1 -o $@ tests/wasm/fuzz_wasm_diff.c \
 	  $(filter-out src/wasm/exec.c src/wasm/jit_llvm.c src/wasm/jit_remote.c,$(wildcard src/wasm/*.c)) src/core/error.c \

@@ -14,62 +14,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kis/wasm.h"
-#include "wasm/internal.h"
+#include "fuzz_imports.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-static enum kis_wasm_trap stub(void *user, struct kis_wasm_instance *caller,
-			       const kis_wasm_slot *args, kis_wasm_slot *results)
-{
-	const struct wasm_functype *t = user;
-	memset(results, 0, (size_t)t->nrs * sizeof(*results));
-	return KIS_WASM_OK;
-}
-
+/* a side: one store and its instance; imp.next counts its imports */
 struct side {
-	const struct kis_wasm_module *m;
-	struct kis_wasm_store *s;
+	struct fuzz_imports imp;
 	struct kis_wasm_instance *inst;
-	uint32_t next;
 };
-
-static int resolve(void *user, const char *module, const char *name,
-		   enum kis_wasm_extern_kind kind, struct kis_wasm_extern *out)
-{
-	struct side *c = user;
-	const struct wasm_import *im = &c->m->imports[c->next++];
-	out->kind = kind;
-	switch (kind) {
-	case KIS_WASM_EXTERN_FUNC: {
-		const struct wasm_functype *t = &c->m->types[c->m->func_types[im->idx]];
-		out->u.func = kis_wasm_host_func_new(c->s, t->t, t->np, t->t + t->np, t->nr, stub,
-						     (void *)t);
-		break;
-	}
-	case KIS_WASM_EXTERN_TABLE: {
-		const struct wasm_tabletype *t = &c->m->tables[im->idx];
-		uint32_t min = t->lim.min > 100000 ? 100000 : t->lim.min;
-		out->u.table = kis_wasm_table_new(c->s, (enum kis_wasm_valtype)t->elem, min,
-						  t->lim.has_max, t->lim.max);
-		break;
-	}
-	case KIS_WASM_EXTERN_MEMORY: {
-		const struct wasm_limits *l = &c->m->mems[im->idx];
-		out->u.memory = kis_wasm_memory_new(c->s, l->min > 256 ? 256 : l->min, l->has_max,
-						    l->max);
-		break;
-	}
-	case KIS_WASM_EXTERN_GLOBAL: {
-		const struct wasm_globaltype *g = &c->m->globals[im->idx];
-		out->u.global = kis_wasm_global_new(c->s, (enum kis_wasm_valtype)g->type, g->mut, 0);
-		break;
-	}
-	default:
-		return -1;
-	}
-	return out->u.func ? 0 : -1;
-}
 
 static _Noreturn void disagree(const char *what, const char *name, uint64_t a, uint64_t b)
 {
@@ -153,19 +106,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		kis_error_free(err);
 		return 0;
 	}
-	struct side sd[2] = {{.m = m}, {.m = m}};
+	struct side sd[2] = {{.imp.m = m}, {.imp.m = m}};
 	enum kis_wasm_trap it[2];
 	int ok[2];
 	for (int k = 0; k < 2; k++) {
-		sd[k].s = kis_wasm_store_new();
-		if (!sd[k].s)
+		sd[k].imp.s = kis_wasm_store_new();
+		if (!sd[k].imp.s)
 			abort();
-		kis_wasm_set_fuel(sd[k].s, 20000);
-		if (k == 1 && kis_wasm_store_use_compiler(sd[k].s, KIS_WASM_COMPILE, &err) < 0) {
+		kis_wasm_set_fuel(sd[k].imp.s, 20000);
+		if (k == 1 && kis_wasm_store_use_compiler(sd[k].imp.s, KIS_WASM_COMPILE, &err) < 0) {
 			fprintf(stderr, "no compiler: %s\n", err ? err->message : "?");
 			abort();
 		}
-		ok[k] = kis_wasm_instantiate(sd[k].s, m, resolve, &sd[k], &sd[k].inst, &it[k], &err);
+		ok[k] = kis_wasm_instantiate(sd[k].imp.s, m, fuzz_resolve, &sd[k].imp, &sd[k].inst, &it[k], &err);
 		kis_error_free(err);
 		err = NULL;
 	}
@@ -201,7 +154,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			enum kis_wasm_trap t[2];
 			for (int k = 0; k < 2; k++) {
 				memset(res[k], 0, sizeof(res[k]));
-				t[k] = kis_wasm_call(sd[k].s, e[k].u.func, args, res[k]);
+				t[k] = kis_wasm_call(sd[k].imp.s, e[k].u.func, args, res[k]);
 			}
 			n_calls++;
 			if (inconclusive(t[0]) || inconclusive(t[1])) {
@@ -231,7 +184,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		}
 	}
 	for (int k = 0; k < 2; k++)
-		kis_wasm_store_free(sd[k].s);
+		kis_wasm_store_free(sd[k].imp.s);
 	kis_wasm_module_free(m);
 	return 0;
 }
