@@ -87,34 +87,13 @@ static int confine_compiler(void)
  * refused it keeps the seccomp allowlist, which has no open. */
 static void empty_root(void)
 {
-	if (geteuid() != 0) {
-		uid_t u = geteuid();
-		gid_t g = getegid();
-		if (unshare(CLONE_NEWUSER) < 0)
-			return;
-		char m[64];
-		int n = snprintf(m, sizeof(m), "%u %u 1\n", (unsigned)u, (unsigned)u);
-		int f = open("/proc/self/setgroups", O_WRONLY | O_CLOEXEC);
-		if (f >= 0) {
-			(void)kis_write_all(f, "deny", 4);
-			close(f);
-		}
-		f = open("/proc/self/uid_map", O_WRONLY | O_CLOEXEC);
-		if (f < 0 || kis_write_all(f, m, (size_t)n) < 0) {
-			if (f >= 0)
-				close(f);
-			return;
-		}
-		close(f);
-		n = snprintf(m, sizeof(m), "%u %u 1\n", (unsigned)g, (unsigned)g);
-		f = open("/proc/self/gid_map", O_WRONLY | O_CLOEXEC);
-		if (f < 0 || kis_write_all(f, m, (size_t)n) < 0) {
-			if (f >= 0)
-				close(f);
-			return;
-		}
-		close(f);
-	}
+	/* an ordinary user: a user namespace of its own first, its one id
+	 * mapped onto itself (confine/userns.c, the rootless tier's own); the
+	 * ids are read before: unmapped, they read as the overflow id after */
+	uid_t u = geteuid();
+	gid_t g = getegid();
+	if (u != 0 && (unshare(CLONE_NEWUSER) < 0 || kis_userns_map_self(u, u, g, g) < 0))
+		return;
 	/* the mounts below are this namespace's only (MS_PRIVATE first) */
 	if (unshare(CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC) < 0 ||
 	    mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
