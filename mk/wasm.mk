@@ -95,6 +95,31 @@ fuzz-wasm-diff: $(WASM_DIFF_FUZZ)
 	$(WASM_DIFF_FUZZ) -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -rss_limit_mb=4096 \
 	  -timeout=30 $(BUILD)/fuzz/diff-corpus
 
+# Our linker of compiled code (src/wasm/jit_elf.c) as a fuzz target: what a
+# planted cache file or a compiler process a module took over could hand
+# the engine (tests/fuzz/fuzz_elf.c), under ASan and UBSan. The corpus
+# starts from the objects LLVM made for a few spec scripts (a cache of
+# their own, made here with the compiled engine).
+WASM_ELF_FUZZ := $(BUILD)/fuzz/fuzz-wasm-elf
+$(WASM_ELF_FUZZ): tests/fuzz/fuzz_elf.c $(BUILD)/fuzz/exec.o $(wildcard src/wasm/*.c src/wasm/*.h)
+	@mkdir -p $(dir $@)
+	clang $(WASM_FUZZ_FLAGS) -fsanitize=fuzzer -O1 -o $@ tests/fuzz/fuzz_elf.c \
+	  $(filter-out src/wasm/exec.c src/wasm/jit_llvm.c src/wasm/jit_remote.c,$(wildcard src/wasm/*.c)) src/core/error.c \
+	  $(BUILD)/fuzz/exec.o -ldl -lm
+
+.PHONY: fuzz-wasm-elf
+fuzz-wasm-elf: $(WASM_ELF_FUZZ) $(SPECTEST) | $(JIT_PLUGIN)
+	@$(MAKE) --no-print-directory wasm-spec-json
+	@rm -rf $(BUILD)/fuzz/elf-code && mkdir -m 0700 -p $(BUILD)/fuzz/elf-code
+	@for s in i32 i64 f32 f64 call_indirect memory br_table conversions; do \
+	  [ -f $(BUILD)/spectest/$$s.json ] && $(SPECTEST) --engine compiler \
+	    --code-cache $(BUILD)/fuzz/elf-code --known-failures $(WASM_KNOWN_FAILURES) \
+	    $(BUILD)/spectest/$$s.json >/dev/null 2>&1 || true; \
+	done
+	/usr/bin/python3 tests/fuzz/elf_seeds.py $(BUILD)/fuzz/elf-code/cache/wasm-code $(BUILD)/fuzz/elf-corpus
+	$(WASM_ELF_FUZZ) -max_total_time=$(FUZZ_SECONDS) -max_len=262144 -rss_limit_mb=4096 \
+	  -timeout=10 $(BUILD)/fuzz/elf-corpus
+
 fuzz-wasm: $(WASM_FUZZ)
 	@$(MAKE) --no-print-directory wasm-spec-json
 	@mkdir -p $(BUILD)/fuzz/corpus
