@@ -70,14 +70,15 @@ CHECK_TARGETS :=
 CLEAN_EXTRA :=
 
 .PHONY: fuzz-proto
-# libFuzzer over the agent's frame decoder and request parser (clang).
+# libFuzzer over the agent's frame decoder, its request parser and the
+# engine's result parser (clang).
 fuzz-proto:
 	@mkdir -p $(BUILD)/fuzz
 	clang -std=gnu11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined -Iinclude -Isrc \
 	  $(PKG_CFLAGS) -o $(BUILD)/fuzz/fuzz_frame tests/fuzz/fuzz_frame.c src/agent/proto.c \
-	  src/agent/exec_json.c src/core/error.c src/core/profile.c src/core/id.c \
-	  src/core/result.c src/core/io.c $(PKG_LIBS)
-	$(BUILD)/fuzz/fuzz_frame -max_total_time=$${FUZZ_SECONDS:-60} -max_len=4096
+	  src/agent/exec_json.c $(wildcard src/core/*.c) $(PKG_LIBS)
+	/usr/bin/python3 tests/fuzz/frame_seeds.py $(BUILD)/fuzz/frame-corpus
+	$(BUILD)/fuzz/fuzz_frame -max_total_time=$${FUZZ_SECONDS:-60} -max_len=4096 $(BUILD)/fuzz/frame-corpus
 
 .PHONY: all check check-layers check-unit check-asan check-integration matrix run install uninstall clean deps bench
 all: $(KIS) $(AGENT) $(HELPER) $(STATIC_LIB) $(SHARED_LIB) $(JIT_PLUGIN)
