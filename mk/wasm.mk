@@ -120,6 +120,24 @@ fuzz-wasm-elf: $(WASM_ELF_FUZZ) $(SPECTEST) | $(JIT_PLUGIN)
 	$(WASM_ELF_FUZZ) -max_total_time=$(FUZZ_SECONDS) -max_len=262144 -rss_limit_mb=4096 \
 	  -timeout=10 $(BUILD)/fuzz/elf-corpus
 
+# The small fuzz targets build and run for a moment in make check, from
+# their seeds, so that none rots unseen (fuzz-proto once stopped linking
+# and nothing noticed): FUZZ_SMOKE_SECONDS each. The long runs, and
+# fuzz-wasm and fuzz-wasm-diff (thousands of seeds), stay by hand.
+FUZZ_SMOKE_SECONDS ?= 10
+CHECK_TARGETS += check-fuzz
+.PHONY: check-fuzz
+check-fuzz:
+	@if ! printf 'int LLVMFuzzerTestOneInput(const char *d, unsigned long n) { (void)d; (void)n; return 0; }\n' | \
+	    clang -x c -fsanitize=fuzzer,address,undefined -o $(BUILD)/fuzz-probe - 2>/dev/null; then \
+	  echo "check-fuzz: skipped: clang cannot link libFuzzer with ASan here (Debian packages clang, libclang-rt-14-dev)"; \
+	else \
+	  rm -f $(BUILD)/fuzz-probe; \
+	  $(MAKE) --no-print-directory FUZZ_SECONDS=$(FUZZ_SMOKE_SECONDS) fuzz-proto fuzz-wasm-elf >$(BUILD)/check-fuzz.log 2>&1 || \
+	    { tail -40 $(BUILD)/check-fuzz.log; echo "check-fuzz: FAILED (whole log: $(BUILD)/check-fuzz.log)"; exit 1; }; \
+	  grep -E "^Done [0-9]+ runs" $(BUILD)/check-fuzz.log | sed 's/^/check-fuzz: /'; \
+	fi
+
 fuzz-wasm: $(WASM_FUZZ)
 	@$(MAKE) --no-print-directory wasm-spec-json
 	@mkdir -p $(BUILD)/fuzz/corpus

@@ -2,12 +2,13 @@
 # SPDX-License-Identifier: MIT
 # Install the Debian packages kis sandbox builds, tests and runs with.
 # Idempotent: installs only what is missing; needs root (or sudo).
+# libclang-rt-14-dev: the libFuzzer and sanitizer runtimes (check-fuzz).
 # tcl and dpkg-dev: bench/wasm-real.sh (SQLite makes its amalgamation with tclsh;
 # dpkg-source unpacks what apt-get source fetched).
 set -eu
 PKGS="build-essential pkg-config libjansson-dev libseccomp-dev libcmocka-dev libsubid-dev
 python3 python3-pytest bubblewrap crun passt nftables wabt busybox-static e2fsprogs btrfs-progs
-xfsprogs iproute2 podman containerd uidmap hyperfine gnuplot-nox clang lld wasi-libc libclang-rt-14-dev-wasm32 llvm-14-dev nodejs qemu-system-x86 cpio help2man man-db zsh
+xfsprogs iproute2 podman containerd uidmap hyperfine gnuplot-nox clang libclang-rt-14-dev lld wasi-libc libclang-rt-14-dev-wasm32 llvm-14-dev nodejs qemu-system-x86 cpio help2man man-db zsh
 tcl dpkg-dev"
 missing=""
 for p in $PKGS; do
