@@ -459,6 +459,81 @@ void krt_tier_remove(int hfd, const char *id, void (*before)(int dfd))
 	unlinkat(hfd, id, AT_REMOVEDIR);
 }
 
+/* Create's handshake with the container process it forks, both tiers'.
+ * The child's half: its setup's outcome (0, or the index of what failed
+ * in the parent's list), then with a fifo (create, not run) start's one
+ * byte; _exit(125) where either fails. No allocation (after fork). */
+void krt_child_ready(int sync_fd, int fail, int fifo)
+{
+	if (RETRY_EINTR(write(sync_fd, &fail, sizeof(fail))) != sizeof(fail) || fail)
+		_exit(125);
+	close(sync_fd);
+	if (fifo >= 0) {
+		char b;
+		if (RETRY_EINTR(read(fifo, &b, 1)) != 1)
+			_exit(125);
+		close(fifo);
+	}
+}
+
+/* The parent's half: what the child's setup said, named by what[fail]
+ * (n entries, what[0] unused); a child that failed is reaped. */
+int krt_child_setup(int sync_fd, pid_t pid, const char *const *what, size_t n,
+		    struct kis_error **err)
+{
+	int fail = -1;
+	ssize_t k = RETRY_EINTR(read(sync_fd, &fail, sizeof(fail)));
+	close(sync_fd);
+	if (k == sizeof(fail) && fail == 0)
+		return 0;
+	kis_error_set(err, KIS_E_INTERNAL, 0, "container setup failed: %s",
+		      k == sizeof(fail) && fail > 0 && (size_t)fail < n ? what[fail] : "child died");
+	waitpid(pid, NULL, 0);
+	return -1;
+}
+
+/* A created container on record: st (taken) gets the config's annotations
+ * (runtime-spec runtime.md "State", as crun shows them) and is written as
+ * state.json, then the engine's --pid-file. Where either fails the
+ * process goes (killed, reaped): nothing runs that state does not name. */
+int krt_tier_record(int dfd, json_t *st, json_t *config, const char *pid_file, pid_t pid,
+		    struct kis_error **err)
+{
+	json_t *ann = json_object_get(config, "annotations");
+	if (st && json_object_size(ann))
+		json_object_set(st, "annotations", ann);
+	int r = !st ? kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "cannot make the state")
+	       : write_json_at(dfd, "state.json", st, err) < 0 ||
+			 write_pid_file(pid_file, pid, err) < 0
+		   ? -1
+		   : 0;
+	json_decref(st);
+	if (r < 0) {
+		kill(pid, SIGKILL);
+		waitpid(pid, NULL, 0);
+	}
+	return r;
+}
+
+/* run (not create) marks the container started; without --detach it
+ * waits for the process and gives its status as a shell would (runc run
+ * then deletes: the caller, on 1). 0: not waited for. */
+int krt_tier_run_wait(int dfd, const struct krt_host_opts *o, pid_t pid, int *status)
+{
+	if (!o->run)
+		return 0;
+	int fdm = openat(dfd, "started", O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fdm >= 0)
+		close(fdm);
+	if (o->detach)
+		return 0;
+	int ws = 0;
+	while (waitpid(pid, &ws, 0) < 0 && errno == EINTR)
+		;
+	*status = WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + WTERMSIG(ws);
+	return 1;
+}
+
 static void remove_state(int hfd, const char *id)
 {
 	krt_tier_remove(hfd, id, kis_host_cgroup_end);
@@ -572,15 +647,7 @@ int krt_host_create(const struct krt_globals *g, json_t *config, bool had_seccom
 			      fcntl(info, F_SETFD, fl & ~FD_CLOEXEC) < 0))
 			fail = 5;
 		/* tell create the setup is done (or failed), then wait for start */
-		if (RETRY_EINTR(write(sync[1], &fail, sizeof(fail))) != sizeof(fail) || fail)
-			_exit(125);
-		close(sync[1]);
-		if (fifo >= 0) {
-			char b;
-			if (RETRY_EINTR(read(fifo, &b, 1)) != 1)
-				_exit(125);
-			close(fifo);
-		}
+		krt_child_ready(sync[1], fail, fifo);
 		if (!found) {
 			/* at start, as crun reports it: the exit status a shell gives */
 			dprintf(2, "kis-runtime: exec '%s': No such file or directory\n",
@@ -591,18 +658,11 @@ int krt_host_create(const struct krt_globals *g, json_t *config, bool had_seccom
 		_exit(127);
 	}
 	close(sync[1]);
-	int fail = -1;
-	ssize_t n = RETRY_EINTR(read(sync[0], &fail, sizeof(fail)));
-	close(sync[0]);
-	if (n != sizeof(fail) || fail) {
-		static const char *const what[] = {"", "joining the cgroup", "taking the terminal",
-						   "setting process.rlimits", "oomScoreAdj",
-						   "passing fds to bwrap"};
-		kis_error_set(err, KIS_E_INTERNAL, 0, "container setup failed: %s",
-			      n == sizeof(fail) && fail > 0 && fail < 6 ? what[fail] : "child died");
-		waitpid(pid, NULL, 0);
+	static const char *const what[] = {"", "joining the cgroup", "taking the terminal",
+					   "setting process.rlimits", "oomScoreAdj",
+					   "passing fds to bwrap"};
+	if (krt_child_setup(sync[0], pid, what, ARRAY_SIZE(what), err) < 0)
 		goto out;
-	}
 	unsigned long long start = 0;
 	char letter;
 	proc_stat(pid, &start, &letter);
@@ -614,35 +674,21 @@ int krt_host_create(const struct krt_globals *g, json_t *config, bool had_seccom
 								 "path")),
 			       "created", created, "net", (int)p.net, "process",
 			       json_object_get(config, "process"));
-	/* the state's annotations are the config's (runtime-spec runtime.md
-	 * "State"), as crun shows them */
-	json_t *ann = json_object_get(config, "annotations");
-	if (st && json_object_size(ann))
-		json_object_set(st, "annotations", ann);
-	if (!st || write_json_at(dfd, "state.json", st, err) < 0 ||
-	    kis_host_cgroup_save(dfd, &rc, err) < 0 || write_pid_file(o->pid_file, pid, err) < 0) {
+	/* the cgroup on record first: delete ends it */
+	if (kis_host_cgroup_save(dfd, &rc, err) < 0) {
 		json_decref(st);
 		kill(pid, SIGKILL);
 		waitpid(pid, NULL, 0);
 		goto out;
 	}
-	json_decref(st);
+	if (krt_tier_record(dfd, st, config, o->pid_file, pid, err) < 0)
+		goto out;
 	made = false; /* the container exists now */
 	r = 0;
-	if (o->run) {
-		/* run without --detach waits and passes the status on, then
-		 * deletes as runc run does; with --detach it is create + start */
-		int fdm = openat(dfd, "started", O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
-		if (fdm >= 0)
-			close(fdm);
-		if (!o->detach) {
-			int ws = 0;
-			while (waitpid(pid, &ws, 0) < 0 && errno == EINTR)
-				;
-			remove_state(hfd, id);
-			r = WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + WTERMSIG(ws);
-		}
-	}
+	/* run without --detach waits and passes the status on, then deletes
+	 * as runc run does; with --detach it is create + start */
+	if (krt_tier_run_wait(dfd, o, pid, &r))
+		remove_state(hfd, id);
 out:
 	if (made && hfd >= 0) {
 		if (rc.cg)

@@ -625,16 +625,8 @@ int krt_mvm_create(const struct krt_globals *g, json_t *config, const char *bund
 	if (pid == 0) {
 		/* the container process: its session, its terminal, then start */
 		close(sync[0]);
-		int fail = tty >= 0 ? krt_take_terminal(tty) : (setsid() < 0 ? -1 : 0);
-		if (RETRY_EINTR(write(sync[1], &fail, sizeof(fail))) != sizeof(fail) || fail)
-			_exit(125);
-		close(sync[1]);
-		if (fifo >= 0) {
-			char b;
-			if (RETRY_EINTR(read(fifo, &b, 1)) != 1)
-				_exit(125);
-			close(fifo);
-		}
+		int fail = (tty >= 0 ? krt_take_terminal(tty) : (setsid() < 0 ? -1 : 0)) < 0;
+		krt_child_ready(sync[1], fail, fifo);
 		int status = session_process(store_root, sid, argv, NULL, NULL, tty >= 0 ? 0 : -1,
 					     p.rows, p.cols);
 		/* stopped: the VM, its workspace and base go now, not at delete
@@ -645,15 +637,9 @@ int krt_mvm_create(const struct krt_globals *g, json_t *config, const char *bund
 		_exit(status);
 	}
 	close(sync[1]);
-	int fail = -1;
-	ssize_t n = RETRY_EINTR(read(sync[0], &fail, sizeof(fail)));
-	close(sync[0]);
-	if (n != sizeof(fail) || fail) {
-		kis_error_set(err, KIS_E_INTERNAL, 0, "container setup failed: %s",
-			      n == sizeof(fail) ? "taking the terminal" : "child died");
-		waitpid(pid, NULL, 0);
+	static const char *const what[] = {"", "taking the terminal or a session of its own"};
+	if (krt_child_setup(sync[0], pid, what, ARRAY_SIZE(what), err) < 0)
 		goto out;
-	}
 	unsigned long long start = 0;
 	char letter;
 	krt_proc_stat(pid, &start, &letter);
@@ -662,33 +648,13 @@ int krt_mvm_create(const struct krt_globals *g, json_t *config, const char *bund
 			       "rootfs", rootfs, "created", created, "process",
 			       json_object_get(config, "process"), "session", sid, "workspace", ws,
 			       "base", base, "store", store_root);
-	json_t *ann = json_object_get(config, "annotations");
-	if (st && json_object_size(ann))
-		json_object_set(st, "annotations", ann);
-	if (!st || krt_write_json_at(dfd, "state.json", st, err) < 0 ||
-	    krt_write_pid_file(o->pid_file, pid, err) < 0) {
-		if (!st && !*err)
-			kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "state");
-		json_decref(st);
-		kill(pid, SIGKILL);
-		waitpid(pid, NULL, 0);
+	if (krt_tier_record(dfd, st, config, o->pid_file, pid, err) < 0)
 		goto out;
-	}
-	json_decref(st);
 	made = false;
 	r = 0;
-	if (o->run) {
-		int fdm = openat(dfd, "started", O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
-		if (fdm >= 0)
-			close(fdm);
-		if (!o->detach) {
-			int ws_ = 0;
-			while (waitpid(pid, &ws_, 0) < 0 && errno == EINTR)
-				;
-			undo(store_root, sid, ws, base);
-			remove_state(hfd, id);
-			r = WIFEXITED(ws_) ? WEXITSTATUS(ws_) : 128 + WTERMSIG(ws_);
-		}
+	if (krt_tier_run_wait(dfd, o, pid, &r)) {
+		undo(store_root, sid, ws, base);
+		remove_state(hfd, id);
 	}
 out:
 	if (store)

@@ -144,6 +144,17 @@ void krt_tier_remove(int hfd, const char *id, void (*before)(int dfd));
 int krt_tier_make(int hfd, const char *id, bool want_fifo, bool *made, int *dfd, int *fifo,
 		  struct kis_error **err);
 int krt_tier_start(int dfd, json_t *st, const char *id, struct kis_error **err);
+/* create's handshake with the process it forks (child: its setup's
+ * outcome, then start's byte; parent: that outcome, named by what[]), the
+ * new container on record (state.json with the config's annotations, the
+ * pid file; the process killed where that fails; takes st), and run's
+ * wait without --detach (1: waited, *status as a shell gives it). */
+void krt_child_ready(int sync_fd, int fail, int fifo);
+int krt_child_setup(int sync_fd, pid_t pid, const char *const *what, size_t n,
+		    struct kis_error **err);
+int krt_tier_record(int dfd, json_t *st, json_t *config, const char *pid_file, pid_t pid,
+		    struct kis_error **err);
+int krt_tier_run_wait(int dfd, const struct krt_host_opts *o, pid_t pid, int *status);
 /* now, RFC 3339 UTC with nanoseconds (the state's "created", the log's) */
 #define KRT_STAMP_LEN 80
 void krt_now(char out[KRT_STAMP_LEN]);
