@@ -836,6 +836,32 @@ def test_microvm_guest_root_reaches_nothing_more(net, vm):
     assert net.engine_log.read_text() == before[1]
 
 
+def test_microvm_guest_root_gets_no_ipv6_out(net, vm):
+    """IPv6 from a hostile guest: its root gives eth0 a global address in
+    the world's prefix and an IPv6 default route, waits out DAD, and
+    connects to the world's IPv6 echo (which answers E: the control).
+    passt runs --ipv4-only with no NDP: the guest's neighbour solicitations
+    reach it and get no answer, so no IPv6 flow becomes a socket of S
+    (whose policy refuses IPv6 besides); the world hears nothing."""
+    env, base = vm
+    v6 = ["tcp6:2001:db8::10:7", "udp6:2001:db8::10:7"]
+    for t in v6:
+        assert net.bare(t) == "reached", t
+    before = settled(net.world_log, net.engine_log)
+    script = ("ip -6 addr add 2001:db8::77/64 dev eth0 && ip -6 route add default dev eth0 && "
+              "sleep 2 && exec ./netprobe " + " ".join(v6 + ["tcp:203.0.113.10:7"]))
+    p = net.kis("run", "--tier", "microvm", "--base", base, "--net", "egress", "--",
+                "kis-test:guest-root", "sh", "-c", script,
+                env=dict(env, KIS_MICROVM_TEST_HOOKS="1"), timeout=VM_TIMEOUT)
+    assert p.returncode == 0, (p.stdout, p.stderr)
+    got = json.loads(p.stdout.strip().splitlines()[-1])
+    assert got["tcp:203.0.113.10:7"] == "reached", got  # the control: the link works
+    assert all(got[t].startswith("blocked") for t in v6), got
+    new = settled(net.world_log, net.engine_log)
+    assert set(new[0][len(before[0]):].splitlines()) <= {"tcp 0.0.0.0:7 from 203.0.113.2"}, new
+    assert new[1] == before[1]
+
+
 def test_microvm_allow_narrows_and_opens_a_listed_private_range(net, vm):
     got = vm_probe(net, vm, ["tcp:10.20.0.5:7", "tcp:203.0.113.10:7", "tcp:203.0.113.10:9",
                              "udp:203.0.113.10:7", "tcp:169.254.169.254:80",
