@@ -10,9 +10,9 @@
  *     RFC 1035 4.1, as the C library would)
  *   netprobe listen PORT  listens on 0.0.0.0:PORT, says "ready", then
  *     "escaped: connected from A" or "not escaped" after 6 s
- *   netprobe bench N MIB  for bench/egress.py: the median of N connects to
- *     203.0.113.10:7 and MIB MiB sent to its sink, as {"connect_ms",
- *     "mib_s"} (the Python client's measure) */
+ *   netprobe bench N MIB [ADDR]  for bench/egress.py: the median of N
+ *     connects to ADDR:7 (203.0.113.10) and MIB MiB sent to its sink, as
+ *     {"connect_ms", "mib_s"} (the Python client's measure) */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -191,12 +191,12 @@ static int cmp_double(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-static int bench(int n, int mib)
+static int bench(int n, int mib, const char *to)
 {
 	struct sockaddr_in sa;
 	static double lat[10000];
 	static char buf[1 << 20];
-	if (n < 1 || n > 10000 || mib < 1 || addr_of("203.0.113.10", 7, &sa) < 0)
+	if (n < 1 || n > 10000 || mib < 1 || addr_of(to, 7, &sa) < 0)
 		return 2;
 	for (int i = 0; i < n; i++) {
 		int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -238,8 +238,8 @@ static int bench(int n, int mib)
 
 int main(int argc, char **argv)
 {
-	if (argc == 4 && !strcmp(argv[1], "bench"))
-		return bench(atoi(argv[2]), atoi(argv[3]));
+	if ((argc == 4 || argc == 5) && !strcmp(argv[1], "bench"))
+		return bench(atoi(argv[2]), atoi(argv[3]), argc == 5 ? argv[4] : "203.0.113.10");
 	if (argc == 3 && !strcmp(argv[1], "listen"))
 		return listen_mode(atoi(argv[2]));
 	printf("{");
