@@ -827,8 +827,32 @@ static void write_sysctl(const char *path, const char *v)
  * route(4) SIOCADDRT: S is new, nothing else configures it. */
 static int configure_in_s(struct kis_egress *eg, struct kis_error **err)
 {
-	const char *step = "its tap device";
+	const char *step = "IPv6 off";
 	_cleanup_close_ int s = -1;
+	/* IPv6 off on the tap: a new device takes S's conf/default
+	 * (ipv6_add_dev copies devconf_dflt at NETDEV_REGISTER), so eth0 gets
+	 * no link-local address, no route, and sends pasta no DAD, router
+	 * solicitation or MLD frames (ip6_output drops what a disabled
+	 * device is given). lo, made with S, keeps ::1. A second layer under
+	 * the policy, which refuses every IPv6 packet but lo's (egress is
+	 * IPv4 only: docs/network.md). No conf/default at all: this kernel
+	 * has no IPv6. The sandbox cannot turn it back on: S's sysctls are
+	 * written with CAP_NET_ADMIN over S's owner or as H itself
+	 * (net_ctl_permissions), and no process of the sandbox holds either
+	 * (H is never bwrap's nor the sandbox root's id). */
+	int v6 = open("/proc/sys/net/ipv6/conf/default/disable_ipv6", O_WRONLY | O_CLOEXEC);
+	if (v6 < 0 && errno != ENOENT)
+		goto fail_errno;
+	if (v6 >= 0) {
+		bool v6_off = write(v6, "1", 1) == 1;
+		int e6 = errno;
+		close(v6);
+		if (!v6_off) {
+			errno = e6;
+			goto fail_errno;
+		}
+	}
+	step = "its tap device";
 	/* pasta's TUNSETIFF of the same name attaches to this device. A tun
 	 * device that is not persistent is unregistered when its last queue
 	 * closes, in the closer's exit (tun_detach: unregister_netdevice and

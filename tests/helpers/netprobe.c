@@ -3,19 +3,21 @@
  * no Python (the microvm guest): the same targets and verdicts as the
  * test's Python PROBE. Static, so it runs from a workspace in any root.
  *
- *   netprobe TARGET...   TARGET: tcp:ADDR:PORT | udp:ADDR:PORT | dns:NAME:PORT
+ *   netprobe TARGET...   TARGET: tcp:ADDR:PORT | udp:ADDR:PORT | dns:NAME:PORT,
+ *     or tcp6:ADDR:PORT | udp6:ADDR:PORT with an IPv6 ADDR
  *     prints one JSON object, TARGET -> "reached" | "blocked: WHY" | the
  *     name's first A record (dns: asked of resolv.conf's first nameserver,
  *     RFC 1035 4.1, as the C library would)
  *   netprobe listen PORT  listens on 0.0.0.0:PORT, says "ready", then
  *     "escaped: connected from A" or "not escaped" after 6 s
- *   netprobe bench N MIB  for bench/egress.py: the median of N connects to
- *     203.0.113.10:7 and MIB MiB sent to its sink, as {"connect_ms",
- *     "mib_s"} (the Python client's measure) */
+ *   netprobe bench N MIB [ADDR]  for bench/egress.py: the median of N
+ *     connects to ADDR:7 (203.0.113.10) and MIB MiB sent to its sink, as
+ *     {"connect_ms", "mib_s"} (the Python client's measure) */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,13 +42,25 @@ static int addr_of(const char *a, int port, struct sockaddr_in *sa)
 	return inet_pton(AF_INET, a, &sa->sin_addr) == 1 ? 0 : -1;
 }
 
-/* "reached" when the echo comes back, else why not, in verdict */
-static void echo(int type, const char *a, int port, char *verdict, size_t n)
+/* An IPv6 address and port (tcp6, udp6 targets) */
+static int addr6_of(const char *a, int port, struct sockaddr_in6 *sa)
 {
-	struct sockaddr_in sa;
+	memset(sa, 0, sizeof(*sa));
+	sa->sin6_family = AF_INET6;
+	sa->sin6_port = htons((uint16_t)port);
+	return inet_pton(AF_INET6, a, &sa->sin6_addr) == 1 ? 0 : -1;
+}
+
+/* "reached" when the echo comes back, else why not, in verdict; v6: a
+ * target of tcp6 or udp6 */
+static void echo(int type, bool v6, const char *a, int port, char *verdict, size_t n)
+{
+	struct sockaddr_storage ss;
+	socklen_t sl = v6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
 	char buf[16];
-	int s = socket(AF_INET, type | SOCK_CLOEXEC, 0);
-	if (s < 0 || addr_of(a, port, &sa) < 0) {
+	int s = socket(v6 ? AF_INET6 : AF_INET, type | SOCK_CLOEXEC, 0);
+	if (s < 0 || (v6 ? addr6_of(a, port, (struct sockaddr_in6 *)&ss) :
+			   addr_of(a, port, (struct sockaddr_in *)&ss)) < 0) {
 		snprintf(verdict, n, "blocked: %s", strerror(errno));
 		if (s >= 0)
 			close(s);
@@ -62,7 +76,7 @@ static void echo(int type, const char *a, int port, char *verdict, size_t n)
 	/* UDP: asked again each 700 ms, as a resolver does (the first
 	 * datagram to a new neighbour may be lost while it is resolved) */
 	int tries = type == SOCK_STREAM ? 1 : 3;
-	if (connect(s, (struct sockaddr *)&sa, sizeof(sa)) == 0)
+	if (connect(s, (struct sockaddr *)&ss, sl) == 0)
 		for (int t = 0; t < tries && k < 0; t++)
 			if (send(s, "ping", 4, 0) == 4 &&
 			    wait_fd(s, POLLIN, type == SOCK_STREAM ? 3000 : 700) == 0)
@@ -177,12 +191,12 @@ static int cmp_double(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-static int bench(int n, int mib)
+static int bench(int n, int mib, const char *to)
 {
 	struct sockaddr_in sa;
 	static double lat[10000];
 	static char buf[1 << 20];
-	if (n < 1 || n > 10000 || mib < 1 || addr_of("203.0.113.10", 7, &sa) < 0)
+	if (n < 1 || n > 10000 || mib < 1 || addr_of(to, 7, &sa) < 0)
 		return 2;
 	for (int i = 0; i < n; i++) {
 		int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -224,22 +238,28 @@ static int bench(int n, int mib)
 
 int main(int argc, char **argv)
 {
-	if (argc == 4 && !strcmp(argv[1], "bench"))
-		return bench(atoi(argv[2]), atoi(argv[3]));
+	if ((argc == 4 || argc == 5) && !strcmp(argv[1], "bench"))
+		return bench(atoi(argv[2]), atoi(argv[3]), argc == 5 ? argv[4] : "203.0.113.10");
 	if (argc == 3 && !strcmp(argv[1], "listen"))
 		return listen_mode(atoi(argv[2]));
 	printf("{");
 	for (int i = 1; i < argc; i++) {
+		/* KIND:ADDR:PORT, the port after the last colon (an IPv6 ADDR has
+		 * colons of its own) */
 		char kind[8], addr[256], verdict[300];
 		int port = 0;
-		if (sscanf(argv[i], "%7[a-z]:%255[^:]:%d", kind, addr, &port) != 3) {
+		const char *last = strrchr(argv[i], ':');
+		if (sscanf(argv[i], "%7[a-z0-9]:%255s", kind, addr) != 2 || !last ||
+		    sscanf(last + 1, "%d", &port) != 1 || strlen(addr) <= strlen(last)) {
 			fprintf(stderr, "netprobe: bad target '%s'\n", argv[i]);
 			return 2;
 		}
-		if (!strcmp(kind, "tcp"))
-			echo(SOCK_STREAM, addr, port, verdict, sizeof(verdict));
-		else if (!strcmp(kind, "udp"))
-			echo(SOCK_DGRAM, addr, port, verdict, sizeof(verdict));
+		addr[strlen(addr) - strlen(last)] = '\0';
+		bool v6 = !strcmp(kind, "tcp6") || !strcmp(kind, "udp6");
+		if (!strcmp(kind, "tcp") || !strcmp(kind, "tcp6"))
+			echo(SOCK_STREAM, v6, addr, port, verdict, sizeof(verdict));
+		else if (!strcmp(kind, "udp") || !strcmp(kind, "udp6"))
+			echo(SOCK_DGRAM, v6, addr, port, verdict, sizeof(verdict));
 		else
 			dns(addr, verdict, sizeof(verdict));
 		printf("%s\"%s\": \"%s\"", i > 1 ? ", " : "", argv[i], verdict);

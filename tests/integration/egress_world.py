@@ -4,7 +4,9 @@
 # DNS server, on the addresses given. Every accepted connection or datagram
 # is logged (one line, flushed), so a test sees what reached a listener.
 #
-#   python3 egress_world.py LOG SPEC...   SPEC: tcp:ADDR:PORT | udp:ADDR:PORT | dns:ADDR:PORT
+#   python3 egress_world.py LOG SPEC...   SPEC: KIND:ADDR:PORT, KIND one of tcp, udp,
+#     dns, tcp6, udp6 (ADDR an IPv6 address for the last two: the port is
+#     what follows its last colon)
 import socket
 import struct
 import sys
@@ -19,8 +21,8 @@ def log(line):
     LOG.write(line + "\n")
 
 
-def tcp(addr, port):
-    s = socket.socket()
+def tcp(addr, port, family=socket.AF_INET):
+    s = socket.socket(family)
     s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     s.bind((addr, port))
     s.listen(16)
@@ -41,8 +43,8 @@ def tcp(addr, port):
         c.close()
 
 
-def udp(addr, port):
-    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+def udp(addr, port, family=socket.AF_INET):
+    s = socket.socket(family, socket.SOCK_DGRAM)
     s.bind((addr, port))
     while True:
         data, peer = s.recvfrom(4096)
@@ -82,9 +84,12 @@ def dns(addr, port):
         s.sendto(a, peer)
 
 
-KINDS = {"tcp": tcp, "udp": udp, "dns": dns}
+KINDS = {"tcp": tcp, "udp": udp, "dns": dns,
+         "tcp6": lambda a, p: tcp(a, p, socket.AF_INET6),
+         "udp6": lambda a, p: udp(a, p, socket.AF_INET6)}
 for spec in sys.argv[2:]:
-    kind, addr, port = spec.split(":")
+    kind, rest = spec.split(":", 1)
+    addr, port = rest.rsplit(":", 1)
     threading.Thread(target=KINDS[kind], args=(addr, int(port)), daemon=True).start()
 log("ready")
 threading.Event().wait()

@@ -37,14 +37,16 @@ PROBE = r"""
 import json, socket, sys
 out = {}
 for t in json.loads(sys.argv[1]):
-    kind, addr, port = t.split(":")
+    kind, rest = t.split(":", 1)
+    addr, port = rest.rsplit(":", 1)  # tcp6, udp6: an IPv6 address before the port
     try:
-        if kind == "tcp":
+        if kind in ("tcp", "tcp6"):
             s = socket.create_connection((addr, int(port)), timeout=3)
             s.sendall(b"ping")
             out[t] = "reached" if s.recv(16) == b"ping" else "no echo"
-        elif kind == "udp":
-            s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        elif kind in ("udp", "udp6"):
+            s = socket.socket(socket.AF_INET6 if kind == "udp6" else socket.AF_INET,
+                              socket.SOCK_DGRAM)
             s.settimeout(2)
             s.sendto(b"ping", (addr, int(port)))
             out[t] = "reached" if s.recvfrom(16)[0] == b"ping" else "no echo"
@@ -101,15 +103,22 @@ class Net:
         veth_e, veth_w = f"ke{os.getpid() % 100000}", f"kw{os.getpid() % 100000}"
         sh("ip", "link", "add", veth_e, "netns", str(self.e.pid), "type", "veth", "peer", "name",
            veth_w, "netns", str(self.w.pid))
+        # IPv6 too, on documentation addresses (2001:db8::/32, RFC 3849;
+        # nodad: usable at once): E reaches the world by IPv6, the sandbox
+        # must not (egress is IPv4 only)
         for cmd in (f"ip link set lo up; ip link set {veth_e} up; "
                     f"ip addr add 203.0.113.2/24 dev {veth_e}; "
-                    "ip route add default via 203.0.113.1",):
+                    "ip route add default via 203.0.113.1; "
+                    f"ip -6 addr add 2001:db8::2/64 dev {veth_e} nodad; "
+                    "ip -6 route add default via 2001:db8::1",):
             sh(*in_ns(self.e.pid, "sh", "-ec", cmd))
         sh(*in_ns(self.w.pid, "sh", "-ec",
                   f"ip link set lo up; ip link set {veth_w} up; "
                   f"ip addr add 203.0.113.1/24 dev {veth_w}; ip addr add 203.0.113.10/32 dev {veth_w}; "
                   "ip addr add 10.20.0.5/32 dev lo; ip addr add 169.254.169.254/32 dev lo; "
-                  "ip route add 10.0.2.0/24 via 203.0.113.2"))
+                  "ip route add 10.0.2.0/24 via 203.0.113.2; "
+                  f"ip -6 addr add 2001:db8::1/64 dev {veth_w} nodad; "
+                  f"ip -6 addr add 2001:db8::10/128 dev {veth_w} nodad"))
         self.world_log = tmp / "world.log"
         self.engine_log = tmp / "engine-listeners.log"
         self.start_world(self.w.pid, self.world_log, [
@@ -117,9 +126,10 @@ class Net:
             # route's source address, not the one asked
             "tcp:0.0.0.0:7", "udp:203.0.113.10:7", "udp:203.0.113.1:7", "udp:10.20.0.5:7",
             "udp:169.254.169.254:7", "dns:203.0.113.10:53", "tcp:203.0.113.10:9",
-            "tcp:169.254.169.254:80"])
+            "tcp:169.254.169.254:80", "tcp6:2001:db8::10:7", "udp6:2001:db8::10:7"])
         self.start_world(self.e.pid, self.engine_log, ["tcp:127.0.0.1:7007",
-                                                        "tcp:203.0.113.2:7008"])
+                                                        "tcp:203.0.113.2:7008", "tcp6:::1:7010",
+                                                        "tcp6:2001:db8::2:7011"])
         self.resolv = tmp / "resolv.conf"
         self.resolv.write_text("nameserver 203.0.113.10\n")
 
@@ -269,6 +279,49 @@ def test_host_private_and_metadata_are_unreachable(net, tier):
     # and nothing arrived there
     assert net.world_log.read_text() == before[0]
     assert net.engine_log.read_text() == before[1]
+
+
+# IPv6: egress carries none (docs/network.md, "IPv6"); the world, E's
+# veth and E's loopback answer IPv6 from E itself (the control)
+IPV6 = {
+    "tcp6:2001:db8::10:7": "the world's echo server, by IPv6",
+    "udp6:2001:db8::10:7": "the world's echo server, by IPv6 UDP",
+    "tcp6:2001:db8::2:7011": "the engine namespace's own IPv6 address",
+    "tcp6:::1:7010": "the engine namespace's IPv6 loopback",
+}
+
+
+def test_ipv6_reaches_nothing(net, tier):
+    for t in IPV6:
+        assert net.bare(t) == "reached", (t, IPV6[t])
+    before = settled(net.world_log, net.engine_log)
+    got = net.probe(tier, sorted(IPV6))
+    escaped = {t: IPV6[t] for t, v in got.items() if v == "reached"}
+    assert not escaped, f"escaped: {escaped}"
+    assert all(v.startswith("blocked") for v in got.values()), got
+    # a refused IPv6 connect fails at once too (the policy's reject), and
+    # nothing arrived anywhere
+    assert not [v for t, v in got.items() if t.startswith("tcp6") and "timed out" in v], got
+    assert settled(net.world_log, net.engine_log) == before
+
+
+def test_ipv6_is_off_on_the_sandboxs_link(net, tier):
+    """The engine turns IPv6 off on S's eth0 before it exists (conf/default):
+    no link-local address or route there, so a link-local destination (which
+    would otherwise be the policy's alone to refuse, once DAD is done, about
+    a second into the run) has no way out either; lo keeps ::1. Read after
+    1.5 s: past DAD, had it run."""
+    script = ("import socket, time; time.sleep(1.5)\n"
+              "print(open('/proc/sys/net/ipv6/conf/eth0/disable_ipv6').read().strip())\n"
+              "print(sorted(l.split()[5] for l in open('/proc/net/if_inet6')))\n"
+              "s = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)\n"
+              "try:\n s.sendto(b'ping', ('fe80::2%eth0', 7)); print('sent')\n"
+              "except OSError as e: print('blocked', e.errno)\n")
+    p = net.kis("run", *tier, "--net", "egress", "--", PY, "-c", script)
+    assert p.returncode == 0, p.stderr
+    off, devs, sent = p.stdout.strip().splitlines()
+    assert off == "1" and devs == "['lo']", p.stdout
+    assert sent.startswith("blocked"), p.stdout
 
 
 def test_refused_tcp_connect_fails_at_once(net, tier):
@@ -781,6 +834,32 @@ def test_microvm_guest_root_reaches_nothing_more(net, vm):
     assert set(net.world_log.read_text()[len(before[0]):].splitlines()) <= {
         "tcp 0.0.0.0:7 from 203.0.113.2"}
     assert net.engine_log.read_text() == before[1]
+
+
+def test_microvm_guest_root_gets_no_ipv6_out(net, vm):
+    """IPv6 from a hostile guest: its root gives eth0 a global address in
+    the world's prefix and an IPv6 default route, waits out DAD, and
+    connects to the world's IPv6 echo (which answers E: the control).
+    passt runs --ipv4-only with no NDP: the guest's neighbour solicitations
+    reach it and get no answer, so no IPv6 flow becomes a socket of S
+    (whose policy refuses IPv6 besides); the world hears nothing."""
+    env, base = vm
+    v6 = ["tcp6:2001:db8::10:7", "udp6:2001:db8::10:7"]
+    for t in v6:
+        assert net.bare(t) == "reached", t
+    before = settled(net.world_log, net.engine_log)
+    script = ("ip -6 addr add 2001:db8::77/64 dev eth0 && ip -6 route add default dev eth0 && "
+              "sleep 2 && exec ./netprobe " + " ".join(v6 + ["tcp:203.0.113.10:7"]))
+    p = net.kis("run", "--tier", "microvm", "--base", base, "--net", "egress", "--",
+                "kis-test:guest-root", "sh", "-c", script,
+                env=dict(env, KIS_MICROVM_TEST_HOOKS="1"), timeout=VM_TIMEOUT)
+    assert p.returncode == 0, (p.stdout, p.stderr)
+    got = json.loads(p.stdout.strip().splitlines()[-1])
+    assert got["tcp:203.0.113.10:7"] == "reached", got  # the control: the link works
+    assert all(got[t].startswith("blocked") for t in v6), got
+    new = settled(net.world_log, net.engine_log)
+    assert set(new[0][len(before[0]):].splitlines()) <= {"tcp 0.0.0.0:7 from 203.0.113.2"}, new
+    assert new[1] == before[1]
 
 
 def test_microvm_allow_narrows_and_opens_a_listed_private_range(net, vm):
