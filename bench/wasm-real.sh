@@ -349,4 +349,8 @@ set -- "native hello=$WORK/bin/hello.native" \
 [ $HAVE_JIT = 1 ] && set -- "$@" \
 	"kis --tier wasm, compiler=$KIS sandbox run --tier wasm --wasm-engine compiler --workspace $WS -- hello.wasm"
 [ $HAVE_NODE = 1 ] && set -- "$@" "node:wasi=$NODE $NODE_RUN $W hello.wasm"
-"$BUILD/bench/startup" "$STARTUP_N" "$@"
+"$BUILD/bench/startup" "$STARTUP_N" "$@" | tee "$OUT/hello.table"
+if [ $HAVE_JIT = 1 ]; then
+	sh "$REPO/bench/hello-target.sh" "kis --tier wasm, compiler" < "$OUT/hello.table"
+fi
+echo "load average $(cut -d' ' -f1-3 /proc/loadavg) after the start-up rows"

@@ -77,11 +77,19 @@ echo "start to exit of a WASI hello world ($N runs each; ratio to native, not li
 set -- "native hello=$OUT/hello.native" \
 	"kis --tier wasm=$KIS sandbox run --tier wasm --workspace $WS -- hello.wasm" \
 	"kis interpreter=$KIS sandbox run --tier wasm --wasm-engine interpreter --workspace $WS -- hello.wasm"
-"$KIS" sandbox backends | grep -q "wasm engines: compiler" &&
+HAVE_JIT=0
+"$KIS" sandbox backends | grep -q "wasm engines: compiler" && HAVE_JIT=1
+[ $HAVE_JIT = 1 ] &&
 	set -- "$@" "kis compiler, cached=$KIS sandbox run --tier wasm --wasm-engine compiler --workspace $WS -- hello.wasm"
+# the engine's own floor: the same run path with the native binary
+set -- "$@" "kis --tier process, native=$KIS sandbox run --tier process --allow-process-tier --workspace $WS -- $OUT/hello.native"
 [ $HAVE_NODE = 1 ] && set -- "$@" "node:wasi=node --no-warnings $NODE_RUN $W hello.wasm"
 [ $HAVE_WABT = 1 ] && set -- "$@" "wasm-interp --wasi=wasm-interp --wasi $W/hello.wasm"
-"$BUILD/bench/startup" "$N" "$@"
+"$BUILD/bench/startup" "$N" "$@" | tee "$OUT/hello.table"
+if [ $HAVE_JIT = 1 ]; then
+	sh bench/hello-target.sh "kis compiler, cached" < "$OUT/hello.table"
+fi
+echo "load: $(cut -d' ' -f1-3 /proc/loadavg)"
 
 # seconds taken by a command; its stdout must match the native one
 timeit() {

@@ -84,6 +84,11 @@ struct kis_run_request {
 	size_t n_mounts;
 	const char *sandbox_id;
 	struct kis_io io;
+	/* The store the engine opened for this run, its canonical root
+	 * (kis_store_root), or NULL where the run has none: a backend that
+	 * keeps something there (the wasm tier's code cache) uses it as it
+	 * is, rather than opening the store again. */
+	const char *store_dir;
 };
 
 struct kis_plan; /* backend-private: what the backend will do, validated */

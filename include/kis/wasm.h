@@ -147,6 +147,15 @@ KIS_API void kis_wasm_store_on_compiled(struct kis_wasm_store *s,
  * must stay valid until then. */
 KIS_API void kis_wasm_store_use_cached_code(struct kis_wasm_store *s, const uint8_t *obj,
 					    size_t len);
+/* Link the code given by kis_wasm_store_use_cached_code now, read-execute,
+ * for the next module s instantiates (which takes it if it has as many
+ * functions, else refuses it as a corrupt cached object): so that a
+ * confined caller makes its only executable mapping before it loads its
+ * seccomp filter, and that filter can forbid every other one (the wasm
+ * tier's single filter for cached code). The object is parsed here as it
+ * is at instantiation: only ever one from a cache the caller trusts. 0, or
+ * -1 (the code is left to link at instantiation). */
+KIS_API int kis_wasm_store_link_cached_code(struct kis_wasm_store *s);
 /* What compiled code depends on besides the module (compiler and LLVM
  * versions, CPU): part of a cache's key. 0, or -1 without a compiler. */
 KIS_API int kis_wasm_compiler_id(char *buf, size_t len);

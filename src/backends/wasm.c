@@ -85,6 +85,7 @@ struct kis_plan {
 	bool preopen;      /* the workspace is the module's fd 3 ("/") */
 	const char *engine; /* "interpreter", "compiler" or "auto" (wasm_run decides) */
 	char *store_root;   /* the command's store (NULL: the default): the code cache's */
+	char *store_dir;    /* the engine's open store's root (kis_run_request), or NULL */
 	struct kis_limits limits;
 	struct kis_io io;
 	/* the profile's mounts: one more preopen each, named by its target */
@@ -109,6 +110,7 @@ static void wasm_plan_free(struct kis_plan *pl)
 	free(pl->module);
 	free(pl->workspace);
 	free(pl->store_root);
+	free(pl->store_dir);
 	for (size_t i = 0; i < pl->n_mounts; i++) {
 		free(pl->mounts[i].target);
 		free(pl->mounts[i].path);
@@ -205,6 +207,7 @@ static int wasm_plan(const struct kis_caps *caps, const struct kis_run_request *
 	pl->engine = engine;
 	bool oom = req->ctx && req->ctx->store_root &&
 		   !(pl->store_root = strdup(req->ctx->store_root));
+	oom |= req->store_dir && !(pl->store_dir = strdup(req->store_dir));
 	for (size_t i = 0; i < req->n_mounts && i < KIS_MOUNTS_MAX; i++) {
 		struct wasm_mount *m = &pl->mounts[i];
 		pl->n_mounts = i + 1;
@@ -296,6 +299,10 @@ struct child_ctx {
 	int landlock_fd;          /* a ruleset allowing the workspace only, or -1 */
 	struct kis_bpf main_filter;   /* the allowlist (jit or not), compiled */
 	struct kis_bpf forbid_filter; /* jit: no executable mapping after the code */
+	/* cached code: the one filter once that code is linked (no
+	 * executable mapping at all from then on), else the two above */
+	struct kis_bpf linked_filter;
+	bool linked; /* the child linked the cached code before its filter */
 };
 
 static struct kis_wasm_store *g_store;
@@ -340,13 +347,25 @@ static const char *const allowed[] = {
 	"rt_sigprocmask", "futex", "restart_syscall", "timer_settime",
 };
 
+/* The child's first filter, by what runs: the interpreter (no code made),
+ * the compiler (FILTER_JIT), or cached code linked before the filter
+ * (FILTER_LINKED: its one executable mapping is made already). */
+enum filter_kind { FILTER_INTERP, FILTER_JIT, FILTER_LINKED };
+
 /* jit: the compiler's code must become executable once: mprotect to
  * exactly read-execute is allowed too (never write and execute together),
  * until forbid_exec() stacks a filter that refuses any executable mapping
- * once the module's code is mapped (kis_wasm_store_on_compiled). */
+ * once the module's code is mapped (kis_wasm_store_on_compiled). Linked
+ * cached code needs neither: that filter holds from the start, in one
+ * seccomp(2) load instead of two (each ~0.25 ms here: the kernel's BPF
+ * JIT makes its image executable, a TLB shootdown under this hypervisor),
+ * and with no mprotect to executable, no sysinfo (LLVM's) and no seccomp
+ * call allowed at all: what the two filters stacked allow, less those. */
 static scmp_filter_ctx make_main_filter(void *arg)
 {
-	bool jit = arg != NULL;
+	enum filter_kind kind = (enum filter_kind)(uintptr_t)arg;
+	bool jit = kind == FILTER_JIT;
+	bool fault_handler = kind != FILTER_INTERP;
 	/* memory never executable (the interpreter makes no code), but the
 	 * compiler's code may become read-execute once (below) */
 	scmp_filter_ctx ctx =
@@ -364,10 +383,10 @@ static scmp_filter_ctx make_main_filter(void *arg)
 	/* compiled code's fault handler (src/wasm/jit_rt.c) hands a fault it
 	 * does not own back to the default action, by resetting these two
 	 * dispositions only: a crash stays a crash, not a seccomp kill */
-	if (r == 0 && jit)
+	if (r == 0 && fault_handler)
 		r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(rt_sigaction), 1,
 				     SCMP_A0(SCMP_CMP_EQ, SIGSEGV));
-	if (r == 0 && jit)
+	if (r == 0 && fault_handler)
 		r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(rt_sigaction), 1,
 				     SCMP_A0(SCMP_CMP_EQ, SIGBUS));
 	if (r == 0 && jit)
@@ -450,7 +469,9 @@ static void forbid_exec(void *user, const uint8_t *obj, size_t len, int from_cac
 		munmap(c->code, c->code_map);
 		c->code = NULL;
 	}
-	if (load_bpf(&c->forbid_filter) < 0)
+	/* linked before the filter: that filter forbids exec mappings and
+	 * any further filter already */
+	if (!c->linked && load_bpf(&c->forbid_filter) < 0)
 		child_fail(st, "cannot load the second seccomp filter");
 }
 
@@ -551,6 +572,14 @@ static int child_main(void *vctx, struct kis_error **err)
 		/* first: with cached code the store loads no compiler */
 		if (c->cached)
 			kis_wasm_store_use_cached_code(g_store, c->cached, c->cached_len);
+		/* cached code linked now, confined by capabilities and
+		 * Landlock but before seccomp: the parent linked the same
+		 * bytes in a check already (wasm_code_cache_get), so this
+		 * parses nothing the engine has not; the module's own bytes
+		 * are still decoded under seccomp only. Where it fails, the
+		 * code links at instantiation under the two filters. */
+		c->linked = c->cached && c->linked_filter.prog &&
+			    kis_wasm_store_link_cached_code(g_store) == 0;
 		if (kis_wasm_store_use_compiler(g_store, c->mode, &je) < 0) {
 			kis_error_free(je);
 			errno = ENOSYS;
@@ -558,7 +587,7 @@ static int child_main(void *vctx, struct kis_error **err)
 		}
 		kis_wasm_store_on_compiled(g_store, forbid_exec, c);
 	}
-	if (load_seccomp(&c->main_filter) < 0)
+	if (load_seccomp(c->linked ? &c->linked_filter : &c->main_filter) < 0)
 		child_fail(st, "cannot load the seccomp filter");
 	/* From here on the module's bytes are only ever seen under seccomp. */
 	int r = kis_wasi_run_module(w, g_store, c->bytes, c->len, pl->limits.memory_bytes, &st->out);
@@ -586,7 +615,23 @@ static int on_cancel_fd(void *ctx, int fd)
 	return 1; /* stop watching: the child ends itself */
 }
 
-static int read_module(int wsfd, const char *rel, uint8_t **bytes, size_t *len, int *sys)
+/* The module's bytes, a private copy (never a mapping of the file: a
+ * writer of the workspace could change what the child decodes after the
+ * cache compared it), in a mapping of its own made present in one call:
+ * a page first written costs a fault each here (~12 us under this
+ * hypervisor; 42 KB: 10), a populated one ~1 us. */
+struct module_buf {
+	uint8_t *p;
+	size_t map;
+};
+
+static void module_buf_release(struct module_buf *b)
+{
+	if (b->p)
+		munmap(b->p, b->map);
+}
+
+static int read_module(int wsfd, const char *rel, struct module_buf *buf, size_t *len, int *sys)
 {
 	struct open_how how = {
 		.flags = O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK,
@@ -602,20 +647,26 @@ static int read_module(int wsfd, const char *rel, uint8_t **bytes, size_t *len, 
 		*sys = ENOEXEC;
 		return -1;
 	}
-	uint8_t *b = malloc((size_t)st.st_size);
+	size_t map = (size_t)st.st_size;
+	uint8_t *b = mmap(NULL, map, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE,
+			  -1, 0);
+	if (b == MAP_FAILED)
+		b = NULL;
 	size_t n = 0;
-	while (b && n < (size_t)st.st_size) {
-		ssize_t r = RETRY_EINTR(read(fd, b + n, (size_t)st.st_size - n));
+	while (b && n < map) {
+		ssize_t r = RETRY_EINTR(read(fd, b + n, map - n));
 		if (r <= 0)
 			break;
 		n += (size_t)r;
 	}
 	if (!b || n < 8 || !kis_wasi_is_module(b, n)) {
-		free(b);
+		if (b)
+			munmap(b, map);
 		*sys = b ? ENOEXEC : ENOMEM;
 		return -1;
 	}
-	*bytes = b;
+	buf->p = b;
+	buf->map = map;
 	*len = n;
 	return 0;
 }
@@ -725,10 +776,10 @@ static int wasm_run(struct kis_plan *pl, struct kis_result *res, struct kis_erro
 	if (wsfd < 0)
 		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot open the workspace '%s'",
 				     pl->workspace);
-	_cleanup_free_ uint8_t *bytes = NULL;
+	_cleanup_(module_buf_release) struct module_buf mbuf = {NULL, 0};
 	size_t len = 0;
 	int sys = 0;
-	if (read_module(wsfd, pl->module, &bytes, &len, &sys) < 0) {
+	if (read_module(wsfd, pl->module, &mbuf, &len, &sys) < 0) {
 		res->reason = KIS_REASON_SETUP_FAILED;
 		res->exit_code = sys == ENOENT ? 127 : 126;
 		if (sys == ENOENT)
@@ -739,6 +790,7 @@ static int wasm_run(struct kis_plan *pl, struct kis_result *res, struct kis_erro
 			set_detail(res, "cannot read module '%s': %s", pl->module, strerror(sys));
 		return 0;
 	}
+	const uint8_t *bytes = mbuf.p;
 	struct child_status *st = mmap(NULL, sizeof(*st), PROT_READ | PROT_WRITE,
 				       MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (st == MAP_FAILED)
@@ -768,13 +820,17 @@ static int wasm_run(struct kis_plan *pl, struct kis_result *res, struct kis_erro
 	bool is_auto = !strcmp(pl->engine, "auto");
 	cc.mode = !strcmp(pl->engine, "compiler") ? KIS_WASM_COMPILE : KIS_WASM_INTERPRET;
 	if (cc.mode == KIS_WASM_COMPILE || is_auto) {
-		struct kis_error *se = NULL;
-		/* the engine opened (and swept) this store already: a second
-		 * sweep cost a cached run ~1 ms (flock, getdents of sessions
-		 * and owners) */
-		if (kis_store_open_again(pl->store_root, &store, &se) == 0)
-			root = kis_store_root(store);
-		kis_error_free(se);
+		/* the engine opened (and swept) this store already and hands
+		 * its root on; opened here (without a sweep) only for a caller
+		 * that gave none. A second open cost a cached run ~0.1 ms (its
+		 * mkdirs, readlinks, stats and opens), a second sweep ~1 ms. */
+		root = pl->store_dir;
+		if (!root) {
+			struct kis_error *se = NULL;
+			if (kis_store_open_again(pl->store_root, &store, &se) == 0)
+				root = kis_store_root(store);
+			kis_error_free(se);
+		}
 		if (root && wasm_code_cache_get(root, bytes, len, &cached.obj, &cached.len) == 0) {
 			cc.cached = cached.obj;
 			cc.cached_len = cached.len;
@@ -827,12 +883,17 @@ static int wasm_run(struct kis_plan *pl, struct kis_result *res, struct kis_erro
 	bool keyed = kis_cache_key(key, sizeof(key)) == 0;
 	bool jit = cc.mode != KIS_WASM_INTERPRET;
 	snprintf(name, sizeof(name), "wasm-%s-%s.bpf", jit ? "jit" : "interp", keyed ? key : "");
-	int prepared = kis_bpf_cached(keyed ? name : "", make_main_filter, jit ? (void *)1 : NULL,
+	int prepared = kis_bpf_cached(keyed ? name : "", make_main_filter,
+				      (void *)(uintptr_t)(jit ? FILTER_JIT : FILTER_INTERP),
 				      &cc.main_filter, err);
 	snprintf(name, sizeof(name), "wasm-forbid-exec-%s.bpf", keyed ? key : "");
 	if (prepared == 0 && jit)
 		prepared = kis_bpf_cached(keyed ? name : "", make_forbid_exec, NULL,
 					  &cc.forbid_filter, err);
+	snprintf(name, sizeof(name), "wasm-jit-linked-%s.bpf", keyed ? key : "");
+	if (prepared == 0 && jit && cc.cached)
+		prepared = kis_bpf_cached(keyed ? name : "", make_main_filter,
+					  (void *)(uintptr_t)FILTER_LINKED, &cc.linked_filter, err);
 	/* The interpreter's interrupt ends the run at the deadline; the
 	 * supervisor's SIGKILL comes BACKSTOP_MS later, only for an
 	 * interpreter that failed to stop. */
@@ -873,6 +934,7 @@ static int wasm_run(struct kis_plan *pl, struct kis_result *res, struct kis_erro
 	int r = prepared == 0 ? kis_exec_run(&sp, &sv, res, err) : -1;
 	free(cc.main_filter.prog);
 	free(cc.forbid_filter.prog);
+	free(cc.linked_filter.prog);
 	kis_closep(&cc.landlock_fd);
 	if (r == 0)
 		explain(pl, st, res);

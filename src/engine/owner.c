@@ -72,6 +72,14 @@ void kis_owner_end(struct kis_owner *o, bool undo)
 	if (!o)
 		return;
 	kis_record_pop(&o->sink);
+	/* Nothing recorded (the file is empty: every record is a line
+	 * appended through o->fd, which only this owner writes, under its
+	 * lock) leaves nothing to undo: the store is not opened again for a
+	 * reap that would read no line (~0.3 ms of a short run here). */
+	struct stat ost;
+	if (undo && o->fd >= 0 && fstat(o->fd, &ost) == 0 && S_ISREG(ost.st_mode) &&
+	    ost.st_size == 0)
+		undo = false;
 	if (undo && o->fd >= 0 && o->root) {
 		struct kis_store *s = NULL;
 		if (store_open_nosweep(o->root, &s, NULL) == 0) {

@@ -180,6 +180,7 @@ int kis_run_one(struct kis_engine_ctx *ec, const struct kis_profile *p, char *co
 	req.mounts = mounts.v;
 	req.n_mounts = mounts.n;
 	req.workspace_path = ws_path;
+	req.store_dir = st ? kis_store_root(st) : NULL;
 	struct kis_ws_layers lay;
 	kis_workspace_layers_get(ec, ws_id, &lay);
 	req.workspace_lower = lay.lower;

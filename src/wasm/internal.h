@@ -92,7 +92,8 @@ struct wasm_code {
 	uint32_t nops;
 	uint32_t nlocals;    /* params + declared locals */
 	uint32_t max_height; /* nlocals + deepest operand stack */
-	uint8_t *body;       /* the validated body as in the binary, for jit.c */
+	const uint8_t *body; /* the validated body, where it lies in the module's
+			      * src (kis_wasm_module), for jit.c */
 	uint32_t body_len;
 };
 
@@ -133,6 +134,7 @@ struct kis_wasm_module {
 	uint8_t *src; /* the binary it was decoded from (a copy): what a
 		       * compiler in another process decodes again (jit_remote.c) */
 	size_t src_len;
+	size_t src_map; /* src is a mapping of this many bytes (module_load), or 0: malloc'd */
 };
 
 /* ---- Translated code: internal opcodes ----
@@ -493,6 +495,9 @@ struct kis_wasm_store {
 	void *compiled_user;
 	const uint8_t *cached; /* object code for the next compile (the caller's cache) */
 	size_t cached_len;
+	/* that code linked already (kis_wasm_store_link_cached_code), taken
+	 * by the next compile, or NULL */
+	struct wasm_jit_module *linked;
 	struct wasm_jit_store *jit; /* the compiled code's stack, made on first use */
 };
 

@@ -211,7 +211,13 @@ KIS_HIDDEN int wasm_jit_plugin_candidates(char out[WASM_JIT_PLUGIN_CANDIDATES][P
  * -1 with a message in err: a module with an instruction the compiler does
  * not handle yet is refused by name. */
 KIS_HIDDEN int wasm_jit_compile(struct kis_wasm_module *m, const uint8_t *cached,
-				size_t cached_len, char *err, size_t errlen);
+				size_t cached_len, struct wasm_jit_module **linked, char *err,
+				size_t errlen);
+/* Link cached object code (as wasm_jit_compile would) before any module
+ * is there: as many functions as the object defines, checked against the
+ * module's count when wasm_jit_compile takes it (*linked). 0, or -1. */
+KIS_HIDDEN int wasm_jit_link_cached(const uint8_t *cached, size_t cached_len,
+				    struct wasm_jit_module **out);
 /* The object code a module's machine code was linked from, and whether it
  * came from the cache. */
 KIS_HIDDEN const uint8_t *wasm_jit_object(const struct wasm_jit_module *jm, size_t *len,
@@ -260,6 +266,9 @@ KIS_HIDDEN const char *wasm_elf_strerror(int e);
 KIS_HIDDEN int wasm_jit_elf_load(const uint8_t *obj, size_t len, uint32_t nfuncs, bool exec,
 				 struct wasm_jit_module **out, char *err, size_t errlen);
 KIS_HIDDEN void wasm_jit_elf_free(struct wasm_jit_module *jm);
+/* How many functions jm has entries for (linked with nfuncs UINT32_MAX:
+ * as many as its object defines). */
+KIS_HIDDEN uint32_t wasm_jit_elf_nfuncs(const struct wasm_jit_module *jm);
 KIS_HIDDEN int wasm_jit_elf_lookup(const struct wasm_jit_module *jm, uint32_t i, void **fn,
 				   void (**wrap)(void *, uint64_t *));
 /* Keep a fresh compile's object (taking obj) for the cache. */

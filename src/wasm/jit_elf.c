@@ -453,7 +453,8 @@ static int relocate(struct obj *o, uint64_t base, uint8_t *img, bool apply)
 
 /* The module's entries: f<i> (typed) and w<i> (over slots), i < n, each
  * once, in executable code. n == UINT32_MAX: as many as the object has. */
-static int find_entries(struct obj *o, uint64_t base, uint32_t n, void **fns, void **wraps)
+static int find_entries(struct obj *o, uint64_t base, uint32_t n, void **fns, void **wraps,
+			uint32_t *count)
 {
 	uint32_t nf = 0, nw = 0, maxi = 0;
 	for (uint32_t i = 1; i < o->nsyms; i++) {
@@ -488,6 +489,7 @@ static int find_entries(struct obj *o, uint64_t base, uint32_t n, void **fns, vo
 	uint32_t want = n == UINT32_MAX ? maxi : n;
 	if (nf != want || nw != want)
 		return fail(o, WASM_ELF_E_FUNCS, "%u functions and %u wrappers for %u", nf, nw, want);
+	*count = want;
 	return 0;
 }
 
@@ -543,7 +545,7 @@ int wasm_jit_elf_load(const uint8_t *b, size_t len, uint32_t nfuncs, bool exec,
 		 * ~80 us to fault in here: the engine checks before each run) */
 		rc = relocate(&o, CHECK_BASE, NULL, true);
 		if (rc == 0)
-			rc = find_entries(&o, CHECK_BASE, nfuncs, jm->fns, jm->wraps);
+			rc = find_entries(&o, CHECK_BASE, nfuncs, jm->fns, jm->wraps, &jm->n);
 		goto out;
 	}
 	img = mmap(NULL, o.size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -606,9 +608,8 @@ int wasm_jit_elf_load(const uint8_t *b, size_t len, uint32_t nfuncs, bool exec,
 	}
 	uint64_t base = (uint64_t)(uintptr_t)img;
 	if ((rc = relocate(&o, base, img, true)) < 0 ||
-	    (rc = find_entries(&o, base, nfuncs, jm->fns, jm->wraps)) < 0)
+	    (rc = find_entries(&o, base, nfuncs, jm->fns, jm->wraps, &jm->n)) < 0)
 		goto out;
-	jm->n = nfuncs == UINT32_MAX ? 0 : nfuncs;
 	/* Written: now read-execute code and read-only constants and GOT. */
 	if (mprotect(img, o.rx_len, PROT_READ | PROT_EXEC) < 0 ||
 	    (o.r_len && mprotect(img + o.r_at, o.r_len, PROT_READ) < 0)) {
@@ -632,6 +633,11 @@ int wasm_jit_elf_lookup(const struct wasm_jit_module *jm, uint32_t i, void **fn,
 	*fn = jm->fns[i];
 	*wrap = (void (*)(void *, uint64_t *))jm->wraps[i];
 	return 0;
+}
+
+uint32_t wasm_jit_elf_nfuncs(const struct wasm_jit_module *jm)
+{
+	return jm ? jm->n : 0;
 }
 
 void wasm_jit_elf_keep_object(struct wasm_jit_module *jm, uint8_t *obj, size_t len, bool from_cache)

@@ -91,13 +91,44 @@ bool wasm_jit_loaded(void)
 	return l;
 }
 
+int wasm_jit_link_cached(const uint8_t *cached, size_t cached_len, struct wasm_jit_module **out)
+{
+	struct wasm_jit_module *jm = NULL;
+	*out = NULL;
+	if (!cached || !cached_len ||
+	    wasm_jit_elf_load(cached, cached_len, UINT32_MAX, true, &jm, NULL, 0) < 0)
+		return -1;
+	wasm_jit_elf_keep_object(jm, NULL, 0, true);
+	*out = jm;
+	return 0;
+}
+
 int wasm_jit_compile(struct kis_wasm_module *m, const uint8_t *cached, size_t cached_len,
-		     char *err, size_t errlen)
+		     struct wasm_jit_module **linked, char *err, size_t errlen)
 {
 	if (m->jit)
 		return 0;
 	uint32_t n = m->nfuncs - m->nfunc_imports;
 	struct wasm_jit_module *jm = NULL;
+	if (linked && *linked) {
+		/* linked before the module was there: it is this module's
+		 * code only with exactly its functions (an object with other
+		 * entries is another module's, refused as at a link here) */
+		jm = *linked;
+		*linked = NULL;
+		uint32_t has = wasm_jit_elf_nfuncs(jm);
+		if (has == n) {
+			m->jit = jm;
+			return 0;
+		}
+		wasm_jit_elf_free(jm);
+		jm = NULL;
+		snprintf(err, errlen, "the cached code is refused (%s): it has %u functions, "
+			 "the module %u", wasm_elf_strerror(WASM_ELF_E_FUNCS), has, n);
+		if (!wasm_jit_loaded())
+			return -1;
+		cached = NULL; /* compiled anew below */
+	}
 	if (cached && cached_len) {
 		/* Cached code links without LLVM. One refused (corrupt,
 		 * hostile, or another module's) is compiled anew if the

@@ -33,7 +33,9 @@ static const struct wasm_jit_host host = {
 	.nsyms = sizeof(syms) / sizeof(*syms),
 };
 
-bool wasm_jit_present(void)
+/* The look itself, its 16 KB of paths on a frame of its own: the stack
+ * clash protection touches every page of a frame on entry. */
+static __attribute__((noinline)) bool plugin_found(void)
 {
 	char c[WASM_JIT_PLUGIN_CANDIDATES][PATH_MAX];
 	int n = wasm_jit_plugin_candidates(c);
@@ -41,6 +43,18 @@ bool wasm_jit_present(void)
 		if (access(c[i], R_OK) == 0)
 			return true;
 	return false;
+}
+
+bool wasm_jit_present(void)
+{
+	/* Found once, present for this process (a process forked after
+	 * that, the wasm tier's child, asks no more: four pages of stack
+	 * and a dozen of code first touched there); a later load that
+	 * finds it gone fails naming why. Absent is asked again. */
+	static _Atomic bool seen;
+	if (!seen && plugin_found())
+		seen = true;
+	return seen;
 }
 
 int wasm_jit_start(char *why, size_t whylen)

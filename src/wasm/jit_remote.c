@@ -48,7 +48,8 @@
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static int chan = -1;
 
-bool wasm_jit_present(void)
+/* the look, on a frame of its own (jit_plugin.c says why) */
+static __attribute__((noinline)) bool helper_and_plugin_found(void)
 {
 	char h[PATH_MAX], c[WASM_JIT_PLUGIN_CANDIDATES][PATH_MAX];
 	if (kis_helper_path(h, sizeof(h)) < 0)
@@ -58,6 +59,15 @@ bool wasm_jit_present(void)
 		if (access(c[i], R_OK) == 0)
 			return true;
 	return false;
+}
+
+bool wasm_jit_present(void)
+{
+	/* found once, present for this process (jit_plugin.c says why) */
+	static _Atomic bool seen;
+	if (!seen && helper_and_plugin_found())
+		seen = true;
+	return seen;
 }
 
 /* A frame's header, then its message into err (status != 0) or its body

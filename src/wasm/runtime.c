@@ -140,6 +140,7 @@ void kis_wasm_store_free(struct kis_wasm_store *s)
 	free(s->stack - 1); /* the guard slot, see kis_wasm_store_new */
 	free(s->frames);
 	wasm_jit_store_free(s->jit);
+	wasm_jit_module_free(s->linked);
 	free(s);
 }
 
@@ -197,6 +198,13 @@ void kis_wasm_store_use_cached_code(struct kis_wasm_store *s, const uint8_t *obj
 {
 	s->cached = obj;
 	s->cached_len = len;
+}
+
+int kis_wasm_store_link_cached_code(struct kis_wasm_store *s)
+{
+	if (!s->cached || s->linked)
+		return s->linked ? 0 : -1;
+	return wasm_jit_link_cached(s->cached, s->cached_len, &s->linked);
 }
 
 const char *kis_wasm_compiler_memory_mode(void)
@@ -600,8 +608,8 @@ int kis_wasm_instantiate(struct kis_wasm_store *s, const struct kis_wasm_module 
 		 * lazily filled cache, not a change of what the module means. */
 		char msg[512];
 		((struct kis_wasm_module *)m)->jit_guard = wasm_jit_guard_mode();
-		if (wasm_jit_compile((struct kis_wasm_module *)m, s->cached, s->cached_len, msg,
-				     sizeof(msg)) < 0 &&
+		if (wasm_jit_compile((struct kis_wasm_module *)m, s->cached, s->cached_len,
+				     &s->linked, msg, sizeof(msg)) < 0 &&
 		    !s->compile_or_interpret)
 			return kis_error_set(err, KIS_E_PROFILE_UNSATISFIABLE, 0, "%s", msg);
 		s->cached = NULL;

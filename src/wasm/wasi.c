@@ -10,6 +10,7 @@
 #include <sched.h>
 #include <stdlib.h>
 #include <sys/random.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
@@ -844,8 +845,12 @@ struct kis_wasi *kis_wasi_new(const struct kis_wasi_config *cfg)
 	if (!w)
 		return NULL;
 	w->nfds = cfg->max_fds < 4 + cfg->n_extra ? 4 + (uint32_t)cfg->n_extra : cfg->max_fds;
-	w->fds = calloc(w->nfds, sizeof(*w->fds));
-	if (!w->fds) {
+	/* A mapping of its own, zero already (mmap(2)): calloc memset the
+	 * whole table (1024 descriptors: 12 pages, each a fault here, ~12 us
+	 * under this hypervisor), of which a module uses the first entries */
+	w->fds_bytes = (size_t)w->nfds * sizeof(*w->fds);
+	w->fds = mmap(NULL, w->fds_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (w->fds == MAP_FAILED) {
 		free(w);
 		return NULL;
 	}
@@ -885,7 +890,7 @@ void kis_wasi_free(struct kis_wasi *w)
 	for (uint32_t i = 0; i < w->nfds; i++)
 		if (w->fds[i].used && !w->fds[i].stdio)
 			close(w->fds[i].host);
-	free(w->fds);
+	munmap(w->fds, w->fds_bytes);
 	kis_wasm_module_free(w->mod);
 	free(w);
 }

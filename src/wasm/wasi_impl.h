@@ -131,7 +131,8 @@ struct kis_wasi {
 	char *const *argv;
 	char *const *envp;
 	const char *preopen_name;
-	struct wasi_fd *fds;
+	struct wasi_fd *fds; /* nfds entries, mmap'd (fds_bytes) */
+	size_t fds_bytes;
 	uint32_t nfds;
 	bool exited;
 	int exit_code;

@@ -366,6 +366,32 @@ static void symbol_name_outside_strings_refused(void **state)
 	expect(b, sample_len, WASM_ELF_E_STRING);
 }
 
+/* Linked before the module is known (the wasm tier's child, before its
+ * seccomp filter): as many functions as the object defines, counted, so
+ * that the module's own count can be checked when it takes the code. */
+static void early_link_counts_the_functions(void **state)
+{
+	(void)state;
+	NEED_SAMPLE();
+	struct wasm_jit_module *jm = NULL;
+	assert_int_equal(wasm_jit_link_cached(sample, sample_len, &jm), 0);
+	assert_non_null(jm);
+	assert_int_equal(wasm_jit_elf_nfuncs(jm), 1);
+	void *fn;
+	void (*wrap)(void *, uint64_t *);
+	assert_int_equal(wasm_jit_elf_lookup(jm, 0, &fn, &wrap), 0);
+	assert_int_equal(wasm_jit_elf_lookup(jm, 1, &fn, &wrap), -1);
+	wasm_jit_elf_free(jm);
+	/* a damaged object links no earlier than at instantiation */
+	uint8_t *b = copy();
+	memset(b, 0, 16);
+	jm = NULL;
+	assert_int_equal(wasm_jit_link_cached(b, sample_len, &jm), -1);
+	assert_null(jm);
+	free(b);
+	assert_int_equal(wasm_jit_link_cached(NULL, 0, &jm), -1);
+}
+
 static void functions_of_another_module_refused(void **state)
 {
 	(void)state;
@@ -452,6 +478,7 @@ int main(void)
 		cmocka_unit_test(writable_code_refused),
 		cmocka_unit_test(symbol_name_outside_strings_refused),
 		cmocka_unit_test(functions_of_another_module_refused),
+		cmocka_unit_test(early_link_counts_the_functions),
 		cmocka_unit_test(out_of_range_absolute_refused),
 		cmocka_unit_test(random_damage_never_crashes),
 	};
