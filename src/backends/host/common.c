@@ -190,18 +190,16 @@ int kis_host_private_dir(const char *name, uid_t uid, gid_t gid, char **out,
 
 /* ---- the compiled seccomp program, cached ---- */
 
+/* The program's name in the cache: the policy's options, then the key
+ * every cached program of the engine carries (kis_cache_key: the kis that
+ * compiled it, libseccomp's version and the kernel's release). */
 static int cache_name(const struct kis_seccomp_opts *o, char *buf, size_t len)
 {
-	struct stat st;
-	if (stat("/proc/self/exe", &st) < 0)
+	char key[200];
+	if (kis_cache_key(key, sizeof(key)) < 0)
 		return -1;
-	const struct scmp_version *v = seccomp_version();
-	int n = snprintf(buf, len, "seccomp-n%d-i%d-u%d-%llx-%llx-%llx-%llx.%09ld-%u.%u.%u.bpf",
-			 (int)o->net, o->allow_sysv_ipc ? 1 : 0, o->unix_unnamed_only ? 1 : 0,
-			 (unsigned long long)st.st_dev,
-			 (unsigned long long)st.st_ino, (unsigned long long)st.st_size,
-			 (unsigned long long)st.st_mtim.tv_sec, st.st_mtim.tv_nsec,
-			 v ? v->major : 0, v ? v->minor : 0, v ? v->micro : 0);
+	int n = snprintf(buf, len, "seccomp-n%d-i%d-u%d-%s.bpf", (int)o->net,
+			 o->allow_sysv_ipc ? 1 : 0, o->unix_unnamed_only ? 1 : 0, key);
 	return n > 0 && (size_t)n < len ? 0 : -1;
 }
 
@@ -226,7 +224,7 @@ static int sealed_copy(int src, off_t size)
 
 int kis_host_seccomp_fd(const struct kis_seccomp_opts *o, int *fd_out, struct kis_error **err)
 {
-	char dir[256], name[160];
+	char dir[256], name[256];
 	bool cache = kis_cache_dir(dir, sizeof(dir)) == 0 && cache_name(o, name, sizeof(name)) == 0;
 	_cleanup_close_ int dfd = cache ? open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
 							O_CLOEXEC) : -1;
@@ -248,7 +246,7 @@ int kis_host_seccomp_fd(const struct kis_seccomp_opts *o, int *fd_out, struct ki
 	if (dfd >= 0) {
 		/* best effort: a failure here only costs the next run 4 ms */
 		struct stat st;
-		char tmp[200];
+		char tmp[300];
 		snprintf(tmp, sizeof(tmp), ".%s.%d", name, (int)getpid());
 		int t = fstat(fd, &st) == 0 ?
 				openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
