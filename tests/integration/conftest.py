@@ -115,6 +115,23 @@ def kis_maxrss(args, env=None, timeout=120):
         return rc, out.read(), kib * 1024
 
 
+# A command run as nobody, with no supplementary groups (util-linux setpriv)
+AS_NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"]
+
+
+def userns_off():
+    """Why an ordinary user cannot make a user namespace here, or None."""
+    for f, what in (("/proc/sys/user/max_user_namespaces", "user.max_user_namespaces"),
+                    ("/proc/sys/kernel/unprivileged_userns_clone",
+                     "kernel.unprivileged_userns_clone")):
+        try:
+            if int(Path(f).read_text()) == 0:
+                return f"unprivileged user namespaces are off ({what} = 0)"
+        except FileNotFoundError:
+            pass
+    return None
+
+
 def children_of(ppid):
     """The pids whose parent is ppid (/proc/PID/stat's fourth field; a
     process that ends meanwhile is left out)."""

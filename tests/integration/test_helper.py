@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import KIS, ROOT
+from conftest import AS_NOBODY, KIS, userns_off
 
 HELPER = KIS.parent / "kis-helper"
 MAGIC = 0x314A434B
@@ -39,23 +39,10 @@ def recv_frame(s):
     return word, recv_exact(s, n) if n else b""
 
 
-def _userns_off():
-    """Why an ordinary user cannot make a user namespace here, or None."""
-    for f, what in (("/proc/sys/user/max_user_namespaces", "user.max_user_namespaces"),
-                    ("/proc/sys/kernel/unprivileged_userns_clone",
-                     "kernel.unprivileged_userns_clone")):
-        try:
-            if int(Path(f).read_text()) == 0:
-                return f"unprivileged user namespaces are off ({what} = 0)"
-        except FileNotFoundError:
-            pass
-    return None
-
-
 # The helper as root (the engine's usual case) and as an ordinary user
 # (a rootless engine's: a user namespace of its own comes first, made by
 # the rootless tier's own map writer, confine/userns.c)
-AS = {"root": [], "user": ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"]}
+AS = {"root": [], "user": AS_NOBODY}
 
 
 @pytest.fixture(params=sorted(AS))
@@ -67,7 +54,7 @@ def compiler(request):
     if request.param == "user":
         if os.geteuid() != 0:
             pytest.skip("running the helper as another user needs root")
-        why = _userns_off()
+        why = userns_off()
         if why:
             pytest.skip(why)
     ours, theirs = socket.socketpair()

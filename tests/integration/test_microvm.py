@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import KIS, ROOT, kis, qemu_pids, stderr_on_pty
+from conftest import AS_NOBODY, KIS, ROOT, kis, qemu_pids, stderr_on_pty, userns_off
 
 GUEST = Path(os.environ.get("KIS_MICROVM_GUEST_DIR", ROOT / "build" / "microvm-guest"))
 TIMEOUT = 180
@@ -840,16 +840,6 @@ def test_stand_in_vmm_control_the_read_probe_escapes_bare(outside_vmm):
 
 
 
-def _userns_off():
-    for f in ("/proc/sys/user/max_user_namespaces", "/proc/sys/kernel/unprivileged_userns_clone"):
-        try:
-            if int(Path(f).read_text()) == 0:
-                return f
-        except FileNotFoundError:
-            pass
-    return None
-
-
 def test_an_ordinary_engine_jails_the_vmm_in_a_user_namespace_or_has_no_tier(mvm, tmp_path):
     """An engine that is not root builds the VMM's jail in a user namespace
     of its own (issue 17) and `backends` says what confines the VMM; where
@@ -861,11 +851,11 @@ def test_an_ordinary_engine_jails_the_vmm_in_a_user_namespace_or_has_no_tier(mvm
     os.chown(store, 65534, 65534)
     tmp_path.chmod(0o755)
     env = dict(os.environ, KIS_SANDBOX_ROOT=str(store), KIS_MICROVM_GUEST_DIR=str(GUEST))
-    nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"]
+    nobody = AS_NOBODY
     p = subprocess.run(nobody + [str(KIS), "sandbox", "backends", "--json"], env=env,
                        capture_output=True, text=True, timeout=60)
     m = [r for r in json.loads(p.stdout) if r["backend"] == "microvm"][0]
-    if _userns_off():
+    if userns_off():
         assert not m["available"] and "jail" in m["why_absent"], m
         r = subprocess.run(nobody + [str(KIS), "sandbox", "run", "--tier", "microvm", "--",
                                      "true"], env=env, capture_output=True, text=True, timeout=60)

@@ -19,23 +19,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import KIS, ROOT
+from conftest import KIS, ROOT, userns_off
 
 PROBES = ROOT / "build" / "probes"
 STOPPED, ESCAPED = 0, 1
-
-
-def _userns_off():
-    """Why an ordinary user cannot make a user namespace here, or None."""
-    for f, what in (("/proc/sys/user/max_user_namespaces", "user.max_user_namespaces"),
-                    ("/proc/sys/kernel/unprivileged_userns_clone",
-                     "kernel.unprivileged_userns_clone")):
-        try:
-            if int(Path(f).read_text()) == 0:
-                return f"unprivileged user namespaces are off ({what} = 0)"
-        except FileNotFoundError:
-            pass
-    return None
 
 
 def _pids_of(uid):
@@ -54,7 +41,7 @@ def _pids_of(uid):
 def user():
     if os.geteuid() != 0:
         pytest.skip("making a test user needs root")
-    why = _userns_off()
+    why = userns_off()
     if why:
         pytest.skip(why)
     if not shutil.which("useradd"):
