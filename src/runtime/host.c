@@ -502,11 +502,12 @@ int krt_tier_record(int dfd, json_t *st, json_t *config, const char *pid_file, p
 	json_t *ann = json_object_get(config, "annotations");
 	if (st && json_object_size(ann))
 		json_object_set(st, "annotations", ann);
-	int r = !st ? kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "cannot make the state")
-	       : write_json_at(dfd, "state.json", st, err) < 0 ||
-			 write_pid_file(pid_file, pid, err) < 0
-		   ? -1
-		   : 0;
+	int r = 0;
+	if (!st)
+		r = kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "cannot make the state");
+	else if (write_json_at(dfd, "state.json", st, err) < 0 ||
+		 write_pid_file(pid_file, pid, err) < 0)
+		r = -1;
 	json_decref(st);
 	if (r < 0) {
 		kill(pid, SIGKILL);
