@@ -812,13 +812,20 @@ static int if_up(int s, const char *name)
 	return ioctl(s, SIOCSIFFLAGS, &ifr);
 }
 
-static void write_sysctl(const char *path, const char *v)
+/* A sysctl of the calling thread's namespaces: 0, or -1 with errno. */
+static int write_sysctl(const char *path, const char *v)
 {
 	int fd = open(path, O_WRONLY | O_CLOEXEC);
-	if (fd >= 0) {
-		(void)!write(fd, v, strlen(v));
-		close(fd);
-	}
+	if (fd < 0)
+		return -1;
+	size_t n = strlen(v);
+	ssize_t w = write(fd, v, n);
+	int e = errno;
+	close(fd);
+	if (w == (ssize_t)n)
+		return 0;
+	errno = w < 0 ? e : EIO;
+	return -1;
 }
 
 /* In S (the calling thread joined it): the tap, persistent and owned by H,
@@ -840,18 +847,9 @@ static int configure_in_s(struct kis_egress *eg, struct kis_error **err)
 	 * written with CAP_NET_ADMIN over S's owner or as H itself
 	 * (net_ctl_permissions), and no process of the sandbox holds either
 	 * (H is never bwrap's nor the sandbox root's id). */
-	int v6 = open("/proc/sys/net/ipv6/conf/default/disable_ipv6", O_WRONLY | O_CLOEXEC);
-	if (v6 < 0 && errno != ENOENT)
+	if (write_sysctl("/proc/sys/net/ipv6/conf/default/disable_ipv6", "1") < 0 &&
+	    errno != ENOENT)
 		goto fail_errno;
-	if (v6 >= 0) {
-		bool v6_off = write(v6, "1", 1) == 1;
-		int e6 = errno;
-		close(v6);
-		if (!v6_off) {
-			errno = e6;
-			goto fail_errno;
-		}
-	}
 	step = "its tap device";
 	/* pasta's TUNSETIFF of the same name attaches to this device. A tun
 	 * device that is not persistent is unregistered when its last queue
@@ -945,7 +943,7 @@ static int configure_in_s(struct kis_egress *eg, struct kis_error **err)
 			(void)!pwrite(cc, "reno", 4, 0);
 		close(cc);
 	}
-	write_sysctl("/proc/sys/net/ipv4/tcp_wmem", "4096 16384 262144");
+	(void)write_sysctl("/proc/sys/net/ipv4/tcp_wmem", "4096 16384 262144"); /* tuning only */
 	return 0;
 fail_errno:
 	e = errno;
