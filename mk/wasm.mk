@@ -59,15 +59,18 @@ FUZZ_SECONDS ?= 180
 WASM_FUZZ := $(BUILD)/fuzz/fuzz-wasm
 WASM_FUZZ_FLAGS := -std=gnu11 -D_GNU_SOURCE -g -Iinclude -Isrc \
 	-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all
-WASM_FUZZ_SRCS := tests/wasm/fuzz_wasm.c $(filter-out src/wasm/exec.c,$(wildcard src/wasm/*.c)) src/core/error.c
+# What every fuzz target links of the runtime: src/wasm but exec.c (built
+# at -O0 below, once per sanitizer set), the compiler's LLVM half and the
+# CLI's remote compiler (a fuzz target loads the plugin, if at all, itself).
+WASM_FUZZ_RT_SRCS := $(filter-out src/wasm/exec.c src/wasm/jit_llvm.c src/wasm/jit_remote.c,$(wildcard src/wasm/*.c)) src/core/error.c
 # exec.c at -O0: clang's optimiser needs many minutes for its ~800 handlers
 # under coverage instrumentation; -O0 builds in seconds and still checks.
 $(BUILD)/fuzz/exec.o: src/wasm/exec.c $(wildcard src/wasm/*.h)
 	@mkdir -p $(dir $@)
 	clang $(WASM_FUZZ_FLAGS) -O0 -c $< -o $@
-$(WASM_FUZZ): $(WASM_FUZZ_SRCS) $(BUILD)/fuzz/exec.o $(wildcard src/wasm/*.h) tests/wasm/fuzz_imports.h
+$(WASM_FUZZ): tests/wasm/fuzz_wasm.c $(WASM_FUZZ_RT_SRCS) $(BUILD)/fuzz/exec.o $(wildcard src/wasm/*.h) tests/wasm/fuzz_imports.h
 	@mkdir -p $(dir $@)
-	clang $(WASM_FUZZ_FLAGS) -fsanitize=fuzzer -O1 -o $@ $(filter-out src/wasm/jit_llvm.c src/wasm/jit_remote.c,$(WASM_FUZZ_SRCS)) $(BUILD)/fuzz/exec.o -ldl
+	clang $(WASM_FUZZ_FLAGS) -fsanitize=fuzzer -O1 -o $@ tests/wasm/fuzz_wasm.c $(WASM_FUZZ_RT_SRCS) $(BUILD)/fuzz/exec.o -ldl
 
 # The differential test as a fuzz target: each input module runs in both
 # engines, whose traps, results and memory must agree (tests/wasm/
@@ -84,8 +87,7 @@ $(BUILD)/fuzz/diff-exec.o: src/wasm/exec.c $(wildcard src/wasm/*.h)
 $(WASM_DIFF_FUZZ): tests/wasm/fuzz_wasm_diff.c $(BUILD)/fuzz/diff-exec.o tests/wasm/fuzz_imports.h $(wildcard src/wasm/*.c src/wasm/*.h) | $(JIT_PLUGIN)
 	@mkdir -p $(dir $@)
 	clang $(WASM_DIFF_FLAGS) -fsanitize=fuzzer -O1 -o $@ tests/wasm/fuzz_wasm_diff.c \
-	  $(filter-out src/wasm/exec.c src/wasm/jit_llvm.c src/wasm/jit_remote.c,$(wildcard src/wasm/*.c)) src/core/error.c \
-	  $(BUILD)/fuzz/diff-exec.o -ldl -lm
+	  $(WASM_FUZZ_RT_SRCS) $(BUILD)/fuzz/diff-exec.o -ldl -lm
 
 .PHONY: fuzz-wasm-diff
 fuzz-wasm-diff: $(WASM_DIFF_FUZZ)
@@ -104,8 +106,7 @@ WASM_ELF_FUZZ := $(BUILD)/fuzz/fuzz-wasm-elf
 $(WASM_ELF_FUZZ): tests/fuzz/fuzz_elf.c $(BUILD)/fuzz/exec.o $(wildcard src/wasm/*.c src/wasm/*.h)
 	@mkdir -p $(dir $@)
 	clang $(WASM_FUZZ_FLAGS) -fsanitize=fuzzer -O1 -o $@ tests/fuzz/fuzz_elf.c \
-	  $(filter-out src/wasm/exec.c src/wasm/jit_llvm.c src/wasm/jit_remote.c,$(wildcard src/wasm/*.c)) src/core/error.c \
-	  $(BUILD)/fuzz/exec.o -ldl -lm
+	  $(WASM_FUZZ_RT_SRCS) $(BUILD)/fuzz/exec.o -ldl -lm
 
 .PHONY: fuzz-wasm-elf
 fuzz-wasm-elf: $(WASM_ELF_FUZZ) $(SPECTEST) | $(JIT_PLUGIN)
