@@ -39,7 +39,18 @@
  *                  mounted alone; v2: memory.max, swap 0, pids.max), joined
  *                  by the child (v1: "0" into tasks), removed after the run
  * and "{}" in an argument becomes a token unique to the run (pid-count), for
- * container names. */
+ * container names.
+ *
+ * CPU is read from a meter cgroup the harness makes for itself (v1:
+ * cpuacct.usage of <own cpuacct group>/kis-bench-meter-PID; v2: usage_usec
+ * in cpu.stat of kis-bench-meter-PID under the nearest group delegating
+ * memory and pids), which every run's child joins before it execs: both
+ * versions charge a task's time to every ancestor of its group
+ * (cgroup-v1/cpuacct.rst, cgroup-v2.rst "cpu.stat"), so the figure holds
+ * the whole tree a run started, whoever reaped it and whatever groups the
+ * run made below, removed or not. Without a meter (not root, no cgroup
+ * file system) it falls back to wait4's rusage, which loses the time of a
+ * process killed while its own children were unreaped. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -260,6 +271,10 @@ static bool own_cgroup(const char *ctrl, char *out, size_t len)
 	return found;
 }
 
+/* the meter's group (see the head of this file; empty: none) */
+static char meter_dir[1100];
+static bool meter_v2;
+
 struct cg {
 	char dirs[3][1400];
 	int n;
@@ -292,7 +307,10 @@ static void cg_create(struct cg *g, const char *name)
 				die("no delegating cgroup");
 			*sl = '\0';
 		}
-		snprintf(parent, sizeof(parent), "%s/kis-bench", anc);
+		if (meter_dir[0] && meter_v2) /* delegates already: below it, metered */
+			snprintf(parent, sizeof(parent), "%s", meter_dir);
+		else
+			snprintf(parent, sizeof(parent), "%s/kis-bench", anc);
 		if (mkdir(parent, 0755) < 0 && errno != EEXIST)
 			die(parent);
 		char p[1500];
@@ -317,7 +335,10 @@ static void cg_create(struct cg *g, const char *name)
 		snprintf(mnt, sizeof(mnt), "/sys/fs/cgroup/%s", ctrl[i]);
 		if (!is_fs(mnt, CGROUP_SUPER_MAGIC) || !own_cgroup(ctrl[i], own, sizeof(own)))
 			continue;
-		snprintf(parent, sizeof(parent), "%s%s/kis-bench", mnt, own);
+		if (meter_dir[0] && !strcmp(ctrl[i], "cpuacct")) /* metered */
+			snprintf(parent, sizeof(parent), "%s/kis-bench", meter_dir);
+		else
+			snprintf(parent, sizeof(parent), "%s%s/kis-bench", mnt, own);
 		for (int tries = 0; tries < 5; tries++) {
 			if (mkdir(parent, 0755) < 0 && errno != EEXIST)
 				die(parent);
@@ -403,8 +424,110 @@ static void crunns(void)
 	dup2(nul, 2);
 }
 
+/* The meter: see the head of this file. */
+static char meter_join[1300], meter_usage[1300];
+
+static void meter_remove(void)
+{
+	char p[1400];
+	if (!meter_dir[0])
+		return;
+	snprintf(p, sizeof(p), "%s/run", meter_dir);
+	rmdir(p);
+	snprintf(p, sizeof(p), "%s/kis-bench", meter_dir);
+	rmdir(p);
+	rmdir(meter_dir);
+	meter_dir[0] = '\0';
+}
+
+static void meter_on_signal(int sig)
+{
+	(void)sig;
+	exit(130); /* runs meter_remove */
+}
+
+static void meter_setup(void)
+{
+	char own[900], p[1400];
+	if (geteuid() != 0)
+		return;
+	if (is_fs("/sys/fs/cgroup", CGROUP2_SUPER_MAGIC)) {
+		if (!own_cgroup(NULL, own, sizeof(own)))
+			return;
+		char anc[1000];
+		snprintf(anc, sizeof(anc), "/sys/fs/cgroup%s", own);
+		for (;;) {
+			char buf[512] = "";
+			snprintf(p, sizeof(p), "%s/cgroup.subtree_control", anc);
+			FILE *f = fopen(p, "re");
+			if (f) {
+				if (!fgets(buf, sizeof(buf), f))
+					buf[0] = '\0';
+				fclose(f);
+			}
+			if (strstr(buf, "memory") && strstr(buf, "pids"))
+				break;
+			char *sl = strrchr(anc, '/');
+			if (!sl || sl - anc < (long)strlen("/sys/fs/cgroup"))
+				return;
+			*sl = '\0';
+		}
+		snprintf(meter_dir, sizeof(meter_dir), "%s/kis-bench-meter-%d", anc, (int)getpid());
+		meter_v2 = true;
+		/* a v2 group with members cannot delegate: the runs join a leaf
+		 * "run" and the @cgroup recipe's groups go beside it */
+		snprintf(p, sizeof(p), "%s/cgroup.subtree_control", meter_dir);
+		snprintf(meter_join, sizeof(meter_join), "%s/run/cgroup.procs", meter_dir);
+		snprintf(meter_usage, sizeof(meter_usage), "%s/cpu.stat", meter_dir);
+		char run[1300];
+		snprintf(run, sizeof(run), "%s/run", meter_dir);
+		if (mkdir(meter_dir, 0755) < 0 || write_str(p, "+memory +pids") < 0 ||
+		    mkdir(run, 0755) < 0) {
+			meter_remove();
+			return;
+		}
+	} else {
+		if (!is_fs("/sys/fs/cgroup/cpuacct", CGROUP_SUPER_MAGIC) ||
+		    !own_cgroup("cpuacct", own, sizeof(own)))
+			return;
+		snprintf(meter_dir, sizeof(meter_dir), "/sys/fs/cgroup/cpuacct%s/kis-bench-meter-%d",
+			 own, (int)getpid());
+		snprintf(meter_join, sizeof(meter_join), "%s/tasks", meter_dir);
+		snprintf(meter_usage, sizeof(meter_usage), "%s/cpuacct.usage", meter_dir);
+		if (mkdir(meter_dir, 0755) < 0) {
+			meter_dir[0] = '\0';
+			return;
+		}
+	}
+	atexit(meter_remove);
+	signal(SIGINT, meter_on_signal);
+	signal(SIGTERM, meter_on_signal);
+	signal(SIGHUP, meter_on_signal);
+}
+
+/* The meter's total in microseconds, or -1. */
+static double meter_read(void)
+{
+	if (!meter_dir[0])
+		return -1;
+	FILE *f = fopen(meter_usage, "re");
+	char line[256];
+	double v = -1;
+	while (f && fgets(line, sizeof(line), f)) {
+		unsigned long long u;
+		if (!meter_v2 && sscanf(line, "%llu", &u) == 1)
+			v = (double)u / 1000;
+		else if (meter_v2 && sscanf(line, "usage_usec %llu", &u) == 1)
+			v = (double)u;
+	}
+	if (f)
+		fclose(f);
+	return v;
+}
+
 static unsigned long run_counter;
-static double last_cpu_us; /* user + system time of the last run, every process it waited for */
+static double last_cpu_us;    /* CPU of the last run's whole tree (the meter) */
+static double last_reaped_us; /* user + system of the last run and what it reaped */
 
 static double run_once(const struct cmd *c)
 {
@@ -442,10 +565,13 @@ static double run_once(const struct cmd *c)
 		snprintf(name, sizeof(name), "b-%d-%lu", (int)getpid(), n);
 		cg_create(&g, name);
 	}
+	double m0 = meter_read();
 	pid_t p = fork();
 	if (p == 0) {
 		int devnull = open("/dev/null", O_WRONLY);
 		dup2(devnull, 1);
+		if (meter_dir[0] && write_str(meter_join, "0") < 0)
+			_exit(125);
 		if (c->cgroup)
 			cg_join(&g);
 		if (uns >= 0)
@@ -478,10 +604,12 @@ static double run_once(const struct cmd *c)
 	int st;
 	struct rusage ru;
 	wait4(p, &st, 0, &ru);
-	last_cpu_us = ru.ru_utime.tv_sec * 1e6 + ru.ru_utime.tv_usec + ru.ru_stime.tv_sec * 1e6 +
-		      ru.ru_stime.tv_usec;
 	if (c->cgroup)
 		cg_remove(&g);
+	double m1 = meter_read();
+	last_reaped_us = ru.ru_utime.tv_sec * 1e6 + ru.ru_utime.tv_usec + ru.ru_stime.tv_sec * 1e6 +
+			 ru.ru_stime.tv_usec;
+	last_cpu_us = m0 >= 0 && m1 >= m0 ? m1 - m0 : last_reaped_us;
 	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
 		fprintf(stderr, "bench: '%s' failed (status %d)\n", c->label, st);
 		exit(1);
@@ -600,13 +728,17 @@ int main(int argc, char **argv)
 			return 2;
 		}
 	signal(SIGPIPE, SIG_IGN);
+	if (!clist)
+		meter_setup();
 	if (clist)
 		return throughput(cmds, k, clist, secs, rounds > 0 ? rounds : 1, out);
 	int n = atoi(argv[optind]);
 	double **t = calloc((size_t)k, sizeof(*t)), **cpu = calloc((size_t)k, sizeof(*cpu));
+	double **rp = calloc((size_t)k, sizeof(*rp));
 	for (int c = 0; c < k; c++) {
 		t[c] = calloc((size_t)n, sizeof(double));
 		cpu[c] = calloc((size_t)n, sizeof(double));
+		rp[c] = calloc((size_t)n, sizeof(double));
 		run_once(&cmds[c]); /* warm the page cache */
 	}
 	/* interleaved: round i runs every command once, so a change of load on
@@ -615,30 +747,39 @@ int main(int argc, char **argv)
 		for (int c = 0; c < k; c++) {
 			t[c][i] = run_once(&cmds[c]);
 			cpu[c][i] = last_cpu_us;
+			rp[c][i] = last_reaped_us;
 		}
-	/* cpu_ms: user + system time of the run and of every process it reaped
-	 * (wait4's rusage), the work a run costs whatever the load made it wait.
-	 * A process killed while its own children were unreaped loses theirs
-	 * (kis bubblewrap kills bwrap, whose agent's time is then not counted):
-	 * compare it only where both sides reap what they start. */
+	/* cpu_ms: CPU time of the whole tree a run started (the meter), the
+	 * work a run costs whatever the load made it wait; reaped_ms: wait4's
+	 * rusage, which misses a process killed before it reaped its own (see
+	 * the head of this file). Processes a run has another program start
+	 * outside its groups (crun's container, in groups of crun's making)
+	 * are in reaped_ms only. */
+	printf("cpu_ms: %s; reaped_ms: wait4's rusage\n",
+	       meter_dir[0] ? (meter_v2 ? "the run's whole tree (a v2 meter group, cpu.stat)"
+				    : "the run's whole tree (a v1 meter group, cpuacct.usage)")
+			    : "no meter group (not root or no cgroup file system): wait4's rusage");
 	double ref_med = 0, ref_cpu = 0;
-	printf("%-34s %10s %10s %8s %8s %8s %9s\n", "command", "median_ms", "p90_ms", "ratio",
-	       "added_ms", "cpu_ms", "cpu_ratio");
+	printf("%-34s %10s %10s %8s %8s %8s %9s %9s\n", "command", "median_ms", "p90_ms", "ratio",
+	       "added_ms", "cpu_ms", "cpu_ratio", "reaped_ms");
 	for (int c = 0; c < k; c++) {
 		qsort(t[c], (size_t)n, sizeof(double), cmp);
 		qsort(cpu[c], (size_t)n, sizeof(double), cmp);
+		qsort(rp[c], (size_t)n, sizeof(double), cmp);
 		double med = t[c][n / 2] / 1000, p90 = t[c][n * 9 / 10] / 1000;
-		double cm = cpu[c][n / 2] / 1000;
+		double cm = cpu[c][n / 2] / 1000, rm = rp[c][n / 2] / 1000;
 		if (c == 0) {
 			ref_med = med;
 			ref_cpu = cm > 0 ? cm : 1e-9;
 		}
-		printf("%-34s %10.3f %10.3f %7.2fx %8.3f %8.3f %8.2fx\n", cmds[c].label, med, p90,
-		       med / ref_med, med - ref_med, cm, cm / ref_cpu);
+		printf("%-34s %10.3f %10.3f %7.2fx %8.3f %8.3f %8.2fx %9.3f\n", cmds[c].label, med,
+		       p90, med / ref_med, med - ref_med, cm, cm / ref_cpu, rm);
 		free(t[c]);
 		free(cpu[c]);
+		free(rp[c]);
 		free(cmds[c].argv);
 	}
+	free(rp);
 	free(cmds);
 	free(t);
 	free(cpu);
