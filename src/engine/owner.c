@@ -30,7 +30,7 @@
 
 struct kis_owner {
 	char id[KIS_ID_BUFSZ];
-	char *root;    /* the store's canonical root */
+	struct kis_store *store; /* kis_owner_begin's, borrowed: it outlives the owner */
 	int owners_fd; /* ROOT/owners */
 	int fd;        /* ROOT/owners/<id>: its records, O_APPEND, flocked LOCK_EX */
 	struct kis_record_sink sink; /* the thread's current record (core/record.h) */
@@ -45,7 +45,7 @@ int kis_owner_begin(struct kis_store *s, const char *id, struct kis_owner **out,
 	if (!o)
 		return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "out of memory");
 	snprintf(o->id, sizeof(o->id), "%s", id);
-	o->root = strdup(kis_store_root(s));
+	o->store = s;
 	o->fd = -1;
 	o->owners_fd = fcntl(s->owners_fd, F_DUPFD_CLOEXEC, 3);
 	/* create + flock under the shared store lock: a sweep never sees the
@@ -74,19 +74,15 @@ void kis_owner_end(struct kis_owner *o, bool undo)
 	kis_record_pop(&o->sink);
 	/* Nothing recorded (the file is empty: every record is a line
 	 * appended through o->fd, which only this owner writes, under its
-	 * lock) leaves nothing to undo: the store is not opened again for a
-	 * reap that would read no line (~0.3 ms of a short run here). */
+	 * lock) leaves nothing to undo. The reap reads through the store the
+	 * owner began with (the caller's, still open), not a second opening
+	 * of it: some 25 system calls less at the end of every run. */
 	struct stat ost;
 	if (undo && o->fd >= 0 && fstat(o->fd, &ost) == 0 && S_ISREG(ost.st_mode) &&
 	    ost.st_size == 0)
 		undo = false;
-	if (undo && o->fd >= 0 && o->root) {
-		struct kis_store *s = NULL;
-		if (store_open_nosweep(o->root, &s, NULL) == 0) {
-			(void)store_owner_reap(s, o->id, o->fd, false, NULL, NULL);
-			kis_store_free(s);
-		}
-	}
+	if (undo && o->fd >= 0 && o->store)
+		(void)store_owner_reap(o->store, o->id, o->fd, false, NULL, NULL);
 	if (o->fd >= 0) {
 		/* Removed while still locked: a sweeper that opened it meanwhile
 		 * holds a name no longer there, and its lock waits for ours. */
@@ -95,7 +91,6 @@ void kis_owner_end(struct kis_owner *o, bool undo)
 	}
 	if (o->owners_fd >= 0)
 		close(o->owners_fd);
-	free(o->root);
 	free(o);
 }
 

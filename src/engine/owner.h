@@ -34,7 +34,8 @@
 struct kis_owner;
 
 /* Make and lock ROOT/owners/<id> and make it the thread's current owner.
- * Fails with the store's error; a run without an owner would leak. */
+ * Fails with the store's error; a run without an owner would leak. s is
+ * borrowed: it must stay open until kis_owner_end, which reaps through it. */
 int kis_owner_begin(struct kis_store *s, const char *id, struct kis_owner **out,
 		    struct kis_error **err);
 /* The run is over: undo what is still recorded (undo: each thing is looked
