@@ -272,6 +272,33 @@ static bool own_cgroup(const char *ctrl, char *out, size_t len)
 }
 
 /* the meter's group (see the head of this file; empty: none) */
+/* Up from our own v2 group to the nearest one that delegates memory and
+ * pids (its cgroup.subtree_control names both): groups made below it get
+ * those controllers. Writes its path (under /sys/fs/cgroup) to anc. */
+static bool delegating_ancestor(char *anc, size_t len)
+{
+	char own[900];
+	if (!own_cgroup(NULL, own, sizeof(own)))
+		return false;
+	snprintf(anc, len, "/sys/fs/cgroup%s", own);
+	for (;;) {
+		char p[1200], buf[512] = "";
+		snprintf(p, sizeof(p), "%s/cgroup.subtree_control", anc);
+		FILE *f = fopen(p, "re");
+		if (f) {
+			if (!fgets(buf, sizeof(buf), f))
+				buf[0] = '\0';
+			fclose(f);
+		}
+		if (strstr(buf, "memory") && strstr(buf, "pids"))
+			return true;
+		char *sl = strrchr(anc, '/');
+		if (!sl || sl - anc < (long)strlen("/sys/fs/cgroup"))
+			return false;
+		*sl = '\0';
+	}
+}
+
 static char meter_dir[1100];
 static bool meter_v2;
 
@@ -286,27 +313,9 @@ static void cg_create(struct cg *g, const char *name)
 	memset(g, 0, sizeof(*g));
 	char own[1024], parent[1200];
 	if (is_fs("/sys/fs/cgroup", CGROUP2_SUPER_MAGIC)) {
-		if (!own_cgroup(NULL, own, sizeof(own)))
-			die("own cgroup");
-		/* up to the nearest group that delegates memory and pids */
 		char anc[1100];
-		snprintf(anc, sizeof(anc), "/sys/fs/cgroup%s", own);
-		for (;;) {
-			char p[1200], buf[512] = "";
-			snprintf(p, sizeof(p), "%s/cgroup.subtree_control", anc);
-			FILE *f = fopen(p, "re");
-			if (f) {
-				if (!fgets(buf, sizeof(buf), f))
-					buf[0] = '\0';
-				fclose(f);
-			}
-			if (strstr(buf, "memory") && strstr(buf, "pids"))
-				break;
-			char *sl = strrchr(anc, '/');
-			if (!sl || sl - anc < (long)strlen("/sys/fs/cgroup"))
-				die("no delegating cgroup");
-			*sl = '\0';
-		}
+		if (!delegating_ancestor(anc, sizeof(anc)))
+			die("no delegating cgroup above our own");
 		if (meter_dir[0] && meter_v2) /* delegates already: below it, metered */
 			snprintf(parent, sizeof(parent), "%s", meter_dir);
 		else
@@ -372,13 +381,21 @@ static void cg_join(const struct cg *g)
 	}
 }
 
+/* rmdir of a group is EBUSY while a killed run's last task is still
+ * exiting (a reaped child leaves cgroup.procs before the group lets go of
+ * it): wait for it, up to a second */
+static void rmdir_group(const char *dir)
+{
+	for (int t = 0; t < 10000 && rmdir(dir) < 0 && errno == EBUSY; t++) {
+		struct timespec ts = {0, 100 * 1000};
+		nanosleep(&ts, NULL);
+	}
+}
+
 static void cg_remove(const struct cg *g)
 {
 	for (int i = 0; i < g->n; i++) {
-		for (int t = 0; t < 500 && rmdir(g->dirs[i]) < 0 && errno == EBUSY; t++) {
-			struct timespec ts = {0, 100 * 1000};
-			nanosleep(&ts, NULL);
-		}
+		rmdir_group(g->dirs[i]);
 		char parent[1400];
 		snprintf(parent, sizeof(parent), "%s", g->dirs[i]);
 		char *sl = strrchr(parent, '/');
@@ -433,10 +450,10 @@ static void meter_remove(void)
 	if (!meter_dir[0])
 		return;
 	snprintf(p, sizeof(p), "%s/run", meter_dir);
-	rmdir(p);
+	rmdir_group(p);
 	snprintf(p, sizeof(p), "%s/kis-bench", meter_dir);
-	rmdir(p);
-	rmdir(meter_dir);
+	rmdir_group(p);
+	rmdir_group(meter_dir);
 	meter_dir[0] = '\0';
 }
 
@@ -452,26 +469,9 @@ static void meter_setup(void)
 	if (geteuid() != 0)
 		return;
 	if (is_fs("/sys/fs/cgroup", CGROUP2_SUPER_MAGIC)) {
-		if (!own_cgroup(NULL, own, sizeof(own)))
-			return;
 		char anc[1000];
-		snprintf(anc, sizeof(anc), "/sys/fs/cgroup%s", own);
-		for (;;) {
-			char buf[512] = "";
-			snprintf(p, sizeof(p), "%s/cgroup.subtree_control", anc);
-			FILE *f = fopen(p, "re");
-			if (f) {
-				if (!fgets(buf, sizeof(buf), f))
-					buf[0] = '\0';
-				fclose(f);
-			}
-			if (strstr(buf, "memory") && strstr(buf, "pids"))
-				break;
-			char *sl = strrchr(anc, '/');
-			if (!sl || sl - anc < (long)strlen("/sys/fs/cgroup"))
-				return;
-			*sl = '\0';
-		}
+		if (!delegating_ancestor(anc, sizeof(anc)))
+			return;
 		snprintf(meter_dir, sizeof(meter_dir), "%s/kis-bench-meter-%d", anc, (int)getpid());
 		meter_v2 = true;
 		/* a v2 group with members cannot delegate: the runs join a leaf
