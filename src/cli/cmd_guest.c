@@ -36,16 +36,24 @@ static const char guest_help[] =
 
 /* The fetch script: installed as lib/kis/fetch-guest.sh beside our
  * prefix, else the source tree's scripts/guest/fetch-kernel.sh (build/kis). */
-static char *fetch_script(void)
+/* The directory of this kis (/proc/self/exe): 0, or -1. */
+static int self_dir(char self[PATH_MAX])
 {
-	char self[PATH_MAX];
-	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	ssize_t n = readlink("/proc/self/exe", self, PATH_MAX - 1);
 	if (n < 0)
-		return NULL;
+		return -1;
 	self[n] = '\0';
 	char *slash = strrchr(self, '/');
 	if (slash)
 		*slash = '\0';
+	return 0;
+}
+
+static char *fetch_script(void)
+{
+	char self[PATH_MAX];
+	if (self_dir(self) < 0)
+		return NULL;
 	static const char *const rel[] = {"../lib/kis/fetch-guest.sh",
 					  "../scripts/guest/fetch-kernel.sh"};
 	for (size_t i = 0; i < sizeof(rel) / sizeof(rel[0]); i++) {
@@ -67,13 +75,8 @@ static int fetch(const char *root, const char *dir, bool system)
 		target = strdup(dir);
 	} else if (system) {
 		char self[PATH_MAX];
-		ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-		if (n < 0)
+		if (self_dir(self) < 0)
 			return cli_fail(NULL);
-		self[n] = '\0';
-		char *slash = strrchr(self, '/');
-		if (slash)
-			*slash = '\0';
 		/* the system location is that of an installed kis ($prefix/bin) */
 		size_t len = strlen(self);
 		if (len < 4 || strcmp(self + len - 4, "/bin")) {

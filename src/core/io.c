@@ -5,6 +5,7 @@
 #include <dirent.h>
 #include <limits.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <string.h>
 #include <time.h>
 
@@ -186,26 +187,45 @@ const char *kis_helper_installed(void)
 	return KIS_HELPER;
 }
 
+/* Read once a process (readlink of /proc costs ~15 us here, and a run
+ * asks several times); a fork keeps it, an exec reads it anew. */
+static char exe_dir[PATH_MAX];
+static pthread_once_t exe_once = PTHREAD_ONCE_INIT;
+
+static void find_exe_dir(void)
+{
+	char exe[PATH_MAX];
+	ssize_t l = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	if (l <= 0)
+		return;
+	exe[l] = 0;
+	char *slash = strrchr(exe, '/');
+	if (slash && slash != exe) {
+		*slash = 0;
+		snprintf(exe_dir, sizeof(exe_dir), "%s", exe);
+	}
+}
+
+const char *kis_exe_dir(void)
+{
+	pthread_once(&exe_once, find_exe_dir);
+	return exe_dir[0] ? exe_dir : NULL;
+}
+
 /* kis-helper beside the program (the build tree), in lib/kis beside its
  * bin (an installed tree), or where `make install` put it (fixed at build
  * time); from the program's own path, never the environment's: kis runs
  * it as whoever runs kis, root included. */
 int kis_helper_path(char *out, size_t len)
 {
-	char exe[PATH_MAX];
-	ssize_t l = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-	if (l > 0) {
-		exe[l] = 0;
-		char *slash = strrchr(exe, '/');
-		if (slash) {
-			*slash = 0;
-			snprintf(out, len, "%.4000s/kis-helper", exe);
-			if (access(out, X_OK) == 0)
-				return 0;
-			snprintf(out, len, "%.4000s/../lib/kis/kis-helper", exe);
-			if (access(out, X_OK) == 0)
-				return 0;
-		}
+	const char *dir = kis_exe_dir();
+	if (dir) {
+		snprintf(out, len, "%.4000s/kis-helper", dir);
+		if (access(out, X_OK) == 0)
+			return 0;
+		snprintf(out, len, "%.4000s/../lib/kis/kis-helper", dir);
+		if (access(out, X_OK) == 0)
+			return 0;
 	}
 	snprintf(out, len, "%s", KIS_HELPER);
 	return access(out, X_OK) == 0 ? 0 : -1;

@@ -16,6 +16,9 @@
 /* Write all n bytes, retrying on EINTR and short writes. 0, or -1 + errno
  * (a reader that went away is the caller's to judge). */
 int kis_write_all(int fd, const void *buf, size_t n);
+/* The directory of the running executable (/proc/self/exe, read once a
+ * process), or NULL when it cannot be read. */
+const char *kis_exe_dir(void);
 /* kis-helper, the dynamic half of the static CLI (src/helper/main.c): its
  * path into out, 0, or -1 if it is nowhere; and where install puts it. */
 int kis_helper_path(char *out, size_t len);

@@ -8,6 +8,7 @@
 #include <limits.h>
 #include <string.h>
 
+#include "core/io.h"
 #include "engine/internal.h"
 #include "kis/sandbox.h"
 
@@ -33,24 +34,17 @@ const char *kis_build_prefix(void)
  * (/proc/self/exe; a static link or the CLI). */
 char *kis_self_dir(void)
 {
-	char buf[PATH_MAX];
-	const char *path = NULL;
 	Dl_info info;
 	if (dladdr((void *)kis_version, &info) && info.dli_fname &&
-	    strstr(info.dli_fname, "libkis-sandbox") && info.dli_fname[0] == '/')
-		path = info.dli_fname;
-	if (!path) {
-		ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
-		if (n < 0)
-			return NULL;
-		buf[n] = '\0';
-		path = buf;
+	    strstr(info.dli_fname, "libkis-sandbox") && info.dli_fname[0] == '/') {
+		char *d = strdup(info.dli_fname);
+		char *slash = d ? strrchr(d, '/') : NULL;
+		if (slash)
+			*slash = '\0';
+		return d;
 	}
-	char *d = strdup(path);
-	char *slash = d ? strrchr(d, '/') : NULL;
-	if (slash)
-		*slash = '\0';
-	return d;
+	const char *exe = kis_exe_dir();
+	return exe ? strdup(exe) : NULL;
 }
 
 int kis_agent_path(char **out, struct kis_error **err)
