@@ -201,6 +201,10 @@ KIS_HIDDEN int wasm_jit_channel_fd(void);
 /* jit_load.c: where the plugin may lie, best first; n written. */
 #define WASM_JIT_PLUGIN_CANDIDATES 4
 KIS_HIDDEN int wasm_jit_plugin_candidates(char out[WASM_JIT_PLUGIN_CANDIDATES][PATH_MAX]);
+/* Whether one of them is there to be read. Its 16 KB of paths are on a
+ * frame of its own: the stack clash protection touches every page of a
+ * frame on entry, and the callers' frames stay small. */
+KIS_HIDDEN bool wasm_jit_plugin_readable(void);
 
 /* The library's entries for compiled code (jit_load.c). */
 /* Give m (validated) machine code: cached (an object made before for this

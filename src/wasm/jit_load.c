@@ -20,6 +20,7 @@
 #include <sys/platform/x86.h>
 #endif
 
+#include "core/io.h"
 #include "wasm/jit.h"
 
 #ifndef KIS_LLVM_VERSION
@@ -29,31 +30,12 @@
 #define KIS_JIT_PLUGIN "/usr/local/lib/kis/libkis-jit.so"
 #endif
 
-/* The candidates, best first; n of them written. The program's own path
- * is read once (readlink of /proc costs 15 us here, and a run asks ~4
- * times). */
-static char exe_dir[PATH_MAX];
-static pthread_once_t exe_once = PTHREAD_ONCE_INIT;
-
-static void find_exe_dir(void)
-{
-	char exe[PATH_MAX];
-	ssize_t l = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-	if (l > 0) {
-		exe[l] = 0;
-		char *slash = strrchr(exe, '/');
-		if (slash) {
-			*slash = 0;
-			snprintf(exe_dir, sizeof(exe_dir), "%.4000s", exe);
-		}
-	}
-}
-
+/* The candidates, best first; n of them written. */
 int wasm_jit_plugin_candidates(char out[WASM_JIT_PLUGIN_CANDIDATES][PATH_MAX])
 {
 	int n = 0;
-	pthread_once(&exe_once, find_exe_dir);
-	if (exe_dir[0]) {
+	const char *exe_dir = kis_exe_dir();
+	if (exe_dir) {
 		snprintf(out[n++], PATH_MAX, "%.4000s/libkis-jit.so", exe_dir);
 		snprintf(out[n++], PATH_MAX, "%.4000s/../libkis-jit.so", exe_dir);
 		/* an installed tree, wherever it was put: bin/kis beside
@@ -62,6 +44,16 @@ int wasm_jit_plugin_candidates(char out[WASM_JIT_PLUGIN_CANDIDATES][PATH_MAX])
 	}
 	snprintf(out[n++], PATH_MAX, "%s", KIS_JIT_PLUGIN);
 	return n;
+}
+
+__attribute__((noinline)) bool wasm_jit_plugin_readable(void)
+{
+	char c[WASM_JIT_PLUGIN_CANDIDATES][PATH_MAX];
+	int n = wasm_jit_plugin_candidates(c);
+	for (int i = 0; i < n; i++)
+		if (access(c[i], R_OK) == 0)
+			return true;
+	return false;
 }
 
 /* Loading, once per process, whichever way the compiler runs

@@ -33,18 +33,6 @@ static const struct wasm_jit_host host = {
 	.nsyms = sizeof(syms) / sizeof(*syms),
 };
 
-/* The look itself, its 16 KB of paths on a frame of its own: the stack
- * clash protection touches every page of a frame on entry. */
-static __attribute__((noinline)) bool plugin_found(void)
-{
-	char c[WASM_JIT_PLUGIN_CANDIDATES][PATH_MAX];
-	int n = wasm_jit_plugin_candidates(c);
-	for (int i = 0; i < n; i++)
-		if (access(c[i], R_OK) == 0)
-			return true;
-	return false;
-}
-
 bool wasm_jit_present(void)
 {
 	/* Found once, present for this process (a process forked after
@@ -52,7 +40,7 @@ bool wasm_jit_present(void)
 	 * and a dozen of code first touched there); a later load that
 	 * finds it gone fails naming why. Absent is asked again. */
 	static _Atomic bool seen;
-	if (!seen && plugin_found())
+	if (!seen && wasm_jit_plugin_readable())
 		seen = true;
 	return seen;
 }

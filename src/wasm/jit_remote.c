@@ -48,24 +48,18 @@
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static int chan = -1;
 
-/* the look, on a frame of its own (jit_plugin.c says why) */
-static __attribute__((noinline)) bool helper_and_plugin_found(void)
+/* the helper's path on a frame of its own (jit.h says why) */
+static __attribute__((noinline)) bool helper_found(void)
 {
-	char h[PATH_MAX], c[WASM_JIT_PLUGIN_CANDIDATES][PATH_MAX];
-	if (kis_helper_path(h, sizeof(h)) < 0)
-		return false;
-	int n = wasm_jit_plugin_candidates(c);
-	for (int i = 0; i < n; i++)
-		if (access(c[i], R_OK) == 0)
-			return true;
-	return false;
+	char h[PATH_MAX];
+	return kis_helper_path(h, sizeof(h)) == 0;
 }
 
 bool wasm_jit_present(void)
 {
 	/* found once, present for this process (jit_plugin.c says why) */
 	static _Atomic bool seen;
-	if (!seen && helper_and_plugin_found())
+	if (!seen && helper_found() && wasm_jit_plugin_readable())
 		seen = true;
 	return seen;
 }
