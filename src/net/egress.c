@@ -1021,6 +1021,25 @@ static int pasta_child(void *ctx, struct kis_error **err)
 	return 0;
 }
 
+/* Start a helper (pasta, passt): as our child, dying with us, its stdout
+ * and stderr out_fd and err_fd; or detached (a session's), both /dev/null.
+ * Its pid and a pidfd on it into *pid and *pidfd, and the run's owner
+ * notes it, so a sweep ends it if we die (engine/owner.h). */
+static int spawn_helper(struct kis_spawn *sp, bool die_with_us, int out_fd, int err_fd,
+			pid_t *pid, int *pidfd, struct kis_error **err)
+{
+	pid_t p = -1;
+	if (die_with_us)
+		TRY(kis_spawn_start(sp, out_fd, err_fd, &p, err));
+	else
+		TRY(kis_spawn_detached(sp, &p, err));
+	*pid = p;
+	*pidfd = (int)syscall(SYS_pidfd_open, p, 0);
+	if (kis_owner_active())
+		(void)kis_owner_note("pid", "%d %llu", (int)p, kis_proc_starttime(p));
+	return 0;
+}
+
 static int start_pasta(struct kis_egress *eg, bool die_with_us, struct kis_error **err)
 {
 	const char *pasta = pasta_path();
@@ -1059,18 +1078,7 @@ static int start_pasta(struct kis_egress *eg, bool die_with_us, struct kis_error
 			       .stdin_fd = nul, .child_setup = pasta_child, .child_ctx = &s,
 			       .die_with_parent = die_with_us, .parent = getpid(),
 			       .exec_path = exec_path(pasta), .vfork_ok = true};
-	pid_t pid = -1;
-	if (die_with_us) {
-		TRY(kis_spawn_start(&sp, nul, errfd, &pid, err));
-	} else {
-		/* detached: its stdout and stderr are /dev/null */
-		TRY(kis_spawn_detached(&sp, &pid, err));
-	}
-	eg->pid = pid;
-	eg->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
-	if (kis_owner_active())
-		(void)kis_owner_note("pid", "%d %llu", (int)pid, kis_proc_starttime(pid));
-	return 0;
+	return spawn_helper(&sp, die_with_us, nul, errfd, &eg->pid, &eg->pidfd, err);
 }
 
 static int pasta_failed(struct kis_egress *eg, struct kis_error **err)
@@ -1326,17 +1334,7 @@ int kis_egress_attach_vm(struct kis_egress *eg, int sock, bool die_with_us,
 			       .stdin_fd = nul, .child_setup = passt_child, .child_ctx = &s,
 			       .die_with_parent = die_with_us, .parent = getpid(),
 			       .exec_path = exec_path(passt)};
-	pid_t pid = -1;
-	if (die_with_us) {
-		TRY(kis_spawn_start(&sp, nul, nul, &pid, err));
-	} else {
-		TRY(kis_spawn_detached(&sp, &pid, err));
-	}
-	eg->vm_pid = pid;
-	eg->vm_pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
-	if (kis_owner_active())
-		(void)kis_owner_note("pid", "%d %llu", (int)pid, kis_proc_starttime(pid));
-	return 0;
+	return spawn_helper(&sp, die_with_us, nul, nul, &eg->vm_pid, &eg->vm_pidfd, err);
 }
 
 int kis_egress_start(struct kis_egress *eg, const struct kis_net_dest *allow, size_t n_allow,
