@@ -706,14 +706,6 @@ static int make_netns(struct kis_egress *eg, struct kis_error **err)
 
 /* ---- the policy into S: the batch, from a netlink socket of S ---- */
 
-/* The first line a helper wrote to its stderr (a memfd), for a message. */
-static void first_line(int fd, char *buf, size_t n)
-{
-	ssize_t r = fd >= 0 ? pread(fd, buf, n - 1, 0) : -1;
-	buf[r > 0 ? r : 0] = '\0';
-	buf[strcspn(buf, "\n")] = '\0';
-}
-
 /* The policy as a batch, kept until kis_egress_launch sends it. */
 static int policy_write(struct kis_egress *eg, const struct kis_net_dest *allow, size_t n_allow,
 			bool allow_set, bool vm, struct kis_error **err)
@@ -1081,12 +1073,42 @@ static int start_pasta(struct kis_egress *eg, bool die_with_us, struct kis_error
 	return spawn_helper(&sp, die_with_us, nul, errfd, &eg->pid, &eg->pidfd, err);
 }
 
+/* What pasta said on its stderr, its lines joined with "; ". Left out:
+ * the complaint it adds after every line it could not also send to the
+ * system logger (it runs where /dev/log is not), and the note that it
+ * drops root, which it prints even with --quiet (passt 0.0~git20230309). */
+static void pasta_said(int fd, char *out, size_t n)
+{
+	char buf[2048];
+	ssize_t r = fd >= 0 ? pread(fd, buf, sizeof(buf) - 1, 0) : -1;
+	buf[r > 0 ? r : 0] = '\0';
+	size_t w = 0;
+	out[0] = '\0';
+	for (char *save = NULL, *l = strtok_r(buf, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
+		unsigned bytes;
+		int end = 0;
+		if ((sscanf(l, "Failed to send %u bytes to syslog%n", &bytes, &end) == 1 && !l[end]) ||
+		    !strncmp(l, "Don't run as root.", 18) || !*l)
+			continue;
+		int k = snprintf(out + w, n - w, "%s%s", w ? "; " : "", l);
+		if (k < 0 || (size_t)k >= n - w)
+			break;
+		w += (size_t)k;
+	}
+}
+
 static int pasta_failed(struct kis_egress *eg, struct kis_error **err)
 {
-	char msg[200];
-	first_line(eg->err_fd, msg, sizeof(msg));
-	return kis_error_set(err, KIS_E_INTERNAL, 0, "egress: pasta did not start: %s",
-			     *msg ? msg : "it exited or timed out");
+	char msg[400];
+	pasta_said(eg->err_fd, msg, sizeof(msg));
+	/* pasta copies the engine's own network: without a route out there
+	 * is nothing to copy, and the user can fix that */
+	const char *hint = strstr(msg, "No external routable interface") ?
+				   " (egress goes out through this host's network: it needs an "
+				   "interface with a default route here)" :
+				   "";
+	return kis_error_set(err, KIS_E_INTERNAL, 0, "egress: pasta did not start: %s%s",
+			     *msg ? msg : "it exited or timed out", hint);
 }
 
 /* pasta writes its pid to -P once its initialisation is done (passt(1)),

@@ -503,6 +503,21 @@ def test_backends_lists_egress_only_where_enforced():
     assert any("egress" in v["network"] for v in b.values()), b
 
 
+def test_no_route_out_is_refused_naming_what_is_missing(tier):
+    """An engine whose network has no way out (a namespace of the test's
+    with only loopback): the run is refused before the command, and the
+    message is pasta's own reason and what to change, not its complaints
+    about the system logger."""
+    script = 'ip link set lo up && exec "$@"'
+    p = subprocess.run(["unshare", "-n", "sh", "-c", script, "sh", str(KIS), "sandbox", "run",
+                        *tier, "--net", "egress", "--", "/bin/echo", "ran"],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 125, (p.returncode, p.stdout, p.stderr)
+    assert "ran" not in p.stdout
+    assert "pasta did not start" in p.stderr and "default route" in p.stderr, p.stderr
+    assert "syslog" not in p.stderr, p.stderr
+
+
 # ---- the helper's life ----
 
 def test_helper_is_gone_after_a_run(net, tier):
