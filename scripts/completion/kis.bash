@@ -47,7 +47,7 @@ _kis() {
 	done
 	local subs=
 	case $verb in
-	session) subs="list destroy create" ;;
+	session) subs="list destroy create exec shell" ;;
 	base) subs="import list remove" ;;
 	workspace) subs="list path" ;;
 	guest) subs="fetch status path" ;;
@@ -83,7 +83,7 @@ _kis() {
 	case $verb$sub in
 	clone | baseremove) COMPREPLY=($(compgen -W "$(_kis_ids base "$kis" "$root")" -- "$cur")) ;;
 	destroy | workspacepath) COMPREPLY=($(compgen -W "$(_kis_ids workspace "$kis" "$root")" -- "$cur")) ;;
-	exec | shell | sessiondestroy) COMPREPLY=($(compgen -W "$(_kis_ids session "$kis" "$root")" -- "$cur")) ;;
+	exec | shell | sessiondestroy | sessionexec | sessionshell) COMPREPLY=($(compgen -W "$(_kis_ids session "$kis" "$root")" -- "$cur")) ;;
 	baseimport) COMPREPLY=($(compgen -d -- "$cur")) ;;
 	esac
 }

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* `kis sandbox create`, `exec`, `shell` and `session list|destroy`: sessions
- * that outlive a command. */
+/* `kis sandbox create`, `exec`, `shell` and `session list|destroy` (the first
+ * three under `session` too): sessions that outlive a command. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -232,18 +232,31 @@ int cmd_shell(int argc, char **argv)
 
 int cmd_session(int argc, char **argv)
 {
+	/* the verbs that take a session have their own names too: a user
+	 * who looks for them under 'session' finds them there */
 	if (argc >= 2 && !strcmp(argv[1], "create"))
 		return cmd_create(argc - 1, argv + 1);
+	if (argc >= 2 && !strcmp(argv[1], "exec"))
+		return cmd_exec(argc - 1, argv + 1);
+	if (argc >= 2 && !strcmp(argv[1], "shell"))
+		return cmd_shell(argc - 1, argv + 1);
 	if (argc < 2 || cli_wants_help(argc, argv)) {
 		puts("Usage: kis sandbox session list [--json] [--store-root DIR]\n"
 		     "       kis sandbox session destroy ID [--store-root DIR]\n"
-		     "       kis sandbox session create [OPTIONS]   (the same as 'kis sandbox create')\n\n"
+		     "       kis sandbox session create [OPTIONS]   (the same as 'kis sandbox create')\n"
+		     "       kis sandbox session exec ID [OPTIONS] -- COMMAND [ARG...]   (the same as\n"
+		     "                                    'kis sandbox exec')\n"
+		     "       kis sandbox session shell ID [OPTIONS]   (the same as 'kis sandbox shell')\n\n"
 		     "Manage sessions. 'list' shows each session's id, tier, backend, workspace,\n"
 		     "creation time and state (running or stopped), read from the session itself.\n"
 		     "'destroy' ends every process of the session and releases the workspace it\n"
 		     "cloned; destroying a session that is already gone succeeds.");
 		return argc < 2 ? KIS_EXIT_USAGE : 0;
 	}
+	if (strcmp(argv[1], "list") && strcmp(argv[1], "destroy"))
+		return cli_usage_error("session",
+				       "unknown subcommand '%s' (list, destroy, create, exec, shell)",
+				       argv[1]);
 	const char *root = NULL, *id = NULL;
 	bool json = false;
 	for (int i = 2; i < argc; i++) {
@@ -284,12 +297,9 @@ int cmd_session(int argc, char **argv)
 		free(out);
 		return 0;
 	}
-	if (!strcmp(argv[1], "destroy")) {
-		if (!id)
-			return cli_usage_error("session", "destroy needs a session id");
-		if (kis_session_destroy(root, id, &err) < 0)
-			return cli_fail(err);
-		return 0;
-	}
-	return cli_usage_error("session", "unknown subcommand '%s' (list, destroy, create)", argv[1]);
+	if (!id)
+		return cli_usage_error("session", "destroy needs a session id");
+	if (kis_session_destroy(root, id, &err) < 0)
+		return cli_fail(err);
+	return 0;
 }

@@ -197,6 +197,7 @@ comp "kis sandbox clone "
 comp "kis sandbox run --base "
 comp "kis sandbox base "
 comp "kis sandbox run -- ech"
+comp "kis sandbox session "
 '''
 
 
@@ -219,6 +220,7 @@ def test_bash_completion_offers_verbs_flags_and_a_base_id(store, tmp_path):
     assert lines[4].split() == [base]
     assert lines[5].split() == ["import", "list", "remove", "--help"]
     assert "echo" in lines[6].split()
+    assert lines[7].split() == ["list", "destroy", "create", "exec", "shell", "--help"]
 
 
 def _zsh_complete(tmp_path, typed):
@@ -336,7 +338,8 @@ def test_version():
 
 
 @pytest.mark.parametrize("verb", [
-    ["session", "list"], ["session", "destroy"], ["session", "create"], ["base", "import"],
+    ["session", "list"], ["session", "destroy"], ["session", "create"], ["session", "exec"],
+    ["session", "shell"], ["base", "import"],
     ["base", "list"], ["base", "remove"], ["workspace", "list"], ["workspace", "path"],
     ["guest"], ["guest", "fetch"], ["guest", "status"], ["guest", "path"],
 ])
@@ -344,6 +347,25 @@ def test_help_on_every_subverb_exits_0(verb):
     p = kis(*verb, "--help")
     assert p.returncode == 0, (verb, p.stderr)
     assert p.stdout.startswith("Usage: kis sandbox "), verb
+
+
+def test_session_exec_and_shell_are_there_under_session_too(store):
+    """A user who looks for exec under 'session' (where create, list and
+    destroy are) finds it; an unknown subcommand is named as such, even
+    with a command after it."""
+    s = kis("session", "create", *PROC)
+    assert s.returncode == 0, s.stderr
+    sid = s.stdout.strip()
+    try:
+        p = kis("session", "exec", sid, "--", "sh", "-c", "echo via-session")
+        assert p.returncode == 0 and p.stdout == "via-session\n", (p.stdout, p.stderr)
+        p = subprocess.run([str(KIS), "sandbox", "session", "shell", sid], input="echo $((2+3))\n",
+                           capture_output=True, text=True, timeout=60)
+        assert p.returncode == 0 and "5" in p.stdout.split(), (p.stdout, p.stderr)
+    finally:
+        kis("session", "destroy", sid)
+    p = kis("session", "frob", sid, "--", "true")
+    assert p.returncode == 125 and "unknown subcommand 'frob'" in p.stderr, p.stderr
 
 
 def test_one_key_for_an_id(store, tmp_path):
