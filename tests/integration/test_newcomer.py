@@ -106,6 +106,18 @@ def test_guest_path_without_a_guest_is_refused_by_name(tmp_path):
     assert st["path"] == str(tmp_path / "s" / "cache" / "guest")
 
 
+def test_microvm_run_without_a_guest_says_what_to_do_first(tmp_path):
+    """The run's refusal leads with the fix and names where it looked,
+    the store's own cache last, even when the message is cut short."""
+    if not shutil.which("qemu-system-x86_64"):
+        pytest.skip("qemu-system-x86_64 is not installed (Debian: qemu-system-x86)")
+    e = {"KIS_SANDBOX_ROOT": str(tmp_path / "s"), "KIS_MICROVM_GUEST_DIR": ""}
+    p = kis("run", "--tier", "microvm", "--", "/bin/true", env=e)
+    assert p.returncode == 125 and p.stderr.startswith("tier_unavailable: "), p.stderr
+    assert "no guest kernel: run 'kis sandbox guest fetch'" in p.stderr, p.stderr
+    assert str(tmp_path / "s" / "cache" / "guest") in p.stderr, p.stderr
+
+
 def fake_guest(d):
     (d / "modules").mkdir(parents=True)
     (d / "vmlinuz").write_text("not a kernel")

@@ -72,7 +72,10 @@ bool kis_mvm_guest_present(const struct kis_ctx *ctx, char *why, size_t n)
 	char p[4096];
 	snprintf(p, sizeof(p), "%s/vmlinuz", d ? d : "");
 	if (!d || access(p, R_OK) < 0) {
-		snprintf(why, n, "no guest kernel in '%s': run 'kis sandbox guest fetch'",
+		/* the advice first: a long path is what a short buffer cuts */
+		snprintf(why, n,
+			 "no guest kernel: run 'kis sandbox guest fetch' (looked in "
+			 "$KIS_MICROVM_GUEST_DIR, the system location, then '%s')",
 			 d ? d : "the store's cache/guest");
 		return false;
 	}
@@ -305,7 +308,7 @@ static void drop_stale(const char *dir, const char *stamp)
 int kis_mvm_guest_open(const struct kis_ctx *ctx, struct kis_mvm_guest *g, struct kis_error **err)
 {
 	memset(g, 0, sizeof(*g));
-	char why[256];
+	char why[512];
 	if (!kis_mvm_guest_present(ctx, why, sizeof(why)))
 		return kis_error_set(err, KIS_E_TIER_UNAVAILABLE, 0, "microvm: %s", why);
 	_cleanup_free_ char *agent = NULL;
