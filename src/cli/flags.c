@@ -90,6 +90,21 @@ static const struct flag *lookup(const char *arg, size_t len)
 	return NULL;
 }
 
+/* A duration flag's value must name its unit: the profile's fields are in
+ * milliseconds (limits.wall_ms), so a bare number is taken as that, and
+ * `--timeout 5` would allow 5 ms where seconds were meant. A profile file
+ * or kis_profile_set keeps the bare number: there the field names it. */
+static bool unitless_duration(const char *field, const char *val)
+{
+	size_t fl = strlen(field);
+	if (fl < 3 || strcmp(field + fl - 3, "_ms") || !*val)
+		return false;
+	for (const char *c = val; *c; c++)
+		if (*c < '0' || *c > '9')
+			return false;
+	return strspn(val, "0") != strlen(val); /* 0 is 0 in any unit */
+}
+
 int cli_parse_flags(const char *verb, unsigned vbit, int argc, char **argv, struct cli_opts *o)
 {
 	struct kis_error *err = NULL;
@@ -142,6 +157,11 @@ int cli_parse_flags(const char *verb, unsigned vbit, int argc, char **argv, stru
 		} else if (eq) {
 			return cli_usage_error(verb, "option '%s' takes no value", f->name);
 		}
+		if (f->field && unitless_duration(f->field, val))
+			return cli_usage_error(verb,
+					       "%s: '%s' has no unit: write %ss for seconds or %sms for "
+					       "milliseconds",
+					       f->name, val, val, val);
 		if (f->field) {
 			if (kis_profile_set(&o->profile, f->field, val, &err) < 0) {
 				kis_error_wrap(&err, "%s", f->name);

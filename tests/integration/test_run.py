@@ -373,6 +373,9 @@ def test_pinned_absent_tier_is_unavailable():
     (["--tier", "vm"], "tier"),
     (["--bogus"], "unknown option '--bogus'"),
     (["--workspace", "../etc"], "workspace"),
+    # a bare number would be milliseconds (the field's unit): 5 ms where 5 s was meant
+    (["--timeout", "5"], "--timeout: '5' has no unit: write 5s for seconds or 5ms"),
+    (["--cpu-time=2"], "--cpu-time: '2' has no unit"),
 ])
 def test_bad_flags_are_refused_naming_what_to_change(args, needle):
     p = kis("run", *args, *PROC, "--", "true")
