@@ -62,7 +62,9 @@ WASM_FUZZ_FLAGS := -std=gnu11 -D_GNU_SOURCE -g -Iinclude -Isrc \
 # What every fuzz target links of the runtime: src/wasm but exec.c (built
 # at -O0 below, once per sanitizer set), the compiler's LLVM half and the
 # CLI's remote compiler (a fuzz target loads the plugin, if at all, itself).
-WASM_FUZZ_RT_SRCS := $(filter-out src/wasm/exec.c src/wasm/jit_llvm.c src/wasm/jit_remote.c,$(wildcard src/wasm/*.c)) src/core/error.c
+WASM_FUZZ_RT_SRCS := $(filter-out src/wasm/exec.c src/wasm/jit_llvm.c src/wasm/jit_remote.c,$(wildcard src/wasm/*.c)) src/core/error.c src/core/io.c
+# (core/io.c: the program's own directory, for the plugin's candidates;
+# it brings jansson, which the links below name)
 # exec.c at -O0: clang's optimiser needs many minutes for its ~800 handlers
 # under coverage instrumentation; -O0 builds in seconds and still checks.
 $(BUILD)/fuzz/exec.o: src/wasm/exec.c $(wildcard src/wasm/*.h)
@@ -70,7 +72,7 @@ $(BUILD)/fuzz/exec.o: src/wasm/exec.c $(wildcard src/wasm/*.h)
 	clang $(WASM_FUZZ_FLAGS) -O0 -c $< -o $@
 $(WASM_FUZZ): tests/wasm/fuzz_wasm.c $(WASM_FUZZ_RT_SRCS) $(BUILD)/fuzz/exec.o $(wildcard src/wasm/*.h) tests/wasm/fuzz_imports.h
 	@mkdir -p $(dir $@)
-	clang $(WASM_FUZZ_FLAGS) -fsanitize=fuzzer -O1 -o $@ tests/wasm/fuzz_wasm.c $(WASM_FUZZ_RT_SRCS) $(BUILD)/fuzz/exec.o -ldl
+	clang $(WASM_FUZZ_FLAGS) -fsanitize=fuzzer -O1 -o $@ tests/wasm/fuzz_wasm.c $(WASM_FUZZ_RT_SRCS) $(BUILD)/fuzz/exec.o -ljansson -ldl
 
 # The differential test as a fuzz target: each input module runs in both
 # engines, whose traps, results and memory must agree (tests/wasm/
@@ -87,7 +89,7 @@ $(BUILD)/fuzz/diff-exec.o: src/wasm/exec.c $(wildcard src/wasm/*.h)
 $(WASM_DIFF_FUZZ): tests/wasm/fuzz_wasm_diff.c $(BUILD)/fuzz/diff-exec.o tests/wasm/fuzz_imports.h $(wildcard src/wasm/*.c src/wasm/*.h) | $(JIT_PLUGIN)
 	@mkdir -p $(dir $@)
 	clang $(WASM_DIFF_FLAGS) -fsanitize=fuzzer -O1 -o $@ tests/wasm/fuzz_wasm_diff.c \
-	  $(WASM_FUZZ_RT_SRCS) $(BUILD)/fuzz/diff-exec.o -ldl -lm
+	  $(WASM_FUZZ_RT_SRCS) $(BUILD)/fuzz/diff-exec.o -ljansson -ldl -lm
 
 .PHONY: fuzz-wasm-diff
 fuzz-wasm-diff: $(WASM_DIFF_FUZZ)
@@ -106,7 +108,7 @@ WASM_ELF_FUZZ := $(BUILD)/fuzz/fuzz-wasm-elf
 $(WASM_ELF_FUZZ): tests/fuzz/fuzz_elf.c $(BUILD)/fuzz/exec.o $(wildcard src/wasm/*.c src/wasm/*.h)
 	@mkdir -p $(dir $@)
 	clang $(WASM_FUZZ_FLAGS) -fsanitize=fuzzer -O1 -o $@ tests/fuzz/fuzz_elf.c \
-	  $(WASM_FUZZ_RT_SRCS) $(BUILD)/fuzz/exec.o -ldl -lm
+	  $(WASM_FUZZ_RT_SRCS) $(BUILD)/fuzz/exec.o -ljansson -ldl -lm
 
 .PHONY: fuzz-wasm-elf
 fuzz-wasm-elf: $(WASM_ELF_FUZZ) $(SPECTEST) | $(JIT_PLUGIN)
