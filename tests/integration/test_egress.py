@@ -224,6 +224,16 @@ def pastas():
     return _passt_family(b"--netns")
 
 
+def parent_of(pid):
+    """pid's parent, or None once pid is gone: a process listed a moment
+    ago may have exited since (pasta and passt clone short-lived children
+    of their own to enter a namespace, with their comm and cmdline)."""
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().split(")")[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
 def gone(pid, secs=5):
     for _ in range(int(secs * 50)):
         if not os.path.exists(f"/proc/{pid}"):
@@ -536,7 +546,7 @@ def test_helper_dies_with_a_killed_engine(net, tier):
         mine = set()
         for _ in range(500):
             mine = {q for q in pastas() - before
-                    if Path(f"/proc/{q}/stat").read_text().split(")")[1].split()[1] == str(p.pid)}
+                    if parent_of(q) == p.pid}
             if mine:
                 break
             time.sleep(0.02)
@@ -608,7 +618,7 @@ def test_helper_of_a_run_is_counted_in_the_sandboxs_cgroup(net, tier):
         for _ in range(500):
             mine = descendants(p.pid)
             pasta = [q for q in mine & pastas()
-                     if Path(f"/proc/{q}/stat").read_text().split(")")[1].split()[1] == str(p.pid)]
+                     if parent_of(q) == p.pid]
             cmd = []
             for q in mine:
                 try:
@@ -968,7 +978,7 @@ def test_microvm_helpers_die_with_a_killed_engine(net, vm):
         mine = set()
         for _ in range(1500):
             kids = {q for q in (pastas() - before_pasta) | (passts() - before_passt)
-                    if Path(f"/proc/{q}/stat").read_text().split(")")[1].split()[1] == str(p.pid)}
+                    if parent_of(q) == p.pid}
             if len(kids) == 2:  # pasta and passt, both the engine's children
                 mine = kids
                 break
