@@ -94,15 +94,15 @@ static const struct flag *lookup(const char *arg, size_t len)
  * milliseconds (limits.wall_ms), so a bare number is taken as that, and
  * `--timeout 5` would allow 5 ms where seconds were meant. A profile file
  * or kis_profile_set keeps the bare number: there the field names it. */
-static bool unitless_duration(const char *field, const char *val)
+static bool unitless_duration(const struct flag *f, const char *val)
 {
-	size_t fl = strlen(field);
-	if (fl < 3 || strcmp(field + fl - 3, "_ms") || !*val)
-		return false;
-	for (const char *c = val; *c; c++)
-		if (*c < '0' || *c > '9')
-			return false;
-	return strspn(val, "0") != strlen(val); /* 0 is 0 in any unit */
+	bool duration = false; /* a limit of kind KIS_LK_MS, by the one table */
+	for (unsigned i = 0; i < KIS_LIMIT__COUNT; i++)
+		if (!strcmp(kis_limit_table[i].flag, f->name))
+			duration = kis_limit_table[i].kind == KIS_LK_MS;
+	size_t n = strlen(val);
+	/* all digits, and not all zeros: 0 is 0 in any unit */
+	return duration && n && strspn(val, "0123456789") == n && strspn(val, "0") != n;
 }
 
 int cli_parse_flags(const char *verb, unsigned vbit, int argc, char **argv, struct cli_opts *o)
@@ -157,7 +157,7 @@ int cli_parse_flags(const char *verb, unsigned vbit, int argc, char **argv, stru
 		} else if (eq) {
 			return cli_usage_error(verb, "option '%s' takes no value", f->name);
 		}
-		if (f->field && unitless_duration(f->field, val))
+		if (unitless_duration(f, val))
 			return cli_usage_error(verb,
 					       "%s: '%s' has no unit: write %ss for seconds or %sms for "
 					       "milliseconds",
