@@ -271,7 +271,6 @@ static bool own_cgroup(const char *ctrl, char *out, size_t len)
 	return found;
 }
 
-/* the meter's group (see the head of this file; empty: none) */
 /* Up from our own v2 group to the nearest one that delegates memory and
  * pids (its cgroup.subtree_control names both): groups made below it get
  * those controllers. Writes its path (under /sys/fs/cgroup) to anc. */
@@ -299,6 +298,7 @@ static bool delegating_ancestor(char *anc, size_t len)
 	}
 }
 
+/* the meter's group (see the head of this file; empty: none) */
 static char meter_dir[1100];
 static bool meter_v2;
 

@@ -34,8 +34,6 @@ static const char guest_help[] =
 	"path    print the directory the guest is read from; fails (tier_unavailable)\n"
 	"        when no complete guest is found.\n";
 
-/* The fetch script: installed as lib/kis/fetch-guest.sh beside our
- * prefix, else the source tree's scripts/guest/fetch-kernel.sh (build/kis). */
 /* The directory of this kis (/proc/self/exe): 0, or -1. */
 static int self_dir(char self[PATH_MAX])
 {
@@ -49,6 +47,8 @@ static int self_dir(char self[PATH_MAX])
 	return 0;
 }
 
+/* The fetch script: installed as lib/kis/fetch-guest.sh beside our
+ * prefix, else the source tree's scripts/guest/fetch-kernel.sh (build/kis). */
 static char *fetch_script(void)
 {
 	char self[PATH_MAX];

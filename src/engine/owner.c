@@ -81,7 +81,7 @@ void kis_owner_end(struct kis_owner *o, bool undo)
 	if (undo && o->fd >= 0 && fstat(o->fd, &ost) == 0 && S_ISREG(ost.st_mode) &&
 	    ost.st_size == 0)
 		undo = false;
-	if (undo && o->fd >= 0 && o->store)
+	if (undo && o->fd >= 0)
 		(void)store_owner_reap(o->store, o->id, o->fd, false, NULL, NULL);
 	if (o->fd >= 0) {
 		/* Removed while still locked: a sweeper that opened it meanwhile

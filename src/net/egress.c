@@ -1088,7 +1088,7 @@ static void pasta_said(int fd, char *out, size_t n)
 		unsigned bytes;
 		int end = 0;
 		if ((sscanf(l, "Failed to send %u bytes to syslog%n", &bytes, &end) == 1 && !l[end]) ||
-		    !strncmp(l, "Don't run as root.", 18) || !*l)
+		    !strncmp(l, "Don't run as root.", 18))
 			continue;
 		int k = snprintf(out + w, n - w, "%s%s", w ? "; " : "", l);
 		if (k < 0 || (size_t)k >= n - w)
