@@ -37,7 +37,7 @@ static const struct flag flags[] = {
 	{"--net", "network.mode", true, RC, "off|loopback|egress|host  (default off)"},
 	{"--net-allow", "network.allow", true, RC,
 	 "DEST  egress only to A.B.C.D[/N][:PORT[-PORT]] (repeatable)"},
-#define LIMIT_FLAG(f, B, k, d, m, pe, fl, h) {fl, "limits." #f, true, (pe) ? PER_EXEC : RC, h},
+#define LIMIT_FLAG(f, B, k, d, lo, m, pe, fl, h) {fl, "limits." #f, true, (pe) ? PER_EXEC : RC, h},
 	KIS_LIMITS(LIMIT_FLAG)
 #undef LIMIT_FLAG
 	{"--env", "env", true, ALL, "K=V  set an environment variable (repeatable)"},

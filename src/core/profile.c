@@ -42,7 +42,7 @@ struct field {
 };
 
 #define FIELD(p, k, member) {p, k, offsetof(struct kis_profile, member), -1}
-#define LIMIT_FIELD(f, B, k, d, m, pe, fl, h) \
+#define LIMIT_FIELD(f, B, k, d, lo, m, pe, fl, h) \
 	{"limits." #f, F_LIMIT, offsetof(struct kis_profile, limits.f), KIS_LIMIT_I_##B},
 static const struct field fields[] = {
 	FIELD("tier", F_TIER, tier),
@@ -507,7 +507,12 @@ static int set_number_field(struct kis_profile *p, const struct field *f, uint64
 	} else {
 		/* Each range says what the engine can apply (kis/limits.h), so a
 		 * value is never clamped or wrapped on the way. */
-		uint64_t max = kis_limit_table[f->limit].max;
+		uint64_t min = kis_limit_table[f->limit].min, max = kis_limit_table[f->limit].max;
+		if (v && v < min)
+			return kis_error_set(err, KIS_E_INVALID_PROFILE, 0,
+					     "%s: %llu is below the least a sandbox starts in: give 0 "
+					     "(the default) or at least %llu",
+					     f->path, (unsigned long long)v, (unsigned long long)min);
 		if (v > max)
 			return kis_error_set(err, KIS_E_INVALID_PROFILE, 0,
 					     "%s: expected 0 (the default) to %llu, not %llu", f->path,

@@ -290,6 +290,16 @@ class TestLimits:
                      flags=("--memory", "64M", "--timeout", "30s"))
         assert r["termination"]["reason"] == "memory_limit", r
 
+    def test_the_least_memory_limit_starts_the_command(self, host, backend):
+        # the floor (1 MiB, kis/limits.h) is a limit the sandbox starts in:
+        # bwrap and the agent count against it, and still the command runs
+        require(backend)
+        for _ in range(3):
+            r = run_json(host, backend, "sh", "-c", "echo started",
+                         flags=("--memory", "1M", "--timeout", "20s"))
+            assert r["termination"]["reason"] == "exited", r
+            assert r["stdout"] == "started\n", r
+
     def test_disk_fill_meets_disk_bytes_or_is_refused(self, host, backend):
         # issue 23: a command wrote 1.2 GiB into its workspace with nothing
         # to stop it; --disk binds by project quota or is refused by name

@@ -266,6 +266,14 @@ def test_memory_limit_reason(mstore):
     assert r["termination"]["reason"] == "memory_limit", r["termination"]
 
 
+def test_the_least_memory_limit_starts_the_command(mstore):
+    # crun's init counts against the limit: at the floor (1 MiB) it still
+    # starts the command; below it the profile is refused (test_run)
+    p, r = kis_json(*CT, "--memory", "1M", "--", "sh", "-c", "echo started")
+    assert r["termination"]["reason"] == "exited", r["termination"]
+    assert r["stdout"] == "started\n", r
+
+
 def test_pids_limit_reason(mstore):
     p, r = kis_json(*CT, "--pids", "16", "--timeout", "20s", "--", "sh", "-c",
                     "i=0; while [ $i -lt 64 ]; do sleep 3 & i=$((i+1)); done; wait")

@@ -376,6 +376,10 @@ def test_pinned_absent_tier_is_unavailable():
     # a bare number would be milliseconds (the field's unit): 5 ms where 5 s was meant
     (["--timeout", "5"], "--timeout: '5' has no unit: write 5s for seconds or 5ms"),
     (["--cpu-time=2"], "--cpu-time: '2' has no unit"),
+    # below what any sandbox starts in: refused, not a setup that dies
+    # unexplained (bwrap's agent was lost, an exec failed silently)
+    (["--memory", "5"], "limits.memory_bytes: 5 is below the least a sandbox starts in: "
+     "give 0 (the default) or at least 1048576"),
 ])
 def test_bad_flags_are_refused_naming_what_to_change(args, needle):
     p = kis("run", *args, *PROC, "--", "true")

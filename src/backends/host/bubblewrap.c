@@ -790,7 +790,30 @@ static int bubblewrap_run(struct kis_plan *pl, struct kis_result *res, struct ki
 		ew.eg_err = NULL;
 	}
 	kis_egress_kill(&s.eg); /* its teardown overlaps ours */
-	if (r < 0) {
+	struct kis_cgroup_events ev;
+	if (r < 0 && s.rc.cg && kis_cgroup_read_events(s.rc.cg, &ev, NULL) == 0 &&
+	    ev.oom_kills > 0) {
+		/* bwrap and the agent count against limits.memory_bytes: the
+		 * OOM killer ended one of them, which is the limit's doing (the
+		 * floor in kis/limits.h makes it rare), not the engine's fault */
+		kis_error_free(err ? *err : NULL);
+		if (err)
+			*err = NULL;
+		res->reason = KIS_REASON_MEMORY_LIMIT;
+		res->exit_code = -1;
+		res->signal = SIGKILL;
+		res->limit_events.counted = true;
+		res->limit_events.oom_kills = ev.oom_kills;
+		res->limit_events.forks_refused = ev.pids_max;
+		free(res->detail);
+		if (asprintf(&res->detail,
+			     "memory use passed limits.memory_bytes (%llu bytes) before the "
+			     "command's end was reported: bwrap and the sandbox's agent count "
+			     "against it",
+			     (unsigned long long)s.rc.memory_bytes) < 0)
+			res->detail = NULL;
+		r = 0;
+	} else if (r < 0) {
 		char msg[400];
 		read_bwrap_error(ep[0], msg, sizeof(msg));
 		if (*msg && err) {
