@@ -214,6 +214,19 @@ int cmd_base(int argc, char **argv)
 		if (st)
 			return st;
 		int r = kis_base_remove(s, arg, &err);
+		/* still held: say so, or the base seems to linger unexplained */
+		struct kis_base_info *v = NULL;
+		size_t n = 0;
+		if (r == 0 && kis_base_list(s, &v, &n, NULL) == 0)
+			for (size_t i = 0; i < n; i++)
+				if (!strcmp(v[i].id, arg) && v[i].refs)
+					fprintf(stderr,
+						"base %s is marked removed: no new clones; %zu "
+						"workspace%s still hold%s it, and it is freed with the "
+						"last ('kis sandbox destroy WORKSPACE')\n",
+						arg, v[i].refs, v[i].refs == 1 ? "" : "s",
+						v[i].refs == 1 ? "s" : "");
+		free(v);
 		kis_store_free(s);
 		return r < 0 ? cli_fail(err) : 0;
 	}

@@ -262,7 +262,11 @@ def test_parallel_clones_and_destroys_keep_count_exact(store, tmp_path, strategy
         [f.result() for f in dfut]
     assert store.refs(base) == sorted(second)
     assert sorted(store.workspaces()) == sorted(second)
-    store.run("base", "remove", base)
+    p = store.run("base", "remove", base)
+    # held: the answer says why the base stays and what frees it
+    assert p.stderr == (f"base {base} is marked removed: no new clones; 20 workspaces still "
+                        "hold it, and it is freed with the last ('kis sandbox destroy "
+                        "WORKSPACE')\n"), p.stderr
     assert store.bases()[base]["removed"] is True
     assert store.run("clone", base, check=False).returncode == 125
     with ThreadPoolExecutor(max_workers=19) as ex:
