@@ -364,6 +364,10 @@ static int open_pty(unsigned rows, unsigned cols, int *master, int *slave)
  * counts against pids.max until it is reaped). waitid(2) WNOWAIT looks
  * first: the command itself is left to the supervisor's wait4. */
 static bool reap_inline;
+/* Served inline, SIGCHLD is blocked and read here: an orphan's exit wakes
+ * the supervisor at once (a 20 ms tick let a loop of short-lived orphans
+ * outrun us under load, and their zombies met pids.max). */
+static int reap_sfd = -1;
 
 static void reap_orphans(pid_t command)
 {
@@ -382,6 +386,16 @@ static void on_tick(void *ctx, pid_t command)
 	(void)ctx;
 	if (reap_inline)
 		reap_orphans(command);
+}
+
+static int on_sigchld(void *ctx, int fd)
+{
+	struct worker *w = ctx;
+	struct signalfd_siginfo si[8];
+	while (read(fd, si, sizeof(si)) > 0) /* drained: nonblocking */
+		;
+	reap_orphans(w->pid);
+	return 0;
 }
 
 static void run_exec(struct worker *w, struct kis_exec_req *req, int state_fd)
@@ -487,6 +501,9 @@ static void run_exec(struct worker *w, struct kis_exec_req *req, int state_fd)
 	sv.watches[sv.n_watches++] = (struct kis_watch){.fd = w->conn, .on_ready = on_conn, .ctx = w};
 	if (req->shell)
 		sv.watches[sv.n_watches++] = (struct kis_watch){.fd = st[0], .on_ready = on_state, .ctx = w};
+	if (reap_inline && reap_sfd >= 0)
+		sv.watches[sv.n_watches++] =
+			(struct kis_watch){.fd = reap_sfd, .on_ready = on_sigchld, .ctx = w};
 	if (w->rd.len)
 		process_frames(w); /* stdin that came with the request */
 	int r = kis_exec_run(&sp, &sv, &res, &err);
@@ -669,9 +686,15 @@ static int serve_inline(int conn)
 {
 	signal(SIGTERM, on_term);
 	signal(SIGINT, on_term);
-	sigset_t none;
-	sigemptyset(&none);
-	sigprocmask(SIG_SETMASK, &none, NULL);
+	sigset_t chld;
+	sigemptyset(&chld);
+	sigaddset(&chld, SIGCHLD);
+	sigprocmask(SIG_SETMASK, &chld, NULL); /* the command starts with none blocked */
+	reap_sfd = signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK);
+	if (reap_sfd < 0) {
+		sigemptyset(&chld);
+		sigprocmask(SIG_SETMASK, &chld, NULL); /* the tick reaps, as before */
+	}
 	reap_inline = true;
 	int r = worker_main(conn, -1);
 	reap_orphans(0);
