@@ -940,6 +940,8 @@ static int write_str(const char *path, const char *v)
 /* The group itself, once per guest (by "prepare" before a snapshot);
  * until the cfg sets pids.max and the agent joins it, it limits nothing. */
 static bool pids_group_made;
+/* the engine's processes in the group: the agent, an exec's worker */
+#define GUEST_ENGINE_PIDS 2u
 
 static int pids_group_make(void)
 {
@@ -1178,8 +1180,10 @@ static int start_agent(json_t *cfg, char *msg, size_t n)
 		snprintf(msg, n, "cannot seed the guest's RNG: %s", strerror(errno));
 		return -1;
 	}
+	/* limits.pids is the command's: the agent and an exec's worker, in
+	 * the group too, are added (concurrent execs share the count) */
 	json_int_t pids = json_integer_value(json_object_get(cfg, "pids"));
-	if (pids > 0 && setup_pids((unsigned long long)pids) < 0) {
+	if (pids > 0 && setup_pids((unsigned long long)pids + GUEST_ENGINE_PIDS) < 0) {
 		snprintf(msg, n, "cannot limit pids: %s", strerror(errno));
 		return -1;
 	}

@@ -431,6 +431,16 @@ int kis_cgroup_create(const char *name, const struct kis_cgroup_limits *lim,
 	return 0;
 }
 
+int kis_cgroup_set_pids(const struct kis_cgroup *cg, uint64_t pids, struct kis_error **err)
+{
+	const char *dir = cg->mode == KIS_CG_V1 ? cg->dirs[V1_PIDS] : cg->dirs[0];
+	if (!dir)
+		return 0; /* no pids hierarchy: no limit to move */
+	char v[24];
+	u64_str(v, sizeof(v), pids);
+	return set_limit(dir, "pids.max", v, err);
+}
+
 int kis_cgroup_attach(const struct kis_cgroup *cg, pid_t pid, struct kis_error **err)
 {
 	/* "0" moves the writing process itself, in v1 and v2 alike; decimal

@@ -228,6 +228,11 @@ KIS_HIDDEN enum kis_cgroup_mode kis_cgroup_detect(void);
  * process's own cgroup and write the limits. On failure nothing is left. */
 KIS_HIDDEN int kis_cgroup_create(const char *name, const struct kis_cgroup_limits *lim,
 				 struct kis_cgroup **out, struct kis_error **err);
+/* Rewrite the group's pids.max (v1's pids leaf, v2's leaf): a helper of
+ * the engine's that joins later adds itself to it (limits.pids is the
+ * command's). */
+KIS_HIDDEN int kis_cgroup_set_pids(const struct kis_cgroup *cg, uint64_t pids,
+				   struct kis_error **err);
 /* Move pid (0: the caller itself) into the group. No allocation. */
 KIS_HIDDEN int kis_cgroup_attach(const struct kis_cgroup *cg, pid_t pid, struct kis_error **err);
 KIS_HIDDEN int kis_cgroup_read_events(const struct kis_cgroup *cg, struct kis_cgroup_events *ev,

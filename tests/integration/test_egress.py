@@ -647,6 +647,20 @@ def test_helper_of_a_run_is_counted_in_the_sandboxs_cgroup(net, tier):
     assert p.returncode == 0, p.stderr.read()
 
 
+def test_pids_limit_is_the_commands_own_with_pasta_in_the_group(net, tier):
+    # pasta joins the sandbox's group once its start is done (the sleep
+    # waits for that) and adds itself to pids.max: --pids 3 is the shell
+    # and two children, and a third is refused
+    two = "sleep 1; sleep 0 & sleep 0 & wait; echo two"
+    p = net.kis("run", "--json", *tier, "--net", "egress", "--pids", "3", "--", "sh", "-c", two)
+    r = json.loads(p.stdout)
+    assert r["termination"]["reason"] == "exited" and r["stdout"] == "two\n", r
+    p = net.kis("run", "--json", *tier, "--net", "egress", "--pids", "3", "--", "sh", "-c",
+                "sleep 1; sleep 0 & sleep 0 & sleep 0 & wait")
+    r = json.loads(p.stdout)
+    assert r["termination"]["reason"] == "pids_limit", r
+
+
 def test_session_keeps_its_network_and_destroy_ends_the_helper(net, tier, store):
     c = net.kis("create", *tier, "--net", "egress")
     assert c.returncode == 0, c.stderr

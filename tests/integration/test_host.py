@@ -292,6 +292,19 @@ class TestLimits:
                      flags=("--memory", "64M", "--timeout", "30s"))
         assert r["termination"]["reason"] == "memory_limit", r
 
+    def test_pids_limit_is_the_commands_own(self, host, backend):
+        # bwrap and the agent are in the group too: they are added to
+        # pids.max, so --pids 3 is the shell and two children, not one
+        require(backend)
+        r = run_json(host, backend, "sh", "-c", "sleep 0 & sleep 0 & wait; echo two",
+                     flags=("--pids", "3"))
+        assert r["termination"]["reason"] == "exited" and r["stdout"] == "two\n", r
+        r = run_json(host, backend, "sh", "-c", "sleep 0 & sleep 0 & sleep 0 & wait",
+                     flags=("--pids", "3"))
+        assert r["termination"]["reason"] == "pids_limit", r
+        r = run_json(host, backend, "sh", "-c", "echo one", flags=("--pids", "1"))
+        assert r["termination"]["reason"] == "exited" and r["stdout"] == "one\n", r
+
     def test_the_least_memory_limit_starts_the_command(self, host, backend):
         # the floor (1 MiB, kis/limits.h) is a limit the sandbox starts in:
         # bwrap and the agent count against it, and still the command runs

@@ -266,6 +266,17 @@ def test_memory_limit_reason(mstore):
     assert r["termination"]["reason"] == "memory_limit", r["termination"]
 
 
+def test_pids_limit_is_the_commands_own(mstore):
+    # the agent (PID 1) is added to pids.limit: --pids 3 is the shell and
+    # two children; --pids 1 runs a command that forks nothing
+    p, r = kis_json(*CT, "--pids", "3", "--", "sh", "-c", "sleep 0 & sleep 0 & wait; echo two")
+    assert r["termination"]["reason"] == "exited" and r["stdout"] == "two\n", r
+    p, r = kis_json(*CT, "--pids", "3", "--", "sh", "-c", "sleep 0 & sleep 0 & sleep 0 & wait")
+    assert r["termination"]["reason"] == "pids_limit", r["termination"]
+    p, r = kis_json(*CT, "--pids", "1", "--", "sh", "-c", "echo one")
+    assert r["termination"]["reason"] == "exited" and r["stdout"] == "one\n", r
+
+
 def test_the_least_memory_limit_starts_the_command(mstore):
     # crun's init counts against the limit: at the floor (1 MiB) it still
     # starts the command; below it the profile is refused (test_run)

@@ -179,7 +179,7 @@ static json_t *build_resources(const struct kis_oci_spec *s)
 	 * so the limit cannot be dodged by swapping. */
 	return json_pack("{s:o, s:{s:I, s:I}, s:{s:I}}", "devices", devs, "memory", "limit",
 			 (json_int_t)l->memory_bytes, "swap", (json_int_t)l->memory_bytes, "pids",
-			 "limit", (json_int_t)l->pids);
+			 "limit", (json_int_t)(l->pids ? l->pids + s->engine_pids : 0));
 }
 
 static json_t *build_process(const struct kis_oci_spec *s)

@@ -98,6 +98,10 @@ struct kis_oci_spec {
 	const char *netns_path;   /* egress: the network namespace to join */
 	const char *resolv_conf;  /* egress: host path bound at /etc/resolv.conf */
 	const struct kis_limits *limits; /* resolved */
+	/* the engine's own processes in the container's group (the agent,
+	 * pasta, a session's exec worker): added to pids.limit, which is the
+	 * command's (limits.pids) */
+	unsigned engine_pids;
 	const char *cgroups_path;
 	const struct kis_oci_mount *mounts; /* root:host only */
 	size_t n_mounts;

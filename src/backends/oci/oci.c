@@ -266,6 +266,14 @@ oom:
 	return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "cannot plan");
 }
 
+/* The engine's own processes in the container's group besides pasta: the
+ * agent (PID 1) and a session's exec worker. limits.pids is the
+ * command's, so they are added to the pids limit. */
+static unsigned engine_pids(const struct kis_plan *pl)
+{
+	return 1u + pl->session;
+}
+
 /* The spec of this plan's container (paths point into the bundle). */
 static void plan_spec(const struct kis_plan *pl, const char *rootfs, char *const *args,
 		      struct kis_oci_spec *s, char *cgpath, size_t cglen)
@@ -276,6 +284,7 @@ static void plan_spec(const struct kis_plan *pl, const char *rootfs, char *const
 		.workspace = pl->workspace, .agent = pl->agent, .net = pl->net,
 		.netns_path = pl->netns_path[0] ? pl->netns_path : NULL,
 		.limits = &pl->limits, .cgroups_path = cgpath, .user_ns = kis_oci_rootless(),
+		.engine_pids = engine_pids(pl), /* pasta: as it joins */
 		/* rootless: crun runs in our namespace, where the caller is 0 */
 		.host_uid = 0, .host_gid = 0, .no_cgroup = kis_oci_rootless(), .id_count = pl->id_count,
 		.mounts = pl->mounts, .n_mounts = pl->n_mounts,
@@ -659,11 +668,23 @@ static int egress_up(struct kis_plan *pl, const char *sandbox_id, bool session,
  * where on bubblewrap each is an entity of its own. On 2 busy cores that
  * halved the sandbox's TCP throughput (pasta and the sender take turns
  * on one share: 0.40 of the direct path against bubblewrap's 0.82). */
+static void container_cgroup(const struct kis_plan *pl, struct kis_cgroup *cg, char *mem,
+			     char *pids, size_t len);
+
 static int egress_into_container(void *ctx, struct kis_error **err)
 {
 	struct kis_plan *pl = ctx;
 	if (pl->eg.pid <= 0 || kis_oci_rootless())
 		return 0;
+	/* pasta is the engine's process, not the command's: the container's
+	 * pids.max (config.json's pids.limit, the agent's and a session
+	 * worker's added) grows by one as it joins */
+	char mem[256], pids[256];
+	struct kis_cgroup cg;
+	container_cgroup(pl, &cg, mem, pids, sizeof(mem));
+	if (pl->limits.pids &&
+	    kis_cgroup_set_pids(&cg, pl->limits.pids + engine_pids(pl) + 1u, err) < 0)
+		return -1;
 	return kis_oci_cgroup_join(pl->ctr_id, pl->eg.pid, false, err);
 }
 
