@@ -8,6 +8,7 @@
 # checked is written there as JSON (`make matrix` renders docs/matrix.md).
 import json
 import os
+import re
 import pty
 import shutil
 import signal
@@ -269,6 +270,17 @@ def check_limit(w, backend, mode, field):
         return ("enforced", f"{' '.join(argv)}: the allocation was refused (ENOMEM)")
     assert reason(d) == want, (field, d["termination"], d["stderr"][-300:])
     how = f"{' '.join(argv)}: {want}"
+    if field == "pids":
+        # limits.pids is the command's own: violate and 31 children under
+        # --pids 32, whatever the engine keeps in the group (bwrap, the
+        # agent, a worker) beside them; never more
+        m = re.search(r"violate: fork failed (\d+)", d["stderr"])
+        assert m, d["stderr"][-300:]
+        made = 64 - int(m.group(1))
+        assert made <= 31, f"{made} children under --pids 32"
+        if mode == "run":
+            assert made == 31, f"{made} children under --pids 32: the engine's count is in it"
+        how += f"; the command and {made} children at --pids 32"
     if field == "cpu, 4 processes":
         # the sandbox's total: four burners stop near 1 s of CPU in all,
         # not 1 s each; each prints a dot per 10 ms of CPU it got
