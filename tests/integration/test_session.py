@@ -440,3 +440,28 @@ def test_exec_without_flags_keeps_the_sessions_limits_and_may_only_tighten(store
         assert "limits.wall_ms" in p.stderr and "2000" in p.stderr, p.stderr
     finally:
         kis("session", "destroy", sid)
+
+
+@pytest.mark.parametrize("tier", [["--backend", "landlock"], ["--backend", "bubblewrap"],
+                                  ["--tier", "container"]],
+                         ids=["landlock", "bubblewrap", "container"])
+def test_a_sessions_pids_limit_is_its_commands_own(store, tier):
+    """The session's agent and an exec's worker (and bwrap) sit in its
+    cgroup beside the command: they are added to pids.max, so --pids 3
+    is an exec's shell and two children, and a third is refused."""
+    caps = {b["backend"]: b for b in json.loads(kis("backends", "--json").stdout)}
+    name = tier[1] if tier[0] == "--backend" else "oci"
+    if not caps.get(name, {}).get("available") or "pids" not in caps[name].get("limits", []):
+        pytest.skip(f"{name} enforces no pids limit here")
+    p = kis("create", *tier, "--pids", "3")
+    assert p.returncode == 0, p.stderr
+    sid = p.stdout.strip()
+    try:
+        d = json.loads(kis("exec", sid, "--json", "--", "sh", "-c",
+                           "sleep 0 & sleep 0 & wait; echo two").stdout)
+        assert d["termination"]["reason"] == "exited" and d["stdout"] == "two\n", d
+        d = json.loads(kis("exec", sid, "--json", "--", "sh", "-c",
+                           "sleep 0 & sleep 0 & sleep 0 & wait").stdout)
+        assert d["termination"]["reason"] == "pids_limit", d["termination"]
+    finally:
+        kis("session", "destroy", sid)
