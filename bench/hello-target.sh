@@ -4,12 +4,25 @@
 # (its first row is the native hello world, the reference): a cached WASI
 # hello world through the tier in at most the time of the native one plus
 # 2 ms. Prints the row named by $1 against that bound, both from the same
-# interleaved rounds.
+# interleaved rounds. The columns are found by the header's names, counted
+# from the end (a command's label has spaces in it).
 # Usage: bench/startup N 'native hello=...' 'LABEL=...' | sh bench/hello-target.sh LABEL
 awk -v label="$1" '
-	NR == 2 { native = $(NF - 5) }
-	index($0, label) == 1 { med = $(NF - 5); added = $(NF - 2); found = 1 }
+	$1 == "command" && !hdr {
+		for (i = 2; i <= NF; i++) {
+			if ($i == "median_ms") med_back = NF - i
+			if ($i == "added_ms") add_back = NF - i
+		}
+		hdr = NR
+		next
+	}
+	hdr && NR == hdr + 1 { native = $(NF - med_back) }
+	hdr && index($0, label) == 1 { med = $(NF - med_back); added = $(NF - add_back); found = 1 }
 	END {
+		if (!hdr || med_back == "" || add_back == "") {
+			print "hello-target: no header with median_ms and added_ms"
+			exit 1
+		}
 		if (!found || native == "") {
 			print "hello-target: no row \"" label "\" after a native one"
 			exit 1
