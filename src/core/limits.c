@@ -8,7 +8,7 @@
 #include "kis/limits.h"
 
 const struct kis_limit_info kis_limit_table[KIS_LIMIT__COUNT] = {
-#define ROW(f, B, k, d, lo, m, pe, fl, h)                                                     \
+#define ROW(f, B, k, d, lo, m, pe, fl, h)                                             \
 	[KIS_LIMIT_I_##B] = {#f, "limits." #f, KIS_LIMIT_##B, k, d, lo, m, pe, fl, h, \
 			     offsetof(struct kis_limits, f)},
 	KIS_LIMITS(ROW)
