@@ -4,6 +4,7 @@
 #include "core/util.h"
 
 #include <arpa/inet.h>
+#include <cpuid.h>
 #include <ctype.h>
 #include <fcntl.h>
 #include <grp.h>
@@ -640,6 +641,25 @@ static const char *passt_path(void)
 	return find(c, ARRAY_SIZE(c));
 }
 
+/* AVX2 usable: CPUID.(7,0):EBX bit 5, and the OS saves the YMM state
+ * (CPUID.1:ECX OSXSAVE and AVX, XCR0 bits 1 and 2; Intel SDM vol. 1,
+ * 14.3 "Detection of Intel AVX instructions"), as libgcc's
+ * __builtin_cpu_supports("avx2") decides. Asked here, only when egress
+ * starts a helper: __builtin_cpu_supports links libgcc's constructor,
+ * which runs its ~10 CPUID at every start of kis, and a CPUID traps to
+ * the hypervisor on a virtual machine (~12 us each on this one). */
+static bool cpu_has_avx2(void)
+{
+	unsigned a, b, c, d;
+	if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & bit_OSXSAVE) || !(c & bit_AVX))
+		return false;
+	unsigned xlo, xhi;
+	__asm__ volatile("xgetbv" : "=a"(xlo), "=d"(xhi) : "c"(0));
+	if ((xlo & 0x6) != 0x6)
+		return false;
+	return __get_cpuid_count(7, 0, &a, &b, &c, &d) && (b & bit_AVX2);
+}
+
 /* The binary to exec for pasta or passt (argv[0] keeps the name, which
  * picks the mode). On a CPU with AVX2 passt re-execs itself as
  * passt.avx2 at start (its arch.c: a second execve and dynamic link, ~10
@@ -648,8 +668,7 @@ static const char *exec_path(const char *tool)
 {
 	static const char *const c[] = {"/usr/bin/passt.avx2", "/bin/passt.avx2",
 					"/usr/local/bin/passt.avx2"};
-	__builtin_cpu_init();
-	const char *avx2 = __builtin_cpu_supports("avx2") ? find(c, ARRAY_SIZE(c)) : NULL;
+	const char *avx2 = cpu_has_avx2() ? find(c, ARRAY_SIZE(c)) : NULL;
 	return avx2 ? avx2 : tool;
 }
 

@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #if defined(__x86_64__)
+#include <cpuid.h>
 #include <sys/platform/x86.h>
 #endif
 
@@ -181,8 +182,15 @@ static void cpu_sig(char *buf, size_t len)
 	size_t at = 0;
 	buf[0] = 0;
 #if defined(__x86_64__)
+	/* the vendor from leaf 0 itself, one cpuid, here only: libgcc's
+	 * __builtin_cpu_is would link its constructor, ~10 cpuid at every
+	 * start of every program of ours that has this file (kis itself) */
+	unsigned v0, vb = 0, vc, vd;
+	__get_cpuid(0, &v0, &vb, &vc, &vd);
 	at += (size_t)snprintf(buf, len, "%s",
-			       __builtin_cpu_is("intel") ? "intel" : __builtin_cpu_is("amd") ? "amd" : "x86");
+			       vb == signature_INTEL_ebx ? "intel" :
+			       vb == signature_AMD_ebx	 ? "amd" :
+							   "x86");
 	for (unsigned i = CPUID_INDEX_1; i <= CPUID_INDEX_14_ECX_0 && at < len; i++) {
 		const struct cpuid_feature *f = __x86_get_cpuid_feature_leaf(i);
 		unsigned ebx = i == CPUID_INDEX_1 ? 0 : f->cpuid_array[1];
