@@ -61,13 +61,20 @@ int kis_native_plan_run(struct kis_native_plan *n, int (*child_setup)(void *, st
 struct kis_cgroup;
 struct kis_run_cgroup {
 	struct kis_cgroup *cg; /* NULL: no cgroup for this run */
-	uint64_t memory_bytes, pids;
+	uint64_t memory_bytes, pids; /* pids: the command's (limits.pids) */
+	/* the engine's own processes in the group (bwrap, an agent, a worker,
+	 * pasta): pids.max is pids plus these (kis_host_cgroup_open) */
+	unsigned engine_pids;
 	bool has_cpu; /* cpu_fd is the group's CPU accounting (kis_cgroup_cpu_fd) */
 	int cpu_fd;
 };
 /* Make the run's group with the limits in `enforceable` (KIS_LIMIT_*). */
 int kis_run_cgroup_open(struct kis_run_cgroup *rc, const char *sandbox_id,
 			const struct kis_limits *l, unsigned enforceable, struct kis_error **err);
+/* One more of the engine's processes joins the group (pasta, once its
+ * start is done): pids.max grows by one before the move, which the
+ * limit does not refuse. */
+int kis_run_cgroup_engine_joins(struct kis_run_cgroup *rc, struct kis_error **err);
 /* In the child before exec. */
 int kis_run_cgroup_join(struct kis_run_cgroup *rc, struct kis_error **err);
 /* explain (memory_limit, pids_limit) and kill_all hooks for the supervisor. */

@@ -28,6 +28,14 @@ int kis_run_cgroup_open(struct kis_run_cgroup *rc, const char *sandbox_id,
 	return 0;
 }
 
+int kis_run_cgroup_engine_joins(struct kis_run_cgroup *rc, struct kis_error **err)
+{
+	if (!rc->cg || !rc->pids)
+		return 0;
+	rc->engine_pids++;
+	return kis_cgroup_set_pids(rc->cg, rc->pids + rc->engine_pids, err);
+}
+
 /* In the child, before exec: join the group, so nothing the command forks
  * can be outside it (no allocation: the paths were prepared). */
 int kis_run_cgroup_join(struct kis_run_cgroup *rc, struct kis_error **err)

@@ -132,7 +132,7 @@ static int process_run(struct kis_plan *pl, struct kis_result *res, struct kis_e
 	 * where not, an explicit value was refused in plan. */
 	struct kis_run_cgroup rc;
 	TRY(kis_host_cgroup_open(&rc, pl->sandbox_id, &pl->n.limits,
-				 KIS_LIMIT_MEMORY | KIS_LIMIT_PIDS, pl->cgroup_explicit, err));
+				 KIS_LIMIT_MEMORY | KIS_LIMIT_PIDS, pl->cgroup_explicit, 0, err));
 	struct kis_supervise_hooks hooks;
 	kis_run_cgroup_hooks(&rc, &hooks);
 	int r = kis_native_plan_run(&pl->n, process_child_setup, &rc, &hooks, res, err);
@@ -155,7 +155,7 @@ static int process_start_session(struct kis_plan *pl, const struct kis_session_c
 	 * tier; it outlives us and end_session removes it */
 	struct kis_run_cgroup rc;
 	TRY(kis_host_cgroup_open(&rc, ctx->id, &pl->n.limits, KIS_LIMIT_MEMORY | KIS_LIMIT_PIDS,
-				 pl->cgroup_explicit, err));
+				 pl->cgroup_explicit, 0, err));
 	struct kis_spawn sp = {
 		.argv = pl->n.argv, .envp = pl->n.envp, .cwd = pl->n.cwd, .stdin_fd = -1,
 		.pass_fd3 = true, .fd3 = ctx->listen_fd,

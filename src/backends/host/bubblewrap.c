@@ -523,7 +523,6 @@ struct bw_start {
 	int userns_fd;
 	int netns_fd; /* egress: the engine's network namespace, or -1 */
 	struct kis_egress eg;
-	unsigned engine_pids; /* the engine's processes in rc beside pasta */
 };
 
 static int clear_cloexec(int fd)
@@ -640,16 +639,11 @@ static int start_prepare(struct kis_plan *pl, const char *cg_name, bool session,
 {
 	*s = (struct bw_start){.pl = pl, .seccomp_fd = -1, .info_fd = -1, .userns_fd = -1,
 			       .netns_fd = -1, .eg = KIS_EGRESS_INIT};
-	/* limits.pids is the command's: the engine's own processes in the
-	 * group are added to pids.max (bwrap, the agent, pasta, and in a
-	 * session the worker of an exec; concurrent execs share one count) */
-	struct kis_limits lim = pl->n.limits;
-	if (lim.pids)
-		lim.pids += KIS_BW_ENGINE_PIDS + session; /* pasta: as it joins */
-	TRY(kis_host_cgroup_open(&s->rc, cg_name, &lim, pl->cgroup_limits, pl->cgroup_explicit,
-				 err));
-	s->rc.pids = pl->n.limits.pids; /* what a refusal names */
-	s->engine_pids = KIS_BW_ENGINE_PIDS + session;
+	/* the engine's own processes in the group: bwrap, the agent, and in a
+	 * session the worker of an exec (concurrent execs share one count);
+	 * pasta as it joins (egress_into_cgroup) */
+	TRY(kis_host_cgroup_open(&s->rc, cg_name, &pl->n.limits, pl->cgroup_limits,
+				 pl->cgroup_explicit, KIS_BW_ENGINE_PIDS + session, err));
 	if ((s->seccomp_fd = export_seccomp(pl->net, err)) < 0)
 		return -1;
 	if (pl->rootless)
@@ -684,10 +678,8 @@ static int egress_into_cgroup(struct bw_start *s, struct kis_error **err)
 {
 	if (s->eg.pid <= 0 || !s->rc.cg)
 		return 0;
-	/* pasta is the engine's process, not the command's: pids.max grows
-	 * by one as it joins (a move is not refused at the limit) */
-	if (s->rc.pids && kis_cgroup_set_pids(s->rc.cg, s->rc.pids + s->engine_pids + 1, err) < 0)
-		return -1;
+	/* pasta is the engine's process, not the command's */
+	TRY(kis_run_cgroup_engine_joins(&s->rc, err));
 	return kis_cgroup_attach(s->rc.cg, s->eg.pid, err);
 }
 

@@ -272,10 +272,17 @@ int kis_host_seccomp_fd(const struct kis_seccomp_opts *o, int *fd_out, struct ki
 /* ---- cgroups of runs and sessions ---- */
 
 int kis_host_cgroup_open(struct kis_run_cgroup *rc, const char *name, const struct kis_limits *l,
-			 unsigned want, unsigned explicit_limits, struct kis_error **err)
+			 unsigned want, unsigned explicit_limits, unsigned engine_pids,
+			 struct kis_error **err)
 {
 	struct kis_error *e = NULL;
-	if (kis_run_cgroup_open(rc, name, l, want, &e) < 0) {
+	struct kis_limits lim = *l;
+	if (lim.pids)
+		lim.pids += engine_pids;
+	if (kis_run_cgroup_open(rc, name, &lim, want, &e) == 0) {
+		rc->pids = rc->pids ? l->pids : 0; /* 0: no pids limit here */
+		rc->engine_pids = engine_pids;
+	} else {
 		memset(rc, 0, sizeof(*rc));
 		if (explicit_limits) {
 			*err = e;

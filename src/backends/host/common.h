@@ -49,9 +49,13 @@ int kis_host_seccomp_fd(const struct kis_seccomp_opts *o, int *fd_out, struct ki
 
 /* The run's or session's cgroup: memory and pids defaults on every start
  * where the host lets us make one; when it does not, a failure is an error
- * only for limits the profile named (explicit, KIS_LIMIT_* bits). */
+ * only for limits the profile named (explicit, KIS_LIMIT_* bits).
+ * limits.pids is the command's: the engine_pids processes of the engine's
+ * that start in the group are added to pids.max (rc->pids stays the
+ * command's, for what a refusal names). */
 int kis_host_cgroup_open(struct kis_run_cgroup *rc, const char *name, const struct kis_limits *l,
-			 unsigned want, unsigned explicit_limits, struct kis_error **err);
+			 unsigned want, unsigned explicit_limits, unsigned engine_pids,
+			 struct kis_error **err);
 /* Sessions: the group outlives this process. Save where it is in the
  * session's directory (then let go of it here without removing it), and
  * at the end kill what is left in it and remove it. */

@@ -202,15 +202,10 @@ static int ll_prepare(struct kis_plan *pl, const char *name, const char *agent,
 {
 	memset(s, 0, sizeof(*s));
 	kis_confine_plan_init(&s->cp);
-	/* limits.pids is the command's: a session's agent and the worker of
-	 * an exec, in the group too, are added (as on bubblewrap) */
-	struct kis_limits lim = pl->n.limits;
-	if (lim.pids && agent)
-		lim.pids += 2;
-	if (kis_host_cgroup_open(&s->rc, name, &lim, pl->cgroup_limits, pl->cgroup_explicit,
-				 err) < 0)
+	/* a session's agent and the worker of an exec are in the group too */
+	if (kis_host_cgroup_open(&s->rc, name, &pl->n.limits, pl->cgroup_limits,
+				 pl->cgroup_explicit, agent ? 2 : 0, err) < 0)
 		return -1;
-	s->rc.pids = pl->n.limits.pids; /* what a refusal names */
 	if (pl->set_user && pl->workspace &&
 	    (kis_host_make_reachable(pl->workspace, err) < 0 ||
 	     kis_host_chown_tree(pl->workspace, pl->uid, pl->gid, err) < 0))
