@@ -25,10 +25,13 @@ enum kis_limit_kind { KIS_LK_MS = 0, KIS_LK_BYTES, KIS_LK_COUNT };
 #define KIS_LIMIT_MAX_MS (366ull * 24 * 3600 * 1000)
 #define KIS_LIMIT_MAX_BYTES (1ull << 62)
 /* The least memory limit: below it no sandbox starts. What a backend's own
- * setup charges to the group counts (bwrap and the agent need ~0.85 MiB
- * here, crun's init less), and below it an exec fails where nothing can
- * say so (the child's report is charged to the group as well). */
-#define KIS_LIMIT_MIN_MEMORY (1ull << 20)
+ * setup charges to the group counts: bwrap and the agent need ~0.85 MiB
+ * that cannot be reclaimed, and ~3 MiB at their peak when nothing presses
+ * them (the binaries' page cache, the copied mount tree's kernel memory,
+ * more on a host with more mounts); 1 MiB was OOM-killed on a fresh CI
+ * machine. Below it an exec fails where nothing can say so (the child's
+ * report is charged to the group as well). */
+#define KIS_LIMIT_MIN_MEMORY (4ull << 20)
 
 /* X(field, BIT, kind, default, min, max, per_exec, flag, help)
  *   field:    member of struct kis_limits and key of its JSON ("limits.field")

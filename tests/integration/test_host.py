@@ -306,12 +306,12 @@ class TestLimits:
         assert r["termination"]["reason"] == "exited" and r["stdout"] == "one\n", r
 
     def test_the_least_memory_limit_starts_the_command(self, host, backend):
-        # the floor (1 MiB, kis/limits.h) is a limit the sandbox starts in:
+        # the floor (4 MiB, kis/limits.h) is a limit the sandbox starts in:
         # bwrap and the agent count against it, and still the command runs
         require(backend)
         for _ in range(3):
             r = run_json(host, backend, "sh", "-c", "echo started",
-                         flags=("--memory", "1M", "--timeout", "20s"))
+                         flags=("--memory", "4M", "--timeout", "20s"))
             assert r["termination"]["reason"] == "exited", r
             assert r["stdout"] == "started\n", r
 

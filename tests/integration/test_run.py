@@ -379,7 +379,7 @@ def test_pinned_absent_tier_is_unavailable():
     # below what any sandbox starts in: refused, not a setup that dies
     # unexplained (bwrap's agent was lost, an exec failed silently)
     (["--memory", "5"], "limits.memory_bytes: 5 is below the least a sandbox starts in: "
-     "give 0 (the default) or at least 1048576"),
+     "give 0 (the default) or at least 4194304"),
 ])
 def test_bad_flags_are_refused_naming_what_to_change(args, needle):
     p = kis("run", *args, *PROC, "--", "true")

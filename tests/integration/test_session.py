@@ -385,7 +385,7 @@ def test_exec_takes_the_flags_grammar_of_run(session):
         assert p.returncode == 0 and p.stdout.strip() == "64", p.stderr
     p = kis("exec", session, "--env=A=1", "--", "sh", "-c", "echo $A")
     assert p.stdout.strip() == "1", p.stderr
-    p = kis("exec", session, "--memory", "1M", "--", "true")
+    p = kis("exec", session, "--memory", "8M", "--", "true")
     assert p.returncode == 125 and "set at create" in p.stderr, p.stderr
     p = kis("exec", session, "--cwd", "/proc/self/fd/3", "--", "true")
     assert p.returncode == 125 and p.stderr.startswith("invalid_profile:"), p.stderr
