@@ -98,7 +98,7 @@ static void test_valid_full_profile(void **state)
 	(void)state;
 	const char *json = "{\"tier\":\"host\",\"backend\":\"landlock\",\"workspace\":\"w-abc\","
 			   "\"root\":\"workspace\",\"network\":{\"mode\":\"loopback\"},"
-			   "\"limits\":{\"wall_ms\":1500,\"cpu_ms\":0,\"memory_bytes\":1048576,"
+			   "\"limits\":{\"wall_ms\":1500,\"cpu_ms\":0,\"memory_bytes\":4194304,"
 			   "\"pids\":10,\"output_bytes\":5,\"file_bytes\":6,\"open_files\":7},"
 			   "\"env\":{\"A\":\"1\",\"B\":\"x=y\"},\"cwd\":\"/workspace/src\","
 			   "\"tty\":{\"enabled\":true,\"rows\":50,\"cols\":132},"
@@ -114,7 +114,7 @@ static void test_valid_full_profile(void **state)
 	assert_int_equal(p.root, KIS_ROOT_WORKSPACE);
 	assert_int_equal(p.net, KIS_NET_LOOPBACK);
 	assert_int_equal(p.limits.wall_ms, 1500);
-	assert_int_equal(p.limits.memory_bytes, 1048576);
+	assert_int_equal(p.limits.memory_bytes, 4194304);
 	assert_int_equal(p.limits.pids, 10);
 	assert_int_equal(p.limits.open_files, 7);
 	assert_int_equal(p.n_env, 2);
