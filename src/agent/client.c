@@ -206,16 +206,21 @@ int kis_call_agent(int conn, const struct kis_call *c, struct kis_result *res,
 			}
 			timeout = (int)(c->deadline_ms - t);
 		}
-		if (cpu_on) {
-			/* sampled every 20 ms, as the supervisor does its clocks */
-			uint64_t used;
-			if (!out->cpu_cut && kis_cpuacct_read_ms(cpu_fd, &used) == 0 &&
-			    used >= cpu0 && used - cpu0 >= c->cpu_limit_ms) {
+		if (cpu_on && !out->cpu_cut) {
+			/* sampled as the supervisor does its clocks: every 20 ms,
+			 * more often as the budget runs out */
+			uint64_t used = 0;
+			if (kis_cpuacct_read_ms(cpu_fd, &used) == 0 && used >= cpu0)
+				used -= cpu0;
+			else
+				used = 0;
+			if (used >= c->cpu_limit_ms) {
 				out->cpu_cut = true;
 				send_signal(conn, SIGKILL);
 			}
-			if (timeout < 0 || timeout > 20)
-				timeout = 20;
+			int look = kis_cpu_next_look_ms(used, c->cpu_limit_ms, 20);
+			if (timeout < 0 || timeout > look)
+				timeout = look;
 		}
 		if (buffered)
 			timeout = 0;

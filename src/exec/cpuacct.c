@@ -4,6 +4,7 @@
 #include "core/util.h"
 
 #include <string.h>
+#include <unistd.h>
 
 #include "exec/exec.h"
 
@@ -25,4 +26,25 @@ int kis_cpuacct_read_ms(int fd, uint64_t *ms)
 		return -1;
 	*ms = strtoull(buf, NULL, 10) / 1000000;
 	return 0;
+}
+
+int kis_cpu_next_look_ms(uint64_t used_ms, uint64_t limit_ms, int tick_ms)
+{
+	if (used_ms >= limit_ms)
+		return 1;
+	uint64_t left = limit_ms - used_ms;
+	/* CPU time grows at most as fast as the wall clock times the CPUs
+	 * that can run it; sysconf reads /sys only when the budget is near */
+	if (left >= (uint64_t)tick_ms * 1024)
+		return tick_ms;
+	static _Atomic long cached;
+	long ncpu = cached;
+	if (ncpu <= 0) {
+		long n = sysconf(_SC_NPROCESSORS_ONLN);
+		cached = ncpu = n > 0 ? n : 1024;
+	}
+	uint64_t t = left / (uint64_t)ncpu;
+	if (t < 1)
+		return 1;
+	return t < (uint64_t)tick_ms ? (int)t : tick_ms;
 }

@@ -120,6 +120,13 @@ int kis_exec_run(struct kis_spawn *sp, const struct kis_supervise *sv, struct ki
  * v2 cpu.stat), in ms. 0 on success. */
 int kis_cpuacct_read_ms(int fd, uint64_t *ms);
 
+/* How long a supervisor may wait before it looks at a CPU budget again:
+ * `tick_ms` while the budget is far off; nearer, the time in which every
+ * online CPU together could spend what is left (at least 1 ms), so a
+ * command is stopped within about a millisecond of its limits.cpu_ms and
+ * cannot pass it unseen by exiting between two looks. */
+int kis_cpu_next_look_ms(uint64_t used_ms, uint64_t limit_ms, int tick_ms);
+
 /* Start a long-lived command (an agent) detached from the caller: a new
  * session, stdin/stdout/stderr on /dev/null, reparented away from us
  * (double fork). Returns once it has exec'd; *pid is its pid. */

@@ -145,6 +145,17 @@ static uint64_t group_cpu_ms(const struct kis_supervise_hooks *h, bool have, uin
 	return ms - base;
 }
 
+/* What the command has spent since its exec: its own clock, or its
+ * sandbox's group where one counts every process, whichever is more. */
+static uint64_t cpu_now(clockid_t clk, bool have_clk, uint64_t clk0,
+			const struct kis_supervise_hooks *h, bool have_cg, uint64_t cg0)
+{
+	uint64_t c = child_cpu_ms(clk, have_clk);
+	c = c > clk0 ? c - clk0 : 0;
+	uint64_t g = group_cpu_ms(h, have_cg, cg0);
+	return c > g ? c : g;
+}
+
 static bool explain(struct run_state *st, enum kis_reason *why, char **detail)
 {
 	const struct kis_supervise_hooks *h = st->sv->hooks;
@@ -473,6 +484,11 @@ int kis_exec_run(struct kis_spawn *sp, const struct kis_supervise *sv, struct ki
 	}
 	clockid_t cpu_clk;
 	bool have_clk = clock_getcpuclockid(pid, &cpu_clk) == 0;
+	/* the command's clock from its exec on: the child's confinement
+	 * before it (Landlock, seccomp) is the engine's setup, not the
+	 * command's (a limit applies to the command) */
+	uint64_t child_cpu0 = child_cpu_ms(cpu_clk, have_clk);
+	uint64_t cpu_used = 0;
 	/* the sandbox's total where its cgroup counts it: every process, not
 	 * only the first (issue 15); counted from here, the setup excluded */
 	const struct kis_supervise_hooks *hk = sv->hooks;
@@ -524,6 +540,8 @@ int kis_exec_run(struct kis_spawn *sp, const struct kis_supervise *sv, struct ki
 		if (exited && now >= drain_until)
 			break; /* a process outside the group holds a pipe: stop waiting */
 		int timeout = TICK_MS;
+		if (!exited && sv->cpu_ms && (have_clk || have_cg_cpu))
+			timeout = kis_cpu_next_look_ms(cpu_used, sv->cpu_ms, TICK_MS);
 		if (!exited && deadline > now && deadline - now < (uint64_t)timeout)
 			timeout = (int)(deadline - now);
 		if (exited)
@@ -577,8 +595,8 @@ int kis_exec_run(struct kis_spawn *sp, const struct kis_supervise *sv, struct ki
 			snprintf(d, sizeof(d), "wall clock passed limits.wall_ms (%llu ms)",
 				 (unsigned long long)sv->wall_ms);
 			stop_for(&st, KIS_REASON_TIMEOUT, d);
-		} else if (child_cpu_ms(cpu_clk, have_clk) >= sv->cpu_ms ||
-			   group_cpu_ms(hk, have_cg_cpu, cg_cpu0) >= sv->cpu_ms) {
+		} else if ((cpu_used = cpu_now(cpu_clk, have_clk, child_cpu0, hk, have_cg_cpu,
+					       cg_cpu0)) >= sv->cpu_ms) {
 			char d[120];
 			snprintf(d, sizeof(d), "cpu time passed limits.cpu_ms (%llu ms)",
 				 (unsigned long long)sv->cpu_ms);

@@ -678,3 +678,18 @@ def test_backends_json_claims_agree_with_the_matrix(world):
                 assert lim in cl.get("limits", []), (b, c)
     if not checked:
         pytest.skip("no matrix cells ran in this session")
+
+
+@pytest.mark.parametrize("backend", ["landlock", "bubblewrap", "oci"])
+def test_a_short_cpu_budget_is_not_outrun(world, backend):
+    """A command that spends a few ms past a small --cpu-time and exits
+    within one 20 ms look of the supervisor used to end 'exited': the limit
+    accepted and not applied. The supervisor now looks again as often as
+    the budget left could run out: violate, burning 12 ms of CPU, is
+    stopped before it has burnt 10 (a dot per 10 ms)."""
+    if not claims(world, backend).get("available"):
+        pytest.skip(f"{backend} is not available here")
+    for _ in range(3):
+        d = call(world, backend, "run", ["--cpu-time", "4ms"], ["./violate", "burn", "1", "0.012"])
+        assert reason(d) == "cpu_limit", (d["termination"], d["stderr"][-300:])
+        assert d["stdout"].count(".") == 0, f"{d['stdout']!r} under --cpu-time 4ms"
