@@ -30,6 +30,11 @@ set -eu
 cd "$(dirname "$0")/.."
 mkdir -p build/bench
 cc -std=gnu11 -O2 -Wall -Wextra -Werror -o build/bench/startup bench/startup.c
+# the price of one more process image, linked as kis and the agent are
+cc -std=gnu11 -O2 -Wall -Wextra -Werror -static-pie -o build/bench/empty-glibc bench/empty.c
+cc -std=gnu11 -O2 -Wall -Wextra -Werror -DNOLIBC -nostdlib -static -o build/bench/empty-nolibc \
+	bench/empty.c
+IMG="an empty static glibc program"
 N=${N:-200}
 KIS=build/kis
 avail() { $KIS sandbox backends --json | /usr/bin/python3 -c "
@@ -45,10 +50,12 @@ if [ "$(avail landlock)" = True ]; then
 	echo "== landlock: start-to-exit of /bin/true ($N runs each; target: within 1.5x plain fork/exec)"
 	set -- "plain fork/exec=/bin/true" "fork/exec + cgroup=@cgroup /bin/true" \
 		"kis process tier=$KIS sandbox run --tier process --allow-process-tier -- /bin/true" \
-		"kis landlock=$KIS sandbox run --backend landlock -- /bin/true"
+		"kis landlock=$KIS sandbox run --backend landlock -- /bin/true" \
+		"$IMG=build/bench/empty-glibc" "the same without libc=build/bench/empty-nolibc"
 	[ -n "$B" ] && set -- "$@" \
 		"before: landlock=$B sandbox run --backend landlock -- /bin/true"
-	build/bench/startup "$N" "$@"
+	build/bench/startup "$N" "$@" |
+		sh bench/floor.sh "plain fork/exec" "kis landlock" "$IMG" 1 1.5
 fi
 if [ "$(avail bubblewrap)" = True ]; then
 	raw=$(/usr/bin/python3 bench/refs.py bwrap "$KIS" -- /bin/true)
@@ -62,8 +69,9 @@ if [ "$(avail bubblewrap)" = True ]; then
 	echo "== bubblewrap: start-to-exit of /bin/true ($N runs each; target: within 1.2x raw bwrap, kis argv)"
 	set -- "raw bwrap, kis argv=$raw" "raw bwrap, kis argv + cgroup=@cgroup $raw" \
 		"kis bubblewrap=$KIS sandbox run --backend bubblewrap -- /bin/true" \
-		"old ref: bwrap --unshare-all=$old"
+		"old ref: bwrap --unshare-all=$old" "$IMG=build/bench/empty-glibc"
 	[ -n "$B" ] && set -- "$@" "before: bubblewrap=$B sandbox run --backend bubblewrap -- /bin/true"
-	build/bench/startup "$N" "$@"
+	build/bench/startup "$N" "$@" |
+		sh bench/floor.sh "raw bwrap, kis argv" "kis bubblewrap" "$IMG" 2 1.2
 fi
 echo "load: $(uptime)"

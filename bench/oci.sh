@@ -41,6 +41,10 @@ if [ "$(id -u)" != 0 ]; then echo "bench/oci.sh: the oci backend needs root: ski
 [ -x "$KIS" ] || { echo "bench/oci.sh: build/kis is missing; run make" >&2; exit 1; }
 mkdir -p "$REPO/build/bench"
 cc -std=gnu11 -O2 -Wall -Wextra -Werror -o "$REPO/build/bench/startup" "$REPO/bench/startup.c"
+# the price of one more process image, linked as kis and the agent are
+cc -std=gnu11 -O2 -Wall -Wextra -Werror -static-pie -o "$REPO/build/bench/empty-glibc" \
+	"$REPO/bench/empty.c"
+IMG="an empty static glibc program"
 
 WORK=$(mktemp -d /tmp/kis-bench-oci-XXXXXX)
 export KIS_SANDBOX_ROOT="$WORK/store"
@@ -95,5 +99,7 @@ echo "start-to-exit of /bin/true, $N runs each, interleaved (reference: raw crun
 	"kis clone+run (root:ws)=$KIS sandbox run --tier container --root workspace --base $os -- /bin/true" \
 	"old ref: crun spec default=$spec" \
 	"old ref: crun compiling seccomp=$rawbpf" \
-	${BEFORE:+"before: kis run --tier container=$BEFORE sandbox run --tier container -- /bin/true"}
+	"$IMG=$REPO/build/bench/empty-glibc" \
+	${BEFORE:+"before: kis run --tier container=$BEFORE sandbox run --tier container -- /bin/true"} |
+	sh "$REPO/bench/floor.sh" "raw crun, kis config" "kis run --tier container" "$IMG" 2 1.2
 echo "load: $(uptime)"
