@@ -26,6 +26,8 @@ cd "$(dirname "$0")/.."
 REPO=$(pwd)
 mkdir -p build/bench
 cc -std=gnu11 -O2 -Wall -Wextra -Werror -o build/bench/startup bench/startup.c
+# the price of one more process image, linked as kis and the agent are
+cc -std=gnu11 -O2 -Wall -Wextra -Werror -static-pie -o build/bench/empty-glibc bench/empty.c
 SECS=${1:-${SECS:-4}}
 ROUNDS=${ROUNDS:-2}
 if [ -n "${QUICK:-}" ]; then SECS=1; ROUNDS=1; fi
@@ -79,6 +81,10 @@ if has wasm && command -v wat2wasm >/dev/null && command -v wasm-interp >/dev/nu
 else
 	echo "(wasm: wabt's wat2wasm and wasm-interp are needed for the reference: tier left out)"
 fi
+# the floor: at full load a run's price is its CPU, so the most runs per
+# second kis can make is the reference's with K more images in each run
+# (kis; inside bwrap and crun the agent too), priced by this row
+set -- "$@" "image: an empty static glibc program=build/bench/empty-glibc"
 echo "load: $(uptime)"
 echo "== runs per second of /bin/true, $SECS s per point in $ROUNDS interleaved rounds, clients $CLIENTS"
 build/bench/startup -c "$CLIENTS" -t "$SECS" -r "$ROUNDS" -o build/bench/throughput.raw "$@" \
@@ -86,20 +92,29 @@ build/bench/startup -c "$CLIENTS" -t "$SECS" -r "$ROUNDS" -o build/bench/through
 cat "$WORK/table"
 echo "load: $(uptime)"
 # kis against its own reference at each client count
-printf '%-11s %7s %12s %12s %8s %13s %8s\n' tier clients "kis runs/s" "raw runs/s" ratio \
-	"before runs/s" ratio
+printf '%-11s %7s %12s %12s %8s %8s %13s %8s\n' tier clients "kis runs/s" "raw runs/s" ratio \
+	floor "before runs/s" ratio
 : > build/bench/throughput.dat
 for t in $tiers; do
-	awk -v t="$t" -F'"' '
+	case $t in landlock) k=1 ;; bubblewrap | container) k=2 ;; *) k=0 ;; esac
+	awk -v t="$t" -v k="$k" -v busy="$(( $(nproc) * 2 ))" -F'"' '
+		$2 ~ "^image: " { split($3, f, " "); img[f[1]] = f[2] }
 		$2 ~ "^" t ": " { split($3, f, " "); c = f[1]; v = f[2]
 			if ($2 ~ ": kis$") kis[c] = v; else if ($2 ~ ": before$") bef[c] = v
 			else raw[c] = v; cs[c] = 1 }
 		END { for (c in cs) if (kis[c] && raw[c]) {
 			printf "%-11s %7d %12.1f %12.1f %7.2fx", t, c, kis[c], raw[c], kis[c] / raw[c]
+			# floor: 1 / (1/raw + k/image), as a ratio to raw, where
+			# the clients keep every CPU busy (then a run costs its CPU)
+			if (k && img[c] && c >= busy) printf " %7.2fx", 1 / (1 + k * raw[c] / img[c])
+			else printf " %8s", "-"
 			if (bef[c]) printf " %13.1f %7.2fx", bef[c], bef[c] / raw[c]
 			printf "\n" } }' \
 		build/bench/throughput.raw | sort -k2,2n | tee -a build/bench/throughput.dat
 done
+echo "floor: the reference's rate with K empty glibc images more per run (landlock 1: kis;"
+echo "bubblewrap and container 2: kis and the agent), each priced by the image row at that load;"
+echo "shown where the clients keep every CPU busy (at least twice the CPUs), where a run costs its CPU"
 if command -v gnuplot >/dev/null 2>&1 && [ -n "$tiers" ]; then
 	{
 		echo "set terminal pngcairo size 1000,720 noenhanced"
@@ -110,7 +125,12 @@ if command -v gnuplot >/dev/null 2>&1 && [ -n "$tiers" ]; then
 		for t in $tiers; do
 			echo "set title '$t'"
 			echo "plot 'build/bench/throughput.dat' using (strcol(1) eq '$t' ? \$2 : 1/0):4 with linespoints lw 2 title 'raw mechanism', \\"
-			echo "     '' using (strcol(1) eq '$t' ? \$2 : 1/0):3 with linespoints lw 2 title 'kis'"
+			if [ "$t" = wasm ]; then
+				echo "     '' using (strcol(1) eq '$t' ? \$2 : 1/0):3 with linespoints lw 2 title 'kis'"
+			else
+				echo "     '' using (strcol(1) eq '$t' ? \$2 : 1/0):3 with linespoints lw 2 title 'kis', \\"
+				echo "     '' using (strcol(1) eq '$t' ? \$2 : 1/0):(strcol(6) eq '-' ? 1/0 : \$4 * real(substr(strcol(6), 1, strlen(strcol(6)) - 1))) with lines dt 2 lw 2 title 'floor: raw + the images kis adds'"
+			fi
 		done
 		echo "unset multiplot"
 	} | gnuplot
