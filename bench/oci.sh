@@ -24,10 +24,8 @@
 #                          makes it and named by a path into a descriptor
 #                          table as kis names its own (@userns=FIRST,fd=N)
 #                          (kis's config hands crun the compiled seccomp
-#                          program as run.oci.seccomp_bpf_data: crun loads it
-#                          instead of compiling linux.seccomp)
-#   old ref: crun compiling linux.seccomp (labelled): the same config
-#                          without the annotation, as kis's was before
+#                          program as run.oci.seccomp_bpf_data, its only
+#                          seccomp: crun loads it as given)
 #   crun spec (old reference, labelled): `crun spec`'s default bundle on the
 #                          same rootfs skeleton with the system directories
 #                          bound read-only: fewer mounts and masks, no
@@ -50,7 +48,7 @@ WORK=$(mktemp -d /tmp/kis-bench-oci-XXXXXX)
 export KIS_SANDBOX_ROOT="$WORK/store"
 cleanup() {
 	set +e
-	for st in "$WORK/state" "$WORK/spec/state" "$WORK/bpf/state"; do
+	for st in "$WORK/state" "$WORK/spec/state"; do
 		for c in $(ls "$st" 2>/dev/null | grep '^kisref-'); do
 			crun --root "$st" delete -f "$c" >/dev/null 2>&1
 		done
@@ -65,8 +63,7 @@ trap cleanup EXIT INT TERM
 
 "$KIS" sandbox run --tier container -- /bin/true # stages the agent the reference binds
 raw=$(/usr/bin/python3 "$REPO/bench/refs.py" crun "$KIS" "$WORK" -- /bin/true)
-mkdir -p "$WORK/bpf"
-rawbpf=$(/usr/bin/python3 "$REPO/bench/refs.py" crun "$KIS" "$WORK/bpf" --no-bpf -- /bin/true)
+
 # crun spec's default, on the same skeleton (the old kind of reference)
 mkdir -p "$WORK/spec/bundle"
 (cd "$WORK/spec/bundle" && crun spec)
@@ -98,7 +95,6 @@ echo "start-to-exit of /bin/true, $N runs each, interleaved (reference: raw crun
 	"kis clone+run (root:host)=$KIS sandbox run --tier container --base $tiny -- /bin/true" \
 	"kis clone+run (root:ws)=$KIS sandbox run --tier container --root workspace --base $os -- /bin/true" \
 	"old ref: crun spec default=$spec" \
-	"old ref: crun compiling seccomp=$rawbpf" \
 	"$IMG=$REPO/build/bench/empty-glibc" \
 	${BEFORE:+"before: kis run --tier container=$BEFORE sandbox run --tier container -- /bin/true"} |
 	sh "$REPO/bench/floor.sh" "raw crun, kis config" "kis run --tier container" "$IMG" 2 1.2

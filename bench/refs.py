@@ -16,10 +16,8 @@ configuration kis generates for it, and nothing more.
       the rootfs skeleton kis makes, the agent bound from kis's staged copy;
       prints the bench/startup.c command running it with crun as kis does.
       kis's config carries the annotation run.oci.seccomp_bpf_data (its own
-      compiled program for the same policy, the file bubblewrap runs use):
-      crun loads it instead of compiling linux.seccomp with libseccomp.
-      --no-bpf drops it: crun compiles linux.seccomp at every start, as it
-      did for kis before (an old reference, labelled as one).
+      compiled program for the same policy, the file bubblewrap runs use)
+      and no linux.seccomp: crun loads the program as given.
       As root the container joins the sandbox's user namespace (0..65535
       onto its own host block), which kis makes before crun starts and
       names by a path into its descriptor table: the reference makes it
@@ -73,7 +71,7 @@ def bwrap(kis, cmd, cgroup):
 USERNS_FD = 100
 
 
-def crun(kis, d, cmd, no_bpf=False):
+def crun(kis, d, cmd):
     plan = dry_run(kis, "oci", ["/bin/true"])
     cfg = plan["config"]
     bundle = os.path.join(d, "bundle")
@@ -113,8 +111,6 @@ def crun(kis, d, cmd, no_bpf=False):
         if ns["type"] == "user" and "path" in ns:
             ns["path"] = "/proc/self/fd/%d" % USERNS_FD
             words.insert(0, "@userns=%d,fd=%d" % (plan["ids"]["first"], USERNS_FD))
-    if no_bpf:
-        cfg.get("annotations", {}).pop("run.oci.seccomp_bpf_data", None)
     with open(os.path.join(bundle, "config.json"), "w") as f:
         json.dump(cfg, f)
     return " ".join(words) + " crun --root %s/state --log=file:%s/crun.log run --bundle %s kisref-{}" % (
@@ -130,7 +126,7 @@ def main():
     if head[0] == "bwrap":
         print(bwrap(head[1], cmd, "--cgroup" in head[2:]))
     elif head[0] == "crun":
-        print(crun(head[1], head[2], cmd, "--no-bpf" in head[3:]))
+        print(crun(head[1], head[2], cmd))
     else:
         sys.exit(__doc__)
 

@@ -5,10 +5,15 @@
  *   kis-agent --guest-init    PID 1 of the microvm guest (also with no argument as PID 1)
  * --cwd: the sandbox's working directory for requests that name none (the
  * runtime starts the agent in /: a directory it entered for us could be one
- * it resolved through its own descriptors). */
+ * it resolved through its own descriptors).
+ * --require-seccomp (first): the runtime was to load the engine's seccomp
+ * program before it started us (crun's run.oci.seccomp_bpf_data); unless a
+ * filter is in force, nothing is served (a runtime that ignored it would
+ * otherwise run the command weaker than its profile). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #include "agent/agent.h"
@@ -31,6 +36,17 @@ int main(int argc, char **argv)
 		return kis_agent_guest_init();
 	if (argc == 1 && getpid() == 1)
 		return kis_agent_guest_init(); /* /init of the microvm's initramfs */
+	if (argc > 1 && !strcmp(argv[1], "--require-seccomp")) {
+		/* prctl(2) PR_GET_SECCOMP: 2 under a filter (SECCOMP_MODE_FILTER) */
+		if (prctl(PR_GET_SECCOMP, 0, 0, 0, 0) != 2) {
+			fprintf(stderr, "kis-agent: no seccomp filter is in force: the runtime did "
+					"not load the engine's program (run.oci.seccomp_bpf_data); "
+					"nothing is run\n");
+			return 3;
+		}
+		argv++;
+		argc--;
+	}
 	const char *cwd = NULL;
 	if (argc == 5 && !strcmp(argv[3], "--cwd")) {
 		cwd = argv[4];

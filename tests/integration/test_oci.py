@@ -10,6 +10,7 @@ import pty
 import select
 import shutil
 import signal
+import socket
 import struct
 import subprocess
 import fcntl
@@ -24,6 +25,7 @@ from conftest import KIS, ROOT, WAIT_RESIZE, kis, kis_json
 PROBES = ROOT / "build" / "probes"
 CRUN = shutil.which("crun")
 CT = ["--tier", "container"]
+AGENT = ROOT / "build" / "kis-agent"
 STOPPED, ESCAPED, OTHER, SETUP = 0, 1, 2, 3
 
 
@@ -193,6 +195,28 @@ def test_backends_matrix_and_plan(mstore):
     assert plan["config"]["process"]["noNewPrivileges"] is True
     assert plan["command"] == ["true"]
     assert not os.path.exists(plan["bundle"])
+    # the seccomp policy is the compiled program crun loads as given; the
+    # agent serves nothing unless a filter is in force (below)
+    cfg = plan["config"]
+    assert cfg["annotations"]["run.oci.seccomp_bpf_data"]
+    assert "seccomp" not in cfg["linux"]
+    assert cfg["process"]["args"][1] == "--require-seccomp"
+
+
+def test_agent_serves_nothing_without_a_filter(tmp_path):
+    """A runtime that ignored run.oci.seccomp_bpf_data would start the
+    agent with no filter: it refuses by name before it reads a request
+    (the agent itself, run bare: it is the engine's, not a probe)."""
+    a, b = socket.socketpair()
+    try:
+        p = subprocess.run([str(AGENT), "--require-seccomp", "--channel-fd", str(b.fileno()),
+                            "--cwd", "/"], pass_fds=(b.fileno(),), capture_output=True,
+                           text=True, timeout=30)
+    finally:
+        a.close()
+        b.close()
+    assert p.returncode == 3, p.stderr
+    assert "no seccomp filter is in force" in p.stderr, p.stderr
 
 
 def test_run_streams_status_and_isolation(mstore):

@@ -127,7 +127,10 @@ static void test_resources_and_devices(void **state)
 	assert_string_equal(json_string_value(json_object_get(d0, "access")), "rwm");
 	assert_null(json_object_get(d0, "major")); /* deny-all first: every device */
 	assert_string_equal(json_string_value(json_object_get(lx, "cgroupsPath")), "/kis-t");
-	assert_non_null(json_object_get(json_object_get(lx, "seccomp"), "syscalls"));
+	/* the policy is the compiled program of the annotation alone: crun
+	 * ignores linux.seccomp beside it (the agent, started with
+	 * --require-seccomp by oci.c, serves nothing without a filter) */
+	assert_null(json_object_get(lx, "seccomp"));
 	assert_true(json_array_size(json_object_get(lx, "maskedPaths")) > 5);
 	assert_true(json_array_size(json_object_get(lx, "readonlyPaths")) >= 4);
 	json_decref(c);
@@ -178,8 +181,6 @@ static void test_crun_gets_the_compiled_policy(void **state)
 	assert_int_equal(len, (size_t)w);
 	assert_memory_equal(got, want, len);
 	free(got);
-	assert_non_null(json_object_get(json_object_get(json_object_get(c, "linux"), "seccomp"),
-					"syscalls"));
 	json_decref(c);
 }
 

@@ -226,13 +226,15 @@ static char *base64(const uint8_t *in, size_t n)
 	return out;
 }
 
-/* The same policy compiled, for crun's annotation run.oci.seccomp_bpf_data
+/* The policy compiled, for crun's annotation run.oci.seccomp_bpf_data
  * (crun(1): base64 of the program handed to seccomp(SECCOMP_SET_MODE_FILTER),
  * linux.seccomp then ignored): crun skips its libseccomp compile of the
  * JSON, 5.6 ms a start here (docs/performance.md). The program is the host
  * tier's cached one for the same options (kis_host_seccomp_fd), so both
- * tiers load one filter; linux.seccomp stays beside it, the same policy,
- * for a crun without the annotation. */
+ * tiers load one filter. No linux.seccomp beside it: crun ignores it, and
+ * building and writing its JSON cost kis ~0.6 ms of CPU a start. That a
+ * filter is in force is not left to the runtime: the agent is started with
+ * --require-seccomp and serves nothing unless it runs under one. */
 static json_t *seccomp_annotation(const struct kis_seccomp_opts *so, struct kis_error **err)
 {
 	int fd = -1;
@@ -269,24 +271,21 @@ static json_t *id_mappings(json_int_t own, json_int_t range)
 int kis_oci_config_build(const struct kis_oci_spec *s, json_t **out, struct kis_error **err)
 {
 	json_t *mounts = json_array();
-	json_t *sc = NULL;
 	struct kis_seccomp_opts so = {.net = s->net, .allow_sysv_ipc = true};
 	json_t *ann = seccomp_annotation(&so, err);
-	if (!ann || kis_seccomp_to_oci_json(&so, &sc, err) < 0) {
-		json_decref(ann);
+	if (!ann) {
 		json_decref(mounts);
 		return -1;
 	}
 	if (!mounts || build_mounts(s, mounts) < 0) {
 		json_decref(mounts);
-		json_decref(sc);
+		json_decref(ann);
 		return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "cannot build config.json");
 	}
 	json_t *lnx = json_pack(
-		"{s:o, s:o, s:s, s:o, s:o, s:o}", "namespaces", build_namespaces(s), "resources",
+		"{s:o, s:o, s:s, s:o, s:o}", "namespaces", build_namespaces(s), "resources",
 		build_resources(s), "cgroupsPath", s->cgroups_path, "maskedPaths",
-		masked_paths(), "readonlyPaths", strs(kis_sysview_readonly, kis_sysview_n_readonly),
-		"seccomp", sc);
+		masked_paths(), "readonlyPaths", strs(kis_sysview_readonly, kis_sysview_n_readonly));
 	/* rootless: no cgroup is the user's to write (the probe took memory
 	 * and pids out of what this backend enforces): nothing is asked that
 	 * crun would have to skip */

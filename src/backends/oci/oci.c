@@ -371,8 +371,8 @@ static char *oci_describe(const struct kis_plan *pl)
 	/* the agent enters cwd for each command: a missing directory is the
 	 * command's setup_failed as on every tier, where crun (runtime-spec
 	 * "cwd") would make it and run there */
-	char *args[] = {KIS_OCI_AGENT_PATH, pl->session ? "--listen-fd" : "--channel-fd", "3",
-			"--cwd", pl->cwd, NULL};
+	char *args[] = {KIS_OCI_AGENT_PATH, "--require-seccomp",
+			pl->session ? "--listen-fd" : "--channel-fd", "3", "--cwd", pl->cwd, NULL};
 	struct kis_oci_spec s;
 	char cg[128], bp[256], rootfs[300];
 	kis_oci_bundle_path(pl->ctr_id, bp, sizeof(bp));
@@ -592,8 +592,8 @@ static int make_bundle(struct kis_plan *pl, const char *session_dir, char *bp, s
 	/* the agent enters cwd for each command: a missing directory is the
 	 * command's setup_failed as on every tier, where crun (runtime-spec
 	 * "cwd") would make it and run there */
-	char *args[] = {KIS_OCI_AGENT_PATH, session_dir ? "--listen-fd" : "--channel-fd", "3",
-			"--cwd", pl->cwd, NULL};
+	char *args[] = {KIS_OCI_AGENT_PATH, "--require-seccomp",
+			session_dir ? "--listen-fd" : "--channel-fd", "3", "--cwd", pl->cwd, NULL};
 	struct kis_oci_spec s;
 	plan_spec(pl, rootfs, args, &s, cg, sizeof(cg));
 	if (ws_staged && pl->root == KIS_ROOT_HOST)
