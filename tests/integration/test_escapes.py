@@ -379,6 +379,9 @@ def test_bubblewrap_shows_no_store_path(env):
             "true")
     argv = json.loads(d.stdout)["bwrap_argv"]
     assert not [a for a in argv if store in a], argv
+    # bwrap loads the seccomp program; the agent serves nothing unless a
+    # filter is in force (test_oci: the agent run bare with the flag)
+    assert argv[argv.index("--") + 1:][:2] == ["/.kis/agent", "--require-seccomp"], argv
 
 
 def test_bubblewrap_changes_show_in_the_host_view_of_the_workspace(env):

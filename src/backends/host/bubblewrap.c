@@ -476,6 +476,9 @@ static char **build_argv(const struct kis_plan *pl, int userns_fd, int seccomp_f
 	add2(&a, "--chdir", "/");
 	add(&a, "--");
 	add(&a, AGENT_IN_SANDBOX);
+	/* bwrap loads the program just before it execs the agent: the agent
+	 * checks that a filter is in force before it serves (agent/main.c) */
+	add(&a, "--require-seccomp");
 	add2(&a, session ? "--listen-fd" : "--channel-fd", "3");
 	if (session)
 		add2(&a, "--cwd", pl->inside_cwd);
