@@ -7,7 +7,8 @@
  * runtime starts the agent in /: a directory it entered for us could be one
  * it resolved through its own descriptors).
  * --require-seccomp (first): the runtime was to load the engine's seccomp
- * program before it started us (crun's run.oci.seccomp_bpf_data); unless a
+ * program before it started us (bwrap's --seccomp, crun's
+ * run.oci.seccomp_bpf_data); unless a
  * filter is in force, nothing is served (a runtime that ignored it would
  * otherwise run the command weaker than its profile). */
 #include <stdio.h>
@@ -40,8 +41,7 @@ int main(int argc, char **argv)
 		/* prctl(2) PR_GET_SECCOMP: 2 under a filter (SECCOMP_MODE_FILTER) */
 		if (prctl(PR_GET_SECCOMP, 0, 0, 0, 0) != 2) {
 			fprintf(stderr, "kis-agent: no seccomp filter is in force: the runtime did "
-					"not load the engine's program (run.oci.seccomp_bpf_data); "
-					"nothing is run\n");
+					"not load the engine's program; nothing is run\n");
 			return 3;
 		}
 		argv++;

@@ -366,13 +366,18 @@ static void plan_stage(struct kis_plan *pl, const char *bp)
 	}
 }
 
+/* The container's process, the agent: it serves nothing unless crun loaded
+ * the seccomp program (--require-seccomp), and enters cwd for each command
+ * (a missing directory is the command's setup_failed as on every tier,
+ * where crun, runtime-spec "cwd", would make it and run there). A session's
+ * listens on fd 3, a one-shot run's serves the socketpair there. */
+#define AGENT_ARGS(session, cwd)                                                           \
+	{KIS_OCI_AGENT_PATH, "--require-seccomp", (session) ? "--listen-fd" : "--channel-fd", \
+	 "3", "--cwd", (cwd), NULL}
+
 static char *oci_describe(const struct kis_plan *pl)
 {
-	/* the agent enters cwd for each command: a missing directory is the
-	 * command's setup_failed as on every tier, where crun (runtime-spec
-	 * "cwd") would make it and run there */
-	char *args[] = {KIS_OCI_AGENT_PATH, "--require-seccomp",
-			pl->session ? "--listen-fd" : "--channel-fd", "3", "--cwd", pl->cwd, NULL};
+	char *args[] = AGENT_ARGS(pl->session, pl->cwd);
 	struct kis_oci_spec s;
 	char cg[128], bp[256], rootfs[300];
 	kis_oci_bundle_path(pl->ctr_id, bp, sizeof(bp));
@@ -589,11 +594,7 @@ static int make_bundle(struct kis_plan *pl, const char *session_dir, char *bp, s
 					     "root: 'workspace' needs a workspace (--base or --workspace)");
 		snprintf(rootfs, sizeof(rootfs), "%s", ws_staged ? pl->stage.ov_dst : pl->workspace);
 	}
-	/* the agent enters cwd for each command: a missing directory is the
-	 * command's setup_failed as on every tier, where crun (runtime-spec
-	 * "cwd") would make it and run there */
-	char *args[] = {KIS_OCI_AGENT_PATH, "--require-seccomp",
-			session_dir ? "--listen-fd" : "--channel-fd", "3", "--cwd", pl->cwd, NULL};
+	char *args[] = AGENT_ARGS(session_dir != NULL, pl->cwd);
 	struct kis_oci_spec s;
 	plan_spec(pl, rootfs, args, &s, cg, sizeof(cg));
 	if (ws_staged && pl->root == KIS_ROOT_HOST)
