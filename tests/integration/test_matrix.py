@@ -686,15 +686,18 @@ def test_a_short_cpu_budget_is_not_outrun(world, backend, mode):
     """A command that spends a few ms past a small --cpu-time and exits
     within one 20 ms look of the supervisor used to end 'exited': the limit
     accepted and not applied. The supervisor now looks again as often as
-    the budget left could run out: violate, burning 12 ms of CPU, is
-    stopped before it has burnt 10 (a dot per 10 ms); in a session's exec
+    the budget left could run out, so violate, burning 12 ms of CPU (done
+    before one old look), is stopped before it is done; in a session's exec
     (the CLI's side of the agent call), the first exec of a session whose
-    budget is 4 ms."""
+    budget is 2 ms. The verdict is the effect (stopped, not done), not how
+    far past the budget it got: a loaded machine wakes the supervisor late
+    (CI once saw a 4 ms budget pass 10 ms; 3 busy loops here, up to 8 ms),
+    so the budget is small beside the burn."""
     if not claims(world, backend).get("available"):
         pytest.skip(f"{backend} is not available here")
     for i in range(3):
         # a session of its own each time: its budget is the total of its execs
-        flags = ["--cpu-time", "4ms"] + (["--env", f"KIS_ROUND={i}"] if mode == "exec" else [])
+        flags = ["--cpu-time", "2ms"] + (["--env", f"KIS_ROUND={i}"] if mode == "exec" else [])
         d = call(world, backend, mode, flags, ["./violate", "burn", "1", "0.012"])
         assert reason(d) == "cpu_limit", (d["termination"], d["stderr"][-300:])
-        assert d["stdout"].count(".") == 0, f"{d['stdout']!r} under --cpu-time 4ms"
+        assert "burn done" not in d["stderr"], d["stderr"][-300:]
