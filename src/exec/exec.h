@@ -123,8 +123,10 @@ int kis_cpuacct_read_ms(int fd, uint64_t *ms);
 /* How long a supervisor may wait before it looks at a CPU budget again:
  * `tick_ms` while the budget is far off; nearer, the time in which every
  * online CPU together could spend what is left (at least 1 ms), so a
- * command is stopped within about a millisecond of its limits.cpu_ms and
- * cannot pass it unseen by exiting between two looks. */
+ * command cannot pass its limits.cpu_ms unseen by exiting between two
+ * looks. How soon past it the command is stopped is how soon the scheduler
+ * wakes the supervisor: about a millisecond on a quiet machine, more on a
+ * loaded one. */
 int kis_cpu_next_look_ms(uint64_t used_ms, uint64_t limit_ms, int tick_ms);
 
 /* Start a long-lived command (an agent) detached from the caller: a new
