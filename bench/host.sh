@@ -28,12 +28,8 @@
 # earlier build) adds its lines, measured in the same run.
 set -eu
 cd "$(dirname "$0")/.."
-mkdir -p build/bench
-cc -std=gnu11 -O2 -Wall -Wextra -Werror -o build/bench/startup bench/startup.c
-# the price of one more process image, linked as kis and the agent are
-cc -std=gnu11 -O2 -Wall -Wextra -Werror -static-pie -o build/bench/empty-glibc bench/empty.c
-cc -std=gnu11 -O2 -Wall -Wextra -Werror -DNOLIBC -nostdlib -static -o build/bench/empty-nolibc \
-	bench/empty.c
+# the timer, and the price of one more process image (mk/bench.mk)
+make -s bench-tools
 IMG="an empty static glibc program"
 N=${N:-200}
 KIS=build/kis

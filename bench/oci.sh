@@ -37,11 +37,8 @@ N=${1:-${N:-50}}
 if ! command -v crun >/dev/null 2>&1; then echo "bench/oci.sh: crun is missing: skipped"; exit 0; fi
 if [ "$(id -u)" != 0 ]; then echo "bench/oci.sh: the oci backend needs root: skipped"; exit 0; fi
 [ -x "$KIS" ] || { echo "bench/oci.sh: build/kis is missing; run make" >&2; exit 1; }
-mkdir -p "$REPO/build/bench"
-cc -std=gnu11 -O2 -Wall -Wextra -Werror -o "$REPO/build/bench/startup" "$REPO/bench/startup.c"
-# the price of one more process image, linked as kis and the agent are
-cc -std=gnu11 -O2 -Wall -Wextra -Werror -static-pie -o "$REPO/build/bench/empty-glibc" \
-	"$REPO/bench/empty.c"
+# the timer, and the price of one more process image (mk/bench.mk)
+make -s -C "$REPO" bench-tools
 IMG="an empty static glibc program"
 
 WORK=$(mktemp -d /tmp/kis-bench-oci-XXXXXX)

@@ -22,7 +22,7 @@ set -eu
 cd "$(dirname "$0")/.."
 [ "$(id -u)" = 0 ] || { echo "bench/rootless.sh: run as root (it makes a test user)"; exit 2; }
 mkdir -p build/bench
-cc -std=gnu11 -O2 -Wall -Wextra -Werror -o build/bench/startup bench/startup.c
+make -s build/bench/startup
 N=${N:-50}
 SIZES=${SIZES:-"1 100"}
 KIS=$(pwd)/build/kis

@@ -4,8 +4,7 @@
 # one run. Not assertions: the machines are shared and noisy.
 set -eu
 cd "$(dirname "$0")/.."
-mkdir -p build/bench
-cc -std=gnu11 -O2 -Wall -Wextra -Werror -o build/bench/startup bench/startup.c
+make -s build/bench/startup
 N=${N:-200}
 echo "== start-to-exit of /bin/true ($N runs each)"
 echo "load: $(uptime)"

@@ -24,10 +24,8 @@
 set -eu
 cd "$(dirname "$0")/.."
 REPO=$(pwd)
-mkdir -p build/bench
-cc -std=gnu11 -O2 -Wall -Wextra -Werror -o build/bench/startup bench/startup.c
-# the price of one more process image, linked as kis and the agent are
-cc -std=gnu11 -O2 -Wall -Wextra -Werror -static-pie -o build/bench/empty-glibc bench/empty.c
+# the timer, and the price of one more process image (mk/bench.mk)
+make -s bench-tools
 SECS=${1:-${SECS:-4}}
 ROUNDS=${ROUNDS:-2}
 if [ -n "${QUICK:-}" ]; then SECS=1; ROUNDS=1; fi

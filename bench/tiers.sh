@@ -17,7 +17,7 @@
 set -eu
 cd "$(dirname "$0")/.."
 mkdir -p build/bench
-cc -std=gnu11 -O2 -Wall -Wextra -Werror -o build/bench/startup bench/startup.c
+make -s build/bench/startup
 N=${N:-100}
 KIS=build/kis
 store=$(mktemp -d /tmp/kis-bench-tiers-XXXXXX)

@@ -342,7 +342,7 @@ fi
 echo
 echo "start to exit of a WASI hello world ($STARTUP_N interleaved runs; ratio to native;"
 echo "the process tier running the native one is the engine's own floor):"
-cc -std=gnu11 -O2 -Wall -Wextra -Werror -o "$BUILD/bench/startup" bench/startup.c
+make -s BUILD="$BUILD" "$BUILD/bench/startup"
 set -- "native hello=$WORK/bin/hello.native" \
 	"kis --tier wasm, interpreter=$KIS sandbox run --tier wasm --wasm-engine interpreter --workspace $WS -- hello.wasm" \
 	"kis --tier process=$KIS sandbox run --tier process --allow-process-tier --workspace $WS -- $WORK/bin/hello.native"

@@ -46,7 +46,7 @@ WS=$("$KIS" sandbox clone "$BASE")
 W=$("$KIS" sandbox workspace path "$WS")
 
 mkdir -p "$BUILD/bench"
-cc -std=gnu11 -O2 -Wall -Wextra -Werror -o "$BUILD/bench/startup" bench/startup.c
+make -s BUILD="$BUILD" "$BUILD/bench/startup"
 NODE_RUN=tests/wasm/wasi/node_run.mjs
 HAVE_NODE=0
 command -v node >/dev/null && HAVE_NODE=1

@@ -19,3 +19,24 @@ $(BUILD)/bench/kis-unjailed: $(CLI_OBJS) $(BENCH_UNJAILED_OBJS) $(STATIC_LIB)
 	$(CC) -pie $(HARD_LDFLAGS) -o $@ $(CLI_OBJS) $(BENCH_UNJAILED_OBJS) $(STATIC_LIB) $(PKG_LIBS)
 
 -include $(BENCH_UNJAILED_OBJS:.o=.d)
+
+# The timing tools of bench/host.sh, bench/oci.sh and bench/throughput.sh,
+# built here once instead of by each script: the start-to-exit timer, and
+# the price of one more process image (an empty program linked static-pie
+# with glibc, as kis and the agent are, and the same without libc).
+BENCH_TOOLS := $(BUILD)/bench/startup $(BUILD)/bench/empty-glibc $(BUILD)/bench/empty-nolibc
+BENCH_CC := $(CC) -std=gnu11 -O2 -Wall -Wextra -Werror
+.PHONY: bench-tools
+bench-tools: $(BENCH_TOOLS)
+
+$(BUILD)/bench/startup: bench/startup.c
+	@mkdir -p $(dir $@)
+	$(BENCH_CC) -o $@ $<
+
+$(BUILD)/bench/empty-glibc: bench/empty.c
+	@mkdir -p $(dir $@)
+	$(BENCH_CC) -static-pie -o $@ $<
+
+$(BUILD)/bench/empty-nolibc: bench/empty.c
+	@mkdir -p $(dir $@)
+	$(BENCH_CC) -DNOLIBC -nostdlib -static -o $@ $<
