@@ -40,3 +40,22 @@ uninstall: uninstall-runtime-links
 uninstall-runtime-links:
 	rm -f $(DESTDIR)$(PREFIX)/bin/kis-runtime-container $(DESTDIR)$(PREFIX)/bin/kis-runtime-host \
 		$(DESTDIR)$(PREFIX)/bin/kis-runtime-microvm
+
+# libFuzzer over kis-runtime's reading of a bundle's config.json and an
+# exec's process.json (tests/fuzz/fuzz_oci_config.c; clang). The policy's
+# files are built instrumented (undefined behaviour ends the run as a crash
+# does); what else they call comes from the library.
+FUZZ_OCI := $(BUILD)/fuzz/fuzz_oci_config
+FUZZ_OCI_SRCS := tests/fuzz/fuzz_oci_config.c src/runtime/policy.c src/runtime/host_plan.c \
+	src/runtime/crun.c $(wildcard src/core/*.c)
+$(FUZZ_OCI): $(FUZZ_OCI_SRCS) $(wildcard src/runtime/*.h) $(STATIC_LIB)
+	@mkdir -p $(dir $@)
+	clang -std=gnu11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined \
+	  -fno-sanitize-recover=undefined -Iinclude -Isrc \
+	  $(PKG_CFLAGS) -o $@ $(FUZZ_OCI_SRCS) $(STATIC_LIB) $(PKG_LIBS)
+
+.PHONY: fuzz-oci-config
+fuzz-oci-config: $(FUZZ_OCI)
+	/usr/bin/python3 tests/fuzz/oci_seeds.py $(BUILD)/fuzz/oci-corpus
+	$(FUZZ_OCI) -max_total_time=$${FUZZ_SECONDS:-60} -max_len=8192 \
+	  -dict=tests/fuzz/oci.dict $(BUILD)/fuzz/oci-corpus
