@@ -80,6 +80,20 @@ fuzz-proto:
 	/usr/bin/python3 tests/fuzz/frame_seeds.py $(BUILD)/fuzz/frame-corpus
 	$(BUILD)/fuzz/fuzz_frame -max_total_time=$${FUZZ_SECONDS:-60} -max_len=4096 $(BUILD)/fuzz/frame-corpus
 
+.PHONY: fuzz-profile
+# libFuzzer over the profile's JSON and a session's round trip of it
+# (tests/fuzz/fuzz_profile.c; clang; undefined behaviour is a crash).
+fuzz-profile: $(STATIC_LIB)
+	@mkdir -p $(BUILD)/fuzz
+	clang -std=gnu11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined \
+	  -fno-sanitize-recover=undefined -Iinclude -Isrc $(PKG_CFLAGS) \
+	  -o $(BUILD)/fuzz/fuzz_profile tests/fuzz/fuzz_profile.c $(wildcard src/core/*.c) \
+	  $(STATIC_LIB) $(PKG_LIBS)
+	/usr/bin/python3 tests/fuzz/profile_seeds.py $(BUILD)/fuzz/profile-corpus
+	$(BUILD)/fuzz/fuzz_profile -max_total_time=$${FUZZ_SECONDS:-60} -max_len=4096 \
+	  -artifact_prefix=$(BUILD)/fuzz/profile- \
+	  -dict=tests/fuzz/profile.dict $(BUILD)/fuzz/profile-corpus
+
 .PHONY: all check check-layers check-unit check-asan check-integration matrix run install uninstall clean deps bench
 all: $(KIS) $(AGENT) $(HELPER) $(STATIC_LIB) $(SHARED_LIB) $(JIT_PLUGIN)
 

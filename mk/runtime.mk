@@ -58,4 +58,5 @@ $(FUZZ_OCI): $(FUZZ_OCI_SRCS) $(wildcard src/runtime/*.h) $(STATIC_LIB)
 fuzz-oci-config: $(FUZZ_OCI)
 	/usr/bin/python3 tests/fuzz/oci_seeds.py $(BUILD)/fuzz/oci-corpus
 	$(FUZZ_OCI) -max_total_time=$${FUZZ_SECONDS:-60} -max_len=8192 \
+	  -artifact_prefix=$(BUILD)/fuzz/oci-config- \
 	  -dict=tests/fuzz/oci.dict $(BUILD)/fuzz/oci-corpus

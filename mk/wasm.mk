@@ -136,7 +136,7 @@ check-fuzz:
 	  echo "check-fuzz: skipped: clang cannot link libFuzzer with ASan here (Debian packages clang, libclang-rt-14-dev)"; \
 	else \
 	  rm -f $(BUILD)/fuzz-probe; \
-	  $(MAKE) --no-print-directory FUZZ_SECONDS=$(FUZZ_SMOKE_SECONDS) fuzz-proto fuzz-wasm-elf fuzz-oci-config >$(BUILD)/check-fuzz.log 2>&1 || \
+	  $(MAKE) --no-print-directory FUZZ_SECONDS=$(FUZZ_SMOKE_SECONDS) fuzz-proto fuzz-wasm-elf fuzz-oci-config fuzz-profile >$(BUILD)/check-fuzz.log 2>&1 || \
 	    { tail -40 $(BUILD)/check-fuzz.log; echo "check-fuzz: FAILED (whole log: $(BUILD)/check-fuzz.log)"; exit 1; }; \
 	  grep -E "^Done [0-9]+ runs" $(BUILD)/check-fuzz.log | sed 's/^/check-fuzz: /'; \
 	fi
