@@ -248,7 +248,9 @@ int cmd_session(int argc, char **argv)
 		     "                                    'kis sandbox exec')\n"
 		     "       kis sandbox session shell ID [OPTIONS]   (the same as 'kis sandbox shell')\n\n"
 		     "Manage sessions. 'list' shows each session's id, tier, backend, workspace,\n"
-		     "creation time and state (running or stopped), read from the session itself.\n"
+		     "creation time and state (running or stopped; ready for a session with no\n"
+		     "process of its own, whose every exec is a fresh run), read from the session\n"
+		     "itself.\n"
 		     "'destroy' ends every process of the session and releases the workspace it\n"
 		     "cloned; destroying a session that is already gone succeeds.");
 		return argc < 2 ? KIS_EXIT_USAGE : 0;
