@@ -6,8 +6,8 @@
 # and stderr starting with the expected text). A test that cannot pass is
 # listed in DEVIATIONS with the reason, as docs/wasm.md documents it.
 # Every test runs under each wasm engine (wasm_engines.ENGINES: the
-# interpreter, and the compiler once this build accepts it; until then its
-# half skips with the CLI's reason). `make wasi-suite WASM_ENGINE=compiler`
+# interpreter and the compiler; on a host without the compiler its half
+# skips with the CLI's reason). `make wasi-suite WASM_ENGINE=compiler`
 # runs one engine's half.
 import json
 import os

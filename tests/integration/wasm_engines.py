@@ -2,8 +2,8 @@
 # The wasm engines a test can run a module under (`--wasm-engine`,
 # profile field wasm.engine), and whether this build accepts each: a
 # test parametrized over ENGINES skips an engine the CLI refuses, with
-# the CLI's own reason, so the compiler runs through the same tests the
-# day it lands. KIS_WASM_ENGINES (comma-separated) narrows the list.
+# the CLI's own reason (the compiler, on a host without LLVM's runtime).
+# KIS_WASM_ENGINES (comma-separated) narrows the list.
 import functools
 import os
 import shutil
