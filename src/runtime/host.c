@@ -1039,7 +1039,14 @@ int krt_host_exec(const struct krt_globals *g, const char *id, json_t *proc,
 	if (mid == 0) {
 		close(rep[0]);
 		pid_t got = -1;
-		if (setns(pfd, nsflags) < 0) {
+		/* Not dumpable, and so its child in the container's pid
+		 * namespace neither (fork keeps it, execve(2) of the command
+		 * restores it): the container's root, uid 0 with no
+		 * CAP_SYS_PTRACE, then cannot reach that child's fds (the state
+		 * directory's, the cgroups') or its /proc/PID/exe (this binary)
+		 * before it has exec'd (proc(5), ptrace access mode checks;
+		 * CVE-2019-5736's kind of overwrite). */
+		if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0 || setns(pfd, nsflags) < 0) {
 			int e = errno;
 			(void)!write(rep[1], &got, sizeof(got));
 			dprintf(2, "kis-runtime: exec: joining the container's namespaces: %s\n",
@@ -1065,15 +1072,40 @@ int krt_host_exec(const struct krt_globals *g, const char *id, json_t *proc,
 				step = "joining the container's cgroup";
 		if (!step && tty >= 0 && take_terminal(tty) < 0)
 			step = "taking the terminal";
-		if (!step && syscall(SYS_close_range, 3 + (unsigned)o->preserve_fds, ~0U,
-				     CLOSE_RANGE_CLOEXEC) < 0)
+		/* Closed, not only close-on-exec, before anything resolves a
+		 * path of the container's: every fd of ours but the seccomp
+		 * program, moved just above the caller's preserved ones. */
+		int keep_fd = 3 + o->preserve_fds;
+		if (!step && sc != keep_fd) {
+			if (dup3(sc, keep_fd, O_CLOEXEC) < 0)
+				step = "keeping the seccomp program";
+			else
+				sc = keep_fd;
+		}
+		if (!step && syscall(SYS_close_range, (unsigned)keep_fd + 1, ~0U, 0) < 0)
 			step = "closing inherited fds";
 		if (!step && !terminal)
 			setsid();
 		if (!step && apply_rlimits(&rls) < 0)
 			step = "process.rlimits";
-		if (!step && chdir(cwd && *cwd ? cwd : "/") < 0)
-			step = "process.cwd";
+		/* The working directory in the container's tree (its root is
+		 * ours since setns(2)), never through a /proc magic link
+		 * (openat2(2) RESOLVE_NO_MAGICLINKS): /proc/self/fd/N of a
+		 * preserved fd could be a directory of the caller's. */
+		if (!step) {
+			struct open_how how = {.flags = O_PATH | O_DIRECTORY | O_CLOEXEC,
+					       .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS};
+			int root = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+			int cd = root < 0 ? -1 : (int)syscall(SYS_openat2, root,
+							      cwd && *cwd ? cwd : "/", &how,
+							      sizeof(how));
+			if (cd < 0 || fchdir(cd) < 0)
+				step = "process.cwd";
+			if (cd >= 0)
+				close(cd);
+			if (root >= 0)
+				close(root);
+		}
 		for (int n = 0; !step && n <= CAP_LAST_CAP; n++)
 			if (!(keep & (1ull << n)) && prctl(PR_CAPBSET_DROP, n, 0, 0, 0) < 0 &&
 			    errno != EINVAL)

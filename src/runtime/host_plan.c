@@ -3,8 +3,13 @@
  * bubblewrap enforces and how (bwrap's argv), and the refusal of the rest. */
 #include "core/util.h"
 
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/openat2.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "backends/common.h"
 #include "kis/profile.h"
@@ -166,6 +171,165 @@ static int plan_proc_view(json_t *linux_, struct kis_argv *a, struct kis_error *
 		}
 	}
 	return 0;
+}
+
+/* ---- the paths bwrap resolves inside the container ----
+ *
+ * bwrap resolves a mount's destination under its new root before
+ * pivot_root(2), where the host's root is one '..' or one absolute link
+ * away, and --chdir after it while it still holds an fd of the host's
+ * /proc (its /proc/self/fd/N: CVE-2024-21626's kind of escape). So every
+ * such path of the bundle must be normal, and bwrap's walk of it must meet
+ * no symbolic link: not in the image, not in a bound directory, and never
+ * bwrap's own /dev links (fd, stdin, stdout, stderr, core, ptmx, which lead
+ * into /proc). The check reads the image with openat2(2) RESOLVE_BENEATH |
+ * RESOLVE_NO_SYMLINKS before bwrap starts; nothing of the container runs
+ * yet that could change it. */
+
+/* Absolute, with no '.', '..' or empty component (nor a trailing '/'). */
+static bool normal_inner_path(const char *p)
+{
+	if (!p || p[0] != '/')
+		return false;
+	if (!p[1])
+		return true;
+	for (const char *c = p + 1;;) {
+		const char *e = strchr(c, '/');
+		size_t n = e ? (size_t)(e - c) : strlen(c);
+		if (n == 0 || (n == 1 && c[0] == '.') || (n == 2 && c[0] == '.' && c[1] == '.'))
+			return false;
+		if (!e)
+			return true;
+		c = e + 1;
+	}
+}
+
+enum inner_fs { FS_BIND, FS_FRESH, FS_DEV, FS_PSEUDO };
+
+static enum inner_fs mount_fs(json_t *m)
+{
+	const char *type = json_string_value(json_object_get(m, "type"));
+	const char *dst = json_string_value(json_object_get(m, "destination"));
+	json_t *o;
+	size_t j;
+	json_array_foreach(json_object_get(m, "options"), j, o) {
+		const char *s = json_string_value(o);
+		if (s && (strcmp(s, "bind") == 0 || strcmp(s, "rbind") == 0))
+			return FS_BIND;
+	}
+	if (type && strcmp(type, "bind") == 0)
+		return FS_BIND;
+	if (type && strcmp(type, "tmpfs") == 0)
+		return dst && strcmp(dst, "/dev") == 0 ? FS_DEV : FS_FRESH;
+	return FS_PSEUDO; /* proc, mqueue, devpts */
+}
+
+/* bwrap's --dev makes these links, into /proc or within /dev */
+static bool dev_link(const char *rest)
+{
+	static const char *const links[] = {"fd", "stdin", "stdout", "stderr", "core", "ptmx"};
+	size_t n = strcspn(rest, "/");
+	for (size_t i = 0; i < ARRAY_SIZE(links); i++)
+		if (strlen(links[i]) == n && strncmp(rest, links[i], n) == 0)
+			return true;
+	return false;
+}
+
+/* what ('mounts[3].destination', 'process.cwd') at p, walked by bwrap in the
+ * tree the root and mounts[0..upto) make: 0 when no link can divert it. */
+static int check_inner_walk(json_t *config, size_t upto, bool cwd, const char *what,
+			    const char *p, struct kis_error **err)
+{
+	if (!normal_inner_path(p))
+		return kis_error_set(err, KIS_E_INVALID_PROFILE, 0,
+				     "%s '%s' is not a normal absolute path (no '.', '..', empty or "
+				     "trailing component)",
+				     what, p ? p : "");
+	json_t *mounts = json_object_get(config, "mounts");
+	json_t *over = NULL;
+	size_t olen = 0, oi = 0;
+	for (size_t k = 0; k < upto && k < json_array_size(mounts); k++) {
+		json_t *m = json_array_get(mounts, k);
+		const char *d = json_string_value(json_object_get(m, "destination"));
+		if (!d)
+			continue;
+		size_t l = strcmp(d, "/") == 0 ? 0 : strlen(d);
+		if (strncmp(p, d, l) == 0 && (p[l] == '/' || p[l] == '\0') && (!over || l >= olen)) {
+			over = m;
+			olen = l;
+			oi = k;
+		}
+	}
+	const char *rest = p + olen;
+	while (*rest == '/')
+		rest++;
+	_cleanup_close_ int dirfd = -1;
+	if (!over) {
+		const char *root = json_string_value(json_object_get(json_object_get(config, "root"),
+								     "path"));
+		dirfd = root ? open(root, O_PATH | O_DIRECTORY | O_CLOEXEC) : -1;
+		if (dirfd < 0)
+			return kis_error_set(err, KIS_E_INVALID_PROFILE, errno,
+					     "root.path '%s' cannot be opened", root ? root : "");
+	} else {
+		enum inner_fs fs = mount_fs(over);
+		/* a working directory in /dev or a pseudo file system (/proc)
+		 * has nothing to work on and everything to reach */
+		if (fs == FS_PSEUDO || (fs == FS_DEV && (cwd || dev_link(rest))))
+			return krt_host_refuse(err, "%s '%s' lies in mounts[%zu] ('%s'), where "
+					   "bubblewrap's walk could follow a link out of the "
+					   "container",
+				      what, p, oi, json_string_value(json_object_get(over,
+									"destination")));
+		if (fs != FS_BIND || !*rest)
+			return 0; /* a fresh tmpfs holds no link; a mount point is no link */
+		const char *src = json_string_value(json_object_get(over, "source"));
+		dirfd = src ? open(src, O_PATH | O_DIRECTORY | O_CLOEXEC) : -1;
+		if (dirfd < 0)
+			return kis_error_set(err, KIS_E_INVALID_PROFILE, errno,
+					     "%s '%s' lies in mounts[%zu], whose source '%s' is not a "
+					     "directory it can lie in",
+					     what, p, oi, src ? src : "");
+	}
+	if (!*rest)
+		return 0;
+	/* No link anywhere on the way, the last component included (no
+	 * O_NOFOLLOW: a trailing link is ELOOP too). A missing component ends
+	 * the walk where bwrap would make it a directory, or fail. */
+	struct open_how how = {.flags = O_PATH | O_CLOEXEC,
+			       .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS};
+	int fd = (int)syscall(SYS_openat2, dirfd, rest, &how, sizeof(how));
+	if (fd >= 0) {
+		close(fd);
+		return 0;
+	}
+	if (errno == ENOENT || errno == ENOTDIR)
+		return 0;
+	if (errno == ELOOP || errno == EXDEV)
+		return krt_host_refuse(err, "%s '%s' passes a symbolic link in %s: bubblewrap would "
+				   "follow it before the container is whole; name the path it leads "
+				   "to",
+			      what, p, over ? "a bound directory" : "the image");
+	return kis_error_set(err, KIS_E_INVALID_PROFILE, errno, "%s '%s' cannot be looked up",
+			     what, p);
+}
+
+/* Every mount's destination against the mounts before it, and the
+ * working directory against them all. */
+static int check_inner_paths(json_t *config, struct kis_error **err)
+{
+	json_t *mounts = json_object_get(config, "mounts");
+	json_t *m;
+	size_t i;
+	json_array_foreach(mounts, i, m) {
+		char what[48];
+		snprintf(what, sizeof(what), "mounts[%zu].destination", i);
+		TRY(check_inner_walk(config, i, false, what,
+				     json_string_value(json_object_get(m, "destination")), err));
+	}
+	const char *cwd = json_string_value(json_object_get(json_object_get(config, "process"), "cwd"));
+	return check_inner_walk(config, json_array_size(mounts), true, "process.cwd",
+				cwd && *cwd ? cwd : "/", err);
 }
 
 static int plan_namespaces(json_t *linux_, struct krt_host_plan *p, struct kis_error **err)
@@ -357,6 +521,7 @@ int krt_host_plan(json_t *config, bool had_seccomp, struct krt_host_plan *p, str
 	size_t i;
 	json_array_foreach(json_object_get(config, "mounts"), i, m)
 		TRY(plan_mount(m, i, &p->bwrap, err));
+	TRY(check_inner_paths(config, err));
 	TRY(plan_proc_view(linux_, &p->bwrap, err));
 	/* no TIOCSTI into a terminal the engine gave (a pty of the container's
 	 * own is its session's controlling terminal instead) */

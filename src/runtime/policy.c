@@ -345,6 +345,23 @@ static int check_mounts(json_t *config, struct kis_error **err)
 						     "to the host is refused",
 						     i, s);
 		}
+		/* A kernel file system only where the container's own is:
+		 * a second proc elsewhere would bypass the read-only and
+		 * masked paths kept on /proc (its sys/kernel/core_pattern
+		 * writable by the container's root), a second sysfs those of
+		 * /sys. */
+		static const struct {
+			const char *type, *at;
+		} kernel_fs[] = {{"proc", "/proc"}, {"sysfs", "/sys"}, {"mqueue", "/dev/mqueue"},
+				 {"cgroup", "/sys/fs/cgroup"}, {"cgroup2", "/sys/fs/cgroup"}};
+		const char *dst = json_string_value(json_object_get(m, "destination"));
+		for (size_t k = 0; !bind && type && k < ARRAY_SIZE(kernel_fs); k++)
+			if (strcmp(type, kernel_fs[k].type) == 0 &&
+			    (!dst || strcmp(dst, kernel_fs[k].at) != 0))
+				return kis_error_set(err, KIS_E_PROFILE_UNSATISFIABLE, 0,
+						     "mounts[%zu]: a %s mount at '%s': the container's "
+						     "only %s is at %s",
+						     i, type, dst ? dst : "", type, kernel_fs[k].at);
 		if (!bind || !src)
 			continue;
 		char real[PATH_MAX];

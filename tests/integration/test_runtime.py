@@ -589,6 +589,125 @@ def test_flags_that_weaken_are_refused(work, roots):
     krt(kr, "delete", "--force", "krt-cap")
 
 
+# ---- paths of the bundle that would lead bwrap out of the container ----
+#
+# An image's WORKDIR (process.cwd), its links and a mount's destination are
+# walked by bwrap under the new root before pivot_root, where the host's
+# root is one '..' or one absolute link away, and bwrap chdirs while it
+# still holds an fd of the host's /proc (/proc/self/fd/3: the host's /proc,
+# whose sys/kernel/core_pattern a root container could write). The probe
+# is the container's command: it reports whether its working directory or
+# a made file is the host's. Every case must be refused by name with
+# nothing run; the control (cwd /tmp) runs.
+
+PROBE = ["sh", "-c", "echo RAN; ls -d sys/kernel/core_pattern 2>/dev/null && echo ESCAPED; "
+         "ls /oldroot 2>/dev/null | head -3"]
+
+
+def _host_cwd(path):
+    def edit(c):
+        host_tier(c)
+        c["process"]["cwd"] = path
+    return edit
+
+
+def _host_mount(m):
+    def edit(c):
+        host_tier(c)
+        c["mounts"].append(m)
+    return edit
+
+
+HOST_PATHS = [
+    ("cwd_proc_fd", _host_cwd("/proc/self/fd/3"), "profile_unsatisfiable", "mounts["),
+    ("cwd_dev_fd", _host_cwd("/dev/fd/3"), "profile_unsatisfiable", "'/dev'"),
+    ("cwd_dotdot", _host_cwd("/tmp/../proc/self/fd/3"), "invalid_profile", "not a normal"),
+    ("cwd_image_link", _host_cwd("/krt-escape"), "profile_unsatisfiable", "symbolic link"),
+    ("dest_dotdot", _host_mount({"destination": "/../oldroot/tmp/krt-made", "type": "tmpfs",
+                                 "source": "tmpfs"}), "invalid_profile", "not a normal"),
+    ("dest_image_link", _host_mount({"destination": "/krt-hostfile", "type": "bind",
+                                     "source": "/dev/null", "options": ["bind"]}),
+     "profile_unsatisfiable", "symbolic link"),
+    ("dest_dev_link", _host_mount({"destination": "/dev/fd/3/krt", "type": "tmpfs",
+                                   "source": "tmpfs"}), "profile_unsatisfiable", "'/dev'"),
+]
+
+
+@pytest.fixture
+def escape_links(work):
+    """Links an image could hold: one into bwrap's host /proc fd, one that
+    climbs to the host's root before pivot_root."""
+    links = {work / "rootfs" / "krt-escape": "/proc/self/fd/3",
+             work / "rootfs" / "krt-hostfile": "../../oldroot/tmp/krt-made-by-bwrap"}
+    for path, target in links.items():
+        path.symlink_to(target)
+    yield
+    for path in links:
+        path.unlink()
+    made = [p for p in (Path("/tmp/krt-made-by-bwrap"), Path("/tmp/krt-made")) if p.exists()]
+    for p in made:
+        shutil.rmtree(p) if p.is_dir() and not p.is_symlink() else p.unlink()
+    assert not made, f"bwrap made {made} on the host"
+
+
+@pytest.mark.skipif("host" not in TIERS, reason="bubblewrap is not installed")
+@pytest.mark.parametrize("name,edit,code,named", HOST_PATHS, ids=[r[0] for r in HOST_PATHS])
+def test_host_tier_paths_cannot_lead_out(work, roots, escape_links, name, edit, code, named):
+    kr, _ = roots
+    log = work / f"log-{name}.json"
+    p = krt(kr, "run", "--bundle", str(make_bundle(work, PROBE, edit)), f"krt-{name}", log=log)
+    assert "ESCAPED" not in p.stdout, p.stdout
+    _refused(p, log, code, named)
+    assert "RAN" not in p.stdout
+    ok = krt(kr, "run", "--bundle", str(make_bundle(work, PROBE, _host_cwd("/tmp"))),
+             f"krt-{name}-ctl")
+    assert ok.returncode == 0 and ok.stdout.startswith("RAN\n") and "ESCAPED" not in ok.stdout, \
+        (ok.stdout, ok.stderr)
+
+
+@pytest.mark.skipif("host" not in TIERS, reason="bubblewrap is not installed")
+def test_host_tier_exec_cwd_cannot_lead_out(work, roots, escape_links):
+    """exec chdirs in the container's tree from a process of kis-runtime's:
+    a working directory through a /proc magic link (directly, or by an
+    image's link) is refused (exit 125, nothing run); a plain one works."""
+    kr, _ = roots
+    b = make_bundle(work, ["sleep", "60"], host_tier)
+    assert krt(kr, "run", "--detach", "--bundle", str(b), "krt-xcwd").returncode == 0
+    for cwd in ("/proc/self/fd/3", "/krt-escape", "/proc/1/cwd"):
+        proc = work / "proc-cwd.json"
+        proc.write_text(json.dumps({"args": PROBE, "cwd": cwd, "user": {"uid": 0, "gid": 0}}))
+        p = krt(kr, "exec", "--process", str(proc), "krt-xcwd")
+        assert "ESCAPED" not in p.stdout, (cwd, p.stdout)
+        assert p.returncode == 125 and "process.cwd" in p.stderr and "RAN" not in p.stdout, \
+            (cwd, p.returncode, p.stdout, p.stderr)
+    proc.write_text(json.dumps({"args": ["sh", "-c", "pwd; ls /proc/self/fd"], "cwd": "/tmp",
+                                "user": {"uid": 0, "gid": 0}}))
+    p = krt(kr, "exec", "--process", str(proc), "krt-xcwd")
+    assert p.returncode == 0 and p.stdout.split()[0] == "/tmp", (p.stdout, p.stderr)
+    # the command holds nothing of kis-runtime's: its stdio and ls's own fd
+    assert sorted(p.stdout.split()[1:]) == ["0", "1", "2", "3"], p.stdout
+    krt(kr, "delete", "--force", "krt-xcwd")
+
+
+@pytest.mark.parametrize("tier", TIERS)
+def test_a_second_proc_is_refused(work, roots, tier):
+    """A proc mounted away from /proc would bypass the read-only /proc/sys
+    (its sys/kernel/core_pattern writable by the container's root): refused
+    on every tier, by name."""
+    kr, _ = roots
+    log = work / f"log-proc2-{tier}.json"
+
+    def proc2(c):
+        c["mounts"].append({"destination": "/proc2", "type": "proc", "source": "proc"})
+    p = krt(kr, "run", "--bundle",
+            str(make_bundle(work, ["sh", "-c", "echo RAN; ls -d /proc2/sys/kernel/core_pattern "
+                                   "&& echo ESCAPED"], at_tier(tier, proc2))),
+            f"krt-proc2-{tier}", log=log)
+    assert "ESCAPED" not in p.stdout
+    _refused(p, log, "profile_unsatisfiable", "a proc mount at '/proc2'")
+    assert "RAN" not in p.stdout
+
+
 @pytest.mark.skipif("host" not in TIERS, reason="bubblewrap is not installed")
 def test_binary_name_pins_the_tier(work, roots):
     """kis-runtime-host (what make install links) runs an unannotated
