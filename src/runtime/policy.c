@@ -323,6 +323,27 @@ static int check_namespaces(json_t *config, int *net_kind, struct kis_error **er
 	return 0;
 }
 
+int krt_policy_bind_source(const char *src, size_t i, struct kis_error **err)
+{
+	char real[PATH_MAX];
+	const char *p = realpath(src, real) ? real : src;
+	for (size_t k = 0; k < ARRAY_SIZE(bind_refused_exact); k++)
+		if (strcmp(p, bind_refused_exact[k]) == 0)
+			return kis_error_set(err, KIS_E_PROFILE_UNSATISFIABLE, 0,
+					     "mounts[%zu].source '%s': the host's %s is never bound "
+					     "into a container",
+					     i, src, bind_refused_exact[k]);
+	for (size_t k = 0; k < ARRAY_SIZE(bind_refused_under); k++) {
+		size_t l = strlen(bind_refused_under[k]);
+		if (strncmp(p, bind_refused_under[k], l) == 0 && (p[l] == '/' || !p[l]))
+			return kis_error_set(err, KIS_E_PROFILE_UNSATISFIABLE, 0,
+					     "mounts[%zu].source '%s': the host's %s is never bound "
+					     "into a container",
+					     i, src, bind_refused_under[k]);
+	}
+	return 0;
+}
+
 static int check_mounts(json_t *config, struct kis_error **err)
 {
 	json_t *m;
@@ -362,24 +383,8 @@ static int check_mounts(json_t *config, struct kis_error **err)
 						     "mounts[%zu]: a %s mount at '%s': the container's "
 						     "only %s is at %s",
 						     i, type, dst ? dst : "", type, kernel_fs[k].at);
-		if (!bind || !src)
-			continue;
-		char real[PATH_MAX];
-		const char *p = realpath(src, real) ? real : src;
-		for (size_t k = 0; k < ARRAY_SIZE(bind_refused_exact); k++)
-			if (strcmp(p, bind_refused_exact[k]) == 0)
-				return kis_error_set(err, KIS_E_PROFILE_UNSATISFIABLE, 0,
-						     "mounts[%zu].source '%s': the host's %s is "
-						     "never bound into a container",
-						     i, src, bind_refused_exact[k]);
-		for (size_t k = 0; k < ARRAY_SIZE(bind_refused_under); k++) {
-			size_t l = strlen(bind_refused_under[k]);
-			if (strncmp(p, bind_refused_under[k], l) == 0 && (p[l] == '/' || !p[l]))
-				return kis_error_set(err, KIS_E_PROFILE_UNSATISFIABLE, 0,
-						     "mounts[%zu].source '%s': the host's %s is "
-						     "never bound into a container",
-						     i, src, bind_refused_under[k]);
-		}
+		if (bind && src)
+			TRY(krt_policy_bind_source(src, i, err));
 	}
 	return 0;
 }

@@ -56,6 +56,9 @@ int krt_tier_parse(const char *s);
  * what it cannot; then normalise it in place to kis's defaults (seccomp,
  * masked paths, limits) and make root.path absolute against bundle_dir. */
 int krt_policy_container(json_t *config, const char *bundle_dir, struct kis_error **err);
+/* A bind's host source (mounts[i].source): the host's root, /etc, /dev,
+ * /boot, /root and anything under /proc or /sys are never bound. */
+int krt_policy_bind_source(const char *src, size_t i, struct kis_error **err);
 /* The process of an exec (a process.json, or the --cap flags). */
 int krt_policy_process(json_t *process, const char *where, struct kis_error **err);
 int krt_policy_cap(const char *cap, const char *where, struct kis_error **err);

@@ -689,6 +689,24 @@ def test_host_tier_exec_cwd_cannot_lead_out(work, roots, escape_links):
     krt(kr, "delete", "--force", "krt-xcwd")
 
 
+@pytest.mark.parametrize("tier", ALL_TIERS)
+def test_a_bind_from_the_hosts_proc_is_refused(work, roots, tier, tier_ready):
+    """/proc/PID/environ is a regular file: the microvm tier copies such a
+    bind into the guest, the others bind it. Every tier refuses a source
+    under /proc by name, before anything runs."""
+    kr, _ = roots
+    log = work / f"log-procbind-{tier}.json"
+
+    def env_bind(c):
+        c["mounts"].append({"destination": "/krt-env", "type": "bind",
+                            "source": f"/proc/{os.getpid()}/environ", "options": ["bind", "ro"]})
+    p = krt(kr, "run", "--bundle",
+            str(make_bundle(work, ["sh", "-c", "echo RAN; cat /krt-env"], at_tier(tier, env_bind))),
+            f"krt-procbind-{tier}", log=log)
+    _refused(p, log, "profile_unsatisfiable", "/proc")
+    assert "RAN" not in p.stdout
+
+
 @pytest.mark.parametrize("tier", TIERS)
 def test_a_second_proc_is_refused(work, roots, tier):
     """A proc mounted away from /proc would bypass the read-only /proc/sys
