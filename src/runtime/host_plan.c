@@ -180,11 +180,12 @@ static int plan_proc_view(json_t *linux_, struct kis_argv *a, struct kis_error *
  * away, and --chdir after it while it still holds an fd of the host's
  * /proc (its /proc/self/fd/N: CVE-2024-21626's kind of escape). So every
  * such path of the bundle must be normal, and bwrap's walk of it must meet
- * no symbolic link: not in the image, not in a bound directory, and never
- * bwrap's own /dev links (fd, stdin, stdout, stderr, core, ptmx, which lead
- * into /proc). The check reads the image with openat2(2) RESOLVE_BENEATH |
- * RESOLVE_NO_SYMLINKS before bwrap starts; nothing of the container runs
- * yet that could change it. */
+ * no symbolic link in the image and never bwrap's own /dev links (fd,
+ * stdin, stdout, stderr, core, ptmx, which lead into /proc); it may not go
+ * on inside a bound directory, whose contents another container sharing
+ * it could change after the check. The check reads the image with
+ * openat2(2) RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS before bwrap starts;
+ * nothing of the container runs yet that could change the image. */
 
 /* Absolute, with no '.', '..' or empty component (nor a trailing '/'). */
 static bool normal_inner_path(const char *p)
@@ -283,13 +284,14 @@ static int check_inner_walk(json_t *config, size_t upto, bool cwd, const char *w
 									"destination")));
 		if (fs != FS_BIND || !*rest)
 			return 0; /* a fresh tmpfs holds no link; a mount point is no link */
-		const char *src = json_string_value(json_object_get(over, "source"));
-		dirfd = src ? open(src, O_PATH | O_DIRECTORY | O_CLOEXEC) : -1;
-		if (dirfd < 0)
-			return kis_error_set(err, KIS_E_INVALID_PROFILE, errno,
-					     "%s '%s' lies in mounts[%zu], whose source '%s' is not a "
-					     "directory it can lie in",
-					     what, p, oi, src ? src : "");
+		/* A bound directory may be another container's too (a volume,
+		 * a pod's emptyDir), which can put a link in the walk's way
+		 * between this check and bwrap's walk, and create leaves time
+		 * until start: refused, not checked. */
+		return krt_host_refuse(err, "%s '%s' lies inside the bound directory of mounts[%zu] "
+				   "('%s'), whose contents can change before bubblewrap walks them: "
+				   "use the mount's destination itself, or a directory of the image",
+			      what, p, oi, json_string_value(json_object_get(over, "destination")));
 	}
 	if (!*rest)
 		return 0;
@@ -306,10 +308,10 @@ static int check_inner_walk(json_t *config, size_t upto, bool cwd, const char *w
 	if (errno == ENOENT || errno == ENOTDIR)
 		return 0;
 	if (errno == ELOOP || errno == EXDEV)
-		return krt_host_refuse(err, "%s '%s' passes a symbolic link in %s: bubblewrap would "
-				   "follow it before the container is whole; name the path it leads "
-				   "to",
-			      what, p, over ? "a bound directory" : "the image");
+		return krt_host_refuse(err, "%s '%s' passes a symbolic link in the image: bubblewrap "
+				   "would follow it before the container is whole; name the path it "
+				   "leads to",
+			      what, p);
 	return kis_error_set(err, KIS_E_INVALID_PROFILE, errno, "%s '%s' cannot be looked up",
 			     what, p);
 }

@@ -630,6 +630,12 @@ HOST_PATHS = [
      "profile_unsatisfiable", "symbolic link"),
     ("dest_dev_link", _host_mount({"destination": "/dev/fd/3/krt", "type": "tmpfs",
                                    "source": "tmpfs"}), "profile_unsatisfiable", "'/dev'"),
+    # a bound directory (a volume another container shares) can change
+    # between the check and bwrap's walk: nothing is walked inside one
+    ("cwd_in_a_bind", lambda c: (_host_mount({"destination": "/krt-vol", "type": "bind",
+                                              "source": "/tmp", "options": ["bind"]})(c),
+                                 c["process"].__setitem__("cwd", "/krt-vol/sub")),
+     "profile_unsatisfiable", "bound directory"),
 ]
 
 
