@@ -106,7 +106,7 @@ static int last_cap(void)
 
 /* setgroups/setresgid/setresuid to an unprivileged user. Needs CAP_SETGID
  * and CAP_SETUID in the effective set: call before the capabilities go. */
-int kis_switch_user(uid_t uid, gid_t gid, struct kis_error **err)
+int kis_switch_user(uid_t uid, gid_t gid, gid_t reach_gid, struct kis_error **err)
 {
 	if (uid == 0 || gid == 0)
 		return kis_error_set(err, KIS_E_INVALID_ARGUMENT, 0,
@@ -115,8 +115,8 @@ int kis_switch_user(uid_t uid, gid_t gid, struct kis_error **err)
 	/* raw syscalls: glibc's wrappers broadcast to every thread through a
 	 * signal (setxid), which we neither need (one thread after fork) nor
 	 * want between fork and exec */
-	if (syscall(SYS_setgroups, 0, NULL) < 0)
-		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot clear supplementary groups");
+	if (syscall(SYS_setgroups, reach_gid ? 1 : 0, reach_gid ? &reach_gid : NULL) < 0)
+		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot set supplementary groups");
 	if (syscall(SYS_setresgid, gid, gid, gid) < 0)
 		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot switch to gid %u",
 				     (unsigned)gid);
@@ -162,7 +162,7 @@ static int drop_caps_then(const struct kis_harden_opts *o, struct kis_error **er
 	/* the bounding set is empty now; setuid still has CAP_SETUID in the
 	 * effective set (the bounding set only limits what execve may add) */
 	if (o && o->set_user)
-		TRY(kis_switch_user(o->uid, o->gid, err));
+		TRY(kis_switch_user(o->uid, o->gid, o->reach_gid, err));
 	if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 && errno != EINVAL)
 		return kis_error_set(err, KIS_E_INTERNAL, errno,
 				     "cannot clear ambient capabilities");

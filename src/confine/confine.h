@@ -149,7 +149,19 @@ struct kis_harden_opts {
 	bool set_user;
 	uid_t uid;
 	gid_t gid;
+	/* nonzero: the user's one supplementary group (KIS_REACH_GID) */
+	gid_t reach_gid;
 };
+
+/* The group through which an unprivileged landlock command reaches its
+ * workspace in the store: the store's own directories on the way are
+ * root:KIS_REACH_GID 0710, never searchable by others. Others could
+ * otherwise walk to a file a bubblewrap or container sandbox made, owned
+ * by uid 0 on disk through its id map and setuid by its own chmod, and
+ * run it outside the sandbox's nosuid mount: root for any local user.
+ * Just above the sandboxes' id blocks (1610612736..1879048191) and
+ * systemd's container range, so no host user and no sandbox id has it. */
+#define KIS_REACH_GID 1879048192u
 
 /* In the child, last step before Landlock and seccomp: rlimits (RLIMIT_CORE
  * 0; RLIMIT_CPU a backstop a second past cpu_ms), every fd >= 3 not kept
@@ -167,7 +179,7 @@ KIS_HIDDEN int kis_drop_caps(struct kis_error **err);
 /* One capability out of every set, the bounding set included, so no execve
  * (a setuid-root file, root's legacy rule) gives it back. */
 KIS_HIDDEN int kis_drop_cap(int cap, struct kis_error **err);
-KIS_HIDDEN int kis_switch_user(uid_t uid, gid_t gid, struct kis_error **err);
+KIS_HIDDEN int kis_switch_user(uid_t uid, gid_t gid, gid_t reach_gid, struct kis_error **err);
 
 /* ------------------------------------------------- the host tier in one go */
 

@@ -269,6 +269,56 @@ def test_workspace_write_reaches_the_host_as_root(env, backend):
         kis(env, "destroy", w)
 
 
+def _as_user(uid, *argv):
+    """argv as an ordinary local user (uid:uid, no groups): the host side
+    of a probe, which only looks (stat), never runs what it finds."""
+    def drop():
+        os.setgroups([])
+        os.setgid(uid)
+        os.setuid(uid)
+    return subprocess.run(list(argv), capture_output=True, text=True, preexec_fn=drop, timeout=30)
+
+
+def test_a_setuid_file_a_sandbox_made_is_out_of_reach_of_host_users(env):
+    """A bubblewrap or container sandbox's root writes files that are uid 0
+    on disk (its id map) and may make them setuid: nosuid holds on the
+    sandbox's mount only. A landlock run on the same workspace must let its
+    unprivileged user reach the workspace, and it used to do that by opening
+    the store's directories to every local user, who could then run the
+    planted setuid-root file by its host path. The probe plants one (and
+    checks it is there, setuid root: the control), then an ordinary local
+    user tries to reach it and the store's directories on its way."""
+    require("landlock")
+    require("bubblewrap")
+    w = kis(env, "clone", env["base"]).stdout.strip()
+    try:
+        p = kis(env, "run", "--backend", "landlock", "--workspace", w, "--", "sh", "-c",
+                "mkdir -p pub && chmod 0777 pub")
+        assert p.returncode == 0, p.stderr
+        p = kis(env, "run", "--backend", "bubblewrap", "--workspace", w, "--", "sh", "-c",
+                "cp /bin/true /workspace/pub/rid && chmod 4755 /workspace/pub/rid")
+        assert p.returncode == 0, p.stderr
+        path = Path(kis(env, "workspace", "path", w).stdout.strip())
+        planted = [q for q in (path / "pub" / "rid", path.parent / "upper" / "pub" / "rid")
+                   if q.exists()]
+        assert planted, "the probe could not plant its file"
+        st = planted[0].stat()
+        assert st.st_uid == 0 and st.st_mode & stat.S_ISUID, oct(st.st_mode)
+        for q in planted:
+            got = _as_user(12345, "/usr/bin/test", "-e", str(q))
+            assert got.returncode != 0, f"a local user reaches {q}: escaped"
+        store = Path(env["env"]["KIS_SANDBOX_ROOT"])
+        # the gate: the store and its workspaces directory (what lies
+        # behind keeps the search right id-mapped views need)
+        for d in (store, store / "workspaces"):
+            assert not d.stat().st_mode & stat.S_IXOTH, f"{d} is searchable by every user"
+        # the landlock sandbox itself still reaches its workspace
+        p = kis(env, "run", "--backend", "landlock", "--workspace", w, "--", "ls", "pub")
+        assert p.returncode == 0 and "rid" in p.stdout, p.stderr
+    finally:
+        kis(env, "destroy", w)
+
+
 # ---- 3. the profile's env reaches no process outside the sandbox
 
 MARKER_C = r"""

@@ -126,14 +126,25 @@ int kis_host_chown_tree(const char *path, uid_t uid, gid_t gid, struct kis_error
 }
 
 /* workspaces live at ROOT/workspaces/ID/LEAF (src/store/workspace.c): the
- * three directories below ROOT and ROOT itself belong to the store. */
+ * three directories below ROOT and ROOT itself belong to the store. The
+ * gate, ROOT and ROOT/workspaces, the sandbox user passes through its one
+ * supplementary group, KIS_REACH_GID (root:KIS_REACH_GID 0710, whatever a
+ * store made before this had: others lose their search right there); a
+ * directory above the store is the host's and must let others search it. */
 int kis_host_make_reachable(const char *ws_path, struct kis_error **err)
 {
 	_cleanup_free_ char *p = strdup(ws_path);
 	if (!p)
 		return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "workspace path");
-	char *marker = strstr(p, "/workspaces/");
+	/* the last "/workspaces/": a store root may hold the word itself */
+	char *marker = NULL;
+	for (char *m = strstr(p, "/workspaces/"); m; m = strstr(m + 1, "/workspaces/"))
+		marker = m;
 	size_t store_end = marker ? (size_t)(marker - p) : 0;
+	/* the store's directories: ROOT, ROOT/workspaces, ROOT/workspaces/ID */
+	size_t leaf = strlen(p);
+	while (leaf > 0 && p[leaf - 1] != '/')
+		leaf--;
 	/* walk every ancestor of the workspace, from / down */
 	for (char *s = p + 1;; s++) {
 		bool last = !*s;
@@ -144,21 +155,29 @@ int kis_host_make_reachable(const char *ws_path, struct kis_error **err)
 		struct stat st;
 		if (stat(p, &st) < 0)
 			return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot stat '%s'", p);
-		if (!(st.st_mode & S_IXOTH)) {
-			if (marker && (size_t)(s - p) >= store_end) {
-				/* the store's own directory: search, not read */
-				if (chmod(p, (st.st_mode & 07777) | S_IXOTH) < 0)
-					return kis_error_set(err, KIS_E_INTERNAL, errno,
-							     "cannot open '%s' to the sandbox user",
-							     p);
-			} else {
-				return kis_error_set(
-					err, KIS_E_PROFILE_UNSATISFIABLE, 0,
-					"workspace: '%s' on the way to it cannot be searched by the "
-					"unprivileged sandbox user (mode %03o): put the store "
-					"(KIS_SANDBOX_ROOT) under directories others may search",
-					p, (unsigned)(st.st_mode & 0777));
-			}
+		size_t at = (size_t)(s - p);
+		bool gate = marker && (at == store_end || at == store_end + strlen("/workspaces"));
+		if (gate) {
+			mode_t want = (st.st_mode & (S_IRWXU | S_ISVTX)) | S_IXGRP;
+			if ((st.st_gid != KIS_REACH_GID &&
+			     chown(p, (uid_t)-1, (gid_t)KIS_REACH_GID) < 0) ||
+			    ((st.st_mode & 07777) != want && chmod(p, want) < 0))
+				return kis_error_set(err, KIS_E_INTERNAL, errno,
+						     "cannot open '%s' to the sandbox user's group", p);
+		} else if (marker && at > store_end && at < leaf) {
+			/* the workspace's own directory, behind the gate: its
+			 * search right for others is the store's (an id-mapped
+			 * view of it, where root is no owner, walks in by it) */
+			if (!(st.st_mode & S_IXOTH) && chmod(p, (st.st_mode & 07777) | S_IXOTH) < 0)
+				return kis_error_set(err, KIS_E_INTERNAL, errno,
+						     "cannot open '%s' to the sandbox user", p);
+		} else if (!last && !(st.st_mode & S_IXOTH)) {
+			return kis_error_set(
+				err, KIS_E_PROFILE_UNSATISFIABLE, 0,
+				"workspace: '%s' on the way to it cannot be searched by the "
+				"unprivileged sandbox user (mode %03o): put the store "
+				"(KIS_SANDBOX_ROOT) under directories others may search",
+				p, (unsigned)(st.st_mode & 0777));
 		}
 		*s = saved;
 		if (last)

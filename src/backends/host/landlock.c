@@ -237,6 +237,7 @@ static int ll_prepare(struct kis_plan *pl, const char *name, const char *agent,
 	s->cp.harden.set_user = pl->set_user;
 	s->cp.harden.uid = pl->uid;
 	s->cp.harden.gid = pl->gid;
+	s->cp.harden.reach_gid = pl->set_user ? KIS_REACH_GID : 0;
 	return 0;
 fail:
 	ll_start_release(s, true);
