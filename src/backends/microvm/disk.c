@@ -86,6 +86,20 @@ static int tool_confine(struct kis_confine_plan *cp, const char *img, const char
 	return 0;
 }
 
+/* mke2fs over a tree: tool_confine's rules, the image read-write, the
+ * tree read-only. */
+static int mkfs_confine(struct kis_confine_plan *cp, const char *img, const char *const *ro,
+			struct kis_error **err)
+{
+	kis_confine_plan_init(cp);
+	struct kis_seccomp_opts sc = {.net = KIS_NET_OFF};
+	const char *rw[] = {img, NULL};
+	struct kis_landlock_opts ll = {.extra_rw = rw, .extra_ro = ro, .net = KIS_NET_OFF};
+	TRY(kis_confine_plan_prepare(cp, &sc, kis_landlock_abi() > 0 ? &ll : NULL, err));
+	cp->harden.limits = NULL;
+	return 0;
+}
+
 /* e2fsprogs' tools, where Debian puts them */
 enum e2tool { MKFS, DEBUGFS, E2FSCK };
 #define E2PATHS(n) {"/usr/sbin/" n, "/sbin/" n, "/usr/bin/" n}
@@ -223,7 +237,19 @@ static int make_image(const char *img, const char *src, uint64_t fs_bytes, bool 
 		}
 		argv[n++] = tmp;
 		argv[n] = NULL;
-		r = run_tool_ok(argv, -1, 0, err);
+		/* mke2fs -d reads the tree by name (lstat, then open or chdir,
+		 * each following a link), and a session may be writing that
+		 * workspace meanwhile: a link swapped in between would copy a
+		 * host file into the guest's image. Confined as the other tools
+		 * (tool_confine) with the tree read-only besides: whatever is
+		 * swapped in, it reads the tree and the system directories. */
+		struct kis_confine_plan cp;
+		const char *ro[] = {src, NULL};
+		r = mkfs_confine(&cp, tmp, src ? ro : NULL, err);
+		if (r == 0) {
+			r = run_tool_in(argv, -1, 0, &cp, err);
+			kis_confine_plan_release(&cp);
+		}
 	}
 	if (r == 0 && !journal) {
 		/* mke2fs makes /lost+found; in a layer the guest would see it in
