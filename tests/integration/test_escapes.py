@@ -319,6 +319,33 @@ def test_a_setuid_file_a_sandbox_made_is_out_of_reach_of_host_users(env):
         kis(env, "destroy", w)
 
 
+def test_a_link_in_a_root_workspace_does_not_lead_bwrap_out(env):
+    """With --root workspace bwrap mounts /proc, /dev, /tmp and /.kis/agent
+    in the workspace under its new root, before pivot_root: a link an
+    earlier run planted there (.kis -> /oldroot/VICTIM) made bwrap create
+    the agent's mount point in the host's directory. Refused by name, the
+    victim untouched; the control (no link) runs."""
+    require("bubblewrap")
+    w = kis(env, "clone", env["base"]).stdout.strip()
+    victim = env["victim"]
+    try:
+        path = Path(kis(env, "workspace", "path", w).stdout.strip())
+        os.symlink(f"/oldroot{victim}", path / ".kis")
+        p = kis(env, "run", "--backend", "bubblewrap", "--root", "workspace", "--workspace", w,
+                "--", "/probe-none")
+        assert p.returncode == 125 and "symbolic link" in p.stderr and "/.kis" in p.stderr, \
+            (p.returncode, p.stderr)
+        assert not (victim / "agent").exists(), "bwrap made the agent's mount point on the host"
+        (path / ".kis").unlink()
+        p = kis(env, "run", "--backend", "bubblewrap", "--root", "workspace", "--workspace", w,
+                "--", "/probe-none")
+        assert "symbolic link" not in p.stderr, p.stderr
+    finally:
+        if (victim / "agent").exists():
+            (victim / "agent").unlink()
+        kis(env, "destroy", w)
+
+
 # ---- 3. the profile's env reaches no process outside the sandbox
 
 MARKER_C = r"""

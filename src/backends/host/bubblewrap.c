@@ -37,6 +37,7 @@
 
 #include <fcntl.h>
 #include <grp.h>
+#include <linux/openat2.h>
 #include <jansson.h>
 #include <poll.h>
 #include <sched.h>
@@ -637,11 +638,52 @@ static int export_seccomp(enum kis_net_mode net, struct kis_error **err)
 
 /* The descriptors both kinds of start need: the cgroup, the seccomp
  * program, the user namespace (each at fd >= 10). */
+/* With the workspace as the root, bwrap makes its mount points in it
+ * (/proc, /dev, /tmp, /.kis/agent, the mounts' targets) under its new root
+ * before pivot_root(2), following any link there: one an earlier run
+ * planted (/.kis -> /oldroot/tmp/x) would lead it into the host's tree, as
+ * the sandbox's host id, making files in the host's world-writable
+ * directories. Each point's path is walked beneath the workspace with
+ * openat2(2) RESOLVE_NO_SYMLINKS first (a session writing the workspace at
+ * the same time could still race it). */
+static int check_root_points(const struct kis_plan *pl, struct kis_error **err)
+{
+	if (pl->root != KIS_ROOT_WORKSPACE || !pl->workspace)
+		return 0;
+	_cleanup_close_ int ws = open(pl->workspace, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (ws < 0)
+		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot open the workspace '%s'",
+				     pl->workspace);
+	const char *fixed[] = {"proc", "dev", "tmp", AGENT_IN_SANDBOX + 1};
+	for (size_t i = 0; i < ARRAY_SIZE(fixed) + pl->n_mounts; i++) {
+		const char *rel = i < ARRAY_SIZE(fixed) ? fixed[i] : pl->mounts[i - ARRAY_SIZE(fixed)].target;
+		while (*rel == '/')
+			rel++;
+		if (!*rel)
+			continue;
+		struct open_how how = {.flags = O_PATH | O_CLOEXEC,
+				       .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS};
+		int fd = (int)syscall(SYS_openat2, ws, rel, &how, sizeof(how));
+		if (fd >= 0) {
+			close(fd);
+			continue;
+		}
+		if (errno == ELOOP || errno == EXDEV)
+			return kis_error_set(err, KIS_E_PROFILE_UNSATISFIABLE, 0,
+					     "root 'workspace': /%s in the workspace passes a symbolic "
+					     "link, which bubblewrap would follow out of the sandbox "
+					     "while it mounts there: remove the link",
+					     rel);
+	}
+	return 0;
+}
+
 static int start_prepare(struct kis_plan *pl, const char *cg_name, bool session,
 			 struct bw_start *s, struct kis_error **err)
 {
 	*s = (struct bw_start){.pl = pl, .seccomp_fd = -1, .info_fd = -1, .userns_fd = -1,
 			       .netns_fd = -1, .eg = KIS_EGRESS_INIT};
+	TRY(check_root_points(pl, err));
 	/* the engine's own processes in the group: bwrap, the agent, and in a
 	 * session the worker of an exec (concurrent execs share one count);
 	 * pasta as it joins (egress_into_cgroup) */
