@@ -14,11 +14,28 @@
 #include "core/util.h"
 
 #include <dirent.h>
+#include <stdbool.h>
 #include <fcntl.h>
 #include <string.h>
 #include <sys/stat.h>
 
 #include "core/tree.h"
+
+#ifndef STATX_ATTR_MOUNT_ROOT
+#define STATX_ATTR_MOUNT_ROOT 0x00002000 /* linux/stat.h, Linux 5.8 */
+#endif
+
+/* A directory that is the root of a mount: a bind of the same file system
+ * has the same st_dev as its parent, so st_dev alone would let the remover
+ * delete through it (statx(2), STATX_ATTR_MOUNT_ROOT). */
+static bool mount_root(int fd)
+{
+	struct statx sx;
+	if (statx(fd, "", AT_EMPTY_PATH | AT_STATX_DONT_SYNC, 0, &sx) < 0)
+		return false;
+	return (sx.stx_attributes_mask & STATX_ATTR_MOUNT_ROOT) &&
+	       (sx.stx_attributes & STATX_ATTR_MOUNT_ROOT);
+}
 
 struct level {
 	ino_t ino;
@@ -79,12 +96,13 @@ static int sweep_dir(int fd, dev_t dev, const char *what, int *sub, char **subna
 			break;
 		}
 		struct stat st;
-		if (fstat(s, &st) < 0 || st.st_dev != dev) {
+		bool mnt = false;
+		if (fstat(s, &st) < 0 || (mnt = st.st_dev != dev || mount_root(s))) {
 			int en = errno;
 			close(s);
 			/* another mount (a live overlay, a bind): never delete
 			 * through it, what lies under it may be someone's base */
-			r = st.st_dev != dev ?
+			r = mnt ?
 				kis_error_set(err, KIS_E_BUSY, 0,
 					      "'%s' in '%s' is a mount point; unmount it first",
 					      e->d_name, what) :

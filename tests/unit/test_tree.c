@@ -146,6 +146,47 @@ static void test_a_mount_is_never_crossed(void **state)
 	free(top);
 }
 
+/* A bind of a directory of the same file system (the same st_dev as the
+ * tree): its root is a mount root all the same, never deleted through. */
+static void test_a_same_fs_bind_is_never_crossed(void **state)
+{
+	(void)state;
+	if (geteuid() != 0) {
+		skip(); /* a mount namespace needs CAP_SYS_ADMIN */
+		return;
+	}
+	char *top = mktop(), *other = mktop();
+	char f[400];
+	snprintf(f, sizeof(f), "%s/precious", other);
+	close(open(f, O_WRONLY | O_CREAT, 0600));
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+			_exit(2);
+		char m[300];
+		snprintf(m, sizeof(m), "%s/bind", top);
+		if (mkdir(m, 0700) < 0 || mount(other, m, NULL, MS_BIND, NULL) < 0)
+			_exit(3);
+		struct kis_error *e = NULL;
+		int r = kis_tree_remove(AT_FDCWD, top, &e);
+		bool busy = r < 0 && e && e->code == KIS_E_BUSY;
+		kis_error_free(e);
+		umount2(m, MNT_DETACH);
+		_exit(busy ? 0 : 1);
+	}
+	int st = 0;
+	waitpid(pid, &st, 0);
+	assert_true(WIFEXITED(st));
+	assert_int_equal(WEXITSTATUS(st), 0);
+	assert_true(exists(f)); /* the bound directory's file is still there */
+	kis_tree_remove_path(top);
+	kis_tree_remove_path(other);
+	assert_false(exists(top));
+	free(top);
+	free(other);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -153,6 +194,7 @@ int main(void)
 		cmocka_unit_test(test_links_are_removed_not_followed),
 		cmocka_unit_test(test_missing_is_success),
 		cmocka_unit_test(test_a_mount_is_never_crossed),
+		cmocka_unit_test(test_a_same_fs_bind_is_never_crossed),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
