@@ -946,7 +946,7 @@ static int wasm_run(struct kis_plan *pl, struct kis_result *res, struct kis_erro
 	if (cc.code) {
 		/* the next run of this module links this instead of compiling;
 		 * a failure to keep it only costs that run a compile */
-		if (cc.code->len)
+		if (cc.code->len && cc.code->len <= cc.code->cap)
 			wasm_code_cache_put(root, bytes, len, cc.code->data, cc.code->len);
 		munmap(cc.code, cc.code_map);
 	}
