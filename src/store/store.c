@@ -170,6 +170,18 @@ static int store_open_impl(const char *root, bool sweep, struct kis_store **out,
 	}
 	if (root_store_safe(s->root, err) < 0)
 		goto fail;
+	/* An earlier build opened a root engine's store to every local user
+	 * (search only) for landlock's unprivileged user, which let them walk
+	 * to a setuid file a sandbox's root had made in a workspace. Closed
+	 * here, by any verb; landlock opens it to a group of its own instead
+	 * (src/backends/host/common.c, kis_host_make_reachable). */
+	struct stat rst;
+	if (geteuid() == 0 && initial_userns() && stat(s->root, &rst) == 0 &&
+	    (rst.st_mode & S_IRWXO) && chmod(s->root, rst.st_mode & 07770) < 0) {
+		kis_error_set(err, KIS_E_INTERNAL, errno, "cannot close store root '%s' to others",
+			      s->root);
+		goto fail;
+	}
 	s->root_fd = open(s->root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (s->root_fd < 0) {
 		kis_error_set(err, KIS_E_INTERNAL, errno, "cannot open store root '%s'", s->root);

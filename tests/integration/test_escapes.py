@@ -315,6 +315,12 @@ def test_a_setuid_file_a_sandbox_made_is_out_of_reach_of_host_users(env):
         # the landlock sandbox itself still reaches its workspace
         p = kis(env, "run", "--backend", "landlock", "--workspace", w, "--", "ls", "pub")
         assert p.returncode == 0 and "rid" in p.stdout, p.stderr
+        # a store an earlier build opened to others is closed by any verb
+        os.chmod(store, 0o711)
+        assert kis(env, "base", "list").returncode == 0
+        assert not store.stat().st_mode & 0o007, oct(store.stat().st_mode)
+        got = _as_user(12345, "/usr/bin/test", "-e", str(planted[0]))
+        assert got.returncode != 0, f"a local user reaches {planted[0]}: escaped"
     finally:
         kis(env, "destroy", w)
 
