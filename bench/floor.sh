@@ -9,6 +9,8 @@
 # images. The columns are found by the header's names (labels have spaces).
 # Usage: bench/startup N ... | sh bench/floor.sh REF_LABEL KIS_LABEL IMAGE_LABEL K TARGET
 awk -v ref="$1" -v kis="$2" -v img="$3" -v k="$4" -v target="$5" '
+	# the row whose label is l: the label, then two spaces of padding
+	function is_row(l) { return index($0, l) == 1 && substr($0, length(l) + 1, 2) == "  " }
 	{ print }
 	$1 == "command" && !hdr {
 		for (i = 2; i <= NF; i++)
@@ -16,9 +18,9 @@ awk -v ref="$1" -v kis="$2" -v img="$3" -v k="$4" -v target="$5" '
 		hdr = NR
 		next
 	}
-	hdr && index($0, ref) == 1 && substr($0, length(ref) + 1, 2) == "  " { r = $(NF - med_back) }
-	hdr && index($0, kis) == 1 && substr($0, length(kis) + 1, 2) == "  " { m = $(NF - med_back) }
-	hdr && index($0, img) == 1 && substr($0, length(img) + 1, 2) == "  " { e = $(NF - med_back) }
+	hdr && is_row(ref) { r = $(NF - med_back) }
+	hdr && is_row(kis) { m = $(NF - med_back) }
+	hdr && is_row(img) { e = $(NF - med_back) }
 	END {
 		if (r == "" || m == "" || e == "" || r <= 0) {
 			print "floor: the table lacks a row (\"" ref "\", \"" kis "\", \"" img "\")"

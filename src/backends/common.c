@@ -5,10 +5,12 @@
 
 #include <fcntl.h>
 #include <jansson.h>
+#include <linux/openat2.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/utsname.h>
 
 #include "backends/common.h"
@@ -186,6 +188,20 @@ int kis_native_plan_run(struct kis_native_plan *n, int (*child_setup)(void *, st
 		.hooks = hooks,
 	};
 	return kis_exec_run(&sp, &sv, res, err);
+}
+
+int kis_walk_meets_link(int dirfd, const char *rel)
+{
+	struct open_how how = {.flags = O_PATH | O_CLOEXEC,
+			       .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS};
+	int fd = (int)syscall(SYS_openat2, dirfd, rel, &how, sizeof(how));
+	if (fd >= 0) {
+		close(fd);
+		return 0;
+	}
+	if (errno == ENOENT || errno == ENOTDIR)
+		return 0;
+	return errno == ELOOP || errno == EXDEV ? 1 : -1;
 }
 
 const char *kis_find_tool(const char *env_var, const char *const *cands, size_t n)

@@ -33,6 +33,13 @@ int kis_check_network(const struct kis_caps *caps, const struct kis_profile *p,
  * was found (KIS_E_TIER_UNAVAILABLE). */
 int kis_ctx_agent(const struct kis_ctx *ctx, char **out, struct kis_error **err);
 const char *kis_find_tool(const char *env_var, const char *const *cands, size_t n);
+/* Whether the walk of rel (relative) beneath dirfd meets a symbolic link,
+ * its last component included (openat2(2) RESOLVE_BENEATH |
+ * RESOLVE_NO_SYMLINKS, no O_NOFOLLOW): 1 yes (or it would leave dirfd); 0
+ * no, or the walk ends at a missing component first (what bwrap would make
+ * as a directory); -1 another error, in errno. For the mount points and
+ * working directories bwrap walks before pivot_root(2). */
+int kis_walk_meets_link(int dirfd, const char *rel);
 /* Whether env[0..n) sets KEY. */
 bool kis_env_has(char *const *env, size_t n, const char *key);
 /* Refuse each non-zero limit the backend cannot enforce, naming the field. */

@@ -5,10 +5,8 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <linux/openat2.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "backends/common.h"
@@ -58,7 +56,7 @@ static int plan_mount(json_t *m, size_t i, struct kis_argv *a, struct kis_error 
 	if (!dst || dst[0] != '/')
 		return kis_error_set(err, KIS_E_INVALID_PROFILE, 0,
 				     "mounts[%zu].destination is not an absolute path", i);
-	bool ro = false, bind = type && strcmp(type, "bind") == 0;
+	bool ro = false, bind = krt_mount_is_bind(m);
 	const char *mode = NULL, *size = NULL, *bad = NULL;
 	/* the /dev family is bwrap's --dev (null, zero, full, random, urandom,
 	 * tty, a devpts of its own) and --mqueue: their options are bwrap's;
@@ -77,8 +75,6 @@ static int plan_mount(json_t *m, size_t i, struct kis_argv *a, struct kis_error 
 			continue;
 		if (strcmp(s, "ro") == 0)
 			ro = true;
-		if (strcmp(s, "bind") == 0 || strcmp(s, "rbind") == 0)
-			bind = true;
 		if (strncmp(s, "mode=", 5) == 0)
 			mode = s + 5;
 		if (strncmp(s, "size=", 5) == 0)
@@ -211,14 +207,7 @@ static enum inner_fs mount_fs(json_t *m)
 {
 	const char *type = json_string_value(json_object_get(m, "type"));
 	const char *dst = json_string_value(json_object_get(m, "destination"));
-	json_t *o;
-	size_t j;
-	json_array_foreach(json_object_get(m, "options"), j, o) {
-		const char *s = json_string_value(o);
-		if (s && (strcmp(s, "bind") == 0 || strcmp(s, "rbind") == 0))
-			return FS_BIND;
-	}
-	if (type && strcmp(type, "bind") == 0)
+	if (krt_mount_is_bind(m))
 		return FS_BIND;
 	if (type && strcmp(type, "tmpfs") == 0)
 		return dst && strcmp(dst, "/dev") == 0 ? FS_DEV : FS_FRESH;
@@ -264,24 +253,16 @@ static int check_inner_walk(json_t *config, size_t upto, bool cwd, const char *w
 	const char *rest = p + olen;
 	while (*rest == '/')
 		rest++;
-	_cleanup_close_ int dirfd = -1;
-	if (!over) {
-		const char *root = json_string_value(json_object_get(json_object_get(config, "root"),
-								     "path"));
-		dirfd = root ? open(root, O_PATH | O_DIRECTORY | O_CLOEXEC) : -1;
-		if (dirfd < 0)
-			return kis_error_set(err, KIS_E_INVALID_PROFILE, errno,
-					     "root.path '%s' cannot be opened", root ? root : "");
-	} else {
+	if (over) {
 		enum inner_fs fs = mount_fs(over);
+		const char *d = json_string_value(json_object_get(over, "destination"));
 		/* a working directory in /dev or a pseudo file system (/proc)
 		 * has nothing to work on and everything to reach */
 		if (fs == FS_PSEUDO || (fs == FS_DEV && (cwd || dev_link(rest))))
 			return krt_host_refuse(err, "%s '%s' lies in mounts[%zu] ('%s'), where "
 					   "bubblewrap's walk could follow a link out of the "
 					   "container",
-				      what, p, oi, json_string_value(json_object_get(over,
-									"destination")));
+				      what, p, oi, d);
 		if (fs != FS_BIND || !*rest)
 			return 0; /* a fresh tmpfs holds no link; a mount point is no link */
 		/* A bound directory may be another container's too (a volume,
@@ -291,29 +272,25 @@ static int check_inner_walk(json_t *config, size_t upto, bool cwd, const char *w
 		return krt_host_refuse(err, "%s '%s' lies inside the bound directory of mounts[%zu] "
 				   "('%s'), whose contents can change before bubblewrap walks them: "
 				   "use the mount's destination itself, or a directory of the image",
-			      what, p, oi, json_string_value(json_object_get(over, "destination")));
+			      what, p, oi, d);
 	}
+	const char *root = json_string_value(json_object_get(json_object_get(config, "root"), "path"));
+	_cleanup_close_ int dirfd = root ? open(root, O_PATH | O_DIRECTORY | O_CLOEXEC) : -1;
+	if (dirfd < 0)
+		return kis_error_set(err, KIS_E_INVALID_PROFILE, errno, "root.path '%s' cannot be opened",
+				     root ? root : "");
 	if (!*rest)
 		return 0;
-	/* No link anywhere on the way, the last component included (no
-	 * O_NOFOLLOW: a trailing link is ELOOP too). A missing component ends
-	 * the walk where bwrap would make it a directory, or fail. */
-	struct open_how how = {.flags = O_PATH | O_CLOEXEC,
-			       .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS};
-	int fd = (int)syscall(SYS_openat2, dirfd, rest, &how, sizeof(how));
-	if (fd >= 0) {
-		close(fd);
-		return 0;
-	}
-	if (errno == ENOENT || errno == ENOTDIR)
-		return 0;
-	if (errno == ELOOP || errno == EXDEV)
+	int link = kis_walk_meets_link(dirfd, rest);
+	if (link == 1)
 		return krt_host_refuse(err, "%s '%s' passes a symbolic link in the image: bubblewrap "
 				   "would follow it before the container is whole; name the path it "
 				   "leads to",
 			      what, p);
-	return kis_error_set(err, KIS_E_INVALID_PROFILE, errno, "%s '%s' cannot be looked up",
-			     what, p);
+	if (link < 0)
+		return kis_error_set(err, KIS_E_INVALID_PROFILE, errno, "%s '%s' cannot be looked up",
+				     what, p);
+	return 0;
 }
 
 /* Every mount's destination against the mounts before it, and the

@@ -189,14 +189,7 @@ static int mvm_mounts(json_t *mounts, json_t *files, struct kis_error **err)
 		if (!dst || dst[0] != '/')
 			return kis_error_set(err, KIS_E_INVALID_PROFILE, 0,
 					     "mounts[%zu].destination must be absolute", i);
-		bool bind = type && strcmp(type, "bind") == 0;
-		size_t k;
-		json_t *o;
-		json_array_foreach(json_object_get(m, "options"), k, o)
-			if (json_string_value(o) && (strcmp(json_string_value(o), "bind") == 0 ||
-						     strcmp(json_string_value(o), "rbind") == 0))
-				bind = true;
-		if (!bind) {
+		if (!krt_mount_is_bind(m)) {
 			static const char *const own[] = {"proc", "sysfs", "devpts", "mqueue",
 							  "cgroup", "cgroup2", "tmpfs"};
 			bool ok = false;

@@ -323,6 +323,21 @@ static int check_namespaces(json_t *config, int *net_kind, struct kis_error **er
 	return 0;
 }
 
+bool krt_mount_is_bind(json_t *m)
+{
+	const char *type = json_string_value(json_object_get(m, "type"));
+	if (type && strcmp(type, "bind") == 0)
+		return true;
+	json_t *o;
+	size_t j;
+	json_array_foreach(json_object_get(m, "options"), j, o) {
+		const char *s = json_string_value(o);
+		if (s && (strcmp(s, "bind") == 0 || strcmp(s, "rbind") == 0))
+			return true;
+	}
+	return false;
+}
+
 int krt_policy_bind_source(const char *src, size_t i, struct kis_error **err)
 {
 	char real[PATH_MAX];
@@ -351,13 +366,11 @@ static int check_mounts(json_t *config, struct kis_error **err)
 	json_array_foreach(json_object_get(config, "mounts"), i, m) {
 		const char *type = json_string_value(json_object_get(m, "type"));
 		const char *src = json_string_value(json_object_get(m, "source"));
-		bool bind = type && strcmp(type, "bind") == 0;
+		bool bind = krt_mount_is_bind(m);
 		json_t *o;
 		size_t j;
 		json_array_foreach(json_object_get(m, "options"), j, o) {
 			const char *s = json_string_value(o);
-			if (s && (strcmp(s, "bind") == 0 || strcmp(s, "rbind") == 0))
-				bind = true;
 			/* a shared mount sends the container's mounts back to the
 			 * host's table (mount_namespaces(7), MS_SHARED) */
 			if (s && (strcmp(s, "shared") == 0 || strcmp(s, "rshared") == 0))

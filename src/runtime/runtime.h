@@ -56,6 +56,9 @@ int krt_tier_parse(const char *s);
  * what it cannot; then normalise it in place to kis's defaults (seccomp,
  * masked paths, limits) and make root.path absolute against bundle_dir. */
 int krt_policy_container(json_t *config, const char *bundle_dir, struct kis_error **err);
+/* A bind mount of config.json's: type "bind", or a "bind" or "rbind"
+ * option (runc and crun take either). */
+bool krt_mount_is_bind(json_t *m);
 /* A bind's host source (mounts[i].source): the host's root, /etc, /dev,
  * /boot, /root and anything under /proc or /sys are never bound. */
 int krt_policy_bind_source(const char *src, size_t i, struct kis_error **err);

@@ -37,7 +37,6 @@
 
 #include <fcntl.h>
 #include <grp.h>
-#include <linux/openat2.h>
 #include <jansson.h>
 #include <poll.h>
 #include <sched.h>
@@ -636,8 +635,6 @@ static int export_seccomp(enum kis_net_mode net, struct kis_error **err)
 	return hi;
 }
 
-/* The descriptors both kinds of start need: the cgroup, the seccomp
- * program, the user namespace (each at fd >= 10). */
 /* With the workspace as the root, bwrap makes its mount points in it
  * (/proc, /dev, /tmp, /.kis/agent, the mounts' targets) under its new root
  * before pivot_root(2), following any link there: one an earlier run
@@ -661,14 +658,7 @@ static int check_root_points(const struct kis_plan *pl, struct kis_error **err)
 			rel++;
 		if (!*rel)
 			continue;
-		struct open_how how = {.flags = O_PATH | O_CLOEXEC,
-				       .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS};
-		int fd = (int)syscall(SYS_openat2, ws, rel, &how, sizeof(how));
-		if (fd >= 0) {
-			close(fd);
-			continue;
-		}
-		if (errno == ELOOP || errno == EXDEV)
+		if (kis_walk_meets_link(ws, rel) == 1)
 			return kis_error_set(err, KIS_E_PROFILE_UNSATISFIABLE, 0,
 					     "root 'workspace': /%s in the workspace passes a symbolic "
 					     "link, which bubblewrap would follow out of the sandbox "
@@ -678,6 +668,8 @@ static int check_root_points(const struct kis_plan *pl, struct kis_error **err)
 	return 0;
 }
 
+/* The descriptors both kinds of start need: the cgroup, the seccomp
+ * program, the user namespace (each at fd >= 10). */
 static int start_prepare(struct kis_plan *pl, const char *cg_name, bool session,
 			 struct bw_start *s, struct kis_error **err)
 {

@@ -141,7 +141,8 @@ int kis_host_make_reachable(const char *ws_path, struct kis_error **err)
 	for (char *m = strstr(p, "/workspaces/"); m; m = strstr(m + 1, "/workspaces/"))
 		marker = m;
 	size_t store_end = marker ? (size_t)(marker - p) : 0;
-	/* the store's directories: ROOT, ROOT/workspaces, ROOT/workspaces/ID */
+	/* where LEAF, the workspace itself, starts: the store's directories
+	 * (ROOT, ROOT/workspaces, ROOT/workspaces/ID) end before it */
 	size_t leaf = strlen(p);
 	while (leaf > 0 && p[leaf - 1] != '/')
 		leaf--;

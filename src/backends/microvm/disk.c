@@ -70,30 +70,18 @@ static int run_tool_ok(char *const argv[], int out_fd, int max_ok, struct kis_er
 }
 
 /* e2fsck and debugfs parse an image the guest wrote, which may be crafted
- * to take them over: they run without capabilities, under the shared
- * seccomp policy (no network, no mounts, no ptrace) and, where the kernel
- * has Landlock, with access to the system directories, that image and our
- * private directory only. */
+ * to take them over, and mke2fs reads a tree a session may be writing:
+ * they run without capabilities, under the shared seccomp policy (no
+ * network, no mounts, no ptrace) and, where the kernel has Landlock, with
+ * access to the system directories, that image and our private directory
+ * (tdir, or none) read-write, and ro (a NULL-terminated list, or NULL)
+ * read-only. */
 static int tool_confine(struct kis_confine_plan *cp, const char *img, const char *tdir,
-			struct kis_error **err)
+			const char *const *ro, struct kis_error **err)
 {
 	kis_confine_plan_init(cp);
 	struct kis_seccomp_opts sc = {.net = KIS_NET_OFF};
 	const char *rw[] = {img, tdir, NULL};
-	struct kis_landlock_opts ll = {.extra_rw = rw, .net = KIS_NET_OFF};
-	TRY(kis_confine_plan_prepare(cp, &sc, kis_landlock_abi() > 0 ? &ll : NULL, err));
-	cp->harden.limits = NULL;
-	return 0;
-}
-
-/* mke2fs over a tree: tool_confine's rules, the image read-write, the
- * tree read-only. */
-static int mkfs_confine(struct kis_confine_plan *cp, const char *img, const char *const *ro,
-			struct kis_error **err)
-{
-	kis_confine_plan_init(cp);
-	struct kis_seccomp_opts sc = {.net = KIS_NET_OFF};
-	const char *rw[] = {img, NULL};
 	struct kis_landlock_opts ll = {.extra_rw = rw, .extra_ro = ro, .net = KIS_NET_OFF};
 	TRY(kis_confine_plan_prepare(cp, &sc, kis_landlock_abi() > 0 ? &ll : NULL, err));
 	cp->harden.limits = NULL;
@@ -245,7 +233,7 @@ static int make_image(const char *img, const char *src, uint64_t fs_bytes, bool 
 		 * swapped in, it reads the tree and the system directories. */
 		struct kis_confine_plan cp;
 		const char *ro[] = {src, NULL};
-		r = mkfs_confine(&cp, tmp, src ? ro : NULL, err);
+		r = tool_confine(&cp, tmp, NULL, src ? ro : NULL, err);
 		if (r == 0) {
 			r = run_tool_in(argv, -1, 0, &cp, err);
 			kis_confine_plan_release(&cp);
@@ -827,7 +815,7 @@ int kis_mvm_disk_sync_back(const char *img, const char *layer, const char *dst_d
 	struct kis_confine_plan cp;
 	kis_confine_plan_init(&cp);
 	int r = -1;
-	if (tool_confine(&cp, img, tdir, err) < 0)
+	if (tool_confine(&cp, img, tdir, NULL, err) < 0)
 		goto out;
 	{
 		/* debugfs reads the filesystem as it is on disk, without the
