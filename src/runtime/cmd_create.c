@@ -47,13 +47,24 @@ static int load_config(const struct krt_parsed *p, json_t **out, struct kis_erro
 	return 0;
 }
 
+/* kis's store, refused as a host path of a bundle's (the microvm tier's
+ * store is the same one: $KIS_SANDBOX_ROOT, else root's default). */
+static const char *store_root(void)
+{
+	const char *env = getenv("KIS_SANDBOX_ROOT");
+	return env && *env == '/' ? env : "/var/lib/kis/sandbox";
+}
+
 static int create_like(const struct krt_globals *g, int argc, char **argv,
 		       struct kis_error **err)
 {
 	struct krt_parsed p;
 	int r = krt_parse(create_opts, argc, argv, &p, err);
 	struct kis_argv a = {0};
-	json_t *config = NULL;
+	json_t *raw = NULL;
+	struct krt_model m;
+	krt_model_init(&m);
+	_cleanup_free_ char *stage = NULL;
 	if (r < 0)
 		goto out;
 	r = -1;
@@ -62,49 +73,53 @@ static int create_like(const struct krt_globals *g, int argc, char **argv,
 			      argv[0]);
 		goto out;
 	}
-	if (load_config(&p, &config, err) < 0)
+	if (krt_valid_id(p.pos.v[0], err) < 0 || load_config(&p, &raw, err) < 0)
 		goto out;
 	enum krt_tier tier;
-	if (krt_policy_tier(config, g->pinned_tier, &tier, err) < 0)
+	if (krt_policy_tier(raw, g->pinned_tier, &tier, err) < 0)
 		goto out;
 	const char *bundle = p.bundle ? p.bundle : ".";
-	switch (tier) {
-	case KRT_TIER_MICROVM: {
-		/* a guest of its own (mvm.c): what it cannot give is refused there */
-		struct krt_host_opts mo = {
-			.pid_file = krt_parsed_value(&p, "pid-file"),
-			.console_socket = krt_parsed_value(&p, "console-socket"),
-			.preserve_fds = p.preserve_fds,
-			.detach = krt_parsed_has(&p, "detach"),
-			.run = strcmp(argv[0], "run") == 0,
-		};
-		r = krt_mvm_create(g, config, bundle, p.pos.v[0], &mo, err);
+	/* from here on only the model: what it does not hold reaches no tier */
+	bool had_seccomp = json_object_get(json_object_get(raw, "linux"), "seccomp") != NULL;
+	if (krt_model_read(raw, bundle, g->root, store_root(), &m, err) < 0)
 		goto out;
-	}
-	case KRT_TIER_HOST: {
+	struct krt_host_opts ho = {
+		.pid_file = krt_parsed_value(&p, "pid-file"),
+		.console_socket = krt_parsed_value(&p, "console-socket"),
+		.preserve_fds = p.preserve_fds,
+		.detach = krt_parsed_has(&p, "detach"),
+		.run = strcmp(argv[0], "run") == 0,
+	};
+	switch (tier) {
+	case KRT_TIER_MICROVM:
+		/* a guest of its own (mvm.c): what it cannot give is refused there */
+		r = krt_mvm_create(g, m.doc, bundle, p.pos.v[0], &ho, err);
+		goto out;
+	case KRT_TIER_HOST:
 		/* the same refusals and defaults as the container tier, then
 		 * what bubblewrap can do (host.c) */
-		bool had_seccomp =
-			json_object_get(json_object_get(config, "linux"), "seccomp") != NULL;
-		if (krt_policy_container(config, bundle, err) < 0)
+		if (krt_policy_container(m.doc, err) < 0)
 			goto out;
-		struct krt_host_opts ho = {
-			.pid_file = krt_parsed_value(&p, "pid-file"),
-			.console_socket = krt_parsed_value(&p, "console-socket"),
-			.preserve_fds = p.preserve_fds,
-			.detach = krt_parsed_has(&p, "detach"),
-			.run = strcmp(argv[0], "run") == 0,
-		};
-		r = krt_host_create(g, config, had_seccomp, bundle, p.pos.v[0], &ho, err);
+		r = krt_host_create(g, &m, had_seccomp, bundle, p.pos.v[0], &ho, err);
 		goto out;
-	}
 	case KRT_TIER_CONTAINER:
 	default:
 		break;
 	}
-	if (krt_policy_container(config, bundle, err) < 0)
+	r = -1;
+	if (krt_policy_container(m.doc, err) < 0 || krt_make_root(g->root, err) < 0)
 		goto out;
-	int cfd = krt_memfd_json(config, 3 + (int)p.preserve_fds, err);
+	/* the binds' sources staged (a directory of the state root's that ids
+	 * cannot name: they never begin with '.'), the joined namespaces held */
+	if (asprintf(&stage, "%s/.kis-stage", g->root) < 0) {
+		stage = NULL;
+		kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "stage");
+		goto out;
+	}
+	if (krt_model_stage(&m, stage, err) < 0 ||
+	    krt_model_hold_fds(&m, 3 + (int)p.preserve_fds, err) < 0)
+		goto out;
+	int cfd = krt_memfd_json(m.doc, 3 + (int)p.preserve_fds, err);
 	if (cfd < 0)
 		goto out;
 	char cfgpath[64];
@@ -120,7 +135,8 @@ static int create_like(const struct krt_globals *g, int argc, char **argv,
 		goto out;
 	r = krt_crun_exec(&a, err);
 out:
-	json_decref(config);
+	json_decref(raw);
+	krt_model_release(&m);
 	kis_argv_release(&a);
 	krt_parsed_release(&p);
 	return r < 0 ? -1 : r;

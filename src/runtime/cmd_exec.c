@@ -45,11 +45,14 @@ static json_t *load_process(const char *path, struct kis_error **err)
 		json_decref(proc);
 		return NULL;
 	}
-	if (krt_policy_process(proc, "process", err) < 0) {
-		json_decref(proc);
+	json_t *model = NULL;
+	int r = krt_model_process(proc, &model, err);
+	json_decref(proc);
+	if (r < 0 || krt_policy_process(model, "process", err) < 0) {
+		json_decref(model);
 		return NULL;
 	}
-	return proc;
+	return model;
 }
 
 /* exec into a host-tier container: the process from --process, or the
@@ -120,6 +123,8 @@ int krt_cmd_exec(const struct krt_globals *g, int argc, char **argv, struct kis_
 		goto out;
 	}
 	char procpath[64] = "";
+	if (krt_valid_id(p.pos.v[0], err) < 0)
+		goto out;
 	if (krt_host_owns(g, p.pos.v[0]) || krt_mvm_owns(g, p.pos.v[0])) {
 		r = host_exec(g, &p, err);
 		goto out;
@@ -134,13 +139,17 @@ int krt_cmd_exec(const struct krt_globals *g, int argc, char **argv, struct kis_
 			goto out;
 		}
 		json_error_t je;
-		proc = json_loadfd(fd, JSON_REJECT_DUPLICATES, &je);
-		if (!proc || !json_is_object(proc)) {
+		json_t *raw = json_loadfd(fd, JSON_REJECT_DUPLICATES, &je);
+		if (!raw || !json_is_object(raw)) {
 			kis_error_set(err, KIS_E_INVALID_PROFILE, 0, "'%s': %s", p.process,
-				      proc ? "not an object" : je.text);
+				      raw ? "not an object" : je.text);
+			json_decref(raw);
 			goto out;
 		}
-		if (krt_policy_process(proc, "process", err) < 0)
+		/* only the modelled fields reach crun */
+		int mr = krt_model_process(raw, &proc, err);
+		json_decref(raw);
+		if (mr < 0 || krt_policy_process(proc, "process", err) < 0)
 			goto out;
 		/* as create's process: no privilege gained through setuid */
 		if (json_object_set_new(proc, "noNewPrivileges", json_true()) < 0) {

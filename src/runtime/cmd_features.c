@@ -56,6 +56,10 @@ int krt_cmd_passthrough(const struct krt_globals *g, int argc, char **argv,
 	 * verb's flags as given */
 	struct krt_verb_args va;
 	krt_verb_parse(argc, argv, &va);
+	/* one rule for ids at every verb and tier: `delete -f ../victim`
+	 * would otherwise be a path beside the state root to crun */
+	if (va.id && krt_valid_id(va.id, err) < 0)
+		return -1;
 	if (va.id && krt_host_owns(g, va.id))
 		return krt_host_verb(g, argc, argv, err);
 	if (va.id && krt_mvm_owns(g, va.id))

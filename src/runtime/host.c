@@ -33,6 +33,7 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -445,6 +446,16 @@ int krt_tier_start(int dfd, json_t *st, const char *id, struct kis_error **err)
 
 /* A container's state directory removed from its tier's hfd, after
  * before(its fd) when given (the host tier ends its cgroup there). */
+/* The container's own device nodes, in its state directory: bwrap's --dev
+ * binds the host's (null, zero, full, random, urandom, tty), whose mode a
+ * container's root (real uid 0 here, with CAP_FOWNER) could change for the
+ * whole host. Bound over them (--dev-bind), a chmod changes only these. */
+static const struct {
+	const char *name;
+	unsigned major, minor;
+} own_devs[] = {{"null", 1, 3}, {"zero", 1, 5}, {"full", 1, 7},
+		{"random", 1, 8}, {"urandom", 1, 9}, {"tty", 5, 0}};
+
 void krt_tier_remove(int hfd, const char *id, void (*before)(int dfd))
 {
 	_cleanup_close_ int dfd = openat(hfd, id, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
@@ -455,6 +466,13 @@ void krt_tier_remove(int hfd, const char *id, void (*before)(int dfd))
 						    ".state.json.tmp"};
 		for (size_t i = 0; i < ARRAY_SIZE(files); i++)
 			unlinkat(dfd, files[i], 0);
+		/* the host tier's own device nodes (own_dev_nodes) */
+		for (size_t i = 0; i < ARRAY_SIZE(own_devs); i++) {
+			char rel[32];
+			snprintf(rel, sizeof(rel), "dev/%s", own_devs[i].name);
+			unlinkat(dfd, rel, 0);
+		}
+		unlinkat(dfd, "dev", AT_REMOVEDIR);
 	}
 	unlinkat(hfd, id, AT_REMOVEDIR);
 }
@@ -540,13 +558,47 @@ static void remove_state(int hfd, const char *id)
 	krt_tier_remove(hfd, id, kis_host_cgroup_end);
 }
 
-int krt_host_create(const struct krt_globals *g, json_t *config, bool had_seccomp,
+static int own_dev_nodes(const struct krt_globals *g, int dfd, const char *id,
+			 struct kis_argv *a, struct kis_error **err)
+{
+	if (mkdirat(dfd, "dev", 0755) < 0 && errno != EEXIST)
+		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot make the device directory");
+	for (size_t i = 0; i < ARRAY_SIZE(own_devs); i++) {
+		char rel[32];
+		snprintf(rel, sizeof(rel), "dev/%s", own_devs[i].name);
+		if (mknodat(dfd, rel, S_IFCHR | 0666, makedev(own_devs[i].major, own_devs[i].minor)) < 0 &&
+		    errno != EEXIST)
+			return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot make /dev/%s",
+					     own_devs[i].name);
+		/* mknod is subject to the umask */
+		if (fchmodat(dfd, rel, 0666, 0) < 0)
+			return kis_error_set(err, KIS_E_INTERNAL, errno, "/dev/%s", own_devs[i].name);
+		_cleanup_free_ char *src = NULL, *dst = NULL;
+		if (asprintf(&src, "%s/%s/%s/%s", g->root, HOST_DIR, id, rel) < 0 ||
+		    asprintf(&dst, "/%s", rel) < 0)
+			return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "device nodes");
+		TRY(krt_argv_push(a, "--dev-bind", err));
+		TRY(krt_argv_push2(a, src, dst, err));
+	}
+	return 0;
+}
+
+static bool has_dev(const struct kis_argv *a)
+{
+	for (size_t i = 0; i + 1 < a->n; i++)
+		if (strcmp(a->v[i], "--dev") == 0 && strcmp(a->v[i + 1], "/dev") == 0)
+			return true;
+	return false;
+}
+
+int krt_host_create(const struct krt_globals *g, const struct krt_model *m, bool had_seccomp,
 		    const char *bundle, const char *id, const struct krt_host_opts *o,
 		    struct kis_error **err)
 {
 	struct krt_host_plan p;
 	struct kis_run_cgroup rc = {0};
-	int r = krt_host_plan(config, had_seccomp, &p, err);
+	json_t *config = m->doc;
+	int r = krt_host_plan(m, had_seccomp, &p, err);
 	_cleanup_close_ int hfd = -1, dfd = -1, fifo = -1, sc = -1, info = -1, tty = -1;
 	struct rl_set rls;
 	bool made = false;
@@ -586,6 +638,8 @@ int krt_host_create(const struct krt_globals *g, json_t *config, bool had_seccom
 	if (kis_host_seccomp_fd(&so, &sc, err) < 0)
 		goto out;
 	if (p.terminal && (tty = console_pty(o->console_socket, err)) < 0)
+		goto out;
+	if (has_dev(&p.bwrap) && own_dev_nodes(g, dfd, id, &p.bwrap, err) < 0)
 		goto out;
 	/* bwrap's argv, complete: the fds keep their numbers across exec */
 	char num[16];
@@ -645,8 +699,14 @@ int krt_host_create(const struct krt_globals *g, json_t *config, bool had_seccom
 			fail = 5;
 		int fl = fail ? 0 : fcntl(sc, F_GETFD);
 		if (!fail && (fcntl(sc, F_SETFD, fl & ~FD_CLOEXEC) < 0 ||
-			      fcntl(info, F_SETFD, fl & ~FD_CLOEXEC) < 0))
+			      fcntl(info, F_SETFD, fl & ~FD_CLOEXEC) < 0 ||
+			      fcntl(m->root.fd, F_SETFD, 0) < 0))
 			fail = 5;
+		/* the held root and binds, for bwrap's --bind-fd (it closes
+		 * each once bound) */
+		for (size_t b = 0; !fail && b < m->n_binds; b++)
+			if (m->binds[b].fd >= 0 && fcntl(m->binds[b].fd, F_SETFD, 0) < 0)
+				fail = 5;
 		/* tell create the setup is done (or failed), then wait for start */
 		krt_child_ready(sync[1], fail, fifo);
 		if (!found) {

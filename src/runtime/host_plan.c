@@ -48,7 +48,7 @@ static bool option_known(const char *o)
 	return strncmp(o, "mode=", 5) == 0 || strncmp(o, "size=", 5) == 0;
 }
 
-static int plan_mount(json_t *m, size_t i, struct kis_argv *a, struct kis_error **err)
+static int plan_mount(json_t *m, size_t i, int src_fd, struct kis_argv *a, struct kis_error **err)
 {
 	const char *dst = json_string_value(json_object_get(m, "destination"));
 	const char *type = json_string_value(json_object_get(m, "type"));
@@ -96,8 +96,14 @@ static int plan_mount(json_t *m, size_t i, struct kis_argv *a, struct kis_error 
 		if (!src)
 			return kis_error_set(err, KIS_E_INVALID_PROFILE, 0,
 					     "mounts[%zu].source is missing", i);
-		TRY(krt_argv_push(a, ro ? "--ro-bind" : "--bind", err));
-		return krt_argv_push2(a, src, dst, err);
+		/* the source held since the model checked it (bwrap binds
+		 * /proc/self/fd/N and closes N before the process runs) */
+		if (src_fd < 0)
+			return kis_error_set(err, KIS_E_INTERNAL, 0, "mounts[%zu]: no held source", i);
+		char num[16];
+		snprintf(num, sizeof(num), "%d", src_fd);
+		TRY(krt_argv_push(a, ro ? "--ro-bind-fd" : "--bind-fd", err));
+		return krt_argv_push2(a, num, dst, err);
 	}
 	if (!type)
 		return kis_error_set(err, KIS_E_INVALID_PROFILE, 0, "mounts[%zu].type is missing", i);
@@ -227,7 +233,7 @@ static bool dev_link(const char *rest)
 
 /* what ('mounts[3].destination', 'process.cwd') at p, walked by bwrap in the
  * tree the root and mounts[0..upto) make: 0 when no link can divert it. */
-static int check_inner_walk(json_t *config, size_t upto, bool cwd, const char *what,
+static int check_inner_walk(json_t *config, int root_fd, size_t upto, bool cwd, const char *what,
 			    const char *p, struct kis_error **err)
 {
 	if (!normal_inner_path(p))
@@ -275,7 +281,7 @@ static int check_inner_walk(json_t *config, size_t upto, bool cwd, const char *w
 			      what, p, oi, d);
 	}
 	const char *root = json_string_value(json_object_get(json_object_get(config, "root"), "path"));
-	_cleanup_close_ int dirfd = root ? open(root, O_PATH | O_DIRECTORY | O_CLOEXEC) : -1;
+	_cleanup_close_ int dirfd = openat(root_fd, ".", O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (dirfd < 0)
 		return kis_error_set(err, KIS_E_INVALID_PROFILE, errno, "root.path '%s' cannot be opened",
 				     root ? root : "");
@@ -295,7 +301,7 @@ static int check_inner_walk(json_t *config, size_t upto, bool cwd, const char *w
 
 /* Every mount's destination against the mounts before it, and the
  * working directory against them all. */
-static int check_inner_paths(json_t *config, struct kis_error **err)
+static int check_inner_paths(json_t *config, int root_fd, struct kis_error **err)
 {
 	json_t *mounts = json_object_get(config, "mounts");
 	json_t *m;
@@ -303,11 +309,11 @@ static int check_inner_paths(json_t *config, struct kis_error **err)
 	json_array_foreach(mounts, i, m) {
 		char what[48];
 		snprintf(what, sizeof(what), "mounts[%zu].destination", i);
-		TRY(check_inner_walk(config, i, false, what,
+		TRY(check_inner_walk(config, root_fd, i, false, what,
 				     json_string_value(json_object_get(m, "destination")), err));
 	}
 	const char *cwd = json_string_value(json_object_get(json_object_get(config, "process"), "cwd"));
-	return check_inner_walk(config, json_array_size(mounts), true, "process.cwd",
+	return check_inner_walk(config, root_fd, json_array_size(mounts), true, "process.cwd",
 				cwd && *cwd ? cwd : "/", err);
 }
 
@@ -462,8 +468,10 @@ static int plan_resources(json_t *res, struct krt_host_plan *p, struct kis_error
 /* config has been through krt_policy_container (its refusals and
  * defaults), which also put kis's seccomp JSON in place of an absent one:
  * had_seccomp says whether the bundle brought its own. */
-int krt_host_plan(json_t *config, bool had_seccomp, struct krt_host_plan *p, struct kis_error **err)
+int krt_host_plan(const struct krt_model *mo, bool had_seccomp, struct krt_host_plan *p,
+		  struct kis_error **err)
 {
+	json_t *config = mo->doc;
 	memset(p, 0, sizeof(*p));
 	const char *bwrap = bwrap_path();
 	if (!bwrap)
@@ -492,15 +500,19 @@ int krt_host_plan(json_t *config, bool had_seccomp, struct krt_host_plan *p, str
 	TRY(plan_process(json_object_get(config, "process"), p, err));
 	TRY(plan_resources(json_object_get(linux_, "resources"), p, err));
 	json_t *root = json_object_get(config, "root");
+	/* the root held since the model checked it: whatever root.path
+	 * names by now, bwrap binds that directory */
+	char num[16];
+	snprintf(num, sizeof(num), "%d", mo->root.fd);
 	TRY(krt_argv_push(&p->bwrap,
-			  json_is_true(json_object_get(root, "readonly")) ? "--ro-bind" : "--bind",
+			  json_is_true(json_object_get(root, "readonly")) ? "--ro-bind-fd" : "--bind-fd",
 			  err));
-	TRY(krt_argv_push2(&p->bwrap, json_string_value(json_object_get(root, "path")), "/", err));
+	TRY(krt_argv_push2(&p->bwrap, num, "/", err));
 	json_t *m;
 	size_t i;
 	json_array_foreach(json_object_get(config, "mounts"), i, m)
-		TRY(plan_mount(m, i, &p->bwrap, err));
-	TRY(check_inner_paths(config, err));
+		TRY(plan_mount(m, i, i < mo->n_binds ? mo->binds[i].fd : -1, &p->bwrap, err));
+	TRY(check_inner_paths(config, mo->root.fd, err));
 	TRY(plan_proc_view(linux_, &p->bwrap, err));
 	/* no TIOCSTI into a terminal the engine gave (a pty of the container's
 	 * own is its session's controlling terminal instead) */

@@ -207,9 +207,9 @@ static int mvm_mounts(json_t *mounts, json_t *files, struct kis_error **err)
 			return kis_error_set(err, KIS_E_INVALID_PROFILE, errno,
 					     "mounts[%zu]: bind source '%s' is not there", i,
 					     src ? src : "");
-		/* copied, not bound, but the container tier's rule all the same:
-		 * /proc/PID/environ is a regular file too */
-		TRY(krt_policy_bind_source(src, i, err));
+		/* src is the model's checked path (model.c): copied, not bound,
+		 * but under the same rule as a bind (/etc/shadow is a small
+		 * regular file too) */
 		if (S_ISDIR(st.st_mode) &&
 		    (strcmp(dst, "/dev/shm") == 0 || strcmp(dst, "/dev/mqueue") == 0))
 			continue;

@@ -58,12 +58,6 @@ static const struct {
 	{"rdma", "rdma", "rdma"},
 };
 
-/* Host paths never bound into a container: the whole host, its kernel
- * interfaces and its configuration (a bind of them undoes the masked
- * paths and the read-only system view). Compared after realpath(3). */
-static const char *const bind_refused_exact[] = {"/", "/etc", "/dev", "/boot", "/root"};
-static const char *const bind_refused_under[] = {"/proc", "/sys"};
-
 /* Character devices a container may read and write: those runc and crun
  * create in every container, the pseudo-terminals and tun (usable only
  * with CAP_NET_ADMIN, which no container holds). Anything else (a disk,
@@ -246,14 +240,14 @@ int krt_policy_tier(json_t *config, int pinned, enum krt_tier *out, struct kis_e
 						     k, s, krt_tier_name((enum krt_tier)pinned),
 						     krt_tier_name((enum krt_tier)pinned));
 			*out = (enum krt_tier)t;
-		} else if (strcmp(k, KRT_ANN_NET_HOST) == 0) {
+		} else if (strcmp(k, KRT_ANN_NET_HOST) == 0 || strcmp(k, KRT_ANN_HOOKS) == 0) {
 			if (strcmp(s, "true") != 0 && strcmp(s, "false") != 0)
 				return kis_error_set(err, KIS_E_INVALID_PROFILE, 0,
 						     "annotations.%s '%s': true or false", k, s);
 		} else {
 			return kis_error_set(err, KIS_E_INVALID_PROFILE, 0,
-					     "annotations.%s: unknown kis annotation (known: %s, %s)",
-					     k, KRT_ANN_TIER, KRT_ANN_NET_HOST);
+					     "annotations.%s: unknown kis annotation (known: %s, %s, %s)",
+					     k, KRT_ANN_TIER, KRT_ANN_NET_HOST, KRT_ANN_HOOKS);
 		}
 	}
 	return 0;
@@ -325,81 +319,9 @@ static int check_namespaces(json_t *config, int *net_kind, struct kis_error **er
 
 bool krt_mount_is_bind(json_t *m)
 {
+	/* the model writes every bind's type as "bind" (model.c) */
 	const char *type = json_string_value(json_object_get(m, "type"));
-	if (type && strcmp(type, "bind") == 0)
-		return true;
-	json_t *o;
-	size_t j;
-	json_array_foreach(json_object_get(m, "options"), j, o) {
-		const char *s = json_string_value(o);
-		if (s && (strcmp(s, "bind") == 0 || strcmp(s, "rbind") == 0))
-			return true;
-	}
-	return false;
-}
-
-int krt_policy_bind_source(const char *src, size_t i, struct kis_error **err)
-{
-	char real[PATH_MAX];
-	const char *p = realpath(src, real) ? real : src;
-	for (size_t k = 0; k < ARRAY_SIZE(bind_refused_exact); k++)
-		if (strcmp(p, bind_refused_exact[k]) == 0)
-			return kis_error_set(err, KIS_E_PROFILE_UNSATISFIABLE, 0,
-					     "mounts[%zu].source '%s': the host's %s is never bound "
-					     "into a container",
-					     i, src, bind_refused_exact[k]);
-	for (size_t k = 0; k < ARRAY_SIZE(bind_refused_under); k++) {
-		size_t l = strlen(bind_refused_under[k]);
-		if (strncmp(p, bind_refused_under[k], l) == 0 && (p[l] == '/' || !p[l]))
-			return kis_error_set(err, KIS_E_PROFILE_UNSATISFIABLE, 0,
-					     "mounts[%zu].source '%s': the host's %s is never bound "
-					     "into a container",
-					     i, src, bind_refused_under[k]);
-	}
-	return 0;
-}
-
-static int check_mounts(json_t *config, struct kis_error **err)
-{
-	json_t *m;
-	size_t i;
-	json_array_foreach(json_object_get(config, "mounts"), i, m) {
-		const char *type = json_string_value(json_object_get(m, "type"));
-		const char *src = json_string_value(json_object_get(m, "source"));
-		bool bind = krt_mount_is_bind(m);
-		json_t *o;
-		size_t j;
-		json_array_foreach(json_object_get(m, "options"), j, o) {
-			const char *s = json_string_value(o);
-			/* a shared mount sends the container's mounts back to the
-			 * host's table (mount_namespaces(7), MS_SHARED) */
-			if (s && (strcmp(s, "shared") == 0 || strcmp(s, "rshared") == 0))
-				return kis_error_set(err, KIS_E_PROFILE_UNSATISFIABLE, 0,
-						     "mounts[%zu].options '%s': propagation back "
-						     "to the host is refused",
-						     i, s);
-		}
-		/* A kernel file system only where the container's own is:
-		 * a second proc elsewhere would bypass the read-only and
-		 * masked paths kept on /proc (its sys/kernel/core_pattern
-		 * writable by the container's root), a second sysfs those of
-		 * /sys. */
-		static const struct {
-			const char *type, *at;
-		} kernel_fs[] = {{"proc", "/proc"}, {"sysfs", "/sys"}, {"mqueue", "/dev/mqueue"},
-				 {"cgroup", "/sys/fs/cgroup"}, {"cgroup2", "/sys/fs/cgroup"}};
-		const char *dst = json_string_value(json_object_get(m, "destination"));
-		for (size_t k = 0; !bind && type && k < ARRAY_SIZE(kernel_fs); k++)
-			if (strcmp(type, kernel_fs[k].type) == 0 &&
-			    (!dst || strcmp(dst, kernel_fs[k].at) != 0))
-				return kis_error_set(err, KIS_E_PROFILE_UNSATISFIABLE, 0,
-						     "mounts[%zu]: a %s mount at '%s': the container's "
-						     "only %s is at %s",
-						     i, type, dst ? dst : "", type, kernel_fs[k].at);
-		if (bind && src)
-			TRY(krt_policy_bind_source(src, i, err));
-	}
-	return 0;
+	return type && strcmp(type, "bind") == 0;
 }
 
 static bool controller_present(const char *v1, const char *v2)
@@ -535,27 +457,7 @@ static int union_paths(json_t *linux_, const char *key, const char *const *table
 	return 0;
 }
 
-static int absolute_root(json_t *config, const char *bundle_dir, struct kis_error **err)
-{
-	json_t *root = json_object_get(config, "root");
-	const char *p = json_string_value(json_object_get(root, "path"));
-	if (!p)
-		return kis_error_set(err, KIS_E_INVALID_PROFILE, 0, "root.path is missing");
-	if (p[0] == '/')
-		return 0;
-	char dir[PATH_MAX];
-	if (!realpath(bundle_dir, dir))
-		return kis_error_set(err, KIS_E_INVALID_ARGUMENT, errno,
-				     "cannot resolve bundle '%s'", bundle_dir);
-	_cleanup_free_ char *abs = NULL;
-	if (asprintf(&abs, "%s/%s", dir, p) < 0)
-		return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "root.path");
-	if (json_object_set_new(root, "path", json_string(abs)) < 0)
-		return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "root.path");
-	return 0;
-}
-
-int krt_policy_container(json_t *config, const char *bundle_dir, struct kis_error **err)
+int krt_policy_container(json_t *config, struct kis_error **err)
 {
 	if (!json_is_object(config))
 		return kis_error_set(err, KIS_E_INVALID_PROFILE, 0, "config.json is not an object");
@@ -567,12 +469,10 @@ int krt_policy_container(json_t *config, const char *bundle_dir, struct kis_erro
 	TRY(check_namespaces(config, &net_kind, err));
 	if (process)
 		TRY(krt_policy_process(process, "process", err));
-	TRY(check_mounts(config, err));
 	TRY(check_devices(json_object_get(config, "linux"), err));
 	TRY(check_sysctl(json_object_get(config, "linux"), net_kind, err));
 
 	/* ---- defaults: an unset field means denied, not inherited ---- */
-	TRY(absolute_root(config, bundle_dir, err));
 	json_t *linux_ = child(config, "linux", err);
 	if (!linux_)
 		return -1;

@@ -20,6 +20,8 @@
 #define KRT_ANN_PREFIX "run.kis."
 #define KRT_ANN_TIER "run.kis.tier"
 #define KRT_ANN_NET_HOST "run.kis.allow-net-host"
+/* The third named hatch: hooks run on the host as root. */
+#define KRT_ANN_HOOKS "run.kis.allow-hooks"
 
 /* The global flags, as runc and crun take them before the verb. */
 struct krt_globals {
@@ -43,6 +45,46 @@ typedef int (*krt_verb_fn)(const struct krt_globals *g, int argc, char **argv,
  * runc and crun write it), which is where containerd and conmon look. */
 void krt_log_error(const struct krt_globals *g, const struct kis_error *e);
 
+/* ---- model.c: config.json read into kis's own model ---- */
+/* A host path of the bundle's (root.path, a bind's source): checked, and
+ * held from the check to the mount. */
+struct krt_hostpath {
+	char *path; /* absolute, normal, no symbolic link on the way */
+	int fd;     /* O_PATH, close-on-exec; -1: none */
+	bool dir;
+};
+#define KRT_NS_TYPES 8
+struct krt_model {
+	json_t *doc;                /* the translated config: modelled fields only */
+	struct krt_hostpath root;   /* root.path */
+	struct krt_hostpath *binds; /* one per mounts[i]; fd -1 for a non-bind */
+	size_t n_binds;
+	int ns_fd[KRT_NS_TYPES];    /* namespaces joined by path, held */
+	bool ns_given[KRT_NS_TYPES], ns_present[KRT_NS_TYPES];
+	char *bundle;               /* the bundle directory, resolved */
+	const char *state_root, *store_root; /* refused as host paths too */
+};
+void krt_model_init(struct krt_model *m);
+void krt_model_release(struct krt_model *m);
+/* Translate raw (config.json as read) into m: the fields kis models, each
+ * checked for its type (any other refused by name), one namespace per
+ * type, typed mounts, the host paths resolved (relative: to bundle) with
+ * no link followed, checked and held, hooks only with run.kis.allow-hooks.
+ * state_root and store_root (either may be NULL) are refused as host
+ * paths beside the host's system paths. */
+int krt_model_read(json_t *raw, const char *bundle, const char *state_root,
+		   const char *store_root, struct krt_model *m, struct kis_error **err);
+/* An exec's process (a process.json) translated as config.json's process
+ * is: *out a new document of the modelled fields. */
+int krt_model_process(json_t *raw, json_t **out, struct kis_error **err);
+/* The joined namespaces as /proc/self/fd/N with N >= min_fd, inherited by
+ * crun (not close-on-exec; crun closes them in the container). */
+int krt_model_hold_fds(struct krt_model *m, int min_fd, struct kis_error **err);
+/* In a mount namespace of our own (made here), a tmpfs at stage_dir with
+ * each bind's held source bound on it, and the document's sources
+ * pointed there: crun binds what was checked, whatever the path names now. */
+int krt_model_stage(struct krt_model *m, const char *stage_dir, struct kis_error **err);
+
 /* ---- policy.c ---- */
 enum krt_tier { KRT_TIER_CONTAINER = 0, KRT_TIER_MICROVM, KRT_TIER_HOST };
 /* The tier the annotation asks for; the annotations themselves checked.
@@ -52,16 +94,12 @@ int krt_policy_tier(json_t *config, int pinned, enum krt_tier *out, struct kis_e
 /* "container", "microvm", "host"; and back (-1 when unknown). */
 const char *krt_tier_name(enum krt_tier t);
 int krt_tier_parse(const char *s);
-/* Check config.json against what the container tier enforces and refuse
- * what it cannot; then normalise it in place to kis's defaults (seccomp,
- * masked paths, limits) and make root.path absolute against bundle_dir. */
-int krt_policy_container(json_t *config, const char *bundle_dir, struct kis_error **err);
-/* A bind mount of config.json's: type "bind", or a "bind" or "rbind"
- * option (runc and crun take either). */
+/* Check a model's document (krt_model_read) against what the container
+ * tier enforces and refuse what it cannot; then normalise it in place to
+ * kis's defaults (seccomp, masked paths, limits). */
+int krt_policy_container(json_t *config, struct kis_error **err);
+/* A bind mount of the model's document (its type is "bind"). */
 bool krt_mount_is_bind(json_t *m);
-/* A bind's host source (mounts[i].source): the host's root, /etc, /dev,
- * /boot, /root and anything under /proc or /sys are never bound. */
-int krt_policy_bind_source(const char *src, size_t i, struct kis_error **err);
 /* The process of an exec (a process.json, or the --cap flags). */
 int krt_policy_process(json_t *process, const char *where, struct kis_error **err);
 int krt_policy_cap(const char *cap, const char *where, struct kis_error **err);
@@ -96,10 +134,11 @@ struct krt_host_plan {
 	int net;               /* enum kis_net_mode: kis's seccomp filter's */
 	uint64_t memory, pids;
 };
-/* config already through krt_policy_container; had_seccomp: the bundle
+/* m->doc already through krt_policy_container; had_seccomp: the bundle
  * brought its own linux.seccomp. A field bwrap cannot enforce is refused
- * (profile_unsatisfiable naming it and "run.kis.tier 'host'"). */
-int krt_host_plan(json_t *config, bool had_seccomp, struct krt_host_plan *p,
+ * (profile_unsatisfiable naming it and "run.kis.tier 'host'"). The root
+ * and the binds go to bwrap as the model's held fds (--bind-fd). */
+int krt_host_plan(const struct krt_model *m, bool had_seccomp, struct krt_host_plan *p,
 		  struct kis_error **err);
 void krt_host_plan_release(struct krt_host_plan *p);
 /* profile_unsatisfiable with the message and "(run.kis.tier 'host')". */
@@ -118,7 +157,7 @@ struct krt_host_opts {
 bool krt_host_owns(const struct krt_globals *g, const char *id);
 /* config already through krt_policy_container; had_seccomp: the bundle
  * brought a linux.seccomp of its own. Returns the exit status for run. */
-int krt_host_create(const struct krt_globals *g, json_t *config, bool had_seccomp,
+int krt_host_create(const struct krt_globals *g, const struct krt_model *m, bool had_seccomp,
 		    const char *bundle, const char *id, const struct krt_host_opts *o,
 		    struct kis_error **err);
 /* start, state, kill, delete, ps of a host-tier container. */
@@ -179,8 +218,9 @@ int krt_signal_pid(pid_t pid, int sig);
 /* ---- mvm.c: run.kis.tier microvm (a kis microvm session) ---- */
 /* Is id a microvm-tier container in g->root? */
 bool krt_mvm_owns(const struct krt_globals *g, const char *id);
-/* config as read from the bundle (not through krt_policy_container: the
- * guest is the boundary; mvm.c checks what the guest can give). o as for
+/* config: the model's document (krt_model_read), not through
+ * krt_policy_container: the guest is the boundary; mvm.c checks what the
+ * guest can give. o as for
  * the host tier. Returns the exit status for run. */
 int krt_mvm_create(const struct krt_globals *g, json_t *config, const char *bundle,
 		   const char *id, const struct krt_host_opts *o, struct kis_error **err);

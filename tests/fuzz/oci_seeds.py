@@ -18,7 +18,9 @@ base = {
                                  ("bounding", "effective", "permitted")},
                 "rlimits": [{"type": "RLIMIT_NOFILE", "hard": 1024, "soft": 1024}],
                 "noNewPrivileges": True},
-    "root": {"path": "rootfs", "readonly": True},
+    # a directory every host has and the model accepts (it resolves
+    # root.path on the host): the fuzzer then reaches the policy and plan
+    "root": {"path": "/var/tmp", "readonly": True},
     "hostname": "box",
     "mounts": [{"destination": "/proc", "type": "proc", "source": "proc"},
                {"destination": "/dev", "type": "tmpfs", "source": "tmpfs",

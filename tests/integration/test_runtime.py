@@ -23,6 +23,10 @@ CONTAINERD = shutil.which("containerd")
 CTR = shutil.which("ctr")
 SHIM = shutil.which("containerd-shim-runc-v2")
 HAVE_SYSTEMD = os.path.isdir("/run/systemd/system")
+# A host directory a bundle may bind (read-only or refused in these
+# tests): not /tmp, which holds the tests' state roots, refused as host
+# paths that hold kis-runtime's own state (model.c).
+HOST_DIR = "/var/tmp"
 # the microvm tier's guest: the one test_microvm.py fetches and shares (its
 # snapshots are made once per memory size and restored by every VM)
 GUEST = Path(os.environ.get("KIS_MICROVM_GUEST_DIR", ROOT / "build" / "microvm-guest"))
@@ -533,7 +537,7 @@ REFUSALS = [
     ("host_network_by_path", _host_netns_by_path, "escape_hatch_forbidden", "network"),
     ("host_pid", _no_pidns, "profile_unsatisfiable", "'pid'"),
     ("bind_host_root", _bind_root, "profile_unsatisfiable", "mounts["),
-    ("bind_host_sys", _bind_proc_sub, "profile_unsatisfiable", "/sys"),
+    ("bind_host_sys", _bind_proc_sub, "invalid_profile", "'/sys/kernel/../'"),
     ("host_block_device", _disk_device, "profile_unsatisfiable", "/dev/xdisk"),
     ("all_devices_rule", _all_devices_rule, "profile_unsatisfiable", "linux.resources.devices"),
     ("tier_unknown", _ann("run.kis.tier", "gvisor"), "invalid_profile", "run.kis.tier"),
@@ -626,14 +630,14 @@ HOST_PATHS = [
     ("dest_dotdot", _host_mount({"destination": "/../oldroot/tmp/krt-made", "type": "tmpfs",
                                  "source": "tmpfs"}), "invalid_profile", "not a normal"),
     ("dest_image_link", _host_mount({"destination": "/krt-hostfile", "type": "bind",
-                                     "source": "/dev/null", "options": ["bind"]}),
+                                     "source": HOST_DIR, "options": ["bind"]}),
      "profile_unsatisfiable", "symbolic link"),
     ("dest_dev_link", _host_mount({"destination": "/dev/fd/3/krt", "type": "tmpfs",
                                    "source": "tmpfs"}), "profile_unsatisfiable", "'/dev'"),
     # a bound directory (a volume another container shares) can change
     # between the check and bwrap's walk: nothing is walked inside one
     ("cwd_in_a_bind", lambda c: (_host_mount({"destination": "/krt-vol", "type": "bind",
-                                              "source": "/tmp", "options": ["bind"]})(c),
+                                              "source": HOST_DIR, "options": ["bind"]})(c),
                                  c["process"].__setitem__("cwd", "/krt-vol/sub")),
      "profile_unsatisfiable", "bound directory"),
 ]
@@ -889,7 +893,7 @@ def _with_sysfs(c):
 
 
 def _noexec_bind(c):
-    c["mounts"].append({"destination": "/mnt", "type": "bind", "source": "/tmp",
+    c["mounts"].append({"destination": "/mnt", "type": "bind", "source": HOST_DIR,
                         "options": ["rbind", "noexec"]})
 
 
@@ -932,7 +936,7 @@ def _mem(n):
 
 
 def _bind_dir(c):
-    c["mounts"].append({"destination": "/mnt", "type": "bind", "source": "/tmp",
+    c["mounts"].append({"destination": "/mnt", "type": "bind", "source": HOST_DIR,
                         "options": ["rbind", "ro"]})
 
 

@@ -8,12 +8,42 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmocka.h>
 
 #include "kis/profile.h"
 #include "runtime/runtime.h"
+
+/* A bundle directory of the test's own, with its rootfs (the model
+ * resolves root.path and bind sources on the host). */
+static char bundle[64];
+static char state_root[96];
+
+static int make_bundle(void **state)
+{
+	(void)state;
+	snprintf(bundle, sizeof(bundle), "/tmp/krt-unit-XXXXXX");
+	if (!mkdtemp(bundle))
+		return -1;
+	char p[128];
+	snprintf(p, sizeof(p), "%s/rootfs", bundle);
+	snprintf(state_root, sizeof(state_root), "%s/state", bundle);
+	return mkdir(p, 0755) < 0 || mkdir(state_root, 0700) < 0 ? -1 : 0;
+}
+
+static int remove_bundle(void **state)
+{
+	(void)state;
+	char p[128];
+	snprintf(p, sizeof(p), "%s/rootfs", bundle);
+	rmdir(p);
+	rmdir(state_root);
+	snprintf(p, sizeof(p), "%s/link", bundle);
+	unlink(p);
+	return rmdir(bundle);
+}
 
 /* A minimal bundle the container tier runs (crun spec's namespaces). */
 static json_t *base_config(void)
@@ -31,12 +61,23 @@ static json_t *base_config(void)
 	return c;
 }
 
-/* Run the container policy on c; the error's code, and its message must
- * hold `named` (NULL: expect success). */
+/* The model, then the container policy on what it made: 0, or -1 with *e. */
+static int model_policy(json_t *c, struct kis_error **e)
+{
+	struct krt_model m;
+	int r = krt_model_read(c, bundle, state_root, "/var/lib/kis/sandbox", &m, e);
+	if (r == 0)
+		r = krt_policy_container(m.doc, e);
+	krt_model_release(&m);
+	return r;
+}
+
+/* Run the model and the container policy on c; the error's code, and its
+ * message must hold `named` (NULL: expect success). */
 static void expect(json_t *c, enum kis_errc code, const char *named)
 {
 	struct kis_error *e = NULL;
-	int r = krt_policy_container(c, "/tmp", &e);
+	int r = model_policy(c, &e);
 	if (!named) {
 		if (r < 0)
 			fail_msg("refused: %s", e->message);
@@ -69,7 +110,12 @@ static void test_defaults_fill_unset_limits_and_seccomp(void **state)
 	json_object_set_new(at(c, "linux", NULL), "resources",
 			    json_pack("{s:{s:i}}", "memory", "limit", -1));
 	struct kis_error *e = NULL;
-	assert_int_equal(krt_policy_container(c, "/tmp", &e), 0);
+	struct krt_model m;
+	assert_int_equal(krt_model_read(c, bundle, state_root, NULL, &m, &e), 0);
+	json_decref(c);
+	c = json_incref(m.doc);
+	krt_model_release(&m);
+	assert_int_equal(krt_policy_container(c, &e), 0);
 	json_t *res = at(c, "linux", "resources");
 	/* -1 is "unlimited" in the runtime spec: kis gives its default */
 	assert_int_equal(json_integer_value(json_object_get(json_object_get(res, "memory"), "limit")),
@@ -80,7 +126,9 @@ static void test_defaults_fill_unset_limits_and_seccomp(void **state)
 	assert_true(json_is_true(at(c, "process", "noNewPrivileges")));
 	assert_true(json_array_size(at(c, "linux", "maskedPaths")) > 0);
 	/* root.path made absolute against the bundle */
-	assert_string_equal(json_string_value(at(c, "root", "path")), "/tmp/rootfs");
+	char want[128];
+	snprintf(want, sizeof(want), "%s/rootfs", bundle);
+	assert_string_equal(json_string_value(at(c, "root", "path")), want);
 	json_t *rl = at(c, "process", "rlimits");
 	assert_int_equal(json_array_size(rl), 2);
 	json_decref(c);
@@ -95,7 +143,7 @@ static void test_given_limits_and_seccomp_are_kept(void **state)
 	json_object_set_new(at(c, "linux", NULL), "seccomp",
 			    json_pack("{s:s}", "defaultAction", "SCMP_ACT_ERRNO"));
 	struct kis_error *e = NULL;
-	assert_int_equal(krt_policy_container(c, "/tmp", &e), 0);
+	assert_int_equal(krt_policy_container(c, &e), 0);
 	json_t *res = at(c, "linux", "resources");
 	assert_int_equal(json_integer_value(json_object_get(json_object_get(res, "memory"), "limit")),
 			 1 << 25);
@@ -151,13 +199,86 @@ static void test_host_namespaces_refused(void **state)
 	drop_ns(c, "uts");
 	json_array_append_new(at(c, "linux", "namespaces"),
 			      json_pack("{s:s,s:s}", "type", "uts", "path", "/proc/self/ns/uts"));
-	expect(c, KIS_E_PROFILE_UNSATISFIABLE, "'uts'");
-	/* one that cannot be checked is refused too */
+	expect(c, KIS_E_PROFILE_UNSATISFIABLE, "host's own 'uts'");
+	/* one that cannot be opened is refused too, and a file that is no
+	 * namespace of that type */
 	c = base_config();
 	drop_ns(c, "ipc");
 	json_array_append_new(at(c, "linux", "namespaces"),
 			      json_pack("{s:s,s:s}", "type", "ipc", "path", "/nonexistent/ns"));
-	expect(c, KIS_E_PROFILE_UNSATISFIABLE, "cannot be checked");
+	expect(c, KIS_E_INVALID_PROFILE, "cannot be opened");
+	c = base_config();
+	drop_ns(c, "ipc");
+	json_array_append_new(at(c, "linux", "namespaces"),
+			      json_pack("{s:s,s:s}", "type", "ipc", "path", "/proc/self/ns/uts"));
+	expect(c, KIS_E_INVALID_PROFILE, "not a 'ipc' namespace");
+}
+
+static void test_duplicate_namespaces_refused(void **state)
+{
+	/* the old check kept the last entry, crun joined the first */
+	json_t *c = base_config();
+	json_array_insert_new(at(c, "linux", "namespaces"), 0,
+			      json_pack("{s:s,s:s}", "type", "network", "path",
+					"/proc/self/ns/net"));
+	expect(c, KIS_E_INVALID_PROFILE, "a second 'network' entry");
+	c = base_config();
+	json_array_append_new(at(c, "linux", "namespaces"), json_pack("{s:s}", "type", "pid"));
+	expect(c, KIS_E_INVALID_PROFILE, "a second 'pid' entry");
+}
+
+static void test_fields_the_model_lacks_refused(void **state)
+{
+	json_t *c = base_config();
+	json_object_set_new(c, "vm", json_pack("{s:{s:s}}", "hypervisor", "path", "/bin/sh"));
+	expect(c, KIS_E_PROFILE_UNSATISFIABLE, "vm: kis-runtime does not model");
+	c = base_config();
+	json_object_set_new(at(c, "linux", NULL), "intelRdt", json_pack("{s:s}", "closID", "x"));
+	expect(c, KIS_E_PROFILE_UNSATISFIABLE, "linux.intelRdt");
+	c = base_config();
+	json_object_set_new(at(c, "process", NULL), "scheduler",
+			    json_pack("{s:s}", "policy", "SCHED_FIFO"));
+	expect(c, KIS_E_PROFILE_UNSATISFIABLE, "process.scheduler");
+	/* a known field of the wrong JSON type is named too */
+	c = base_config();
+	json_object_set_new(at(c, "process", NULL), "args", json_string("true"));
+	expect(c, KIS_E_INVALID_PROFILE, "process.args is not an array of strings");
+	c = base_config();
+	json_object_set_new(at(c, "linux", NULL), "cgroupsPath", json_string("/a/../../b"));
+	expect(c, KIS_E_INVALID_PROFILE, "linux.cgroupsPath");
+}
+
+static void test_only_modelled_mount_types(void **state)
+{
+	static const char *const bad[] = {"overlay", "ext4", "none", "fuse", "btrfs"};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		json_t *c = base_config();
+		json_array_append_new(at(c, "mounts", NULL),
+				      json_pack("{s:s,s:s,s:s,s:[s]}", "destination", "/x", "type",
+						bad[i], "source", "/dev/vda", "options", "ro"));
+		expect(c, KIS_E_PROFILE_UNSATISFIABLE, "at '/x' is of type");
+	}
+	json_t *c = base_config();
+	json_array_append_new(at(c, "mounts", NULL),
+			      json_pack("{s:s,s:s,s:s,s:[s]}", "destination", "/x", "type", "tmpfs",
+					"source", "tmpfs", "options", "lowerdir=/root"));
+	expect(c, KIS_E_PROFILE_UNSATISFIABLE, "'lowerdir=/root'");
+	c = base_config();
+	json_array_append_new(at(c, "mounts", NULL),
+			      json_pack("{s:s,s:s,s:s,s:[s,s]}", "destination", "/x", "type", "tmpfs",
+					"source", "tmpfs", "options", "size=1m", "mode=755"));
+	expect(c, KIS_E_OK, NULL);
+}
+
+static void test_hooks_need_the_hatch(void **state)
+{
+	json_t *c = base_config();
+	json_object_set_new(c, "hooks", json_pack("{s:[{s:s}]}", "createRuntime", "path", "/bin/sh"));
+	expect(c, KIS_E_ESCAPE_HATCH_FORBIDDEN, "run.kis.allow-hooks");
+	c = base_config();
+	json_object_set_new(c, "hooks", json_pack("{s:[{s:s}]}", "createRuntime", "path", "/bin/sh"));
+	json_object_set_new(c, "annotations", json_pack("{s:s}", "run.kis.allow-hooks", "true"));
+	expect(c, KIS_E_OK, NULL);
 }
 
 static void add_mount(json_t *c, const char *src, const char *opt)
@@ -169,18 +290,38 @@ static void add_mount(json_t *c, const char *src, const char *opt)
 
 static void test_host_paths_never_bound(void **state)
 {
-	static const char *const bad[] = {"/", "/etc", "/tmp/../etc", "/proc/1", "/sys/kernel",
-					  "/dev"};
+	/* is, lies under, or holds a system path (/var holds /var/lib/kis,
+	 * the bundle's directory holds the state root here) */
+	static const char *const bad[] = {"/",     "/etc",   "/etc/passwd", "/proc/1", "/sys/kernel",
+					  "/dev",  "/usr/bin", "/root",     "/run",    "/var",
+					  "/home", "/boot"};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		json_t *c = base_config();
 		add_mount(c, bad[i], "ro");
-		expect(c, KIS_E_PROFILE_UNSATISFIABLE, "never bound");
+		expect(c, KIS_E_PROFILE_UNSATISFIABLE, "never reaches a container");
 	}
 	json_t *c = base_config();
-	add_mount(c, "/tmp", "rshared");
+	add_mount(c, state_root, "ro");
+	expect(c, KIS_E_PROFILE_UNSATISFIABLE, "never reaches a container");
+	c = base_config();
+	add_mount(c, bundle, "ro");
+	expect(c, KIS_E_PROFILE_UNSATISFIABLE, "which this path holds");
+	/* '..' is never resolved for the caller */
+	c = base_config();
+	add_mount(c, "/tmp/../etc", "ro");
+	expect(c, KIS_E_INVALID_PROFILE, "not a normal path");
+	/* a link on the way is refused, not followed */
+	char link[128];
+	snprintf(link, sizeof(link), "%s/link", bundle);
+	assert_int_equal(symlink("/etc", link), 0);
+	c = base_config();
+	add_mount(c, "link", "ro");
+	expect(c, KIS_E_PROFILE_UNSATISFIABLE, "symbolic link");
+	c = base_config();
+	add_mount(c, "rootfs", "rshared");
 	expect(c, KIS_E_PROFILE_UNSATISFIABLE, "'rshared'");
 	c = base_config();
-	add_mount(c, "/tmp", "ro");
+	add_mount(c, "rootfs", "ro");
 	expect(c, KIS_E_OK, NULL);
 }
 
@@ -320,6 +461,10 @@ static void test_flags_in_every_form(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_duplicate_namespaces_refused),
+		cmocka_unit_test(test_fields_the_model_lacks_refused),
+		cmocka_unit_test(test_only_modelled_mount_types),
+		cmocka_unit_test(test_hooks_need_the_hatch),
 		cmocka_unit_test(test_base_bundle_runs),
 		cmocka_unit_test(test_defaults_fill_unset_limits_and_seccomp),
 		cmocka_unit_test(test_given_limits_and_seccomp_are_kept),
@@ -332,5 +477,5 @@ int main(void)
 		cmocka_unit_test(test_sysctls_outside_own_namespaces_refused),
 		cmocka_unit_test(test_flags_in_every_form),
 	};
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	return cmocka_run_group_tests(tests, make_bundle, remove_bundle);
 }
