@@ -17,28 +17,36 @@ int krt_cmd_features(const struct krt_globals *g, int argc, char **argv, struct 
 	int layout = kis_oci_cgroup_layout();
 	struct stat st;
 	bool systemd = stat("/run/systemd/system", &st) == 0;
-	json_t *doc = json_pack(
-		"{s:s,s:s,s:[s,s,s,s,s,s,s],s:[s,s,s,s,s,s,s,s,s,s,s,s,s,s,s,s,s,s,s,s],"
-		"s:{s:[s,s,s,s,s,s,s,s],s:o,s:{s:b,s:b,s:b,s:b},s:{s:b},s:{s:b},s:{s:b}},"
-		"s:{s:s,s:s}}",
-		"ociVersionMin", "1.0.0", "ociVersionMax", "1.1.0",
-		"hooks", "prestart", "createRuntime", "createContainer", "startContainer",
-		"poststart", "poststop", "annotations",
-		"mountOptions", "ro", "rw", "bind", "rbind", "nosuid", "nodev", "noexec", "relatime",
-		"strictatime", "noatime", "private", "rprivate", "slave", "rslave", "mode",
-		"size", "uid", "gid", "tmpcopyup", "idmap",
-		"linux",
-		"namespaces", "cgroup", "ipc", "mount", "network", "pid", "user", "uts", "time",
-		"capabilities", caps,
-		"cgroup", "v1", layout == 1 || layout == 3, "v2", layout == 2, "systemd", systemd,
-		"systemdUser", false,
-		"seccomp", "enabled", true,
-		"apparmor", "enabled", false,
-		"selinux", "enabled", false,
-		"annotations",
-		/* what kis-runtime reads, with the values it takes */
-		KRT_ANN_TIER, "container,host,microvm",
-		KRT_ANN_NET_HOST, "false");
+	/* the mount options and namespaces are the model's (model.c): what
+	 * features says a bundle may ask is what create takes */
+	json_t *opts = json_array(), *nss = json_array();
+	json_t *doc = NULL;
+	if (caps && opts && nss && krt_model_features(opts, nss) == 0)
+		doc = json_pack(
+			"{s:s,s:s,s:[s,s,s,s,s,s],s:O,"
+			"s:{s:O,s:O,s:{s:b,s:b,s:b,s:b},s:{s:b},s:{s:b},s:{s:b}},"
+			"s:{s:s,s:s,s:s}}",
+			"ociVersionMin", "1.0.0", "ociVersionMax", "1.1.0",
+			/* hooks run only with run.kis.allow-hooks=true */
+			"hooks", "prestart", "createRuntime", "createContainer", "startContainer",
+			"poststart", "poststop",
+			"mountOptions", opts,
+			"linux",
+			"namespaces", nss,
+			"capabilities", caps,
+			"cgroup", "v1", layout == 1 || layout == 3, "v2", layout == 2, "systemd",
+			systemd, "systemdUser", false,
+			"seccomp", "enabled", true,
+			"apparmor", "enabled", false,
+			"selinux", "enabled", false,
+			"annotations",
+			/* what kis-runtime reads, with the values it takes */
+			KRT_ANN_TIER, "container,host,microvm",
+			KRT_ANN_NET_HOST, "false",
+			KRT_ANN_HOOKS, "false");
+	json_decref(opts);
+	json_decref(nss);
+	json_decref(caps);
 	if (!doc)
 		return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "features");
 	int r = json_dumpf(doc, stdout, JSON_INDENT(2)) < 0 ? -1 : 0;

@@ -932,3 +932,28 @@ int krt_model_process(json_t *raw, json_t **out, struct kis_error **err)
 {
 	return copy_obj(raw, f_process, "process", out, err);
 }
+
+int krt_model_features(json_t *mount_options, json_t *namespaces)
+{
+	/* each option once, as features.md lists them (a "mode=" as "mode") */
+	const char *const *lists[] = {opt_common, opt_bind, opt_tmpfs, opt_devpts, opt_proc};
+	for (size_t l = 0; l < ARRAY_SIZE(lists); l++)
+		for (size_t i = 0; lists[l][i]; i++) {
+			char o[32];
+			snprintf(o, sizeof(o), "%s", lists[l][i]);
+			size_t n = strlen(o);
+			if (n && o[n - 1] == '=')
+				o[n - 1] = '\0';
+			bool have = false;
+			size_t k;
+			json_t *e;
+			json_array_foreach(mount_options, k, e)
+				have = have || strcmp(json_string_value(e), o) == 0;
+			if (!have && json_array_append_new(mount_options, json_string(o)) < 0)
+				return -1;
+		}
+	for (size_t k = 0; k < ARRAY_SIZE(ns_types); k++)
+		if (json_array_append_new(namespaces, json_string(ns_types[k].type)) < 0)
+			return -1;
+	return 0;
+}

@@ -77,6 +77,9 @@ int krt_model_read(json_t *raw, const char *bundle, const char *state_root,
 /* An exec's process (a process.json) translated as config.json's process
  * is: *out a new document of the modelled fields. */
 int krt_model_process(json_t *raw, json_t **out, struct kis_error **err);
+/* What the model takes, for `features`: every mount option and every
+ * namespace type, appended to the two arrays. -1 on allocation failure. */
+int krt_model_features(json_t *mount_options, json_t *namespaces);
 /* The joined namespaces as /proc/self/fd/N with N >= min_fd, inherited by
  * crun (not close-on-exec; crun closes them in the container). */
 int krt_model_hold_fds(struct krt_model *m, int min_fd, struct kis_error **err);
