@@ -5,11 +5,13 @@
 # libclang-rt-14-dev: the libFuzzer and sanitizer runtimes (check-fuzz).
 # tcl and dpkg-dev: bench/wasm-real.sh (SQLite makes its amalgamation with tclsh;
 # dpkg-source unpacks what apt-get source fetched).
+# python3-grpcio, python3-grpc-tools, containernetworking-plugins, runc: the CRI
+# tests (tests/integration/test_cri.py: our CRI client, pod networks, the control).
 set -eu
 PKGS="build-essential pkg-config libjansson-dev libseccomp-dev libcmocka-dev libsubid-dev
 python3 python3-pytest bubblewrap crun passt nftables wabt busybox-static e2fsprogs btrfs-progs
 xfsprogs iproute2 podman containerd uidmap hyperfine gnuplot-nox clang libclang-rt-14-dev lld wasi-libc libclang-rt-14-dev-wasm32 llvm-14-dev nodejs qemu-system-x86 cpio help2man man-db zsh
-tcl dpkg-dev"
+tcl dpkg-dev python3-grpcio python3-grpc-tools containernetworking-plugins runc"
 missing=""
 for p in $PKGS; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing="$missing $p"
