@@ -543,18 +543,28 @@ class Node:
                                *args], capture_output=True, text=True, timeout=timeout)
 
     def our_pids(self):
-        """Processes in the daemon's mount namespace other than the daemon:
-        shims, runtimes, containers, VMs."""
+        """Processes of this node other than the daemon: those in its mount
+        namespace (shims, runtimes) and those in its pods' cgroups
+        (containers, which have mount namespaces of their own)."""
         ns = _mnt_ns(self.pid)
-        out = []
+        out = set()
         for p in os.listdir("/proc"):
             if p.isdigit() and int(p) != self.pid and ns and _mnt_ns(p) == ns:
-                out.append(int(p))
-        return out
+                out.add(int(p))
+        for top in cgroup_dirs(self.cgroup_top):
+            for d, _, files in os.walk(top):
+                if "cgroup.procs" in files:
+                    try:
+                        out |= {int(x) for x in Path(d, "cgroup.procs").read_text().split()}
+                    except OSError:
+                        pass
+        return sorted(out)
 
     def stop(self):
-        """Remove every pod, stop the daemon, end what is left in its
-        namespaces (only ours), remove the pods' cgroups and the directory."""
+        """Remove every pod, stop the daemon, end what is left of the node
+        (only its own processes: see our_pids), remove the pods' cgroups and
+        the directory. Returns (pods that were left, processes that were
+        left once they were removed)."""
         left = []
         if self.cri and self.daemon.poll() is None:
             try:
@@ -563,7 +573,9 @@ class Node:
                     self.teardown_pod(s.id)
             except self.cri.grpc.RpcError:
                 pass
+        if self.cri:
             self.cri.close()
+        time.sleep(0.3)  # a shim exits as its last task is deleted
         stray = self.our_pids() if self.daemon.poll() is None else []
         if self.daemon.poll() is None:
             self.daemon.send_signal(signal.SIGTERM)
