@@ -398,7 +398,9 @@ SECURITY = {
     "host-network": ("linux\\.namespaces: the container shares the host's '(uts|network)' "
                      "namespace|escape_hatch_forbidden", None),
     "host-pid": ("linux\\.namespaces: the container shares the host's 'pid' namespace", None),
-    "host-ipc": ("linux\\.namespaces: the container shares the host's 'ipc' namespace", None),
+    # containerd binds the host's /dev/shm into a host-IPC pod's sandbox
+    "host-ipc": ("linux\\.namespaces: the container shares the host's 'ipc' namespace|"
+                 "mounts\\[\\d+\\]\\.source '/dev/shm': the host's /dev", None),
 }
 
 
