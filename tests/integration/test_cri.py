@@ -2,7 +2,6 @@
 # Kubernetes pods through containerd's CRI plugin, driven as a kubelet
 # drives them (tests/cri/: our CRI client, the private node), at the control
 # handler (runc) and at each kis handler of the README's config, cell by cell.
-import json
 import os
 import re
 import subprocess
