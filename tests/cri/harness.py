@@ -91,12 +91,14 @@ def readme_block(mark):
     at = next(i for i, l in enumerate(lines) if l.startswith(mark))
     out, started = [], False
     for l in lines[at + 1:]:
-        if l.startswith("    ") or (started and not l.strip()):
+        if l.startswith("    "):
             out.append(l[4:])
             started = True
-        elif started or l.strip():
+        elif not l.strip():
             if started:
-                break
+                out.append("")
+        elif started:
+            break
     while out and not out[-1].strip():
         out.pop()
     return "\n".join(out) + "\n"
@@ -129,7 +131,11 @@ def cri_config(d, bindir):
     """The daemon's config: paths under d (the test's), the CRI plugin with
     the sandbox image, the streaming server on the daemon's own loopback,
     CNI from Debian's plugins, the control handler, and the README's kis
-    handlers with /usr/local/bin/ replaced by bindir (links to the build)."""
+    handlers with /usr/local/bin/ replaced by bindir (links to the build).
+    restrict_oom_score_adj: the CRI plugin gives a sandbox oom_score_adj
+    -998, and lowering it needs CAP_SYS_RESOURCE (proc(5)), which a node
+    run from this shell has not: with it set, no score goes below the
+    daemon's own (runc and crun both fail the write otherwise)."""
     kis = readme_block(CONFIG_MARK).replace("/usr/local/bin/", f"{bindir}/")
     cri = 'plugins."io.containerd.grpc.v1.cri"'
     return f"""version = 2
