@@ -4,6 +4,7 @@
 #include "core/util.h"
 
 #include <jansson.h>
+#include <signal.h>
 #include <string.h>
 
 #include "kis/result.h"
@@ -55,6 +56,15 @@ int kis_result_exit_status(const struct kis_result *r)
 	 * limit was killed by a signal, so it reports 128+N as well. */
 	if (r->reason == KIS_REASON_SETUP_FAILED)
 		return r->exit_code == 127 ? 127 : 126;
+	/* A verdict of the supervisor's clock or counter (timeout, cpu_limit,
+	 * output_limit) is 128+SIGKILL every time. Its kill races the command's
+	 * own end: `yes | head -c 5000` under a 1k limit has often exited 0
+	 * before the SIGKILL lands, and a caller checking $? must never read
+	 * success from a cut stream (issue 40 item 7). exit_code and signal
+	 * keep what the command really did. */
+	if (r->reason == KIS_REASON_TIMEOUT || r->reason == KIS_REASON_CPU_LIMIT ||
+	    r->reason == KIS_REASON_OUTPUT_LIMIT)
+		return 128 + SIGKILL;
 	if (r->reason == KIS_REASON_EXITED)
 		return r->exit_code & 0xff;
 	if (r->signal > 0)

@@ -105,6 +105,28 @@ static void test_exit_status_rule(void **state)
 	kis_result_release(&r);
 }
 
+/* issue 40 item 7: the command often exited 0 before the limit's SIGKILL
+ * landed, and kis exited 0 with a cut stream */
+static void test_limit_verdict_never_exits_0_when_the_command_won_the_race(void **state)
+{
+	(void)state;
+	static const enum kis_reason verdicts[] = {KIS_REASON_OUTPUT_LIMIT, KIS_REASON_CPU_LIMIT,
+						   KIS_REASON_TIMEOUT};
+	for (size_t i = 0; i < sizeof(verdicts) / sizeof(verdicts[0]); i++) {
+		struct kis_result r;
+		kis_result_init(&r);
+		r.reason = verdicts[i];
+		r.exit_code = 0;
+		assert_int_equal(kis_result_exit_status(&r), 137);
+		r.exit_code = -1;
+		r.signal = 9;
+		assert_int_equal(kis_result_exit_status(&r), 137);
+		r.signal = 24; /* RLIMIT_CPU's SIGXCPU: the same verdict, the same status */
+		assert_int_equal(kis_result_exit_status(&r), 137);
+		kis_result_release(&r);
+	}
+}
+
 static void test_result_json_survives_binary_output(void **state)
 {
 	(void)state;
@@ -173,6 +195,7 @@ int main(void)
 		cmocka_unit_test(test_format_and_wrap),
 		cmocka_unit_test(test_ids),
 		cmocka_unit_test(test_exit_status_rule),
+		cmocka_unit_test(test_limit_verdict_never_exits_0_when_the_command_won_the_race),
 		cmocka_unit_test(test_result_json_survives_binary_output),
 		cmocka_unit_test(test_result_json_writer_round_trips_every_byte),
 	};
