@@ -153,6 +153,10 @@ struct kis_backend {
 	 * or cpu.stat) opened read-only, so an exec's limits.cpu_ms counts
 	 * every process it makes; -1 where there is none. */
 	int (*session_cpu_fd)(const struct kis_session_ctx *ctx);
+	/* Optional: refuse by name (KIS_E_PROFILE_UNSATISFIABLE) an exec's
+	 * limits the session's tier cannot keep, as plan refuses them at
+	 * create; want holds only the limits the exec names. */
+	int (*exec_limits)(const struct kis_limits *want, struct kis_error **err);
 };
 
 /* Probe b for the store at store_root (NULL: the default). Probes that

@@ -1056,8 +1056,16 @@ static _Noreturn void agent_main(int l, const struct agent_run *a)
 		if (chroot("/mnt/ws") < 0)
 			_exit(1);
 	}
-	if (chdir(a->cwd ? a->cwd : a->root_ws ? "/" : "/workspace") < 0 && chdir("/") < 0)
-		_exit(1);
+	if (chdir(a->cwd ? a->cwd : a->root_ws ? "/" : "/workspace") < 0) {
+		if (chdir("/") < 0)
+			_exit(1);
+		/* A session's --cwd that is not there: every exec that names
+		 * none tries it again and ends setup_failed 126 naming it, as
+		 * on the other tiers; falling back to '/' ran each exec there
+		 * and exited 0 (issue 40 item 3). */
+		if (a->cwd)
+			kis_agent_set_cwd(a->cwd);
+	}
 	extern char **environ;
 	environ = a->envp ? a->envp : environ;
 	kis_agent_set_confine(&confine);

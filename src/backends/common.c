@@ -262,6 +262,8 @@ int kis_check_network(const struct kis_caps *caps, const struct kis_profile *p,
 		return kis_error_set(err, KIS_E_ESCAPE_HATCH_FORBIDDEN, 0,
 				     "network.mode 'host' removes network confinement and requires "
 				     "escape_hatch.allow_net_host (--allow-net-host)");
+	if (p->net == KIS_NET_EGRESS && p->n_net_allow)
+		TRY(kis_egress_check_allow(p->net_allow, p->n_net_allow, err));
 	return 0;
 }
 

@@ -260,6 +260,19 @@ static int create_ctx(struct kis_engine_ctx *ec, const struct kis_profile *p,
 	char *argv[] = {agent, "--listen-fd", "3", NULL};
 	struct kis_run_request req = {.ctx = ctx, .profile = p, .argv = argv, .io = o->io};
 	kis_limits_resolve(&p->limits, &req.limits);
+	if (agentless) {
+		/* Each exec of an agentless session is a run of this profile:
+		 * what its plan refuses of the profile (a wasm session with
+		 * --net loopback, --net host or --cwd, issue 40 item 6) is
+		 * refused now, before anything is made, not by every exec. The
+		 * stand-in command is a relative name, as the module's is. */
+		char *stand_in[] = {"create-check", NULL};
+		struct kis_run_request cr = req;
+		cr.argv = stand_in;
+		struct kis_plan *cp = NULL;
+		TRY(b->plan(&caps, &cr, &cp, err));
+		b->plan_free(cp);
+	}
 	TRY(kis_id_mint('s', id, err));
 	req.sandbox_id = id;
 
@@ -593,7 +606,10 @@ static int session_exec_limits(struct kis_engine_ctx *ec, const char *id,
 	if (!meta)
 		return kis_error_set(err, KIS_E_NOT_FOUND, 0,
 				     "no session '%s' (see 'kis sandbox session list')", id);
-	int r = session_limits_merge(meta, id, &o->limits, out, err);
+	const struct kis_backend *b = meta_backend(meta);
+	int r = b && b->exec_limits ? b->exec_limits(&o->limits, err) : 0;
+	if (r >= 0)
+		r = session_limits_merge(meta, id, &o->limits, out, err);
 	json_decref(meta);
 	return r;
 }

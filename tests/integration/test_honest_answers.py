@@ -70,3 +70,94 @@ def test_output_limited_run_exited_0_at_random(world, backend):
         assert len(p.stdout) <= 1024
         assert b"output_limit" in p.stderr, p.stderr
     assert seen == {137: 50}, f"exit statuses of 50 runs: {seen}"
+
+
+def test_exec_cpu_time_on_a_process_tier_session_was_accepted(world):
+    """`create` and `run` refuse --cpu-time on the process tier as root (a
+    root command can leave the cgroup that counts it); `exec` took it, and
+    a command that left burned 7.3 s under a 1 s budget, `exited 0`."""
+    require("process")
+    if os.geteuid() != 0:
+        pytest.skip("the refusal is root's: an ordinary user's command cannot leave its cgroup")
+    c = subprocess.run([str(KIS), "sandbox", "create", *flags("process")], capture_output=True,
+                       text=True, timeout=60)
+    assert c.returncode == 0, c.stderr
+    sid = c.stdout.strip()
+    try:
+        p = subprocess.run([str(KIS), "sandbox", "exec", sid, "--cpu-time", "1s", "--", "true"],
+                           capture_output=True, text=True, timeout=60)
+        assert p.returncode == 125, (p.returncode, p.stderr)
+        assert p.stderr.startswith("profile_unsatisfiable:") and "limits.cpu_ms" in p.stderr, \
+            p.stderr
+        # the session's other limits still go per exec
+        ok = subprocess.run([str(KIS), "sandbox", "exec", sid, "--timeout", "5s", "--", "true"],
+                            capture_output=True, text=True, timeout=60)
+        assert ok.returncode == 0, ok.stderr
+    finally:
+        subprocess.run([str(KIS), "sandbox", "session", "destroy", sid], capture_output=True,
+                       timeout=60)
+
+
+@pytest.fixture
+def wasm_base(world):
+    src = world / "src"
+    src.mkdir()
+    (src / "f").write_text("x\n")
+    p = subprocess.run([str(KIS), "sandbox", "base", "import", str(src)], capture_output=True,
+                       text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    return p.stdout.strip()
+
+
+@pytest.mark.parametrize("extra,field", [(["--net", "loopback"], "network.mode"),
+                                         (["--net", "host", "--allow-net-host"], "network.mode"),
+                                         (["--cwd", "/sub"], "cwd")])
+def test_wasm_session_create_took_what_every_exec_refused(world, wasm_base, extra, field):
+    """`create --tier wasm --net loopback` (also --net host, --cwd) was
+    accepted and every exec then refused it: refused at create, as `run`
+    does, with nothing made."""
+    require("wasm")
+    p = subprocess.run([str(KIS), "sandbox", "create", "--tier", "wasm", "--base", wasm_base,
+                        *extra], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 125, (p.stdout, p.stderr)
+    assert p.stderr.startswith("profile_unsatisfiable:") and field in p.stderr, p.stderr
+    sessions = world / "store" / "sessions"
+    assert not sessions.exists() or not [s for s in sessions.iterdir()], list(sessions.iterdir())
+    ws = subprocess.run([str(KIS), "sandbox", "workspace", "list", "--json"],
+                        capture_output=True, text=True, timeout=60)
+    assert json.loads(ws.stdout or "[]") == [], ws.stdout
+
+
+def host_ipv4():
+    """An address of this host's (not loopback), or None."""
+    p = subprocess.run(["ip", "-4", "-o", "addr", "show"], capture_output=True, text=True)
+    for line in p.stdout.splitlines():
+        a = line.split()[3].split("/")[0]
+        if not a.startswith("127."):
+            return a
+    return None
+
+
+@pytest.mark.parametrize("what", ["host", "link-local", "loopback"])
+def test_egress_allow_of_the_hosts_own_address_was_accepted_and_never_honoured(world, what):
+    """An allow entry the policy always refuses (the host's own address,
+    link-local metadata, loopback) ran stricter than asked, silently:
+    refused by name, invalid_profile naming network.allow[i]."""
+    c = require("bubblewrap")
+    if "egress" not in c["network"].split(","):
+        pytest.skip("bubblewrap has no egress here")
+    addr = {"host": host_ipv4(), "link-local": "169.254.169.254",
+            "loopback": "127.0.0.1"}[what]
+    if not addr:
+        pytest.skip("this host has no IPv4 address but loopback")
+    p = subprocess.run([str(KIS), "sandbox", "run", "--backend", "bubblewrap", "--net", "egress",
+                        "--net-allow", "198.51.100.0/24", "--net-allow", f"{addr}:443",
+                        "--dry-run", "--", "true"], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 125, (p.stdout, p.stderr)
+    assert p.stderr.startswith("invalid_profile:") and "network.allow[1]" in p.stderr, p.stderr
+    assert addr in p.stderr
+    # a range that holds the host's address is reachable elsewhere: taken
+    ok = subprocess.run([str(KIS), "sandbox", "run", "--backend", "bubblewrap", "--net",
+                         "egress", "--net-allow", "0.0.0.0/0", "--dry-run", "--", "true"],
+                        capture_output=True, text=True, timeout=60)
+    assert ok.returncode == 0, ok.stderr
