@@ -161,3 +161,43 @@ def test_egress_allow_of_the_hosts_own_address_was_accepted_and_never_honoured(w
                          "egress", "--net-allow", "0.0.0.0/0", "--dry-run", "--", "true"],
                         capture_output=True, text=True, timeout=60)
     assert ok.returncode == 0, ok.stderr
+
+
+def store_env(root):
+    return dict(os.environ, KIS_SANDBOX_ROOT=str(root))
+
+
+def test_users_symlink_on_the_store_path_was_followed(world):
+    """KIS_SANDBOX_ROOT=/tmp/u/lnk/kisstore with a user's lnk -> /etc made
+    /etc/kisstore as root; a refused store root had been made in the
+    user's directory first. Each component is opened with no link
+    followed and checked before anything is made. (The target here is a
+    directory of the test's, not /etc.)"""
+    if os.geteuid() != 0:
+        pytest.skip("the walk's checks are a root engine's")
+    target = world / "target"
+    target.mkdir()
+    u = world / "u"
+    u.mkdir()
+    os.chown(u, 65534, 65534)
+    (u / "lnk").symlink_to(target)
+    os.lchown(u / "lnk", 65534, 65534)
+    for root in (u / "lnk" / "kisstore", u / "kisstore"):
+        p = subprocess.run([str(KIS), "sandbox", "workspace", "list"], capture_output=True,
+                           text=True, env=store_env(root), timeout=60)
+        assert p.returncode == 125 and p.stderr.startswith("invalid_argument: store root"), \
+            p.stderr
+        assert f"'{u}' is owned by another user" in p.stderr, p.stderr
+    assert list(target.iterdir()) == [], "a store was made through the user's link"
+    assert sorted(x.name for x in u.iterdir()) == ["lnk"], "a refused store root was made"
+    # a link root made is not followed either: the store path names no link
+    (world / "rootlnk").symlink_to(target)
+    p = subprocess.run([str(KIS), "sandbox", "workspace", "list"], capture_output=True,
+                       text=True, env=store_env(world / "rootlnk" / "kisstore"), timeout=60)
+    assert p.returncode == 125 and "is a symbolic link" in p.stderr, p.stderr
+    assert list(target.iterdir()) == []
+    # the plain path still makes its store
+    ok = subprocess.run([str(KIS), "sandbox", "workspace", "list"], capture_output=True,
+                        text=True, env=store_env(world / "plain" / "." / "kisstore"), timeout=60)
+    assert ok.returncode == 0, ok.stderr
+    assert (world / "plain" / "kisstore" / "workspaces").is_dir()
