@@ -169,6 +169,50 @@ static int write_json_string(FILE *f, const char *str, size_t n)
 	return fputc('"', f) == EOF ? -1 : 0;
 }
 
+static bool utf8_valid(const char *str, size_t n)
+{
+	const unsigned char *s = (const unsigned char *)str;
+	for (size_t i = 0; i < n;) {
+		size_t len = s[i] < 0x80 ? 1 : utf8_seq(s + i, n - i);
+		if (!len)
+			return false;
+		i += len;
+	}
+	return true;
+}
+
+/* The bytes as one base64 string (RFC 4648 section 4, padded), through a
+ * small window as write_json_string. */
+static int write_base64(FILE *f, const char *str, size_t n)
+{
+	static const char b64[] =
+		"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+	const unsigned char *s = (const unsigned char *)str;
+	char out[8192];
+	size_t o = 0;
+	if (fputc('"', f) == EOF)
+		return -1;
+	for (size_t i = 0; i < n; i += 3) {
+		if (o + 4 > sizeof(out)) {
+			if (fwrite(out, 1, o, f) != o)
+				return -1;
+			o = 0;
+		}
+		unsigned v = (unsigned)s[i] << 16;
+		if (i + 1 < n)
+			v |= (unsigned)s[i + 1] << 8;
+		if (i + 2 < n)
+			v |= s[i + 2];
+		out[o++] = b64[v >> 18];
+		out[o++] = b64[(v >> 12) & 63];
+		out[o++] = i + 1 < n ? b64[(v >> 6) & 63] : '=';
+		out[o++] = i + 2 < n ? b64[v & 63] : '=';
+	}
+	if (o && fwrite(out, 1, o, f) != o)
+		return -1;
+	return fputc('"', f) == EOF ? -1 : 0;
+}
+
 /* Everything but the streams, as a jansson object. */
 static json_t *result_head_json(const struct kis_result *r)
 {
@@ -228,8 +272,15 @@ int kis_result_write_json(const struct kis_result *r, FILE *f)
 		return -1;
 	for (int i = 0; i < 2; i++) {
 		const struct kis_stream *s = &r->streams[i];
-		if (fprintf(f, ",\"%s\":", s->name) < 0 ||
-		    write_json_string(f, s->data ? s->data : "", s->data ? s->len : 0) < 0)
+		const char *d = s->data ? s->data : "";
+		size_t n = s->data ? s->len : 0;
+		if (fprintf(f, ",\"%s\":", s->name) < 0 || write_json_string(f, d, n) < 0)
+			return -1;
+		/* JSON strings are Unicode (RFC 8259 section 8.1): a stream that
+		 * is not valid UTF-8 shows U+FFFD above, and its bytes, all of
+		 * them, here, so nothing is lost in silence (issue 40 item 10) */
+		if (!utf8_valid(d, n) &&
+		    (fprintf(f, ",\"%s_base64\":", s->name) < 0 || write_base64(f, d, n) < 0))
 			return -1;
 	}
 	return fputc('}', f) == EOF ? -1 : 0;

@@ -25,6 +25,7 @@
 #include "agent/proto.h"
 #include "engine/internal.h"
 #include "engine/owner.h"
+#include "core/argv.h"
 #include "core/io.h"
 #include "core/json.h"
 #include "kis/session.h"
@@ -620,6 +621,7 @@ static int exec_ec(struct kis_engine_ctx *ec, const char *id, char *const *argv,
 {
 	if (!argv || !argv[0])
 		return kis_error_set(err, KIS_E_INVALID_ARGUMENT, 0, "no command to run");
+	TRY(kis_command_size_check(argv, o->env, o->env_add, err));
 	int ag = exec_agentless(ec, id, argv, o, res, err);
 	if (ag != 0)
 		return ag < 0 ? -1 : 0;

@@ -201,3 +201,36 @@ def test_users_symlink_on_the_store_path_was_followed(world):
                         text=True, env=store_env(world / "plain" / "." / "kisstore"), timeout=60)
     assert ok.returncode == 0, ok.stderr
     assert (world / "plain" / "kisstore" / "workspaces").is_dir()
+
+
+@pytest.mark.parametrize("backend", NATIVE)
+def test_argv_over_1mib_failed_as_broken_pipe_or_crun_without_a_message(world, backend):
+    """An argv of about 1.2 MiB gave `internal: ... Broken pipe` on
+    bubblewrap and `crun exited without a message` on the container:
+    refused by name, invalid_argument naming the limit, before any backend."""
+    require(backend)
+    big = ["a" * 60000] * 20
+    p = subprocess.run([str(KIS), "sandbox", "run", *flags(backend), "--", "sh", "-c",
+                        "echo $#", "sh", *big], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 125, (p.stdout, p.stderr[:300])
+    assert p.stderr.startswith("invalid_argument: argv:") and "1048576" in p.stderr, \
+        p.stderr[:300]
+    # under the limit it runs
+    ok = subprocess.run([str(KIS), "sandbox", "run", *flags(backend), "--", "sh", "-c",
+                         "echo $#", "sh", *big[:16]], capture_output=True, text=True, timeout=120)
+    assert ok.returncode == 0 and ok.stdout.strip() == "16", (ok.stdout, ok.stderr[:300])
+
+
+def test_json_replaced_bytes_that_are_not_utf8_and_lost_them(world):
+    """--json turned every byte that is not valid UTF-8 into U+FFFD and kept
+    no other copy: the bytes are kept in stdout_base64."""
+    import base64
+    require("process")
+    data = b"a\xff\xfe\xc3\xa9\x00z"
+    p = subprocess.run([str(KIS), "sandbox", "run", "--json", *flags("process"), "--",
+                        "printf", "a\\377\\376\\303\\251\\000z"], capture_output=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    d = json.loads(p.stdout)
+    assert base64.b64decode(d["stdout_base64"]) == data, d
+    assert d["stdout"] == "a\ufffd\ufffd\u00e9\u0000z", d
+    assert "stderr_base64" not in d

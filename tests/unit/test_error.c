@@ -143,6 +143,37 @@ static void test_result_json_survives_binary_output(void **state)
 	kis_result_release(&r);
 }
 
+/* issue 40 item 10: --json replaced bytes that are not UTF-8 with U+FFFD
+ * and kept no other copy: the bytes are lost in silence */
+static void test_result_json_lost_bytes_that_are_not_utf8(void **state)
+{
+	(void)state;
+	struct kis_result r;
+	kis_result_init(&r);
+	strcpy(r.sandbox, "s-test");
+	r.streams[0].data = malloc(8);
+	memcpy(r.streams[0].data, "a\xff\xc3\xa9z\0", 6);
+	r.streams[0].len = 5;
+	r.streams[1].data = malloc(8);
+	memcpy(r.streams[1].data, "ok\xc3\xa9\0", 5);
+	r.streams[1].len = 4;
+	char *j = kis_result_to_json(&r);
+	assert_non_null(j);
+	/* base64 of 61 ff c3 a9 7a */
+	assert_non_null(strstr(j, "\"stdout_base64\":\"Yf/DqXo=\""));
+	assert_null(strstr(j, "stderr_base64")); /* valid UTF-8: the string is exact */
+	free(j);
+	for (size_t n = 0; n <= 4; n++) { /* every padding */
+		r.streams[0].len = n;
+		r.streams[0].data[0] = (char)0xff;
+		j = kis_result_to_json(&r);
+		assert_non_null(j);
+		assert_true(n == 0 ? !strstr(j, "stdout_base64") : !!strstr(j, "stdout_base64"));
+		free(j);
+	}
+	kis_result_release(&r);
+}
+
 /* The streamed writer escapes as jansson does: every byte value, alone and
  * in broken or overlong sequences, comes back from json_loads as the
  * replacement rule says. */
@@ -197,6 +228,7 @@ int main(void)
 		cmocka_unit_test(test_exit_status_rule),
 		cmocka_unit_test(test_limit_verdict_never_exits_0_when_the_command_won_the_race),
 		cmocka_unit_test(test_result_json_survives_binary_output),
+		cmocka_unit_test(test_result_json_lost_bytes_that_are_not_utf8),
 		cmocka_unit_test(test_result_json_writer_round_trips_every_byte),
 	};
 	return cmocka_run_group_tests_name("error", tests, NULL, NULL);
