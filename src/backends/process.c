@@ -134,8 +134,7 @@ static char *process_describe(const struct kis_plan *pl)
 static int process_child_setup(void *ctx, struct kis_error **err)
 {
 	struct kis_run_cgroup *rc = ctx;
-	if (rc->cg)
-		TRY(kis_run_cgroup_join(rc, err));
+	TRY(kis_run_cgroup_join(rc, err));
 	if (geteuid() == 0)
 		TRY(kis_drop_cap(CAP_SYS_RESOURCE, err));
 	return 0;
