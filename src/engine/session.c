@@ -615,6 +615,22 @@ static int session_exec_limits(struct kis_engine_ctx *ec, const char *id,
 	return r;
 }
 
+/* Marks a session destroy has begun on (destroy_ec), before it ends the
+ * agent: an exec that loses its agent then tells a destroy from a fault. */
+#define ENDING_NAME "destroying"
+
+/* Is session id being destroyed, or gone? */
+static bool session_ending(struct kis_engine_ctx *ec, const char *id)
+{
+	_cleanup_close_ int sdir = open_sessions_dir(ec, false, NULL, NULL);
+	if (sdir < 0)
+		return true;
+	_cleanup_close_ int dfd = openat(sdir, id, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+	if (dfd < 0)
+		return errno == ENOENT;
+	return faccessat(dfd, ENDING_NAME, F_OK, AT_SYMLINK_NOFOLLOW) == 0;
+}
+
 static int exec_ec(struct kis_engine_ctx *ec, const char *id, char *const *argv,
 		   const struct kis_exec_options *o, struct kis_result *res,
 		   struct kis_error **err)
@@ -678,6 +694,17 @@ static int exec_ec(struct kis_engine_ctx *ec, const char *id, char *const *argv,
 		res->detail = strdup("the session's agent did not report the end in time: the "
 				     "engine's wall clock ended the exec");
 		explain_exec(ec, id, res);
+		return 0;
+	}
+	if (out.end != KIS_CALL_EXIT && session_ending(ec, id)) {
+		/* `session destroy` ended the agent under this exec: the run was
+		 * cancelled, and what it printed so far is its output, not an
+		 * internal error that drops it (issue 40 item 9) */
+		res->reason = KIS_REASON_CANCELLED;
+		res->exit_code = -1;
+		res->signal = SIGKILL;
+		free(res->detail);
+		res->detail = strdup("the session was destroyed while the exec ran");
 		return 0;
 	}
 	if (out.end != KIS_CALL_EXIT)
@@ -828,6 +855,10 @@ static int destroy_ec(struct kis_engine_ctx *ec, const char *id, struct kis_erro
 			}
 	}
 	if (meta) {
+		/* before the agent goes: its running execs report `cancelled` */
+		int mark = openat(dfd, ENDING_NAME, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+		if (mark >= 0)
+			close(mark);
 		end_agent(meta);
 		const struct kis_backend *b = meta_backend(meta);
 		if (b && b->end_session) {

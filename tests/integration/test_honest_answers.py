@@ -234,3 +234,33 @@ def test_json_replaced_bytes_that_are_not_utf8_and_lost_them(world):
     assert base64.b64decode(d["stdout_base64"]) == data, d
     assert d["stdout"] == "a\ufffd\ufffd\u00e9\u0000z", d
     assert "stderr_base64" not in d
+
+
+@pytest.mark.parametrize("backend", ["landlock", "bubblewrap", "oci"])
+def test_session_destroy_under_an_exec_was_internal_and_dropped_its_output(world, backend):
+    """`session destroy` while an exec ran made the exec report `internal:
+    the agent closed the connection before the exit` (125) and drop what
+    it had printed: it is `cancelled`, with the output so far."""
+    import time
+    require(backend)
+    c = subprocess.run([str(KIS), "sandbox", "create", "--backend", backend],
+                       capture_output=True, text=True, timeout=120)
+    assert c.returncode == 0, c.stderr
+    sid = c.stdout.strip()
+    ex = subprocess.Popen([str(KIS), "sandbox", "exec", "--json", sid, "--", "sh", "-c",
+                           "echo before; sleep 60; echo after"],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        time.sleep(2)
+        d = subprocess.run([str(KIS), "sandbox", "session", "destroy", sid],
+                           capture_output=True, text=True, timeout=120)
+        assert d.returncode == 0, d.stderr
+        out, err = ex.communicate(timeout=60)
+    finally:
+        if ex.poll() is None:
+            ex.kill()
+            ex.wait()
+    assert ex.returncode == 137, (ex.returncode, err)
+    r = json.loads(out)
+    assert r["termination"]["reason"] == "cancelled", r["termination"]
+    assert r["stdout"] == "before\n", r
