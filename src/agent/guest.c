@@ -1215,6 +1215,19 @@ static int start_agent(json_t *cfg, char *msg, size_t n)
 	}
 	if (mount_mounts(mounts, sync_writes, msg, n) < 0)
 		return -1;
+	/* a session's working directory, once its filesystems are in place:
+	 * one that is not there refuses the create by name (check_cwd) */
+	if (cwd && json_is_true(json_object_get(cfg, "check_cwd"))) {
+		char at[4200];
+		struct stat st;
+		snprintf(at, sizeof(at), "%s%s", root_ws ? "/mnt/ws" : "", cwd);
+		int e = stat(at, &st) < 0 ? errno : S_ISDIR(st.st_mode) ? 0 : ENOTDIR;
+		if (e) {
+			snprintf(msg, n, "cwd: cannot enter the working directory '%s': %s", cwd,
+				 strerror(e));
+			return -1;
+		}
+	}
 	/* the commands' user and its home (HOME=/root without a workspace) */
 	struct kis_error *err = NULL;
 	enum kis_net_mode mode = egress ? KIS_NET_EGRESS :
