@@ -28,6 +28,10 @@ struct kis_caps {
 	char jail[200];          /* microvm: what confines the VMM here (the
 				  * engine as root, or an ordinary user's
 				  * rootless jail); else "" */
+	/* the native tiers where no cgroup binds the memory and pids
+	 * defaults (an ordinary user's run): what binds them instead, or
+	 * that nothing does; "" where a cgroup binds them */
+	char default_limits[200];
 };
 
 /* What one command of the engine hands every backend (as crun passes
@@ -115,6 +119,9 @@ struct kis_backend {
 	 * the others see a workspace by a host path, which an ordinary user's
 	 * overlay clone has not (src/store/view.c). */
 	bool rootless_layers;
+	/* The engine is an ordinary user: RLIMIT_NPROC, the pids fallback
+	 * where no cgroup binds, does not bind this backend's commands. */
+	bool rootless_nproc_unbound;
 	/* Fill caps from what this host offers. Never fails: an absent backend
 	 * sets present = false and says why. */
 	void (*probe)(const struct kis_ctx *ctx, struct kis_caps *caps);
@@ -153,6 +160,10 @@ struct kis_backend {
 	 * or cpu.stat) opened read-only, so an exec's limits.cpu_ms counts
 	 * every process it makes; -1 where there is none. */
 	int (*session_cpu_fd)(const struct kis_session_ctx *ctx);
+	/* Optional: refuse by name (KIS_E_PROFILE_UNSATISFIABLE) an exec's
+	 * limits the session's tier cannot keep, as plan refuses them at
+	 * create; want holds only the limits the exec names. */
+	int (*exec_limits)(const struct kis_limits *want, struct kis_error **err);
 };
 
 /* Probe b for the store at store_root (NULL: the default). Probes that

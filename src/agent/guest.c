@@ -1056,8 +1056,16 @@ static _Noreturn void agent_main(int l, const struct agent_run *a)
 		if (chroot("/mnt/ws") < 0)
 			_exit(1);
 	}
-	if (chdir(a->cwd ? a->cwd : a->root_ws ? "/" : "/workspace") < 0 && chdir("/") < 0)
-		_exit(1);
+	if (chdir(a->cwd ? a->cwd : a->root_ws ? "/" : "/workspace") < 0) {
+		if (chdir("/") < 0)
+			_exit(1);
+		/* A session's --cwd that is not there: every exec that names
+		 * none tries it again and ends setup_failed 126 naming it, as
+		 * on the other tiers; falling back to '/' ran each exec there
+		 * and exited 0 (issue 40 item 3). */
+		if (a->cwd)
+			kis_agent_set_cwd(a->cwd);
+	}
 	extern char **environ;
 	environ = a->envp ? a->envp : environ;
 	kis_agent_set_confine(&confine);
@@ -1207,6 +1215,19 @@ static int start_agent(json_t *cfg, char *msg, size_t n)
 	}
 	if (mount_mounts(mounts, sync_writes, msg, n) < 0)
 		return -1;
+	/* a session's working directory, once its filesystems are in place:
+	 * one that is not there refuses the create by name (check_cwd) */
+	if (cwd && json_is_true(json_object_get(cfg, "check_cwd"))) {
+		char at[4200];
+		struct stat st;
+		snprintf(at, sizeof(at), "%s%s", root_ws ? "/mnt/ws" : "", cwd);
+		int e = stat(at, &st) < 0 ? errno : S_ISDIR(st.st_mode) ? 0 : ENOTDIR;
+		if (e) {
+			snprintf(msg, n, "cwd: cannot enter the working directory '%s': %s", cwd,
+				 strerror(e));
+			return -1;
+		}
+	}
 	/* the commands' user and its home (HOME=/root without a workspace) */
 	struct kis_error *err = NULL;
 	enum kis_net_mode mode = egress ? KIS_NET_EGRESS :

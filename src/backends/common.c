@@ -154,6 +154,10 @@ char *kis_native_plan_describe(const struct kis_native_plan *n, const char *back
 			      kis_limits_to_json(l, KIS_LIMITS_ALL));
 	if (!o)
 		return NULL;
+	/* how memory and pids bind here: a limit shown must be one that
+	 * applies (issue 40 item 1); the cgroup probe runs for the plan only */
+	json_object_set_new(o, "limits_binding",
+			    kis_limits_binding_json(l, kis_cgroup_limits_available(), n->nproc_unbound));
 	char *s = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
 	json_decref(o);
 	return s;
@@ -262,6 +266,8 @@ int kis_check_network(const struct kis_caps *caps, const struct kis_profile *p,
 		return kis_error_set(err, KIS_E_ESCAPE_HATCH_FORBIDDEN, 0,
 				     "network.mode 'host' removes network confinement and requires "
 				     "escape_hatch.allow_net_host (--allow-net-host)");
+	if (p->net == KIS_NET_EGRESS && p->n_net_allow)
+		TRY(kis_egress_check_allow(p->net_allow, p->n_net_allow, err));
 	return 0;
 }
 

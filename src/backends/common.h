@@ -5,6 +5,7 @@
 #define KIS_BACKENDS_COMMON_H
 
 #include <linux/filter.h>
+#include <jansson.h>
 #include <seccomp.h>
 
 #include "core/util.h"
@@ -18,6 +19,10 @@ struct kis_native_plan {
 	struct kis_limits limits;
 	struct kis_io io;
 	bool tty;
+	/* rootless, RLIMIT_NPROC does not bind the command (bubblewrap: its
+	 * command forked 400 under an RLIMIT_NPROC of 264, measured on Linux
+	 * 6.18): the plan says pids is not limited, never that it is */
+	bool nproc_unbound;
 };
 
 /* An external program: $env_var (NULL: none) when set (and executable), else the first
@@ -74,7 +79,25 @@ struct kis_run_cgroup {
 	unsigned engine_pids;
 	bool has_cpu; /* cpu_fd is the group's CPU accounting (kis_cgroup_cpu_fd) */
 	int cpu_fd;
+	/* rootless with no cgroup: the documented fallbacks (README "As an
+	 * ordinary user"), set in the child by kis_run_cgroup_join; 0: none */
+	uint64_t fb_nproc, fb_data;
 };
+/* The rlimits an ordinary user's run falls back to for the defaults no
+ * cgroup binds (issue 40 item 1): RLIMIT_NPROC = the user's threads now +
+ * pids + engine_pids (the kernel counts every thread of the real uid, in
+ * each user namespace up the chain), RLIMIT_DATA = memory_bytes (each
+ * process's private writable memory, not the sandbox's total). 0 where
+ * the engine is root, where a cgroup binds it, or where the limit is 0.
+ * bound: the KIS_LIMIT_MEMORY/PIDS bits a cgroup already binds. */
+void kis_rlimit_fallback(const struct kis_limits *l, unsigned bound, unsigned engine_pids,
+			 uint64_t *nproc, uint64_t *data);
+/* Fill caps->default_limits for a native backend's probe (the defaults
+ * where c->limits has no cgroup for them, an ordinary user's). */
+void kis_caps_default_limits(struct kis_caps *c, bool nproc_unbound);
+/* How memory_bytes and pids bind for a run whose cgroup binds `bound`,
+ * for a plan (--dry-run): {"memory_bytes": "...", "pids": "..."}. */
+json_t *kis_limits_binding_json(const struct kis_limits *l, unsigned bound, bool nproc_unbound);
 /* Make the run's group with the limits in `enforceable` (KIS_LIMIT_*). */
 int kis_run_cgroup_open(struct kis_run_cgroup *rc, const char *sandbox_id,
 			const struct kis_limits *l, unsigned enforceable, struct kis_error **err);

@@ -3,8 +3,13 @@
  * memory_limit and pids_limit, and killing everything the run made. */
 #include "core/util.h"
 
+#include <dirent.h>
 #include <fcntl.h>
+#include <jansson.h>
+#include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include "backends/common.h"
 #include "confine/confine.h"
@@ -28,6 +33,88 @@ int kis_run_cgroup_open(struct kis_run_cgroup *rc, const char *sandbox_id,
 	return 0;
 }
 
+/* The threads whose real uid is uid: what RLIMIT_NPROC counts (fork(2):
+ * "the number of extant processes (or, more precisely on Linux, threads)
+ * for the real user ID"). From /proc's status files; one that ends
+ * meanwhile is skipped. */
+static uint64_t threads_of(uid_t uid)
+{
+	DIR *d = opendir("/proc");
+	if (!d)
+		return 0;
+	uint64_t n = 0;
+	struct dirent *e;
+	while ((e = readdir(d))) {
+		if (e->d_name[0] < '1' || e->d_name[0] > '9')
+			continue;
+		char path[300], line[128];
+		snprintf(path, sizeof(path), "/proc/%s/status", e->d_name);
+		FILE *f = fopen(path, "re");
+		if (!f)
+			continue;
+		unsigned long ruid = (unsigned long)-1, th = 0;
+		while (fgets(line, sizeof(line), f)) {
+			if (!strncmp(line, "Uid:", 4))
+				sscanf(line + 4, "%lu", &ruid);
+			else if (!strncmp(line, "Threads:", 8))
+				sscanf(line + 8, "%lu", &th);
+		}
+		fclose(f);
+		if (ruid == (unsigned long)uid)
+			n += th;
+	}
+	closedir(d);
+	return n;
+}
+
+void kis_rlimit_fallback(const struct kis_limits *l, unsigned bound, unsigned engine_pids,
+			 uint64_t *nproc, uint64_t *data)
+{
+	*nproc = *data = 0;
+	/* root: RLIMIT_NPROC does not bind CAP_SYS_RESOURCE, and a root
+	 * engine without a cgroup says so in the plan instead */
+	if (geteuid() == 0)
+		return;
+	if (l->pids && !(bound & KIS_LIMIT_PIDS))
+		*nproc = threads_of(getuid()) + l->pids + engine_pids;
+	if (l->memory_bytes && !(bound & KIS_LIMIT_MEMORY))
+		*data = l->memory_bytes;
+}
+
+void kis_caps_default_limits(struct kis_caps *c, bool nproc_unbound)
+{
+	c->default_limits[0] = '\0';
+	if (geteuid() == 0 || !c->present)
+		return;
+	bool mem = c->limits & KIS_LIMIT_MEMORY, pids = c->limits & KIS_LIMIT_PIDS;
+	if (mem && pids)
+		return;
+	snprintf(c->default_limits, sizeof(c->default_limits), "%s%s%s",
+		 mem ? "" : "memory_bytes: RLIMIT_DATA per process",
+		 mem || pids ? "" : "; ",
+		 pids ? "" : nproc_unbound ? "pids: none (RLIMIT_NPROC does not bind here)" :
+					     "pids: RLIMIT_NPROC");
+}
+
+json_t *kis_limits_binding_json(const struct kis_limits *l, unsigned bound, bool nproc_unbound)
+{
+	bool user = geteuid() != 0;
+	const char *mem = !l->memory_bytes ? "none: no limit asked" :
+			  (bound & KIS_LIMIT_MEMORY) ? "cgroup: the sandbox's total" :
+			  user ? "RLIMIT_DATA: each process's private writable memory, not the "
+				 "sandbox's total (no cgroup this user may write here)" :
+				 "none: no cgroup here";
+	const char *pids = !l->pids ? "none: no limit asked" :
+			   (bound & KIS_LIMIT_PIDS) ? "cgroup: the sandbox's processes" :
+			   user && nproc_unbound ? "none: no cgroup this user may write here, and "
+						   "RLIMIT_NPROC does not bind on this backend" :
+			   user ? "RLIMIT_NPROC: limits.pids more threads of the user than when "
+				  "the run starts (in a container: of its user namespace); no "
+				  "cgroup this user may write here" :
+				  "none: no cgroup here";
+	return json_pack("{s:s, s:s}", "memory_bytes", mem, "pids", pids);
+}
+
 int kis_run_cgroup_engine_joins(struct kis_run_cgroup *rc, struct kis_error **err)
 {
 	if (!rc->cg || !rc->pids)
@@ -40,7 +127,22 @@ int kis_run_cgroup_engine_joins(struct kis_run_cgroup *rc, struct kis_error **er
  * can be outside it (no allocation: the paths were prepared). */
 int kis_run_cgroup_join(struct kis_run_cgroup *rc, struct kis_error **err)
 {
-	return rc->cg ? kis_cgroup_attach(rc->cg, 0, err) : 0;
+	if (rc->cg)
+		TRY(kis_cgroup_attach(rc->cg, 0, err));
+	/* or, rootless with no group, the fallbacks (soft = hard: the command
+	 * cannot raise them back without CAP_SYS_RESOURCE) */
+	struct rlimit r;
+	if (rc->fb_nproc) {
+		r.rlim_cur = r.rlim_max = rc->fb_nproc;
+		if (setrlimit(RLIMIT_NPROC, &r) < 0)
+			return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot set RLIMIT_NPROC");
+	}
+	if (rc->fb_data) {
+		r.rlim_cur = r.rlim_max = rc->fb_data;
+		if (setrlimit(RLIMIT_DATA, &r) < 0)
+			return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot set RLIMIT_DATA");
+	}
+	return 0;
 }
 
 static int explain(void *ctx, enum kis_reason *reason, char **detail)

@@ -45,6 +45,32 @@ struct kis_plan {
 	const char *sandbox_id;
 };
 
+/* A root command undoes these (ROOT_UNDOES): asked for by name they are a
+ * promise this tier cannot keep against it. The defaults are applied all
+ * the same, for a command that does not fight them. */
+static int refuse_root_undoes(const struct kis_limits *l, struct kis_error **err)
+{
+	if (geteuid() != 0)
+		return 0;
+	for (unsigned i = 0; i < KIS_LIMIT__COUNT; i++)
+		if ((kis_limit_table[i].bit & ROOT_UNDOES) && kis_limit_get(l, i))
+			return kis_error_set(err, KIS_E_PROFILE_UNSATISFIABLE, 0,
+					     "%s: the process tier runs the command as root and "
+					     "unconfined, and a root command can leave any cgroup: "
+					     "drop the field or choose a confining tier (host, "
+					     "container, microvm)",
+					     kis_limit_table[i].path);
+	return 0;
+}
+
+/* An exec in a session asks for its own limits: the same promise as at
+ * create. `exec --cpu-time 1s` was taken, and a command that left the
+ * session's cgroup burned 7.3 s and ended `exited 0` (issue 40 item 2). */
+static int process_exec_limits(const struct kis_limits *want, struct kis_error **err)
+{
+	return refuse_root_undoes(want, err);
+}
+
 static int process_plan(const struct kis_caps *caps, const struct kis_run_request *req,
 			struct kis_plan **out, struct kis_error **err)
 {
@@ -64,18 +90,7 @@ static int process_plan(const struct kis_caps *caps, const struct kis_run_reques
 				     "and enforces no mode: drop network.mode (--net) or choose a "
 				     "confining tier",
 				     kis_net_mode_name(p->net));
-	/* A root command undoes these (ROOT_UNDOES): asked for by name they
-	 * are a promise this tier cannot keep against it. The defaults are
-	 * applied all the same, for a command that does not fight them. */
-	if (geteuid() == 0)
-		for (unsigned i = 0; i < KIS_LIMIT__COUNT; i++)
-			if ((kis_limit_table[i].bit & ROOT_UNDOES) && kis_limit_get(&p->limits, i))
-				return kis_error_set(
-				    err, KIS_E_PROFILE_UNSATISFIABLE, 0,
-				    "%s: the process tier runs the command as root and unconfined, "
-				    "and a root command can leave any cgroup: drop the field or "
-				    "choose a confining tier (host, container, microvm)",
-				    kis_limit_table[i].path);
+	TRY(refuse_root_undoes(&p->limits, err));
 	struct kis_caps c = *caps;
 	unsigned explicit_cg = (p->limits.memory_bytes ? KIS_LIMIT_MEMORY : 0) |
 			       (p->limits.pids ? KIS_LIMIT_PIDS : 0);
@@ -119,8 +134,7 @@ static char *process_describe(const struct kis_plan *pl)
 static int process_child_setup(void *ctx, struct kis_error **err)
 {
 	struct kis_run_cgroup *rc = ctx;
-	if (rc->cg)
-		TRY(kis_run_cgroup_join(rc, err));
+	TRY(kis_run_cgroup_join(rc, err));
 	if (geteuid() == 0)
 		TRY(kis_drop_cap(CAP_SYS_RESOURCE, err));
 	return 0;
@@ -182,6 +196,7 @@ const struct kis_backend kis_backend_process = {
 	.start_session = process_start_session,
 	.end_session = process_end_session,
 	.session_explain = kis_host_cgroup_explain,
+	.exec_limits = process_exec_limits,
 	.name = "process",
 	.tier = KIS_TIER_PROCESS,
 	.probe = process_probe,

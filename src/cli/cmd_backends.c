@@ -76,6 +76,8 @@ int cmd_backends(int argc, char **argv)
 	json_t *arr = json_array();
 	char wasm_engines[sizeof(((struct kis_caps *)0)->engines)] = "";
 	char vmm_jail[sizeof(((struct kis_caps *)0)->jail)] = "";
+	char defaults[8][sizeof(((struct kis_caps *)0)->default_limits) + 16];
+	size_t n_defaults = 0;
 	if (!json)
 		printf("%-12s %-10s %-4s %-6s %-7s %-24s %-8s %-9s %-4s %-6s %-6s %-6s %s\n",
 		       "BACKEND", "TIERS", "CoW", "SHELL", "NATIVE", "NETWORK", "SECCOMP", "SNAPSHOT",
@@ -128,6 +130,8 @@ int cmd_backends(int argc, char **argv)
 					json_array_append_new(ea, json_string(t));
 				json_object_set_new(o, "engines", ea);
 			}
+			if (c.present && c.default_limits[0])
+				json_object_set_new(o, "default_limits", json_string(c.default_limits));
 			if (!c.present)
 				json_object_set_new(o, "why_absent", json_string(c.why_absent));
 			if (c.present && c.jail[0])
@@ -150,6 +154,15 @@ int cmd_backends(int argc, char **argv)
 		       yes_no(c.present && c.seccomp), yes_no(c.present && c.snapshot),
 		       yes_no(c.present && c.tty), yes_no(c.present && c.mounts), disk,
 		       c.accel[0] ? c.accel : "-", c.present ? "available" : c.why_absent);
+		if (c.present && c.default_limits[0] && n_defaults < sizeof(defaults) / sizeof(defaults[0]))
+			snprintf(defaults[n_defaults++], sizeof(defaults[0]), "%s: %s", b[i]->name,
+				 c.default_limits);
+	}
+	if (!json && n_defaults) {
+		/* an ordinary user's run: no cgroup binds memory and pids */
+		printf("\ndefault memory and pids limits without a cgroup:\n");
+		for (size_t k = 0; k < n_defaults; k++)
+			printf("  %s\n", defaults[k]);
 	}
 	if (!json && wasm_engines[0] && !strncmp(wasm_engines, "compiler", 8))
 		printf("\nwasm engines: %s (wasm.engine auto: the compiler for a module whose code "

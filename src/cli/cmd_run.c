@@ -108,6 +108,23 @@ int cmd_run(int argc, char **argv)
 	int r = kis_run(&o.profile, argv + o.cmd_index, &ro, &res, &plan, &err);
 	cli_term_restore(&term);
 	kis_profile_release(&o.profile);
+	if (r < 0 && got_signal && !o.dry_run) {
+		/* The signal came first: what the interrupted setup failed with
+		 * (a VM's QMP answering EINTR, a snapshot's restore cut short) is
+		 * its consequence. The run was cancelled, 128+N, as on every
+		 * tier, never `internal` 125 (issue 40 item 8); the error is
+		 * kept in the detail. */
+		char *e = kis_error_format(err);
+		kis_error_free(err);
+		err = NULL;
+		free(res.detail);
+		res.detail = NULL;
+		if (asprintf(&res.detail, "the run was cancelled by signal %d during its setup%s%s%s",
+			     (int)got_signal, e ? " (then: " : "", e ? e : "", e ? ")" : "") < 0)
+			res.detail = NULL;
+		free(e);
+		r = 0;
+	}
 	if (r < 0) {
 		kis_result_release(&res);
 		return cli_fail(err);

@@ -4,6 +4,7 @@
 #include "core/util.h"
 
 #include <jansson.h>
+#include <signal.h>
 #include <string.h>
 
 #include "kis/result.h"
@@ -55,6 +56,15 @@ int kis_result_exit_status(const struct kis_result *r)
 	 * limit was killed by a signal, so it reports 128+N as well. */
 	if (r->reason == KIS_REASON_SETUP_FAILED)
 		return r->exit_code == 127 ? 127 : 126;
+	/* A verdict of the supervisor's clock or counter (timeout, cpu_limit,
+	 * output_limit) is 128+SIGKILL every time. Its kill races the command's
+	 * own end: `yes | head -c 5000` under a 1k limit has often exited 0
+	 * before the SIGKILL lands, and a caller checking $? must never read
+	 * success from a cut stream (issue 40 item 7). exit_code and signal
+	 * keep what the command really did. */
+	if (r->reason == KIS_REASON_TIMEOUT || r->reason == KIS_REASON_CPU_LIMIT ||
+	    r->reason == KIS_REASON_OUTPUT_LIMIT)
+		return 128 + SIGKILL;
 	if (r->reason == KIS_REASON_EXITED)
 		return r->exit_code & 0xff;
 	if (r->signal > 0)
@@ -159,6 +169,50 @@ static int write_json_string(FILE *f, const char *str, size_t n)
 	return fputc('"', f) == EOF ? -1 : 0;
 }
 
+static bool utf8_valid(const char *str, size_t n)
+{
+	const unsigned char *s = (const unsigned char *)str;
+	for (size_t i = 0; i < n;) {
+		size_t len = s[i] < 0x80 ? 1 : utf8_seq(s + i, n - i);
+		if (!len)
+			return false;
+		i += len;
+	}
+	return true;
+}
+
+/* The bytes as one base64 string (RFC 4648 section 4, padded), through a
+ * small window as write_json_string. */
+static int write_base64(FILE *f, const char *str, size_t n)
+{
+	static const char b64[] =
+		"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+	const unsigned char *s = (const unsigned char *)str;
+	char out[8192];
+	size_t o = 0;
+	if (fputc('"', f) == EOF)
+		return -1;
+	for (size_t i = 0; i < n; i += 3) {
+		if (o + 4 > sizeof(out)) {
+			if (fwrite(out, 1, o, f) != o)
+				return -1;
+			o = 0;
+		}
+		unsigned v = (unsigned)s[i] << 16;
+		if (i + 1 < n)
+			v |= (unsigned)s[i + 1] << 8;
+		if (i + 2 < n)
+			v |= s[i + 2];
+		out[o++] = b64[v >> 18];
+		out[o++] = b64[(v >> 12) & 63];
+		out[o++] = i + 1 < n ? b64[(v >> 6) & 63] : '=';
+		out[o++] = i + 2 < n ? b64[v & 63] : '=';
+	}
+	if (o && fwrite(out, 1, o, f) != o)
+		return -1;
+	return fputc('"', f) == EOF ? -1 : 0;
+}
+
 /* Everything but the streams, as a jansson object. */
 static json_t *result_head_json(const struct kis_result *r)
 {
@@ -218,8 +272,15 @@ int kis_result_write_json(const struct kis_result *r, FILE *f)
 		return -1;
 	for (int i = 0; i < 2; i++) {
 		const struct kis_stream *s = &r->streams[i];
-		if (fprintf(f, ",\"%s\":", s->name) < 0 ||
-		    write_json_string(f, s->data ? s->data : "", s->data ? s->len : 0) < 0)
+		const char *d = s->data ? s->data : "";
+		size_t n = s->data ? s->len : 0;
+		if (fprintf(f, ",\"%s\":", s->name) < 0 || write_json_string(f, d, n) < 0)
+			return -1;
+		/* JSON strings are Unicode (RFC 8259 section 8.1): a stream that
+		 * is not valid UTF-8 shows U+FFFD above, and its bytes, all of
+		 * them, here, so nothing is lost in silence (issue 40 item 10) */
+		if (!utf8_valid(d, n) &&
+		    (fprintf(f, ",\"%s_base64\":", s->name) < 0 || write_base64(f, d, n) < 0))
 			return -1;
 	}
 	return fputc('}', f) == EOF ? -1 : 0;

@@ -8,6 +8,7 @@
 #include <poll.h>
 #include <string.h>
 
+#include "core/argv.h"
 #include "engine/internal.h"
 #include "engine/owner.h"
 #include "kis/sandbox.h"
@@ -42,6 +43,7 @@ int kis_run_one(struct kis_engine_ctx *ec, const struct kis_profile *p, char *co
 	if (!argv || !argv[0] || !argv[0][0])
 		return kis_error_set(err, KIS_E_INVALID_ARGUMENT, 0,
 				     "no command to run: give it after '--'");
+	TRY(kis_command_size_check(argv, p->env, NULL, err));
 	if (p->base && p->workspace)
 		return kis_error_set(err, KIS_E_INVALID_PROFILE, 0,
 				     "base and workspace: give one of them, not both");

@@ -31,6 +31,11 @@ void kis_backend_probe(const struct kis_backend *b, const char *store_root, bool
 	struct kis_engine_ctx e;
 	kis_ctx_init(&e, store_root, thorough);
 	b->probe(&e.ctx, caps);
+	/* the native tiers: how the memory and pids defaults bind where no
+	 * cgroup does (issue 40 item 1); the wasm tier bounds its own */
+	caps->default_limits[0] = '\0';
+	if (thorough && caps->native)
+		kis_caps_default_limits(caps, b->rootless_nproc_unbound);
 	kis_ctx_release(&e);
 }
 

@@ -25,6 +25,7 @@
 #include "agent/proto.h"
 #include "engine/internal.h"
 #include "engine/owner.h"
+#include "core/argv.h"
 #include "core/io.h"
 #include "core/json.h"
 #include "kis/session.h"
@@ -260,6 +261,19 @@ static int create_ctx(struct kis_engine_ctx *ec, const struct kis_profile *p,
 	char *argv[] = {agent, "--listen-fd", "3", NULL};
 	struct kis_run_request req = {.ctx = ctx, .profile = p, .argv = argv, .io = o->io};
 	kis_limits_resolve(&p->limits, &req.limits);
+	if (agentless) {
+		/* Each exec of an agentless session is a run of this profile:
+		 * what its plan refuses of the profile (a wasm session with
+		 * --net loopback, --net host or --cwd, issue 40 item 6) is
+		 * refused now, before anything is made, not by every exec. The
+		 * stand-in command is a relative name, as the module's is. */
+		char *stand_in[] = {"create-check", NULL};
+		struct kis_run_request cr = req;
+		cr.argv = stand_in;
+		struct kis_plan *cp = NULL;
+		TRY(b->plan(&caps, &cr, &cp, err));
+		b->plan_free(cp);
+	}
 	TRY(kis_id_mint('s', id, err));
 	req.sandbox_id = id;
 
@@ -593,9 +607,28 @@ static int session_exec_limits(struct kis_engine_ctx *ec, const char *id,
 	if (!meta)
 		return kis_error_set(err, KIS_E_NOT_FOUND, 0,
 				     "no session '%s' (see 'kis sandbox session list')", id);
-	int r = session_limits_merge(meta, id, &o->limits, out, err);
+	const struct kis_backend *b = meta_backend(meta);
+	int r = b && b->exec_limits ? b->exec_limits(&o->limits, err) : 0;
+	if (r >= 0)
+		r = session_limits_merge(meta, id, &o->limits, out, err);
 	json_decref(meta);
 	return r;
+}
+
+/* Marks a session destroy has begun on (destroy_ec), before it ends the
+ * agent: an exec that loses its agent then tells a destroy from a fault. */
+#define ENDING_NAME "destroying"
+
+/* Is session id being destroyed, or gone? */
+static bool session_ending(struct kis_engine_ctx *ec, const char *id)
+{
+	_cleanup_close_ int sdir = open_sessions_dir(ec, false, NULL, NULL);
+	if (sdir < 0)
+		return true;
+	_cleanup_close_ int dfd = openat(sdir, id, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+	if (dfd < 0)
+		return errno == ENOENT;
+	return faccessat(dfd, ENDING_NAME, F_OK, AT_SYMLINK_NOFOLLOW) == 0;
 }
 
 static int exec_ec(struct kis_engine_ctx *ec, const char *id, char *const *argv,
@@ -604,6 +637,7 @@ static int exec_ec(struct kis_engine_ctx *ec, const char *id, char *const *argv,
 {
 	if (!argv || !argv[0])
 		return kis_error_set(err, KIS_E_INVALID_ARGUMENT, 0, "no command to run");
+	TRY(kis_command_size_check(argv, o->env, o->env_add, err));
 	int ag = exec_agentless(ec, id, argv, o, res, err);
 	if (ag != 0)
 		return ag < 0 ? -1 : 0;
@@ -660,6 +694,17 @@ static int exec_ec(struct kis_engine_ctx *ec, const char *id, char *const *argv,
 		res->detail = strdup("the session's agent did not report the end in time: the "
 				     "engine's wall clock ended the exec");
 		explain_exec(ec, id, res);
+		return 0;
+	}
+	if (out.end != KIS_CALL_EXIT && session_ending(ec, id)) {
+		/* `session destroy` ended the agent under this exec: the run was
+		 * cancelled, and what it printed so far is its output, not an
+		 * internal error that drops it (issue 40 item 9) */
+		res->reason = KIS_REASON_CANCELLED;
+		res->exit_code = -1;
+		res->signal = SIGKILL;
+		free(res->detail);
+		res->detail = strdup("the session was destroyed while the exec ran");
 		return 0;
 	}
 	if (out.end != KIS_CALL_EXIT)
@@ -810,6 +855,10 @@ static int destroy_ec(struct kis_engine_ctx *ec, const char *id, struct kis_erro
 			}
 	}
 	if (meta) {
+		/* before the agent goes: its running execs report `cancelled` */
+		int mark = openat(dfd, ENDING_NAME, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+		if (mark >= 0)
+			close(mark);
 		end_agent(meta);
 		const struct kis_backend *b = meta_backend(meta);
 		if (b && b->end_session) {

@@ -121,6 +121,50 @@ static bool is_private(const struct kis_net_dest *d)
 	return false;
 }
 
+int kis_egress_check_allow(const struct kis_net_dest *allow, size_t n, struct kis_error **err)
+{
+	/* An entry that names only what the policy refuses whatever the list
+	 * says is a promise never kept: accepted, it ran stricter than asked
+	 * and the caller was not told (issue 40 item 5). Refused by name. */
+	for (size_t i = 0; i < n; i++) {
+		char d[40];
+		kis_net_dest_format(&allow[i], d, sizeof(d));
+		for (size_t k = 0; k < ARRAY_SIZE(always_denied); k++)
+			if (inside(&allow[i], &always_denied[k]))
+				return kis_error_set(
+				    err, KIS_E_INVALID_PROFILE, 0,
+				    "network.allow[%zu]: '%s' lies in a range a sandbox never reaches "
+				    "(\"this network\", loopback, link-local, multicast, reserved or "
+				    "the sandbox's own link): drop the entry",
+				    i, d);
+	}
+	struct ifaddrs *ifa = NULL;
+	if (getifaddrs(&ifa) < 0)
+		return kis_error_set(err, KIS_E_INTERNAL, errno,
+				     "cannot read the host's addresses to check network.allow");
+	int r = 0;
+	for (size_t i = 0; i < n && r == 0; i++) {
+		if (allow[i].prefix != 32)
+			continue; /* a range reaches its other addresses */
+		for (struct ifaddrs *a = ifa; a; a = a->ifa_next) {
+			if (!a->ifa_addr || a->ifa_addr->sa_family != AF_INET)
+				continue;
+			uint32_t h = ntohl(((struct sockaddr_in *)(void *)a->ifa_addr)->sin_addr.s_addr);
+			if (h != allow[i].addr)
+				continue;
+			char d[40];
+			kis_net_dest_format(&allow[i], d, sizeof(d));
+			r = kis_error_set(err, KIS_E_INVALID_PROFILE, 0,
+					  "network.allow[%zu]: '%s' is an address of this host (%s), "
+					  "which a sandbox never reaches: drop the entry",
+					  i, d, a->ifa_name ? a->ifa_name : "?");
+			break;
+		}
+	}
+	freeifaddrs(ifa);
+	return r;
+}
+
 /* ---- the policy: one list of rules, two writers ----
  *
  * policy_rules() says the rules, in order (first match wins); nft's text

@@ -164,4 +164,9 @@ static inline uid_t kis_egress_helper_uid(uid_t first)
 	return first + 65535u;
 }
 
+/* Refuse (KIS_E_INVALID_PROFILE naming network.allow[i]) an entry the
+ * policy never lets through: one inside a range always refused, or an
+ * address the host has now (a plan's check; it reads, it changes nothing). */
+int kis_egress_check_allow(const struct kis_net_dest *allow, size_t n, struct kis_error **err);
+
 #endif

@@ -100,38 +100,88 @@ static bool initial_userns(void)
 	return sscanf(b, "%lu %lu %lu", &a, &c, &l) == 3 && a == 0 && c == 0 && l == 4294967295ul;
 }
 
-static int root_store_safe(const char *root, struct kis_error **err)
+/* What is wrong with one directory on the way to a root engine's store,
+ * or NULL: st is the component itself, never a link's target. */
+static const char *root_dir_fault(const struct stat *st, bool top)
 {
-	if (geteuid() != 0 || !initial_userns())
-		return 0; /* an ordinary user's store is its own: nothing to gain */
-	char p[PATH_MAX];
-	snprintf(p, sizeof(p), "%s", root);
-	size_t len = strlen(p);
-	for (size_t i = len;; i--) {
-		if (i == len || p[i] == '/') {
-			char c = p[i];
-			p[i] = '\0';
-			const char *dir = *p ? p : "/";
-			struct stat st;
-			if (lstat(dir, &st) < 0)
-				return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot check '%s'", dir);
-			bool top = i == len;
-			bool shared = (st.st_mode & 022) && (top || !(st.st_mode & S_ISVTX));
-			if (!S_ISDIR(st.st_mode) || st.st_uid != 0 || shared)
-				return kis_error_set(err, KIS_E_INVALID_ARGUMENT, 0,
-						     "store root '%s': '%s' is %s; the engine as root "
-						     "uses only a store that root owns and no one else "
-						     "may change (chown it to root, mode 0700, or pick "
-						     "another store root)",
-						     root, dir,
-						     st.st_uid != 0 ? "owned by another user" :
-						     !S_ISDIR(st.st_mode) ? "not a directory" :
-									   "writable by others");
-			p[i] = c;
+	if (S_ISLNK(st->st_mode))
+		return "a symbolic link, and the engine as root follows none on the way to "
+		       "its store";
+	if (!S_ISDIR(st->st_mode))
+		return "not a directory";
+	if (st->st_uid != 0)
+		return "owned by another user";
+	if ((st->st_mode & 022) && (top || !(st->st_mode & S_ISVTX)))
+		return "writable by others";
+	return NULL;
+}
+
+/* The walk from / to a root engine's store root, one component at a time
+ * with no link followed (O_PATH | O_NOFOLLOW, then fstat of what was
+ * opened: a link is opened as itself, never as its target), each checked
+ * before the next is made. KIS_SANDBOX_ROOT=/tmp/u/lnk/kisstore with a
+ * user's lnk -> /etc made /etc/kisstore, and a refused root had already
+ * been made in the user's directory (issue 40 item 11): now nothing is
+ * made until every component up to it has passed. '.' and empty
+ * components are skipped; '..' is refused (it would climb out of a
+ * checked directory by name). *canon receives the path walked. */
+static int root_store_walk(const char *root, char **canon, struct kis_error **err)
+{
+	_cleanup_free_ char *p = strdup(root);
+	_cleanup_free_ char *walked = calloc(1, strlen(root) + 2);
+	if (!p || !walked)
+		return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "out of memory");
+	_cleanup_close_ int dir = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (dir < 0)
+		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot open '/'");
+	struct stat st;
+	const char *fault = fstat(dir, &st) < 0 ? "unreadable" : root_dir_fault(&st, false);
+	if (fault)
+		return kis_error_set(err, KIS_E_INVALID_ARGUMENT, 0, "store root '%s': '/' is %s",
+				     root, fault);
+	char *save = NULL;
+	char *c = strtok_r(p, "/", &save);
+	while (c) {
+		char *next = strtok_r(NULL, "/", &save);
+		if (!strcmp(c, ".")) {
+			c = next;
+			continue;
 		}
-		if (i == 0)
-			break;
+		if (!strcmp(c, ".."))
+			return kis_error_set(err, KIS_E_INVALID_ARGUMENT, 0,
+					     "store root '%s': '..' is not taken in a root engine's "
+					     "store root: give the path without it",
+					     root);
+		strcat(walked, "/");
+		strcat(walked, c);
+		bool top = next == NULL;
+		int fd = openat(dir, c, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+		if (fd < 0 && errno == ENOENT) {
+			/* its parent passed: root's, and no one else may add
+			 * to it but in a sticky directory, where an entry made
+			 * first by another is seen below as theirs */
+			if (mkdirat(dir, c, top ? 0700 : 0755) < 0 && errno != EEXIST)
+				return kis_error_set(err, KIS_E_INTERNAL, errno,
+						     "cannot create store directory '%s'", walked);
+			fd = openat(dir, c, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+		}
+		if (fd < 0)
+			return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot check '%s'", walked);
+		close(dir);
+		dir = fd;
+		fault = fstat(dir, &st) < 0 ? "unreadable" : root_dir_fault(&st, top);
+		if (fault)
+			return kis_error_set(err, KIS_E_INVALID_ARGUMENT, 0,
+					     "store root '%s': '%s' is %s; the engine as root uses "
+					     "only a store that root owns and no one else may change "
+					     "(chown it to root, mode 0700, or pick another store "
+					     "root)",
+					     root, walked, fault);
+		c = next;
 	}
+	if (!walked[0])
+		strcpy(walked, "/");
+	*canon = steal_ptr(walked);
 	return 0;
 }
 
@@ -157,19 +207,24 @@ static int store_open_impl(const char *root, bool sweep, struct kis_store **out,
 		free(want);
 		want = abs;
 	}
-	TRY(mkdir_parents(want, err));
+	/* an ordinary user's store is its own: its links are its own to
+	 * follow; as root, nothing is followed and nothing made unchecked */
+	bool as_root = geteuid() == 0 && initial_userns();
+	_cleanup_free_ char *walked = NULL;
+	if (as_root)
+		TRY(root_store_walk(want, &walked, err));
+	else
+		TRY(mkdir_parents(want, err));
 	struct kis_store *s = calloc(1, sizeof(*s));
 	if (!s)
 		return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "out of memory");
 	s->root_fd = s->bases_fd = s->ws_fd = s->sessions_fd = s->owners_fd = s->lock_fd = -1;
 	s->can_reflink = s->can_overlay = -1;
-	s->root = realpath(want, NULL);
+	s->root = as_root ? steal_ptr(walked) : realpath(want, NULL);
 	if (!s->root) {
 		kis_error_set(err, KIS_E_INTERNAL, errno, "cannot resolve store root '%s'", want);
 		goto fail;
 	}
-	if (root_store_safe(s->root, err) < 0)
-		goto fail;
 	/* An earlier build opened a root engine's store to every local user
 	 * (search only) for landlock's unprivileged user, which let them walk
 	 * to a setuid file a sandbox's root had made in a workspace. Closed

@@ -619,3 +619,51 @@ def test_microvm_run_and_session_as_an_ordinary_user(user, installed):
     left = [q for q in _qemus_of(user["uid"])
             if Path(f"/proc/{q}/stat").read_text().split()[2] != "Z"]
     assert left == [], left
+
+
+FORK_400 = """
+import os, time
+kids = []
+try:
+    for i in range(400):
+        p = os.fork()
+        if p == 0:
+            time.sleep(5)
+            os._exit(0)
+        kids.append(p)
+    print("forked", len(kids))
+except OSError as e:
+    print("refused after", len(kids), e.errno)
+for k in kids:
+    os.kill(k, 9)
+"""
+
+
+@pytest.mark.parametrize("name,flags", RUN_TIERS, ids=[t[0] for t in RUN_TIERS])
+def test_rootless_run_got_no_default_pids_or_memory_limit(user, world, name, flags):
+    """An ordinary user's run on bubblewrap forked 2,000 processes and
+    allocated 1.5 GiB while --dry-run showed 256 and 1 GiB (issue 40 item
+    1). With no cgroup the user may write, the defaults fall back to
+    RLIMIT_DATA (memory) and RLIMIT_NPROC (pids), and the plan and
+    `backends` say which binds; a limit that does not bind is shown as
+    none, never as applied."""
+    b = require(user, name)
+    if "memory_bytes" in b["limits"] and "pids" in b["limits"]:
+        pytest.skip(f"a cgroup binds {name}'s limits for this user")
+    plan = as_user(user, "run", "--dry-run", *flags, "--", "true")
+    assert plan.returncode == 0, plan.stderr
+    binding = json.loads(plan.stdout)["limits_binding"]
+    assert binding["memory_bytes"].startswith("RLIMIT_DATA"), binding
+    assert b["default_limits"].startswith("memory_bytes: RLIMIT_DATA"), b
+    p = as_user(user, "run", *flags, "--", "python3", "-c",
+                "b = bytearray(1536 << 20); print('allocated 1.5 GiB')")
+    assert "allocated" not in p.stdout and "MemoryError" in p.stderr, (p.stdout, p.stderr)
+    p = as_user(user, "run", *flags, "--", "python3", "-c", FORK_400)
+    if binding["pids"].startswith("none"):
+        # said so, in the plan and in backends: never shown as applied
+        assert "pids: none" in b["default_limits"], b
+        return
+    assert binding["pids"].startswith("RLIMIT_NPROC"), binding
+    assert "pids: RLIMIT_NPROC" in b["default_limits"], b
+    assert p.stdout.startswith("refused after"), (p.stdout, p.stderr)
+    assert int(p.stdout.split()[2]) <= 256 + 8, p.stdout

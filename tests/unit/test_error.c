@@ -105,6 +105,28 @@ static void test_exit_status_rule(void **state)
 	kis_result_release(&r);
 }
 
+/* issue 40 item 7: the command often exited 0 before the limit's SIGKILL
+ * landed, and kis exited 0 with a cut stream */
+static void test_limit_verdict_never_exits_0_when_the_command_won_the_race(void **state)
+{
+	(void)state;
+	static const enum kis_reason verdicts[] = {KIS_REASON_OUTPUT_LIMIT, KIS_REASON_CPU_LIMIT,
+						   KIS_REASON_TIMEOUT};
+	for (size_t i = 0; i < sizeof(verdicts) / sizeof(verdicts[0]); i++) {
+		struct kis_result r;
+		kis_result_init(&r);
+		r.reason = verdicts[i];
+		r.exit_code = 0;
+		assert_int_equal(kis_result_exit_status(&r), 137);
+		r.exit_code = -1;
+		r.signal = 9;
+		assert_int_equal(kis_result_exit_status(&r), 137);
+		r.signal = 24; /* RLIMIT_CPU's SIGXCPU: the same verdict, the same status */
+		assert_int_equal(kis_result_exit_status(&r), 137);
+		kis_result_release(&r);
+	}
+}
+
 static void test_result_json_survives_binary_output(void **state)
 {
 	(void)state;
@@ -118,6 +140,37 @@ static void test_result_json_survives_binary_output(void **state)
 	assert_non_null(j);
 	assert_non_null(strstr(j, "\"stdout\":\"a\xef\xbf\xbd\xc3\xa9z\""));
 	free(j);
+	kis_result_release(&r);
+}
+
+/* issue 40 item 10: --json replaced bytes that are not UTF-8 with U+FFFD
+ * and kept no other copy: the bytes are lost in silence */
+static void test_result_json_lost_bytes_that_are_not_utf8(void **state)
+{
+	(void)state;
+	struct kis_result r;
+	kis_result_init(&r);
+	strcpy(r.sandbox, "s-test");
+	r.streams[0].data = malloc(8);
+	memcpy(r.streams[0].data, "a\xff\xc3\xa9z\0", 6);
+	r.streams[0].len = 5;
+	r.streams[1].data = malloc(8);
+	memcpy(r.streams[1].data, "ok\xc3\xa9\0", 5);
+	r.streams[1].len = 4;
+	char *j = kis_result_to_json(&r);
+	assert_non_null(j);
+	/* base64 of 61 ff c3 a9 7a */
+	assert_non_null(strstr(j, "\"stdout_base64\":\"Yf/DqXo=\""));
+	assert_null(strstr(j, "stderr_base64")); /* valid UTF-8: the string is exact */
+	free(j);
+	for (size_t n = 0; n <= 4; n++) { /* every padding */
+		r.streams[0].len = n;
+		r.streams[0].data[0] = (char)0xff;
+		j = kis_result_to_json(&r);
+		assert_non_null(j);
+		assert_true(n == 0 ? !strstr(j, "stdout_base64") : !!strstr(j, "stdout_base64"));
+		free(j);
+	}
 	kis_result_release(&r);
 }
 
@@ -173,7 +226,9 @@ int main(void)
 		cmocka_unit_test(test_format_and_wrap),
 		cmocka_unit_test(test_ids),
 		cmocka_unit_test(test_exit_status_rule),
+		cmocka_unit_test(test_limit_verdict_never_exits_0_when_the_command_won_the_race),
 		cmocka_unit_test(test_result_json_survives_binary_output),
+		cmocka_unit_test(test_result_json_lost_bytes_that_are_not_utf8),
 		cmocka_unit_test(test_result_json_writer_round_trips_every_byte),
 	};
 	return cmocka_run_group_tests_name("error", tests, NULL, NULL);

@@ -310,6 +310,9 @@ int kis_host_cgroup_open(struct kis_run_cgroup *rc, const char *name, const stru
 		}
 		kis_error_free(e); /* only defaults: this host gives us no cgroup */
 	}
+	unsigned bound = (rc->cg && rc->memory_bytes ? KIS_LIMIT_MEMORY : 0) |
+			 (rc->cg && rc->pids ? KIS_LIMIT_PIDS : 0);
+	kis_rlimit_fallback(l, bound, engine_pids, &rc->fb_nproc, &rc->fb_data);
 	return 0;
 }
 

@@ -364,7 +364,7 @@ static void trace(const char *what)
 	kis_mvm_trace(what);
 }
 
-static char *cfg_line(const struct kis_plan *pl, bool sync_writes)
+static char *cfg_line(const struct kis_plan *pl, bool sync_writes, bool session)
 {
 	/* fresh entropy for the guest's RNG: VMs restored from one snapshot
 	 * would otherwise share its state (src/agent/guest.c add_entropy) */
@@ -386,6 +386,11 @@ static char *cfg_line(const struct kis_plan *pl, bool sync_writes)
 			      kis_net_mode_name(pl->net), "disk", pl->ws_path != NULL, "sync",
 			      sync_writes, "env", env, "cwd", pl->cwd, "pids", (json_int_t)pl->limits.pids,
 			      "seed", seed, "test_hooks", getenv("KIS_MICROVM_TEST_HOOKS") != NULL);
+	/* a session's cwd is checked by the guest before its agent starts:
+	 * create refuses one that is not there, as on the host tiers (issue
+	 * 40 item 3); a run's command reports it as setup_failed 126 */
+	if (o && session)
+		json_object_set_new(o, "check_cwd", json_true());
 	/* egress: pasta's link, which passt serves the guest (net/egress.h) */
 	if (o && pl->net == KIS_NET_EGRESS)
 		json_object_set_new(o, "eth0", json_pack("{s:s, s:i, s:s, s:s, s:i}", "address",
@@ -583,11 +588,15 @@ static int vm_start(struct vm *v, const struct kis_plan *pl, int dfd, const char
 		goto out;
 	}
 	trace("guest answered");
-	line = cfg_line(pl, sync_writes);
+	line = cfg_line(pl, sync_writes, detach);
 	char rep[512];
 	if (!line || kis_mvm_ctl(v->ctl, line, rep, sizeof(rep), 30000) < 0 || strcmp(rep, "ok")) {
-		kis_error_set(err, KIS_E_INTERNAL, 0, "the microvm guest refused its setup: %s",
-			      line ? rep + (strncmp(rep, "err ", 4) ? 0 : 4) : "no memory");
+		const char *why = line ? rep + (strncmp(rep, "err ", 4) ? 0 : 4) : "no memory";
+		if (!strncmp(why, "cwd: ", 5)) /* the profile's, named as the host tiers name it */
+			kis_error_set(err, KIS_E_PROFILE_UNSATISFIABLE, 0, "%s", why);
+		else
+			kis_error_set(err, KIS_E_INTERNAL, 0, "the microvm guest refused its setup: %s",
+				      why);
 		goto out;
 	}
 	trace("guest configured");

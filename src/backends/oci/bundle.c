@@ -200,6 +200,20 @@ static json_t *build_process(const struct kis_oci_spec *s)
 			       "RLIMIT_NOFILE", "hard", nofile, "soft", nofile, "type",
 			       "RLIMIT_FSIZE", "hard", fsize, "soft", fsize, "type",
 			       "RLIMIT_CORE", "hard", 0, "soft", 0);
+	/* Rootless, no cgroup binds memory and pids: the documented fallbacks
+	 * (issue 40 item 1). crun sets them inside the container's user
+	 * namespace, where RLIMIT_NPROC counts only that namespace's
+	 * threads of the uid (the kernel's ucounts are per namespace), so
+	 * pids plus the engine's own is exact; RLIMIT_DATA binds each
+	 * process's private writable memory, not the sandbox's total. */
+	if (rl && s->no_cgroup && l->pids)
+		json_array_append_new(rl, json_pack("{s:s, s:I, s:I}", "type", "RLIMIT_NPROC", "hard",
+						    (json_int_t)(l->pids + s->engine_pids), "soft",
+						    (json_int_t)(l->pids + s->engine_pids)));
+	if (rl && s->no_cgroup && l->memory_bytes)
+		json_array_append_new(rl, json_pack("{s:s, s:I, s:I}", "type", "RLIMIT_DATA", "hard",
+						    (json_int_t)l->memory_bytes, "soft",
+						    (json_int_t)l->memory_bytes));
 	return json_pack("{s:b, s:{s:i, s:i}, s:o, s:o, s:s, s:o, s:o, s:b}", "terminal", 0, "user",
 			 "uid", 0, "gid", 0, "args", strv(s->args), "env", strv(s->env), "cwd",
 			 s->cwd ? s->cwd : "/", "capabilities", caps, "rlimits", rl,

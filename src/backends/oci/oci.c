@@ -395,6 +395,13 @@ static char *oci_describe(const struct kis_plan *pl)
 		json_array_append_new(cmd, json_string(pl->argv[i]));
 	json_t *o = json_pack("{s:s, s:s, s:s, s:o, s:o}", "backend", "oci", "container", pl->ctr_id,
 			      "bundle", bp, "command", cmd, "config", cfg);
+	/* memory and pids: crun's cgroup as root; rootless, the fallbacks in
+	 * config.json's rlimits (bundle.c build_process) */
+	if (o)
+		json_object_set_new(o, "limits_binding",
+				    kis_limits_binding_json(&pl->limits,
+							    kis_oci_rootless() ? 0 :
+							    KIS_LIMIT_MEMORY | KIS_LIMIT_PIDS, false));
 	/* the sandbox's id block (userns_up), as bubblewrap's plan shows it */
 	if (o && !kis_oci_rootless())
 		json_object_set_new(o, "ids", json_pack("{s:I, s:I}", "first",
