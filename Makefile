@@ -220,7 +220,10 @@ install: all man
 	install -m 0644 include/kis/*.h $(DESTDIR)$(PREFIX)/include/kis/
 	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g' kis-sandbox.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/kis-sandbox.pc
 	install -d $(DESTDIR)$(MANDIR) $(DESTDIR)$(BASHCOMPDIR) $(DESTDIR)$(LIBKIS)
-	install -m 0644 $(MAN_DIR)/*.1 $(DESTDIR)$(MANDIR)/
+	install -m 0644 $(MAN_DIR)/*.1 docs/man/kis.1 $(DESTDIR)$(MANDIR)/
+	install -d $(DESTDIR)$(MANDIR)/../man5 $(DESTDIR)$(MANDIR)/../man8
+	install -m 0644 docs/man/kis-sandbox-profile.5 $(DESTDIR)$(MANDIR)/../man5/
+	install -m 0644 docs/man/kis-runtime.8 $(DESTDIR)$(MANDIR)/../man8/
 	install -m 0644 scripts/completion/kis.bash $(DESTDIR)$(BASHCOMPDIR)/kis
 	install -d $(DESTDIR)$(ZSHCOMPDIR)
 	sed -e 's|@BASHCOMP@|$(BASHCOMPDIR)/kis|g' scripts/completion/_kis > $(DESTDIR)$(ZSHCOMPDIR)/_kis
@@ -245,6 +248,8 @@ uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/lib/libkis-sandbox.a $(DESTDIR)$(PREFIX)/lib/libkis-sandbox.so \
 	  $(DESTDIR)$(PREFIX)/lib/libkis-sandbox.so.0 $(DESTDIR)$(PREFIX)/lib/pkgconfig/kis-sandbox.pc
 	rm -rf $(DESTDIR)$(PREFIX)/include/kis $(DESTDIR)$(LIBKIS)
+	rm -f $(DESTDIR)$(MANDIR)/kis.1 $(DESTDIR)$(MANDIR)/../man5/kis-sandbox-profile.5 \
+	  $(DESTDIR)$(MANDIR)/../man8/kis-runtime.8
 	rm -f $(DESTDIR)$(MANDIR)/kis-sandbox.1 $(DESTDIR)$(MANDIR)/kis-sandbox-*.1 \
 	  $(DESTDIR)$(BASHCOMPDIR)/kis $(DESTDIR)$(ZSHCOMPDIR)/_kis
 

@@ -37,6 +37,14 @@ def test_make_install_and_link_against_it(tmp_path):
               "lib/libkis-sandbox.so", "lib/libkis-sandbox.so.0", "include/kis/sandbox.h",
               "lib/pkgconfig/kis-sandbox.pc"):
         assert (prefix / f).exists(), f
+    # the three hand-written pages render with man(1), without a warning
+    for page, sect in (("kis", 1), ("kis-runtime", 8), ("kis-sandbox-profile", 5)):
+        f = prefix / f"share/man/man{sect}/{page}.{sect}"
+        assert f.exists(), f
+        r = subprocess.run(["man", "--warnings", "-l", str(f)], capture_output=True, text=True,
+                           env=dict(os.environ, MANWIDTH="80", LC_ALL="C.UTF-8"))
+        assert r.returncode == 0 and "EXIT STATUS" in r.stdout and "ENVIRONMENT" in r.stdout, r
+        assert not r.stderr.strip(), r.stderr
     # zsh's completion runs the installed bash one (bashcompinit)
     zsh = (prefix / "share/zsh/vendor-completions/_kis").read_text()
     assert f'"${{KIS_BASH_COMPLETION:-{prefix}/share/bash-completion/completions/kis}}"' in zsh
