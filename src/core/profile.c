@@ -826,6 +826,12 @@ int kis_profile_check_hatches(const struct kis_profile *p, struct kis_error **er
 		return kis_error_set(err, KIS_E_INVALID_PROFILE, 0,
 				     "network.allow: only with network.mode 'egress', not '%s'",
 				     kis_net_mode_name(p->net));
+	/* keep says what becomes of the workspace a run clones from base;
+	 * without a base there is none, and a silent no-op misleads */
+	if (p->keep && !p->base)
+		return kis_error_set(err, KIS_E_INVALID_PROFILE, 0,
+				     "keep: keeps the workspace a run clones from 'base'; give "
+				     "--base ID, or leave --keep out");
 	return 0;
 }
 

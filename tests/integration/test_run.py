@@ -474,3 +474,11 @@ def test_process_tier_refuses_a_network_mode_it_cannot_enforce(store, mode):
     assert kis("run", *PROC, "--", "true").returncode == 0
     p = kis("run", *PROC, "--net", "host", "--allow-net-host", "--", "true")
     assert p.returncode == 0, p.stderr
+
+
+def test_keep_without_base_is_refused_by_name():
+    """--keep says what becomes of the workspace a run clones from --base;
+    without one it was accepted and did nothing (issue 43)."""
+    p = kis("run", *PROC, "--keep", "--", "true")
+    assert p.returncode == 125, (p.returncode, p.stderr)
+    assert p.stderr.startswith("invalid_profile: keep:") and "--base" in p.stderr, p.stderr
