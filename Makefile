@@ -124,8 +124,12 @@ $(STATIC_LIB): $(LIB_OBJS)
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^
 
-$(SHARED_LIB): $(LIB_OBJS)
-	$(CC) -shared -Wl,-soname,libkis-sandbox.so.0 $(HARD_LDFLAGS) -o $@ $^ $(PKG_LIBS)
+# The ABI: soname libkis-sandbox.so.0, and exactly the symbols the version
+# script lists (the KIS_API declarations of include/kis; make check-abi).
+LIB_MAP := src/libkis-sandbox.map
+$(SHARED_LIB): $(LIB_OBJS) $(LIB_MAP)
+	$(CC) -shared -Wl,-soname,libkis-sandbox.so.0 -Wl,--version-script,$(LIB_MAP) \
+	  $(HARD_LDFLAGS) -o $@ $(LIB_OBJS) $(PKG_LIBS)
 
 $(BUILD)/asan/libkis-sandbox.a: $(ASAN_LIB_OBJS)
 	@mkdir -p $(dir $@)

@@ -34,7 +34,7 @@ header_layer() {
 	kis/store.h) echo store ;;
 	kis/wasm.h) echo wasm ;;
 	kis/backend.h) echo backends ;;
-	kis/sandbox.h|kis/session.h) echo public ;;
+	kis/sandbox.h|kis/session.h|kis/ffi.h) echo public ;;
 	*/*) echo "${1%%/*}" ;;
 	*) echo local ;;   # "cli.h" beside the file
 	esac

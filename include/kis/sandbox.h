@@ -60,5 +60,7 @@ KIS_API int kis_run(const struct kis_profile *p, char *const *argv,
 
 /* Sessions (after kis_run_options, which they use). */
 #include "kis/session.h"
+/* Handles, fds and JSON for foreign callers (the Python and Go bindings). */
+#include "kis/ffi.h"
 
 #endif
