@@ -1,0 +1,3 @@
+module kis.sandbox/go
+
+go 1.19
