@@ -449,8 +449,7 @@ class Workspace:
 
 class Session:
     """A sandbox that outlives a command (an agent inside it keeps its
-    state). Execs run one after another; several threads may exec at
-    once."""
+    state): a shell() sees the cwd and exported variables of the last."""
 
     def __init__(self, engine: Engine, id: str) -> None:
         self.engine = engine
