@@ -58,8 +58,11 @@ def landlock_profile(**kw):
 def landlock():
     if os.geteuid() != 0:
         pytest.skip("needs root (the host tier's cgroups and overlay clones)")
-    e = kis_sandbox.Engine(tempfile.mkdtemp(prefix="kis-py-probe-", dir="/tmp"))
-    c = {b["backend"]: b for b in e.backends()}.get("landlock")
+    top = tempfile.mkdtemp(prefix="kis-py-probe-", dir="/tmp")
+    try:
+        c = {b["backend"]: b for b in kis_sandbox.Engine(top).backends()}.get("landlock")
+    finally:
+        shutil.rmtree(top, ignore_errors=True)
     if not c or not c["available"]:
         pytest.skip(f"landlock is absent here: {c and c.get('why_absent')}")
     return landlock_profile
