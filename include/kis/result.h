@@ -60,6 +60,16 @@ struct kis_result {
 	struct kis_usage usage;
 	struct kis_stream streams[2]; /* stdout, stderr */
 	char accel[16];  /* microvm: the accelerator the VM ran with ("kvm", "tcg") */
+	/* wasm tier: the engine that ran the module ("interpreter",
+	 * "compiler"), whether compiled code came from the store's cache
+	 * ("cached") or this run's compile ("compiled"), and the background
+	 * compile this run started or found running ("started", "running");
+	 * "" where not said. "wasm" in the JSON. */
+	struct {
+		char engine[16];
+		char code[16];
+		char tier_up[16];
+	} wasm;
 	char *workspace; /* the workspace id when one was used or kept */
 	bool workspace_kept;
 	/* The limits the run ran into, whatever became of its top command (a

@@ -4,6 +4,7 @@
 #include "core/util.h"
 
 #include <fcntl.h>
+#include <limits.h>
 #include <jansson.h>
 #include <linux/openat2.h>
 #include <linux/seccomp.h>
@@ -25,6 +26,7 @@
 #include "kis/store.h"
 #include "wasm/jit.h"
 #include "wasm/jit_cache.h"
+#include "wasm/jit_tierup.h"
 #include "wasm/wasi.h"
 
 /* Theory of operation. run() reads the module from the workspace (openat2
@@ -274,6 +276,7 @@ struct child_status {
 	volatile pid_t pid;      /* the child, once its handlers are in place */
 	int load_failed;         /* the module could not be loaded or linked */
 	int code_refused;        /* the cached code was refused; it ran interpreted */
+	int ran_compiled;        /* its code was mapped: 1 compiled now, 2 cached */
 	struct kis_wasi_outcome out;
 };
 
@@ -461,6 +464,10 @@ static void forbid_exec(void *user, const uint8_t *obj, size_t len, int from_cac
 	struct child_status *st = c->st;
 	if (!obj && !from_cache && c->cached)
 		st->code_refused = 1; /* auto: interpreted instead */
+	/* the code is mapped: cached code comes with no object kept
+	 * (jit_load.c), a fresh compile with its object */
+	if (obj || from_cache)
+		st->ran_compiled = from_cache ? 2 : 1;
 	if (c->code) {
 		if (obj && !from_cache && len <= c->code->cap) {
 			memcpy(c->code->data, obj, len);
@@ -768,6 +775,46 @@ static void cached_release(struct cached_code *c)
 	wasm_code_cache_free(c->obj, c->len);
 }
 
+/* Tier-up (src/wasm/jit_tierup.c says who does what): claim the module's
+ * compile and start `kis-helper wasm-tierup` detached, the claim (a locked
+ * file holding the module) as its fd 3, its budget in its arguments. It
+ * outlives the run by design: a short run of a large module is the case
+ * it is for (docs/wasm.md, "Tier-up"); its own budget bounds it. */
+static enum wasm_tierup tierup_start(const char *root, const uint8_t *mod, size_t len)
+{
+	char helper[PATH_MAX], name[32];
+	if (!root || kis_helper_path(helper, sizeof(helper)) < 0 ||
+	    wasm_code_cache_name(mod, len, name) < 0)
+		return WASM_TIERUP_NONE;
+	int claim = -1;
+	int c = wasm_code_cache_claim(root, mod, len, &claim);
+	if (c != 0)
+		return c == 1 ? WASM_TIERUP_RUNNING : WASM_TIERUP_NONE;
+	struct wasm_tierup_budget b;
+	wasm_tierup_budget(len, &b);
+	char mem[24], cpu[12], wall[12];
+	snprintf(mem, sizeof(mem), "%llu", (unsigned long long)b.mem_bytes);
+	snprintf(cpu, sizeof(cpu), "%u", b.cpu_s);
+	snprintf(wall, sizeof(wall), "%u", b.wall_s);
+	char *argv[] = {"kis-helper", "wasm-tierup", (char *)root, name, mem, cpu, wall, NULL};
+	char *envp[] = {NULL};
+	struct kis_spawn sp = {
+		.argv = argv, .envp = envp, .stdin_fd = -1, .pass_fd3 = true, .fd3 = claim,
+		.exec_path = helper,
+	};
+	pid_t pid;
+	struct kis_error *e = NULL;
+	int r = kis_spawn_detached(&sp, &pid, &e);
+	kis_error_free(e);
+	if (r < 0) {
+		wasm_code_cache_unclaim(root, name, claim);
+		return WASM_TIERUP_NONE;
+	}
+	/* the helper holds the claim now: the same open file, as its fd 3 */
+	close(claim);
+	return WASM_TIERUP_STARTED;
+}
+
 static int wasm_run(struct kis_plan *pl, struct kis_result *res, struct kis_error **err)
 {
 	if (!pl->workspace)
@@ -818,6 +865,7 @@ static int wasm_run(struct kis_plan *pl, struct kis_result *res, struct kis_erro
 	struct kis_store *store = NULL;
 	const char *root = NULL;
 	bool is_auto = !strcmp(pl->engine, "auto");
+	enum wasm_tierup tier_up = WASM_TIERUP_NONE;
 	cc.mode = !strcmp(pl->engine, "compiler") ? KIS_WASM_COMPILE : KIS_WASM_INTERPRET;
 	if (cc.mode == KIS_WASM_COMPILE || is_auto) {
 		/* the engine opened (and swept) this store already and hands
@@ -841,6 +889,10 @@ static int wasm_run(struct kis_plan *pl, struct kis_result *res, struct kis_erro
 			cc.mode = cc.cached || len <= KIS_WASM_AUTO_COMPILE_MAX
 					  ? KIS_WASM_COMPILE_OR_INTERPRET
 					  : KIS_WASM_INTERPRET;
+		/* and a larger one, interpreted now, compiled meanwhile for
+		 * its next run (tier-up) */
+		if (is_auto && cc.mode == KIS_WASM_INTERPRET && kis_wasm_compiler_available())
+			tier_up = tierup_start(root, bytes, len);
 	}
 	if (cc.mode != KIS_WASM_INTERPRET) {
 		cc.code_map = len > (16u << 20) ? (1u << 30) : 64 * len + (16u << 20);
@@ -938,6 +990,18 @@ static int wasm_run(struct kis_plan *pl, struct kis_result *res, struct kis_erro
 	kis_closep(&cc.landlock_fd);
 	if (r == 0)
 		explain(pl, st, res);
+	if (r == 0) {
+		/* which engine ran it, as the child saw its code mapped */
+		snprintf(res->wasm.engine, sizeof(res->wasm.engine), "%s",
+			 st->ran_compiled || cc.mode == KIS_WASM_COMPILE ? "compiler"
+								       : "interpreter");
+		if (st->ran_compiled)
+			snprintf(res->wasm.code, sizeof(res->wasm.code), "%s",
+				 st->ran_compiled == 2 ? "cached" : "compiled");
+		const char *tu = wasm_tierup_name(tier_up);
+		if (tu)
+			snprintf(res->wasm.tier_up, sizeof(res->wasm.tier_up), "%s", tu);
+	}
 	/* cached code the child refused (it passed the check here, so it is
 	 * not this module's): dropped, so the next run compiles */
 	if (r == 0 && cc.cached && st->done && (st->load_failed || st->code_refused))

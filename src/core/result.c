@@ -242,6 +242,14 @@ static json_t *result_head_json(const struct kis_result *r)
 	json_object_set_new(o, "exit_status", json_integer(kis_result_exit_status(r)));
 	if (r->accel[0])
 		json_object_set_new(o, "accel", json_string(r->accel));
+	if (r->tier == KIS_TIER_WASM && r->wasm.engine[0]) {
+		json_t *w = json_pack("{s:s}", "engine", r->wasm.engine);
+		if (r->wasm.code[0])
+			json_object_set_new(w, "code", json_string(r->wasm.code));
+		if (r->wasm.tier_up[0])
+			json_object_set_new(w, "tier_up", json_string(r->wasm.tier_up));
+		json_object_set_new(o, "wasm", w);
+	}
 	if (r->limit_events.counted)
 		json_object_set_new(o, "limit_events",
 				    json_pack("{s:I, s:I}", "oom_kills",

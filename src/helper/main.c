@@ -13,6 +13,9 @@
  *   kis-helper wasm-compile   fd 0 is a socket (src/wasm/jit_remote.c):
  *                             load the plugin, confine, answer requests
  *                             until the socket closes
+ *   kis-helper wasm-tierup ROOT NAME MEM CPU WALL
+ *                             the background compile of tier-up (below):
+ *                             fd 3 is the module's claim in ROOT's cache
  *   kis-helper subids UID     print "UID_START UID_COUNT GID_START GID_COUNT"
  *                             of UID's first ranges, or exit 1
  */
@@ -25,15 +28,23 @@
 #include <string.h>
 #include <fcntl.h>
 #include <sched.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "confine/confine.h"
 #include "core/io.h"
 #include "kis/wasm.h"
 #include "wasm/internal.h"
 #include "wasm/jit.h"
+#include "wasm/jit_cache.h"
 #include "wasm/jit_remote.h"
 
 static int answer(int fd, uint32_t status, const void *body, size_t len)
@@ -156,6 +167,160 @@ static int wasm_compile(void)
 	}
 }
 
+/* ---- tier-up: the background compile (src/wasm/jit_tierup.c) ----
+ *
+ * Started detached by the wasm tier (its own session, stdio on /dev/null)
+ * with fd 3 the module's claim: "<h>.pending" in the store's cache,
+ * flock'ed, holding the module's bytes. This process is the writer: it
+ * never decodes the module. It forks the compiler, which is exactly
+ * `kis-helper wasm-compile` (wasm_compile above: the plugin loaded, then
+ * namespaces, an empty root, no capabilities, the seccomp allowlist)
+ * under RLIMIT_DATA and RLIMIT_CPU of the budget, sends it the module and
+ * reads the object back; at the wall budget it kills it. Only a whole
+ * object is written to the cache (jit_cache.c: temporary file and
+ * rename), so a compile that failed or ran over its budget leaves the
+ * cache as it was, and the claim is given up on every way out. */
+
+static volatile sig_atomic_t tierup_child;
+
+static void on_tierup_wall(int sig)
+{
+	(void)sig;
+	if (tierup_child > 0)
+		kill(tierup_child, SIGKILL); /* its socket ends: the read fails */
+}
+
+static int parse_u64(const char *s, uint64_t *v)
+{
+	char *end;
+	errno = 0;
+	unsigned long long x = strtoull(s, &end, 10);
+	if (errno || end == s || *end)
+		return -1;
+	*v = x;
+	return 0;
+}
+
+/* One compile through the compiler's frames (jit_remote.c's protocol):
+ * the hello, the request, the answer. 0 and *obj (malloc'd), or -1. */
+static int tierup_compile(int fd, const uint8_t *mod, size_t len, uint8_t **obj, size_t *olen)
+{
+	struct wasm_jit_frame f;
+	if (kis_read_all(fd, &f, sizeof(f)) < 0 || f.magic != WASM_JIT_REMOTE_MAGIC || f.word)
+		return -1;
+	f = (struct wasm_jit_frame){.magic = WASM_JIT_REMOTE_MAGIC,
+				    .word = wasm_jit_guard_mode() ? WASM_JIT_REMOTE_GUARD : 0,
+				    .len = len};
+	if (kis_write_all(fd, &f, sizeof(f)) < 0 || kis_write_all(fd, mod, len) < 0)
+		return -1;
+	if (kis_read_all(fd, &f, sizeof(f)) < 0 || f.magic != WASM_JIT_REMOTE_MAGIC || f.word ||
+	    !f.len || f.len > WASM_JIT_REMOTE_MAX_OBJECT)
+		return -1;
+	*obj = malloc((size_t)f.len);
+	if (!*obj)
+		return -1;
+	if (kis_read_all(fd, *obj, (size_t)f.len) < 0) {
+		free(*obj);
+		*obj = NULL;
+		return -1;
+	}
+	*olen = (size_t)f.len;
+	return 0;
+}
+
+static int tierup(char **argv)
+{
+	const char *root = argv[0], *name = argv[1];
+	uint64_t mem, cpu, wall;
+	int claim = 3;
+	struct stat st;
+	if (parse_u64(argv[2], &mem) < 0 || parse_u64(argv[3], &cpu) < 0 ||
+	    parse_u64(argv[4], &wall) < 0 || !cpu || !wall || strlen(name) != 18 ||
+	    fstat(claim, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size <= 0 ||
+	    (uint64_t)st.st_size > KIS_WASM_MAX_MODULE_BYTES)
+		return 2; /* the claim stays; the cache's sweep removes it */
+	/* nothing of the engine's but the claim: a descriptor it left
+	 * inheritable (a pipe of its caller's) must not stay open as long
+	 * as this compile */
+	if (syscall(SYS_close_range, 4u, ~0u, 0u) < 0)
+		for (int fd = 4; fd < 1024; fd++)
+			close(fd);
+	/* niced: it runs beside the run it was started by, and after it */
+	if (setpriority(PRIO_PROCESS, 0, 10) < 0)
+		return 2;
+	size_t len = (size_t)st.st_size;
+	uint8_t *mod = malloc(len);
+	size_t got = 0;
+	while (mod && got < len) {
+		ssize_t r = pread(claim, mod + got, len - got, (off_t)got);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			break;
+		got += (size_t)r;
+	}
+	char mine[32];
+	uint8_t *obj = NULL;
+	size_t olen = 0;
+	int rc = 1;
+	/* the engine's key must be ours (the same compiler, CPU and memory
+	 * mode), or the next run would never find what this writes */
+	if (got != len || wasm_code_cache_name(mod, len, mine) < 0 || strcmp(mine, name))
+		goto out;
+	rc = 0;
+	uint8_t *have = NULL;
+	size_t hlen = 0;
+	if (wasm_code_cache_get(root, mod, len, &have, &hlen) == 0) {
+		wasm_code_cache_free(have, hlen); /* a racing compile finished */
+		goto out;
+	}
+	rc = 1;
+	int sv[2];
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
+		goto out;
+	pid_t writer = getpid();
+	pid_t pid = fork();
+	if (pid == 0) {
+		/* the compiler: dies with the writer, and its budget is its own
+		 * (RLIMIT_DATA: LLVM's heap, brk and private mappings alike;
+		 * RLIMIT_CPU: SIGXCPU at the soft limit, SIGKILL a second on) */
+		struct rlimit rd = {mem, mem}, rc2 = {cpu, cpu + 1};
+		/* sv[0] closed too: the writer's close of it is the end */
+		if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != writer ||
+		    dup2(sv[1], 0) < 0 || close(sv[0]) < 0 || close(sv[1]) < 0 ||
+		    close(claim) < 0 || setrlimit(RLIMIT_DATA, &rd) < 0 ||
+		    setrlimit(RLIMIT_CPU, &rc2) < 0)
+			_exit(127);
+		_exit(wasm_compile());
+	}
+	close(sv[1]);
+	if (pid < 0) {
+		close(sv[0]);
+		goto out;
+	}
+	tierup_child = pid;
+	struct sigaction sa = {.sa_handler = on_tierup_wall};
+	sigemptyset(&sa.sa_mask);
+	if (sigaction(SIGALRM, &sa, NULL) == 0) {
+		alarm((unsigned)(wall > 86400 ? 86400 : wall));
+		if (tierup_compile(sv[0], mod, len, &obj, &olen) == 0)
+			rc = 0;
+		alarm(0);
+	}
+	close(sv[0]); /* the compiler reads its end: done */
+	int status;
+	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+		;
+	/* written only when whole; the put evicts past the cache's bound */
+	if (rc == 0 && wasm_code_cache_put(root, mod, len, obj, olen) < 0)
+		rc = 1;
+out:
+	free(obj);
+	free(mod);
+	wasm_code_cache_unclaim(root, name, claim);
+	return rc;
+}
+
 static int subids(const char *arg)
 {
 	char *end;
@@ -174,10 +339,13 @@ int main(int argc, char **argv)
 {
 	if (argc == 2 && !strcmp(argv[1], "wasm-compile"))
 		return wasm_compile();
+	if (argc == 7 && !strcmp(argv[1], "wasm-tierup"))
+		return tierup(argv + 2);
 	if (argc == 3 && !strcmp(argv[1], "subids"))
 		return subids(argv[2]);
 	fprintf(stderr,
-		"usage: kis-helper wasm-compile | kis-helper subids UID\n"
+		"usage: kis-helper wasm-compile | kis-helper wasm-tierup ROOT NAME MEM CPU WALL |\n"
+		"       kis-helper subids UID\n"
 		"(run by kis, not by hand: see src/helper/main.c)\n");
 	return 2;
 }

@@ -10,15 +10,24 @@
  * Trust: the engine opened the store (which refuses one another user may
  * change); here the directory and the file must be the engine's own user's,
  * not group or world writable, and reached without a symlink. Writes go to
- * a temporary file renamed into place, so a reader sees a whole file. */
+ * a temporary file renamed into place, so a reader sees a whole file.
+ *
+ * A background compile (tier-up, jit_tierup.c) claims a module first:
+ * <h>.pending holds the module's bytes, locked with flock(2) by whoever
+ * compiles it, so two runs that race compile it once. The cache is bounded
+ * (WASM_CODE_CACHE_MAX bytes of objects): each write evicts the entries
+ * used least recently (docs/wasm.md, "Tier-up"). */
 #include <errno.h>
 #include <stdbool.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "wasm/jit.h"
@@ -88,6 +97,18 @@ static int file_name(const uint8_t *mod, size_t len, char *id, size_t idlen, cha
 	h = fnv1a(h, mod, len);
 	snprintf(name, 32, "%016llx.o", (unsigned long long)h);
 	return 0;
+}
+
+int wasm_code_cache_name(const uint8_t *mod, size_t len, char name[32])
+{
+	char id[1024];
+	return file_name(mod, len, id, sizeof(id), name);
+}
+
+/* "<h>.pending" beside "<h>.o" */
+static void pending_name(const char name[32], char out[40])
+{
+	snprintf(out, 40, "%.16s.pending", name);
 }
 
 static int read_all(int fd, uint8_t *buf, size_t len)
@@ -213,6 +234,148 @@ void wasm_code_cache_drop(const char *store_root, const uint8_t *mod, size_t len
 	close(dfd);
 }
 
+/* The cache's bound: the objects' total size after a write, least
+ * recently used first out. "Used" is the later of the file's atime and
+ * mtime: a hit reads the file, and under relatime (the default mount
+ * option) the kernel moves atime forward on a read once it is a day old,
+ * so a module used daily stays; on a noatime mount the order is the age
+ * of the write. Leftovers of a writer that died (temporary files, pending
+ * claims nobody holds) older than an hour go too. */
+static time_t last_use(const struct stat *st)
+{
+	return st->st_atime > st->st_mtime ? st->st_atime : st->st_mtime;
+}
+
+struct entry {
+	char name[64];
+	time_t used;
+	off_t size;
+};
+
+static int by_use(const void *a, const void *b)
+{
+	const struct entry *x = a, *y = b;
+	return x->used < y->used ? -1 : x->used > y->used;
+}
+
+static void evict(int dfd, const char *keep, uint64_t max)
+{
+	int fd = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	DIR *d = fd < 0 ? NULL : fdopendir(fd);
+	if (!d) {
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	struct entry *v = NULL;
+	size_t n = 0, cap = 0;
+	uint64_t total = 0;
+	time_t now = time(NULL);
+	struct dirent *de;
+	while ((de = readdir(d)) != NULL) {
+		size_t nl = strlen(de->d_name);
+		struct stat st;
+		if (nl >= sizeof(v->name) || !strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+			continue;
+		if (fstatat(dfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode))
+			continue;
+		bool obj = nl > 2 && !strcmp(de->d_name + nl - 2, ".o");
+		bool stale = now - st.st_mtime > 3600;
+		if (!obj) {
+			/* a temporary file of a writer that died, or a claim
+			 * whose compile died: removed once old, and a claim only
+			 * if nobody holds it */
+			bool tmp = nl > 4 && !strcmp(de->d_name + nl - 4, ".tmp");
+			bool pend = nl > 8 && !strcmp(de->d_name + nl - 8, ".pending");
+			if (stale && tmp)
+				unlinkat(dfd, de->d_name, 0);
+			if (stale && pend) {
+				int pfd = openat(dfd, de->d_name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+				if (pfd >= 0 && flock(pfd, LOCK_EX | LOCK_NB) == 0)
+					unlinkat(dfd, de->d_name, 0);
+				if (pfd >= 0)
+					close(pfd);
+			}
+			continue;
+		}
+		total += (uint64_t)st.st_size;
+		if (!strcmp(de->d_name, keep))
+			continue; /* the one just written stays */
+		if (n == cap) {
+			size_t nc = cap ? 2 * cap : 64;
+			struct entry *nv = realloc(v, nc * sizeof(*v));
+			if (!nv)
+				break;
+			v = nv;
+			cap = nc;
+		}
+		snprintf(v[n].name, sizeof(v[n].name), "%s", de->d_name);
+		v[n].used = last_use(&st);
+		v[n].size = st.st_size;
+		n++;
+	}
+	closedir(d);
+	if (total > max && n) {
+		qsort(v, n, sizeof(*v), by_use);
+		for (size_t i = 0; i < n && total > max; i++)
+			if (unlinkat(dfd, v[i].name, 0) == 0)
+				total -= (uint64_t)v[i].size;
+	}
+	free(v);
+}
+
+int wasm_code_cache_claim(const char *store_root, const uint8_t *mod, size_t len, int *out)
+{
+	char name[32], pend[40];
+	*out = -1;
+	if (!store_root || wasm_code_cache_name(mod, len, name) < 0)
+		return -1;
+	pending_name(name, pend);
+	int dfd = open_dir(store_root, true);
+	if (dfd < 0)
+		return -1;
+	int fd = openat(dfd, pend, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+	close(dfd);
+	if (fd < 0)
+		return -1;
+	if (!trusted(fd, false)) {
+		close(fd);
+		return -1;
+	}
+	/* flock(2): the lock belongs to this open file description, which
+	 * the compile inherits; the kernel drops it when the last descriptor
+	 * closes, so a compile that was killed leaves no lock behind */
+	if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+		int e = errno;
+		close(fd);
+		return e == EWOULDBLOCK ? 1 : -1;
+	}
+	/* held: what a dead claimant left is replaced by this module */
+	if (ftruncate(fd, 0) < 0 || write_all(fd, mod, len) < 0) {
+		close(fd);
+		return -1;
+	}
+	*out = fd;
+	return 0;
+}
+
+void wasm_code_cache_unclaim(const char *store_root, const char name[32], int fd)
+{
+	char pend[40];
+	pending_name(name, pend);
+	/* removed while the lock is held: a run that opened the file before
+	 * finds it locked (its run stays interpreted, the next one links),
+	 * one that opens it after makes a new one, and its compile finds
+	 * the code cached (wasm-tierup looks before it compiles) */
+	int dfd = store_root ? open_dir(store_root, false) : -1;
+	if (dfd >= 0) {
+		unlinkat(dfd, pend, 0);
+		close(dfd);
+	}
+	if (fd >= 0)
+		close(fd);
+}
+
 int wasm_code_cache_put(const char *store_root, const uint8_t *mod, size_t len, const uint8_t *obj,
 			size_t objlen)
 {
@@ -240,6 +403,8 @@ int wasm_code_cache_put(const char *store_root, const uint8_t *mod, size_t len, 
 		rc = -1;
 	if (rc < 0)
 		unlinkat(dfd, tmp, 0);
+	if (rc == 0)
+		evict(dfd, name, WASM_CODE_CACHE_MAX);
 	close(dfd);
 	return rc;
 }

@@ -21,4 +21,18 @@ KIS_HIDDEN void wasm_code_cache_drop(const char *store_root, const uint8_t *mod,
 KIS_HIDDEN int wasm_code_cache_put(const char *store_root, const uint8_t *mod, size_t len,
 				   const uint8_t *obj, size_t objlen);
 
+/* The bound on the cache's objects, in bytes (each write evicts the least
+ * recently used past it; jit_cache.c says how "used" is read). */
+#define WASM_CODE_CACHE_MAX ((uint64_t)512 << 20)
+/* The cache file's name for mod under this compiler ("<16 hex>.o"). */
+KIS_HIDDEN int wasm_code_cache_name(const uint8_t *mod, size_t len, char name[32]);
+/* Claim mod's background compile: 0 and *fd (its "<h>.pending" file,
+ * locked, holding the module's bytes) when this caller compiles it, 1 when
+ * another holds the claim (a compile of it is running), -1 on error. */
+KIS_HIDDEN int wasm_code_cache_claim(const char *store_root, const uint8_t *mod, size_t len,
+				     int *fd);
+/* Give a claim up (done, or failed): its file removed, fd closed. name is
+ * the cache file's (wasm_code_cache_name). */
+KIS_HIDDEN void wasm_code_cache_unclaim(const char *store_root, const char name[32], int fd);
+
 #endif
