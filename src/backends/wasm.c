@@ -66,7 +66,8 @@ static void wasm_probe(const struct kis_ctx *ctx, struct kis_caps *c)
 	 * whose code the store has cached (linked in ~0.3 ms here, no
 	 * LLVM) or that is small enough to compile on its first run
 	 * (KIS_WASM_AUTO_COMPILE_MAX), and the interpreter for a larger one
-	 * until a run asks for the compiler (docs/wasm.md, "Which engine"). */
+	 * while it is compiled in the background for its next run
+	 * (docs/wasm.md, "Which engine", "Tier-up"). */
 	snprintf(c->engines, sizeof(c->engines), "%s",
 		 kis_wasm_compiler_available() ? "compiler interpreter" : "interpreter");
 	c->cow = true;     /* workspaces from the store */
@@ -260,7 +261,8 @@ static char *wasm_describe(const struct kis_plan *pl)
 					      "if the store has this module's compiled code, or it "
 					      "is at most compile_max bytes (compiled then)",
 					      "compile_max", (int)KIS_WASM_AUTO_COMPILE_MAX, "interpreter",
-					      "otherwise"));
+					      "otherwise, while the module is compiled into the cache "
+					      "in the background for its next run (tier-up)"));
 	char *s = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
 	json_decref(o);
 	return s;
