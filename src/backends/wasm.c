@@ -782,7 +782,8 @@ static void cached_release(struct cached_code *c)
  * file holding the module) as its fd 3, its budget in its arguments. It
  * outlives the run by design: a short run of a large module is the case
  * it is for (docs/wasm.md, "Tier-up"); its own budget bounds it. */
-static enum wasm_tierup tierup_start(const char *root, const uint8_t *mod, size_t len)
+static enum wasm_tierup tierup_start(const char *root, const uint8_t *mod, size_t len,
+				     bool fast_first)
 {
 	char helper[PATH_MAX], name[32];
 	if (!root || kis_helper_path(helper, sizeof(helper)) < 0 ||
@@ -798,7 +799,8 @@ static enum wasm_tierup tierup_start(const char *root, const uint8_t *mod, size_
 	snprintf(mem, sizeof(mem), "%llu", (unsigned long long)b.mem_bytes);
 	snprintf(cpu, sizeof(cpu), "%u", b.cpu_s);
 	snprintf(wall, sizeof(wall), "%u", b.wall_s);
-	char *argv[] = {"kis-helper", "wasm-tierup", (char *)root, name, mem, cpu, wall, NULL};
+	char *argv[] = {"kis-helper", "wasm-tierup", (char *)root, name, mem, cpu, wall,
+			fast_first ? "fast" : "opt", NULL};
 	char *envp[] = {NULL};
 	struct kis_spawn sp = {
 		.argv = argv, .envp = envp, .stdin_fd = -1, .pass_fd3 = true, .fd3 = claim,
@@ -868,6 +870,7 @@ static int wasm_run(struct kis_plan *pl, struct kis_result *res, struct kis_erro
 	const char *root = NULL;
 	bool is_auto = !strcmp(pl->engine, "auto");
 	enum wasm_tierup tier_up = WASM_TIERUP_NONE;
+	unsigned cached_tier = WASM_JIT_TIER_OPT;
 	cc.mode = !strcmp(pl->engine, "compiler") ? KIS_WASM_COMPILE : KIS_WASM_INTERPRET;
 	if (cc.mode == KIS_WASM_COMPILE || is_auto) {
 		/* the engine opened (and swept) this store already and hands
@@ -881,7 +884,8 @@ static int wasm_run(struct kis_plan *pl, struct kis_result *res, struct kis_erro
 				root = kis_store_root(store);
 			kis_error_free(se);
 		}
-		if (root && wasm_code_cache_get(root, bytes, len, &cached.obj, &cached.len) == 0) {
+		if (root && wasm_code_cache_get_tier(root, bytes, len, &cached.obj, &cached.len,
+						     &cached_tier) == 0) {
 			cc.cached = cached.obj;
 			cc.cached_len = cached.len;
 		}
@@ -894,7 +898,13 @@ static int wasm_run(struct kis_plan *pl, struct kis_result *res, struct kis_erro
 		/* and a larger one, interpreted now, compiled meanwhile for
 		 * its next run (tier-up) */
 		if (is_auto && cc.mode == KIS_WASM_INTERPRET && kis_wasm_compiler_available())
-			tier_up = tierup_start(root, bytes, len);
+			tier_up = tierup_start(root, bytes, len, true);
+		/* and cached code of the fast tier, linked now, is compiled at
+		 * the optimising one for the next run (unless that compile is
+		 * under way: then the claim is held) */
+		else if (is_auto && cc.cached && cached_tier == WASM_JIT_TIER_FAST &&
+			 kis_wasm_compiler_available())
+			tier_up = tierup_start(root, bytes, len, false);
 	}
 	if (cc.mode != KIS_WASM_INTERPRET) {
 		cc.code_map = len > (16u << 20) ? (1u << 30) : 64 * len + (16u << 20);

@@ -13,7 +13,7 @@
  *   kis-helper wasm-compile   fd 0 is a socket (src/wasm/jit_remote.c):
  *                             load the plugin, confine, answer requests
  *                             until the socket closes
- *   kis-helper wasm-tierup ROOT NAME MEM CPU WALL
+ *   kis-helper wasm-tierup ROOT NAME MEM CPU WALL fast|opt
  *                             the background compile of tier-up (below):
  *                             fd 3 is the module's claim in ROOT's cache
  *   kis-helper subids UID     print "UID_START UID_COUNT GID_START GID_COUNT"
@@ -152,6 +152,8 @@ static int wasm_compile(void)
 			r = fail(fd, err);
 		} else {
 			m->jit_guard = (f.word & WASM_JIT_REMOTE_GUARD) != 0;
+			m->jit_tier = f.word & WASM_JIT_REMOTE_FAST ? WASM_JIT_TIER_FAST
+								    : WASM_JIT_TIER_OPT;
 			uint8_t *obj = NULL;
 			size_t len = 0;
 			if (wasm_jit_emit(m, &obj, &len, err, sizeof(err)) < 0)
@@ -176,7 +178,9 @@ static int wasm_compile(void)
  * `kis-helper wasm-compile` (wasm_compile above: the plugin loaded, then
  * namespaces, an empty root, no capabilities, the seccomp allowlist)
  * under RLIMIT_DATA and RLIMIT_CPU of the budget, sends it the module and
- * reads the object back; at the wall budget it kills it. Only a whole
+ * reads the object back; at the wall budget it kills it. "fast": the fast
+ * tier first, then the optimising one over it; "opt": that one only (the
+ * cache holds fast code already). Only a whole
  * object is written to the cache (jit_cache.c: temporary file and
  * rename), so a compile that failed or ran over its budget leaves the
  * cache as it was, and the claim is given up on every way out. */
@@ -203,13 +207,15 @@ static int parse_u64(const char *s, uint64_t *v)
 
 /* One compile through the compiler's frames (jit_remote.c's protocol):
  * the hello, the request, the answer. 0 and *obj (malloc'd), or -1. */
-static int tierup_compile(int fd, const uint8_t *mod, size_t len, uint8_t **obj, size_t *olen)
+static int tierup_compile(int fd, const uint8_t *mod, size_t len, unsigned tier, uint8_t **obj,
+			  size_t *olen)
 {
 	struct wasm_jit_frame f;
 	if (kis_read_all(fd, &f, sizeof(f)) < 0 || f.magic != WASM_JIT_REMOTE_MAGIC || f.word)
 		return -1;
 	f = (struct wasm_jit_frame){.magic = WASM_JIT_REMOTE_MAGIC,
-				    .word = wasm_jit_guard_mode() ? WASM_JIT_REMOTE_GUARD : 0,
+				    .word = (wasm_jit_guard_mode() ? WASM_JIT_REMOTE_GUARD : 0) |
+					    (tier == WASM_JIT_TIER_FAST ? WASM_JIT_REMOTE_FAST : 0),
 				    .len = len};
 	if (kis_write_all(fd, &f, sizeof(f)) < 0 || kis_write_all(fd, mod, len) < 0)
 		return -1;
@@ -228,15 +234,68 @@ static int tierup_compile(int fd, const uint8_t *mod, size_t len, uint8_t **obj,
 	return 0;
 }
 
+/* One compile at tier in a compiler process of its own under the budget;
+ * the object written to the cache when whole. 0, or -1. */
+static int tierup_stage(const char *root, int claim, const uint8_t *mod, size_t len,
+			unsigned tier, uint64_t mem, uint64_t cpu, uint64_t wall)
+{
+	int sv[2];
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
+		return -1;
+	pid_t writer = getpid();
+	pid_t pid = fork();
+	if (pid == 0) {
+		/* the compiler: dies with the writer, and its budget is its own
+		 * (RLIMIT_DATA: LLVM's heap, brk and private mappings alike;
+		 * RLIMIT_CPU: SIGXCPU at the soft limit, SIGKILL a second on);
+		 * sv[0] closed too: the writer's close of it is the end */
+		struct rlimit rd = {mem, mem}, rcpu = {cpu, cpu + 1};
+		if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != writer ||
+		    dup2(sv[1], 0) < 0 || close(sv[0]) < 0 || close(sv[1]) < 0 ||
+		    close(claim) < 0 || setrlimit(RLIMIT_DATA, &rd) < 0 ||
+		    setrlimit(RLIMIT_CPU, &rcpu) < 0)
+			_exit(127);
+		_exit(wasm_compile());
+	}
+	close(sv[1]);
+	if (pid < 0) {
+		close(sv[0]);
+		return -1;
+	}
+	tierup_child = pid;
+	uint8_t *obj = NULL;
+	size_t olen = 0;
+	int rc = -1;
+	struct sigaction sa = {.sa_handler = on_tierup_wall};
+	sigemptyset(&sa.sa_mask);
+	if (sigaction(SIGALRM, &sa, NULL) == 0) {
+		alarm((unsigned)(wall > 86400 ? 86400 : wall));
+		rc = tierup_compile(sv[0], mod, len, tier, &obj, &olen);
+		alarm(0);
+	}
+	close(sv[0]); /* the compiler reads its end: done */
+	int status;
+	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+		;
+	tierup_child = 0;
+	/* written only when whole; the put evicts past the cache's bound */
+	if (rc == 0 && wasm_code_cache_put_tier(root, mod, len, obj, olen, tier) < 0)
+		rc = -1;
+	free(obj);
+	return rc;
+}
+
 static int tierup(char **argv)
 {
 	const char *root = argv[0], *name = argv[1];
 	uint64_t mem, cpu, wall;
 	int claim = 3;
 	struct stat st;
+	bool fast_first = !strcmp(argv[5], "fast");
 	if (parse_u64(argv[2], &mem) < 0 || parse_u64(argv[3], &cpu) < 0 ||
 	    parse_u64(argv[4], &wall) < 0 || !cpu || !wall || strlen(name) != 18 ||
-	    fstat(claim, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size <= 0 ||
+	    (!fast_first && strcmp(argv[5], "opt")) || fstat(claim, &st) < 0 ||
+	    !S_ISREG(st.st_mode) || st.st_size <= 0 ||
 	    (uint64_t)st.st_size > KIS_WASM_MAX_MODULE_BYTES)
 		return 2; /* the claim stays; the cache's sweep removes it */
 	/* nothing of the engine's but the claim: a descriptor it left
@@ -260,62 +319,30 @@ static int tierup(char **argv)
 		got += (size_t)r;
 	}
 	char mine[32];
-	uint8_t *obj = NULL;
-	size_t olen = 0;
 	int rc = 1;
 	/* the engine's key must be ours (the same compiler, CPU and memory
 	 * mode), or the next run would never find what this writes */
 	if (got != len || wasm_code_cache_name(mod, len, mine) < 0 || strcmp(mine, name))
 		goto out;
-	rc = 0;
+	/* what the cache holds now (a racing compile may have just written) */
 	uint8_t *have = NULL;
 	size_t hlen = 0;
-	if (wasm_code_cache_get(root, mod, len, &have, &hlen) == 0) {
-		wasm_code_cache_free(have, hlen); /* a racing compile finished */
+	unsigned tier = WASM_JIT_TIER_FAST;
+	bool cached = wasm_code_cache_get_tier(root, mod, len, &have, &hlen, &tier) == 0;
+	wasm_code_cache_free(have, hlen);
+	rc = 0;
+	if (cached && tier == WASM_JIT_TIER_OPT)
 		goto out;
-	}
-	rc = 1;
-	int sv[2];
-	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
-		goto out;
-	pid_t writer = getpid();
-	pid_t pid = fork();
-	if (pid == 0) {
-		/* the compiler: dies with the writer, and its budget is its own
-		 * (RLIMIT_DATA: LLVM's heap, brk and private mappings alike;
-		 * RLIMIT_CPU: SIGXCPU at the soft limit, SIGKILL a second on) */
-		struct rlimit rd = {mem, mem}, rc2 = {cpu, cpu + 1};
-		/* sv[0] closed too: the writer's close of it is the end */
-		if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != writer ||
-		    dup2(sv[1], 0) < 0 || close(sv[0]) < 0 || close(sv[1]) < 0 ||
-		    close(claim) < 0 || setrlimit(RLIMIT_DATA, &rd) < 0 ||
-		    setrlimit(RLIMIT_CPU, &rc2) < 0)
-			_exit(127);
-		_exit(wasm_compile());
-	}
-	close(sv[1]);
-	if (pid < 0) {
-		close(sv[0]);
-		goto out;
-	}
-	tierup_child = pid;
-	struct sigaction sa = {.sa_handler = on_tierup_wall};
-	sigemptyset(&sa.sa_mask);
-	if (sigaction(SIGALRM, &sa, NULL) == 0) {
-		alarm((unsigned)(wall > 86400 ? 86400 : wall));
-		if (tierup_compile(sv[0], mod, len, &obj, &olen) == 0)
-			rc = 0;
-		alarm(0);
-	}
-	close(sv[0]); /* the compiler reads its end: done */
-	int status;
-	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-		;
-	/* written only when whole; the put evicts past the cache's bound */
-	if (rc == 0 && wasm_code_cache_put(root, mod, len, obj, olen) < 0)
+	/* two stages: the fast tier first, so that the next run links
+	 * compiled code seconds from now, then the optimising one, which
+	 * replaces it; a failed stage ends the compile (its budget is the
+	 * same for both, and the fast one needs less of everything) */
+	if (fast_first && !cached &&
+	    tierup_stage(root, claim, mod, len, WASM_JIT_TIER_FAST, mem, cpu, wall) < 0)
+		rc = 1;
+	if (rc == 0 && tierup_stage(root, claim, mod, len, WASM_JIT_TIER_OPT, mem, cpu, wall) < 0)
 		rc = 1;
 out:
-	free(obj);
 	free(mod);
 	wasm_code_cache_unclaim(root, name, claim);
 	return rc;
@@ -339,12 +366,12 @@ int main(int argc, char **argv)
 {
 	if (argc == 2 && !strcmp(argv[1], "wasm-compile"))
 		return wasm_compile();
-	if (argc == 7 && !strcmp(argv[1], "wasm-tierup"))
+	if (argc == 8 && !strcmp(argv[1], "wasm-tierup"))
 		return tierup(argv + 2);
 	if (argc == 3 && !strcmp(argv[1], "subids"))
 		return subids(argv[2]);
 	fprintf(stderr,
-		"usage: kis-helper wasm-compile | kis-helper wasm-tierup ROOT NAME MEM CPU WALL |\n"
+		"usage: kis-helper wasm-compile | kis-helper wasm-tierup ROOT NAME MEM CPU WALL fast|opt |\n"
 		"       kis-helper subids UID\n"
 		"(run by kis, not by hand: see src/helper/main.c)\n");
 	return 2;

@@ -125,6 +125,7 @@ struct kis_wasm_module {
 	struct wasm_jit_module *jit; /* its machine code, made at the first
 				      * instantiation in a compiling store (jit.h) */
 	bool jit_guard; /* the code is for guard-region memories (jit.h) */
+	uint8_t jit_tier; /* WASM_JIT_TIER_OPT or _FAST (jit.h): how hard LLVM works */
 	/* Loaded for cached machine code (wasm_module_load_for_cache): the
 	 * bodies are kept but not yet validated and translated, from
 	 * codes[bodies_done] on; wasm_module_finish_bodies does it, before

@@ -69,6 +69,15 @@ KIS_HIDDEN bool wasm_store_guard_fault(const struct kis_wasm_store *s, uintptr_t
  * store compiled); 0, or -1 (errno) leaving it as it was. */
 KIS_HIDDEN int wasm_memory_reserve(struct kis_wasm_memory *mem);
 
+/* How hard the compiler works (struct kis_wasm_module.jit_tier). OPT: the
+ * -O1 pipeline and LLVM's default code generator, what a run that compiles
+ * gets. FAST: the baseline tier of tier-up (docs/wasm.md, "Tier-up"):
+ * SROA, early CSE and CFG simplification only, then FastISel and the fast
+ * register allocator (CodeGenLevelNone); measured on Lua 5.4's 635 KB
+ * module, 1.5 s of CPU against 13 to 15 s, its code ~1.5x slower. */
+#define WASM_JIT_TIER_OPT 0u
+#define WASM_JIT_TIER_FAST 1u
+
 /* Native stack for compiled code: 8 MiB, one guard page below it, and a
  * margin above the guard that only runtime and host functions use, so a
  * host call made at the limit still has room (WASI calls take little). */

@@ -2,7 +2,8 @@
 /* The store's cache of compiled WebAssembly: <store>/cache/wasm-code/<h>.o,
  * one file per module, written by the engine, read only where it trusts it.
  *
- * A file holds "KISJIT1\n", the compiler's id (kis_wasm_compiler_id: this
+ * A file holds "KISJIT2\n", the tier the code was made at (a u32:
+ * WASM_JIT_TIER_OPT or _FAST, jit.h), the compiler's id (kis_wasm_compiler_id: this
  * compiler's and LLVM's versions and the CPU), the module's bytes and the
  * object code, each after its length. The name is a 64-bit FNV-1a hash
  * (over 8-byte words) of id and module, only to find the file: a hit is the exact id and module
@@ -34,7 +35,7 @@
 #include "wasm/jit_cache.h"
 #include "kis/wasm.h"
 
-static const char MAGIC[8] = "KISJIT1\n";
+static const char MAGIC[8] = "KISJIT2\n";
 
 /* FNV-1a's step over 8 bytes at a time (a byte at a time was 0.2 ms for
  * a 42 KB module here): only to name the file, a hit compares the bytes. */
@@ -141,6 +142,13 @@ static int write_all(int fd, const void *buf, size_t len)
 int wasm_code_cache_get(const char *store_root, const uint8_t *mod, size_t len, uint8_t **obj,
 			size_t *objlen)
 {
+	unsigned tier;
+	return wasm_code_cache_get_tier(store_root, mod, len, obj, objlen, &tier);
+}
+
+int wasm_code_cache_get_tier(const char *store_root, const uint8_t *mod, size_t len,
+			     uint8_t **obj, size_t *objlen, unsigned *tier)
+{
 	char id[1024], name[32];
 	*obj = NULL;
 	*objlen = 0;
@@ -156,7 +164,7 @@ int wasm_code_cache_get(const char *store_root, const uint8_t *mod, size_t len, 
 	int rc = -1;
 	uint8_t *buf = NULL;
 	struct stat st;
-	if (!trusted(fd, false) || fstat(fd, &st) < 0 || st.st_size < 8 + 4 + 8 + 8)
+	if (!trusted(fd, false) || fstat(fd, &st) < 0 || st.st_size < 8 + 4 + 4 + 8 + 8)
 		goto out;
 	size_t size = (size_t)st.st_size;
 	/* A mapping of its own, its pages made present in one call: a fresh
@@ -170,11 +178,16 @@ int wasm_code_cache_get(const char *store_root, const uint8_t *mod, size_t len, 
 	}
 	if (read_all(fd, buf, size) < 0)
 		goto out;
-	/* magic, id, module, object: each length checked against what is left */
+	/* magic, tier, id, module, object: each length checked against
+	 * what is left */
 	size_t at = 8;
-	uint32_t idn;
+	uint32_t idn, t;
 	uint64_t mn, on;
 	if (memcmp(buf, MAGIC, 8))
+		goto out;
+	memcpy(&t, buf + at, 4);
+	at += 4;
+	if (t != WASM_JIT_TIER_OPT && t != WASM_JIT_TIER_FAST)
 		goto out;
 	memcpy(&idn, buf + at, 4);
 	at += 4;
@@ -208,6 +221,7 @@ int wasm_code_cache_get(const char *store_root, const uint8_t *mod, size_t len, 
 	*obj = buf;
 	buf = NULL;
 	*objlen = on;
+	*tier = t;
 	rc = 0;
 out:
 	if (buf)
@@ -379,6 +393,12 @@ void wasm_code_cache_unclaim(const char *store_root, const char name[32], int fd
 int wasm_code_cache_put(const char *store_root, const uint8_t *mod, size_t len, const uint8_t *obj,
 			size_t objlen)
 {
+	return wasm_code_cache_put_tier(store_root, mod, len, obj, objlen, WASM_JIT_TIER_OPT);
+}
+
+int wasm_code_cache_put_tier(const char *store_root, const uint8_t *mod, size_t len,
+			     const uint8_t *obj, size_t objlen, unsigned tier)
+{
 	char id[1024], name[32], tmp[64];
 	if (!store_root || !objlen || file_name(mod, len, id, sizeof(id), name) < 0)
 		return -1;
@@ -393,7 +413,8 @@ int wasm_code_cache_put(const char *store_root, const uint8_t *mod, size_t len, 
 	}
 	uint32_t idn = (uint32_t)strlen(id);
 	uint64_t mn = len, on = objlen;
-	int rc = write_all(fd, MAGIC, 8) < 0 || write_all(fd, &idn, 4) < 0 ||
+	uint32_t t = tier;
+	int rc = write_all(fd, MAGIC, 8) < 0 || write_all(fd, &t, 4) < 0 || write_all(fd, &idn, 4) < 0 ||
 		 write_all(fd, id, idn) < 0 || write_all(fd, &mn, 8) < 0 ||
 		 write_all(fd, mod, len) < 0 || write_all(fd, &on, 8) < 0 ||
 		 write_all(fd, obj, objlen) < 0 || fsync(fd) < 0 ? -1 : 0;

@@ -14,6 +14,9 @@
  * object our loader refuses (src/wasm/jit_elf.c: checked, not mapped). */
 KIS_HIDDEN int wasm_code_cache_get(const char *store_root, const uint8_t *mod, size_t len,
 				   uint8_t **obj, size_t *objlen);
+/* The same, and the tier the code was made at (WASM_JIT_TIER_*, jit.h). */
+KIS_HIDDEN int wasm_code_cache_get_tier(const char *store_root, const uint8_t *mod, size_t len,
+					uint8_t **obj, size_t *objlen, unsigned *tier);
 KIS_HIDDEN void wasm_code_cache_free(uint8_t *obj, size_t objlen);
 /* Forget what is cached for mod (refused where it was to run). */
 KIS_HIDDEN void wasm_code_cache_drop(const char *store_root, const uint8_t *mod, size_t len);
@@ -21,6 +24,9 @@ KIS_HIDDEN void wasm_code_cache_drop(const char *store_root, const uint8_t *mod,
 KIS_HIDDEN int wasm_code_cache_put(const char *store_root, const uint8_t *mod, size_t len,
 				   const uint8_t *obj, size_t objlen);
 
+/* The same, for code made at tier (WASM_JIT_TIER_*); put is the OPT tier. */
+KIS_HIDDEN int wasm_code_cache_put_tier(const char *store_root, const uint8_t *mod, size_t len,
+					const uint8_t *obj, size_t objlen, unsigned tier);
 /* The bound on the cache's objects, in bytes (each write evicts the least
  * recently used past it; jit_cache.c says how "used" is read). */
 #define WASM_CODE_CACHE_MAX ((uint64_t)512 << 20)

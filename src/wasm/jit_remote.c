@@ -24,7 +24,8 @@
  *   request  us -> helper  struct frame {magic, flags, len} + the module
  *   answer   helper -> us  struct frame {magic, status, len} + the object
  *                          (status 0) or a message
- * flags: WASM_JIT_REMOTE_GUARD, the code is for guard-region memories. */
+ * flags: WASM_JIT_REMOTE_GUARD, the code is for guard-region memories;
+ * WASM_JIT_REMOTE_FAST, the fast tier. */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -180,7 +181,8 @@ int wasm_jit_emit(struct kis_wasm_module *m, uint8_t **obj, size_t *len, char *e
 		return -1;
 	pthread_mutex_lock(&lock);
 	struct wasm_jit_frame f = {.magic = WASM_JIT_REMOTE_MAGIC,
-				   .word = m->jit_guard ? WASM_JIT_REMOTE_GUARD : 0,
+				   .word = (m->jit_guard ? WASM_JIT_REMOTE_GUARD : 0) |
+					   (m->jit_tier == WASM_JIT_TIER_FAST ? WASM_JIT_REMOTE_FAST : 0),
 				   .len = m->src_len};
 	int r = -1;
 	if (chan < 0)

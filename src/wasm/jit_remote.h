@@ -11,6 +11,7 @@
 
 #define WASM_JIT_REMOTE_MAGIC 0x314a434bu /* "KCJ1" */
 #define WASM_JIT_REMOTE_GUARD 1u	  /* request: code for guard-region memories */
+#define WASM_JIT_REMOTE_FAST 2u	  /* request: the fast tier (WASM_JIT_TIER_FAST) */
 /* the largest object accepted back (SQLite's is ~6 MiB) */
 #define WASM_JIT_REMOTE_MAX_OBJECT ((uint64_t)512 << 20)
 

@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: MIT
 """Seeds for fuzz-wasm-elf: the object code in each file of a wasm code
 cache directory (<store>/cache/wasm-code, in src/wasm/jit_cache.c's layout:
-"KISJIT1\\n", the compiler's id after its u32 length, the module after its
+"KISJIT2\\n", the tier as a u32, the compiler's id after its u32 length, the module after its
 u64 length, the object after its u64 length), one object a file in the
 corpus.
 
@@ -16,9 +16,9 @@ from pathlib import Path
 def objects(cache):
     for f in sorted(Path(cache).glob("*.o")):
         b = f.read_bytes()
-        if b[:8] != b"KISJIT1\n":
+        if b[:8] != b"KISJIT2\n":
             continue
-        at = 8
+        at = 12  # magic, tier
         (idn,) = struct.unpack_from("<I", b, at)
         at += 4 + idn
         (mn,) = struct.unpack_from("<Q", b, at)
