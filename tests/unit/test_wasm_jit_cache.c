@@ -1,0 +1,132 @@
+/* SPDX-License-Identifier: MIT */
+/* Unit tests of the code cache's tier-up claims and bound (jit_cache.c)
+ * and of tier-up's budget (jit_tierup.c). */
+#include <dirent.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "kis/wasm.h"
+#include "wasm/jit.h"
+#include "wasm/jit_cache.h"
+#include "wasm/jit_tierup.h"
+
+/* a store root of our own, removed after each test */
+static int setup(void **state)
+{
+	char *root = strdup("/tmp/kis-test-jit-cache.XXXXXX");
+	if (!root || !mkdtemp(root))
+		return -1;
+	*state = root;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	char cmd[256];
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", (char *)*state);
+	free(*state);
+	return system(cmd) == 0 ? 0 : -1;
+}
+
+static const uint8_t MOD[] = {0, 'a', 's', 'm', 1, 0, 0, 0, 0, 3, 1, 'x', 'y'};
+
+static size_t files_in(const char *root, const char *suffix)
+{
+	char path[512];
+	snprintf(path, sizeof(path), "%s/cache/wasm-code", root);
+	DIR *d = opendir(path);
+	size_t n = 0;
+	struct dirent *de;
+	while (d && (de = readdir(d)) != NULL) {
+		size_t l = strlen(de->d_name), sl = strlen(suffix);
+		n += l > sl && !strcmp(de->d_name + l - sl, suffix);
+	}
+	if (d)
+		closedir(d);
+	return n;
+}
+
+/* The race of two first runs: the second claim of the same module, while
+ * the first is held, says "running" (flock(2) locks conflict between open
+ * files even within one process), and once given up it can be had again,
+ * its file gone in between. */
+static void test_claim_is_exclusive_until_given_up(void **state)
+{
+	const char *root = *state;
+	char name[32];
+	if (wasm_code_cache_name(MOD, sizeof(MOD), name) < 0)
+		skip(); /* no compiler plugin to key by */
+	int a = -1, b = -1;
+	assert_int_equal(wasm_code_cache_claim(root, MOD, sizeof(MOD), &a), 0);
+	assert_true(a >= 0);
+	assert_int_equal(files_in(root, ".pending"), 1);
+	/* the claim holds the module's bytes, for the compile to read */
+	uint8_t buf[sizeof(MOD)];
+	assert_int_equal(pread(a, buf, sizeof(buf), 0), (ssize_t)sizeof(MOD));
+	assert_memory_equal(buf, MOD, sizeof(MOD));
+	assert_int_equal(wasm_code_cache_claim(root, MOD, sizeof(MOD), &b), 1);
+	assert_int_equal(b, -1);
+	wasm_code_cache_unclaim(root, name, a);
+	assert_int_equal(files_in(root, ".pending"), 0);
+	assert_int_equal(wasm_code_cache_claim(root, MOD, sizeof(MOD), &b), 0);
+	wasm_code_cache_unclaim(root, name, b);
+}
+
+/* A whole object is all a reader ever finds: the cache keeps what a put
+ * wrote (its tier with it) and no temporary file. The object here is not
+ * one our loader accepts, so the read is a miss by design. */
+static void test_put_leaves_one_file_and_no_temporary(void **state)
+{
+	const char *root = *state;
+	char name[32];
+	if (wasm_code_cache_name(MOD, sizeof(MOD), name) < 0)
+		skip();
+	const uint8_t obj[] = {1, 2, 3, 4};
+	assert_int_equal(wasm_code_cache_put_tier(root, MOD, sizeof(MOD), obj, sizeof(obj),
+						  WASM_JIT_TIER_FAST), 0);
+	assert_int_equal(wasm_code_cache_put_tier(root, MOD, sizeof(MOD), obj, sizeof(obj),
+						  WASM_JIT_TIER_OPT), 0);
+	assert_int_equal(files_in(root, ".o"), 1);
+	assert_int_equal(files_in(root, ".tmp"), 0);
+	uint8_t *o = NULL;
+	size_t n = 0;
+	unsigned tier = 9;
+	assert_int_equal(wasm_code_cache_get_tier(root, MOD, sizeof(MOD), &o, &n, &tier), -1);
+	assert_null(o);
+}
+
+/* The budget grows with the module and stops at its caps; the wall bound
+ * is never below its floor. */
+static void test_budget_grows_with_the_module_and_is_capped(void **state)
+{
+	(void)state;
+	struct wasm_tierup_budget small, lua, huge;
+	wasm_tierup_budget(140u << 10, &small);
+	wasm_tierup_budget(635239, &lua);
+	wasm_tierup_budget(256u << 20, &huge);
+	assert_true(small.mem_bytes < lua.mem_bytes && lua.mem_bytes <= huge.mem_bytes);
+	assert_true(lua.mem_bytes >= (256u << 20) && huge.mem_bytes == (2ull << 30));
+	assert_true(small.cpu_s < lua.cpu_s && huge.cpu_s == 300);
+	assert_true(small.wall_s >= 600 && lua.wall_s >= 10 * lua.cpu_s);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_claim_is_exclusive_until_given_up, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_put_leaves_one_file_and_no_temporary, setup,
+						teardown),
+		cmocka_unit_test(test_budget_grows_with_the_module_and_is_capped),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
