@@ -490,6 +490,7 @@ struct kis_wasm_store {
 	size_t nobjs, cap_objs;
 	bool compile; /* instances made from now on run compiled (jit.h) */
 	bool compile_or_interpret; /* ... or interpreted where compiling fails */
+	uint8_t jit_tier; /* the tier its compiles are made at (WASM_JIT_TIER_*, jit.h) */
 	/* called once a module's code is mapped: its object code, and
 	 * whether that came from the cache */
 	void (*compiled)(void *user, const uint8_t *obj, size_t len, int from_cache);

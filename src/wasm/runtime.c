@@ -608,6 +608,7 @@ int kis_wasm_instantiate(struct kis_wasm_store *s, const struct kis_wasm_module 
 		 * lazily filled cache, not a change of what the module means. */
 		char msg[512];
 		((struct kis_wasm_module *)m)->jit_guard = wasm_jit_guard_mode();
+		((struct kis_wasm_module *)m)->jit_tier = s->jit_tier;
 		if (wasm_jit_compile((struct kis_wasm_module *)m, s->cached, s->cached_len,
 				     &s->linked, msg, sizeof(msg)) < 0 &&
 		    !s->compile_or_interpret)

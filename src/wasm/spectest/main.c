@@ -10,6 +10,8 @@
 #include <string.h>
 
 #include "kis/wasm.h"
+#include "wasm/internal.h"
+#include "wasm/jit.h"
 #include "wasm/jit_cache.h"
 
 struct named {
@@ -42,6 +44,7 @@ struct file_run {
 
 static struct known known;
 static bool use_compiler; /* --engine compiler: every module runs compiled */
+static bool fast_tier;    /* --tier fast: compiled at tier-up's first tier (jit.h) */
 static bool verbose;
 /* --code-cache DIR: compiled code kept in DIR/cache/wasm-code as the wasm
  * tier keeps it in its store (jit_cache.c), and linked from there when
@@ -679,6 +682,8 @@ static int run_file(const char *json_path, int *passed, int *failed, int *skippe
 
 	struct file_run r = { .dir = dir, .wast = wast };
 	r.store = kis_wasm_store_new();
+	if (r.store && fast_tier)
+		r.store->jit_tier = WASM_JIT_TIER_FAST;
 	struct kis_error *cerr = NULL;
 	if (!r.store || make_spectest(&r) < 0 ||
 	    (use_compiler && kis_wasm_store_use_compiler(r.store, 1, &cerr) < 0)) {
@@ -737,6 +742,9 @@ int main(int argc, char **argv)
 			code_cache = argv[++i];
 		} else if (!strcmp(argv[i], "--expect-cached")) {
 			expect_cached = true;
+		} else if (!strcmp(argv[i], "--tier") && i + 1 < argc &&
+			   (!strcmp(argv[i + 1], "fast") || !strcmp(argv[i + 1], "opt"))) {
+			fast_tier = !strcmp(argv[++i], "fast");
 		} else if (!strcmp(argv[i], "-v")) {
 			verbose = true;
 		} else if (!strcmp(argv[i], "--engine") && i + 1 < argc &&
@@ -744,7 +752,7 @@ int main(int argc, char **argv)
 			use_compiler = !strcmp(argv[++i], "compiler");
 		} else {
 			fprintf(stderr, "usage: kis-wasm-spectest [-v] [--engine interpreter|compiler] "
-					"[--code-cache DIR [--expect-cached]] [--known-failures FILE] "
+					"[--tier opt|fast] [--code-cache DIR [--expect-cached]] [--known-failures FILE] "
 					"FILE.json...\n");
 			return 2;
 		}
