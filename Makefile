@@ -173,12 +173,46 @@ $(BUILD)/test-helpers/%: tests/helpers/%.c
 	@mkdir -p $(dir $@)
 	$(CC) -std=gnu11 -D_GNU_SOURCE -O2 -Wall -Wextra -Werror -static -o $@ $<
 
-check-integration: all $(HELPER_BINS)
+# The test build (house rule 17, src/core/test_hook.h): the files that
+# read a test seam (KIS_TEST_GETENV, or #ifdef KIS_TEST_BUILD) compiled
+# again with -DKIS_TEST_BUILD into build/test/obj and linked ahead of the
+# release archive, whose members of the same name are then never pulled
+# in. build/test/kis is what the behaviour tests drive (tests/integration/
+# conftest.py); it finds the agent, the helper and the compiler plugin
+# beside itself, the release ones by a link (they read no seam). Never in
+# `all`, never installed: build/kis and the library honour no test hook.
+TEST_BUILD := $(BUILD)/test
+TEST_HOOK_SRCS := $(shell grep -l 'KIS_TEST_GETENV\|KIS_TEST_BUILD' $(LIB_SRCS) $(CLI_SRCS) $(CLI_REMOTE_SRCS))
+TEST_HOOK_OBJS := $(TEST_HOOK_SRCS:%.c=$(TEST_BUILD)/obj/%.o)
+TEST_CLI_OBJS := $(filter-out $(TEST_HOOK_SRCS:%.c=$(BUILD)/obj/%.o),$(CLI_OBJS) $(CLI_REMOTE_OBJS))
+TEST_KIS := $(TEST_BUILD)/kis
+TEST_LINKS := $(TEST_BUILD)/kis-agent $(TEST_BUILD)/kis-helper $(TEST_BUILD)/libkis-jit.so
+
+$(TEST_BUILD)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	@echo "  CC test $<"
+	$(Q)$(CC) $(ALL_CFLAGS) -DKIS_TEST_BUILD=1 -MMD -MP -c $< -o $@
+
+$(TEST_KIS): $(TEST_HOOK_OBJS) $(TEST_CLI_OBJS) $(STATIC_LIB) | $(HELPER)
+	@mkdir -p $(dir $@)
+	$(CC) -static-pie $(HARD_LDFLAGS) -o $@ $(TEST_HOOK_OBJS) $(TEST_CLI_OBJS) $(STATIC_LIB) $(CLI_LIBS)
+
+$(TEST_BUILD)/kis-agent: $(AGENT)
+$(TEST_BUILD)/kis-helper: $(HELPER)
+$(TEST_BUILD)/libkis-jit.so: $(JIT_PLUGIN)
+$(TEST_LINKS):
+	@mkdir -p $(dir $@)
+	ln -sfn ../$(notdir $<) $@
+
+.PHONY: test-build
+test-build: $(TEST_KIS) $(TEST_LINKS)
+
+check-integration: all test-build $(HELPER_BINS)
 	$(PYTHON) -m pytest -q -rs tests/integration
 
 # The honest matrix (issue 15): every backend x field x {run, exec}, each
 # cell with how it was checked, kept in docs/matrix.md.
-matrix: all $(HELPER_BINS)
+matrix: all test-build $(HELPER_BINS)
 	KIS_MATRIX_OUT=$(BUILD)/matrix.json $(PYTHON) -m pytest -q -rs tests/integration/test_matrix.py
 	$(PYTHON) scripts/matrix.py $(BUILD)/matrix.json docs/matrix.md
 
@@ -260,4 +294,4 @@ uninstall:
 clean:
 	rm -rf $(BUILD) $(CLEAN_EXTRA)
 
--include $(LIB_OBJS:.o=.d) $(CLI_OBJS:.o=.d) $(BUILD)/obj/src/agent/main.d $(ASAN_LIB_OBJS:.o=.d)
+-include $(LIB_OBJS:.o=.d) $(CLI_OBJS:.o=.d) $(TEST_HOOK_OBJS:.o=.d) $(BUILD)/obj/src/agent/main.d $(ASAN_LIB_OBJS:.o=.d)

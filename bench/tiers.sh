@@ -90,10 +90,12 @@ echo
 echo "== kis_run() from a long-lived process (bench/librun.c: no exec of the kis CLI), $N runs"
 cc -std=gnu11 -O2 -Wall -Wextra -Werror -Iinclude -o build/bench/librun bench/librun.c \
 	build/libkis-sandbox.a -ljansson -lseccomp
+# the library finds the agent beside the program (no variable names it)
+ln -sfn ../kis-agent build/bench/kis-agent
 printf '%-34s %10s %10s %8s\n' command median_ms p90_ms ratio
 for b in process landlock bubblewrap oci; do
 	[ "$b" = process ] || has "$b" || continue
-	KIS_AGENT=$(pwd)/build/kis-agent build/bench/librun "$N" "$b" /bin/true
+	build/bench/librun "$N" "$b" /bin/true
 done
 if command -v gnuplot >/dev/null 2>&1; then
 	gnuplot <<'PLOT'

@@ -208,11 +208,10 @@ int kis_walk_meets_link(int dirfd, const char *rel)
 	return errno == ELOOP || errno == EXDEV ? 1 : -1;
 }
 
-const char *kis_find_tool(const char *env_var, const char *const *cands, size_t n)
+const char *kis_find_tool(const char *override, const char *const *cands, size_t n)
 {
-	const char *env = env_var ? getenv(env_var) : NULL;
-	if (env && *env)
-		return access(env, X_OK) == 0 ? env : NULL;
+	if (override && *override)
+		return access(override, X_OK) == 0 ? override : NULL;
 	for (size_t i = 0; i < n; i++)
 		if (access(cands[i], X_OK) == 0)
 			return cands[i];

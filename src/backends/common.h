@@ -37,7 +37,10 @@ int kis_check_network(const struct kis_caps *caps, const struct kis_profile *p,
 /* The context's agent, copied into *out; the engine's reason when none
  * was found (KIS_E_TIER_UNAVAILABLE). */
 int kis_ctx_agent(const struct kis_ctx *ctx, char **out, struct kis_error **err);
-const char *kis_find_tool(const char *env_var, const char *const *cands, size_t n);
+/* The first of cands that is executable, or override when it is set (a
+ * test build's seam, KIS_TEST_GETENV in core/test_hook.h; NULL in what
+ * ships): a missing override is no tool, never a fallback to cands. */
+const char *kis_find_tool(const char *override, const char *const *cands, size_t n);
 /* Whether the walk of rel (relative) beneath dirfd meets a symbolic link,
  * its last component included (openat2(2) RESOLVE_BENEATH |
  * RESOLVE_NO_SYMLINKS, no O_NOFOLLOW): 1 yes (or it would leave dirfd); 0

@@ -92,7 +92,13 @@ static void show_progress(void *ctx, uint64_t files, uint64_t bytes)
 	clock_gettime(CLOCK_MONOTONIC, &now);
 	/* test hook (README, Testing hooks): shown from the first file, so a
 	 * test of the display does not depend on the machine's speed */
-	double after = getenv("KIS_TEST_PROGRESS_AT_ONCE") ? 0 : 0.5;
+	double after = 0.5;
+#ifdef KIS_TEST_BUILD
+	/* the test build's seam (core/test_hook.h; the CLI sees only the
+	 * public headers): the progress from the first file */
+	if (getenv("KIS_TEST_PROGRESS_AT_ONCE"))
+		after = 0;
+#endif
 	if (since(&p->start, &now) < after || (p->shown && since(&p->last, &now) < 0.1))
 		return;
 	p->last = now;

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "core/record.h"
+#include "core/test_hook.h"
 
 static __thread struct kis_record_sink *current;
 
@@ -66,7 +67,7 @@ void kis_test_pause(const char *point)
 	/* once per process: a point passed twice (a probe's cgroup, then the
 	 * run's) stops at the first only, and a signal ends that one */
 	static int paused;
-	const char *want = getenv("KIS_TEST_PAUSE_AT");
+	const char *want = KIS_TEST_GETENV("KIS_TEST_PAUSE_AT");
 	/* only inside a run or a create (a probe's cgroup is not the run's) */
 	if (!want || !current || strcmp(want, point) ||
 	    __atomic_exchange_n(&paused, 1, __ATOMIC_RELAXED))

@@ -11,6 +11,7 @@
 #include "core/io.h"
 #include "engine/internal.h"
 #include "kis/sandbox.h"
+#include "core/test_hook.h"
 
 #ifndef KIS_PREFIX
 #define KIS_PREFIX "/usr/local"
@@ -49,7 +50,7 @@ char *kis_self_dir(void)
 
 int kis_agent_path(char **out, struct kis_error **err)
 {
-	const char *env = getenv("KIS_AGENT");
+	const char *env = KIS_TEST_GETENV("KIS_AGENT");
 	if (env && *env) {
 		*out = strdup(env);
 		return *out ? 0 : kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "agent path");
@@ -72,6 +73,6 @@ int kis_agent_path(char **out, struct kis_error **err)
 		}
 	return kis_error_set(err, KIS_E_TIER_UNAVAILABLE, ENOENT,
 			     "the agent is missing (looked in '%s', '%s/../bin' and '%s/bin'): "
-			     "install kis-agent beside kis or set KIS_AGENT",
+			     "install kis-agent beside kis",
 			     self ? self : "?", self ? self : "?", KIS_PREFIX);
 }

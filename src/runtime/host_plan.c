@@ -12,11 +12,12 @@
 #include "backends/common.h"
 #include "kis/profile.h"
 #include "runtime/runtime.h"
+#include "core/test_hook.h"
 
 static const char *bwrap_path(void)
 {
 	static const char *const cands[] = {"/usr/bin/bwrap", "/bin/bwrap", "/usr/local/bin/bwrap"};
-	return kis_find_tool("KIS_BWRAP", cands, ARRAY_SIZE(cands));
+	return kis_find_tool(KIS_TEST_GETENV("KIS_BWRAP"), cands, ARRAY_SIZE(cands));
 }
 
 

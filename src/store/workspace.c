@@ -3,6 +3,7 @@
  * and renamed into place, path (remounting an overlay), destroy, list. */
 #include "store_internal.h"
 #include "core/tree.h"
+#include "core/test_hook.h"
 
 #include <fcntl.h>
 #include <limits.h>
@@ -67,7 +68,7 @@ static int overlay_mount_once(int lower_fd, int upper_fd, int work_fd, int targe
 {
 	static int fd_api = 1; /* cleared once the kernel refuses fd layers */
 	/* Test hook: exercise the fallback on a kernel that has both. */
-	const char *legacy = getenv("KIS_TEST_OVERLAY_LEGACY");
+	const char *legacy = KIS_TEST_GETENV("KIS_TEST_OVERLAY_LEGACY");
 	if (legacy && *legacy == '1')
 		__atomic_store_n(&fd_api, 0, __ATOMIC_RELAXED);
 	if (__atomic_load_n(&fd_api, __ATOMIC_RELAXED)) {
@@ -235,7 +236,7 @@ static int write_meta(int t, const char *base_id, enum kis_clone_strategy use, b
  * so a test can SIGKILL a clone at its most delicate point. */
 static void test_pause(void)
 {
-	const char *ms = getenv("KIS_TEST_CLONE_PAUSE_MS");
+	const char *ms = KIS_TEST_GETENV("KIS_TEST_CLONE_PAUSE_MS");
 	if (!ms || !*ms)
 		return;
 	long v = strtol(ms, NULL, 10);

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-# Behaviour tests of bases and workspaces (issue 3), driving build/kis with
+# Behaviour tests of bases and workspaces (issue 3), driving the test build of kis with
 # a temporary store root: isolation, ids, refcounts under races, crashes.
 import hashlib
 import json
@@ -14,11 +14,12 @@ from pathlib import Path
 
 import pytest
 
+from conftest import KIS
+
 REPO = Path(__file__).resolve().parents[2]
-KIS = REPO / "build" / "kis"
 IS_ROOT = os.geteuid() == 0
 
-pytestmark = pytest.mark.skipif(not KIS.exists(), reason="build/kis is not built (run make)")
+pytestmark = pytest.mark.skipif(not KIS.exists(), reason=f"{KIS} is not built (run make test-build)")
 
 
 def mounts_under(path):

@@ -57,6 +57,7 @@
 #include "exec/spawn.h"
 #include "exec/tool.h"
 #include "net/egress.h"
+#include "core/test_hook.h"
 
 #define AGENT_IN_SANDBOX "/.kis/agent"
 /* Where, in bwrap's private mount namespace, the sandbox's pieces are
@@ -80,7 +81,7 @@ struct bw_mount {
 static const char *bwrap_path(void)
 {
 	static const char *const cands[] = {"/usr/bin/bwrap", "/bin/bwrap", "/usr/local/bin/bwrap"};
-	return kis_find_tool("KIS_BWRAP", cands, ARRAY_SIZE(cands));
+	return kis_find_tool(KIS_TEST_GETENV("KIS_BWRAP"), cands, ARRAY_SIZE(cands));
 }
 
 static long read_long(const char *path, long dflt)

@@ -13,6 +13,7 @@
 #include "confine/confine.h"
 #include "core/record.h"
 #include "core/io.h"
+#include "core/test_hook.h"
 
 const char *kis_host_env_get(char *const *envp, const char *key)
 {
@@ -60,7 +61,7 @@ void kis_host_sandbox_user(uid_t *uid, gid_t *gid)
 {
 	*uid = 65534;
 	*gid = 65534;
-	const char *s = getenv("KIS_SANDBOX_USER");
+	const char *s = KIS_TEST_GETENV("KIS_SANDBOX_USER");
 	unsigned u, g;
 	if (s && sscanf(s, "%u:%u", &u, &g) == 2 && u != 0 && g != 0) {
 		*uid = u;

@@ -47,6 +47,7 @@
 #include "core/tree.h"
 #include "confine/confine.h"
 #include "net/egress.h"
+#include "core/test_hook.h"
 
 #define MIN_MEM_MIB 128u
 
@@ -377,15 +378,17 @@ static char *cfg_line(const struct kis_plan *pl, bool sync_writes, bool session)
 	json_t *env = json_array();
 	for (size_t i = 0; pl->envp[i]; i++)
 		json_array_append_new(env, json_string(pl->envp[i]));
-	/* KIS_MICROVM_TEST_HOOKS=1, for tests/integration/test_microvm.py
-	 * only: the guest's agent may be asked to send malformed frames (a
-	 * hostile guest, src/agent/agent.c test_flood). No command runs
-	 * differently: the guest's confinement is the same either way. */
+	/* KIS_MICROVM_TEST_HOOKS=1, read by the test build only
+	 * (core/test_hook.h), for tests/integration/test_microvm.py and
+	 * test_egress.py: the guest's agent may be asked to send malformed
+	 * frames (a hostile guest, src/agent/agent.c test_flood) or to run a
+	 * command as the guest's root, unconfined (kis-test:guest-root). A
+	 * released engine always sends false. */
 	json_t *o = json_pack("{s:s, s:s, s:b, s:b, s:o, s:s, s:I, s:s, s:b}", "root",
 			      pl->root == KIS_ROOT_WORKSPACE ? "workspace" : "host", "net",
 			      kis_net_mode_name(pl->net), "disk", pl->ws_path != NULL, "sync",
 			      sync_writes, "env", env, "cwd", pl->cwd, "pids", (json_int_t)pl->limits.pids,
-			      "seed", seed, "test_hooks", getenv("KIS_MICROVM_TEST_HOOKS") != NULL);
+			      "seed", seed, "test_hooks", KIS_TEST_GETENV("KIS_MICROVM_TEST_HOOKS") != NULL);
 	/* a session's cwd is checked by the guest before its agent starts:
 	 * create refuses one that is not there, as on the host tiers (issue
 	 * 40 item 3); a run's command reports it as setup_failed 126 */
@@ -450,7 +453,7 @@ static void vm_release(struct vm *v)
 	if (v->dfd >= 0)
 		close(v->dfd);
 	kis_mvm_cgroup_drop(v->tdir);
-	if (v->tdir && !getenv("KIS_MICROVM_KEEP"))
+	if (v->tdir && !KIS_TEST_GETENV("KIS_MICROVM_KEEP"))
 		kis_tree_remove_path(v->tdir);
 	free(v->tdir);
 	kis_mvm_disks_free(&v->disks);

@@ -23,6 +23,7 @@
 #include "core/io.h"
 #include "core/tree.h"
 #include "exec/tool.h"
+#include "core/test_hook.h"
 
 #ifndef CGROUP2_SUPER_MAGIC
 #define CGROUP2_SUPER_MAGIC 0x63677270
@@ -34,7 +35,7 @@
 const char *kis_oci_crun_path(void)
 {
 	static const char *const cands[] = {"/usr/bin/crun", "/usr/local/bin/crun", "/bin/crun"};
-	return kis_find_tool("KIS_CRUN", cands, ARRAY_SIZE(cands));
+	return kis_find_tool(KIS_TEST_GETENV("KIS_CRUN"), cands, ARRAY_SIZE(cands));
 }
 
 static long fs_magic(const char *p)
