@@ -216,9 +216,10 @@ matrix: all test-build $(HELPER_BINS)
 	KIS_MATRIX_OUT=$(BUILD)/matrix.json $(PYTHON) -m pytest -q -rs tests/integration/test_matrix.py
 	$(PYTHON) scripts/matrix.py $(BUILD)/matrix.json docs/matrix.md
 
-# The layers of the source (docs/layers.md): no include goes up.
-check-layers:
-	sh scripts/check-layers.sh
+# The layers of the source (docs/layers.md): no include goes up, and no
+# object names a symbol defined only above it (nm over the built objects).
+check-layers: all
+	sh scripts/check-layers.sh . $(BUILD)/obj
 
 # Every part runs even when an earlier one failed: one failure must not
 # hide the others. The target fails if any part did.

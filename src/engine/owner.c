@@ -36,6 +36,18 @@ struct kis_owner {
 	struct kis_record_sink sink; /* the thread's current record (core/record.h) */
 };
 
+static int owner_reap(struct kis_store *s, const char *name, int owner_fd, bool dry_run,
+		      kis_gc_fn fn, void *ctx);
+
+/* kis/store.h's opening, here and not in the store: its sweep undoes what
+ * dead owners recorded, which only the engine can (the store is handed
+ * owner_reap and calls nothing above it; kis_store_open_again, which does
+ * not sweep, stays the store's). */
+int kis_store_open(const char *root, struct kis_store **out, struct kis_error **err)
+{
+	return store_open_with(root, true, owner_reap, out, err);
+}
+
 int kis_owner_begin(struct kis_store *s, const char *id, struct kis_owner **out,
 		    struct kis_error **err)
 {
@@ -82,7 +94,7 @@ void kis_owner_end(struct kis_owner *o, bool undo)
 	    ost.st_size == 0)
 		undo = false;
 	if (undo && o->fd >= 0)
-		(void)store_owner_reap(o->store, o->id, o->fd, false, NULL, NULL);
+		(void)owner_reap(o->store, o->id, o->fd, false, NULL, NULL);
 	if (o->fd >= 0) {
 		/* Removed while still locked: a sweeper that opened it meanwhile
 		 * holds a name no longer there, and its lock waits for ours. */
@@ -314,8 +326,10 @@ static const struct {
 	{"ws", reap_ws},
 };
 
-int store_owner_reap(struct kis_store *s, const char *name, int owner_fd, bool dry_run,
-		     kis_gc_fn fn, void *ctx)
+/* The store's reaper of a dead owner (store_reap_fn, store_internal.h),
+ * handed to it at every opening the engine makes. */
+static int owner_reap(struct kis_store *s, const char *name, int owner_fd, bool dry_run,
+		      kis_gc_fn fn, void *ctx)
 {
 	struct reap r = {.s = s, .owner = name, .dry_run = dry_run, .fn = fn, .ctx = ctx};
 	char *buf = NULL;
@@ -385,14 +399,14 @@ int kis_owner_reap_id(const char *store_root, const char *id, struct kis_error *
 {
 	TRY(kis_id_validate(id, "sandbox id", err));
 	struct kis_store *s = NULL;
-	TRY(store_open_nosweep(store_root, &s, err));
+	TRY(store_open_with(store_root, false, owner_reap, &s, err));
 	int r = 0;
 	int d = store_open_owner(s->owners_fd, id);
 	if (d >= 0) {
 		if (store_flock(d, LOCK_EX | LOCK_NB) < 0)
 			r = errno == EWOULDBLOCK ? 1 :
 				kis_error_set(err, KIS_E_INTERNAL, errno, "cannot lock the owner of '%s'", id);
-		else if (store_owner_reap(s, id, d, false, NULL, NULL) < 0)
+		else if (owner_reap(s, id, d, false, NULL, NULL) < 0)
 			r = kis_error_set(err, KIS_E_BUSY, 0,
 					  "what '%s' left could not all be removed; see 'kis sandbox gc'",
 					  id);
@@ -408,7 +422,7 @@ int kis_owner_reap_id(const char *store_root, const char *id, struct kis_error *
  * Here, not in the store: the store knows nothing of backends. */
 int kis_store_gc(const char *root, bool dry_run, kis_gc_fn fn, void *ctx, struct kis_error **err)
 {
-	int failed = store_gc(root, dry_run, fn, ctx, err);
+	int failed = store_gc(root, owner_reap, dry_run, fn, ctx, err);
 	if (failed < 0)
 		return -1;
 	if (!dry_run)

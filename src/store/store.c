@@ -185,8 +185,8 @@ static int root_store_walk(const char *root, char **canon, struct kis_error **er
 	return 0;
 }
 
-static int store_open_impl(const char *root, bool sweep, struct kis_store **out,
-			   struct kis_error **err)
+int store_open_with(const char *root, bool sweep, store_reap_fn reap, struct kis_store **out,
+		    struct kis_error **err)
 {
 	_cleanup_free_ char *want = NULL;
 	if (root && *root) {
@@ -220,6 +220,7 @@ static int store_open_impl(const char *root, bool sweep, struct kis_store **out,
 		return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "out of memory");
 	s->root_fd = s->bases_fd = s->ws_fd = s->sessions_fd = s->owners_fd = s->lock_fd = -1;
 	s->can_reflink = s->can_overlay = -1;
+	s->reap = reap;
 	s->root = as_root ? steal_ptr(walked) : realpath(want, NULL);
 	if (!s->root) {
 		kis_error_set(err, KIS_E_INTERNAL, errno, "cannot resolve store root '%s'", want);
@@ -267,25 +268,18 @@ fail:
 	return -1;
 }
 
-int kis_store_open(const char *root, struct kis_store **out, struct kis_error **err)
-{
-	return store_open_impl(root, true, out, err);
-}
-
+/* kis_store_open, which sweeps and so needs the engine's reaper of dead
+ * owners, is the engine's (engine/owner.c). */
 int kis_store_open_again(const char *root, struct kis_store **out, struct kis_error **err)
 {
-	return store_open_impl(root, false, out, err);
+	return store_open_with(root, false, NULL, out, err);
 }
 
-int store_open_nosweep(const char *root, struct kis_store **out, struct kis_error **err)
-{
-	return store_open_impl(root, false, out, err);
-}
-
-int store_gc(const char *root, bool dry_run, kis_gc_fn fn, void *ctx, struct kis_error **err)
+int store_gc(const char *root, store_reap_fn reap, bool dry_run, kis_gc_fn fn, void *ctx,
+	     struct kis_error **err)
 {
 	struct kis_store *s = NULL;
-	TRY(store_open_nosweep(root, &s, err));
+	TRY(store_open_with(root, false, reap, &s, err));
 	int failed = store_sweep_ex(s, true, dry_run, fn, ctx);
 	kis_store_free(s);
 	return failed;

@@ -38,8 +38,21 @@
  * drops it when the holder dies, which is how the sweep tells a live
  * temporary from a leftover of a killed command. */
 
+/* Undo the records of the dead owner ROOT/owners/<name> (fd: the owner,
+ * from store_open_owner or its own, flocked by the caller) and remove it;
+ * < 0: something stayed. The engine's (engine/owner.c), handed to the
+ * store when it opens one (store_open_with): what the records name
+ * (processes, containers, cgroups, sessions) lies above the store, which
+ * only finds the owners whose engine is gone (house rule 16). */
+typedef int (*store_reap_fn)(struct kis_store *s, const char *name, int fd, bool dry_run,
+			     kis_gc_fn fn, void *ctx);
+
 struct kis_store {
 	char *root;       /* canonical absolute path */
+	/* the engine's reaper of dead owners; NULL (a store opened by
+	 * kis_store_open_again, or by a program without the engine): the
+	 * sweep leaves the owners for an opening that can undo them */
+	store_reap_fn reap;
 	int root_fd;
 	int bases_fd;
 	int ws_fd;
@@ -103,16 +116,16 @@ void store_sweep(struct kis_store *s);
 /* The same, reporting each thing to fn; wait: block on ROOT/.lock rather
  * than skip; dry_run: find, remove nothing. Returns the failures. */
 int store_sweep_ex(struct kis_store *s, bool wait, bool dry_run, kis_gc_fn fn, void *ctx);
-/* Undo the records of the dead owner ROOT/owners/<name> (fd: the owner,
- * from store_open_owner or its own, flocked by the caller) and remove it;
- * engine/owner.c. < 0: something stayed. */
-int store_owner_reap(struct kis_store *s, const char *name, int fd, bool dry_run,
-		     kis_gc_fn fn, void *ctx);
-/* kis_store_open without the sweep (gc reports what it sweeps itself). */
-int store_open_nosweep(const char *root, struct kis_store **out, struct kis_error **err);
-/* The sweep of `kis sandbox gc` (engine/owner.c adds the containers): the
- * number of leftovers that could not be removed, or < 0 with *err set. */
-int store_gc(const char *root, bool dry_run, kis_gc_fn fn, void *ctx, struct kis_error **err);
+/* Open the store at root (NULL: the default) with the reaper of dead
+ * owners reap (may be NULL), and sweep it when sweep is set. The engine's
+ * kis_store_open is this with its reaper (engine/owner.c). */
+int store_open_with(const char *root, bool sweep, store_reap_fn reap, struct kis_store **out,
+		    struct kis_error **err);
+/* The sweep of `kis sandbox gc` (engine/owner.c adds the backends'
+ * leftovers): the number of leftovers that could not be removed, or < 0
+ * with *err set. */
+int store_gc(const char *root, store_reap_fn reap, bool dry_run, kis_gc_fn fn, void *ctx,
+	     struct kis_error **err);
 
 /* Release a workspace directory that is no longer visible (a dead or
  * failed temporary, or trash): unmount its overlay, drop its reference on

@@ -110,13 +110,15 @@ int store_sweep_ex(struct kis_store *s, bool wait, bool dry_run, kis_gc_fn fn, v
 		return 0; /* a command is creating a temporary: sweep next time */
 	size_t nws = collect_dead(s->ws_fd, false, ws, MAX_DEAD);
 	size_t nb = collect_dead(s->bases_fd, false, bases, MAX_DEAD);
-	size_t no = collect_dead(s->owners_fd, true, owners, MAX_DEAD);
+	/* a store without the engine's reaper cannot undo an owner's records
+	 * (containers, cgroups: above the store): they wait for one that can */
+	size_t no = s->reap ? collect_dead(s->owners_fd, true, owners, MAX_DEAD) : 0;
 	(void)store_flock(s->lock_fd, LOCK_UN);
 	/* The flocks taken above keep a second sweeper away while we work.
 	 * Dead owners first: their workspace goes through destroy, which
 	 * leaves trash for the loops below only if it fails. */
 	for (size_t i = 0; i < no; i++) {
-		if (store_owner_reap(s, owners[i].name, owners[i].fd, dry_run, fn, ctx) < 0)
+		if (s->reap(s, owners[i].name, owners[i].fd, dry_run, fn, ctx) < 0)
 			failed++;
 		close(owners[i].fd);
 	}

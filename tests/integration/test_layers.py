@@ -4,12 +4,15 @@
 import subprocess
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "check-layers.sh"
 
 
-def check(tree):
-    return subprocess.run(["sh", str(SCRIPT), str(tree)], capture_output=True, text=True)
+def check(tree, *objdir):
+    return subprocess.run(["sh", str(SCRIPT), str(tree), *map(str, objdir)],
+                          capture_output=True, text=True)
 
 
 def test_the_tree_keeps_its_layers():
@@ -43,3 +46,44 @@ def test_a_directory_in_no_layer_fails(tmp_path):
     write(tmp_path, "src/newthing/x.c", "int x;\n")
     p = check(tmp_path)
     assert p.returncode == 1 and "in no layer" in p.stdout, p.stdout
+
+
+def compile_into(tree, path, text):
+    """Write src/PATH and compile it to build/obj/src/PATH.o."""
+    write(tree, path, text)
+    o = tree / "build" / "obj" / Path(path).with_suffix(".o")
+    o.parent.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["cc", "-c", "-o", str(o), str(tree / path)], check=True)
+
+
+def test_the_store_calling_the_engine_fails_at_link_time(tmp_path):
+    # issue 42: store/sweep.c called the engine's store_owner_reap while
+    # every include went down; only the objects show such an edge
+    compile_into(tmp_path, "src/engine/owner.c", "int store_owner_reap(void) { return 0; }\n")
+    compile_into(tmp_path, "src/store/sweep.c",
+                 "int store_owner_reap(void);\nint sweep(void) { return store_owner_reap(); }\n")
+    p = check(tmp_path, tmp_path / "build" / "obj")
+    assert p.returncode == 1, p.stdout
+    assert ("src/store/sweep.o names store_owner_reap, defined in src/engine/owner.o "
+            "(layer engine)") in p.stdout, p.stdout
+    # the other way round is the layers' own direction
+    (tmp_path / "build" / "obj" / "src" / "store" / "sweep.o").unlink()
+    compile_into(tmp_path, "src/store/sweep.c", "int sweep(void) { return 0; }\n")
+    compile_into(tmp_path, "src/engine/run.c",
+                 "int sweep(void);\nint run(void) { return sweep(); }\n")
+    p = check(tmp_path, tmp_path / "build" / "obj")
+    assert p.returncode == 0, p.stdout
+
+
+def test_named_objects_must_exist(tmp_path):
+    write(tmp_path, "src/core/ok.c", "int x;\n")
+    p = check(tmp_path, tmp_path / "nothing")
+    assert p.returncode == 1 and "no objects" in p.stdout, p.stdout
+
+
+def test_the_built_tree_names_nothing_above_it():
+    if not (ROOT / "build" / "obj" / "src").is_dir():
+        pytest.skip("build/obj is not built (run make)")
+    p = check(ROOT, ROOT / "build" / "obj")
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "every symbol an object names is defined at or below its layer" in p.stdout
