@@ -93,6 +93,10 @@ struct kis_run_request {
 	 * keeps something there (the wasm tier's code cache) uses it as it
 	 * is, rather than opening the store again. */
 	const char *store_dir;
+	/* The plan is a session's (start_session follows, argv is the agent
+	 * serving the session's socket), not a one-shot run's: said here,
+	 * never guessed from argv. */
+	bool session;
 };
 
 struct kis_plan; /* backend-private: what the backend will do, validated */
@@ -105,6 +109,30 @@ struct kis_session_ctx {
 			       * renamed to sessions/<id> once the session is up;
 			       * NULL in session_state) */
 	int listen_fd;        /* the listening socket the agent serves; -1 after create */
+};
+
+/* One command in a session whose agent serves the session's socket: what
+ * the engine resolved of the caller's exec (kis_session_exec), for the
+ * backend's session_exec. */
+struct kis_session_call {
+	const char *id;            /* the session's id, for messages */
+	char *const *argv;
+	char *const *env;          /* NULL: the session's environment */
+	char *const *env_add;      /* "K=V" for this command only; may be NULL */
+	const char *cwd;           /* NULL: the session's working directory */
+	bool shell;                /* argv[0] is a shell line; cwd and env carry over */
+	bool tty;
+	unsigned rows, cols;       /* the terminal's first size */
+	int resize_fd;             /* readable: re-read tty_fd's size and send it; -1 none */
+	int tty_fd;                /* the caller's terminal; -1 none */
+	struct kis_io io;          /* cancel_fd: each byte read is a signal to forward */
+	struct kis_limits limits;  /* the exec's, merged with the session's (resolved) */
+	int cpu_fd;                /* the session's CPU accounting (session_cpu_fd); -1 none */
+	/* A fresh connection to the session's agent (the engine's: the
+	 * session's socket), or -1 with *err; called again when a channel
+	 * fails before the command was sent. */
+	int (*connect)(void *arg, struct kis_error **err);
+	void *connect_arg;
 };
 
 struct kis_backend {
@@ -164,6 +192,27 @@ struct kis_backend {
 	 * limits the session's tier cannot keep, as plan refuses them at
 	 * create; want holds only the limits the exec names. */
 	int (*exec_limits)(const struct kis_limits *want, struct kis_error **err);
+	/* Run one command in a session through its agent (the backends with
+	 * start_session; NULL for one whose sessions keep no process, where
+	 * each exec is a run of its own). res as for run; the engine's own
+	 * clock passing the exec's wall time sets the reason timeout. 0 the
+	 * exec ended; 1 the agent's channel closed before the command's end
+	 * (the engine tells a destroy under it from a fault); < 0 failure. */
+	int (*session_exec)(const struct kis_session_call *call, struct kis_result *res,
+			    struct kis_error **err);
+	/* Optional: what a killed run of this backend left that only the
+	 * backend can remove (oci: the container). The run recorded it
+	 * (core/record.h) as the line "<leftover_record> <value>" before
+	 * making it; the engine's sweep of the dead run's owner hands value
+	 * to reap with the owner's id (a record names only what its run made
+	 * under that id): 1 something was there (removed, or left under
+	 * dry_run), 0 nothing of the owner's is there, < 0 failure with *err.
+	 * leftover_kind names it in `kis sandbox gc`'s report. */
+	const char *leftover_record, *leftover_kind;
+	int (*reap)(const char *owner, const char *value, bool dry_run, struct kis_error **err);
+	/* Optional: `kis sandbox gc` beyond one store: what the backend left
+	 * from runs of any store whose engine is gone. */
+	void (*collect)(void);
 };
 
 /* Probe b for the store at store_root (NULL: the default). Probes that

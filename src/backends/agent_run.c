@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: MIT */
-/* One exec of a one-shot run through the sandbox's agent, and the host's
- * reading of how it ended (see agent_run.h). */
+/* One exec of a one-shot run through the sandbox's agent, one exec in an
+ * agent's session, and the host's reading of how each ended (agent_run.h). */
 #include "core/util.h"
 
 #include <signal.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "agent/client.h"
 #include "backends/agent_run.h"
@@ -56,6 +57,66 @@ int kis_agent_run_once(const struct kis_agent_run *a, struct kis_result *res,
 		res->reason = KIS_REASON_SIGNALED;
 		res->signal = SIGKILL;
 		res->exit_code = -1;
+	}
+	return 0;
+}
+
+int kis_agent_session_exec(const struct kis_session_call *c, struct kis_result *res,
+			   struct kis_error **err)
+{
+	struct kis_exec_req req = {.argv = (char **)c->argv, .env = (char **)c->env,
+				   .env_add = (char **)c->env_add, .cwd = (char *)c->cwd,
+				   .shell = c->shell, .tty = c->tty, .rows = c->rows, .cols = c->cols,
+				   .limits = c->limits};
+	/* the agent enforces the exec's limits; signals from the caller (the
+	 * CLI's cancel pipe carries signal numbers) are forwarded */
+	struct kis_call call = {.req = &req, .io = c->io, .signal_fd = c->io.cancel_fd,
+				.cancel_fd = -1, .resize_fd = c->resize_fd, .tty_fd = c->tty_fd,
+				.rows = c->rows, .cols = c->cols, .peer = "the session's agent",
+				/* the agent ends the command at wall_ms; the engine's own
+				 * clock is the backstop should the agent not answer */
+				.deadline_ms = kis_monotonic_ms() + c->limits.wall_ms + 10000,
+				/* the session's CPU accounting: an exec's cpu_ms is the CPU
+				 * of all it makes, counted by the cgroup, not the agent's
+				 * clock of one process */
+				.has_cpu = c->cpu_fd >= 0, .cpu_fd = c->cpu_fd,
+				.cpu_limit_ms = c->limits.cpu_ms};
+	struct kis_call_out out;
+	/* A channel that fails before the request went out (a VM's port being
+	 * retired by its broker, an agent busy starting) is tried again on a
+	 * fresh connection: nothing ran yet, so nothing runs twice. */
+	for (int attempt = 0;; attempt++) {
+		_cleanup_close_ int conn = c->connect(c->connect_arg, err);
+		if (conn < 0)
+			return -1;
+		if (kis_call_agent(conn, &call, res, &out, err) == 0)
+			break;
+		if (out.sent || attempt == 3)
+			return -1;
+		if (err) {
+			kis_error_free(*err);
+			*err = NULL;
+		}
+		usleep(200000u << attempt);
+	}
+	if (out.end == KIS_CALL_TIMEOUT) {
+		/* closing the connection makes the agent kill the command */
+		res->exit_code = -1;
+		res->signal = SIGKILL;
+		set_detail(res, KIS_REASON_TIMEOUT,
+			   "the session's agent did not report the end in time: the engine's wall "
+			   "clock ended the exec");
+		return 0;
+	}
+	if (out.end != KIS_CALL_EXIT)
+		return 1; /* the engine tells a destroy under the exec from a fault */
+	if (out.cpu_cut) {
+		char d[120];
+		snprintf(d, sizeof(d), "the session's cpu time passed limits.cpu_ms (%llu ms)",
+			 (unsigned long long)c->limits.cpu_ms);
+		res->exit_code = -1;
+		res->signal = SIGKILL;
+		set_detail(res, KIS_REASON_CPU_LIMIT, d);
 	}
 	return 0;
 }

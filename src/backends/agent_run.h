@@ -31,4 +31,14 @@ struct kis_agent_run {
 int kis_agent_run_once(const struct kis_agent_run *a, struct kis_result *res,
 		       struct kis_error **err);
 
+/* struct kis_backend's session_exec for every backend whose session is an
+ * agent serving the session's socket (process, landlock, bubblewrap, oci,
+ * microvm): HELLO, EXEC, relay, EXIT over call->connect's connection; a
+ * channel that fails before the EXEC went out is tried again on a fresh
+ * one (nothing ran, so nothing runs twice). 1: the agent's channel closed
+ * before the EXIT (its session ended under the exec, or failed). The
+ * engine then explains a failure with the session's evidence. */
+int kis_agent_session_exec(const struct kis_session_call *call, struct kis_result *res,
+			   struct kis_error **err);
+
 #endif

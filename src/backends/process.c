@@ -15,6 +15,7 @@
 #include "confine/confine.h"
 #include "exec/exec.h"
 #include "kis/backend.h"
+#include "backends/agent_run.h"
 
 /* The limits a root command can undo on a tier with no isolation: it may
  * write any cgroup.procs (cgroup v1 checks only the file's mode and the
@@ -194,6 +195,7 @@ static int process_end_session(const struct kis_session_ctx *ctx, struct kis_err
 const struct kis_backend kis_backend_process = {
 	.session_cpu_fd = kis_host_cgroup_cpu_fd,
 	.start_session = process_start_session,
+	.session_exec = kis_agent_session_exec,
 	.end_session = process_end_session,
 	.session_explain = kis_host_cgroup_explain,
 	.exec_limits = process_exec_limits,

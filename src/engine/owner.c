@@ -17,7 +17,7 @@
 #include <sys/statfs.h>
 #include <sys/syscall.h>
 
-#include "backends/oci/bundle.h"
+#include "kis/backend.h"
 #include "confine/confine.h"
 #include "engine/owner.h"
 #include "core/io.h"
@@ -175,26 +175,18 @@ static void reap_pid(struct reap *r, const char *v)
 	report(r, "process", v, done, NULL);
 }
 
-static void reap_crun(struct reap *r, const char *v)
+/* What a backend alone can remove (struct kis_backend's reap): the
+ * backend judges the record, the engine reports what it says. */
+static void reap_leftover(struct reap *r, const struct kis_backend *b, const char *v)
 {
-	size_t pl = strlen(KIS_OCI_PREFIX);
-	if (strncmp(v, KIS_OCI_PREFIX, pl) || !is_owner_id(r, v + pl))
-		return;
-	char bp[512];
-	struct stat st;
-	bool there = (kis_oci_bundle_path(v, bp, sizeof(bp)) == 0 && stat(bp, &st) == 0);
-	char state[600];
-	snprintf(state, sizeof(state), "%s/%s", KIS_OCI_STATE_ROOT, v);
-	there = there || stat(state, &st) == 0;
-	if (!there)
-		return;
-	if (r->dry_run) {
-		report(r, "container", v, 0, NULL);
-		return;
-	}
 	struct kis_error *e = NULL;
-	int done = kis_oci_remove(v, &e) < 0 ? -1 : 1;
-	report(r, "container", v, done, e);
+	int done = b->reap(r->owner, v, r->dry_run, &e);
+	if (done == 0) {
+		kis_error_free(e);
+		return; /* nothing of this owner's there */
+	}
+	report(r, b->leftover_kind ? b->leftover_kind : b->leftover_record, v,
+	       done < 0 ? -1 : r->dry_run ? 0 : 1, e);
 }
 
 /* A recorded cgroup must be a kis leaf under /sys/fs/cgroup named by the
@@ -315,16 +307,42 @@ static void reap_ws(struct reap *r, const char *v)
 }
 
 /* In this order: what runs first (so nothing is busy or re-made), then
- * the container, the groups, the files, the workspace last (a process
- * inside its mount would keep it busy). */
+ * what the backends alone can remove (a container: the slot with no fn,
+ * each backend's leftover_record), the groups, the files, the workspace
+ * last (a process inside its mount would keep it busy). */
 static const struct {
 	const char *kind;
 	void (*fn)(struct reap *r, const char *value);
 } reapers[] = {
-	{"pid", reap_pid},       {"crun", reap_crun}, {"cgroup", reap_cgroup},
+	{"pid", reap_pid},       {NULL, NULL}, {"cgroup", reap_cgroup},
 	{"tmp", reap_tmp},       {"session", reap_session}, {"tty-session", reap_tty_session},
 	{"ws", reap_ws},
 };
+
+/* Each record "<kind> <value>" of buf, newest first (a later record may
+ * depend on an earlier one), to fn or to backend b's reap. */
+static void reap_records(struct reap *r, char *buf, size_t len, const char *kind,
+			 void (*fn)(struct reap *r, const char *value),
+			 const struct kis_backend *b)
+{
+	size_t kl = strlen(kind);
+	for (char *end = buf ? buf + len : NULL; end && end > buf;) {
+		char *nl = end - 1; /* the '\n' ending this line */
+		char *start = nl;
+		while (start > buf && start[-1] != '\n')
+			start--;
+		end = start;
+		if ((size_t)(nl - start) > kl && !strncmp(start, kind, kl) && start[kl] == ' ') {
+			char val[PATH_MAX + 64];
+			snprintf(val, sizeof(val), "%.*s", (int)(nl - start - (long)kl - 1),
+				 start + kl + 1);
+			if (fn)
+				fn(r, val);
+			else
+				reap_leftover(r, b, val);
+		}
+	}
+}
 
 /* The store's reaper of a dead owner (store_reap_fn, store_internal.h),
  * handed to it at every opening the engine makes. */
@@ -362,23 +380,16 @@ static int owner_reap(struct kis_store *s, const char *name, int owner_fd, bool 
 				fclose(mem);
 		}
 	}
+	size_t nb = 0;
+	const struct kis_backend *const *bs = kis_backends(&nb);
 	for (size_t k = 0; k < ARRAY_SIZE(reapers); k++) {
-		/* newest first: a later record may depend on an earlier one */
-		for (char *end = buf ? buf + len : NULL; end && end > buf;) {
-			char *nl = end - 1; /* the '\n' ending this line */
-			char *start = nl;
-			while (start > buf && start[-1] != '\n')
-				start--;
-			end = start;
-			size_t kl = strlen(reapers[k].kind);
-			if ((size_t)(nl - start) > kl && !strncmp(start, reapers[k].kind, kl) &&
-			    start[kl] == ' ') {
-				char val[PATH_MAX + 64];
-				snprintf(val, sizeof(val), "%.*s", (int)(nl - start - (long)kl - 1),
-					 start + kl + 1);
-				reapers[k].fn(&r, val);
-			}
+		if (reapers[k].fn) {
+			reap_records(&r, buf, len, reapers[k].kind, reapers[k].fn, NULL);
+			continue;
 		}
+		for (size_t i = 0; i < nb; i++)
+			if (bs[i]->reap && bs[i]->leftover_record)
+				reap_records(&r, buf, len, bs[i]->leftover_record, NULL, bs[i]);
 	}
 	free(buf);
 	if (dry_run)
@@ -417,16 +428,22 @@ int kis_owner_reap_id(const char *store_root, const char *id, struct kis_error *
 }
 
 /* `kis sandbox gc`: the store's leftovers (the sweep of owners, sessions
- * and temporary directories), then the containers of runs from any store
- * whose engine is gone (their bundle's owner record: backends/oci/crun.c).
+ * and temporary directories), then what each backend left from runs of any
+ * store whose engine is gone (its collect: oci's containers, by their
+ * bundle's owner record).
  * Here, not in the store: the store knows nothing of backends. */
 int kis_store_gc(const char *root, bool dry_run, kis_gc_fn fn, void *ctx, struct kis_error **err)
 {
 	int failed = store_gc(root, owner_reap, dry_run, fn, ctx, err);
 	if (failed < 0)
 		return -1;
-	if (!dry_run)
-		kis_oci_collect();
+	if (!dry_run) {
+		size_t nb = 0;
+		const struct kis_backend *const *bs = kis_backends(&nb);
+		for (size_t i = 0; i < nb; i++)
+			if (bs[i]->collect)
+				bs[i]->collect();
+	}
 	if (failed)
 		return kis_error_set(err, KIS_E_BUSY, 0,
 				     "%d leftover%s could not be removed (listed above)", failed,

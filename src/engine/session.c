@@ -20,9 +20,6 @@
 #include <termios.h>
 #include <time.h>
 
-#include "agent/client.h"
-#include "agent/exec_json.h"
-#include "agent/proto.h"
 #include "engine/internal.h"
 #include "engine/owner.h"
 #include "core/argv.h"
@@ -259,7 +256,8 @@ static int create_ctx(struct kis_engine_ctx *ec, const struct kis_profile *p,
 	TRY(session_backend(ctx, p, &b, &caps, &agent, err));
 	bool agentless = !b->start_session;
 	char *argv[] = {agent, "--listen-fd", "3", NULL};
-	struct kis_run_request req = {.ctx = ctx, .profile = p, .argv = argv, .io = o->io};
+	struct kis_run_request req = {.ctx = ctx, .profile = p, .argv = argv, .io = o->io,
+				      .session = true};
 	kis_limits_resolve(&p->limits, &req.limits);
 	if (agentless) {
 		/* Each exec of an agentless session is a run of this profile:
@@ -631,6 +629,31 @@ static bool session_ending(struct kis_engine_ctx *ec, const char *id)
 	return faccessat(dfd, ENDING_NAME, F_OK, AT_SYMLINK_NOFOLLOW) == 0;
 }
 
+struct session_conn {
+	struct kis_engine_ctx *ec;
+	const char *id;
+	bool tty;
+};
+
+static int session_connect(void *arg, struct kis_error **err)
+{
+	const struct session_conn *sc = arg;
+	return connect_session(sc->ec, sc->id, sc->tty, err);
+}
+
+/* The backend whose session id is, from its meta; NULL: none known. */
+static const struct kis_backend *session_backend_of(struct kis_engine_ctx *ec, const char *id)
+{
+	_cleanup_close_ int sdir = open_sessions_dir(ec, false, NULL, NULL);
+	if (sdir < 0)
+		return NULL;
+	_cleanup_close_ int dfd = openat(sdir, id, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+	json_t *meta = dfd >= 0 ? read_meta(dfd) : NULL;
+	const struct kis_backend *b = meta ? meta_backend(meta) : NULL;
+	json_decref(meta);
+	return b;
+}
+
 static int exec_ec(struct kis_engine_ctx *ec, const char *id, char *const *argv,
 		   const struct kis_exec_options *o, struct kis_result *res,
 		   struct kis_error **err)
@@ -641,62 +664,35 @@ static int exec_ec(struct kis_engine_ctx *ec, const char *id, char *const *argv,
 	int ag = exec_agentless(ec, id, argv, o, res, err);
 	if (ag != 0)
 		return ag < 0 ? -1 : 0;
-	struct kis_exec_req req = {.argv = (char **)argv, .env = o->env, .env_add = o->env_add,
-				   .cwd = (char *)o->cwd, .shell = o->shell, .tty = o->tty,
-				   .rows = o->rows, .cols = o->cols};
-	TRY(session_exec_limits(ec, id, o, &req.limits, err));
+	struct session_conn sc = {.ec = ec, .id = id, .tty = o->tty};
+	struct kis_session_call call = {.id = id, .argv = argv, .env = o->env,
+					.env_add = o->env_add, .cwd = o->cwd, .shell = o->shell,
+					.tty = o->tty, .rows = o->rows, .cols = o->cols,
+					.resize_fd = o->resize_fd, .tty_fd = o->tty_fd, .io = o->io,
+					.cpu_fd = -1, .connect = session_connect, .connect_arg = &sc};
+	TRY(session_exec_limits(ec, id, o, &call.limits, err));
 	if (o->tty && o->tty_fd >= 0) {
 		struct winsize ws;
 		if (ioctl(o->tty_fd, TIOCGWINSZ, &ws) == 0 && ws.ws_row && ws.ws_col) {
-			req.rows = ws.ws_row;
-			req.cols = ws.ws_col;
+			call.rows = ws.ws_row;
+			call.cols = ws.ws_col;
 		}
 	}
+	/* the backend speaks to its agent: the engine names none */
+	const struct kis_backend *b = session_backend_of(ec, id);
+	if (!b || !b->session_exec)
+		return kis_error_set(err, KIS_E_NOT_FOUND, 0,
+				     "session '%s' has no agent to run a command (its backend is "
+				     "unknown here): destroy it and create another", id);
 	snprintf(res->sandbox, sizeof(res->sandbox), "%s", id);
-	/* the agent enforces the exec's limits; signals from the caller (the
-	 * CLI's cancel pipe carries signal numbers) are forwarded */
-	struct kis_call call = {.req = &req, .io = o->io, .signal_fd = o->io.cancel_fd,
-				.cancel_fd = -1, .resize_fd = o->resize_fd, .tty_fd = o->tty_fd,
-				.rows = o->rows, .cols = o->cols, .peer = "the session's agent",
-				/* the agent ends the command at wall_ms; the engine's own
-				 * clock is the backstop should the agent not answer */
-				.deadline_ms = kis_monotonic_ms() + req.limits.wall_ms + 10000};
 	/* the session's CPU accounting: an exec's cpu_ms is the CPU of all it
 	 * makes, counted by the cgroup, not the agent's clock of one process */
 	_cleanup_close_ int cpu_fd = session_cpu_fd(ec, id);
-	call.has_cpu = cpu_fd >= 0;
 	call.cpu_fd = cpu_fd;
-	call.cpu_limit_ms = req.limits.cpu_ms;
-	struct kis_call_out out;
-	/* A channel that fails before the request went out (a VM's port being
-	 * retired by its broker, an agent busy starting) is tried again on a
-	 * fresh connection: nothing ran yet, so nothing runs twice. */
-	for (int attempt = 0;; attempt++) {
-		_cleanup_close_ int conn = connect_session(ec, id, o->tty, err);
-		if (conn < 0)
-			return -1;
-		if (kis_call_agent(conn, &call, res, &out, err) == 0)
-			break;
-		if (out.sent || attempt == 3)
-			return -1;
-		if (err) {
-			kis_error_free(*err);
-			*err = NULL;
-		}
-		usleep(200000u << attempt);
-	}
-	if (out.end == KIS_CALL_TIMEOUT) {
-		/* closing the connection makes the agent kill the command */
-		res->reason = KIS_REASON_TIMEOUT;
-		res->exit_code = -1;
-		res->signal = SIGKILL;
-		free(res->detail);
-		res->detail = strdup("the session's agent did not report the end in time: the "
-				     "engine's wall clock ended the exec");
-		explain_exec(ec, id, res);
-		return 0;
-	}
-	if (out.end != KIS_CALL_EXIT && session_ending(ec, id)) {
+	int r = b->session_exec(&call, res, err);
+	if (r < 0)
+		return -1;
+	if (r == 1 && session_ending(ec, id)) {
 		/* `session destroy` ended the agent under this exec: the run was
 		 * cancelled, and what it printed so far is its output, not an
 		 * internal error that drops it (issue 40 item 9) */
@@ -707,20 +703,10 @@ static int exec_ec(struct kis_engine_ctx *ec, const char *id, char *const *argv,
 		res->detail = strdup("the session was destroyed while the exec ran");
 		return 0;
 	}
-	if (out.end != KIS_CALL_EXIT)
+	if (r == 1)
 		return kis_error_set(err, KIS_E_INTERNAL, 0,
 				     "the agent of session '%s' closed the connection before the exit",
 				     id);
-	if (out.cpu_cut) {
-		char d[120];
-		snprintf(d, sizeof(d), "the session's cpu time passed limits.cpu_ms (%llu ms)",
-			 (unsigned long long)req.limits.cpu_ms);
-		res->reason = KIS_REASON_CPU_LIMIT;
-		res->exit_code = -1;
-		res->signal = SIGKILL;
-		free(res->detail);
-		res->detail = strdup(d);
-	}
 	explain_exec(ec, id, res);
 	return 0;
 }
@@ -900,7 +886,7 @@ static int plan_ctx(const struct kis_ctx *ctx, const struct kis_profile *p, char
 	struct kis_run_request req = {.ctx = ctx, .profile = p, .argv = argv,
 				      .io = {.stdin_fd = -1, .stdout_fd = -1, .stderr_fd = -1,
 					     .cancel_fd = -1},
-				      .sandbox_id = "s-dry-run"};
+				      .sandbox_id = "s-dry-run", .session = true};
 	kis_limits_resolve(&p->limits, &req.limits);
 	/* planned as a run is before its clone: nothing made, nothing
 	 * started; the mounts resolved, held by no one */

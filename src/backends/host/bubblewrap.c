@@ -1012,4 +1012,5 @@ const struct kis_backend kis_backend_bubblewrap = {
 	.run = bubblewrap_run,
 	.plan_free = bubblewrap_plan_free,
 	.start_session = bubblewrap_start_session,
+	.session_exec = kis_agent_session_exec,
 };

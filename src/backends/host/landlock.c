@@ -27,6 +27,7 @@
 #include "backends/host/common.h"
 #include "confine/confine.h"
 #include "core/tree.h"
+#include "backends/agent_run.h"
 
 /* What every profile needs from Landlock: signals and truncation confined
  * to the sandbox; with the network off, no host abstract unix sockets
@@ -312,5 +313,6 @@ const struct kis_backend kis_backend_landlock = {
 	.run = landlock_run,
 	.plan_free = landlock_plan_free,
 	.start_session = landlock_start_session,
+	.session_exec = kis_agent_session_exec,
 	.end_session = landlock_end_session,
 };

@@ -48,6 +48,7 @@
 #include "confine/confine.h"
 #include "net/egress.h"
 #include "core/test_hook.h"
+#include "backends/agent_run.h"
 
 #define MIN_MEM_MIB 128u
 
@@ -895,6 +896,7 @@ const struct kis_backend kis_backend_microvm = {
 	.run = microvm_run,
 	.plan_free = microvm_plan_free,
 	.start_session = microvm_start_session,
+	.session_exec = kis_agent_session_exec,
 	.end_session = microvm_end_session,
 	.session_state = microvm_session_state,
 	.session_explain = microvm_session_explain,

@@ -200,10 +200,9 @@ static int oci_plan(const struct kis_caps *caps, const struct kis_run_request *r
 		free(pl);
 		return -1;
 	}
-	/* session.c asks for the agent serving fd 3: that is the container
-	 * process itself here, not a command run through it */
-	pl->session = req->argv[0] && req->argv[1] && !strcmp(req->argv[1], "--listen-fd") &&
-		      !strcmp(req->argv[0], pl->agent);
+	/* a session's plan (req->session): the agent serving fd 3 is the
+	 * container process itself here, not a command run through it */
+	pl->session = req->session;
 	pl->root = p->root;
 	pl->net = p->net;
 	pl->allow_set = p->net_allow_set;
@@ -1069,6 +1068,28 @@ static int oci_session_explain(const struct kis_session_ctx *ctx, struct kis_res
 	return kis_cgroup_explain_since(&cg, ctx->dir_fd, "oci-events", res);
 }
 
+/* A killed run's container (its record "crun kis-<owner>", written before
+ * crun was asked to make it): removed if its bundle or crun's state is
+ * still there. Only the owner's own container: the record's id must be
+ * the owner's, whatever else the line says. */
+static int oci_reap(const char *owner, const char *ctr, bool dry_run, struct kis_error **err)
+{
+	size_t pl = strlen(KIS_OCI_PREFIX);
+	if (strncmp(ctr, KIS_OCI_PREFIX, pl) || strcmp(ctr + pl, owner))
+		return 0;
+	char bp[512];
+	struct stat st;
+	bool there = kis_oci_bundle_path(ctr, bp, sizeof(bp)) == 0 && stat(bp, &st) == 0;
+	char state[600];
+	snprintf(state, sizeof(state), "%s/%s", KIS_OCI_STATE_ROOT, ctr);
+	there = there || stat(state, &st) == 0;
+	if (!there)
+		return 0;
+	if (dry_run)
+		return 1;
+	return kis_oci_remove(ctr, err) < 0 ? -1 : 1;
+}
+
 const struct kis_backend kis_backend_oci = {
 	.session_cpu_fd = oci_session_cpu_fd,
 	.session_explain = oci_session_explain,
@@ -1084,6 +1105,11 @@ const struct kis_backend kis_backend_oci = {
 	.run = oci_run,
 	.plan_free = oci_plan_free,
 	.start_session = oci_start_session,
+	.session_exec = kis_agent_session_exec,
 	.end_session = oci_end_session,
 	.session_state = oci_session_state,
+	.leftover_record = "crun",
+	.leftover_kind = "container",
+	.reap = oci_reap,
+	.collect = kis_oci_collect,
 };
