@@ -738,3 +738,66 @@ unsigned kis_cgroup_probe(char *why, size_t why_len)
 	}
 	return bits;
 }
+
+/* ---- the record of a group across the engine's lifetime ---- */
+
+int kis_cgroup_save(int dir_fd, const char *name, const struct kis_cgroup *cg,
+		    struct kis_error **err)
+{
+	_cleanup_close_ int fd = openat(dir_fd, name, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC |
+							 O_NOFOLLOW, 0600);
+	_cleanup_fclose_ FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+	if (!f)
+		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot record the cgroup in '%s'",
+				     name);
+	fd = -1; /* the FILE owns it */
+	fprintf(f, "%d\n", (int)cg->mode);
+	for (size_t i = 0; i < ARRAY_SIZE(cg->dirs); i++)
+		fprintf(f, "%s\n%s\n", cg->dirs[i] ? cg->dirs[i] : "-",
+			cg->parents[i] ? cg->parents[i] : "-");
+	if (fflush(f) != 0)
+		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot record the cgroup in '%s'",
+				     name);
+	return 0;
+}
+
+/* A path read back must be a kis leaf or parent under /sys/fs/cgroup: the
+ * file is ours (0600 in a directory of ours), this is belt and braces
+ * before a destroy that kills what the group holds. */
+static bool record_path_ok(const char *line)
+{
+	return !strncmp(line, "/sys/fs/cgroup/", 15) && !strstr(line, "/../") &&
+	       strstr(line, "/kis") != NULL;
+}
+
+struct kis_cgroup *kis_cgroup_load(int dir_fd, const char *name)
+{
+	int fd = dir_fd < 0 ? -1 : openat(dir_fd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	_cleanup_fclose_ FILE *f = fd >= 0 ? fdopen(fd, "re") : NULL;
+	if (!f) {
+		if (fd >= 0)
+			close(fd);
+		return NULL;
+	}
+	struct kis_cgroup *cg = calloc(1, sizeof(*cg));
+	char line[4096];
+	int mode = 0;
+	bool ok = cg && fgets(line, sizeof(line), f) && sscanf(line, "%d", &mode) == 1 &&
+		  (mode == KIS_CG_V1 || mode == KIS_CG_V2);
+	for (size_t k = 0; ok && k < ARRAY_SIZE(cg->dirs); k++) {
+		for (int w = 0; ok && w < 2; w++) {
+			ok = fgets(line, sizeof(line), f) != NULL;
+			line[strcspn(line, "\n")] = '\0';
+			if (ok && strcmp(line, "-")) {
+				char **slot = w ? &cg->parents[k] : &cg->dirs[k];
+				ok = record_path_ok(line) && (*slot = strdup(line)) != NULL;
+			}
+		}
+	}
+	if (!ok) {
+		kis_cgroup_free(cg);
+		return NULL;
+	}
+	cg->mode = (enum kis_cgroup_mode)mode;
+	return cg;
+}

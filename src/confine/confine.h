@@ -261,6 +261,15 @@ KIS_HIDDEN int kis_cgroup_kill(const struct kis_cgroup *cg, struct kis_error **e
 KIS_HIDDEN int kis_cgroup_destroy(struct kis_cgroup *cg, struct kis_error **err);
 /* Free the handle only: the groups stay (for a handle loaded from disk). */
 KIS_HIDDEN void kis_cgroup_free(struct kis_cgroup *cg);
+/* The record of a group that outlives the engine's process (a session's,
+ * a VM's): the file name in the directory dir_fd, written 0600. One
+ * format, here only: the mode on the first line, then each controller's
+ * leaf and its parent, one path a line, "-" for none. */
+KIS_HIDDEN int kis_cgroup_save(int dir_fd, const char *name, const struct kis_cgroup *cg,
+			       struct kis_error **err);
+/* The group recorded in dir_fd's name, or NULL (none, or not ours: only a
+ * kis group under /sys/fs/cgroup/ with no ".." is read back). */
+KIS_HIDDEN struct kis_cgroup *kis_cgroup_load(int dir_fd, const char *name);
 
 /* ------------------------------------------------------- the sandbox's ids */
 

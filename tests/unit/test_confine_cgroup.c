@@ -2,6 +2,7 @@
 /* Tests of src/confine/cgroup.c on the running host: a memory balloon ends
  * in an OOM kill the events show, a fork bomb hits pids.max, nothing stays. */
 #include <errno.h>
+#include <fcntl.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -65,6 +66,43 @@ static bool dirs_exist(const struct kis_cgroup *cg, char saved[3][4096])
 		}
 	}
 	return any;
+}
+
+/* The one record of a group (issue 42: it was written and parsed twice,
+ * by the host tier and the microvm's jail): what is saved loads back the
+ * same, and a record naming a group that is not kis's loads as nothing. */
+static void test_cgroup_record_round_trip_and_refuses_foreign_paths(void **state)
+{
+	(void)state;
+	char dir[] = "/tmp/kis-cgrec-XXXXXX";
+	assert_non_null(mkdtemp(dir));
+	int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	assert_true(dfd >= 0);
+	struct kis_cgroup cg = {.mode = KIS_CG_V1};
+	cg.dirs[0] = "/sys/fs/cgroup/memory/kis/s-x";
+	cg.parents[0] = "/sys/fs/cgroup/memory/kis";
+	cg.dirs[1] = "/sys/fs/cgroup/pids/kis/s-x";
+	cg.parents[1] = "/sys/fs/cgroup/pids/kis";
+	struct kis_error *err = NULL;
+	assert_int_equal(kis_cgroup_save(dfd, "rec", &cg, &err), 0);
+	struct kis_cgroup *back = kis_cgroup_load(dfd, "rec");
+	assert_non_null(back);
+	assert_int_equal(back->mode, KIS_CG_V1);
+	assert_string_equal(back->dirs[0], cg.dirs[0]);
+	assert_string_equal(back->parents[1], cg.parents[1]);
+	assert_null(back->dirs[2]);
+	kis_cgroup_free(back);
+	/* a record rewritten to point at another group is not read back */
+	cg.dirs[1] = "/sys/fs/cgroup/pids/system.slice";
+	assert_int_equal(kis_cgroup_save(dfd, "rec", &cg, &err), 0);
+	assert_null(kis_cgroup_load(dfd, "rec"));
+	cg.dirs[1] = "/sys/fs/cgroup/pids/kis/../../x";
+	assert_int_equal(kis_cgroup_save(dfd, "rec", &cg, &err), 0);
+	assert_null(kis_cgroup_load(dfd, "rec"));
+	assert_null(kis_cgroup_load(dfd, "missing"));
+	unlinkat(dfd, "rec", 0);
+	close(dfd);
+	rmdir(dir);
 }
 
 static void test_probe_reports_limits(void **state)
@@ -206,6 +244,7 @@ static void test_pids_limit_stops_fork_bomb(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_cgroup_record_round_trip_and_refuses_foreign_paths),
 		cmocka_unit_test(test_probe_reports_limits),
 		cmocka_unit_test(test_bad_name_refused),
 		cmocka_unit_test_teardown(test_create_attach_destroy, teardown),

@@ -324,65 +324,17 @@ int kis_host_cgroup_save(int dir_fd, struct kis_run_cgroup *rc, struct kis_error
 	struct kis_cgroup *cg = rc->cg;
 	if (!cg)
 		return 0;
-	_cleanup_close_ int fd = openat(dir_fd, CG_FILE, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC |
-							 O_NOFOLLOW, 0600);
-	_cleanup_fclose_ FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
-	if (!f)
-		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot record the session cgroup");
-	fd = -1; /* the FILE owns it */
-	fprintf(f, "%d\n", (int)cg->mode);
-	for (size_t i = 0; i < ARRAY_SIZE(cg->dirs); i++)
-		fprintf(f, "%s\n%s\n", cg->dirs[i] ? cg->dirs[i] : "-",
-			cg->parents[i] ? cg->parents[i] : "-");
-	if (fflush(f) != 0)
-		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot record the session cgroup");
+	TRY(kis_cgroup_save(dir_fd, CG_FILE, cg, err));
 	/* recorded: the session owns it now, end_session removes it */
-	for (size_t i = 0; i < ARRAY_SIZE(cg->dirs); i++) {
-		free(cg->dirs[i]);
-		free(cg->parents[i]);
-	}
-	free(cg);
+	kis_cgroup_free(cg);
 	rc->cg = NULL;
 	return 0;
-}
-
-/* A path read back must be a kis leaf or parent under /sys/fs/cgroup:
- * the file is ours (0600 in a 0700 directory), this is belt and braces. */
-static char *cg_path(const char *line)
-{
-	if (!strcmp(line, "-"))
-		return NULL;
-	if (strncmp(line, "/sys/fs/cgroup/", 15) || strstr(line, "/../") || !strstr(line, "/kis"))
-		return NULL;
-	return strdup(line);
 }
 
 /* The session's group as recorded by kis_host_cgroup_save, or NULL. */
 static struct kis_cgroup *cgroup_load(int dir_fd)
 {
-	int fd = openat(dir_fd, CG_FILE, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-	FILE *f = fd >= 0 ? fdopen(fd, "r") : NULL;
-	if (!f) {
-		if (fd >= 0)
-			close(fd);
-		return NULL;
-	}
-	struct kis_cgroup *cg = calloc(1, sizeof(*cg));
-	char line[4096];
-	int mode = 0;
-	if (cg && fgets(line, sizeof(line), f) && sscanf(line, "%d", &mode) == 1) {
-		cg->mode = (enum kis_cgroup_mode)mode;
-		for (size_t i = 0; i < ARRAY_SIZE(cg->dirs) * 2 && fgets(line, sizeof(line), f); i++) {
-			line[strcspn(line, "\n")] = '\0';
-			char **slot = i % 2 ? &cg->parents[i / 2] : &cg->dirs[i / 2];
-			*slot = cg_path(line);
-		}
-	} else {
-		free(cg);
-		cg = NULL;
-	}
-	fclose(f);
-	return cg;
+	return kis_cgroup_load(dir_fd, CG_FILE);
 }
 
 void kis_host_cgroup_end(int dir_fd)

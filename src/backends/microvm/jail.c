@@ -632,52 +632,16 @@ int kis_mvm_cgroup_save(const char *dir, const struct kis_cgroup *cg, struct kis
 	if (!cg)
 		return 0; /* rootless: no cgroup (kis_mvm_jail_rootless) */
 	_cleanup_close_ int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	_cleanup_close_ int fd = dfd < 0 ? -1 :
-		openat(dfd, "vmm.cgroup", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
-	if (fd < 0)
+	if (dfd < 0)
 		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot record the VMM's cgroup");
-	dprintf(fd, "%d\n", (int)cg->mode);
-	for (size_t k = 0; k < ARRAY_SIZE(cg->dirs); k++)
-		dprintf(fd, "%s\n%s\n", cg->dirs[k] ? cg->dirs[k] : "-",
-			cg->parents[k] ? cg->parents[k] : "-");
-	return 0;
+	return kis_cgroup_save(dfd, "vmm.cgroup", cg, err);
 }
 
 /* The VMM's cgroup as kis_mvm_cgroup_save wrote it in the directory dfd,
- * or NULL (none, or not ours: only paths under a cgroup mount). */
+ * or NULL (the record's format and checks: confine/cgroup.c). */
 static struct kis_cgroup *cgroup_load(int dfd)
 {
-	int fd = dfd < 0 ? -1 : openat(dfd, "vmm.cgroup", O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-	FILE *f = fd < 0 ? NULL : fdopen(fd, "re");
-	if (!f) {
-		if (fd >= 0)
-			close(fd);
-		return NULL;
-	}
-	struct kis_cgroup *cg = calloc(1, sizeof(*cg));
-	char line[4096];
-	int mode = 0;
-	bool ok = cg && fgets(line, sizeof(line), f) && sscanf(line, "%d", &mode) == 1;
-	for (size_t k = 0; ok && k < ARRAY_SIZE(cg->dirs); k++) {
-		for (int w = 0; ok && w < 2; w++) {
-			ok = fgets(line, sizeof(line), f) != NULL;
-			line[strcspn(line, "\n")] = '\0';
-			/* only our own groups: a path under a cgroup mount */
-			if (ok && strcmp(line, "-")) {
-				ok = !strncmp(line, "/sys/fs/cgroup/", 15) && !strstr(line, "/../");
-				char **slot = w ? &cg->parents[k] : &cg->dirs[k];
-				if (ok)
-					ok = (*slot = strdup(line)) != NULL;
-			}
-		}
-	}
-	fclose(f);
-	if (!ok) {
-		kis_cgroup_free(cg);
-		return NULL;
-	}
-	cg->mode = (enum kis_cgroup_mode)mode;
-	return cg;
+	return kis_cgroup_load(dfd, "vmm.cgroup");
 }
 
 int kis_mvm_cgroup_join(const char *dir, pid_t pid, struct kis_error **err)
