@@ -15,6 +15,14 @@ _kis_ids() { # KIND(base|workspace|session) KIS [STORE-ROOT]
 	"$kis" sandbox "$kind" list "${sr[@]}" 2>/dev/null | awk 'NR > 1 { print $1 }'
 }
 
+_kis_choices() { # KIS FLAG: the values FLAG takes, as `kis sandbox run --help`
+	# lists them ("--tier auto|process|..."): the help writes them from the
+	# library's own tables (src/core/names.c, the backends' registry), so
+	# no list of tiers, network modes or backends is kept here
+	"$1" sandbox run --help 2>/dev/null |
+		awk -v f="$2" '$1 == f && $2 ~ /[|]/ { gsub(/[|]/, " ", $2); print $2; exit }'
+}
+
 _kis() {
 	local cur=${COMP_WORDS[COMP_CWORD]} prev=
 	((COMP_CWORD > 0)) && prev=${COMP_WORDS[COMP_CWORD - 1]}
@@ -64,10 +72,8 @@ _kis() {
 	--workspace) COMPREPLY=($(compgen -W "$(_kis_ids workspace "$kis" "$root")" -- "$cur")); return ;;
 	--store-root | --dir) COMPREPLY=($(compgen -d -- "$cur")); return ;;
 	--profile) COMPREPLY=($(compgen -f -- "$cur")); return ;;
-	--tier) COMPREPLY=($(compgen -W "auto process wasm host container microvm" -- "$cur")); return ;;
-	--backend) COMPREPLY=($(compgen -W "process wasm bubblewrap landlock oci microvm" -- "$cur")); return ;;
-	--net) COMPREPLY=($(compgen -W "off loopback egress host" -- "$cur")); return ;;
-	--root) COMPREPLY=($(compgen -W "host workspace" -- "$cur")); return ;;
+	--tier | --backend | --net | --root)
+		COMPREPLY=($(compgen -W "$(_kis_choices "$kis" "$prev")" -- "$cur")); return ;;
 	--strategy) COMPREPLY=($(compgen -W "auto reflink overlay copy" -- "$cur")); return ;;
 	--accel) COMPREPLY=($(compgen -W "auto kvm tcg" -- "$cur")); return ;;
 	esac

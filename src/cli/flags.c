@@ -10,6 +10,8 @@
 
 #include "cli.h"
 #include "flags.h"
+#include "kis/backend.h"
+#include "kis/profile.h"
 
 struct flag {
 	const char *name;
@@ -28,13 +30,13 @@ struct flag {
 
 static const struct flag flags[] = {
 	{"--profile", NULL, true, RC, "FILE  read the profile (JSON) from FILE first"},
-	{"--tier", "tier", true, RC, "T  auto|process|wasm|host|container|microvm (default auto)"},
-	{"--backend", "backend", true, RC, "B  pin a backend inside the tier"},
+	{"--tier", "tier", true, RC, "{tiers}  the tier (default auto)"},
+	{"--backend", "backend", true, RC, "{backends}  pin a backend inside the tier"},
 	{"--base", "base", true, RC, "ID  clone a fresh workspace from this base"},
 	{"--workspace", "workspace", true, RC, "ID  use this existing workspace"},
 	{"--keep", "keep", false, RC, "keep the workspace a --base run cloned"},
 	{"--root", "root", true, RC, "host|workspace  system view, or the workspace as /"},
-	{"--net", "network.mode", true, RC, "off|loopback|egress|host  (default off)"},
+	{"--net", "network.mode", true, RC, "{nets}  (default off)"},
 	{"--net-allow", "network.allow", true, RC,
 	 "DEST  egress only to A.B.C.D[/N][:PORT[-PORT]] (repeatable)"},
 #define LIMIT_FLAG(f, B, k, d, lo, m, pe, fl, h) {fl, "limits." #f, true, (pe) ? PER_EXEC : RC, h},
@@ -61,12 +63,65 @@ static const struct flag flags[] = {
 	 "DIR  the store (default $KIS_SANDBOX_ROOT or /var/lib/kis/sandbox)"},
 };
 
+/* The choices a help text names by {tiers}, {nets} or {backends}, joined
+ * by '|': read from the library's own tables (the tier and network names
+ * of core/names.c through the public kis_tier_name and kis_net_mode_name,
+ * the backends' registry), never written here; the bash completion reads
+ * them back from this help (scripts/completion/kis.bash, _kis_choices). */
+static void add_choice(char *out, size_t len, size_t *l, const char *name)
+{
+	if (*l + 1 >= len)
+		return;
+	int k = snprintf(out + *l, len - *l, "%s%s", *l ? "|" : "", name);
+	*l = k < 0 ? *l : *l + (size_t)k >= len ? len - 1 : *l + (size_t)k;
+}
+
+static void choices(const char *key, char *out, size_t len)
+{
+	size_t l = 0;
+	out[0] = '\0';
+	if (!strcmp(key, "tiers")) {
+		for (int t = 0; t < KIS_TIER__COUNT; t++)
+			add_choice(out, len, &l, kis_tier_name((enum kis_tier)t));
+	} else if (!strcmp(key, "nets")) {
+		for (int m = 0; m < KIS_NET__COUNT; m++)
+			add_choice(out, len, &l, kis_net_mode_name((enum kis_net_mode)m));
+	} else if (!strcmp(key, "backends")) {
+		size_t n = 0;
+		const struct kis_backend *const *b = kis_backends(&n);
+		for (size_t i = 0; i < n; i++)
+			add_choice(out, len, &l, b[i]->name);
+	}
+}
+
+/* h with each {key} replaced by its choices. */
+static void expand(const char *h, char *out, size_t len)
+{
+	size_t l = 0;
+	while (*h && l + 1 < len) {
+		const char *end = *h == '{' ? strchr(h, '}') : NULL;
+		if (end && end - h < 16) {
+			char key[16], list[256];
+			snprintf(key, sizeof(key), "%.*s", (int)(end - h - 1), h + 1);
+			choices(key, list, sizeof(list));
+			for (const char *c = list; *c && l + 1 < len; c++)
+				out[l++] = *c;
+			h = end + 1;
+			continue;
+		}
+		out[l++] = *h++;
+	}
+	out[l < len ? l : len - 1] = '\0';
+}
+
 void cli_flags_help(FILE *f, unsigned verb)
 {
 	for (size_t i = 0; i < sizeof(flags) / sizeof(flags[0]); i++) {
 		if (!(flags[i].verbs & verb))
 			continue;
-		const char *h = flags[i].help;
+		char text[512];
+		expand(flags[i].help, text, sizeof(text));
+		const char *h = text;
 		const char *sp = flags[i].takes_value ? strchr(h, ' ') : NULL;
 		char left[64];
 		if (sp)

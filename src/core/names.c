@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* The names of tiers and network modes, as the profile, the results and
  * the CLI write them. */
+#include <stdio.h>
 #include <string.h>
 
 #include "core/names.h"
@@ -15,6 +16,28 @@ static const char *const net_names[KIS_NET__COUNT] = {
 	[KIS_NET_OFF] = "off", [KIS_NET_LOOPBACK] = "loopback",
 	[KIS_NET_EGRESS] = "egress", [KIS_NET_HOST] = "host",
 };
+const char *const *kis_tier_names(unsigned *n)
+{
+	*n = KIS_TIER__COUNT;
+	return tier_names;
+}
+
+const char *const *kis_net_mode_names(unsigned *n)
+{
+	*n = KIS_NET__COUNT;
+	return net_names;
+}
+
+void kis_names_expect(const char *const *names, unsigned n, char *out, size_t len)
+{
+	snprintf(out, len, "expected ");
+	for (unsigned k = 0; k < n; k++) {
+		size_t l = strlen(out);
+		snprintf(out + l, len > l ? len - l : 0, "%s%s", names[k],
+			 k + 2 < n ? ", " : k + 2 == n ? " or " : ", not");
+	}
+}
+
 const char *kis_tier_name(enum kis_tier t)
 {
 	return (unsigned)t < KIS_TIER__COUNT ? tier_names[t] : "unknown";

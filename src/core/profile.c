@@ -391,12 +391,8 @@ static int set_named(void *slot, const char *const *names, unsigned n, const cha
 		memcpy(slot, &i, sizeof(i));
 		return 0;
 	}
-	char expect[160] = "expected ";
-	for (unsigned k = 0; k < n; k++) {
-		size_t l = strlen(expect);
-		snprintf(expect + l, sizeof(expect) - l, "%s%s", names[k],
-			 k + 2 < n ? ", " : k + 2 == n ? " or " : ", not");
-	}
+	char expect[160];
+	kis_names_expect(names, n, expect, sizeof(expect));
 	return bad(err, path, expect, v);
 }
 
@@ -573,12 +569,22 @@ int kis_profile_set(struct kis_profile *p, const char *path, const char *v,
 	int r = 0;
 	switch (f->kind) {
 	case F_TIER:
-		if (kis_tier_parse(v, slot) < 0)
-			return bad(err, path, "expected auto, process, wasm, host, container or microvm, not", v);
+		if (kis_tier_parse(v, slot) < 0) {
+			unsigned n;
+			const char *const *names = kis_tier_names(&n);
+			char expect[160];
+			kis_names_expect(names, n, expect, sizeof(expect));
+			return bad(err, path, expect, v);
+		}
 		return 0;
 	case F_NET:
-		if (kis_net_mode_parse(v, slot) < 0)
-			return bad(err, path, "expected off, loopback, egress or host, not", v);
+		if (kis_net_mode_parse(v, slot) < 0) {
+			unsigned n;
+			const char *const *names = kis_net_mode_names(&n);
+			char expect[160];
+			kis_names_expect(names, n, expect, sizeof(expect));
+			return bad(err, path, expect, v);
+		}
 		p->net_explicit = true;
 		return 0;
 	case F_ROOT:

@@ -210,6 +210,9 @@ comp "kis sandbox run --base "
 comp "kis sandbox base "
 comp "kis sandbox run -- ech"
 comp "kis sandbox session "
+comp "kis sandbox run --tier "
+comp "kis sandbox create --backend "
+comp "kis sandbox run --net "
 '''
 
 
@@ -233,6 +236,12 @@ def test_bash_completion_offers_verbs_flags_and_a_base_id(store, tmp_path):
     assert lines[5].split() == ["import", "list", "remove", "--help"]
     assert "echo" in lines[6].split()
     assert lines[7].split() == ["list", "destroy", "create", "exec", "shell", "--help"]
+    # the choices come from the binary's help, which writes them from the
+    # library's tables (core/names.c, the backends' registry; issue 42)
+    assert lines[8].split() == ["auto", "process", "wasm", "host", "container", "microvm"]
+    backends = [b["backend"] for b in json.loads(kis("backends", "--json").stdout)]
+    assert lines[9].split() == backends
+    assert lines[10].split() == ["off", "loopback", "egress", "host"]
 
 
 def _zsh_complete(tmp_path, typed):
