@@ -87,3 +87,23 @@ def test_the_built_tree_names_nothing_above_it():
     p = check(ROOT, ROOT / "build" / "obj")
     assert p.returncode == 0, p.stdout + p.stderr
     assert "every symbol an object names is defined at or below its layer" in p.stdout
+
+
+def test_the_engine_names_no_backend(tmp_path):
+    # issue 42: engine/owner.c called crun's kis_oci_remove and session.c
+    # the agent's kis_call_agent; of a backend's folder the engine names
+    # only its table (kis_backend_<name>, the registry)
+    compile_into(tmp_path, "src/backends/oci/oci.c",
+                 "int kis_backend_oci;\nint kis_oci_remove(void) { return 0; }\n")
+    compile_into(tmp_path, "src/agent/client.c", "int kis_call_agent(void) { return 0; }\n")
+    compile_into(tmp_path, "src/engine/select.c",
+                 "extern int kis_backend_oci;\nint *reg(void) { return &kis_backend_oci; }\n")
+    assert check(tmp_path, tmp_path / "build" / "obj").returncode == 0
+    compile_into(tmp_path, "src/engine/owner.c",
+                 "int kis_oci_remove(void);\nint kis_call_agent(void);\n"
+                 "int reap(void) { return kis_oci_remove() + kis_call_agent(); }\n")
+    p = check(tmp_path, tmp_path / "build" / "obj")
+    assert p.returncode == 1, p.stdout
+    assert "src/engine/owner.o names kis_oci_remove" in p.stdout, p.stdout
+    assert "src/engine/owner.o names kis_call_agent" in p.stdout, p.stdout
+    assert "the engine names no backend" in p.stdout
