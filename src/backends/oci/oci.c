@@ -49,6 +49,10 @@
 #include "exec/spawn.h"
 #include "net/egress.h"
 
+/* The owner's record of a container this backend is about to make (read
+ * back by oci_reap through the engine's sweep of a dead run) */
+#define OCI_LEFTOVER "crun"
+
 static long read_max_userns(void)
 {
 	FILE *f = fopen("/proc/sys/user/max_user_namespaces", "re");
@@ -859,7 +863,7 @@ static int oci_run(struct kis_plan *pl, struct kis_result *res, struct kis_error
 	char bp[256];
 	/* recorded before the bundle exists (core/record.h, engine/owner.h): killed from
 	 * here on, the engine leaves a record the next command sweeps by */
-	if (kis_owner_note("crun", "%s", pl->ctr_id) < 0)
+	if (kis_owner_note(OCI_LEFTOVER, "%s", pl->ctr_id) < 0)
 		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot record container '%s'",
 				     pl->ctr_id);
 	if (userns_up(pl, pl->ctr_id + strlen(KIS_OCI_PREFIX), err) < 0 ||
@@ -993,7 +997,7 @@ static int oci_start_session(struct kis_plan *pl, const struct kis_session_ctx *
 			       ctx->id) < 0)
 		return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "session path");
 	/* the creator's until the session is published (core/record.h, engine/owner.h) */
-	if (kis_owner_note("crun", "%s", pl->ctr_id) < 0)
+	if (kis_owner_note(OCI_LEFTOVER, "%s", pl->ctr_id) < 0)
 		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot record container '%s'",
 				     pl->ctr_id);
 	int started = userns_up(pl, ctx->id, err) < 0 || egress_up(pl, ctx->id, true, err) < 0 ?
@@ -1108,7 +1112,7 @@ const struct kis_backend kis_backend_oci = {
 	.session_exec = kis_agent_session_exec,
 	.end_session = oci_end_session,
 	.session_state = oci_session_state,
-	.leftover_record = "crun",
+	.leftover_record = OCI_LEFTOVER,
 	.leftover_kind = "container",
 	.reap = oci_reap,
 	.collect = kis_oci_collect,
