@@ -55,7 +55,12 @@ static char *fetch_script(void)
 	if (self_dir(self) < 0)
 		return NULL;
 	static const char *const rel[] = {"../lib/kis/fetch-guest.sh",
-					  "../scripts/guest/fetch-kernel.sh"};
+					  "../scripts/guest/fetch-kernel.sh",
+#ifdef KIS_TEST_BUILD
+					  /* the test build's kis lies one deeper, build/test/kis */
+					  "../../scripts/guest/fetch-kernel.sh",
+#endif
+	};
 	for (size_t i = 0; i < sizeof(rel) / sizeof(rel[0]); i++) {
 		char *p = NULL;
 		if (asprintf(&p, "%s/%s", self, rel[i]) < 0)
