@@ -175,6 +175,7 @@ static int process_start_session(struct kis_plan *pl, const struct kis_session_c
 		.argv = pl->n.argv, .envp = pl->n.envp, .cwd = pl->n.cwd, .stdin_fd = -1,
 		.pass_fd3 = true, .fd3 = ctx->listen_fd,
 		.child_setup = process_child_setup, .child_ctx = &rc,
+		.tethered = true, /* the creator's until the session is published */
 	};
 	int r = kis_spawn_detached(&sp, pid, err);
 	if (r >= 0 && kis_host_cgroup_save(ctx->dir_fd, &rc, err) < 0) {

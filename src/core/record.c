@@ -2,11 +2,13 @@
 /* The thread's record of what a run makes (record.h). */
 #include "core/util.h"
 
+#include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/wait.h>
 
 #include "core/record.h"
 #include "core/test_hook.h"
@@ -26,6 +28,65 @@ void kis_record_pop(struct kis_record_sink *s)
 			current = s->prev;
 			return;
 		}
+}
+
+void kis_record_init(struct kis_record_sink *s, int fd, const char *id)
+{
+	*s = (struct kis_record_sink){.fd = fd, .id = id, .tether = {-1, -1}};
+}
+
+/* The tether belongs to the outermost record (record.h). */
+static struct kis_record_sink *outermost(void)
+{
+	struct kis_record_sink *o = current;
+	while (o && o->prev)
+		o = o->prev;
+	return o;
+}
+
+int kis_owner_tether(void)
+{
+	struct kis_record_sink *o = outermost();
+	if (!o) {
+		errno = ENOENT;
+		return -1;
+	}
+	if (o->tether[0] < 0 && pipe2(o->tether, O_CLOEXEC) < 0) {
+		o->tether[0] = o->tether[1] = -1;
+		return -1;
+	}
+	return o->tether[0];
+}
+
+void kis_owner_tether_watcher(pid_t pid)
+{
+	struct kis_record_sink *o = outermost();
+	/* past the table's end a watcher is not reaped by us: it is left to
+	 * whoever reaps our children once we exit (a zombie until then) */
+	if (o && pid > 0 && o->n_watchers < KIS_TETHER_WATCHERS)
+		o->watchers[o->n_watchers++] = pid;
+}
+
+void kis_record_tether_end(struct kis_record_sink *s, bool handover)
+{
+	if (s->tether[1] >= 0) {
+		/* the byte stays in the pipe: every watcher sees it (FIONREAD);
+		 * a write that failed (it cannot, on an empty pipe) reads as
+		 * the end, which kills: never a process left untied */
+		if (handover)
+			(void)!RETRY_EINTR(write(s->tether[1], "h", 1));
+		close(s->tether[1]);
+		s->tether[1] = -1;
+	}
+	if (s->tether[0] >= 0) {
+		close(s->tether[0]);
+		s->tether[0] = -1;
+	}
+	/* each watcher exits as soon as it saw the byte or the end (after
+	 * killing what it watched): a short wait, and no zombie is left */
+	for (size_t i = 0; i < s->n_watchers; i++)
+		RETRY_EINTR(waitpid(s->watchers[i], NULL, 0));
+	s->n_watchers = 0;
 }
 
 bool kis_owner_active(void)

@@ -57,6 +57,7 @@ int kis_owner_begin(struct kis_store *s, const char *id, struct kis_owner **out,
 	if (!o)
 		return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "out of memory");
 	snprintf(o->id, sizeof(o->id), "%s", id);
+	kis_record_init(&o->sink, -1, o->id); /* no tether yet: kis_owner_end may run */
 	o->store = s;
 	o->fd = -1;
 	o->owners_fd = fcntl(s->owners_fd, F_DUPFD_CLOEXEC, 3);
@@ -73,7 +74,6 @@ int kis_owner_begin(struct kis_store *s, const char *id, struct kis_owner **out,
 		return -1;
 	}
 	o->sink.fd = o->fd;
-	o->sink.id = o->id;
 	kis_record_push(&o->sink);
 	*out = o;
 	return 0;
@@ -84,6 +84,10 @@ void kis_owner_end(struct kis_owner *o, bool undo)
 	if (!o)
 		return;
 	kis_record_pop(&o->sink);
+	/* What was tied to the engine (core/record.h, the tether) is handed
+	 * over with a published session, or killed by its watchers now,
+	 * before the records are undone: nothing runs while they go. */
+	kis_record_tether_end(&o->sink, !undo);
 	/* Nothing recorded (the file is empty: every record is a line
 	 * appended through o->fd, which only this owner writes, under its
 	 * lock) leaves nothing to undo. The reap reads through the store the

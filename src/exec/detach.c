@@ -10,10 +10,19 @@
 #include <sys/socket.h>
 #include <sys/wait.h>
 
+#include "core/record.h"
 #include "exec/spawn.h"
+#include "exec/tether.h"
 
 int kis_spawn_detached(struct kis_spawn *sp, pid_t *pid, struct kis_error **err)
 {
+	/* tethered inside a run: the middle process stays as the command's
+	 * watcher until the run hands it over (tether.h) */
+	int tether = sp->tethered && kis_owner_active() ? kis_owner_tether() : -1;
+	if (sp->tethered && kis_owner_active() && tether < 0)
+		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot tie '%s' to the engine",
+				     sp->argv[0]);
+	pid_t engine = getpid();
 	int sock[2];
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sock) < 0)
 		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot create a socket pair");
@@ -26,13 +35,19 @@ int kis_spawn_detached(struct kis_spawn *sp, pid_t *pid, struct kis_error **err)
 	if (mid == 0) {
 		close(sock[0]);
 		setsid();
+		int pfd = tether >= 0 ? kis_tether_prepare(engine) : -1;
+		if (pfd == -2)
+			_exit(1); /* the engine is gone already: start nothing */
 		pid_t g = fork();
 		if (g < 0)
 			_exit(1);
 		if (g > 0) {
 			int32_t v = g;
 			(void)!send(sock[1], &v, sizeof(v), MSG_NOSIGNAL);
-			_exit(0);
+			if (tether < 0)
+				_exit(0);
+			close(sock[1]); /* the engine reads the command's report to its end */
+			kis_tether_watch(tether, pfd, g);
 		}
 		int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
 		struct kis_spawn s = *sp;
@@ -40,8 +55,12 @@ int kis_spawn_detached(struct kis_spawn *sp, pid_t *pid, struct kis_error **err)
 		kis_child_main(&s, sock[1], devnull, devnull);
 	}
 	close(sock[1]);
-	int status;
-	RETRY_EINTR(waitpid(mid, &status, 0));
+	if (tether < 0) {
+		int status;
+		RETRY_EINTR(waitpid(mid, &status, 0));
+	} else {
+		kis_owner_tether_watcher(mid); /* reaped when the tether ends */
+	}
 	int32_t g = 0;
 	ssize_t n = RETRY_EINTR(recv(sock[0], &g, sizeof(g), 0));
 	if (n != (ssize_t)sizeof(g) || g <= 0) {

@@ -40,6 +40,12 @@ struct kis_spawn {
 	/* An extra descriptor the command receives as fd 3. */
 	bool pass_fd3;
 	int fd3;
+	/* kis_spawn_detached inside a run (core/record.h): the command is
+	 * tied to the engine until the run hands it over (a session's, once
+	 * published): the start's middle process stays as its watcher and
+	 * kills it, and whatever it started, if the engine dies first or
+	 * ends the run without a handover (exec/tether.h). */
+	bool tethered;
 	/* Set by kis_exec_run (a one-shot command dies with its engine,
 	 * PR_SET_PDEATHSIG); a detached start leaves it false. */
 	bool die_with_parent;
@@ -131,7 +137,8 @@ int kis_cpu_next_look_ms(uint64_t used_ms, uint64_t limit_ms, int tick_ms);
 
 /* Start a long-lived command (an agent) detached from the caller: a new
  * session, stdin/stdout/stderr on /dev/null, reparented away from us
- * (double fork). Returns once it has exec'd; *pid is its pid. */
+ * (double fork; tethered, once the run hands it over). Returns once it
+ * has exec'd; *pid is its pid. */
 int kis_spawn_detached(struct kis_spawn *sp, pid_t *pid, struct kis_error **err);
 
 /* Start a command as our child, in its own process group, with stdout and

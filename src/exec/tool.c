@@ -25,13 +25,11 @@ static int place(int fd, int n, int nul)
 	return dup2(from, n) < 0 ? -1 : 0;
 }
 
-static __attribute__((noreturn)) void child(const struct kis_tool *t, int nul)
+static __attribute__((noreturn)) void child(const struct kis_tool *t, int nul, pid_t parent)
 {
 	static char *const tool_env[] = {KIS_TOOL_PATH, NULL};
 	if (t->own_pgrp)
 		setpgid(0, 0);
-	if (t->die_with_parent)
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
 	/* The map's sources may sit on 0..2 or on each other's targets: move
 	 * them all above the highest number first. */
 	int hi = 10;
@@ -69,6 +67,16 @@ static __attribute__((noreturn)) void child(const struct kis_tool *t, int nul)
 		_exit(125);
 	if (t->child_setup && t->child_setup(t->child_arg) < 0)
 		_exit(126);
+	/* Every tool dies with the engine (mkfs over a VM's disk, crun, the
+	 * e2fsprogs): the parent-death signal, set last, after the setup's
+	 * changes of credentials, which clear it (prctl(2) PR_SET_PDEATHSIG;
+	 * kernel/cred.c commit_creds). It fires when the thread that started
+	 * us ends, the one that waits for us. An engine that died before the
+	 * call shows as another parent: then nothing runs. (An exec of a
+	 * set-user-ID tool, newuidmap, clears it again; those end by
+	 * themselves within a moment.) */
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != parent)
+		_exit(125);
 	const char *prog = t->path ? t->path : t->argv[0];
 	execve(prog, t->argv, t->envp ? t->envp : tool_env);
 	dprintf(2, "cannot execute '%s': %s", prog, strerror(errno));
@@ -78,12 +86,13 @@ static __attribute__((noreturn)) void child(const struct kis_tool *t, int nul)
 struct tool_child {
 	const struct kis_tool *t;
 	int nul;
+	pid_t parent;
 };
 
 static int tool_child_main(void *p)
 {
 	struct tool_child *c = p;
-	child(c->t, c->nul);
+	child(c->t, c->nul, c->parent);
 }
 
 int kis_tool_start(const struct kis_tool *t, pid_t *pid, struct kis_error **err)
@@ -95,7 +104,7 @@ int kis_tool_start(const struct kis_tool *t, pid_t *pid, struct kis_error **err)
 	int nul = open("/dev/null", O_RDWR | O_CLOEXEC);
 	if (nul < 0)
 		return kis_error_set(err, KIS_E_INTERNAL, errno, "/dev/null");
-	struct tool_child c = {.t = t, .nul = nul};
+	struct tool_child c = {.t = t, .nul = nul, .parent = getpid()};
 	pid_t p = kis_spawn_clone(tool_child_main, &c, t->vfork_ok);
 	int e = errno;
 	close(nul);

@@ -4,8 +4,8 @@
  * Each gets the same care, written once: a fixed environment (never the
  * caller's: issue 23), /dev/null where no stream is given, the descriptors
  * of the map and nothing else (O_CLOEXEC everywhere else), its own process
- * group if asked, death with the engine if asked, and the caller's
- * confinement applied last in the child before execve. */
+ * group if asked, death with the engine (always: a tool is waited for),
+ * and the caller's confinement applied last in the child before execve. */
 #ifndef KIS_EXEC_TOOL_H
 #define KIS_EXEC_TOOL_H
 
@@ -31,7 +31,6 @@ struct kis_tool {
 	struct kis_tool_fd map[4];
 	size_t n_map;
 	bool own_pgrp;       /* setpgid(0, 0): a terminal's ^C reaches the engine only */
-	bool die_with_parent; /* PR_SET_PDEATHSIG SIGKILL */
 	/* Confinement (or another last step) in the child before execve;
 	 * < 0 ends the child with 126 before the program runs. */
 	int (*child_setup)(void *arg);

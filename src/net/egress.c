@@ -1084,6 +1084,8 @@ static int spawn_helper(struct kis_spawn *sp, bool die_with_us, int out_fd, int 
 			pid_t *pid, int *pidfd, struct kis_error **err)
 {
 	pid_t p = -1;
+	/* a session's: the creator's until the session is published */
+	sp->tethered = !die_with_us;
 	if (die_with_us)
 		TRY(kis_spawn_start(sp, out_fd, err_fd, &p, err));
 	else

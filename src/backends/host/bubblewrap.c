@@ -958,6 +958,10 @@ static int bubblewrap_start_session(struct kis_plan *pl, const struct kis_sessio
 	struct kis_spawn sp = {
 		.argv = argv, .envp = (char *const *)bwrap_env, .cwd = "/", .stdin_fd = -1,
 		.child_setup = bw_child, .child_ctx = &s, .pass_fd3 = true, .fd3 = ctx->listen_fd,
+		/* the creator's until the session is published: its watcher
+		 * kills bwrap and the agent, bwrap's child (no --die-with-parent
+		 * for a session, whose bwrap outlives its parent) */
+		.tethered = true,
 	};
 	pid_t bw = 0;
 	if (kis_spawn_detached(&sp, &bw, err) < 0)

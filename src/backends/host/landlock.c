@@ -279,6 +279,7 @@ static int landlock_start_session(struct kis_plan *pl, const struct kis_session_
 		 * the agent itself unable to start) */
 		.child_setup = ll_child, .child_ctx = &s,
 		.pass_fd3 = true, .fd3 = ctx->listen_fd,
+		.tethered = true, /* the creator's until the session is published */
 	};
 	int r = kis_spawn_detached(&sp, pid, err);
 	/* the cgroup outlives us: end_session finds it in the session's dir */

@@ -36,6 +36,7 @@
 
 #include "backends/microvm/vm.h"
 #include "confine/confine.h"
+#include "exec/tether.h"
 #include "kis/backend.h"
 
 /* Where the jail's root is built, in the child's own mount namespace only:
@@ -587,7 +588,15 @@ int kis_mvm_jail_spawn(const struct kis_mvm_jail *j, const struct kis_mvm_jail_c
 		return 0;
 	}
 	/* a session: a middle process leaves our session, launches, reports
-	 * the VMM's pid (or why not) and exits, so the VMM is init's child */
+	 * the VMM's pid (or why not) and exits, so the VMM is init's child.
+	 * Inside a create (core/record.h) the VMM is the creator's until the
+	 * session is published: the middle stays as its watcher and kills
+	 * it if the engine dies first (exec/tether.h), at any point, also
+	 * while the jail is still being built. */
+	int tether = kis_owner_active() ? kis_owner_tether() : -1;
+	if (kis_owner_active() && tether < 0)
+		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot tie the VMM to the engine");
+	pid_t engine = getpid();
 	int sp[2];
 	if (pipe2(sp, O_CLOEXEC) < 0)
 		return kis_error_set(err, KIS_E_INTERNAL, errno, "pipe");
@@ -600,22 +609,35 @@ int kis_mvm_jail_spawn(const struct kis_mvm_jail *j, const struct kis_mvm_jail_c
 	if (m == 0) {
 		close(sp[0]);
 		setsid();
+		/* an engine gone meanwhile must not kill us by SIGPIPE before
+		 * we are watching: the pidfd taken first tells of its death */
+		signal(SIGPIPE, SIG_IGN);
+		int pfd = tether >= 0 ? kis_tether_prepare(engine) : -1;
+		if (pfd == -2)
+			_exit(1); /* the engine is gone already: start nothing */
 		pid_t p = jail_launch(j, c, why, sizeof(why));
 		int32_t v = p;
 		(void)!write(sp[1], &v, sizeof(v));
 		if (p < 0)
 			(void)!write(sp[1], why, strlen(why));
-		_exit(p < 0);
+		if (p < 0 || tether < 0)
+			_exit(p < 0);
+		close(sp[1]);
+		kis_tether_watch(tether, pfd, p);
 	}
 	close(sp[1]);
 	char buf[4 + 300];
 	ssize_t k = RETRY_EINTR(read(sp[0], buf, sizeof(buf) - 1));
 	close(sp[0]);
-	int st;
-	RETRY_EINTR(waitpid(m, &st, 0));
 	int32_t v = -1;
 	if (k >= 4)
 		memcpy(&v, buf, 4);
+	if (tether < 0 || v <= 0) {
+		int st;
+		RETRY_EINTR(waitpid(m, &st, 0));
+	} else {
+		kis_owner_tether_watcher(m); /* reaped when the tether ends */
+	}
 	if (v <= 0) {
 		buf[k > 4 ? k : 4] = '\0';
 		return kis_error_set(err, KIS_E_INTERNAL, 0, "microvm: %s",

@@ -347,7 +347,6 @@ int kis_oci_crun_spawn_staged(char *const *argv, int fd_keep, struct kis_oci_sta
 	 * fork clears the parent-death signal for it: prctl(2)); what it made
 	 * is swept by the run's owner record (core/record.h, engine/owner.h) */
 	t.own_pgrp = true;
-	t.die_with_parent = true;
 	return kis_tool_start(&t, pid_out, err);
 }
 

@@ -47,6 +47,7 @@
 #include "core/record.h"
 #include "core/io.h"
 #include "exec/spawn.h"
+#include "exec/tether.h"
 #include "net/egress.h"
 
 /* The owner's record of a container this backend is about to make (read
@@ -983,6 +984,13 @@ static int oci_run(struct kis_plan *pl, struct kis_result *res, struct kis_error
 	return r;
 }
 
+/* A guard's last act for a container whose creator died: crun's own
+ * forced delete (its processes killed, its cgroup and state gone). */
+static void remove_abandoned(void *ctr_id)
+{
+	(void)kis_oci_remove(ctr_id, NULL);
+}
+
 static int oci_start_session(struct kis_plan *pl, const struct kis_session_ctx *ctx, pid_t *pid,
 			     struct kis_error **err)
 {
@@ -1000,6 +1008,10 @@ static int oci_start_session(struct kis_plan *pl, const struct kis_session_ctx *
 	if (kis_owner_note(OCI_LEFTOVER, "%s", pl->ctr_id) < 0)
 		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot record container '%s'",
 				     pl->ctr_id);
+	/* and tied to it meanwhile: `crun run --detach` leaves the container
+	 * to init, so a guard of ours removes it if the creator dies before
+	 * the session is published (exec/tether.h), with no later command */
+	TRY(kis_tether_guard(remove_abandoned, pl->ctr_id, err));
 	int started = userns_up(pl, ctx->id, err) < 0 || egress_up(pl, ctx->id, true, err) < 0 ?
 			      -1 : start_detached(pl, ctx->listen_fd, final, err);
 	userns_down(pl); /* `crun run --detach` returned: the container holds it */
