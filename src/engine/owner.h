@@ -23,7 +23,11 @@
  * killed first, then containers, cgroups, temporary directories, the
  * session's half-made directory and last the workspace clone. What the
  * kernel can tie to the engine's life is tied as well (PR_SET_PDEATHSIG,
- * the QEMU of a one-shot run); the records are for the rest.
+ * the QEMU of a one-shot run, every tool), and what must outlive the
+ * engine once a session is published is tied to the owner's tether until
+ * then (core/record.h: its watchers kill it when the engine dies, with no
+ * sweep needed; kis_owner_end hands it over when undo is false); the
+ * records are for the rest.
  *
  * The owner being recorded to is the calling thread's (one run per thread
  * at a time): the places that make things (the cgroup code, the private

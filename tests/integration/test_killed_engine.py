@@ -63,6 +63,8 @@ while True:
 # up to 0.4 s, then wider (a run's command is under way by then).
 HOST_POINTS = ([0.01 * k for k in range(1, 13)] + [0.025 * k for k in range(6, 17)] +
                [0.5, 0.75, 1.0])
+# With egress (pasta's ~100 ms of setup on top): fewer points, wider.
+EGRESS_POINTS = [0.03, 0.08, 0.13, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.85]
 # The microvm boots under TCG here: fewer points, over its whole create
 # (a restore of the shared snapshot, about 1 s) and run (about 2 s).
 MVM_CREATE_POINTS = [0.05, 0.15, 0.3, 0.45, 0.6, 0.8, 1.0, 1.3]
@@ -155,12 +157,15 @@ class Attempt:
         return sorted(n for _, n in alive)
 
 
+CAPS = {}
+
+
 def require(backend, env):
     if os.geteuid() != 0:
         pytest.skip("needs root (cgroups, crun, the VMM's jail)")
     p = kis("backends", "--json", env=env, timeout=120)
-    caps = {c["backend"]: c for c in json.loads(p.stdout)} if p.returncode == 0 else {}
-    c = caps.get(backend)
+    CAPS.update({c["backend"]: c for c in json.loads(p.stdout)} if p.returncode == 0 else {})
+    c = CAPS.get(backend)
     if not c or not c.get("available"):
         pytest.skip(f"{backend} is absent here: {c and (c.get('why_absent') or c.get('status'))}")
 
@@ -206,6 +211,22 @@ def test_killed_engine_leaves_no_process_without_a_later_command(backend, verb):
     else:  # the command outlasts every point
         r = kill_at_points(verb, [*flags, "--", "sleep", "60"], HOST_POINTS, {}, 3)
         check(backend, verb, r, len(HOST_POINTS))
+
+
+@pytest.mark.parametrize("verb", ["create", "run"])
+@pytest.mark.parametrize("backend", ["bubblewrap", "oci"])
+def test_killed_engine_leaves_no_pasta_without_a_later_command(backend, verb):
+    """With egress, pasta too: a session's (detached) and a run's."""
+    require(backend, {})
+    if "egress" not in (CAPS.get(backend) or {}).get("network", "egress"):
+        pytest.skip(f"no egress on {backend} here")
+    flags = ["--backend", backend, "--net", "egress"]
+    if verb == "create":
+        check(backend, "create --net egress",
+              kill_at_points(verb, flags, EGRESS_POINTS, {}, 3), 4)
+    else:
+        r = kill_at_points(verb, [*flags, "--", "sleep", "60"], EGRESS_POINTS, {}, 3)
+        check(backend, "run --net egress", r, len(EGRESS_POINTS))
 
 
 @pytest.fixture(scope="module")
