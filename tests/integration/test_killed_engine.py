@@ -58,11 +58,11 @@ while True:
         break
 """
 
-# Kill points, in seconds after kis started: every 10 ms over the first
-# 0.12 s (a host tier's create is done in about 0.1 s here), every 25 ms
-# up to 0.4 s, then wider (a run's command is under way by then).
-HOST_POINTS = ([0.01 * k for k in range(1, 13)] + [0.025 * k for k in range(6, 17)] +
-               [0.5, 0.75, 1.0])
+# Kill points, in seconds after kis started: every 5 ms over the first
+# 60 ms (a host tier's create is done in 50-100 ms here, more under
+# load), then wider.
+HOST_POINTS = ([0.005 * k for k in range(1, 13)] +
+               [0.08, 0.1, 0.125, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5, 0.75])
 # A run's command (sleep 60) outlasts every point: fewer, over its start.
 HOST_RUN_POINTS = [0.02, 0.05, 0.08, 0.11, 0.14, 0.18, 0.22, 0.26, 0.3, 0.35, 0.4, 0.5, 0.6,
                    0.75, 0.9, 1.0]
@@ -210,7 +210,7 @@ def test_killed_engine_leaves_no_process_without_a_later_command(backend, verb):
     require(backend, {})
     flags = ["--backend", backend]
     if verb == "create":
-        check(backend, verb, kill_at_points(verb, flags, HOST_POINTS, {}, 3), 8)
+        check(backend, verb, kill_at_points(verb, flags, HOST_POINTS, {}, 3), 6)
     else:  # the command outlasts every point
         r = kill_at_points(verb, [*flags, "--", "sleep", "60"], HOST_RUN_POINTS, {}, 3)
         check(backend, verb, r, len(HOST_RUN_POINTS))
