@@ -48,7 +48,7 @@ const char *kis_owner_id(void);
 /* The tether of the current record. A process the run starts that may
  * outlive the engine (a session's agent, VMM, pasta, container) is tied
  * to the engine until the command that made it hands it over: its
- * watcher, a process of ours (exec/exec.h, kis_tether_watch), holds the
+ * watcher, a process of ours (exec/tether.h, kis_tether_watch), holds the
  * read end of this pipe and a pidfd of the engine, and when the engine
  * dies or ends the record without a handover (the pipe's last writer
  * closes, or the pidfd turns readable: pidfd_open(2)) it kills what it
