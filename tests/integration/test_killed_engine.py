@@ -58,19 +58,19 @@ while True:
         break
 """
 
-# Kill points, in seconds after kis started: every 5 ms over the first
-# 60 ms (a host tier's create is done in 50-100 ms here, more under
-# load), then wider.
-HOST_POINTS = ([0.005 * k for k in range(1, 13)] +
-               [0.08, 0.1, 0.125, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5, 0.75])
+# Kill points of a create: spread over its own duration, measured first
+# (a host tier's create takes 25 ms on a quiet machine here and 100 ms on
+# a busy one), so they fall over its whole course whatever the load.
+CREATE_FRACTIONS = [k / 20 for k in range(1, 21)]
 # A run's command (sleep 60) outlasts every point: fewer, over its start.
 HOST_RUN_POINTS = [0.02, 0.05, 0.08, 0.11, 0.14, 0.18, 0.22, 0.26, 0.3, 0.35, 0.4, 0.5, 0.6,
                    0.75, 0.9, 1.0]
-# With egress (pasta's ~100 ms of setup on top): fewer points, wider.
-EGRESS_POINTS = [0.03, 0.08, 0.13, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.85]
+# With egress (pasta's setup on top): fewer points.
+EGRESS_FRACTIONS = [k / 10 for k in range(1, 11)]
+EGRESS_RUN_POINTS = [0.03, 0.08, 0.13, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.85]
 # The microvm boots under TCG here: fewer points, over its whole create
 # (a restore of the shared snapshot, about 1 s) and run (about 2 s).
-MVM_CREATE_POINTS = [0.05, 0.15, 0.25, 0.35, 0.45, 0.6, 0.75, 0.9]
+MVM_CREATE_FRACTIONS = [k / 8 for k in range(1, 9)]
 MVM_RUN_POINTS = [0.1, 0.3, 0.6, 0.9, 1.2, 1.6, 2.2]
 
 
@@ -115,7 +115,7 @@ class Attempt:
         self.pid = int(self.w.stdout.readline())
         self.start = time.monotonic()
         self.killed_at = None
-        self.ended_first = self.committed = False
+        self.ended_first = self.committed = self.failed = False
 
     def kill_at(self, t):
         left = self.start + t - time.monotonic()
@@ -135,6 +135,7 @@ class Attempt:
         os.set_blocking(self.w.stdout.fileno(), False)
         said = self.w.stdout.read() or ""
         self.ended_first = "exit " in said and not said.strip().endswith("exit -9")
+        self.failed = self.ended_first and not said.strip().endswith("exit 0")
         # A create commits when it publishes its session and hands its
         # processes over (sessions/<id>, no longer .tmp-<id>): killed after
         # that, before it printed the id, the session is the user's.
@@ -191,14 +192,35 @@ def kill_at_points(verb, args, points, env_extra, parallel):
         if left > 0:
             time.sleep(left)
         alive = a.finish()
+        assert not a.failed, f"{verb} {args} failed by itself (not killed) at {t:.3f}s"
         results.append((t, alive, a.committed))
     return results
+
+
+def create_points(flags, env_extra, fractions):
+    """Kill points over a create's course: fractions of how long one
+    whole create takes here now (in a store of its own, as each attempt
+    has), in seconds."""
+    top = Path(tempfile.mkdtemp(prefix="kis-killed-", dir="/tmp"))
+    os.chmod(top, 0o711)
+    env = {**env_extra, "KIS_SANDBOX_ROOT": str(top / "store")}
+    try:
+        t = time.monotonic()
+        p = kis("create", *flags, env=env, timeout=300)
+        took = time.monotonic() - t
+        assert p.returncode == 0, p.stderr
+        kis("session", "destroy", p.stdout.strip(), env=env)
+    finally:
+        kis("gc", env=env)
+        shutil.rmtree(top, ignore_errors=True)
+    return [took * f for f in fractions]
 
 
 def check(tier, verb, results, min_killed):
     bad = [(f"{t:.3f}s", alive) for t, alive, _ in results if alive]
     killed = sum(1 for _, _, done in results if not done)
-    print(f"{tier} {verb}: killed {killed} of {len(results)} attempts mid-way; "
+    print(f"{tier} {verb}: points {[round(t, 3) for t, _, _ in results]} s; "
+          f"killed {killed} of {len(results)} attempts mid-way; "
           f"left alive after {GRACE:.0f} s: {bad or 'nothing'}")
     assert not bad, f"{tier} {verb} killed at these points left processes alive: {bad}"
     assert killed >= min_killed, f"{tier} {verb}: too few kills landed before its end"
@@ -210,7 +232,8 @@ def test_killed_engine_leaves_no_process_without_a_later_command(backend, verb):
     require(backend, {})
     flags = ["--backend", backend]
     if verb == "create":
-        check(backend, verb, kill_at_points(verb, flags, HOST_POINTS, {}, 3), 6)
+        points = create_points(flags, {}, CREATE_FRACTIONS)
+        check(backend, verb, kill_at_points(verb, flags, points, {}, 3), 10)
     else:  # the command outlasts every point
         r = kill_at_points(verb, [*flags, "--", "sleep", "60"], HOST_RUN_POINTS, {}, 3)
         check(backend, verb, r, len(HOST_RUN_POINTS))
@@ -225,11 +248,11 @@ def test_killed_engine_leaves_no_pasta_without_a_later_command(backend, verb):
         pytest.skip(f"no egress on {backend} here")
     flags = ["--backend", backend, "--net", "egress"]
     if verb == "create":
-        check(backend, "create --net egress",
-              kill_at_points(verb, flags, EGRESS_POINTS, {}, 3), 4)
+        points = create_points(flags, {}, EGRESS_FRACTIONS)
+        check(backend, "create --net egress", kill_at_points(verb, flags, points, {}, 3), 5)
     else:
-        r = kill_at_points(verb, [*flags, "--", "sleep", "60"], EGRESS_POINTS, {}, 3)
-        check(backend, "run --net egress", r, len(EGRESS_POINTS))
+        r = kill_at_points(verb, [*flags, "--", "sleep", "60"], EGRESS_RUN_POINTS, {}, 3)
+        check(backend, "run --net egress", r, len(EGRESS_RUN_POINTS))
 
 
 @pytest.fixture(scope="module")
@@ -259,7 +282,8 @@ def guest():
 def test_killed_microvm_engine_leaves_no_vmm_without_a_later_command(guest, verb):
     flags = ["--tier", "microvm"]
     if verb == "create":
-        check("microvm", verb, kill_at_points(verb, flags, MVM_CREATE_POINTS, guest, 2), 4)
+        points = create_points(flags, guest, MVM_CREATE_FRACTIONS)
+        check("microvm", verb, kill_at_points(verb, flags, points, guest, 2), 4)
     else:
         r = kill_at_points(verb, [*flags, "--", "sleep", "60"], MVM_RUN_POINTS, guest, 2)
         check("microvm", verb, r, len(MVM_RUN_POINTS))
