@@ -833,8 +833,10 @@ int kis_profile_check_hatches(const struct kis_profile *p, struct kis_error **er
 				     "network.allow: only with network.mode 'egress', not '%s'",
 				     kis_net_mode_name(p->net));
 	/* keep says what becomes of the workspace a run clones from base;
-	 * without a base there is none, and a silent no-op misleads */
-	if (p->keep && !p->base)
+	 * with neither a base nor a workspace there is none, and a silent
+	 * no-op misleads (a workspace's run keeps it anyway: a wasm
+	 * session's exec says both) */
+	if (p->keep && !p->base && !p->workspace)
 		return kis_error_set(err, KIS_E_INVALID_PROFILE, 0,
 				     "keep: keeps the workspace a run clones from 'base'; give "
 				     "--base ID, or leave --keep out");
