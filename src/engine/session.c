@@ -447,7 +447,7 @@ static void explain_exec(struct kis_engine_ctx *ec, const char *id, struct kis_r
 		struct kis_session_ctx ctx = {.id = id, .dir_fd = dfd, .listen_fd = -1};
 		b->session_explain(&ctx, res);
 	}
-	if (b && (b->own_workspace_view || (b->rootless_layers && geteuid() != 0))) {
+	if (kis_backend_own_view(b)) {
 		kis_workspace_refresh_view(ec,
 					   json_string_value(json_object_get(meta, "workspace")));
 		size_t i;
