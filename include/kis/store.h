@@ -141,7 +141,14 @@ struct kis_import_options {
 	/* Called now and then with the running totals; may be NULL. */
 	void (*progress)(void *ctx, uint64_t files, uint64_t bytes);
 	void *progress_ctx;
+	/* The most data (bytes in files, holes not counted: a sparse file
+	 * stays sparse) the import may write; past it the import stops and
+	 * is undone, KIS_E_INVALID_ARGUMENT naming max_size. 0: the default,
+	 * KIS_IMPORT_MAX_DEFAULT. */
+	uint64_t max_bytes;
 };
+/* 16 GiB: a tree larger than most source trees, far below a disk. */
+#define KIS_IMPORT_MAX_DEFAULT (16ull << 30)
 
 /* Copy the tree at src (a host path) into the store as a new, immutable
  * base; out receives the minted id. Keeps modes, ownership (as root),

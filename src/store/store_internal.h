@@ -182,7 +182,10 @@ struct store_copy {
 	bool keep_owner;    /* chown to the source's owner (root) */
 	void (*progress)(void *ctx, uint64_t files, uint64_t bytes);
 	void *progress_ctx;
-	/* running totals */
+	/* bytes of data (holes not counted) past which the copy stops with a
+	 * named error; 0: none */
+	uint64_t max_bytes;
+	/* running totals (bytes: data copied, or held by a reflinked file) */
 	uint64_t files;
 	uint64_t bytes;
 };
