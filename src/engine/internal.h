@@ -29,7 +29,7 @@ const char *kis_build_prefix(void);
 int kis_disk_check(const struct kis_profile *p, struct kis_engine_ctx *ec,
 		   const struct kis_backend *b, const struct kis_caps *caps, bool *apply,
 		   struct kis_error **err);
-int kis_disk_apply(struct kis_engine_ctx *ec, const char *ws_id, uint64_t bytes,
+int kis_disk_apply(struct kis_engine_ctx *ec, const char *ws_id, uint64_t bytes, bool asked,
 		   struct kis_error **err);
 void kis_disk_explain(struct kis_engine_ctx *ec, const char *ws_id, struct kis_result *res);
 

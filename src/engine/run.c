@@ -161,7 +161,7 @@ int kis_run_one(struct kis_engine_ctx *ec, const struct kis_profile *p, char *co
 		held = true;
 	}
 	if (disk_quota && ws_id &&
-	    kis_disk_apply(ec, ws_id, req.limits.disk_bytes, err) < 0) {
+	    kis_disk_apply(ec, ws_id, req.limits.disk_bytes, p->limits.disk_bytes != 0, err) < 0) {
 		kis_workspace_unhold_mount(st, ws_id, res->sandbox);
 		if (cloned)
 			kis_workspace_release(ec, ws_id);
