@@ -38,15 +38,6 @@
 #define DISK_DIR "disk"
 #define MKE2FS "/usr/sbin/mke2fs"
 
-/* The image for a limit of bytes: ext4 keeps about 2.5% for itself
- * (inode tables, a journal of up to 64 MiB for 8 GiB, no reserved blocks
- * with -m 0), so the image is larger by 1/32 and 8 MiB, in whole 4 KiB
- * blocks: the command may write at least the limit, and not much more. */
-static uint64_t image_size(uint64_t bytes)
-{
-	return (bytes + bytes / 32 + (8ull << 20) + 4095) & ~4095ull;
-}
-
 int store_disk_probe(char *why, size_t n)
 {
 	if (geteuid() != 0) {
@@ -97,32 +88,8 @@ static int copy_sparse(int src, int dst, off_t size)
 	return ftruncate(dst, size);
 }
 
-/* The template of this size, made once: mke2fs over a sparse file, lazy
- * init (it stays sparse, a few MiB of data), no reserved blocks, the root
- * directory root's. Returns its fd (read-only), or -1 with *err set. */
-static int template_open(struct kis_store *s, uint64_t bytes, struct kis_error **err)
+static int mkfs_fd(int t, struct kis_error **err)
 {
-	if (store_mkdir_p1(s->root_fd, "disk-templates", 0700) < 0)
-		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot make '%s/disk-templates'",
-				     s->root);
-	_cleanup_close_ int dir = store_opendir(s->root_fd, "disk-templates");
-	if (dir < 0)
-		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot open '%s/disk-templates'",
-				     s->root);
-	char name[64], tmp[96];
-	snprintf(name, sizeof(name), "ext4-%llu.img", (unsigned long long)bytes);
-	int fd = store_openat(dir, name, O_RDONLY, 0);
-	if (fd >= 0)
-		return fd;
-	char suffix[9];
-	TRY(store_rand_suffix(suffix, err));
-	snprintf(tmp, sizeof(tmp), ".tmp-%s-%s", name, suffix);
-	_cleanup_close_ int t = store_openat(dir, tmp, O_RDWR | O_CREAT | O_EXCL, 0600);
-	if (t < 0 || ftruncate(t, (off_t)bytes) < 0) {
-		int e = errno;
-		unlinkat(dir, tmp, 0);
-		return kis_error_set(err, KIS_E_INTERNAL, e, "cannot make a disk template");
-	}
 	char path[64];
 	snprintf(path, sizeof(path), "/proc/self/fd/%d", t);
 	/* ^resize_inode: its reserved descriptor blocks were 4 of the 4.2 MiB
@@ -133,16 +100,93 @@ static int template_open(struct kis_store *s, uint64_t bytes, struct kis_error *
 	memset(&o, 0, sizeof(o));
 	struct kis_tool tool = {.argv = argv, .in = -1, .out = -1, .err = -1,
 				.map = {{.from = t, .to = t}}, .n_map = 1, .die_with_parent = true};
-	snprintf(path, sizeof(path), "/proc/self/fd/%d", t);
-	int r = kis_tool_run(&tool, false, true, &o, err);
+	TRY(kis_tool_run(&tool, false, true, &o, err));
 	free(o.out);
-	if (r < 0 || !WIFEXITED(o.status) || WEXITSTATUS(o.status) != 0 || fsync(t) < 0 ||
-	    renameat(dir, tmp, dir, name) < 0) {
-		unlinkat(dir, tmp, 0);
-		if (r < 0)
-			return -1;
+	if (!WIFEXITED(o.status) || WEXITSTATUS(o.status) != 0)
 		return kis_error_set(err, KIS_E_INTERNAL, 0, "mke2fs failed on a disk template: %s",
 				     o.err);
+	return 0;
+}
+
+static uint64_t le32(const unsigned char *p)
+{
+	return (uint64_t)p[0] | (uint64_t)p[1] << 8 | (uint64_t)p[2] << 16 | (uint64_t)p[3] << 24;
+}
+
+/* What a command may write to a fresh ext4 image, from its superblock (at
+ * 1024, Documentation/filesystems/ext4/super.rst): the free blocks, less
+ * the clusters ext4 keeps back for metadata (s_resv_clusters: 2% or 4096,
+ * the smaller) and 1 MiB that delayed allocation reserves ahead of a write
+ * (a write fails with ENOSPC while statfs still shows about 0.5 MiB). */
+static int writable_bytes(int t, uint64_t *out)
+{
+	unsigned char sb[1024];
+	if (pread(t, sb, sizeof(sb), 1024) != (ssize_t)sizeof(sb) || sb[0x38] != 0x53 ||
+	    sb[0x39] != 0xef) {
+		errno = EINVAL;
+		return -1;
+	}
+	uint64_t bs = 1024ull << le32(sb + 0x18);
+	uint64_t blocks = le32(sb + 0x04) | le32(sb + 0x150) << 32;
+	uint64_t free_ = le32(sb + 0x0c) | le32(sb + 0x158) << 32;
+	uint64_t resv = blocks / 50 < 4096 ? blocks / 50 : 4096;
+	uint64_t w = (free_ > resv ? free_ - resv : 0) * bs;
+	*out = w > (1u << 20) ? w - (1u << 20) : 0;
+	return 0;
+}
+
+/* The template for a limit of bytes, made once: mke2fs over a sparse file,
+ * lazy init (it stays sparse), no reserved blocks, the root directory
+ * root's; sized so that the command may write at least the limit: ext4's
+ * own share (inode tables, a journal of 4 to 64 MiB) is measured on the
+ * made image and the image made again larger when it fell short. Returns
+ * its fd (read-only), or -1 with *err set. */
+static int template_open(struct kis_store *s, uint64_t bytes, struct kis_error **err)
+{
+	if (store_mkdir_p1(s->root_fd, "disk-templates", 0700) < 0)
+		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot make '%s/disk-templates'",
+				     s->root);
+	_cleanup_close_ int dir = store_opendir(s->root_fd, "disk-templates");
+	if (dir < 0)
+		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot open '%s/disk-templates'",
+				     s->root);
+	char name[64], tmp[96];
+	snprintf(name, sizeof(name), "ext4-limit-%llu.img", (unsigned long long)bytes);
+	int fd = store_openat(dir, name, O_RDONLY, 0);
+	if (fd >= 0)
+		return fd;
+	char suffix[9];
+	TRY(store_rand_suffix(suffix, err));
+	snprintf(tmp, sizeof(tmp), ".tmp-%s-%s", name, suffix);
+	_cleanup_close_ int t = store_openat(dir, tmp, O_RDWR | O_CREAT | O_EXCL, 0600);
+	if (t < 0)
+		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot make a disk template");
+	uint64_t size = (bytes + bytes / 64 + (4ull << 20) + 4095) & ~4095ull, w = 0;
+	int r = -1;
+	for (int tries = 0; tries < 4; tries++) {
+		if (ftruncate(t, 0) < 0 || ftruncate(t, (off_t)size) < 0) {
+			kis_error_set(err, KIS_E_INTERNAL, errno, "cannot make a disk template");
+			break;
+		}
+		if (mkfs_fd(t, err) < 0)
+			break;
+		if (writable_bytes(t, &w) < 0) {
+			kis_error_set(err, KIS_E_INTERNAL, errno, "cannot read a disk template");
+			break;
+		}
+		if (w >= bytes) {
+			r = 0;
+			break;
+		}
+		size = (size + (bytes - w) + (1u << 20) + 4095) & ~4095ull;
+	}
+	if (r == 0 && w < bytes)
+		r = kis_error_set(err, KIS_E_INTERNAL, 0, "cannot size a disk template");
+	if (r == 0 && (fsync(t) < 0 || renameat(dir, tmp, dir, name) < 0))
+		r = kis_error_set(err, KIS_E_INTERNAL, errno, "cannot keep a disk template");
+	if (r < 0) {
+		unlinkat(dir, tmp, 0);
+		return -1;
 	}
 	return store_openat(dir, name, O_RDONLY, 0);
 }
@@ -245,14 +289,18 @@ const char *store_disk_upper_rel(int d)
 	return store_disk_present(d) ? DISK_DIR "/upper" : "upper";
 }
 
-/* A new image of size bytes (image_size) for the workspace at d, from
- * the template, mounted on disk/ with upper/ and work/ in it. */
+/* A new image for a limit of bytes for the workspace at d, from the
+ * template, mounted on disk/ with upper/ and work/ in it. */
 static int disk_make(struct kis_store *s, int d, const char *id, uint64_t bytes,
 		     struct kis_error **err)
 {
 	_cleanup_close_ int tmpl = template_open(s, bytes, err);
+	struct stat tst;
 	if (tmpl < 0)
 		return -1;
+	if (fstat(tmpl, &tst) < 0)
+		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot stat a disk template");
+	bytes = (uint64_t)tst.st_size;
 	{
 		_cleanup_close_ int img = store_openat(d, DISK_IMG ".tmp", O_RDWR | O_CREAT | O_TRUNC,
 						       0600);
@@ -294,15 +342,20 @@ int store_disk_limit(struct kis_store *s, int d, const char *id, uint64_t bytes,
 			      "is a plain tree (reflink or copy): a limit by a disk image of its "
 			      "size needs an overlay clone (--strategy overlay)",
 			      err);
-	bytes = image_size(bytes);
-	struct stat st;
+	struct stat st, tst;
 	if (store_disk_present(d)) {
 		if (fstatat(d, DISK_IMG, &st, AT_SYMLINK_NOFOLLOW) < 0)
 			return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot stat the disk of '%s'",
 					     id);
 		/* ext4 cannot shrink while mounted and the layer holds the
 		 * workspace's changes: a default keeps the image it has */
-		if ((uint64_t)st.st_size != bytes && asked) {
+		if (asked) {
+			_cleanup_close_ int tmpl = template_open(s, bytes, err);
+			if (tmpl < 0 || fstat(tmpl, &tst) < 0)
+				return tmpl < 0 ? -1 : kis_error_set(err, KIS_E_INTERNAL, errno,
+								     "cannot stat a disk template");
+		}
+		if (asked && st.st_size != tst.st_size) {
 			char why[200];
 			snprintf(why, sizeof(why),
 				 "already has a writable layer of %llu bytes (a disk image made by "
@@ -335,7 +388,7 @@ int store_disk_limit(struct kis_store *s, int d, const char *id, uint64_t bytes,
 int store_disk_make(struct kis_store *s, int d, const char *id, uint64_t bytes,
 		    struct kis_error **err)
 {
-	return disk_make(s, d, id, image_size(bytes), err);
+	return disk_make(s, d, id, bytes, err);
 }
 
 int store_disk_usage(int d, uint64_t *used, uint64_t *limit)
@@ -346,7 +399,10 @@ int store_disk_usage(int d, uint64_t *used, uint64_t *limit)
 	struct statvfs sv;
 	if (top < 0 || fstatvfs(top, &sv) < 0)
 		return -1;
+	/* full: less than the 1 MiB delayed allocation keeps ahead (see
+	 * writable_bytes) is left, the limit being what the command can have */
+	uint64_t avail = (uint64_t)sv.f_bavail * sv.f_frsize;
 	*limit = (uint64_t)sv.f_blocks * sv.f_frsize;
-	*used = (uint64_t)(sv.f_blocks - sv.f_bavail) * sv.f_frsize;
+	*used = *limit - (avail > (1u << 20) ? avail - (1u << 20) : 0);
 	return 0;
 }

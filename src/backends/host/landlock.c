@@ -5,10 +5,13 @@
  *
  * Theory of operation. plan() decides and touches nothing. run() and
  * start_session() prepare what may allocate or fail with a message before
- * fork (the memory/pids cgroup, the workspace given to the sandbox user, a
- * private temporary directory, the seccomp program in a sealed memfd, the
- * Landlock ruleset fd), then spawn's child_setup hook joins the cgroup and
- * calls kis_confine_child: harden (rlimits, fds close-on-exec, no_new_privs,
+ * fork (the memory/pids cgroup, the workspace's view for the sandbox user:
+ * a detached idmapped mount, a private temporary directory, the seccomp
+ * program in a sealed memfd, the Landlock ruleset fd, its workspace rule on
+ * the view), then spawn's child_setup hook joins the cgroup, moves the view
+ * over the workspace in a mount namespace of its own (slave of the host's:
+ * the host's filesystem stays in view, nothing goes back) and calls
+ * kis_confine_child: harden (rlimits, fds close-on-exec, no_new_privs,
  * capabilities, user), landlock_restrict_self, seccomp, in that order
  * (src/confine/confine.h). The command, or the session agent with its
  * listening socket as fd 3, is then exec'd confined.
