@@ -170,6 +170,8 @@ def leftovers(store, owner, marker):
     m = [l for l in open("/proc/self/mountinfo") if str(store) in l]
     if m:
         left["mount"] = m
+    # the image's last mount may sit a moment in a dying sandbox's namespace
+    wait_for(lambda: not loops_of(store), timeout=5)
     loops = loops_of(store)
     if loops:
         left["loop"] = loops
