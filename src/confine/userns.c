@@ -370,6 +370,17 @@ static int rootless_xattr(int fs)
 	return sys_fsconfig(fs, FSCONFIG_SET_FLAG, "userxattr", NULL, 0);
 }
 
+/* Layers on two filesystems (an upper layer on a workspace's disk image):
+ * xino=on, so that readdir's d_ino of a merged directory's entries is their
+ * st_ino (Documentation/filesystems/overlayfs.rst, "Inode properties"). */
+static int xino_if_needed(int fs, int lower, int upper)
+{
+	struct stat l, u;
+	if (fstat(lower, &l) < 0 || fstat(upper, &u) < 0 || l.st_dev == u.st_dev)
+		return 0;
+	return sys_fsconfig(fs, FSCONFIG_SET_STRING, "xino", "on", 0);
+}
+
 int kis_idmap_bind_source(const char *src, const char *target, int userns_fd, bool ro)
 {
 	_cleanup_close_ int t = idmapped_source(src, userns_fd, ro);
@@ -403,6 +414,7 @@ int kis_idmap_overlay_source(const char *lower, const char *ws_dir, const char *
 		ok = sys_fsconfig(fs, FSCONFIG_SET_FD, "lowerdir+", NULL, lo) == 0 &&
 		     sys_fsconfig(fs, FSCONFIG_SET_FD, "upperdir", NULL, up) == 0 &&
 		     sys_fsconfig(fs, FSCONFIG_SET_FD, "workdir", NULL, wk) == 0;
+	ok = ok && xino_if_needed(fs, lo, up) == 0;
 	if (ok && rootless_xattr(fs) == 0 && sys_fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) == 0)
 		m = sys_fsmount(fs, FSMOUNT_CLOEXEC,
 				MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (ro ? MOUNT_ATTR_RDONLY : 0));
@@ -480,7 +492,7 @@ int kis_idmap_overlay(const char *lower, const char *ws_dir, const char *target,
 	if (sys_fsconfig(fs, FSCONFIG_SET_FD, "lowerdir+", NULL, lo) < 0 ||
 	    sys_fsconfig(fs, FSCONFIG_SET_FD, "upperdir", NULL, up) < 0 ||
 	    sys_fsconfig(fs, FSCONFIG_SET_FD, "workdir", NULL, wk) < 0 || rootless_xattr(fs) < 0 ||
-	    sys_fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0)
+	    xino_if_needed(fs, lo, up) < 0 || sys_fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0)
 		return -1;
 	_cleanup_close_ int m = sys_fsmount(fs, FSMOUNT_CLOEXEC, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
 	if (m < 0)
@@ -516,6 +528,8 @@ static int swap_map(unsigned a, unsigned b, char *buf, size_t len)
 	}
 	/* ids run 0..4294967294: (uid_t)-1 is no id */
 	const unsigned long long end = 4294967295ull;
+	if (a == b) /* nothing to trade (the gid already the user's) */
+		return snprintf(buf, len, "0 0 %llu\n", end) < (int)len ? 0 : -1;
 	int n = 0;
 	if (a > 0)
 		n += snprintf(buf + n, len - (size_t)n, "0 0 %u\n", a);
@@ -548,10 +562,8 @@ static int write_swap(pid_t pid, void *arg)
 int kis_userns_swap_open(uid_t uid_a, uid_t uid_b, gid_t gid_a, gid_t gid_b, int *fd,
 			 struct kis_error **err)
 {
-	if (uid_a == uid_b || gid_a == gid_b || uid_a == (uid_t)-1 || uid_b == (uid_t)-1 ||
-	    gid_a == (gid_t)-1 || gid_b == (gid_t)-1)
-		return kis_error_set(err, KIS_E_INTERNAL, EINVAL,
-				     "an id swap needs two different ids of each kind");
+	if (uid_a == (uid_t)-1 || uid_b == (uid_t)-1 || gid_a == (gid_t)-1 || gid_b == (gid_t)-1)
+		return kis_error_set(err, KIS_E_INTERNAL, EINVAL, "an id swap needs valid ids");
 	struct swap_ids w = {uid_a, uid_b, gid_a, gid_b};
 	return kis_userns_open_by(write_swap, &w, fd, err);
 }
@@ -594,7 +606,7 @@ int kis_idmap_view(const char *path, const char *lower, const char *ws_dir, int 
 	if (sys_fsconfig(fs, FSCONFIG_SET_FD, "lowerdir+", NULL, lo) == 0 &&
 	    sys_fsconfig(fs, FSCONFIG_SET_FD, "upperdir", NULL, up) == 0 &&
 	    sys_fsconfig(fs, FSCONFIG_SET_FD, "workdir", NULL, wk) == 0 &&
-	    sys_fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) == 0) {
+	    xino_if_needed(fs, lo, up) == 0 && sys_fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) == 0) {
 		*out = sys_fsmount(fs, FSMOUNT_CLOEXEC, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
 		r = *out >= 0 ? 0 : -1;
 	}

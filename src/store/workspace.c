@@ -22,6 +22,18 @@
 #define STATX_ATTR_MOUNT_ROOT 0x00002000
 #endif
 
+/* Upper on another filesystem than lower (a disk image, src/store/disk.c):
+ * without xino, overlayfs gives a merged directory's entries d_ino values
+ * that are not their st_ino (Documentation/filesystems/overlayfs.rst,
+ * "Inode properties"; WASI's fd_readdir test caught it). xino=on keeps one
+ * inode number space across the layers, in the high bits ext4's 32-bit
+ * inode numbers leave free. */
+static bool xino_wanted(int lower_fd, int upper_fd)
+{
+	struct stat l, u;
+	return fstat(lower_fd, &l) == 0 && fstat(upper_fd, &u) == 0 && l.st_dev != u.st_dev;
+}
+
 /* The new mount API with the layers given as fds (overlayfs takes
  * FSCONFIG_SET_FD for lowerdir+, upperdir and workdir since Linux 6.13):
  * nothing is looked up by name, and mountinfo shows the real paths.
@@ -37,6 +49,8 @@ static int overlay_mount_fds(int lower_fd, int upper_fd, int work_fd, int target
 	    fsconfig(fs, FSCONFIG_SET_FD, "workdir", NULL, work_fd) < 0)
 		return -1;
 	if (userxattr && fsconfig(fs, FSCONFIG_SET_FLAG, "userxattr", NULL, 0) < 0)
+		return -1;
+	if (xino_wanted(lower_fd, upper_fd) && fsconfig(fs, FSCONFIG_SET_STRING, "xino", "on", 0) < 0)
 		return -1;
 	if (fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0)
 		return -1;
@@ -57,8 +71,9 @@ static int overlay_mount_legacy(int lower_fd, int upper_fd, int work_fd, int tar
 {
 	char opts[256], target[64];
 	snprintf(opts, sizeof(opts),
-		 "lowerdir=/proc/self/fd/%d,upperdir=/proc/self/fd/%d,workdir=/proc/self/fd/%d%s",
-		 lower_fd, upper_fd, work_fd, userxattr ? ",userxattr" : "");
+		 "lowerdir=/proc/self/fd/%d,upperdir=/proc/self/fd/%d,workdir=/proc/self/fd/%d%s%s",
+		 lower_fd, upper_fd, work_fd, userxattr ? ",userxattr" : "",
+		 xino_wanted(lower_fd, upper_fd) ? ",xino=on" : "");
 	snprintf(target, sizeof(target), "/proc/self/fd/%d", target_fd);
 	return mount("overlay", target, "overlay", MS_NOSUID | MS_NODEV, opts);
 }
