@@ -99,7 +99,7 @@ static int mkfs_fd(int t, struct kis_error **err)
 	struct kis_tool_out o;
 	memset(&o, 0, sizeof(o));
 	struct kis_tool tool = {.argv = argv, .in = -1, .out = -1, .err = -1,
-				.map = {{.from = t, .to = t}}, .n_map = 1, .die_with_parent = true};
+				.map = {{.from = t, .to = t}}, .n_map = 1};
 	TRY(kis_tool_run(&tool, false, true, &o, err));
 	free(o.out);
 	if (!WIFEXITED(o.status) || WEXITSTATUS(o.status) != 0)
