@@ -150,6 +150,10 @@ struct kis_backend {
 	/* The engine is an ordinary user: RLIMIT_NPROC, the pids fallback
 	 * where no cgroup binds, does not bind this backend's commands. */
 	bool rootless_nproc_unbound;
+	/* The engine is root: the sandbox joins an overlay workspace's layers
+	 * in an overlay of its own when the workspace's owner is not the
+	 * sandbox's user (landlock's idmapped view, issue 41), as above. */
+	bool root_layers;
 	/* Fill caps from what this host offers. Never fails: an absent backend
 	 * sets present = false and says why. */
 	void (*probe)(const struct kis_ctx *ctx, struct kis_caps *caps);

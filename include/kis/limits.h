@@ -61,8 +61,9 @@ enum kis_limit_kind { KIS_LK_MS = 0, KIS_LK_BYTES, KIS_LK_COUNT };
 	  "SIZE  what the command may write to its workspace")
 
 /* Every limit: 0 means "the engine's safe default" (kis_limits_resolve),
- * never unlimited. disk_bytes is bound by a project quota, or by the
- * microvm's writable layer. */
+ * never unlimited. disk_bytes is bound by a project quota, by a disk image
+ * under an overlay workspace (src/store/disk.c), or by the microvm's
+ * writable layer. */
 struct kis_limits {
 #define KIS_LIMIT_MEMBER_(f, B, k, d, lo, m, pe, fl, h) uint64_t f;
 	KIS_LIMITS(KIS_LIMIT_MEMBER_)

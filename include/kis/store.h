@@ -92,15 +92,27 @@ KIS_API int kis_workspace_check_writers(struct kis_store *s, const char *id, con
 KIS_API int kis_workspace_destroy(struct kis_store *s, const char *id, struct kis_error **err);
 
 /* limits.disk_bytes through project quotas (quotactl(2), PRJQUOTA) on the
- * store's filesystem. kis_store_disk_quota: 1 when it enforces them (with
- * *binds_root: also against a writer holding CAP_SYS_RESOURCE, as XFS
- * does and ext4 does not), else 0 and why. kis_workspace_disk_limit: the
- * workspace's whole directory gets its own project and a hard limit of
- * bytes; 1 when set, 0 when the filesystem has no project quotas.
+ * store's filesystem, else (as root, issue 41) by an overlay workspace's
+ * writable layer on a loop-mounted ext4 image of the limit's size
+ * (src/store/disk.c). kis_store_disk_quota: 1 when one of them can bind
+ * (with *binds_root: also against a writer holding CAP_SYS_RESOURCE, as
+ * XFS and the image do and ext4 quotas do not), else 0 and why.
+ * kis_workspace_disk_limit: the workspace's whole directory gets its own
+ * project and a hard limit of bytes, or its image; 1 when set, 0 when
+ * neither can be had for this workspace (asked: the limit was named, then
+ * that is an error saying why, KIS_E_PROFILE_UNSATISFIABLE; a default
+ * keeps an image the workspace has, whatever its size).
  * kis_workspace_disk_usage: bytes counted and the limit, 0 or -1. */
 KIS_API int kis_store_disk_quota(struct kis_store *s, bool *binds_root, char *why, size_t n);
 KIS_API int kis_workspace_disk_limit(struct kis_store *s, const char *id, uint64_t bytes,
-				     struct kis_error **err);
+				     bool asked, struct kis_error **err);
+/* Overlay clones made through s from now on get their writable layer on a
+ * disk image of bytes where that is how the store binds limits.disk_bytes
+ * (then kis_workspace_disk_limit of the same bytes finds it made); 0: no. */
+KIS_API void kis_store_set_clone_disk(struct kis_store *s, uint64_t bytes);
+/* How this store binds limits.disk_bytes: "quota" (project quotas),
+ * "image" (a disk image per overlay workspace), or NULL (not at all). */
+KIS_API const char *kis_store_disk_how(struct kis_store *s);
 KIS_API int kis_workspace_disk_usage(struct kis_store *s, const char *id, uint64_t *used,
 				     uint64_t *limit);
 
@@ -141,7 +153,14 @@ struct kis_import_options {
 	/* Called now and then with the running totals; may be NULL. */
 	void (*progress)(void *ctx, uint64_t files, uint64_t bytes);
 	void *progress_ctx;
+	/* The most data (bytes in files, holes not counted: a sparse file
+	 * stays sparse) the import may write; past it the import stops and
+	 * is undone, KIS_E_INVALID_ARGUMENT naming max_size. 0: the default,
+	 * KIS_IMPORT_MAX_DEFAULT. */
+	uint64_t max_bytes;
 };
+/* 16 GiB: a tree larger than most source trees, far below a disk. */
+#define KIS_IMPORT_MAX_DEFAULT (16ull << 30)
 
 /* Copy the tree at src (a host path) into the store as a new, immutable
  * base; out receives the minted id. Keeps modes, ownership (as root),

@@ -56,11 +56,14 @@ int cmd_backends(int argc, char **argv)
 	bool cow = false, quota_binds_root = false;
 	int quota = 0; /* limits.disk_bytes by the store's project quotas */
 	char quota_why[200] = "";
+	const char *disk_how = "quota";
 	struct kis_store *st = NULL;
 	struct kis_error *err = NULL;
 	if (kis_store_open(root, &st, &err) == 0) {
 		cow = kis_store_cow_strategy(st, &strategy) == 1;
 		quota = kis_store_disk_quota(st, &quota_binds_root, quota_why, sizeof(quota_why));
+		if (quota == 1 && kis_store_disk_how(st))
+			disk_how = kis_store_disk_how(st);
 		kis_store_free(st);
 	}
 	kis_error_free(err);
@@ -145,9 +148,10 @@ int cmd_backends(int argc, char **argv)
 			json_array_append_new(arr, o);
 			continue;
 		}
-		/* how limits.disk_bytes binds: the VM's layer, the store's quota, or not */
+		/* how limits.disk_bytes binds: the VM's layer, the store's quota or
+		 * disk image, or not */
 		const char *disk = !c.present || !(c.limits & KIS_LIMIT_DISK) ? "-" :
-				   b[i]->tier == KIS_TIER_MICROVM ? "layer" : "quota";
+				   b[i]->tier == KIS_TIER_MICROVM ? "layer" : disk_how;
 		printf("%-12s %-10s %-4s %-6s %-7s %-24s %-8s %-9s %-4s %-6s %-6s %-6s %s\n",
 		       b[i]->name, kis_tier_name(b[i]->tier), yes_no(c.present && c.cow),
 		       yes_no(c.present && c.shell), yes_no(c.present && c.native), net,

@@ -14,7 +14,8 @@
 #include "kis/store.h"
 
 static const char base_help[] =
-	"Usage: kis sandbox base import DIR [--os-image] [--json] [--store-root DIR]\n"
+	"Usage: kis sandbox base import DIR [--os-image] [--max-size SIZE] [--json]\n"
+	"                                [--store-root DIR]\n"
 	"       kis sandbox base list [--json] [--store-root DIR]\n"
 	"       kis sandbox base remove ID [--store-root DIR]\n\n"
 	"import  copy the tree DIR into the store as a new, immutable base and print\n"
@@ -25,6 +26,9 @@ static const char base_help[] =
 	"        then import it as root with --os-image. A large import shows its\n"
 	"        progress (files and MiB, of the totals) on stderr when that is a\n"
 	"        terminal, unless --quiet; with --json as JSON lines there.\n"
+	"        Sparse files stay sparse. --max-size SIZE (default 16G; K, M, G, T)\n"
+	"        bounds the data the import writes (holes do not count): a larger\n"
+	"        tree is refused, naming max_size, and nothing of it is kept.\n"
 	"list    print every base, how many workspaces hold it, and whether it was\n"
 	"        removed.\n"
 	"remove  remove a base: at once if no workspace holds it, else it is marked\n"
@@ -71,8 +75,11 @@ static int count_one(const char *path, const struct stat *st, int type, struct F
 	if (f->level == 0)
 		return 0;
 	walk_files++;
-	if (type == FTW_F && S_ISREG(st->st_mode))
-		walk_bytes += (uint64_t)st->st_size;
+	/* what the import copies: the data, not a sparse file's holes */
+	if (type == FTW_F && S_ISREG(st->st_mode)) {
+		uint64_t real = (uint64_t)st->st_blocks * 512u;
+		walk_bytes += real < (uint64_t)st->st_size ? real : (uint64_t)st->st_size;
+	}
 	return 0;
 }
 
@@ -106,7 +113,8 @@ static void show_progress(void *ctx, uint64_t files, uint64_t bytes)
 	print_progress(p);
 }
 
-static int do_import(const char *root, const char *dir, bool os_image, bool json)
+static int do_import(const char *root, const char *dir, bool os_image, uint64_t max_bytes,
+		     bool json)
 {
 	struct kis_store *s = NULL;
 	int st = cli_store_open(root, &s);
@@ -114,7 +122,7 @@ static int do_import(const char *root, const char *dir, bool os_image, bool json
 		return st;
 	struct progress p = {0};
 	clock_gettime(CLOCK_MONOTONIC, &p.start);
-	struct kis_import_options o = {.os_image = os_image};
+	struct kis_import_options o = {.os_image = os_image, .max_bytes = max_bytes};
 	if (cli_progress_wanted()) {
 		walk_files = walk_bytes = 0;
 		if (nftw(dir, count_one, 64, FTW_PHYS) == 0) {
@@ -183,6 +191,7 @@ int cmd_base(int argc, char **argv)
 		return cli_usage_error("base", "expected 'import DIR', 'list' or 'remove ID'");
 	const char *sub = argv[1], *root = NULL, *arg = NULL;
 	bool json = false, os_image = false;
+	uint64_t max_bytes = 0;
 	for (int i = 2; i < argc; i++) {
 		int r = cli_store_flag("base", argc, argv, &i, &root);
 		if (r < 0)
@@ -193,6 +202,15 @@ int cmd_base(int argc, char **argv)
 			json = true;
 		else if (!strcmp(argv[i], "--os-image") && !strcmp(sub, "import"))
 			os_image = true;
+		else if (!strcmp(argv[i], "--max-size") && !strcmp(sub, "import")) {
+			if (i + 1 >= argc)
+				return cli_usage_error("base", "--max-size needs a size");
+			struct kis_error *e = NULL;
+			if (kis_parse_size(argv[++i], &max_bytes, &e) < 0)
+				return cli_fail(e);
+			if (!max_bytes)
+				return cli_usage_error("base", "--max-size 0: give a size above 0");
+		}
 		else if (!strcmp(argv[i], "--") && i + 1 < argc && !arg)
 			arg = argv[++i];
 		else if (argv[i][0] == '-' && argv[i][1])
@@ -205,7 +223,7 @@ int cmd_base(int argc, char **argv)
 	if (!strcmp(sub, "import")) {
 		if (!arg)
 			return cli_usage_error("base", "'base import' needs a directory");
-		return do_import(root, arg, os_image, json);
+		return do_import(root, arg, os_image, max_bytes, json);
 	}
 	if (!strcmp(sub, "list"))
 		return do_list(root, json);

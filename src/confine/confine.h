@@ -102,6 +102,9 @@ enum {
 
 struct kis_landlock_opts {
 	const char *workspace;          /* read-write, absolute host path (or NULL) */
+	bool workspace_by_fd;           /* the workspace's rule is on workspace_fd (a
+					 * view of it mounted later, issue 41) */
+	int workspace_fd;
 	const char *const *extra_ro;    /* read+execute, NULL-terminated (or NULL) */
 	const char *const *extra_rw;    /* read-write, NULL-terminated (or NULL) */
 	enum kis_net_mode net;          /* off: every TCP bind/connect denied */
@@ -348,5 +351,24 @@ KIS_HIDDEN int kis_idmap_bind_source(const char *src, const char *target, int us
 KIS_HIDDEN int kis_idmap_overlay_source(const char *lower, const char *ws_dir, const char *target,
 					int userns_fd, uid_t first, bool ro);
 KIS_HIDDEN void kis_ids_root_end(void);
+/* kis_as_ids_root with a uid and a gid of their own. */
+KIS_HIDDEN int kis_as_ids(uid_t uid, gid_t gid);
+
+/* The host tier's workspace without a chown of every file (issue 41): a
+ * user namespace whose maps swap uid_a with uid_b and gid_a with gid_b,
+ * every other id mapping to itself (for MOUNT_ATTR_IDMAP: the files'
+ * owner is then seen as the sandbox's user and the other way round). */
+KIS_HIDDEN int kis_userns_swap_open(uid_t uid_a, uid_t uid_b, gid_t gid_a, gid_t gid_b, int *fd,
+				    struct kis_error **err);
+/* A detached mount (*out, O_CLOEXEC) showing the workspace through
+ * userns_fd's map: an idmapped bind of path, or for an overlay clone
+ * (lower: its base tree, ws_dir holding upper/ and work/) a new overlay
+ * over idmapped layers, mounted as uid:gid. Paths as the _source
+ * variants: no link followed. -1 with errno. */
+KIS_HIDDEN int kis_idmap_view(const char *path, const char *lower, const char *ws_dir,
+			      int userns_fd, uid_t uid, gid_t gid, int *out);
+/* In a child before exec (no allocation): a mount namespace of its own,
+ * slave to the host's, with the view moved onto target. -1 with errno. */
+KIS_HIDDEN int kis_idmap_view_enter(int view_fd, const char *target);
 
 #endif

@@ -371,7 +371,10 @@ int kis_landlock_prepare(const struct kis_landlock_opts *o, int *fd_out,
 		TRY(add_path_rule(rs, "/proc", R_RO, h, false, err));
 	TRY(add_list(rs, o->extra_ro, R_RX, h, err));
 	TRY(add_list(rs, o->extra_rw, R_WORKSPACE, h, err));
-	if (o->workspace) {
+	if (o->workspace_by_fd) {
+		TRY(add_fd_rule(rs, o->workspace_fd, R_WORKSPACE, h,
+				o->workspace ? o->workspace : "workspace", err));
+	} else if (o->workspace) {
 		const char *ws[] = {o->workspace, NULL};
 		TRY(add_list(rs, ws, R_WORKSPACE, h, err));
 	}

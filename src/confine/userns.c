@@ -370,6 +370,17 @@ static int rootless_xattr(int fs)
 	return sys_fsconfig(fs, FSCONFIG_SET_FLAG, "userxattr", NULL, 0);
 }
 
+/* Layers on two filesystems (an upper layer on a workspace's disk image):
+ * xino=on, so that readdir's d_ino of a merged directory's entries is their
+ * st_ino (Documentation/filesystems/overlayfs.rst, "Inode properties"). */
+static int xino_if_needed(int fs, int lower, int upper)
+{
+	struct stat l, u;
+	if (fstat(lower, &l) < 0 || fstat(upper, &u) < 0 || l.st_dev == u.st_dev)
+		return 0;
+	return sys_fsconfig(fs, FSCONFIG_SET_STRING, "xino", "on", 0);
+}
+
 int kis_idmap_bind_source(const char *src, const char *target, int userns_fd, bool ro)
 {
 	_cleanup_close_ int t = idmapped_source(src, userns_fd, ro);
@@ -403,6 +414,7 @@ int kis_idmap_overlay_source(const char *lower, const char *ws_dir, const char *
 		ok = sys_fsconfig(fs, FSCONFIG_SET_FD, "lowerdir+", NULL, lo) == 0 &&
 		     sys_fsconfig(fs, FSCONFIG_SET_FD, "upperdir", NULL, up) == 0 &&
 		     sys_fsconfig(fs, FSCONFIG_SET_FD, "workdir", NULL, wk) == 0;
+	ok = ok && xino_if_needed(fs, lo, up) == 0;
 	if (ok && rootless_xattr(fs) == 0 && sys_fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) == 0)
 		m = sys_fsmount(fs, FSMOUNT_CLOEXEC,
 				MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (ro ? MOUNT_ATTR_RDONLY : 0));
@@ -447,9 +459,14 @@ int kis_idmap_bind(const char *src, const char *target, int userns_fd)
  * back to fsuid and fsgid 0. */
 int kis_as_ids_root(uid_t first)
 {
-	setfsuid(first);
-	setfsgid((gid_t)first);
-	if ((uid_t)setfsuid((uid_t)-1) != first || (gid_t)setfsgid((gid_t)-1) != (gid_t)first)
+	return kis_as_ids(first, (gid_t)first);
+}
+
+int kis_as_ids(uid_t uid, gid_t gid)
+{
+	setfsuid(uid);
+	setfsgid(gid);
+	if ((uid_t)setfsuid((uid_t)-1) != uid || (gid_t)setfsgid((gid_t)-1) != gid)
 		return -1;
 	struct __user_cap_header_struct hdr = {.version = _LINUX_CAPABILITY_VERSION_3};
 	struct __user_cap_data_struct d[2];
@@ -475,7 +492,7 @@ int kis_idmap_overlay(const char *lower, const char *ws_dir, const char *target,
 	if (sys_fsconfig(fs, FSCONFIG_SET_FD, "lowerdir+", NULL, lo) < 0 ||
 	    sys_fsconfig(fs, FSCONFIG_SET_FD, "upperdir", NULL, up) < 0 ||
 	    sys_fsconfig(fs, FSCONFIG_SET_FD, "workdir", NULL, wk) < 0 || rootless_xattr(fs) < 0 ||
-	    sys_fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0)
+	    xino_if_needed(fs, lo, up) < 0 || sys_fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0)
 		return -1;
 	_cleanup_close_ int m = sys_fsmount(fs, FSMOUNT_CLOEXEC, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
 	if (m < 0)
@@ -491,4 +508,120 @@ void kis_ids_root_end(void)
 {
 	setfsuid(0); /* execve(2) sets them from the euid anyway */
 	setfsgid(0);
+}
+
+/* ---- a workspace shown to the host tier's sandbox user (issue 41) ---- */
+
+/* One map of a swap: a and b trade places, every other id maps to itself.
+ * A map line is "inside outside count" (user_namespaces(7)); through an
+ * idmapped mount an on-disk id k is seen as the id that inside k maps to
+ * (Documentation/filesystems/idmappings.rst), and the kernel takes at most
+ * 340 lines (Linux 4.15), this needs at most five. The whole range is
+ * mapped, so every on-disk id keeps a name: no file turns into the
+ * overflow id, whose permission checks fail. */
+static int swap_map(unsigned a, unsigned b, char *buf, size_t len)
+{
+	if (a > b) {
+		unsigned t = a;
+		a = b;
+		b = t;
+	}
+	/* ids run 0..4294967294: (uid_t)-1 is no id */
+	const unsigned long long end = 4294967295ull;
+	if (a == b) /* nothing to trade (the gid already the user's) */
+		return snprintf(buf, len, "0 0 %llu\n", end) < (int)len ? 0 : -1;
+	int n = 0;
+	if (a > 0)
+		n += snprintf(buf + n, len - (size_t)n, "0 0 %u\n", a);
+	n += snprintf(buf + n, len - (size_t)n, "%u %u 1\n", a, b);
+	if (b > a + 1)
+		n += snprintf(buf + n, len - (size_t)n, "%u %u %u\n", a + 1, a + 1, b - a - 1);
+	n += snprintf(buf + n, len - (size_t)n, "%u %u 1\n", b, a);
+	if ((unsigned long long)b + 1 < end)
+		n += snprintf(buf + n, len - (size_t)n, "%u %u %llu\n", b + 1, b + 1,
+			      end - b - 1);
+	return n > 0 && (size_t)n < len ? 0 : -1;
+}
+
+struct swap_ids {
+	uid_t uid_a, uid_b;
+	gid_t gid_a, gid_b;
+};
+
+static int write_swap(pid_t pid, void *arg)
+{
+	const struct swap_ids *w = arg;
+	char map[256];
+	if (swap_map(w->uid_a, w->uid_b, map, sizeof(map)) < 0 || write_file(pid, "uid_map", map) < 0)
+		return -1;
+	if (swap_map(w->gid_a, w->gid_b, map, sizeof(map)) < 0 || write_file(pid, "gid_map", map) < 0)
+		return -1;
+	return 0;
+}
+
+int kis_userns_swap_open(uid_t uid_a, uid_t uid_b, gid_t gid_a, gid_t gid_b, int *fd,
+			 struct kis_error **err)
+{
+	if (uid_a == (uid_t)-1 || uid_b == (uid_t)-1 || gid_a == (gid_t)-1 || gid_b == (gid_t)-1)
+		return kis_error_set(err, KIS_E_INTERNAL, EINVAL, "an id swap needs valid ids");
+	struct swap_ids w = {uid_a, uid_b, gid_a, gid_b};
+	return kis_userns_open_by(write_swap, &w, fd, err);
+}
+
+int kis_idmap_view(const char *path, const char *lower, const char *ws_dir, int userns_fd,
+		   uid_t uid, gid_t gid, int *out)
+{
+	*out = -1;
+	if (!lower) {
+		/* a plain directory (reflink, copy): a bind of it, idmapped;
+		 * the same inodes, so a Landlock rule on either binds both */
+		int t = idmapped_source(path, userns_fd, false);
+		if (t < 0)
+			return -1;
+		*out = t;
+		return 0;
+	}
+	/* overlayfs cannot itself be idmapped (no FS_ALLOW_IDMAP: mount_setattr
+	 * fails with EINVAL): a new overlay over the workspace's layers, each
+	 * an idmapped bind (Linux 5.19) */
+	_cleanup_close_ int lo = idmapped_source(lower, userns_fd, false);
+	_cleanup_close_ int wsm = lo < 0 ? -1 : idmapped_source(ws_dir, userns_fd, false);
+	if (wsm < 0)
+		return -1;
+	_cleanup_close_ int up = openat(wsm, "upper", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	_cleanup_close_ int wk = openat(wsm, "work", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	_cleanup_close_ int fs = up < 0 || wk < 0 ? -1 : sys_fsopen("overlay", FSOPEN_CLOEXEC);
+	if (fs < 0)
+		return -1;
+	/* overlayfs keeps its mounter's credentials for work on its layers
+	 * (creator_cred): as the sandbox's user, whose writes the layers'
+	 * map stores as the files' owner, work/ stays owned as it was */
+	if (kis_as_ids(uid, gid) < 0) {
+		int e = errno;
+		kis_ids_root_end();
+		errno = e;
+		return -1;
+	}
+	int r = -1;
+	if (sys_fsconfig(fs, FSCONFIG_SET_FD, "lowerdir+", NULL, lo) == 0 &&
+	    sys_fsconfig(fs, FSCONFIG_SET_FD, "upperdir", NULL, up) == 0 &&
+	    sys_fsconfig(fs, FSCONFIG_SET_FD, "workdir", NULL, wk) == 0 &&
+	    xino_if_needed(fs, lo, up) == 0 && sys_fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) == 0) {
+		*out = sys_fsmount(fs, FSMOUNT_CLOEXEC, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
+		r = *out >= 0 ? 0 : -1;
+	}
+	int e = errno;
+	kis_ids_root_end();
+	errno = e;
+	return r;
+}
+
+int kis_idmap_view_enter(int view_fd, const char *target)
+{
+	/* a mount namespace of the command's own, every mount a slave of the
+	 * host's (mount_namespaces(7)): what the host mounts later still shows,
+	 * nothing mounted here goes back; then the view over the workspace */
+	if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL) < 0)
+		return -1;
+	return sys_move_mount(view_fd, "", AT_FDCWD, target, MOVE_MOUNT_F_EMPTY_PATH);
 }

@@ -51,6 +51,12 @@ int kis_disk_check(const struct kis_profile *p, struct kis_engine_ctx *ec,
 	int q = disk_enforceable(ec, b, p->base || p->workspace, why, sizeof(why));
 	if (q == 1) {
 		*apply = true;
+		/* a clone of this run gets its disk image as it is made */
+		struct kis_store *s = NULL;
+		struct kis_limits l;
+		kis_limits_resolve(&p->limits, &l);
+		if (kis_ctx_store(ec, &s, NULL) == 0)
+			kis_store_set_clone_disk(s, l.disk_bytes);
 		return 0;
 	}
 	if (p->limits.disk_bytes)
@@ -62,12 +68,12 @@ int kis_disk_check(const struct kis_profile *p, struct kis_engine_ctx *ec,
 	return 0; /* the default binds where it can, as memory and pids do */
 }
 
-int kis_disk_apply(struct kis_engine_ctx *ec, const char *ws_id, uint64_t bytes,
+int kis_disk_apply(struct kis_engine_ctx *ec, const char *ws_id, uint64_t bytes, bool asked,
 		   struct kis_error **err)
 {
 	struct kis_store *s = NULL;
 	TRY(kis_ctx_store(ec, &s, err));
-	int r = kis_workspace_disk_limit(s, ws_id, bytes, err);
+	int r = kis_workspace_disk_limit(s, ws_id, bytes, asked, err);
 	return r;
 }
 

@@ -29,7 +29,7 @@ const char *kis_build_prefix(void);
 int kis_disk_check(const struct kis_profile *p, struct kis_engine_ctx *ec,
 		   const struct kis_backend *b, const struct kis_caps *caps, bool *apply,
 		   struct kis_error **err);
-int kis_disk_apply(struct kis_engine_ctx *ec, const char *ws_id, uint64_t bytes,
+int kis_disk_apply(struct kis_engine_ctx *ec, const char *ws_id, uint64_t bytes, bool asked,
 		   struct kis_error **err);
 void kis_disk_explain(struct kis_engine_ctx *ec, const char *ws_id, struct kis_result *res);
 
@@ -44,6 +44,9 @@ int kis_workspace_acquire(const struct kis_profile *p, struct kis_engine_ctx *ec
 void kis_workspace_release(struct kis_engine_ctx *ec, const char *id);
 /* kis_workspace_refresh, best effort (the run's result stands). */
 void kis_workspace_refresh_view(struct kis_engine_ctx *ec, const char *id);
+/* Does b join an overlay workspace's layers in a mount of its own here (then
+ * the host's view is mounted anew after a run or exec that used it)? */
+bool kis_backend_own_view(const struct kis_backend *b);
 /* A session's hold on its workspace (kis_workspace_hold): destroy of the
  * workspace is busy while the session lives. */
 int kis_workspace_hold_for(struct kis_engine_ctx *ec, const char *id, const char *session,

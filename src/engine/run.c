@@ -161,7 +161,7 @@ int kis_run_one(struct kis_engine_ctx *ec, const struct kis_profile *p, char *co
 		held = true;
 	}
 	if (disk_quota && ws_id &&
-	    kis_disk_apply(ec, ws_id, req.limits.disk_bytes, err) < 0) {
+	    kis_disk_apply(ec, ws_id, req.limits.disk_bytes, p->limits.disk_bytes != 0, err) < 0) {
 		kis_workspace_unhold_mount(st, ws_id, res->sandbox);
 		if (cloned)
 			kis_workspace_release(ec, ws_id);
@@ -210,7 +210,7 @@ int kis_run_one(struct kis_engine_ctx *ec, const struct kis_profile *p, char *co
 		res->workspace_kept = !cloned || p->keep;
 		if (cloned && !p->keep)
 			kis_workspace_release(ec, ws_id);
-		else if (b->own_workspace_view || (b->rootless_layers && geteuid() != 0))
+		else if (kis_backend_own_view(b))
 			kis_workspace_refresh_view(ec, ws_id);
 	}
 	/* The run has undone what it made; undoing the records as well

@@ -313,7 +313,7 @@ static int create_ctx(struct kis_engine_ctx *ec, const struct kis_profile *p,
 	if (kis_disk_check(p, ec, b, &caps, &disk_quota, err) < 0 ||
 	    kis_workspace_acquire(p, ec, true, b, &ws_id, &ws_path, &ws_cloned, err) < 0 ||
 	    (disk_quota && ws_id &&
-	     kis_disk_apply(ec, ws_id, req.limits.disk_bytes, err) < 0))
+	     kis_disk_apply(ec, ws_id, req.limits.disk_bytes, p->limits.disk_bytes != 0, err) < 0))
 		goto fail;
 	/* held while the session lives: destroy of the workspace is busy */
 	if (ws_id && kis_workspace_hold_for(ec, ws_id, id, err) < 0)
@@ -447,7 +447,12 @@ static void explain_exec(struct kis_engine_ctx *ec, const char *id, struct kis_r
 		struct kis_session_ctx ctx = {.id = id, .dir_fd = dfd, .listen_fd = -1};
 		b->session_explain(&ctx, res);
 	}
-	if (b && (b->own_workspace_view || (b->rootless_layers && geteuid() != 0))) {
+	/* the session's workspace full (its quota or disk image, issue 41):
+	 * a failed exec ended by limits.disk_bytes; the microvm's own layer
+	 * is its guest's to judge */
+	if (b && failed && b->tier != KIS_TIER_MICROVM && res->reason == KIS_REASON_EXITED)
+		kis_disk_explain(ec, json_string_value(json_object_get(meta, "workspace")), res);
+	if (kis_backend_own_view(b)) {
 		kis_workspace_refresh_view(ec,
 					   json_string_value(json_object_get(meta, "workspace")));
 		size_t i;

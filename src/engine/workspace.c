@@ -104,6 +104,12 @@ void kis_ws_layers_free(struct kis_ws_layers *l)
 	memset(l, 0, sizeof(*l));
 }
 
+bool kis_backend_own_view(const struct kis_backend *b)
+{
+	return b && (b->own_workspace_view || (b->rootless_layers && geteuid() != 0) ||
+		     (b->root_layers && geteuid() == 0));
+}
+
 void kis_workspace_refresh_view(struct kis_engine_ctx *ec, const char *id)
 {
 	struct kis_store *s = NULL;

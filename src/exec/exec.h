@@ -12,6 +12,12 @@
 #include "kis/profile.h"
 #include "kis/result.h"
 
+/* chdir(2) to path, resolved in this process's root with no magic link on
+ * the way (openat2 RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS); spawn enters
+ * its cwd so, and a child_setup that mounts over it enters it again. No
+ * allocation. -1 with errno. */
+int kis_child_enter_dir(const char *path);
+
 /* What to start. Everything is resolved by the caller. */
 struct kis_spawn {
 	char *const *argv;

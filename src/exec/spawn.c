@@ -225,7 +225,7 @@ int kis_exec_search(char *const *argv, char *const *envp)
  * workspace that points at one, would lead to whatever directory some
  * process of the sandbox's setup holds, the host's included (runc's
  * CVE-2024-21626). No allocation. */
-static int enter_dir(const char *path)
+int kis_child_enter_dir(const char *path)
 {
 	int root = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (root < 0)
@@ -306,7 +306,7 @@ void kis_child_main(const struct kis_spawn *sp, int report_fd, int out_fd, int e
 	}
 	/* A working directory that is not there is the command's setup failure
 	 * (setup_failed, 126, naming it), the same on every tier. */
-	if (sp->cwd && enter_dir(sp->cwd) < 0) {
+	if (sp->cwd && kis_child_enter_dir(sp->cwd) < 0) {
 		kis_child_report(report_fd, KIS_CHILD_CWD, errno, KIS_E_OK, sp->cwd);
 		_exit(126);
 	}

@@ -328,6 +328,7 @@ int kis_base_import(struct kis_store *s, const char *src, const struct kis_impor
 			.keep_owner = geteuid() == 0,
 			.progress = opts->progress,
 			.progress_ctx = opts->progress_ctx,
+			.max_bytes = opts->max_bytes ? opts->max_bytes : KIS_IMPORT_MAX_DEFAULT,
 		};
 		if (store_copy_tree(&c, sfd, tree, err) < 0) {
 			kis_error_wrap(err, "importing '%s'", src);

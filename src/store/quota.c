@@ -173,13 +173,23 @@ int kis_store_disk_quota(struct kis_store *s, bool *binds_root, char *why, size_
 		*binds_root = qi.xfs;
 	if (why && n)
 		snprintf(why, n, "%s", qi.why);
+	if (r == 1)
+		return 1;
+	/* no project quotas: a disk image of the limit's size, which binds
+	 * every writer (no quota for CAP_SYS_RESOURCE to pass) */
+	char w2[200];
+	r = store_disk_probe(w2, sizeof(w2));
+	if (r == 1 && binds_root)
+		*binds_root = true;
+	if (r == 0 && why && n)
+		snprintf(why, n, "%s", w2);
 	return r;
 }
 
 /* The whole workspace directory joins the project: overlayfs prepares a
  * copy-up in work/ and renames it into upper/, and both XFS and ext4
  * refuse a rename into a PROJINHERIT directory of another project (EXDEV). */
-int kis_workspace_disk_limit(struct kis_store *s, const char *id, uint64_t bytes,
+int kis_workspace_disk_limit(struct kis_store *s, const char *id, uint64_t bytes, bool asked,
 			     struct kis_error **err)
 {
 	TRY(kis_id_validate(id, "workspace id", err));
@@ -187,10 +197,17 @@ int kis_workspace_disk_limit(struct kis_store *s, const char *id, uint64_t bytes
 	if (d < 0)
 		return kis_error_set(err, KIS_E_NOT_FOUND, errno, "no workspace '%s'", id);
 	struct store_quota_info qi;
-	if (store_quota_probe(d, &qi) <= 0)
+	if (store_quota_probe(d, &qi) == 1) {
+		TRY(store_quota_set(d, id, bytes, err));
+		return 1;
+	}
+	char why[200];
+	if (store_disk_probe(why, sizeof(why)) <= 0)
 		return 0;
-	TRY(store_quota_set(d, id, bytes, err));
-	return 1;
+	int r = store_disk_limit(s, d, id, bytes, asked, err);
+	if (r == 2) /* a new image: the overlay moves its upper layer there */
+		r = kis_workspace_refresh(s, id, err) < 0 ? -1 : 1;
+	return r;
 }
 
 int kis_workspace_disk_usage(struct kis_store *s, const char *id, uint64_t *used, uint64_t *limit)
@@ -198,5 +215,27 @@ int kis_workspace_disk_usage(struct kis_store *s, const char *id, uint64_t *used
 	if (kis_id_validate(id, "workspace id", NULL) < 0)
 		return -1;
 	_cleanup_close_ int d = store_opendir(s->ws_fd, id);
-	return d < 0 ? -1 : store_quota_get(d, id, used, limit);
+	if (d < 0)
+		return -1;
+	if (store_disk_usage(d, used, limit) == 0)
+		return 0;
+	return store_quota_get(d, id, used, limit);
+}
+
+void kis_store_set_clone_disk(struct kis_store *s, uint64_t bytes)
+{
+	struct store_quota_info qi;
+	char why[200];
+	/* only where images are what binds: project quotas need none */
+	s->clone_disk_bytes = bytes && store_quota_probe(s->ws_fd, &qi) != 1 &&
+				      store_disk_probe(why, sizeof(why)) == 1 ? bytes : 0;
+}
+
+const char *kis_store_disk_how(struct kis_store *s)
+{
+	struct store_quota_info qi;
+	char why[200];
+	if (store_quota_probe(s->ws_fd, &qi) == 1)
+		return "quota";
+	return store_disk_probe(why, sizeof(why)) == 1 ? "image" : NULL;
 }

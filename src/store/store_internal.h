@@ -63,6 +63,9 @@ struct kis_store {
 	 * lazily: -1 unknown, 0 no, 1 yes. */
 	int can_reflink;
 	int can_overlay;
+	/* an overlay clone's writable layer on a disk image of this limit
+	 * (kis_store_set_clone_disk), 0: none */
+	uint64_t clone_disk_bytes;
 };
 
 #define STORE_TMP_PREFIX ".tmp-"
@@ -182,7 +185,10 @@ struct store_copy {
 	bool keep_owner;    /* chown to the source's owner (root) */
 	void (*progress)(void *ctx, uint64_t files, uint64_t bytes);
 	void *progress_ctx;
-	/* running totals */
+	/* bytes of data (holes not counted) past which the copy stops with a
+	 * named error; 0: none */
+	uint64_t max_bytes;
+	/* running totals (bytes: data copied, or held by a reflinked file) */
 	uint64_t files;
 	uint64_t bytes;
 };
@@ -203,6 +209,30 @@ struct store_quota_info {
 int store_quota_probe(int fd, struct store_quota_info *qi);
 int store_quota_set(int fd, const char *ws_id, uint64_t bytes, struct kis_error **err);
 int store_quota_get(int fd, const char *ws_id, uint64_t *used, uint64_t *limit);
+
+/* Disk images (disk.c, issue 41): an overlay workspace's writable layer on
+ * a loop-mounted ext4 image of the limit's size, where the store's
+ * filesystem keeps no project quotas. probe: 1 when images can be had (root,
+ * loop devices, mke2fs), else 0 and why; present: the workspace (dir d) has
+ * one; limit: give it one of bytes (1), or 0 when this workspace cannot have
+ * it (asked: then an error saying why; a default keeps an image of another
+ * size); layers: the overlay's upper and work (in the image, mounted on
+ * demand, or upper/ and work/); upper_rel: upper's path below the
+ * workspace; unmount: the image's mount, if any (its loop device detaches
+ * itself); usage: what the image's filesystem holds and can hold. */
+int store_disk_probe(char *why, size_t n);
+bool store_disk_present(int d);
+int store_disk_limit(struct kis_store *s, int d, const char *id, uint64_t bytes, bool asked,
+		     struct kis_error **err);
+/* A clone's image, made with it (kis_store_set_clone_disk): no overlay to
+ * mount twice (each unmount syncs the store's filesystem). */
+int store_disk_make(struct kis_store *s, int d, const char *id, uint64_t bytes,
+		    struct kis_error **err);
+int store_disk_layers(struct kis_store *s, int d, const char *id, int *up, int *wk,
+		      struct kis_error **err);
+const char *store_disk_upper_rel(int d);
+int store_disk_unmount(struct kis_store *s, int d, const char *name, struct kis_error **err);
+int store_disk_usage(int d, uint64_t *used, uint64_t *limit);
 
 /* Workspace meta: parse "base=...\nstrategy=...\n". */
 int store_ws_meta(int ws_dir_fd, char base[KIS_ID_BUFSZ], enum kis_clone_strategy *st,

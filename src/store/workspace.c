@@ -22,6 +22,18 @@
 #define STATX_ATTR_MOUNT_ROOT 0x00002000
 #endif
 
+/* Upper on another filesystem than lower (a disk image, src/store/disk.c):
+ * without xino, overlayfs gives a merged directory's entries d_ino values
+ * that are not their st_ino (Documentation/filesystems/overlayfs.rst,
+ * "Inode properties"; WASI's fd_readdir test caught it). xino=on keeps one
+ * inode number space across the layers, in the high bits ext4's 32-bit
+ * inode numbers leave free. */
+static bool xino_wanted(int lower_fd, int upper_fd)
+{
+	struct stat l, u;
+	return fstat(lower_fd, &l) == 0 && fstat(upper_fd, &u) == 0 && l.st_dev != u.st_dev;
+}
+
 /* The new mount API with the layers given as fds (overlayfs takes
  * FSCONFIG_SET_FD for lowerdir+, upperdir and workdir since Linux 6.13):
  * nothing is looked up by name, and mountinfo shows the real paths.
@@ -37,6 +49,8 @@ static int overlay_mount_fds(int lower_fd, int upper_fd, int work_fd, int target
 	    fsconfig(fs, FSCONFIG_SET_FD, "workdir", NULL, work_fd) < 0)
 		return -1;
 	if (userxattr && fsconfig(fs, FSCONFIG_SET_FLAG, "userxattr", NULL, 0) < 0)
+		return -1;
+	if (xino_wanted(lower_fd, upper_fd) && fsconfig(fs, FSCONFIG_SET_STRING, "xino", "on", 0) < 0)
 		return -1;
 	if (fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0)
 		return -1;
@@ -57,8 +71,9 @@ static int overlay_mount_legacy(int lower_fd, int upper_fd, int work_fd, int tar
 {
 	char opts[256], target[64];
 	snprintf(opts, sizeof(opts),
-		 "lowerdir=/proc/self/fd/%d,upperdir=/proc/self/fd/%d,workdir=/proc/self/fd/%d%s",
-		 lower_fd, upper_fd, work_fd, userxattr ? ",userxattr" : "");
+		 "lowerdir=/proc/self/fd/%d,upperdir=/proc/self/fd/%d,workdir=/proc/self/fd/%d%s%s",
+		 lower_fd, upper_fd, work_fd, userxattr ? ",userxattr" : "",
+		 xino_wanted(lower_fd, upper_fd) ? ",xino=on" : "");
 	snprintf(target, sizeof(target), "/proc/self/fd/%d", target_fd);
 	return mount("overlay", target, "overlay", MS_NOSUID | MS_NODEV, opts);
 }
@@ -144,6 +159,8 @@ int store_release_workspace(struct kis_store *s, const char *name, struct kis_er
 	TRY(unmount_merged(s, name, err));
 	_cleanup_close_ int d = store_opendir(s->ws_fd, name);
 	if (d >= 0) {
+		/* its disk image's, below the overlay: the loop device goes too */
+		TRY(store_disk_unmount(s, d, name, err));
 		store_view_stop(d); /* a rootless view's holder, if any */
 		char base[KIS_ID_BUFSZ];
 		/* No meta: the clone died before it took a reference. */
@@ -292,6 +309,15 @@ static int build_clone(struct kis_store *s, int t, const char *name, int base_fd
 		for (size_t i = 0; i < 3 && r == 0; i++)
 			if (mkdirat(t, sub[i], 0755) < 0 || (fds[i] = store_opendir(t, sub[i])) < 0)
 				r = kis_error_set(err, KIS_E_INTERNAL, errno, "cannot create '%s'", sub[i]);
+		/* a disk limit by image: upper and work are the image's */
+		if (r == 0 && s->clone_disk_bytes && !store_view_wanted()) {
+			close(fds[0]);
+			close(fds[1]);
+			fds[0] = fds[1] = -1;
+			r = store_disk_make(s, t, name, s->clone_disk_bytes, err);
+			if (r == 0)
+				r = store_disk_layers(s, t, name, &fds[0], &fds[1], err);
+		}
 		/* an ordinary user: mounted in a namespace of its own (view.c) */
 		if (r == 0)
 			r = store_view_wanted() ? store_view_start(s, t, name, err)
@@ -369,7 +395,8 @@ int kis_workspace_clone_ex(struct kis_store *s, const char *base_id, const char 
 		kis_error_free(build_err);
 		build_err = NULL;
 		use = KIS_CLONE_COPY;
-		static const char *const sub[] = {"upper", "work", "merged"};
+		static const char *const sub[] = {"upper", "work", "merged", "disk", "disk.img"};
+		(void)store_disk_unmount(s, t, tmp, NULL);
 		for (size_t i = 0; i < ARRAY_SIZE(sub); i++)
 			(void)kis_tree_remove(t, sub[i], NULL);
 		r = write_meta(t, base_id, use, true, &build_err);
@@ -444,12 +471,13 @@ int kis_workspace_path(struct kis_store *s, const char *id, char **out, struct k
 		if (!store_is_mountpoint(d, "merged")) {
 			_cleanup_close_ int b = store_opendir(s->bases_fd, base);
 			_cleanup_close_ int lower = b < 0 ? -1 : store_opendir(b, "tree");
-			_cleanup_close_ int up = store_opendir(d, "upper");
-			_cleanup_close_ int wk = store_opendir(d, "work");
+			_cleanup_close_ int up = -1, wk = -1;
 			_cleanup_close_ int mg = store_opendir(d, "merged");
-			if (lower < 0 || up < 0 || wk < 0 || mg < 0)
+			if (lower < 0 || mg < 0)
 				return kis_error_set(err, KIS_E_INTERNAL, errno,
 						     "workspace '%s' is damaged; destroy it", id);
+			/* upper/ and work/, or those of its disk image */
+			TRY(store_disk_layers(s, d, id, &up, &wk, err));
 			TRY(store_overlay_mount(lower, up, wk, mg, err));
 		}
 		(void)store_flock(d, LOCK_UN);
@@ -777,7 +805,7 @@ int kis_workspace_layers(struct kis_store *s, const char *id, char **lower, char
 				     base);
 	if (asprintf(lower, "%s/bases/%s/tree", s->root, base) < 0)
 		*lower = NULL;
-	if (asprintf(upper, "%s/workspaces/%s/upper", s->root, id) < 0)
+	if (asprintf(upper, "%s/workspaces/%s/%s", s->root, id, store_disk_upper_rel(d)) < 0)
 		*upper = NULL;
 	if (asprintf(cache, "%s/bases/%s/cache", s->root, base) < 0)
 		*cache = NULL;

@@ -139,6 +139,20 @@ def cgroups_named(name):
     return hits
 
 
+def loops_of(store):
+    """Loop devices whose backing file is in the store (a workspace's disk
+    image, issue 41)."""
+    out = []
+    for b in Path("/sys/block").glob("loop*"):
+        try:
+            f = (b / "loop" / "backing_file").read_text().strip()
+        except OSError:
+            continue
+        if f.startswith(str(store)):
+            out.append(f"{b.name}: {f}")
+    return out
+
+
 def leftovers(store, owner, marker):
     """Everything of the run `owner` still on the host, by kind."""
     left = {}
@@ -156,6 +170,11 @@ def leftovers(store, owner, marker):
     m = [l for l in open("/proc/self/mountinfo") if str(store) in l]
     if m:
         left["mount"] = m
+    # the image's last mount may sit a moment in a dying sandbox's namespace
+    wait_for(lambda: not loops_of(store), timeout=5)
+    loops = loops_of(store)
+    if loops:
+        left["loop"] = loops
     if (Path(store) / "owners" / owner).exists():
         left["owner"] = owner
     if any(Path(store, "sessions").glob(f"*{owner}*")):

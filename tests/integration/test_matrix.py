@@ -357,6 +357,15 @@ def check_disk(w, backend, mode, field):
     if backend in ("wasm", "process") and mode == "exec":
         pass
     flags = ["--disk", "16M"]
+    if backend == "wasm" and w.wasitest:
+        # 64 MiB through the preopened workspace (issue 41: its disk image)
+        try:
+            d = call(w, backend, mode, flags, ["wasitest.wasm", "bigfile", "65536"])
+        except Refused as e:
+            return ("refused", str(e)[:160])
+        assert "errno=No space left on device" in d["stdout"], d["stdout"]
+        return ("enforced", f"wasitest.wasm bigfile 64 MiB under --disk 16M: "
+                            f"{d['stdout'].strip()}")
     try:
         d = call(w, backend, mode, flags, ["./violate", "fsize", "64000000"]
                  if backend != "wasm" else ["ok.wasm"])

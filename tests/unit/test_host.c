@@ -11,7 +11,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <grp.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -169,34 +171,68 @@ static void test_workspace_made_reachable_inside_the_store_only(void **state)
 	rm_store(top);
 }
 
-static void test_chown_tree_changes_links_not_targets(void **state)
+/* issue 41: the sandbox user is shown the workspace through an idmapped
+ * view (its owner and the user trade ids) instead of a chown of every
+ * entry, which on an overlay clone copied the whole base up. Through the
+ * view the user writes the owner's file and makes a new one; on disk both
+ * stay the owner's, and a link in the tree is never followed. */
+static void test_workspace_view_changes_no_file(void **state)
 {
 	(void)state;
 	if (geteuid() != 0)
 		skip();
-	char top[] = "/tmp/kis-test-chown-XXXXXX";
+	char top[] = "/tmp/kis-test-view-XXXXXX";
 	assert_non_null(mkdtemp(top));
-	char f[256], l[256], d[256];
-	snprintf(d, sizeof(d), "%s/sub", top);
-	snprintf(f, sizeof(f), "%s/sub/file", top);
+	assert_int_equal(chmod(top, 0755), 0);
+	char f[256], l[256], n[256];
+	snprintf(f, sizeof(f), "%s/file", top);
 	snprintf(l, sizeof(l), "%s/link", top);
-	assert_int_equal(mkdir(d, 0755), 0);
+	snprintf(n, sizeof(n), "%s/new", top);
 	int fd = open(f, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
 	assert_true(fd >= 0);
 	close(fd);
 	assert_int_equal(symlink("/etc/hostname", l), 0);
 	struct kis_error *e = NULL;
-	assert_int_equal(kis_host_chown_tree(top, 65534, 65534, &e), 0);
+	int view = -1;
+	if (kis_host_workspace_view(top, NULL, NULL, 65534, 65534, &view, &e) < 0) {
+		kis_error_free(e); /* a kernel without idmapped mounts of this fs */
+		unlink(l);
+		unlink(f);
+		rmdir(top);
+		skip();
+	}
+	assert_true(view >= 0);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		if (kis_idmap_view_enter(view, top) < 0 || chdir(top) < 0 || setgroups(0, NULL) < 0 ||
+		    setresgid(65534, 65534, 65534) < 0 || setresuid(65534, 65534, 65534) < 0)
+			_exit(2);
+		struct stat st;
+		if (stat("file", &st) < 0 || st.st_uid != 65534)
+			_exit(3); /* the owner's file is seen as the user's */
+		int w = open("file", O_WRONLY | O_APPEND | O_CLOEXEC);
+		int c = open("new", O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+		_exit(w >= 0 && c >= 0 && write(w, "x", 1) == 1 ? 0 : 4);
+	}
+	int status = 0;
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	close(view);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
 	struct stat st;
 	assert_int_equal(stat(f, &st), 0);
-	assert_int_equal(st.st_uid, 65534);
+	assert_int_equal(st.st_uid, 0);
+	assert_int_equal(st.st_size, 1);
+	assert_int_equal(stat(n, &st), 0);
+	assert_int_equal(st.st_uid, 0); /* stored as the owner's */
 	assert_int_equal(lstat(l, &st), 0);
-	assert_int_equal(st.st_uid, 65534);
+	assert_int_equal(st.st_uid, 0);
 	assert_int_equal(stat("/etc/hostname", &st), 0);
-	assert_int_equal(st.st_uid, 0); /* never through the link */
+	assert_int_equal(st.st_uid, 0);
+	unlink(n);
 	unlink(l);
 	unlink(f);
-	rmdir(d);
 	rmdir(top);
 }
 
@@ -255,7 +291,7 @@ int main(void)
 		cmocka_unit_test(test_private_dir_is_exclusive_and_removed_without_following),
 		cmocka_unit_test(test_private_dir_refuses_a_planted_link),
 		cmocka_unit_test(test_workspace_made_reachable_inside_the_store_only),
-		cmocka_unit_test(test_chown_tree_changes_links_not_targets),
+		cmocka_unit_test(test_workspace_view_changes_no_file),
 		cmocka_unit_test(test_cached_seccomp_program_is_the_compiled_one),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

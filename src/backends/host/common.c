@@ -3,7 +3,6 @@
  * user, giving it the workspace, private temporary directories. */
 #include "core/util.h"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -69,60 +68,34 @@ void kis_host_sandbox_user(uid_t *uid, gid_t *gid)
 	}
 }
 
-/* Depth-first over one filesystem: lchown every entry. Links are changed
- * themselves (AT_SYMLINK_NOFOLLOW), never their targets. */
-static int chown_dir(int fd, dev_t dev, uid_t uid, gid_t gid, int depth)
+int kis_host_workspace_view(const char *path, const char *lower, const char *ws_dir, uid_t uid,
+			    gid_t gid, int *view_fd, struct kis_error **err)
 {
-	if (depth > 256)
-		return -1;
-	DIR *d = kis_opendir_dup(fd);
-	if (!d)
-		return -1;
-	int r = 0;
-	struct dirent *e;
-	while (r == 0 && (e = readdir(d))) {
-		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
-			continue;
-		struct stat st;
-		if (fstatat(fd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
-			continue; /* gone since readdir */
-		if (st.st_dev != dev)
-			continue; /* another mount: not ours to give away */
-		if ((st.st_uid != uid || st.st_gid != gid) &&
-		    fchownat(fd, e->d_name, uid, gid, AT_SYMLINK_NOFOLLOW) < 0) {
-			r = -1;
-			break;
-		}
-		if (S_ISDIR(st.st_mode)) {
-			int sub = openat(fd, e->d_name,
-					 O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-			if (sub < 0) {
-				r = -1;
-				break;
-			}
-			r = chown_dir(sub, dev, uid, gid, depth + 1);
-			close(sub);
-		}
-	}
-	int e2 = errno;
-	closedir(d);
-	errno = e2;
-	return r;
-}
-
-int kis_host_chown_tree(const char *path, uid_t uid, gid_t gid, struct kis_error **err)
-{
-	_cleanup_close_ int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	*view_fd = -1;
 	struct stat st;
-	if (fd < 0 || fstat(fd, &st) < 0)
+	if (lstat(path, &st) < 0)
 		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot open the workspace '%s'",
 				     path);
-	if ((st.st_uid != uid || st.st_gid != gid) && fchown(fd, uid, gid) < 0)
-		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot chown the workspace '%s'",
+	if (!S_ISDIR(st.st_mode))
+		return kis_error_set(err, KIS_E_INTERNAL, ENOTDIR, "the workspace '%s'", path);
+	/* The workspace's owner is the one the command is shown as: its root
+	 * directory's (root's, for a tree the engine made; a user's, for a
+	 * base imported from their files). Already the sandbox user's (a
+	 * workspace an older kis gave away by chown): nothing to show. */
+	if (st.st_uid == uid && st.st_gid == gid)
+		return 0;
+	/* Not a chown of every entry: on an overlay clone each one is a
+	 * copy-up (a 2,000-file 16 MiB base: 0.72 s and 16 MiB in upper/ on
+	 * every run). A view through an idmapped mount where the owner and
+	 * the sandbox user trade ids shows the owner's files as the user's
+	 * and stores what the user writes as the owner's. */
+	_cleanup_close_ int ns = -1;
+	TRY(kis_userns_swap_open(st.st_uid, uid, st.st_gid, gid, &ns, err));
+	if (kis_idmap_view(path, lower, ws_dir, ns, uid, gid, view_fd) < 0)
+		return kis_error_set(err, KIS_E_PROFILE_UNSATISFIABLE, errno,
+				     "workspace: cannot show '%s' to the sandbox user through an "
+				     "idmapped mount (Linux 5.12; of overlay layers 5.19)",
 				     path);
-	if (chown_dir(fd, st.st_dev, uid, gid, 0) < 0)
-		return kis_error_set(err, KIS_E_INTERNAL, errno,
-				     "cannot give the workspace '%s' to the sandbox user", path);
 	return 0;
 }
 

@@ -21,9 +21,13 @@ bool kis_host_profile_has_env(const struct kis_profile *p, const char *key);
  * KIS_SANDBOX_USER=UID:GID, else nobody (65534:65534). */
 void kis_host_sandbox_user(uid_t *uid, gid_t *gid);
 
-/* Give the workspace tree to uid:gid (lchown, never through a link, never
- * into another mount), so an unprivileged command can write it. */
-int kis_host_chown_tree(const char *path, uid_t uid, gid_t gid, struct kis_error **err);
+/* Let uid:gid, an unprivileged user, write the workspace at path without
+ * touching its files: *view_fd is a detached mount (kis_idmap_view) that
+ * shows the workspace's owner as uid:gid, to be moved over path in the
+ * command's own mount namespace (kis_idmap_view_enter); -1 when uid:gid
+ * owns it already. lower, ws_dir: an overlay clone's layers (else NULL). */
+int kis_host_workspace_view(const char *path, const char *lower, const char *ws_dir, uid_t uid,
+			    gid_t gid, int *view_fd, struct kis_error **err);
 /* Make the workspace reachable by a user other than the store's owner: the
  * store's own directories on the way (store root, workspaces/, the id) get
  * search permission for others (0711-like: no listing); a directory above

@@ -5,10 +5,13 @@
  *
  * Theory of operation. plan() decides and touches nothing. run() and
  * start_session() prepare what may allocate or fail with a message before
- * fork (the memory/pids cgroup, the workspace given to the sandbox user, a
- * private temporary directory, the seccomp program in a sealed memfd, the
- * Landlock ruleset fd), then spawn's child_setup hook joins the cgroup and
- * calls kis_confine_child: harden (rlimits, fds close-on-exec, no_new_privs,
+ * fork (the memory/pids cgroup, the workspace's view for the sandbox user:
+ * a detached idmapped mount, a private temporary directory, the seccomp
+ * program in a sealed memfd, the Landlock ruleset fd, its workspace rule on
+ * the view), then spawn's child_setup hook joins the cgroup, moves the view
+ * over the workspace in a mount namespace of its own (slave of the host's:
+ * the host's filesystem stays in view, nothing goes back) and calls
+ * kis_confine_child: harden (rlimits, fds close-on-exec, no_new_privs,
  * capabilities, user), landlock_restrict_self, seccomp, in that order
  * (src/confine/confine.h). The command, or the session agent with its
  * listening socket as fd 3, is then exec'd confined.
@@ -76,6 +79,7 @@ struct kis_plan {
 	struct kis_native_plan n;
 	const char *sandbox_id;
 	char *workspace;         /* host path, or NULL */
+	char *ws_lower, *ws_dir; /* an overlay clone: its base tree and its directory */
 	enum kis_net_mode net;
 	unsigned cgroup_limits;  /* KIS_LIMIT_MEMORY/PIDS to enforce */
 	unsigned cgroup_explicit; /* of those, asked for by name: a failure fails */
@@ -131,6 +135,15 @@ static int landlock_plan(const struct kis_caps *caps, const struct kis_run_reque
 	pl->tmpdir_env = !kis_host_profile_has_env(p, "TMPDIR");
 	if (req->workspace_path && !(pl->workspace = strdup(req->workspace_path)))
 		goto oom;
+	if (req->workspace_path && req->workspace_lower && req->workspace_upper) {
+		/* an overlay clone: upper/ and work/ sit in its directory */
+		const char *slash = strrchr(req->workspace_upper, '/');
+		if (!slash || strcmp(slash, "/upper") ||
+		    !(pl->ws_dir = strndup(req->workspace_upper,
+					   (size_t)(slash - req->workspace_upper))) ||
+		    !(pl->ws_lower = strdup(req->workspace_lower)))
+			goto oom;
+	}
 	/* No workspace and no cwd: start in /, never in the caller's directory */
 	if (!pl->n.cwd && !(pl->n.cwd = strdup("/")))
 		goto oom;
@@ -139,6 +152,8 @@ static int landlock_plan(const struct kis_caps *caps, const struct kis_run_reque
 oom:
 	kis_native_plan_release(&pl->n);
 	free(pl->workspace);
+	free(pl->ws_lower);
+	free(pl->ws_dir);
 	free(pl);
 	return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "cannot plan");
 }
@@ -177,12 +192,27 @@ struct ll_start {
 	struct kis_confine_plan cp;
 	char *tmpdir;
 	int keep_fd; /* 3 for the session agent */
+	int view_fd; /* the workspace shown to the sandbox user, or -1 */
+	const char *workspace, *cwd;
 };
 
 static int ll_child(void *ctx, struct kis_error **err)
 {
 	struct ll_start *s = ctx;
 	TRY(kis_run_cgroup_join(&s->rc, err));
+	if (s->view_fd >= 0) {
+		/* spawn entered cwd before this: a cwd in the workspace is then
+		 * the directory under the view, entered again through it */
+		if (kis_idmap_view_enter(s->view_fd, s->workspace) < 0)
+			return kis_error_set(err, KIS_E_INTERNAL, errno,
+					     "cannot mount the workspace's view on '%s'",
+					     s->workspace);
+		close(s->view_fd);
+		if (s->cwd && kis_child_enter_dir(s->cwd) < 0) {
+			kis_error_set(err, KIS_E_INTERNAL, errno, "cwd");
+			return KIS_CHILD_SETUP_CWD;
+		}
+	}
 	return kis_confine_child(&s->cp, err);
 }
 
@@ -190,6 +220,8 @@ static void ll_start_release(struct ll_start *s, bool remove_tmp)
 {
 	kis_confine_plan_release(&s->cp);
 	kis_run_cgroup_close(&s->rc);
+	kis_closep(&s->view_fd);
+	s->view_fd = -1;
 	if (remove_tmp)
 		kis_tree_remove_path(s->tmpdir);
 	free(s->tmpdir);
@@ -202,6 +234,9 @@ static int ll_prepare(struct kis_plan *pl, const char *name, const char *agent,
 		      struct ll_start *s, struct kis_error **err)
 {
 	memset(s, 0, sizeof(*s));
+	s->view_fd = -1;
+	s->workspace = pl->workspace;
+	s->cwd = pl->n.cwd;
 	kis_confine_plan_init(&s->cp);
 	/* a session's agent and the worker of an exec are in the group too */
 	if (kis_host_cgroup_open(&s->rc, name, &pl->n.limits, pl->cgroup_limits,
@@ -209,7 +244,8 @@ static int ll_prepare(struct kis_plan *pl, const char *name, const char *agent,
 		return -1;
 	if (pl->set_user && pl->workspace &&
 	    (kis_host_make_reachable(pl->workspace, err) < 0 ||
-	     kis_host_chown_tree(pl->workspace, pl->uid, pl->gid, err) < 0))
+	     kis_host_workspace_view(pl->workspace, pl->ws_lower, pl->ws_dir, pl->uid, pl->gid,
+				     &s->view_fd, err) < 0))
 		goto fail;
 	/* No /tmp on this backend: a private directory instead (TMPDIR). */
 	if (kis_host_private_dir(name, pl->uid, pl->gid, &s->tmpdir, err) < 0)
@@ -225,6 +261,9 @@ static int ll_prepare(struct kis_plan *pl, const char *name, const char *agent,
 	const char *ro[] = {agent, NULL};
 	struct kis_landlock_opts ll = {
 		.workspace = pl->workspace, .extra_rw = rw, .extra_ro = agent ? ro : NULL,
+		/* the view is what the command writes: a new overlay's inodes
+		 * are not the store's, the rule goes on the view's own root */
+		.workspace_by_fd = s->view_fd >= 0, .workspace_fd = s->view_fd,
 		.net = pl->net, .allow_proc = false, .required = required_features(pl->net),
 	};
 	/* the compiled program from the cache (4 ms saved), then Landlock */
@@ -262,6 +301,8 @@ static void landlock_plan_free(struct kis_plan *pl)
 		return;
 	kis_native_plan_release(&pl->n);
 	free(pl->workspace);
+	free(pl->ws_lower);
+	free(pl->ws_dir);
 	free(pl);
 }
 
@@ -308,6 +349,7 @@ const struct kis_backend kis_backend_landlock = {
 	.session_explain = kis_host_cgroup_explain,
 	.name = "landlock",
 	.tier = KIS_TIER_HOST,
+	.root_layers = true,
 	.probe = landlock_probe,
 	.plan = landlock_plan,
 	.describe = landlock_describe,
