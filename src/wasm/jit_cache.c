@@ -323,7 +323,11 @@ static void evict(int dfd, const char *keep, uint64_t max)
 			v = nv;
 			cap = nc;
 		}
-		snprintf(v[n].name, sizeof(v[n].name), "%s", de->d_name);
+		/* the cache's own names are short: a longer one is none of ours */
+		size_t len = strlen(de->d_name);
+		if (len >= sizeof(v[n].name))
+			continue;
+		memcpy(v[n].name, de->d_name, len + 1);
 		v[n].used = last_use(&st);
 		v[n].size = st.st_size;
 		n++;
