@@ -25,6 +25,10 @@ KIS_API int kis_store_open_again(const char *root, struct kis_store **out,
 				 struct kis_error **err);
 KIS_API void kis_store_free(struct kis_store *s);
 KIS_API const char *kis_store_root(const struct kis_store *s);
+/* The store a command opens when it names none: $KIS_SANDBOX_ROOT, else
+ * /var/lib/kis/sandbox as root, else $XDG_STATE_HOME/kis/sandbox or
+ * ~/.local/state/kis/sandbox. *out is the caller's to free. */
+KIS_API int kis_store_default_root(char **out, struct kis_error **err);
 
 /* ---- Leftovers ---------------------------------------------------------- */
 

@@ -7,6 +7,7 @@
 #include <limits.h>
 #include <string.h>
 
+#include "kis/store.h"
 #include "runtime/runtime.h"
 
 /* runc's and crun's flags of create and run (runc create --help, crun
@@ -47,14 +48,6 @@ static int load_config(const struct krt_parsed *p, json_t **out, struct kis_erro
 	return 0;
 }
 
-/* kis's store, refused as a host path of a bundle's (the microvm tier's
- * store is the same one: $KIS_SANDBOX_ROOT, else root's default). */
-static const char *store_root(void)
-{
-	const char *env = getenv("KIS_SANDBOX_ROOT");
-	return env && *env == '/' ? env : "/var/lib/kis/sandbox";
-}
-
 static int create_like(const struct krt_globals *g, int argc, char **argv,
 		       struct kis_error **err)
 {
@@ -64,7 +57,7 @@ static int create_like(const struct krt_globals *g, int argc, char **argv,
 	json_t *raw = NULL;
 	struct krt_model m;
 	krt_model_init(&m);
-	_cleanup_free_ char *stage = NULL;
+	_cleanup_free_ char *stage = NULL, *store = NULL;
 	if (r < 0)
 		goto out;
 	r = -1;
@@ -75,13 +68,17 @@ static int create_like(const struct krt_globals *g, int argc, char **argv,
 	}
 	if (krt_valid_id(p.pos.v[0], err) < 0 || load_config(&p, &raw, err) < 0)
 		goto out;
+	/* kis's store, refused as a host path of a bundle's: the store's own
+	 * rule for which one a command opens */
+	if (kis_store_default_root(&store, err) < 0)
+		goto out;
 	enum krt_tier tier;
 	if (krt_policy_tier(raw, g->pinned_tier, &tier, err) < 0)
 		goto out;
 	const char *bundle = p.bundle ? p.bundle : ".";
 	/* from here on only the model: what it does not hold reaches no tier */
 	bool had_seccomp = json_object_get(json_object_get(raw, "linux"), "seccomp") != NULL;
-	if (krt_model_read(raw, bundle, g->root, store_root(), &m, err) < 0)
+	if (krt_model_read(raw, bundle, g->root, store, &m, err) < 0)
 		goto out;
 	struct krt_host_opts ho = {
 		.pid_file = krt_parsed_value(&p, "pid-file"),

@@ -568,13 +568,6 @@ static int model_namespaces(struct krt_model *m, struct kis_error **err)
 						     ? ": leave the entry out and set the annotation "
 						       KRT_ANN_NET_HOST "=true"
 						     : ", which the container tier never shares");
-		m->ns_given[k] = true;
-	}
-	for (size_t k = 0; k < ARRAY_SIZE(ns_types); k++) {
-		/* mark the types present (with or without a path) */
-		json_array_foreach(nss, i, n)
-			if (strcmp(json_string_value(json_object_get(n, "type")), ns_types[k].type) == 0)
-				m->ns_present[k] = true;
 	}
 	return 0;
 }

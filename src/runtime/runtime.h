@@ -60,7 +60,6 @@ struct krt_model {
 	struct krt_hostpath *binds; /* one per mounts[i]; fd -1 for a non-bind */
 	size_t n_binds;
 	int ns_fd[KRT_NS_TYPES];    /* namespaces joined by path, held */
-	bool ns_given[KRT_NS_TYPES], ns_present[KRT_NS_TYPES];
 	char *bundle;               /* the bundle directory, resolved */
 	const char *state_root, *store_root; /* refused as host paths too */
 };

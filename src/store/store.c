@@ -49,7 +49,7 @@ static int mkdir_parents(const char *path, struct kis_error **err)
 	return 0;
 }
 
-static int default_root(char **out, struct kis_error **err)
+int kis_store_default_root(char **out, struct kis_error **err)
 {
 	const char *env = getenv("KIS_SANDBOX_ROOT");
 	int r;
@@ -194,7 +194,7 @@ int store_open_with(const char *root, bool sweep, store_reap_fn reap, struct kis
 		if (!want)
 			return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "out of memory");
 	} else {
-		TRY(default_root(&want, err));
+		TRY(kis_store_default_root(&want, err));
 	}
 	if (want[0] != '/') {
 		/* Relative roots are resolved once, here, against the cwd. */
