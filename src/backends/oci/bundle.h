@@ -175,6 +175,11 @@ int kis_oci_cgroup_join(const char *ctr_id, pid_t pid, bool sched, struct kis_er
 /* crun delete -f, then the bundle directory and the cgroup parent when it
  * is empty. Idempotent. */
 int kis_oci_remove(const char *ctr_id, struct kis_error **err);
+
+/* For a guard whose engine died during a session's start (exec/tether.h):
+ * remove the container whatever point crun had reached, its processes
+ * killed through its groups even where crun wrote no state yet. */
+void kis_oci_remove_abandoned(const char *ctr_id);
 /* The bundle directory, for a container crun
  * has deleted itself. */
 void kis_oci_remove_bundle(int bundles_fd, const char *ctr_id);

@@ -526,6 +526,52 @@ int kis_oci_remove(const char *ctr_id, struct kis_error **err)
 	return r;
 }
 
+/* Kill every process in the container's groups, then remove the groups
+ * that are empty. True when none of them is left. */
+static bool kill_cgroups(const char *ctr_id)
+{
+	bool gone = true;
+	for (size_t i = 0, n = ctr_cgroup_count(); i < n; i++) {
+		char p[256], procs[280];
+		ctr_cgroup_dir(ctr_id, i, p, sizeof(p));
+		snprintf(procs, sizeof(procs), "%s/cgroup.procs", p);
+		_cleanup_fclose_ FILE *f = fopen(procs, "re");
+		if (!f)
+			continue;
+		gone = false;
+		long pid;
+		while (fscanf(f, "%ld", &pid) == 1)
+			if (pid > 1)
+				kill((pid_t)pid, SIGKILL);
+		(void)rmdir(p); /* EBUSY until the killed have exited: next pass */
+	}
+	return gone;
+}
+
+void kis_oci_remove_abandoned(const char *ctr_id)
+{
+	/* crun was killed with its engine (PR_SET_PDEATHSIG), but at any point
+	 * of `run --detach`: its container's init may have been started and
+	 * joined to the groups before crun wrote the state that `delete`
+	 * reads. So besides crun's delete, the groups' own processes are
+	 * killed, and again until two passes 100 ms apart find neither state
+	 * nor group, for at most 1.5 s (crun's last steps in flight when the
+	 * engine died land within that). */
+	int clean = 0;
+	for (int pass = 0; pass < 15 && clean < 2; pass++) {
+		char status[32];
+		bool known = kis_oci_state(ctr_id, status, sizeof(status), NULL) == 0;
+		if (known)
+			(void)kis_oci_remove(ctr_id, NULL);
+		bool gone = kill_cgroups(ctr_id);
+		clean = !known && gone ? clean + 1 : 0;
+		struct timespec ts = {0, 100 * 1000 * 1000};
+		nanosleep(&ts, NULL);
+	}
+	_cleanup_close_ int bfd = open(KIS_OCI_BUNDLES, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	kis_oci_remove_bundle(bfd, ctr_id);
+}
+
 void kis_oci_remove_bundle(int bundles_fd, const char *ctr_id)
 {
 	if (bundles_fd >= 0)

@@ -988,7 +988,7 @@ static int oci_run(struct kis_plan *pl, struct kis_result *res, struct kis_error
  * forced delete (its processes killed, its cgroup and state gone). */
 static void remove_abandoned(void *ctr_id)
 {
-	(void)kis_oci_remove(ctr_id, NULL);
+	kis_oci_remove_abandoned(ctr_id);
 }
 
 static int oci_start_session(struct kis_plan *pl, const struct kis_session_ctx *ctx, pid_t *pid,
