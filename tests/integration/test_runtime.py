@@ -904,7 +904,6 @@ def _cpu_limit(c):
 HOST_REFUSALS = [
     ("host_user", _user1000, "process.user"),
     ("host_own_seccomp", _own_seccomp, "linux.seccomp"),
-    ("host_sysfs", _with_sysfs, "sysfs"),
     ("host_noexec", _noexec_bind, "noexec"),
     ("host_cpu", _cpu_limit, "linux.resources.cpu"),
 ]
@@ -924,6 +923,26 @@ def test_host_tier_refuses_what_bubblewrap_cannot(work, roots, name, edit, named
     ok = krt(kr, "run", "--bundle", str(make_bundle(work, ["echo", "RAN"], edit)),
              f"krt-{name}-ctl")
     assert ok.returncode == 0 and "RAN" in ok.stdout, ok.stderr
+
+
+@pytest.mark.skipif("host" not in TIERS, reason="bubblewrap is not installed")
+def test_host_tier_sysfs_is_an_empty_read_only_directory(work, roots):
+    """The sysfs and cgroup mounts every CRI and ctr bundle has: bubblewrap
+    mounts no sysfs, and the host's would show its devices and cgroup tree,
+    so the host tier gives an empty read-only /sys holding an empty
+    /sys/fs/cgroup; the container at the container tier sees a real one."""
+    kr, _ = roots
+
+    def cg(c):
+        _with_sysfs(c)
+        c["mounts"].append({"destination": "/sys/fs/cgroup", "type": "cgroup",
+                            "source": "cgroup", "options": ["nosuid", "noexec", "ro"]})
+    script = ("ls -A /sys; echo ---; ls -A /sys/fs/cgroup; echo ---; "
+              "touch /sys/x 2>/dev/null || echo ro; echo RAN")
+    p = krt(kr, "run", "--bundle", str(make_bundle(work, ["sh", "-c", script],
+                                                   at_tier("host", cg))), "krt-sysfs")
+    assert p.returncode == 0 and "RAN" in p.stdout, p.stderr
+    assert p.stdout.split("---") == ["fs\n", "\n", "\nro\nRAN\n"], p.stdout
 
 
 # ---------------------------------------------------------- microvm tier
