@@ -23,6 +23,8 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <grp.h>
+#include <net/if.h>
 #include <limits.h>
 #include <sched.h>
 #include <signal.h>
@@ -583,6 +585,25 @@ static int own_dev_nodes(const struct krt_globals *g, int dfd, const char *id,
 	return 0;
 }
 
+/* lo up in a network namespace of the container's own, as bwrap's
+ * --unshare-net did (a new namespace's lo is down, netdevice(7)). In the
+ * forked child: no allocation. */
+static int loopback_up(void)
+{
+	int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (s < 0)
+		return -1;
+	struct ifreq ifr = {0};
+	strcpy(ifr.ifr_name, "lo");
+	int r = ioctl(s, SIOCGIFFLAGS, &ifr);
+	if (r == 0) {
+		ifr.ifr_flags |= IFF_UP;
+		r = ioctl(s, SIOCSIFFLAGS, &ifr);
+	}
+	close(s);
+	return r;
+}
+
 static bool has_dev(const struct kis_argv *a)
 {
 	for (size_t i = 0; i + 1 < a->n; i++)
@@ -692,6 +713,25 @@ int krt_host_create(const struct krt_globals *g, const struct krt_model *m, bool
 			if (fd >= 0)
 				close(fd);
 		}
+		/* the container's groups, not the runtime's: setgroups(2)
+		 * before anything of the container's can run */
+		gid_t g0 = 0;
+		if (!fail && setgroups(p.groups_root ? 1 : 0, &g0) < 0)
+			fail = 6;
+		/* the namespaces bwrap does not make (host_plan.c,
+		 * plan_namespaces): the pod's joined through the model's held
+		 * fds, then this container's own, so that this pid (bwrap's,
+		 * the engine's) is in them */
+		for (size_t k = 0; !fail && k < p.n_join; k++)
+			if (setns(p.join_fd[k], p.join_clone[k]) < 0)
+				fail = 7;
+		if (!fail && p.unshare && unshare(p.unshare) < 0)
+			fail = 8;
+		if (!fail && p.hostname && (p.unshare & CLONE_NEWUTS) &&
+		    sethostname(p.hostname, strlen(p.hostname)) < 0)
+			fail = 9;
+		if (!fail && p.lo_up && loopback_up() < 0)
+			fail = 10;
 		/* bwrap passes every inherited fd on (bubblewrap(1)): only the
 		 * engine's --preserve-fds ones, 3..N+2, reach the container */
 		if (!fail && syscall(SYS_close_range, 3 + (unsigned)o->preserve_fds, ~0U,
@@ -721,7 +761,10 @@ int krt_host_create(const struct krt_globals *g, const struct krt_model *m, bool
 	close(sync[1]);
 	static const char *const what[] = {"", "joining the cgroup", "taking the terminal",
 					   "setting process.rlimits", "oomScoreAdj",
-					   "passing fds to bwrap"};
+					   "passing fds to bwrap", "setting process.user's groups",
+					   "joining the namespaces linux.namespaces names by path",
+					   "making the ipc, uts and network namespaces",
+					   "setting the hostname", "bringing lo up"};
 	if (krt_child_setup(sync[0], pid, what, ARRAY_SIZE(what), err) < 0)
 		goto out;
 	unsigned long long start = 0;
@@ -858,9 +901,17 @@ static int host_kill(int dfd, json_t *st, const char *id, const char *signame, b
 	if (parse_signal(signame, &sig) < 0)
 		return kis_error_set(err, KIS_E_INVALID_ARGUMENT, 0, "unknown signal '%s'", signame);
 	const char *status = status_of(dfd, st);
+	/* kill --all of a stopped container is no error, as runc's and
+	 * crun's: the containerd shim sends it (SIGKILL) on every task
+	 * delete, after the exit; whatever is left in the cgroup goes at
+	 * delete (kis_host_cgroup_end). Without --all the message holds
+	 * "container not running", which the shim maps to "process already
+	 * finished" (runc's wording). */
+	if (strcmp(status, "stopped") == 0 && all)
+		return 0;
 	if (strcmp(status, "stopped") == 0)
 		return kis_error_set(err, KIS_E_INVALID_ARGUMENT, 0,
-				     "container '%s' is not running", id);
+				     "cannot signal '%s': container not running", id);
 	pid_t target = strcmp(status, "created") == 0
 			       ? (pid_t)json_integer_value(json_object_get(st, "pid"))
 			       : process_pid(dfd, st);
@@ -1038,6 +1089,16 @@ int krt_host_exec(const struct krt_globals *g, const char *id, json_t *proc,
 		krt_host_refuse(err, "process.user: the host tier runs the process as root only");
 		goto out;
 	}
+	/* groups as create's (host_plan.c): 0 only, and exactly these */
+	size_t ngroups = 0;
+	json_array_foreach(json_object_get(user, "additionalGids"), i, c) {
+		if (!json_is_integer(c) || json_integer_value(c) != 0) {
+			krt_host_refuse(err, "process.user.additionalGids[%zu]: the host tier gives "
+				   "the process group 0 only", i);
+			goto out;
+		}
+		ngroups = 1;
+	}
 	json_t *stj = st;
 	struct kis_seccomp_opts so = {
 		.net = (enum kis_net_mode)json_integer_value(json_object_get(stj, "net")),
@@ -1081,9 +1142,11 @@ int krt_host_exec(const struct krt_globals *g, const char *id, json_t *proc,
 	 * namespace takes effect for children only (setns(2)), so that child
 	 * forks the process and reports its pid; with --detach it then exits
 	 * and the process is the engine's subreaper's to collect, as runc's. */
-	int nsflags = CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWPID | CLONE_NEWCGROUP;
-	if (so.net != KIS_NET_HOST)
-		nsflags |= CLONE_NEWNET;
+	/* the network namespace too, always: a pod's (joined by path) takes
+	 * kis's filter for the host's network (so.net), and joining the
+	 * namespace one is already in is no error */
+	int nsflags = CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWPID | CLONE_NEWCGROUP |
+		      CLONE_NEWNET;
 	int rep[2];
 	if (pipe2(rep, O_CLOEXEC) < 0) {
 		kis_error_set(err, KIS_E_INTERNAL, errno, "pipe");
@@ -1132,6 +1195,9 @@ int krt_host_exec(const struct krt_globals *g, const char *id, json_t *proc,
 				step = "joining the container's cgroup";
 		if (!step && tty >= 0 && take_terminal(tty) < 0)
 			step = "taking the terminal";
+		gid_t g0 = 0;
+		if (!step && setgroups(ngroups, &g0) < 0)
+			step = "setting process.user's groups";
 		/* Closed, not only close-on-exec, before anything resolves a
 		 * path of the container's: every fd of ours but the seccomp
 		 * program, moved just above the caller's preserved ones. */

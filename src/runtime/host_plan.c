@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -49,7 +50,8 @@ static bool option_known(const char *o)
 	return strncmp(o, "mode=", 5) == 0 || strncmp(o, "size=", 5) == 0;
 }
 
-static int plan_mount(json_t *m, size_t i, int src_fd, struct kis_argv *a, struct kis_error **err)
+static int plan_mount(json_t *m, size_t i, int src_fd, bool sysfs_before, struct kis_argv *a,
+		      struct kis_error **err)
 {
 	const char *dst = json_string_value(json_object_get(m, "destination"));
 	const char *type = json_string_value(json_object_get(m, "type"));
@@ -82,6 +84,31 @@ static int plan_mount(json_t *m, size_t i, int src_fd, struct kis_argv *a, struc
 			size = s + 5;
 		if (!devfam && !option_known(s) && !bad)
 			bad = s;
+	}
+	/* sysfs at /sys and cgroup at /sys/fs/cgroup (the model allows them
+	 * only there), which the CRI plugin asks of every container:
+	 * bubblewrap mounts no sysfs, and a bind of the host's would show
+	 * the host's network devices (a sysfs shows the network namespace
+	 * of its mounter) and its cgroup tree. The host tier gives an empty
+	 * read-only /sys, with /sys/fs/cgroup in it (a mount point for the
+	 * cgroup entry, empty too): a program finds no sysfs, as under kis's
+	 * own host tier, and nothing of the host's. */
+	if (type && strcmp(type, "sysfs") == 0 && strcmp(dst, "/sys") == 0) {
+		TRY(krt_argv_push2(a, "--perms", "0555", err));
+		TRY(krt_argv_push2(a, "--tmpfs", "/sys", err));
+		TRY(krt_argv_push2(a, "--perms", "0555", err));
+		TRY(krt_argv_push2(a, "--dir", "/sys/fs", err));
+		TRY(krt_argv_push2(a, "--perms", "0555", err));
+		TRY(krt_argv_push2(a, "--dir", "/sys/fs/cgroup", err));
+		return krt_argv_push2(a, "--remount-ro", "/sys", err);
+	}
+	if (type && (strcmp(type, "cgroup") == 0 || strcmp(type, "cgroup2") == 0) &&
+	    strcmp(dst, "/sys/fs/cgroup") == 0) {
+		if (!sysfs_before)
+			return krt_host_refuse(err, "mounts[%zu] type '%s' at '%s' without a sysfs at "
+					   "/sys before it: the host tier shows no cgroup tree",
+				      i, type, dst);
+		return 0; /* the empty directory the sysfs entry made */
 	}
 	static const char *const types[] = {"bind", "proc", "tmpfs", "devpts", "mqueue"};
 	bool type_ok = bind;
@@ -218,6 +245,10 @@ static enum inner_fs mount_fs(json_t *m)
 		return FS_BIND;
 	if (type && strcmp(type, "tmpfs") == 0)
 		return dst && strcmp(dst, "/dev") == 0 ? FS_DEV : FS_FRESH;
+	/* the host tier's sysfs and cgroup are an empty tmpfs (plan_mount) */
+	if (type && (strcmp(type, "sysfs") == 0 || strcmp(type, "cgroup") == 0 ||
+		     strcmp(type, "cgroup2") == 0))
+		return FS_FRESH;
 	return FS_PSEUDO; /* proc, mqueue, devpts */
 }
 
@@ -318,9 +349,30 @@ static int check_inner_paths(json_t *config, int root_fd, struct kis_error **err
 				cwd && *cwd ? cwd : "/", err);
 }
 
-static int plan_namespaces(json_t *linux_, struct krt_host_plan *p, struct kis_error **err)
+/* The namespaces. bwrap makes the pid, mount and cgroup ones in the
+ * child it clones; ipc, uts and network are entered here, by the process
+ * create forks, before it becomes bwrap (host.c): that process's pid is
+ * the one the engine gets, and a pod's app containers join the sandbox's
+ * namespaces by /proc/<that pid>/ns/X (containerd's CRI plugin), which
+ * must then be the container's, not the host's the bwrap parent stays in.
+ *
+ * Joined by path (network, ipc, uts): setns(2) into the fd the model
+ * holds since it checked it (an nsfs file of that type, never the
+ * runtime's own nor pid 1's: model.c), not the path again. The process
+ * is uid 0 of the host's user namespace, so setns passes for a namespace
+ * owned by any user namespace (CAP_SYS_ADMIN there); bwrap, run by real
+ * uid 0, makes no user namespace of its own (no --unshare-user), and the
+ * process keeps only the bundle's capabilities (--cap-drop ALL, --cap-add)
+ * over the joined namespaces, as crun's without a user namespace. pid,
+ * cgroup, mount, user and time are not joined: a pid namespace joined in
+ * the child would hold bwrap's child, not bwrap, and the pid the engine
+ * knows is bwrap's, so a path to it names the host's (refused by the
+ * model); the others are the container's own. */
+static int plan_namespaces(const struct krt_model *mo, json_t *config, struct krt_host_plan *p,
+			   struct kis_error **err)
 {
-	bool net = false, cgroup = false;
+	json_t *linux_ = json_object_get(config, "linux");
+	bool cgroup = false, net = false, net_joined = false, uts_joined = false;
 	json_t *n;
 	size_t i;
 	json_array_foreach(json_object_get(linux_, "namespaces"), i, n) {
@@ -329,29 +381,60 @@ static int plan_namespaces(json_t *linux_, struct krt_host_plan *p, struct kis_e
 		if (!t)
 			return kis_error_set(err, KIS_E_INVALID_PROFILE, 0,
 					     "linux.namespaces[%zu].type is missing", i);
-		if (path && *path)
-			return krt_host_refuse(err, "linux.namespaces[%zu] '%s' joins '%s': bubblewrap "
-					   "cannot join a namespace by path",
+		bool joinable = strcmp(t, "network") == 0 || strcmp(t, "ipc") == 0 ||
+				strcmp(t, "uts") == 0;
+		if (path && *path && !joinable)
+			return krt_host_refuse(err, "linux.namespaces[%zu] '%s' joins '%s': the host "
+					   "tier joins only a network, ipc or uts namespace by path "
+					   "(bubblewrap's child, not the pid the engine knows, is in "
+					   "the container's pid namespace)",
 				      i, t, path);
 		if (strcmp(t, "user") == 0 || strcmp(t, "time") == 0)
 			return krt_host_refuse(err, "linux.namespaces[%zu] '%s': the host tier makes no "
 					   "%s namespace from a bundle",
 				      i, t, t);
-		if (strcmp(t, "network") == 0)
-			net = true;
 		if (strcmp(t, "cgroup") == 0)
 			cgroup = true;
+		if (!joinable)
+			continue;
+		int clone = 0;
+		if (path && *path) {
+			int fd = krt_model_ns_fd(mo, t, &clone);
+			/* the model opened and checked every path it kept */
+			if (fd < 0 || p->n_join == KRT_HOST_MAX_JOIN)
+				return kis_error_set(err, KIS_E_INTERNAL, 0,
+						     "linux.namespaces[%zu] '%s': no held namespace", i,
+						     t);
+			p->join_fd[p->n_join] = fd;
+			p->join_clone[p->n_join++] = clone;
+			net_joined = net_joined || clone == CLONE_NEWNET;
+			uts_joined = uts_joined || clone == CLONE_NEWUTS;
+		} else {
+			krt_model_ns_fd(mo, t, &clone);
+			p->unshare |= clone;
+		}
+		net = net || strcmp(t, "network") == 0;
 	}
 	/* pid, mount, ipc, uts (and network without the hatch) were required
 	 * by krt_policy_container already */
 	TRY(krt_argv_push(&p->bwrap, "--unshare-pid", err));
-	TRY(krt_argv_push(&p->bwrap, "--unshare-ipc", err));
-	TRY(krt_argv_push(&p->bwrap, "--unshare-uts", err));
 	if (cgroup)
 		TRY(krt_argv_push(&p->bwrap, "--unshare-cgroup", err));
-	if (net)
-		TRY(krt_argv_push(&p->bwrap, "--unshare-net", err)); /* bwrap brings lo up */
-	p->net = net ? KIS_NET_OFF : KIS_NET_HOST;
+	p->lo_up = (p->unshare & CLONE_NEWNET) != 0; /* what bwrap's --unshare-net did */
+	const char *host = json_string_value(json_object_get(config, "hostname"));
+	/* a hostname set in a joined uts namespace would be the pod's (the
+	 * sandbox's to set): runc refuses it without a uts namespace of the
+	 * container's own, and so does this tier */
+	if (host && uts_joined)
+		return krt_host_refuse(err, "hostname '%s': the uts namespace is joined by path, "
+				   "whose name is not this container's to set",
+			      host);
+	p->hostname = host;
+	/* Network off (a namespace of its own, with only lo): kis's filter
+	 * allows AF_UNIX sockets only. A joined network namespace is the
+	 * pod's network (CNI's), which the namespace bounds: every family, as
+	 * with the host's network under the hatch. */
+	p->net = net && !net_joined ? KIS_NET_OFF : KIS_NET_HOST;
 	return 0;
 }
 
@@ -362,10 +445,22 @@ static int plan_process(json_t *proc, struct krt_host_plan *p, struct kis_error 
 	json_t *user = json_object_get(proc, "user");
 	json_int_t uid = json_integer_value(json_object_get(user, "uid"));
 	json_int_t gid = json_integer_value(json_object_get(user, "gid"));
-	if (uid != 0 || gid != 0 || json_array_size(json_object_get(user, "additionalGids")) ||
-	    json_object_get(user, "username"))
+	if (uid != 0 || gid != 0 || json_object_get(user, "username"))
 		return krt_host_refuse(err, "process.user: the host tier runs the process as the root of "
 				   "the host's user namespace only (uid 0, gid 0)");
+	/* the CRI plugin always lists the primary group again (additionalGids
+	 * [0]): group 0 is taken, any other group of the host's is refused
+	 * (no user namespace maps it), and the process gets exactly these
+	 * groups, not the runtime's (setgroups(2) in host.c) */
+	json_t *g;
+	size_t gi;
+	json_array_foreach(json_object_get(user, "additionalGids"), gi, g) {
+		if (!json_is_integer(g) || json_integer_value(g) != 0)
+			return krt_host_refuse(err, "process.user.additionalGids[%zu]: the host tier "
+					   "gives the process group 0 only",
+				      gi);
+		p->groups_root = true;
+	}
 	static const char *const unsupported[] = {"apparmorProfile", "selinuxLabel",
 						  "ioPriority", "scheduler", "execCPUAffinity"};
 	for (size_t i = 0; i < ARRAY_SIZE(unsupported); i++)
@@ -453,6 +548,23 @@ static int plan_resources(json_t *res, struct krt_host_plan *p, struct kis_error
 			}
 			continue;
 		}
+		if (strcmp(k, "cpu") == 0) {
+			/* cpu.shares is a weight among sibling groups under
+			 * contention, no bound: the CRI plugin gives every
+			 * sandbox one (2). The host tier's group is kis's own
+			 * (memory and pids): the weight is taken and not
+			 * applied (the default, 1024), said in the README. A
+			 * quota, a period or a CPU set is a bound: refused. */
+			const char *ck;
+			json_t *cv;
+			json_object_foreach(v, ck, cv)
+				if (strcmp(ck, "shares") != 0)
+					return krt_host_refuse(err, "linux.resources.cpu.%s: the host "
+							   "tier enforces memory and pids only (cpu.shares "
+							   "is taken as a weight it does not apply)",
+						      ck);
+			continue;
+		}
 		if ((json_is_object(v) && !json_object_size(v)) ||
 		    (json_is_array(v) && !json_array_size(v)))
 			continue;
@@ -493,11 +605,8 @@ int krt_host_plan(const struct krt_model *mo, bool had_seccomp, struct krt_host_
 	if (json_object_size(json_object_get(config, "hooks")))
 		return krt_host_refuse(err, "hooks: the host tier runs no hooks");
 	TRY(krt_argv_push(&p->bwrap, bwrap, err));
-	TRY(plan_namespaces(linux_, p, err));
+	TRY(plan_namespaces(mo, config, p, err));
 	TRY(krt_argv_push(&p->bwrap, "--as-pid-1", err));
-	const char *host = json_string_value(json_object_get(config, "hostname"));
-	if (host)
-		TRY(krt_argv_push2(&p->bwrap, "--hostname", host, err));
 	TRY(plan_process(json_object_get(config, "process"), p, err));
 	TRY(plan_resources(json_object_get(linux_, "resources"), p, err));
 	json_t *root = json_object_get(config, "root");
@@ -505,16 +614,25 @@ int krt_host_plan(const struct krt_model *mo, bool had_seccomp, struct krt_host_
 	 * names by now, bwrap binds that directory */
 	char num[16];
 	snprintf(num, sizeof(num), "%d", mo->root.fd);
-	TRY(krt_argv_push(&p->bwrap,
-			  json_is_true(json_object_get(root, "readonly")) ? "--ro-bind-fd" : "--bind-fd",
-			  err));
+	/* a read-only root is bound writable and made read-only once every
+	 * mount is in place (--remount-ro /, below): bwrap makes a missing
+	 * mount point (the CRI plugin's /etc/resolv.conf in an image that
+	 * has none) in the root, as crun does before its final remount */
+	bool root_ro = json_is_true(json_object_get(root, "readonly"));
+	TRY(krt_argv_push(&p->bwrap, "--bind-fd", err));
 	TRY(krt_argv_push2(&p->bwrap, num, "/", err));
 	json_t *m;
 	size_t i;
-	json_array_foreach(json_object_get(config, "mounts"), i, m)
-		TRY(plan_mount(m, i, i < mo->n_binds ? mo->binds[i].fd : -1, &p->bwrap, err));
+	bool sysfs = false;
+	json_array_foreach(json_object_get(config, "mounts"), i, m) {
+		TRY(plan_mount(m, i, i < mo->n_binds ? mo->binds[i].fd : -1, sysfs, &p->bwrap, err));
+		const char *type = json_string_value(json_object_get(m, "type"));
+		sysfs = sysfs || (type && strcmp(type, "sysfs") == 0);
+	}
 	TRY(check_inner_paths(config, mo->root.fd, err));
 	TRY(plan_proc_view(linux_, &p->bwrap, err));
+	if (root_ro)
+		TRY(krt_argv_push2(&p->bwrap, "--remount-ro", "/", err));
 	/* no TIOCSTI into a terminal the engine gave (a pty of the container's
 	 * own is its session's controlling terminal instead) */
 	if (!p->terminal)

@@ -572,6 +572,16 @@ static int model_namespaces(struct krt_model *m, struct kis_error **err)
 	return 0;
 }
 
+int krt_model_ns_fd(const struct krt_model *m, const char *type, int *clone)
+{
+	for (size_t k = 0; k < ARRAY_SIZE(ns_types); k++)
+		if (strcmp(type, ns_types[k].type) == 0) {
+			*clone = ns_types[k].clone;
+			return m->ns_fd[k];
+		}
+	return -1;
+}
+
 /* ------------------------------------------------------------ mounts */
 
 /* Options every mount may carry (mount(8)'s generic ones, the

@@ -86,6 +86,9 @@ int krt_model_hold_fds(struct krt_model *m, int min_fd, struct kis_error **err);
  * each bind's held source bound on it, and the document's sources
  * pointed there: crun binds what was checked, whatever the path names now. */
 int krt_model_stage(struct krt_model *m, const char *stage_dir, struct kis_error **err);
+/* The held fd of the namespace of this type ("network") joined by path,
+ * and its CLONE_NEW* flag in *clone; -1 when none is joined. */
+int krt_model_ns_fd(const struct krt_model *m, const char *type, int *clone);
 
 /* ---- policy.c ---- */
 enum krt_tier { KRT_TIER_CONTAINER = 0, KRT_TIER_MICROVM, KRT_TIER_HOST };
@@ -126,8 +129,19 @@ int krt_memfd_json(json_t *doc, int min_fd, struct kis_error **err);
 int krt_crun_exec(struct kis_argv *a, struct kis_error **err);
 
 /* ---- host_plan.c: what of a bundle bubblewrap enforces ---- */
+/* The namespaces the host tier's child enters itself before it becomes
+ * bwrap, so that the pid create reports (bwrap's own) is in them: a pod's
+ * containers join the sandbox's by /proc/PID/ns/X of that pid. */
+#define KRT_HOST_MAX_JOIN 3
 struct krt_host_plan {
 	struct kis_argv bwrap; /* up to and excluding --seccomp/--info-fd */
+	int join_fd[KRT_HOST_MAX_JOIN]; /* the model's held fds (borrowed), setns(2) */
+	int join_clone[KRT_HOST_MAX_JOIN];
+	size_t n_join;
+	int unshare;           /* CLONE_NEW* the child makes (ipc, uts, net) */
+	bool lo_up;            /* a network namespace of its own: bring lo up */
+	const char *hostname;  /* sethostname(2) in its own uts namespace; borrowed */
+	bool groups_root;      /* process.user.additionalGids [0]: groups {0}, else none */
 	json_t *args;          /* process.args (borrowed from the config) */
 	json_t *rlimits;
 	bool terminal;

@@ -164,50 +164,80 @@ def test_duplicate_namespace_entries_are_refused(work, roots, kind):
         lst.close()
 
 
-def test_a_namespace_joined_by_path_is_held_and_checked(work, roots):
-    """A pod's containers join the sandbox's network namespace by path:
-    one the test made is joined (the same inode inside); the host's own,
-    or a file that is no namespace, is refused by name."""
+@pytest.mark.parametrize("tier", TIERS)
+def test_a_namespace_joined_by_path_is_held_and_checked(work, roots, tier):
+    """A pod's containers join the sandbox's network, IPC and UTS
+    namespaces by path: ones the test made are joined (the same inodes
+    inside); the host's own, or a file that is no namespace, is refused by
+    name."""
     kr, _ = roots
-    holder = subprocess.Popen(["unshare", "--net", "sleep", "60"])
+    holder = subprocess.Popen(["unshare", "--net", "--ipc", "--uts", "--pid", "--fork", "--kill-child",
+                               "sleep", "60"])
     try:
         import time
         path = f"/proc/{holder.pid}/ns/net"
         for _ in range(50):
-            if os.readlink(path) != os.readlink("/proc/self/ns/net"):
+            if all(os.readlink(f"/proc/{holder.pid}/ns/{k}") != os.readlink(f"/proc/self/ns/{k}")
+                   for k in ("net", "ipc", "uts")):
                 break
             time.sleep(0.05)
-        want = os.stat(path).st_ino
+        want = [str(os.stat(f"/proc/{holder.pid}/ns/{k}").st_ino) for k in ("net", "ipc", "uts")]
+        ppath = {"network": path, "ipc": f"/proc/{holder.pid}/ns/ipc",
+                 "uts": f"/proc/{holder.pid}/ns/uts"}
 
         def join(c):
+            c.pop("hostname", None)  # the joined uts namespace's name is not ours
             for n in c["linux"]["namespaces"]:
-                if n["type"] == "network":
-                    n["path"] = path
-        p = _run(work, kr, "container", ["sh", "-c", f"stat -L -c %i /proc/self/ns/net; echo {RAN}"],
-                 join)
+                if n["type"] in ppath:
+                    n["path"] = ppath[n["type"]]
+        p = _run(work, kr, tier, ["sh", "-c", "for k in net ipc uts; do stat -L -c %i "
+                                  f"/proc/self/ns/$k; done; echo {RAN}"], join)
         assert p.returncode == 0 and RAN in p.stdout, p.stderr
-        assert p.stdout.split()[0] == str(want), (p.stdout, want)
+        assert p.stdout.split()[:3] == want, (p.stdout, want)
 
         def host(c):
             for n in c["linux"]["namespaces"]:
                 if n["type"] == "network":
                     n["path"] = f"/proc/{os.getpid()}/ns/net"  # the host's
-        _refused(_run(work, kr, "container", ["echo", RAN], host), "escape_hatch_forbidden",
+        _refused(_run(work, kr, tier, ["echo", RAN], host), "escape_hatch_forbidden",
                  "host's own 'network' namespace")
+
+        def host_ipc(c):
+            for n in c["linux"]["namespaces"]:
+                if n["type"] == "ipc":
+                    n["path"] = f"/proc/{os.getpid()}/ns/ipc"  # the host's
+        _refused(_run(work, kr, tier, ["echo", RAN], host_ipc), "profile_unsatisfiable",
+                 "host's own 'ipc' namespace")
 
         def notns(c):
             for n in c["linux"]["namespaces"]:
                 if n["type"] == "network":
                     n["path"] = str(KRT)
-        _refused(_run(work, kr, "container", ["echo", RAN], notns), "invalid_profile",
+        _refused(_run(work, kr, tier, ["echo", RAN], notns), "invalid_profile",
                  "is not a 'network' namespace")
 
         def mnt(c):
             for n in c["linux"]["namespaces"]:
                 if n["type"] == "mount":
                     n["path"] = f"/proc/{holder.pid}/ns/mnt"
-        _refused(_run(work, kr, "container", ["echo", RAN], mnt), "profile_unsatisfiable",
+        _refused(_run(work, kr, tier, ["echo", RAN], mnt), "profile_unsatisfiable",
                  "never joined by path")
+        if tier == "host":
+            # bubblewrap makes the pid namespace for its child: the pid the
+            # engine knows (bwrap's) is never in a joined one
+            def pid(c):
+                for n in c["linux"]["namespaces"]:
+                    if n["type"] == "pid":
+                        n["path"] = f"/proc/{holder.pid}/ns/pid_for_children"
+            _refused(_run(work, kr, tier, ["echo", RAN], pid), "profile_unsatisfiable",
+                     "joins only a network, ipc or uts namespace by path")
+
+            # a hostname in a joined uts namespace would rename the pod's
+            def named(c):
+                join(c)
+                c["hostname"] = "renamed"
+            _refused(_run(work, kr, tier, ["echo", RAN], named), "profile_unsatisfiable",
+                     "hostname 'renamed'")
     finally:
         holder.kill()
         holder.wait()

@@ -8,7 +8,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -212,6 +217,196 @@ static void test_host_namespaces_refused(void **state)
 	json_array_append_new(at(c, "linux", "namespaces"),
 			      json_pack("{s:s,s:s}", "type", "ipc", "path", "/proc/self/ns/uts"));
 	expect(c, KIS_E_INVALID_PROFILE, "not a 'ipc' namespace");
+}
+
+/* A holder of fresh network, ipc, uts (and pid, for its children)
+ * namespaces, a pod's sandbox for the test: its pid, -1 where this host
+ * lets us make none. */
+static pid_t ns_holder(void)
+{
+	int p[2];
+	if (pipe(p) < 0)
+		return -1;
+	pid_t pid = fork();
+	if (pid == 0) {
+		/* gone with the test, whatever failed in it */
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		char ok = unshare(CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWPID) == 0;
+		/* pid_for_children opens once the namespace has its first
+		 * process (pid_namespaces(7)) */
+		pid_t init = ok ? fork() : -1;
+		if (init == 0) {
+			prctl(PR_SET_PDEATHSIG, SIGKILL);
+			pause();
+			_exit(0);
+		}
+		ok = ok && init > 0;
+		(void)!write(p[1], &ok, 1);
+		pause();
+		_exit(0);
+	}
+	close(p[1]);
+	char ok = 0;
+	if (pid < 0 || read(p[0], &ok, 1) != 1 || !ok) {
+		if (pid > 0) {
+			kill(pid, SIGKILL);
+			waitpid(pid, NULL, 0);
+		}
+		pid = -1;
+	}
+	close(p[0]);
+	return pid;
+}
+
+static bool argv_has(const struct kis_argv *a, const char *x, const char *y)
+{
+	for (size_t i = 0; i < a->n; i++)
+		if (strcmp(a->v[i], x) == 0 && (!y || (i + 1 < a->n && strcmp(a->v[i + 1], y) == 0)))
+			return true;
+	return false;
+}
+
+/* The model, the container policy and the host tier's plan on c: the
+ * plan's result; *p filled (release it), or e set. */
+static int host_plan(json_t *c, struct krt_model *m, struct krt_host_plan *p,
+		     struct kis_error **e)
+{
+	int r = krt_model_read(c, bundle, state_root, "/var/lib/kis/sandbox", m, e);
+	if (r == 0)
+		r = krt_policy_container(m->doc, e);
+	if (r == 0)
+		r = krt_host_plan(m, false, p, e);
+	return r;
+}
+
+static void expect_host_refusal(json_t *c, const char *named)
+{
+	struct krt_model m;
+	struct krt_host_plan p = {0};
+	struct kis_error *e = NULL;
+	int r = host_plan(c, &m, &p, &e);
+	krt_host_plan_release(&p);
+	krt_model_release(&m);
+	json_decref(c);
+	assert_true(r < 0);
+	if (e->code != KIS_E_PROFILE_UNSATISFIABLE || !strstr(e->message, named) ||
+	    !strstr(e->message, "run.kis.tier 'host'"))
+		fail_msg("'%s' does not name '%s'", e->message, named);
+	kis_error_free(e);
+}
+
+/* A pod's app container at the host tier (issue 39): the network, ipc
+ * and uts namespaces joined by path go to setns(2) as the model's held
+ * fds, none of them unshared by bwrap; the pod's network takes every
+ * socket family; additionalGids [0], cpu.shares and the sysfs/cgroup
+ * mounts the CRI plugin always writes are taken. */
+static void test_host_tier_joins_a_pods_namespaces(void **state)
+{
+	(void)state;
+	if (access("/usr/bin/bwrap", X_OK) != 0)
+		skip();
+	pid_t holder = ns_holder();
+	if (holder < 0)
+		skip();
+	static const char *const kinds[][2] = {{"network", "net"}, {"ipc", "ipc"}, {"uts", "uts"}};
+	json_t *c = base_config();
+	for (size_t k = 0; k < 3; k++) {
+		char path[64];
+		snprintf(path, sizeof(path), "/proc/%d/ns/%s", (int)holder, kinds[k][1]);
+		drop_ns(c, kinds[k][0]);
+		json_array_append_new(at(c, "linux", "namespaces"),
+				      json_pack("{s:s,s:s}", "type", kinds[k][0], "path", path));
+	}
+	json_object_set_new(at(c, "process", "user"), "additionalGids", json_pack("[i]", 0));
+	json_object_set_new(at(c, "linux", NULL), "resources",
+			    json_pack("{s:{s:i}}", "cpu", "shares", 2));
+	json_array_append_new(at(c, "mounts", NULL),
+			      json_pack("{s:s,s:s,s:s,s:[s]}", "destination", "/sys", "type",
+					"sysfs", "source", "sysfs", "options", "ro"));
+	json_array_append_new(at(c, "mounts", NULL),
+			      json_pack("{s:s,s:s,s:s,s:[s]}", "destination", "/sys/fs/cgroup",
+					"type", "cgroup", "source", "cgroup", "options", "ro"));
+	struct krt_model m;
+	struct krt_host_plan p = {0};
+	struct kis_error *e = NULL;
+	int r = host_plan(c, &m, &p, &e);
+	if (r < 0)
+		fail_msg("refused: %s", e->message);
+	assert_int_equal(p.n_join, 3);
+	int seen = 0;
+	for (size_t k = 0; k < p.n_join; k++) {
+		struct stat a;
+		assert_int_equal(fstat(p.join_fd[k], &a), 0);
+		for (size_t j = 0; j < 3; j++) {
+			char path[64];
+			struct stat b;
+			snprintf(path, sizeof(path), "/proc/%d/ns/%s", (int)holder, kinds[j][1]);
+			assert_int_equal(stat(path, &b), 0);
+			if (a.st_ino == b.st_ino && a.st_dev == b.st_dev)
+				seen |= p.join_clone[k];
+		}
+	}
+	assert_int_equal(seen, CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS);
+	assert_int_equal(p.unshare, 0);
+	assert_false(p.lo_up);
+	assert_true(p.groups_root);
+	assert_int_equal(p.net, KIS_NET_HOST);
+	assert_true(argv_has(&p.bwrap, "--unshare-pid", NULL));
+	assert_false(argv_has(&p.bwrap, "--unshare-net", NULL));
+	assert_false(argv_has(&p.bwrap, "--unshare-ipc", NULL));
+	assert_false(argv_has(&p.bwrap, "--unshare-uts", NULL));
+	assert_true(argv_has(&p.bwrap, "--tmpfs", "/sys"));
+	assert_true(argv_has(&p.bwrap, "--remount-ro", "/sys"));
+	/* the read-only root: bound writable, remounted read-only last */
+	assert_false(argv_has(&p.bwrap, "--ro-bind-fd", NULL));
+	assert_true(argv_has(&p.bwrap, "--remount-ro", "/"));
+	krt_host_plan_release(&p);
+	krt_model_release(&m);
+	json_decref(c);
+
+	/* a bundle of its own: the namespaces made by the process create
+	 * forks (lo up, the hostname), a network off to all but AF_UNIX */
+	c = base_config();
+	json_object_set_new(c, "hostname", json_string("own"));
+	r = host_plan(c, &m, &p, &e);
+	if (r < 0)
+		fail_msg("refused: %s", e->message);
+	assert_int_equal(p.n_join, 0);
+	assert_int_equal(p.unshare, CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS);
+	assert_true(p.lo_up);
+	assert_string_equal(p.hostname, "own");
+	assert_false(p.groups_root);
+	assert_int_equal(p.net, KIS_NET_OFF);
+	krt_host_plan_release(&p);
+	krt_model_release(&m);
+	json_decref(c);
+
+	/* a hostname would rename the pod's joined uts namespace */
+	c = base_config();
+	drop_ns(c, "uts");
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/ns/uts", (int)holder);
+	json_array_append_new(at(c, "linux", "namespaces"),
+			      json_pack("{s:s,s:s}", "type", "uts", "path", path));
+	json_object_set_new(c, "hostname", json_string("pod"));
+	expect_host_refusal(c, "hostname 'pod'");
+	/* a pid namespace by path: the pid the engine gets is bwrap's */
+	c = base_config();
+	drop_ns(c, "pid");
+	snprintf(path, sizeof(path), "/proc/%d/ns/pid_for_children", (int)holder);
+	json_array_append_new(at(c, "linux", "namespaces"),
+			      json_pack("{s:s,s:s}", "type", "pid", "path", path));
+	expect_host_refusal(c, "joins only a network, ipc or uts namespace by path");
+	/* a bound, not a weight; a group of the host's */
+	c = base_config();
+	json_object_set_new(at(c, "linux", NULL), "resources",
+			    json_pack("{s:{s:i,s:i}}", "cpu", "quota", 50000, "period", 100000));
+	expect_host_refusal(c, "linux.resources.cpu.");
+	c = base_config();
+	json_object_set_new(at(c, "process", "user"), "additionalGids", json_pack("[i,i]", 0, 6));
+	expect_host_refusal(c, "process.user.additionalGids[1]");
+	kill(holder, SIGKILL);
+	waitpid(holder, NULL, 0);
 }
 
 static void test_duplicate_namespaces_refused(void **state)
@@ -470,6 +665,7 @@ int main(void)
 		cmocka_unit_test(test_given_limits_and_seccomp_are_kept),
 		cmocka_unit_test(test_caps_outside_the_default_set_refused),
 		cmocka_unit_test(test_host_namespaces_refused),
+		cmocka_unit_test(test_host_tier_joins_a_pods_namespaces),
 		cmocka_unit_test(test_host_paths_never_bound),
 		cmocka_unit_test(test_host_devices_refused),
 		cmocka_unit_test(test_tier_annotation),
