@@ -260,6 +260,18 @@ static char *wasm_describe(const struct kis_plan *pl)
 						     pl->mounts[i].target, "read_only",
 						     pl->mounts[i].ro));
 	json_object_set_new(o, "mount_preopens", pre);
+	/* the compiler process's share (compile_spawn): said as it binds */
+	if (strcmp(pl->engine, "interpreter"))
+		json_object_set_new(
+			o, "compiler_limits",
+			json_string(geteuid() == 0 ?
+				"a compile in this run (kis-helper) is in a cgroup of its own: "
+				"memory.max = limits.memory_bytes, pids.max = limits.pids; its CPU "
+				"counts toward limits.cpu_ms and in usage.user_ms" :
+				"a compile in this run (kis-helper): RLIMIT_DATA = "
+				"limits.memory_bytes (its heap and private mappings; no cgroup "
+				"this user may write here); its CPU counts toward limits.cpu_ms "
+				"and in usage.user_ms"));
 	if (!strcmp(pl->engine, "auto"))
 		json_object_set_new(o, "auto_engine",
 				    json_pack("{s:s, s:i, s:s}", "compiler",
@@ -779,7 +791,14 @@ static void explain(const struct kis_plan *pl, const struct child_status *st,
 	if (st->load_failed) {
 		res->reason = KIS_REASON_SETUP_FAILED;
 		res->exit_code = 126;
-		set_detail(res, "cannot run module '%s': %s", pl->module, o->message);
+		/* an ordinary user's compile has RLIMIT_DATA for its bound
+		 * (compile_spawn), past which LLVM aborts like any crash: said
+		 * as what it may be, not as a verdict */
+		bool bound = st->compiled && geteuid() != 0 && pl->limits.memory_bytes &&
+			     strstr(o->message, "compiler process (kis-helper) ended");
+		set_detail(res, "cannot run module '%s': %s%s", pl->module, o->message,
+			   bound ? " (with no cgroup, its memory is bounded by RLIMIT_DATA = "
+				   "limits.memory_bytes: a compile past it ends so)" : "");
 		return;
 	}
 	/* After a cancel or the deadline, however the module then ended (an
