@@ -921,7 +921,11 @@ static int compile_explain(void *ctx, enum kis_reason *reason, char **detail)
 {
 	struct compile_group *g = ctx;
 	struct kis_cgroup_events ev;
-	if (!g->cg || kis_cgroup_read_events(g->cg, &ev, NULL) < 0)
+	/* only when the compile's end ended the run: under auto a compile
+	 * that failed leaves the run interpreted, and the module's own exit
+	 * code is then its own */
+	if (!g->cg || (g->st->done && !g->st->load_failed) ||
+	    kis_cgroup_read_events(g->cg, &ev, NULL) < 0)
 		return 0;
 	char buf[200];
 	*reason = kis_limit_verdict(ev.oom_kills, ev.pids_max);
