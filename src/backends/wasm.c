@@ -266,12 +266,13 @@ static char *wasm_describe(const struct kis_plan *pl)
 			o, "compiler_limits",
 			json_string(geteuid() == 0 ?
 				"a compile in this run (kis-helper) is in a cgroup of its own: "
-				"memory.max = limits.memory_bytes, pids.max = limits.pids; its CPU "
-				"counts toward limits.cpu_ms and in usage.user_ms" :
+				"memory.max = limits.memory_bytes but at least 256 MiB, pids.max "
+				"= limits.pids; its CPU counts toward limits.cpu_ms and in "
+				"usage.user_ms" :
 				"a compile in this run (kis-helper): RLIMIT_DATA = "
-				"limits.memory_bytes (its heap and private mappings; no cgroup "
-				"this user may write here); its CPU counts toward limits.cpu_ms "
-				"and in usage.user_ms"));
+				"limits.memory_bytes but at least 256 MiB (its heap and private "
+				"mappings; no cgroup this user may write here); its CPU counts "
+				"toward limits.cpu_ms and in usage.user_ms"));
 	if (!strcmp(pl->engine, "auto"))
 		json_object_set_new(o, "auto_engine",
 				    json_pack("{s:s, s:i, s:s}", "compiler",
@@ -333,14 +334,29 @@ struct child_ctx {
 	const struct kis_cgroup *compile_cg;
 };
 
+/* The compile's memory bound: limits.memory_bytes, but never below this.
+ * On this tier that limit is the module's linear memory, which may be a
+ * few MiB, and LLVM alone takes 10 to 16 MiB before it compiles a function
+ * (measured: a one-function module compiles under 16 MiB, a 300-function
+ * one does not); the floor is tier-up's base budget (jit_tierup.c), so a
+ * run's compile is never bounded tighter than a background one. */
+#define COMPILE_MEM_MIN (256ull << 20)
+
+static uint64_t compile_mem(const struct kis_limits *l)
+{
+	return l->memory_bytes && l->memory_bytes < COMPILE_MEM_MIN ? COMPILE_MEM_MIN
+								    : l->memory_bytes;
+}
+
 /* In kis-helper between its fork and its exec (jit_remote.c; no
  * allocation): under the run's limits before it runs a line of LLVM. A
  * compile of hostile bytes can take GiBs and minutes (issue 40 item 4:
  * 50,000 functions in 392 KB drove it to 1.1 GB), and it is the run's
  * work: the run's group binds its memory (memory.max = limits.memory_bytes)
- * and tasks (pids.max = limits.pids), and counts its CPU toward
- * limits.cpu_ms (compile_cpu_used). Where there is no group (an ordinary
- * user's run), RLIMIT_DATA = memory_bytes binds its heap and private
+ * (memory.max = limits.memory_bytes, at least COMPILE_MEM_MIN) and tasks
+ * (pids.max = limits.pids), and counts its CPU toward limits.cpu_ms
+ * (compile_cpu_used). Where there is no group (an ordinary user's run),
+ * RLIMIT_DATA of the same bound binds its heap and private
  * mappings, and its own clock is read for the CPU. RLIMIT_CPU it has from
  * the run already (kis_rlimits_apply, one second past limits.cpu_ms). */
 static int compile_spawn(void *ctx)
@@ -349,7 +365,7 @@ static int compile_spawn(void *ctx)
 	c->st->helper = getpid();
 	if (c->compile_cg)
 		return kis_cgroup_attach(c->compile_cg, 0, NULL);
-	uint64_t m = c->pl->limits.memory_bytes;
+	uint64_t m = compile_mem(&c->pl->limits);
 	struct rlimit r = {m, m};
 	return m && setrlimit(RLIMIT_DATA, &r) < 0 ? -1 : 0;
 }
@@ -798,7 +814,8 @@ static void explain(const struct kis_plan *pl, const struct child_status *st,
 			     strstr(o->message, "compiler process (kis-helper) ended");
 		set_detail(res, "cannot run module '%s': %s%s", pl->module, o->message,
 			   bound ? " (with no cgroup, its memory is bounded by RLIMIT_DATA = "
-				   "limits.memory_bytes: a compile past it ends so)" : "");
+				   "limits.memory_bytes, at least 256 MiB: a compile past it "
+				   "ends so)" : "");
 		return;
 	}
 	/* After a cancel or the deadline, however the module then ended (an
@@ -931,8 +948,8 @@ static int compile_explain(void *ctx, enum kis_reason *reason, char **detail)
 	*reason = kis_limit_verdict(ev.oom_kills, ev.pids_max);
 	if (*reason == KIS_REASON_MEMORY_LIMIT)
 		snprintf(buf, sizeof(buf),
-			 "the compiler (kis-helper) passed limits.memory_bytes (%llu bytes) "
-			 "compiling the module",
+			 "the compiler (kis-helper) passed its memory bound (%llu bytes: "
+			 "limits.memory_bytes, at least 256 MiB) compiling the module",
 			 (unsigned long long)g->memory_bytes);
 	else if (*reason == KIS_REASON_PIDS_LIMIT)
 		snprintf(buf, sizeof(buf), "the compiler (kis-helper) met limits.pids (%llu)",
@@ -983,7 +1000,7 @@ static void compile_group_open(struct compile_group *g, const struct kis_plan *p
 	for (const char *p = id; ok && *p; p++)
 		ok = (*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '-';
 	snprintf(name, sizeof(name), "%s-compile-%ld", ok ? id : "s-wasm", (long)getpid());
-	struct kis_cgroup_limits cl = {.memory_bytes = pl->limits.memory_bytes,
+	struct kis_cgroup_limits cl = {.memory_bytes = compile_mem(&pl->limits),
 				       .pids = pl->limits.pids};
 	struct kis_error *e = NULL;
 	if (geteuid() == 0 && kis_cgroup_create(name, &cl, &g->cg, &e) == 0)
@@ -1213,7 +1230,7 @@ static int wasm_run(struct kis_plan *pl, struct kis_result *res, struct kis_erro
 	/* A fresh compile is the run's too: its compiler process under the
 	 * run's limits (compile_spawn, compile_group_open) */
 	_cleanup_(compile_group_close) struct compile_group cg = {.cpu_fd = -1, .st = st,
-		.memory_bytes = pl->limits.memory_bytes, .pids = pl->limits.pids};
+		.memory_bytes = compile_mem(&pl->limits), .pids = pl->limits.pids};
 	struct kis_supervise_hooks hooks = {
 		.attach = compile_attach, .explain = compile_explain, .kill_all = compile_kill,
 		.cpu_used_ms = compile_cpu_used, .limit_events = compile_events,
