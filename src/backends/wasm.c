@@ -330,7 +330,7 @@ struct child_ctx {
 	struct kis_bpf linked_filter;
 	bool linked; /* the child linked the cached code before its filter */
 	/* the compiler process's limits (compile_spawn): the run's compile
-	 * group, or NULL and RLIMIT_DATA = memory_bytes where there is none */
+	 * group, or NULL and RLIMIT_DATA (compile_mem) where there is none */
 	const struct kis_cgroup *compile_cg;
 };
 
@@ -352,13 +352,13 @@ static uint64_t compile_mem(const struct kis_limits *l)
  * allocation): under the run's limits before it runs a line of LLVM. A
  * compile of hostile bytes can take GiBs and minutes (issue 40 item 4:
  * 50,000 functions in 392 KB drove it to 1.1 GB), and it is the run's
- * work: the run's group binds its memory (memory.max = limits.memory_bytes)
- * (memory.max = limits.memory_bytes, at least COMPILE_MEM_MIN) and tasks
- * (pids.max = limits.pids), and counts its CPU toward limits.cpu_ms
- * (compile_cpu_used). Where there is no group (an ordinary user's run),
- * RLIMIT_DATA of the same bound binds its heap and private
- * mappings, and its own clock is read for the CPU. RLIMIT_CPU it has from
- * the run already (kis_rlimits_apply, one second past limits.cpu_ms). */
+ * work: the run's group binds its memory (memory.max = limits.memory_bytes,
+ * at least COMPILE_MEM_MIN) and tasks (pids.max = limits.pids), and its
+ * CPU counts toward limits.cpu_ms (compile_cpu_used). Where there is no
+ * group (an ordinary user's run), RLIMIT_DATA of the same bound binds its
+ * heap and private mappings, and its own clock is read for the CPU.
+ * RLIMIT_CPU it has from the run already (kis_rlimits_apply, one second
+ * past limits.cpu_ms). */
 static int compile_spawn(void *ctx)
 {
 	struct child_ctx *c = ctx;
