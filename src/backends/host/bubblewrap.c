@@ -43,6 +43,7 @@
 #include <signal.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -527,6 +528,7 @@ struct bw_start {
 	int userns_fd;
 	int netns_fd; /* egress: the engine's network namespace, or -1 */
 	struct kis_egress eg;
+	uint64_t ns_nproc; /* rootless, no group: RLIMIT_NPROC in its namespace, or 0 */
 };
 
 static int clear_cloexec(int fd)
@@ -561,6 +563,15 @@ static int bw_child(void *ctx, struct kis_error **err)
 				     "cannot make a user namespace as an ordinary user: enable "
 				     "unprivileged user namespaces (user.max_user_namespaces, "
 				     "kernel.unprivileged_userns_clone)");
+	/* and now the run's own count: fork checks the caller's
+	 * RLIMIT_NPROC against the tasks of its uid in this namespace and
+	 * those below it (kernel/ucount.c is_rlimit_overlimit, first level),
+	 * which are this run's alone; lowering needs no privilege */
+	if (s->ns_nproc) {
+		struct rlimit r = {s->ns_nproc, s->ns_nproc};
+		if (setrlimit(RLIMIT_NPROC, &r) < 0)
+			return child_fail(err, "RLIMIT_NPROC");
+	}
 	if (clear_cloexec(s->seccomp_fd) < 0 || (s->userns_fd >= 0 && clear_cloexec(s->userns_fd) < 0) ||
 	    (s->info_fd >= 0 && clear_cloexec(s->info_fd) < 0))
 		return child_fail(err, "cannot pass descriptors to bwrap");
@@ -688,7 +699,13 @@ static int start_prepare(struct kis_plan *pl, const char *cg_name, bool session,
 	 * then (create_user_ns: set_userns_rlimit_max), and fork checks every
 	 * level of the ucounts chain up to the user's count on the host
 	 * (kernel/ucount.c is_rlimit_overlimit). Measured on 6.18 (issue 40
-	 * item 1): 600 forks asked, 255 made under pids 256. */
+	 * item 1): 600 forks asked, 255 made under pids 256. That cap counts
+	 * the user's other processes too (a run's share moves as they come
+	 * and go: 400 of 400 made while another run's 400 ended), so inside
+	 * its namespace bw_child lowers it to the run's own: limits.pids and
+	 * the engine's processes, counted in that namespace only. */
+	if (s->rc.fb_nproc)
+		s->ns_nproc = pl->n.limits.pids + KIS_BW_ENGINE_PIDS + session;
 	if ((s->seccomp_fd = export_seccomp(pl->net, err)) < 0)
 		return -1;
 	if (pl->rootless)
