@@ -206,3 +206,45 @@ def test_rootless_compile_past_cpu_time_is_cpu_limit_not_setup_failed(user):
                    "--wasm-engine", "compiler", "--", "f3000.wasm")
     assert plan.returncode == 0, plan.stderr
     assert "RLIMIT_DATA" in json.loads(plan.stdout)["compiler_limits"], plan.stdout
+
+
+def test_rootless_bubblewrap_pids_cap_moved_with_the_users_other_processes(user):
+    """The cap was the user's threads at the start plus limits.pids: when
+    200 of the user's processes elsewhere ended during a run, the run
+    could make 200 more than its pids. It counts the run's own user
+    namespace now, whatever the user runs elsewhere."""
+    b = require_as(user, "bubblewrap")
+    if "pids" in b["limits"]:
+        pytest.skip("a cgroup binds bubblewrap's pids for this user")
+    ids = ["setpriv", f"--reuid={user['uid']}", f"--regid={user['gid']}", "--clear-groups", "--"]
+    sleepers = subprocess.Popen(
+        ids + ["/usr/bin/python3", "-c", "import os, time\n"
+               "for _ in range(200):\n"
+               "    if os.fork() == 0:\n"
+               "        time.sleep(600); os._exit(0)\n"
+               "print('up', flush=True); time.sleep(600)\n"],
+        stdout=subprocess.PIPE, text=True, start_new_session=True)
+    run = None
+    try:
+        assert sleepers.stdout.readline() == "up\n"
+        run = subprocess.Popen(
+            ids + [str(KIS), "sandbox", "run", "--backend", "bubblewrap", "--", "sh", "-c",
+                   'echo ready; read x; exec python3 -c "$0"', FORK_400],
+            env=user["env"], cwd=str(user["top"]), stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        assert run.stdout.readline() == "ready\n", run.stderr.read()
+        # the user's 200 others end while the run goes on
+        os.killpg(sleepers.pid, 9)
+        sleepers.wait()
+        out, err = run.communicate("go\n", timeout=300)
+        assert out.startswith("refused after"), (out, err)
+        assert int(out.split()[2]) <= 256 + 8, out
+    finally:
+        for p in (run, sleepers):
+            if p and p.poll() is None:
+                p.kill()
+                p.wait()
+        try:
+            os.killpg(sleepers.pid, 9)
+        except ProcessLookupError:
+            pass
