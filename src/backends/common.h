@@ -19,9 +19,10 @@ struct kis_native_plan {
 	struct kis_limits limits;
 	struct kis_io io;
 	bool tty;
-	/* rootless, RLIMIT_NPROC does not bind the command (bubblewrap: its
-	 * command forked 400 under an RLIMIT_NPROC of 264, measured on Linux
-	 * 6.18): the plan says pids is not limited, never that it is */
+	/* rootless, RLIMIT_NPROC would not bind the command: the plan says
+	 * pids is not limited, never that it is. No backend sets it now:
+	 * bubblewrap's, once thought unbound, binds (bubblewrap.c,
+	 * start_prepare, says why) */
 	bool nproc_unbound;
 };
 

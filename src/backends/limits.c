@@ -109,8 +109,9 @@ json_t *kis_limits_binding_json(const struct kis_limits *l, unsigned bound, bool
 			   user && nproc_unbound ? "none: no cgroup this user may write here, and "
 						   "RLIMIT_NPROC does not bind on this backend" :
 			   user ? "RLIMIT_NPROC: limits.pids more threads of the user than when "
-				  "the run starts (in a container: of its user namespace); no "
-				  "cgroup this user may write here" :
+				  "the run starts (on bubblewrap and in a container: limits.pids "
+				  "in the run's own user namespace); no cgroup this user may "
+				  "write here" :
 				  "none: no cgroup here";
 	return json_pack("{s:s, s:s}", "memory_bytes", mem, "pids", pids);
 }

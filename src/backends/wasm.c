@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -26,6 +27,7 @@
 #include "kis/store.h"
 #include "wasm/jit.h"
 #include "wasm/jit_cache.h"
+#include "wasm/jit_remote.h"
 #include "wasm/jit_tierup.h"
 #include "wasm/wasi.h"
 
@@ -89,6 +91,7 @@ struct kis_plan {
 	const char *engine; /* "interpreter", "compiler" or "auto" (wasm_run decides) */
 	char *store_root;   /* the command's store (NULL: the default): the code cache's */
 	char *store_dir;    /* the engine's open store's root (kis_run_request), or NULL */
+	char *sandbox_id;   /* names the compile group (wasm_run), or NULL */
 	struct kis_limits limits;
 	struct kis_io io;
 	/* the profile's mounts: one more preopen each, named by its target */
@@ -114,6 +117,7 @@ static void wasm_plan_free(struct kis_plan *pl)
 	free(pl->workspace);
 	free(pl->store_root);
 	free(pl->store_dir);
+	free(pl->sandbox_id);
 	for (size_t i = 0; i < pl->n_mounts; i++) {
 		free(pl->mounts[i].target);
 		free(pl->mounts[i].path);
@@ -211,6 +215,7 @@ static int wasm_plan(const struct kis_caps *caps, const struct kis_run_request *
 	bool oom = req->ctx && req->ctx->store_root &&
 		   !(pl->store_root = strdup(req->ctx->store_root));
 	oom |= req->store_dir && !(pl->store_dir = strdup(req->store_dir));
+	oom |= req->sandbox_id && !(pl->sandbox_id = strdup(req->sandbox_id));
 	for (size_t i = 0; i < req->n_mounts && i < KIS_MOUNTS_MAX; i++) {
 		struct wasm_mount *m = &pl->mounts[i];
 		pl->n_mounts = i + 1;
@@ -255,6 +260,19 @@ static char *wasm_describe(const struct kis_plan *pl)
 						     pl->mounts[i].target, "read_only",
 						     pl->mounts[i].ro));
 	json_object_set_new(o, "mount_preopens", pre);
+	/* the compiler process's share (compile_spawn): said as it binds */
+	if (strcmp(pl->engine, "interpreter"))
+		json_object_set_new(
+			o, "compiler_limits",
+			json_string(geteuid() == 0 ?
+				"a compile in this run (kis-helper) is in a cgroup of its own: "
+				"memory.max = limits.memory_bytes but at least 256 MiB, pids.max "
+				"= limits.pids; its CPU counts toward limits.cpu_ms and in "
+				"usage.user_ms" :
+				"a compile in this run (kis-helper): RLIMIT_DATA = "
+				"limits.memory_bytes but at least 256 MiB (its heap and private "
+				"mappings; no cgroup this user may write here); its CPU counts "
+				"toward limits.cpu_ms and in usage.user_ms"));
 	if (!strcmp(pl->engine, "auto"))
 		json_object_set_new(o, "auto_engine",
 				    json_pack("{s:s, s:i, s:s}", "compiler",
@@ -279,6 +297,9 @@ struct child_status {
 	int load_failed;         /* the module could not be loaded or linked */
 	int code_refused;        /* the cached code was refused; it ran interpreted */
 	int ran_compiled;        /* its code was mapped: 1 compiled now, 2 cached */
+	volatile int compiling;  /* a compile is under way in kis-helper */
+	volatile int compiled;   /* kis-helper compiled in this run (it ran) */
+	volatile pid_t helper;   /* kis-helper's pid (the static kis), or 0 */
 	struct kis_wasi_outcome out;
 };
 
@@ -308,7 +329,46 @@ struct child_ctx {
 	 * executable mapping at all from then on), else the two above */
 	struct kis_bpf linked_filter;
 	bool linked; /* the child linked the cached code before its filter */
+	/* the compiler process's limits (compile_spawn): the run's compile
+	 * group, or NULL and RLIMIT_DATA (compile_mem) where there is none */
+	const struct kis_cgroup *compile_cg;
 };
+
+/* The compile's memory bound: limits.memory_bytes, but never below this.
+ * On this tier that limit is the module's linear memory, which may be a
+ * few MiB, and LLVM alone takes 10 to 16 MiB before it compiles a function
+ * (measured: a one-function module compiles under 16 MiB, a 300-function
+ * one does not); the floor is tier-up's base budget (jit_tierup.c), so a
+ * run's compile is never bounded tighter than a background one. */
+#define COMPILE_MEM_MIN (256ull << 20)
+
+static uint64_t compile_mem(const struct kis_limits *l)
+{
+	return l->memory_bytes && l->memory_bytes < COMPILE_MEM_MIN ? COMPILE_MEM_MIN
+								    : l->memory_bytes;
+}
+
+/* In kis-helper between its fork and its exec (jit_remote.c; no
+ * allocation): under the run's limits before it runs a line of LLVM. A
+ * compile of hostile bytes can take GiBs and minutes (issue 40 item 4:
+ * 50,000 functions in 392 KB drove it to 1.1 GB), and it is the run's
+ * work: the run's group binds its memory (memory.max = limits.memory_bytes,
+ * at least COMPILE_MEM_MIN) and tasks (pids.max = limits.pids), and its
+ * CPU counts toward limits.cpu_ms (compile_cpu_used). Where there is no
+ * group (an ordinary user's run), RLIMIT_DATA of the same bound binds its
+ * heap and private mappings, and its own clock is read for the CPU.
+ * RLIMIT_CPU it has from the run already (kis_rlimits_apply, one second
+ * past limits.cpu_ms). */
+static int compile_spawn(void *ctx)
+{
+	struct child_ctx *c = ctx;
+	c->st->helper = getpid();
+	if (c->compile_cg)
+		return kis_cgroup_attach(c->compile_cg, 0, NULL);
+	uint64_t m = compile_mem(&c->pl->limits);
+	struct rlimit r = {m, m};
+	return m && setrlimit(RLIMIT_DATA, &r) < 0 ? -1 : 0;
+}
 
 static struct kis_wasm_store *g_store;
 static struct child_status *g_status;
@@ -470,6 +530,7 @@ static void forbid_exec(void *user, const uint8_t *obj, size_t len, int from_cac
 	 * (jit_load.c), a fresh compile with its object */
 	if (obj || from_cache)
 		st->ran_compiled = from_cache ? 2 : 1;
+	st->compiling = 0;
 	if (c->code) {
 		if (obj && !from_cache && len <= c->code->cap) {
 			memcpy(c->code->data, obj, len);
@@ -500,6 +561,12 @@ static int child_main(void *vctx, struct kis_error **err)
 	 * leaves the workspace only; not for cached code, which links
 	 * without them (src/wasm/jit_elf.c; the parent checked it links) */
 	bool jit = c->mode != KIS_WASM_INTERPRET;
+	/* the compiler process under the run's limits (compile_spawn); its
+	 * start (LLVM loaded) and the compile are the compile (explain) */
+	if (jit && !c->cached) {
+		wasm_jit_set_spawn_hook(compile_spawn, c);
+		st->compiling = 1;
+	}
 	/* auto: a compiler that does not start leaves the run interpreted */
 	if (jit && !c->cached && kis_wasm_compiler_load(&e) < 0 &&
 	    c->mode == KIS_WASM_COMPILE) {
@@ -598,8 +665,13 @@ static int child_main(void *vctx, struct kis_error **err)
 	}
 	if (load_seccomp(c->linked ? &c->linked_filter : &c->main_filter) < 0)
 		child_fail(st, "cannot load the seccomp filter");
-	/* From here on the module's bytes are only ever seen under seccomp. */
+	/* From here on the module's bytes are only ever seen under seccomp.
+	 * Its compile (a fresh one) happens at instantiation, in kis-helper:
+	 * said so, for the result's detail (explain) */
+	st->compiling = jit && !c->cached && wasm_jit_loaded();
+	st->compiled = st->compiling && st->helper;
 	int r = kis_wasi_run_module(w, g_store, c->bytes, c->len, pl->limits.memory_bytes, &st->out);
+	st->compiling = 0;
 	st->load_failed = r < 0;
 	st->done = 1;
 	if (r < 0)
@@ -703,13 +775,25 @@ static void explain(const struct kis_plan *pl, const struct child_status *st,
 	const struct kis_wasi_outcome *o = &st->out;
 	if (st->done)
 		res->usage.linear_memory_bytes = o->memory_bytes; /* it never shrinks: the peak */
+	/* what was running: the compile (in kis-helper), the module's
+	 * compiled code, or the interpreter (issue 40 item 4: a compile
+	 * killed at the deadline was called "the interpreter") */
+	const char *who = st->compiling ? "the compile was killed before the module's code "
+					  "ran" :
+			  st->ran_compiled ? "the module's compiled code was killed" :
+					     "the interpreter was killed";
 	if (res->reason == KIS_REASON_SIGNALED && res->signal == SIGSYS) {
-		set_detail(res, "the interpreter made a system call outside its seccomp allowlist");
+		set_detail(res, "%s made a system call outside its seccomp allowlist",
+			   st->ran_compiled ? "the module's compiled code" : "the interpreter");
 		return;
 	}
 	if (res->reason == KIS_REASON_TIMEOUT)
-		set_detail(res, "wall clock passed limits.wall_ms (%llu ms); the interpreter was "
-				"killed", (unsigned long long)pl->limits.wall_ms);
+		set_detail(res, "wall clock passed limits.wall_ms (%llu ms); %s",
+			   (unsigned long long)pl->limits.wall_ms, who);
+	if (res->reason == KIS_REASON_CPU_LIMIT)
+		set_detail(res, "cpu time passed limits.cpu_ms (%llu ms)%s; %s",
+			   (unsigned long long)pl->limits.cpu_ms,
+			   st->compiled ? ", the compiler's (kis-helper) time counted" : "", who);
 	if (res->reason == KIS_REASON_CANCELLED)
 		set_detail(res, "the run was cancelled");
 	if (res->reason == KIS_REASON_EXITED && !st->done && st->cancelled) {
@@ -723,7 +807,15 @@ static void explain(const struct kis_plan *pl, const struct child_status *st,
 	if (st->load_failed) {
 		res->reason = KIS_REASON_SETUP_FAILED;
 		res->exit_code = 126;
-		set_detail(res, "cannot run module '%s': %s", pl->module, o->message);
+		/* an ordinary user's compile has RLIMIT_DATA for its bound
+		 * (compile_spawn), past which LLVM aborts like any crash: said
+		 * as what it may be, not as a verdict */
+		bool bound = st->compiled && geteuid() != 0 && pl->limits.memory_bytes &&
+			     strstr(o->message, "compiler process (kis-helper) ended");
+		set_detail(res, "cannot run module '%s': %s%s", pl->module, o->message,
+			   bound ? " (with no cgroup, its memory is bounded by RLIMIT_DATA = "
+				   "limits.memory_bytes, at least 256 MiB: a compile past it "
+				   "ends so)" : "");
 		return;
 	}
 	/* After a cancel or the deadline, however the module then ended (an
@@ -775,6 +867,174 @@ struct cached_code {
 static void cached_release(struct cached_code *c)
 {
 	wasm_code_cache_free(c->obj, c->len);
+}
+
+/* ---- the compiler process's share of the run (compile_spawn) ---- */
+
+struct compile_group {
+	struct kis_cgroup *cg;     /* kis-helper's group, or NULL */
+	int cpu_fd;                /* its CPU accounting, or -1 */
+	const struct child_status *st;
+	uint64_t memory_bytes, pids;
+	pid_t child;               /* the module's process (attach) */
+	clockid_t child_clk;
+	bool have_child_clk;
+	uint64_t helper_ms;        /* the compiler's CPU, the last seen */
+};
+
+static void compile_group_close(struct compile_group *g)
+{
+	kis_closep(&g->cpu_fd);
+	if (g->cg)
+		kis_cgroup_destroy(g->cg, NULL);
+	g->cg = NULL;
+}
+
+/* The compiler's CPU so far: its group's accounting, or (no group) its
+ * own clock while it lives (clock_getcpuclockid(3) of any process). */
+static uint64_t compile_cpu_ms(struct compile_group *g)
+{
+	uint64_t ms = 0;
+	if (g->cpu_fd >= 0) {
+		if (kis_cpuacct_read_ms(g->cpu_fd, &ms) == 0 && ms > g->helper_ms)
+			g->helper_ms = ms;
+		return g->helper_ms;
+	}
+	clockid_t clk;
+	struct timespec ts;
+	pid_t h = g->st->helper;
+	if (h > 0 && clock_getcpuclockid(h, &clk) == 0 && clock_gettime(clk, &ts) == 0) {
+		ms = (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+		if (ms > g->helper_ms)
+			g->helper_ms = ms;
+	}
+	return g->helper_ms;
+}
+
+static int compile_attach(void *ctx, pid_t pid, struct kis_error **err)
+{
+	struct compile_group *g = ctx;
+	(void)err;
+	g->child = pid;
+	g->have_child_clk = clock_getcpuclockid(pid, &g->child_clk) == 0;
+	return 0;
+}
+
+/* limits.cpu_ms is the run's total: the module's process and its
+ * compiler together (the supervisor takes the larger of this and the
+ * child's own clock, so this is the sum). */
+static int compile_cpu_used(void *ctx, uint64_t *ms)
+{
+	struct compile_group *g = ctx;
+	struct timespec ts;
+	uint64_t child = 0;
+	if (g->have_child_clk && clock_gettime(g->child_clk, &ts) == 0)
+		child = (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+	*ms = child + compile_cpu_ms(g);
+	return 0;
+}
+
+static int compile_explain(void *ctx, enum kis_reason *reason, char **detail)
+{
+	struct compile_group *g = ctx;
+	struct kis_cgroup_events ev;
+	/* only when the compile's end ended the run: under auto a compile
+	 * that failed leaves the run interpreted, and the module's own exit
+	 * code is then its own */
+	if (!g->cg || (g->st->done && !g->st->load_failed) ||
+	    kis_cgroup_read_events(g->cg, &ev, NULL) < 0)
+		return 0;
+	char buf[200];
+	*reason = kis_limit_verdict(ev.oom_kills, ev.pids_max);
+	if (*reason == KIS_REASON_MEMORY_LIMIT)
+		snprintf(buf, sizeof(buf),
+			 "the compiler (kis-helper) passed its memory bound (%llu bytes: "
+			 "limits.memory_bytes, at least 256 MiB) compiling the module",
+			 (unsigned long long)g->memory_bytes);
+	else if (*reason == KIS_REASON_PIDS_LIMIT)
+		snprintf(buf, sizeof(buf), "the compiler (kis-helper) met limits.pids (%llu)",
+			 (unsigned long long)g->pids);
+	else
+		return 0;
+	*detail = strdup(buf);
+	return 1;
+}
+
+static void compile_kill(void *ctx)
+{
+	struct compile_group *g = ctx;
+	if (g->cg)
+		kis_cgroup_kill(g->cg, NULL);
+}
+
+static void compile_events(void *ctx, struct kis_result *res)
+{
+	struct compile_group *g = ctx;
+	struct kis_cgroup_events ev;
+	if (!g->cg || kis_cgroup_read_events(g->cg, &ev, NULL) < 0)
+		return;
+	res->limit_events.counted = true;
+	res->limit_events.oom_kills = ev.oom_kills;
+	res->limit_events.forks_refused = ev.pids_max;
+}
+
+/* The tick: the compiler's clock read while it lives (no group: it is
+ * gone once it exits) */
+static void compile_tick(void *ctx, pid_t command)
+{
+	(void)command;
+	compile_cpu_ms(ctx);
+}
+
+/* A group of its own for the compiler of this run (not the module's
+ * process: its limits.memory_bytes is its linear memory's cap, checked by
+ * the engine, and the cgroup's would also count the engine's own pages).
+ * Named after the run, with the engine's pid (two execs of a session may
+ * compile at once). None where this user may make no group: then
+ * compile_spawn's rlimit. */
+static void compile_group_open(struct compile_group *g, const struct kis_plan *pl)
+{
+	const char *id = pl->sandbox_id ? pl->sandbox_id : "s-wasm";
+	char name[96];
+	bool ok = strlen(id) < 64;
+	for (const char *p = id; ok && *p; p++)
+		ok = (*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '-';
+	snprintf(name, sizeof(name), "%s-compile-%ld", ok ? id : "s-wasm", (long)getpid());
+	struct kis_cgroup_limits cl = {.memory_bytes = compile_mem(&pl->limits),
+				       .pids = pl->limits.pids};
+	struct kis_error *e = NULL;
+	if (geteuid() == 0 && kis_cgroup_create(name, &cl, &g->cg, &e) == 0)
+		g->cpu_fd = kis_cgroup_cpu_fd(g->cg);
+	kis_error_free(e);
+}
+
+/* After the run: the compiler's CPU in the run's usage (the child's
+ * rusage never has it: the child does not reap kis-helper, which dies with
+ * it by PR_SET_PDEATHSIG), and the reason when the compile ended at a
+ * limit: a compiler killed by the group's OOM killer (memory.max), or by
+ * its RLIMIT_CPU / RLIMIT_DATA, leaves "the compiler process ended" in a
+ * setup failure, which is not why the run ended. */
+static void compile_account(struct compile_group *g, const struct kis_plan *pl,
+			    const struct child_status *st, struct kis_result *res)
+{
+	uint64_t ms = compile_cpu_ms(g);
+	res->usage.user_ms += ms; /* LLVM's time is nearly all user time */
+	if (!st->compiled)
+		return;
+	bool ended = st->done && st->load_failed &&
+		     strstr(st->out.message, "compiler process (kis-helper) ended");
+	if (res->reason == KIS_REASON_MEMORY_LIMIT || res->reason == KIS_REASON_PIDS_LIMIT) {
+		res->exit_code = 128 + SIGKILL; /* the group's kill: a limit's verdict */
+		return;
+	}
+	if (ended && pl->limits.cpu_ms && res->usage.user_ms + res->usage.sys_ms >= pl->limits.cpu_ms) {
+		res->reason = KIS_REASON_CPU_LIMIT;
+		res->exit_code = 128 + SIGKILL;
+		return; /* explain() writes the detail */
+	}
+	/* no group (an ordinary user's run): RLIMIT_DATA ends an allocation
+	 * of LLVM's, which then aborts; nothing tells that from another
+	 * crash, so it stays a setup failure (docs/wasm.md says the bound) */
 }
 
 /* Tier-up (src/wasm/jit_tierup.c says who does what): claim the module's
@@ -967,6 +1227,20 @@ static int wasm_run(struct kis_plan *pl, struct kis_result *res, struct kis_erro
 	cc.deadline.tv_sec += (time_t)(wall / 1000 + ns / 1000000000ull);
 	cc.deadline.tv_nsec = (long)(ns % 1000000000ull);
 
+	/* A fresh compile is the run's too: its compiler process under the
+	 * run's limits (compile_spawn, compile_group_open) */
+	_cleanup_(compile_group_close) struct compile_group cg = {.cpu_fd = -1, .st = st,
+		.memory_bytes = compile_mem(&pl->limits), .pids = pl->limits.pids};
+	struct kis_supervise_hooks hooks = {
+		.attach = compile_attach, .explain = compile_explain, .kill_all = compile_kill,
+		.cpu_used_ms = compile_cpu_used, .limit_events = compile_events,
+		.tick = compile_tick, .ctx = &cg};
+	bool compiles = jit && !cc.cached && kis_wasm_compiler_available();
+	if (compiles) {
+		compile_group_open(&cg, pl);
+		cc.compile_cg = cg.cg;
+	}
+
 	static char *const never[] = {"(wasm)", NULL}; /* never exec'd */
 	struct kis_spawn sp = {
 		.argv = never,
@@ -989,6 +1263,7 @@ static int wasm_run(struct kis_plan *pl, struct kis_result *res, struct kis_erro
 		.stdout_fd = pl->io.stdout_fd,
 		.stderr_fd = pl->io.stderr_fd,
 		.cancel_fd = -1,
+		.hooks = compiles ? &hooks : NULL,
 	};
 	if (pl->io.cancel_fd >= 0) {
 		sv.watches[0] = (struct kis_watch){.fd = pl->io.cancel_fd, .on_ready = on_cancel_fd,
@@ -1000,6 +1275,8 @@ static int wasm_run(struct kis_plan *pl, struct kis_result *res, struct kis_erro
 	free(cc.forbid_filter.prog);
 	free(cc.linked_filter.prog);
 	kis_closep(&cc.landlock_fd);
+	if (r == 0 && compiles)
+		compile_account(&cg, pl, st, res);
 	if (r == 0)
 		explain(pl, st, res);
 	if (r == 0) {

@@ -142,15 +142,20 @@ static bool is_owner_id(const struct reap *r, const char *s)
 }
 
 /* The owner's id, or a VMM's cgroup of its run: "<owner id>-vmm<digits>"
- * (src/backends/microvm/jail.c, jail_cgroup_name). */
+ * (src/backends/microvm/jail.c, jail_cgroup_name), or a wasm compile's:
+ * "<owner id>-compile-<digits>" (src/backends/wasm.c, compile_group_open). */
 static bool is_owner_leaf(const struct reap *r, const char *s)
 {
 	size_t n = strlen(r->owner);
 	if (is_owner_id(r, s))
 		return true;
-	if (strncmp(s, r->owner, n) || strncmp(s + n, "-vmm", 4) || !s[n + 4])
+	if (strncmp(s, r->owner, n))
 		return false;
-	for (const char *d = s + n + 4; *d; d++)
+	const char *d = !strncmp(s + n, "-vmm", 4)        ? s + n + 4 :
+			!strncmp(s + n, "-compile-", 9)   ? s + n + 9 : NULL;
+	if (!d || !*d)
+		return false;
+	for (; *d; d++)
 		if (*d < '0' || *d > '9')
 			return false;
 	return true;

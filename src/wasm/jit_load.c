@@ -23,6 +23,7 @@
 
 #include "core/io.h"
 #include "wasm/jit.h"
+#include "wasm/jit_remote.h"
 
 #ifndef KIS_LLVM_VERSION
 #define KIS_LLVM_VERSION "unknown"
@@ -55,6 +56,23 @@ __attribute__((noinline)) bool wasm_jit_plugin_readable(void)
 		if (access(c[i], R_OK) == 0)
 			return true;
 	return false;
+}
+
+/* The compiler process's spawn hook (jit_remote.h says why); set once by
+ * the wasm tier's child before it loads the compiler, in that process. */
+static wasm_jit_spawn_fn spawn_fn;
+static void *spawn_ctx;
+
+void wasm_jit_set_spawn_hook(wasm_jit_spawn_fn fn, void *ctx)
+{
+	spawn_fn = fn;
+	spawn_ctx = ctx;
+}
+
+wasm_jit_spawn_fn wasm_jit_spawn_hook(void **ctx)
+{
+	*ctx = spawn_ctx;
+	return spawn_fn;
 }
 
 /* Loading, once per process, whichever way the compiler runs

@@ -132,7 +132,12 @@ static int start_helper(char *err, size_t errlen)
 	if (pid == 0) {
 		char *argv[] = {"kis-helper", "wasm-compile", NULL};
 		char *envp[] = {NULL};
+		/* under the run's limits before it runs a line of LLVM
+		 * (jit_remote.h: the caller's hook) */
+		void *hctx = NULL;
+		wasm_jit_spawn_fn hook = wasm_jit_spawn_hook(&hctx);
 		if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != parent ||
+		    (hook && hook(hctx) < 0) ||
 		    dup2(sv[1], 0) < 0 || dup2(null, 1) < 0 || dup2(null, 2) < 0)
 			_exit(127);
 		execve(path, argv, envp);

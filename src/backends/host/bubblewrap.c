@@ -43,6 +43,7 @@
 #include <signal.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -276,7 +277,6 @@ static int bubblewrap_plan(const struct kis_caps *caps, const struct kis_run_req
 	pl->bwrap = bwrap;
 	pl->sandbox_id = req->sandbox_id;
 	pl->rootless = geteuid() != 0;
-	pl->n.nproc_unbound = pl->rootless;
 	pl->own_uid = getuid();
 	pl->own_gid = getgid();
 	/* rootless: the sandbox's ids are the caller's one id, shown as 0 */
@@ -528,6 +528,7 @@ struct bw_start {
 	int userns_fd;
 	int netns_fd; /* egress: the engine's network namespace, or -1 */
 	struct kis_egress eg;
+	uint64_t ns_nproc; /* rootless, no group: RLIMIT_NPROC in its namespace, or 0 */
 };
 
 static int clear_cloexec(int fd)
@@ -562,6 +563,15 @@ static int bw_child(void *ctx, struct kis_error **err)
 				     "cannot make a user namespace as an ordinary user: enable "
 				     "unprivileged user namespaces (user.max_user_namespaces, "
 				     "kernel.unprivileged_userns_clone)");
+	/* and now the run's own count: fork checks the caller's
+	 * RLIMIT_NPROC against the tasks of its uid in this namespace and
+	 * those below it (kernel/ucount.c is_rlimit_overlimit, first level),
+	 * which are this run's alone; lowering needs no privilege */
+	if (s->ns_nproc) {
+		struct rlimit r = {s->ns_nproc, s->ns_nproc};
+		if (setrlimit(RLIMIT_NPROC, &r) < 0)
+			return child_fail(err, "RLIMIT_NPROC");
+	}
 	if (clear_cloexec(s->seccomp_fd) < 0 || (s->userns_fd >= 0 && clear_cloexec(s->userns_fd) < 0) ||
 	    (s->info_fd >= 0 && clear_cloexec(s->info_fd) < 0))
 		return child_fail(err, "cannot pass descriptors to bwrap");
@@ -683,8 +693,19 @@ static int start_prepare(struct kis_plan *pl, const char *cg_name, bool session,
 	 * pasta as it joins (egress_into_cgroup) */
 	TRY(kis_host_cgroup_open(&s->rc, cg_name, &pl->n.limits, pl->cgroup_limits,
 				 pl->cgroup_explicit, KIS_BW_ENGINE_PIDS + session, err));
-	if (pl->n.nproc_unbound)
-		s->rc.fb_nproc = 0; /* it would not bind the command (struct kis_native_plan) */
+	/* rootless with no group: RLIMIT_NPROC (rc.fb_nproc) binds the
+	 * command, since bw_child sets it before kis_userns_own makes the
+	 * user namespace: a namespace's own cap is its creator's RLIMIT_NPROC
+	 * then (create_user_ns: set_userns_rlimit_max), and fork checks every
+	 * level of the ucounts chain up to the user's count on the host
+	 * (kernel/ucount.c is_rlimit_overlimit). Measured on 6.18 (issue 40
+	 * item 1): 600 forks asked, 255 made under pids 256. That cap counts
+	 * the user's other processes too (a run's share moves as they come
+	 * and go: 400 of 400 made while another run's 400 ended), so inside
+	 * its namespace bw_child lowers it to the run's own: limits.pids and
+	 * the engine's processes, counted in that namespace only. */
+	if (s->rc.fb_nproc)
+		s->ns_nproc = pl->n.limits.pids + KIS_BW_ENGINE_PIDS + session;
 	if ((s->seccomp_fd = export_seccomp(pl->net, err)) < 0)
 		return -1;
 	if (pl->rootless)
@@ -1012,7 +1033,6 @@ const struct kis_backend kis_backend_bubblewrap = {
 	.probe = bubblewrap_probe,
 	.plan = bubblewrap_plan,
 	.describe = bubblewrap_describe,
-	.rootless_nproc_unbound = true,
 	.run = bubblewrap_run,
 	.plan_free = bubblewrap_plan_free,
 	.start_session = bubblewrap_start_session,
