@@ -74,8 +74,9 @@ int cmd_gc(int argc, char **argv)
 		return cli_fail(NULL);
 	struct kis_error *err = NULL;
 	int r = kis_store_gc(root, o.dry_run, on_item, &o, &err);
-	if (o.json) {
-		/* the items even when gc failed half-way: what it did is news */
+	if (o.json && (r == 0 || o.n)) {
+		/* the items even when gc failed half-way: what it did is news
+		 * (then the error document follows on the next line) */
 		cli_print_json(json_pack("{s:b, s:O}", "dry_run", o.dry_run, "items", o.items));
 	} else if (o.n == 0 && r == 0) {
 		puts("nothing left behind");

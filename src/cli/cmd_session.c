@@ -20,7 +20,7 @@ int cmd_create(int argc, char **argv)
 		     "working directory and environment. Prints the session id. The session\n"
 		     "survives this client; end it with 'kis sandbox session destroy ID'.\n\n"
 		     "Options (the profile of the session):");
-		cli_profile_flags_help(stdout);
+		cli_flags_help(stdout, CLI_V_CREATE);
 		return 0;
 	}
 	struct cli_opts o = {0};

@@ -111,7 +111,9 @@ static void expand(const char *h, char *out, size_t len)
 	size_t l = 0;
 	while (*h && l + 1 < len) {
 		const char *end = *h == '{' ? strchr(h, '}') : NULL;
-		if (end && end - h < 16) {
+		/* a {key} is lower-case letters: {"id"} is text */
+		if (end && end - h < 16 && end > h + 1 &&
+		    strspn(h + 1, "abcdefghijklmnopqrstuvwxyz") == (size_t)(end - h - 1)) {
 			char key[16], list[256];
 			snprintf(key, sizeof(key), "%.*s", (int)(end - h - 1), h + 1);
 			choices(key, list, sizeof(list));
@@ -173,10 +175,11 @@ static int unknown_flag(const char *verb, unsigned vbit, const char *arg)
 	return cli_unknown_option(verb, arg, known);
 }
 
-/* The rule (README, Errors): a value typed on the command line that is
- * wrong is invalid_argument naming the flag, with "did you mean" for an
- * enum; the same value in a --profile file is invalid_profile naming the
- * field (the file's words). */
+/* The rule (README, Errors): a value wrong for a profile field is
+ * invalid_profile whether a flag or a --profile file gave it, as the
+ * library's kis_profile_set says; from a flag the message names the flag
+ * first, then the field ("--tier: tier: expected ..."), and an enum gets a
+ * "did you mean". invalid_argument is for the command line's own shape. */
 static int bad_value(const char *verb, const struct flag *f, const char *val,
 		     struct kis_error *err)
 {
@@ -190,8 +193,6 @@ static int bad_value(const char *verb, const struct flag *f, const char *val,
 	}
 	size_t h = strlen(hint);
 	snprintf(hint + h, sizeof(hint) - h, "Try 'kis sandbox %s --help'.", verb);
-	if (err && err->code == KIS_E_INVALID_PROFILE)
-		err->code = KIS_E_INVALID_ARGUMENT;
 	kis_error_wrap(&err, "%s", f->name);
 	return cli_fail_hint(err, hint);
 }
@@ -265,11 +266,13 @@ int cli_parse_flags(const char *verb, unsigned vbit, int argc, char **argv, stru
 		} else if (eq) {
 			return cli_usage_error(verb, "option '%s' takes no value", f->name);
 		}
-		if (unitless_duration(f, val))
-			return cli_usage_error(verb,
-					       "%s: '%s' has no unit: write %ss for seconds or %sms for "
-					       "milliseconds",
-					       f->name, val, val, val);
+		if (unitless_duration(f, val)) {
+			kis_error_set(&err, KIS_E_INVALID_PROFILE, 0,
+				      "'%s' has no unit: write %ss for seconds or %sms for "
+				      "milliseconds (%s)",
+				      val, val, val, f->field);
+			return bad_value(verb, f, val, err);
+		}
 		if (f->field) {
 			if (kis_profile_set(&o->profile, f->field, val, &err) < 0)
 				return bad_value(verb, f, val, err);
