@@ -178,8 +178,10 @@ void cli_say_ending(const struct kis_result *res)
 {
 	if (res->reason == KIS_REASON_EXITED)
 		return;
-	/* the signal by name, as a shell reports it: "signaled (SIGKILL)" */
-	const char *sig = res->signal > 0 ? sigabbrev_np(res->signal) : NULL;
+	/* the signal by name, as a shell reports it: "signaled (SIGKILL)";
+	 * a limit's kill is the limit's news, not its signal's */
+	bool by_signal = res->reason == KIS_REASON_SIGNALED || res->reason == KIS_REASON_CANCELLED;
+	const char *sig = by_signal && res->signal > 0 ? sigabbrev_np(res->signal) : NULL;
 	fprintf(stderr, "kis: %s%s%s%s%s%s\n", kis_reason_name(res->reason), sig ? " (SIG" : "",
 		sig ? sig : "", sig ? ")" : "", res->detail ? ": " : "",
 		res->detail ? res->detail : "");
@@ -272,8 +274,11 @@ int main(int argc, char **argv)
 		if (argc >= 2)
 			snprintf(msg, sizeof(msg), "unknown command '%.64s': expected 'kis sandbox VERB'",
 				 argv[1]);
-		return usage_error_hint(msg, best ? "Did you mean 'sandbox'? Try 'kis --help'." :
-						    "Try 'kis --help'.");
+		int r = usage_error_hint(msg, best ? "Did you mean 'sandbox'? Try 'kis --help'." :
+							 "Try 'kis --help'.");
+		if (argc < 2)
+			usage(stderr);
+		return r;
 	}
 	if (argc < 3 || !strcmp(argv[2], "-h") || !strcmp(argv[2], "--help") ||
 	    !strcmp(argv[2], "help")) {
@@ -283,6 +288,9 @@ int main(int argc, char **argv)
 	for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++)
 		if (!strcmp(argv[2], verbs[i].name))
 			return verbs[i].fn(argc - 2, argv + 2);
+	if (!strcmp(argv[2], "--json"))
+		return usage_error_hint("expected a verb: 'kis sandbox VERB --json'",
+					"Try 'kis sandbox --help'.");
 	if (argv[2][0] == '-')
 		return cli_unknown_option("", argv[2], (const char *const[]){"--version", NULL});
 	const char *names[sizeof(verbs) / sizeof(verbs[0])];
