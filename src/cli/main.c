@@ -257,7 +257,9 @@ int main(int argc, char **argv)
 {
 	argc = global_flags(argc, argv);
 	if (argc >= 2 && (!strcmp(argv[1], "--version") ||
-			  (argc == 3 && !strcmp(argv[1], "sandbox") && !strcmp(argv[2], "--version")))) {
+			  (argc >= 3 && !strcmp(argv[1], "sandbox") && !strcmp(argv[2], "--version")))) {
+		if (cli_json)
+			return cli_print_json(json_pack("{s:s}", "version", kis_version()));
 		printf("kis %s\n", kis_version());
 		return 0;
 	}

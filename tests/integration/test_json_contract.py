@@ -86,6 +86,10 @@ def test_every_verb_prints_a_valid_compact_document(store, tmp_path):
     # guest path: the path, or tier_unavailable as an error document
     p = kis("guest", "path", "--json")
     kis_schema.check_line(p.stdout.rstrip("\n"), "guest-path")
+    for argv in (["--version", "--json"], ["sandbox", "--version", "--json"]):
+        v = subprocess.run([str(KIS), *argv], capture_output=True, text=True, timeout=30)
+        assert v.returncode == 0 and v.stdout.count("\n") == 1, v
+        kis_schema.check_line(v.stdout[:-1], "version")
 
 
 def test_base_remove_of_a_held_base_says_removed_with_its_clones(store, tmp_path):
@@ -127,7 +131,7 @@ def test_every_schema_is_draft_2020_12():
     files = sorted((ROOT / "docs" / "schema").glob("*.schema.json"))
     names = {f.name.split(".")[0] for f in files}
     assert set(kis_schema.VERB_SCHEMA.values()) | {"error", "plan", "profile",
-                                                    "progress"} <= names
+                                                    "progress", "version"} <= names
     for f in files:
         s = json.loads(f.read_text())
         assert s["$schema"] == "https://json-schema.org/draft/2020-12/schema", f
