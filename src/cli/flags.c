@@ -183,18 +183,19 @@ static int unknown_flag(const char *verb, unsigned vbit, const char *arg)
 static int bad_value(const char *verb, const struct flag *f, const char *val,
 		     struct kis_error *err)
 {
+	/* one line, as every refusal of a profile: a second only for a
+	 * "did you mean" (the message already says what to write) */
 	char hint[160] = "";
 	if (f->values) {
 		char list[512], buf[512];
 		expand(f->values, list, sizeof(list));
 		const char *best = cli_suggest_list(val, list, buf, sizeof(buf));
 		if (best)
-			snprintf(hint, sizeof(hint), "Did you mean '%s'? ", best);
+			snprintf(hint, sizeof(hint), "Did you mean '%s'? Try 'kis sandbox %s --help'.",
+				 best, verb);
 	}
-	size_t h = strlen(hint);
-	snprintf(hint + h, sizeof(hint) - h, "Try 'kis sandbox %s --help'.", verb);
 	kis_error_wrap(&err, "%s", f->name);
-	return cli_fail_hint(err, hint);
+	return cli_fail_hint(err, hint[0] ? hint : NULL);
 }
 
 /* A duration flag's value must name its unit: the profile's fields are in
