@@ -248,6 +248,8 @@ GUESTDIR := $(LIBKIS)/guest
 MANDIR   := $(PREFIX)/share/man/man1
 BASHCOMPDIR := $(PREFIX)/share/bash-completion/completions
 ZSHCOMPDIR  := $(PREFIX)/share/zsh/vendor-completions
+# the JSON Schemas of every --json document (README, JSON output)
+SCHEMADIR   := $(PREFIX)/share/kis/schema
 # INSTALL_GUEST=0 leaves the guest out (it is fetched from Debian's archive).
 INSTALL_GUEST ?= 1
 
@@ -265,6 +267,8 @@ install: all man
 	install -m 0644 docs/man/kis-sandbox-profile.5 $(DESTDIR)$(MANDIR)/../man5/
 	install -m 0644 docs/man/kis-runtime.8 $(DESTDIR)$(MANDIR)/../man8/
 	install -m 0644 scripts/completion/kis.bash $(DESTDIR)$(BASHCOMPDIR)/kis
+	install -d $(DESTDIR)$(SCHEMADIR)
+	install -m 0644 docs/schema/*.schema.json $(DESTDIR)$(SCHEMADIR)/
 	install -d $(DESTDIR)$(ZSHCOMPDIR)
 	sed -e 's|@BASHCOMP@|$(BASHCOMPDIR)/kis|g' scripts/completion/_kis > $(DESTDIR)$(ZSHCOMPDIR)/_kis
 	install -m 0755 scripts/guest/fetch-kernel.sh $(DESTDIR)$(LIBKIS)/fetch-guest.sh
@@ -287,7 +291,7 @@ uninstall:
 	rm -f $(addprefix $(DESTDIR)$(PREFIX)/bin/,$(notdir $(BINS)))
 	rm -f $(DESTDIR)$(PREFIX)/lib/libkis-sandbox.a $(DESTDIR)$(PREFIX)/lib/libkis-sandbox.so \
 	  $(DESTDIR)$(PREFIX)/lib/libkis-sandbox.so.0 $(DESTDIR)$(PREFIX)/lib/pkgconfig/kis-sandbox.pc
-	rm -rf $(DESTDIR)$(PREFIX)/include/kis $(DESTDIR)$(LIBKIS)
+	rm -rf $(DESTDIR)$(PREFIX)/include/kis $(DESTDIR)$(LIBKIS) $(DESTDIR)$(SCHEMADIR)
 	rm -f $(DESTDIR)$(MANDIR)/kis.1 $(DESTDIR)$(MANDIR)/../man5/kis-sandbox-profile.5 \
 	  $(DESTDIR)$(MANDIR)/../man8/kis-runtime.8
 	rm -f $(DESTDIR)$(MANDIR)/kis-sandbox.1 $(DESTDIR)$(MANDIR)/kis-sandbox-*.1 \

@@ -48,8 +48,11 @@ int cmd_backends(int argc, char **argv)
 		}
 		if (!strcmp(argv[i], "--json"))
 			json = true;
+		else if (argv[i][0] == '-')
+			return cli_unknown_option("backends", argv[i],
+						  (const char *const[]){"--store-root", NULL});
 		else
-			return cli_usage_error("backends", "unknown option '%s'", argv[i]);
+			return cli_usage_error("backends", "unexpected argument '%s'", argv[i]);
 	}
 	/* CoW is the store's: every backend runs on a workspace it clones. */
 	const char *strategy = "copy";
@@ -109,13 +112,18 @@ int cmd_backends(int argc, char **argv)
 		char net[64];
 		net_modes(c.present ? c.net_modes : 0, net, sizeof(net));
 		if (json) {
+			/* lists are arrays, absent values null (README, JSON output) */
+			json_t *na = json_array();
+			for (unsigned m = 0; m < KIS_NET__COUNT; m++)
+				if (c.present && (c.net_modes & (1u << m)))
+					json_array_append_new(na, json_string(kis_net_mode_name(m)));
 			json_t *o = json_pack(
-				"{s:s, s:[s], s:b, s:b, s:b, s:b, s:s%, s:b, s:b, s:b, s:s}", "backend",
+				"{s:s, s:[s], s:b, s:b, s:b, s:b, s:o, s:b, s:b, s:b, s:s?}", "backend",
 				b[i]->name, "tiers", kis_tier_name(b[i]->tier), "available", c.present,
 				"cow", c.present && c.cow, "shell", c.present && c.shell, "native",
-				c.present && c.native, "network", net, strlen(net), "seccomp",
+				c.present && c.native, "network", na, "seccomp",
 				c.present && c.seccomp, "snapshot", c.present && c.snapshot, "tty",
-				c.present && c.tty, "accel", c.accel);
+				c.present && c.tty, "accel", c.accel[0] ? c.accel : NULL);
 			json_object_set_new(o, "clone_strategy", json_string(copied ? "copy" : strategy));
 			json_object_set_new(o, "mounts", json_boolean(c.present && c.mounts));
 			json_t *la = json_array();
@@ -123,28 +131,31 @@ int cmd_backends(int argc, char **argv)
 				if (c.present && (c.limits & kis_limit_table[k].bit))
 					json_array_append_new(la, json_string(kis_limit_table[k].name));
 			json_object_set_new(o, "limits", la);
+			json_t *ea = NULL; /* the wasm tier's alone */
 			if (b[i]->tier == KIS_TIER_WASM) {
 				/* the engines that can run a module, best first */
-				json_t *ea = json_array();
+				ea = json_array();
 				char eng[sizeof(c.engines)];
 				snprintf(eng, sizeof(eng), "%s", c.present ? c.engines : "");
 				for (char *sv = NULL, *t = strtok_r(eng, " ", &sv); t;
 				     t = strtok_r(NULL, " ", &sv))
 					json_array_append_new(ea, json_string(t));
-				json_object_set_new(o, "engines", ea);
 			}
-			if (c.present && c.default_limits[0])
-				json_object_set_new(o, "default_limits", json_string(c.default_limits));
-			if (!c.present)
-				json_object_set_new(o, "why_absent", json_string(c.why_absent));
-			if (c.present && c.jail[0])
-				json_object_set_new(o, "vmm_jail", json_string(c.jail));
-			if (b[i]->tier == KIS_TIER_MICROVM && guest.assets) {
-				json_object_set_new(o, "guest", json_pack("{s:s, s:s, s:s}", "source",
-									  kis_guest_source_name(guest.source),
-									  "path", guest.assets, "cache",
-									  guest.cache));
-			}
+			json_object_set_new(o, "engines", ea ? ea : json_null());
+			json_object_set_new(o, "default_limits",
+					    c.present && c.default_limits[0] ?
+						    json_string(c.default_limits) : json_null());
+			json_object_set_new(o, "why_absent",
+					    c.present ? json_null() : json_string(c.why_absent));
+			json_object_set_new(o, "vmm_jail", c.present && c.jail[0] ?
+							   json_string(c.jail) : json_null());
+			json_object_set_new(
+				o, "guest",
+				b[i]->tier == KIS_TIER_MICROVM && guest.assets ?
+					json_pack("{s:s, s:s, s:s}", "source",
+						  kis_guest_source_name(guest.source), "path",
+						  guest.assets, "cache", guest.cache) :
+					json_null());
 			json_array_append_new(arr, o);
 			continue;
 		}
@@ -184,12 +195,8 @@ int cmd_backends(int argc, char **argv)
 	if (!json && vmm_jail[0])
 		printf("microvm VMM jail: %s\n", vmm_jail);
 	kis_guest_info_release(&guest);
-	if (json) {
-		char *s = json_dumps(arr, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
-		if (s)
-			printf("%s\n", s);
-		free(s);
-	}
+	if (json)
+		return cli_print_json(arr);
 	json_decref(arr);
 	return 0;
 }

@@ -17,7 +17,7 @@ static const char base_help[] =
 	"Usage: kis sandbox base import DIR [--os-image] [--max-size SIZE] [--json]\n"
 	"                                [--store-root DIR]\n"
 	"       kis sandbox base list [--json] [--store-root DIR]\n"
-	"       kis sandbox base remove ID [--store-root DIR]\n\n"
+	"       kis sandbox base remove ID [--json] [--store-root DIR]\n\n"
 	"import  copy the tree DIR into the store as a new, immutable base and print\n"
 	"        its id. Modes, times, extended attributes, symlinks (kept as links,\n"
 	"        never followed) and hard links are kept; owners too when run as\n"
@@ -29,8 +29,8 @@ static const char base_help[] =
 	"        Sparse files stay sparse. --max-size SIZE (default 16G; K, M, G, T)\n"
 	"        bounds the data the import writes (holes do not count): a larger\n"
 	"        tree is refused, naming max_size, and nothing of it is kept.\n"
-	"list    print every base, how many workspaces hold it, and whether it was\n"
-	"        removed.\n"
+	"list    print every base, how many workspaces hold it (CLONES; \"clones\"\n"
+	"        in JSON) and its STATE (\"state\"): ready, or removed.\n"
 	"remove  remove a base: at once if no workspace holds it, else it is marked\n"
 	"        removed (no new clones) and freed with its last workspace.\n\n"
 	"The store is --store-root DIR, else $KIS_SANDBOX_ROOT, else\n"
@@ -47,12 +47,11 @@ static void print_progress(const struct progress *p)
 {
 	if (cli_json) {
 		/* under --json, one event a line (on stderr: stdout is the result) */
-		fprintf(stderr,
-			"{\"progress\": {\"files\": %llu, \"files_total\": %llu, \"bytes\": %llu, "
-			"\"bytes_total\": %llu}}\n",
-			(unsigned long long)p->files, (unsigned long long)p->total_files,
-			(unsigned long long)p->bytes, (unsigned long long)p->total_bytes);
-		fflush(stderr);
+		cli_write_json(stderr, json_pack("{s:{s:I, s:I, s:I, s:I}}", "progress", "files",
+						 (json_int_t)p->files, "files_total",
+						 (json_int_t)p->total_files, "bytes",
+						 (json_int_t)p->bytes, "bytes_total",
+						 (json_int_t)p->total_bytes));
 		return;
 	}
 	const double mib = 1024.0 * 1024.0;
@@ -170,9 +169,10 @@ static int do_list(const char *root, bool json)
 		printf("%-30s %-10s %s\n", "BASE", "CLONES", "STATE");
 	for (size_t i = 0; i < n; i++) {
 		if (json)
-			json_array_append_new(arr, json_pack("{s:s, s:I, s:b}", "id", v[i].id, "refs",
-							     (json_int_t)v[i].refs, "removed",
-							     v[i].removed));
+			/* the table's words: CLONES and STATE (README, JSON output) */
+			json_array_append_new(arr, json_pack("{s:s, s:I, s:s}", "id", v[i].id, "clones",
+							     (json_int_t)v[i].refs, "state",
+							     v[i].removed ? "removed" : "ready"));
 		else
 			printf("%-30s %-10zu %s\n", v[i].id, v[i].refs,
 			       v[i].removed ? "removed" : "ready");
@@ -189,6 +189,9 @@ int cmd_base(int argc, char **argv)
 	}
 	if (argc < 2)
 		return cli_usage_error("base", "expected 'import DIR', 'list' or 'remove ID'");
+	if (strcmp(argv[1], "import") && strcmp(argv[1], "list") && strcmp(argv[1], "remove"))
+		return cli_unknown_sub("base", argv[1],
+				       (const char *const[]){"import", "list", "remove", NULL});
 	const char *sub = argv[1], *root = NULL, *arg = NULL;
 	bool json = false, os_image = false;
 	uint64_t max_bytes = 0;
@@ -214,7 +217,9 @@ int cmd_base(int argc, char **argv)
 		else if (!strcmp(argv[i], "--") && i + 1 < argc && !arg)
 			arg = argv[++i];
 		else if (argv[i][0] == '-' && argv[i][1])
-			return cli_usage_error("base", "unknown option '%s'", argv[i]);
+			return cli_unknown_option("base", argv[i],
+						  (const char *const[]){"--store-root", "--os-image",
+									"--max-size", NULL});
 		else if (!arg && strcmp(sub, "list"))
 			arg = argv[i];
 		else
@@ -240,10 +245,10 @@ int cmd_base(int argc, char **argv)
 		int r = kis_base_remove(s, arg, &err);
 		/* still held: say so, or the base seems to linger unexplained */
 		struct kis_base_info *v = NULL;
-		size_t n = 0;
+		size_t n = 0, held = 0;
 		if (r == 0 && kis_base_list(s, &v, &n, NULL) == 0)
 			for (size_t i = 0; i < n; i++)
-				if (!strcmp(v[i].id, arg) && v[i].refs)
+				if (!strcmp(v[i].id, arg) && v[i].refs && (held = v[i].refs))
 					fprintf(stderr,
 						"base %s is marked removed: no new clones; %zu "
 						"workspace%s still hold%s it, and it is freed with the "
@@ -252,7 +257,14 @@ int cmd_base(int argc, char **argv)
 						v[i].refs == 1 ? "s" : "");
 		free(v);
 		kis_store_free(s);
-		return r < 0 ? cli_fail(err) : 0;
+		if (r < 0)
+			return cli_fail(err);
+		/* "removed": marked, freed with its last clone; "freed": gone now
+		 * (or was never there: removal is idempotent) */
+		return json ? cli_print_json(json_pack("{s:s, s:s, s:I}", "id", arg, "state",
+						       held ? "removed" : "freed", "clones",
+						       (json_int_t)held)) :
+			      0;
 	}
-	return cli_usage_error("base", "unknown subcommand '%s'; use import, list or remove", sub);
+	return cli_unknown_sub("base", sub, (const char *const[]){"import", "list", "remove", NULL});
 }

@@ -22,7 +22,8 @@ static const char clone_help[] =
 	"                 a user namespace), copy. A pinned strategy the store\n"
 	"                 cannot do is refused (profile_unsatisfiable), never\n"
 	"                 replaced\n"
-	"  --json         print {\"id\", \"base\", \"strategy\", \"path\"}\n"
+	"  --json         print {\"id\", \"base\", \"strategy\", \"path\"} (one line;\n"
+	"                 --json=pretty indents)\n"
 	"  --store-root   the store (default $KIS_SANDBOX_ROOT, else\n"
 	"                 /var/lib/kis/sandbox as root, $XDG_STATE_HOME/kis/sandbox)\n";
 
@@ -55,7 +56,9 @@ int cmd_clone(int argc, char **argv)
 		else if (!strncmp(a, "--strategy=", 11))
 			strategy = a + 11;
 		else if (a[0] == '-' && a[1])
-			return cli_usage_error("clone", "unknown option '%s'", a);
+			return cli_unknown_option("clone", a,
+						  (const char *const[]){"--id", "--strategy",
+									"--store-root", NULL});
 		else if (!base)
 			base = a;
 		else
@@ -67,9 +70,17 @@ int cmd_clone(int argc, char **argv)
 	enum kis_clone_strategy st;
 	/* Ids are checked once, here at the boundary, before the store opens. */
 	if (kis_id_validate(base, "base id", &err) < 0 ||
-	    (id && kis_id_validate(id, "workspace id", &err) < 0) ||
-	    kis_clone_strategy_parse(strategy, &st, &err) < 0)
+	    (id && kis_id_validate(id, "workspace id", &err) < 0))
 		return cli_fail(err);
+	if (kis_clone_strategy_parse(strategy, &st, &err) < 0) {
+		/* a mistyped strategy: the rule of flags.c (README, Errors) */
+		char buf[64], hint[128];
+		const char *best = cli_suggest_list(strategy, "auto|reflink|overlay|copy", buf,
+						    sizeof(buf));
+		snprintf(hint, sizeof(hint), "%s%s%sTry 'kis sandbox clone --help'.",
+			 best ? "Did you mean '" : "", best ? best : "", best ? "'? " : "");
+		return cli_fail_hint(err, hint);
+	}
 	struct kis_store *s = NULL;
 	int rc = cli_store_open(root, &s);
 	if (rc)

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* `kis sandbox destroy ID`: remove a workspace and release its base;
  * idempotent, as a retried teardown must be. */
+#include <jansson.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -10,11 +11,12 @@
 int cmd_destroy(int argc, char **argv)
 {
 	if (cli_wants_help(argc, argv)) {
-		fputs("Usage: kis sandbox destroy WORKSPACE [--store-root DIR]\n\n"
+		fputs("Usage: kis sandbox destroy WORKSPACE [--json] [--store-root DIR]\n\n"
 		      "Unmount (lazily, if a process is still inside) and remove the workspace,\n"
 		      "and release its reference on its base: a base that was removed is freed\n"
 		      "with its last workspace. Idempotent: destroying a workspace twice, or a\n"
-		      "valid id that never existed, succeeds.\n",
+		      "valid id that never existed, succeeds. --json prints\n"
+		      "{\"id\", \"destroyed\": true}.\n",
 		      stdout);
 		return 0;
 	}
@@ -26,13 +28,14 @@ int cmd_destroy(int argc, char **argv)
 		if (r > 0)
 			continue;
 		if (!strcmp(argv[i], "--json"))
-			continue; /* nothing to print */
+			continue; /* cli_json */
 		if (!strcmp(argv[i], "--") && i + 1 < argc && !id) {
 			id = argv[++i]; /* an id that starts with a dash, to be refused */
 			continue;
 		}
 		if (argv[i][0] == '-' && argv[i][1] && !id)
-			return cli_usage_error("destroy", "unknown option '%s'", argv[i]);
+			return cli_unknown_option("destroy", argv[i],
+						  (const char *const[]){"--store-root", NULL});
 		if (id)
 			return cli_usage_error("destroy", "unexpected argument '%s'", argv[i]);
 		id = argv[i];
@@ -48,5 +51,8 @@ int cmd_destroy(int argc, char **argv)
 		return st;
 	int r = kis_workspace_destroy(s, id, &err);
 	kis_store_free(s);
-	return r < 0 ? cli_fail(err) : 0;
+	if (r < 0)
+		return cli_fail(err);
+	/* idempotent: gone now, whether it was there or not */
+	return cli_json ? cli_print_json(json_pack("{s:s, s:b}", "id", id, "destroyed", 1)) : 0;
 }

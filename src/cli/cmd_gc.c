@@ -21,12 +21,8 @@ static void on_item(void *ctx, const struct kis_gc_item *it)
 	o->n++;
 	const char *state = it->done > 0 ? "removed" : it->done == 0 ? "found" : "failed";
 	if (o->json) {
-		json_t *j = json_pack("{s:s, s:s, s:s}", "kind", it->kind, "what", it->what, "state",
-				      state);
-		if (j && it->owner)
-			json_object_set_new(j, "owner", json_string(it->owner));
-		if (j && it->error)
-			json_object_set_new(j, "error", json_string(it->error));
+		json_t *j = json_pack("{s:s, s:s, s:s, s:s?, s:s?}", "kind", it->kind, "what",
+				      it->what, "state", state, "owner", it->owner, "error", it->error);
 		if (j)
 			json_array_append_new(o->items, j);
 		return;
@@ -49,7 +45,8 @@ int cmd_gc(int argc, char **argv)
 		      "and clones. Every engine command does the same in passing when the store\n"
 		      "is free; gc waits for it and lists each thing: 'removed', 'found' (with\n"
 		      "--dry-run, which removes nothing) or 'failed' (with the reason; the exit\n"
-		      "status is then 1). A live command's things are never touched: each run\n"
+		      "status is then 125, as for every engine failure). A live command's things\n"
+		      "are never touched: each run\n"
 		      "holds a lock that only its death releases.\n",
 		      stdout);
 		return 0;
@@ -66,6 +63,9 @@ int cmd_gc(int argc, char **argv)
 			o.json = true;
 		else if (!strcmp(argv[i], "--dry-run"))
 			o.dry_run = true;
+		else if (argv[i][0] == '-' && argv[i][1])
+			return cli_unknown_option("gc", argv[i],
+						  (const char *const[]){"--dry-run", "--store-root", NULL});
 		else
 			return cli_usage_error("gc", "unexpected argument '%s'", argv[i]);
 	}
@@ -74,16 +74,13 @@ int cmd_gc(int argc, char **argv)
 		return cli_fail(NULL);
 	struct kis_error *err = NULL;
 	int r = kis_store_gc(root, o.dry_run, on_item, &o, &err);
-	if (o.json) {
-		json_t *doc = json_pack("{s:b, s:O}", "dry_run", o.dry_run, "items", o.items);
-		char *s = doc ? json_dumps(doc, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
-		if (s)
-			printf("%s\n", s);
-		free(s);
-		json_decref(doc);
-	} else if (o.n == 0) {
+	if (o.json && (r == 0 || o.n)) {
+		/* the items even when gc failed half-way: what it did is news
+		 * (then the error document follows on the next line) */
+		cli_print_json(json_pack("{s:b, s:O}", "dry_run", o.dry_run, "items", o.items));
+	} else if (o.n == 0 && r == 0) {
 		puts("nothing left behind");
 	}
 	json_decref(o.items);
-	return r < 0 ? cli_fail(err) : 0;
+	return r < 0 ? cli_fail_store(err) : 0;
 }

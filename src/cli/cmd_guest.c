@@ -15,7 +15,7 @@
 extern char **environ;
 
 static const char guest_help[] =
-	"Usage: kis sandbox guest fetch [--system | --dir DIR] [--quiet] [--store-root DIR]\n"
+	"Usage: kis sandbox guest fetch [--system | --dir DIR] [--json] [--quiet] [--store-root DIR]\n"
 	"       kis sandbox guest status [--json] [--store-root DIR]\n"
 	"       kis sandbox guest path [--json] [--store-root DIR]\n\n"
 	"The microvm tier boots Debian's cloud kernel with a static busybox and the\n"
@@ -220,6 +220,9 @@ int cmd_guest(int argc, char **argv)
 	}
 	if (argc < 2)
 		return cli_usage_error("guest", "expected 'fetch', 'status' or 'path'");
+	if (strcmp(argv[1], "fetch") && strcmp(argv[1], "status") && strcmp(argv[1], "path"))
+		return cli_unknown_sub("guest", argv[1],
+				       (const char *const[]){"fetch", "status", "path", NULL});
 	const char *sub = argv[1], *root = NULL, *dir = NULL;
 	bool system = false;
 	for (int i = 2; i < argc; i++) {
@@ -236,6 +239,10 @@ int cmd_guest(int argc, char **argv)
 			dir = argv[++i];
 		else if (!strcmp(sub, "fetch") && !strncmp(argv[i], "--dir=", 6))
 			dir = argv[i] + 6;
+		else if (argv[i][0] == '-' && argv[i][1])
+			return cli_unknown_option("guest", argv[i],
+						  (const char *const[]){"--system", "--dir", "--store-root",
+									NULL});
 		else
 			return cli_usage_error("guest", "unexpected argument '%s'", argv[i]);
 	}

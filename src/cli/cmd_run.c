@@ -130,10 +130,12 @@ int cmd_run(int argc, char **argv)
 		return cli_fail(err);
 	}
 	if (o.dry_run) {
-		printf("%s\n", plan ? plan : "{}");
+		/* the plan: under --json in the writer's format (README) */
+		int pr = o.json ? cli_print_json_text(plan ? plan : "{}") :
+				  printf("%s\n", plan ? plan : "{}") < 0;
 		free(plan);
 		kis_result_release(&res);
-		return 0;
+		return pr;
 	}
 	if (got_signal) {
 		/* However far the run got, a signal ended it: cancelled, and the
@@ -150,14 +152,10 @@ int cmd_run(int argc, char **argv)
 		}
 	}
 	int status = kis_result_exit_status(&res);
-	if (o.json) {
-		/* written as made: a large capture is never copied (issue 23) */
-		if (kis_result_write_json(&res, stdout) == 0)
-			putchar('\n');
-	} else if (res.reason != KIS_REASON_EXITED) {
-		fprintf(stderr, "kis: %s%s%s\n", kis_reason_name(res.reason),
-			res.detail ? ": " : "", res.detail ? res.detail : "");
-	}
+	if (o.json)
+		cli_print_result(&res, NULL);
+	else
+		cli_say_ending(&res);
 	if (say_kept && res.workspace && res.workspace_kept && !o.json)
 		fprintf(stderr, "kis: workspace %s kept\n", res.workspace);
 	kis_result_release(&res);

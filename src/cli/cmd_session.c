@@ -20,7 +20,7 @@ int cmd_create(int argc, char **argv)
 		     "working directory and environment. Prints the session id. The session\n"
 		     "survives this client; end it with 'kis sandbox session destroy ID'.\n\n"
 		     "Options (the profile of the session):");
-		cli_profile_flags_help(stdout);
+		cli_flags_help(stdout, CLI_V_CREATE);
 		return 0;
 	}
 	struct cli_opts o = {0};
@@ -43,16 +43,16 @@ int cmd_create(int argc, char **argv)
 		kis_profile_release(&o.profile);
 		if (r < 0)
 			return cli_fail(err);
-		printf("%s\n", plan);
+		r = o.json ? cli_print_json_text(plan) : printf("%s\n", plan) < 0;
 		free(plan);
-		return 0;
+		return r;
 	}
 	int r = kis_session_create(&o.profile, &ro, id, &err);
 	kis_profile_release(&o.profile);
 	if (r < 0)
 		return cli_fail(err);
-	if (o.json)
-		printf("{\"id\": \"%s\"}\n", id); /* an object's own id is "id" (README) */
+	if (o.json) /* an object's own id is "id" (README) */
+		return cli_print_json(json_pack("{s:s}", "id", id));
 	else
 		printf("%s\n", id);
 	return 0;
@@ -85,34 +85,10 @@ static void exec_flags_options(struct cli_opts *f, struct cli_term *t, struct ki
 static int print_result(struct kis_result *res, bool json, const char *line)
 {
 	int status = kis_result_exit_status(res);
-	if (json && !line) {
-		if (kis_result_write_json(res, stdout) == 0)
-			putchar('\n');
-	} else if (json) {
-		char *j = kis_result_to_json(res);
-		if (j) {
-			/* one result per shell line, with the line itself */
-			size_t n = strlen(j);
-			if (n && j[n - 1] == '}') {
-				j[n - 1] = '\0';
-				printf("%s,\"line\":", j);
-				fputc('"', stdout);
-				for (const char *p = line; *p; p++) {
-					if (*p == '"' || *p == '\\')
-						printf("\\%c", *p);
-					else if ((unsigned char)*p < 0x20)
-						printf("\\u%04x", *p);
-					else
-						fputc(*p, stdout);
-				}
-				printf("\"}\n");
-			}
-		}
-		free(j);
-	} else if (res->reason != KIS_REASON_EXITED) {
-		fprintf(stderr, "kis: %s%s%s\n", kis_reason_name(res->reason), res->detail ? ": " : "",
-			res->detail ? res->detail : "");
-	}
+	if (json)
+		cli_print_result(res, line);
+	else
+		cli_say_ending(res);
 	fflush(stdout);
 	return status;
 }
@@ -256,17 +232,23 @@ int cmd_session(int argc, char **argv)
 		return argc < 2 ? KIS_EXIT_USAGE : 0;
 	}
 	if (strcmp(argv[1], "list") && strcmp(argv[1], "destroy"))
-		return cli_usage_error("session",
-				       "unknown subcommand '%s' (list, destroy, create, exec, shell)",
-				       argv[1]);
+		return cli_unknown_sub("session", argv[1],
+				       (const char *const[]){"list", "destroy", "create", "exec", "shell",
+							     NULL});
 	const char *root = NULL, *id = NULL;
 	bool json = false;
 	for (int i = 2; i < argc; i++) {
+		int t = cli_store_flag("session", argc, argv, &i, &root);
+		if (t < 0)
+			return -t;
+		if (t)
+			continue;
 		if (!strcmp(argv[i], "--json"))
 			json = true;
-		else if (!strcmp(argv[i], "--store-root") && i + 1 < argc)
-			root = argv[++i];
-		else if (argv[i][0] != '-' && !id)
+		else if (argv[i][0] == '-' && argv[i][1])
+			return cli_unknown_option("session", argv[i],
+						  (const char *const[]){"--store-root", NULL});
+		else if (!id && !strcmp(argv[1], "destroy"))
 			id = argv[i];
 		else
 			return cli_usage_error("session", "unexpected argument '%s'", argv[i]);
@@ -275,9 +257,11 @@ int cmd_session(int argc, char **argv)
 	if (!strcmp(argv[1], "list")) {
 		char *out = NULL;
 		if (kis_session_list(root, &out, &err) < 0)
-			return cli_fail(err);
+			return cli_fail_store(err);
 		if (json) {
-			printf("%s\n", out);
+			int pr = cli_print_json_text(out);
+			free(out);
+			return pr;
 		} else {
 			json_error_t je;
 			json_t *a = json_loads(out, 0, &je);
@@ -302,6 +286,7 @@ int cmd_session(int argc, char **argv)
 	if (!id)
 		return cli_usage_error("session", "destroy needs a session id");
 	if (kis_session_destroy(root, id, &err) < 0)
-		return cli_fail(err);
-	return 0;
+		return cli_fail_store(err);
+	/* idempotent: gone now, whether it was there or not */
+	return json ? cli_print_json(json_pack("{s:s, s:b}", "id", id, "destroyed", 1)) : 0;
 }

@@ -13,7 +13,7 @@ int cli_store_open(const char *root, struct kis_store **out)
 {
 	struct kis_error *err = NULL;
 	if (kis_store_open(root, out, &err) < 0)
-		return cli_fail(err);
+		return cli_fail_store(err);
 	return 0;
 }
 
@@ -30,19 +30,6 @@ int cli_store_flag(const char *verb, int argc, char **argv, int *i, const char *
 		return -cli_usage_error(verb, "'--store-root' needs a directory");
 	*root = argv[++*i];
 	return 1;
-}
-
-int cli_print_json(json_t *j)
-{
-	char *s = j ? json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
-	json_decref(j);
-	if (!s) {
-		fputs("internal: out of memory\n", stderr);
-		return KIS_EXIT_ENGINE;
-	}
-	printf("%s\n", s);
-	free(s);
-	return 0;
 }
 
 static const char workspace_help[] =
@@ -64,6 +51,8 @@ int cmd_workspace(int argc, char **argv)
 	}
 	if (argc < 2)
 		return cli_usage_error("workspace", "expected 'list' or 'path ID'");
+	if (strcmp(argv[1], "list") && strcmp(argv[1], "path"))
+		return cli_unknown_sub("workspace", argv[1], (const char *const[]){"list", "path", NULL});
 	const char *sub = argv[1], *root = NULL, *id = NULL;
 	bool json = false;
 	for (int i = 2; i < argc; i++) {
@@ -75,7 +64,8 @@ int cmd_workspace(int argc, char **argv)
 		if (!strcmp(argv[i], "--json"))
 			json = true;
 		else if (argv[i][0] == '-' && argv[i][1])
-			return cli_usage_error("workspace", "unknown option '%s'", argv[i]);
+			return cli_unknown_option("workspace", argv[i],
+						  (const char *const[]){"--store-root", NULL});
 		else if (!id && !strcmp(sub, "path"))
 			id = argv[i];
 		else
@@ -128,5 +118,5 @@ int cmd_workspace(int argc, char **argv)
 		free(path);
 		return st;
 	}
-	return cli_usage_error("workspace", "unknown subcommand '%s'; use 'list' or 'path ID'", sub);
+	return cli_unknown_sub("workspace", sub, (const char *const[]){"list", "path", NULL});
 }

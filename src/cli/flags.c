@@ -19,6 +19,9 @@ struct flag {
 	bool takes_value;
 	unsigned verbs;    /* CLI_V_* */
 	const char *help;
+	/* the values an enum flag takes, '|'-joined or a {key} of choices():
+	 * a mistyped one gets a "did you mean" */
+	const char *values;
 };
 
 #define RC (CLI_V_RUN | CLI_V_CREATE)
@@ -29,38 +32,46 @@ struct flag {
 #define PER_EXEC ALL
 
 static const struct flag flags[] = {
-	{"--profile", NULL, true, RC, "FILE  read the profile (JSON) from FILE first"},
-	{"--tier", "tier", true, RC, "{tiers}  the tier (default auto)"},
-	{"--backend", "backend", true, RC, "{backends}  pin a backend inside the tier"},
-	{"--base", "base", true, RC, "ID  clone a fresh workspace from this base"},
-	{"--workspace", "workspace", true, RC, "ID  use this existing workspace"},
-	{"--keep", "keep", false, RC, "keep the workspace a --base run cloned"},
-	{"--root", "root", true, RC, "host|workspace  system view, or the workspace as /"},
-	{"--net", "network.mode", true, RC, "{nets}  (default off)"},
+	{"--profile", NULL, true, RC, "FILE  read the profile (JSON) from FILE first", NULL},
+	{"--tier", "tier", true, RC, "{tiers}  the tier (default auto)", "{tiers}"},
+	{"--backend", "backend", true, RC, "{backends}  pin a backend inside the tier", "{backends}"},
+	{"--base", "base", true, RC, "ID  clone a fresh workspace from this base", NULL},
+	{"--workspace", "workspace", true, RC, "ID  use this existing workspace", NULL},
+	{"--keep", "keep", false, RC, "keep the workspace a --base run cloned", NULL},
+	{"--root", "root", true, RC, "host|workspace  system view, or the workspace as /",
+	 "host|workspace"},
+	{"--net", "network.mode", true, RC, "{nets}  (default off)", "{nets}"},
 	{"--net-allow", "network.allow", true, RC,
-	 "DEST  egress only to A.B.C.D[/N][:PORT[-PORT]] (repeatable)"},
-#define LIMIT_FLAG(f, B, k, d, lo, m, pe, fl, h) {fl, "limits." #f, true, (pe) ? PER_EXEC : RC, h},
+	 "DEST  egress only to A.B.C.D[/N][:PORT[-PORT]] (repeatable)", NULL},
+#define LIMIT_FLAG(f, B, k, d, lo, m, pe, fl, h) {fl, "limits." #f, true, (pe) ? PER_EXEC : RC, h, NULL},
 	KIS_LIMITS(LIMIT_FLAG)
 #undef LIMIT_FLAG
-	{"--env", "env", true, ALL, "K=V  set an environment variable (repeatable)"},
-	{"--cwd", "cwd", true, ALL, "DIR  working directory inside the sandbox"},
+	{"--env", "env", true, ALL, "K=V  set an environment variable (repeatable)", NULL},
+	{"--cwd", "cwd", true, ALL, "DIR  working directory inside the sandbox", NULL},
 	{"--mount", "mounts", true, RC,
-	 "ID:TARGET[:ro]  a base (read-only) or workspace at TARGET (repeatable)"},
-	{"--tty", "tty.enabled", false, ALL, "a real terminal for the command"},
-	{"--accel", "microvm.accel", true, RC, "A  auto|kvm|tcg: the microvm's accelerator"},
-	{"--vcpus", "microvm.vcpus", true, RC, "N  the microvm's virtual CPUs (1 to 64, default 1)"},
+	 "ID:TARGET[:ro]  a base (read-only) or workspace at TARGET (repeatable)", NULL},
+	{"--tty", "tty.enabled", false, ALL, "a real terminal for the command", NULL},
+	{"--accel", "microvm.accel", true, RC, "A  auto|kvm|tcg: the microvm's accelerator",
+	 "auto|kvm|tcg"},
+	{"--vcpus", "microvm.vcpus", true, RC, "N  the microvm's virtual CPUs (1 to 64, default 1)", NULL},
 	{"--wasm-engine", "wasm.engine", true, RC,
-	 "E  auto|interpreter|compiler: what runs a WebAssembly module"},
+	 "E  auto|interpreter|compiler: what runs a WebAssembly module", "auto|interpreter|compiler"},
 	{"--preopen", "wasm.preopen", true, RC,
-	 "P  workspace|none: a WASI module's directory (fd 3), default workspace"},
+	 "P  workspace|none: a WASI module's directory (fd 3), default workspace", "workspace|none"},
 	{"--allow-process-tier", "escape_hatch.allow_process_tier", false, RC,
-	 "escape hatch: allow the unconfined process tier"},
+	 "escape hatch: allow the unconfined process tier", NULL},
 	{"--allow-net-host", "escape_hatch.allow_net_host", false, RC,
-	 "escape hatch: allow host networking"},
-	{"--json", NULL, false, ALL, "print the result as JSON (streams captured)"},
-	{"--dry-run", NULL, false, RC, "print the plan and run nothing"},
+	 "escape hatch: allow host networking", NULL},
+	/* main takes --json=pretty and --quiet out before a verb parses */
+	{"--json", NULL, false, CLI_V_RUN | CLI_V_EXEC | CLI_V_SHELL,
+	 "print the result as one line of JSON (streams captured); --json=pretty indents", NULL},
+	{"--json", NULL, false, CLI_V_CREATE,
+	 "print {\"id\"} as one line of JSON; --json=pretty indents", NULL},
+	{"--quiet", NULL, false, ALL, "no progress lines on stderr", NULL},
+	{"--dry-run", NULL, false, RC, "print the plan and run nothing", NULL},
 	{"--store-root", NULL, true, ALL,
-	 "DIR  the store (default $KIS_SANDBOX_ROOT or /var/lib/kis/sandbox)"},
+	 "DIR  the store (default $KIS_SANDBOX_ROOT, else /var/lib/kis/sandbox as root, "
+	 "$XDG_STATE_HOME/kis/sandbox otherwise)", NULL},
 };
 
 /* The choices a help text names by {tiers}, {nets} or {backends}, joined
@@ -100,7 +111,9 @@ static void expand(const char *h, char *out, size_t len)
 	size_t l = 0;
 	while (*h && l + 1 < len) {
 		const char *end = *h == '{' ? strchr(h, '}') : NULL;
-		if (end && end - h < 16) {
+		/* a {key} is lower-case letters: {"id"} is text */
+		if (end && end - h < 16 && end > h + 1 &&
+		    strspn(h + 1, "abcdefghijklmnopqrstuvwxyz") == (size_t)(end - h - 1)) {
 			char key[16], list[256];
 			snprintf(key, sizeof(key), "%.*s", (int)(end - h - 1), h + 1);
 			choices(key, list, sizeof(list));
@@ -137,12 +150,52 @@ void cli_profile_flags_help(FILE *f)
 	cli_flags_help(f, CLI_V_RUN);
 }
 
-static const struct flag *lookup(const char *arg, size_t len)
+/* The entry of that name for this verb, else any of that name (to say
+ * it is not this verb's). */
+static const struct flag *lookup(const char *arg, size_t len, unsigned vbit)
 {
+	const struct flag *any = NULL;
 	for (size_t i = 0; i < sizeof(flags) / sizeof(flags[0]); i++)
-		if (strlen(flags[i].name) == len && !strncmp(flags[i].name, arg, len))
-			return &flags[i];
-	return NULL;
+		if (strlen(flags[i].name) == len && !strncmp(flags[i].name, arg, len)) {
+			if (flags[i].verbs & vbit)
+				return &flags[i];
+			any = any ? any : &flags[i];
+		}
+	return any;
+}
+
+static int unknown_flag(const char *verb, unsigned vbit, const char *arg)
+{
+	const char *known[sizeof(flags) / sizeof(flags[0]) + 1];
+	size_t n = 0;
+	for (size_t i = 0; i < sizeof(flags) / sizeof(flags[0]); i++)
+		if (flags[i].verbs & vbit)
+			known[n++] = flags[i].name;
+	known[n] = NULL;
+	return cli_unknown_option(verb, arg, known);
+}
+
+/* The rule (README, Errors): a value wrong for a profile field is
+ * invalid_profile whether a flag or a --profile file gave it, as the
+ * library's kis_profile_set says; from a flag the message names the flag
+ * first, then the field ("--tier: tier: expected ..."), and an enum gets a
+ * "did you mean". invalid_argument is for the command line's own shape. */
+static int bad_value(const char *verb, const struct flag *f, const char *val,
+		     struct kis_error *err)
+{
+	/* one line, as every refusal of a profile: a second only for a
+	 * "did you mean" (the message already says what to write) */
+	char hint[160] = "";
+	if (f->values) {
+		char list[512], buf[512];
+		expand(f->values, list, sizeof(list));
+		const char *best = cli_suggest_list(val, list, buf, sizeof(buf));
+		if (best)
+			snprintf(hint, sizeof(hint), "Did you mean '%s'? Try 'kis sandbox %s --help'.",
+				 best, verb);
+	}
+	kis_error_wrap(&err, "%s", f->name);
+	return cli_fail_hint(err, hint[0] ? hint : NULL);
 }
 
 /* A duration flag's value must name its unit: the profile's fields are in
@@ -188,13 +241,15 @@ int cli_parse_flags(const char *verb, unsigned vbit, int argc, char **argv, stru
 				o->id = a;
 				continue;
 			}
+			if (a[0] == '-' && a[1]) /* -q: an option, not a command */
+				return unknown_flag(verb, vbit, a);
 			return cli_usage_error(verb, "unexpected argument '%s' (the command goes after '--')", a);
 		}
 		const char *eq = strchr(a, '=');
 		size_t len = eq ? (size_t)(eq - a) : strlen(a);
-		const struct flag *f = lookup(a, len);
+		const struct flag *f = lookup(a, len, vbit);
 		if (!f)
-			return cli_usage_error(verb, "unknown option '%.*s'", (int)len, a);
+			return unknown_flag(verb, vbit, a);
 		if (!(f->verbs & vbit))
 			return cli_usage_error(verb, "option '%s' is not for %s%s", f->name, verb,
 					       (vbit & (CLI_V_EXEC | CLI_V_SHELL)) &&
@@ -212,16 +267,16 @@ int cli_parse_flags(const char *verb, unsigned vbit, int argc, char **argv, stru
 		} else if (eq) {
 			return cli_usage_error(verb, "option '%s' takes no value", f->name);
 		}
-		if (unitless_duration(f, val))
-			return cli_usage_error(verb,
-					       "%s: '%s' has no unit: write %ss for seconds or %sms for "
-					       "milliseconds",
-					       f->name, val, val, val);
+		if (unitless_duration(f, val)) {
+			kis_error_set(&err, KIS_E_INVALID_PROFILE, 0,
+				      "'%s' has no unit: write %ss for seconds or %sms for "
+				      "milliseconds (%s)",
+				      val, val, val, f->field);
+			return bad_value(verb, f, val, err);
+		}
 		if (f->field) {
-			if (kis_profile_set(&o->profile, f->field, val, &err) < 0) {
-				kis_error_wrap(&err, "%s", f->name);
-				return cli_fail(err);
-			}
+			if (kis_profile_set(&o->profile, f->field, val, &err) < 0)
+				return bad_value(verb, f, val, err);
 		} else if (!strcmp(f->name, "--json")) {
 			o->json = true;
 		} else if (!strcmp(f->name, "--dry-run")) {

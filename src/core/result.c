@@ -225,10 +225,12 @@ static json_t *result_head_json(const struct kis_result *r)
 						r->streams[i].truncated));
 	const struct kis_usage *u = &r->usage;
 	json_t *o = json_pack(
-		"{s:s, s:s, s:s, s:{s:s, s:o, s:o, s:o}, "
+		"{s:s, s:s, s:s, s:s?, s:{s:s, s:o, s:o, s:o}, "
 		"s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}, s:o}",
-		"sandbox", r->sandbox, "tier", kis_tier_name(r->tier), "backend",
-		r->backend ? r->backend : "", "termination", "reason", kis_reason_name(r->reason),
+		/* the document's own object is "id" (README, JSON output);
+		 * "sandbox" is its deprecated alias, kept for one release */
+		"id", r->sandbox, "sandbox", r->sandbox, "tier", kis_tier_name(r->tier), "backend",
+		r->backend, "termination", "reason", kis_reason_name(r->reason),
 		"exit_code", r->exit_code >= 0 ? json_integer(r->exit_code) : json_null(), "signal",
 		r->signal > 0 ? json_integer(r->signal) : json_null(), "detail",
 		r->detail ? json_string(r->detail) : json_null(), "usage", "wall_ms",
@@ -240,28 +242,25 @@ static json_t *result_head_json(const struct kis_result *r)
 	if (!o)
 		return NULL;
 	json_object_set_new(o, "exit_status", json_integer(kis_result_exit_status(r)));
-	if (r->accel[0])
-		json_object_set_new(o, "accel", json_string(r->accel));
-	if (r->tier == KIS_TIER_WASM && r->wasm.engine[0]) {
-		json_t *w = json_pack("{s:s}", "engine", r->wasm.engine);
-		if (r->wasm.code[0])
-			json_object_set_new(w, "code", json_string(r->wasm.code));
-		if (r->wasm.tier_up[0])
-			json_object_set_new(w, "tier_up", json_string(r->wasm.tier_up));
-		json_object_set_new(o, "wasm", w);
-	}
-	if (r->limit_events.counted)
-		json_object_set_new(o, "limit_events",
+	/* absent values are null, never left out or "" (README, JSON output) */
+	json_object_set_new(o, "accel", r->accel[0] ? json_string(r->accel) : json_null());
+	json_t *w = json_null();
+	if (r->tier == KIS_TIER_WASM && r->wasm.engine[0])
+		w = json_pack("{s:s, s:s?, s:s?}", "engine", r->wasm.engine, "code",
+			      r->wasm.code[0] ? r->wasm.code : NULL, "tier_up",
+			      r->wasm.tier_up[0] ? r->wasm.tier_up : NULL);
+	json_object_set_new(o, "wasm", w);
+	json_object_set_new(o, "limit_events",
+			    r->limit_events.counted ?
 				    json_pack("{s:I, s:I}", "oom_kills",
 					      (json_int_t)r->limit_events.oom_kills, "forks_refused",
-					      (json_int_t)r->limit_events.forks_refused));
-	if (r->tier == KIS_TIER_WASM)
-		json_object_set_new(json_object_get(o, "usage"), "linear_memory_bytes",
-				    json_integer((json_int_t)u->linear_memory_bytes));
-	if (r->workspace) {
-		json_object_set_new(o, "workspace", json_string(r->workspace));
-		json_object_set_new(o, "workspace_kept", json_boolean(r->workspace_kept));
-	}
+					      (json_int_t)r->limit_events.forks_refused) :
+				    json_null());
+	json_object_set_new(json_object_get(o, "usage"), "linear_memory_bytes",
+			    r->tier == KIS_TIER_WASM ?
+				    json_integer((json_int_t)u->linear_memory_bytes) : json_null());
+	json_object_set_new(o, "workspace", r->workspace ? json_string(r->workspace) : json_null());
+	json_object_set_new(o, "workspace_kept", json_boolean(r->workspace && r->workspace_kept));
 	return o;
 }
 

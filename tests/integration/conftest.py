@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+import kis_schema
+
 ROOT = Path(__file__).resolve().parents[2]
 # The test build (make test-build): build/kis with the test seams of
 # src/core/test_hook.h (a stand-in VMM, a pause at a point, ...), which the
@@ -26,8 +28,12 @@ def kis(*args, input=None, env=None, timeout=60, check=None):
     e = dict(os.environ)
     if env:
         e.update(env)
-    return subprocess.run([str(KIS), "sandbox", *args], input=input, capture_output=True,
-                          text=True, env=e, timeout=timeout)
+    p = subprocess.run([str(KIS), "sandbox", *args], input=input, capture_output=True,
+                       text=True, env=e, timeout=timeout)
+    # the JSON contract: every --json document any test makes is checked
+    # against its schema in docs/schema (kis_schema.py)
+    kis_schema.check_output(args, p.stdout, p.returncode)
+    return p
 
 
 def kis_json(*args, **kw):

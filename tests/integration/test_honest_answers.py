@@ -144,7 +144,7 @@ def test_egress_allow_of_the_hosts_own_address_was_accepted_and_never_honoured(w
     link-local metadata, loopback) ran stricter than asked, silently:
     refused by name, invalid_profile naming network.allow[i]."""
     c = require("bubblewrap")
-    if "egress" not in c["network"].split(","):
+    if "egress" not in c["network"]:
         pytest.skip("bubblewrap has no egress here")
     addr = {"host": host_ipv4(), "link-local": "169.254.169.254",
             "loopback": "127.0.0.1"}[what]

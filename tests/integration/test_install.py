@@ -45,6 +45,9 @@ def test_make_install_and_link_against_it(tmp_path):
                            env=dict(os.environ, MANWIDTH="80", LC_ALL="C.UTF-8"))
         assert r.returncode == 0 and "EXIT STATUS" in r.stdout and "ENVIRONMENT" in r.stdout, r
         assert not r.stderr.strip(), r.stderr
+    # the JSON Schemas of every --json document (README, JSON output)
+    schemas = {f.name for f in (prefix / "share/kis/schema").glob("*.schema.json")}
+    assert {f.name for f in (ROOT / "docs/schema").glob("*.schema.json")} == schemas, schemas
     # zsh's completion runs the installed bash one (bashcompinit)
     zsh = (prefix / "share/zsh/vendor-completions/_kis").read_text()
     assert f'"${{KIS_BASH_COMPLETION:-{prefix}/share/bash-completion/completions/kis}}"' in zsh

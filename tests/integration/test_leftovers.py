@@ -90,7 +90,7 @@ def state(store):
     ss = json.loads(kis("session", "list", "--json").stdout or "[]")
     bs = json.loads(kis("base", "list", "--json").stdout or "[]")
     return (sorted(w["id"] for w in ws), sorted(s["id"] for s in ss),
-            sorted((b["id"], b["refs"], b["removed"]) for b in bs))
+            sorted((b["id"], b["clones"], b["state"]) for b in bs))
 
 
 def commands_with(argv0, marker):

@@ -400,7 +400,7 @@ def check_undo(w, backend, mode, field):
 def check_net(w, backend, mode, field):
     m = field.split()[1]
     flags = ["--net", m] + (["--allow-net-host"] if m == "host" else [])
-    claimed = m in claims(w, backend).get("network", "").split(",")
+    claimed = m in claims(w, backend).get("network", [])
     if m == "egress" and claimed:
         # the violator connects to 192.0.2.1, which egress would carry out
         # through pasta onto the host's real network: tests never do that

@@ -457,7 +457,7 @@ def test_backends_table_and_json():
     caps = json.loads(kis("backends", "--json").stdout)
     proc = [b for b in caps if b["backend"] == "process"][0]
     assert proc["available"] is True and proc["tiers"] == ["process"]
-    assert proc["network"] == "host"  # honest: the process tier confines nothing
+    assert proc["network"] == ["host"]  # honest: the process tier confines nothing
     for b in caps:
         if not b["available"]:
             assert b["why_absent"]

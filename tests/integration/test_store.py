@@ -183,7 +183,7 @@ def test_clone_prints_id_and_json(store, tmp_path):
     assert j["strategy"] in ("reflink", "overlay", "copy")
     assert j["strategy"] == store.workspaces()[j["id"]]["strategy"]
     assert set(store.workspaces()) == {"my-ws-1", j["id"]}
-    assert store.bases()[base]["refs"] == 2
+    assert store.bases()[base]["clones"] == 2
 
 
 @pytest.mark.parametrize("bad", [".", "..", "..0", "a/b", "", "a" * 65, "-a", "Abc", "../x"])
@@ -268,7 +268,7 @@ def test_parallel_clones_and_destroys_keep_count_exact(store, tmp_path, strategy
     assert p.stderr == (f"base {base} is marked removed: no new clones; 20 workspaces still "
                         "hold it, and it is freed with the last ('kis sandbox destroy "
                         "WORKSPACE')\n"), p.stderr
-    assert store.bases()[base]["removed"] is True
+    assert store.bases()[base]["state"] == "removed"
     assert store.run("clone", base, check=False).returncode == 125
     with ThreadPoolExecutor(max_workers=19) as ex:
         list(ex.map(lambda w: store.run("destroy", w), second[:19]))

@@ -121,11 +121,11 @@ def test_auto_compiles_small_modules_and_links_cached_code(world):
         f.unlink()
     d = _auto(world["store"], world["base"], "exit42.wasm")
     assert d["termination"]["exit_code"] == 42, d
-    assert d["wasm"] == {"engine": "compiler", "code": "compiled"}, d
+    assert d["wasm"] == {"engine": "compiler", "code": "compiled", "tier_up": None}, d
     small = {f.name: f.stat().st_ino for f in cache.glob("*.o")}
     assert len(small) == 1, small  # compiled: auto took the compiler
     d = _auto(world["store"], world["base"], "exit42.wasm")
-    assert d["wasm"] == {"engine": "compiler", "code": "cached"}, d
+    assert d["wasm"] == {"engine": "compiler", "code": "cached", "tier_up": None}, d
     assert {f.name: f.stat().st_ino for f in cache.glob("*.o")} == small
 
 
@@ -189,7 +189,7 @@ def test_auto_tiers_up_a_large_module_on_its_second_run(world, modules, tmp_path
     before = set(cache.glob("*.o")) if cache.exists() else set()
     d = _auto(store, base, "big.wasm", "hello")
     assert d["stdout"] == "hello from wasm\n", d
-    assert d["wasm"] == {"engine": "interpreter", "tier_up": "started"}, d
+    assert d["wasm"] == {"engine": "interpreter", "code": None, "tier_up": "started"}, d
     _tier_up_done(cache)
     new = set(cache.glob("*.o")) - before
     assert len(new) == 1, (new, list(cache.iterdir()))
@@ -202,7 +202,7 @@ def test_auto_tiers_up_a_large_module_on_its_second_run(world, modules, tmp_path
     assert head[:8] == b"KISJIT2\n" and int.from_bytes(head[8:], "little") == 0, head
     d = _auto(store, base, "big.wasm", "hello")
     assert d["stdout"] == "hello from wasm\n", d
-    assert d["wasm"] == {"engine": "compiler", "code": "cached"}, d
+    assert d["wasm"] == {"engine": "compiler", "code": "cached", "tier_up": None}, d
 
 
 def test_racing_first_runs_compile_a_module_once(world, modules, tmp_path):
@@ -239,7 +239,7 @@ def test_racing_first_runs_compile_a_module_once(world, modules, tmp_path):
         t.start()
     for t in ts:
         t.join()
-    assert all(d["wasm"] == {"engine": "compiler", "code": "cached"} for d in out), out
+    assert all(d["wasm"] == {"engine": "compiler", "code": "cached", "tier_up": None} for d in out), out
     assert next(iter(new)).stat().st_ino == ino  # linked, never written again
 
 
@@ -280,7 +280,7 @@ def test_tier_up_over_its_budget_leaves_the_cache_clean(world, tmp_path):
     before = set(cache.iterdir()) if cache.exists() else set()
     d = _auto(store, base, "buster.wasm")
     assert d["termination"]["reason"] == "exited" and d["termination"]["exit_code"] == 0, d
-    assert d["wasm"] == {"engine": "interpreter", "tier_up": "started"}, d
+    assert d["wasm"] == {"engine": "interpreter", "code": None, "tier_up": "started"}, d
     _tier_up_done(cache)
     assert set(cache.iterdir()) == before, set(cache.iterdir()) ^ before
     d = _auto(store, base, "buster.wasm")

@@ -60,6 +60,8 @@ type Usage struct {
 // Result is one run's or exec's result. ExitCode is the CLI's exit status
 // (the command's code, 126/127 when it never ran, 128+N for signal N).
 type Result struct {
+	// ID is the run's or session's id ("id"; "sandbox" is its deprecated alias).
+	ID            string      `json:"id"`
 	Sandbox       string      `json:"sandbox"`
 	Tier          string      `json:"tier"`
 	Backend       string      `json:"backend"`

@@ -194,9 +194,10 @@ def _result(res: int) -> Result:
     trunc = {s.get("name"): bool(s.get("truncated")) for s in doc.get("streams", [])}
     u = doc.get("usage", {})
     return Result(
-        sandbox=doc.get("sandbox", ""),
+        # "id" names the document's own object; "sandbox" is its deprecated alias
+        sandbox=doc.get("id") or doc.get("sandbox", ""),
         tier=doc.get("tier", ""),
-        backend=doc.get("backend", ""),
+        backend=doc.get("backend") or "",
         termination=Termination(Reason(t.get("reason", "unknown")), t.get("exit_code"),
                                 t.get("signal"), t.get("detail")),
         exit_code=int(doc.get("exit_status", -1)),
@@ -204,7 +205,8 @@ def _result(res: int) -> Result:
         stderr=streams[1],
         stdout_truncated=trunc.get("stdout", False),
         stderr_truncated=trunc.get("stderr", False),
-        usage=Usage(**{k: int(v) for k, v in u.items() if k in Usage.__dataclass_fields__}),
+        usage=Usage(**{k: int(v) for k, v in u.items()
+                       if k in Usage.__dataclass_fields__ and v is not None}),
         workspace=doc.get("workspace"),
         workspace_kept=bool(doc.get("workspace_kept", False)),
         raw=doc,
