@@ -112,7 +112,7 @@ def test_small_linear_memory_limit_still_compiles(world):
     starve the compiler (its bound never goes below 256 MiB)."""
     d = run(world, "--memory", "4M", "--", "f300.wasm")
     assert d["termination"]["reason"] == "exited", d
-    assert d["wasm"] == {"engine": "compiler", "code": "compiled"}, d
+    assert d["wasm"] == {"engine": "compiler", "code": "compiled", "tier_up": None}, d
 
 
 def test_compile_past_cpu_time_is_cpu_limit_not_setup_failed(world):
@@ -135,9 +135,9 @@ def test_compilers_cpu_is_missing_from_the_runs_usage(world):
     functions cost LLVM well over 100 ms of CPU on any machine."""
     cold = run(world, "--", "f300.wasm")
     assert cold["termination"]["reason"] == "exited", cold
-    assert cold["wasm"] == {"engine": "compiler", "code": "compiled"}, cold
+    assert cold["wasm"] == {"engine": "compiler", "code": "compiled", "tier_up": None}, cold
     warm = run(world, "--", "f300.wasm")
-    assert warm["wasm"] == {"engine": "compiler", "code": "cached"}, warm
+    assert warm["wasm"] == {"engine": "compiler", "code": "cached", "tier_up": None}, warm
     c = cold["usage"]["user_ms"] + cold["usage"]["sys_ms"]
     h = warm["usage"]["user_ms"] + warm["usage"]["sys_ms"]
     assert c >= h + 100, (cold["usage"], warm["usage"])
