@@ -37,6 +37,7 @@
 #include "backends/microvm/vm.h"
 #include "confine/confine.h"
 #include "exec/tether.h"
+#include "exec/tool.h"
 #include "kis/backend.h"
 
 /* Where the jail's root is built, in the child's own mount namespace only:
@@ -99,7 +100,7 @@ static int vmm_libs(const char *bin, const char *cache_dir, char ***out, size_t 
 	} else {
 		char *const argv[] = {(char *)loader, "--list", (char *)bin, NULL};
 		bool ok = false;
-		_cleanup_free_ char *list = kis_mvm_tool_output(argv, &ok);
+		_cleanup_free_ char *list = kis_tool_output(argv, &ok);
 		FILE *m = open_memstream(&text, &tlen);
 		char *save = NULL;
 		for (char *line = list && m ? strtok_r(list, "\n", &save) : NULL; line;
