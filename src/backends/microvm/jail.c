@@ -232,12 +232,12 @@ int kis_mvm_jail_prepare(struct kis_mvm_jail *j, const struct kis_mvm_jail_cfg *
 	}
 	char name[64];
 	jail_cgroup_name(name, sizeof(name));
-	struct kis_cgroup_limits lim = {
+	struct kis_limits lim = {
 		.memory_bytes = ((uint64_t)c->mem_mib + KIS_MVM_VMM_OVERHEAD_MIB) << 20,
 		.pids = KIS_MVM_VMM_PIDS,
 	};
 	struct kis_error *e2 = NULL;
-	if (kis_cgroup_create(name, &lim, &j->cg, &e2) < 0) {
+	if (kis_cgroup_create(name, &lim, 0, &j->cg, &e2) < 0) {
 		int r = kis_error_set(err, KIS_E_TIER_UNAVAILABLE, 0,
 				      "microvm: no cgroup for the VMM's jail (memory and pids "
 				      "limits): %s",
