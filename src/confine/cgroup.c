@@ -67,8 +67,11 @@ static bool is_fs(const char *path, long magic)
 	return statfs(path, &sf) == 0 && sf.f_type == magic;
 }
 
-/* Where the v2 hierarchy is mounted, when it carries the memory and pids
- * controllers: the root on pure v2, /unified on a hybrid that put them there. */
+/* Where the v2 hierarchy is mounted, when it carries the controllers of
+ * the limits (KIS_CGROUP_LIMITS): the root on pure v2; /unified on a
+ * hybrid where none of them is a v1 hierarchy and some are there (a
+ * controller is in one hierarchy only: this host's hybrid keeps memory
+ * and pids in v1, hugetlb alone in v2, and is a v1 host to us). */
 static const char *v2_mount(void)
 {
 	if (is_fs(CG_ROOT, CGROUP2_SUPER_MAGIC))
@@ -81,10 +84,18 @@ static const char *v2_mount(void)
 				buf[0] = '\0';
 			fclose(f);
 		}
-		bool all = true;
-		for (size_t i = 0; i < ARRAY_SIZE(cg_limits); i++)
-			all = all && strstr(buf, cg_limits[i].ctrl);
-		if (all)
+		bool some = false;
+		for (char *save = NULL, *w = strtok_r(buf, " \n", &save); w;
+		     w = strtok_r(NULL, " \n", &save))
+			for (size_t i = 0; i < ARRAY_SIZE(cg_limits); i++)
+				some |= !strcmp(w, cg_limits[i].ctrl);
+		for (size_t i = 0; some && i < ARRAY_SIZE(cg_limits); i++) {
+			char p[64];
+			snprintf(p, sizeof(p), CG_ROOT "/%s", cg_limits[i].ctrl);
+			if (is_fs(p, CGROUP_SUPER_MAGIC))
+				return NULL;
+		}
+		if (some)
 			return CG_ROOT "/unified";
 	}
 	return NULL;
@@ -350,7 +361,8 @@ static int create_v1(struct kis_cgroup *cg, const char *name, const struct kis_l
 	return 0;
 }
 
-static bool has_controllers(const char *dir, bool cpu)
+/* Does dir delegate the controllers of the limits lim sets (and cpu)? */
+static bool has_controllers(const char *dir, const struct kis_limits *lim, bool cpu)
 {
 	char buf[512];
 	if (read_file(dir, "cgroup.subtree_control", buf, sizeof(buf)) < 0)
@@ -363,7 +375,7 @@ static bool has_controllers(const char *dir, bool cpu)
 		c |= strcmp(s, "cpu") == 0;
 	}
 	for (size_t i = 0; i < ARRAY_SIZE(cg_limits); i++)
-		if (!have[i])
+		if (!have[i] && kis_limit_get(lim, cg_limits[i].index))
 			return false;
 	return !cpu || c;
 }
@@ -381,7 +393,7 @@ static int create_v2(struct kis_cgroup *cg, const char *name, const struct kis_l
 	char anc[PATH_MAX];
 	snprintf(anc, sizeof(anc), "%s%s", mnt, strcmp(own, "/") == 0 ? "" : own);
 	size_t root_len = strlen(mnt);
-	while (!has_controllers(anc, cpu)) {
+	while (!has_controllers(anc, lim, cpu)) {
 		char *slash = strrchr(anc, '/');
 		if (!slash || (size_t)(slash - anc) < root_len)
 			return kis_error_set(err, KIS_E_PROFILE_UNSATISFIABLE, 0,
@@ -403,8 +415,9 @@ static int create_v2(struct kis_cgroup *cg, const char *name, const struct kis_l
 				     cg->parents[0]);
 	char ctl[256] = "";
 	for (size_t i = 0, o = 0; i < ARRAY_SIZE(cg_limits); i++)
-		o += (size_t)snprintf(ctl + o, sizeof(ctl) - o, "%s+%s", o ? " " : "",
-				      cg_limits[i].ctrl);
+		if (kis_limit_get(lim, cg_limits[i].index))
+			o += (size_t)snprintf(ctl + o, sizeof(ctl) - o, "%s+%s", o ? " " : "",
+					      cg_limits[i].ctrl);
 	if (cpu)
 		snprintf(ctl + strlen(ctl), sizeof(ctl) - strlen(ctl), " +cpu");
 	if (set_limit(cg->parents[0], "cgroup.subtree_control", ctl, err) < 0)
@@ -744,18 +757,42 @@ static void sweep_stale_probes(const char *parent)
 	closedir(d);
 }
 
+/* Is row i's controller on this host: its v1 hierarchy mounted, or
+ * listed in the v2 hierarchy's cgroup.controllers? */
+static bool ctrl_present(size_t i)
+{
+	const char *mnt = v2_mount();
+	if (!mnt) {
+		char p[64];
+		snprintf(p, sizeof(p), CG_ROOT "/%s", v1_ctrl[i]);
+		return is_fs(p, CGROUP_SUPER_MAGIC);
+	}
+	char buf[512];
+	if (read_file(mnt, "cgroup.controllers", buf, sizeof(buf)) < 0)
+		return false;
+	for (char *save = NULL, *w = strtok_r(buf, " \n", &save); w; w = strtok_r(NULL, " \n", &save))
+		if (!strcmp(w, cg_limits[i].ctrl))
+			return true;
+	return false;
+}
+
 unsigned kis_cgroup_probe(char *why, size_t why_len)
 {
 	if (why && why_len)
 		why[0] = '\0';
 	char name[40];
 	snprintf(name, sizeof(name), "probe-%ld", (long)getpid());
-	/* every limit a cgroup binds, at a value a probe group holds */
+	/* every limit a cgroup binds whose controller this host has, at a
+	 * value a probe group holds: one controller missing takes only its
+	 * own limit out of what the backends enforce */
 	struct kis_limits lim = {.memory_bytes = 64ull << 20, .pids = 64};
-	for (size_t i = 0; i < ARRAY_SIZE(cg_limits); i++)
-		if (!kis_limit_get(&lim, cg_limits[i].index))
-			*kis_limit_slot(&lim, cg_limits[i].index) =
-			    kis_limit_table[cg_limits[i].index].def;
+	for (size_t i = 0; i < ARRAY_SIZE(cg_limits); i++) {
+		uint64_t *slot = kis_limit_slot(&lim, cg_limits[i].index);
+		if (!ctrl_present(i))
+			*slot = 0;
+		else if (!*slot)
+			*slot = kis_limit_table[cg_limits[i].index].def;
+	}
 	struct kis_cgroup *cg = NULL;
 	struct kis_error *e = NULL;
 	if (kis_cgroup_create(name, &lim, 0, &cg, &e) < 0) {
@@ -768,7 +805,7 @@ unsigned kis_cgroup_probe(char *why, size_t why_len)
 		sweep_stale_probes(cg->parents[k]);
 	unsigned bits = 0;
 	for (size_t i = 0; i < ARRAY_SIZE(cg_limits); i++)
-		if (cg->mode == KIS_CG_V2 || cg->dirs[i])
+		if (kis_limit_get(&lim, cg_limits[i].index) && (cg->mode == KIS_CG_V2 || cg->dirs[i]))
 			bits |= 1u << cg_limits[i].index;
 	if (kis_cgroup_destroy(cg, &e) < 0) {
 		if (why && why_len)
