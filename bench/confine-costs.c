@@ -112,10 +112,10 @@ static void b_cgroup(void)
 {
 	char name[64];
 	snprintf(name, sizeof(name), "cc-%d-%d", (int)getpid(), round_no);
-	struct kis_cgroup_limits l = {.memory_bytes = 1ull << 30, .pids = 256};
+	struct kis_limits l = {.memory_bytes = 1ull << 30, .pids = 256};
 	struct kis_cgroup *cg = NULL;
 	struct kis_error *e = NULL;
-	check(kis_cgroup_create(name, &l, &cg, &e), e, "cgroup create");
+	check(kis_cgroup_create(name, &l, 0, &cg, &e), e, "cgroup create");
 	check(kis_cgroup_destroy(cg, &e), e, "cgroup destroy");
 }
 

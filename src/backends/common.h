@@ -77,7 +77,9 @@ int kis_native_plan_run(struct kis_native_plan *n, int (*child_setup)(void *, st
 struct kis_cgroup;
 struct kis_run_cgroup {
 	struct kis_cgroup *cg; /* NULL: no cgroup for this run */
-	uint64_t memory_bytes, pids; /* pids: the command's (limits.pids) */
+	/* the limits its cgroup binds (KIS_CGROUP_LIMITS), 0 the others;
+	 * pids: the command's (limits.pids) */
+	struct kis_limits limits;
 	/* the engine's own processes in the group (bwrap, an agent, a worker,
 	 * pasta): pids.max is pids plus these (kis_host_cgroup_open) */
 	unsigned engine_pids;
@@ -119,8 +121,11 @@ void kis_run_cgroup_close(struct kis_run_cgroup *rc);
  * exec (counts kept in `file` under dir_fd). 1 when it set res->reason. */
 int kis_cgroup_explain_since(const struct kis_cgroup *cg, int dir_fd, const char *file,
 			     struct kis_result *res);
-/* KIS_LIMIT_MEMORY / KIS_LIMIT_PIDS when a cgroup can enforce them here. */
+/* The limits of KIS_CGROUP_LIMITS (confine.h) a cgroup can enforce here. */
 unsigned kis_cgroup_limits_available(void);
+/* The KIS_CGROUP_LIMITS bits a profile's limits name (non-zero: asked for,
+ * not a default), which a native tier refuses when no cgroup binds them. */
+unsigned kis_cgroup_limits_asked(const struct kis_limits *l);
 
 extern const struct kis_backend kis_backend_process;
 extern const struct kis_backend kis_backend_landlock;

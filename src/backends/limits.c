@@ -19,15 +19,15 @@ int kis_run_cgroup_open(struct kis_run_cgroup *rc, const char *sandbox_id,
 			const struct kis_limits *l, unsigned enforceable, struct kis_error **err)
 {
 	memset(rc, 0, sizeof(*rc));
-	if (!(enforceable & (KIS_LIMIT_MEMORY | KIS_LIMIT_PIDS)))
+	if (!(enforceable & KIS_CGROUP_LIMIT_BITS))
 		return 0;
-	struct kis_cgroup_limits cl = {
-		.memory_bytes = (enforceable & KIS_LIMIT_MEMORY) ? l->memory_bytes : 0,
-		.pids = (enforceable & KIS_LIMIT_PIDS) ? l->pids : 0,
-	};
-	rc->memory_bytes = cl.memory_bytes;
-	rc->pids = cl.pids;
-	TRY(kis_cgroup_create(sandbox_id, &cl, &rc->cg, err));
+	/* each limit a cgroup binds (KIS_CGROUP_LIMITS) that the backend
+	 * enforces here */
+#define COPY_(B, f, c, v2, v1, oci)                                                              \
+	rc->limits.f = (enforceable & KIS_LIMIT_##B) ? l->f : 0;
+	KIS_CGROUP_LIMITS(COPY_)
+#undef COPY_
+	TRY(kis_cgroup_create(sandbox_id, &rc->limits, 0, &rc->cg, err));
 	rc->cpu_fd = kis_cgroup_cpu_fd(rc->cg);
 	rc->has_cpu = rc->cpu_fd >= 0;
 	return 0;
@@ -118,10 +118,10 @@ json_t *kis_limits_binding_json(const struct kis_limits *l, unsigned bound, bool
 
 int kis_run_cgroup_engine_joins(struct kis_run_cgroup *rc, struct kis_error **err)
 {
-	if (!rc->cg || !rc->pids)
+	if (!rc->cg || !rc->limits.pids)
 		return 0;
 	rc->engine_pids++;
-	return kis_cgroup_set_pids(rc->cg, rc->pids + rc->engine_pids, err);
+	return kis_cgroup_set_pids(rc->cg, rc->limits.pids + rc->engine_pids, err);
 }
 
 /* In the child, before exec: join the group, so nothing the command forks
@@ -156,10 +156,10 @@ static int explain(void *ctx, enum kis_reason *reason, char **detail)
 	*reason = kis_limit_verdict(ev.oom_kills, ev.pids_max);
 	if (*reason == KIS_REASON_MEMORY_LIMIT)
 		snprintf(buf, sizeof(buf), "memory use passed limits.memory_bytes (%llu bytes)",
-			 (unsigned long long)rc->memory_bytes);
+			 (unsigned long long)rc->limits.memory_bytes);
 	else if (*reason == KIS_REASON_PIDS_LIMIT)
 		snprintf(buf, sizeof(buf), "%llu forks refused at limits.pids (%llu)",
-			 (unsigned long long)ev.pids_max, (unsigned long long)rc->pids);
+			 (unsigned long long)ev.pids_max, (unsigned long long)rc->limits.pids);
 	else
 		return 0;
 	*detail = strdup(buf);
@@ -248,4 +248,13 @@ int kis_cgroup_explain_since(const struct kis_cgroup *cg, int dir_fd, const char
 				       ev.pids_max > seen_pids ? ev.pids_max - seen_pids : 0,
 				       "memory use passed the session's limits.memory_bytes",
 				       "forks refused at the session's limits.pids");
+}
+
+unsigned kis_cgroup_limits_asked(const struct kis_limits *l)
+{
+	unsigned bits = 0;
+	for (unsigned i = 0; i < KIS_LIMIT__COUNT; i++)
+		if ((KIS_CGROUP_LIMIT_BITS & (1u << i)) && kis_limit_get(l, i))
+			bits |= 1u << i;
+	return bits;
 }

@@ -23,7 +23,7 @@
  * of the memory and pids groups and out of the CPU accounting of the run.
  * The rlimits it could raise with CAP_SYS_RESOURCE, which the command
  * loses (root_child_setup), so those hold. */
-#define ROOT_UNDOES (KIS_LIMIT_MEMORY | KIS_LIMIT_PIDS | KIS_LIMIT_CPU)
+#define ROOT_UNDOES (KIS_CGROUP_LIMIT_BITS | KIS_LIMIT_CPU)
 
 static void process_probe(const struct kis_ctx *ctx, struct kis_caps *c)
 {
@@ -93,8 +93,7 @@ static int process_plan(const struct kis_caps *caps, const struct kis_run_reques
 				     kis_net_mode_name(p->net));
 	TRY(refuse_root_undoes(&p->limits, err));
 	struct kis_caps c = *caps;
-	unsigned explicit_cg = (p->limits.memory_bytes ? KIS_LIMIT_MEMORY : 0) |
-			       (p->limits.pids ? KIS_LIMIT_PIDS : 0);
+	unsigned explicit_cg = kis_cgroup_limits_asked(&p->limits);
 	if (explicit_cg && !req->ctx->thorough)
 		c.limits |= kis_cgroup_limits_available(); /* measured only when asked for */
 	caps = &c;
@@ -147,7 +146,7 @@ static int process_run(struct kis_plan *pl, struct kis_result *res, struct kis_e
 	 * where not, an explicit value was refused in plan. */
 	struct kis_run_cgroup rc;
 	TRY(kis_host_cgroup_open(&rc, pl->sandbox_id, &pl->n.limits,
-				 KIS_LIMIT_MEMORY | KIS_LIMIT_PIDS, pl->cgroup_explicit, 0, err));
+				 KIS_CGROUP_LIMIT_BITS, pl->cgroup_explicit, 0, err));
 	struct kis_supervise_hooks hooks;
 	kis_run_cgroup_hooks(&rc, &hooks);
 	int r = kis_native_plan_run(&pl->n, process_child_setup, &rc, &hooks, res, err);
@@ -169,7 +168,7 @@ static int process_start_session(struct kis_plan *pl, const struct kis_session_c
 	/* the session's agent and all it runs share one group, as on the host
 	 * tier; it outlives us and end_session removes it */
 	struct kis_run_cgroup rc;
-	TRY(kis_host_cgroup_open(&rc, ctx->id, &pl->n.limits, KIS_LIMIT_MEMORY | KIS_LIMIT_PIDS,
+	TRY(kis_host_cgroup_open(&rc, ctx->id, &pl->n.limits, KIS_CGROUP_LIMIT_BITS,
 				 pl->cgroup_explicit, 0, err));
 	struct kis_spawn sp = {
 		.argv = pl->n.argv, .envp = pl->n.envp, .cwd = pl->n.cwd, .stdin_fd = -1,

@@ -39,11 +39,27 @@
  * we need; we enable them in kis/cgroup.subtree_control, our own file. */
 
 #define CG_ROOT "/sys/fs/cgroup"
-#define V1_MEMORY 0
-#define V1_PIDS 1
-#define V1_CPU 2
-#define V1_CPUACCT 3
-static const char *const v1_ctrl[4] = {"memory", "pids", "cpu", "cpuacct"};
+#define V1_MEMORY KIS_CG_V1_MEMORY
+#define V1_PIDS KIS_CG_V1_PIDS
+#define V1_CPU KIS_CG_V1_CPU
+#define V1_CPUACCT KIS_CG_V1_CPUACCT
+
+/* KIS_CGROUP_LIMITS as a table: slot i is v1_ctrl[i] */
+struct cg_limit {
+	unsigned index;       /* KIS_LIMIT_I_* */
+	const char *ctrl;     /* the controller */
+	const char *v2, *v1;  /* the file of its value */
+};
+static const struct cg_limit cg_limits[] = {
+#define CG_ROW_(B, f, c, f2, f1, oci) {KIS_LIMIT_I_##B, c, f2, f1},
+	KIS_CGROUP_LIMITS(CG_ROW_)
+#undef CG_ROW_
+};
+static const char *const v1_ctrl[KIS_CG_SLOTS] = {
+#define CG_CTRL_(B, f, c, f2, f1, oci) c,
+	KIS_CGROUP_LIMITS(CG_CTRL_)
+#undef CG_CTRL_
+	"cpu", "cpuacct"};
 
 static bool is_fs(const char *path, long magic)
 {
@@ -51,8 +67,11 @@ static bool is_fs(const char *path, long magic)
 	return statfs(path, &sf) == 0 && sf.f_type == magic;
 }
 
-/* Where the v2 hierarchy is mounted, when it carries the memory and pids
- * controllers: the root on pure v2, /unified on a hybrid that put them there. */
+/* Where the v2 hierarchy is mounted, when it carries the controllers of
+ * the limits (KIS_CGROUP_LIMITS): the root on pure v2; /unified on a
+ * hybrid where none of them is a v1 hierarchy and some are there (a
+ * controller is in one hierarchy only: this host's hybrid keeps memory
+ * and pids in v1, hugetlb alone in v2, and is a v1 host to us). */
 static const char *v2_mount(void)
 {
 	if (is_fs(CG_ROOT, CGROUP2_SUPER_MAGIC))
@@ -65,7 +84,18 @@ static const char *v2_mount(void)
 				buf[0] = '\0';
 			fclose(f);
 		}
-		if (strstr(buf, "memory") && strstr(buf, "pids"))
+		bool some = false;
+		for (char *save = NULL, *w = strtok_r(buf, " \n", &save); w;
+		     w = strtok_r(NULL, " \n", &save))
+			for (size_t i = 0; i < ARRAY_SIZE(cg_limits); i++)
+				some |= !strcmp(w, cg_limits[i].ctrl);
+		for (size_t i = 0; some && i < ARRAY_SIZE(cg_limits); i++) {
+			char p[64];
+			snprintf(p, sizeof(p), CG_ROOT "/%s", cg_limits[i].ctrl);
+			if (is_fs(p, CGROUP_SUPER_MAGIC))
+				return NULL;
+		}
+		if (some)
 			return CG_ROOT "/unified";
 	}
 	return NULL;
@@ -75,13 +105,12 @@ enum kis_cgroup_mode kis_cgroup_detect(void)
 {
 	if (v2_mount())
 		return KIS_CG_V2;
-	char p[64];
-	snprintf(p, sizeof(p), CG_ROOT "/%s", v1_ctrl[V1_MEMORY]);
-	if (is_fs(p, CGROUP_SUPER_MAGIC))
-		return KIS_CG_V1;
-	snprintf(p, sizeof(p), CG_ROOT "/%s", v1_ctrl[V1_PIDS]);
-	if (is_fs(p, CGROUP_SUPER_MAGIC))
-		return KIS_CG_V1;
+	for (size_t i = 0; i < ARRAY_SIZE(cg_limits); i++) {
+		char p[64];
+		snprintf(p, sizeof(p), CG_ROOT "/%s", v1_ctrl[i]);
+		if (is_fs(p, CGROUP_SUPER_MAGIC))
+			return KIS_CG_V1;
+	}
 	return KIS_CG_NONE;
 }
 
@@ -253,6 +282,12 @@ static int make_leaf(const char *parent, const char *leaf, struct kis_error **er
 	return kis_error_set(err, KIS_E_INTERNAL, ENOENT, "cannot create cgroup '%s'", leaf);
 }
 
+static const char *v_of(char *buf, size_t n, uint64_t v)
+{
+	u64_str(buf, n, v);
+	return buf;
+}
+
 static int set_limit(const char *dir, const char *file, const char *val, struct kis_error **err)
 {
 	if (write_file(dir, file, val) < 0)
@@ -261,8 +296,8 @@ static int set_limit(const char *dir, const char *file, const char *val, struct 
 	return 0;
 }
 
-static int create_v1(struct kis_cgroup *cg, const char *name, const struct kis_cgroup_limits *lim,
-		     struct kis_error **err)
+static int create_v1(struct kis_cgroup *cg, const char *name, const struct kis_limits *lim,
+		     uint64_t cpu_millis, struct kis_error **err)
 {
 	/* cpuacct always where it is mounted on its own: the run's total CPU
 	 * (limits.cpu_ms counts every process, kis_cgroup_cpu_fd); co-mounted
@@ -270,15 +305,19 @@ static int create_v1(struct kis_cgroup *cg, const char *name, const struct kis_c
 	char cpu_real[PATH_MAX], acct_real[PATH_MAX];
 	bool acct_alone = realpath(CG_ROOT "/cpuacct", acct_real) &&
 			  !(realpath(CG_ROOT "/cpu", cpu_real) && !strcmp(cpu_real, acct_real));
-	bool want[4] = {true, true, lim->cpu_millis > 0, acct_alone};
-	for (int i = 0; i < 4; i++) {
+	bool want[KIS_CG_SLOTS];
+	for (int i = 0; i < (int)ARRAY_SIZE(cg_limits); i++)
+		want[i] = true;
+	want[V1_CPU] = cpu_millis > 0;
+	want[V1_CPUACCT] = acct_alone;
+	for (int i = 0; i < KIS_CG_SLOTS; i++) {
 		char mnt[64], own[PATH_MAX / 2];
 		snprintf(mnt, sizeof(mnt), CG_ROOT "/%s", v1_ctrl[i]);
 		if (!want[i])
 			continue;
 		if (!is_fs(mnt, CGROUP_SUPER_MAGIC) || own_path(v1_ctrl[i], own, sizeof(own)) < 0) {
-			bool needed = (i == V1_MEMORY && lim->memory_bytes) ||
-				      (i == V1_PIDS && lim->pids) || i == V1_CPU;
+			bool needed = i == V1_CPU || (i < (int)ARRAY_SIZE(cg_limits) &&
+						      kis_limit_get(lim, cg_limits[i].index));
 			if (needed)
 				return kis_error_set(err, KIS_E_PROFILE_UNSATISFIABLE, 0,
 						     "the cgroup v1 '%s' controller is not mounted",
@@ -297,23 +336,24 @@ static int create_v1(struct kis_cgroup *cg, const char *name, const struct kis_c
 		TRY(make_leaf(cg->parents[i], cg->dirs[i], err));
 	}
 	char v[32];
-	if (lim->memory_bytes && cg->dirs[V1_MEMORY]) {
-		u64_str(v, sizeof(v), lim->memory_bytes);
-		TRY(set_limit(cg->dirs[V1_MEMORY], "memory.limit_in_bytes", v, err));
+	for (size_t i = 0; i < ARRAY_SIZE(cg_limits); i++) {
+		uint64_t x = kis_limit_get(lim, cg_limits[i].index);
+		if (!x || !cg->dirs[i])
+			continue;
+		u64_str(v, sizeof(v), x);
+		TRY(set_limit(cg->dirs[i], cg_limits[i].v1, v, err));
+	}
+	if (lim->memory_bytes && cg->dirs[V1_MEMORY] &&
+	    write_file(cg->dirs[V1_MEMORY], "memory.memsw.limit_in_bytes", v_of(v, sizeof(v),
+										lim->memory_bytes)) < 0 &&
+	    errno != ENOENT)
 		/* memory+swap: without it the group swaps past its limit. The
 		 * file exists only with swap accounting (swapaccount=1). */
-		if (write_file(cg->dirs[V1_MEMORY], "memory.memsw.limit_in_bytes", v) < 0 &&
-		    errno != ENOENT)
-			return kis_error_set(err, KIS_E_INTERNAL, errno,
-					     "cannot write memory.memsw.limit_in_bytes");
-	}
-	if (lim->pids && cg->dirs[V1_PIDS]) {
-		u64_str(v, sizeof(v), lim->pids);
-		TRY(set_limit(cg->dirs[V1_PIDS], "pids.max", v, err));
-	}
-	if (lim->cpu_millis && cg->dirs[V1_CPU]) {
+		return kis_error_set(err, KIS_E_INTERNAL, errno,
+				     "cannot write memory.memsw.limit_in_bytes");
+	if (cpu_millis && cg->dirs[V1_CPU]) {
 		/* quota per 100 ms period: cpu_millis per second = cpu_millis/10 ms */
-		uint64_t quota = lim->cpu_millis * 100;
+		uint64_t quota = cpu_millis * 100;
 		TRY(set_limit(cg->dirs[V1_CPU], "cpu.cfs_period_us", "100000", err));
 		u64_str(v, sizeof(v), quota < 1000 ? 1000 : quota);
 		TRY(set_limit(cg->dirs[V1_CPU], "cpu.cfs_quota_us", v, err));
@@ -321,35 +361,39 @@ static int create_v1(struct kis_cgroup *cg, const char *name, const struct kis_c
 	return 0;
 }
 
-static bool has_controllers(const char *dir, bool cpu)
+/* Does dir delegate the controllers of the limits lim sets (and cpu)? */
+static bool has_controllers(const char *dir, const struct kis_limits *lim, bool cpu)
 {
 	char buf[512];
 	if (read_file(dir, "cgroup.subtree_control", buf, sizeof(buf)) < 0)
 		return false;
 	/* words, not substrings: "pids" must not match inside another name */
-	bool mem = false, pids = false, c = false;
+	bool have[ARRAY_SIZE(cg_limits)] = {0}, c = false;
 	for (char *s = strtok(buf, " \n"); s; s = strtok(NULL, " \n")) {
-		mem |= strcmp(s, "memory") == 0;
-		pids |= strcmp(s, "pids") == 0;
+		for (size_t i = 0; i < ARRAY_SIZE(cg_limits); i++)
+			have[i] |= strcmp(s, cg_limits[i].ctrl) == 0;
 		c |= strcmp(s, "cpu") == 0;
 	}
-	return mem && pids && (!cpu || c);
+	for (size_t i = 0; i < ARRAY_SIZE(cg_limits); i++)
+		if (!have[i] && kis_limit_get(lim, cg_limits[i].index))
+			return false;
+	return !cpu || c;
 }
 
-static int create_v2(struct kis_cgroup *cg, const char *name, const struct kis_cgroup_limits *lim,
-		     struct kis_error **err)
+static int create_v2(struct kis_cgroup *cg, const char *name, const struct kis_limits *lim,
+		     uint64_t cpu_millis, struct kis_error **err)
 {
 	const char *mnt = v2_mount();
 	char own[PATH_MAX / 2];
 	if (!mnt || own_path(NULL, own, sizeof(own)) < 0)
 		return kis_error_set(err, KIS_E_PROFILE_UNSATISFIABLE, 0,
 				     "no cgroup v2 hierarchy with the memory and pids controllers");
-	bool cpu = lim->cpu_millis > 0;
+	bool cpu = cpu_millis > 0;
 	/* walk up from our own group to the nearest one delegating to us */
 	char anc[PATH_MAX];
 	snprintf(anc, sizeof(anc), "%s%s", mnt, strcmp(own, "/") == 0 ? "" : own);
 	size_t root_len = strlen(mnt);
-	while (!has_controllers(anc, cpu)) {
+	while (!has_controllers(anc, lim, cpu)) {
 		char *slash = strrchr(anc, '/');
 		if (!slash || (size_t)(slash - anc) < root_len)
 			return kis_error_set(err, KIS_E_PROFILE_UNSATISFIABLE, 0,
@@ -369,25 +413,30 @@ static int create_v2(struct kis_cgroup *cg, const char *name, const struct kis_c
 	if (mkdir(cg->parents[0], 0755) < 0 && errno != EEXIST)
 		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot create cgroup '%s'",
 				     cg->parents[0]);
-	if (set_limit(cg->parents[0], "cgroup.subtree_control",
-		      cpu ? "+memory +pids +cpu" : "+memory +pids", err) < 0)
+	char ctl[256] = "";
+	for (size_t i = 0, o = 0; i < ARRAY_SIZE(cg_limits); i++)
+		if (kis_limit_get(lim, cg_limits[i].index))
+			o += (size_t)snprintf(ctl + o, sizeof(ctl) - o, "%s+%s", o ? " " : "",
+					      cg_limits[i].ctrl);
+	if (cpu)
+		snprintf(ctl + strlen(ctl), sizeof(ctl) - strlen(ctl), " +cpu");
+	if (set_limit(cg->parents[0], "cgroup.subtree_control", ctl, err) < 0)
 		return -1;
 	TRY(make_leaf(cg->parents[0], cg->dirs[0], err));
 	char v[48];
-	if (lim->memory_bytes) {
-		u64_str(v, sizeof(v), lim->memory_bytes);
-		TRY(set_limit(cg->dirs[0], "memory.max", v, err));
-		/* no swap past the limit; absent without swap accounting */
-		if (write_file(cg->dirs[0], "memory.swap.max", "0") < 0 && errno != ENOENT)
-			return kis_error_set(err, KIS_E_INTERNAL, errno,
-					     "cannot write memory.swap.max");
+	for (size_t i = 0; i < ARRAY_SIZE(cg_limits); i++) {
+		uint64_t x = kis_limit_get(lim, cg_limits[i].index);
+		if (!x)
+			continue;
+		u64_str(v, sizeof(v), x);
+		TRY(set_limit(cg->dirs[0], cg_limits[i].v2, v, err));
 	}
-	if (lim->pids) {
-		u64_str(v, sizeof(v), lim->pids);
-		TRY(set_limit(cg->dirs[0], "pids.max", v, err));
-	}
+	/* no swap past the memory limit; absent without swap accounting */
+	if (lim->memory_bytes && write_file(cg->dirs[0], "memory.swap.max", "0") < 0 &&
+	    errno != ENOENT)
+		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot write memory.swap.max");
 	if (cpu) {
-		uint64_t quota = lim->cpu_millis * 100;
+		uint64_t quota = cpu_millis * 100;
 		snprintf(v, sizeof(v), "%llu 100000",
 			 (unsigned long long)(quota < 1000 ? 1000 : quota));
 		TRY(set_limit(cg->dirs[0], "cpu.max", v, err));
@@ -395,13 +444,13 @@ static int create_v2(struct kis_cgroup *cg, const char *name, const struct kis_c
 	return 0;
 }
 
-int kis_cgroup_create(const char *name, const struct kis_cgroup_limits *lim,
+int kis_cgroup_create(const char *name, const struct kis_limits *lim, uint64_t cpu_millis,
 		      struct kis_cgroup **out, struct kis_error **err)
 {
 	if (!name || !valid_name(name))
 		return kis_error_set(err, KIS_E_INVALID_ID, 0, "invalid cgroup name '%s'",
 				     name ? name : "");
-	static const struct kis_cgroup_limits none;
+	static const struct kis_limits none;
 	if (!lim)
 		lim = &none;
 	struct kis_cgroup *cg = calloc(1, sizeof(*cg));
@@ -410,8 +459,8 @@ int kis_cgroup_create(const char *name, const struct kis_cgroup_limits *lim,
 	cg->mode = kis_cgroup_detect();
 	int r;
 	switch (cg->mode) {
-	case KIS_CG_V1: r = create_v1(cg, name, lim, err); break;
-	case KIS_CG_V2: r = create_v2(cg, name, lim, err); break;
+	case KIS_CG_V1: r = create_v1(cg, name, lim, cpu_millis, err); break;
+	case KIS_CG_V2: r = create_v2(cg, name, lim, cpu_millis, err); break;
 	case KIS_CG_NONE:
 	default:
 		r = kis_error_set(err, KIS_E_PROFILE_UNSATISFIABLE, 0,
@@ -708,16 +757,45 @@ static void sweep_stale_probes(const char *parent)
 	closedir(d);
 }
 
+/* Is row i's controller on this host: its v1 hierarchy mounted, or
+ * listed in the v2 hierarchy's cgroup.controllers? */
+static bool ctrl_present(size_t i)
+{
+	const char *mnt = v2_mount();
+	if (!mnt) {
+		char p[64];
+		snprintf(p, sizeof(p), CG_ROOT "/%s", v1_ctrl[i]);
+		return is_fs(p, CGROUP_SUPER_MAGIC);
+	}
+	char buf[512];
+	if (read_file(mnt, "cgroup.controllers", buf, sizeof(buf)) < 0)
+		return false;
+	for (char *save = NULL, *w = strtok_r(buf, " \n", &save); w; w = strtok_r(NULL, " \n", &save))
+		if (!strcmp(w, cg_limits[i].ctrl))
+			return true;
+	return false;
+}
+
 unsigned kis_cgroup_probe(char *why, size_t why_len)
 {
 	if (why && why_len)
 		why[0] = '\0';
 	char name[40];
 	snprintf(name, sizeof(name), "probe-%ld", (long)getpid());
-	struct kis_cgroup_limits lim = {.memory_bytes = 64ull << 20, .pids = 64};
+	/* every limit a cgroup binds whose controller this host has, at a
+	 * value a probe group holds: one controller missing takes only its
+	 * own limit out of what the backends enforce */
+	struct kis_limits lim = {.memory_bytes = 64ull << 20, .pids = 64};
+	for (size_t i = 0; i < ARRAY_SIZE(cg_limits); i++) {
+		uint64_t *slot = kis_limit_slot(&lim, cg_limits[i].index);
+		if (!ctrl_present(i))
+			*slot = 0;
+		else if (!*slot)
+			*slot = kis_limit_table[cg_limits[i].index].def;
+	}
 	struct kis_cgroup *cg = NULL;
 	struct kis_error *e = NULL;
-	if (kis_cgroup_create(name, &lim, &cg, &e) < 0) {
+	if (kis_cgroup_create(name, &lim, 0, &cg, &e) < 0) {
 		if (why && why_len)
 			snprintf(why, why_len, "%s", e && e->message ? e->message : "out of memory");
 		kis_error_free(e);
@@ -726,10 +804,9 @@ unsigned kis_cgroup_probe(char *why, size_t why_len)
 	for (size_t k = 0; k < ARRAY_SIZE(cg->parents); k++)
 		sweep_stale_probes(cg->parents[k]);
 	unsigned bits = 0;
-	if (cg->mode == KIS_CG_V2 || cg->dirs[V1_MEMORY])
-		bits |= KIS_LIMIT_MEMORY;
-	if (cg->mode == KIS_CG_V2 || cg->dirs[V1_PIDS])
-		bits |= KIS_LIMIT_PIDS;
+	for (size_t i = 0; i < ARRAY_SIZE(cg_limits); i++)
+		if (kis_limit_get(&lim, cg_limits[i].index) && (cg->mode == KIS_CG_V2 || cg->dirs[i]))
+			bits |= 1u << cg_limits[i].index;
 	if (kis_cgroup_destroy(cg, &e) < 0) {
 		if (why && why_len)
 			snprintf(why, why_len, "%s", e && e->message ? e->message : "out of memory");

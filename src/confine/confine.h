@@ -212,20 +212,41 @@ KIS_HIDDEN void kis_confine_plan_release(struct kis_confine_plan *p);
 
 enum kis_cgroup_mode { KIS_CG_NONE = 0, KIS_CG_V1, KIS_CG_V2 };
 
-struct kis_cgroup_limits {
-	uint64_t memory_bytes; /* 0: no memory limit */
-	uint64_t pids;         /* 0: no pids limit */
-	uint64_t cpu_millis;   /* CPU bandwidth per second of wall time, 1000 =
-				* one core; 0: none */
+/* The limits (kis/limits.h) a cgroup binds, and where: the one place
+ * that says so. X(BIT, field, controller, v2 file, v1 file, OCI key):
+ * the controller a leaf needs, the file its value (a decimal number) is
+ * written to in v2 and in v1 (the controller's own hierarchy), and the
+ * OCI linux.resources.<key>.limit that carries it to crun and from a
+ * bundle (kis-runtime). kis_cgroup_create writes each, kis_cgroup_probe
+ * measures each, the host tiers' and crun's cgroups carry each, from one
+ * struct kis_limits. A new cgroup limit is a line of KIS_LIMITS and a row
+ * here (docs/layers.md, "A new limit"). What a limit adds beyond its
+ * file (memory's swap, the engine's own pids) stays with its code. */
+#define KIS_CGROUP_LIMITS(X)                                                                    \
+	X(MEMORY, memory_bytes, "memory", "memory.max", "memory.limit_in_bytes", "memory")      \
+	X(PIDS, pids, "pids", "pids.max", "pids.max", "pids")
+
+/* A v1 leaf per controller: the rows above, then cpu and cpuacct. */
+enum {
+#define KIS_CG_SLOT_(B, f, c, v2, v1, oci) KIS_CG_V1_##B,
+	KIS_CGROUP_LIMITS(KIS_CG_SLOT_)
+#undef KIS_CG_SLOT_
+	KIS_CG_V1_CPU,
+	KIS_CG_V1_CPUACCT,
+	KIS_CG_SLOTS
 };
+
+/* The KIS_LIMIT_* bits of the rows of KIS_CGROUP_LIMITS. */
+#define KIS_CGROUP_LIMIT_BITS (0u KIS_CGROUP_LIMITS(KIS_CG_BIT_))
+#define KIS_CG_BIT_(B, f, c, v2, v1, oci) | KIS_LIMIT_##B
 
 struct kis_cgroup {
 	enum kis_cgroup_mode mode;
-	/* v2: dirs[0] is the leaf. v1: memory, pids, cpu, cpuacct leaves (NULL when that
-	 * hierarchy is not mounted). Paths prepared before fork so attach in
-	 * the child needs no allocation. */
-	char *dirs[4];
-	char *parents[4]; /* the kis parent of each leaf, removed when empty */
+	/* v2: dirs[0] is the leaf. v1: a leaf per controller (KIS_CG_V1_*,
+	 * NULL when that hierarchy is not mounted). Paths prepared before
+	 * fork so attach in the child needs no allocation. */
+	char *dirs[KIS_CG_SLOTS];
+	char *parents[KIS_CG_SLOTS]; /* the kis parent of each leaf, removed when empty */
 };
 
 struct kis_cgroup_events {
@@ -240,9 +261,13 @@ struct kis_cgroup_events {
 KIS_HIDDEN unsigned kis_cgroup_probe(char *why, size_t why_len);
 KIS_HIDDEN enum kis_cgroup_mode kis_cgroup_detect(void);
 /* Create a leaf group `name` ([a-z0-9-]) under a `kis` parent next to this
- * process's own cgroup and write the limits. On failure nothing is left. */
-KIS_HIDDEN int kis_cgroup_create(const char *name, const struct kis_cgroup_limits *lim,
-				 struct kis_cgroup **out, struct kis_error **err);
+ * process's own cgroup and write the limits of KIS_CGROUP_LIMITS that lim
+ * sets (0: not limited; lim NULL: none), and cpu_millis (CPU bandwidth
+ * per second of wall time, 1000 = one core; 0: none). On failure nothing
+ * is left. */
+KIS_HIDDEN int kis_cgroup_create(const char *name, const struct kis_limits *lim,
+				 uint64_t cpu_millis, struct kis_cgroup **out,
+				 struct kis_error **err);
 /* Rewrite the group's pids.max (v1's pids leaf, v2's leaf): a helper of
  * the engine's that joins later adds itself to it (limits.pids is the
  * command's). */

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* network.allow's grammar: one destination, parsed strictly into binary
- * values (the only form that travels on, to src/net/egress.c's rules). */
+ * values (the only form that travels on, to src/net/policy.c's rules). */
 #include "core/util.h"
 
 #include <arpa/inet.h>

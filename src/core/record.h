@@ -71,5 +71,10 @@ void kis_record_tether_end(struct kis_record_sink *s, bool handover);
  * on stderr (with the sandbox id) and stop until a signal comes. README,
  * "Testing hooks"; never set in production. */
 void kis_test_pause(const char *point);
+/* Test hook: when $KIS_TEST_COUNT names a file, append "<what>\n" to it,
+ * so a test counts what one command did ("ctx": an engine context made,
+ * "select": a backend selected, "plan": a backend's plan made by the
+ * engine). A no-op in what ships. */
+void kis_test_count(const char *what);
 
 #endif

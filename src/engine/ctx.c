@@ -7,6 +7,7 @@
 
 #include <string.h>
 
+#include "core/record.h"
 #include "engine/internal.h"
 #include "kis/sandbox.h"
 #include "kis/store.h"
@@ -43,6 +44,7 @@ void kis_ctx_set_progress(struct kis_engine_ctx *e, const struct kis_run_options
 
 void kis_ctx_init(struct kis_engine_ctx *e, const char *store_root, bool thorough)
 {
+	kis_test_count("ctx");
 	memset(e, 0, sizeof(*e));
 	struct kis_error *err = NULL;
 	if (kis_agent_path(&e->agent, &err) < 0) {

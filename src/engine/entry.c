@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
-/* kis_run, the public entry of a run: a run without a terminal is run.c's;
- * one with a terminal lives in the agent, so it is a session with one
- * exec, destroyed afterwards. The top of the engine: it uses run.c and
+/* kis_run, the public entry of a run: one context and one selection for
+ * the command, then a run without a terminal (run.c) or, with one, a
+ * session with one exec, destroyed afterwards (session.c): a terminal
+ * lives in the agent. The top of the engine: it uses run.c and
  * session.c, which never call back up here. */
 #include "core/util.h"
 
@@ -14,12 +15,17 @@
 #include "kis/session.h"
 
 /* A terminal lives in the agent (DESIGN.md, Theory of operation): a run
- * that asks for one is a session with one exec, destroyed afterwards. */
+ * that asks for one is a session with one exec from its start, made with
+ * the backend the run selected, in the run's context. */
 static int run_in_session(struct kis_engine_ctx *ec, const struct kis_profile *p,
-			  const struct kis_backend *b, char *const *argv,
-			  const struct kis_run_options *opts, struct kis_result *res,
-			  struct kis_error **err)
+			  const struct kis_backend *b, const struct kis_caps *caps,
+			  char *const *argv, const struct kis_run_options *opts,
+			  struct kis_result *res, struct kis_error **err)
 {
+	if (!b->start_session)
+		return kis_error_set(err, KIS_E_TTY_UNSUPPORTED, 0,
+				     "the %s backend cannot give a terminal: drop tty.enabled "
+				     "(--tty)", b->name);
 	/* The session is this run's: killed, the run leaves a record the
 	 * sweep destroys the session by (engine/owner.h). */
 	char rid[KIS_ID_BUFSZ];
@@ -29,12 +35,12 @@ static int run_in_session(struct kis_engine_ctx *ec, const struct kis_profile *p
 	TRY(kis_ctx_store(ec, &st, err));
 	TRY(kis_owner_begin(st, rid, &owner, err));
 	char id[KIS_ID_BUFSZ];
-	if (kis_session_create(p, opts, id, err) < 0) {
+	if (kis_session_create_in(ec, p, opts, b, caps, id, err) < 0) {
 		kis_owner_end(owner, true);
 		return -1;
 	}
 	if (kis_owner_note("tty-session", "%s", id) < 0) {
-		kis_session_destroy(opts->store_root, id, NULL);
+		kis_session_destroy_in(ec, id, NULL);
 		kis_owner_end(owner, true);
 		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot record session '%s'", id);
 	}
@@ -43,12 +49,12 @@ static int run_in_session(struct kis_engine_ctx *ec, const struct kis_profile *p
 		.resize_fd = opts->resize_fd, .tty_fd = opts->tty_fd, .limits = p->limits,
 		.store_root = opts->store_root,
 	};
-	int r = kis_session_exec(id, argv, &eo, res, err);
+	int r = kis_session_exec_in(ec, id, argv, &eo, res, err);
 	snprintf(res->sandbox, sizeof(res->sandbox), "%s", id);
 	res->tier = b->tier;
 	res->backend = b->name;
 	struct kis_error *e2 = NULL;
-	kis_session_destroy(opts->store_root, id, &e2);
+	kis_session_destroy_in(ec, id, &e2);
 	kis_error_free(e2);
 	kis_owner_end(owner, true);
 	return r;
@@ -57,13 +63,18 @@ static int run_in_session(struct kis_engine_ctx *ec, const struct kis_profile *p
 int kis_run(const struct kis_profile *p, char *const *argv, const struct kis_run_options *opts,
 	    struct kis_result *res, char **plan_json, struct kis_error **err)
 {
+	if (plan_json)
+		*plan_json = NULL;
 	struct kis_engine_ctx ec;
 	kis_ctx_init(&ec, opts->store_root, false);
 	kis_ctx_set_progress(&ec, opts);
 	const struct kis_backend *b = NULL;
-	int r = kis_run_one(&ec, p, argv, opts, res, plan_json, &b, err);
-	if (r == 1)
-		r = run_in_session(&ec, p, b, argv, opts, res, err);
+	struct kis_caps caps;
+	int r = kis_run_select(&ec, p, argv, &b, &caps, err);
+	if (r >= 0 && p->tty.enabled && !opts->dry_run)
+		r = run_in_session(&ec, p, b, &caps, argv, opts, res, err);
+	else if (r >= 0)
+		r = kis_run_one(&ec, p, argv, b, &caps, opts, res, plan_json, err);
 	kis_ctx_release(&ec);
 	return r;
 }

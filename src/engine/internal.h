@@ -9,6 +9,7 @@
 #include "kis/backend.h"
 #include "kis/profile.h"
 #include "kis/sandbox.h"
+#include "kis/session.h"
 
 struct kis_engine_ctx; /* below */
 struct kis_store;
@@ -109,12 +110,32 @@ void kis_ctx_release(struct kis_engine_ctx *e);
  * error. The context owns it: never freed by the caller. */
 int kis_ctx_store(struct kis_engine_ctx *e, struct kis_store **out, struct kis_error **err);
 
-/* One run without a terminal (run.c). A run that asks for a terminal
- * (and is not a dry run) returns 1 with *as_session its backend: the
- * caller runs it as a session (entry.c); as_session NULL refuses it. */
+/* A run's checks and its backend (run.c), once per command: the
+ * hatches, the command, then selection (auto looks for a wasm module in
+ * the workspace or base the run will use) and the terminal's check.
+ * *caps receives the chosen backend's probe. */
+int kis_run_select(struct kis_engine_ctx *ec, const struct kis_profile *p, char *const *argv,
+		   const struct kis_backend **b, struct kis_caps *caps, struct kis_error **err);
+/* One run without a terminal (run.c) with the backend kis_run_select
+ * chose. A run with a terminal is a session from its start (entry.c);
+ * here it is refused unless it is a dry run. */
 int kis_run_one(struct kis_engine_ctx *ec, const struct kis_profile *p, char *const *argv,
+		const struct kis_backend *b, const struct kis_caps *caps,
 		const struct kis_run_options *opts, struct kis_result *res, char **plan_json,
-		const struct kis_backend **as_session, struct kis_error **err);
+		struct kis_error **err);
+
+/* The sessions' operations in a command's context (session.c): create
+ * with the backend the command selected (b and caps), or NULL to select
+ * it here; exec; destroy. kis_session_create and the others are these
+ * with a context of their own. */
+int kis_session_create_in(struct kis_engine_ctx *ec, const struct kis_profile *p,
+			  const struct kis_run_options *o, const struct kis_backend *b,
+			  const struct kis_caps *caps, char id[KIS_ID_BUFSZ],
+			  struct kis_error **err);
+int kis_session_exec_in(struct kis_engine_ctx *ec, const char *id, char *const *argv,
+			const struct kis_exec_options *o, struct kis_result *res,
+			struct kis_error **err);
+int kis_session_destroy_in(struct kis_engine_ctx *ec, const char *id, struct kis_error **err);
 
 /* kis_select_backend with the command looked up inside root (the files of
  * the workspace the run will use) when auto looks for a wasm module; root

@@ -32,13 +32,9 @@ static void set_cancelled(struct kis_result *res)
 	res->detail = strdup("the run was cancelled before its command started");
 }
 
-int kis_run_one(struct kis_engine_ctx *ec, const struct kis_profile *p, char *const *argv,
-		const struct kis_run_options *opts, struct kis_result *res, char **plan_json,
-		const struct kis_backend **as_session, struct kis_error **err)
+int kis_run_select(struct kis_engine_ctx *ec, const struct kis_profile *p, char *const *argv,
+		   const struct kis_backend **out, struct kis_caps *caps, struct kis_error **err)
 {
-	const struct kis_ctx *ctx = &ec->ctx;
-	if (plan_json)
-		*plan_json = NULL;
 	TRY(kis_profile_check_hatches(p, err));
 	if (!argv || !argv[0] || !argv[0][0])
 		return kis_error_set(err, KIS_E_INVALID_ARGUMENT, 0,
@@ -49,7 +45,6 @@ int kis_run_one(struct kis_engine_ctx *ec, const struct kis_profile *p, char *co
 				     "base and workspace: give one of them, not both");
 
 	const struct kis_backend *b = NULL;
-	struct kis_caps caps;
 	/* auto looks for a wasm module where the run will find it: in the
 	 * workspace, or in the base it will be cloned from. */
 	_cleanup_free_ char *files = NULL;
@@ -62,26 +57,34 @@ int kis_run_one(struct kis_engine_ctx *ec, const struct kis_profile *p, char *co
 				kis_workspace_path(st, p->workspace, &files, NULL);
 		}
 	}
-	TRY(kis_select_backend_in(ctx, p, argv, files, &b, &caps, err));
+	TRY(kis_select_backend_in(&ec->ctx, p, argv, files, &b, caps, err));
 	/* The same check is in every backend's plan; here it fails before any
 	 * workspace is made. */
-	if (p->tty.enabled && !caps.tty)
+	if (p->tty.enabled && !caps->tty)
 		return kis_error_set(err, KIS_E_TTY_UNSUPPORTED, 0,
 				     "the %s backend cannot give a terminal: drop tty.enabled (--tty)",
 				     b->name);
 	/* the network mode is each plan's to check (kis_check_network): the
-	 * first plan, below, runs before any workspace is made */
+	 * first plan runs before any workspace is made */
+	*out = b;
+	return 0;
+}
 
-	/* A terminal lives in the agent (DESIGN.md, Theory of operation): the
-	 * caller runs it as a session with one exec (entry.c). */
-	if (p->tty.enabled && !opts->dry_run) {
-		if (!as_session || !b->start_session)
-			return kis_error_set(err, KIS_E_TTY_UNSUPPORTED, 0,
-					     "the %s backend cannot give a terminal: drop "
-					     "tty.enabled (--tty)", b->name);
-		*as_session = b;
-		return 1;
-	}
+int kis_run_one(struct kis_engine_ctx *ec, const struct kis_profile *p, char *const *argv,
+		const struct kis_backend *b, const struct kis_caps *caps_in,
+		const struct kis_run_options *opts, struct kis_result *res, char **plan_json,
+		struct kis_error **err)
+{
+	const struct kis_ctx *ctx = &ec->ctx;
+	struct kis_caps caps = *caps_in;
+	if (plan_json)
+		*plan_json = NULL;
+	/* A terminal lives in the agent (DESIGN.md, Theory of operation): a
+	 * run with one is a session from its start (entry.c), never this. */
+	if (p->tty.enabled && !opts->dry_run)
+		return kis_error_set(err, KIS_E_TTY_UNSUPPORTED, 0,
+				     "the %s backend cannot give a terminal here: drop "
+				     "tty.enabled (--tty)", b->name);
 
 	struct kis_run_request req = {.ctx = ctx, .profile = p, .argv = argv, .io = opts->io};
 	kis_limits_resolve(&p->limits, &req.limits);
@@ -93,17 +96,14 @@ int kis_run_one(struct kis_engine_ctx *ec, const struct kis_profile *p, char *co
 	_cleanup_free_ char *ws_path = NULL, *ws_id = NULL;
 	bool cloned = false;
 	struct kis_plan *plan = NULL;
-	if (b->plan(&caps, &req, &plan, err) < 0)
-		return -1;
 	if (opts->dry_run) {
-		/* the mounts resolved (an id that names nothing fails here
-		 * too), held by no one: nothing runs */
+		/* one plan, with the mounts resolved (an id that names nothing
+		 * fails here too), held by no one: nothing runs */
 		struct kis_mounts dm;
-		b->plan_free(plan);
-		plan = NULL;
 		TRY(kis_mounts_acquire(p, ec, NULL, &dm, err));
 		req.mounts = dm.v;
 		req.n_mounts = dm.n;
+		kis_test_count("plan");
 		int r = b->plan(&caps, &req, &plan, err);
 		if (r >= 0 && plan_json)
 			*plan_json = kis_mounts_describe(b->describe(plan), &dm);
@@ -112,19 +112,39 @@ int kis_run_one(struct kis_engine_ctx *ec, const struct kis_profile *p, char *co
 		kis_mounts_release(&dm);
 		return r;
 	}
-	b->plan_free(plan);
-	plan = NULL;
+	/* The plan, before anything is made: a refusal costs no clone. What
+	 * the run makes after it (a clone of the base, the mounts' holds)
+	 * only places paths in the request; a run that makes none of them
+	 * (no base, no workspace, no mounts: most runs) keeps this plan. The
+	 * others plan again with those paths: each backend copies them into
+	 * its own plan (a bwrap argv, a crun bundle, QEMU's drives), and no
+	 * backend has an operation that adds them to a plan made (issue 42
+	 * asks for one: `amend` in struct kis_backend). */
+	struct kis_store *st = NULL;
+	if (kis_ctx_store(ec, &st, NULL) == 0)
+		req.store_dir = kis_store_root(st);
+	kis_test_count("plan");
+	if (b->plan(&caps, &req, &plan, err) < 0)
+		return -1;
+	bool replan = p->base || p->workspace || p->n_mounts;
+	if (replan) {
+		b->plan_free(plan);
+		plan = NULL;
+	}
 	bool disk_quota = false;
-	TRY(kis_disk_check(p, ec, b, &caps, &disk_quota, err));
+	if (kis_disk_check(p, ec, b, &caps, &disk_quota, err) < 0) {
+		if (plan)
+			b->plan_free(plan);
+		return -1;
+	}
 
 	/* From here the run makes things on the host: each is recorded under
 	 * the run's owner (engine/owner.h) before it is made, so that a kill
 	 * at any point leaves a record the next command sweeps. */
 	struct kis_owner *owner = NULL;
-	struct kis_store *st = NULL;
 	if (kis_ctx_store(ec, &st, err) < 0 || kis_owner_begin(st, res->sandbox, &owner, err) < 0) {
 		if (p->base || p->workspace || p->n_mounts)
-			return -1;
+			return -1; /* replan: no plan is kept */
 		/* A run without a workspace needs no store: where none can be
 		 * made (a read-only home), it goes on with only the kernel's
 		 * ties (the command's parent-death signal). */
@@ -136,13 +156,16 @@ int kis_run_one(struct kis_engine_ctx *ec, const struct kis_profile *p, char *co
 	kis_test_pause("clone");
 	if (cancel_pending(opts->io.cancel_fd)) {
 		set_cancelled(res);
+		if (plan)
+			b->plan_free(plan);
 		kis_owner_end(owner, true);
 		return 0;
 	}
-	/* Plan once without the workspace to refuse early, then for real. A
-	 * clone the run does not keep is the owner's. */
+	/* A clone the run does not keep is the owner's. */
 	if (kis_workspace_acquire(p, ec, !p->keep, b, &ws_id, &ws_path, &cloned, err) <
 	    0) {
+		if (plan)
+			b->plan_free(plan);
 		kis_owner_end(owner, true);
 		return -1;
 	}
@@ -172,6 +195,8 @@ int kis_run_one(struct kis_engine_ctx *ec, const struct kis_profile *p, char *co
 	 * a kill leaves holds the store drops when it next looks). */
 	struct kis_mounts mounts;
 	if (kis_mounts_acquire(p, ec, ec->mounts_held ? NULL : res->sandbox, &mounts, err) < 0) {
+		if (plan)
+			b->plan_free(plan);
 		if (held)
 			kis_workspace_unhold_mount(st, ws_id, res->sandbox);
 		if (cloned)
@@ -188,7 +213,11 @@ int kis_run_one(struct kis_engine_ctx *ec, const struct kis_profile *p, char *co
 	req.workspace_lower = lay.lower;
 	req.workspace_upper = lay.upper;
 	req.workspace_cache = lay.cache;
-	int r = b->plan(&caps, &req, &plan, err);
+	int r = 0;
+	if (replan) {
+		kis_test_count("plan");
+		r = b->plan(&caps, &req, &plan, err);
+	}
 	if (r >= 0 && cancel_pending(opts->io.cancel_fd)) {
 		set_cancelled(res);
 		b->plan_free(plan);

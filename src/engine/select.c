@@ -10,6 +10,7 @@
 #include <sys/syscall.h>
 
 #include "backends/common.h"
+#include "core/record.h"
 #include "engine/internal.h"
 #include "kis/backend.h"
 
@@ -122,6 +123,7 @@ int kis_select_backend_in(const struct kis_ctx *ctx, const struct kis_profile *p
 			  const struct kis_backend **out, struct kis_caps *caps,
 			  struct kis_error **err)
 {
+	kis_test_count("select");
 	if (p->backend) {
 		const struct kis_backend *b = kis_backend_find(p->backend);
 		if (!b)

@@ -226,8 +226,12 @@ static int session_backend(const struct kis_ctx *ctx, const struct kis_profile *
 			   struct kis_error **err)
 {
 	*agent = NULL;
-	TRY(kis_profile_check_hatches(p, err));
-	TRY(kis_select_backend_in(ctx, p, NULL, NULL, b, caps, err));
+	/* *b set: the command selected it already (a run with a terminal,
+	 * entry.c), with caps its probe; selection happens once per command */
+	if (!*b) {
+		TRY(kis_profile_check_hatches(p, err));
+		TRY(kis_select_backend_in(ctx, p, NULL, NULL, b, caps, err));
+	}
 	if ((*b)->start_session && !caps->shell)
 		return kis_error_set(err, KIS_E_PROFILE_UNSATISFIABLE, 0,
 				     "tier: the %s backend has no sessions (see the SHELL column of "
@@ -245,13 +249,16 @@ static int session_backend(const struct kis_ctx *ctx, const struct kis_profile *
 	return *agent ? 0 : kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "agent path");
 }
 
-static int create_ctx(struct kis_engine_ctx *ec, const struct kis_profile *p,
-		      const struct kis_run_options *o, char id[KIS_ID_BUFSZ],
-		      struct kis_error **err)
+int kis_session_create_in(struct kis_engine_ctx *ec, const struct kis_profile *p,
+			  const struct kis_run_options *o, const struct kis_backend *selected,
+			  const struct kis_caps *selected_caps, char id[KIS_ID_BUFSZ],
+			  struct kis_error **err)
 {
 	const struct kis_ctx *ctx = &ec->ctx;
-	const struct kis_backend *b = NULL;
+	const struct kis_backend *b = selected;
 	struct kis_caps caps;
+	if (selected)
+		caps = *selected_caps;
 	_cleanup_free_ char *agent = NULL;
 	TRY(session_backend(ctx, p, &b, &caps, &agent, err));
 	bool agentless = !b->start_session;
@@ -269,6 +276,7 @@ static int create_ctx(struct kis_engine_ctx *ec, const struct kis_profile *p,
 		struct kis_run_request cr = req;
 		cr.argv = stand_in;
 		struct kis_plan *cp = NULL;
+		kis_test_count("plan");
 		TRY(b->plan(&caps, &cr, &cp, err));
 		b->plan_free(cp);
 	}
@@ -353,6 +361,7 @@ static int create_ctx(struct kis_engine_ctx *ec, const struct kis_profile *p,
 		kis_owner_end(owner, false);
 		return 0;
 	}
+	kis_test_count("plan");
 	if (b->plan(&caps, &req, &plan, err) < 0)
 		goto fail;
 	struct sockaddr_un sa;
@@ -434,7 +443,7 @@ static void explain_exec(struct kis_engine_ctx *ec, const char *id, struct kis_r
 	}
 	if (b && b->tier == KIS_TIER_MICROVM && !res->accel[0]) {
 		struct kis_caps caps; /* the accelerator verdict is cached: cheap */
-		kis_backend_probe(b, ec->ctx.store_root, false, &caps);
+		b->probe(&ec->ctx, &caps); /* the command's context, not another */
 		snprintf(res->accel, sizeof(res->accel), "%s", caps.accel);
 	}
 	bool failed = (res->reason == KIS_REASON_EXITED && res->exit_code != 0) ||
@@ -484,7 +493,7 @@ static int connect_session(struct kis_engine_ctx *ec, const char *id, bool tty,
 		const struct kis_backend *b = name ? kis_backend_find(name) : NULL;
 		struct kis_caps caps = {0};
 		if (b)
-			kis_backend_probe(b, ec->ctx.store_root, false, &caps);
+			b->probe(&ec->ctx, &caps); /* in the command's context */
 		int ok = b && caps.tty;
 		if (!ok)
 			kis_error_set(err, KIS_E_TTY_UNSUPPORTED, 0,
@@ -564,7 +573,11 @@ static int exec_agentless(struct kis_engine_ctx *ec, const char *id, char *const
 	/* below the session: run.c, never back up through kis_run; the
 	 * mounts are the session's, held by it */
 	ec->mounts_held = true;
-	r = kis_run_one(ec, &p, argv, &ro, res, NULL, NULL, err);
+	const struct kis_backend *rb = NULL;
+	struct kis_caps rcaps;
+	r = kis_run_select(ec, &p, argv, &rb, &rcaps, err);
+	if (r >= 0)
+		r = kis_run_one(ec, &p, argv, rb, &rcaps, &ro, res, NULL, err);
 	ec->mounts_held = false;
 	if (r >= 0) {
 		snprintf(res->sandbox, sizeof(res->sandbox), "%s", id);
@@ -618,7 +631,7 @@ static int session_exec_limits(struct kis_engine_ctx *ec, const char *id,
 	return r;
 }
 
-/* Marks a session destroy has begun on (destroy_ec), before it ends the
+/* Marks a session destroy has begun on (kis_session_destroy_in), before it ends the
  * agent: an exec that loses its agent then tells a destroy from a fault. */
 #define ENDING_NAME "destroying"
 
@@ -659,9 +672,9 @@ static const struct kis_backend *session_backend_of(struct kis_engine_ctx *ec, c
 	return b;
 }
 
-static int exec_ec(struct kis_engine_ctx *ec, const char *id, char *const *argv,
-		   const struct kis_exec_options *o, struct kis_result *res,
-		   struct kis_error **err)
+int kis_session_exec_in(struct kis_engine_ctx *ec, const char *id, char *const *argv,
+			const struct kis_exec_options *o, struct kis_result *res,
+			struct kis_error **err)
 {
 	if (!argv || !argv[0])
 		return kis_error_set(err, KIS_E_INVALID_ARGUMENT, 0, "no command to run");
@@ -809,7 +822,7 @@ static void session_unhold_mounts(struct kis_engine_ctx *ec, const char *id, jso
 	}
 }
 
-static int destroy_ec(struct kis_engine_ctx *ec, const char *id, struct kis_error **err)
+int kis_session_destroy_in(struct kis_engine_ctx *ec, const char *id, struct kis_error **err)
 {
 	TRY(kis_id_validate(id, "session id", err));
 	_cleanup_free_ char *spath = NULL, *dpath = NULL;
@@ -900,6 +913,7 @@ static int plan_ctx(const struct kis_ctx *ctx, const struct kis_profile *p, char
 	req.mounts = dm.v;
 	req.n_mounts = dm.n;
 	struct kis_plan *plan = NULL;
+	kis_test_count("plan");
 	if (b->plan(&caps, &req, &plan, err) < 0) {
 		kis_mounts_release(&dm);
 		return -1;
@@ -918,7 +932,7 @@ int kis_session_create(const struct kis_profile *p, const struct kis_run_options
 	struct kis_engine_ctx ec;
 	kis_ctx_init(&ec, o->store_root, false);
 	kis_ctx_set_progress(&ec, o);
-	int r = create_ctx(&ec, p, o, id, err);
+	int r = kis_session_create_in(&ec, p, o, NULL, NULL, id, err);
 	kis_ctx_release(&ec);
 	return r;
 }
@@ -938,7 +952,7 @@ int kis_session_exec(const char *id, char *const *argv, const struct kis_exec_op
 {
 	struct kis_engine_ctx ec;
 	kis_ctx_init(&ec, o->store_root, false);
-	int r = exec_ec(&ec, id, argv, o, res, err);
+	int r = kis_session_exec_in(&ec, id, argv, o, res, err);
 	kis_ctx_release(&ec);
 	return r;
 }
@@ -956,7 +970,7 @@ int kis_session_destroy(const char *store_root, const char *id, struct kis_error
 {
 	struct kis_engine_ctx ec;
 	kis_ctx_init(&ec, store_root, false);
-	int r = destroy_ec(&ec, id, err);
+	int r = kis_session_destroy_in(&ec, id, err);
 	kis_ctx_release(&ec);
 	return r;
 }

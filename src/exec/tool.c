@@ -213,3 +213,18 @@ int kis_tool_run(const struct kis_tool *t, bool capture_out, bool capture_err,
 		return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "output of '%s'", t->argv[0]);
 	return 0;
 }
+
+char *kis_tool_output(char *const argv[], bool *ok)
+{
+	*ok = false;
+	/* a fixed environment, never the caller's (issue 23): the tool's */
+	struct kis_tool t = {.argv = argv, .in = -1, .out = -1, .err = -1};
+	struct kis_tool_out o;
+	struct kis_error *err = NULL;
+	if (kis_tool_run(&t, true, false, &o, &err) < 0) {
+		kis_error_free(err);
+		return NULL;
+	}
+	*ok = kis_tool_ok(o.status, 0);
+	return o.out;
+}

@@ -59,5 +59,9 @@ int kis_tool_run(const struct kis_tool *t, bool capture_out, bool capture_err,
 		 struct kis_tool_out *o, struct kis_error **err);
 /* Whether a tool's status is a normal exit with a code up to max_ok. */
 bool kis_tool_ok(int status, int max_ok);
+/* Run argv[0] (an absolute path) as a tool (stdin and stderr on
+ * /dev/null, a fixed environment) and return its whole stdout (malloc'ed;
+ * NULL when it could not run); *ok: it exited 0. */
+char *kis_tool_output(char *const argv[], bool *ok);
 
 #endif

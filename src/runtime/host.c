@@ -648,8 +648,7 @@ int krt_host_create(const struct krt_globals *g, const struct krt_model *m, bool
 	char cgname[32];
 	snprintf(cgname, sizeof(cgname), "krt-%02x%02x%02x%02x%02x%02x%02x%02x", rnd[0], rnd[1],
 		 rnd[2], rnd[3], rnd[4], rnd[5], rnd[6], rnd[7]);
-	struct kis_limits lim = {.memory_bytes = p.memory, .pids = p.pids};
-	if (kis_run_cgroup_open(&rc, cgname, &lim, KIS_LIMIT_MEMORY | KIS_LIMIT_PIDS, err) < 0)
+	if (kis_run_cgroup_open(&rc, cgname, &p.limits, KIS_CGROUP_LIMIT_BITS, err) < 0)
 		goto out;
 	if (!rc.cg) {
 		krt_host_refuse(err, "linux.resources: no cgroup for memory and pids on this host");

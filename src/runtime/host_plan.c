@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "backends/common.h"
+#include "confine/confine.h"
 #include "kis/profile.h"
 #include "runtime/runtime.h"
 #include "core/test_hook.h"
@@ -528,14 +529,37 @@ static int plan_process(json_t *proc, struct krt_host_plan *p, struct kis_error 
 	return 0;
 }
 
+/* linux.resources.<key>.limit of each limit a cgroup binds (confine.h) */
+static const struct {
+	const char *key;
+	unsigned index;
+} res_limits[] = {
+#define RES_(B, f, c, v2, v1, oci) {oci, KIS_LIMIT_I_##B},
+	KIS_CGROUP_LIMITS(RES_)
+#undef RES_
+};
+
+static int res_limit(const char *k)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(res_limits); i++)
+		if (!strcmp(k, res_limits[i].key))
+			return (int)i;
+	return -1;
+}
+
 static int plan_resources(json_t *res, struct krt_host_plan *p, struct kis_error **err)
 {
 	const char *k;
 	json_t *v;
+	char keys[128] = "";
+	for (size_t i = 0, o = 0; i < ARRAY_SIZE(res_limits) && o < sizeof(keys); i++)
+		o += (size_t)snprintf(keys + o, sizeof(keys) - o, "%s%s",
+				      !i ? "" : i + 1 < ARRAY_SIZE(res_limits) ? ", " : " and ",
+				      res_limits[i].key);
 	json_object_foreach(res, k, v) {
 		if (strcmp(k, "devices") == 0)
 			continue; /* bwrap's --dev holds only the harmless devices */
-		if (strcmp(k, "memory") == 0 || strcmp(k, "pids") == 0) {
+		if (res_limit(k) >= 0) {
 			const char *mk;
 			json_t *mv;
 			json_object_foreach(v, mk, mv) {
@@ -568,13 +592,14 @@ static int plan_resources(json_t *res, struct krt_host_plan *p, struct kis_error
 		if ((json_is_object(v) && !json_object_size(v)) ||
 		    (json_is_array(v) && !json_array_size(v)))
 			continue;
-		return krt_host_refuse(err, "linux.resources.%s: the host tier enforces memory and pids only",
-			      k);
+		return krt_host_refuse(err, "linux.resources.%s: the host tier enforces %s only",
+			      k, keys);
 	}
-	p->memory = (uint64_t)json_integer_value(json_object_get(json_object_get(res, "memory"),
-								 "limit"));
-	p->pids = (uint64_t)json_integer_value(json_object_get(json_object_get(res, "pids"),
-							       "limit"));
+	for (size_t i = 0; i < ARRAY_SIZE(res_limits); i++) {
+		json_int_t x = json_integer_value(
+		    json_object_get(json_object_get(res, res_limits[i].key), "limit"));
+		*kis_limit_slot(&p->limits, res_limits[i].index) = x > 0 ? (uint64_t)x : 0;
+	}
 	return 0;
 }
 

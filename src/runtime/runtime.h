@@ -148,7 +148,7 @@ struct krt_host_plan {
 	int oom_score_adj;
 	bool has_oom_adj;
 	int net;               /* enum kis_net_mode: kis's seccomp filter's */
-	uint64_t memory, pids;
+	struct kis_limits limits; /* linux.resources' limits a cgroup binds (KIS_CGROUP_LIMITS) */
 };
 /* m->doc already through krt_policy_container; had_seccomp: the bundle
  * brought its own linux.seccomp. A field bwrap cannot enforce is refused

@@ -155,7 +155,8 @@ bool store_mount_holder(const char *name, char holder[KIS_ID_BUFSZ]);
  * temporary) exists, or a run's owner directory is flocked. */
 bool store_holder_live(struct kis_store *s, const char *holder);
 
-/* Mount overlayfs with lower, upper, work on target (all dir fds). */
+/* Mount overlayfs with lower, upper, work on target (all dir fds;
+ * overlay.c, below workspace.c, view.c and disk.c, which all use it). */
 int store_overlay_mount(int lower_fd, int upper_fd, int work_fd, int target_fd,
 			struct kis_error **err);
 /* True when fd (a directory) is the root of a mount. */

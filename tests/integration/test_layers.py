@@ -107,3 +107,33 @@ def test_the_engine_names_no_backend(tmp_path):
     assert "src/engine/owner.o names kis_oci_remove" in p.stdout, p.stdout
     assert "src/engine/owner.o names kis_call_agent" in p.stdout, p.stdout
     assert "the engine names no backend" in p.stdout
+
+
+def test_a_circle_of_files_fails(tmp_path):
+    # issue 42: microvm/jail.c and vm.c, store/view.c and workspace.c named
+    # each other's symbols: one unit in two files, which no include shows
+    compile_into(tmp_path, "src/store/view.c",
+                 "int ws_path(void);\nint view_start(void) { return ws_path(); }\n")
+    compile_into(tmp_path, "src/store/workspace.c", "int ws_path(void) { return 1; }\n")
+    p = check(tmp_path, tmp_path / "build" / "obj")
+    assert p.returncode == 0, p.stdout
+    compile_into(tmp_path, "src/store/workspace.c",
+                 "int view_start(void);\nint ws_path(void) { return 1; }\n"
+                 "int ws_clone(void) { return view_start(); }\n")
+    p = check(tmp_path, tmp_path / "build" / "obj")
+    assert p.returncode == 1, p.stdout
+    assert "a circle of files, one unit in 2:" in p.stdout, p.stdout
+    assert "src/store/view.o" in p.stdout and "src/store/workspace.o" in p.stdout, p.stdout
+
+
+def test_a_fork_outside_exec_fails(tmp_path):
+    # issue 42: 21 of 25 fork/clone/spawn sites lay outside src/exec; the
+    # ones that remain are listed with why, a new one fails
+    write(tmp_path, "src/exec/spawn.c", "int f(void) { return fork(); }\n")
+    assert check(tmp_path).returncode == 0
+    write(tmp_path, "src/store/new.c", "/* fork() in a comment is no fork */\n")
+    assert check(tmp_path).returncode == 0
+    write(tmp_path, "src/store/new.c", "int g(void) { return fork(); }\n")
+    p = check(tmp_path)
+    assert p.returncode == 1, p.stdout
+    assert "src/store/new.c forks, clones or spawns 1 time(s) outside src/exec" in p.stdout

@@ -190,6 +190,32 @@ def test_tty_run_on_the_process_tier(store):
     assert not os.listdir(store / "sessions"), "the one-exec session was not destroyed"
 
 
+def counted(path):
+    return sorted(path.read_text().split()) if path.exists() else []
+
+
+def test_run_tty_is_one_context_one_selection_not_a_restart(store, tmp_path, monkeypatch):
+    # issue 42: a `run --tty` returned 1 from run.c and entry.c started
+    # over through session.c (4 contexts, the backend selected twice), and
+    # a run planned, freed and planned again (3 plans with --dry-run). The
+    # test build counts them ($KIS_TEST_COUNT, core/record.h).
+    count = tmp_path / "count"
+    monkeypatch.setenv("KIS_TEST_COUNT", str(count))
+    code, out = run_in_pty([str(KIS), "sandbox", "run", "--tty", *PROC, "--", "sh", "-c",
+                            "test -t 0 && echo IS-A-TTY"])
+    assert code == 0 and "IS-A-TTY" in out, out
+    assert counted(count) == ["ctx", "plan", "select"], counted(count)
+    count.unlink()
+    p = kis("run", "--dry-run", *PROC, "--", "true")
+    assert p.returncode == 0, p.stderr
+    assert counted(count) == ["ctx", "plan", "select"], counted(count)
+    count.unlink()
+    # a plain run makes nothing the plan must name: one plan as well
+    p = kis("run", *PROC, "--", "true")
+    assert p.returncode == 0, p.stderr
+    assert counted(count) == ["ctx", "plan", "select"], counted(count)
+
+
 def test_pipes_without_tty_are_not_terminals(session):
     p = kis("exec", session, "--", "sh", "-c", "test -t 0 || echo NOT-A-TTY")
     assert p.stdout == "NOT-A-TTY\n"

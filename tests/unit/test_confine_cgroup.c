@@ -37,14 +37,14 @@ static int teardown(void **state)
 	return 0;
 }
 
-static void make_group(const char *tag, const struct kis_cgroup_limits *lim)
+static void make_group(const char *tag, const struct kis_limits *lim, uint64_t cpu_millis)
 {
 	if (kis_cgroup_detect() == KIS_CG_NONE)
 		skip(); /* no cgroup hierarchy on this host */
 	char name[64];
 	snprintf(name, sizeof(name), "test-%s-%ld", tag, (long)getpid());
 	struct kis_error *e = NULL;
-	if (kis_cgroup_create(name, lim, &cur, &e) < 0) {
+	if (kis_cgroup_create(name, lim, cpu_millis, &cur, &e) < 0) {
 		bool perm = e->code == KIS_E_PROFILE_UNSATISFIABLE || e->sys_errno == EACCES ||
 			    e->sys_errno == EPERM || e->sys_errno == EROFS;
 		print_message("cannot create a cgroup here: %s\n", e->message);
@@ -125,7 +125,7 @@ static void test_bad_name_refused(void **state)
 	(void)state;
 	struct kis_error *e = NULL;
 	struct kis_cgroup *cg = NULL;
-	assert_int_equal(kis_cgroup_create("../escape", NULL, &cg, &e), -1);
+	assert_int_equal(kis_cgroup_create("../escape", NULL, 0, &cg, &e), -1);
 	assert_int_equal(e->code, KIS_E_INVALID_ID);
 	kis_error_free(e);
 	assert_null(cg);
@@ -134,8 +134,8 @@ static void test_bad_name_refused(void **state)
 static void test_create_attach_destroy(void **state)
 {
 	(void)state;
-	struct kis_cgroup_limits lim = {.memory_bytes = 64ull << 20, .pids = 32, .cpu_millis = 500};
-	make_group("life", &lim);
+	struct kis_limits lim = {.memory_bytes = 64ull << 20, .pids = 32};
+	make_group("life", &lim, 500);
 	struct kis_error *e = NULL;
 	pid_t pid = fork();
 	assert_true(pid >= 0);
@@ -153,7 +153,7 @@ static void test_create_attach_destroy(void **state)
 	struct kis_cgroup *dup = NULL;
 	char name[64];
 	snprintf(name, sizeof(name), "test-life-%ld", (long)getpid());
-	assert_int_equal(kis_cgroup_create(name, &lim, &dup, &e), -1);
+	assert_int_equal(kis_cgroup_create(name, &lim, 500, &dup, &e), -1);
 	assert_int_equal(e->code, KIS_E_DESTINATION_EXISTS);
 	kis_error_free(e);
 	e = NULL;
@@ -176,8 +176,8 @@ static void test_create_attach_destroy(void **state)
 static void test_memory_limit_kills_balloon(void **state)
 {
 	(void)state;
-	struct kis_cgroup_limits lim = {.memory_bytes = 32ull << 20, .pids = 16};
-	make_group("mem", &lim);
+	struct kis_limits lim = {.memory_bytes = 32ull << 20, .pids = 16};
+	make_group("mem", &lim, 0);
 	pid_t pid = fork();
 	assert_true(pid >= 0);
 	if (pid == 0) {
@@ -208,8 +208,8 @@ static void test_memory_limit_kills_balloon(void **state)
 static void test_pids_limit_stops_fork_bomb(void **state)
 {
 	(void)state;
-	struct kis_cgroup_limits lim = {.memory_bytes = 256ull << 20, .pids = 16};
-	make_group("pids", &lim);
+	struct kis_limits lim = {.memory_bytes = 256ull << 20, .pids = 16};
+	make_group("pids", &lim, 0);
 	pid_t pid = fork();
 	assert_true(pid >= 0);
 	if (pid == 0) {

@@ -253,8 +253,7 @@ static int bubblewrap_plan(const struct kis_caps *caps, const struct kis_run_req
 				     "network: 'egress' on the bubblewrap backend needs the engine "
 				     "to run as root; use 'off' or 'loopback' as an ordinary user");
 	struct kis_caps c = *caps;
-	unsigned explicit_cg = (p->limits.memory_bytes ? KIS_LIMIT_MEMORY : 0) |
-			       (p->limits.pids ? KIS_LIMIT_PIDS : 0);
+	unsigned explicit_cg = kis_cgroup_limits_asked(&p->limits);
 	if (explicit_cg && !req->ctx->thorough)
 		c.limits |= kis_cgroup_limits_available();
 	TRY(kis_check_limits(&c, p, "bubblewrap", err));
@@ -288,7 +287,7 @@ static int bubblewrap_plan(const struct kis_caps *caps, const struct kis_run_req
 	    !(pl->allow = kis_net_dests_dup(p->net_allow, p->n_net_allow)))
 		goto oom;
 	pl->n_allow = p->n_net_allow;
-	pl->cgroup_limits = KIS_LIMIT_MEMORY | KIS_LIMIT_PIDS;
+	pl->cgroup_limits = KIS_CGROUP_LIMIT_BITS;
 	pl->cgroup_explicit = explicit_cg;
 	const char *home = req->workspace_path ? (p->root == KIS_ROOT_WORKSPACE ? "/" : "/workspace")
 					       : "/";
@@ -879,7 +878,7 @@ static int bubblewrap_run(struct kis_plan *pl, struct kis_result *res, struct ki
 			     "memory use passed limits.memory_bytes (%llu bytes) before the "
 			     "command's end was reported: bwrap and the sandbox's agent count "
 			     "against it",
-			     (unsigned long long)s.rc.memory_bytes) < 0)
+			     (unsigned long long)s.rc.limits.memory_bytes) < 0)
 			res->detail = NULL;
 		r = 0;
 	} else if (r < 0) {

@@ -274,7 +274,7 @@ int kis_host_cgroup_open(struct kis_run_cgroup *rc, const char *name, const stru
 	if (lim.pids)
 		lim.pids += engine_pids;
 	if (kis_run_cgroup_open(rc, name, &lim, want, &e) == 0) {
-		rc->pids = rc->pids ? l->pids : 0; /* 0: no pids limit here */
+		rc->limits.pids = rc->limits.pids ? l->pids : 0; /* 0: no pids limit here */
 		rc->engine_pids = engine_pids;
 	} else {
 		memset(rc, 0, sizeof(*rc));
@@ -284,8 +284,10 @@ int kis_host_cgroup_open(struct kis_run_cgroup *rc, const char *name, const stru
 		}
 		kis_error_free(e); /* only defaults: this host gives us no cgroup */
 	}
-	unsigned bound = (rc->cg && rc->memory_bytes ? KIS_LIMIT_MEMORY : 0) |
-			 (rc->cg && rc->pids ? KIS_LIMIT_PIDS : 0);
+	unsigned bound = 0;
+	for (unsigned i = 0; rc->cg && i < KIS_LIMIT__COUNT; i++)
+		if (kis_limit_get(&rc->limits, i))
+			bound |= 1u << i;
 	kis_rlimit_fallback(l, bound, engine_pids, &rc->fb_nproc, &rc->fb_data);
 	return 0;
 }

@@ -111,8 +111,7 @@ static int landlock_plan(const struct kis_caps *caps, const struct kis_run_reque
 				     "backend or a newer kernel",
 				     rep.abi, kis_landlock_feature_name(lacking & -lacking));
 	struct kis_caps c = *caps;
-	unsigned explicit_cg = (p->limits.memory_bytes ? KIS_LIMIT_MEMORY : 0) |
-			       (p->limits.pids ? KIS_LIMIT_PIDS : 0);
+	unsigned explicit_cg = kis_cgroup_limits_asked(&p->limits);
 	if (explicit_cg && !req->ctx->thorough)
 		c.limits |= kis_cgroup_limits_available(); /* measured only when asked for */
 	TRY(kis_check_limits(&c, p, "landlock", err));
@@ -128,7 +127,7 @@ static int landlock_plan(const struct kis_caps *caps, const struct kis_run_reque
 	pl->net = p->net;
 	/* Defaults apply on this tier: memory and pids through a cgroup on every
 	 * run where the host lets us make one; explicit values were checked. */
-	pl->cgroup_limits = KIS_LIMIT_MEMORY | KIS_LIMIT_PIDS;
+	pl->cgroup_limits = KIS_CGROUP_LIMIT_BITS;
 	pl->cgroup_explicit = explicit_cg;
 	pl->set_user = geteuid() == 0;
 	kis_host_sandbox_user(&pl->uid, &pl->gid);

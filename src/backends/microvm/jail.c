@@ -37,6 +37,7 @@
 #include "backends/microvm/vm.h"
 #include "confine/confine.h"
 #include "exec/tether.h"
+#include "exec/tool.h"
 #include "kis/backend.h"
 
 /* Where the jail's root is built, in the child's own mount namespace only:
@@ -99,7 +100,7 @@ static int vmm_libs(const char *bin, const char *cache_dir, char ***out, size_t 
 	} else {
 		char *const argv[] = {(char *)loader, "--list", (char *)bin, NULL};
 		bool ok = false;
-		_cleanup_free_ char *list = kis_mvm_tool_output(argv, &ok);
+		_cleanup_free_ char *list = kis_tool_output(argv, &ok);
 		FILE *m = open_memstream(&text, &tlen);
 		char *save = NULL;
 		for (char *line = list && m ? strtok_r(list, "\n", &save) : NULL; line;
@@ -231,12 +232,12 @@ int kis_mvm_jail_prepare(struct kis_mvm_jail *j, const struct kis_mvm_jail_cfg *
 	}
 	char name[64];
 	jail_cgroup_name(name, sizeof(name));
-	struct kis_cgroup_limits lim = {
+	struct kis_limits lim = {
 		.memory_bytes = ((uint64_t)c->mem_mib + KIS_MVM_VMM_OVERHEAD_MIB) << 20,
 		.pids = KIS_MVM_VMM_PIDS,
 	};
 	struct kis_error *e2 = NULL;
-	if (kis_cgroup_create(name, &lim, &j->cg, &e2) < 0) {
+	if (kis_cgroup_create(name, &lim, 0, &j->cg, &e2) < 0) {
 		int r = kis_error_set(err, KIS_E_TIER_UNAVAILABLE, 0,
 				      "microvm: no cgroup for the VMM's jail (memory and pids "
 				      "limits): %s",

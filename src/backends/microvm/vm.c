@@ -39,17 +39,6 @@ const char *kis_mvm_qemu_path(void)
 	return NULL;
 }
 
-void kis_mvm_trace(const char *what)
-{
-	static int64_t t0;
-	if (!getenv("KIS_MICROVM_TRACE"))
-		return;
-	int64_t t = (int64_t)kis_monotonic_ms();
-	if (!t0)
-		t0 = t;
-	dprintf(2, "microvm: %6lld ms %s\n", (long long)(t - t0), what);
-}
-
 void kis_mvm_progress(const struct kis_mvm_guest *g, const char *what)
 {
 	if (g && g->ctx && g->ctx->progress)
@@ -157,21 +146,6 @@ static int cpio_file(struct cpio *c, const char *name, const char *src, unsigned
 	return 0;
 }
 
-char *kis_mvm_tool_output(char *const argv[], bool *ok)
-{
-	*ok = false;
-	/* a fixed environment, never the caller's (issue 23): the tool's */
-	struct kis_tool t = {.argv = argv, .in = -1, .out = -1, .err = -1};
-	struct kis_tool_out o;
-	struct kis_error *err = NULL;
-	if (kis_tool_run(&t, true, false, &o, &err) < 0) {
-		kis_error_free(err);
-		return NULL;
-	}
-	*ok = kis_tool_ok(o.status, 0);
-	return o.out;
-}
-
 /* bin/<applet> -> busybox for every applet of the guest's busybox (a static
  * binary from the host's busybox-static, run here with --list), so the guest
  * need not run `busybox --install` at every cold boot. Best effort: a guest
@@ -180,7 +154,7 @@ static void busybox_links(struct cpio *c, const char *busybox)
 {
 	char *const argv[] = {(char *)busybox, "--list", NULL};
 	bool ok;
-	_cleanup_free_ char *list = kis_mvm_tool_output(argv, &ok);
+	_cleanup_free_ char *list = kis_tool_output(argv, &ok);
 	char *save = NULL;
 	for (char *name = list ? strtok_r(list, "\n", &save) : NULL; name;
 	     name = strtok_r(NULL, "\n", &save)) {

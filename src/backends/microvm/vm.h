@@ -46,16 +46,13 @@ struct kis_mvm_guest {
 };
 
 /* KIS_MICROVM_TRACE=1: phase times on stderr (ms since the first), for
- * the benchmarks (bench/microvm.sh, bench/microvm-density.sh) only */
+ * the benchmarks (bench/microvm.sh, bench/microvm-density.sh) only
+ * (trace.c: below vm.c and jail.c, which both trace) */
 void kis_mvm_trace(const char *what);
 /* Tell the command's caller what a slow step is doing (kis_ctx.progress). */
 void kis_mvm_progress(const struct kis_mvm_guest *g, const char *what);
 /* Is a guest kernel there (cheap: no build)? why receives what is missing. */
 char *kis_mvm_guest_dir(const struct kis_ctx *ctx);
-/* Run argv[0] (an absolute path) as a tool (exec/tool.h: stdin and stderr
- * on /dev/null, a fixed environment) and return its whole stdout
- * (malloc'ed; NULL when it could not run); *ok: it exited 0. */
-char *kis_mvm_tool_output(char *const argv[], bool *ok);
 bool kis_mvm_guest_present(const struct kis_ctx *ctx, char *why, size_t n);
 /* Does the guest cache hold the guest's network driver (virtio_net; a
  * cache fetched before egress did not)? */

@@ -174,12 +174,34 @@ static json_t *build_resources(const struct kis_oci_spec *s)
 		add(devs, d);
 	}
 	const struct kis_limits *l = s->limits;
-	/* swap = limit: memory plus swap capped at the same value (v1
-	 * memory.memsw.limit_in_bytes; crun writes memory.swap.max = 0 on v2),
-	 * so the limit cannot be dodged by swapping. */
-	return json_pack("{s:o, s:{s:I, s:I}, s:{s:I}}", "devices", devs, "memory", "limit",
-			 (json_int_t)l->memory_bytes, "swap", (json_int_t)l->memory_bytes, "pids",
-			 "limit", (json_int_t)(l->pids ? l->pids + s->engine_pids : 0));
+	json_t *r = json_pack("{s:o}", "devices", devs);
+	/* each limit a cgroup binds, as OCI's linux.resources.<key>.limit
+	 * (confine.h, KIS_CGROUP_LIMITS) */
+	static const struct {
+		const char *key;
+		unsigned index;
+	} res[] = {
+#define RES_(B, f, c, v2, v1, oci) {oci, KIS_LIMIT_I_##B},
+		KIS_CGROUP_LIMITS(RES_)
+#undef RES_
+	};
+	for (size_t i = 0; r && i < ARRAY_SIZE(res); i++) {
+		uint64_t v = kis_limit_get(l, res[i].index);
+		if (!v)
+			continue;
+		/* pids is the command's: the engine's own processes in the
+		 * container (the agent, a worker) come on top */
+		if (res[i].index == KIS_LIMIT_I_PIDS)
+			v += s->engine_pids;
+		json_t *o = json_pack("{s:I}", "limit", (json_int_t)v);
+		/* swap = limit: memory plus swap capped at the same value (v1
+		 * memory.memsw.limit_in_bytes; crun writes memory.swap.max = 0
+		 * on v2), so the limit cannot be dodged by swapping. */
+		if (o && res[i].index == KIS_LIMIT_I_MEMORY)
+			json_object_set_new(o, "swap", json_integer((json_int_t)v));
+		json_object_set_new(r, res[i].key, o);
+	}
+	return r;
 }
 
 static json_t *build_process(const struct kis_oci_spec *s)

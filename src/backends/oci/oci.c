@@ -122,7 +122,7 @@ static void oci_probe(const struct kis_ctx *ctx, struct kis_caps *c)
 	 * no delegated subtree): an explicit memory or pids limit is refused
 	 * by name (kis_check_limits) rather than left unenforced */
 	if (!rootless)
-		c->limits |= KIS_LIMIT_MEMORY | KIS_LIMIT_PIDS;
+		c->limits |= KIS_CGROUP_LIMIT_BITS;
 }
 
 struct kis_plan {
@@ -405,7 +405,7 @@ static char *oci_describe(const struct kis_plan *pl)
 		json_object_set_new(o, "limits_binding",
 				    kis_limits_binding_json(&pl->limits,
 							    kis_oci_rootless() ? 0 :
-							    KIS_LIMIT_MEMORY | KIS_LIMIT_PIDS, false));
+							    KIS_CGROUP_LIMIT_BITS, false));
 	/* the sandbox's id block (userns_up), as bubblewrap's plan shows it */
 	if (o && !kis_oci_rootless())
 		json_object_set_new(o, "ids", json_pack("{s:I, s:I}", "first",
