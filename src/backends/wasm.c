@@ -1000,10 +1000,10 @@ static void compile_group_open(struct compile_group *g, const struct kis_plan *p
 	for (const char *p = id; ok && *p; p++)
 		ok = (*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '-';
 	snprintf(name, sizeof(name), "%s-compile-%ld", ok ? id : "s-wasm", (long)getpid());
-	struct kis_cgroup_limits cl = {.memory_bytes = compile_mem(&pl->limits),
-				       .pids = pl->limits.pids};
+	/* only the group's own rows (KIS_CGROUP_LIMITS) are read from it */
+	struct kis_limits cl = {.memory_bytes = compile_mem(&pl->limits), .pids = pl->limits.pids};
 	struct kis_error *e = NULL;
-	if (geteuid() == 0 && kis_cgroup_create(name, &cl, &g->cg, &e) == 0)
+	if (geteuid() == 0 && kis_cgroup_create(name, &cl, 0, &g->cg, &e) == 0)
 		g->cpu_fd = kis_cgroup_cpu_fd(g->cg);
 	kis_error_free(e);
 }
