@@ -122,38 +122,46 @@ $(BUILD)/asan/%.o: %.c
 
 $(STATIC_LIB): $(LIB_OBJS)
 	@mkdir -p $(dir $@)
-	rm -f $@ && ar rcs $@ $^
+	@echo "  AR      $@"
+	$(Q)rm -f $@ && ar rcs $@ $^
 
 # The ABI: soname libkis-sandbox.so.0, and exactly the symbols the version
 # script lists (the KIS_API declarations of include/kis; make check-abi).
 LIB_MAP := src/libkis-sandbox.map
 $(SHARED_LIB): $(LIB_OBJS) $(LIB_MAP)
-	$(CC) -shared -Wl,-soname,libkis-sandbox.so.0 -Wl,--version-script,$(LIB_MAP) \
+	@echo "  LD      $@"
+	$(Q)$(CC) -shared -Wl,-soname,libkis-sandbox.so.0 -Wl,--version-script,$(LIB_MAP) \
 	  $(HARD_LDFLAGS) -o $@ $(LIB_OBJS) $(PKG_LIBS)
 
 $(BUILD)/asan/libkis-sandbox.a: $(ASAN_LIB_OBJS)
 	@mkdir -p $(dir $@)
-	rm -f $@ && ar rcs $@ $^
+	@echo "  AR      $@"
+	$(Q)rm -f $@ && ar rcs $@ $^
 
 $(KIS): $(CLI_OBJS) $(CLI_REMOTE_OBJS) $(STATIC_LIB) | $(HELPER)
-	$(CC) -static-pie $(HARD_LDFLAGS) -o $@ $(CLI_OBJS) $(CLI_REMOTE_OBJS) $(STATIC_LIB) $(CLI_LIBS)
+	@echo "  LD      $@"
+	$(Q)$(CC) -static-pie $(HARD_LDFLAGS) -o $@ $(CLI_OBJS) $(CLI_REMOTE_OBJS) $(STATIC_LIB) $(CLI_LIBS)
 
 # The dynamic half of the static CLI (src/helper/main.c): the library as it
 # is, with the plugin loader and libsubid.
 $(HELPER): $(BUILD)/obj/src/helper/main.o $(STATIC_LIB)
-	$(CC) -pie $(HARD_LDFLAGS) -o $@ $< $(STATIC_LIB) $(PKG_LIBS)
+	@echo "  LD      $@"
+	$(Q)$(CC) -pie $(HARD_LDFLAGS) -o $@ $< $(STATIC_LIB) $(PKG_LIBS)
 
 # The agent is static: it runs inside sandboxes whose root may hold no libc.
 $(AGENT): $(BUILD)/obj/src/agent/main.o $(STATIC_LIB)
-	$(CC) -static-pie $(HARD_LDFLAGS) -o $@ $< $(STATIC_LIB) $(PKG_LIBS)
+	@echo "  LD      $@"
+	$(Q)$(CC) -static-pie $(HARD_LDFLAGS) -o $@ $< $(STATIC_LIB) $(PKG_LIBS)
 
 $(BUILD)/tests/%: tests/unit/%.c $(STATIC_LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -pie $(HARD_LDFLAGS) -o $@ $< $(STATIC_LIB) $(PKG_LIBS) -lcmocka
+	@echo "  LD      $@"
+	$(Q)$(CC) $(ALL_CFLAGS) -pie $(HARD_LDFLAGS) -o $@ $< $(STATIC_LIB) $(PKG_LIBS) -lcmocka
 
 $(BUILD)/asan-tests/%: tests/unit/%.c $(BUILD)/asan/libkis-sandbox.a
 	@mkdir -p $(dir $@)
-	$(CC) $(BASE_CFLAGS) -O1 -g $(ASAN_FLAGS) -o $@ $< $(BUILD)/asan/libkis-sandbox.a $(PKG_LIBS) -lcmocka
+	@echo "  LD      $@"
+	$(Q)$(CC) $(BASE_CFLAGS) -O1 -g $(ASAN_FLAGS) -o $@ $< $(BUILD)/asan/libkis-sandbox.a $(PKG_LIBS) -lcmocka
 
 # Every binary runs even when one fails; the target fails if any did.
 check-unit: $(UNIT_BINS)
@@ -171,7 +179,8 @@ HELPER_SRCS := $(wildcard tests/helpers/*.c)
 HELPER_BINS := $(HELPER_SRCS:tests/helpers/%.c=$(BUILD)/test-helpers/%)
 $(BUILD)/test-helpers/%: tests/helpers/%.c
 	@mkdir -p $(dir $@)
-	$(CC) -std=gnu11 -D_GNU_SOURCE -O2 -Wall -Wextra -Werror -static -o $@ $<
+	@echo "  LD      $@"
+	$(Q)$(CC) -std=gnu11 -D_GNU_SOURCE -O2 -Wall -Wextra -Werror -static -o $@ $<
 
 # The test build (house rule 17, src/core/test_hook.h): the files that
 # read a test seam (KIS_TEST_GETENV, or #ifdef KIS_TEST_BUILD) compiled
@@ -196,14 +205,16 @@ $(TEST_BUILD)/obj/%.o: %.c
 
 $(TEST_KIS): $(TEST_HOOK_OBJS) $(TEST_CLI_OBJS) $(STATIC_LIB) | $(HELPER)
 	@mkdir -p $(dir $@)
-	$(CC) -static-pie $(HARD_LDFLAGS) -o $@ $(TEST_HOOK_OBJS) $(TEST_CLI_OBJS) $(STATIC_LIB) $(CLI_LIBS)
+	@echo "  LD      $@"
+	$(Q)$(CC) -static-pie $(HARD_LDFLAGS) -o $@ $(TEST_HOOK_OBJS) $(TEST_CLI_OBJS) $(STATIC_LIB) $(CLI_LIBS)
 
 $(TEST_BUILD)/kis-agent: $(AGENT)
 $(TEST_BUILD)/kis-helper: $(HELPER)
 $(TEST_BUILD)/libkis-jit.so: $(JIT_PLUGIN)
 $(TEST_LINKS):
 	@mkdir -p $(dir $@)
-	ln -f $< $@
+	@echo "  LN      $@"
+	$(Q)ln -f $< $@
 
 .PHONY: test-build
 test-build: $(TEST_KIS) $(TEST_LINKS)
