@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "core/argv.h"
+#include "core/log.h"
 #include "engine/internal.h"
 #include "engine/owner.h"
 #include "kis/sandbox.h"
@@ -40,6 +41,9 @@ int kis_run_one(struct kis_engine_ctx *ec, const struct kis_profile *p, char *co
 	if (plan_json)
 		*plan_json = NULL;
 	TRY(kis_profile_check_hatches(p, err));
+	/* the id first, so that every event of the run carries it */
+	TRY(kis_id_mint('s', res->sandbox, err));
+	_cleanup_(kis_log_scope_end) const char *log_prev = kis_log_scope(res->sandbox);
 	if (!argv || !argv[0] || !argv[0][0])
 		return kis_error_set(err, KIS_E_INVALID_ARGUMENT, 0,
 				     "no command to run: give it after '--'");
@@ -85,7 +89,6 @@ int kis_run_one(struct kis_engine_ctx *ec, const struct kis_profile *p, char *co
 
 	struct kis_run_request req = {.ctx = ctx, .profile = p, .argv = argv, .io = opts->io};
 	kis_limits_resolve(&p->limits, &req.limits);
-	TRY(kis_id_mint('s', res->sandbox, err));
 	req.sandbox_id = res->sandbox;
 	res->tier = b->tier;
 	res->backend = b->name;
@@ -182,6 +185,8 @@ int kis_run_one(struct kis_engine_ctx *ec, const struct kis_profile *p, char *co
 	req.mounts = mounts.v;
 	req.n_mounts = mounts.n;
 	req.workspace_path = ws_path;
+	kis_debug("workspace %s at %s (%s)", ws_id ? ws_id : "(none)", ws_path ? ws_path : "-",
+		  !ws_id ? "no base or workspace" : cloned ? p->keep ? "cloned, kept" : "cloned for the run" : "given");
 	req.store_dir = st ? kis_store_root(st) : NULL;
 	struct kis_ws_layers lay;
 	kis_workspace_layers_get(ec, ws_id, &lay);
@@ -199,6 +204,8 @@ int kis_run_one(struct kis_engine_ctx *ec, const struct kis_profile *p, char *co
 			kis_disk_explain(ec, ws_id, res);
 	}
 	kis_test_pause("teardown");
+	kis_debug("teardown: %s ended (%s); releasing its mounts and workspace",
+		  b->name, r < 0 ? "failed" : kis_reason_name(res->reason));
 	kis_ws_layers_free(&lay);
 	if (b->own_workspace_view)
 		kis_mounts_refresh_views(&mounts);
@@ -216,5 +223,6 @@ int kis_run_one(struct kis_engine_ctx *ec, const struct kis_profile *p, char *co
 	/* The run has undone what it made; undoing the records as well
 	 * catches what a failed step left (each reaper looks first). */
 	kis_owner_end(owner, true);
+	kis_debug("teardown done");
 	return r;
 }

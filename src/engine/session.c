@@ -25,6 +25,7 @@
 #include "core/argv.h"
 #include "core/io.h"
 #include "core/json.h"
+#include "core/log.h"
 #include "kis/session.h"
 #include "kis/store.h"
 #include "core/tree.h"
@@ -663,6 +664,7 @@ static int exec_ec(struct kis_engine_ctx *ec, const char *id, char *const *argv,
 		   const struct kis_exec_options *o, struct kis_result *res,
 		   struct kis_error **err)
 {
+	_cleanup_(kis_log_scope_end) const char *log_prev = kis_log_scope(id);
 	if (!argv || !argv[0])
 		return kis_error_set(err, KIS_E_INVALID_ARGUMENT, 0, "no command to run");
 	TRY(kis_command_size_check(argv, o->env, o->env_add, err));
@@ -812,6 +814,7 @@ static void session_unhold_mounts(struct kis_engine_ctx *ec, const char *id, jso
 static int destroy_ec(struct kis_engine_ctx *ec, const char *id, struct kis_error **err)
 {
 	TRY(kis_id_validate(id, "session id", err));
+	_cleanup_(kis_log_scope_end) const char *log_prev = kis_log_scope(id);
 	_cleanup_free_ char *spath = NULL, *dpath = NULL;
 	_cleanup_close_ int sdir = open_sessions_dir(ec, false, &spath, err);
 	if (sdir == -1)
