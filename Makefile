@@ -285,17 +285,28 @@ install: all man
 	install -m 0755 scripts/guest/fetch-kernel.sh $(DESTDIR)$(LIBKIS)/fetch-guest.sh
 	install -m 0755 $(JIT_PLUGIN) $(DESTDIR)$(LIBKIS)/libkis-jit.so
 	install -m 0755 $(HELPER) $(DESTDIR)$(LIBKIS)/kis-helper
-	@# the guest: fetched once into $(MICROVM_GUEST) (never installed on
-	@# this host as a kernel), then copied where every store reads it
-	@if [ "$(INSTALL_GUEST)" != 1 ]; then :; \
-	elif scripts/guest/fetch-kernel.sh $(MICROVM_GUEST); then \
-	  echo "install guest $(MICROVM_GUEST) -> $(DESTDIR)$(GUESTDIR)"; \
-	  install -d $(DESTDIR)$(GUESTDIR)/modules && \
-	  install -m 0644 $(MICROVM_GUEST)/vmlinuz $(MICROVM_GUEST)/kernel.release $(DESTDIR)$(GUESTDIR)/ && \
-	  install -m 0755 $(MICROVM_GUEST)/busybox $(DESTDIR)$(GUESTDIR)/ && \
-	  install -m 0644 $(MICROVM_GUEST)/modules/* $(DESTDIR)$(GUESTDIR)/modules/; \
-	else echo "install: no guest kernel (Debian's archive unreachable?): the microvm tier" \
-	  "needs 'kis sandbox guest fetch'" >&2; fi
+	@# the guest (never installed on this host as a kernel), copied where
+	@# every store reads it: one already fetched is reused (issue 43):
+	@# $(MICROVM_GUEST) (make microvm-guest, the tests), else the one the
+	@# engine finds (`kis sandbox guest path`: KIS_MICROVM_GUEST_DIR, the
+	@# store's cache that `make run` and `guest fetch` fill); else fetched
+	@# into $(MICROVM_GUEST)
+	@if [ "$(INSTALL_GUEST)" != 1 ]; then :; else \
+	  dst=$(DESTDIR)$(GUESTDIR); how="reused, not fetched again"; \
+	  if scripts/guest/fetch-kernel.sh --check $(MICROVM_GUEST); then g=$(MICROVM_GUEST); \
+	  elif g=$$($(KIS) sandbox guest path 2>/dev/null) && [ -n "$$g" ] && \
+	       scripts/guest/fetch-kernel.sh --check "$$g"; then :; \
+	  elif scripts/guest/fetch-kernel.sh $(MICROVM_GUEST); then g=$(MICROVM_GUEST); how=fetched; \
+	  else g=; fi; \
+	  if [ -z "$$g" ]; then echo "install: no guest kernel (Debian's archive unreachable?): the" \
+	    "microvm tier needs 'kis sandbox guest fetch'" >&2; \
+	  elif [ -d "$$dst" ] && [ "$$(cd "$$g" && pwd -P)" = "$$(cd "$$dst" && pwd -P)" ]; then \
+	    echo "install guest $$g: already installed there"; \
+	  else echo "install guest $$g -> $$dst ($$how)"; \
+	    install -d "$$dst/modules" && \
+	    install -m 0644 "$$g/vmlinuz" "$$g/kernel.release" "$$dst/" && \
+	    install -m 0755 "$$g/busybox" "$$dst/" && \
+	    install -m 0644 "$$g"/modules/* "$$dst/modules/"; fi; fi
 
 # What install wrote, and nothing else (the stores and their caches stay).
 uninstall:
