@@ -226,10 +226,14 @@ static void usage(FILE *f)
 	      "compact document a line (--json=pretty: indented); the error's line stays\n"
 	      "on stderr. The schemas: share/kis/schema (docs/schema). --quiet silences\n"
 	      "progress, which is shown on stderr only when stderr is a terminal.\n\n"
-	      "--log-level error|warn|info|debug (else $KIS_LOG, else warn) shows what the\n"
-	      "engine does on stderr, one line per event: 'kis[SANDBOX-ID] LEVEL: ...'.\n"
-	      "At debug: the backend chosen and why, each helper's argv, each mount and\n"
-	      "limit, the teardown.\n", f);
+	      "--log-level ", f);
+	/* the levels from the library's table (the completion reads them here) */
+	for (int l = KIS_LOG_ERROR; l < KIS_LOG__COUNT; l++)
+		fprintf(f, "%s%s", l > KIS_LOG_ERROR ? "|" : "", kis_log_level_name(l));
+	fputs(" (else $KIS_LOG, else warn) shows what the engine\n"
+	      "does on stderr, one line per event: 'kis[SANDBOX-ID] LEVEL: ...'. At debug:\n"
+	      "the backend chosen and why, each helper's argv, each mount and limit, the\n"
+	      "teardown.\n", f);
 }
 
 /* The diagnostics' level (kis/log.h): --log-level LEVEL, else $KIS_LOG,
