@@ -108,6 +108,7 @@ int cmd_backends(int argc, char **argv)
 	size_t n;
 	const struct kis_backend *const *b = kis_backends(&n);
 	unsigned hatch_nets[16] = {0}; /* each backend's network modes, for the hatches */
+	const size_t max_nets = sizeof(hatch_nets) / sizeof(hatch_nets[0]);
 	json_t *arr = json_array();
 	char wasm_engines[sizeof(((struct kis_caps *)0)->engines)] = "";
 	char vmm_jail[sizeof(((struct kis_caps *)0)->jail)] = "";
@@ -140,7 +141,7 @@ int cmd_backends(int argc, char **argv)
 			snprintf(vmm_jail, sizeof(vmm_jail), "%s", c.jail);
 		char net[64];
 		net_modes(c.present ? c.net_modes : 0, net, sizeof(net));
-		if (i < (sizeof(hatch_nets) / sizeof(hatch_nets[0])))
+		if (i < max_nets)
 			hatch_nets[i] = c.present ? c.net_modes : 0;
 		if (json) {
 			/* lists are arrays, absent values null (README, JSON output) */
@@ -192,12 +193,13 @@ int cmd_backends(int argc, char **argv)
 			json_t *ha = json_array();
 			size_t nh;
 			const struct kis_escape_hatch *h = kis_escape_hatches(&nh);
-			for (size_t k = 0; k < nh; k++)
-				if (hatch_concerns(&h[k], b[i], c.present ? c.net_modes : 0))
-					json_array_append_new(ha, json_pack("{s:s, s:s, s:s, s:s}", "name",
-									    h[k].name, "flag", h[k].flag,
-									    "field", h[k].field,
-									    "weakens", h[k].weakens));
+			for (size_t k = 0; k < nh; k++) {
+				if (!hatch_concerns(&h[k], b[i], c.present ? c.net_modes : 0))
+					continue;
+				json_array_append_new(ha, json_pack("{s:s, s:s, s:s, s:s}", "name",
+								    h[k].name, "flag", h[k].flag, "field",
+								    h[k].field, "weakens", h[k].weakens));
+			}
 			json_object_set_new(o, "escape_hatches", ha);
 			json_array_append_new(arr, o);
 			continue;
@@ -238,7 +240,7 @@ int cmd_backends(int argc, char **argv)
 	if (!json && vmm_jail[0])
 		printf("microvm VMM jail: %s\n", vmm_jail);
 	if (!json)
-		print_hatches(b, hatch_nets, n < (sizeof(hatch_nets) / sizeof(hatch_nets[0])) ? n : (sizeof(hatch_nets) / sizeof(hatch_nets[0])));
+		print_hatches(b, hatch_nets, n < max_nets ? n : max_nets);
 	kis_guest_info_release(&guest);
 	if (json)
 		return cli_print_json(arr);

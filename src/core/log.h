@@ -30,6 +30,7 @@ void kis_log_write(enum kis_log_level l, const char *fmt, ...)
 		if (kis_log_on(l))              \
 			kis_log_write(l, __VA_ARGS__); \
 	} while (0)
+#define kis_info(...) kis_log(KIS_LOG_INFO, __VA_ARGS__)
 #define kis_debug(...) kis_log(KIS_LOG_DEBUG, __VA_ARGS__)
 
 /* An argv as one event: "MESSAGE: 'a' 'b c' ..." (each word quoted as a

@@ -186,7 +186,8 @@ int kis_run_one(struct kis_engine_ctx *ec, const struct kis_profile *p, char *co
 	req.n_mounts = mounts.n;
 	req.workspace_path = ws_path;
 	kis_debug("workspace %s at %s (%s)", ws_id ? ws_id : "(none)", ws_path ? ws_path : "-",
-		  !ws_id ? "no base or workspace" : cloned ? p->keep ? "cloned, kept" : "cloned for the run" : "given");
+		  !ws_id ? "no base or workspace" : !cloned ? "given" :
+		  p->keep ? "cloned, kept" : "cloned for the run");
 	req.store_dir = st ? kis_store_root(st) : NULL;
 	struct kis_ws_layers lay;
 	kis_workspace_layers_get(ec, ws_id, &lay);
@@ -204,8 +205,8 @@ int kis_run_one(struct kis_engine_ctx *ec, const struct kis_profile *p, char *co
 			kis_disk_explain(ec, ws_id, res);
 	}
 	kis_test_pause("teardown");
-	kis_debug("teardown: %s ended (%s); releasing its mounts and workspace",
-		  b->name, r < 0 ? "failed" : kis_reason_name(res->reason));
+	kis_info("teardown: %s ended (%s); releasing its mounts and workspace",
+		 b->name, r < 0 ? "failed" : kis_reason_name(res->reason));
 	kis_ws_layers_free(&lay);
 	if (b->own_workspace_view)
 		kis_mounts_refresh_views(&mounts);
