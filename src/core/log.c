@@ -42,10 +42,13 @@ int kis_log_configure(const char *value, const char *what, enum kis_log_level de
 			what = "KIS_LOG";
 		}
 	}
-	int l = value ? kis_name_index(level_names, KIS_LOG__COUNT, value) : (int)def;
+	/* "off" is the library's silence, not a level a user gives: the
+	 * names start at error */
+	int l = !value ? (int)def :
+		kis_name_index(level_names + KIS_LOG_ERROR, KIS_LOG__COUNT - KIS_LOG_ERROR, value);
+	if (value && l >= 0)
+		l += KIS_LOG_ERROR;
 	if (l < 0) {
-		/* "off" is the library's silence, not a choice the CLI offers:
-		 * the names a user may give start at error */
 		char expect[128];
 		kis_names_expect(level_names + KIS_LOG_ERROR, KIS_LOG__COUNT - KIS_LOG_ERROR, expect,
 				 sizeof(expect));
