@@ -241,3 +241,18 @@ def test_quiet_build_prints_no_full_ar_or_link_lines():
     p = subprocess.run(["make", "-n", "-B", "V=0", "build/libkis-sandbox.a"], cwd=ROOT,
                        capture_output=True, text=True, timeout=120)
     assert re.search(r'^echo "  AR      build/libkis-sandbox\.a"', p.stdout, re.M), p.stdout[-500:]
+
+
+def test_debug_shows_each_mount_of_a_run(own_store, tmp_path):
+    _host_backend()
+    (tmp_path / "t").mkdir()
+    (tmp_path / "t" / "f").write_text("x")
+    base = kis("base", "import", str(tmp_path / "t")).stdout.strip()
+    p = subprocess.run([str(KIS), "sandbox", "run", "--log-level", "debug", "--json", "--tier",
+                        "host", "--mount", f"{base}:/data", "--", "cat", "/data/f"],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    doc = json.loads(p.stdout)
+    assert doc["stdout"] == "x"
+    msgs = [m["msg"] for m in _events(p.stderr) if m["id"] == _run_id(doc)]
+    assert any(re.match(rf"mount base {base} at /data, read-only: \S+", m) for m in msgs), msgs
