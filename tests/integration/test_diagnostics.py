@@ -185,8 +185,11 @@ def test_completion_offers_mount_ids(own_store, tmp_path):
     base = kis("base", "import", str(tmp_path / "t")).stdout.strip()
     ws = kis("clone", base).stdout.strip()
     assert base.startswith("b-") and ws.startswith("w-")
-    got = _complete(["kis sandbox run --mount ", "kis sandbox run --mount b-",
-                     f"kis sandbox run --mount {base}:"], tmp_path)
+    try:
+        got = _complete(["kis sandbox run --mount ", "kis sandbox run --mount b-",
+                         f"kis sandbox run --mount {base}:"], tmp_path)
+    finally:
+        kis("destroy", ws)  # an overlay clone is a mount: the store's to remove
     assert sorted(got["kis sandbox run --mount "]) == sorted([f"{base}:", f"{ws}:"])
     assert got["kis sandbox run --mount b-"] == [f"{base}:"]
     assert got[f"kis sandbox run --mount {base}:"] == []
