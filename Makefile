@@ -122,38 +122,46 @@ $(BUILD)/asan/%.o: %.c
 
 $(STATIC_LIB): $(LIB_OBJS)
 	@mkdir -p $(dir $@)
-	rm -f $@ && ar rcs $@ $^
+	@echo "  AR      $@"
+	$(Q)rm -f $@ && ar rcs $@ $^
 
 # The ABI: soname libkis-sandbox.so.0, and exactly the symbols the version
 # script lists (the KIS_API declarations of include/kis; make check-abi).
 LIB_MAP := src/libkis-sandbox.map
 $(SHARED_LIB): $(LIB_OBJS) $(LIB_MAP)
-	$(CC) -shared -Wl,-soname,libkis-sandbox.so.0 -Wl,--version-script,$(LIB_MAP) \
+	@echo "  LD      $@"
+	$(Q)$(CC) -shared -Wl,-soname,libkis-sandbox.so.0 -Wl,--version-script,$(LIB_MAP) \
 	  $(HARD_LDFLAGS) -o $@ $(LIB_OBJS) $(PKG_LIBS)
 
 $(BUILD)/asan/libkis-sandbox.a: $(ASAN_LIB_OBJS)
 	@mkdir -p $(dir $@)
-	rm -f $@ && ar rcs $@ $^
+	@echo "  AR      $@"
+	$(Q)rm -f $@ && ar rcs $@ $^
 
 $(KIS): $(CLI_OBJS) $(CLI_REMOTE_OBJS) $(STATIC_LIB) | $(HELPER)
-	$(CC) -static-pie $(HARD_LDFLAGS) -o $@ $(CLI_OBJS) $(CLI_REMOTE_OBJS) $(STATIC_LIB) $(CLI_LIBS)
+	@echo "  LD      $@"
+	$(Q)$(CC) -static-pie $(HARD_LDFLAGS) -o $@ $(CLI_OBJS) $(CLI_REMOTE_OBJS) $(STATIC_LIB) $(CLI_LIBS)
 
 # The dynamic half of the static CLI (src/helper/main.c): the library as it
 # is, with the plugin loader and libsubid.
 $(HELPER): $(BUILD)/obj/src/helper/main.o $(STATIC_LIB)
-	$(CC) -pie $(HARD_LDFLAGS) -o $@ $< $(STATIC_LIB) $(PKG_LIBS)
+	@echo "  LD      $@"
+	$(Q)$(CC) -pie $(HARD_LDFLAGS) -o $@ $< $(STATIC_LIB) $(PKG_LIBS)
 
 # The agent is static: it runs inside sandboxes whose root may hold no libc.
 $(AGENT): $(BUILD)/obj/src/agent/main.o $(STATIC_LIB)
-	$(CC) -static-pie $(HARD_LDFLAGS) -o $@ $< $(STATIC_LIB) $(PKG_LIBS)
+	@echo "  LD      $@"
+	$(Q)$(CC) -static-pie $(HARD_LDFLAGS) -o $@ $< $(STATIC_LIB) $(PKG_LIBS)
 
 $(BUILD)/tests/%: tests/unit/%.c $(STATIC_LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -pie $(HARD_LDFLAGS) -o $@ $< $(STATIC_LIB) $(PKG_LIBS) -lcmocka
+	@echo "  LD      $@"
+	$(Q)$(CC) $(ALL_CFLAGS) -pie $(HARD_LDFLAGS) -o $@ $< $(STATIC_LIB) $(PKG_LIBS) -lcmocka
 
 $(BUILD)/asan-tests/%: tests/unit/%.c $(BUILD)/asan/libkis-sandbox.a
 	@mkdir -p $(dir $@)
-	$(CC) $(BASE_CFLAGS) -O1 -g $(ASAN_FLAGS) -o $@ $< $(BUILD)/asan/libkis-sandbox.a $(PKG_LIBS) -lcmocka
+	@echo "  LD      $@"
+	$(Q)$(CC) $(BASE_CFLAGS) -O1 -g $(ASAN_FLAGS) -o $@ $< $(BUILD)/asan/libkis-sandbox.a $(PKG_LIBS) -lcmocka
 
 # Every binary runs even when one fails; the target fails if any did.
 check-unit: $(UNIT_BINS)
@@ -171,7 +179,8 @@ HELPER_SRCS := $(wildcard tests/helpers/*.c)
 HELPER_BINS := $(HELPER_SRCS:tests/helpers/%.c=$(BUILD)/test-helpers/%)
 $(BUILD)/test-helpers/%: tests/helpers/%.c
 	@mkdir -p $(dir $@)
-	$(CC) -std=gnu11 -D_GNU_SOURCE -O2 -Wall -Wextra -Werror -static -o $@ $<
+	@echo "  LD      $@"
+	$(Q)$(CC) -std=gnu11 -D_GNU_SOURCE -O2 -Wall -Wextra -Werror -static -o $@ $<
 
 # The test build (house rule 17, src/core/test_hook.h): the files that
 # read a test seam (KIS_TEST_GETENV, or #ifdef KIS_TEST_BUILD) compiled
@@ -196,14 +205,16 @@ $(TEST_BUILD)/obj/%.o: %.c
 
 $(TEST_KIS): $(TEST_HOOK_OBJS) $(TEST_CLI_OBJS) $(STATIC_LIB) | $(HELPER)
 	@mkdir -p $(dir $@)
-	$(CC) -static-pie $(HARD_LDFLAGS) -o $@ $(TEST_HOOK_OBJS) $(TEST_CLI_OBJS) $(STATIC_LIB) $(CLI_LIBS)
+	@echo "  LD      $@"
+	$(Q)$(CC) -static-pie $(HARD_LDFLAGS) -o $@ $(TEST_HOOK_OBJS) $(TEST_CLI_OBJS) $(STATIC_LIB) $(CLI_LIBS)
 
 $(TEST_BUILD)/kis-agent: $(AGENT)
 $(TEST_BUILD)/kis-helper: $(HELPER)
 $(TEST_BUILD)/libkis-jit.so: $(JIT_PLUGIN)
 $(TEST_LINKS):
 	@mkdir -p $(dir $@)
-	ln -f $< $@
+	@echo "  LN      $@"
+	$(Q)ln -f $< $@
 
 .PHONY: test-build
 test-build: $(TEST_KIS) $(TEST_LINKS)
@@ -274,17 +285,28 @@ install: all man
 	install -m 0755 scripts/guest/fetch-kernel.sh $(DESTDIR)$(LIBKIS)/fetch-guest.sh
 	install -m 0755 $(JIT_PLUGIN) $(DESTDIR)$(LIBKIS)/libkis-jit.so
 	install -m 0755 $(HELPER) $(DESTDIR)$(LIBKIS)/kis-helper
-	@# the guest: fetched once into $(MICROVM_GUEST) (never installed on
-	@# this host as a kernel), then copied where every store reads it
-	@if [ "$(INSTALL_GUEST)" != 1 ]; then :; \
-	elif scripts/guest/fetch-kernel.sh $(MICROVM_GUEST); then \
-	  echo "install guest $(MICROVM_GUEST) -> $(DESTDIR)$(GUESTDIR)"; \
-	  install -d $(DESTDIR)$(GUESTDIR)/modules && \
-	  install -m 0644 $(MICROVM_GUEST)/vmlinuz $(MICROVM_GUEST)/kernel.release $(DESTDIR)$(GUESTDIR)/ && \
-	  install -m 0755 $(MICROVM_GUEST)/busybox $(DESTDIR)$(GUESTDIR)/ && \
-	  install -m 0644 $(MICROVM_GUEST)/modules/* $(DESTDIR)$(GUESTDIR)/modules/; \
-	else echo "install: no guest kernel (Debian's archive unreachable?): the microvm tier" \
-	  "needs 'kis sandbox guest fetch'" >&2; fi
+	@# the guest (never installed on this host as a kernel), copied where
+	@# every store reads it: one already fetched is reused (issue 43):
+	@# $(MICROVM_GUEST) (make microvm-guest, the tests), else the one the
+	@# engine finds (`kis sandbox guest path`: KIS_MICROVM_GUEST_DIR, the
+	@# store's cache that `make run` and `guest fetch` fill); else fetched
+	@# into $(MICROVM_GUEST)
+	@if [ "$(INSTALL_GUEST)" != 1 ]; then :; else \
+	  dst=$(DESTDIR)$(GUESTDIR); how="reused, not fetched again"; \
+	  if scripts/guest/fetch-kernel.sh --check $(MICROVM_GUEST); then g=$(MICROVM_GUEST); \
+	  elif g=$$($(KIS) sandbox guest path 2>/dev/null) && [ -n "$$g" ] && \
+	       scripts/guest/fetch-kernel.sh --check "$$g"; then :; \
+	  elif scripts/guest/fetch-kernel.sh $(MICROVM_GUEST); then g=$(MICROVM_GUEST); how=fetched; \
+	  else g=; fi; \
+	  if [ -z "$$g" ]; then echo "install: no guest kernel (Debian's archive unreachable?): the" \
+	    "microvm tier needs 'kis sandbox guest fetch'" >&2; \
+	  elif [ -d "$$dst" ] && [ "$$(cd "$$g" && pwd -P)" = "$$(cd "$$dst" && pwd -P)" ]; then \
+	    echo "install guest $$g: already installed there"; \
+	  else echo "install guest $$g -> $$dst ($$how)"; \
+	    install -d "$$dst/modules" && \
+	    install -m 0644 "$$g/vmlinuz" "$$g/kernel.release" "$$dst/" && \
+	    install -m 0755 "$$g/busybox" "$$dst/" && \
+	    install -m 0644 "$$g"/modules/* "$$dst/modules/"; fi; fi
 
 # What install wrote, and nothing else (the stores and their caches stay).
 uninstall:

@@ -79,18 +79,18 @@ pss_sum() { # MiB of PSS over the pids on stdin
 		t=$((t + ${v:-0})); done; echo $((t / 1024))
 }
 restore_ms() { # engine: from the disks made to the guest's first reply
-	out=$(KIS_MICROVM_GUEST_DIR=$2 KIS_SANDBOX_ROOT=$3 KIS_MICROVM_TRACE=1 ${4:-} "$1" sandbox run --tier microvm -- true 2>&1 >/dev/null)
-	s=$(echo "$out" | sed -n 's/^microvm: *\([0-9]*\) ms disks made/\1/p')
-	a=$(echo "$out" | sed -n 's/^microvm: *\([0-9]*\) ms guest answered/\1/p')
+	out=$(KIS_MICROVM_GUEST_DIR=$2 KIS_SANDBOX_ROOT=$3 KIS_LOG=debug ${4:-} "$1" sandbox run --tier microvm -- true 2>&1 >/dev/null)
+	s=$(echo "$out" | sed -n 's/^.* debug: microvm: *\([0-9]*\) ms disks made/\1/p')
+	a=$(echo "$out" | sed -n 's/^.* debug: microvm: *\([0-9]*\) ms guest answered/\1/p')
 	echo $((a - s))
 }
 
 jail_ms() { # engine: the jail's own steps, from its cgroup to QEMU's exec
-	out=$(KIS_MICROVM_GUEST_DIR=$2 KIS_SANDBOX_ROOT=$3 KIS_MICROVM_TRACE=1 "$1" sandbox run --tier microvm -- true 2>&1 >/dev/null)
-	s=$(echo "$out" | sed -n 's/^microvm: *\([0-9]*\) ms disks made/\1/p')
-	j0=$(echo "$out" | sed -n 's/^microvm: *\([0-9]*\) ms jail: start/\1/p')
-	j1=$(echo "$out" | sed -n "s/^microvm: *\\([0-9]*\\) ms jail: vmm exec'd/\\1/p")
-	a=$(echo "$out" | sed -n 's/^microvm: *\([0-9]*\) ms guest answered/\1/p')
+	out=$(KIS_MICROVM_GUEST_DIR=$2 KIS_SANDBOX_ROOT=$3 KIS_LOG=debug "$1" sandbox run --tier microvm -- true 2>&1 >/dev/null)
+	s=$(echo "$out" | sed -n 's/^.* debug: microvm: *\([0-9]*\) ms disks made/\1/p')
+	j0=$(echo "$out" | sed -n 's/^.* debug: microvm: *\([0-9]*\) ms jail: start/\1/p')
+	j1=$(echo "$out" | sed -n "s/^.* debug: microvm: *\\([0-9]*\\) ms jail: vmm exec'd/\\1/p")
+	a=$(echo "$out" | sed -n 's/^.* debug: microvm: *\([0-9]*\) ms guest answered/\1/p')
 	[ -n "$j0" ] && [ -n "$j1" ] && echo "$((j1 - j0)) $((a - s))"
 }
 

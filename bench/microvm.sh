@@ -23,9 +23,9 @@ KIS=build/kis
 $KIS sandbox run --tier microvm -- true
 # phase times from the backend's trace: "qemu started" to "guest answered"
 phase() { # phase NOSNAP -> ms from QEMU's start to the guest's first reply
-	out=$(env ${1:+KIS_MICROVM_NO_SNAPSHOT=1} KIS_MICROVM_TRACE=1 $KIS sandbox run --tier microvm -- true 2>&1 >/dev/null)
-	s=$(echo "$out" | sed -n 's/^microvm: *\([0-9]*\) ms qemu started.*/\1/p')
-	a=$(echo "$out" | sed -n 's/^microvm: *\([0-9]*\) ms guest answered/\1/p')
+	out=$(env ${1:+KIS_MICROVM_NO_SNAPSHOT=1} KIS_LOG=debug $KIS sandbox run --tier microvm -- true 2>&1 >/dev/null)
+	s=$(echo "$out" | sed -n 's/^.* debug: microvm: *\([0-9]*\) ms qemu started.*/\1/p')
+	a=$(echo "$out" | sed -n 's/^.* debug: microvm: *\([0-9]*\) ms guest answered/\1/p')
 	echo $((a - s))
 }
 med() { sort -n | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'; }

@@ -26,7 +26,7 @@ import subprocess
 import sys
 import time
 
-PHASES = [  # trace labels (src/backends/microvm, KIS_MICROVM_TRACE), in order
+PHASES = [  # trace labels (src/backends/microvm, debug events of KIS_LOG=debug), in order
     ("disks", "disks made"),
     ("snapshot+memfd", "snapshot and its memory found"),
     ("jail", "jail: vmm exec'd"),
@@ -35,7 +35,7 @@ PHASES = [  # trace labels (src/backends/microvm, KIS_MICROVM_TRACE), in order
     ("to 1st reply", "guest answered"),
     ("guest config", "guest configured"),
 ]
-TRACE = re.compile(r"^microvm: +(\d+) ms (.*)$")
+TRACE = re.compile(r"^kis\S* debug: microvm: +(\d+) ms (.*)$")
 
 
 def uptime():
@@ -57,11 +57,11 @@ class Build:
         if not os.path.exists(os.path.join(self.guest, "modules")):
             shutil.copytree(os.path.join(guest_src, "modules"), os.path.join(self.guest, "modules"))
         self.env = dict(os.environ, KIS_SANDBOX_ROOT=self.store, KIS_MICROVM_GUEST_DIR=self.guest)
-        self.env.pop("KIS_MICROVM_TRACE", None)
+        self.env.pop("KIS_LOG", None)
         self.up = []
 
     def run(self, args, trace=False):
-        env = dict(self.env, KIS_MICROVM_TRACE="1") if trace else self.env
+        env = dict(self.env, KIS_LOG="debug") if trace else self.env
         t = time.monotonic()
         ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
         p = subprocess.run([self.kis, "sandbox"] + args, env=env, capture_output=True, text=True)

@@ -16,7 +16,8 @@ $(BUILD)/bench-obj/%.o: %.c
 # the bench objects first: the archive's vm.o is then never pulled in
 $(BUILD)/bench/kis-unjailed: $(CLI_OBJS) $(BENCH_UNJAILED_OBJS) $(STATIC_LIB)
 	@mkdir -p $(dir $@)
-	$(CC) -pie $(HARD_LDFLAGS) -o $@ $(CLI_OBJS) $(BENCH_UNJAILED_OBJS) $(STATIC_LIB) $(PKG_LIBS)
+	@echo "  LD      $@"
+	$(Q)$(CC) -pie $(HARD_LDFLAGS) -o $@ $(CLI_OBJS) $(BENCH_UNJAILED_OBJS) $(STATIC_LIB) $(PKG_LIBS)
 
 -include $(BENCH_UNJAILED_OBJS:.o=.d)
 
@@ -31,12 +32,15 @@ bench-tools: $(BENCH_TOOLS)
 
 $(BUILD)/bench/startup: bench/startup.c
 	@mkdir -p $(dir $@)
-	$(BENCH_CC) -o $@ $<
+	@echo "  LD      $@"
+	$(Q)$(BENCH_CC) -o $@ $<
 
 $(BUILD)/bench/empty-glibc: bench/empty.c
 	@mkdir -p $(dir $@)
-	$(BENCH_CC) -static-pie -o $@ $<
+	@echo "  LD      $@"
+	$(Q)$(BENCH_CC) -static-pie -o $@ $<
 
 $(BUILD)/bench/empty-nolibc: bench/empty.c
 	@mkdir -p $(dir $@)
-	$(BENCH_CC) -DNOLIBC -nostdlib -static -o $@ $<
+	@echo "  LD      $@"
+	$(Q)$(BENCH_CC) -DNOLIBC -nostdlib -static -o $@ $<

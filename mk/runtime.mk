@@ -17,10 +17,12 @@ RUNTIME_LIB_OBJS := $(filter-out %/main.o,$(RUNTIME_OBJS))
 ASAN_RUNTIME_OBJS := $(filter-out %/main.o,$(RUNTIME_SRCS:%.c=$(BUILD)/asan/%.o))
 $(BUILD)/tests/test_runtime_policy: tests/unit/test_runtime_policy.c $(RUNTIME_LIB_OBJS) $(STATIC_LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -pie $(HARD_LDFLAGS) -o $@ $< $(RUNTIME_LIB_OBJS) $(STATIC_LIB) $(PKG_LIBS) -lcmocka
+	@echo "  LD      $@"
+	$(Q)$(CC) $(ALL_CFLAGS) -pie $(HARD_LDFLAGS) -o $@ $< $(RUNTIME_LIB_OBJS) $(STATIC_LIB) $(PKG_LIBS) -lcmocka
 $(BUILD)/asan-tests/test_runtime_policy: tests/unit/test_runtime_policy.c $(ASAN_RUNTIME_OBJS) $(BUILD)/asan/libkis-sandbox.a
 	@mkdir -p $(dir $@)
-	$(CC) $(BASE_CFLAGS) -O1 -g $(ASAN_FLAGS) -o $@ $< $(ASAN_RUNTIME_OBJS) $(BUILD)/asan/libkis-sandbox.a $(PKG_LIBS) -lcmocka
+	@echo "  LD      $@"
+	$(Q)$(CC) $(BASE_CFLAGS) -O1 -g $(ASAN_FLAGS) -o $@ $< $(ASAN_RUNTIME_OBJS) $(BUILD)/asan/libkis-sandbox.a $(PKG_LIBS) -lcmocka
 -include $(ASAN_RUNTIME_OBJS:.o=.d)
 
 # kis-runtime-<tier>: the same binary with its tier pinned by its name, for

@@ -13,7 +13,8 @@ WASM_KNOWN_FAILURES := tests/wasm/known-failures.txt
 CHECK_TARGETS += check-wasm
 
 $(SPECTEST): $(SPECTEST_OBJS) $(STATIC_LIB) | $(JIT_PLUGIN)
-	$(CC) -pie $(HARD_LDFLAGS) -o $@ $(SPECTEST_OBJS) $(STATIC_LIB) $(PKG_LIBS)
+	@echo "  LD      $@"
+	$(Q)$(CC) -pie $(HARD_LDFLAGS) -o $@ $(SPECTEST_OBJS) $(STATIC_LIB) $(PKG_LIBS)
 
 # Every spec file (SIMD's simd_*.wast included), and our own regression
 # scripts in tests/wasm/.
@@ -173,13 +174,15 @@ JIT_LOAD_DEFS := -DKIS_JIT_PLUGIN='"$(PREFIX)/lib/kis/libkis-jit.so"' \
 $(BUILD)/obj/src/wasm/jit_load.o: ALL_CFLAGS += $(JIT_LOAD_DEFS)
 $(BUILD)/asan/src/wasm/jit_load.o: BASE_CFLAGS += $(JIT_LOAD_DEFS)
 $(JIT_PLUGIN): $(BUILD)/obj/src/wasm/jit_llvm.o
-	$(CC) -shared $(HARD_LDFLAGS) -Wl,-z,defs -o $@ $< $(LLVM_LIBS)
+	@echo "  LD      $@"
+	$(Q)$(CC) -shared $(HARD_LDFLAGS) -Wl,-z,defs -o $@ $< $(LLVM_LIBS)
 
 # Benchmark: kernels in bench/wasm/*.c run in our interpreter, in wabt's
 # wasm-interp and natively (bench/wasm/bench.sh prints the table).
 WASM_RUN := $(BUILD)/kis-wasm-run
 $(WASM_RUN): $(BUILD)/obj/bench/wasm/run.o $(STATIC_LIB) | $(JIT_PLUGIN)
-	$(CC) -pie $(HARD_LDFLAGS) -o $@ $< $(STATIC_LIB) $(PKG_LIBS)
+	@echo "  LD      $@"
+	$(Q)$(CC) -pie $(HARD_LDFLAGS) -o $@ $< $(STATIC_LIB) $(PKG_LIBS)
 
 # test_wasm_jit.py drives both engines through it (the edge and the
 # differential tests): make check builds it rather than skip them.

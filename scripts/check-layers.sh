@@ -36,7 +36,7 @@ allowed() {
 # what implements it.
 header_layer() {
 	case "$1" in
-	kis/error.h|kis/id.h|kis/result.h|kis/limits.h|kis/profile.h|kis/io.h) echo core ;;
+	kis/error.h|kis/id.h|kis/result.h|kis/limits.h|kis/profile.h|kis/io.h|kis/log.h) echo core ;;
 	kis/store.h) echo store ;;
 	kis/wasm.h) echo wasm ;;
 	kis/backend.h) echo backends ;;

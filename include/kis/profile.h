@@ -117,6 +117,21 @@ KIS_API int kis_profile_merge_file(struct kis_profile *p, const char *path, stru
 KIS_API int kis_profile_set(struct kis_profile *p, const char *path, const char *value,
 			    struct kis_error **err);
 
+/* The named escape hatches (README, Security): what weakens the boundary
+ * to nothing, off unless a command line or profile names it. One table:
+ * kis_profile_check_hatches refuses by it and `kis sandbox backends`
+ * lists it. */
+struct kis_escape_hatch {
+	const char *name;    /* "allow_process_tier" */
+	const char *flag;    /* the CLI's flag, "--allow-process-tier" */
+	const char *field;   /* the profile's field, "escape_hatch.allow_process_tier" */
+	const char *weakens; /* "the process tier runs unconfined" */
+	enum kis_tier tier;  /* the tier it opens, or KIS_TIER__COUNT */
+	enum kis_net_mode net; /* the network mode it opens, or KIS_NET__COUNT */
+};
+#define KIS_ESCAPE_HATCHES 2
+KIS_API const struct kis_escape_hatch *kis_escape_hatches(size_t *n);
+
 /* Cross-field checks that need no backend: the escape hatches. */
 KIS_API int kis_profile_check_hatches(const struct kis_profile *p, struct kis_error **err);
 

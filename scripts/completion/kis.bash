@@ -15,12 +15,33 @@ _kis_ids() { # KIND(base|workspace|session) KIS [STORE-ROOT]
 	"$kis" sandbox "$kind" list "${sr[@]}" 2>/dev/null | awk 'NR > 1 { print $1 }'
 }
 
-_kis_choices() { # KIS FLAG: the values FLAG takes, as `kis sandbox run --help`
-	# lists them ("--tier auto|process|..."): the help writes them from the
-	# library's own tables (src/core/names.c, the backends' registry), so
-	# no list of tiers, network modes or backends is kept here
-	"$1" sandbox run --help 2>/dev/null |
-		awk -v f="$2" '$1 == f && $2 ~ /[|]/ { gsub(/[|]/, " ", $2); print $2; exit }'
+_kis_choices() { # FLAG KIS ARGS...: the values FLAG takes, as `KIS ARGS --help`
+	# lists them: "--tier auto|process|...", "--accel A  auto|kvm|tcg: ...",
+	# "[--strategy auto|reflink|...]" (the first word after FLAG that holds
+	# a '|'). The help writes the tiers, network modes, backends and log
+	# levels from the library's own tables (src/core/names.c, the backends'
+	# registry, src/core/log.c), so no list of values is kept here.
+	local f=$1
+	shift
+	"$@" --help 2>/dev/null |
+		awk -v f="$f" '{
+			for (j = 1; j <= NF; j++) {
+				w = $j; sub(/^\[/, "", w); sub(/=.*/, "", w)
+				if (w != f) continue
+				for (k = j + 1; k <= j + 2 && k <= NF; k++)
+					if ($k ~ /[|]/) {
+						v = $k; gsub(/[\[\]:,()]/, "", v); gsub(/[|]/, " ", v)
+						print v; exit
+					}
+			}
+		}'
+}
+
+_kis_mount_ids() { # KIS STORE-ROOT: "ID:" for every base and workspace
+	local id
+	for id in $(_kis_ids base "$1" "$2") $(_kis_ids workspace "$1" "$2"); do
+		printf '%s:\n' "$id"
+	done
 }
 
 _kis() {
@@ -72,15 +93,26 @@ _kis() {
 	--workspace) COMPREPLY=($(compgen -W "$(_kis_ids workspace "$kis" "$root")" -- "$cur")); return ;;
 	--store-root | --dir) COMPREPLY=($(compgen -d -- "$cur")); return ;;
 	--profile) COMPREPLY=($(compgen -f -- "$cur")); return ;;
-	--tier | --backend | --net | --root)
-		COMPREPLY=($(compgen -W "$(_kis_choices "$kis" "$prev")" -- "$cur")); return ;;
-	--strategy) COMPREPLY=($(compgen -W "auto reflink overlay copy" -- "$cur")); return ;;
-	--accel) COMPREPLY=($(compgen -W "auto kvm tcg" -- "$cur")); return ;;
+	--log-level) # a global flag: its levels are in `kis --help`
+		COMPREPLY=($(compgen -W "$(_kis_choices "$prev" "$kis")" -- "$cur")); return ;;
+	--mount) # ID:TARGET[:ro]: the ids first, then the target is the user's
+		if [[ $cur != *:* ]]; then
+			COMPREPLY=($(compgen -W "$(_kis_mount_ids "$kis" "$root")" -- "$cur"))
+			((${#COMPREPLY[@]})) && compopt -o nospace 2>/dev/null
+		fi
+		return ;;
+	--*) # an enum flag of this verb: its values, as its help lists them
+		local vals
+		vals=$(_kis_choices "$prev" "$kis" sandbox "$verb" ${sub:+"$sub"})
+		if [[ -n $vals ]]; then
+			COMPREPLY=($(compgen -W "$vals" -- "$cur"))
+			return
+		fi ;;
 	esac
 	if [[ $cur == -* ]]; then
 		local flags
 		flags=$("$kis" sandbox "$verb" ${sub:+"$sub"} --help 2>/dev/null | grep -oE -- '--[a-z][a-z-]*' | sort -u)
-		COMPREPLY=($(compgen -W "$flags --help --quiet" -- "$cur"))
+		COMPREPLY=($(compgen -W "$flags --help --quiet --log-level" -- "$cur"))
 		return
 	fi
 	# the positional argument: an id of the kind the verb names

@@ -6,10 +6,15 @@
 # dependencies, in load order) and a static busybox.
 # Usage: fetch-kernel.sh [DIR]   (default: $KIS_MICROVM_GUEST_DIR, else
 # ${KIS_SANDBOX_ROOT:-$XDG_STATE_HOME/kis/sandbox}/cache/guest). Idempotent.
+#        fetch-kernel.sh --check DIR: exit 0 when DIR holds a complete guest
+# (this script's module list), 1 otherwise; fetches nothing (make install
+# asks before it fetches, to reuse a guest already fetched).
 # KIS_PROGRESS=1 (what `kis sandbox guest fetch` sets when stderr is a
 # terminal and --quiet was not given): say each step on stderr, and let
 # apt-get draw its download progress there.
 set -eu
+CHECK=0
+if [ "${1:-}" = --check ]; then CHECK=1; shift; fi
 PROGRESS=${KIS_PROGRESS:-0}
 say() { if [ "$PROGRESS" = 1 ]; then echo "guest: $*" >&2; fi; }
 dl() { # apt-get download PKG, its progress on stderr when wanted
@@ -37,6 +42,7 @@ fi
 WANT="virtio_mmio virtio_console virtio_blk ext4 overlay virtio_net"
 [ -s "$DIR/vmlinuz" ] && [ -s "$DIR/modules/load" ] && [ -x "$DIR/busybox" ] &&
 	[ "$(cat "$DIR/modules/wanted" 2>/dev/null)" = "$WANT" ] && exit 0
+[ "$CHECK" = 1 ] && exit 1
 mkdir -p "$DIR"
 DIR=$(cd "$DIR" && pwd) # the work below happens in a temporary directory
 TMP=$(mktemp -d "$DIR/.fetch.XXXXXX")

@@ -23,6 +23,34 @@ static void net_modes(unsigned bits, char *buf, size_t n)
 		snprintf(buf, n, "-");
 }
 
+/* Whether the escape hatch h opens something of backend b (its tier, or a
+ * network mode it offers): the hatch must be named to use that. */
+static bool hatch_concerns(const struct kis_escape_hatch *h, const struct kis_backend *b,
+			   unsigned net_modes)
+{
+	return (h->tier != KIS_TIER__COUNT && b->tier == h->tier) ||
+	       (h->net != KIS_NET__COUNT && (net_modes & (1u << h->net)));
+}
+
+/* The named escape hatches (README, Security), each with what it
+ * weakens and the backends it opens something of. */
+static void print_hatches(const struct kis_backend *const *b, const unsigned *net_modes, size_t n)
+{
+	size_t nh;
+	const struct kis_escape_hatch *h = kis_escape_hatches(&nh);
+	printf("\nescape hatches (refused as escape_hatch_forbidden unless named):\n");
+	for (size_t k = 0; k < nh; k++) {
+		printf("  %-22s %-34s %s; concerns:", h[k].flag, h[k].field, h[k].weakens);
+		bool any = false;
+		for (size_t i = 0; i < n; i++)
+			if (hatch_concerns(&h[k], b[i], net_modes[i])) {
+				printf("%s %s", any ? "," : "", b[i]->name);
+				any = true;
+			}
+		printf("%s\n", any ? "" : " no backend of this build");
+	}
+}
+
 static const char *yes_no(bool b)
 {
 	return b ? "yes" : "-";
@@ -79,6 +107,8 @@ int cmd_backends(int argc, char **argv)
 	}
 	size_t n;
 	const struct kis_backend *const *b = kis_backends(&n);
+	unsigned hatch_nets[16] = {0}; /* each backend's network modes, for the hatches */
+	const size_t max_nets = sizeof(hatch_nets) / sizeof(hatch_nets[0]);
 	json_t *arr = json_array();
 	char wasm_engines[sizeof(((struct kis_caps *)0)->engines)] = "";
 	char vmm_jail[sizeof(((struct kis_caps *)0)->jail)] = "";
@@ -111,6 +141,8 @@ int cmd_backends(int argc, char **argv)
 			snprintf(vmm_jail, sizeof(vmm_jail), "%s", c.jail);
 		char net[64];
 		net_modes(c.present ? c.net_modes : 0, net, sizeof(net));
+		if (i < max_nets)
+			hatch_nets[i] = c.present ? c.net_modes : 0;
 		if (json) {
 			/* lists are arrays, absent values null (README, JSON output) */
 			json_t *na = json_array();
@@ -156,6 +188,19 @@ int cmd_backends(int argc, char **argv)
 						  kis_guest_source_name(guest.source), "path",
 						  guest.assets, "cache", guest.cache) :
 					json_null());
+			/* the named escape hatches this backend needs for a tier or
+			 * a network mode (kis_escape_hatches) */
+			json_t *ha = json_array();
+			size_t nh;
+			const struct kis_escape_hatch *h = kis_escape_hatches(&nh);
+			for (size_t k = 0; k < nh; k++) {
+				if (!hatch_concerns(&h[k], b[i], c.present ? c.net_modes : 0))
+					continue;
+				json_array_append_new(ha, json_pack("{s:s, s:s, s:s, s:s}", "name",
+								    h[k].name, "flag", h[k].flag, "field",
+								    h[k].field, "weakens", h[k].weakens));
+			}
+			json_object_set_new(o, "escape_hatches", ha);
 			json_array_append_new(arr, o);
 			continue;
 		}
@@ -194,6 +239,8 @@ int cmd_backends(int argc, char **argv)
 							 "");
 	if (!json && vmm_jail[0])
 		printf("microvm VMM jail: %s\n", vmm_jail);
+	if (!json)
+		print_hatches(b, hatch_nets, n < max_nets ? n : max_nets);
 	kis_guest_info_release(&guest);
 	if (json)
 		return cli_print_json(arr);

@@ -13,6 +13,7 @@
 #include <jansson.h>
 
 #include "cli.h"
+#include "kis/log.h"
 
 static const struct cli_verb verbs[] = {
 	{"backends", cmd_backends, "what this build and host can enforce"},
@@ -224,11 +225,23 @@ static void usage(FILE *f)
 	      "{\"error\": {\"code\", \"message\", \"hint\"}}, is then JSON on stdout, one\n"
 	      "compact document a line (--json=pretty: indented); the error's line stays\n"
 	      "on stderr. The schemas: share/kis/schema (docs/schema). --quiet silences\n"
-	      "progress, which is shown on stderr only when stderr is a terminal.\n", f);
+	      "progress, which is shown on stderr only when stderr is a terminal.\n\n"
+	      "--log-level ", f);
+	/* the levels from the library's table (the completion reads them here) */
+	for (int l = KIS_LOG_ERROR; l < KIS_LOG__COUNT; l++)
+		fprintf(f, "%s%s", l > KIS_LOG_ERROR ? "|" : "", kis_log_level_name(l));
+	fputs(" (else $KIS_LOG, else warn) shows what the engine\n"
+	      "does on stderr, one line per event: 'kis[SANDBOX-ID] LEVEL: ...'. At debug:\n"
+	      "the backend chosen and why, each helper's argv, each mount and limit, the\n"
+	      "teardown.\n", f);
 }
 
-/* --json and --quiet before "--", wherever they stand; --quiet is taken
- * out of argv (no verb parses it). */
+/* The diagnostics' level (kis/log.h): --log-level LEVEL, else $KIS_LOG,
+ * else warn. */
+static const char *log_level;
+
+/* --json and --quiet before "--", wherever they stand; --quiet and
+ * --log-level are taken out of argv (no verb parses them). */
 static int global_flags(int argc, char **argv)
 {
 	int o = 0;
@@ -243,6 +256,12 @@ static int global_flags(int argc, char **argv)
 			cli_json = cli_json_pretty = true;
 			argv[i] = "--json";
 		}
+		if (!after && i >= 1 && !strncmp(argv[i], "--log-level", 11) &&
+		    (argv[i][11] == '=' || argv[i][11] == '\0')) {
+			/* a missing value is refused as an empty one, by name */
+			log_level = argv[i][11] ? argv[i] + 12 : i + 1 < argc ? argv[++i] : "";
+			continue;
+		}
 		if (!after && i >= 2 && !strcmp(argv[i], "--quiet")) {
 			cli_quiet = true;
 			continue;
@@ -256,6 +275,9 @@ static int global_flags(int argc, char **argv)
 int main(int argc, char **argv)
 {
 	argc = global_flags(argc, argv);
+	struct kis_error *lerr = NULL;
+	if (kis_log_configure(log_level, "--log-level", KIS_LOG_WARN, &lerr) < 0)
+		return cli_fail(lerr);
 	if (argc >= 2 && (!strcmp(argv[1], "--version") ||
 			  (argc >= 3 && !strcmp(argv[1], "sandbox") && !strcmp(argv[2], "--version")))) {
 		if (cli_json)

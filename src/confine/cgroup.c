@@ -4,6 +4,7 @@
 #include "confine/confine.h"
 
 #include "kis/limits.h"
+#include "core/log.h"
 #include "core/record.h"
 #include "core/io.h"
 
@@ -270,8 +271,10 @@ static int make_leaf(const char *parent, const char *leaf, struct kis_error **er
 		if (tries == 0 && kis_owner_note("cgroup", "%s", leaf) < 0)
 			return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot record cgroup '%s'",
 					     leaf);
-		if (mkdir(leaf, 0755) == 0)
+		if (mkdir(leaf, 0755) == 0) {
+			kis_debug("cgroup %s made", leaf);
 			return 0;
+		}
 		if (errno == EEXIST)
 			return kis_error_set(err, KIS_E_DESTINATION_EXISTS, EEXIST,
 					     "cgroup '%s' already exists", leaf);
@@ -293,6 +296,7 @@ static int set_limit(const char *dir, const char *file, const char *val, struct 
 	if (write_file(dir, file, val) < 0)
 		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot write '%s' to %s/%s", val,
 				     dir, file);
+	kis_debug("limit written: %s/%s = %s", dir, file, val);
 	return 0;
 }
 
@@ -718,6 +722,7 @@ int kis_cgroup_destroy(struct kis_cgroup *cg, struct kis_error **err)
 	if (!cg)
 		return 0;
 	int r = 0;
+	kis_debug("cgroup %s: killed and removed", cg->dirs[0] ? cg->dirs[0] : "(none)");
 	if (kis_cgroup_kill(cg, err) < 0)
 		r = -1;
 	for (size_t k = 0; k < ARRAY_SIZE(cg->dirs); k++) {

@@ -16,6 +16,19 @@ static const char *const net_names[KIS_NET__COUNT] = {
 	[KIS_NET_OFF] = "off", [KIS_NET_LOOPBACK] = "loopback",
 	[KIS_NET_EGRESS] = "egress", [KIS_NET_HOST] = "host",
 };
+static const struct kis_escape_hatch hatches[KIS_ESCAPE_HATCHES] = {
+	{"allow_process_tier", "--allow-process-tier", "escape_hatch.allow_process_tier",
+	 "the process tier runs unconfined", KIS_TIER_PROCESS, KIS_NET__COUNT},
+	{"allow_net_host", "--allow-net-host", "escape_hatch.allow_net_host",
+	 "host networking removes network confinement", KIS_TIER__COUNT, KIS_NET_HOST},
+};
+
+const struct kis_escape_hatch *kis_escape_hatches(size_t *n)
+{
+	*n = sizeof(hatches) / sizeof(hatches[0]);
+	return hatches;
+}
+
 const char *const *kis_tier_names(unsigned *n)
 {
 	*n = KIS_TIER__COUNT;

@@ -820,14 +820,18 @@ int kis_profile_merge_file(struct kis_profile *p, const char *path, struct kis_e
 
 int kis_profile_check_hatches(const struct kis_profile *p, struct kis_error **err)
 {
-	if (p->tier == KIS_TIER_PROCESS && !p->escape_hatch.allow_process_tier)
-		return kis_error_set(err, KIS_E_ESCAPE_HATCH_FORBIDDEN, 0,
-				     "the process tier runs unconfined and requires "
-				     "escape_hatch.allow_process_tier");
-	if (p->net == KIS_NET_HOST && !p->escape_hatch.allow_net_host)
-		return kis_error_set(err, KIS_E_ESCAPE_HATCH_FORBIDDEN, 0,
-				     "host networking removes network confinement and requires "
-				     "escape_hatch.allow_net_host");
+	/* the hatches' table (names.c), in its order: the process tier's
+	 * refusal comes first when both are missing */
+	size_t nh;
+	const struct kis_escape_hatch *h = kis_escape_hatches(&nh);
+	/* a hatch added to the table and not here reads as not allowed */
+	const bool allowed[KIS_ESCAPE_HATCHES] = {p->escape_hatch.allow_process_tier,
+						  p->escape_hatch.allow_net_host};
+	for (size_t i = 0; i < nh && i < KIS_ESCAPE_HATCHES; i++)
+		if (((h[i].tier != KIS_TIER__COUNT && p->tier == h[i].tier) ||
+		     (h[i].net != KIS_NET__COUNT && p->net == h[i].net)) && !allowed[i])
+			return kis_error_set(err, KIS_E_ESCAPE_HATCH_FORBIDDEN, 0, "%s and requires %s",
+					     h[i].weakens, h[i].field);
 	if (p->net_allow_set && p->net != KIS_NET_EGRESS)
 		return kis_error_set(err, KIS_E_INVALID_PROFILE, 0,
 				     "network.allow: only with network.mode 'egress', not '%s'",

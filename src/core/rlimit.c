@@ -4,6 +4,7 @@
 
 #include <sys/resource.h>
 
+#include "core/log.h"
 #include "core/rlimit.h"
 
 /* soft = hard = v: the command cannot raise it back (setrlimit(2) lets
@@ -17,6 +18,21 @@ static int set_rlimit(int resource, uint64_t v)
 	    rl.rlim_max > cur.rlim_max)
 		rl.rlim_cur = rl.rlim_max = cur.rlim_max;
 	return setrlimit(resource, &rl);
+}
+
+/* RLIMIT_CPU's seconds: a second past cpu_ms, rounded up */
+static uint64_t cpu_backstop_s(const struct kis_limits *l)
+{
+	return (l->cpu_ms + 999) / 1000 + 1;
+}
+
+void kis_rlimits_log(const struct kis_limits *l, int pid)
+{
+	if (l)
+		kis_debug("limits written: rlimits of pid %d: RLIMIT_FSIZE %llu, RLIMIT_NOFILE %llu, "
+			  "RLIMIT_CPU %llu s, RLIMIT_CORE 0 (a 0 is not set)", pid,
+			  (unsigned long long)l->file_bytes, (unsigned long long)l->open_files,
+			  (unsigned long long)(l->cpu_ms ? cpu_backstop_s(l) : 0));
 }
 
 int kis_rlimits_apply(const struct kis_limits *l)
@@ -33,7 +49,7 @@ int kis_rlimits_apply(const struct kis_limits *l)
 		 * process and in whole seconds, catches one the supervisor cannot
 		 * see, a second past the budget. Soft and hard alike: the kernel
 		 * sends SIGKILL, which the command cannot catch (setrlimit(2)). */
-		if (set_rlimit(RLIMIT_CPU, (l->cpu_ms + 999) / 1000 + 1) < 0)
+		if (set_rlimit(RLIMIT_CPU, cpu_backstop_s(l)) < 0)
 			return -1;
 	}
 	return set_rlimit(RLIMIT_CORE, 0);

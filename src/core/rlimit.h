@@ -11,5 +11,8 @@
  * fields are left alone; never above the caller's own hard limit.
  * Async-signal-safe: -1 with errno. */
 int kis_rlimits_apply(const struct kis_limits *l);
+/* Say at debug (core/log.h) what kis_rlimits_apply sets in process pid
+ * (called by its parent: the child may not log). */
+void kis_rlimits_log(const struct kis_limits *l, int pid);
 
 #endif

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "core/record.h"
+#include "core/log.h"
 #include "engine/internal.h"
 #include "engine/owner.h"
 #include "kis/sandbox.h"
@@ -70,7 +71,12 @@ int kis_run(const struct kis_profile *p, char *const *argv, const struct kis_run
 	kis_ctx_set_progress(&ec, opts);
 	const struct kis_backend *b = NULL;
 	struct kis_caps caps;
-	int r = kis_run_select(&ec, p, argv, &b, &caps, err);
+	/* the id before the selection, so that every event of the run
+	 * carries it (kis/log.h) */
+	int r = kis_id_mint('s', res->sandbox, err);
+	_cleanup_(kis_log_scope_end) const char *log_prev = kis_log_scope(res->sandbox);
+	if (r >= 0)
+		r = kis_run_select(&ec, p, argv, &b, &caps, err);
 	if (r >= 0 && p->tty.enabled && !opts->dry_run)
 		r = run_in_session(&ec, p, b, &caps, argv, opts, res, err);
 	else if (r >= 0)

@@ -7,6 +7,7 @@
 #include <jansson.h>
 #include <string.h>
 
+#include "core/log.h"
 #include "engine/internal.h"
 #include "kis/store.h"
 
@@ -45,6 +46,8 @@ static int resolve_one(struct kis_store *s, const struct kis_profile *p, size_t 
 		out->path = path;
 		out->base = as_base;
 		out->read_only = as_base || pm->read_only;
+		kis_debug("mount %s %s at %s, %s: %s", as_base ? "base" : "workspace", pm->source,
+			  pm->target, out->read_only ? "read-only" : "read-write", path);
 		if (as_base) {
 			char *cache = NULL;
 			if (kis_base_cache_dir(s, pm->source, &cache, err) < 0)

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "core/argv.h"
+#include "core/log.h"
 #include "engine/internal.h"
 #include "engine/owner.h"
 #include "kis/sandbox.h"
@@ -88,7 +89,6 @@ int kis_run_one(struct kis_engine_ctx *ec, const struct kis_profile *p, char *co
 
 	struct kis_run_request req = {.ctx = ctx, .profile = p, .argv = argv, .io = opts->io};
 	kis_limits_resolve(&p->limits, &req.limits);
-	TRY(kis_id_mint('s', res->sandbox, err));
 	req.sandbox_id = res->sandbox;
 	res->tier = b->tier;
 	res->backend = b->name;
@@ -207,6 +207,9 @@ int kis_run_one(struct kis_engine_ctx *ec, const struct kis_profile *p, char *co
 	req.mounts = mounts.v;
 	req.n_mounts = mounts.n;
 	req.workspace_path = ws_path;
+	kis_debug("workspace %s at %s (%s)", ws_id ? ws_id : "(none)", ws_path ? ws_path : "-",
+		  !ws_id ? "no base or workspace" : !cloned ? "given" :
+		  p->keep ? "cloned, kept" : "cloned for the run");
 	req.store_dir = st ? kis_store_root(st) : NULL;
 	struct kis_ws_layers lay;
 	kis_workspace_layers_get(ec, ws_id, &lay);
@@ -228,6 +231,8 @@ int kis_run_one(struct kis_engine_ctx *ec, const struct kis_profile *p, char *co
 			kis_disk_explain(ec, ws_id, res);
 	}
 	kis_test_pause("teardown");
+	kis_info("teardown: %s ended (%s); releasing its mounts and workspace",
+		 b->name, r < 0 ? "failed" : kis_reason_name(res->reason));
 	kis_ws_layers_free(&lay);
 	if (b->own_workspace_view)
 		kis_mounts_refresh_views(&mounts);
@@ -245,5 +250,6 @@ int kis_run_one(struct kis_engine_ctx *ec, const struct kis_profile *p, char *co
 	/* The run has undone what it made; undoing the records as well
 	 * catches what a failed step left (each reaper looks first). */
 	kis_owner_end(owner, true);
+	kis_debug("teardown done");
 	return r;
 }

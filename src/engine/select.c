@@ -10,6 +10,7 @@
 #include <sys/syscall.h>
 
 #include "backends/common.h"
+#include "core/log.h"
 #include "core/record.h"
 #include "engine/internal.h"
 #include "kis/backend.h"
@@ -140,6 +141,7 @@ int kis_select_backend_in(const struct kis_ctx *ctx, const struct kis_profile *p
 			return kis_error_set(err, KIS_E_TIER_UNAVAILABLE, 0,
 					     "backend '%s' is not available on this host: %s", b->name,
 					     caps->why_absent);
+		kis_info("backend %s chosen: named by the profile (backend)", b->name);
 		*out = b;
 		return 0;
 	}
@@ -150,6 +152,9 @@ int kis_select_backend_in(const struct kis_ctx *ctx, const struct kis_profile *p
 				continue;
 			table[i]->probe(ctx, caps);
 			if (caps->present) {
+				kis_info("backend %s chosen: the first present of the pinned %s "
+					 "tier%s%s", table[i]->name, kis_tier_name(p->tier),
+					 *why ? "; passed over " : "", why);
 				*out = table[i];
 				return 0;
 			}
@@ -182,6 +187,10 @@ int kis_select_backend_in(const struct kis_ctx *ctx, const struct kis_profile *p
 			struct kis_error *e = NULL;
 			int r = plan_check(ctx, b, caps, p, argv, &e);
 			if (r == 0) {
+				kis_info("backend %s chosen: tier auto, the strongest tier present "
+					 "that can run the command%s and enforce the profile%s%s",
+					 b->name, wasm ? " (a WebAssembly module)" : "",
+					 *why ? "; passed over " : "", why);
 				*out = b;
 				return 0;
 			}

@@ -25,6 +25,7 @@
 #include "core/argv.h"
 #include "core/io.h"
 #include "core/json.h"
+#include "core/log.h"
 #include "kis/session.h"
 #include "kis/store.h"
 #include "core/tree.h"
@@ -575,9 +576,14 @@ static int exec_agentless(struct kis_engine_ctx *ec, const char *id, char *const
 	ec->mounts_held = true;
 	const struct kis_backend *rb = NULL;
 	struct kis_caps rcaps;
-	r = kis_run_select(ec, &p, argv, &rb, &rcaps, err);
+	/* the exec's own id for its run; its events carry the session's */
+	const char *log_prev = kis_log_scope(id);
+	r = kis_id_mint('s', res->sandbox, err);
+	if (r >= 0)
+		r = kis_run_select(ec, &p, argv, &rb, &rcaps, err);
 	if (r >= 0)
 		r = kis_run_one(ec, &p, argv, rb, &rcaps, &ro, res, NULL, err);
+	kis_log_scope(log_prev);
 	ec->mounts_held = false;
 	if (r >= 0) {
 		snprintf(res->sandbox, sizeof(res->sandbox), "%s", id);
@@ -676,6 +682,7 @@ int kis_session_exec_in(struct kis_engine_ctx *ec, const char *id, char *const *
 			const struct kis_exec_options *o, struct kis_result *res,
 			struct kis_error **err)
 {
+	_cleanup_(kis_log_scope_end) const char *log_prev = kis_log_scope(id);
 	if (!argv || !argv[0])
 		return kis_error_set(err, KIS_E_INVALID_ARGUMENT, 0, "no command to run");
 	TRY(kis_command_size_check(argv, o->env, o->env_add, err));
@@ -825,6 +832,7 @@ static void session_unhold_mounts(struct kis_engine_ctx *ec, const char *id, jso
 int kis_session_destroy_in(struct kis_engine_ctx *ec, const char *id, struct kis_error **err)
 {
 	TRY(kis_id_validate(id, "session id", err));
+	_cleanup_(kis_log_scope_end) const char *log_prev = kis_log_scope(id);
 	_cleanup_free_ char *spath = NULL, *dpath = NULL;
 	_cleanup_close_ int sdir = open_sessions_dir(ec, false, &spath, err);
 	if (sdir == -1)

@@ -10,6 +10,7 @@
 #include <sys/socket.h>
 #include <sys/wait.h>
 
+#include "core/log.h"
 #include "core/record.h"
 #include "exec/spawn.h"
 #include "exec/tether.h"
@@ -80,6 +81,7 @@ int kis_spawn_detached(struct kis_spawn *sp, pid_t *pid, struct kis_error **err)
 		return kis_error_set(err, code, m.sys_errno, "cannot start '%s'",
 				     m.stage == KIS_CHILD_EXEC ? m.message : sp->argv[0]);
 	}
+	kis_log_argv(KIS_LOG_DEBUG, sp->argv, "detached process started, pid %d", (int)g);
 	*pid = g;
 	return 0;
 }
@@ -128,6 +130,7 @@ int kis_spawn_start(struct kis_spawn *sp, int out_fd, int err_fd, pid_t *pid,
 					     "cwd: cannot enter the working directory '%s'", m.message);
 		return kis_error_set(err, code, m.sys_errno, "%s", m.message);
 	}
+	kis_log_argv(KIS_LOG_DEBUG, sp->argv, "process started, pid %d", (int)p);
 	*pid = p;
 	return 0;
 }

@@ -35,6 +35,8 @@
 #include <time.h>
 
 #include "core/io.h"
+#include "core/log.h"
+#include "core/rlimit.h"
 #include "exec/spawn.h"
 
 #define TICK_MS 20
@@ -433,6 +435,8 @@ int kis_exec_run(struct kis_spawn *sp, const struct kis_supervise *sv, struct ki
 		goto out;
 	}
 	st.pid = pid;
+	kis_log_argv(KIS_LOG_DEBUG, sp->argv, "command started, pid %d", (int)pid);
+	kis_rlimits_log(sp->limits, (int)pid);
 	if (!sp->pty)
 		setpgid(pid, pid); /* also done by the child; whichever runs first wins */
 	close(sock[1]);

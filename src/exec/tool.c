@@ -10,6 +10,7 @@
 #include <sys/prctl.h>
 #include <sys/wait.h>
 
+#include "core/log.h"
 #include "exec/spawn.h"
 #include "exec/tool.h"
 
@@ -110,6 +111,7 @@ int kis_tool_start(const struct kis_tool *t, pid_t *pid, struct kis_error **err)
 	close(nul);
 	if (p < 0)
 		return kis_error_set(err, KIS_E_INTERNAL, e, "cannot start '%s'", prog);
+	kis_log_argv(KIS_LOG_DEBUG, t->argv, "helper %s started, pid %d", prog, (int)p);
 	*pid = p;
 	return 0;
 }

@@ -546,7 +546,7 @@ def test_host_break_out_probes_run_in_the_guest_and_reach_nothing_of_the_host(
 
 def test_a_cold_boot_and_a_restored_snapshot_both_answer(mvm):
     for env_extra, how in (({"KIS_MICROVM_NO_SNAPSHOT": "1"}, "cold boot"), ({}, "restore")):
-        env = dict(mvm, KIS_MICROVM_TRACE="1", **env_extra)
+        env = dict(mvm, KIS_LOG="debug", **env_extra)
         p = kis("run", "--json", "--tier", "microvm", "--", "echo", "up", env=env,
                 timeout=TIMEOUT)
         assert f"qemu started ({how})" in p.stderr, p.stderr

@@ -18,6 +18,7 @@
  * RLIMIT_NPROC, counted per user namespace since Linux 5.14 (ucounts), so
  * it bounds the VM's own tasks, not the user's. */
 #include "core/util.h"
+#include "core/log.h"
 #include "core/record.h"
 
 #include <fcntl.h>
@@ -574,6 +575,7 @@ static pid_t jail_launch(const struct kis_mvm_jail *j, const struct kis_mvm_jail
 		RETRY_EINTR(waitpid(pid, &st, 0));
 		return -1;
 	}
+	kis_log_argv(KIS_LOG_DEBUG, c->argv, "VMM %s started in its jail, pid %d", c->vmm, (int)pid);
 	return pid;
 }
 

@@ -19,6 +19,7 @@
 
 #include "backends/microvm/vm.h"
 #include "core/record.h"
+#include "core/log.h"
 #include "backends/common.h"
 #include "kis/store.h"
 #include "core/io.h"

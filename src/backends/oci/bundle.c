@@ -14,6 +14,7 @@
 #include "backends/oci/bundle.h"
 #include "confine/confine.h"
 #include "confine/sysview.h"
+#include "core/log.h"
 #include "core/tree.h"
 
 /* What of the host root: host shows: src/confine/sysview.c, shared with the
@@ -72,6 +73,7 @@ static json_t *strv(char *const *v)
 static json_t *mount_entry(const char *dst, const char *type, const char *src,
 			   const char *const *opts, size_t n)
 {
+	kis_debug("mount %s %s at %s (container config)", type, src, dst);
 	return json_pack("{s:s, s:s, s:s, s:o}", "destination", dst, "type", type, "source", src,
 			 "options", strs(opts, n));
 }
