@@ -56,7 +56,7 @@ int kis_disk_check(const struct kis_profile *p, struct kis_engine_ctx *ec,
 		struct kis_limits l;
 		kis_limits_resolve(&p->limits, &l);
 		if (kis_ctx_store(ec, &s, NULL) == 0)
-			kis_store_set_clone_disk(s, l.disk_bytes);
+			kis_store_set_clone_disk(s, l.disk_bytes, !p->keep);
 		return 0;
 	}
 	if (p->limits.disk_bytes)

@@ -66,6 +66,9 @@ struct kis_store {
 	/* an overlay clone's writable layer on a disk image of this limit
 	 * (kis_store_set_clone_disk), 0: none */
 	uint64_t clone_disk_bytes;
+	/* and that clone is its run's scratch (destroyed with the run, swept
+	 * after a crash): its image is mounted without flushes (disk.c) */
+	bool clone_disk_scratch;
 };
 
 #define STORE_TMP_PREFIX ".tmp-"
