@@ -24,12 +24,15 @@
 #include <linux/loop.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/wait.h>
 
+#include "core/io.h"
+#include "core/record.h"
 #include "exec/tool.h"
 #include "kis/id.h"
 #include "store/store_internal.h"
@@ -177,7 +180,9 @@ static int template_open(struct kis_store *s, uint64_t bytes, struct kis_error *
 	char suffix[9];
 	TRY(store_rand_suffix(suffix, err));
 	snprintf(tmp, sizeof(tmp), ".tmp-%s-%s", name, suffix);
-	_cleanup_close_ int t = store_openat(dir, tmp, O_RDWR | O_CREAT | O_EXCL, 0600);
+	/* flocked while it is made: a kill leaves a temporary the sweep
+	 * (store_disk_sweep_templates) tells from one being made */
+	_cleanup_close_ int t = store_mkfile_locked(s, dir, tmp);
 	if (t < 0)
 		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot make a disk template");
 	uint64_t size = (bytes + bytes / 64 + (4ull << 20) + 4095) & ~4095ull, w = 0;
@@ -201,6 +206,8 @@ static int template_open(struct kis_store *s, uint64_t bytes, struct kis_error *
 	}
 	if (r == 0 && w < bytes)
 		r = kis_error_set(err, KIS_E_INTERNAL, 0, "cannot size a disk template");
+	if (r == 0)
+		kis_test_pause("disk-template");
 	if (r == 0 && (fsync(t) < 0 || renameat(dir, tmp, dir, name) < 0))
 		r = kis_error_set(err, KIS_E_INTERNAL, errno, "cannot keep a disk template");
 	if (r < 0) {
@@ -254,6 +261,9 @@ static int disk_mount(struct kis_store *s, int d, const char *id, bool scratch,
 	_cleanup_close_ int lfd = loop_attach(img, err);
 	if (lfd < 0)
 		return -1;
+	/* killed from here to the mount, the close of lfd detaches the
+	 * device (autoclear, no other opener) */
+	kis_test_pause("disk-attached");
 	_cleanup_close_ int mp = store_opendir(d, DISK_DIR);
 	char dev[64], target[64];
 	snprintf(dev, sizeof(dev), "/proc/self/fd/%d", lfd);
@@ -434,4 +444,34 @@ int store_disk_usage(int d, uint64_t *used, uint64_t *limit)
 	*limit = (uint64_t)sv.f_blocks * sv.f_frsize;
 	*used = *limit - (avail > (1u << 20) ? avail - (1u << 20) : 0);
 	return 0;
+}
+
+int store_disk_sweep_templates(struct kis_store *s, char ***dead, size_t *n)
+{
+	*dead = NULL;
+	*n = 0;
+	_cleanup_close_ int dir = store_opendir(s->root_fd, "disk-templates");
+	if (dir < 0)
+		return 0;
+	_cleanup_dir_ DIR *ls = store_dir_stream(dir);
+	struct dirent *e;
+	while (ls && (e = readdir(ls))) {
+		if (strncmp(e->d_name, STORE_TMP_PREFIX, strlen(STORE_TMP_PREFIX)))
+			continue;
+		_cleanup_close_ int f = store_openat(dir, e->d_name, O_RDONLY, 0);
+		/* its maker holds the lock while it lives */
+		if (f < 0 || store_flock(f, LOCK_EX | LOCK_NB) < 0)
+			continue;
+		if (kis_strv_push(dead, n, e->d_name) < 0)
+			return -1;
+	}
+	return 0;
+}
+
+int store_disk_remove_template(struct kis_store *s, const char *name)
+{
+	_cleanup_close_ int dir = store_opendir(s->root_fd, "disk-templates");
+	if (dir < 0 || strncmp(name, STORE_TMP_PREFIX, strlen(STORE_TMP_PREFIX)) || strchr(name, '/'))
+		return -1;
+	return unlinkat(dir, name, 0) == 0 || errno == ENOENT ? 0 : -1;
 }

@@ -146,3 +146,65 @@ def test_disk_limit_refused_by_name_on_a_copy_clone(store, base):
     # the default binds where it can: the run goes on
     p = kis("run", "--backend", "bubblewrap", "--workspace", ws, "--", "true")
     assert p.returncode == 0, p.stderr
+
+
+def start_paused(args, point, timeout=120):
+    """`kis sandbox ARGS` stopped at the test pause point; the process."""
+    env = dict(os.environ, KIS_TEST_PAUSE_AT=point)
+    p = subprocess.Popen([str(KIS), "sandbox", *args], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, env=env)
+    deadline = time.monotonic() + timeout
+    line = ""
+    while time.monotonic() < deadline:
+        line = p.stderr.readline()
+        if "test pause at" in line or not line:
+            break
+    if "test pause at" not in line:
+        p.kill()
+        _, err = p.communicate()
+        pytest.fail(f"never reached {point}: {line}{err}")
+    return p
+
+
+def store_leftovers(store):
+    left = {}
+    loops = wait_no_loops(store)
+    if loops:
+        left["loop"] = loops
+    m = [l for l in open("/proc/self/mountinfo") if str(store) in l]
+    if m:
+        left["mount"] = m
+    ws = [w.name for w in (store / "workspaces").iterdir()]
+    if ws:
+        left["workspace"] = ws
+    imgs = [str(p) for p in (store / "workspaces").rglob("*.img")]
+    # a template's temporary, its maker killed in mke2fs
+    imgs += [str(p) for p in (store / "disk-templates").glob(".tmp-*")]
+    if imgs:
+        left["image"] = imgs
+    return left
+
+
+# where a run with --disk can die: before its clone, in mke2fs making the
+# size's template, with the loop device attached but not mounted, with the
+# image mounted under the overlay, in its cgroup's setup, after the command
+@pytest.mark.parametrize("backend", ["bubblewrap", "landlock"])
+def test_disk_run_killed_at_any_point_leaves_nothing_gc_cannot_sweep(store, base, backend):
+    disk_how(backend)
+    points = ["clone", "disk-template", "disk-attached", "cloned", "setup", "teardown"]
+    for i, point in enumerate(points):
+        # a size of its own per point: disk-template needs one not yet made
+        size = f"{40 + i}M"
+        cmd = ["true"] if point == "teardown" else ["sleep", "60"]
+        p = start_paused(["run", "--backend", backend, "--base", base, "--disk", size,
+                          "--", *cmd], point)
+        p.kill()
+        p.communicate()
+        g = kis("gc", timeout=120)
+        assert g.returncode == 0, (point, g.stdout, g.stderr)
+        left = store_leftovers(store)
+        assert not left, f"{backend} killed at {point} left {left} (gc said {g.stdout})"
+    # and the store still serves a run with a limit
+    p = kis("run", "--backend", backend, "--base", base, "--disk", "41M", "--", "true",
+            timeout=120)
+    assert p.returncode == 0, p.stderr
