@@ -376,10 +376,28 @@ int store_disk_limit(struct kis_store *s, int d, const char *id, uint64_t bytes,
 	char base[KIS_ID_BUFSZ];
 	enum kis_clone_strategy strategy;
 	TRY(store_ws_meta(d, base, &strategy, err));
+	/* Why a plain tree gets no image (issue 41): its files are the
+	 * store's. A reflink clone shares its base's extents there, and
+	 * FICLONE does not cross into another filesystem: on an image it
+	 * would be a full copy of the base. A copy clone would have to move
+	 * its whole tree into the image, the base's bytes then counting
+	 * against the limit. An overlay's writable layer holds only what the
+	 * command writes, and a run's own clone is one wherever an image
+	 * binds (resolve_strategy). */
+	if (strategy == KIS_CLONE_REFLINK)
+		return cannot(asked, id,
+			      "is a reflink clone: it shares its base's extents on the store's "
+			      "filesystem, which a disk image of the limit's size (another "
+			      "filesystem) cannot, so the limit would cost a full copy of the base; "
+			      "clone with --strategy overlay, whose writable layer alone goes on "
+			      "the image",
+			      err);
 	if (strategy != KIS_CLONE_OVERLAY)
 		return cannot(asked, id,
-			      "is a plain tree (reflink or copy): a limit by a disk image of its "
-			      "size needs an overlay clone (--strategy overlay)",
+			      "is a copy clone: its files lie on the store's filesystem, and a disk "
+			      "image of the limit's size would have to take the whole tree, the "
+			      "base's bytes counting against the limit; clone with --strategy "
+			      "overlay, whose writable layer alone goes on the image",
 			      err);
 	struct stat st, tst;
 	if (store_disk_present(d)) {
