@@ -1118,6 +1118,18 @@ static int sparse_dump(const char *debugfs, const char *img, const char *layer, 
 	}
 	if (read_extents(opath, bigs, nbig) < 0)
 		goto nomem;
+	/* hard links: debugfs answered for the inode once, under the first
+	 * name read_extents found for it */
+	for (size_t i = 0; i < nbig; i++)
+		for (size_t j = 0; j < i && !bigs[i].next; j++)
+			if (bigs[j].e->ino == bigs[i].e->ino && bigs[j].next) {
+				bigs[i].ext = calloc(bigs[j].next, sizeof(*bigs[i].ext));
+				if (!bigs[i].ext)
+					goto nomem;
+				memcpy(bigs[i].ext, bigs[j].ext, bigs[j].next * sizeof(*bigs[i].ext));
+				bigs[i].next = bigs[j].next;
+				bigs[i].mtime = bigs[j].mtime;
+			}
 	{
 		struct stat ist;
 		unsigned long long bs = 0;
