@@ -112,8 +112,10 @@ KIS_API int kis_workspace_disk_limit(struct kis_store *s, const char *id, uint64
 				     bool asked, struct kis_error **err);
 /* Overlay clones made through s from now on get their writable layer on a
  * disk image of bytes where that is how the store binds limits.disk_bytes
- * (then kis_workspace_disk_limit of the same bytes finds it made); 0: no. */
-KIS_API void kis_store_set_clone_disk(struct kis_store *s, uint64_t bytes);
+ * (then kis_workspace_disk_limit of the same bytes finds it made); 0: no.
+ * scratch: those clones are destroyed with the run that makes them (none
+ * is kept), so their images need not be flushed to the disk. */
+KIS_API void kis_store_set_clone_disk(struct kis_store *s, uint64_t bytes, bool scratch);
 /* How this store binds limits.disk_bytes: "quota" (project quotas),
  * "image" (a disk image per overlay workspace), or NULL (not at all). */
 KIS_API const char *kis_store_disk_how(struct kis_store *s);

@@ -45,6 +45,12 @@ int kis_disk_check(const struct kis_profile *p, struct kis_engine_ctx *ec,
 		   struct kis_error **err)
 {
 	*apply = false;
+	/* the store outlives a run in a library's or a runtime's process:
+	 * nothing of an earlier run's image (its size, scratch or not) is
+	 * left to this run's clone */
+	struct kis_store *st = NULL;
+	if ((p->base || p->workspace) && kis_ctx_store(ec, &st, NULL) == 0)
+		kis_store_set_clone_disk(st, 0, false);
 	if (caps->limits & KIS_LIMIT_DISK)
 		return 0; /* the backend bounds its own writable layer (microvm) */
 	char why[320] = "";
@@ -56,7 +62,7 @@ int kis_disk_check(const struct kis_profile *p, struct kis_engine_ctx *ec,
 		struct kis_limits l;
 		kis_limits_resolve(&p->limits, &l);
 		if (kis_ctx_store(ec, &s, NULL) == 0)
-			kis_store_set_clone_disk(s, l.disk_bytes);
+			kis_store_set_clone_disk(s, l.disk_bytes, !p->keep);
 		return 0;
 	}
 	if (p->limits.disk_bytes)

@@ -222,8 +222,9 @@ int kis_workspace_disk_usage(struct kis_store *s, const char *id, uint64_t *used
 	return store_quota_get(d, id, used, limit);
 }
 
-void kis_store_set_clone_disk(struct kis_store *s, uint64_t bytes)
+void kis_store_set_clone_disk(struct kis_store *s, uint64_t bytes, bool scratch)
 {
+	s->clone_disk_scratch = scratch;
 	struct store_quota_info qi;
 	char why[200];
 	/* only where images are what binds: project quotas need none */

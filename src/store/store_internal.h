@@ -66,6 +66,9 @@ struct kis_store {
 	/* an overlay clone's writable layer on a disk image of this limit
 	 * (kis_store_set_clone_disk), 0: none */
 	uint64_t clone_disk_bytes;
+	/* and that clone is its run's scratch (destroyed with the run, swept
+	 * after a crash): its image is mounted without flushes (disk.c) */
+	bool clone_disk_scratch;
 };
 
 #define STORE_TMP_PREFIX ".tmp-"
@@ -234,6 +237,11 @@ int store_disk_layers(struct kis_store *s, int d, const char *id, int *up, int *
 const char *store_disk_upper_rel(int d);
 int store_disk_unmount(struct kis_store *s, int d, const char *name, struct kis_error **err);
 int store_disk_usage(int d, uint64_t *used, uint64_t *limit);
+/* The sweep's: the names of dead temporaries of disk-templates/ (a maker
+ * killed in mke2fs; their flock is free), to be called with ROOT/.lock held
+ * exclusively (*dead: kis_strv_free it); remove one of them. */
+int store_disk_sweep_templates(struct kis_store *s, char ***dead, size_t *n);
+int store_disk_remove_template(struct kis_store *s, const char *name);
 
 /* Workspace meta: parse "base=...\nstrategy=...\n". */
 int store_ws_meta(int ws_dir_fd, char base[KIS_ID_BUFSZ], enum kis_clone_strategy *st,

@@ -16,6 +16,7 @@
 #include <sys/syscall.h>
 #include <sys/types.h>
 #include "kis/id.h"
+#include "core/io.h"
 #include "core/tree.h"
 
 /* ---- Sweep ---------------------------------------------------------- */
@@ -113,7 +114,16 @@ int store_sweep_ex(struct kis_store *s, bool wait, bool dry_run, kis_gc_fn fn, v
 	/* a store without the engine's reaper cannot undo an owner's records
 	 * (containers, cgroups: above the store): they wait for one that can */
 	size_t no = s->reap ? collect_dead(s->owners_fd, true, owners, MAX_DEAD) : 0;
+	char **tmpl = NULL;
+	size_t ntmpl = 0;
+	(void)store_disk_sweep_templates(s, &tmpl, &ntmpl);
 	(void)store_flock(s->lock_fd, LOCK_UN);
+	/* a disk template whose maker died in mke2fs: sparse, but its size */
+	for (size_t i = 0; i < ntmpl; i++) {
+		int done = dry_run ? 0 : store_disk_remove_template(s, tmpl[i]) < 0 ? -1 : 1;
+		gc_report(fn, ctx, "template", tmpl[i], done, NULL, &failed);
+	}
+	kis_strv_free(tmpl);
 	/* The flocks taken above keep a second sweeper away while we work.
 	 * Dead owners first: their workspace goes through destroy, which
 	 * leaves trash for the loops below only if it fails. */

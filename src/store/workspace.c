@@ -82,8 +82,13 @@ static int resolve_strategy(struct kis_store *s, enum kis_clone_strategy want,
 	switch (want) {
 	case KIS_CLONE_AUTO:
 		/* DESIGN.md order: reflink (a plain directory, no mount to
-		 * manage), overlay (O(1), needs a mount), then a plain copy. */
-		if (store_can_reflink(s))
+		 * manage), overlay (O(1), needs a mount), then a plain copy.
+		 * Where a disk image is what binds limits.disk_bytes (a btrfs
+		 * store: reflinks, no project quotas) the overlay comes first:
+		 * its writable layer goes on the image, while a reflink clone
+		 * cannot (FICLONE does not cross filesystems) and had --disk
+		 * refused on every tier. */
+		if (store_can_reflink(s) && !(s->clone_disk_bytes && !store_view_wanted()))
 			*got = KIS_CLONE_REFLINK;
 		else if (s->can_overlay != 0) {
 			*got = KIS_CLONE_OVERLAY;

@@ -510,6 +510,54 @@ static const char *split_last(const char *rel, char *buf, size_t n)
  * upper layer holds only what changed. */
 static int overlay_copy(int sdir, int ddir, int depth);
 
+/* len bytes at ioff of in to ooff of out (copy_file_range, else read and
+ * write); 0 or -1. */
+static int range_copy(int in, off_t ioff, int out, off_t ooff, off_t len)
+{
+	while (len > 0) {
+		loff_t a = ioff, b = ooff;
+		size_t want = len > (off_t)(16u << 20) ? (16u << 20) : (size_t)len;
+		ssize_t n = RETRY_EINTR(copy_file_range(in, &a, out, &b, want, 0));
+		if (n < 0 && (errno == EXDEV || errno == EINVAL || errno == ENOSYS ||
+			      errno == EOPNOTSUPP)) {
+			char buf[65536];
+			n = RETRY_EINTR(pread(in, buf, want < sizeof(buf) ? want : sizeof(buf), ioff));
+			if (n > 0 && RETRY_EINTR(pwrite(out, buf, (size_t)n, ooff)) != n)
+				return -1;
+		}
+		if (n < 0)
+			return -1;
+		if (n == 0)
+			break; /* the source is shorter than said: the rest reads as zeros */
+		ioff += n;
+		ooff += n;
+		len -= n;
+	}
+	return 0;
+}
+
+/* A file of size bytes from in to out with its holes kept: only the data
+ * (lseek(2) SEEK_DATA/SEEK_HOLE), the logical size set at the end. A
+ * plain read/write loop writes every zero of a hole: an 8 GiB sparse file
+ * the guest made became 8 GiB of the host's disk. */
+static int sparse_fd_copy(int in, int out, off_t size)
+{
+	for (off_t pos = 0; pos < size;) {
+		off_t data = lseek(in, pos, SEEK_DATA);
+		if (data < 0 && errno == ENXIO)
+			break; /* a hole to the end */
+		off_t hole = data < 0 ? size : lseek(in, data, SEEK_HOLE);
+		if (data < 0)
+			data = pos; /* no SEEK_DATA here: all of it is data */
+		if (hole < 0 || hole > size)
+			hole = size;
+		if (range_copy(in, data, out, data, hole - data) < 0)
+			return -1;
+		pos = hole;
+	}
+	return ftruncate(out, size);
+}
+
 static int copy_file(int sdir, int ddir, const char *name, const struct stat *st)
 {
 	_cleanup_close_ int in = openat(sdir, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
@@ -522,13 +570,7 @@ static int copy_file(int sdir, int ddir, const char *name, const struct stat *st
 					 0600);
 	if (out < 0)
 		return -1;
-	char buf[65536];
-	ssize_t k;
-	while ((k = RETRY_EINTR(read(in, buf, sizeof(buf)))) > 0)
-		if (kis_write_all(out, buf, (size_t)k) < 0) {
-			k = -1;
-			break;
-		}
+	ssize_t k = sparse_fd_copy(in, out, st->st_size);
 	struct timespec ts[2] = {st->st_atim, st->st_mtim};
 	if (k < 0 || fchmod(out, st->st_mode & 07777) < 0 || futimens(out, ts) < 0 ||
 	    renameat(ddir, tmp, ddir, name) < 0) {
@@ -596,16 +638,43 @@ static int overlay_copy(int sdir, int ddir, int depth)
 /* What debugfs says of the guest's upper layer: the paths of its whiteouts
  * (and any other character device: none is carried back, so the host's
  * entry of that name goes) and of its opaque directories. */
+struct entry {
+	char *rel; /* below the layer's root */
+	unsigned long ino;
+	unsigned mode;
+	unsigned long long size;
+};
+
 struct marks {
 	char **white, **opaque;
 	size_t nwhite, nopaque;
+	/* every entry the scan read (the sparse dump's plan) */
+	struct entry *ents;
+	size_t nents;
 };
 
 static void marks_free(struct marks *m)
 {
 	kis_strv_free(m->white);
 	kis_strv_free(m->opaque);
+	for (size_t i = 0; i < m->nents; i++)
+		free(m->ents[i].rel);
+	free(m->ents);
 	memset(m, 0, sizeof(*m));
+}
+
+static int entry_push(struct marks *m, const char *rel, unsigned long ino, unsigned mode,
+		      unsigned long long size)
+{
+	struct entry *g = realloc(m->ents, (m->nents + 1) * sizeof(*g));
+	if (!g)
+		return -1;
+	m->ents = g;
+	char *r = strdup(rel);
+	if (!r)
+		return -1;
+	g[m->nents++] = (struct entry){.rel = r, .ino = ino, .mode = mode, .size = size};
+	return 0;
 }
 
 struct dir_ref {
@@ -698,8 +767,14 @@ static int scan_level(const char *debugfs, const char *img, const char *layer, c
 		end[-1] = '\0';
 		if (!*name || strchr(name, '/') || !strcmp(name, ".") || !strcmp(name, ".."))
 			continue;
+		unsigned long long size = strtoull(end, NULL, 10);
 		char *rel = NULL;
 		if (asprintf(&rel, "%s%s%s", cur->path, *cur->path ? "/" : "", name) < 0) {
+			r = -1;
+			break;
+		}
+		if (entry_push(m, rel, ino, mode, size) < 0) {
+			free(rel);
 			r = -1;
 			break;
 		}
@@ -798,6 +873,302 @@ static int remove_beneath(int root, const char *rel)
 	return 0;
 }
 
+/* ---- files with holes ----
+ *
+ * debugfs's rdump (and dump) write a file by reading it through libext2fs
+ * block by block, holes as zeros (e2fsprogs 1.47): an 8 GiB sparse file
+ * the guest made took 2 min 40 s and 8 GiB of the host's disk. So files
+ * of EXTENT_MIN bytes or more come back by their extents instead: debugfs
+ * lists them (dump_extents -l) and their data is copied from the image at
+ * the offsets it names, holes and unwritten extents left holes, the
+ * logical size set after. rdump still dumps everything else: whole
+ * directories where no such file lies below, and one by one the other
+ * entries of the directories on the way to one (the "spine", made by us). */
+#define EXTENT_MIN (1ull << 20)
+
+struct extent {
+	unsigned long long lblk, pblk, len;
+};
+
+struct big {
+	const struct entry *e;
+	struct extent *ext;
+	size_t next;
+	struct timespec mtime;
+};
+
+static bool is_big(const struct entry *e)
+{
+	return S_ISREG(e->mode) && e->size >= EXTENT_MIN;
+}
+
+/* rel's parent, "" at the top, in buf */
+static const char *parent_of(const char *rel, char *buf, size_t n)
+{
+	const char *slash = strrchr(rel, '/');
+	snprintf(buf, n, "%.*s", slash ? (int)(slash - rel) : 0, rel);
+	return buf;
+}
+
+static bool strv_has(char *const *v, size_t n, const char *s)
+{
+	for (size_t i = 0; i < n; i++)
+		if (!strcmp(v[i], s))
+			return true;
+	return false;
+}
+
+/* one argument of a debugfs request: lib/ss's parser takes "..." with a
+ * doubled quote for a quote (a name with a newline never got this far:
+ * the scan's "ls -p" lines could not be read either) */
+static void put_arg(FILE *f, const char *a, const char *b, const char *c)
+{
+	fputc('"', f);
+	for (const char *const *p = (const char *const[]){a, b, c, NULL}; *p; p++)
+		for (const char *s = *p; *s; s++) {
+			if (*s == '"')
+				fputc('"', f);
+			fputc(*s, f);
+		}
+	fputs("\" ", f);
+}
+
+/* the image's block size, from its superblock (s_log_block_size at
+ * 1024 + 0x18; Documentation/filesystems/ext4/super.rst) */
+static int image_block_size(int fd, unsigned long long *bs)
+{
+	unsigned char sb[1024];
+	if (pread(fd, sb, sizeof(sb), 1024) != (ssize_t)sizeof(sb) || sb[0x38] != 0x53 ||
+	    sb[0x39] != 0xef)
+		return -1;
+	unsigned lg = sb[0x18] | sb[0x19] << 8 | (unsigned)sb[0x1a] << 16 | (unsigned)sb[0x1b] << 24;
+	if (lg > 6) /* at most 64 KiB blocks */
+		return -1;
+	*bs = 1024ull << lg;
+	return 0;
+}
+
+/* debugfs's answer to our requests: the extents and mtime of each big file */
+static int read_extents(const char *opath, struct big *bigs, size_t nbig)
+{
+	_cleanup_fclose_ FILE *f = fopen(opath, "re");
+	if (!f)
+		return -1;
+	char *line = NULL;
+	size_t cap = 0;
+	ssize_t len;
+	struct big *cur = NULL;
+	bool in_stat = false;
+	int r = 0;
+	while (r == 0 && (len = getline(&line, &cap, f)) >= 0) {
+		unsigned long ino;
+		if (!strncmp(line, "debugfs: ", 9)) {
+			const char *lt = strchr(line + 9, '<');
+			cur = NULL;
+			in_stat = !strncmp(line + 9, "stat ", 5);
+			for (size_t i = 0; lt && sscanf(lt, "<%lu>", &ino) == 1 && i < nbig && !cur; i++)
+				if (bigs[i].e->ino == ino)
+					cur = &bigs[i];
+			continue;
+		}
+		if (!cur)
+			continue;
+		if (in_stat) {
+			unsigned sec, extra;
+			if (sscanf(line, " mtime: 0x%x:%x", &sec, &extra) == 2) {
+				/* the extra field: 2 epoch bits, then nanoseconds */
+				cur->mtime.tv_sec = (time_t)((long long)sec + ((long long)(extra & 3) << 32));
+				cur->mtime.tv_nsec = (long)(extra >> 2) % 1000000000L;
+			}
+			continue;
+		}
+		unsigned a, b, c, d;
+		unsigned long long l0, l1, p0, p1, n;
+		int k = sscanf(line, "%u/%u %u/%u %llu - %llu %llu - %llu %llu", &a, &b, &c, &d, &l0,
+			       &l1, &p0, &p1, &n);
+		if (k != 9) {
+			/* a one-block extent may name its physical block once */
+			k = sscanf(line, "%u/%u %u/%u %llu - %llu %llu %llu", &a, &b, &c, &d, &l0, &l1,
+				   &p0, &n);
+			if (k != 8)
+				continue;
+		}
+		/* an unwritten extent reads as zeros: a hole here too */
+		if (strstr(line, "Uninit") || !n)
+			continue;
+		struct extent *g = realloc(cur->ext, (cur->next + 1) * sizeof(*g));
+		if (!g) {
+			r = -1;
+			break;
+		}
+		cur->ext = g;
+		g[cur->next++] = (struct extent){.lblk = l0, .pblk = p0, .len = n};
+	}
+	free(line);
+	return r;
+}
+
+/* One big file into dir (of the dump) from the image: its extents, each
+ * checked against the file's size and the image's, the rest a hole. */
+static int extent_copy(int img, off_t img_size, unsigned long long bs, int dir, const char *name,
+		       const struct big *b)
+{
+	_cleanup_close_ int out = openat(dir, name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW,
+					 0600);
+	if (out < 0)
+		return -1;
+	unsigned long long size = b->e->size;
+	for (size_t i = 0; i < b->next; i++) {
+		const struct extent *x = &b->ext[i];
+		if (x->lblk > size / bs || x->len > (1ull << 40) || x->pblk > (unsigned long long)img_size / bs)
+			continue; /* beyond the file or the image: a crafted entry, nothing to read */
+		unsigned long long off = x->lblk * bs, from = x->pblk * bs, n = x->len * bs;
+		if (n > size - off)
+			n = size - off;
+		if (n > (unsigned long long)img_size - from)
+			n = (unsigned long long)img_size - from;
+		if (n && range_copy(img, (off_t)from, out, (off_t)off, (off_t)n) < 0)
+			return -1;
+	}
+	struct timespec ts[2] = {b->mtime, b->mtime};
+	if (ftruncate(out, (off_t)size) < 0 || fchmod(out, b->e->mode & 07777) < 0)
+		return -1;
+	if (b->mtime.tv_sec)
+		(void)futimens(out, ts);
+	return 0;
+}
+
+static int sparse_dump(const char *debugfs, const char *img, const char *layer, const char *tdir,
+		       const struct marks *m, struct kis_confine_plan *cp, struct kis_error **err)
+{
+	char **spine = NULL, *tree = NULL, *cpath = NULL, *opath = NULL;
+	size_t nspine = 0, nbig = 0;
+	struct big *bigs = calloc(m->nents ? m->nents : 1, sizeof(*bigs));
+	char par[4096];
+	int r = -1;
+	_cleanup_close_ int up = -1, imfd = -1;
+	if (!bigs || asprintf(&tree, "%s/upper", tdir) < 0 || asprintf(&cpath, "%s/cmds2", tdir) < 0 ||
+	    asprintf(&opath, "%s/out2", tdir) < 0) {
+		kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "sync");
+		goto out;
+	}
+	/* the spine: every directory with a big file below it, parents
+	 * first (a parent's path is a prefix of its children's) */
+	if (kis_strv_push(&spine, &nspine, "") < 0)
+		goto nomem;
+	for (size_t i = 0; i < m->nents; i++) {
+		if (!is_big(&m->ents[i]))
+			continue;
+		bigs[nbig++].e = &m->ents[i];
+		snprintf(par, sizeof(par), "%s", m->ents[i].rel);
+		for (char *sl; (sl = strrchr(par, '/'));) {
+			*sl = '\0';
+			if (!strv_has(spine, nspine, par) && kis_strv_push(&spine, &nspine, par) < 0)
+				goto nomem;
+		}
+	}
+	for (size_t i = 1; i < nspine; i++)
+		for (size_t j = i; j > 0 && strlen(spine[j]) < strlen(spine[j - 1]); j--) {
+			char *t = spine[j];
+			spine[j] = spine[j - 1];
+			spine[j - 1] = t;
+		}
+	if (mkdir(tree, 0700) < 0 || (up = open(tree, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
+		kis_error_set(err, KIS_E_INTERNAL, errno, "cannot make '%s'", tree);
+		goto out;
+	}
+	for (size_t i = 1; i < nspine; i++)
+		if (mkdirat(up, spine[i], 0700) < 0) {
+			kis_error_set(err, KIS_E_INTERNAL, errno, "cannot make '%s/%s'", tree, spine[i]);
+			goto out;
+		}
+	{
+		FILE *c = fopen(cpath, "we");
+		if (!c) {
+			kis_error_set(err, KIS_E_INTERNAL, errno, "cannot write '%s'", cpath);
+			goto out;
+		}
+		for (size_t i = 0; i < m->nents; i++) {
+			const struct entry *e = &m->ents[i];
+			parent_of(e->rel, par, sizeof(par));
+			if (is_big(e) || S_ISCHR(e->mode) || !strv_has(spine, nspine, par) ||
+			    (S_ISDIR(e->mode) && strv_has(spine, nspine, e->rel)))
+				continue;
+			fputs("rdump ", c);
+			put_arg(c, layer, "/", e->rel);
+			put_arg(c, tree, *par ? "/" : "", par);
+			fputc('\n', c);
+		}
+		for (size_t i = 0; i < nbig; i++)
+			fprintf(c, "dump_extents -l <%lu>\nstat <%lu>\n", bigs[i].e->ino, bigs[i].e->ino);
+		if (fclose(c) != 0) {
+			kis_error_set(err, KIS_E_INTERNAL, errno, "cannot write '%s'", cpath);
+			goto out;
+		}
+	}
+	{
+		_cleanup_close_ int o = open(opath, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+		char *argv[] = {(char *)debugfs, "-f", cpath, (char *)img, NULL};
+		if (o < 0) {
+			kis_error_set(err, KIS_E_INTERNAL, errno, "cannot write '%s'", opath);
+			goto out;
+		}
+		if (run_tool_in(argv, o, 0, cp, err) < 0)
+			goto out;
+	}
+	if (read_extents(opath, bigs, nbig) < 0)
+		goto nomem;
+	/* hard links: debugfs answered for the inode once, under the first
+	 * name read_extents found for it */
+	for (size_t i = 0; i < nbig; i++)
+		for (size_t j = 0; j < i && !bigs[i].next; j++)
+			if (bigs[j].e->ino == bigs[i].e->ino && bigs[j].next) {
+				bigs[i].ext = calloc(bigs[j].next, sizeof(*bigs[i].ext));
+				if (!bigs[i].ext)
+					goto nomem;
+				memcpy(bigs[i].ext, bigs[j].ext, bigs[j].next * sizeof(*bigs[i].ext));
+				bigs[i].next = bigs[j].next;
+				bigs[i].mtime = bigs[j].mtime;
+			}
+	{
+		struct stat ist;
+		unsigned long long bs = 0;
+		imfd = open(img, O_RDONLY | O_CLOEXEC);
+		if (imfd < 0 || fstat(imfd, &ist) < 0 || image_block_size(imfd, &bs) < 0) {
+			kis_error_set(err, KIS_E_INTERNAL, errno, "cannot read the image '%s'", img);
+			goto out;
+		}
+		for (size_t i = 0; i < nbig; i++) {
+			const char *rel = bigs[i].e->rel;
+			parent_of(rel, par, sizeof(par));
+			_cleanup_close_ int d = open_beneath(up, par);
+			if (d < 0 || extent_copy(imfd, ist.st_size, bs, d, rel + strlen(par) + (*par != 0),
+						 &bigs[i]) < 0) {
+				kis_error_set(err, KIS_E_INTERNAL, errno,
+					      "cannot copy '%s' back from the guest", rel);
+				goto out;
+			}
+		}
+	}
+	/* the spine's modes, which overlay_copy gives the workspace's */
+	for (size_t i = 0; i < m->nents; i++)
+		if (S_ISDIR(m->ents[i].mode) && strv_has(spine, nspine, m->ents[i].rel))
+			(void)!fchmodat(up, m->ents[i].rel, m->ents[i].mode & 07777, 0);
+	r = 0;
+	goto out;
+nomem:
+	kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "reading the guest's changes");
+out:
+	for (size_t i = 0; bigs && i < nbig; i++)
+		free(bigs[i].ext);
+	free(bigs);
+	kis_strv_free(spine);
+	free(tree);
+	free(cpath);
+	free(opath);
+	return r;
+}
+
 int kis_mvm_disk_sync_back(const char *img, const char *layer, const char *dst_dir,
 			   struct kis_error **err)
 {
@@ -831,11 +1202,16 @@ int kis_mvm_disk_sync_back(const char *img, const char *layer, const char *dst_d
 		kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "sync");
 		goto out;
 	}
+	if (scan_marks(debugfs, img, layer, tdir, &m, &cp, err) < 0)
+		goto out;
 	{
+		bool any_big = false;
+		for (size_t i = 0; i < m.nents && !any_big; i++)
+			any_big = is_big(&m.ents[i]);
 		/* -R takes one debugfs request (not a shell line); the path is ours */
 		char *argv[] = {(char *)debugfs, "-R", cmd, (char *)img, NULL};
-		if (run_tool_in(argv, -1, 0, &cp, err) < 0 ||
-		    scan_marks(debugfs, img, layer, tdir, &m, &cp, err) < 0)
+		if (any_big ? sparse_dump(debugfs, img, layer, tdir, &m, &cp, err) < 0
+			    : run_tool_in(argv, -1, 0, &cp, err) < 0)
 			goto out;
 	}
 	{
