@@ -109,7 +109,13 @@ static int mkfs_fd(int t, struct kis_error **err)
 	 * is remade, not repaired). 3 adjacent extents; the rm takes 6 ms.
 	 * -b 4096: mke2fs picks 1 KiB blocks below 512 MiB, where
 	 * packed_meta_blocks trips over block 0 (a warning, e2fsck clean). */
-	char *argv[] = {MKE2FS, "-q", "-F", "-t", "ext4", "-b", "4096", "-m", "0", "-G", "1024",
+	/* -F twice: no "is mounted" check. The file is ours, made a moment
+	 * ago, but e2fsprogs' check (ext2fs_check_mount_point) compares the
+	 * name "/proc/self/fd/N" with the sources in /proc/mounts, where
+	 * another run's image mount (disk_mount, below: source
+	 * /proc/self/fd/N of its loop device) can carry the same string:
+	 * mke2fs then refused with "is mounted" under concurrent runs. */
+	char *argv[] = {MKE2FS, "-q", "-F", "-F", "-t", "ext4", "-b", "4096", "-m", "0", "-G", "1024",
 			"-O", "^resize_inode,sparse_super2", "-E",
 			"lazy_itable_init=1,lazy_journal_init=1,root_owner=0:0,num_backup_sb=0,"
 			"packed_meta_blocks=1",
