@@ -322,4 +322,4 @@ uninstall:
 clean:
 	rm -rf $(BUILD) $(CLEAN_EXTRA)
 
--include $(LIB_OBJS:.o=.d) $(CLI_OBJS:.o=.d) $(TEST_HOOK_OBJS:.o=.d) $(BUILD)/obj/src/agent/main.d $(ASAN_LIB_OBJS:.o=.d)
+-include $(LIB_OBJS:.o=.d) $(CLI_OBJS:.o=.d) $(CLI_REMOTE_OBJS:.o=.d) $(TEST_HOOK_OBJS:.o=.d) $(BUILD)/obj/src/agent/main.d $(ASAN_LIB_OBJS:.o=.d)
