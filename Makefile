@@ -47,7 +47,7 @@ ALL_CFLAGS := $(BASE_CFLAGS) $(HARDEN) $(CFLAGS)
 
 # Library sources: every module directory except the CLI and the programs.
 LIB_DIRS := src/core src/exec src/confine src/net src/store src/wasm src/agent src/backends src/backends/host src/backends/oci src/backends/microvm src/engine
-LIB_SRCS := $(filter-out src/agent/main.c src/wasm/jit_llvm.c $(CLI_REMOTE_SRCS),$(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.c)))
+LIB_SRCS := $(filter-out src/agent/main.c $(wildcard src/wasm/jit_llvm*.c) $(CLI_REMOTE_SRCS),$(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.c)))
 CLI_SRCS := $(wildcard src/cli/*.c)
 LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o)
 CLI_OBJS := $(CLI_SRCS:%.c=$(BUILD)/obj/%.o)
@@ -322,4 +322,4 @@ uninstall:
 clean:
 	rm -rf $(BUILD) $(CLEAN_EXTRA)
 
--include $(LIB_OBJS:.o=.d) $(CLI_OBJS:.o=.d) $(TEST_HOOK_OBJS:.o=.d) $(BUILD)/obj/src/agent/main.d $(ASAN_LIB_OBJS:.o=.d)
+-include $(LIB_OBJS:.o=.d) $(CLI_OBJS:.o=.d) $(CLI_REMOTE_OBJS:.o=.d) $(TEST_HOOK_OBJS:.o=.d) $(BUILD)/obj/src/agent/main.d $(ASAN_LIB_OBJS:.o=.d)

@@ -8,7 +8,13 @@
 # wasm32-wasi. The same .wasm files run in our interpreter through
 # `kis sandbox run --tier wasm` (the interpreter; and the compiler, first
 # run with its compile and cached, where this build accepts
-# `--wasm-engine compiler`, else "n/a") and in Node.js 20 (node:wasi, V8).
+# `--wasm-engine compiler`, else "n/a"; and the default engine, auto, on a
+# module a run has seen: tier-up's second run), in Node.js 20 (node:wasi,
+# V8), and in WAMR's AOT (wamrc -O3, iwasm) where WAMR is installed or
+# WAMR_DIR names a build of it: Debian 12 packages no WAMR, and only
+# Debian's and npm's registries are reachable from this project's machines,
+# so elsewhere its column says n/a and why. CoreMark is not in the table
+# for the same reason (no Debian package carries its sources).
 # Rounds are interleaved (each round runs every program in every engine),
 # the figure is the median, the ratio is to native; then the start-up of a
 # WASI hello world through the tier beside the native binary. A gnuplot
@@ -193,9 +199,25 @@ ENGINES="native kis"
 # round's time on a loaded machine)
 if [ $HAVE_JIT = 1 ]; then
 	[ "${JIT_FIRST:-1}" = 1 ] && ENGINES="$ENGINES jit1"
-	ENGINES="$ENGINES jit"
+	ENGINES="$ENGINES jit auto"
 fi
 [ $HAVE_NODE = 1 ] && ENGINES="$ENGINES node"
+# WAMR's AOT: iwasm and wamrc on PATH, or in WAMR_DIR (a build's bin/)
+WAMR_WHY="no WAMR: Debian 12 packages none and its sources cannot be fetched here (WAMR_DIR=a build with iwasm and wamrc)"
+IWASM=""
+WAMRC=""
+for d in ${WAMR_DIR:+"$WAMR_DIR" "$WAMR_DIR/bin"} $(echo "$PATH" | tr : ' '); do
+	[ -z "$IWASM" ] && [ -x "$d/iwasm" ] && IWASM=$d/iwasm
+	[ -z "$WAMRC" ] && [ -x "$d/wamrc" ] && WAMRC=$d/wamrc
+done
+if [ -n "$IWASM" ] && [ -n "$WAMRC" ]; then
+	for m in lua bzip2 speedtest1; do
+		[ -f "$W/$m.aot" ] || "$WAMRC" --opt-level=3 -o "$W/$m.aot" "$W/$m.wasm" >/dev/null ||
+			{ echo "wasm-real: wamrc failed on $m.wasm" >&2; exit 1; }
+	done
+	ENGINES="$ENGINES wamr"
+	WAMR_WHY=""
+fi
 
 # speedtest1 prints its own timings, right-aligned (a total past 10 s is
 # one column wider): compare the rest
@@ -224,6 +246,10 @@ run_one() { # $1 prog, $2 engine, $3 args, $4 stdin: appends "prog engine second
 			"$first" $3 < "$in" > "$OUT/out" 2>/dev/null && rm -f "$W/$first" ;;
 	jit) timed "$KIS" sandbox run --tier wasm --wasm-engine compiler --workspace "$WS" -- \
 		"$m.wasm" $3 < "$in" > "$OUT/out" 2>/dev/null ;;
+	auto) # the default engine on a module runs have seen: its cached code
+		timed "$KIS" sandbox run --tier wasm --workspace "$WS" -- \
+		"$m.wasm" $3 < "$in" > "$OUT/out" 2>/dev/null ;;
+	wamr) (cd "$W" && timed "$IWASM" --dir=. "$m.aot" $3) < "$in" > "$OUT/out" 2>/dev/null ;;
 	esac || { echo "wasm-real: $p failed under $2" >&2; exit 1; }
 	t1=$(date +%s%N)
 	cpu=$(awk '{ print $1 + $2 }' "$OUT/cpu")
@@ -262,7 +288,14 @@ EOF
 else
 	echo "         jit1, jit = our compiler: n/a ($(echo "$JIT_WHY" | head -1))"
 fi
+[ $HAVE_JIT = 1 ] && echo "         auto = the default engine (no --wasm-engine) on a module runs have seen (tier-up's later runs)"
 [ $HAVE_NODE = 1 ] && echo "         node = Node.js $(node --version) node:wasi (V8) on the same .wasm"
+if [ -n "$WAMR_WHY" ]; then
+	echo "         wamr = WAMR AOT (wamrc -O3, iwasm): n/a ($WAMR_WHY)"
+else
+	echo "         wamr = WAMR AOT: $WAMRC --opt-level=3, then $IWASM"
+fi
+echo "         CoreMark: n/a (no Debian package carries its sources; only Debian's and npm's registries are reachable)"
 "$KIS" sandbox backends | grep '^wasm engines\|^wasm compiler memory' || true
 : > "$OUT/times"
 for r in $(seq "$ROUNDS"); do
@@ -278,7 +311,7 @@ done
 
 mkdir -p "$BUILD/bench"
 DAT=$BUILD/bench/wasm-real.dat
-ALL_ENGINES="native kis jit1 jit node" # an engine absent here prints n/a
+ALL_ENGINES="native kis jit1 jit auto node wamr" # an engine absent here prints n/a
 summary() { # $1 = column of times (3 wall, 4 CPU), $2 = data file for the plot or ""
 awk -v engines="$ALL_ENGINES" -v dat="${2:-/dev/null}" -v col="$1" '
 	{ t[$1 " " $2, ++n[$1 " " $2]] = $col; if (!($1 in seen)) { seen[$1] = 1; order[++np] = $1 } }
@@ -317,10 +350,12 @@ summary 4 ""
 echo "load average $(cut -d' ' -f1-3 /proc/loadavg) at the end"
 
 if command -v gnuplot >/dev/null; then
-	# columns of $DAT: 2 interpreter, 3 compiler first run, 4 cached, 5 node
+	# columns of $DAT: 2 interpreter, 3 compiler first run, 4 cached,
+	# 5 auto, 6 node, 7 WAMR AOT
 	plot="'$DAT' using 2:xtic(1) title 'kis interpreter'"
-	[ $HAVE_JIT = 1 ] && plot="$plot, '' using 3 title 'kis compiler, first run', '' using 4 title 'kis compiler, cached'"
-	[ $HAVE_NODE = 1 ] && plot="$plot, '' using 5 title 'Node.js 20 (V8)'"
+	[ $HAVE_JIT = 1 ] && plot="$plot, '' using 3 title 'kis compiler, first run', '' using 4 title 'kis compiler, cached', '' using 5 title 'kis auto, later runs'"
+	[ $HAVE_NODE = 1 ] && plot="$plot, '' using 6 title 'Node.js 20 (V8)'"
+	[ -z "$WAMR_WHY" ] && plot="$plot, '' using 7 title 'WAMR AOT (wamrc -O3)'"
 	gnuplot <<EOF
 set terminal pngcairo size 800,480 noenhanced
 set output '$BUILD/bench/wasm-real.png'
@@ -347,7 +382,8 @@ set -- "native hello=$WORK/bin/hello.native" \
 	"kis --tier wasm, interpreter=$KIS sandbox run --tier wasm --wasm-engine interpreter --workspace $WS -- hello.wasm" \
 	"kis --tier process=$KIS sandbox run --tier process --allow-process-tier --workspace $WS -- $WORK/bin/hello.native"
 [ $HAVE_JIT = 1 ] && set -- "$@" \
-	"kis --tier wasm, compiler=$KIS sandbox run --tier wasm --wasm-engine compiler --workspace $WS -- hello.wasm"
+	"kis --tier wasm, compiler=$KIS sandbox run --tier wasm --wasm-engine compiler --workspace $WS -- hello.wasm" \
+	"kis --tier wasm, auto=$KIS sandbox run --tier wasm --workspace $WS -- hello.wasm"
 [ $HAVE_NODE = 1 ] && set -- "$@" "node:wasi=$NODE $NODE_RUN $W hello.wasm"
 "$BUILD/bench/startup" "$STARTUP_N" "$@" | tee "$OUT/hello.table"
 if [ $HAVE_JIT = 1 ]; then

@@ -67,7 +67,7 @@ WASM_FUZZ_FLAGS := -std=gnu11 -D_GNU_SOURCE -g -Iinclude -Isrc \
 # What every fuzz target links of the runtime: src/wasm but exec.c (built
 # at -O0 below, once per sanitizer set), the compiler's LLVM half and the
 # CLI's remote compiler (a fuzz target loads the plugin, if at all, itself).
-WASM_FUZZ_RT_SRCS := $(filter-out src/wasm/exec.c src/wasm/jit_llvm.c src/wasm/jit_remote.c,$(wildcard src/wasm/*.c)) src/core/error.c src/core/io.c
+WASM_FUZZ_RT_SRCS := $(filter-out src/wasm/exec.c $(wildcard src/wasm/jit_llvm*.c) src/wasm/jit_remote.c,$(wildcard src/wasm/*.c)) src/core/error.c src/core/io.c
 # (core/io.c: the program's own directory, for the plugin's candidates;
 # it brings jansson, which the links below name)
 # exec.c at -O0: clang's optimiser needs many minutes for its ~800 handlers
@@ -167,15 +167,16 @@ endif
 # The compiler's plugin: jit_llvm.c with LLVM's headers, linked to
 # libLLVM-14 (and to nothing of ours: it reaches the library through the
 # table jit_load.c hands it). Where an installed kis finds it:
-$(BUILD)/obj/src/wasm/jit_llvm.o: ALL_CFLAGS += $(LLVM_CFLAGS)
+JIT_LLVM_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard src/wasm/jit_llvm*.c))
+$(JIT_LLVM_OBJS): ALL_CFLAGS += $(LLVM_CFLAGS)
 # (and, for the code cache's key, the LLVM it is built with)
 JIT_LOAD_DEFS := -DKIS_JIT_PLUGIN='"$(PREFIX)/lib/kis/libkis-jit.so"' \
 	-DKIS_LLVM_VERSION='"$(shell $(LLVM_CONFIG) --version 2>/dev/null)"'
 $(BUILD)/obj/src/wasm/jit_load.o: ALL_CFLAGS += $(JIT_LOAD_DEFS)
 $(BUILD)/asan/src/wasm/jit_load.o: BASE_CFLAGS += $(JIT_LOAD_DEFS)
-$(JIT_PLUGIN): $(BUILD)/obj/src/wasm/jit_llvm.o
+$(JIT_PLUGIN): $(JIT_LLVM_OBJS)
 	@echo "  LD      $@"
-	$(Q)$(CC) -shared $(HARD_LDFLAGS) -Wl,-z,defs -o $@ $< $(LLVM_LIBS)
+	$(Q)$(CC) -shared $(HARD_LDFLAGS) -Wl,-z,defs -o $@ $^ $(LLVM_LIBS)
 
 # Benchmark: kernels in bench/wasm/*.c run in our interpreter, in wabt's
 # wasm-interp and natively (bench/wasm/bench.sh prints the table).
@@ -207,4 +208,4 @@ wasi-suite: all
 	KIS_WASM_ENGINES=$(WASM_ENGINE) $(PYTHON) -m pytest -q -rs tests/integration/test_wasi_suite.py \
 	  tests/integration/test_wasi_semantics.py
 
--include $(BUILD)/obj/src/wasm/jit_llvm.d
+-include $(JIT_LLVM_OBJS:.o=.d)

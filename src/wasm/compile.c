@@ -1,80 +1,20 @@
 /* SPDX-License-Identifier: MIT */
 /* Function bodies: validation (spec 3.3, with the algorithm of the spec's
- * appendix "Validation Algorithm") and translation to the internal code in one pass. */
+ * appendix "Validation Algorithm") and translation to the internal code in one pass;
+ * the code words and their fusion are compile_emit.c's. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "wasm/internal.h"
-
-#define ANY 0u /* operand of unknown type, only in unreachable code */
-#define NONE UINT32_MAX
-
-struct ctl {
-	uint8_t kind; /* 0 function, 0x02 block, 0x03 loop, 0x04 if, 0x05 else */
-	bool unreachable;   /* validation: the rest of this block cannot run */
-	bool dead_entry;    /* emission: the block was entered from dead code */
-	uint8_t single;     /* storage for a one-value block type */
-	uint32_t height;    /* operand count below the block's params */
-	uint32_t hslots;    /* the same in stack slots (a v128 takes two) */
-	const uint8_t *params, *results;
-	uint32_t np, nr;
-	uint32_t start_pc;  /* loop: where branches go */
-	uint32_t fixups;    /* chain of code words to patch with the end's pc */
-	uint32_t else_fix;  /* if: the word of the JMP_IF_NOT to patch */
-};
-
-/* An instruction just emitted, remembered for fusing (see fuse_binop). */
-struct emitted {
-	uint32_t pc, len, op, a, b;
-};
-
-struct cc {
-	const struct kis_wasm_module *m;
-	struct emitted last[4]; /* [0] the latest */
-	uint32_t nlast;
-	const uint8_t *p, *end;
-	uint8_t *locals;
-	uint32_t nlocals;
-	uint32_t *lslot;  /* per local: its first slot in the frame */
-	uint32_t nlslots; /* slots of all locals */
-	uint8_t *vals;
-	uint32_t nvals;
-	uint32_t nslots, maxslots; /* operand stack height in slots, and its peak */
-	struct ctl *ctl;
-	uint32_t nctl;
-	uint32_t *code;
-	uint32_t ncode, capcode;
-	char *err;
-	size_t errlen;
-	bool failed;
-	/* straight-line code from the function's entry (no label passed yet),
-	 * and which of the first 64 locals it may have written: a declared
-	 * local still holds its initial zero there (spec 4.4.10) */
-	bool prologue;
-	uint32_t nparams;
-	uint64_t written;
-};
-
-__attribute__((format(printf, 2, 3))) static int fail(struct cc *c, const char *fmt, ...)
-{
-	if (!c->failed) {
-		va_list ap;
-		va_start(ap, fmt);
-		vsnprintf(c->err, c->errlen, fmt, ap);
-		va_end(ap);
-		c->failed = true;
-	}
-	return -1;
-}
+#include "wasm/compile.h"
 
 /* ---- immediates ---- */
 
 static int rd_u32(struct cc *c, uint32_t *v)
 {
 	if (wasm_read_u32(&c->p, c->end, v) < 0)
-		return fail(c, c->p >= c->end ? "malformed: unexpected end" : "malformed: integer representation too long");
+		return cc_fail(c, c->p >= c->end ? "malformed: unexpected end" : "malformed: integer representation too long");
 	return 0;
 }
 
@@ -82,7 +22,7 @@ static int rd_byte(struct cc *c, uint8_t *b)
 {
 	*b = 0;
 	if (c->p >= c->end)
-		return fail(c, "malformed: unexpected end");
+		return cc_fail(c, "malformed: unexpected end");
 	*b = *c->p++;
 	return 0;
 }
@@ -93,673 +33,8 @@ static int rd_zero(struct cc *c)
 	if (rd_byte(c, &b) < 0)
 		return -1;
 	if (b != 0)
-		return fail(c, "malformed: zero byte expected");
+		return cc_fail(c, "malformed: zero byte expected");
 	return 0;
-}
-
-/* ---- code emission; nothing is emitted in unreachable code ---- */
-
-static bool dead(const struct cc *c)
-{
-	const struct ctl *f = &c->ctl[c->nctl - 1];
-	return f->unreachable || f->dead_entry;
-}
-
-static int emit(struct cc *c, uint32_t w)
-{
-	if (c->ncode == c->capcode) {
-		uint32_t ncap = c->capcode ? c->capcode * 2 : 64;
-		uint32_t *n = realloc(c->code, (size_t)ncap * sizeof(*n));
-		if (!n)
-			return fail(c, "out of memory");
-		c->code = n;
-		c->capcode = ncap;
-	}
-	c->code[c->ncode++] = w;
-	return 0;
-}
-
-/* Remember an instruction for fusion; forget everything at a label, since
- * no fused instruction may swallow a branch target. */
-static void note(struct cc *c, uint32_t pc, uint32_t op, uint32_t a, uint32_t b)
-{
-	memmove(&c->last[1], &c->last[0], sizeof(c->last) - sizeof(c->last[0]));
-	c->last[0] = (struct emitted){ .pc = pc, .len = c->ncode - pc, .op = op, .a = a, .b = b };
-	if (c->nlast < sizeof(c->last) / sizeof(c->last[0]))
-		c->nlast++;
-}
-
-/* The code from word `at` on is being rewritten by a fusion: forget the
- * instructions it held, keep the older ones (so a fused instruction can
- * fuse again with what came before it). */
-static void forget_from(struct cc *c, uint32_t at)
-{
-	uint32_t n = 0;
-	while (n < c->nlast && c->last[n].pc >= at)
-		n++;
-	memmove(&c->last[0], &c->last[n], (c->nlast - n) * sizeof(c->last[0]));
-	c->nlast -= n;
-}
-
-static void label_here(struct cc *c)
-{
-	c->nlast = 0;
-	c->prologue = false;
-}
-
-
-static int emit_op(struct cc *c, uint32_t op)
-{
-	if (dead(c))
-		return 0;
-	uint32_t at = c->ncode;
-	TRY(emit(c, op));
-	note(c, at, op, 0, 0);
-	return 0;
-}
-
-static int emit_op1(struct cc *c, uint32_t op, uint32_t a)
-{
-	if (dead(c))
-		return 0;
-	uint32_t at = c->ncode;
-	if (emit(c, op) < 0 || emit(c, a) < 0)
-		return -1;
-	note(c, at, op, a, 0);
-	return 0;
-}
-
-static int emit_op2(struct cc *c, uint32_t op, uint32_t a, uint32_t b)
-{
-	if (dead(c))
-		return 0;
-	uint32_t at = c->ncode;
-	if (emit(c, op) < 0 || emit(c, a) < 0 || emit(c, b) < 0)
-		return -1;
-	note(c, at, op, a, b);
-	return 0;
-}
-
-static int fusable_index(uint8_t op)
-{
-#define FUSABLE_CASE(k, opcode, bits, expr) \
-	case opcode:                        \
-		return k;
-	switch (op) {
-		WASM_FUSABLE_BINOPS(FUSABLE_CASE)
-	default:
-		return -1;
-	}
-#undef FUSABLE_CASE
-}
-
-/* The latest emitted instruction, if it ends where the code ends now (so
- * nothing was emitted since, unrecorded) and no label came in between. */
-static const struct emitted *prev(const struct cc *c, unsigned i)
-{
-	if (i >= c->nlast)
-		return NULL;
-	const struct emitted *e = &c->last[i];
-	uint32_t end = i == 0 ? c->ncode : c->last[i - 1].pc;
-	return e->pc + e->len == end ? e : NULL;
-}
-
-/* 't.const 0; local.set x' for a declared local x not yet written on the
- * way from the function's entry: x already holds zero, so the pair is
- * dropped (clang emits it for the initial value of a loop's variables). */
-static bool drop_zero_set(struct cc *c, uint32_t x)
-{
-	const struct emitted *q = prev(c, 0);
-	if (!c->prologue || x < c->nparams || x >= 64 || (c->written >> x & 1) || !q)
-		return false;
-	bool zero = false;
-	switch (q->op) {
-	case OP_I32_CONST:
-	case OP_F32_CONST:
-		zero = q->a == 0; /* +0.0 only: -0.0 has the sign bit */
-		break;
-	case OP_I64_CONST:
-	case OP_F64_CONST:
-		zero = q->a == 0 && q->b == 0;
-		break;
-	default:
-		break;
-	}
-	if (!zero)
-		return false;
-	c->ncode = q->pc;
-	forget_from(c, q->pc);
-	return true;
-}
-
-/* An operand that fits the one-word immediate of a fused form. */
-static bool const_operand(const struct emitted *e, int bits, uint32_t *imm)
-{
-	if (bits == 32 && e->op == OP_I32_CONST) {
-		*imm = e->a;
-		return true;
-	}
-	if (bits == 64 && e->op == OP_I64_CONST) {
-		int64_t v = (int64_t)((uint64_t)e->a | ((uint64_t)e->b << 32));
-		if (v < INT32_MIN || v > INT32_MAX)
-			return false;
-		*imm = e->a;
-		return true;
-	}
-	return false;
-}
-
-static int float_index(uint8_t op)
-{
-#define FLOAT_CASE(k, opcode, type, expr) \
-	case opcode:                      \
-		return k;
-	switch (op) {
-		WASM_FUSABLE_FLOATS(FLOAT_CASE)
-	default:
-		return -1;
-	}
-#undef FLOAT_CASE
-}
-
-/* Whether e is the load `load` (0x28..0x35) through a local, form L or LI;
- * if so and addr is not NULL, its address as (local, constant, offset). */
-static bool load_through_local(const struct cc *c, const struct emitted *e, uint32_t load,
-			       uint32_t addr[3])
-{
-	bool l = e->op == OP_LOAD_L + (load - 0x28), li = e->op == OP_LOAD_LI + (load - 0x28);
-	if (addr && l) {
-		addr[0] = c->code[e->pc + 1];
-		addr[1] = 0;
-		addr[2] = c->code[e->pc + 2];
-	} else if (addr && li) {
-		memcpy(addr, &c->code[e->pc + 1], 3 * sizeof(*addr));
-	}
-	return l || li;
-}
-
-/* Float add/sub/mul with operands from local.get: forms L and LL. */
-static int emit_float_binop(struct cc *c, uint8_t op, int k)
-{
-	const struct emitted *p0 = prev(c, 0), *p1 = p0 ? prev(c, 1) : NULL;
-	uint32_t at, opc;
-	/* the right operand just loaded through a local (matmul's a[i][k] *
-	 * b[k][j]): the load of the operator's own type, form L or LI */
-	uint32_t load = k < 3 ? 0x2a : 0x2b; /* f32.load, f64.load */
-	if (p0 && p1 && load_through_local(c, p0, load, NULL) && load_through_local(c, p1, load, NULL)) {
-		/* both operands loaded: one instruction, each address as
-		 * local + constant + offset (form L is constant 0) */
-		uint32_t a1[3], a2[3];
-		load_through_local(c, p1, load, a1);
-		load_through_local(c, p0, load, a2);
-		at = p1->pc;
-		opc = OP_FLOAD2 + (uint32_t)k;
-		c->ncode = at;
-		TRY(emit(c, opc));
-		for (int i = 0; i < 3; i++)
-			TRY(emit(c, a1[i]));
-		for (int i = 0; i < 3; i++)
-			TRY(emit(c, a2[i]));
-		forget_from(c, at);
-		note(c, at, opc, 0, 0);
-		return 0;
-	}
-	if (p0 && (p0->op == OP_LOAD_L + (load - 0x28) || p0->op == OP_LOAD_LI + (load - 0x28))) {
-		bool li = p0->op == OP_LOAD_LI + (load - 0x28);
-		at = p0->pc;
-		uint32_t x = c->code[at + 1], imm = c->code[at + 2], off = li ? c->code[at + 3] : 0;
-		opc = (li ? OP_FLOAD_LI : OP_FLOAD_L) + (uint32_t)k;
-		c->ncode = at;
-		TRY(emit(c, opc));
-		TRY(emit(c, x));
-		TRY(emit(c, imm)); /* the offset, for form L */
-		if (li)
-			TRY(emit(c, off));
-		forget_from(c, at);
-		note(c, at, opc, 0, 0);
-		return 0;
-	}
-	/* f64.add on the stack after 'local.get x; f64.add' or such a run:
-	 * one instruction for the whole run (OP_FSUM64) */
-	if (k == 3 && p0 && (p0->op == OP_FLOAT_L + 3 || p0->op == OP_FSUM64)) {
-		at = p0->pc;
-		if (p0->op == OP_FSUM64) {
-			c->code[at + 2]++; /* n is bounded by the operand height */
-			return 0;
-		}
-		uint32_t x = c->code[at + 1];
-		c->ncode = at;
-		TRY(emit(c, OP_FSUM64));
-		TRY(emit(c, x));
-		TRY(emit(c, 1));
-		forget_from(c, at);
-		note(c, at, OP_FSUM64, 0, 0);
-		return 0;
-	}
-	if (!p0 || p0->op != OP_LOCAL_GET)
-		return emit_op(c, op);
-	if (p1 && p1->op == OP_LOCAL_GET) {
-		at = p1->pc;
-		opc = OP_FLOAT_LL + (uint32_t)k;
-		uint32_t x = p1->a, y = p0->a;
-		c->ncode = at;
-		TRY(emit(c, opc));
-		TRY(emit(c, x));
-		TRY(emit(c, y));
-	} else {
-		at = p0->pc;
-		opc = OP_FLOAT_L + (uint32_t)k;
-		uint32_t x = p0->a;
-		c->ncode = at;
-		TRY(emit(c, opc));
-		TRY(emit(c, x));
-	}
-	forget_from(c, at);
-	note(c, at, opc, 0, 0);
-	return 0;
-}
-
-/* The operator that computes the same with its operands swapped: itself
- * when commutative, the mirrored compare (a < b is b > a); -1 otherwise. */
-static int swapped_index(int k)
-{
-	static const int8_t cmp[10] = { 0, 1, 4, 5, 2, 3, 8, 9, 6, 7 };
-	if (k < 10)
-		return cmp[k];
-	if (k >= 21 && k < 31)
-		return 21 + cmp[k - 21];
-	switch (k) {
-	case 10: case 12: case 13: case 14: case 15: /* i32 add mul and or xor */
-	case 31: case 33: case 34: case 35: case 36: /* i64 */
-		return k;
-	default:
-		return -1;
-	}
-}
-
-/* An instruction that pushes one value and does nothing else that matters
- * for reordering: it reads no operand, writes no local, branches nowhere
- * and holds no word that is patched later. (It may trap; a trap ends the
- * run, so what runs after it is not observable.) */
-static bool pure_push(uint32_t op)
-{
-	if (op == OP_GLOBAL_GET)
-		return true;
-	if (op >= OP_FUSED + 64 * FUSE_LL && op < OP_FUSED + 64 * (FUSE_LI + 1))
-		return true; /* the LL and LI forms of every fusable operator */
-	return (op >= OP_LOAD_L && op < OP_LOAD_L + 14) ||
-	       (op >= OP_LOAD_LI && op < OP_LOAD_LI + 14);
-}
-
-/* 'local.get x | t.const c ; P ; op', where P is a pure push (or a local.get
- * after a constant): the left operand is pushed early only because wasm
- * is a stack machine. Reading local x (or c) after P gives the same value,
- * since P writes no local, so P moves first and op becomes a fused form
- * with that operand as its right one: the operator swapped (commutative or
- * mirrored compare), or a reverse subtraction. Returns 1 when it fused. */
-static int fuse_left_operand(struct cc *c, int k, int bits)
-{
-	const struct emitted *p0 = prev(c, 0), *p1 = p0 ? prev(c, 1) : NULL;
-	if (!p1)
-		return 0;
-	uint32_t imm = 0;
-	bool is_const = const_operand(p1, bits, &imm);
-	if (!is_const && p1->op != OP_LOCAL_GET)
-		return 0;
-	bool sub = k == 11 || k == 32;
-	int sk = swapped_index(k);
-	if (sk < 0 && !sub)
-		return 0;
-	uint32_t at = p1->pc, opnd = is_const ? imm : p1->a;
-	if (is_const && p0->op == OP_LOCAL_GET && !sub) {
-		/* 'c; local.get y; op' -> push local[y] op' c */
-		uint32_t y = p0->a, opc = OP_FUSED + 64 * FUSE_LI + (uint32_t)sk;
-		c->ncode = at;
-		forget_from(c, at);
-		TRY(emit(c, opc));
-		TRY(emit(c, y));
-		TRY(emit(c, opnd));
-		note(c, at, opc, 0, 0);
-		return 1;
-	}
-	if (!pure_push(p0->op))
-		return 0;
-	uint32_t len = p0->len, p0op = p0->op;
-	memmove(c->code + at, c->code + p0->pc, (size_t)len * sizeof(*c->code));
-	c->ncode = at + len;
-	forget_from(c, at);
-	note(c, at, p0op, 0, 0);
-	uint32_t opc, from = c->ncode;
-	if (sub)
-		opc = (bits == 32 ? OP_RSUB_L32 : OP_RSUB_L64) + (is_const ? 1u : 0u);
-	else
-		opc = OP_FUSED + 64 * (is_const ? FUSE_I : FUSE_L) + (uint32_t)sk;
-	TRY(emit(c, opc));
-	TRY(emit(c, opnd));
-	note(c, from, opc, 0, 0);
-	return 1;
-}
-
-/* 'LI k1; op' where op (k2) takes the stack top as its left operand and
- * the LI form's result as its right one: OP_CHAIN for the pairs listed in
- * WASM_FUSABLE_CHAINS. Returns 1 when it fused. */
-static int fuse_chain(struct cc *c, int k2)
-{
-	const struct emitted *p0 = prev(c, 0);
-	if (!p0 || p0->op < OP_FUSED + 64 * FUSE_LI || p0->op >= OP_FUSED + 64 * (FUSE_LI + 1))
-		return 0;
-	int k1 = (int)(p0->op - (OP_FUSED + 64 * FUSE_LI));
-	int idx = -1;
-#define CHAIN_CASE(i, a1, a2, e1, e2) \
-	if (k1 == (a1) && k2 == (a2)) \
-		idx = (i);
-	WASM_FUSABLE_CHAINS(CHAIN_CASE)
-#undef CHAIN_CASE
-	if (idx < 0)
-		return 0;
-	uint32_t at = p0->pc;
-	c->code[at] = OP_CHAIN + (uint32_t)idx; /* same immediates: x, imm */
-	forget_from(c, at);
-	note(c, at, OP_CHAIN + (uint32_t)idx, 0, 0);
-	return 1;
-}
-
-/* The i32 operator k2 just emitted (forms S, L or I) after an I form that
- * computed its stack operand: one OP_ICHAIN_* for the pairs listed in
- * WASM_I_CHAINS. */
-static int fuse_ichain(struct cc *c, uint8_t op, int k2)
-{
-	const struct emitted *p0 = prev(c, 0), *p1 = p0 ? prev(c, 1) : NULL;
-	if (!p1)
-		return 0;
-	/* an LI form first (it pushed its result): forms L and I only */
-	if (p1->op >= OP_FUSED + 64 * FUSE_LI && p1->op < OP_FUSED + 64 * (FUSE_LI + 1) &&
-	    p0->op != op) {
-		uint32_t first = p1->op - 64 * (FUSE_LI - FUSE_I), lbase;
-		if (p0->op == OP_FUSED + 64 * FUSE_L + (uint32_t)k2)
-			lbase = OP_LICHAIN_L;
-		else if (p0->op == OP_FUSED + 64 * FUSE_I + (uint32_t)k2)
-			lbase = OP_LICHAIN_I;
-		else
-			return 0;
-		int li = -1;
-#define LICHAIN_CASE(i, f, b2, e1, e2) \
-	if (first == (uint32_t)(f) && k2 == (b2)) \
-		li = (i);
-		WASM_I_CHAINS(LICHAIN_CASE)
-#undef LICHAIN_CASE
-		if (li < 0)
-			return 0;
-		uint32_t at = p1->pc, x = c->code[at + 1], imm1 = c->code[at + 2];
-		uint32_t opnd = c->code[p0->pc + 1], opc = lbase + (uint32_t)li;
-		c->ncode = at;
-		forget_from(c, at);
-		TRY(emit(c, opc));
-		TRY(emit(c, x));
-		TRY(emit(c, imm1));
-		TRY(emit(c, opnd));
-		note(c, at, opc, 0, 0);
-		return 0;
-	}
-	if (p1->len != 2)
-		return 0;
-	uint32_t base;
-	if (p0->op == op)
-		base = OP_ICHAIN_S;
-	else if (p0->op == OP_FUSED + 64 * FUSE_L + (uint32_t)k2)
-		base = OP_ICHAIN_L;
-	else if (p0->op == OP_FUSED + 64 * FUSE_I + (uint32_t)k2)
-		base = OP_ICHAIN_I;
-	else
-		return 0;
-	int idx = -1;
-#define ICHAIN_CASE(i, first, b2, e1, e2) \
-	if (p1->op == (uint32_t)(first) && k2 == (b2)) \
-		idx = (i);
-	WASM_I_CHAINS(ICHAIN_CASE)
-#undef ICHAIN_CASE
-	if (idx < 0)
-		return 0;
-	uint32_t at = p1->pc, imm1 = c->code[at + 1];
-	uint32_t opnd = base == OP_ICHAIN_S ? 0 : c->code[p0->pc + 1];
-	uint32_t opc = base + (uint32_t)idx;
-	c->ncode = at;
-	forget_from(c, at);
-	TRY(emit(c, opc));
-	TRY(emit(c, imm1));
-	if (base != OP_ICHAIN_S)
-		TRY(emit(c, opnd));
-	note(c, at, opc, 0, 0);
-	return 0;
-}
-
-static int emit_binop_forms(struct cc *c, uint8_t op);
-
-/* Emit a binary operator, fused with what came before it where possible
- * (emit_binop_forms), then with an I form that computed its left operand. */
-static int emit_binop(struct cc *c, uint8_t op)
-{
-	TRY(emit_binop_forms(c, op));
-	int k = fusable_index(op);
-	if (k >= 0 && k < 21 && !dead(c))
-		return fuse_ichain(c, op, k);
-	return 0;
-}
-
-/* Emit a binary operator, fused with the local.get / const instructions
- * just before it into one register-style instruction where possible: a
- * stack interpreter spends most of its time on those pushes. */
-static int emit_binop_forms(struct cc *c, uint8_t op)
-{
-	int k = fusable_index(op);
-	if (k < 0 && !dead(c) && float_index(op) >= 0)
-		return emit_float_binop(c, op, float_index(op));
-	if (k < 0 || dead(c))
-		return emit_op(c, op);
-	int bits = k < 21 ? 32 : 64;
-	const struct emitted *p0 = prev(c, 0), *p1 = p0 ? prev(c, 1) : NULL;
-	uint32_t imm, x, form, at;
-	if (!p0)
-		return emit_op(c, op);
-	int r = fuse_left_operand(c, k, bits);
-	if (r != 0)
-		return r < 0 ? -1 : 0;
-	if (fuse_chain(c, k))
-		return 0;
-	if (p0->op == OP_LOCAL_GET) {
-		if (p1 && p1->op == OP_LOCAL_GET) {
-			x = p1->a;
-			at = p1->pc;
-			c->ncode = at;
-			TRY(emit(c, OP_FUSED + 64 * FUSE_LL + (uint32_t)k));
-			TRY(emit(c, x));
-			TRY(emit(c, p0->a));
-			form = FUSE_LL;
-		} else {
-			x = p0->a;
-			at = p0->pc;
-			c->ncode = at;
-			TRY(emit(c, OP_FUSED + 64 * FUSE_L + (uint32_t)k));
-			TRY(emit(c, x));
-			form = FUSE_L;
-		}
-	} else if (const_operand(p0, bits, &imm)) {
-		if (p1 && p1->op == OP_LOCAL_GET) {
-			x = p1->a;
-			at = p1->pc;
-			c->ncode = at;
-			TRY(emit(c, OP_FUSED + 64 * FUSE_LI + (uint32_t)k));
-			TRY(emit(c, x));
-			TRY(emit(c, imm));
-			form = FUSE_LI;
-		} else {
-			at = p0->pc;
-			c->ncode = at;
-			TRY(emit(c, OP_FUSED + 64 * FUSE_I + (uint32_t)k));
-			TRY(emit(c, imm));
-			form = FUSE_I;
-		}
-	} else {
-		return emit_op(c, op);
-	}
-	forget_from(c, at);
-	note(c, at, OP_FUSED + 64 * form + (uint32_t)k, 0, 0);
-	return 0;
-}
-
-/* If the latest instruction is a fusable operator (plain or fused), its
- * operator index and operand shape. */
-static const struct emitted *binop_shape(const struct cc *c, int *k, int *shape)
-{
-	const struct emitted *p0 = prev(c, 0);
-	if (!p0)
-		return NULL;
-	if (p0->op < 0x100) {
-		*k = fusable_index((uint8_t)p0->op);
-		*shape = SHAPE_S;
-		return *k >= 0 ? p0 : NULL;
-	}
-	if (p0->op >= OP_FUSED && p0->op < OP_FUSED + 64 * FUSE_SET) {
-		*k = (int)((p0->op - OP_FUSED) % 64);
-		*shape = SHAPE_L + (int)((p0->op - OP_FUSED) / 64);
-		return p0;
-	}
-	return NULL;
-}
-
-static bool is_compare(int k)
-{
-#define COMPARE_CASE(idx, opcode, bits, expr) \
-	case idx:                             \
-		return true;
-	switch (k) {
-		WASM_FUSABLE_COMPARES(COMPARE_CASE)
-	default:
-		return false;
-	}
-#undef COMPARE_CASE
-}
-
-/* 'local.get x; local.set z' at word `at`: a copy, merged with the copies
- * just before it into one OP_COPY_N (a hash rotating its working variables
- * does several in a row). */
-static int emit_copy(struct cc *c, uint32_t at, uint32_t x, uint32_t z)
-{
-	forget_from(c, at);
-	const struct emitted *r = prev(c, 0);
-	if (r && r->op == OP_COPY) {
-		uint32_t rat = r->pc, x1 = c->code[rat + 1], z1 = c->code[rat + 2];
-		c->ncode = rat;
-		TRY(emit(c, OP_COPY_N));
-		TRY(emit(c, 2));
-		TRY(emit(c, x1));
-		TRY(emit(c, z1));
-		TRY(emit(c, x));
-		TRY(emit(c, z));
-		forget_from(c, rat);
-		note(c, rat, OP_COPY_N, 0, 0);
-		return 0;
-	}
-	if (r && r->op == OP_COPY_N) {
-		uint32_t rat = r->pc;
-		c->code[rat + 1]++;
-		TRY(emit(c, x));
-		TRY(emit(c, z));
-		forget_from(c, rat);
-		note(c, rat, OP_COPY_N, 0, 0);
-		return 0;
-	}
-	TRY(emit(c, OP_COPY));
-	TRY(emit(c, x));
-	TRY(emit(c, z));
-	note(c, at, OP_COPY, x, z);
-	return 0;
-}
-
-/* 'op; local.set z' (or local.tee) -> one instruction writing the local. */
-static int fuse_local_set(struct cc *c, uint32_t op, uint32_t z)
-{
-	const struct emitted *q = dead(c) || op != OP_LOCAL_SET ? NULL : prev(c, 0);
-	if (q && (q->op == OP_I32_CONST || q->op == OP_F32_CONST || q->op == OP_I64_CONST ||
-		  q->op == OP_F64_CONST || q->op == OP_LOCAL_GET)) {
-		uint32_t at = q->pc, a = q->a, b = q->b, qop = q->op;
-		c->ncode = at;
-		forget_from(c, at);
-		if (qop == OP_LOCAL_GET)
-			return emit_copy(c, at, a, z);
-		bool wide = qop == OP_I64_CONST || qop == OP_F64_CONST;
-		TRY(emit(c, wide ? OP_SET_K64 : OP_SET_K32));
-		TRY(emit(c, z));
-		TRY(emit(c, a));
-		return wide ? emit(c, b) : 0;
-	}
-	/* a float add/sub/mul, plain or with a local operand, into a local
-	 * (an accumulator: 's = s + x') */
-	const struct emitted *f = dead(c) || op != OP_LOCAL_SET ? NULL : prev(c, 0);
-	if (f && ((f->op < 0x100 && float_index((uint8_t)f->op) >= 0) ||
-		  (f->op >= OP_FLOAT_L && f->op < OP_FLOAT_L + 6))) {
-		uint32_t at = f->pc;
-		c->code[at] = f->op < 0x100 ? OP_FSET_S + (uint32_t)float_index((uint8_t)f->op)
-					    : OP_FSET_L + (f->op - OP_FLOAT_L);
-		TRY(emit(c, z));
-		forget_from(c, at);
-		note(c, at, c->code[at], 0, 0);
-		return 0;
-	}
-	if (f && f->op == OP_FSUM64) {
-		uint32_t at = f->pc;
-		c->code[at] = OP_FSUM64_SET;
-		TRY(emit(c, z));
-		forget_from(c, at);
-		note(c, at, OP_FSUM64_SET, 0, 0);
-		return 0;
-	}
-	int k, shape;
-	const struct emitted *p0 = dead(c) ? NULL : binop_shape(c, &k, &shape);
-	if (!p0 || is_compare(k))
-		return emit_op1(c, op, z);
-	uint32_t at = p0->pc;
-	uint32_t form = (op == OP_LOCAL_SET ? FUSE_SET : FUSE_TEE) + (uint32_t)shape;
-	c->code[at] = OP_FUSED + 64 * form + (uint32_t)k;
-	TRY(emit(c, z));
-	forget_from(c, at);
-	note(c, at, c->code[at], 0, 0);
-	return 0;
-}
-
-/* A conditional jump on the value just computed: when it comes from a
- * fusable operator (or i32.eqz), rewrite that operator into a compare-and-
- * branch. `on_zero` selects 'jump when zero' (if) over 'when non-zero'
- * (br_if). The caller emits the target word next. */
-static int emit_cond_jump(struct cc *c, bool on_zero)
-{
-	int k, shape;
-	const struct emitted *p0 = binop_shape(c, &k, &shape);
-	const struct emitted *p1 = p0 ? prev(c, 1) : NULL;
-	if (p0 && p1 && !on_zero && k < 10 && (shape == SHAPE_I || shape == SHAPE_L) &&
-	    p1->op == OP_FUSED + 64 * (FUSE_TEE + SHAPE_LI) + 10 /* i32.add */) {
-		/* a loop's step and test: [tee-li-add x c z][cmp d] becomes
-		 * [step-br x c z d], the target word follows (OP_STEP_BR_I) */
-		uint32_t at = p1->pc, d = c->code[p0->pc + 1];
-		c->code[at] = (shape == SHAPE_I ? OP_STEP_BR_I : OP_STEP_BR_L) + (uint32_t)k;
-		c->code[at + 4] = d;
-		c->ncode = at + 5;
-		c->nlast = 0;
-		return 0;
-	}
-	if (p0 && is_compare(k)) {
-		c->code[p0->pc] = OP_FUSED + 64 * (uint32_t)((on_zero ? FUSE_BRZ : FUSE_BR) + shape) + (uint32_t)k;
-		c->nlast = 0;
-		return 0;
-	}
-	p0 = prev(c, 0);
-	if (p0 && p0->op == 0x45) { /* i32.eqz: invert the jump instead */
-		c->ncode = p0->pc;
-		c->nlast = 0;
-		return emit(c, on_zero ? OP_BR_IF_SIMPLE : OP_JMP_IF_NOT);
-	}
-	c->nlast = 0;
-	return emit(c, on_zero ? OP_JMP_IF_NOT : OP_BR_IF_SIMPLE);
 }
 
 /* ---- the operand and control stacks (spec appendix) ---- */
@@ -772,7 +47,7 @@ static uint32_t width(uint8_t t)
 static int push(struct cc *c, uint8_t t)
 {
 	if (c->nvals >= KIS_WASM_MAX_OPERANDS)
-		return fail(c, "invalid: operand stack too deep");
+		return cc_fail(c, "invalid: operand stack too deep");
 	c->vals[c->nvals++] = t;
 	c->nslots += width(t);
 	if (c->nslots > c->maxslots)
@@ -788,12 +63,12 @@ static int pop(struct cc *c, uint8_t want)
 	if (c->nvals == f->height) {
 		if (f->unreachable)
 			return want;
-		return fail(c, "invalid: type mismatch (operand stack underflow)");
+		return cc_fail(c, "invalid: type mismatch (operand stack underflow)");
 	}
 	uint8_t t = c->vals[--c->nvals];
 	c->nslots -= width(t);
 	if (want != ANY && t != ANY && t != want)
-		return fail(c, "invalid: type mismatch (expected 0x%02x, got 0x%02x)", want, t);
+		return cc_fail(c, "invalid: type mismatch (expected 0x%02x, got 0x%02x)", want, t);
 	return t == ANY ? want : t;
 }
 
@@ -843,7 +118,7 @@ static int blocktype(struct cc *c, struct ctl *f)
 	f->np = f->nr = 0;
 	f->params = f->results = NULL;
 	if (c->p >= c->end)
-		return fail(c, "malformed: unexpected end");
+		return cc_fail(c, "malformed: unexpected end");
 	uint8_t b = *c->p;
 	if (b == 0x40) {
 		c->p++;
@@ -858,11 +133,11 @@ static int blocktype(struct cc *c, struct ctl *f)
 	}
 	int64_t idx;
 	if (wasm_read_s33(&c->p, c->end, &idx) < 0)
-		return fail(c, "malformed: integer representation too long");
+		return cc_fail(c, "malformed: integer representation too long");
 	if (idx < 0)
-		return fail(c, "malformed: malformed value type");
+		return cc_fail(c, "malformed: malformed value type");
 	if ((uint64_t)idx >= c->m->ntypes)
-		return fail(c, "invalid: unknown type %lld", (long long)idx);
+		return cc_fail(c, "invalid: unknown type %lld", (long long)idx);
 	const struct wasm_functype *ft = &c->m->types[idx];
 	f->params = ft->t;
 	f->np = ft->np;
@@ -874,7 +149,7 @@ static int blocktype(struct cc *c, struct ctl *f)
 static int push_ctl(struct cc *c, struct ctl *f)
 {
 	if (c->nctl >= KIS_WASM_MAX_NESTING)
-		return fail(c, "invalid: blocks nested too deeply");
+		return cc_fail(c, "invalid: blocks nested too deeply");
 	f->height = c->nvals;
 	f->hslots = c->nslots;
 	f->unreachable = false;
@@ -903,9 +178,9 @@ static void patch_chain(struct cc *c, uint32_t head, uint32_t target)
 static int emit_target(struct cc *c, struct ctl *f)
 {
 	if (f->kind == 0x03)
-		return emit(c, f->start_pc);
+		return cc_emit(c, f->start_pc);
 	uint32_t at = c->ncode;
-	if (emit(c, f->fixups) < 0)
+	if (cc_emit(c, f->fixups) < 0)
 		return -1;
 	f->fixups = at;
 	return 0;
@@ -917,14 +192,14 @@ static int emit_target(struct cc *c, struct ctl *f)
 static int emit_jump_target(struct cc *c, struct ctl *f)
 {
 	if (f->kind == 0x03)
-		return emit(c, (f->start_pc + 1) | WASM_LOOP_EDGE);
+		return cc_emit(c, (f->start_pc + 1) | WASM_LOOP_EDGE);
 	return emit_target(c, f);
 }
 
 static struct ctl *label(struct cc *c, uint32_t depth)
 {
 	if (depth >= c->nctl) {
-		fail(c, "invalid: unknown label %u", depth);
+		cc_fail(c, "invalid: unknown label %u", depth);
 		return NULL;
 	}
 	return &c->ctl[c->nctl - 1 - depth];
@@ -956,22 +231,22 @@ static int branch(struct cc *c, uint32_t depth, bool cond)
 	uint32_t ns = wasm_slots(t, n);
 	if (pop_n(c, t, n) < 0)
 		return -1;
-	if (!dead(c)) {
+	if (!cc_dead(c)) {
 		bool simple = cur - ns == dst;
 		if (!cond && f == &c->ctl[0]) {
-			TRY(emit(c, OP_RETURN));
-			TRY(emit(c, ns));
+			TRY(cc_emit(c, OP_RETURN));
+			TRY(cc_emit(c, ns));
 		} else if (simple) {
 			if (cond)
-				TRY(emit_cond_jump(c, false));
+				TRY(cc_emit_cond_jump(c, false));
 			else
-				TRY(emit(c, OP_JMP));
+				TRY(cc_emit(c, OP_JMP));
 			TRY(emit_jump_target(c, f));
 		} else {
-			TRY(emit(c, cond ? OP_BR_IF : OP_BR));
+			TRY(cc_emit(c, cond ? OP_BR_IF : OP_BR));
 			TRY(emit_target(c, f));
-			TRY(emit(c, dst));
-			TRY(emit(c, ns));
+			TRY(cc_emit(c, dst));
+			TRY(cc_emit(c, ns));
 		}
 	}
 	if (cond)
@@ -985,12 +260,12 @@ static int br_table(struct cc *c)
 	uint32_t n;
 	TRY(rd_u32(c, &n));
 	if (n > KIS_WASM_MAX_BR_TABLE || n > (size_t)(c->end - c->p))
-		return fail(c, "malformed: unexpected end (br_table too long)");
+		return cc_fail(c, "malformed: unexpected end (br_table too long)");
 	if (pop(c, KIS_WASM_I32) < 0)
 		return -1;
 	uint32_t *depths = malloc(((size_t)n + 1) * sizeof(*depths));
 	if (!depths)
-		return fail(c, "out of memory");
+		return cc_fail(c, "out of memory");
 	int rc = 0;
 	for (uint32_t i = 0; i <= n && rc == 0; i++)
 		rc = rd_u32(c, &depths[i]);
@@ -1002,12 +277,12 @@ static int br_table(struct cc *c)
 	const uint8_t *dt;
 	uint32_t arity;
 	label_types(def, &dt, &arity);
-	if (!dead(c)) {
-		rc = emit(c, OP_BR_TABLE);
+	if (!cc_dead(c)) {
+		rc = cc_emit(c, OP_BR_TABLE);
 		if (rc == 0)
-			rc = emit(c, n);
+			rc = cc_emit(c, n);
 		if (rc == 0)
-			rc = emit(c, wasm_slots(dt, arity));
+			rc = cc_emit(c, wasm_slots(dt, arity));
 	}
 	for (uint32_t i = 0; i <= n && rc == 0; i++) {
 		struct ctl *f = label(c, depths[i]);
@@ -1019,7 +294,7 @@ static int br_table(struct cc *c)
 		uint32_t k;
 		label_types(f, &t, &k);
 		if (k != arity) {
-			rc = fail(c, "invalid: type mismatch (br_table arity)");
+			rc = cc_fail(c, "invalid: type mismatch (br_table arity)");
 			break;
 		}
 		/* each label's types must fit the operands (spec 3.3.8.9) */
@@ -1037,10 +312,10 @@ static int br_table(struct cc *c)
 			c->nvals = save; /* unreachable: polymorphic stack stays as it was */
 		}
 		c->nslots = save_slots;
-		if (!dead(c)) {
+		if (!cc_dead(c)) {
 			rc = emit_target(c, f);
 			if (rc == 0)
-				rc = emit(c, c->nlslots + f->hslots);
+				rc = cc_emit(c, c->nlslots + f->hslots);
 		}
 	}
 	free(depths);
@@ -1058,9 +333,9 @@ static int memarg(struct cc *c, uint32_t natural, uint32_t *offset)
 	TRY(rd_u32(c, &align));
 	TRY(rd_u32(c, offset));
 	if (c->m->nmems == 0)
-		return fail(c, "invalid: unknown memory 0");
+		return cc_fail(c, "invalid: unknown memory 0");
 	if (align >= 32 || (1u << align) > natural)
-		return fail(c, "invalid: alignment must not be larger than natural");
+		return cc_fail(c, "invalid: alignment must not be larger than natural");
 	return 0;
 }
 
@@ -1083,17 +358,17 @@ static int load_store(struct cc *c, uint8_t op)
 			return -1;
 	}
 	/* operands straight from locals: one instruction instead of three */
-	const struct emitted *p0 = dead(c) ? NULL : prev(c, 0);
-	const struct emitted *p1 = p0 ? prev(c, 1) : NULL;
+	const struct emitted *p0 = cc_dead(c) ? NULL : cc_prev(c, 0);
+	const struct emitted *p1 = p0 ? cc_prev(c, 1) : NULL;
 	if (op <= 0x35 && p0 && p0->op == OP_FUSED + 64 * FUSE_LI + 10 /* i32.add */) {
 		uint32_t at = p0->pc, x = c->code[at + 1], imm = c->code[at + 2];
 		c->ncode = at;
-		forget_from(c, at);
-		TRY(emit(c, OP_LOAD_LI + (op - 0x28u)));
-		TRY(emit(c, x));
-		TRY(emit(c, imm));
-		TRY(emit(c, off));
-		note(c, at, OP_LOAD_LI + (op - 0x28u), 0, 0);
+		cc_forget_from(c, at);
+		TRY(cc_emit(c, OP_LOAD_LI + (op - 0x28u)));
+		TRY(cc_emit(c, x));
+		TRY(cc_emit(c, imm));
+		TRY(cc_emit(c, off));
+		cc_note(c, at, OP_LOAD_LI + (op - 0x28u), 0, 0);
 		return 0;
 	}
 	/* the base just written to local z by a tee ('local.tee z; i32.const c;
@@ -1109,13 +384,13 @@ static int load_store(struct cc *c, uint8_t op)
 						      : p1->op - 64 * (FUSE_TEE - FUSE_SET);
 		c->code[tat] = sop;
 		c->ncode = at;
-		forget_from(c, tat);
-		note(c, tat, sop, p1->op == OP_LOCAL_TEE ? z : 0, 0);
-		TRY(emit(c, OP_LOAD_LI + (op - 0x28u)));
-		TRY(emit(c, z));
-		TRY(emit(c, imm));
-		TRY(emit(c, off));
-		note(c, at, OP_LOAD_LI + (op - 0x28u), 0, 0);
+		cc_forget_from(c, tat);
+		cc_note(c, tat, sop, p1->op == OP_LOCAL_TEE ? z : 0, 0);
+		TRY(cc_emit(c, OP_LOAD_LI + (op - 0x28u)));
+		TRY(cc_emit(c, z));
+		TRY(cc_emit(c, imm));
+		TRY(cc_emit(c, off));
+		cc_note(c, at, OP_LOAD_LI + (op - 0x28u), 0, 0);
 		return 0;
 	}
 	/* an indexed element: 'local.get x; i32.const s; i32.shl; i32.const c;
@@ -1130,48 +405,48 @@ static int load_store(struct cc *c, uint8_t op)
 		bool tee = ia != p0;
 		uint32_t z = tee ? p0->a : 0, opc = (tee ? OP_LOAD_IDX_TEE : OP_LOAD_IDX) + (op - 0x28u);
 		c->ncode = at;
-		forget_from(c, at);
-		TRY(emit(c, opc));
-		TRY(emit(c, x));
-		TRY(emit(c, sh));
-		TRY(emit(c, imm));
+		cc_forget_from(c, at);
+		TRY(cc_emit(c, opc));
+		TRY(cc_emit(c, x));
+		TRY(cc_emit(c, sh));
+		TRY(cc_emit(c, imm));
 		if (tee)
-			TRY(emit(c, z));
-		TRY(emit(c, off));
-		note(c, at, opc, 0, 0);
+			TRY(cc_emit(c, z));
+		TRY(cc_emit(c, off));
+		cc_note(c, at, opc, 0, 0);
 		return 0;
 	}
 	if (op <= 0x35 && p0 && p0->op == OP_FUSED + 64 * FUSE_I + 10 /* i32.add */) {
 		uint32_t at = p0->pc, imm = c->code[at + 1];
 		c->ncode = at;
-		forget_from(c, at);
-		TRY(emit(c, OP_LOAD_SI + (op - 0x28u)));
-		TRY(emit(c, imm));
-		TRY(emit(c, off));
-		note(c, at, OP_LOAD_SI + (op - 0x28u), 0, 0);
+		cc_forget_from(c, at);
+		TRY(cc_emit(c, OP_LOAD_SI + (op - 0x28u)));
+		TRY(cc_emit(c, imm));
+		TRY(cc_emit(c, off));
+		cc_note(c, at, OP_LOAD_SI + (op - 0x28u), 0, 0);
 		return 0;
 	}
 	if (op <= 0x35 && p0 && p0->op == OP_LOCAL_GET) {
 		uint32_t at = p0->pc, x = p0->a;
 		c->ncode = at;
-		forget_from(c, at);
-		TRY(emit(c, OP_LOAD_L + (op - 0x28u)));
-		TRY(emit(c, x));
-		TRY(emit(c, off));
-		note(c, at, OP_LOAD_L + (op - 0x28u), 0, 0);
+		cc_forget_from(c, at);
+		TRY(cc_emit(c, OP_LOAD_L + (op - 0x28u)));
+		TRY(cc_emit(c, x));
+		TRY(cc_emit(c, off));
+		cc_note(c, at, OP_LOAD_L + (op - 0x28u), 0, 0);
 		return 0;
 	}
 	if (op >= 0x36 && p0 && p1 && p0->op == OP_LOCAL_GET && p1->op == OP_LOCAL_GET) {
 		uint32_t at = p1->pc, x = p1->a, y = p0->a;
 		c->ncode = at;
-		forget_from(c, at);
-		TRY(emit(c, OP_STORE_LL + (op - 0x36u)));
-		TRY(emit(c, x));
-		TRY(emit(c, y));
-		TRY(emit(c, off));
+		cc_forget_from(c, at);
+		TRY(cc_emit(c, OP_STORE_LL + (op - 0x36u)));
+		TRY(cc_emit(c, x));
+		TRY(cc_emit(c, y));
+		TRY(cc_emit(c, off));
 		return 0;
 	}
-	return emit_op1(c, op, off);
+	return cc_emit_op1(c, op, off);
 }
 
 /* Numeric instructions 0x45..0xc4 (spec 3.3.1): operand and result types. */
@@ -1233,13 +508,13 @@ static int numeric(struct cc *c, uint8_t op)
 	if (pop(c, a) < 0)
 		return -1;
 	TRY(push(c, r));
-	return b ? emit_binop(c, op) : emit_op(c, op);
+	return b ? cc_emit_binop(c, op) : cc_emit_op(c, op);
 }
 
 static const struct wasm_tabletype *table(struct cc *c, uint32_t idx)
 {
 	if (idx >= c->m->ntables) {
-		fail(c, "invalid: unknown table %u", idx);
+		cc_fail(c, "invalid: unknown table %u", idx);
 		return NULL;
 	}
 	return &c->m->tables[idx];
@@ -1248,9 +523,9 @@ static const struct wasm_tabletype *table(struct cc *c, uint32_t idx)
 static int need_datacount(struct cc *c, uint32_t idx)
 {
 	if (!c->m->has_datacount)
-		return fail(c, "malformed: data count section required");
+		return cc_fail(c, "malformed: data count section required");
 	if (idx >= c->m->datacount)
-		return fail(c, "invalid: unknown data segment %u", idx);
+		return cc_fail(c, "invalid: unknown data segment %u", idx);
 	return 0;
 }
 
@@ -1266,68 +541,68 @@ static int prefixed(struct cc *c)
 		if (pop(c, in[sub]) < 0)
 			return -1;
 		TRY(push(c, sub < 4 ? KIS_WASM_I32 : KIS_WASM_I64));
-		return emit_op(c, OP_FC_BASE + sub);
+		return cc_emit_op(c, OP_FC_BASE + sub);
 	}
 	case 8: /* memory.init */
 		TRY(rd_u32(c, &x));
 		TRY(rd_zero(c));
 		if (c->m->nmems == 0)
-			return fail(c, "invalid: unknown memory 0");
+			return cc_fail(c, "invalid: unknown memory 0");
 		TRY(need_datacount(c, x));
 		for (int i = 0; i < 3; i++)
 			if (pop(c, KIS_WASM_I32) < 0)
 				return -1;
-		return emit_op1(c, OP_FC_BASE + 8, x);
+		return cc_emit_op1(c, OP_FC_BASE + 8, x);
 	case 9: /* data.drop */
 		TRY(rd_u32(c, &x));
 		TRY(need_datacount(c, x));
-		return emit_op1(c, OP_FC_BASE + 9, x);
+		return cc_emit_op1(c, OP_FC_BASE + 9, x);
 	case 10: /* memory.copy */
 		TRY(rd_zero(c));
 		TRY(rd_zero(c));
 		if (c->m->nmems == 0)
-			return fail(c, "invalid: unknown memory 0");
+			return cc_fail(c, "invalid: unknown memory 0");
 		for (int i = 0; i < 3; i++)
 			if (pop(c, KIS_WASM_I32) < 0)
 				return -1;
-		return emit_op(c, OP_FC_BASE + 10);
+		return cc_emit_op(c, OP_FC_BASE + 10);
 	case 11: /* memory.fill */
 		TRY(rd_zero(c));
 		if (c->m->nmems == 0)
-			return fail(c, "invalid: unknown memory 0");
+			return cc_fail(c, "invalid: unknown memory 0");
 		for (int i = 0; i < 3; i++)
 			if (pop(c, KIS_WASM_I32) < 0)
 				return -1;
-		return emit_op(c, OP_FC_BASE + 11);
+		return cc_emit_op(c, OP_FC_BASE + 11);
 	case 12: /* table.init elem, table */
 		TRY(rd_u32(c, &x));
 		TRY(rd_u32(c, &y));
 		if (!(t = table(c, y)))
 			return -1;
 		if (x >= c->m->nelems)
-			return fail(c, "invalid: unknown elem segment %u", x);
+			return cc_fail(c, "invalid: unknown elem segment %u", x);
 		if (c->m->elems[x].type != t->elem)
-			return fail(c, "invalid: type mismatch (table.init)");
+			return cc_fail(c, "invalid: type mismatch (table.init)");
 		for (int i = 0; i < 3; i++)
 			if (pop(c, KIS_WASM_I32) < 0)
 				return -1;
-		return emit_op2(c, OP_FC_BASE + 12, x, y);
+		return cc_emit_op2(c, OP_FC_BASE + 12, x, y);
 	case 13: /* elem.drop */
 		TRY(rd_u32(c, &x));
 		if (x >= c->m->nelems)
-			return fail(c, "invalid: unknown elem segment %u", x);
-		return emit_op1(c, OP_FC_BASE + 13, x);
+			return cc_fail(c, "invalid: unknown elem segment %u", x);
+		return cc_emit_op1(c, OP_FC_BASE + 13, x);
 	case 14: /* table.copy dst, src */
 		TRY(rd_u32(c, &x));
 		TRY(rd_u32(c, &y));
 		if (!(t = table(c, x)) || !(t2 = table(c, y)))
 			return -1;
 		if (t->elem != t2->elem)
-			return fail(c, "invalid: type mismatch (table.copy)");
+			return cc_fail(c, "invalid: type mismatch (table.copy)");
 		for (int i = 0; i < 3; i++)
 			if (pop(c, KIS_WASM_I32) < 0)
 				return -1;
-		return emit_op2(c, OP_FC_BASE + 14, x, y);
+		return cc_emit_op2(c, OP_FC_BASE + 14, x, y);
 	case 15: /* table.grow */
 		TRY(rd_u32(c, &x));
 		if (!(t = table(c, x)))
@@ -1335,36 +610,36 @@ static int prefixed(struct cc *c)
 		if (pop(c, KIS_WASM_I32) < 0 || pop(c, t->elem) < 0)
 			return -1;
 		TRY(push(c, KIS_WASM_I32));
-		return emit_op1(c, OP_FC_BASE + 15, x);
+		return cc_emit_op1(c, OP_FC_BASE + 15, x);
 	case 16: /* table.size */
 		TRY(rd_u32(c, &x));
 		if (!table(c, x))
 			return -1;
 		TRY(push(c, KIS_WASM_I32));
-		return emit_op1(c, OP_FC_BASE + 16, x);
+		return cc_emit_op1(c, OP_FC_BASE + 16, x);
 	case 17: /* table.fill */
 		TRY(rd_u32(c, &x));
 		if (!(t = table(c, x)))
 			return -1;
 		if (pop(c, KIS_WASM_I32) < 0 || pop(c, t->elem) < 0 || pop(c, KIS_WASM_I32) < 0)
 			return -1;
-		return emit_op1(c, OP_FC_BASE + 17, x);
+		return cc_emit_op1(c, OP_FC_BASE + 17, x);
 	default:
-		return fail(c, "malformed: illegal opcode 0xfc %u", sub);
+		return cc_fail(c, "malformed: illegal opcode 0xfc %u", sub);
 	}
 }
 
 /* A vector instruction: OP_SIMD, subopcode with immediate count, immediates. */
 static int emit_simd(struct cc *c, uint32_t sub, const uint32_t *imm, uint32_t n)
 {
-	if (dead(c))
+	if (cc_dead(c))
 		return 0;
 	uint32_t at = c->ncode;
-	TRY(emit(c, OP_SIMD));
-	TRY(emit(c, sub | n << 16));
+	TRY(cc_emit(c, OP_SIMD));
+	TRY(cc_emit(c, sub | n << 16));
 	for (uint32_t i = 0; i < n; i++)
-		TRY(emit(c, imm[i]));
-	note(c, at, OP_SIMD, 0, 0); /* fuses with nothing */
+		TRY(cc_emit(c, imm[i]));
+	cc_note(c, at, OP_SIMD, 0, 0); /* fuses with nothing */
 	return 0;
 }
 
@@ -1376,7 +651,7 @@ static int vector(struct cc *c)
 	struct wasm_simd_sig g;
 	TRY(rd_u32(c, &sub));
 	if (wasm_simd_sig(sub, &g) < 0)
-		return fail(c, "malformed: illegal opcode 0xfd %u", sub);
+		return cc_fail(c, "malformed: illegal opcode 0xfd %u", sub);
 	if (g.imm == SIMD_IMM_MEM || g.imm == SIMD_IMM_MEM_LANE) {
 		TRY(memarg(c, g.size, &imm[0]));
 		nimm = 1;
@@ -1385,18 +660,18 @@ static int vector(struct cc *c)
 		uint8_t lane = 0;
 		TRY(rd_byte(c, &lane));
 		if (lane >= g.lanes)
-			return fail(c, "invalid: invalid lane index");
+			return cc_fail(c, "invalid: invalid lane index");
 		imm[nimm++] = lane;
 	}
 	if (g.imm == SIMD_IMM_BYTES16) {
 		if (c->end - c->p < 16)
-			return fail(c, "malformed: unexpected end");
+			return cc_fail(c, "malformed: unexpected end");
 		memcpy(imm, c->p, 16);
 		c->p += 16;
 		nimm = 4;
 		for (unsigned i = 0; g.lanes && i < 16; i++) /* shuffle: lanes of both operands */
 			if (((const uint8_t *)imm)[i] >= g.lanes)
-				return fail(c, "invalid: invalid lane index");
+				return cc_fail(c, "invalid: invalid lane index");
 	}
 	for (unsigned i = g.nin; i-- > 0;)
 		if (pop(c, g.in[i]) < 0)
@@ -1415,7 +690,7 @@ static int instr(struct cc *c)
 	const struct kis_wasm_module *m = c->m;
 	switch (op) {
 	case 0x00: /* unreachable */
-		TRY(emit_op(c, OP_UNREACHABLE));
+		TRY(cc_emit_op(c, OP_UNREACHABLE));
 		set_unreachable(c);
 		return 0;
 	case 0x01:
@@ -1429,17 +704,17 @@ static int instr(struct cc *c)
 			return -1;
 		if (pop_n(c, f.params, f.np) < 0)
 			return -1;
-		bool was_dead = dead(c);
+		bool was_dead = cc_dead(c);
 		if (op == 0x03 && !was_dead) {
-			TRY(emit(c, OP_LOOP_CHECK));
-			label_here(c);
+			TRY(cc_emit(c, OP_LOOP_CHECK));
+			cc_label_here(c);
 		}
 		f.start_pc = c->ncode - (op == 0x03 && !was_dead ? 1 : 0);
 		uint32_t else_at = NONE;
 		if (op == 0x04 && !was_dead) {
-			TRY(emit_cond_jump(c, true));
+			TRY(cc_emit_cond_jump(c, true));
 			else_at = c->ncode;
-			TRY(emit(c, NONE));
+			TRY(cc_emit(c, NONE));
 		}
 		TRY(push_ctl(c, &f));
 		c->ctl[c->nctl - 1].else_fix = else_at;
@@ -1451,20 +726,20 @@ static int instr(struct cc *c)
 	case 0x05: { /* else */
 		struct ctl *f = &c->ctl[c->nctl - 1];
 		if (f->kind != 0x04)
-			return fail(c, "malformed: else without if");
+			return cc_fail(c, "malformed: else without if");
 		if (pop_n(c, f->results, f->nr) < 0)
 			return -1;
 		if (c->nvals != f->height)
-			return fail(c, "invalid: type mismatch (values remaining in then branch)");
-		if (!dead(c)) {
-			TRY(emit(c, OP_JMP));
+			return cc_fail(c, "invalid: type mismatch (values remaining in then branch)");
+		if (!cc_dead(c)) {
+			TRY(cc_emit(c, OP_JMP));
 			TRY(emit_target(c, f));
 		}
 		if (f->else_fix != NONE) {
 			c->code[f->else_fix] = c->ncode;
 			f->else_fix = NONE;
 		}
-		label_here(c);
+		cc_label_here(c);
 		f->unreachable = false;
 		f->kind = 0x05;
 		return push_n(c, f->params, f->np);
@@ -1474,18 +749,18 @@ static int instr(struct cc *c)
 		if (pop_n(c, f->results, f->nr) < 0)
 			return -1;
 		if (c->nvals != f->height)
-			return fail(c, "invalid: type mismatch (values remaining at end of block)");
-		label_here(c);
+			return cc_fail(c, "invalid: type mismatch (values remaining at end of block)");
+		cc_label_here(c);
 		if (f->kind == 0x04) {
 			if (f->np != f->nr || (f->np && memcmp(f->params, f->results, f->np)))
-				return fail(c, "invalid: type mismatch (if without else)");
+				return cc_fail(c, "invalid: type mismatch (if without else)");
 			if (f->else_fix != NONE)
 				c->code[f->else_fix] = c->ncode;
 		}
 		if (c->nctl == 1) {
 			patch_chain(c, f->fixups, c->ncode);
-			TRY(emit(c, OP_RETURN));
-			TRY(emit(c, wasm_slots(f->results, f->nr)));
+			TRY(cc_emit(c, OP_RETURN));
+			TRY(cc_emit(c, wasm_slots(f->results, f->nr)));
 			c->nctl = 0;
 			return 1;
 		}
@@ -1509,12 +784,12 @@ static int instr(struct cc *c)
 	case 0x10: { /* call */
 		TRY(rd_u32(c, &x));
 		if (x >= m->nfuncs)
-			return fail(c, "invalid: unknown function %u", x);
+			return cc_fail(c, "invalid: unknown function %u", x);
 		const struct wasm_functype *ft = &m->types[m->func_types[x]];
 		if (pop_n(c, ft->t, ft->np) < 0)
 			return -1;
 		TRY(push_n(c, ft->t + ft->np, ft->nr));
-		return emit_op1(c, OP_CALL, x);
+		return cc_emit_op1(c, OP_CALL, x);
 	}
 	case 0x11: { /* call_indirect typeidx tableidx */
 		TRY(rd_u32(c, &x));
@@ -1523,22 +798,22 @@ static int instr(struct cc *c)
 		if (!t)
 			return -1;
 		if (x >= m->ntypes)
-			return fail(c, "invalid: unknown type %u", x);
+			return cc_fail(c, "invalid: unknown type %u", x);
 		if (t->elem != KIS_WASM_FUNCREF)
-			return fail(c, "invalid: type mismatch (call_indirect on a non-funcref table)");
+			return cc_fail(c, "invalid: type mismatch (call_indirect on a non-funcref table)");
 		const struct wasm_functype *ft = &m->types[x];
 		if (pop(c, KIS_WASM_I32) < 0 || pop_n(c, ft->t, ft->np) < 0)
 			return -1;
 		TRY(push_n(c, ft->t + ft->np, ft->nr));
-		return emit_op2(c, OP_CALL_INDIRECT, x, y);
+		return cc_emit_op2(c, OP_CALL_INDIRECT, x, y);
 	}
 	case 0x1a: { /* drop */
 		int t = pop(c, ANY);
 		if (t < 0)
 			return -1;
 		if (t == KIS_WASM_V128) /* two slots */
-			TRY(emit_op(c, OP_DROP));
-		return emit_op(c, OP_DROP);
+			TRY(cc_emit_op(c, OP_DROP));
+		return cc_emit_op(c, OP_DROP);
 	}
 	case 0x1b:
 	case 0x1c: { /* select, select t* */
@@ -1546,10 +821,10 @@ static int instr(struct cc *c)
 		if (op == 0x1c) {
 			TRY(rd_u32(c, &x));
 			if (x != 1)
-				return fail(c, "invalid: invalid result arity");
+				return cc_fail(c, "invalid: invalid result arity");
 			TRY(rd_byte(c, &want));
 			if (!is_val(want))
-				return fail(c, "malformed: malformed value type");
+				return cc_fail(c, "malformed: malformed value type");
 		}
 		if (pop(c, KIS_WASM_I32) < 0)
 			return -1;
@@ -1563,20 +838,20 @@ static int instr(struct cc *c)
 		if (op == 0x1b) {
 			/* numeric or vector operands (spec 3.3.4.2) */
 			if ((t1 != ANY && is_ref((uint8_t)t1)) || (t2 != ANY && is_ref((uint8_t)t2)))
-				return fail(c, "invalid: type mismatch (select needs numeric operands)");
+				return cc_fail(c, "invalid: type mismatch (select needs numeric operands)");
 			rt = t1 == ANY ? (uint8_t)t2 : (uint8_t)t1;
 		}
 		TRY(push(c, rt));
 		if (rt == KIS_WASM_V128)
 			return emit_simd(c, SIMD_SELECT, NULL, 0);
-		return emit_op(c, OP_SELECT);
+		return cc_emit_op(c, OP_SELECT);
 	}
 	case 0x20:
 	case 0x21:
 	case 0x22:
 		TRY(rd_u32(c, &x));
 		if (x >= c->nlocals)
-			return fail(c, "invalid: unknown local %u", x);
+			return cc_fail(c, "invalid: unknown local %u", x);
 		if (op == 0x20) {
 			TRY(push(c, c->locals[x]));
 		} else {
@@ -1585,7 +860,7 @@ static int instr(struct cc *c)
 			if (op == 0x22)
 				TRY(push(c, c->locals[x]));
 		}
-		if (op == 0x21 && !dead(c) && c->locals[x] != KIS_WASM_V128 && drop_zero_set(c, x))
+		if (op == 0x21 && !cc_dead(c) && c->locals[x] != KIS_WASM_V128 && cc_drop_zero_set(c, x))
 			return 0;
 		if (op != 0x20 && x < 64)
 			c->written |= (uint64_t)1 << x;
@@ -1593,24 +868,24 @@ static int instr(struct cc *c)
 		if (c->locals[x] == KIS_WASM_V128)
 			return emit_simd(c, SIMD_LOCAL_GET + (op - 0x20u), &c->lslot[x], 1);
 		if (op == 0x21 || op == 0x22)
-			return fuse_local_set(c, op, c->lslot[x]);
-		return emit_op1(c, op, c->lslot[x]);
+			return cc_fuse_local_set(c, op, c->lslot[x]);
+		return cc_emit_op1(c, op, c->lslot[x]);
 	case 0x23:
 	case 0x24:
 		TRY(rd_u32(c, &x));
 		if (x >= m->nglobals)
-			return fail(c, "invalid: unknown global %u", x);
+			return cc_fail(c, "invalid: unknown global %u", x);
 		if (op == 0x23) {
 			TRY(push(c, m->globals[x].type));
 		} else {
 			if (!m->globals[x].mut)
-				return fail(c, "invalid: global is immutable");
+				return cc_fail(c, "invalid: global is immutable");
 			if (pop(c, m->globals[x].type) < 0)
 				return -1;
 		}
 		if (m->globals[x].type == KIS_WASM_V128)
 			return emit_simd(c, op == 0x23 ? SIMD_GLOBAL_GET : SIMD_GLOBAL_SET, &x, 1);
-		return emit_op1(c, op, x);
+		return cc_emit_op1(c, op, x);
 	case 0x25:
 	case 0x26: {
 		TRY(rd_u32(c, &x));
@@ -1624,74 +899,74 @@ static int instr(struct cc *c)
 		} else if (pop(c, t->elem) < 0 || pop(c, KIS_WASM_I32) < 0) {
 			return -1;
 		}
-		return emit_op1(c, op, x);
+		return cc_emit_op1(c, op, x);
 	}
 	case 0x3f:
 	case 0x40:
 		TRY(rd_zero(c));
 		if (m->nmems == 0)
-			return fail(c, "invalid: unknown memory 0");
+			return cc_fail(c, "invalid: unknown memory 0");
 		if (op == 0x40 && pop(c, KIS_WASM_I32) < 0)
 			return -1;
 		TRY(push(c, KIS_WASM_I32));
-		return emit_op(c, op);
+		return cc_emit_op(c, op);
 	case 0x41: {
 		int32_t v;
 		if (wasm_read_s32(&c->p, c->end, &v) < 0)
-			return fail(c, "malformed: integer representation too long");
+			return cc_fail(c, "malformed: integer representation too long");
 		TRY(push(c, KIS_WASM_I32));
-		return emit_op1(c, op, (uint32_t)v);
+		return cc_emit_op1(c, op, (uint32_t)v);
 	}
 	case 0x42: {
 		int64_t v;
 		if (wasm_read_s64(&c->p, c->end, &v) < 0)
-			return fail(c, "malformed: integer representation too long");
+			return cc_fail(c, "malformed: integer representation too long");
 		TRY(push(c, KIS_WASM_I64));
-		return emit_op2(c, op, (uint32_t)(uint64_t)v, (uint32_t)((uint64_t)v >> 32));
+		return cc_emit_op2(c, op, (uint32_t)(uint64_t)v, (uint32_t)((uint64_t)v >> 32));
 	}
 	case 0x43: {
 		uint32_t v;
 		if (c->end - c->p < 4)
-			return fail(c, "malformed: unexpected end");
+			return cc_fail(c, "malformed: unexpected end");
 		memcpy(&v, c->p, 4);
 		c->p += 4;
 		TRY(push(c, KIS_WASM_F32));
-		return emit_op1(c, op, v);
+		return cc_emit_op1(c, op, v);
 	}
 	case 0x44: {
 		uint64_t v;
 		if (c->end - c->p < 8)
-			return fail(c, "malformed: unexpected end");
+			return cc_fail(c, "malformed: unexpected end");
 		memcpy(&v, c->p, 8);
 		c->p += 8;
 		TRY(push(c, KIS_WASM_F64));
-		return emit_op2(c, op, (uint32_t)v, (uint32_t)(v >> 32));
+		return cc_emit_op2(c, op, (uint32_t)v, (uint32_t)(v >> 32));
 	}
 	case 0xd0: { /* ref.null t */
 		uint8_t t = 0;
 		TRY(rd_byte(c, &t));
 		if (!is_ref(t))
-			return fail(c, "malformed: malformed reference type");
+			return cc_fail(c, "malformed: malformed reference type");
 		TRY(push(c, t));
-		return emit_op(c, OP_REF_NULL);
+		return cc_emit_op(c, OP_REF_NULL);
 	}
 	case 0xd1: { /* ref.is_null */
 		int t = pop(c, ANY);
 		if (t < 0)
 			return -1;
 		if (t != ANY && !is_ref((uint8_t)t))
-			return fail(c, "invalid: type mismatch (ref.is_null on a number)");
+			return cc_fail(c, "invalid: type mismatch (ref.is_null on a number)");
 		TRY(push(c, KIS_WASM_I32));
-		return emit_op(c, OP_REF_IS_NULL);
+		return cc_emit_op(c, OP_REF_IS_NULL);
 	}
 	case 0xd2: /* ref.func */
 		TRY(rd_u32(c, &x));
 		if (x >= m->nfuncs)
-			return fail(c, "invalid: unknown function %u", x);
+			return cc_fail(c, "invalid: unknown function %u", x);
 		if (!m->declared || !m->declared[x])
-			return fail(c, "invalid: undeclared function reference");
+			return cc_fail(c, "invalid: undeclared function reference");
 		TRY(push(c, KIS_WASM_FUNCREF));
-		return emit_op1(c, OP_REF_FUNC, x);
+		return cc_emit_op1(c, OP_REF_FUNC, x);
 	case 0xfc:
 		return prefixed(c);
 	case 0xfd:
@@ -1701,7 +976,7 @@ static int instr(struct cc *c)
 			return load_store(c, op);
 		if (op >= 0x45 && op <= 0xc4)
 			return numeric(c, op);
-		return fail(c, "malformed: illegal opcode 0x%02x", op);
+		return cc_fail(c, "malformed: illegal opcode 0x%02x", op);
 	}
 }
 
@@ -1725,16 +1000,16 @@ int wasm_compile_func(const struct kis_wasm_module *m, uint32_t func_idx, const 
 			return -1;
 		total += n;
 		if (total > KIS_WASM_MAX_LOCALS)
-			return fail(&c, "malformed: too many locals");
+			return cc_fail(&c, "malformed: too many locals");
 		if (!is_val(t))
-			return fail(&c, "malformed: malformed value type 0x%02x", t);
+			return cc_fail(&c, "malformed: malformed value type 0x%02x", t);
 	}
 	c.locals = malloc(total + 1);
 	c.lslot = malloc((total + 1) * sizeof(*c.lslot));
 	c.vals = malloc(KIS_WASM_MAX_OPERANDS);
 	c.ctl = malloc(KIS_WASM_MAX_NESTING * sizeof(*c.ctl));
 	if (!c.locals || !c.lslot || !c.vals || !c.ctl) {
-		fail(&c, "out of memory");
+		cc_fail(&c, "out of memory");
 		goto out;
 	}
 	memcpy(c.locals, ft->t, ft->np);
@@ -1767,7 +1042,7 @@ int wasm_compile_func(const struct kis_wasm_module *m, uint32_t func_idx, const 
 			break;
 	}
 	if (c.p != c.end) {
-		fail(&c, "malformed: section size mismatch (bytes after the end of a function)");
+		cc_fail(&c, "malformed: section size mismatch (bytes after the end of a function)");
 		goto out;
 	}
 	out->ops = c.code;

@@ -124,6 +124,10 @@ struct kis_wasm_module {
 	uint8_t *declared; /* per function: may be named by ref.func (spec 3.4.10 C.refs) */
 	struct wasm_jit_module *jit; /* its machine code, made at the first
 				      * instantiation in a compiling store (jit.h) */
+	/* how jit is released: set with it by jit_load.c, so that the
+	 * decoder, which owns the module, does not call up into the
+	 * compiler's files (issue 42: decode.c <-> jit_load.c was a circle) */
+	void (*jit_free)(struct wasm_jit_module *jm);
 	bool jit_guard; /* the code is for guard-region memories (jit.h) */
 	uint8_t jit_tier; /* WASM_JIT_TIER_OPT or _FAST (jit.h): how hard LLVM works */
 	/* Loaded for cached machine code (wasm_module_load_for_cache): the
@@ -474,8 +478,12 @@ struct wasm_frame {
 	const uint32_t *code; /* func's code, to resume without two loads */
 };
 
+/* What the store tracks, for its release (runtime.c) and for the guard
+ * fault check (memory.c). */
+enum { OBJ_FUNC, OBJ_TABLE, OBJ_MEMORY, OBJ_GLOBAL, OBJ_INSTANCE };
+
 struct wasm_obj {
-	int kind; /* enum kis_wasm_extern_kind, or 4 for an instance */
+	int kind; /* OBJ_* */
 	void *p;
 };
 
@@ -528,7 +536,14 @@ KIS_HIDDEN int wasm_read_s32(const uint8_t **p, const uint8_t *end, int32_t *v);
 KIS_HIDDEN int wasm_read_s33(const uint8_t **p, const uint8_t *end, int64_t *v);
 KIS_HIDDEN int wasm_read_s64(const uint8_t **p, const uint8_t *end, int64_t *v);
 
-KIS_HIDDEN bool wasm_functype_eq(const struct wasm_functype *a, const struct wasm_functype *b);
+/* Function types match (spec 3.3.5.1): an inline here because the
+ * interpreter, the compiled code's runtime and instantiation all compare
+ * types, and none of them should call another for it. */
+static inline bool wasm_functype_eq(const struct wasm_functype *a, const struct wasm_functype *b)
+{
+	return a == b || (a->np == b->np && a->nr == b->nr &&
+			  !memcmp(a->t, b->t, (size_t)a->np + a->nr));
+}
 
 /* exec.c: run a function on the store's stack. */
 KIS_HIDDEN enum kis_wasm_trap wasm_invoke(struct kis_wasm_store *s, struct kis_wasm_func *f,

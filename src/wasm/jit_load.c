@@ -130,6 +130,7 @@ int wasm_jit_compile(struct kis_wasm_module *m, const uint8_t *cached, size_t ca
 		uint32_t has = wasm_jit_elf_nfuncs(jm);
 		if (has == n) {
 			m->jit = jm;
+			m->jit_free = wasm_jit_module_free;
 			return 0;
 		}
 		wasm_jit_elf_free(jm);
@@ -149,6 +150,7 @@ int wasm_jit_compile(struct kis_wasm_module *m, const uint8_t *cached, size_t ca
 		if (wasm_jit_elf_load(cached, cached_len, n, true, &jm, err, errlen) == 0) {
 			wasm_jit_elf_keep_object(jm, NULL, 0, true);
 			m->jit = jm;
+			m->jit_free = wasm_jit_module_free;
 			return 0;
 		}
 		if (!wasm_jit_loaded())
@@ -169,6 +171,7 @@ int wasm_jit_compile(struct kis_wasm_module *m, const uint8_t *cached, size_t ca
 	}
 	wasm_jit_elf_keep_object(jm, obj, len, false);
 	m->jit = jm;
+	m->jit_free = wasm_jit_module_free;
 	return 0;
 }
 

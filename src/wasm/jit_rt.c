@@ -14,7 +14,16 @@
  * Compiled frames hold no resources, so unwinding them is only resetting
  * the stack pointer. A host function called from compiled code (WASI) runs
  * on the same stack and may enter wasm again: a nested entry stays on the
- * stack and sets a jmp_buf of its own, restoring the outer one on return. */
+ * stack and sets a jmp_buf of its own, restoring the outer one on return.
+ *
+ * This file and exec.c call each other, and that is one unit by design, not
+ * a layering slip: a store may hold interpreted and compiled instances at
+ * once (a module the compiler refused runs interpreted beside others that
+ * compiled, and imports link them), so a call crosses from either engine to
+ * the other. wasm_invoke (exec.c) hands a compiled callee here, and
+ * wasm_jit_rt_call hands an interpreted callee back to wasm_invoke: the two
+ * halves of one mixed-engine call, which a function pointer would only
+ * hide (issue 42, the circle exec.c <-> jit_rt.c). */
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
