@@ -226,8 +226,9 @@ int cmd_backends(int argc, char **argv)
 	}
 	if (!json && wasm_engines[0] && !strncmp(wasm_engines, "compiler", 8))
 		printf("\nwasm engines: %s (wasm.engine auto: the compiler for a module whose code "
-		       "the store has cached, or of at most %u KiB, compiled on its first run; the "
-		       "interpreter for a larger one until a run asks for the compiler)\n",
+		       "the store has cached, or of at most %u KiB, compiled on its first run; a "
+		       "larger one runs interpreted while a background compile fills the cache "
+		       "for its next run)\n",
 		       wasm_engines, KIS_WASM_AUTO_COMPILE_MAX >> 10);
 	else if (!json && wasm_engines[0])
 		printf("\nwasm engines: %s (wasm.engine auto takes the first)\n", wasm_engines);
