@@ -77,16 +77,12 @@ int cli_fail(struct kis_error *err)
 int cli_fail_store(struct kis_error *err)
 {
 	/* The store's root is the user's path (--store-root, or
-	 * $KIS_SANDBOX_ROOT): one that cannot be made or entered is their
-	 * mistake to fix, invalid_argument, never internal (README, Errors). */
-	if (err && err->code == KIS_E_INTERNAL &&
-	    (err->sys_errno == ENOENT || err->sys_errno == ENOTDIR || err->sys_errno == EACCES ||
-	     err->sys_errno == EPERM || err->sys_errno == EROFS || err->sys_errno == EEXIST ||
-	     err->sys_errno == ELOOP || err->sys_errno == ENAMETOOLONG)) {
-		err->code = KIS_E_INVALID_ARGUMENT;
+	 * $KIS_SANDBOX_ROOT): the library names one that cannot be made or
+	 * entered invalid_argument (src/store/store.c, root_code); the hint
+	 * says where the path came from. */
+	if (err && err->code == KIS_E_INVALID_ARGUMENT && err->sys_errno)
 		return cli_fail_hint(err, "The store is --store-root DIR, else $KIS_SANDBOX_ROOT, else "
 					  "the default (see 'kis sandbox --help').");
-	}
 	return cli_fail(err);
 }
 

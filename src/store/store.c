@@ -29,6 +29,19 @@ int kis_store_cow_strategy(struct kis_store *s, const char **name)
 
 /* ---- Open ----------------------------------------------------------- */
 
+/* The store's root is the caller's path (a profile's store root, the
+ * CLI's --store-root or $KIS_SANDBOX_ROOT): a root that cannot be made,
+ * entered or opened for one of these reasons is the caller's mistake to
+ * fix (invalid_argument, README "Errors"), any other is the engine's. */
+static enum kis_errc root_code(int e)
+{
+	return e == ENOENT || e == ENOTDIR || e == EACCES || e == EPERM || e == EROFS ||
+			       e == EEXIST || e == ELOOP || e == ENAMETOOLONG
+		       ? KIS_E_INVALID_ARGUMENT
+		       : KIS_E_INTERNAL;
+}
+#define root_error(err, e, ...) kis_error_set(err, root_code(e), e, __VA_ARGS__)
+
 static int mkdir_parents(const char *path, struct kis_error **err)
 {
 	_cleanup_free_ char *p = strdup(path);
@@ -39,13 +52,11 @@ static int mkdir_parents(const char *path, struct kis_error **err)
 			continue;
 		*c = '\0';
 		if (mkdir(p, 0755) < 0 && errno != EEXIST)
-			return kis_error_set(err, KIS_E_INTERNAL, errno,
-					     "cannot create store directory '%s'", p);
+			return root_error(err, errno, "cannot create store directory '%s'", p);
 		*c = '/';
 	}
 	if (mkdir(p, 0700) < 0 && errno != EEXIST)
-		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot create store root '%s'",
-				     p);
+		return root_error(err, errno, "cannot create store root '%s'", p);
 	return 0;
 }
 
@@ -161,12 +172,12 @@ static int root_store_walk(const char *root, char **canon, struct kis_error **er
 			 * to it but in a sticky directory, where an entry made
 			 * first by another is seen below as theirs */
 			if (mkdirat(dir, c, top ? 0700 : 0755) < 0 && errno != EEXIST)
-				return kis_error_set(err, KIS_E_INTERNAL, errno,
-						     "cannot create store directory '%s'", walked);
+				return root_error(err, errno, "cannot create store directory '%s'",
+						  walked);
 			fd = openat(dir, c, O_PATH | O_NOFOLLOW | O_CLOEXEC);
 		}
 		if (fd < 0)
-			return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot check '%s'", walked);
+			return root_error(err, errno, "cannot check '%s'", walked);
 		close(dir);
 		dir = fd;
 		fault = fstat(dir, &st) < 0 ? "unreadable" : root_dir_fault(&st, top);
@@ -223,7 +234,7 @@ int store_open_with(const char *root, bool sweep, store_reap_fn reap, struct kis
 	s->reap = reap;
 	s->root = as_root ? steal_ptr(walked) : realpath(want, NULL);
 	if (!s->root) {
-		kis_error_set(err, KIS_E_INTERNAL, errno, "cannot resolve store root '%s'", want);
+		root_error(err, errno, "cannot resolve store root '%s'", want);
 		goto fail;
 	}
 	/* An earlier build opened a root engine's store to every local user
@@ -240,7 +251,7 @@ int store_open_with(const char *root, bool sweep, store_reap_fn reap, struct kis
 	}
 	s->root_fd = open(s->root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (s->root_fd < 0) {
-		kis_error_set(err, KIS_E_INTERNAL, errno, "cannot open store root '%s'", s->root);
+		root_error(err, errno, "cannot open store root '%s'", s->root);
 		goto fail;
 	}
 	static const char *const dirs[] = {"bases", "workspaces", "sessions", "owners"};
