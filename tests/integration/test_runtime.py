@@ -1132,11 +1132,15 @@ def podman(work):
         yield pm
     finally:
         pm("rm", "--all", "--force", "--time", "0")
-        # podman's cleanup deletes without --runtime-flag: a microvm
-        # container's VM ends with its process, the state is removed here
-        mdir = pm.state / "kis-microvm"
-        for c in (p for p in mdir.glob("*") if not p.name.startswith(".")) if mdir.exists() else []:
-            krt(pm.state, "delete", "--force", c.name)
+        # podman's cleanup deletes without --runtime-flag, so under the
+        # default root, where these containers are not: a microvm
+        # container's VM ends with its process, and the host tier's cgroup
+        # (kis/krt-* under conmon's group) and state are ended here
+        for tier in ("kis-microvm", "kis-host"):
+            tdir = pm.state / tier
+            for c in (p for p in tdir.glob("*") if not p.name.startswith(".")) \
+                    if tdir.exists() else []:
+                krt(pm.state, "delete", "--force", c.name)
         mvm_leftovers = mvm_left(pm.state)
         for pid in qemu_pids(pm.state):
             os.kill(pid, signal.SIGKILL)
