@@ -106,16 +106,24 @@ static void finish(char *buf, size_t len, size_t n)
 	emit(buf, n);
 }
 
+/* The prefix and the message into buf; the length written (it may pass
+ * len when the message was cut: finish clamps it). */
+static size_t start(char *buf, size_t len, enum kis_log_level l, const char *fmt, va_list ap)
+	__attribute__((format(printf, 4, 0)));
+static size_t start(char *buf, size_t len, enum kis_log_level l, const char *fmt, va_list ap)
+{
+	size_t n = prefix(buf, len, l);
+	int m = vsnprintf(buf + n, len - n, fmt, ap);
+	return m > 0 ? n + (size_t)m : n;
+}
+
 void kis_log_write(enum kis_log_level l, const char *fmt, ...)
 {
 	char buf[4096];
-	size_t n = prefix(buf, sizeof(buf), l);
 	va_list ap;
 	va_start(ap, fmt);
-	int m = vsnprintf(buf + n, sizeof(buf) - n, fmt, ap);
+	size_t n = start(buf, sizeof(buf), l, fmt, ap);
 	va_end(ap);
-	if (m > 0)
-		n += (size_t)m;
 	finish(buf, sizeof(buf), n);
 }
 
@@ -151,13 +159,10 @@ static size_t quote(char *out, size_t len, const char *w)
 void kis_log_argv_write(enum kis_log_level l, char *const *argv, const char *fmt, ...)
 {
 	char buf[4096];
-	size_t n = prefix(buf, sizeof(buf), l);
 	va_list ap;
 	va_start(ap, fmt);
-	int m = vsnprintf(buf + n, sizeof(buf) - n, fmt, ap);
+	size_t n = start(buf, sizeof(buf), l, fmt, ap);
 	va_end(ap);
-	if (m > 0)
-		n += (size_t)m;
 	if (n + 1 < sizeof(buf))
 		buf[n++] = ':';
 	for (size_t i = 0; argv && argv[i] && n + 2 < sizeof(buf); i++) {
