@@ -236,6 +236,18 @@ enum {
 	KIS_CG_SLOTS
 };
 
+/* Each row's OCI linux.resources.<key>.limit with its limit's index: the
+ * one table the container tier writes (oci/bundle.c) and kis-runtime
+ * reads (runtime/host_plan.c). */
+static const struct kis_cgroup_oci_key {
+	const char *key;
+	unsigned index;
+} kis_cgroup_oci_keys[] = {
+#define KIS_CG_OCI_(B, f, c, v2, v1, oci) {oci, KIS_LIMIT_I_##B},
+	KIS_CGROUP_LIMITS(KIS_CG_OCI_)
+#undef KIS_CG_OCI_
+};
+
 /* The KIS_LIMIT_* bits of the rows of KIS_CGROUP_LIMITS. */
 #define KIS_CGROUP_LIMIT_BITS (0u KIS_CGROUP_LIMITS(KIS_CG_BIT_))
 #define KIS_CG_BIT_(B, f, c, v2, v1, oci) | KIS_LIMIT_##B

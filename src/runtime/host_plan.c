@@ -529,20 +529,13 @@ static int plan_process(json_t *proc, struct krt_host_plan *p, struct kis_error 
 	return 0;
 }
 
-/* linux.resources.<key>.limit of each limit a cgroup binds (confine.h) */
-static const struct {
-	const char *key;
-	unsigned index;
-} res_limits[] = {
-#define RES_(B, f, c, v2, v1, oci) {oci, KIS_LIMIT_I_##B},
-	KIS_CGROUP_LIMITS(RES_)
-#undef RES_
-};
-
+/* The index in confine.h's kis_cgroup_oci_keys (linux.resources.<key>.limit
+ * of each limit a cgroup binds, the table the container tier writes them
+ * from) of key k, or -1. */
 static int res_limit(const char *k)
 {
-	for (size_t i = 0; i < ARRAY_SIZE(res_limits); i++)
-		if (!strcmp(k, res_limits[i].key))
+	for (size_t i = 0; i < ARRAY_SIZE(kis_cgroup_oci_keys); i++)
+		if (!strcmp(k, kis_cgroup_oci_keys[i].key))
 			return (int)i;
 	return -1;
 }
@@ -552,10 +545,10 @@ static int plan_resources(json_t *res, struct krt_host_plan *p, struct kis_error
 	const char *k;
 	json_t *v;
 	char keys[128] = "";
-	for (size_t i = 0, o = 0; i < ARRAY_SIZE(res_limits) && o < sizeof(keys); i++)
+	for (size_t i = 0, o = 0; i < ARRAY_SIZE(kis_cgroup_oci_keys) && o < sizeof(keys); i++)
 		o += (size_t)snprintf(keys + o, sizeof(keys) - o, "%s%s",
-				      !i ? "" : i + 1 < ARRAY_SIZE(res_limits) ? ", " : " and ",
-				      res_limits[i].key);
+				      !i ? "" : i + 1 < ARRAY_SIZE(kis_cgroup_oci_keys) ? ", " : " and ",
+				      kis_cgroup_oci_keys[i].key);
 	json_object_foreach(res, k, v) {
 		if (strcmp(k, "devices") == 0)
 			continue; /* bwrap's --dev holds only the harmless devices */
@@ -595,10 +588,10 @@ static int plan_resources(json_t *res, struct krt_host_plan *p, struct kis_error
 		return krt_host_refuse(err, "linux.resources.%s: the host tier enforces %s only",
 			      k, keys);
 	}
-	for (size_t i = 0; i < ARRAY_SIZE(res_limits); i++) {
+	for (size_t i = 0; i < ARRAY_SIZE(kis_cgroup_oci_keys); i++) {
 		json_int_t x = json_integer_value(
-		    json_object_get(json_object_get(res, res_limits[i].key), "limit"));
-		*kis_limit_slot(&p->limits, res_limits[i].index) = x > 0 ? (uint64_t)x : 0;
+		    json_object_get(json_object_get(res, kis_cgroup_oci_keys[i].key), "limit"));
+		*kis_limit_slot(&p->limits, kis_cgroup_oci_keys[i].index) = x > 0 ? (uint64_t)x : 0;
 	}
 	return 0;
 }

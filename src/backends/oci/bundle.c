@@ -178,16 +178,9 @@ static json_t *build_resources(const struct kis_oci_spec *s)
 	const struct kis_limits *l = s->limits;
 	json_t *r = json_pack("{s:o}", "devices", devs);
 	/* each limit a cgroup binds, as OCI's linux.resources.<key>.limit
-	 * (confine.h, KIS_CGROUP_LIMITS) */
-	static const struct {
-		const char *key;
-		unsigned index;
-	} res[] = {
-#define RES_(B, f, c, v2, v1, oci) {oci, KIS_LIMIT_I_##B},
-		KIS_CGROUP_LIMITS(RES_)
-#undef RES_
-	};
-	for (size_t i = 0; r && i < ARRAY_SIZE(res); i++) {
+	 * (confine.h, kis_cgroup_oci_keys) */
+	const struct kis_cgroup_oci_key *res = kis_cgroup_oci_keys;
+	for (size_t i = 0; r && i < ARRAY_SIZE(kis_cgroup_oci_keys); i++) {
 		uint64_t v = kis_limit_get(l, res[i].index);
 		if (!v)
 			continue;
