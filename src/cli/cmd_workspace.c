@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* `kis sandbox workspace list | path ID`, and the store-opening helper
- * that every store verb (base, clone, destroy, workspace) shares. */
+/* `kis sandbox workspace list | path ID`: the workspaces of a store and
+ * the host path of one. */
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,29 +8,6 @@
 
 #include "cli.h"
 #include "kis/store.h"
-
-int cli_store_open(const char *root, struct kis_store **out)
-{
-	struct kis_error *err = NULL;
-	if (kis_store_open(root, out, &err) < 0)
-		return cli_fail_store(err);
-	return 0;
-}
-
-int cli_store_flag(const char *verb, int argc, char **argv, int *i, const char **root)
-{
-	const char *a = argv[*i];
-	if (!strncmp(a, "--store-root=", 13)) {
-		*root = a + 13;
-		return 1;
-	}
-	if (strcmp(a, "--store-root"))
-		return 0;
-	if (*i + 1 >= argc)
-		return -cli_usage_error(verb, "'--store-root' needs a directory");
-	*root = argv[++*i];
-	return 1;
-}
 
 static const char workspace_help[] =
 	"Usage: kis sandbox workspace list [--json] [--store-root DIR]\n"

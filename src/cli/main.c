@@ -1,14 +1,10 @@
 /* SPDX-License-Identifier: MIT */
-/* `kis` entry point: dispatches `kis sandbox VERB ...` through the verb
- * table, and owns the shared printing of errors and usage. */
-#include <errno.h>
-#include <signal.h>
-#include <stdarg.h>
-#include <stddef.h>
+/* `kis` entry point: the global flags, and `kis sandbox VERB ...` through
+ * the verb table. The table names each verb, and no file names this one:
+ * what the verbs share lies below (output.c, usage.c, store_root.c,
+ * flags.c, suggest.c). */
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include <jansson.h>
 
@@ -29,183 +25,6 @@ static const struct cli_verb verbs[] = {
 	{"gc", cmd_gc, "remove what killed commands left behind"},
 	{"guest", cmd_guest, "the microvm's guest kernel: fetch, status, path"},
 };
-
-bool cli_quiet;
-
-/* The errno's words add nothing after a code that already says them
- * ("not_found: base 'b-nope' not found: No such file or directory"): a
- * sentence that says what happened is not followed by strerror. Other
- * errnos stay, as the only word on what the host refused. */
-static bool errno_redundant(const struct kis_error *err)
-{
-	if (err->code == KIS_E_NOT_FOUND)
-		return err->sys_errno == ENOENT || err->sys_errno == ENOTDIR;
-	if (err->code == KIS_E_DESTINATION_EXISTS)
-		return err->sys_errno == EEXIST || err->sys_errno == ENOTEMPTY;
-	if (err->code == KIS_E_BUSY)
-		return err->sys_errno == EBUSY;
-	return false;
-}
-
-int cli_fail_hint(struct kis_error *err, const char *hint)
-{
-	if (err && errno_redundant(err))
-		err->sys_errno = 0;
-	char *s = kis_error_format(err);
-	fprintf(stderr, "%s\n", s ? s : "internal: out of memory");
-	if (hint)
-		fprintf(stderr, "%s\n", hint);
-	if (s) {
-		/* the message without its "code: " (kis_error_format's prefix) */
-		const char *code = kis_errc_name(err ? err->code : KIS_E_INTERNAL);
-		size_t n = strlen(code);
-		cli_json_error(code, !strncmp(s, code, n) && !strncmp(s + n, ": ", 2) ? s + n + 2 : s,
-			       hint);
-	} else {
-		cli_json_error("internal", "out of memory", hint);
-	}
-	free(s);
-	kis_error_free(err);
-	return KIS_EXIT_ENGINE;
-}
-
-int cli_fail(struct kis_error *err)
-{
-	return cli_fail_hint(err, NULL);
-}
-
-int cli_fail_store(struct kis_error *err)
-{
-	/* The store's root is the user's path (--store-root, or
-	 * $KIS_SANDBOX_ROOT): the library names one that cannot be made or
-	 * entered invalid_argument (src/store/store.c, root_code); the hint
-	 * says where the path came from. */
-	if (err && err->code == KIS_E_INVALID_ARGUMENT && err->sys_errno)
-		return cli_fail_hint(err, "The store is --store-root DIR, else $KIS_SANDBOX_ROOT, else "
-					  "the default (see 'kis sandbox --help').");
-	return cli_fail(err);
-}
-
-static int usage_error_hint(const char *msg, const char *hint)
-{
-	fprintf(stderr, "invalid_argument: %s\n%s\n", msg ? msg : "out of memory", hint);
-	cli_json_error("invalid_argument", msg ? msg : "out of memory", hint);
-	return KIS_EXIT_USAGE;
-}
-
-int cli_usage_error(const char *verb, const char *fmt, ...)
-{
-	va_list ap;
-	char *msg = NULL, *hint = NULL;
-	va_start(ap, fmt);
-	if (vasprintf(&msg, fmt, ap) < 0)
-		msg = NULL;
-	va_end(ap);
-	if (asprintf(&hint, "Try 'kis sandbox %s --help'.", verb ? verb : "") < 0)
-		hint = NULL;
-	int r = usage_error_hint(msg, hint ? hint : "Try 'kis sandbox --help'.");
-	free(msg);
-	free(hint);
-	return r;
-}
-
-/* The options every verb takes (main's own), for the "did you mean" of an
- * unknown one. */
-static const char *const global_opts[] = {"--json", "--quiet", "--help"};
-
-int cli_unknown_option(const char *verb, const char *arg, const char *const *known)
-{
-	const char *cand[64];
-	size_t n = 0;
-	for (size_t i = 0; known && known[i] && n < 60; i++)
-		cand[n++] = known[i];
-	for (size_t i = 0; i < sizeof(global_opts) / sizeof(global_opts[0]); i++)
-		cand[n++] = global_opts[i];
-	char name[80];
-	const char *eq = strchr(arg, '=');
-	snprintf(name, sizeof(name), "%.*s", (int)(eq ? eq - arg : (ptrdiff_t)strlen(arg)), arg);
-	const char *best = NULL;
-	if (name[0] == '-' && name[1] && name[1] != '-' && !name[2]) {
-		/* a short option: kis has none but -h; the long one that starts
-		 * with its letter, if only one does (-q: --quiet) */
-		for (size_t i = 0; i < n; i++)
-			if (cand[i][2] == name[1] && (!best || strcmp(best, cand[i])))
-				best = best ? "" : cand[i];
-		if (best && !best[0])
-			best = NULL;
-	} else {
-		best = cli_suggest(name, cand, n);
-	}
-	char *msg = NULL, *hint = NULL;
-	if (asprintf(&msg, "unknown option '%s'", name) < 0)
-		msg = NULL;
-	/* verb "": main's own options, before any verb */
-	const char *sp = verb[0] ? "sandbox " : "", *vb = verb[0] ? " " : "";
-	int r = best ? asprintf(&hint, "Did you mean '%s'? Try 'kis %s%s%s--help'.", best, sp, verb,
-				vb) :
-		       asprintf(&hint, "Try 'kis %s%s%s--help'.", sp, verb, vb);
-	if (r < 0)
-		hint = NULL;
-	r = usage_error_hint(msg, hint ? hint : "Try 'kis sandbox --help'.");
-	free(msg);
-	free(hint);
-	return r;
-}
-
-int cli_unknown_sub(const char *verb, const char *sub, const char *const *known)
-{
-	size_t n = 0;
-	while (known[n])
-		n++;
-	const char *best = cli_suggest(sub, known, n);
-	char *msg = NULL, *hint = NULL;
-	if (asprintf(&msg, "unknown subcommand '%s' of %s", sub, verb) < 0)
-		msg = NULL;
-	int r = best ? asprintf(&hint, "Did you mean '%s'? Try 'kis sandbox %s --help'.", best, verb) :
-		       asprintf(&hint, "Try 'kis sandbox %s --help'.", verb);
-	if (r < 0)
-		hint = NULL;
-	r = usage_error_hint(msg, hint ? hint : "Try 'kis sandbox --help'.");
-	free(msg);
-	free(hint);
-	return r;
-}
-
-void cli_say_ending(const struct kis_result *res)
-{
-	if (res->reason == KIS_REASON_EXITED)
-		return;
-	/* the signal by name, as a shell reports it: "signaled (SIGKILL)";
-	 * a limit's kill is the limit's news, not its signal's */
-	bool by_signal = res->reason == KIS_REASON_SIGNALED || res->reason == KIS_REASON_CANCELLED;
-	const char *sig = by_signal && res->signal > 0 ? sigabbrev_np(res->signal) : NULL;
-	fprintf(stderr, "kis: %s%s%s%s%s%s\n", kis_reason_name(res->reason), sig ? " (SIG" : "",
-		sig ? sig : "", sig ? ")" : "", res->detail ? ": " : "",
-		res->detail ? res->detail : "");
-}
-
-bool cli_progress_wanted(void)
-{
-	return !cli_quiet && isatty(STDERR_FILENO);
-}
-
-void cli_progress_line(void *arg, const char *what)
-{
-	(void)arg;
-	if (cli_progress_wanted())
-		fprintf(stderr, "kis: %s...\n", what);
-}
-
-bool cli_wants_help(int argc, char **argv)
-{
-	for (int i = 1; i < argc; i++) {
-		if (!strcmp(argv[i], "--"))
-			return false;
-		if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help"))
-			return true;
-	}
-	return false;
-}
 
 static void usage(FILE *f)
 {
@@ -294,7 +113,7 @@ int main(int argc, char **argv)
 		if (argc >= 2)
 			snprintf(msg, sizeof(msg), "unknown command '%.64s': expected 'kis sandbox VERB'",
 				 argv[1]);
-		int r = usage_error_hint(msg, best ? "Did you mean 'sandbox'? Try 'kis --help'." :
+		int r = cli_usage_hint(msg, best ? "Did you mean 'sandbox'? Try 'kis --help'." :
 							 "Try 'kis --help'.");
 		if (argc < 2)
 			usage(stderr);
@@ -309,7 +128,7 @@ int main(int argc, char **argv)
 		if (!strcmp(argv[2], verbs[i].name))
 			return verbs[i].fn(argc - 2, argv + 2);
 	if (!strcmp(argv[2], "--json"))
-		return usage_error_hint("expected a verb: 'kis sandbox VERB --json'",
+		return cli_usage_hint("expected a verb: 'kis sandbox VERB --json'",
 					"Try 'kis sandbox --help'.");
 	if (argv[2][0] == '-')
 		return cli_unknown_option("", argv[2], (const char *const[]){"--version", NULL});
@@ -323,5 +142,5 @@ int main(int argc, char **argv)
 		snprintf(hint, sizeof(hint), "Did you mean '%s'? Try 'kis sandbox --help'.", best);
 	else
 		snprintf(hint, sizeof(hint), "Try 'kis sandbox --help'.");
-	return usage_error_hint(msg, hint);
+	return cli_usage_hint(msg, hint);
 }

@@ -1,10 +1,14 @@
 /* SPDX-License-Identifier: MIT */
-/* The one JSON writer of `kis`: every document a verb prints under --json
- * (results, lists, errors, progress events) leaves through here, in one
- * format (README, JSON output). */
+/* What `kis` prints for every verb: the one JSON writer (every document a
+ * verb prints under --json, results, lists and errors, leaves through here,
+ * in one format: README, JSON output), the one error report, a run's
+ * ending and the progress lines. The verbs and main.c's table sit above. */
+#include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <jansson.h>
 
@@ -12,6 +16,7 @@
 
 bool cli_json;
 bool cli_json_pretty;
+bool cli_quiet;
 
 /* Compact, one document per line, final newline: a reader splits stdout
  * on '\n' and parses each line (JSON Lines). Pretty (--json=pretty) is
@@ -85,4 +90,87 @@ void cli_json_error(const char *code, const char *message, const char *hint)
 	if (e)
 		json_object_set_new(e, "hint", hint ? json_string(hint) : json_null());
 	cli_print_json(e ? json_pack("{s:o}", "error", e) : NULL);
+}
+
+/* ---- errors: once on stderr, and as a document under --json ---- */
+
+/* The errno's words add nothing after a code that already says them
+ * ("not_found: base 'b-nope' not found: No such file or directory"): a
+ * sentence that says what happened is not followed by strerror. Other
+ * errnos stay, as the only word on what the host refused. */
+static bool errno_redundant(const struct kis_error *err)
+{
+	if (err->code == KIS_E_NOT_FOUND)
+		return err->sys_errno == ENOENT || err->sys_errno == ENOTDIR;
+	if (err->code == KIS_E_DESTINATION_EXISTS)
+		return err->sys_errno == EEXIST || err->sys_errno == ENOTEMPTY;
+	if (err->code == KIS_E_BUSY)
+		return err->sys_errno == EBUSY;
+	return false;
+}
+
+int cli_fail_hint(struct kis_error *err, const char *hint)
+{
+	if (err && errno_redundant(err))
+		err->sys_errno = 0;
+	char *s = kis_error_format(err);
+	fprintf(stderr, "%s\n", s ? s : "internal: out of memory");
+	if (hint)
+		fprintf(stderr, "%s\n", hint);
+	if (s) {
+		/* the message without its "code: " (kis_error_format's prefix) */
+		const char *code = kis_errc_name(err ? err->code : KIS_E_INTERNAL);
+		size_t n = strlen(code);
+		cli_json_error(code, !strncmp(s, code, n) && !strncmp(s + n, ": ", 2) ? s + n + 2 : s,
+			       hint);
+	} else {
+		cli_json_error("internal", "out of memory", hint);
+	}
+	free(s);
+	kis_error_free(err);
+	return KIS_EXIT_ENGINE;
+}
+
+int cli_fail(struct kis_error *err)
+{
+	return cli_fail_hint(err, NULL);
+}
+
+int cli_fail_store(struct kis_error *err)
+{
+	/* The store's root is the user's path (--store-root, or
+	 * $KIS_SANDBOX_ROOT): the library names one that cannot be made or
+	 * entered invalid_argument (src/store/store.c, root_code); the hint
+	 * says where the path came from. */
+	if (err && err->code == KIS_E_INVALID_ARGUMENT && err->sys_errno)
+		return cli_fail_hint(err, "The store is --store-root DIR, else $KIS_SANDBOX_ROOT, else "
+					  "the default (see 'kis sandbox --help').");
+	return cli_fail(err);
+}
+
+/* ---- a run's ending and progress, on stderr ---- */
+
+void cli_say_ending(const struct kis_result *res)
+{
+	if (res->reason == KIS_REASON_EXITED)
+		return;
+	/* the signal by name, as a shell reports it: "signaled (SIGKILL)";
+	 * a limit's kill is the limit's news, not its signal's */
+	bool by_signal = res->reason == KIS_REASON_SIGNALED || res->reason == KIS_REASON_CANCELLED;
+	const char *sig = by_signal && res->signal > 0 ? sigabbrev_np(res->signal) : NULL;
+	fprintf(stderr, "kis: %s%s%s%s%s%s\n", kis_reason_name(res->reason), sig ? " (SIG" : "",
+		sig ? sig : "", sig ? ")" : "", res->detail ? ": " : "",
+		res->detail ? res->detail : "");
+}
+
+bool cli_progress_wanted(void)
+{
+	return !cli_quiet && isatty(STDERR_FILENO);
+}
+
+void cli_progress_line(void *arg, const char *what)
+{
+	(void)arg;
+	if (cli_progress_wanted())
+		fprintf(stderr, "kis: %s...\n", what);
 }
