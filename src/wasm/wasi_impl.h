@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
+#include <time.h>
 
 #include "core/util.h"
 #include "wasm/wasi.h"
@@ -190,6 +191,12 @@ static inline void st64(uint8_t *p, uint64_t v)
 	memcpy(p, &v, 8);
 }
 
+/* A timestamp in WASI's unit (nanoseconds, typenames.witx `timestamp`). */
+static inline uint64_t ts_ns(struct timespec t)
+{
+	return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+}
+
 /* Store a u32/u64 result at a guest address: W_FAULT when out of bounds. */
 static inline int put32(const struct wasi_mem *m, uint32_t ptr, uint32_t v)
 {
@@ -208,6 +215,13 @@ static inline int put64(const struct wasi_mem *m, uint32_t ptr, uint64_t v)
 	return W_SUCCESS;
 }
 
+/* wasi_fd.c: the descriptor table and the host's facts in WASI's words,
+ * below both wasi.c and wasi_fs.c. */
+/* The table for cfg: stdio at 0-2, the preopens from 3; 0, or -1 when it
+ * cannot be mapped. wasi_fds_release closes what the module holds open
+ * (never the caller's stdio) and unmaps it. */
+KIS_HIDDEN int wasi_fds_init(struct kis_wasi *w, const struct kis_wasi_config *cfg);
+KIS_HIDDEN void wasi_fds_release(struct kis_wasi *w);
 KIS_HIDDEN int wasi_errno(int e);
 KIS_HIDDEN uint8_t wasi_filetype(unsigned mode);
 /* The descriptor, or NULL with *werr set (BADF, NOTCAPABLE when `need`
@@ -215,6 +229,8 @@ KIS_HIDDEN uint8_t wasi_filetype(unsigned mode);
 KIS_HIDDEN struct wasi_fd *wasi_fd_get(struct kis_wasi *w, uint32_t fd, uint64_t need, int *werr);
 KIS_HIDDEN int wasi_fd_alloc(struct kis_wasi *w, uint32_t *out);
 KIS_HIDDEN void wasi_filestat_put(uint8_t *p, const void *st); /* struct stat */
+/* timespec pair for utimensat from WASI (atim, mtim, fstflags); W_* */
+KIS_HIDDEN int wasi_times(uint64_t atim, uint64_t mtim, uint32_t fst, void *ts2);
 
 /* wasi_fs.c: the path_* functions and fd_readdir. a[] are the raw args. */
 typedef int (*wasi_call_fn)(struct kis_wasi *w, const struct wasi_mem *m, const uint64_t *a);
@@ -235,7 +251,5 @@ KIS_HIDDEN int wasi_path_filestat_get(struct kis_wasi *w, const struct wasi_mem 
 KIS_HIDDEN int wasi_path_filestat_set_times(struct kis_wasi *w, const struct wasi_mem *m,
 					    const uint64_t *a);
 KIS_HIDDEN int wasi_fd_readdir(struct kis_wasi *w, const struct wasi_mem *m, const uint64_t *a);
-/* timespec pair for utimensat from WASI (atim, mtim, fstflags); W_* */
-KIS_HIDDEN int wasi_times(uint64_t atim, uint64_t mtim, uint32_t fst, void *ts2);
 
 #endif
