@@ -137,3 +137,96 @@ def test_a_fork_outside_exec_fails(tmp_path):
     p = check(tmp_path)
     assert p.returncode == 1, p.stdout
     assert "src/store/new.c forks, clones or spawns 1 time(s) outside src/exec" in p.stdout
+
+
+def test_the_cli_verbs_naming_the_table_fails(tmp_path):
+    # issue 42: main.c's table named each verb and every verb called
+    # main.c's error helpers, a circle of 12 files the check excused by
+    # folder; the helpers went below the table and src/cli is excused no
+    # more, so a verb that names main.c again fails
+    compile_into(tmp_path, "src/cli/output.c", "int cli_fail(void) { return 125; }\n")
+    compile_into(tmp_path, "src/cli/cmd_gc.c",
+                 "int cli_fail(void);\nint cmd_gc(void) { return cli_fail(); }\n")
+    compile_into(tmp_path, "src/cli/main.c",
+                 "int cmd_gc(void);\nint main(void) { return cmd_gc(); }\n")
+    p = check(tmp_path, tmp_path / "build" / "obj")
+    assert p.returncode == 0, p.stdout
+    compile_into(tmp_path, "src/cli/main.c",
+                 "int cmd_gc(void);\nint cli_usage(void) { return 125; }\n"
+                 "int main(void) { return cmd_gc(); }\n")
+    compile_into(tmp_path, "src/cli/cmd_gc.c",
+                 "int cli_fail(void);\nint cli_usage(void);\n"
+                 "int cmd_gc(void) { return cli_fail() + cli_usage(); }\n")
+    p = check(tmp_path, tmp_path / "build" / "obj")
+    assert p.returncode == 1, p.stdout
+    assert "a circle of files, one unit in 2:" in p.stdout, p.stdout
+    assert "src/cli/main.o" in p.stdout and "src/cli/cmd_gc.o" in p.stdout, p.stdout
+
+
+def test_wasi_and_wasi_fs_naming_each_other_fails(tmp_path):
+    # issue 42: the WASI calls (wasi.c) and their path half (wasi_fs.c)
+    # shared the descriptor table both ways; it went to wasi_fd.c below
+    # both, and only the circles listed one by one in src/wasm stay excused
+    compile_into(tmp_path, "src/wasm/wasi_fd.c", "int wasi_fd_get(void) { return 3; }\n")
+    compile_into(tmp_path, "src/wasm/wasi_fs.c",
+                 "int wasi_fd_get(void);\nint wasi_path_open(void) { return wasi_fd_get(); }\n")
+    compile_into(tmp_path, "src/wasm/wasi.c",
+                 "int wasi_path_open(void);\nint wasi_fd_get(void);\n"
+                 "int kis_wasi_bind(void) { return wasi_path_open() + wasi_fd_get(); }\n")
+    p = check(tmp_path, tmp_path / "build" / "obj")
+    assert p.returncode == 0, p.stdout
+    compile_into(tmp_path, "src/wasm/wasi.c",
+                 "int wasi_path_open(void);\nint wasi_errno(void) { return 8; }\n"
+                 "int kis_wasi_bind(void) { return wasi_path_open(); }\n")
+    compile_into(tmp_path, "src/wasm/wasi_fs.c",
+                 "int wasi_fd_get(void);\nint wasi_errno(void);\n"
+                 "int wasi_path_open(void) { return wasi_fd_get() + wasi_errno(); }\n")
+    p = check(tmp_path, tmp_path / "build" / "obj")
+    assert p.returncode == 1, p.stdout
+    assert "src/wasm/wasi.o" in p.stdout and "src/wasm/wasi_fs.o" in p.stdout, p.stdout
+
+
+def excused_file_sets():
+    """The circles the script excuses one by one: lists of objects."""
+    text = SCRIPT.read_text()
+    block = text.split('circle_exceptions="', 1)[1].split('"', 1)[0]
+    return [line.split(" ", 1)[0].split(",") for line in block.splitlines()
+            if "," in line.split(" ", 1)[0]]
+
+
+def ring(tree, objs, extra=()):
+    """Compile each object's source naming the next one's symbol; the last
+    names the first's unless the ring is left open (extra=None)."""
+    files = list(objs) + list(extra or ())
+    for i, o in enumerate(files):
+        me = "f_" + Path(o).stem
+        nxt = None if extra is None and i == len(files) - 1 else files[(i + 1) % len(files)]
+        body = f"int {me}(void) {{ return 0; }}\n"
+        if nxt:
+            other = "f_" + Path(nxt).stem
+            body = f"int {other}(void);\nint {me}(void) {{ return {other}(); }}\n"
+        compile_into(tree, str(Path(o).with_suffix(".c")), body)
+
+
+def test_an_excused_circle_excuses_no_new_file_and_goes_when_broken(tmp_path):
+    # issue 42: the exceptions were whole folders, so a new circle in
+    # src/wasm passed unseen; now each is one set of files: the circle
+    # passes, a file that joins it fails, and once it is broken its line
+    # must go
+    sets = excused_file_sets()
+    if not sets:
+        pytest.skip("no circle is excused file by file in scripts/check-layers.sh")
+    objs = sets[0]
+    ring(tmp_path, objs)
+    p = check(tmp_path, tmp_path / "build" / "obj")
+    assert p.returncode == 0, p.stdout
+    newcomer = str(Path(objs[0]).parent / "newcomer.o")
+    ring(tmp_path, objs, extra=[newcomer])
+    p = check(tmp_path, tmp_path / "build" / "obj")
+    assert p.returncode == 1, p.stdout
+    assert f"one unit in {len(objs) + 1}:" in p.stdout and newcomer in p.stdout, p.stdout
+    (tmp_path / "build" / "obj" / newcomer).unlink()
+    ring(tmp_path, objs, extra=None)
+    p = check(tmp_path, tmp_path / "build" / "obj")
+    assert p.returncode == 1, p.stdout
+    assert "is no circle any more: remove its line" in p.stdout, p.stdout
