@@ -90,7 +90,7 @@ static int create_like(const struct krt_globals *g, int argc, char **argv,
 	switch (tier) {
 	case KRT_TIER_MICROVM:
 		/* a guest of its own (mvm.c): what it cannot give is refused there */
-		r = krt_mvm_create(g, m.doc, bundle, p.pos.v[0], &ho, err);
+		r = krt_mvm_create(g, &m, bundle, p.pos.v[0], &ho, err);
 		goto out;
 	case KRT_TIER_HOST:
 		/* the same refusals and defaults as the container tier, then

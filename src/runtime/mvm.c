@@ -52,6 +52,7 @@
 #include <linux/openat2.h>
 
 #include "kis/sandbox.h"
+#include "runtime/mvm_pod.h"
 #include "runtime/runtime.h"
 
 #define MVM_DIR "kis-microvm"
@@ -224,7 +225,8 @@ static int mvm_mounts(json_t *mounts, json_t *files, struct kis_error **err)
 	return 0;
 }
 
-static int mvm_plan(json_t *config, struct mvm_plan *p, struct kis_error **err)
+static int mvm_plan(json_t *config, const struct krt_pod *pod, struct mvm_plan *p,
+		    struct kis_error **err)
 {
 	memset(p, 0, sizeof(*p));
 	kis_profile_init(&p->prof);
@@ -246,7 +248,13 @@ static int mvm_plan(json_t *config, struct mvm_plan *p, struct kis_error **err)
 	json_t *root = json_object_get(config, "root");
 	if (!json_string_value(json_object_get(root, "path")))
 		return kis_error_set(err, KIS_E_INVALID_PROFILE, 0, "root.path is missing");
-	if (json_is_true(json_object_get(root, "readonly")))
+	/* a pod's sandbox: the CRI plugin always makes its root read-only.
+	 * Its rootfs becomes the pod guest's root, a workspace of the VM's
+	 * own (the image on the host is only read, to import it), in which
+	 * the pause process and the app containers run; what the flag asks,
+	 * that the pause process write nothing to the image, holds: nothing
+	 * written in the guest reaches the bundle's rootfs. */
+	if (json_is_true(json_object_get(root, "readonly")) && pod->role != KRT_POD_SANDBOX)
 		return mvm_refuse(err, "root.readonly: the guest's root is its writable workspace");
 	json_t *proc = json_object_get(config, "process");
 	p->args = json_object_get(proc, "args");
@@ -286,17 +294,27 @@ static int mvm_plan(json_t *config, struct mvm_plan *p, struct kis_error **err)
 	json_array_foreach(json_object_get(linux_, "namespaces"), i, v) {
 		const char *t = json_string_value(json_object_get(v, "type"));
 		const char *path = json_string_value(json_object_get(v, "path"));
-		if (path && *path)
-			return mvm_refuse(err, "linux.namespaces: joining the %s namespace at '%s': "
-					       "a host namespace does not reach the guest",
-					  t ? t : "", path);
+		if (path && *path && krt_pod_ns_path_ok(pod, t, path, err) < 0)
+			return -1;
 		if (t && strcmp(t, "network") == 0)
 			netns = true;
 	}
 	if (!netns)
 		return mvm_refuse(err, "linux.namespaces: no network namespace means the host's "
 				       "network, which the guest has not (it has a loopback only)");
+	/* an app container's process is one of the pod VM's: its RAM is the
+	 * pod's, booted with the sandbox */
+	if (pod->role == KRT_POD_APP &&
+	    json_integer_value(json_object_get(json_object_get(json_object_get(linux_, "resources"),
+								 "memory"), "limit")) > 0)
+		return mvm_refuse(err, "linux.resources.memory.limit: an app container of a "
+				       "kis-vm pod shares the pod VM's RAM; a limit of its own "
+				       "is not enforced");
 	TRY(mvm_resources(json_object_get(linux_, "resources"), &pr->limits, err));
+	if (pod->role == KRT_POD_APP && pr->limits.pids)
+		return mvm_refuse(err, "linux.resources.pids (or RLIMIT_NPROC): an app container "
+				       "of a kis-vm pod counts in the pod VM's pids group; a limit "
+				       "of its own is not enforced");
 	if (json_array_size(json_object_get(linux_, "devices"))) {
 		const char *dp = json_string_value(
 			json_object_get(json_array_get(json_object_get(linux_, "devices"), 0), "path"));
@@ -463,7 +481,8 @@ static void on_signal(int sig)
  * -1: none), signals forwarded; returns the exit status as a shell gives
  * it (128+N for signal N), 125 when kis failed (named on stderr). */
 static int session_process(const char *store_root, const char *sid, char **argv, char **env,
-			   const char *cwd, int tty, unsigned rows, unsigned cols)
+			   const char *cwd, int tty, unsigned rows, unsigned cols,
+			   const struct kis_limits *lim)
 {
 	if (pipe2(sig_pipe, O_CLOEXEC | O_NONBLOCK) < 0 ||
 	    pipe2(winch_pipe, O_CLOEXEC | O_NONBLOCK) < 0) {
@@ -484,6 +503,8 @@ static int session_process(const char *store_root, const char *sid, char **argv,
 		.tty = tty >= 0, .rows = rows ? rows : 24, .cols = cols ? cols : 80,
 		.resize_fd = tty >= 0 ? winch_pipe[0] : -1, .tty_fd = tty,
 		.env = env, .cwd = cwd, .store_root = store_root};
+	if (lim)
+		o.limits = *lim;
 	struct kis_result res;
 	kis_result_init(&res);
 	struct kis_error *err = NULL;
@@ -535,15 +556,21 @@ static void strv_free(char **v)
 
 /* ---------------------------------------------------------- create */
 
-int krt_mvm_create(const struct krt_globals *g, json_t *config, const char *bundle,
+int krt_mvm_create(const struct krt_globals *g, const struct krt_model *m, const char *bundle,
 		   const char *id, const struct krt_host_opts *o, struct kis_error **err)
 {
+	json_t *config = m->doc;
 	struct mvm_plan p;
-	int r = mvm_plan(config, &p, err);
+	struct krt_pod pod;
+	int r = krt_pod_parse(m, id, &pod, err);
+	if (r == 0)
+		r = mvm_plan(config, &pod, &p, err);
+	else
+		memset(&p, 0, sizeof(p)), kis_profile_init(&p.prof);
 	_cleanup_close_ int hfd = -1, dfd = -1, fifo = -1, tty = -1;
 	_cleanup_free_ char *store_root = NULL, *ws_path = NULL;
 	char base[KIS_ID_BUFSZ] = "", ws[KIS_ID_BUFSZ] = "", sid[KIS_ID_BUFSZ] = "";
-	char **argv = NULL;
+	char **argv = NULL, **env = NULL;
 	struct kis_store *store = NULL;
 	bool made = false;
 	if (r < 0 || (r = krt_valid_id(id, err)) < 0)
@@ -557,18 +584,20 @@ int krt_mvm_create(const struct krt_globals *g, json_t *config, const char *bund
 		kis_error_set(err, KIS_E_INVALID_ARGUMENT, 0, "process.terminal needs --console-socket");
 		goto out;
 	}
-	if (!(argv = strv_from(p.args))) {
+	json_t *proc = json_object_get(config, "process");
+	if (!(argv = strv_from(p.args)) ||
+	    (pod.role == KRT_POD_APP && json_object_get(proc, "env") &&
+	     !(env = strv_from(json_object_get(proc, "env"))))) {
 		kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "process.args");
 		goto out;
 	}
+	const char *cwd = json_string_value(json_object_get(proc, "cwd"));
 	if ((hfd = open_mvm_root(g, true, err)) < 0)
 		goto out;
 	if (!(store_root = store_path(g))) {
 		kis_error_set(err, KIS_E_INTERNAL, errno, "the runtime's store path");
 		goto out;
 	}
-	if (krt_tier_make(hfd, id, !o->run, &made, &dfd, &fifo, err) < 0)
-		goto out;
 	char rootfs[PATH_MAX], bundle_abs[PATH_MAX];
 	const char *rp = json_string_value(json_object_get(json_object_get(config, "root"), "path"));
 	_cleanup_free_ char *rjoined = NULL;
@@ -580,23 +609,30 @@ int krt_mvm_create(const struct krt_globals *g, json_t *config, const char *bund
 		kis_error_set(err, KIS_E_INVALID_ARGUMENT, errno, "cannot resolve root.path '%s'", rp);
 		goto out;
 	}
-	/* the rootfs into the store: a base (an OS image: its device nodes
-	 * too), a workspace of the container's own over it */
-	struct kis_import_options io = {.os_image = true};
-	if (kis_store_open(store_root, &store, err) < 0 ||
-	    kis_base_import(store, rootfs, &io, base, err) < 0 ||
-	    kis_workspace_clone(store, base, NULL, ws, err) < 0 ||
-	    kis_workspace_path(store, ws, &ws_path, err) < 0 ||
-	    copy_bind_files(ws_path, p.files, err) < 0 ||
-	    kis_profile_set(&p.prof, "workspace", ws, err) < 0)
+	/* an app container: its pod proven before anything is made */
+	if (pod.role == KRT_POD_APP && krt_pod_verify_app(g, MVM_DIR, rootfs, &pod, err) < 0)
 		goto out;
-	kis_store_free(store);
-	store = NULL;
-	struct kis_run_options ro = {
-		.io = {.stdin_fd = -1, .stdout_fd = 2, .stderr_fd = 2, .cancel_fd = -1},
-		.store_root = store_root, .resize_fd = -1, .tty_fd = -1};
-	if (kis_session_create(&p.prof, &ro, sid, err) < 0)
+	if (krt_tier_make(hfd, id, !o->run, &made, &dfd, &fifo, err) < 0)
 		goto out;
+	if (pod.role != KRT_POD_APP) {
+		/* the rootfs into the store: a base (an OS image: its device
+		 * nodes too), a workspace of the container's own over it */
+		struct kis_import_options io = {.os_image = true};
+		if (kis_store_open(store_root, &store, err) < 0 ||
+		    kis_base_import(store, rootfs, &io, base, err) < 0 ||
+		    kis_workspace_clone(store, base, NULL, ws, err) < 0 ||
+		    kis_workspace_path(store, ws, &ws_path, err) < 0 ||
+		    copy_bind_files(ws_path, p.files, err) < 0 ||
+		    kis_profile_set(&p.prof, "workspace", ws, err) < 0)
+			goto out;
+		kis_store_free(store);
+		store = NULL;
+		struct kis_run_options ro = {
+			.io = {.stdin_fd = -1, .stdout_fd = 2, .stderr_fd = 2, .cancel_fd = -1},
+			.store_root = store_root, .resize_fd = -1, .tty_fd = -1};
+		if (kis_session_create(&p.prof, &ro, sid, err) < 0)
+			goto out;
+	}
 	if (p.terminal && ((tty = krt_console_pty(o->console_socket, err)) < 0))
 		goto out;
 	if (tty >= 0 && raw_tty(tty) < 0) {
@@ -610,6 +646,15 @@ int krt_mvm_create(const struct krt_globals *g, json_t *config, const char *bund
 		kis_error_set(err, KIS_E_INTERNAL, errno, "pipe");
 		goto out;
 	}
+	/* an app's process is an exec of its pod's session, with the limits
+	 * an exec may tighten (the agent applies them to it: kis/limits.h
+	 * per_exec); its memory and pids were refused in the plan */
+	const char *run_sid = pod.role == KRT_POD_APP ? pod.session : sid;
+	struct kis_limits app_lim = {
+		.wall_ms = p.prof.limits.wall_ms, .cpu_ms = p.prof.limits.cpu_ms,
+		.output_bytes = p.prof.limits.output_bytes, .file_bytes = p.prof.limits.file_bytes,
+		.open_files = p.prof.limits.open_files};
+	const char *hostname = json_string_value(json_object_get(config, "hostname"));
 	fflush(NULL);
 	pid_t pid = fork();
 	if (pid < 0) {
@@ -619,12 +664,21 @@ int krt_mvm_create(const struct krt_globals *g, json_t *config, const char *bund
 		goto out;
 	}
 	if (pid == 0) {
-		/* the container process: its session, its terminal, then start */
+		/* the container process: its session, its terminal, the pod's
+		 * namespaces on the host, then start */
 		close(sync[0]);
-		int fail = (tty >= 0 ? krt_take_terminal(tty) : (setsid() < 0 ? -1 : 0)) < 0;
+		int fail = (tty >= 0 ? krt_take_terminal(tty) : (setsid() < 0 ? -1 : 0)) < 0 ? 1 :
+			   krt_pod_enter(&pod, hostname) < 0 ? 2 : 0;
 		krt_child_ready(sync[1], fail, fifo);
-		int status = session_process(store_root, sid, argv, NULL, NULL, tty >= 0 ? 0 : -1,
-					     p.rows, p.cols);
+		int status;
+		if (pod.role == KRT_POD_APP) {
+			status = session_process(store_root, run_sid, argv, env,
+						 cwd && *cwd ? cwd : NULL, tty >= 0 ? 0 : -1, p.rows,
+						 p.cols, &app_lim);
+			_exit(status);
+		}
+		status = session_process(store_root, run_sid, argv, NULL, NULL, tty >= 0 ? 0 : -1,
+					 p.rows, p.cols, NULL);
 		/* stopped: the VM, its workspace and base go now, not at delete
 		 * (an engine's cleanup may call delete without the --root it
 		 * created with: podman 4.3's does); state.json stays for
@@ -633,7 +687,8 @@ int krt_mvm_create(const struct krt_globals *g, json_t *config, const char *bund
 		_exit(status);
 	}
 	close(sync[1]);
-	static const char *const what[] = {"", "taking the terminal or a session of its own"};
+	static const char *const what[] = {"", "taking the terminal or a session of its own",
+					   "entering the pod's namespaces"};
 	if (krt_child_setup(sync[0], pid, what, ARRAY_SIZE(what), err) < 0)
 		goto out;
 	unsigned long long start = 0;
@@ -644,6 +699,15 @@ int krt_mvm_create(const struct krt_globals *g, json_t *config, const char *bund
 			       "rootfs", rootfs, "created", created, "process",
 			       json_object_get(config, "process"), "session", sid, "workspace", ws,
 			       "base", base, "store", store_root);
+	/* the pod's: a sandbox is found by its apps (krt_pod_verify_app); an
+	 * app's session is its pod's, never destroyed with the app */
+	if (st && pod.role != KRT_POD_NONE &&
+	    (json_object_set_new(st, "pod", json_string(pod.role == KRT_POD_SANDBOX ? "sandbox"
+										 : "container")) < 0 ||
+	     json_object_set_new(st, "pod_session", json_string(run_sid)) < 0)) {
+		json_decref(st);
+		st = NULL;
+	}
 	if (krt_tier_record(dfd, st, config, o->pid_file, pid, err) < 0)
 		goto out;
 	made = false;
@@ -661,6 +725,8 @@ out:
 		remove_state(hfd, id);
 	}
 	strv_free(argv);
+	strv_free(env);
+	krt_pod_release(&pod);
 	mvm_plan_release(&p);
 	return r;
 }
@@ -677,6 +743,14 @@ static const char *sget(json_t *st, const char *k)
 {
 	const char *v = json_string_value(json_object_get(st, k));
 	return v ? v : "";
+}
+
+/* the session a container's processes run in: its pod's (an app
+ * container's, "pod_session") or its own */
+static const char *exec_session(json_t *st)
+{
+	const char *p = sget(st, "pod_session");
+	return *p ? p : sget(st, "session");
 }
 
 static pid_t st_pid(json_t *st)
@@ -836,8 +910,8 @@ int krt_mvm_exec(const struct krt_globals *g, const char *id, json_t *proc,
 	if (pid == 0) {
 		if (tty >= 0 ? krt_take_terminal(tty) < 0 : setsid() < 0)
 			_exit(125);
-		_exit(session_process(sget(st, "store"), sget(st, "session"), argv, env,
-				      cwd && *cwd ? cwd : NULL, tty >= 0 ? 0 : -1, rows, cols));
+		_exit(session_process(sget(st, "store"), exec_session(st), argv, env,
+				      cwd && *cwd ? cwd : NULL, tty >= 0 ? 0 : -1, rows, cols, NULL));
 	}
 	if (o->pid_file && krt_write_pid_file(o->pid_file, pid, err) < 0) {
 		kill(pid, SIGKILL);

@@ -238,7 +238,7 @@ bool krt_mvm_owns(const struct krt_globals *g, const char *id);
  * krt_policy_container: the guest is the boundary; mvm.c checks what the
  * guest can give. o as for
  * the host tier. Returns the exit status for run. */
-int krt_mvm_create(const struct krt_globals *g, json_t *config, const char *bundle,
+int krt_mvm_create(const struct krt_globals *g, const struct krt_model *m, const char *bundle,
 		   const char *id, const struct krt_host_opts *o, struct kis_error **err);
 /* start, state, kill, delete, ps of a microvm-tier container. */
 int krt_mvm_verb(const struct krt_globals *g, int argc, char **argv, struct kis_error **err);

@@ -1,0 +1,345 @@
+/* SPDX-License-Identifier: MIT */
+/* kis-runtime at the microvm tier: one VM per pod, as Kata runs one.
+ *
+ * Theory of operation. containerd's CRI plugin runs a pod as a sandbox
+ * ("pause") container and app containers that join the sandbox
+ * container's network, IPC and UTS namespaces by path
+ * (/proc/<its pid>/ns/...), every bundle annotated with its role and its
+ * pod's sandbox id (KRT_ANN_CRI_*). At the microvm tier:
+ *   - the sandbox container boots the pod's VM (mvm.c, as for any
+ *     container) and its container process, the host process the shim
+ *     waits on, holds the pod's host-side namespaces: it joins the
+ *     network namespace the bundle names (the one CNI made: the
+ *     operator's network is what that path grants) and makes the IPC and
+ *     UTS namespaces the bundle asks for;
+ *   - an app container boots nothing: once its namespace paths are proven
+ *     to be its sandbox's (krt_pod_verify_app), its process runs in the
+ *     pod's VM, an exec of the sandbox's session, and its host process
+ *     joins the same three namespaces.
+ * Recognition is an allowlist: a path is accepted only when the held fd
+ * the model opened (model.c: a namespace file of that type, not the
+ * runtime's or init's own) is, by st_dev and st_ino, the namespace of the
+ * container process of a running kis-vm sandbox recorded under THIS
+ * runtime root whose id is the bundle's sandbox-id annotation. Every other
+ * path (the host's, another root's pod, a mismatched id, a pid reused
+ * since) stays refused by name. */
+#include "core/util.h"
+
+#include <fcntl.h>
+#include <ftw.h>
+#include <sched.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "runtime/mvm_pod.h"
+
+const char *const krt_pod_ns_type[KRT_POD_NS] = {"network", "ipc", "uts"};
+static const char *const pod_procns[KRT_POD_NS] = {"net", "ipc", "uts"};
+static const int pod_clone[KRT_POD_NS] = {CLONE_NEWNET, CLONE_NEWIPC, CLONE_NEWUTS};
+
+static int pod_refuse(struct kis_error **err, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+static int pod_refuse(struct kis_error **err, const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	return kis_error_set(err, KIS_E_PROFILE_UNSATISFIABLE, 0, "%s (run.kis.tier 'microvm')",
+			     msg);
+}
+
+static int pod_index(const char *type)
+{
+	for (int k = 0; k < KRT_POD_NS; k++)
+		if (type && strcmp(type, krt_pod_ns_type[k]) == 0)
+			return k;
+	return -1;
+}
+
+int krt_pod_parse(const struct krt_model *m, const char *id, struct krt_pod *pod,
+		  struct kis_error **err)
+{
+	memset(pod, 0, sizeof(*pod));
+	for (int k = 0; k < KRT_POD_NS; k++) {
+		int clone;
+		pod->ns_fd[k] = krt_model_ns_fd(m, krt_pod_ns_type[k], &clone);
+	}
+	json_t *ann = json_object_get(m->doc, "annotations");
+	const char *type = json_string_value(json_object_get(ann, KRT_ANN_CRI_TYPE));
+	const char *sb = json_string_value(json_object_get(ann, KRT_ANN_CRI_SANDBOX));
+	if (!type && !sb)
+		return 0;
+	if (!type || !sb)
+		return pod_refuse(err, "annotations: %s without %s: a pod's bundle names both",
+				  type ? KRT_ANN_CRI_TYPE : KRT_ANN_CRI_SANDBOX,
+				  type ? KRT_ANN_CRI_SANDBOX : KRT_ANN_CRI_TYPE);
+	if (strcmp(type, "sandbox") == 0)
+		pod->role = KRT_POD_SANDBOX;
+	else if (strcmp(type, "container") == 0)
+		pod->role = KRT_POD_APP;
+	else
+		return pod_refuse(err, "annotations: " KRT_ANN_CRI_TYPE " '%s': 'sandbox' or "
+				       "'container'", type);
+	struct kis_error *e = NULL;
+	if (strlen(sb) >= sizeof(pod->sandbox) || krt_valid_id(sb, &e) < 0) {
+		kis_error_free(e);
+		return pod_refuse(err, "annotations: " KRT_ANN_CRI_SANDBOX " '%.80s' is not a "
+				       "container id", sb);
+	}
+	snprintf(pod->sandbox, sizeof(pod->sandbox), "%s", sb);
+	/* containerd gives the sandbox its own id; an app another's */
+	if (pod->role == KRT_POD_SANDBOX && strcmp(sb, id) != 0)
+		return pod_refuse(err, "annotations: " KRT_ANN_CRI_SANDBOX " '%s' of a sandbox "
+				       "is not its own id '%s'", sb, id);
+	if (pod->role == KRT_POD_APP && strcmp(sb, id) == 0)
+		return pod_refuse(err, "annotations: " KRT_ANN_CRI_SANDBOX " '%s' of an app "
+				       "container is its own id", sb);
+	return 0;
+}
+
+void krt_pod_release(struct krt_pod *pod)
+{
+	free(pod->sandbox_rootfs);
+	pod->sandbox_rootfs = NULL;
+}
+
+int krt_pod_ns_path_ok(const struct krt_pod *pod, const char *type, const char *path,
+		       struct kis_error **err)
+{
+	int k = pod_index(type);
+	/* the sandbox: the network namespace CNI made for the pod (the model
+	 * refused the host's own); an app: its sandbox's three, verified
+	 * against the sandbox by krt_pod_verify_app before anything runs */
+	if ((pod->role == KRT_POD_SANDBOX && k == 0) || (pod->role == KRT_POD_APP && k >= 0))
+		return 0;
+	if (pod->role == KRT_POD_NONE)
+		return pod_refuse(err, "linux.namespaces: joining the %s namespace at '%s': a "
+				       "host namespace does not reach the guest",
+				  type ? type : "", path);
+	return pod_refuse(err, "linux.namespaces: joining the %s namespace at '%s': a pod's "
+			       "containers share its network, ipc and uts namespaces (the "
+			       "sandbox: its network only); a %s namespace does not reach the "
+			       "pod's guest",
+			  type ? type : "", path, type ? type : "");
+}
+
+static const char *sget(json_t *st, const char *k)
+{
+	const char *v = json_string_value(json_object_get(st, k));
+	return v ? v : "";
+}
+
+int krt_pod_verify_app(const struct krt_globals *g, const char *mvm_dir, const char *rootfs,
+		       struct krt_pod *pod, struct kis_error **err)
+{
+	for (int k = 0; k < KRT_POD_NS; k++)
+		if (pod->ns_fd[k] < 0)
+			return pod_refuse(err, "linux.namespaces: an app container of pod '%s' "
+					       "joins the pod's %s namespace by path; a %s "
+					       "namespace of its own is not the pod's",
+					  pod->sandbox, krt_pod_ns_type[k], krt_pod_ns_type[k]);
+	int dfd = -1;
+	json_t *st = NULL;
+	struct kis_error *e = NULL;
+	/* this root's state only: a pod of another root (another handler,
+	 * another runtime) is not found here */
+	if (krt_tier_load(g, mvm_dir, pod->sandbox, &dfd, &st, &e) < 0) {
+		kis_error_free(e);
+		return pod_refuse(err, "annotations: " KRT_ANN_CRI_SANDBOX " '%s' is not a kis-vm "
+				       "pod sandbox of this runtime root", pod->sandbox);
+	}
+	_cleanup_close_ int d = dfd;
+	int r = -1;
+	if (strcmp(sget(st, "pod"), "sandbox") != 0) {
+		pod_refuse(err, "annotations: " KRT_ANN_CRI_SANDBOX " '%s' names a container that "
+				"is not a pod sandbox", pod->sandbox);
+		goto out;
+	}
+	if (strcmp(krt_status_of(dfd, st), "stopped") == 0) {
+		pod_refuse(err, "annotations: the pod sandbox '%s' has stopped", pod->sandbox);
+		goto out;
+	}
+	pid_t pid = (pid_t)json_integer_value(json_object_get(st, "pid"));
+	unsigned long long want = (unsigned long long)json_integer_value(
+		json_object_get(st, "starttime"));
+	int fds[KRT_POD_NS] = {-1, -1, -1};
+	bool ok = pid > 0;
+	for (int k = 0; ok && k < KRT_POD_NS; k++) {
+		char p[64];
+		snprintf(p, sizeof(p), "/proc/%d/ns/%s", (int)pid, pod_procns[k]);
+		fds[k] = open(p, O_RDONLY | O_CLOEXEC);
+		ok = fds[k] >= 0;
+	}
+	/* the process whose namespaces were opened is the sandbox's: its
+	 * start time, read after the opens, is the recorded one (a pid
+	 * reused before an open would show another) */
+	unsigned long long start = 0;
+	char letter = 0;
+	ok = ok && krt_proc_stat(pid, &start, &letter) == 0 && start == want;
+	int bad = -1;
+	for (int k = 0; ok && bad < 0 && k < KRT_POD_NS; k++) {
+		struct stat a, b;
+		if (fstat(fds[k], &a) < 0 || fstat(pod->ns_fd[k], &b) < 0 || a.st_dev != b.st_dev ||
+		    a.st_ino != b.st_ino)
+			bad = k;
+	}
+	for (int k = 0; k < KRT_POD_NS; k++)
+		if (fds[k] >= 0)
+			close(fds[k]);
+	if (!ok) {
+		pod_refuse(err, "annotations: the pod sandbox '%s''s process is gone",
+			   pod->sandbox);
+		goto out;
+	}
+	if (bad >= 0) {
+		pod_refuse(err, "linux.namespaces: the %s namespace joined by path is not the one "
+				"of pod sandbox '%s' (" KRT_ANN_CRI_SANDBOX ")",
+			   krt_pod_ns_type[bad], pod->sandbox);
+		goto out;
+	}
+	const char *sid = sget(st, "session");
+	if (!*sid || strlen(sid) >= sizeof(pod->session)) {
+		pod_refuse(err, "the pod sandbox '%s' has no VM", pod->sandbox);
+		goto out;
+	}
+	/* the app runs in the pod guest's root, which is the sandbox's image:
+	 * an app of another image is refused, never run in the wrong tree
+	 * (a rootfs of each container's own in the guest: not yet) */
+	bool same = false;
+	if (krt_pod_same_tree(sget(st, "rootfs"), rootfs, &same, err) < 0)
+		goto out;
+	if (!same) {
+		pod_refuse(err, "root.path: an app container of a kis-vm pod runs in the pod "
+				"guest's root, the sandbox's image; this rootfs is another tree");
+		goto out;
+	}
+	snprintf(pod->session, sizeof(pod->session), "%s", sid);
+	if (!(pod->sandbox_rootfs = strdup(sget(st, "rootfs")))) {
+		kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "pod");
+		goto out;
+	}
+	r = 0;
+out:
+	json_decref(st);
+	return r;
+}
+
+int krt_pod_enter(const struct krt_pod *pod, const char *hostname)
+{
+	if (pod->role == KRT_POD_SANDBOX) {
+		if (pod->ns_fd[0] >= 0 && setns(pod->ns_fd[0], CLONE_NEWNET) < 0)
+			return -1;
+		if (unshare(CLONE_NEWIPC | CLONE_NEWUTS) < 0)
+			return -1;
+		if (hostname && *hostname && sethostname(hostname, strlen(hostname)) < 0)
+			return -1;
+		return 0;
+	}
+	if (pod->role == KRT_POD_APP)
+		for (int k = 0; k < KRT_POD_NS; k++)
+			if (setns(pod->ns_fd[k], pod_clone[k]) < 0)
+				return -1;
+	return 0;
+}
+
+/* ------------------------------------------------ comparing two trees */
+
+#define TREE_MAX_ENTRIES (1u << 20)
+
+struct tree {
+	char **v;
+	size_t n, cap;
+	size_t skip; /* the root's path length */
+	bool failed;
+};
+static struct tree *walking; /* nftw(3) passes no context */
+
+static int tree_entry(const char *path, const struct stat *sb, int flag, struct FTW *f)
+{
+	(void)f;
+	struct tree *t = walking;
+	const char *rel = path + t->skip;
+	if (!*rel)
+		return 0; /* the root itself: an overlay's is its upper directory */
+	if (flag == FTW_NS || flag == FTW_DNR || t->n >= TREE_MAX_ENTRIES) {
+		t->failed = true;
+		return 1;
+	}
+	char link[PATH_MAX] = "";
+	if (S_ISLNK(sb->st_mode)) {
+		ssize_t n = readlink(path, link, sizeof(link) - 1);
+		link[n > 0 ? n : 0] = '\0';
+	}
+	char *s = NULL;
+	int r = S_ISDIR(sb->st_mode)
+		? asprintf(&s, "%s\t%o\t%u\t%u", rel, sb->st_mode, sb->st_uid, sb->st_gid)
+		: asprintf(&s, "%s\t%o\t%u\t%u\t%lld\t%lld.%09ld\t%s", rel, sb->st_mode, sb->st_uid,
+			   sb->st_gid, (long long)sb->st_size, (long long)sb->st_mtim.tv_sec,
+			   sb->st_mtim.tv_nsec, link);
+	if (r < 0) {
+		t->failed = true;
+		return 1;
+	}
+	if (t->n == t->cap) {
+		size_t cap = t->cap ? 2 * t->cap : 1024;
+		char **v = realloc(t->v, cap * sizeof(*v));
+		if (!v) {
+			free(s);
+			t->failed = true;
+			return 1;
+		}
+		t->v = v;
+		t->cap = cap;
+	}
+	t->v[t->n++] = s;
+	return 0;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static void tree_free(struct tree *t)
+{
+	for (size_t i = 0; i < t->n; i++)
+		free(t->v[i]);
+	free(t->v);
+}
+
+static int tree_read(const char *root, struct tree *t, struct kis_error **err)
+{
+	memset(t, 0, sizeof(*t));
+	t->skip = strlen(root);
+	walking = t;
+	int r = nftw(root, tree_entry, 16, FTW_PHYS | FTW_MOUNT);
+	walking = NULL;
+	if (r != 0 || t->failed)
+		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot read the tree '%s'", root);
+	qsort(t->v, t->n, sizeof(*t->v), cmp_str);
+	return 0;
+}
+
+int krt_pod_same_tree(const char *a, const char *b, bool *same, struct kis_error **err)
+{
+	struct tree ta, tb;
+	*same = false;
+	if (tree_read(a, &ta, err) < 0) {
+		tree_free(&ta);
+		return -1;
+	}
+	if (tree_read(b, &tb, err) < 0) {
+		tree_free(&ta);
+		tree_free(&tb);
+		return -1;
+	}
+	*same = ta.n == tb.n;
+	for (size_t i = 0; *same && i < ta.n; i++)
+		*same = strcmp(ta.v[i], tb.v[i]) == 0;
+	tree_free(&ta);
+	tree_free(&tb);
+	return 0;
+}

@@ -1,0 +1,69 @@
+/* SPDX-License-Identifier: MIT */
+/* kis-runtime at the microvm tier: one VM per pod (mvm_pod.c). */
+#ifndef KIS_RUNTIME_MVM_POD_H
+#define KIS_RUNTIME_MVM_POD_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <sys/types.h>
+
+#include "kis/error.h"
+#include "kis/id.h"
+#include "runtime/runtime.h"
+
+/* containerd's CRI plugin marks every bundle of a pod with these
+ * (containerd pkg/cri/annotations): the container's role and its pod's
+ * sandbox container's id */
+#define KRT_ANN_CRI_TYPE "io.kubernetes.cri.container-type"
+#define KRT_ANN_CRI_SANDBOX "io.kubernetes.cri.sandbox-id"
+
+enum krt_pod_role {
+	KRT_POD_NONE = 0, /* no pod: a container of its own VM, as before */
+	KRT_POD_SANDBOX,  /* the pod's sandbox ("pause"): boots the pod's VM */
+	KRT_POD_APP,      /* an app container: runs in its pod's VM */
+};
+
+/* The namespaces a pod's containers share on the host, by path: in the
+ * order of krt_pod_ns[] (network, ipc, uts). */
+#define KRT_POD_NS 3
+extern const char *const krt_pod_ns_type[KRT_POD_NS];
+
+struct krt_pod {
+	enum krt_pod_role role;
+	char sandbox[256];         /* the sandbox container's id (a runtime id) */
+	/* the namespaces the bundle joins by path, the model's held fds
+	 * (borrowed: -1 when not joined) */
+	int ns_fd[KRT_POD_NS];
+	/* KRT_POD_APP, from the sandbox's state once verified: */
+	char session[KIS_ID_BUFSZ]; /* the pod VM's kis session */
+	char *sandbox_rootfs;
+};
+
+/* The role from the CRI annotations, an allowlist: both annotations or
+ * neither; the type "sandbox" (whose sandbox-id is its own id) or
+ * "container" (whose is another's); a sandbox-id a runtime id. */
+int krt_pod_parse(const struct krt_model *m, const char *id, struct krt_pod *pod,
+		  struct kis_error **err);
+void krt_pod_release(struct krt_pod *pod);
+/* May linux.namespaces[] of this type be joined by path in this role?
+ * (0: yes, the fd held; else the refusal set, naming the field) */
+int krt_pod_ns_path_ok(const struct krt_pod *pod, const char *type, const char *path,
+		       struct kis_error **err);
+/* KRT_POD_APP: the pod is a kis-vm sandbox of THIS runtime root (state
+ * under g->root), not stopped, whose container process's network, ipc and
+ * uts namespaces are the very ones the bundle joins (st_dev, st_ino of
+ * the held fds), and whose rootfs is the app's tree; fills session and
+ * sandbox_rootfs. Any other pod, path or id is refused by name. */
+int krt_pod_verify_app(const struct krt_globals *g, const char *mvm_dir, const char *rootfs,
+		       struct krt_pod *pod, struct kis_error **err);
+/* In the container process (between fork and the start fifo): the
+ * sandbox's joins the pod's network namespace (CNI's) and makes its ipc
+ * and uts namespaces, hostname set; an app's joins its sandbox's three.
+ * -1 with errno. */
+int krt_pod_enter(const struct krt_pod *pod, const char *hostname);
+/* Do two trees hold the same entries (names, types, modes, owners; for a
+ * file its size and mtime, for a link its target)? Directory times are not
+ * compared (an overlay's root is its upper directory's). */
+int krt_pod_same_tree(const char *a, const char *b, bool *same, struct kis_error **err);
+
+#endif

@@ -1,0 +1,196 @@
+# SPDX-License-Identifier: MIT
+# kis-runtime at the microvm tier: one VM per pod (src/runtime/mvm_pod.c).
+# Bundles written by hand as containerd's CRI plugin writes a pod's: a
+# sandbox container (annotated "sandbox", its own id) boots the pod's VM;
+# an app container (annotated "container" and its sandbox's id) joins the
+# sandbox container process's network, IPC and UTS namespaces by path and
+# runs in that VM. A bundle that names another pod, a foreign
+# /proc/<pid>/ns path or a malformed annotation is refused by name.
+import json
+import os
+import signal
+import subprocess
+import time
+import uuid
+
+import pytest
+
+from test_runtime import (WHY, KRT, GUEST, crun_ref, krt, make_bundle, microvm_tier, mvm_guest,  # noqa: F401
+                          roots, state, wait_status, work)
+
+pytestmark = pytest.mark.skipif(WHY is not None, reason=WHY or "")
+
+T = "io.kubernetes.cri.container-type"
+S = "io.kubernetes.cri.sandbox-id"
+
+
+def pod_bundle(work, args, role, sandbox, ns=None, edit=None):
+    """A bundle as the CRI plugin writes it for role ("sandbox" or
+    "container") of pod `sandbox`; ns: {type: path} joined by path."""
+    def e(c):
+        microvm_tier(c)
+        c["annotations"].update({T: role, S: sandbox})
+        if role == "sandbox":
+            c["root"]["readonly"] = True  # the CRI plugin's, always
+            c["hostname"] = "pod-host"
+        have = {n["type"] for n in c["linux"]["namespaces"]}
+        for t in ("ipc", "uts"):
+            if t not in have:
+                c["linux"]["namespaces"].append({"type": t})
+        for n in c["linux"]["namespaces"]:
+            if ns and n["type"] in ns:
+                n["path"] = ns[n["type"]]
+        if edit:
+            edit(c)
+    return make_bundle(work, args, e)
+
+
+def pod_ns(pid):
+    return {"network": f"/proc/{pid}/ns/net", "ipc": f"/proc/{pid}/ns/ipc",
+            "uts": f"/proc/{pid}/ns/uts"}
+
+
+def _ns_holder():
+    p = subprocess.Popen(["unshare", "--net", "--ipc", "--uts", "sleep", "600"])
+    time.sleep(0.2)
+    return p
+
+
+@pytest.fixture
+def foreign():
+    """Another such process: a pod that is not the one under test."""
+    p = _ns_holder()
+    yield p.pid
+    p.kill()
+    p.wait()
+
+
+@pytest.fixture
+def other_netns():
+    """A process in network, IPC and UTS namespaces the test made (not
+    the host's: the model refuses those before the pod check)."""
+    p = _ns_holder()
+    yield p.pid
+    p.kill()
+    p.wait()
+
+
+def _refused(p, named):
+    assert p.returncode != 0, p.stdout
+    assert "profile_unsatisfiable" in p.stderr, p.stderr
+    assert named in p.stderr, p.stderr
+
+
+@pytest.mark.parametrize("name,role,sandbox,named", [
+    ("no-sandbox-id", "container", None, f"{T} without {S}"),
+    ("bad-type", "pause", "x", f"{T} 'pause'"),
+    ("bad-id", "container", "../etc", f"{S} '../etc' is not a container id"),
+    ("sandbox-not-self", "sandbox", "someone-else", "is not its own id"),
+    ("app-is-self", "container", "SELF", "of an app container is its own id"),
+])
+def test_malformed_pod_annotations_are_refused(work, roots, name, role, sandbox, named):
+    kr, _ = roots
+    cid = f"krt-pod-{name}"
+
+    def e(c):
+        microvm_tier(c)
+        c["annotations"][T] = role
+        if sandbox is not None:
+            c["annotations"][S] = cid if sandbox == "SELF" else sandbox
+    p = krt(kr, "create", "--bundle", str(make_bundle(work, ["true"], e)), cid)
+    _refused(p, named)
+    assert not (kr / "kis-microvm" / cid).exists()
+
+
+def test_app_naming_a_pod_this_root_has_not_is_refused(work, roots, other_netns):
+    """No sandbox of that id under this root: refused before anything is
+    made, whatever namespace files the bundle names."""
+    kr, _ = roots
+    b = pod_bundle(work, ["true"], "container", "no-such-pod", pod_ns(other_netns))
+    p = krt(kr, "create", "--bundle", str(b), "krt-pod-orphan")
+    _refused(p, "'no-such-pod' is not a kis-vm pod sandbox of this runtime root")
+
+
+def test_sandbox_refuses_joining_more_than_the_pods_network(work, roots, other_netns):
+    kr, _ = roots
+    b = pod_bundle(work, ["true"], "sandbox", "krt-pod-sbx-ipc",
+                   {"ipc": f"/proc/{other_netns}/ns/ipc"})
+    _refused(krt(kr, "create", "--bundle", str(b), "krt-pod-sbx-ipc"),
+             "joining the ipc namespace at")
+
+
+def test_app_with_its_own_memory_limit_is_refused(work, roots, other_netns):
+    kr, _ = roots
+
+    def mem(c):
+        c["linux"]["resources"] = {"memory": {"limit": 256 << 20}}
+    b = pod_bundle(work, ["true"], "container", "p", pod_ns(other_netns), mem)
+    _refused(krt(kr, "create", "--bundle", str(b), "krt-pod-mem"),
+             "shares the pod VM's RAM")
+
+
+def test_one_vm_per_pod(work, roots, mvm_guest, other_netns, foreign, tmp_path):
+    """One VM boot: the sandbox boots it (read-only root as the CRI
+    writes it, the pod's network namespace joined by path); an app naming
+    its namespaces runs in that VM (the guest's kernel, the file the
+    sandbox's process wrote there); a foreign /proc/<pid>/ns path, another
+    pod's id, another runtime root are each refused by name."""
+    kr, _ = roots
+    pod_net = other_netns  # stands for CNI's netns
+    sb = "krt-pod-sbx"
+    b = pod_bundle(work, ["sh", "-c", "echo sandbox-was-here > /tmp/mark; exec sleep 100000"],
+                   "sandbox", sb, {"network": f"/proc/{pod_net}/ns/net"})
+    p = krt(kr, "create", "--bundle", str(b), sb)
+    assert p.returncode == 0, p.stderr
+    try:
+        assert krt(kr, "start", sb).returncode == 0
+        s = wait_status(lambda *a: krt(kr, *a), sb, "running")
+        spid = s["pid"]
+        # the sandbox's container process holds the pod's host namespaces
+        assert os.readlink(f"/proc/{spid}/ns/net") == os.readlink(f"/proc/{pod_net}/ns/net")
+        for k in ("ipc", "uts"):
+            assert os.readlink(f"/proc/{spid}/ns/{k}") != os.readlink(f"/proc/self/ns/{k}")
+        ns = pod_ns(spid)
+
+        # refused: a foreign path (another process's namespaces) under the
+        # right sandbox id; the right paths under a foreign id; this pod
+        # seen from another runtime root
+        cases = [
+            ("krt-pod-foreign-net", sb, dict(ns, network=f"/proc/{foreign}/ns/net"), kr,
+             f"the network namespace joined by path is not the one of pod sandbox '{sb}'"),
+            ("krt-pod-foreign-uts", sb, dict(ns, uts=f"/proc/{foreign}/ns/uts"), kr,
+             f"the uts namespace joined by path is not the one of pod sandbox '{sb}'"),
+            ("krt-pod-wrongid", "krt-pod-other", ns, kr,
+             "'krt-pod-other' is not a kis-vm pod sandbox of this runtime root"),
+            ("krt-pod-otherroot", sb, ns, kr.parent / f"other-{uuid.uuid4().hex[:6]}",
+             f"'{sb}' is not a kis-vm pod sandbox of this runtime root"),
+        ]
+        for cid, sid, paths, root, named in cases:
+            bb = pod_bundle(work, ["true"], "container", sid, paths)
+            _refused(krt(root, "create", "--bundle", str(bb), cid), named)
+            assert not (root / "kis-microvm" / cid).exists()
+
+        # accepted: the app runs in the pod's VM
+        app = "krt-pod-app"
+        bb = pod_bundle(work, ["sh", "-c", "cat /tmp/mark; uname -r; exit 5"], "container", sb, ns)
+        # its streams are files: the container process keeps them open
+        out, err = tmp_path / "app.out", tmp_path / "app.err"
+        with open(out, "wb") as o, open(err, "wb") as e:
+            p = subprocess.run([str(KRT), "--root", str(kr), "--kis-guest-dir", str(GUEST),
+                                "create", "--bundle", str(bb), app], stdout=o, stderr=e,
+                               stdin=subprocess.DEVNULL, timeout=120)
+        assert p.returncode == 0, err.read_text()
+        apid = json.loads(krt(kr, "state", app).stdout)["pid"]
+        for k in ("net", "ipc", "uts"):
+            assert os.readlink(f"/proc/{apid}/ns/{k}") == os.readlink(f"/proc/{spid}/ns/{k}")
+        assert krt(kr, "start", app).returncode == 0
+        wait_status(lambda *a: krt(kr, *a), app, "stopped", timeout=60)
+        text = out.read_text()
+        assert "sandbox-was-here" in text, (text, err.read_text())
+        assert (mvm_guest / "kernel.release").read_text().strip() in text, text
+        assert krt(kr, "delete", app).returncode == 0
+        # the pod's VM outlives its app
+        assert json.loads(krt(kr, "state", sb).stdout)["status"] == "running"
+    finally:
+        krt(kr, "kill", sb, "KILL")
+        krt(kr, "delete", "--force", sb)
