@@ -780,9 +780,13 @@ int krt_mvm_verb(const struct krt_globals *g, int argc, char **argv, struct kis_
 		int sig;
 		if (krt_parse_signal(extra, &sig) < 0)
 			r = kis_error_set(err, KIS_E_INVALID_ARGUMENT, 0, "unknown signal '%s'", extra);
+		else if (strcmp(status, "stopped") == 0 && va.all)
+			r = 0; /* as host.c: the shim's kill --all after every exit */
 		else if (strcmp(status, "stopped") == 0)
+			/* "container not running": the containerd shim's wording
+			 * for "process already finished" (runc's) */
 			r = kis_error_set(err, KIS_E_INVALID_ARGUMENT, 0,
-					  "container '%s' is not running", id);
+					  "cannot signal '%s': container not running", id);
 		else if (krt_signal_pid(st_pid(st), sig) < 0 && errno != ESRCH)
 			r = kis_error_set(err, KIS_E_INTERNAL, errno, "cannot signal '%s'", id);
 		else if (sig == SIGKILL || strcmp(status, "created") == 0) {

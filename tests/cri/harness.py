@@ -495,8 +495,17 @@ class Node:
         (d / "config.toml").write_text(cri_config(d, d / "bin"))
         (d / "net.d" / "10-kis-cri.conflist").write_text(cni_conflist(d))
         image_archive(d / "image.tar")
+        # /run's tmpfs holds the runtimes' roots (containerd's default
+        # /run/containerd/runc/k8s.io), and with them the kis-vm tier's
+        # store: each sandbox's rootfs copy and its guest disks, the rw
+        # one's ext4 metadata included (pages only as written)
         setup = ("set -e; ip link set lo up; "
-                 "mount -t tmpfs -o mode=0755,size=64m kis-cri-run /run; "
+                 "mount -t tmpfs -o mode=0755,size=1g kis-cri-run /run; "
+                 # as on a node whose containerd state is /run/containerd
+                 # (the default: 0711); the state here is the test's, and
+                 # the shims would make it 0600, which no process without
+                 # CAP_DAC_OVERRIDE (kis's confined disk tools) traverses
+                 "mkdir -m 0711 /run/containerd; "
                  f"mount -t overlay -o lowerdir=/var/lib,upperdir={d}/varlib/up,"
                  f"workdir={d}/varlib/work kis-cri-varlib /var/lib; "
                  f'exec "{CONTAINERD}" --config "{d}/config.toml"')

@@ -30,13 +30,11 @@ KNOWN_REFUSALS = {
     # a bound it cannot give (cpu.shares, a weight, is taken unapplied)
     "kis-host": r"profile_unsatisfiable: linux\.resources\.cpu\.(quota|period): the host tier "
                 r"enforces memory and pids only .*\(run\.kis\.tier 'host'\)",
-    # the CRI plugin always makes the sandbox's root read-only; past that
-    # (checked by hand with the bundles the CRI plugin writes), the pod's
-    # namespaces are joined by path, which the microvm tier refuses: one VM
-    # per pod is the runtime's part of issue 39
-    "kis-vm": r"profile_unsatisfiable: (root\.readonly: the guest's root is its writable "
-              r"workspace|linux\.namespaces: joining the \w+ namespace at '[^']*': a host "
-              r"namespace does not reach the guest) \(run\.kis\.tier 'microvm'\)",
+    # one VM per pod (src/runtime/mvm_pod.c): what an app container of the
+    # pod's VM cannot have of its own is refused by name
+    "kis-vm": r"profile_unsatisfiable: (linux\.resources\.(memory\.limit|pids)[^:]*: an app "
+              r"container of a kis-vm pod|linux\.resources\.cpu\.\w+: not enforced in the "
+              r"guest).* \(run\.kis\.tier 'microvm'\)",
 }
 
 

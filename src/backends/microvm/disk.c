@@ -59,8 +59,14 @@ static int run_tool_in(char *const argv[], int out_fd, int max_ok, struct kis_co
 	pid_t p;
 	TRY(kis_tool_start(&t, &p, err));
 	int st;
-	if (RETRY_EINTR(waitpid(p, &st, 0)) < 0 || !kis_tool_ok(st, max_ok))
-		return kis_error_set(err, KIS_E_INTERNAL, 0, "'%s' failed", argv[0]);
+	if (RETRY_EINTR(waitpid(p, &st, 0)) < 0)
+		return kis_error_set(err, KIS_E_INTERNAL, errno, "'%s' failed", argv[0]);
+	if (!kis_tool_ok(st, max_ok))
+		/* the status tells a refused confinement (126) from the tool's
+		 * own failure */
+		return kis_error_set(err, KIS_E_INTERNAL, 0, "'%s' failed (%s %d)", argv[0],
+				     WIFSIGNALED(st) ? "signal" : "exit status",
+				     WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
 	return 0;
 }
 
@@ -277,6 +283,31 @@ static int cached_image(const char *dir, const char *name, const char *src, uint
 	return make_image(*out, src, fs_bytes, journal, label, err);
 }
 
+/* The bytes [*a, end) of in to out at *b, read and written: where
+ * copy_file_range(2) cannot go (EXDEV between filesystems of different
+ * types, Linux 5.19+: a guest cache on ext4, a store on tmpfs). */
+static ssize_t copy_by_hand(int in, off_t *a, int out, off_t *b, off_t end)
+{
+	char buf[1 << 16];
+	ssize_t total = 0;
+	while (*a < end) {
+		size_t want = (size_t)(end - *a) < sizeof(buf) ? (size_t)(end - *a) : sizeof(buf);
+		ssize_t n = RETRY_EINTR(pread(in, buf, want, *a));
+		if (n <= 0)
+			return n < 0 ? -1 : total;
+		for (ssize_t w = 0; w < n;) {
+			ssize_t k = RETRY_EINTR(pwrite(out, buf + w, (size_t)(n - w), *b + w));
+			if (k <= 0)
+				return -1;
+			w += k;
+		}
+		*a += n;
+		*b += n;
+		total += n;
+	}
+	return total;
+}
+
 /* A sparse copy: reflink where the filesystem can, else the data extents
  * only (SEEK_DATA / SEEK_HOLE, lseek(2)). */
 static int sparse_copy(const char *src, const char *dst, struct kis_error **err)
@@ -301,6 +332,9 @@ static int sparse_copy(const char *src, const char *dst, struct kis_error **err)
 		off_t a = data, b = data;
 		while (a < hole) {
 			ssize_t k = copy_file_range(in, &a, out, &b, (size_t)(hole - a), 0);
+			if (k < 0 && (errno == EXDEV || errno == EOPNOTSUPP || errno == ENOSYS ||
+				      errno == EINVAL))
+				k = copy_by_hand(in, &a, out, &b, hole);
 			if (k <= 0)
 				return kis_error_set(err, KIS_E_INTERNAL, k < 0 ? errno : EIO,
 						     "cannot copy '%s'", src);
