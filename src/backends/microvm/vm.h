@@ -13,11 +13,15 @@
 #include "kis/error.h"
 #include "kis/backend.h"
 
-#define KIS_MVM_PORTS 4          /* agent ports per VM (kis.0 .. kis.3) */
+/* Agent ports per VM (kis.0 .. kis.11): one per process running at once
+ * (mux.c), and a kis-vm pod's every container holds one for its life
+ * (src/runtime/mvm_pod.c): 12 is a pod of ~10 containers and their execs.
+ * Within KIS_MVM_MAX_FDS with the disks, ctl, qmp, net and memory. */
+#define KIS_MVM_PORTS 12
 /* The version of QEMU's device set (argv of kis_mvm_spawn), part of the
  * stamp that names snapshots: a snapshot restores only into the device set
  * it was saved with. Bump it with any change there. */
-#define KIS_MVM_DEVSET 6
+#define KIS_MVM_DEVSET 7
 /* The profile's mounts (issue 21): a fixed number of slots, always in the
  * device set (a snapshot restores only into the devices it was saved
  * with), two read-only disks each: its lower layer (a base's image) and
