@@ -27,7 +27,7 @@ def one_pod(node, handler):
     try:
         cid = node.start_container(pod, cfg, "app", ["/bin/sleep", "100000"])
         out = node.exec_sync(cid, ["/bin/echo", "ready"])
-        assert out == ("ready\n", "", 0), out
+        assert out == ("ready\n", "", 0), (handler, out)
         t1 = time.monotonic()
         node.cri.call("StopContainer", container_id=cid, timeout=0)
         node.cri.call("RemoveContainer", container_id=cid)
