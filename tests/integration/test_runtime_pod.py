@@ -172,7 +172,9 @@ def test_one_vm_per_pod(work, roots, mvm_guest, other_netns, foreign, tmp_path):
 
         # accepted: the app runs in the pod's VM
         app = "krt-pod-app"
-        bb = pod_bundle(work, ["sh", "-c", "cat /tmp/mark; uname -r; exit 5"], "container", sb, ns)
+        bb = pod_bundle(work, ["sh", "-c", "cat /tmp/mark; uname -r; echo app-ran; "
+                                          "trap 'exit 5' TERM; while :; do sleep 0.2; done"],
+                        "container", sb, ns)
         # its streams are files: the container process keeps them open
         out, err = tmp_path / "app.out", tmp_path / "app.err"
         with open(out, "wb") as o, open(err, "wb") as e:
@@ -184,6 +186,15 @@ def test_one_vm_per_pod(work, roots, mvm_guest, other_netns, foreign, tmp_path):
         for k in ("net", "ipc", "uts"):
             assert os.readlink(f"/proc/{apid}/ns/{k}") == os.readlink(f"/proc/{spid}/ns/{k}")
         assert krt(kr, "start", app).returncode == 0
+        end = time.monotonic() + 60
+        while "app-ran" not in out.read_text() and time.monotonic() < end:
+            time.sleep(0.2)
+        # refused: an app naming a running app container of the pod as
+        # its sandbox, with the very namespaces it holds
+        bb = pod_bundle(work, ["true"], "container", app, pod_ns(apid))
+        _refused(krt(kr, "create", "--bundle", str(bb), "krt-pod-app2"),
+                 f"'{app}' names a container that is not a pod sandbox")
+        assert krt(kr, "kill", app, "TERM").returncode == 0
         wait_status(lambda *a: krt(kr, *a), app, "stopped", timeout=60)
         text = out.read_text()
         assert "sandbox-was-here" in text, (text, err.read_text())
