@@ -30,6 +30,10 @@
  *     child whose pid is the --pid-file's).
  *   delete: the session destroyed (the VM stopped), the workspace and the
  *     base removed, the state gone.
+ * A pod (containerd's CRI: annotated bundles, namespaces joined by path)
+ * is one VM: the sandbox container creates as above, an app container
+ * boots nothing and runs as an exec of its sandbox's session once
+ * mvm_pod.c has proven the pod (its theory of operation is there).
  * Differences from crun that the guest makes, and the README names: the
  * guest process is not pid 1 of a pid namespace (the guest's agent is), so
  * a signal it has no handler for takes its default action; it runs as the
