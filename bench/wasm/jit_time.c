@@ -6,7 +6,9 @@
  * wall and CPU time of the compile alone and the object's size. Built and
  * run by bench/wasm-compile.sh.
  *
- *   kis-jit-time [--tier opt|fast] MODULE...   ROUNDS=1 PUT=<store root> */
+ * THREADS: the compile's threads (default 1; kis-helper uses one per CPU).
+ *
+ *   kis-jit-time [--tier opt|fast] MODULE...   ROUNDS=1 THREADS=1 PUT=<store root> */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,6 +65,7 @@ int main(int argc, char **argv)
 			}
 			m->jit_guard = wasm_jit_guard_mode();
 			m->jit_tier = (uint8_t)tier;
+			m->jit_threads = (uint8_t)(getenv("THREADS") ? atoi(getenv("THREADS")) : 1);
 			uint8_t *obj = NULL;
 			double w0 = now(CLOCK_MONOTONIC), c0 = now(CLOCK_PROCESS_CPUTIME_ID);
 			if (wasm_jit_emit(m, &obj, &olen, err, sizeof(err)) < 0) {

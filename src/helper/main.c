@@ -83,7 +83,30 @@ static int confine_compiler(void)
 		kis_seccomp_allowlist_new(SCMP_ACT_ERRNO(EPERM), allowed, ARRAY_SIZE(allowed));
 	if (!ctx)
 		return -1;
-	int r = seccomp_load(ctx);
+	/* Threads for the compile in parallel (jit_llvm.c), and nothing else
+	 * clone(2) can make: the flags exactly as glibc's pthread_create
+	 * passes them (nptl's create_thread). CLONE_THREAD with CLONE_VM and
+	 * CLONE_SIGHAND is a thread of this process: the same memory,
+	 * descriptors, credentials, namespaces and this filter (a filter is
+	 * inherited by every thread made after it, seccomp(2)); no new
+	 * namespace flag, no new process to be the parent of anything, so a
+	 * compromised helper gains only what it has: its CPU time still
+	 * counts against its RLIMIT_CPU and its memory against its bound.
+	 * clone3 passes its flags in memory, which a filter cannot read: it
+	 * fails with ENOSYS, on which glibc falls back to clone. A thread
+	 * registers its robust futex list and rseq area as it starts. */
+	int r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(clone), 1,
+				 SCMP_A0(SCMP_CMP_EQ, CLONE_VM | CLONE_FS | CLONE_FILES | CLONE_SYSVSEM |
+							 CLONE_SIGHAND | CLONE_THREAD | CLONE_SETTLS |
+							 CLONE_PARENT_SETTID | CLONE_CHILD_CLEARTID));
+	if (r == 0)
+		r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(clone3), 0);
+	if (r == 0)
+		r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(set_robust_list), 0);
+	if (r == 0)
+		r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(rseq), 0);
+	if (r == 0)
+		r = seccomp_load(ctx);
 	seccomp_release(ctx);
 	return r == 0 ? 0 : -1;
 }
@@ -130,6 +153,14 @@ static int wasm_compile(void)
 	}
 	if (answer(fd, 0, NULL, 0) < 0)
 		return 1;
+	/* the compile's threads: one per CPU this process may run on (the
+	 * run's cpuset, a taskset), as many ranges as there are at most */
+	uint8_t threads = 1;
+	cpu_set_t cpus;
+	if (sched_getaffinity(0, sizeof(cpus), &cpus) == 0) {
+		int c = CPU_COUNT(&cpus);
+		threads = (uint8_t)(c < 1 ? 1 : c > (int)WASM_JIT_OBJS_MAX ? (int)WASM_JIT_OBJS_MAX : c);
+	}
 	for (;;) {
 		struct wasm_jit_frame f;
 		if (kis_read_all(fd, &f, sizeof(f)) < 0)
@@ -154,6 +185,7 @@ static int wasm_compile(void)
 			m->jit_guard = (f.word & WASM_JIT_REMOTE_GUARD) != 0;
 			m->jit_tier = f.word & WASM_JIT_REMOTE_FAST ? WASM_JIT_TIER_FAST
 								    : WASM_JIT_TIER_OPT;
+			m->jit_threads = threads;
 			uint8_t *obj = NULL;
 			size_t len = 0;
 			if (wasm_jit_emit(m, &obj, &len, err, sizeof(err)) < 0)

@@ -130,6 +130,10 @@ struct kis_wasm_module {
 	void (*jit_free)(struct wasm_jit_module *jm);
 	bool jit_guard; /* the code is for guard-region memories (jit.h) */
 	uint8_t jit_tier; /* WASM_JIT_TIER_OPT or _FAST (jit.h): how hard LLVM works */
+	/* threads the compile may use (0 or 1: this one only). Set only by
+	 * a caller whose confinement allows thread creation (kis-helper's
+	 * filter does; the wasm tier's child kills a clone) */
+	uint8_t jit_threads;
 	/* Loaded for cached machine code (wasm_module_load_for_cache): the
 	 * bodies are kept but not yet validated and translated, from
 	 * codes[bodies_done] on; wasm_module_finish_bodies does it, before

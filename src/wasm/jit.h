@@ -15,7 +15,7 @@
 
 /* Bumped whenever the generated code or the layout it reads changes: part
  * of the cache key of compiled code. */
-#define WASM_JIT_VERSION 6u
+#define WASM_JIT_VERSION 7u
 
 /* What compiled code of one instance reads, through the pointer every
  * compiled function takes first. The generator (jit_llvm.c) addresses the
@@ -163,24 +163,24 @@ struct wasm_jit_host {
 	size_t nsyms;
 };
 
-/* compile, module_free, lookup, object and id are the plugin's own ORC
- * linker and cache key, no longer used by the library (it links with
- * jit_elf.c and keys without LLVM): kept only while jit_llvm.c changes
- * hands. */
+/* What the plugin does for the library: m's object code, not linked
+ * (malloc'd into *obj, the container below), which the library links
+ * itself (jit_elf.c) and caches. 0, or -1 with err. */
 struct wasm_jit_plugin {
-	int (*compile)(struct kis_wasm_module *m, const uint8_t *cached, size_t cached_len,
-		       char *err, size_t errlen);
-	/* m's object code, not linked (malloc'd into *obj): what the library
-	 * links itself (jit_elf.c) and caches. 0, or -1 with err. */
 	int (*emit)(struct kis_wasm_module *m, uint8_t **obj, size_t *len, char *err,
 		    size_t errlen);
-	void (*module_free)(struct wasm_jit_module *jm);
-	int (*lookup)(struct wasm_jit_module *jm, uint32_t i, void **fn,
-		      void (**wrap)(void *, uint64_t *));
-	const uint8_t *(*object)(const struct wasm_jit_module *jm, size_t *len, bool *from_cache);
-	int (*id)(char *buf, size_t len);
 };
-
+/* The compiler's output: a container of objects, one per range of defined
+ * functions compiled on a thread of its own (jit_llvm.c, "the compile in
+ * parallel"): "KISOBJS1", the count (u32, 1 to WASM_JIT_OBJS_MAX), a u32
+ * 0, each object's length (u64, little-endian as the rest), then the
+ * x86-64 ET_REL objects one after the other, nothing between or after.
+ * Every object declares every defined function; a call into another
+ * range names f<i> (or w<i>) undefined, which the loader resolves to the
+ * object that defines it. */
+#define WASM_JIT_OBJS_MAGIC "KISOBJS1"
+#define WASM_JIT_OBJS_HEAD 16u
+#define WASM_JIT_OBJS_MAX 64u
 /* The plugin's one exported symbol: 0 and *out filled, or -1 (no native
  * target, or a host of another version). */
 #define WASM_JIT_PLUGIN_INIT "kis_wasm_jit_plugin_init"
@@ -269,7 +269,7 @@ enum wasm_elf_error {
 #undef E
 };
 /* Format of what the loader takes: part of the cache's key. */
-#define WASM_JIT_ELF_FORMAT 1u
+#define WASM_JIT_ELF_FORMAT 2u
 KIS_HIDDEN const char *wasm_elf_strerror(int e);
 /* Link obj (an x86-64 ET_REL object of the compiler's) for a module of
  * nfuncs defined functions (UINT32_MAX: as many as it defines), resolving

@@ -32,7 +32,18 @@
  * (S + A), PC64 (S + A - P), PC32 (S + A - P, a stub for an external),
  * PLT32 (L + A - P), 32 and 32S (S + A, zero or sign extended),
  * GOTPCREL, GOTPCRELX and REX_GOTPCRELX (G + GOT + A - P, not relaxed:
- * relaxing is optional for a linker), NONE. Any other type is refused. */
+ * relaxing is optional for a linker), NONE. Any other type is refused.
+ *
+ * Several objects. The compiler emits one object per range of functions,
+ * compiled on threads of their own (jit_llvm.c), in a container (jit.h,
+ * WASM_JIT_OBJS_MAGIC); a bare object is a container of one. They are
+ * linked as one image, as if one object: each region holds that region's
+ * sections of every object in turn, then the stubs, or the GOT. A call from
+ * one range into another names f<i> (or w<i>) undefined; it resolves, once
+ * every object's entries are placed, to the one definition of that entry
+ * in the image (a name defined by none, or twice, is refused). Such a
+ * symbol is inside the image, so it needs no stub: a PC-relative reference
+ * to it is direct, as within one object, and a GOTPCREL one gets its slot. */
 #include <elf.h>
 #include <errno.h>
 #include <math.h>
@@ -98,10 +109,12 @@ struct sec {
 /* A symbol, resolved: its image offset (internal) or fixed[] index. */
 struct sym {
 	Elf64_Sym s;
-	enum { SYM_NONE, SYM_INTERNAL, SYM_EXTERNAL, SYM_BAD } kind;
+	/* SYM_CROSS: f<i> or w<i> undefined here, defined by another object */
+	enum { SYM_NONE, SYM_INTERNAL, SYM_EXTERNAL, SYM_CROSS, SYM_BAD } kind;
 	int bad;        /* why SYM_BAD, as a WASM_ELF_E_ value */
-	uint64_t off;   /* SYM_INTERNAL: image offset */
-	uint32_t ext;   /* SYM_EXTERNAL: index in fixed[] */
+	uint64_t off;   /* SYM_INTERNAL, and SYM_CROSS once resolved: image offset */
+	uint32_t ext;   /* SYM_EXTERNAL: index in fixed[]; SYM_CROSS: the entry's index */
+	bool wrap;      /* SYM_CROSS: w<i>, not f<i> */
 	int32_t got;    /* GOT slot, or -1 */
 	int32_t stub;   /* stub (externals), or -1 */
 };
@@ -117,11 +130,17 @@ struct obj {
 	uint32_t nsyms;
 	const char *str; /* the symbol string table */
 	uint64_t strlen_;
+	char *err;
+	size_t errlen;
+};
+
+/* The objects linked into one image, and its layout. */
+struct link {
+	struct obj *o;
+	uint32_t n;
 	uint64_t rx_len, r_at, r_len, rw_at, rw_len, size;
 	uint64_t stubs_at, got_at;
 	uint32_t nstubs, ngot;
-	char *err;
-	size_t errlen;
 };
 
 static int fail(struct obj *o, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -233,45 +252,69 @@ static int read_sections(struct obj *o)
 	return 0;
 }
 
-/* Place the loaded sections, the stubs and the GOT (their counts known). */
-static int layout(struct obj *o)
+/* Place every object's loaded sections, the stubs and the GOT (their
+ * counts known). */
+static int layout(struct link *L)
 {
+	struct obj *o0 = &L->o[0];
 	for (int pass = 0; pass < 3; pass++) {
-		uint64_t at = pass == 0 ? 0 : pass == 1 ? o->r_at : o->rw_at;
-		for (uint32_t i = 1; i < o->nsecs; i++) {
-			struct sec *s = &o->secs[i];
-			if (!s->load)
-				continue;
-			int region = (s->h.sh_flags & SHF_EXECINSTR) ? 0 : (s->h.sh_flags & SHF_WRITE) ? 2 : 1;
-			if (region != pass)
-				continue;
-			at = align_up(at, s->h.sh_addralign ? s->h.sh_addralign : 1);
-			s->at = at;
-			at += s->h.sh_size;
-			if (at > IMAGE_MAX)
-				return fail(o, WASM_ELF_E_TOO_BIG, "the image passes %llu bytes",
-					    (unsigned long long)IMAGE_MAX);
+		uint64_t at = pass == 0 ? 0 : pass == 1 ? L->r_at : L->rw_at;
+		for (uint32_t k = 0; k < L->n; k++) {
+			struct obj *o = &L->o[k];
+			for (uint32_t i = 1; i < o->nsecs; i++) {
+				struct sec *s = &o->secs[i];
+				if (!s->load)
+					continue;
+				int region = (s->h.sh_flags & SHF_EXECINSTR) ? 0
+					     : (s->h.sh_flags & SHF_WRITE)  ? 2
+									     : 1;
+				if (region != pass)
+					continue;
+				at = align_up(at, s->h.sh_addralign ? s->h.sh_addralign : 1);
+				s->at = at;
+				at += s->h.sh_size;
+				if (at > IMAGE_MAX)
+					return fail(o, WASM_ELF_E_TOO_BIG, "the image passes %llu bytes",
+						    (unsigned long long)IMAGE_MAX);
+			}
 		}
 		if (pass == 0) {
-			o->stubs_at = align_up(at, 16);
-			at = o->stubs_at + (uint64_t)o->nstubs * STUB_BYTES;
+			L->stubs_at = align_up(at, 16);
+			at = L->stubs_at + (uint64_t)L->nstubs * STUB_BYTES;
 			/* a page at least: a module of no functions has no code */
-			o->rx_len = at ? align_up(at, PAGE) : PAGE;
-			o->r_at = o->rx_len;
+			L->rx_len = at ? align_up(at, PAGE) : PAGE;
+			L->r_at = L->rx_len;
 		} else if (pass == 1) {
-			o->got_at = align_up(at, 8);
-			at = o->got_at + (uint64_t)o->ngot * 8;
-			o->r_len = align_up(at, PAGE) - o->r_at;
-			o->rw_at = o->r_at + o->r_len;
+			L->got_at = align_up(at, 8);
+			at = L->got_at + (uint64_t)L->ngot * 8;
+			L->r_len = align_up(at, PAGE) - L->r_at;
+			L->rw_at = L->r_at + L->r_len;
 		} else {
-			o->rw_len = align_up(at, PAGE) - o->rw_at;
+			L->rw_len = align_up(at, PAGE) - L->rw_at;
 		}
 		if (at > IMAGE_MAX)
-			return fail(o, WASM_ELF_E_TOO_BIG, "the image passes %llu bytes",
+			return fail(o0, WASM_ELF_E_TOO_BIG, "the image passes %llu bytes",
 				    (unsigned long long)IMAGE_MAX);
 	}
-	o->size = o->rw_at + o->rw_len;
+	L->size = L->rw_at + L->rw_len;
 	return 0;
+}
+
+/* "f<i>" or "w<i>" (i decimal, no leading zero, below 2^32): an entry. */
+static bool entry_name(const char *nm, bool *wrap, uint32_t *idx)
+{
+	if (!nm || (nm[0] != 'f' && nm[0] != 'w') || nm[1] < '0' || nm[1] > '9' ||
+	    (nm[1] == '0' && nm[2]))
+		return false;
+	uint64_t v = 0;
+	const char *c = nm + 1;
+	for (; *c >= '0' && *c <= '9' && v <= UINT32_MAX; c++)
+		v = v * 10 + (uint64_t)(*c - '0');
+	if (*c || v > UINT32_MAX)
+		return false;
+	*wrap = nm[0] == 'w';
+	*idx = (uint32_t)v;
+	return true;
 }
 
 static int read_symbols(struct obj *o)
@@ -313,6 +356,10 @@ static int read_symbols(struct obj *o)
 						y->ext = k;
 						break;
 					}
+			/* another range's entry: resolved once all are placed */
+			if (y->kind == SYM_BAD && ELF64_ST_BIND(y->s.st_info) != STB_WEAK &&
+			    entry_name(name, &y->wrap, &y->ext))
+				y->kind = SYM_CROSS;
 		} else if (x >= o->nsecs || !o->secs[x].load) {
 			y->kind = SYM_BAD; /* absolute, common, or in a section not loaded */
 			y->bad = WASM_ELF_E_SYMBOL;
@@ -367,7 +414,7 @@ static int reloc_kind(uint32_t type, unsigned *width, bool *got, bool *pcrel)
  * GOT slots and stubs it needs are counted, with apply true it is done for
  * an image at base (written into img, or only computed and range-checked
  * when img is NULL: the check). */
-static int relocate(struct obj *o, uint64_t base, uint8_t *img, bool apply)
+static int relocate(struct obj *o, struct link *L, uint64_t base, uint8_t *img, bool apply)
 {
 	for (uint32_t i = 1; i < o->nsecs; i++) {
 		const Elf64_Shdr *rh = &o->secs[i].h;
@@ -411,13 +458,13 @@ static int relocate(struct obj *o, uint64_t base, uint8_t *img, bool apply)
 			}
 			if (!apply) {
 				if (got && y->got < 0)
-					y->got = (int32_t)o->ngot++;
+					y->got = (int32_t)L->ngot++;
 				/* an external within 32 bits of a place: its stub,
 				 * which jumps through its GOT slot */
 				if (pcrel && width == 4 && y->kind == SYM_EXTERNAL && y->stub < 0) {
-					y->stub = (int32_t)o->nstubs++;
+					y->stub = (int32_t)L->nstubs++;
 					if (y->got < 0)
-						y->got = (int32_t)o->ngot++;
+						y->got = (int32_t)L->ngot++;
 				}
 				continue;
 			}
@@ -427,9 +474,9 @@ static int relocate(struct obj *o, uint64_t base, uint8_t *img, bool apply)
 			uint64_t A = (uint64_t)r.r_addend;
 			uint64_t v;
 			if (got)
-				v = base + o->got_at + (uint64_t)y->got * 8 + A - P;
+				v = base + L->got_at + (uint64_t)y->got * 8 + A - P;
 			else if (y->stub >= 0 && width == 4 && pcrel)
-				v = base + o->stubs_at + (uint64_t)y->stub * STUB_BYTES + A - P;
+				v = base + L->stubs_at + (uint64_t)y->stub * STUB_BYTES + A - P;
 			else
 				v = S + A - (pcrel ? P : 0);
 			uint8_t *place = img ? img + t->at + r.r_offset : NULL;
@@ -452,51 +499,117 @@ static int relocate(struct obj *o, uint64_t base, uint8_t *img, bool apply)
 }
 
 /* The module's entries: f<i> (typed) and w<i> (over slots), i < n, each
- * once, in executable code. n == UINT32_MAX: as many as the object has. */
-static int find_entries(struct obj *o, uint64_t base, uint32_t n, void **fns, void **wraps,
+ * defined once among all the objects, in executable code. n == UINT32_MAX:
+ * as many as the objects have. */
+static int find_entries(struct link *L, uint64_t base, uint32_t n, void **fns, void **wraps,
 			uint32_t *count)
 {
 	uint32_t nf = 0, nw = 0, maxi = 0;
-	for (uint32_t i = 1; i < o->nsyms; i++) {
-		struct sym *y = &o->syms[i];
-		const char *nm = str_at(o, y->s.st_name);
-		if (y->kind != SYM_INTERNAL || ELF64_ST_BIND(y->s.st_info) != STB_GLOBAL || !nm ||
-		    (nm[0] != 'f' && nm[0] != 'w') || nm[1] < '0' || nm[1] > '9' ||
-		    (nm[1] == '0' && nm[2]))
-			continue;
-		uint64_t idx = 0;
-		const char *c = nm + 1;
-		for (; *c >= '0' && *c <= '9' && idx <= UINT32_MAX; c++)
-			idx = idx * 10 + (uint64_t)(*c - '0');
-		if (*c)
-			continue;
-		const struct sec *s = &o->secs[y->s.st_shndx];
-		if (!(s->h.sh_flags & SHF_EXECINSTR) || y->s.st_value >= s->h.sh_size)
-			return fail(o, WASM_ELF_E_FUNCS, "'%.32s' is not in the code", nm);
-		if (idx >= (n == UINT32_MAX ? (uint64_t)o->nsyms : n))
-			return fail(o, WASM_ELF_E_FUNCS, "'%.32s': the module has %u functions", nm, n);
-		void **slot = nm[0] == 'f' ? &fns[idx] : &wraps[idx];
-		if (*slot)
-			return fail(o, WASM_ELF_E_FUNCS, "'%.32s' is defined twice", nm);
-		*slot = (void *)(uintptr_t)(base + y->off);
-		if (nm[0] == 'f')
-			nf++;
-		else
-			nw++;
-		if (idx + 1 > maxi)
-			maxi = (uint32_t)idx + 1;
+	uint64_t nsyms = 0;
+	for (uint32_t k = 0; k < L->n; k++)
+		nsyms += L->o[k].nsyms;
+	for (uint32_t k = 0; k < L->n; k++) {
+		struct obj *o = &L->o[k];
+		for (uint32_t i = 1; i < o->nsyms; i++) {
+			struct sym *y = &o->syms[i];
+			const char *nm = str_at(o, y->s.st_name);
+			bool wrap;
+			uint32_t idx;
+			if (y->kind != SYM_INTERNAL || ELF64_ST_BIND(y->s.st_info) != STB_GLOBAL ||
+			    !entry_name(nm, &wrap, &idx))
+				continue;
+			const struct sec *s = &o->secs[y->s.st_shndx];
+			if (!(s->h.sh_flags & SHF_EXECINSTR) || y->s.st_value >= s->h.sh_size)
+				return fail(o, WASM_ELF_E_FUNCS, "'%.32s' is not in the code", nm);
+			if (idx >= (n == UINT32_MAX ? nsyms : n))
+				return fail(o, WASM_ELF_E_FUNCS, "'%.32s': the module has %u functions", nm, n);
+			void **slot = wrap ? &wraps[idx] : &fns[idx];
+			if (*slot)
+				return fail(o, WASM_ELF_E_FUNCS, "'%.32s' is defined twice", nm);
+			*slot = (void *)(uintptr_t)(base + y->off);
+			if (wrap)
+				nw++;
+			else
+				nf++;
+			if (idx + 1 > maxi)
+				maxi = idx + 1;
+		}
 	}
 	uint32_t want = n == UINT32_MAX ? maxi : n;
 	if (nf != want || nw != want)
-		return fail(o, WASM_ELF_E_FUNCS, "%u functions and %u wrappers for %u", nf, nw, want);
+		return fail(&L->o[0], WASM_ELF_E_FUNCS, "%u functions and %u wrappers for %u", nf,
+			    nw, want);
 	*count = want;
 	return 0;
 }
 
-static void obj_release(struct obj *o)
+/* Every SYM_CROSS to the entry another object defines (find_entries has
+ * placed them all, for an image at base). */
+static int resolve_cross(struct link *L, uint64_t base, void **fns, void **wraps, uint32_t count)
 {
-	free(o->secs);
-	free(o->syms);
+	for (uint32_t k = 0; k < L->n; k++) {
+		struct obj *o = &L->o[k];
+		for (uint32_t i = 1; i < o->nsyms; i++) {
+			struct sym *y = &o->syms[i];
+			if (y->kind != SYM_CROSS)
+				continue;
+			void *at = y->ext < count ? (y->wrap ? wraps : fns)[y->ext] : NULL;
+			if (!at) {
+				const char *nm = str_at(o, y->s.st_name);
+				return fail(o, WASM_ELF_E_UNKNOWN_SYMBOL, "'%.64s' is defined by no object",
+					    nm ? nm : "");
+			}
+			y->off = (uint64_t)(uintptr_t)at - base;
+		}
+	}
+	return 0;
+}
+
+/* The objects of a container (or one bare object) into L->o. */
+static int split_objects(struct obj *h, struct link *L, const uint8_t *b, size_t len)
+{
+	uint32_t n = 1;
+	size_t at = 0;
+	if (len < WASM_JIT_OBJS_HEAD || memcmp(b, WASM_JIT_OBJS_MAGIC, 8)) {
+		if (len < SELFMAG || memcmp(b, ELFMAG, SELFMAG))
+			return fail(h, WASM_ELF_E_HEADER, "neither an object nor a container of them");
+	} else {
+		uint32_t hdr[2];
+		memcpy(hdr, b + 8, sizeof(hdr));
+		n = hdr[0];
+		if (n == 0 || n > WASM_JIT_OBJS_MAX || hdr[1] != 0)
+			return fail(h, WASM_ELF_E_HEADER, "a container of %u objects", n);
+		at = WASM_JIT_OBJS_HEAD + (size_t)n * 8;
+		if (len < at)
+			return fail(h, WASM_ELF_E_TRUNCATED, "a container's lengths end past its %zu bytes", len);
+	}
+	L->o = calloc(n, sizeof(*L->o));
+	if (!L->o)
+		return fail(h, WASM_ELF_E_NOMEM, "object table");
+	L->n = n;
+	for (uint32_t k = 0; k < n; k++) {
+		uint64_t l = len;
+		if (at) {
+			memcpy(&l, b + WASM_JIT_OBJS_HEAD + (size_t)k * 8, 8);
+			if (!inside(at, l, len))
+				return fail(h, WASM_ELF_E_TRUNCATED, "object %u of %llu bytes passes the end",
+					    k, (unsigned long long)l);
+		}
+		L->o[k] = (struct obj){.b = b + at, .len = (size_t)l, .err = h->err, .errlen = h->errlen};
+		at += l;
+	}
+	if (at != len)
+		return fail(h, WASM_ELF_E_HEADER, "%zu bytes after the container's objects", len - at);
+	return 0;
+}
+
+static void link_release(struct link *L)
+{
+	for (uint32_t k = 0; k < L->n; k++) {
+		free(L->o[k].secs);
+		free(L->o[k].syms);
+	}
+	free(L->o);
 }
 
 void wasm_jit_elf_free(struct wasm_jit_module *jm)
@@ -514,106 +627,123 @@ void wasm_jit_elf_free(struct wasm_jit_module *jm)
 int wasm_jit_elf_load(const uint8_t *b, size_t len, uint32_t nfuncs, bool exec,
 		      struct wasm_jit_module **out, char *err, size_t errlen)
 {
-	struct obj o = {.b = b, .len = len, .err = err, .errlen = errlen};
+	struct obj h = {.b = b, .len = len, .err = err, .errlen = errlen};
+	struct link L = {0};
 	struct wasm_jit_module *jm = NULL;
 	uint8_t *img = MAP_FAILED;
 	int rc;
 	*out = NULL;
 	if (!b || len > IMAGE_MAX) {
-		rc = fail(&o, WASM_ELF_E_TOO_BIG, "an object of %zu bytes", len);
+		rc = fail(&h, WASM_ELF_E_TOO_BIG, "an object of %zu bytes", len);
 		goto out;
 	}
-	if ((rc = read_sections(&o)) < 0 || (rc = read_symbols(&o)) < 0 ||
-	    (rc = relocate(&o, 0, NULL, false)) < 0 || (rc = layout(&o)) < 0)
+	if ((rc = split_objects(&h, &L, b, len)) < 0)
 		goto out;
-	for (uint32_t i = 1; i < o.nsyms; i++)
-		if (o.syms[i].kind == SYM_INTERNAL)
-			o.syms[i].off = o.secs[o.syms[i].s.st_shndx].at + o.syms[i].s.st_value;
-	uint32_t n = nfuncs == UINT32_MAX ? o.nsyms : nfuncs;
+	uint64_t nsyms = 0;
+	for (uint32_t k = 0; k < L.n; k++) {
+		if ((rc = read_sections(&L.o[k])) < 0 || (rc = read_symbols(&L.o[k])) < 0 ||
+		    (rc = relocate(&L.o[k], &L, 0, NULL, false)) < 0)
+			goto out;
+		nsyms += L.o[k].nsyms;
+	}
+	if ((rc = layout(&L)) < 0)
+		goto out;
+	for (uint32_t k = 0; k < L.n; k++) {
+		struct obj *o = &L.o[k];
+		for (uint32_t i = 1; i < o->nsyms; i++)
+			if (o->syms[i].kind == SYM_INTERNAL)
+				o->syms[i].off = o->secs[o->syms[i].s.st_shndx].at + o->syms[i].s.st_value;
+	}
+	if (nfuncs == UINT32_MAX && nsyms > UINT32_MAX / 2) {
+		rc = fail(&h, WASM_ELF_E_SYMTAB, "%llu symbols", (unsigned long long)nsyms);
+		goto out;
+	}
+	uint32_t n = nfuncs == UINT32_MAX ? (uint32_t)nsyms : nfuncs;
 	jm = calloc(1, sizeof(*jm));
 	if (jm) {
 		jm->fns = calloc((size_t)n + 1, sizeof(void *));
 		jm->wraps = calloc((size_t)n + 1, sizeof(void *));
 	}
 	if (!jm || !jm->fns || !jm->wraps) {
-		rc = fail(&o, WASM_ELF_E_NOMEM, "entry tables");
+		rc = fail(&h, WASM_ELF_E_NOMEM, "entry tables");
 		goto out;
 	}
 	if (!exec) {
 		/* The check: the whole link computed for an image where mmap
 		 * would put one, nothing mapped or written (a fresh page costs
 		 * ~80 us to fault in here: the engine checks before each run) */
-		rc = relocate(&o, CHECK_BASE, NULL, true);
+		rc = find_entries(&L, CHECK_BASE, nfuncs, jm->fns, jm->wraps, &jm->n);
 		if (rc == 0)
-			rc = find_entries(&o, CHECK_BASE, nfuncs, jm->fns, jm->wraps, &jm->n);
+			rc = resolve_cross(&L, CHECK_BASE, jm->fns, jm->wraps, jm->n);
+		for (uint32_t k = 0; rc == 0 && k < L.n; k++)
+			rc = relocate(&L.o[k], &L, CHECK_BASE, NULL, true);
 		goto out;
 	}
-	img = mmap(NULL, o.size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	img = mmap(NULL, L.size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (img == MAP_FAILED) {
-		rc = fail(&o, WASM_ELF_E_MAP, "cannot map %llu bytes: %s",
-			  (unsigned long long)o.size, strerror(errno));
+		rc = fail(&h, WASM_ELF_E_MAP, "cannot map %llu bytes: %s",
+			  (unsigned long long)L.size, strerror(errno));
 		goto out;
 	}
 	jm->map = img;
-	jm->map_len = o.size;
+	jm->map_len = L.size;
 	/* The pages written next (code, stubs, constants, GOT: all bounded by
 	 * the file's size) made present in one call rather than one fault
 	 * each (MADV_POPULATE_WRITE, Linux 5.14; on an older kernel they
 	 * fault in as written). The writable region (bss, which a hostile
 	 * file may make huge) is left to fault in if used. */
-	madvise(img, o.rx_len + o.r_len, MADV_POPULATE_WRITE);
-	/* int3 wherever the code region holds no code */
-	uint64_t at = 0;
-	for (uint32_t i = 1; i <= o.nsecs; i++) {
-		const struct sec *s = i < o.nsecs ? &o.secs[i] : NULL;
-		if (s && !(s->load && (s->h.sh_flags & SHF_EXECINSTR)))
-			continue;
-		uint64_t to = s ? s->at : o.stubs_at;
-		if (to > at)
-			memset(img + at, 0xcc, to - at);
-		if (s)
-			at = s->at + s->h.sh_size;
-	}
-	uint64_t stubs_end = o.stubs_at + (uint64_t)o.nstubs * STUB_BYTES;
-	memset(img + stubs_end, 0xcc, o.rx_len - stubs_end);
-	for (uint32_t i = 1; i < o.nsecs; i++) {
-		const struct sec *s = &o.secs[i];
-		if (s->load && s->h.sh_type == SHT_PROGBITS)
-			memcpy(img + s->at, b + s->h.sh_offset, s->h.sh_size);
-		/* SHT_NOBITS: a new anonymous mapping is zero already (mmap(2)),
-		 * so a huge one costs address space only, never memory */
-	}
-	for (uint32_t i = 1; i < o.nsyms; i++) {
-		const struct sym *y = &o.syms[i];
-		uint64_t addr = y->kind == SYM_EXTERNAL ? (uint64_t)(uintptr_t)fixed[y->ext].addr
-							: (uint64_t)(uintptr_t)img + y->off;
-		if (y->got >= 0)
-			memcpy(img + o.got_at + (uint64_t)y->got * 8, &addr, 8);
-		if (y->stub >= 0) {
-			/* jmp *slot(%rip): ff 25 rel32, from the end of the jump */
-			uint8_t *st = img + o.stubs_at + (uint64_t)y->stub * STUB_BYTES;
-			int32_t got = y->got;
-			if (got < 0) {
-				rc = fail(&o, WASM_ELF_E_RELOC, "a stub without its slot");
-				goto out;
-			}
-			int64_t d = (int64_t)(o.got_at + (uint64_t)got * 8) -
-				    (int64_t)(o.stubs_at + (uint64_t)y->stub * STUB_BYTES + 6);
-			int32_t d32 = (int32_t)d;
-			st[0] = 0xff;
-			st[1] = 0x25;
-			memcpy(st + 2, &d32, 4);
-			st[6] = st[7] = 0xcc;
+	madvise(img, L.rx_len + L.r_len, MADV_POPULATE_WRITE);
+	/* int3 wherever the code region holds no code (the sections are
+	 * copied over it next) */
+	memset(img, 0xcc, L.rx_len);
+	for (uint32_t k = 0; k < L.n; k++) {
+		const struct obj *o = &L.o[k];
+		for (uint32_t i = 1; i < o->nsecs; i++) {
+			const struct sec *s = &o->secs[i];
+			if (s->load && s->h.sh_type == SHT_PROGBITS)
+				memcpy(img + s->at, o->b + s->h.sh_offset, s->h.sh_size);
+			/* SHT_NOBITS: a new anonymous mapping is zero already
+			 * (mmap(2)), so a huge one costs address space only */
 		}
 	}
 	uint64_t base = (uint64_t)(uintptr_t)img;
-	if ((rc = relocate(&o, base, img, true)) < 0 ||
-	    (rc = find_entries(&o, base, nfuncs, jm->fns, jm->wraps, &jm->n)) < 0)
+	if ((rc = find_entries(&L, base, nfuncs, jm->fns, jm->wraps, &jm->n)) < 0 ||
+	    (rc = resolve_cross(&L, base, jm->fns, jm->wraps, jm->n)) < 0)
 		goto out;
+	for (uint32_t k = 0; k < L.n; k++) {
+		const struct obj *o = &L.o[k];
+		for (uint32_t i = 1; i < o->nsyms; i++) {
+			const struct sym *y = &o->syms[i];
+			uint64_t addr = y->kind == SYM_EXTERNAL
+						? (uint64_t)(uintptr_t)fixed[y->ext].addr
+						: (uint64_t)(uintptr_t)img + y->off;
+			if (y->got >= 0)
+				memcpy(img + L.got_at + (uint64_t)y->got * 8, &addr, 8);
+			if (y->stub >= 0) {
+				/* jmp *slot(%rip): ff 25 rel32, from the end of the jump */
+				uint8_t *st = img + L.stubs_at + (uint64_t)y->stub * STUB_BYTES;
+				int32_t got = y->got;
+				if (got < 0) {
+					rc = fail(&h, WASM_ELF_E_RELOC, "a stub without its slot");
+					goto out;
+				}
+				int64_t d = (int64_t)(L.got_at + (uint64_t)got * 8) -
+					    (int64_t)(L.stubs_at + (uint64_t)y->stub * STUB_BYTES + 6);
+				int32_t d32 = (int32_t)d;
+				st[0] = 0xff;
+				st[1] = 0x25;
+				memcpy(st + 2, &d32, 4);
+				st[6] = st[7] = 0xcc;
+			}
+		}
+	}
+	for (uint32_t k = 0; k < L.n; k++)
+		if ((rc = relocate(&L.o[k], &L, base, img, true)) < 0)
+			goto out;
 	/* Written: now read-execute code and read-only constants and GOT. */
-	if (mprotect(img, o.rx_len, PROT_READ | PROT_EXEC) < 0 ||
-	    (o.r_len && mprotect(img + o.r_at, o.r_len, PROT_READ) < 0)) {
-		rc = fail(&o, WASM_ELF_E_MAP, "cannot protect the code: %s", strerror(errno));
+	if (mprotect(img, L.rx_len, PROT_READ | PROT_EXEC) < 0 ||
+	    (L.r_len && mprotect(img + L.r_at, L.r_len, PROT_READ) < 0)) {
+		rc = fail(&h, WASM_ELF_E_MAP, "cannot protect the code: %s", strerror(errno));
 		goto out;
 	}
 	*out = jm;
@@ -621,7 +751,7 @@ int wasm_jit_elf_load(const uint8_t *b, size_t len, uint32_t nfuncs, bool exec,
 	rc = 0;
 out:
 	wasm_jit_elf_free(jm);
-	obj_release(&o);
+	link_release(&L);
 	return rc;
 }
 

@@ -1,16 +1,17 @@
 /* SPDX-License-Identifier: MIT */
 /* The WebAssembly compiler: a validated module's function bodies to LLVM IR
  * (one LLVM function per wasm function, taking the instance's context
- * first), optimised and made x86-64 code by LLVM 14, linked by ORC's LLJIT.
+ * first), optimised and made x86-64 relocatable objects by LLVM 14, which
+ * the library links itself (jit_elf.c).
  * With jit_llvm_*.c, the only files that include LLVM's headers:
  * jit_llvm_func.c walks a body, jit_llvm_ir.c and jit_llvm_ops.c build its
  * IR, jit_llvm_known.c recognises libc routines; this file drives LLVM.
  *
  * Why LLVM (docs/wasm.md, "The compiler"): it is on this machine already
  * (libllvm14, clang-14 builds the test programs), its code is what native
- * code gets, ORC's memory manager maps code read-execute only after it is
- * written (never writable and executable at once), and it has vector types
- * for SIMD later.
+ * code gets, it emits a plain relocatable object that our loader maps
+ * read-execute only after it is written (never writable and executable at
+ * once), and it has vector types for SIMD.
  *
  * Safety equal to the interpreter's (exec.c), by construction here:
  *   - every load and store is checked: in check mode it compares address
@@ -37,20 +38,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
 
 #include "wasm/jit_llvm.h"
 
 const struct wasm_jit_host *jit_llvm_host;
 
-struct wasm_jit_module {
-	LLVMOrcLLJITRef jit;
-	uint32_t n;
-	void **fns;
-	void **wraps;
-	uint8_t *obj; /* the object code, for the cache (jit_cache.c) */
-	size_t obj_len;
-	bool from_cache;
-};
 /* ---- LLVM: target, optimisation, linking ---- */
 
 
@@ -91,160 +85,14 @@ static LLVMTargetMachineRef host_machine(bool fast, char *err, size_t errlen)
 	return tm;
 }
 
-/* Define the runtime helpers and the few C library functions LLVM may
- * call (memset for a zeroing loop, rounding without SSE4.1) as absolute
- * symbols: the code links to nothing else. */
-static int define_symbols(LLVMOrcLLJITRef J, char *err, size_t errlen)
-{
-	static const struct wasm_jit_sym libc[] = {
-		{"memset", (void (*)(void))memset},
-		{"memcpy", (void (*)(void))memcpy},
-		{"memmove", (void (*)(void))memmove},
-		{"nearbyint", (void (*)(void))nearbyint},
-		{"nearbyintf", (void (*)(void))nearbyintf},
-		{"ceil", (void (*)(void))ceil},
-		{"ceilf", (void (*)(void))ceilf},
-		{"floor", (void (*)(void))floor},
-		{"floorf", (void (*)(void))floorf},
-		{"trunc", (void (*)(void))trunc},
-		{"truncf", (void (*)(void))truncf},
-	};
-	size_t nlibc = sizeof(libc) / sizeof(*libc), n = jit_llvm_host->nsyms + nlibc;
-	LLVMJITCSymbolMapPair *pairs = calloc(n, sizeof(*pairs));
-	if (!pairs) {
-		snprintf(err, errlen, "out of memory");
-		return -1;
-	}
-	for (size_t i = 0; i < n; i++) {
-		const struct wasm_jit_sym *sy = i < jit_llvm_host->nsyms ? &jit_llvm_host->syms[i] : &libc[i - jit_llvm_host->nsyms];
-		pairs[i].Name = LLVMOrcLLJITMangleAndIntern(J, sy->name);
-		pairs[i].Sym.Address = (LLVMOrcExecutorAddress)(uintptr_t)sy->addr;
-		pairs[i].Sym.Flags.GenericFlags = LLVMJITSymbolGenericFlagsExported |
-						  LLVMJITSymbolGenericFlagsCallable;
-		pairs[i].Sym.Flags.TargetFlags = 0;
-	}
-	LLVMOrcMaterializationUnitRef mu = LLVMOrcAbsoluteSymbols(pairs, n);
-	free(pairs);
-	LLVMErrorRef e = LLVMOrcJITDylibDefine(LLVMOrcLLJITGetMainJITDylib(J), mu);
-	if (e)
-		return llvm_fail(err, errlen, "cannot define the runtime's symbols", e);
-	return 0;
-}
-
-static void plugin_module_free(struct wasm_jit_module *jm)
-{
-	if (!jm)
-		return;
-	if (jm->jit)
-		LLVMOrcDisposeLLJIT(jm->jit);
-	free(jm->fns);
-	free(jm->wraps);
-	free(jm->obj);
-	free(jm);
-}
-
-static const uint8_t *plugin_object(const struct wasm_jit_module *jm, size_t *len, bool *from_cache)
-{
-	*len = jm ? jm->obj_len : 0;
-	*from_cache = jm && jm->from_cache;
-	return jm ? jm->obj : NULL;
-}
-
-/* What compiled code depends on besides the module: this compiler, LLVM,
- * and the CPU it was made for (its name and features). */
-static int plugin_id(char *buf, size_t len)
-{
-	char *cpu = LLVMGetHostCPUName();
-	char *features = LLVMGetHostCPUFeatures();
-	int n = snprintf(buf, len, "kis-jit %u llvm %s cpu %s %s", WASM_JIT_VERSION,
-			 LLVM_VERSION_STRING, cpu, features);
-	LLVMDisposeMessage(cpu);
-	LLVMDisposeMessage(features);
-	return n < 0 || (size_t)n >= len ? -1 : 0;
-}
-
-static int plugin_lookup(struct wasm_jit_module *jm, uint32_t i, void **fn,
-			 void (**wrap)(void *, uint64_t *))
-{
-	if (!jm || i >= jm->n)
-		return -1;
-	*fn = jm->fns[i];
-	*wrap = (void (*)(void *, uint64_t *))jm->wraps[i];
-	return 0;
-}
-
-/* Link the object code into a new LLJIT and find every function. */
-static int link_object(struct kis_wasm_module *m, LLVMMemoryBufferRef obj, bool from_cache,
-		       char *err, size_t errlen)
-{
-	uint32_t n = m->nfuncs - m->nfunc_imports;
-	struct wasm_jit_module *jm = calloc(1, sizeof(*jm));
-	if (jm) {
-		jm->obj_len = LLVMGetBufferSize(obj);
-		jm->obj = malloc(jm->obj_len + 1);
-		if (jm->obj)
-			memcpy(jm->obj, LLVMGetBufferStart(obj), jm->obj_len);
-		jm->from_cache = from_cache;
-	}
-	if (!jm || !jm->obj) {
-		free(jm);
-		LLVMDisposeMemoryBuffer(obj);
-		snprintf(err, errlen, "out of memory");
-		return -1;
-	}
-	jm->n = n;
-	jm->fns = calloc((size_t)n + 1, sizeof(void *));
-	jm->wraps = calloc((size_t)n + 1, sizeof(void *));
-	LLVMErrorRef e = NULL;
-	if (!jm->fns || !jm->wraps) {
-		LLVMDisposeMemoryBuffer(obj);
-		snprintf(err, errlen, "out of memory");
-		goto fail;
-	}
-	LLVMOrcLLJITBuilderRef b = LLVMOrcCreateLLJITBuilder();
-	e = LLVMOrcCreateLLJIT(&jm->jit, b);
-	if (e) {
-		jm->jit = NULL;
-		LLVMDisposeMemoryBuffer(obj);
-		llvm_fail(err, errlen, "cannot start LLVM's JIT", e);
-		goto fail;
-	}
-	if (define_symbols(jm->jit, err, errlen) < 0) {
-		LLVMDisposeMemoryBuffer(obj);
-		goto fail;
-	}
-	e = LLVMOrcLLJITAddObjectFile(jm->jit, LLVMOrcLLJITGetMainJITDylib(jm->jit), obj);
-	if (e) {
-		llvm_fail(err, errlen, "cannot add the object code", e);
-		goto fail;
-	}
-	for (uint32_t i = 0; i < n; i++) {
-		char name[32];
-		LLVMOrcExecutorAddress a = 0, w = 0;
-		snprintf(name, sizeof(name), "f%u", i);
-		e = LLVMOrcLLJITLookup(jm->jit, &a, name);
-		if (!e) {
-			snprintf(name, sizeof(name), "w%u", i);
-			e = LLVMOrcLLJITLookup(jm->jit, &w, name);
-		}
-		if (e) {
-			llvm_fail(err, errlen, "cannot link the compiled code", e);
-			goto fail;
-		}
-		jm->fns[i] = (void *)(uintptr_t)a;
-		jm->wraps[i] = (void *)(uintptr_t)w;
-	}
-	m->jit = jm;
-	m->jit_free = plugin_module_free;
-	return 0;
-fail:
-	plugin_module_free(jm);
-	return -1;
-}
-
-/* m's functions to an object file in *objp (0), or -1 with err. */
-static int generate(struct kis_wasm_module *m, LLVMMemoryBufferRef *objp, char *err,
-		    size_t errlen)
+/* Defined functions [lo, hi) of m to an object file in *objp (0), or -1
+ * with err. Every defined function is declared (so a call out of the range
+ * names f<i>, which the loader resolves against the object that defines
+ * it: jit_elf.c), only the range's are defined, with their wrappers. One
+ * LLVMContext, module and target machine of its own: LLVM's contexts share
+ * nothing, so ranges compile on threads of their own (compile_ranges). */
+static int generate_range(struct kis_wasm_module *m, uint32_t lo, uint32_t hi,
+			  LLVMMemoryBufferRef *objp, char *err, size_t errlen)
 {
 	struct gen g = {.m = m, .err = err, .errlen = errlen, .guard = m->jit_guard};
 	g.C = LLVMContextCreate();
@@ -276,7 +124,9 @@ static int generate(struct kis_wasm_module *m, LLVMMemoryBufferRef *objp, char *
 		snprintf(err, errlen, "out of memory");
 		goto out;
 	}
-	LLVMSetTarget(g.M, LLVMGetDefaultTargetTriple());
+	char *triple = LLVMGetDefaultTargetTriple();
+	LLVMSetTarget(g.M, triple);
+	LLVMDisposeMessage(triple);
 	LLVMTargetDataRef td = LLVMCreateTargetDataLayout(tm);
 	LLVMSetModuleDataLayout(g.M, td);
 	LLVMDisposeTargetData(td);
@@ -298,10 +148,10 @@ static int generate(struct kis_wasm_module *m, LLVMMemoryBufferRef *objp, char *
 		LLVMAddAttributeAtIndex(g.fns[i], LLVMAttributeFunctionIndex,
 					LLVMCreateStringAttribute(g.C, "probe-stack", 11, "inline-asm", 10));
 	}
-	for (uint32_t i = 0; i < n; i++)
+	for (uint32_t i = lo; i < hi; i++)
 		if (gen_func(&g, i) < 0)
 			goto out;
-	for (uint32_t i = 0; i < n; i++)
+	for (uint32_t i = lo; i < hi; i++)
 		gen_wrap(&g, i);
 	char *vmsg = NULL;
 	if (LLVMVerifyModule(g.M, LLVMReturnStatusAction, &vmsg)) {
@@ -354,43 +204,148 @@ out:
 	return rc;
 }
 
-static int plugin_compile(struct kis_wasm_module *m, const uint8_t *cached, size_t cached_len,
-			  char *err, size_t errlen)
+/* ---- the compile in parallel ----
+ *
+ * A module's defined functions are cut into contiguous ranges of about
+ * RANGE_BYTES of body each (at most WASM_JIT_OBJS_MAX), each range one
+ * object (generate_range), and the ranges are taken from a shared counter
+ * by m->jit_threads threads (this one among them). The cut depends on the
+ * module only, never on the thread count, so one or two threads make the
+ * same objects, in the same order: the container (jit.h, "KISOBJS1") that
+ * the loader links as one image. Both costs of a compile (LLVM's passes
+ * and its code generation) are per function, so the ranges add only their
+ * fixed part: a context, the declarations, a target machine, an object. */
+#define RANGE_BYTES (32u << 10)
+
+struct range {
+	uint32_t lo, hi;
+	LLVMMemoryBufferRef obj;
+	int rc;
+	char err[512];
+};
+
+struct ranges {
+	struct kis_wasm_module *m;
+	struct range *r;
+	uint32_t n;
+	atomic_uint next;
+	atomic_bool failed; /* one range failed: take no more */
+};
+
+static void *range_worker(void *arg)
 {
-	if (m->jit)
-		return 0;
-	if (cached && cached_len) {
-		/* The caller's cache made it for this module, compiler and CPU
-		 * (jit_cache.c compares all three); one that does not link is
-		 * compiled anew. */
-		LLVMMemoryBufferRef buf = LLVMCreateMemoryBufferWithMemoryRangeCopy(
-			(const char *)cached, cached_len, "cached");
-		if (buf && link_object(m, buf, true, err, errlen) == 0)
-			return 0;
+	struct ranges *rs = arg;
+	for (;;) {
+		unsigned i = atomic_fetch_add(&rs->next, 1);
+		if (i >= rs->n || atomic_load(&rs->failed))
+			return NULL;
+		struct range *r = &rs->r[i];
+		r->rc = generate_range(rs->m, r->lo, r->hi, &r->obj, r->err, sizeof(r->err));
+		if (r->rc < 0)
+			atomic_store(&rs->failed, true);
 	}
-	LLVMMemoryBufferRef obj = NULL;
-	if (generate(m, &obj, err, errlen) < 0)
-		return -1;
-	return link_object(m, obj, false, err, errlen);
 }
 
-/* The object code only: the library links it itself (jit_elf.c). */
-static int plugin_emit(struct kis_wasm_module *m, uint8_t **out, size_t *len, char *err,
-		       size_t errlen)
+/* Cut [0, n) by the bodies' bytes; the number of ranges. */
+static uint32_t cut_ranges(const struct kis_wasm_module *m, uint32_t n, struct range *r)
 {
-	LLVMMemoryBufferRef obj = NULL;
-	if (generate(m, &obj, err, errlen) < 0)
-		return -1;
-	*len = LLVMGetBufferSize(obj);
-	*out = malloc(*len ? *len : 1);
-	if (*out)
-		memcpy(*out, LLVMGetBufferStart(obj), *len);
-	LLVMDisposeMemoryBuffer(obj);
-	if (!*out) {
+	uint64_t total = 0;
+	for (uint32_t i = 0; i < n; i++)
+		total += m->codes[i].body_len;
+	uint64_t want = total / RANGE_BYTES;
+	if (want > WASM_JIT_OBJS_MAX)
+		want = WASM_JIT_OBJS_MAX;
+	if (want > n)
+		want = n;
+	if (want < 1)
+		want = 1;
+	uint64_t per = (total + want - 1) / want, acc = 0;
+	uint32_t k = 0;
+	r[0].lo = 0;
+	for (uint32_t i = 0; i < n; i++) {
+		acc += m->codes[i].body_len;
+		if (acc >= per * (k + 1) && k + 1 < want && i + 1 < n) {
+			r[k].hi = i + 1;
+			r[++k].lo = i + 1;
+		}
+	}
+	r[k].hi = n;
+	return k + 1;
+}
+
+/* m's functions to the container of objects (malloc'd into *out). */
+static int generate(struct kis_wasm_module *m, uint8_t **out, size_t *len, char *err,
+		    size_t errlen)
+{
+	uint32_t n = m->nfuncs - m->nfunc_imports;
+	struct ranges rs = {.m = m, .r = calloc(WASM_JIT_OBJS_MAX, sizeof(struct range))};
+	if (!rs.r) {
 		snprintf(err, errlen, "out of memory");
 		return -1;
 	}
-	return 0;
+	rs.n = cut_ranges(m, n, rs.r);
+	atomic_init(&rs.next, 0);
+	atomic_init(&rs.failed, false);
+	/* the other threads: a thread that cannot be made (a pids limit, a
+	 * seccomp filter that allows no clone) leaves its share to the
+	 * ones that run, this one at least */
+	pthread_t th[WASM_JIT_OBJS_MAX];
+	uint32_t nth = 0, want = m->jit_threads > 1 ? m->jit_threads : 1;
+	if (want > rs.n)
+		want = rs.n;
+	while (nth + 1 < want && pthread_create(&th[nth], NULL, range_worker, &rs) == 0)
+		nth++;
+	range_worker(&rs);
+	for (uint32_t i = 0; i < nth; i++)
+		pthread_join(th[i], NULL);
+	int rc = -1;
+	size_t total = WASM_JIT_OBJS_HEAD + (size_t)rs.n * 8;
+	for (uint32_t i = 0; i < rs.n; i++) {
+		if (rs.r[i].rc < 0) {
+			snprintf(err, errlen, "%s", rs.r[i].err);
+			goto out;
+		}
+		if (!rs.r[i].obj) { /* not taken: another range failed first */
+			snprintf(err, errlen, "wasm.engine: the compile stopped");
+			continue;
+		}
+		total += LLVMGetBufferSize(rs.r[i].obj);
+	}
+	if (atomic_load(&rs.failed))
+		goto out;
+	uint8_t *b = malloc(total);
+	if (!b) {
+		snprintf(err, errlen, "out of memory");
+		goto out;
+	}
+	/* "KISOBJS1", the count, 0, each object's length, the objects */
+	memcpy(b, WASM_JIT_OBJS_MAGIC, 8);
+	uint32_t hdr[2] = {rs.n, 0};
+	memcpy(b + 8, hdr, sizeof(hdr));
+	size_t at = WASM_JIT_OBJS_HEAD + (size_t)rs.n * 8;
+	for (uint32_t i = 0; i < rs.n; i++) {
+		uint64_t l = LLVMGetBufferSize(rs.r[i].obj);
+		memcpy(b + WASM_JIT_OBJS_HEAD + (size_t)i * 8, &l, 8);
+		memcpy(b + at, LLVMGetBufferStart(rs.r[i].obj), l);
+		at += l;
+	}
+	*out = b;
+	*len = total;
+	rc = 0;
+out:
+	for (uint32_t i = 0; i < rs.n; i++)
+		if (rs.r[i].obj)
+			LLVMDisposeMemoryBuffer(rs.r[i].obj);
+	free(rs.r);
+	return rc;
+}
+
+/* The object code only, as the container of one object per range: the
+ * library links it itself (jit_elf.c). */
+static int plugin_emit(struct kis_wasm_module *m, uint8_t **out, size_t *len, char *err,
+		       size_t errlen)
+{
+	return generate(m, out, len, err, errlen);
 }
 
 __attribute__((visibility("default"))) int kis_wasm_jit_plugin_init(const struct wasm_jit_host *host,
@@ -403,11 +358,6 @@ int kis_wasm_jit_plugin_init(const struct wasm_jit_host *host, struct wasm_jit_p
 	if (LLVMInitializeNativeTarget() || LLVMInitializeNativeAsmPrinter())
 		return -1;
 	jit_llvm_host = host;
-	out->compile = plugin_compile;
 	out->emit = plugin_emit;
-	out->module_free = plugin_module_free;
-	out->lookup = plugin_lookup;
-	out->object = plugin_object;
-	out->id = plugin_id;
 	return 0;
 }

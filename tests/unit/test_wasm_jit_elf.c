@@ -464,6 +464,150 @@ static void random_damage_never_crashes(void **state)
 	assert_true(refused > 0);
 }
 
+/* ---- containers: one object per range of functions (jit_llvm.c) ---- */
+
+/* f0 calls f1 of the other object (PLT32), reads its address through the
+ * GOT and w1's PC-relative: all resolved across the two. */
+static const char range_a_s[] =
+	"\t.text\n"
+	"\t.globl f0\n\t.type f0,@function\n"
+	"f0:\n\tpushq %rbx\n\tmovq %rdi, %rbx\n\tcall f1@PLT\n"
+	"\tmovq f1@GOTPCREL(%rip), %rax\n\tmovq %rax, 8(%rbx)\n"
+	"\tleaq w1(%rip), %rax\n\tmovq %rax, 16(%rbx)\n\tpopq %rbx\n\tret\n"
+	"\t.globl w0\n\t.type w0,@function\n"
+	"w0:\n\tjmp f0@PLT\n"
+	"\t.section .note.GNU-stack,\"\",@progbits\n";
+static const char range_b_s[] =
+	"\t.text\n"
+	"\t.globl f1\n\t.type f1,@function\n"
+	"f1:\n\tmovq $42, (%rdi)\n\tret\n"
+	"\t.globl w1\n\t.type w1,@function\n"
+	"w1:\n\tjmp f1@PLT\n"
+	"\t.section .note.GNU-stack,\"\",@progbits\n";
+
+/* "KISOBJS1", n, 0, the lengths, the objects (jit.h) */
+static uint8_t *container(uint8_t *const *objs, const size_t *lens, uint32_t n, size_t *len)
+{
+	size_t total = WASM_JIT_OBJS_HEAD + (size_t)n * 8;
+	for (uint32_t i = 0; i < n; i++)
+		total += lens[i];
+	uint8_t *b = calloc(1, total);
+	assert_non_null(b);
+	memcpy(b, WASM_JIT_OBJS_MAGIC, 8);
+	memcpy(b + 8, &n, 4);
+	size_t at = WASM_JIT_OBJS_HEAD + (size_t)n * 8;
+	for (uint32_t i = 0; i < n; i++) {
+		uint64_t l = lens[i];
+		memcpy(b + WASM_JIT_OBJS_HEAD + (size_t)i * 8, &l, 8);
+		memcpy(b + at, objs[i], lens[i]);
+		at += lens[i];
+	}
+	*len = total;
+	return b;
+}
+
+static void calls_cross_the_objects_of_a_container(void **state)
+{
+	(void)state;
+	NEED_SAMPLE();
+	uint8_t *o[2];
+	size_t l[2], len;
+	assert_int_equal(assemble(range_a_s, &o[0], &l[0]), 0);
+	assert_int_equal(assemble(range_b_s, &o[1], &l[1]), 0);
+	uint8_t *b = container(o, l, 2, &len);
+	struct wasm_jit_module *jm = NULL;
+	char err[300] = "";
+	int rc = wasm_jit_elf_load(b, len, 2, true, &jm, err, sizeof(err));
+	if (rc < 0)
+		print_error("%s\n", err);
+	assert_int_equal(rc, 0);
+	void *f0, *f1;
+	void (*w0)(void *, uint64_t *), (*w1)(void *, uint64_t *);
+	assert_int_equal(wasm_jit_elf_lookup(jm, 0, &f0, &w0), 0);
+	assert_int_equal(wasm_jit_elf_lookup(jm, 1, &f1, &w1), 0);
+	uint64_t buf[3] = {0};
+	((void (*)(uint64_t *))f0)(buf);
+	assert_int_equal(buf[0], 42);
+	assert_int_equal(buf[1], (uint64_t)(uintptr_t)f1);
+	assert_int_equal(buf[2], (uint64_t)(uintptr_t)w1);
+	wasm_jit_elf_free(jm);
+	/* the cache's check agrees, and an early link counts the functions
+	 * of both */
+	assert_int_equal(wasm_jit_elf_load(b, len, UINT32_MAX, false, &jm, NULL, 0), 0);
+	assert_int_equal(wasm_jit_elf_load(b, len, UINT32_MAX, true, &jm, NULL, 0), 0);
+	assert_int_equal(wasm_jit_elf_nfuncs(jm), 2);
+	wasm_jit_elf_free(jm);
+	/* an entry no object defines (the second alone), and one defined by
+	 * two objects (the first twice) */
+	size_t len2;
+	uint8_t *b2 = container(&o[0], &l[0], 1, &len2);
+	assert_int_equal(wasm_jit_elf_load(b2, len2, 1, true, &jm, err, sizeof(err)),
+			 -WASM_ELF_E_UNKNOWN_SYMBOL);
+	assert_non_null(strstr(err, "f1"));
+	free(b2);
+	uint8_t *twice[3] = {o[0], o[1], o[1]};
+	size_t tl[3] = {l[0], l[1], l[1]};
+	b2 = container(twice, tl, 3, &len2);
+	assert_int_equal(wasm_jit_elf_load(b2, len2, 2, true, &jm, err, sizeof(err)),
+			 -WASM_ELF_E_FUNCS);
+	assert_non_null(strstr(err, "twice"));
+	free(b2);
+	/* random damage to the container: refused or linked, never a crash */
+	srand(777);
+	for (int i = 0; i < 1000; i++) {
+		uint8_t *c = malloc(len);
+		memcpy(c, b, len);
+		size_t where = i % 2 ? (size_t)rand() % (WASM_JIT_OBJS_HEAD + 16) : (size_t)rand() % len;
+		c[where] ^= (uint8_t)(1u << (rand() % 8));
+		if (wasm_jit_elf_load(c, len, 2, i % 3 == 0, &jm, err, sizeof(err)) == 0)
+			wasm_jit_elf_free(jm);
+		jm = NULL;
+		free(c);
+	}
+	free(b);
+	free(o[0]);
+	free(o[1]);
+}
+
+static void bad_containers_refused(void **state)
+{
+	(void)state;
+	NEED_SAMPLE();
+	uint8_t *o[1] = {sample};
+	size_t l[1] = {sample_len}, len;
+	uint8_t *b = container(o, l, 1, &len);
+	struct wasm_jit_module *jm = NULL;
+	assert_int_equal(wasm_jit_elf_load(b, len, 1, true, &jm, NULL, 0), 0);
+	wasm_jit_elf_free(jm);
+	/* no objects; more than the most; the reserved word set */
+	uint32_t bad[] = {0, WASM_JIT_OBJS_MAX + 1};
+	for (size_t i = 0; i < 2; i++) {
+		uint8_t *c = malloc(len);
+		memcpy(c, b, len);
+		memcpy(c + 8, &bad[i], 4);
+		expect(c, len, WASM_ELF_E_HEADER);
+	}
+	uint8_t *c = malloc(len);
+	memcpy(c, b, len);
+	c[12] = 1;
+	expect(c, len, WASM_ELF_E_HEADER);
+	/* an object's length past the end; bytes after the last object */
+	c = malloc(len);
+	memcpy(c, b, len);
+	uint64_t big = sample_len + 1;
+	memcpy(c + WASM_JIT_OBJS_HEAD, &big, 8);
+	expect(c, len, WASM_ELF_E_TRUNCATED);
+	c = malloc(len + 8);
+	memcpy(c, b, len);
+	memset(c + len, 0, 8);
+	expect(c, len + 8, WASM_ELF_E_HEADER);
+	/* cut inside the lengths */
+	c = malloc(len);
+	memcpy(c, b, len);
+	expect(c, WASM_JIT_OBJS_HEAD + 4, WASM_ELF_E_TRUNCATED);
+	free(b);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -481,6 +625,8 @@ int main(void)
 		cmocka_unit_test(early_link_counts_the_functions),
 		cmocka_unit_test(out_of_range_absolute_refused),
 		cmocka_unit_test(random_damage_never_crashes),
+		cmocka_unit_test(calls_cross_the_objects_of_a_container),
+		cmocka_unit_test(bad_containers_refused),
 	};
 	int rc = cmocka_run_group_tests_name("jit_elf", tests, setup, NULL);
 	free(sample);
