@@ -1275,6 +1275,15 @@ trapped:
 	return trap;
 }
 
+/* Compiled functions' entry (jit_rt.c's wasm_jit_invoke), given by
+ * jit_rt.c before the first function has native code (f->jit_wrap). */
+static _Atomic(wasm_compiled_entry_fn) compiled_entry;
+
+void wasm_set_compiled_entry(wasm_compiled_entry_fn fn)
+{
+	atomic_store_explicit(&compiled_entry, fn, memory_order_release);
+}
+
 /* The entry to either engine: an interpreted f runs here, a compiled one in
  * jit_rt.c, whose calls of interpreted functions come back here (the two
  * engines call each other across instances: see jit_rt.c's head). */
@@ -1282,7 +1291,8 @@ enum kis_wasm_trap wasm_invoke(struct kis_wasm_store *s, struct kis_wasm_func *f
 			       const uint64_t *args, uint64_t *results)
 {
 	if (f->jit_wrap) /* compiled: jit_rt.c runs it */
-		return wasm_jit_invoke(s, f, args, results);
+		return atomic_load_explicit(&compiled_entry, memory_order_acquire)(s, f, args,
+										   results);
 	const struct wasm_functype *ft = f->type;
 	uint64_t *base = s->sp;
 	if (base + ft->nps + ft->nrs + 1 > s->stack_end)

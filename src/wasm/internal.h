@@ -552,6 +552,13 @@ static inline bool wasm_functype_eq(const struct wasm_functype *a, const struct 
 /* exec.c: run a function on the store's stack. */
 KIS_HIDDEN enum kis_wasm_trap wasm_invoke(struct kis_wasm_store *s, struct kis_wasm_func *f,
 					  const uint64_t *args, uint64_t *results);
+/* exec.c: how wasm_invoke runs a function with native code (f->jit_wrap):
+ * jit_rt.c gives its entry before any function has one (the interpreter
+ * names nothing of the compiled code's runtime, which is above it). */
+typedef enum kis_wasm_trap (*wasm_compiled_entry_fn)(struct kis_wasm_store *s,
+						     struct kis_wasm_func *f,
+						     const uint64_t *args, uint64_t *results);
+KIS_HIDDEN void wasm_set_compiled_entry(wasm_compiled_entry_fn fn);
 
 /* runtime.c: growth (spec 4.5.3); return the old size or -1. */
 KIS_HIDDEN int64_t wasm_memory_grow(struct kis_wasm_memory *mem, uint32_t delta);

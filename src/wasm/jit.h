@@ -159,8 +159,6 @@ struct wasm_jit_host {
 	int (*read_s33)(const uint8_t **p, const uint8_t *end, int64_t *v);
 	int (*read_s64)(const uint8_t **p, const uint8_t *end, int64_t *v);
 	int (*simd_sig)(uint32_t sub, struct wasm_simd_sig *sig);
-	const struct wasm_jit_sym *syms; /* what generated code may call */
-	size_t nsyms;
 };
 
 /* What the plugin does for the library: m's object code, not linked
@@ -201,13 +199,14 @@ KIS_HIDDEN bool wasm_jit_present(void);
 KIS_HIDDEN bool wasm_jit_loaded(void);
 /* What wasm_jit_load runs once: 0, or -1 with why. */
 KIS_HIDDEN int wasm_jit_start(char *why, size_t whylen);
-/* m's object code (malloc'd into *obj), not linked: 0, or -1 with err. */
+/* m's object code (malloc'd into *obj), not linked: 0, or -1 with err.
+ * The compiler is loaded first (wasm_jit_load). */
 KIS_HIDDEN int wasm_jit_emit(struct kis_wasm_module *m, uint8_t **obj, size_t *len, char *err,
 			     size_t errlen);
 /* The descriptor a confined caller must keep open for wasm_jit_emit (the
  * helper's socket), or -1. */
 KIS_HIDDEN int wasm_jit_channel_fd(void);
-/* jit_load.c: where the plugin may lie, best first; n written. */
+/* jit_find.c: where the plugin may lie, best first; n written. */
 #define WASM_JIT_PLUGIN_CANDIDATES 4
 KIS_HIDDEN int wasm_jit_plugin_candidates(char out[WASM_JIT_PLUGIN_CANDIDATES][PATH_MAX]);
 /* Whether one of them is there to be read. Its 16 KB of paths are on a
@@ -240,10 +239,6 @@ KIS_HIDDEN const uint8_t *wasm_jit_object(const struct wasm_jit_module *jm, size
  * cache's key), computed without loading the plugin. -1 without one. */
 KIS_HIDDEN int wasm_jit_id(char *buf, size_t len);
 KIS_HIDDEN void wasm_jit_module_free(struct wasm_jit_module *jm);
-/* The native entries of defined function i: typed, and over slots. */
-KIS_HIDDEN int wasm_jit_lookup(struct wasm_jit_module *jm, uint32_t i, void **fn,
-			       void (**wrap)(void *, uint64_t *));
-
 /* jit_elf.c: our linker of the compiler's object code (fresh or cached),
  * without LLVM. Its refusals, each a name (the message says where): */
 #define WASM_ELF_ERRORS(X)                                              \
@@ -271,12 +266,20 @@ enum wasm_elf_error {
 /* Format of what the loader takes: part of the cache's key. */
 #define WASM_JIT_ELF_FORMAT 2u
 KIS_HIDDEN const char *wasm_elf_strerror(int e);
-/* Link obj (an x86-64 ET_REL object of the compiler's) for a module of
- * nfuncs defined functions (UINT32_MAX: as many as it defines), resolving
- * externals against WASM_JIT_HELPERS and WASM_JIT_LIBC only. exec: map its
+/* What compiled code may call, by name: the runtime's table
+ * (wasm_jit_rt_externals, jit_rt.c: WASM_JIT_HELPERS and WASM_JIT_LIBC). */
+struct wasm_jit_externals {
+	const struct wasm_jit_sym *syms;
+	size_t n;
+};
+KIS_HIDDEN extern const struct wasm_jit_externals wasm_jit_rt_externals;
+/* Link obj (the compiler's container of x86-64 ET_REL objects, or one
+ * such object) for a module of nfuncs defined functions (UINT32_MAX: as
+ * many as it defines), resolving externals against ext only. exec: map its
  * code read-execute into *out; else check only (the whole link is done in
  * read-write memory and dropped). 0, or -WASM_ELF_E_... with err. */
-KIS_HIDDEN int wasm_jit_elf_load(const uint8_t *obj, size_t len, uint32_t nfuncs, bool exec,
+KIS_HIDDEN int wasm_jit_elf_load(const struct wasm_jit_externals *ext, const uint8_t *obj,
+				 size_t len, uint32_t nfuncs, bool exec,
 				 struct wasm_jit_module **out, char *err, size_t errlen);
 KIS_HIDDEN void wasm_jit_elf_free(struct wasm_jit_module *jm);
 /* How many functions jm has entries for (linked with nfuncs UINT32_MAX:

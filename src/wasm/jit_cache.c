@@ -211,7 +211,7 @@ int wasm_code_cache_get_tier(const char *store_root, const uint8_t *mod, size_t 
 	 * refuses is a miss (the run compiles and replaces it), never a
 	 * failure of the run that finds it */
 	struct wasm_jit_module *none = NULL;
-	if (wasm_jit_elf_load(buf + at, on, UINT32_MAX, false, &none, NULL, 0) < 0)
+	if (wasm_jit_elf_load(&wasm_jit_rt_externals, buf + at, on, UINT32_MAX, false, &none, NULL, 0) < 0)
 		goto out;
 	memmove(buf, buf + at, on);
 	/* keep the object's pages only (wasm_code_cache_free unmaps them) */

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Our own linker of the compiler's object code: an x86-64 relocatable ELF
  * object (what LLVM emits for a module, fresh or from the store's cache)
- * mapped, relocated against the runtime's fixed table and its own symbols,
+ * mapped, relocated against the runtime's table and its own symbols,
  * and made read-execute. No LLVM: a cached run never loads it.
  *
  * Why the ELF object itself, not a format of our own that the compile step
@@ -22,8 +22,10 @@
  * relocated; then the executable region becomes read-execute and the read
  * only one read-only, so no page is ever writable and executable at once
  * (the wasm tier's seccomp filter allows mprotect to exactly PROT_READ |
- * PROT_EXEC). Externals resolve only against WASM_JIT_HELPERS and the C
- * library functions LLVM's code generator may call (WASM_JIT_LIBC); a
+ * PROT_EXEC). Externals resolve only against the caller's table (the
+ * runtime's: WASM_JIT_HELPERS and the C library functions LLVM's code
+ * generator may call, WASM_JIT_LIBC, jit_rt.c; given, so that this linker
+ * names nothing of the runtime that runs what it links); a
  * PC-relative reference to one goes through its stub (the image may lie
  * further than 2 GiB from the library), which jumps through its GOT slot.
  *
@@ -76,16 +78,6 @@ struct wasm_jit_module {
 	bool from_cache;
 };
 
-static const struct wasm_jit_sym fixed[] = {
-#define S(n) {#n, (void (*)(void))n},
-	WASM_JIT_HELPERS(S)
-#undef S
-#define L(n) {#n, (void (*)(void))n},
-	WASM_JIT_LIBC(L)
-#undef L
-};
-#define NFIXED (sizeof(fixed) / sizeof(*fixed))
-
 static const char *const names[] = {
 #define N(e, s) [e] = s,
 	WASM_ELF_ERRORS(N)
@@ -106,14 +98,14 @@ struct sec {
 	uint64_t at; /* offset in the image */
 };
 
-/* A symbol, resolved: its image offset (internal) or fixed[] index. */
+/* A symbol, resolved: its image offset (internal) or index in the externals. */
 struct sym {
 	Elf64_Sym s;
 	/* SYM_CROSS: f<i> or w<i> undefined here, defined by another object */
 	enum { SYM_NONE, SYM_INTERNAL, SYM_EXTERNAL, SYM_CROSS, SYM_BAD } kind;
 	int bad;        /* why SYM_BAD, as a WASM_ELF_E_ value */
 	uint64_t off;   /* SYM_INTERNAL, and SYM_CROSS once resolved: image offset */
-	uint32_t ext;   /* SYM_EXTERNAL: index in fixed[]; SYM_CROSS: the entry's index */
+	uint32_t ext;   /* SYM_EXTERNAL: index in ext; SYM_CROSS: the entry's index */
 	bool wrap;      /* SYM_CROSS: w<i>, not f<i> */
 	int32_t got;    /* GOT slot, or -1 */
 	int32_t stub;   /* stub (externals), or -1 */
@@ -130,6 +122,7 @@ struct obj {
 	uint32_t nsyms;
 	const char *str; /* the symbol string table */
 	uint64_t strlen_;
+	const struct wasm_jit_externals *ext; /* what externals resolve to */
 	char *err;
 	size_t errlen;
 };
@@ -350,8 +343,8 @@ static int read_symbols(struct obj *o)
 			y->kind = SYM_BAD;
 			y->bad = WASM_ELF_E_UNKNOWN_SYMBOL;
 			if (ELF64_ST_BIND(y->s.st_info) != STB_WEAK)
-				for (uint32_t k = 0; k < NFIXED; k++)
-					if (!strcmp(fixed[k].name, name)) {
+				for (uint32_t k = 0; k < o->ext->n; k++)
+					if (!strcmp(o->ext->syms[k].name, name)) {
 						y->kind = SYM_EXTERNAL;
 						y->ext = k;
 						break;
@@ -468,7 +461,7 @@ static int relocate(struct obj *o, struct link *L, uint64_t base, uint8_t *img, 
 				}
 				continue;
 			}
-			uint64_t S = y->kind == SYM_EXTERNAL ? (uint64_t)(uintptr_t)fixed[y->ext].addr
+			uint64_t S = y->kind == SYM_EXTERNAL ? (uint64_t)(uintptr_t)o->ext->syms[y->ext].addr
 							     : base + y->off;
 			uint64_t P = base + t->at + r.r_offset;
 			uint64_t A = (uint64_t)r.r_addend;
@@ -595,7 +588,8 @@ static int split_objects(struct obj *h, struct link *L, const uint8_t *b, size_t
 				return fail(h, WASM_ELF_E_TRUNCATED, "object %u of %llu bytes passes the end",
 					    k, (unsigned long long)l);
 		}
-		L->o[k] = (struct obj){.b = b + at, .len = (size_t)l, .err = h->err, .errlen = h->errlen};
+		L->o[k] = (struct obj){.b = b + at, .len = (size_t)l, .ext = h->ext, .err = h->err,
+				       .errlen = h->errlen};
 		at += l;
 	}
 	if (at != len)
@@ -624,10 +618,11 @@ void wasm_jit_elf_free(struct wasm_jit_module *jm)
 	free(jm);
 }
 
-int wasm_jit_elf_load(const uint8_t *b, size_t len, uint32_t nfuncs, bool exec,
-		      struct wasm_jit_module **out, char *err, size_t errlen)
+int wasm_jit_elf_load(const struct wasm_jit_externals *ext, const uint8_t *b, size_t len,
+		      uint32_t nfuncs, bool exec, struct wasm_jit_module **out, char *err,
+		      size_t errlen)
 {
-	struct obj h = {.b = b, .len = len, .err = err, .errlen = errlen};
+	struct obj h = {.b = b, .len = len, .ext = ext, .err = err, .errlen = errlen};
 	struct link L = {0};
 	struct wasm_jit_module *jm = NULL;
 	uint8_t *img = MAP_FAILED;
@@ -715,7 +710,7 @@ int wasm_jit_elf_load(const uint8_t *b, size_t len, uint32_t nfuncs, bool exec,
 		for (uint32_t i = 1; i < o->nsyms; i++) {
 			const struct sym *y = &o->syms[i];
 			uint64_t addr = y->kind == SYM_EXTERNAL
-						? (uint64_t)(uintptr_t)fixed[y->ext].addr
+						? (uint64_t)(uintptr_t)o->ext->syms[y->ext].addr
 						: (uint64_t)(uintptr_t)img + y->off;
 			if (y->got >= 0)
 				memcpy(img + L.got_at + (uint64_t)y->got * 8, &addr, 8);

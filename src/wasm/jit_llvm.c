@@ -43,8 +43,6 @@
 
 #include "wasm/jit_llvm.h"
 
-const struct wasm_jit_host *jit_llvm_host;
-
 /* ---- LLVM: target, optimisation, linking ---- */
 
 

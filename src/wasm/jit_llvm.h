@@ -20,7 +20,7 @@
 #include "wasm/jit.h"
 
 /* The host's functions, from kis_wasm_jit_plugin_init (the plugin links
- * nothing of the library). */
+ * nothing of the library); defined in jit_llvm_host.c. */
 extern const struct wasm_jit_host *jit_llvm_host;
 #define wasm_read_u32(p, e, v) jit_llvm_host->read_u32(p, e, v)
 #define wasm_read_s32(p, e, v) jit_llvm_host->read_s32(p, e, v)

@@ -4,11 +4,8 @@
  * code, which jit_elf.c links, so cached code needs no LLVM at all. Only a process that compiles
  * pays for LLVM: linking it into every program made each kis command start
  * ~130 ms slower (libLLVM-14's relocations and static constructors).
- *
- * Where: beside the running program (the build tree: build/, and build/tests
- * one level down) or where `make install` puts it (KIS_JIT_PLUGIN, from the
- * Makefile). The path is the program's own (/proc/self/exe), never the
- * environment's. */
+ * Where the plugin lies is jit_find.c's; how it runs, jit_plugin.c's or
+ * jit_remote.c's, which this file drives (they call nothing of it). */
 #include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -28,52 +25,6 @@
 #ifndef KIS_LLVM_VERSION
 #define KIS_LLVM_VERSION "unknown"
 #endif
-#ifndef KIS_JIT_PLUGIN
-#define KIS_JIT_PLUGIN "/usr/local/lib/kis/libkis-jit.so"
-#endif
-
-/* The candidates, best first; n of them written. */
-int wasm_jit_plugin_candidates(char out[WASM_JIT_PLUGIN_CANDIDATES][PATH_MAX])
-{
-	int n = 0;
-	const char *exe_dir = kis_exe_dir();
-	if (exe_dir) {
-		snprintf(out[n++], PATH_MAX, "%.4000s/libkis-jit.so", exe_dir);
-		snprintf(out[n++], PATH_MAX, "%.4000s/../libkis-jit.so", exe_dir);
-		/* an installed tree, wherever it was put: bin/kis beside
-		 * lib/kis/ (kis-helper, which loads it, lies there too) */
-		snprintf(out[n++], PATH_MAX, "%.4000s/../lib/kis/libkis-jit.so", exe_dir);
-	}
-	snprintf(out[n++], PATH_MAX, "%s", KIS_JIT_PLUGIN);
-	return n;
-}
-
-__attribute__((noinline)) bool wasm_jit_plugin_readable(void)
-{
-	char c[WASM_JIT_PLUGIN_CANDIDATES][PATH_MAX];
-	int n = wasm_jit_plugin_candidates(c);
-	for (int i = 0; i < n; i++)
-		if (access(c[i], R_OK) == 0)
-			return true;
-	return false;
-}
-
-/* The compiler process's spawn hook (jit_remote.h says why); set once by
- * the wasm tier's child before it loads the compiler, in that process. */
-static wasm_jit_spawn_fn spawn_fn;
-static void *spawn_ctx;
-
-void wasm_jit_set_spawn_hook(wasm_jit_spawn_fn fn, void *ctx)
-{
-	spawn_fn = fn;
-	spawn_ctx = ctx;
-}
-
-wasm_jit_spawn_fn wasm_jit_spawn_hook(void **ctx)
-{
-	*ctx = spawn_ctx;
-	return spawn_fn;
-}
 
 /* Loading, once per process, whichever way the compiler runs
  * (wasm_jit_start: jit_plugin.c or jit_remote.c); a failure is kept and
@@ -107,7 +58,7 @@ int wasm_jit_link_cached(const uint8_t *cached, size_t cached_len, struct wasm_j
 	struct wasm_jit_module *jm = NULL;
 	*out = NULL;
 	if (!cached || !cached_len ||
-	    wasm_jit_elf_load(cached, cached_len, UINT32_MAX, true, &jm, NULL, 0) < 0)
+	    wasm_jit_elf_load(&wasm_jit_rt_externals, cached, cached_len, UINT32_MAX, true, &jm, NULL, 0) < 0)
 		return -1;
 	wasm_jit_elf_keep_object(jm, NULL, 0, true);
 	*out = jm;
@@ -147,7 +98,7 @@ int wasm_jit_compile(struct kis_wasm_module *m, const uint8_t *cached, size_t ca
 		 * compiler is loaded already, never loaded here: a caller that
 		 * hands cached code may be confined past opening a plugin (the
 		 * wasm tier's child, under seccomp). */
-		if (wasm_jit_elf_load(cached, cached_len, n, true, &jm, err, errlen) == 0) {
+		if (wasm_jit_elf_load(&wasm_jit_rt_externals, cached, cached_len, n, true, &jm, err, errlen) == 0) {
 			wasm_jit_elf_keep_object(jm, NULL, 0, true);
 			m->jit = jm;
 			m->jit_free = wasm_jit_module_free;
@@ -165,7 +116,7 @@ int wasm_jit_compile(struct kis_wasm_module *m, const uint8_t *cached, size_t ca
 	size_t len = 0;
 	if (wasm_jit_emit(m, &obj, &len, err, errlen) < 0)
 		return -1;
-	if (wasm_jit_elf_load(obj, len, n, true, &jm, err, errlen) < 0) {
+	if (wasm_jit_elf_load(&wasm_jit_rt_externals, obj, len, n, true, &jm, err, errlen) < 0) {
 		free(obj);
 		return -1;
 	}
@@ -178,12 +129,6 @@ int wasm_jit_compile(struct kis_wasm_module *m, const uint8_t *cached, size_t ca
 void wasm_jit_module_free(struct wasm_jit_module *jm)
 {
 	wasm_jit_elf_free(jm);
-}
-
-int wasm_jit_lookup(struct wasm_jit_module *jm, uint32_t i, void **fn,
-		    void (**wrap)(void *, uint64_t *))
-{
-	return wasm_jit_elf_lookup(jm, i, fn, wrap);
 }
 
 const uint8_t *wasm_jit_object(const struct wasm_jit_module *jm, size_t *len, bool *from_cache)

@@ -16,12 +16,6 @@
 
 static struct wasm_jit_plugin plugin;
 
-static const struct wasm_jit_sym syms[] = {
-#define S(n) {#n, (void (*)(void))n},
-	WASM_JIT_HELPERS(S)
-#undef S
-};
-
 static const struct wasm_jit_host host = {
 	.version = WASM_JIT_VERSION,
 	.read_u32 = wasm_read_u32,
@@ -29,8 +23,6 @@ static const struct wasm_jit_host host = {
 	.read_s33 = wasm_read_s33,
 	.read_s64 = wasm_read_s64,
 	.simd_sig = wasm_simd_sig,
-	.syms = syms,
-	.nsyms = sizeof(syms) / sizeof(*syms),
 };
 
 bool wasm_jit_present(void)
@@ -75,10 +67,13 @@ int wasm_jit_start(char *why, size_t whylen)
 	return 0;
 }
 
+/* The caller loaded the compiler first (wasm_jit_load, jit_load.c) */
 int wasm_jit_emit(struct kis_wasm_module *m, uint8_t **obj, size_t *len, char *err, size_t errlen)
 {
-	if (wasm_jit_load(err, errlen) < 0)
+	if (!plugin.emit) {
+		snprintf(err, errlen, "wasm.engine: the compiler is not loaded");
 		return -1;
+	}
 	return plugin.emit(m, obj, len, err, errlen);
 }
 

@@ -180,10 +180,9 @@ int wasm_jit_start(char *why, size_t whylen)
 	return start_helper(why, whylen);
 }
 
+/* The caller started the helper first (wasm_jit_load, jit_load.c) */
 int wasm_jit_emit(struct kis_wasm_module *m, uint8_t **obj, size_t *len, char *err, size_t errlen)
 {
-	if (wasm_jit_load(err, errlen) < 0)
-		return -1;
 	pthread_mutex_lock(&lock);
 	struct wasm_jit_frame f = {.magic = WASM_JIT_REMOTE_MAGIC,
 				   .word = (m->jit_guard ? WASM_JIT_REMOTE_GUARD : 0) |

@@ -28,7 +28,7 @@ struct wasm_jit_frame {
  * the fork of a process that may have threads), to put it under them
  * (src/backends/wasm.c: the run's compile group, or rlimits where there
  * is none). Its result < 0: the helper is not started. Defined in
- * jit_load.c (linked both ways); only jit_remote.c calls it. */
+ * jit_find.c (linked both ways); only jit_remote.c calls it. */
 typedef int (*wasm_jit_spawn_fn)(void *ctx);
 KIS_HIDDEN void wasm_jit_set_spawn_hook(wasm_jit_spawn_fn fn, void *ctx);
 KIS_HIDDEN wasm_jit_spawn_fn wasm_jit_spawn_hook(void **ctx);

@@ -16,15 +16,19 @@
  * on the same stack and may enter wasm again: a nested entry stays on the
  * stack and sets a jmp_buf of its own, restoring the outer one on return.
  *
- * This file and exec.c call each other, and that is one unit by design, not
- * a layering slip: a store may hold interpreted and compiled instances at
- * once (a module the compiler refused runs interpreted beside others that
- * compiled, and imports link them), so a call crosses from either engine to
- * the other. wasm_invoke (exec.c) hands a compiled callee here, and
- * wasm_jit_rt_call hands an interpreted callee back to wasm_invoke: the two
- * halves of one mixed-engine call, which a function pointer would only
- * hide (issue 42, the circle exec.c <-> jit_rt.c). */
+ * A call crosses from either engine to the other: a store may hold
+ * interpreted and compiled instances at once (a module the compiler
+ * refused runs interpreted beside others that compiled, and imports link
+ * them). wasm_jit_rt_call hands an interpreted callee to wasm_invoke
+ * (exec.c); wasm_invoke hands a compiled callee here, but through the
+ * entry this file gives it (wasm_set_compiled_entry, at the first
+ * instance with compiled code), as it calls a host function through its
+ * pointer: to the interpreter a compiled function is a callee with a native
+ * entry, and it runs, and links, without a compiler (issue 42: exec.c and
+ * this file were one circle). So this file is above the interpreter, and
+ * the interpreter names nothing of it. */
 #include <errno.h>
+#include <math.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -99,8 +103,19 @@ void wasm_jit_store_free(struct wasm_jit_store *js)
 	free(js);
 }
 
+static const struct wasm_jit_sym externals[] = {
+#define S(n) {#n, (void (*)(void))n},
+	WASM_JIT_HELPERS(S) WASM_JIT_LIBC(S)
+#undef S
+};
+const struct wasm_jit_externals wasm_jit_rt_externals = {externals,
+							 sizeof(externals) / sizeof(*externals)};
+
 int wasm_jit_instance_init(struct kis_wasm_instance *inst, char *err, size_t errlen)
 {
+	/* the interpreter reaches compiled functions through this entry
+	 * (exec.c names nothing of this file: see this file's head) */
+	wasm_set_compiled_entry(wasm_jit_invoke);
 	const struct kis_wasm_module *m = inst->m;
 	struct wasm_jit_store *js = jit_store(inst->store);
 	struct wasm_jit_ctx *c = calloc(1, sizeof(*c));
@@ -129,7 +144,7 @@ int wasm_jit_instance_init(struct kis_wasm_instance *inst, char *err, size_t err
 	c->store = inst->store;
 	for (uint32_t i = 0; i < m->nfuncs - m->nfunc_imports; i++) {
 		struct kis_wasm_func *f = &inst->own_funcs[i];
-		if (wasm_jit_lookup(m->jit, i, &f->jit_fn, &f->jit_wrap) < 0) {
+		if (wasm_jit_elf_lookup(m->jit, i, &f->jit_fn, &f->jit_wrap) < 0) {
 			free(c);
 			for (uint32_t k = 0; k < i; k++)
 				inst->own_funcs[k].jit_fn = NULL, inst->own_funcs[k].jit_wrap = NULL;

@@ -5,6 +5,7 @@
  * relocation offsets, an unknown symbol, huge sections, ...) refused by
  * name, never a crash or a mapping out of range. */
 #include <elf.h>
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -53,6 +54,14 @@ static const char sample_s[] =
 
 static uint8_t *sample;
 static size_t sample_len;
+
+/* what the objects may call: the C library's part of the runtime's table */
+static const struct wasm_jit_sym ext_syms[] = {
+#define L(n) {#n, (void (*)(void))n},
+	WASM_JIT_LIBC(L)
+#undef L
+};
+static const struct wasm_jit_externals ext = {ext_syms, sizeof(ext_syms) / sizeof(*ext_syms)};
 
 /* The sample assembled by the system's compiler driver (binutils' as). */
 static int assemble(const char *src, uint8_t **out, size_t *len)
@@ -106,7 +115,7 @@ static int setup(void **state)
 static int load(const uint8_t *b, size_t len, uint32_t n, struct wasm_jit_module **jm)
 {
 	char err[300];
-	return wasm_jit_elf_load(b, len, n, true, jm, err, sizeof(err));
+	return wasm_jit_elf_load(&ext, b, len, n, true, jm, err, sizeof(err));
 }
 
 static void every_relocation_applies(void **state)
@@ -115,7 +124,7 @@ static void every_relocation_applies(void **state)
 	NEED_SAMPLE();
 	struct wasm_jit_module *jm = NULL;
 	char err[300] = "";
-	int rc = wasm_jit_elf_load(sample, sample_len, 1, true, &jm, err, sizeof(err));
+	int rc = wasm_jit_elf_load(&ext, sample, sample_len, 1, true, &jm, err, sizeof(err));
 	if (rc < 0)
 		print_error("%s\n", err);
 	assert_int_equal(rc, 0);
@@ -208,14 +217,14 @@ static void expect(uint8_t *b, size_t len, int code)
 {
 	struct wasm_jit_module *jm = NULL;
 	char err[300] = "";
-	int rc = wasm_jit_elf_load(b, len, 1, true, &jm, err, sizeof(err));
+	int rc = wasm_jit_elf_load(&ext, b, len, 1, true, &jm, err, sizeof(err));
 	if (rc != -code)
 		print_error("got %d (%s), want %s\n", rc, err, wasm_elf_strerror(code));
 	assert_int_equal(rc, -code);
 	assert_null(jm);
 	assert_non_null(strstr(err, wasm_elf_strerror(code)));
 	/* and the check the cache makes (no mapping kept) says the same */
-	assert_int_equal(wasm_jit_elf_load(b, len, UINT32_MAX, false, &jm, NULL, 0), -code);
+	assert_int_equal(wasm_jit_elf_load(&ext, b, len, UINT32_MAX, false, &jm, NULL, 0), -code);
 	free(b);
 }
 
@@ -399,10 +408,10 @@ static void functions_of_another_module_refused(void **state)
 	struct wasm_jit_module *jm = NULL;
 	char err[300] = "";
 	/* the sample defines f0 and w0: a module of 2 functions is not it */
-	assert_int_equal(wasm_jit_elf_load(sample, sample_len, 2, true, &jm, err, sizeof(err)),
+	assert_int_equal(wasm_jit_elf_load(&ext, sample, sample_len, 2, true, &jm, err, sizeof(err)),
 			 -WASM_ELF_E_FUNCS);
 	assert_null(jm);
-	assert_int_equal(wasm_jit_elf_load(sample, sample_len, 0, true, &jm, err, sizeof(err)),
+	assert_int_equal(wasm_jit_elf_load(&ext, sample, sample_len, 0, true, &jm, err, sizeof(err)),
 			 -WASM_ELF_E_FUNCS);
 	/* w0 renamed x0: the wrapper is missing */
 	uint8_t *b = copy();
@@ -429,7 +438,7 @@ static void out_of_range_absolute_refused(void **state)
 			 0);
 	struct wasm_jit_module *jm = NULL;
 	char err[300] = "";
-	int rc = wasm_jit_elf_load(o, n, 1, true, &jm, err, sizeof(err));
+	int rc = wasm_jit_elf_load(&ext, o, n, 1, true, &jm, err, sizeof(err));
 	if (rc == 0) { /* mapped below 4 GiB after all: then it must be right */
 		void *fn;
 		void (*w)(void *, uint64_t *);
@@ -456,7 +465,7 @@ static void random_damage_never_crashes(void **state)
 			b[(size_t)rand() % sample_len] ^= (uint8_t)(1u << (rand() % 8));
 		struct wasm_jit_module *jm = NULL;
 		char err[300];
-		if (wasm_jit_elf_load(b, sample_len, 1, i % 2, &jm, err, sizeof(err)) < 0)
+		if (wasm_jit_elf_load(&ext, b, sample_len, 1, i % 2, &jm, err, sizeof(err)) < 0)
 			refused++;
 		wasm_jit_elf_free(jm);
 		free(b);
@@ -517,7 +526,7 @@ static void calls_cross_the_objects_of_a_container(void **state)
 	uint8_t *b = container(o, l, 2, &len);
 	struct wasm_jit_module *jm = NULL;
 	char err[300] = "";
-	int rc = wasm_jit_elf_load(b, len, 2, true, &jm, err, sizeof(err));
+	int rc = wasm_jit_elf_load(&ext, b, len, 2, true, &jm, err, sizeof(err));
 	if (rc < 0)
 		print_error("%s\n", err);
 	assert_int_equal(rc, 0);
@@ -533,22 +542,22 @@ static void calls_cross_the_objects_of_a_container(void **state)
 	wasm_jit_elf_free(jm);
 	/* the cache's check agrees, and an early link counts the functions
 	 * of both */
-	assert_int_equal(wasm_jit_elf_load(b, len, UINT32_MAX, false, &jm, NULL, 0), 0);
-	assert_int_equal(wasm_jit_elf_load(b, len, UINT32_MAX, true, &jm, NULL, 0), 0);
+	assert_int_equal(wasm_jit_elf_load(&ext, b, len, UINT32_MAX, false, &jm, NULL, 0), 0);
+	assert_int_equal(wasm_jit_elf_load(&ext, b, len, UINT32_MAX, true, &jm, NULL, 0), 0);
 	assert_int_equal(wasm_jit_elf_nfuncs(jm), 2);
 	wasm_jit_elf_free(jm);
 	/* an entry no object defines (the second alone), and one defined by
 	 * two objects (the first twice) */
 	size_t len2;
 	uint8_t *b2 = container(&o[0], &l[0], 1, &len2);
-	assert_int_equal(wasm_jit_elf_load(b2, len2, 1, true, &jm, err, sizeof(err)),
+	assert_int_equal(wasm_jit_elf_load(&ext, b2, len2, 1, true, &jm, err, sizeof(err)),
 			 -WASM_ELF_E_UNKNOWN_SYMBOL);
 	assert_non_null(strstr(err, "f1"));
 	free(b2);
 	uint8_t *twice[3] = {o[0], o[1], o[1]};
 	size_t tl[3] = {l[0], l[1], l[1]};
 	b2 = container(twice, tl, 3, &len2);
-	assert_int_equal(wasm_jit_elf_load(b2, len2, 2, true, &jm, err, sizeof(err)),
+	assert_int_equal(wasm_jit_elf_load(&ext, b2, len2, 2, true, &jm, err, sizeof(err)),
 			 -WASM_ELF_E_FUNCS);
 	assert_non_null(strstr(err, "twice"));
 	free(b2);
@@ -559,7 +568,7 @@ static void calls_cross_the_objects_of_a_container(void **state)
 		memcpy(c, b, len);
 		size_t where = i % 2 ? (size_t)rand() % (WASM_JIT_OBJS_HEAD + 16) : (size_t)rand() % len;
 		c[where] ^= (uint8_t)(1u << (rand() % 8));
-		if (wasm_jit_elf_load(c, len, 2, i % 3 == 0, &jm, err, sizeof(err)) == 0)
+		if (wasm_jit_elf_load(&ext, c, len, 2, i % 3 == 0, &jm, err, sizeof(err)) == 0)
 			wasm_jit_elf_free(jm);
 		jm = NULL;
 		free(c);
@@ -577,7 +586,7 @@ static void bad_containers_refused(void **state)
 	size_t l[1] = {sample_len}, len;
 	uint8_t *b = container(o, l, 1, &len);
 	struct wasm_jit_module *jm = NULL;
-	assert_int_equal(wasm_jit_elf_load(b, len, 1, true, &jm, NULL, 0), 0);
+	assert_int_equal(wasm_jit_elf_load(&ext, b, len, 1, true, &jm, NULL, 0), 0);
 	wasm_jit_elf_free(jm);
 	/* no objects; more than the most; the reserved word set */
 	uint32_t bad[] = {0, WASM_JIT_OBJS_MAX + 1};
