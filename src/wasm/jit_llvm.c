@@ -5,7 +5,10 @@
  * the library links itself (jit_elf.c).
  * With jit_llvm_*.c, the only files that include LLVM's headers:
  * jit_llvm_func.c walks a body, jit_llvm_ir.c and jit_llvm_ops.c build its
- * IR, jit_llvm_known.c recognises libc routines; this file drives LLVM.
+ * IR, jit_llvm_known.c recognises libc routines, jit_llvm_host.c holds the
+ * host's table they share; this file drives LLVM, over ranges of functions
+ * on threads of their own ("the compile in parallel", below). The parts
+ * never call back into this file.
  *
  * Why LLVM (docs/wasm.md, "The compiler"): it is on this machine already
  * (libllvm14, clang-14 builds the test programs), its code is what native
@@ -43,8 +46,7 @@
 
 #include "wasm/jit_llvm.h"
 
-/* ---- LLVM: target, optimisation, linking ---- */
-
+/* ---- LLVM: target, optimisation, object ---- */
 
 static int llvm_fail(char *err, size_t errlen, const char *what, LLVMErrorRef e)
 {
