@@ -49,6 +49,44 @@ def many_functions(nf, tag=b""):
             + _sec(10, code) + custom)
 
 
+def call_chain(nf, tag=b""):
+    """A valid module whose _start calls a chain of nf functions (i32) ->
+    i32, each xoring in 25 constants, adding 1 and calling the next (the
+    last returns), and traps (unreachable) unless the result is what this
+    function computes: ~85 bytes of code a function. Returns (module,
+    bytes of code bodies)."""
+    types = b"\x02" + b"\x60\x00\x00" + b"\x60\x01\x7f\x01\x7f"
+    funcs = _leb(nf + 1) + b"\x00" + b"\x01" * nf
+    exp = b"\x01\x06_start\x00\x00"
+    x, bodies = 1, []
+    for i in range(nf):
+        ops = b"\x20\x00"
+        for j in range(25):
+            c = (i * 31 + j) & 0x3f
+            ops += b"\x41" + bytes([c]) + b"\x73"
+            x ^= c
+        ops += b"\x41\x01\x6a"
+        x = (x + 1) & 0xffffffff
+        if i + 1 < nf:
+            ops += b"\x10" + _leb(i + 2)
+        bodies.append(b"\x00" + ops + b"\x0b")
+    want = x - (1 << 32) if x >= 1 << 31 else x
+    sleb = bytearray()
+    while True:
+        b, want = want & 0x7f, want >> 7
+        if (want == 0 and not b & 0x40) or (want == -1 and b & 0x40):
+            sleb.append(b)
+            break
+        sleb.append(b | 0x80)
+    start = b"\x00\x41\x01\x10\x01\x41" + bytes(sleb) + b"\x47\x04\x40\x00\x0b\x0b"
+    code = _leb(nf + 1) + _leb(len(start)) + start + b"".join(_leb(len(b)) + b for b in bodies)
+    name = b"kis-test"
+    custom = _sec(0, bytes([len(name)]) + name + tag)
+    mod = (b"\0asm\x01\0\0\0" + _sec(1, types) + _sec(3, funcs) + _sec(7, exp)
+           + _sec(10, code) + custom)
+    return mod, sum(len(b) for b in bodies)
+
+
 def sh(store, *args, timeout=600):
     return subprocess.run([str(KIS), "sandbox", *args], capture_output=True, text=True,
                           env=dict(os.environ, KIS_SANDBOX_ROOT=str(store)), timeout=timeout)
@@ -248,3 +286,29 @@ def test_rootless_bubblewrap_pids_cap_moved_with_the_users_other_processes(user)
             os.killpg(sleepers.pid, 9)
         except ProcessLookupError:
             pass
+
+
+def test_calls_between_the_compiles_ranges_run_compiled(world, tmp_path):
+    """The compiler cuts a module into ranges of ~32 KiB of code, each an
+    object of its own made on a thread of its own (kis-helper takes one per
+    CPU), and our loader links the calls between them (issue 44, the
+    compile in parallel): a chain of 1,200 functions, each calling the
+    next, crosses every range. Compiled, it computes what the interpreter
+    does (a call linked to the wrong place traps or crashes), and its
+    cached code links the same way."""
+    mod, code_bytes = call_chain(1200, f"{tmp_path}".encode())
+    assert code_bytes > 2 * 32768  # three ranges at least
+    src = tmp_path / "chain"
+    src.mkdir()
+    (src / "chain.wasm").write_bytes(mod)
+    b = sh(world["store"], "base", "import", str(src))
+    assert b.returncode == 0, b.stderr
+    w = {"store": world["store"], "base": b.stdout.strip()}
+    p = sh(w["store"], "run", "--json", "--tier", "wasm", "--base", w["base"],
+           "--wasm-engine", "interpreter", "--", "chain.wasm")
+    d = json.loads(p.stdout)
+    assert d["termination"]["reason"] == "exited" and d["exit_status"] == 0, d
+    for code in ("compiled", "cached"):
+        d = run(w, "--", "chain.wasm")
+        assert d["termination"]["reason"] == "exited" and d["exit_status"] == 0, d
+        assert d["wasm"] == {"engine": "compiler", "code": code, "tier_up": None}, d
