@@ -1,8 +1,9 @@
 #!/bin/sh
 # SPDX-License-Identifier: MIT
 # Real C programs on the wasm tier: Lua 5.4 running a mixed script, bzip2
-# compressing 4 MB of C source, and SQLite's own speedtest1 on an in-memory
-# database, from Debian's source packages (apt-get source, with an apt state
+# compressing 4 MB of C source, SQLite's own speedtest1 on an in-memory
+# database, and zlib deflating and inflating 16 MiB of C source (a driver
+# of ours, bench/wasm-real/zlib_bench.c), from Debian's source packages (apt-get source, with an apt state
 # of the benchmark's own: the host's apt configuration is not touched),
 # built with gcc -O2 natively and with Debian's clang -O2 and wasi-libc to
 # wasm32-wasi. The same .wasm files run in our interpreter through
@@ -13,8 +14,9 @@
 # V8), and in WAMR's AOT (wamrc -O3, iwasm) where WAMR is installed or
 # WAMR_DIR names a build of it: Debian 12 packages no WAMR, and only
 # Debian's and npm's registries are reachable from this project's machines,
-# so elsewhere its column says n/a and why. CoreMark is not in the table
-# for the same reason (no Debian package carries its sources).
+# so elsewhere its column says n/a and why (npm has no package of WAMR
+# either). CoreMark is not in the table for the same reason (no Debian or
+# npm package carries its sources).
 # Rounds are interleaved (each round runs every program in every engine),
 # the figure is the median, the ratio is to native; then the start-up of a
 # WASI hello world through the tier beside the native binary. A gnuplot
@@ -72,6 +74,9 @@ NODE="node --experimental-wasi-unstable-preview1 --no-warnings"
 # The host's Debian entries, as deb-src, in an apt configuration of our own
 # (lists and archives under WORK): nothing of the host's apt changes.
 APTD=$WORK/apt
+APT="-o Dir::Etc::SourceList=$APTD/sources.list -o Dir::Etc::SourceParts=$APTD/parts
+     -o Dir::State::Lists=$APTD/lists -o Dir::Cache=$APTD/cache -o Debug::NoLocking=1
+     -o APT::Sandbox::User=root"
 if [ ! -f "$WORK/src/.fetched" ]; then
 	mkdir -p "$APTD/lists/partial" "$APTD/cache/archives/partial" "$APTD/parts"
 	: > "$APTD/sources.list"
@@ -83,9 +88,6 @@ if [ ! -f "$WORK/src/.fetched" ]; then
 		[ -f "$f" ] && grep -q 'debian-archive-keyring' "$f" &&
 			sed 's/^Types:.*/Types: deb-src/' "$f" > "$APTD/parts/$(basename "$f")"
 	done
-	APT="-o Dir::Etc::SourceList=$APTD/sources.list -o Dir::Etc::SourceParts=$APTD/parts
-	     -o Dir::State::Lists=$APTD/lists -o Dir::Cache=$APTD/cache -o Debug::NoLocking=1
-	     -o APT::Sandbox::User=root"
 	echo "wasm-real: fetching lua5.4, bzip2 and sqlite3 with apt-get source" >&2
 	# shellcheck disable=SC2086
 	apt-get $APT update -qq
@@ -98,9 +100,30 @@ if [ ! -f "$WORK/src/.fetched" ]; then
 	done
 	touch "$WORK/src/.fetched"
 fi
+# zlib came later: a marker of its own, so a WORK fetched before it is kept.
+# Debian 12's newest zlib source may sit in the security archive's pool
+# where its files are not served; then the newest version that downloads.
+if [ ! -f "$WORK/src/.fetched-zlib" ]; then
+	echo "wasm-real: fetching zlib with apt-get source" >&2
+	# shellcheck disable=SC2086
+	apt-get $APT update -qq
+	got=0
+	# shellcheck disable=SC2086
+	for v in "" $(apt-cache $APT showsrc zlib 2>/dev/null | sed -n 's/^Version: //p' | sort -r -V); do
+		# shellcheck disable=SC2086
+		(cd "$WORK/src" && apt-get $APT source --download-only -qq "zlib${v:+=$v}" >/dev/null 2>&1) &&
+			{ got=1; break; }
+	done
+	[ $got = 1 ] || { echo "wasm-real: apt-get source zlib failed" >&2; exit 1; }
+	for dsc in "$WORK"/src/zlib_*.dsc; do
+		(cd "$WORK/src" && dpkg-source --no-check -x "$(basename "$dsc")" >/dev/null)
+	done
+	touch "$WORK/src/.fetched-zlib"
+fi
 LUA_SRC=$(ls -d "$WORK"/src/lua5.4-*/ | head -1)
 BZ_SRC=$(ls -d "$WORK"/src/bzip2-*/ | head -1)
 SQ_SRC=$(ls -d "$WORK"/src/sqlite3-*/ | head -1)
+Z_SRC=$(ls -d "$WORK"/src/zlib-*/ | head -1)
 
 # ---- builds: the same sources and defines natively and to wasm32-wasi ----
 WASI_CC="clang --target=wasm32-wasi -O2"
@@ -150,6 +173,13 @@ if [ ! -f "$WORK/bin/speedtest1.wasm" ]; then
 	 $WASI_CC $SQ_DEFS -D_WASI_EMULATED_PROCESS_CLOCKS -Ibld -o "$WORK/bin/speedtest1.wasm" \
 		test/speedtest1.c bld/sqlite3.c "$HERE/memvfs.c" -lwasi-emulated-process-clocks)
 fi
+Z_FILES="adler32.c compress.c crc32.c deflate.c inflate.c infback.c inftrees.c inffast.c trees.c uncompr.c zutil.c"
+if [ ! -f "$WORK/bin/zlib_bench.wasm" ]; then
+	echo "wasm-real: building $(basename "$Z_SRC") and our driver" >&2
+	# shellcheck disable=SC2086
+	(cd "$Z_SRC" && $NATIVE_CC -I. -o "$WORK/bin/zlib_bench.native" "$HERE/zlib_bench.c" $Z_FILES &&
+	 $WASI_CC -I. -o "$WORK/bin/zlib_bench.wasm" "$HERE/zlib_bench.c" $Z_FILES)
+fi
 printf '#include <stdio.h>\nint main(void){puts("hello");return 0;}\n' > "$WORK/hello.c"
 [ -f "$WORK/bin/hello.wasm" ] || $WASI_CC -o "$WORK/bin/hello.wasm" "$WORK/hello.c"
 [ -f "$WORK/bin/hello.native" ] || $NATIVE_CC -o "$WORK/bin/hello.native" "$WORK/hello.c"
@@ -167,6 +197,9 @@ mkdir -p "$OUT/base"
 cp "$WORK"/bin/*.wasm "$HERE/mixed.lua" "$OUT/base/"
 # bzip2's input: the first 4 MB of SQLite's amalgamation (real C text)
 head -c 4000000 "$SQ_SRC/bld/sqlite3.c" > "$OUT/bz.in"
+# zlib's: 16 MiB, the amalgamation twice (its repeat lies far beyond
+# deflate's 32 KiB window, so it compresses as new text)
+cat "$SQ_SRC/bld/sqlite3.c" "$SQ_SRC/bld/sqlite3.c" | head -c 16777216 > "$OUT/z.in"
 BASE=$("$KIS" sandbox base import "$OUT/base")
 WS=$("$KIS" sandbox clone "$BASE")
 W=$("$KIS" sandbox workspace path "$WS")
@@ -174,7 +207,8 @@ W=$("$KIS" sandbox workspace path "$WS")
 # name|args|stdin ("-": none)
 PROGS="lua|mixed.lua|-
 bzip2|-9 -c|$OUT/bz.in
-sqlite|--memdb --size 8|-"
+sqlite|--memdb --size 8|-
+zlib||$OUT/z.in"
 # Our compiler, where this build accepts --wasm-engine compiler: a cached
 # run (the module compiled once before the rounds) and a first run (a copy
 # of the module made unique by a custom section, so its hash, which the
@@ -203,7 +237,7 @@ if [ $HAVE_JIT = 1 ]; then
 fi
 [ $HAVE_NODE = 1 ] && ENGINES="$ENGINES node"
 # WAMR's AOT: iwasm and wamrc on PATH, or in WAMR_DIR (a build's bin/)
-WAMR_WHY="no WAMR: Debian 12 packages none and its sources cannot be fetched here (WAMR_DIR=a build with iwasm and wamrc)"
+WAMR_WHY="no WAMR: Debian 12 packages none, npm has no package of it or its sources, and nothing else can be fetched here (WAMR_DIR=a build with iwasm and wamrc)"
 IWASM=""
 WAMRC=""
 for d in ${WAMR_DIR:+"$WAMR_DIR" "$WAMR_DIR/bin"} $(echo "$PATH" | tr : ' '); do
@@ -211,7 +245,7 @@ for d in ${WAMR_DIR:+"$WAMR_DIR" "$WAMR_DIR/bin"} $(echo "$PATH" | tr : ' '); do
 	[ -z "$WAMRC" ] && [ -x "$d/wamrc" ] && WAMRC=$d/wamrc
 done
 if [ -n "$IWASM" ] && [ -n "$WAMRC" ]; then
-	for m in lua bzip2 speedtest1; do
+	for m in lua bzip2 speedtest1 zlib_bench; do
 		[ -f "$W/$m.aot" ] || "$WAMRC" --opt-level=3 -o "$W/$m.aot" "$W/$m.wasm" >/dev/null ||
 			{ echo "wasm-real: wamrc failed on $m.wasm" >&2; exit 1; }
 	done
@@ -230,7 +264,7 @@ normalize() {
 
 run_one() { # $1 prog, $2 engine, $3 args, $4 stdin: appends "prog engine seconds" to times
 	p=$1
-	case $p in lua) m=lua ;; bzip2) m=bzip2 ;; sqlite) m=speedtest1 ;; esac
+	case $p in lua) m=lua ;; bzip2) m=bzip2 ;; sqlite) m=speedtest1 ;; zlib) m=zlib_bench ;; esac
 	in=/dev/null
 	[ "$4" = - ] || in=$4
 	t0=$(date +%s%N)
@@ -277,7 +311,7 @@ if [ $HAVE_JIT = 1 ]; then
 	echo "         jit1 = our compiler, first run (compile included; JIT_FIRST=0: left out); jit = our compiler, cached"
 	# each program's workload once, untimed: what the cached column finds
 	while IFS='|' read -r p args in; do
-		case $p in lua) m=lua ;; bzip2) m=bzip2 ;; sqlite) m=speedtest1 ;; esac
+		case $p in lua) m=lua ;; bzip2) m=bzip2 ;; sqlite) m=speedtest1 ;; zlib) m=zlib_bench ;; esac
 		[ "$in" = - ] && in=/dev/null
 		# shellcheck disable=SC2086
 		"$KIS" sandbox run --tier wasm --wasm-engine compiler --workspace "$WS" -- "$m.wasm" \
@@ -295,7 +329,7 @@ if [ -n "$WAMR_WHY" ]; then
 else
 	echo "         wamr = WAMR AOT: $WAMRC --opt-level=3, then $IWASM"
 fi
-echo "         CoreMark: n/a (no Debian package carries its sources; only Debian's and npm's registries are reachable)"
+echo "         CoreMark: n/a (neither a Debian package nor an npm package carries its sources; only those two registries are reachable)"
 "$KIS" sandbox backends | grep '^wasm engines\|^wasm compiler memory' || true
 : > "$OUT/times"
 for r in $(seq "$ROUNDS"); do
