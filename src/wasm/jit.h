@@ -25,8 +25,7 @@ struct wasm_jit_ctx {
 	struct kis_wasm_global **globals;
 	struct kis_wasm_table **tables;
 	struct kis_wasm_func **funcs;
-	atomic_int *interrupt;       /* the store's, as the interpreter checks it */
-	int64_t *fuel;
+	atomic_int *tick;            /* the store's jit_tick: WASM_JIT_TICK_* */
 	uintptr_t stack_limit;       /* lowest stack address a prologue may reach */
 	const struct wasm_functype *types; /* the module's types */
 	struct kis_wasm_instance *inst;
@@ -44,6 +43,20 @@ struct wasm_jit_store {
 	uint32_t in_host; /* inside a host or interpreted callee of compiled code */
 	jmp_buf *trap_jb;
 };
+
+/* The one word compiled code tests at every function entry and loop header
+ * (struct kis_wasm_store.jit_tick), where the interpreter tests the
+ * interrupt flag and then takes one step of fuel (exec.c TICK): zero on a
+ * run with no fuel budget that nobody interrupted, so the common tick is a
+ * load and a branch. Anything else calls wasm_jit_rt_tick, which does what
+ * TICK does (the interrupt flag, then one step of the store's fuel when the
+ * run is METERed): a budgeted run takes that call at every tick (slower,
+ * counted exactly as the interpreter counts). INTERRUPT is set by
+ * kis_wasm_interrupt after the store's interrupt flag, which stays what
+ * the interrupt means; METER by kis_wasm_call at a run's start when a
+ * budget is set. */
+#define WASM_JIT_TICK_INTERRUPT 1
+#define WASM_JIT_TICK_METER 2
 
 /* Guard-region memory (docs/wasm.md, "The compiler"). Compiled code makes
  * the address of an access as data + zext(i32 index) + offset (a u32):
@@ -88,6 +101,7 @@ KIS_HIDDEN int wasm_memory_reserve(struct kis_wasm_memory *mem);
  * with WASM_JIT_LIBC, all that compiled code may link to (jit_elf.c). */
 #define WASM_JIT_HELPERS(X)                 \
 	X(wasm_jit_rt_trap)                 \
+	X(wasm_jit_rt_tick)                 \
 	X(wasm_jit_rt_call)                 \
 	X(wasm_jit_rt_sig_eq)               \
 	X(wasm_jit_rt_memory_grow)          \
@@ -119,6 +133,7 @@ KIS_HIDDEN int wasm_memory_reserve(struct kis_wasm_memory *mem);
 	X(truncf)
 
 KIS_HIDDEN __attribute__((noreturn)) void wasm_jit_rt_trap(struct wasm_jit_ctx *c, uint32_t kind);
+KIS_HIDDEN void wasm_jit_rt_tick(struct wasm_jit_ctx *c);
 KIS_HIDDEN void wasm_jit_rt_call(struct wasm_jit_ctx *c, struct kis_wasm_func *f, uint64_t *io);
 KIS_HIDDEN uint32_t wasm_jit_rt_sig_eq(const struct wasm_functype *a, const struct wasm_functype *b);
 KIS_HIDDEN uint32_t wasm_jit_rt_memory_grow(struct wasm_jit_ctx *c, uint32_t delta);

@@ -505,6 +505,7 @@ void declare_helpers(struct gen *g)
 		g->name = LLVMAddFunction(g->M, #name, g->name##_t);                     \
 	} while (0)
 	DECL(wasm_jit_rt_trap, v, p, i32);
+	DECL(wasm_jit_rt_tick, v, p);
 	DECL(wasm_jit_rt_call, v, p, p, g->i64p);
 	DECL(wasm_jit_rt_sig_eq, i32, p, p);
 	DECL(wasm_jit_rt_memory_grow, i32, p, i32);

@@ -222,20 +222,31 @@ void trap_now(struct gen *g, uint32_t kind)
 	g->dead = true;
 }
 
-/* The interpreter's TICK (exec.c): the interrupt flag, then one fuel. */
+/* The interpreter's TICK (exec.c), the interrupt flag then one fuel, as
+ * one test of the store's jit_tick word (jit.h): zero, the usual case
+ * (no budget, no interrupt), goes on; anything else calls the runtime,
+ * which traps or counts the fuel and returns. Measured against the
+ * flag's test then a fuel decrement in memory (docs/wasm.md, "The tick").
+ */
 void tick(struct gen *g)
 {
-	LLVMValueRef ip = ldi(g, g->ctx, CTX(interrupt), g->i8p);
-	LLVMValueRef ipp = LLVMBuildBitCast(g->B, ip, LLVMPointerType(g->i32, 0), "");
-	LLVMValueRef flag = LLVMBuildLoad2(g->B, g->i32, ipp, "");
-	LLVMSetOrdering(flag, LLVMAtomicOrderingMonotonic);
-	LLVMSetAlignment(flag, 4);
-	trap_if(g, LLVMBuildICmp(g->B, LLVMIntNE, flag, k32(g, 0), ""), KIS_WASM_TRAP_INTERRUPTED);
-	LLVMValueRef fp = ldi(g, g->ctx, CTX(fuel), g->i8p);
-	LLVMValueRef fpp = LLVMBuildBitCast(g->B, fp, g->i64p, "");
-	LLVMValueRef fuel = LLVMBuildSub(g->B, LLVMBuildLoad2(g->B, g->i64, fpp, ""), k64(g, 1), "");
-	LLVMBuildStore(g->B, fuel, fpp);
-	trap_if(g, LLVMBuildICmp(g->B, LLVMIntSLT, fuel, k64(g, 0), ""), KIS_WASM_TRAP_OUT_OF_FUEL);
+	LLVMValueRef tp = ldi(g, g->ctx, CTX(tick), g->i8p);
+	LLVMValueRef tpp = LLVMBuildBitCast(g->B, tp, LLVMPointerType(g->i32, 0), "");
+	LLVMValueRef w = LLVMBuildLoad2(g->B, g->i32, tpp, "");
+	LLVMSetOrdering(w, LLVMAtomicOrderingMonotonic);
+	LLVMSetAlignment(w, 4);
+	LLVMValueRef set = LLVMBuildICmp(g->B, LLVMIntNE, w, k32(g, 0), "");
+	LLVMValueRef f = LLVMConstInt(g->i1, 0, 0);
+	LLVMValueRef eargs[2] = {set, f};
+	LLVMTypeRef i1 = g->i1;
+	set = intrinsic(g, "llvm.expect", &i1, 1, eargs, 2);
+	LLVMBasicBlockRef slow = LLVMAppendBasicBlockInContext(g->C, g->F, "tick");
+	LLVMBasicBlockRef on = LLVMAppendBasicBlockInContext(g->C, g->F, "");
+	LLVMBuildCondBr(g->B, set, slow, on);
+	LLVMPositionBuilderAtEnd(g->B, slow);
+	LLVMBuildCall2(g->B, g->wasm_jit_rt_tick_t, g->wasm_jit_rt_tick, &g->ctx, 1, "");
+	LLVMBuildBr(g->B, on);
+	LLVMPositionBuilderAtEnd(g->B, on);
 }
 
 /* Memory 0's base and size into their allocas: at entry, and after

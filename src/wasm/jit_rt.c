@@ -136,8 +136,7 @@ int wasm_jit_instance_init(struct kis_wasm_instance *inst, char *err, size_t err
 	c->globals = inst->globals;
 	c->tables = inst->tables;
 	c->funcs = inst->funcs;
-	c->interrupt = &inst->store->interrupt;
-	c->fuel = &inst->store->fuel;
+	c->tick = &inst->store->jit_tick;
 	c->stack_limit = js->stack_limit;
 	c->types = m->types;
 	c->inst = inst;
@@ -375,6 +374,28 @@ void wasm_jit_rt_trap(struct wasm_jit_ctx *c, uint32_t kind)
 	if (kind == KIS_WASM_OK || kind >= KIS_WASM_TRAP__COUNT)
 		kind = KIS_WASM_TRAP_UNREACHABLE;
 	longjmp(*c->store->jit->trap_jb, (int)kind);
+}
+
+/* A tick whose word was not zero (jit.h, WASM_JIT_TICK_*): the
+ * interpreter's TICK, the interrupt flag and then one step of fuel. */
+void wasm_jit_rt_tick(struct wasm_jit_ctx *c)
+{
+	struct kis_wasm_store *s = c->store;
+	if (atomic_load(&s->interrupt))
+		wasm_jit_rt_trap(c, KIS_WASM_TRAP_INTERRUPTED);
+	int w = atomic_load(&s->jit_tick);
+	if (w & WASM_JIT_TICK_INTERRUPT) {
+		/* an interrupt of a run before this one, which kis_wasm_call's
+		 * reset of the word raced with: the flag, cleared, is what
+		 * counts. Clear the bit, then look at the flag again: an
+		 * interrupt that sets it after our first look set the bit
+		 * after setting the flag, so one of the two looks sees it. */
+		atomic_fetch_and(&s->jit_tick, ~WASM_JIT_TICK_INTERRUPT);
+		if (atomic_load(&s->interrupt))
+			wasm_jit_rt_trap(c, KIS_WASM_TRAP_INTERRUPTED);
+	}
+	if ((w & WASM_JIT_TICK_METER) && --s->fuel < 0)
+		wasm_jit_rt_trap(c, KIS_WASM_TRAP_OUT_OF_FUEL);
 }
 
 /* A call that compiled code does not make directly: a host function, or a

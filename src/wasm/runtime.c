@@ -64,6 +64,7 @@ struct kis_wasm_store *kis_wasm_store_new(void)
 	s->fuel = INT64_MAX; /* unlimited, as kis_wasm_call sets it */
 	s->mem_limit_pages = KIS_WASM_MAX_PAGES;
 	atomic_init(&s->interrupt, 0);
+	atomic_init(&s->jit_tick, 0);
 	return s;
 }
 
@@ -225,6 +226,9 @@ int kis_wasm_compiler_id(char *buf, size_t len)
 void kis_wasm_interrupt(struct kis_wasm_store *s)
 {
 	atomic_store(&s->interrupt, 1);
+	/* after the flag: compiled code that sees this bit finds it set
+	 * (both sequentially consistent, lock-free: signal safe) */
+	atomic_fetch_or(&s->jit_tick, WASM_JIT_TICK_INTERRUPT);
 }
 
 void kis_wasm_set_fuel(struct kis_wasm_store *s, int64_t fuel)
@@ -644,6 +648,9 @@ enum kis_wasm_trap kis_wasm_call(struct kis_wasm_store *s, struct kis_wasm_func 
 		/* unlimited (-1) becomes a count the interpreter never exhausts:
 		 * it then only decrements and tests the sign (exec.c TICK) */
 		s->fuel = s->fuel_budget < 0 ? INT64_MAX : s->fuel_budget;
+		/* compiled code counts fuel only in a budgeted run: unlimited,
+		 * the count is never read (kis_wasm_fuel_left says -1) */
+		atomic_store(&s->jit_tick, s->fuel_budget < 0 ? 0 : WASM_JIT_TICK_METER);
 	}
 	return wasm_invoke(s, f, args, results);
 }
