@@ -226,7 +226,8 @@ void trap_now(struct gen *g, uint32_t kind)
  * one test of the store's jit_tick word (jit.h): zero, the usual case
  * (no budget, no interrupt), goes on; anything else calls the runtime,
  * which traps or counts the fuel and returns. Measured against the
- * flag's test then a fuel decrement in memory (docs/wasm.md, "The tick").
+ * flag's test then a fuel decrement in memory (docs/wasm.md, "The tick,
+ * SQLite's profile, zlib").
  */
 void tick(struct gen *g)
 {
