@@ -86,9 +86,10 @@ static LLVMTargetMachineRef host_machine(bool fast, char *err, size_t errlen)
 }
 
 /* Defined functions [lo, hi) of m to an object file in *objp (0), or -1
- * with err. Every defined function is declared (so a call out of the range
- * names f<i>, which the loader resolves against the object that defines
- * it: jit_elf.c), only the range's are defined, with their wrappers. One
+ * with err. A defined function is declared where the range first names it
+ * (fn_decl: a call out of the range names f<i>, which the loader resolves
+ * against the object that defines it, jit_elf.c), only the range's are
+ * defined, with their wrappers. One
  * LLVMContext, module and target machine of its own: LLVM's contexts share
  * nothing, so ranges compile on threads of their own (compile_ranges). */
 static int generate_range(struct kis_wasm_module *m, uint32_t lo, uint32_t hi,
@@ -133,21 +134,6 @@ static int generate_range(struct kis_wasm_module *m, uint32_t lo, uint32_t hi,
 	declare_helpers(&g);
 	for (uint32_t i = 0; i < m->ntypes; i++)
 		g.ftys[i] = func_type(&g, &m->types[i]);
-	for (uint32_t i = 0; i < n; i++) {
-		char name[32];
-		snprintf(name, sizeof(name), "f%u", i);
-		g.fns[i] = LLVMAddFunction(g.M, name, g.ftys[m->func_types[m->nfunc_imports + i]]);
-		/* no tail-recursion elimination: a recursion that runs out of
-		 * stack in the interpreter must trap here too, not loop */
-		LLVMAddAttributeAtIndex(g.fns[i], LLVMAttributeFunctionIndex,
-					LLVMCreateStringAttribute(g.C, "disable-tail-calls", 18, "true", 4));
-		/* a frame larger than a page is touched page by page as it is
-		 * made (LLVM's inline stack probes, as -fstack-clash-protection
-		 * gives C): allocating it can only fault on the guard page,
-		 * never step over it, whatever runs before the limit check */
-		LLVMAddAttributeAtIndex(g.fns[i], LLVMAttributeFunctionIndex,
-					LLVMCreateStringAttribute(g.C, "probe-stack", 11, "inline-asm", 10));
-	}
 	for (uint32_t i = lo; i < hi; i++)
 		if (gen_func(&g, i) < 0)
 			goto out;

@@ -51,7 +51,7 @@ struct gen {
 	LLVMBuilderRef B, AB; /* code, and allocas in the entry block */
 	LLVMTypeRef i1, i8, i16, i32, i64, i128, f32, f64, vd, i8p, i64p;
 	LLVMTypeRef *ftys; /* per type index */
-	LLVMValueRef *fns; /* per defined function */
+	LLVMValueRef *fns; /* per defined function, NULL until named (fn_decl) */
 #define H(n) LLVMValueRef n; LLVMTypeRef n##_t;
 	WASM_JIT_HELPERS(H)
 #undef H
@@ -155,6 +155,7 @@ LLVMBasicBlockRef branch_block(struct gen *g, uint32_t l);
 int skip_imm(struct gen *g, uint8_t op);
 LLVMValueRef io_slots(struct gen *g, uint32_t n);
 LLVMValueRef func_ptr(struct gen *g, uint32_t idx);
+LLVMValueRef fn_decl(struct gen *g, uint32_t di);
 int op_call(struct gen *g, uint32_t idx);
 int op_call_indirect(struct gen *g, uint32_t tidx, uint32_t tab);
 

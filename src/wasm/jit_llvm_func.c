@@ -359,7 +359,7 @@ int gen_func(struct gen *g, uint32_t di)
 	const struct wasm_code *code = &m->codes[di];
 	const struct wasm_functype *ft = &m->types[m->func_types[m->nfunc_imports + di]];
 	reset_func(g);
-	g->F = g->fns[di];
+	g->F = fn_decl(g, di);
 	g->ctx = LLVMGetParam(g->F, 0);
 	g->p = code->body;
 	g->end = code->body + code->body_len;
@@ -486,7 +486,7 @@ void gen_wrap(struct gen *g, uint32_t di)
 	uint32_t k = 0;
 	for (uint32_t i = 0; i < ft->np; i++)
 		args[1 + i] = get_slots(g, io, &k, ft->t[i]);
-	LLVMValueRef r = LLVMBuildCall2(g->B, g->ftys[ti], g->fns[di], args, ft->np + 1, "");
+	LLVMValueRef r = LLVMBuildCall2(g->B, g->ftys[ti], fn_decl(g, di), args, ft->np + 1, "");
 	k = 0;
 	for (uint32_t i = 0; i < ft->nr; i++) {
 		LLVMValueRef v = ft->nr == 1 ? r : LLVMBuildExtractValue(g->B, r, i, "");
