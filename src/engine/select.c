@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
-/* The backend table and tier selection (DESIGN.md, Selection): a pinned
- * backend or tier must be present; auto takes the most restrictive present
- * tier that can run the command, and never the process tier. */
+/* Tier selection (DESIGN.md, Selection): a pinned backend or tier must be
+ * present; auto takes the most restrictive present tier that can run the
+ * command, and never the process tier. The table it picks from is table.c's. */
 #include "core/util.h"
 
 #include <fcntl.h>
@@ -15,18 +15,6 @@
 #include "engine/internal.h"
 #include "kis/backend.h"
 
-/* Weakest tier first; within a tier, preferred backend first. */
-static const struct kis_backend *const table[] = {
-	&kis_backend_process,
-	&kis_backend_wasm,
-	/* bubblewrap first: namespaces (pid, net, mount) on top of the same
-	 * seccomp policy confine more than Landlock alone */
-	&kis_backend_bubblewrap,
-	&kis_backend_landlock,
-	&kis_backend_oci,
-	&kis_backend_microvm,
-};
-
 void kis_backend_probe(const struct kis_backend *b, const char *store_root, bool thorough,
 		       struct kis_caps *caps)
 {
@@ -39,20 +27,6 @@ void kis_backend_probe(const struct kis_backend *b, const char *store_root, bool
 	if (thorough && caps->native)
 		kis_caps_default_limits(caps, b->rootless_nproc_unbound);
 	kis_ctx_release(&e);
-}
-
-const struct kis_backend *const *kis_backends(size_t *n)
-{
-	*n = ARRAY_SIZE(table);
-	return table;
-}
-
-const struct kis_backend *kis_backend_find(const char *name)
-{
-	for (size_t i = 0; i < ARRAY_SIZE(table); i++)
-		if (!strcmp(table[i]->name, name))
-			return table[i];
-	return NULL;
 }
 
 /* A module starts with "\0asm" (WebAssembly core spec, 5.5.16 Modules).
@@ -147,7 +121,9 @@ int kis_select_backend_in(const struct kis_ctx *ctx, const struct kis_profile *p
 	}
 	if (p->tier != KIS_TIER_AUTO) {
 		char why[400] = "";
-		for (size_t i = 0; i < ARRAY_SIZE(table); i++) {
+		size_t nt = 0;
+		const struct kis_backend *const *table = kis_backends(&nt);
+		for (size_t i = 0; i < nt; i++) {
 			if (table[i]->tier != p->tier)
 				continue;
 			table[i]->probe(ctx, caps);
@@ -175,8 +151,10 @@ int kis_select_backend_in(const struct kis_ctx *ctx, const struct kis_profile *p
 	 * none can is the profile refused, naming what blocked each. */
 	char why[1024] = "";
 	bool any_present = false;
+	size_t nt = 0;
+	const struct kis_backend *const *table = kis_backends(&nt);
 	for (int t = KIS_TIER__COUNT - 1; t > KIS_TIER_PROCESS; t--) {
-		for (size_t i = 0; i < ARRAY_SIZE(table); i++) {
+		for (size_t i = 0; i < nt; i++) {
 			const struct kis_backend *b = table[i];
 			if ((int)b->tier != t)
 				continue;
