@@ -20,9 +20,10 @@
 #include "kis/backend.h"
 #include "confine/confine.h"
 #include "engine/owner.h"
+#include "engine/session_end.h"
 #include "core/io.h"
 #include "core/record.h"
-#include "kis/session.h"
+#include "core/log.h"
 #include "store/store_internal.h"
 #include "core/tree.h"
 
@@ -274,8 +275,13 @@ static void reap_session(struct reap *r, const char *v)
 	report(r, "session", tmp, done, e);
 }
 
-/* A run with a terminal is a one-exec session (run.c): killed, the
- * session it made goes with it. */
+static int reap_id(struct kis_store *s, const char *id, struct kis_error **err);
+
+/* A run with a terminal is a one-exec session (entry.c): killed, the
+ * session it made goes with it. Ended as destroy ends one (what its
+ * creator left undone first, then kis_session_end), with the store the
+ * sweep holds: session_end.c lies below both, so the sweep needs nothing
+ * of session.c, which opens stores and so sweeps (issue 42). */
 static void reap_tty_session(struct reap *r, const char *v)
 {
 	if (kis_id_validate(v, "session id", NULL) < 0)
@@ -290,8 +296,12 @@ static void reap_tty_session(struct reap *r, const char *v)
 		report(r, "session", v, 0, NULL);
 		return;
 	}
+	_cleanup_(kis_log_scope_end) const char *log_prev = kis_log_scope(v);
 	struct kis_error *e = NULL;
-	int done = kis_session_destroy(r->s->root, v, &e) < 0 ? -1 : 1;
+	int own = reap_id(r->s, v, &e);
+	if (own == 1)
+		kis_error_set(&e, KIS_E_BUSY, 0, "session '%s' is being created", v);
+	int done = own != 0 || kis_session_end(r->s, v, &e) < 0 ? -1 : 1;
 	report(r, "session", v, done, e);
 }
 
@@ -415,11 +425,9 @@ static int owner_reap(struct kis_store *s, const char *name, int owner_fd, bool 
 	return 0;
 }
 
-int kis_owner_reap_id(const char *store_root, const char *id, struct kis_error **err)
+/* The owner id of store s undone if its process is gone (kis_owner_reap_id). */
+static int reap_id(struct kis_store *s, const char *id, struct kis_error **err)
 {
-	TRY(kis_id_validate(id, "sandbox id", err));
-	struct kis_store *s = NULL;
-	TRY(store_open_with(store_root, false, owner_reap, &s, err));
 	int r = 0;
 	int d = store_open_owner(s->owners_fd, id);
 	if (d >= 0) {
@@ -432,6 +440,15 @@ int kis_owner_reap_id(const char *store_root, const char *id, struct kis_error *
 					  id);
 		close(d);
 	}
+	return r;
+}
+
+int kis_owner_reap_id(const char *store_root, const char *id, struct kis_error **err)
+{
+	TRY(kis_id_validate(id, "sandbox id", err));
+	struct kis_store *s = NULL;
+	TRY(store_open_with(store_root, false, owner_reap, &s, err));
+	int r = reap_id(s, id, err);
 	kis_store_free(s);
 	return r;
 }

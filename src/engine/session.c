@@ -22,6 +22,7 @@
 
 #include "engine/internal.h"
 #include "engine/owner.h"
+#include "engine/session_end.h"
 #include "core/argv.h"
 #include "core/io.h"
 #include "core/json.h"
@@ -31,7 +32,6 @@
 #include "core/tree.h"
 
 #define SOCK_NAME "agent.sock"
-#define META_NAME "session.json"
 
 /* sessions/ under the store root, created 0700 (DESIGN.md: the channel is a
  * unix socket in a 0700 directory of the store). */
@@ -65,9 +65,6 @@ static int fd_sockaddr(int dfd, struct sockaddr_un *sa)
 	return 0;
 }
 
-static void end_agent(json_t *meta);
-static const struct kis_backend *meta_backend(json_t *meta);
-
 static int write_meta(int dfd, json_t *meta, struct kis_error **err)
 {
 	char *s = json_dumps(meta, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
@@ -82,63 +79,6 @@ static int write_meta(int dfd, json_t *meta, struct kis_error **err)
 		close(fd);
 	free(s);
 	return r;
-}
-
-static json_t *read_meta(int dfd)
-{
-	_cleanup_close_ int fd = openat(dfd, META_NAME, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-	if (fd < 0)
-		return NULL;
-	json_error_t je;
-	return json_loadfd(fd, 0, &je);
-}
-
-static bool agent_alive(json_t *meta)
-{
-	pid_t pid = (pid_t)json_integer_value(json_object_get(meta, "agent_pid"));
-	uint64_t st = (uint64_t)json_integer_value(json_object_get(meta, "agent_start"));
-	return pid > 0 && st && kis_proc_starttime(pid) == st;
-}
-
-
-/* A create or destroy that was killed half-way leaves .tmp-<id> or
- * .del-<id> behind, perhaps with its agent running. A later command ends
- * what it finds there once it is a minute old (a create in progress is
- * younger than that). */
-static void sweep_leftovers(int sdir)
-{
-	int fd = dup(sdir);
-	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
-	if (!d) {
-		if (fd >= 0)
-			close(fd);
-		return;
-	}
-	struct dirent *e;
-	time_t now = time(NULL);
-	while ((e = readdir(d))) {
-		if (strncmp(e->d_name, ".tmp-", 5) && strncmp(e->d_name, ".del-", 5))
-			continue;
-		struct stat stb;
-		if (fstatat(sdir, e->d_name, &stb, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISDIR(stb.st_mode) ||
-		    now - stb.st_mtime < 60)
-			continue;
-		_cleanup_close_ int dfd = openat(sdir, e->d_name,
-						 O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
-		json_t *meta = dfd >= 0 ? read_meta(dfd) : NULL;
-		if (meta) {
-			end_agent(meta);
-			const struct kis_backend *b = meta_backend(meta);
-			if (b && b->end_session) {
-				struct kis_session_ctx ctx = {.id = e->d_name + 5, .dir_fd = dfd,
-							      .listen_fd = -1};
-				b->end_session(&ctx, NULL);
-			}
-			json_decref(meta);
-		}
-		kis_tree_remove_quiet(sdir, e->d_name);
-	}
-	closedir(d);
 }
 
 static void created_now(char buf[32])
@@ -288,7 +228,7 @@ int kis_session_create_in(struct kis_engine_ctx *ec, const struct kis_profile *p
 	_cleanup_close_ int sdir = open_sessions_dir(ec, true, &sessions_path, err);
 	if (sdir < 0)
 		return -1;
-	sweep_leftovers(sdir);
+	kis_session_sweep_leftovers(sdir);
 	/* Until it is published, the session is its creator's: what it makes
 	 * is recorded under an owner (engine/owner.h) and swept if the
 	 * creator dies; published, it is the session's to end (destroy). */
@@ -436,8 +376,8 @@ static void explain_exec(struct kis_engine_ctx *ec, const char *id, struct kis_r
 	if (sdir < 0)
 		return;
 	_cleanup_close_ int dfd = openat(sdir, id, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
-	json_t *meta = dfd >= 0 ? read_meta(dfd) : NULL;
-	const struct kis_backend *b = meta ? meta_backend(meta) : NULL;
+	json_t *meta = dfd >= 0 ? kis_session_meta_read(dfd) : NULL;
+	const struct kis_backend *b = meta ? kis_session_meta_backend(meta) : NULL;
 	if (b) {
 		res->tier = b->tier;
 		res->backend = b->name;
@@ -489,7 +429,7 @@ static int connect_session(struct kis_engine_ctx *ec, const char *id, bool tty,
 				     "no session '%s' (see 'kis sandbox session list')", id);
 	if (tty) {
 		/* The backend decides, however the call arrives: no silent pipes. */
-		json_t *meta = read_meta(dfd);
+		json_t *meta = kis_session_meta_read(dfd);
 		const char *name = json_string_value(json_object_get(meta, "backend"));
 		const struct kis_backend *b = name ? kis_backend_find(name) : NULL;
 		struct kis_caps caps = {0};
@@ -531,7 +471,7 @@ static int exec_agentless(struct kis_engine_ctx *ec, const char *id, char *const
 		return -1;
 	_cleanup_close_ int dfd = sdir < 0 ? -1 :
 		openat(sdir, id, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
-	json_t *meta = dfd >= 0 ? read_meta(dfd) : NULL;
+	json_t *meta = dfd >= 0 ? kis_session_meta_read(dfd) : NULL;
 	if (!meta || !json_is_true(json_object_get(meta, "agentless"))) {
 		json_decref(meta);
 		return 0; /* an agent's session, or none: connect_session says which */
@@ -539,7 +479,7 @@ static int exec_agentless(struct kis_engine_ctx *ec, const char *id, char *const
 	int r = -1;
 	struct kis_profile p;
 	kis_profile_init(&p);
-	const struct kis_backend *b = meta_backend(meta);
+	const struct kis_backend *b = kis_session_meta_backend(meta);
 	char *pj = json_dumps(json_object_get(meta, "profile"), JSON_COMPACT);
 	if (o->shell) {
 		kis_error_set(err, KIS_E_PROFILE_UNSATISFIABLE, 0,
@@ -604,8 +544,8 @@ static int session_cpu_fd(struct kis_engine_ctx *ec, const char *id)
 	if (sdir < 0)
 		return -1;
 	_cleanup_close_ int dfd = openat(sdir, id, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
-	json_t *meta = dfd >= 0 ? read_meta(dfd) : NULL;
-	const struct kis_backend *b = meta ? meta_backend(meta) : NULL;
+	json_t *meta = dfd >= 0 ? kis_session_meta_read(dfd) : NULL;
+	const struct kis_backend *b = meta ? kis_session_meta_backend(meta) : NULL;
 	int fd = -1;
 	if (b && b->session_cpu_fd) {
 		struct kis_session_ctx ctx = {.id = id, .dir_fd = dfd, .listen_fd = -1};
@@ -625,21 +565,17 @@ static int session_exec_limits(struct kis_engine_ctx *ec, const char *id,
 		return -1;
 	_cleanup_close_ int dfd = sdir < 0 ? -1 :
 		openat(sdir, id, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
-	json_t *meta = dfd >= 0 ? read_meta(dfd) : NULL;
+	json_t *meta = dfd >= 0 ? kis_session_meta_read(dfd) : NULL;
 	if (!meta)
 		return kis_error_set(err, KIS_E_NOT_FOUND, 0,
 				     "no session '%s' (see 'kis sandbox session list')", id);
-	const struct kis_backend *b = meta_backend(meta);
+	const struct kis_backend *b = kis_session_meta_backend(meta);
 	int r = b && b->exec_limits ? b->exec_limits(&o->limits, err) : 0;
 	if (r >= 0)
 		r = session_limits_merge(meta, id, &o->limits, out, err);
 	json_decref(meta);
 	return r;
 }
-
-/* Marks a session destroy has begun on (kis_session_destroy_in), before it ends the
- * agent: an exec that loses its agent then tells a destroy from a fault. */
-#define ENDING_NAME "destroying"
 
 /* Is session id being destroyed, or gone? */
 static bool session_ending(struct kis_engine_ctx *ec, const char *id)
@@ -672,8 +608,8 @@ static const struct kis_backend *session_backend_of(struct kis_engine_ctx *ec, c
 	if (sdir < 0)
 		return NULL;
 	_cleanup_close_ int dfd = openat(sdir, id, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
-	json_t *meta = dfd >= 0 ? read_meta(dfd) : NULL;
-	const struct kis_backend *b = meta ? meta_backend(meta) : NULL;
+	json_t *meta = dfd >= 0 ? kis_session_meta_read(dfd) : NULL;
+	const struct kis_backend *b = meta ? kis_session_meta_backend(meta) : NULL;
 	json_decref(meta);
 	return b;
 }
@@ -738,15 +674,9 @@ int kis_session_exec_in(struct kis_engine_ctx *ec, const char *id, char *const *
 
 /* ---- list and destroy ---- */
 
-static const struct kis_backend *meta_backend(json_t *meta)
-{
-	const char *name = json_string_value(json_object_get(meta, "backend"));
-	return name ? kis_backend_find(name) : NULL;
-}
-
 static const char *session_state(json_t *meta, const char *id, int dfd)
 {
-	const struct kis_backend *b = meta_backend(meta);
+	const struct kis_backend *b = kis_session_meta_backend(meta);
 	if (b && b->session_state) {
 		struct kis_session_ctx ctx = {.id = id, .dir_fd = dfd, .listen_fd = -1};
 		const char *st = b->session_state(&ctx);
@@ -755,7 +685,7 @@ static const char *session_state(json_t *meta, const char *id, int dfd)
 	}
 	if (json_is_true(json_object_get(meta, "agentless")))
 		return "ready"; /* no process: each exec is a fresh run */
-	return agent_alive(meta) ? "running" : "stopped";
+	return kis_session_agent_alive(meta) ? "running" : "stopped";
 }
 
 static int list_ec(struct kis_engine_ctx *ec, char **out, struct kis_error **err)
@@ -774,7 +704,7 @@ static int list_ec(struct kis_engine_ctx *ec, char **out, struct kis_error **err
 				continue;
 			_cleanup_close_ int dfd = openat(dirfd(d), e->d_name,
 							 O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
-			json_t *m = dfd >= 0 ? read_meta(dfd) : NULL;
+			json_t *m = dfd >= 0 ? kis_session_meta_read(dfd) : NULL;
 			if (!m)
 				continue;
 			json_object_set_new(m, "state", json_string(session_state(m, e->d_name, dfd)));
@@ -791,54 +721,12 @@ static int list_ec(struct kis_engine_ctx *ec, char **out, struct kis_error **err
 	return *out ? 0 : kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "session list");
 }
 
-static void end_agent(json_t *meta)
-{
-	if (!agent_alive(meta))
-		return;
-	pid_t pid = (pid_t)json_integer_value(json_object_get(meta, "agent_pid"));
-	_cleanup_close_ int pfd = (int)syscall(SYS_pidfd_open, pid, 0);
-	if (pfd < 0 || !agent_alive(meta))
-		return;
-	/* SIGTERM: the agent ends every command of the session; SIGKILL if it
-	 * has not gone in 3 s. Through the pidfd, so a recycled pid is safe. */
-	syscall(SYS_pidfd_send_signal, pfd, SIGTERM, NULL, 0);
-	struct pollfd p = {.fd = pfd, .events = POLLIN};
-	if (poll(&p, 1, 3000) <= 0) {
-		syscall(SYS_pidfd_send_signal, pfd, SIGKILL, NULL, 0);
-		poll(&p, 1, 3000);
-	}
-}
-
-/* The holds of a session's mounts (its metadata lists them), released. */
-static void session_unhold_mounts(struct kis_engine_ctx *ec, const char *id, json_t *mounts)
-{
-	struct kis_store *s = NULL;
-	if (!json_array_size(mounts) || kis_ctx_store(ec, &s, NULL) < 0)
-		return;
-	size_t i;
-	json_t *m;
-	json_array_foreach(mounts, i, m) {
-		const char *src = json_string_value(json_object_get(m, "source"));
-		const char *kind = json_string_value(json_object_get(m, "kind"));
-		if (!src || !kind)
-			continue;
-		if (!strcmp(kind, "base"))
-			kis_base_unhold(s, src, id);
-		else
-			kis_workspace_unhold_mount(s, src, id);
-	}
-}
-
 int kis_session_destroy_in(struct kis_engine_ctx *ec, const char *id, struct kis_error **err)
 {
 	TRY(kis_id_validate(id, "session id", err));
 	_cleanup_(kis_log_scope_end) const char *log_prev = kis_log_scope(id);
-	_cleanup_free_ char *spath = NULL, *dpath = NULL;
-	_cleanup_close_ int sdir = open_sessions_dir(ec, false, &spath, err);
-	if (sdir == -1)
-		return -1;
-	if (sdir < 0)
-		return 0; /* no sessions at all: nothing to destroy */
+	struct kis_store *st = NULL;
+	TRY(kis_ctx_store(ec, &st, err));
 	/* A session whose creator was killed before publishing it is still
 	 * recorded under the creator's owner: undo that (its agent, QEMU or
 	 * container, its half-made directory and workspace). */
@@ -850,54 +738,7 @@ int kis_session_destroy_in(struct kis_engine_ctx *ec, const char *id, struct kis
 				     "session '%s' is being created; destroy it once 'create' has "
 				     "ended",
 				     id);
-	_cleanup_close_ int dfd = openat(sdir, id, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
-	if (dfd < 0)
-		return 0; /* idempotent: already gone, or never was */
-	json_t *meta = read_meta(dfd);
-	if (!meta) {
-		/* No metadata (written last during create, or lost): it cannot
-		 * say which backend made the session, so every backend ends
-		 * what of it might be left (end_session is idempotent). */
-		size_t n = 0;
-		const struct kis_backend *const *all = kis_backends(&n);
-		for (size_t i = 0; i < n; i++)
-			if (all[i]->end_session) {
-				struct kis_session_ctx ctx = {.id = id, .dir_fd = dfd, .listen_fd = -1};
-				all[i]->end_session(&ctx, NULL);
-			}
-	}
-	if (meta) {
-		/* before the agent goes: its running execs report `cancelled` */
-		int mark = openat(dfd, ENDING_NAME, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
-		if (mark >= 0)
-			close(mark);
-		end_agent(meta);
-		const struct kis_backend *b = meta_backend(meta);
-		if (b && b->end_session) {
-			if (asprintf(&dpath, "%s/%s", spath, id) < 0)
-				dpath = NULL;
-			struct kis_session_ctx ctx = {.id = id, .dir_fd = dfd, .dir_path = dpath,
-						      .listen_fd = -1};
-			if (b->end_session(&ctx, err) < 0) {
-				json_decref(meta);
-				return kis_error_wrap(err, "destroying session '%s'", id);
-			}
-		}
-		const char *ws = json_string_value(json_object_get(meta, "workspace"));
-		kis_workspace_unhold_for(ec, ws, id);
-		session_unhold_mounts(ec, id, json_object_get(meta, "mounts"));
-		if (ws && json_is_true(json_object_get(meta, "workspace_cloned")))
-			kis_workspace_release(ec, ws);
-		json_decref(meta);
-	}
-	/* Hide it first (a rename is atomic), then remove. */
-	char tmp[KIS_ID_BUFSZ + 8];
-	snprintf(tmp, sizeof(tmp), ".del-%s", id);
-	if (renameat(sdir, id, sdir, tmp) < 0)
-		return errno == ENOENT ? 0 : kis_error_set(err, KIS_E_INTERNAL, errno,
-							   "cannot remove session '%s'", id);
-	kis_tree_remove_quiet(sdir, tmp);
-	return 0;
+	return kis_session_end(st, id, err);
 }
 
 static int plan_ctx(const struct kis_ctx *ctx, const struct kis_profile *p, char **plan_json,
