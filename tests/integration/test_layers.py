@@ -96,7 +96,7 @@ def test_the_engine_names_no_backend(tmp_path):
     compile_into(tmp_path, "src/backends/oci/oci.c",
                  "int kis_backend_oci;\nint kis_oci_remove(void) { return 0; }\n")
     compile_into(tmp_path, "src/agent/client.c", "int kis_call_agent(void) { return 0; }\n")
-    compile_into(tmp_path, "src/engine/select.c",
+    compile_into(tmp_path, "src/engine/table.c",
                  "extern int kis_backend_oci;\nint *reg(void) { return &kis_backend_oci; }\n")
     assert check(tmp_path, tmp_path / "build" / "obj").returncode == 0
     compile_into(tmp_path, "src/engine/owner.c",
@@ -124,6 +124,28 @@ def test_a_circle_of_files_fails(tmp_path):
     assert p.returncode == 1, p.stdout
     assert "a circle of files, one unit in 2:" in p.stdout, p.stdout
     assert "src/store/view.o" in p.stdout and "src/store/workspace.o" in p.stdout, p.stdout
+
+
+def test_the_engine_is_no_longer_excused_from_circles(tmp_path):
+    # issue 42: the owners' sweep (owner.c) ended a killed run's session
+    # through session.c, which calls owner.c: nine files of the engine were
+    # one unit, excused. The session's end went below both; a loop like
+    # that one fails now
+    compile_into(tmp_path, "src/engine/session_end.c", "int kis_session_end(void) { return 0; }\n")
+    compile_into(tmp_path, "src/engine/owner.c",
+                 "int kis_session_end(void);\nint kis_owner_reap_id(void) { return kis_session_end(); }\n")
+    compile_into(tmp_path, "src/engine/session.c",
+                 "int kis_owner_reap_id(void);\nint kis_session_end(void);\n"
+                 "int destroy(void) { return kis_owner_reap_id() + kis_session_end(); }\n")
+    p = check(tmp_path, tmp_path / "build" / "obj")
+    assert p.returncode == 0, p.stdout
+    compile_into(tmp_path, "src/engine/owner.c",
+                 "int kis_session_end(void);\nint destroy(void);\n"
+                 "int kis_owner_reap_id(void) { return kis_session_end() + destroy(); }\n")
+    p = check(tmp_path, tmp_path / "build" / "obj")
+    assert p.returncode == 1, p.stdout
+    assert "a circle of files, one unit in 2:" in p.stdout, p.stdout
+    assert "src/engine/owner.o" in p.stdout and "src/engine/session.o" in p.stdout, p.stdout
 
 
 def test_a_fork_outside_exec_fails(tmp_path):
