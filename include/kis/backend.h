@@ -163,6 +163,15 @@ struct kis_backend {
 	 * holds however the call arrives. */
 	int (*plan)(const struct kis_caps *caps, const struct kis_run_request *req,
 		    struct kis_plan **out, struct kis_error **err);
+	/* Place in the plan what the run made after planning it. A run plans
+	 * before it makes anything, so that a refusal costs no clone; then it
+	 * clones the base (or opens the workspace) and holds the mounts, and
+	 * hands amend the plan's request with workspace_path, its layers and
+	 * the mounts filled in (the rest as planned). Touches nothing on the
+	 * host and refuses nothing the plan took (the profile is the same):
+	 * < 0 only when out of memory. The plan is made once (issue 42). */
+	int (*amend)(struct kis_plan *plan, const struct kis_run_request *req,
+		     struct kis_error **err);
 	/* The plan as JSON (malloc'ed), for --dry-run. */
 	char *(*describe)(const struct kis_plan *plan);
 	/* Carry the plan out. A command that ran and failed is a successful run

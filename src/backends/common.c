@@ -92,6 +92,21 @@ bool kis_env_has(char *const *env, size_t n, const char *key)
 	return false;
 }
 
+/* cwd: the profile's (inside-sandbox paths under /workspace map onto the
+ * workspace here), else the workspace, else the caller's (NULL). */
+static int native_cwd(const struct kis_run_request *req, char **out)
+{
+	const struct kis_profile *p = req->profile;
+	const char *ws = req->workspace_path;
+	*out = NULL;
+	if (p->cwd && ws && !strncmp(p->cwd, "/workspace", 10) &&
+	    (p->cwd[10] == '/' || !p->cwd[10]))
+		return asprintf(out, "%s%s", ws, p->cwd + 10) < 0 ? (*out = NULL, -1) : 0;
+	if (p->cwd || ws)
+		return (*out = strdup(p->cwd ? p->cwd : ws)) ? 0 : -1;
+	return 0;
+}
+
 int kis_native_plan_init(struct kis_native_plan *n, const struct kis_run_request *req,
 			 struct kis_error **err)
 {
@@ -104,20 +119,8 @@ int kis_native_plan_init(struct kis_native_plan *n, const struct kis_run_request
 	for (char *const *a = req->argv; *a; a++)
 		if (kis_strv_push(&n->argv, &na, *a) < 0)
 			goto oom;
-	/* cwd: the profile's (inside-sandbox paths under /workspace map onto the
-	 * workspace here), else the workspace, else the caller's. */
-	const char *ws = req->workspace_path;
-	if (p->cwd && ws && !strncmp(p->cwd, "/workspace", 10) &&
-	    (p->cwd[10] == '/' || !p->cwd[10])) {
-		if (asprintf(&n->cwd, "%s%s", ws, p->cwd + 10) < 0)
-			goto oom;
-	} else if (p->cwd) {
-		if (!(n->cwd = strdup(p->cwd)))
-			goto oom;
-	} else if (ws) {
-		if (!(n->cwd = strdup(ws)))
-			goto oom;
-	}
+	if (native_cwd(req, &n->cwd) < 0)
+		goto oom;
 	for (size_t i = 0; i < p->n_env; i++)
 		if (kis_strv_push(&n->envp, &ne, p->env[i]) < 0)
 			goto oom;
@@ -135,6 +138,31 @@ int kis_native_plan_init(struct kis_native_plan *n, const struct kis_run_request
 oom:
 	kis_native_plan_release(n);
 	return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "cannot plan the command");
+}
+
+int kis_native_plan_amend(struct kis_native_plan *n, const struct kis_run_request *req,
+			  struct kis_error **err)
+{
+	const struct kis_profile *p = req->profile;
+	char *cwd = NULL;
+	if (native_cwd(req, &cwd) < 0)
+		return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "cannot amend the plan");
+	free(n->cwd);
+	n->cwd = cwd;
+	/* HOME follows cwd as init set it, unless the profile gives one */
+	if (kis_env_has(p->env, p->n_env, "HOME"))
+		return 0;
+	for (size_t i = 0; n->envp && n->envp[i]; i++) {
+		if (strncmp(n->envp[i], "HOME=", 5))
+			continue;
+		char *home = NULL;
+		if (asprintf(&home, "HOME=%s", n->cwd ? n->cwd : "/") < 0)
+			return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "cannot amend the plan");
+		free(n->envp[i]);
+		n->envp[i] = home;
+		break;
+	}
+	return 0;
 }
 
 void kis_native_plan_release(struct kis_native_plan *n)

@@ -67,6 +67,11 @@ int kis_check_mount_targets(const struct kis_profile *p, const char *backend,
  * profile's env (which wins). Nothing is inherited from the caller. */
 int kis_native_plan_init(struct kis_native_plan *n, const struct kis_run_request *req,
 			 struct kis_error **err);
+/* The plan's cwd and, unless the profile gives one, HOME made again from
+ * req, which has the workspace the run made after planning (the
+ * backends' amend, kis/backend.h). */
+int kis_native_plan_amend(struct kis_native_plan *n, const struct kis_run_request *req,
+			  struct kis_error **err);
 void kis_native_plan_release(struct kis_native_plan *n);
 char *kis_native_plan_describe(const struct kis_native_plan *n, const char *backend);
 int kis_native_plan_run(struct kis_native_plan *n, int (*child_setup)(void *, struct kis_error **),

@@ -121,6 +121,13 @@ static int process_plan(const struct kis_caps *caps, const struct kis_run_reques
 	return 0;
 }
 
+/* What a workspace changes here is the native plan's: cwd and HOME. */
+static int process_amend(struct kis_plan *pl, const struct kis_run_request *req,
+			 struct kis_error **err)
+{
+	return kis_native_plan_amend(&pl->n, req, err);
+}
+
 static char *process_describe(const struct kis_plan *pl)
 {
 	return kis_native_plan_describe(&pl->n, "process");
@@ -203,6 +210,7 @@ const struct kis_backend kis_backend_process = {
 	.tier = KIS_TIER_PROCESS,
 	.probe = process_probe,
 	.plan = process_plan,
+	.amend = process_amend,
 	.describe = process_describe,
 	.run = process_run,
 	.plan_free = process_plan_free,

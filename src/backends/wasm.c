@@ -107,6 +107,48 @@ struct kis_plan {
  * to 4.. (above 4 + KIS_MOUNTS_MAX, so no dup2 lands on one not moved). */
 #define MOUNT_FD_MIN 100
 
+/* What the run makes after planning, in the plan: the workspace and the
+ * mounts. At plan time, and again by amend with what the run made. */
+static int place(struct kis_plan *pl, const struct kis_run_request *req)
+{
+	if (req->workspace_path && !(pl->workspace = strdup(req->workspace_path)))
+		return -1;
+	for (size_t i = 0; i < req->n_mounts && i < KIS_MOUNTS_MAX; i++) {
+		struct wasm_mount *m = &pl->mounts[i];
+		pl->n_mounts = i + 1;
+		m->fd = -1;
+		m->ro = req->mounts[i].read_only;
+		if (!(m->target = strdup(req->mounts[i].target)) ||
+		    !(m->path = strdup(req->mounts[i].path)))
+			return -1;
+	}
+	return 0;
+}
+
+/* What place() put in the plan, freed (wasm_plan_free, amend). */
+static void unplace(struct kis_plan *pl)
+{
+	free(pl->workspace);
+	pl->workspace = NULL;
+	for (size_t i = 0; i < pl->n_mounts; i++) {
+		free(pl->mounts[i].target);
+		free(pl->mounts[i].path);
+		if (pl->mounts[i].fd >= 0)
+			close(pl->mounts[i].fd);
+		pl->mounts[i] = (struct wasm_mount){.fd = -1};
+	}
+	pl->n_mounts = 0;
+}
+
+static int wasm_amend(struct kis_plan *pl, const struct kis_run_request *req,
+		      struct kis_error **err)
+{
+	unplace(pl);
+	if (place(pl, req) < 0)
+		return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "cannot amend the plan");
+	return 0;
+}
+
 static void wasm_plan_free(struct kis_plan *pl)
 {
 	if (!pl)
@@ -114,16 +156,10 @@ static void wasm_plan_free(struct kis_plan *pl)
 	kis_strv_free(pl->argv);
 	kis_strv_free(pl->envp);
 	free(pl->module);
-	free(pl->workspace);
 	free(pl->store_root);
 	free(pl->store_dir);
 	free(pl->sandbox_id);
-	for (size_t i = 0; i < pl->n_mounts; i++) {
-		free(pl->mounts[i].target);
-		free(pl->mounts[i].path);
-		if (pl->mounts[i].fd >= 0)
-			close(pl->mounts[i].fd);
-	}
+	unplace(pl);
 	free(pl);
 }
 
@@ -207,7 +243,6 @@ static int wasm_plan(const struct kis_caps *caps, const struct kis_run_request *
 	pl->argv = kis_strv_dup(req->argv);
 	pl->envp = kis_strv_dup(p->env);
 	pl->module = strdup(rel);
-	pl->workspace = req->workspace_path ? strdup(req->workspace_path) : NULL;
 	pl->limits = req->limits;
 	pl->io = req->io;
 	pl->preopen = p->wasm.preopen == KIS_WASM_PREOPEN_WORKSPACE;
@@ -216,15 +251,8 @@ static int wasm_plan(const struct kis_caps *caps, const struct kis_run_request *
 		   !(pl->store_root = strdup(req->ctx->store_root));
 	oom |= req->store_dir && !(pl->store_dir = strdup(req->store_dir));
 	oom |= req->sandbox_id && !(pl->sandbox_id = strdup(req->sandbox_id));
-	for (size_t i = 0; i < req->n_mounts && i < KIS_MOUNTS_MAX; i++) {
-		struct wasm_mount *m = &pl->mounts[i];
-		pl->n_mounts = i + 1;
-		m->fd = -1;
-		m->ro = req->mounts[i].read_only;
-		oom |= !(m->target = strdup(req->mounts[i].target)) ||
-		       !(m->path = strdup(req->mounts[i].path));
-	}
-	if (oom || !pl->argv || !pl->envp || !pl->module || (req->workspace_path && !pl->workspace)) {
+	oom |= place(pl, req) < 0;
+	if (oom || !pl->argv || !pl->envp || !pl->module) {
 		wasm_plan_free(pl);
 		return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "cannot plan");
 	}
@@ -1312,6 +1340,7 @@ const struct kis_backend kis_backend_wasm = {
 	.tier = KIS_TIER_WASM,
 	.probe = wasm_probe,
 	.plan = wasm_plan,
+	.amend = wasm_amend,
 	.describe = wasm_describe,
 	.run = wasm_run,
 	.plan_free = wasm_plan_free,

@@ -190,14 +190,14 @@ struct kis_plan {
 	size_t n_mounts;
 };
 
-static void plan_release(struct kis_plan *pl)
+/* What place() put in the plan, freed (plan_release, amend). */
+static void unplace(struct kis_plan *pl)
 {
-	kis_native_plan_release(&pl->n);
-	free(pl->agent);
 	free(pl->workspace);
 	free(pl->ws_lower);
 	free(pl->ws_dir);
 	free(pl->inside_cwd);
+	pl->workspace = pl->ws_lower = pl->ws_dir = pl->inside_cwd = NULL;
 	for (size_t i = 0; i < pl->n_mounts; i++) {
 		free(pl->mounts[i].target);
 		free(pl->mounts[i].path);
@@ -205,6 +205,15 @@ static void plan_release(struct kis_plan *pl)
 		free(pl->mounts[i].ws_dir);
 	}
 	free(pl->mounts);
+	pl->mounts = NULL;
+	pl->n_mounts = 0;
+}
+
+static void plan_release(struct kis_plan *pl)
+{
+	kis_native_plan_release(&pl->n);
+	free(pl->agent);
+	unplace(pl);
 	free(pl->allow);
 	free(pl);
 }
@@ -227,6 +236,34 @@ static int plan_mounts(struct kis_plan *pl, const struct kis_run_request *req)
 		    (m->lower && (!(b->lower = strdup(m->lower)) || !(b->ws_dir = strdup(m->ws_dir)))))
 			return -1;
 	}
+	return 0;
+}
+
+/* What the run makes after planning, in the plan: the workspace (its
+ * path, an overlay's layers), the working directory and HOME inside, the
+ * mounts. At plan time, and again by amend with what the run made. */
+static int place(struct kis_plan *pl, const struct kis_run_request *req)
+{
+	const struct kis_profile *p = req->profile;
+	const char *home = req->workspace_path ? (p->root == KIS_ROOT_WORKSPACE ? "/" : "/workspace")
+					       : "/";
+	if (req->workspace_path && !(pl->workspace = strdup(req->workspace_path)))
+		return -1;
+	if (req->workspace_path && req->workspace_lower && req->workspace_upper) {
+		/* an overlay clone: upper/ and work/ sit in its directory */
+		const char *slash = strrchr(req->workspace_upper, '/');
+		if (!slash || strcmp(slash, "/upper") ||
+		    !(pl->ws_dir = strndup(req->workspace_upper,
+					   (size_t)(slash - req->workspace_upper))) ||
+		    !(pl->ws_lower = strdup(req->workspace_lower)))
+			return -1;
+	}
+	if (!(pl->inside_cwd = strdup(p->cwd ? p->cwd : home)) || plan_mounts(pl, req) < 0)
+		return -1;
+	/* Paths in the environment are the sandbox's, not the host's. */
+	if (!kis_host_profile_has_env(p, "HOME") &&
+	    kis_host_env_set(&pl->n.envp, "HOME", pl->inside_cwd, true) < 0)
+		return -1;
 	return 0;
 }
 
@@ -289,30 +326,23 @@ static int bubblewrap_plan(const struct kis_caps *caps, const struct kis_run_req
 	pl->n_allow = p->n_net_allow;
 	pl->cgroup_limits = KIS_CGROUP_LIMIT_BITS;
 	pl->cgroup_explicit = explicit_cg;
-	const char *home = req->workspace_path ? (p->root == KIS_ROOT_WORKSPACE ? "/" : "/workspace")
-					       : "/";
-	if (req->workspace_path && !(pl->workspace = strdup(req->workspace_path)))
-		goto oom;
-	if (req->workspace_path && req->workspace_lower && req->workspace_upper) {
-		/* an overlay clone: upper/ and work/ sit in its directory */
-		const char *slash = strrchr(req->workspace_upper, '/');
-		if (!slash || strcmp(slash, "/upper") ||
-		    !(pl->ws_dir = strndup(req->workspace_upper,
-					   (size_t)(slash - req->workspace_upper))) ||
-		    !(pl->ws_lower = strdup(req->workspace_lower)))
-			goto oom;
-	}
-	if (!(pl->inside_cwd = strdup(p->cwd ? p->cwd : home)) || plan_mounts(pl, req) < 0)
-		goto oom;
-	/* Paths in the environment are the sandbox's, not the host's. */
-	if (!kis_host_profile_has_env(p, "HOME") &&
-	    kis_host_env_set(&pl->n.envp, "HOME", pl->inside_cwd, true) < 0)
+	if (place(pl, req) < 0)
 		goto oom;
 	*out = pl;
 	return 0;
 oom:
 	plan_release(pl);
 	return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "cannot plan");
+}
+
+static int bubblewrap_amend(struct kis_plan *pl, const struct kis_run_request *req,
+			    struct kis_error **err)
+{
+	TRY(kis_native_plan_amend(&pl->n, req, err));
+	unplace(pl);
+	if (place(pl, req) < 0)
+		return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "cannot amend the plan");
+	return 0;
 }
 
 /* ---- bwrap's argv, as a list ---- */
@@ -1031,6 +1061,7 @@ const struct kis_backend kis_backend_bubblewrap = {
 	.rootless_layers = true,
 	.probe = bubblewrap_probe,
 	.plan = bubblewrap_plan,
+	.amend = bubblewrap_amend,
 	.describe = bubblewrap_describe,
 	.run = bubblewrap_run,
 	.plan_free = bubblewrap_plan_free,

@@ -89,6 +89,27 @@ struct kis_plan {
 	bool tmpdir_env;         /* set TMPDIR to the private directory */
 };
 
+/* The workspace in the plan: at plan time, and again when amended with
+ * the one the run made after planning. */
+static int place_workspace(struct kis_plan *pl, const struct kis_run_request *req)
+{
+	if (req->workspace_path && !(pl->workspace = strdup(req->workspace_path)))
+		return -1;
+	if (req->workspace_path && req->workspace_lower && req->workspace_upper) {
+		/* an overlay clone: upper/ and work/ sit in its directory */
+		const char *slash = strrchr(req->workspace_upper, '/');
+		if (!slash || strcmp(slash, "/upper") ||
+		    !(pl->ws_dir = strndup(req->workspace_upper,
+					   (size_t)(slash - req->workspace_upper))) ||
+		    !(pl->ws_lower = strdup(req->workspace_lower)))
+			return -1;
+	}
+	/* No workspace and no cwd: start in /, never in the caller's directory */
+	if (!pl->n.cwd && !(pl->n.cwd = strdup("/")))
+		return -1;
+	return 0;
+}
+
 static int landlock_plan(const struct kis_caps *caps, const struct kis_run_request *req,
 			 struct kis_plan **out, struct kis_error **err)
 {
@@ -132,19 +153,7 @@ static int landlock_plan(const struct kis_caps *caps, const struct kis_run_reque
 	pl->set_user = geteuid() == 0;
 	kis_host_sandbox_user(&pl->uid, &pl->gid);
 	pl->tmpdir_env = !kis_host_profile_has_env(p, "TMPDIR");
-	if (req->workspace_path && !(pl->workspace = strdup(req->workspace_path)))
-		goto oom;
-	if (req->workspace_path && req->workspace_lower && req->workspace_upper) {
-		/* an overlay clone: upper/ and work/ sit in its directory */
-		const char *slash = strrchr(req->workspace_upper, '/');
-		if (!slash || strcmp(slash, "/upper") ||
-		    !(pl->ws_dir = strndup(req->workspace_upper,
-					   (size_t)(slash - req->workspace_upper))) ||
-		    !(pl->ws_lower = strdup(req->workspace_lower)))
-			goto oom;
-	}
-	/* No workspace and no cwd: start in /, never in the caller's directory */
-	if (!pl->n.cwd && !(pl->n.cwd = strdup("/")))
+	if (place_workspace(pl, req) < 0)
 		goto oom;
 	*out = pl;
 	return 0;
@@ -155,6 +164,19 @@ oom:
 	free(pl->ws_dir);
 	free(pl);
 	return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "cannot plan");
+}
+
+static int landlock_amend(struct kis_plan *pl, const struct kis_run_request *req,
+			  struct kis_error **err)
+{
+	TRY(kis_native_plan_amend(&pl->n, req, err));
+	free(pl->workspace);
+	free(pl->ws_lower);
+	free(pl->ws_dir);
+	pl->workspace = pl->ws_lower = pl->ws_dir = NULL;
+	if (place_workspace(pl, req) < 0)
+		return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "cannot amend the plan");
+	return 0;
 }
 
 static char *landlock_describe(const struct kis_plan *pl)
@@ -351,6 +373,7 @@ const struct kis_backend kis_backend_landlock = {
 	.root_layers = true,
 	.probe = landlock_probe,
 	.plan = landlock_plan,
+	.amend = landlock_amend,
 	.describe = landlock_describe,
 	.run = landlock_run,
 	.plan_free = landlock_plan_free,

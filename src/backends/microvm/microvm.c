@@ -180,6 +180,35 @@ static int mounts_copy(struct kis_plan *pl, const struct kis_run_request *req)
 	return 0;
 }
 
+/* What the run makes after planning, in the plan: the workspace (its
+ * path and an overlay's layers, the request's: it outlives the plan), the
+ * working directory that follows from it, the mounts. At plan time, and
+ * again by amend with what the run made. */
+static int place(struct kis_plan *pl, const struct kis_run_request *req)
+{
+	const struct kis_profile *p = req->profile;
+	pl->ws_path = req->workspace_path;
+	pl->ws_lower = req->workspace_lower;
+	pl->ws_upper = req->workspace_upper;
+	pl->ws_cache = req->workspace_cache;
+	const char *cwd = p->cwd ? p->cwd : p->root == KIS_ROOT_WORKSPACE ? "/" :
+				   req->workspace_path ? "/workspace" : "/root";
+	if (!(pl->cwd = strdup(cwd)))
+		return -1;
+	return mounts_copy(pl, req);
+}
+
+static int microvm_amend(struct kis_plan *pl, const struct kis_run_request *req,
+			 struct kis_error **err)
+{
+	free(pl->cwd);
+	pl->cwd = NULL;
+	mounts_free(pl);
+	if (place(pl, req) < 0)
+		return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "cannot amend the plan");
+	return 0;
+}
+
 static int microvm_plan(const struct kis_caps *caps, const struct kis_run_request *req,
 			struct kis_plan **out, struct kis_error **err)
 {
@@ -244,10 +273,7 @@ static int microvm_plan(const struct kis_caps *caps, const struct kis_run_reques
 		ok = (pl->envp[k++] = strdup(p->root == KIS_ROOT_WORKSPACE ? "HOME=/" : "HOME=/root")) != NULL;
 	for (size_t i = 0; ok && i < p->n_env; i++)
 		ok = (pl->envp[k++] = strdup(p->env[i])) != NULL;
-	const char *cwd = p->cwd ? p->cwd : p->root == KIS_ROOT_WORKSPACE ? "/" :
-				   req->workspace_path ? "/workspace" : "/root";
-	ok = ok && (pl->cwd = strdup(cwd)) != NULL;
-	ok = ok && mounts_copy(pl, req) == 0;
+	ok = ok && place(pl, req) == 0;
 	if (!ok) {
 		mounts_free(pl);
 		kis_strv_free(pl->argv);
@@ -258,10 +284,6 @@ static int microvm_plan(const struct kis_caps *caps, const struct kis_run_reques
 	}
 	pl->limits = req->limits;
 	pl->io = req->io;
-	pl->ws_path = req->workspace_path;
-	pl->ws_lower = req->workspace_lower;
-	pl->ws_upper = req->workspace_upper;
-	pl->ws_cache = req->workspace_cache;
 	pl->root = p->root;
 	pl->net = p->net;
 	pl->allow_set = p->net_allow_set;
@@ -892,6 +914,7 @@ const struct kis_backend kis_backend_microvm = {
 	.tier = KIS_TIER_MICROVM,
 	.probe = microvm_probe,
 	.plan = microvm_plan,
+	.amend = microvm_amend,
 	.describe = microvm_describe,
 	.run = microvm_run,
 	.plan_free = microvm_plan_free,

@@ -158,6 +158,69 @@ struct kis_plan {
 	uint32_t id_count;          /* rootless: ids of crun's namespace (a subuid range) */
 };
 
+/* What the run makes after planning, in the plan: the workspace (its
+ * path, an overlay's layers) and the mounts. At plan time, and again by
+ * amend with what the run made; the working directory and HOME do not
+ * change (oci_plan sets them from whether a workspace will be there). */
+static int place(struct kis_plan *pl, const struct kis_run_request *req)
+{
+	if (req->workspace_path && !(pl->workspace = strdup(req->workspace_path)))
+		return -1;
+	/* an overlay workspace is joined from its layers in crun's namespace
+	 * (crun.c stage_setup): rootless, its host path is a magic link; as
+	 * root, the host's merged view cannot be idmapped (overlayfs does not
+	 * allow it), its layers can */
+	if (req->workspace_path && req->workspace_lower && req->workspace_upper) {
+		const char *slash = strrchr(req->workspace_upper, '/');
+		if (!slash || !(pl->ws_lower = strdup(req->workspace_lower)) ||
+		    !(pl->ws_dir = strndup(req->workspace_upper,
+					   (size_t)(slash - req->workspace_upper))))
+			return -1;
+	}
+	for (size_t i = 0; i < req->n_mounts && i < KIS_MOUNTS_MAX; i++) {
+		pl->n_mounts = i + 1;
+		if (!(pl->m_target[i] = strdup(req->mounts[i].target)) ||
+		    !(pl->m_path[i] = strdup(req->mounts[i].path)))
+			return -1;
+		pl->mounts[i] = (struct kis_oci_mount){.target = pl->m_target[i],
+						       .ro = req->mounts[i].read_only};
+		/* as root, a workspace's overlay is joined anew over idmapped
+		 * layers, as the workspace's own (bubblewrap does the same) */
+		if (!kis_oci_rootless() && req->mounts[i].lower && req->mounts[i].ws_dir &&
+		    (!(pl->m_lower[i] = strdup(req->mounts[i].lower)) ||
+		     !(pl->m_ws[i] = strdup(req->mounts[i].ws_dir))))
+			return -1;
+	}
+	return 0;
+}
+
+/* What place() put in the plan, freed (oci_plan_free, amend). */
+static void unplace(struct kis_plan *pl)
+{
+	free(pl->workspace);
+	free(pl->ws_lower);
+	free(pl->ws_dir);
+	pl->workspace = pl->ws_lower = pl->ws_dir = NULL;
+	for (size_t i = 0; i < pl->n_mounts; i++) {
+		free(pl->m_target[i]);
+		free(pl->m_path[i]);
+		free(pl->m_lower[i]);
+		free(pl->m_ws[i]);
+		pl->m_target[i] = pl->m_path[i] = pl->m_lower[i] = pl->m_ws[i] = NULL;
+		pl->mounts[i] = (struct kis_oci_mount){0};
+	}
+	pl->n_mounts = 0;
+}
+
+static int oci_amend(struct kis_plan *pl, const struct kis_run_request *req,
+		     struct kis_error **err)
+{
+	unplace(pl);
+	if (place(pl, req) < 0)
+		return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "cannot amend the plan");
+	return 0;
+}
+
 static void oci_plan_free(struct kis_plan *pl)
 {
 	if (!pl)
@@ -166,15 +229,7 @@ static void oci_plan_free(struct kis_plan *pl)
 	kis_strv_free(pl->envp);
 	free(pl->cwd);
 	free(pl->agent);
-	free(pl->workspace);
-	free(pl->ws_lower);
-	free(pl->ws_dir);
-	for (size_t i = 0; i < pl->n_mounts; i++) {
-		free(pl->m_target[i]);
-		free(pl->m_path[i]);
-		free(pl->m_lower[i]);
-		free(pl->m_ws[i]);
-	}
+	unplace(pl);
 	kis_closep(&pl->userns_fd);
 	free(pl->allow);
 	kis_egress_stop(&pl->eg);
@@ -224,36 +279,11 @@ static int oci_plan(const struct kis_caps *caps, const struct kis_run_request *r
 	size_t ne = 0;
 	pl->envp = calloc(p->n_env + 3, sizeof(char *));
 	if (!pl->envp || !(pl->argv = kis_strv_dup(req->argv)) || !(pl->cwd = strdup(cwd)) ||
-	    (req->workspace_path && !(pl->workspace = strdup(req->workspace_path))))
+	    place(pl, req) < 0)
 		goto oom;
 	for (size_t i = 0; i < p->n_env; i++)
 		if (!(pl->envp[ne++] = strdup(p->env[i])))
 			goto oom;
-	/* an overlay workspace is joined from its layers in crun's namespace
-	 * (crun.c stage_setup): rootless, its host path is a magic link; as
-	 * root, the host's merged view cannot be idmapped (overlayfs does not
-	 * allow it), its layers can */
-	if (req->workspace_path && req->workspace_lower && req->workspace_upper) {
-		const char *slash = strrchr(req->workspace_upper, '/');
-		if (!slash || !(pl->ws_lower = strdup(req->workspace_lower)) ||
-		    !(pl->ws_dir = strndup(req->workspace_upper,
-					   (size_t)(slash - req->workspace_upper))))
-			goto oom;
-	}
-	for (size_t i = 0; i < req->n_mounts && i < KIS_MOUNTS_MAX; i++) {
-		pl->n_mounts = i + 1;
-		if (!(pl->m_target[i] = strdup(req->mounts[i].target)) ||
-		    !(pl->m_path[i] = strdup(req->mounts[i].path)))
-			goto oom;
-		pl->mounts[i] = (struct kis_oci_mount){.target = pl->m_target[i],
-						       .ro = req->mounts[i].read_only};
-		/* as root, a workspace's overlay is joined anew over idmapped
-		 * layers, as the workspace's own (bubblewrap does the same) */
-		if (!kis_oci_rootless() && req->mounts[i].lower && req->mounts[i].ws_dir &&
-		    (!(pl->m_lower[i] = strdup(req->mounts[i].lower)) ||
-		     !(pl->m_ws[i] = strdup(req->mounts[i].ws_dir))))
-			goto oom;
-	}
 	if (!kis_env_has(pl->envp, ne, "PATH") && !(pl->envp[ne++] = strdup("PATH=" KIS_DEFAULT_PATH)))
 		goto oom;
 	/* HOME: somewhere writable that exists: the workspace, the image's
@@ -1117,6 +1147,7 @@ const struct kis_backend kis_backend_oci = {
 	.rootless_layers = true,
 	.probe = oci_probe,
 	.plan = oci_plan,
+	.amend = oci_amend,
 	.describe = oci_describe,
 	.run = oci_run,
 	.plan_free = oci_plan_free,
