@@ -112,29 +112,21 @@ int kis_run_one(struct kis_engine_ctx *ec, const struct kis_profile *p, char *co
 		kis_mounts_release(&dm);
 		return r;
 	}
-	/* The plan, before anything is made: a refusal costs no clone. What
-	 * the run makes after it (a clone of the base, the mounts' holds)
-	 * only places paths in the request; a run that makes none of them
-	 * (no base, no workspace, no mounts: most runs) keeps this plan. The
-	 * others plan again with those paths: each backend copies them into
-	 * its own plan (a bwrap argv, a crun bundle, QEMU's drives), and no
-	 * backend has an operation that adds them to a plan made (issue 42
-	 * asks for one: `amend` in struct kis_backend). */
+	/* The plan, once, before anything is made: a refusal costs no clone.
+	 * What the run makes after it (a clone of the base, the mounts'
+	 * holds) only places paths in the request, which the backend's amend
+	 * puts into this plan; a run that makes none of them (no base, no
+	 * workspace, no mounts: most runs) runs it as it is. */
 	struct kis_store *st = NULL;
 	if (kis_ctx_store(ec, &st, NULL) == 0)
 		req.store_dir = kis_store_root(st);
 	kis_test_count("plan");
 	if (b->plan(&caps, &req, &plan, err) < 0)
 		return -1;
-	bool replan = p->base || p->workspace || p->n_mounts;
-	if (replan) {
-		b->plan_free(plan);
-		plan = NULL;
-	}
+	bool amend = p->base || p->workspace || p->n_mounts;
 	bool disk_quota = false;
 	if (kis_disk_check(p, ec, b, &caps, &disk_quota, err) < 0) {
-		if (plan)
-			b->plan_free(plan);
+		b->plan_free(plan);
 		return -1;
 	}
 
@@ -143,8 +135,10 @@ int kis_run_one(struct kis_engine_ctx *ec, const struct kis_profile *p, char *co
 	 * at any point leaves a record the next command sweeps. */
 	struct kis_owner *owner = NULL;
 	if (kis_ctx_store(ec, &st, err) < 0 || kis_owner_begin(st, res->sandbox, &owner, err) < 0) {
-		if (p->base || p->workspace || p->n_mounts)
-			return -1; /* replan: no plan is kept */
+		if (amend) {
+			b->plan_free(plan);
+			return -1; /* a workspace or a mount needs the store */
+		}
 		/* A run without a workspace needs no store: where none can be
 		 * made (a read-only home), it goes on with only the kernel's
 		 * ties (the command's parent-death signal). */
@@ -156,16 +150,14 @@ int kis_run_one(struct kis_engine_ctx *ec, const struct kis_profile *p, char *co
 	kis_test_pause("clone");
 	if (cancel_pending(opts->io.cancel_fd)) {
 		set_cancelled(res);
-		if (plan)
-			b->plan_free(plan);
+		b->plan_free(plan);
 		kis_owner_end(owner, true);
 		return 0;
 	}
 	/* A clone the run does not keep is the owner's. */
 	if (kis_workspace_acquire(p, ec, !p->keep, b, &ws_id, &ws_path, &cloned, err) <
 	    0) {
-		if (plan)
-			b->plan_free(plan);
+		b->plan_free(plan);
 		kis_owner_end(owner, true);
 		return -1;
 	}
@@ -176,6 +168,7 @@ int kis_run_one(struct kis_engine_ctx *ec, const struct kis_profile *p, char *co
 	bool held = false;
 	if (ws_id && st) {
 		if (kis_workspace_hold_run(st, ws_id, res->sandbox, err) < 0) {
+			b->plan_free(plan);
 			if (cloned)
 				kis_workspace_release(ec, ws_id);
 			kis_owner_end(owner, true);
@@ -185,6 +178,7 @@ int kis_run_one(struct kis_engine_ctx *ec, const struct kis_profile *p, char *co
 	}
 	if (disk_quota && ws_id &&
 	    kis_disk_apply(ec, ws_id, req.limits.disk_bytes, p->limits.disk_bytes != 0, err) < 0) {
+		b->plan_free(plan);
 		kis_workspace_unhold_mount(st, ws_id, res->sandbox);
 		if (cloned)
 			kis_workspace_release(ec, ws_id);
@@ -195,8 +189,7 @@ int kis_run_one(struct kis_engine_ctx *ec, const struct kis_profile *p, char *co
 	 * a kill leaves holds the store drops when it next looks). */
 	struct kis_mounts mounts;
 	if (kis_mounts_acquire(p, ec, ec->mounts_held ? NULL : res->sandbox, &mounts, err) < 0) {
-		if (plan)
-			b->plan_free(plan);
+		b->plan_free(plan);
 		if (held)
 			kis_workspace_unhold_mount(st, ws_id, res->sandbox);
 		if (cloned)
@@ -217,19 +210,18 @@ int kis_run_one(struct kis_engine_ctx *ec, const struct kis_profile *p, char *co
 	req.workspace_upper = lay.upper;
 	req.workspace_cache = lay.cache;
 	int r = 0;
-	if (replan) {
-		kis_test_count("plan");
-		r = b->plan(&caps, &req, &plan, err);
+	if (amend) {
+		kis_test_count("amend");
+		r = b->amend(plan, &req, err);
 	}
 	if (r >= 0 && cancel_pending(opts->io.cancel_fd)) {
 		set_cancelled(res);
-		b->plan_free(plan);
 	} else if (r >= 0) {
 		r = b->run(plan, res, err);
-		b->plan_free(plan);
 		if (r >= 0 && disk_quota)
 			kis_disk_explain(ec, ws_id, res);
 	}
+	b->plan_free(plan);
 	kis_test_pause("teardown");
 	kis_info("teardown: %s ended (%s); releasing its mounts and workspace",
 		 b->name, r < 0 ? "failed" : kis_reason_name(res->reason));

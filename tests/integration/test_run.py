@@ -421,6 +421,31 @@ def test_dry_run_prints_the_plan_and_runs_nothing(tmp_path):
     assert not marker.exists()
 
 
+def test_a_run_with_a_base_plans_once_and_amends_it_after_the_clone(store, tmp_path,
+                                                                    monkeypatch):
+    # issue 42: a run with a base planned before the clone, freed that plan
+    # and planned again after it. One plan now, which the backend's amend
+    # gives the workspace the clone made; the test build counts both
+    # ($KIS_TEST_COUNT, core/record.h)
+    src = tmp_path / "base"
+    src.mkdir()
+    (src / "hello").write_text("hi\n")
+    b = kis("base", "import", str(src)).stdout.strip()
+    count = tmp_path / "count"
+    monkeypatch.setenv("KIS_TEST_COUNT", str(count))
+    # the amended plan starts the command in the clone, HOME there too
+    p = kis("run", *PROC, "--base", b, "--", "sh", "-c", 'cat hello; test "$HOME" = "$PWD" && echo HOME-IS-CWD')
+    assert p.returncode == 0 and p.stdout == "hi\nHOME-IS-CWD\n", (p.stdout, p.stderr)
+    assert sorted(count.read_text().split()) == ["amend", "ctx", "plan", "select"]
+    count.unlink()
+    # --dry-run prints the plan that would run, amended by nothing: it clones nothing
+    p = kis("run", "--dry-run", *PROC, "--base", b, "--", "cat", "hello")
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout)["argv"] == ["cat", "hello"]
+    assert sorted(count.read_text().split()) == ["ctx", "plan", "select"]
+    assert not [w for w in os.listdir(store / "workspaces") if not w.startswith(".")]
+
+
 def test_missing_command_is_a_usage_error():
     p = kis("run", *PROC)
     assert p.returncode == 125 and "after '--'" in p.stderr
