@@ -82,8 +82,8 @@ struct kis_run_request {
 	 * that joins them itself; NULL otherwise. */
 	const char *workspace_lower, *workspace_upper, *workspace_cache;
 	/* The profile's mounts, resolved and held; NULL (n_mounts 0) in the
-	 * early plan before the workspace is made, where only
-	 * profile->n_mounts tells that there will be some. */
+	 * plan a run makes before its clone, where only profile->n_mounts
+	 * tells that there will be some (amend places them). */
 	const struct kis_mount_src *mounts;
 	size_t n_mounts;
 	const char *sandbox_id;

@@ -273,7 +273,7 @@ static int bubblewrap_plan(const struct kis_caps *caps, const struct kis_run_req
 	const struct kis_profile *p = req->profile;
 	TRY(kis_check_network(caps, p, "bubblewrap", NULL, err));
 	if (p->root == KIS_ROOT_WORKSPACE && !req->workspace_path && (p->base || p->workspace))
-		; /* planned once without the workspace (run.c): checked again with it */
+		; /* a run plans before its clone: amend places the workspace */
 	else if (p->root == KIS_ROOT_WORKSPACE && !req->workspace_path)
 		return kis_error_set(err, KIS_E_PROFILE_UNSATISFIABLE, 0,
 				     "root: 'workspace' needs a workspace (--base or --workspace) "
