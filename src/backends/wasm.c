@@ -86,7 +86,7 @@ struct kis_plan {
 	char **argv;       /* as the guest sees it: argv[0] is the module path */
 	char **envp;       /* the profile's env only */
 	char *module;      /* path of the module relative to the workspace */
-	char *workspace;   /* host path, NULL until amend places it */
+	char *workspace;   /* host path, or NULL (a run plans before its clone) */
 	bool preopen;      /* the workspace is the module's fd 3 ("/") */
 	const char *engine; /* "interpreter", "compiler" or "auto" (wasm_run decides) */
 	char *store_root;   /* the command's store (NULL: the default): the code cache's */
