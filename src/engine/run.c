@@ -212,7 +212,10 @@ int kis_run_one(struct kis_engine_ctx *ec, const struct kis_profile *p, char *co
 	int r = 0;
 	if (amend) {
 		kis_test_count("amend");
-		r = b->amend(plan, &req, err);
+		r = b->amend ? b->amend(plan, &req, err) :
+			       kis_error_set(err, KIS_E_INTERNAL, 0,
+					     "the %s backend cannot place a workspace in its plan "
+					     "(no amend)", b->name);
 	}
 	if (r >= 0 && cancel_pending(opts->io.cancel_fd)) {
 		set_cancelled(res);
