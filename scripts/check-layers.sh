@@ -287,6 +287,6 @@ if [ -n "$cout" ]; then
 	echo "$cout" | sort
 	cbad=1
 else
-	echo "check-layers: no circle of files but the $(printf '%s\n' "$circle_exceptions" | wc -l) excused with why in scripts/check-layers.sh"
+	echo "check-layers: no circle of files but the $(printf '%s\n' "$circle_exceptions" | grep -c .) excused with why in scripts/check-layers.sh"
 fi
 [ "$bad" = 0 ] && [ "$lbad" = 0 ] && [ "$cbad" = 0 ]
