@@ -97,6 +97,9 @@ struct kis_run_request {
 	 * serving the session's socket), not a one-shot run's: said here,
 	 * never guessed from argv. */
 	bool session;
+	/* kis_run_options' pod_net and pod_netns_fd (a session's only) */
+	bool pod_net;
+	int pod_netns_fd;
 };
 
 struct kis_plan; /* backend-private: what the backend will do, validated */

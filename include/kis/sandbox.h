@@ -48,6 +48,14 @@ struct kis_run_options {
 	 * into a VM's disk), for a caller that shows progress. */
 	void (*progress)(void *arg, const char *what);
 	void *progress_arg;
+	/* A session's pod network (kis-runtime's microvm pods): pod_net true,
+	 * pod_netns_fd a network namespace the caller holds and vouches for
+	 * (CNI's, named by a sandbox bundle its allowlist accepted). The
+	 * microvm's network device is then served inside that namespace, the
+	 * guest having its address (docs/network.md, "A kis-vm pod"); the
+	 * profile's network.mode must be loopback, the tier microvm. */
+	bool pod_net;
+	int pod_netns_fd;
 };
 
 /* Run one command under a profile: check the hatches, select a backend,

@@ -205,7 +205,15 @@ int kis_session_create_in(struct kis_engine_ctx *ec, const struct kis_profile *p
 	bool agentless = !b->start_session;
 	char *argv[] = {agent, "--listen-fd", "3", NULL};
 	struct kis_run_request req = {.ctx = ctx, .profile = p, .argv = argv, .io = o->io,
-				      .session = true};
+				      .session = true, .pod_net = o->pod_net,
+				      .pod_netns_fd = o->pod_netns_fd};
+	/* only the microvm serves a pod's network, and only in place of the
+	 * guest's own loopback (kis_run_options) */
+	if (o->pod_net && (p->tier != KIS_TIER_MICROVM || p->net != KIS_NET_LOOPBACK ||
+			   o->pod_netns_fd < 0))
+		return kis_error_set(err, KIS_E_PROFILE_UNSATISFIABLE, 0,
+				     "a pod's network is the microvm tier's, with network.mode "
+				     "loopback");
 	kis_limits_resolve(&p->limits, &req.limits);
 	if (agentless) {
 		/* Each exec of an agentless session is a run of this profile:

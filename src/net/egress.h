@@ -132,6 +132,29 @@ KIS_HIDDEN int kis_egress_start_for(struct kis_egress *eg, const struct kis_net_
  * itself when QEMU's end closes. */
 KIS_HIDDEN int kis_egress_attach_vm(struct kis_egress *eg, int sock, bool die_with_us,
 				    struct kis_error **err);
+
+/* A pod's link (kis-runtime's microvm pods): what the pod's network
+ * namespace (CNI's) gives its one interface, read from the kernel, in our
+ * own formatting: the guest is configured with it (src/agent/guest.c). */
+struct kis_pod_link {
+	char addr[16];   /* dotted IPv4 (inet_ntop) */
+	char gateway[16];
+	unsigned prefix; /* 1..30 */
+	unsigned mtu;    /* 576..65535 */
+	char ifname[16]; /* the interface's name (IFNAMSIZ) */
+};
+/* Read it from netns_fd (a network namespace the caller vouches for):
+ * the one interface other than lo with an IPv4 address, up; its default
+ * route's gateway (none: the subnet's first address). Anything else (no
+ * such interface, two) is refused by name. */
+KIS_HIDDEN int kis_pod_link_read(int netns_fd, struct kis_pod_link *l, struct kis_error **err);
+/* A pod microvm's network: passt inside the pod's network namespace, as
+ * H (eg->uid) with no capability left, on sock (QEMU's -netdev stream
+ * peer): the guest has the pod's address, its flows are sockets of the
+ * pod's namespace, and the pod's TCP ports are forwarded in to the guest.
+ * eg->vm_pid, vm_pidfd are set; nothing else of eg is used. */
+KIS_HIDDEN int kis_pod_attach_vm(struct kis_egress *eg, int netns_fd, const struct kis_pod_link *l,
+				 int sock, bool die_with_us, struct kis_error **err);
 /* What must hold before anything of the sandbox's own runs: the policy
  * is loaded in S (kis_egress_launch: an error there) and pasta has attached S's tap
  * (bounded; an error if pasta died first). The rest of pasta's start

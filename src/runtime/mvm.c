@@ -634,6 +634,16 @@ int krt_mvm_create(const struct krt_globals *g, const struct krt_model *m, const
 		struct kis_run_options ro = {
 			.io = {.stdin_fd = -1, .stdout_fd = 2, .stderr_fd = 2, .cancel_fd = -1},
 			.store_root = store_root, .resize_fd = -1, .tty_fd = -1};
+		/* a pod's sandbox: the pod's network (CNI's namespace, the
+		 * one path of the bundle the allowlist accepted, held by the
+		 * model since it was checked) is served to the guest by passt
+		 * inside it: the guest has the pod's address and the pod's TCP
+		 * ports reach it. kis's own egress policy is not in this path:
+		 * the network is the operator's, as it is for runc's pods. */
+		if (pod.role == KRT_POD_SANDBOX && pod.ns_fd[0] >= 0) {
+			ro.pod_net = true;
+			ro.pod_netns_fd = pod.ns_fd[0];
+		}
 		if (kis_session_create(&p.prof, &ro, sid, err) < 0)
 			goto out;
 	}

@@ -119,6 +119,10 @@ struct kis_plan {
 	/* the profile's mounts, resolved (copies of the request's) */
 	struct kis_mount_src mounts[KIS_MVM_MOUNTS];
 	size_t n_mounts;
+	/* a session's pod network (kis_run_request): the namespace is the
+	 * caller's, borrowed for the session's create */
+	bool pod_net;
+	int pod_netns_fd;
 };
 
 static void mounts_free(struct kis_plan *pl)
@@ -299,6 +303,8 @@ static int microvm_plan(const struct kis_caps *caps, const struct kis_run_reques
 	pl->vcpus = p->microvm.vcpus ? p->microvm.vcpus : 1;
 	pl->sandbox_id = req->sandbox_id;
 	pl->ctx = req->ctx;
+	pl->pod_net = req->session && req->pod_net && p->net == KIS_NET_LOOPBACK;
+	pl->pod_netns_fd = pl->pod_net ? req->pod_netns_fd : -1;
 	if (p->microvm.accel != KIS_ACCEL_AUTO)
 		snprintf(pl->accel_pin, sizeof(pl->accel_pin), "%s",
 			 p->microvm.accel == KIS_ACCEL_KVM ? "kvm" : "tcg");
@@ -380,7 +386,8 @@ struct vm {
 	pid_t pid;
 	int ctl;
 	bool restored;
-	struct kis_egress eg; /* egress: S, pasta and passt */
+	struct kis_egress eg; /* egress: S, pasta and passt; a pod's: passt */
+	struct kis_pod_link pod; /* a pod's network: the guest's link */
 };
 
 static void trace(const char *what)
@@ -388,7 +395,8 @@ static void trace(const char *what)
 	kis_mvm_trace(what);
 }
 
-static char *cfg_line(const struct kis_plan *pl, bool sync_writes, bool session)
+static char *cfg_line(const struct kis_plan *pl, const struct kis_pod_link *pod, bool sync_writes,
+		      bool session)
 {
 	/* fresh entropy for the guest's RNG: VMs restored from one snapshot
 	 * would otherwise share its state (src/agent/guest.c add_entropy) */
@@ -407,9 +415,12 @@ static char *cfg_line(const struct kis_plan *pl, bool sync_writes, bool session)
 	 * frames (a hostile guest, src/agent/agent.c test_flood) or to run a
 	 * command as the guest's root, unconfined (kis-test:guest-root). A
 	 * released engine always sends false. */
+	/* a pod's guest configures its link as egress's does (eth0 up with
+	 * an address and a default route, the agent's sockets as egress's):
+	 * the difference, whose namespace passt serves, is the host's */
 	json_t *o = json_pack("{s:s, s:s, s:b, s:b, s:o, s:s, s:I, s:s, s:b}", "root",
 			      pl->root == KIS_ROOT_WORKSPACE ? "workspace" : "host", "net",
-			      kis_net_mode_name(pl->net), "disk", pl->ws_path != NULL, "sync",
+			      kis_net_mode_name(pl->pod_net ? KIS_NET_EGRESS : pl->net), "disk", pl->ws_path != NULL, "sync",
 			      sync_writes, "env", env, "cwd", pl->cwd, "pids", (json_int_t)pl->limits.pids,
 			      "seed", seed, "test_hooks", KIS_TEST_GETENV("KIS_MICROVM_TEST_HOOKS") != NULL);
 	/* a session's cwd is checked by the guest before its agent starts:
@@ -423,6 +434,14 @@ static char *cfg_line(const struct kis_plan *pl, bool sync_writes, bool session)
 							 KIS_EGRESS_ADDR, "prefix", 24, "gateway",
 							 KIS_EGRESS_GATEWAY, "dns", KIS_EGRESS_DNS,
 							 "mtu", KIS_EGRESS_VM_MTU));
+	/* a pod's: its namespace's address, prefix, gateway and MTU; the
+	 * dns the guest's own /etc names (a workspace root keeps the pod's
+	 * resolv.conf, the engine's, copied at create) */
+	if (o && pl->pod_net)
+		json_object_set_new(o, "eth0", json_pack("{s:s, s:i, s:s, s:s, s:i}", "address",
+							 pod->addr, "prefix", (int)pod->prefix,
+							 "gateway", pod->gateway, "dns", pod->gateway,
+							 "mtu", (int)pod->mtu));
 	/* the mounts, slot i for mount i (the guest's init checks each
 	 * target again: kis_guest_mount_target_check) */
 	json_t *ms = json_array();
@@ -494,6 +513,10 @@ static int vm_start(struct vm *v, const struct kis_plan *pl, int dfd, const char
 	if (pl->net == KIS_NET_EGRESS)
 		TRY(kis_egress_start_for(&v->eg, pl->allow, pl->n_allow, pl->allow_set,
 					 helper_uid(pl), !detach, false, true, err));
+	if (pl->pod_net) {
+		TRY(kis_pod_link_read(pl->pod_netns_fd, &v->pod, err));
+		v->eg.uid = helper_uid(pl);
+	}
 	TRY(kis_mvm_guest_open(pl->ctx, &v->g, err));
 	if (pl->accel_pin[0])
 		snprintf(v->accel, sizeof(v->accel), "%s", pl->accel_pin);
@@ -537,7 +560,7 @@ static int vm_start(struct vm *v, const struct kis_plan *pl, int dfd, const char
 				.snap_fd = snap, .detach = detach, .vm_dir = dpath,
 				.stand_in = true, .mem_fd = memfd, .ignore_shared = snap >= 0,
 				.net_fd = -1};
-	if (pl->net == KIS_NET_EGRESS) {
+	if (pl->net == KIS_NET_EGRESS || pl->pod_net) {
 		if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, link) < 0) {
 			kis_error_set(err, KIS_E_INTERNAL, errno, "egress: cannot link the VM to passt");
 			goto out;
@@ -592,6 +615,12 @@ static int vm_start(struct vm *v, const struct kis_plan *pl, int dfd, const char
 		goto out;
 	if (pl->net == KIS_NET_EGRESS)
 		trace("pasta ready, passt attached, both in the VM's cgroup");
+	/* a pod's passt, in the pod's namespace; in the VM's cgroup, killed
+	 * with it (and ending by itself as QEMU's end of the link closes) */
+	if (pl->pod_net &&
+	    (kis_pod_attach_vm(&v->eg, pl->pod_netns_fd, &v->pod, link[1], !detach, err) < 0 ||
+	     kis_mvm_cgroup_join(dpath, v->eg.vm_pid, err) < 0))
+		goto out;
 	trace(v->restored ? "qemu started (restore)" : "qemu started (cold boot)");
 	/* a cold boot takes seconds under TCG, a restore a fraction of one */
 	v->ctl = kis_mvm_ctl_wait(dfd, 90000, detach ? 0 : v->pid);
@@ -614,7 +643,7 @@ static int vm_start(struct vm *v, const struct kis_plan *pl, int dfd, const char
 		goto out;
 	}
 	trace("guest answered");
-	line = cfg_line(pl, sync_writes, detach);
+	line = cfg_line(pl, &v->pod, sync_writes, detach);
 	char rep[512];
 	if (!line || kis_mvm_ctl(v->ctl, line, rep, sizeof(rep), 30000) < 0 || strcmp(rep, "ok")) {
 		const char *why = line ? rep + (strncmp(rep, "err ", 4) ? 0 : 4) : "no memory";
