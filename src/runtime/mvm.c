@@ -33,7 +33,9 @@
  * A pod (containerd's CRI: annotated bundles, namespaces joined by path)
  * is one VM: the sandbox container creates as above, an app container
  * boots nothing and runs as an exec of its sandbox's session once
- * mvm_pod.c has proven the pod (its theory of operation is there).
+ * mvm_pod.c has proven the pod (its theory of operation is there); the
+ * pod's network namespace reaches the guest through passt started inside
+ * it (src/net/passt.c, kis_pod_attach_vm).
  * Differences from crun that the guest makes, and the README names: the
  * guest process is not pid 1 of a pid namespace (the guest's agent is), so
  * a signal it has no handler for takes its default action; it runs as the
@@ -240,7 +242,8 @@ static int mvm_plan(json_t *config, const struct krt_pod *pod, struct mvm_plan *
 	struct kis_profile *pr = &p->prof;
 	pr->tier = KIS_TIER_MICROVM;
 	pr->root = KIS_ROOT_WORKSPACE;
-	/* the container's own network namespace: the guest's loopback */
+	/* the container's own network namespace: the guest's loopback (a
+	 * pod's sandbox: the pod's network on top, krt_mvm_create) */
 	pr->net = KIS_NET_LOOPBACK;
 	pr->net_explicit = true;
 	/* a container lives as long as its process: no wall or CPU clock

@@ -10,8 +10,10 @@
  *     container) and its container process, the host process the shim
  *     waits on, holds the pod's host-side namespaces: it joins the
  *     network namespace the bundle names (the one CNI made: the
- *     operator's network is what that path grants) and makes the IPC and
- *     UTS namespaces the bundle asks for;
+ *     operator's network is what that path grants: the same held fd
+ *     is handed to the session's create, where passt started inside it
+ *     serves the guest's network device, the guest having the pod's
+ *     address) and makes the IPC and UTS namespaces the bundle asks for;
  *   - an app container boots nothing: once its namespace paths are proven
  *     to be its sandbox's (krt_pod_verify_app), its process runs in the
  *     pod's VM, an exec of the sandbox's session, and its host process
