@@ -11,6 +11,17 @@
 
 #include <cmocka.h>
 
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <linux/if_tun.h>
+#include <net/if.h>
+#include <net/route.h>
+#include <sched.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include "core/util.h"
 #include "kis/profile.h"
 #include "net/egress.h"
@@ -137,6 +148,110 @@ static void test_profile_field(void **state)
 	kis_profile_release(&p);
 }
 
+/* ---- a pod's link (kis_pod_link_read) ----
+ * A network namespace of the test's own (unshare, then back), so no host
+ * interface or route is touched; root only (skipped otherwise). */
+
+static int own_netns(int *home)
+{
+	*home = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
+	if (*home < 0 || unshare(CLONE_NEWNET) < 0)
+		return -1;
+	return open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
+}
+
+static void back_home(int home)
+{
+	assert_int_equal(setns(home, CLONE_NEWNET), 0);
+	close(home);
+}
+
+static ino_t ns_ino(void)
+{
+	struct stat st;
+	assert_int_equal(stat("/proc/thread-self/ns/net", &st), 0);
+	return st.st_ino;
+}
+
+static void sin_set(struct sockaddr *sa, const char *ip)
+{
+	struct sockaddr_in *sin = (struct sockaddr_in *)(void *)sa;
+	memset(sin, 0, sizeof(*sin));
+	sin->sin_family = AF_INET;
+	assert_int_equal(inet_pton(AF_INET, ip, &sin->sin_addr), 1);
+}
+
+static void test_pod_link_without_an_interface_is_refused(void **state)
+{
+	(void)state;
+	if (geteuid() != 0)
+		skip();
+	ino_t before = ns_ino();
+	int home, ns = own_netns(&home);
+	if (ns < 0)
+		skip();
+	back_home(home);
+	struct kis_pod_link l;
+	struct kis_error *err = NULL;
+	/* lo only: nothing to give the guest */
+	assert_int_equal(kis_pod_link_read(ns, &l, &err), -1);
+	assert_non_null(err);
+	assert_int_equal(err->code, KIS_E_PROFILE_UNSATISFIABLE);
+	assert_non_null(strstr(err->message, "no interface with an IPv4 address"));
+	kis_error_free(err);
+	/* the thread is back in its own namespace */
+	assert_int_equal(ns_ino(), before);
+	close(ns);
+}
+
+static void test_pod_link_reads_address_prefix_gateway_mtu(void **state)
+{
+	(void)state;
+	if (geteuid() != 0 || access("/dev/net/tun", R_OK | W_OK) < 0)
+		skip();
+	int home, ns = own_netns(&home);
+	if (ns < 0)
+		skip();
+	/* a tun in the test's namespace: 10.88.9.7/24, MTU 1400, up, a
+	 * default route through 10.88.9.1 (netdevice(7), route(4)) */
+	int tun = open("/dev/net/tun", O_RDWR | O_CLOEXEC);
+	struct ifreq ifr = {0};
+	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "kispod0");
+	ifr.ifr_flags = IFF_TUN | IFF_NO_PI;
+	int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	bool ok = tun >= 0 && s >= 0 && ioctl(tun, TUNSETIFF, &ifr) == 0;
+	sin_set(&ifr.ifr_addr, "10.88.9.7");
+	ok = ok && ioctl(s, SIOCSIFADDR, &ifr) == 0;
+	sin_set(&ifr.ifr_netmask, "255.255.255.0");
+	ok = ok && ioctl(s, SIOCSIFNETMASK, &ifr) == 0;
+	ifr.ifr_mtu = 1400;
+	ok = ok && ioctl(s, SIOCSIFMTU, &ifr) == 0;
+	ok = ok && ioctl(s, SIOCGIFFLAGS, &ifr) == 0;
+	ifr.ifr_flags |= IFF_UP;
+	ok = ok && ioctl(s, SIOCSIFFLAGS, &ifr) == 0;
+	struct rtentry rt = {0};
+	sin_set(&rt.rt_dst, "0.0.0.0");
+	sin_set(&rt.rt_genmask, "0.0.0.0");
+	sin_set(&rt.rt_gateway, "10.88.9.1");
+	rt.rt_flags = RTF_UP | RTF_GATEWAY;
+	rt.rt_dev = (char *)"kispod0";
+	ok = ok && ioctl(s, SIOCADDRT, &rt) == 0;
+	if (s >= 0)
+		close(s);
+	back_home(home);
+	assert_true(ok);
+	struct kis_pod_link l;
+	struct kis_error *err = NULL;
+	assert_int_equal(kis_pod_link_read(ns, &l, &err), 0);
+	assert_string_equal(l.addr, "10.88.9.7");
+	assert_int_equal(l.prefix, 24);
+	assert_string_equal(l.gateway, "10.88.9.1");
+	assert_int_equal(l.mtu, 1400);
+	assert_string_equal(l.ifname, "kispod0");
+	close(tun);
+	close(ns);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -145,6 +260,8 @@ int main(void)
 		cmocka_unit_test(test_format_round_trips),
 		cmocka_unit_test(test_ruleset_order),
 		cmocka_unit_test(test_profile_field),
+		cmocka_unit_test(test_pod_link_without_an_interface_is_refused),
+		cmocka_unit_test(test_pod_link_reads_address_prefix_gateway_mtu),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
