@@ -145,8 +145,9 @@ struct kis_pod_link {
 };
 /* Read it from netns_fd (a network namespace the caller vouches for):
  * the one interface other than lo with an IPv4 address, up; its default
- * route's gateway (none: the subnet's first address). Anything else (no
- * such interface, two) is refused by name. */
+ * route's gateway (none: the subnet's first address). 1 when there is no
+ * such interface (the namespace has a loopback only: so has the guest);
+ * two, or one of another shape, are refused by name. */
 KIS_HIDDEN int kis_pod_link_read(int netns_fd, struct kis_pod_link *l, struct kis_error **err);
 /* A pod microvm's network: passt inside the pod's network namespace, as
  * H (eg->uid) with no capability left, on sock (QEMU's -netdev stream

@@ -200,7 +200,7 @@ static int pod_link_in_ns(struct kis_pod_link *l, struct kis_error **err)
 		found = (int)i;
 	}
 	if (found < 0)
-		return pod_refuse(err, "it has no interface with an IPv4 address, up");
+		return 1;
 	struct ifreq f = ifs[found];
 	struct in_addr a = ((struct sockaddr_in *)(void *)&f.ifr_addr)->sin_addr;
 	if (ioctl(s, SIOCGIFNETMASK, &f) < 0)
@@ -270,6 +270,8 @@ int kis_pod_link_read(int netns_fd, struct kis_pod_link *l, struct kis_error **e
 		return kis_error_set(err, KIS_E_INTERNAL, errno,
 				     "the pod's network: cannot enter its namespace");
 	int r = pod_link_in_ns(l, err);
+	if (r > 0)
+		memset(l, 0, sizeof(*l));
 	if (setns(home, CLONE_NEWNET) < 0)
 		abort(); /* every later socket of ours would be the pod's: nothing may go on */
 	return r;

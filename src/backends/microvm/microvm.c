@@ -420,7 +420,7 @@ static char *cfg_line(const struct kis_plan *pl, const struct kis_pod_link *pod,
 	 * the difference, whose namespace passt serves, is the host's */
 	json_t *o = json_pack("{s:s, s:s, s:b, s:b, s:o, s:s, s:I, s:s, s:b}", "root",
 			      pl->root == KIS_ROOT_WORKSPACE ? "workspace" : "host", "net",
-			      kis_net_mode_name(pl->pod_net ? KIS_NET_EGRESS : pl->net), "disk", pl->ws_path != NULL, "sync",
+			      kis_net_mode_name(pod ? KIS_NET_EGRESS : pl->net), "disk", pl->ws_path != NULL, "sync",
 			      sync_writes, "env", env, "cwd", pl->cwd, "pids", (json_int_t)pl->limits.pids,
 			      "seed", seed, "test_hooks", KIS_TEST_GETENV("KIS_MICROVM_TEST_HOOKS") != NULL);
 	/* a session's cwd is checked by the guest before its agent starts:
@@ -437,7 +437,7 @@ static char *cfg_line(const struct kis_plan *pl, const struct kis_pod_link *pod,
 	/* a pod's: its namespace's address, prefix, gateway and MTU; the
 	 * dns the guest's own /etc names (a workspace root keeps the pod's
 	 * resolv.conf, the engine's, copied at create) */
-	if (o && pl->pod_net)
+	if (o && pod)
 		json_object_set_new(o, "eth0", json_pack("{s:s, s:i, s:s, s:s, s:i}", "address",
 							 pod->addr, "prefix", (int)pod->prefix,
 							 "gateway", pod->gateway, "dns", pod->gateway,
@@ -513,8 +513,14 @@ static int vm_start(struct vm *v, const struct kis_plan *pl, int dfd, const char
 	if (pl->net == KIS_NET_EGRESS)
 		TRY(kis_egress_start_for(&v->eg, pl->allow, pl->n_allow, pl->allow_set,
 					 helper_uid(pl), !detach, false, true, err));
+	/* a pod's namespace with a loopback only (no interface CNI made):
+	 * the guest keeps its own loopback only, as a runc container there */
+	bool pod = false;
 	if (pl->pod_net) {
-		TRY(kis_pod_link_read(pl->pod_netns_fd, &v->pod, err));
+		int k = kis_pod_link_read(pl->pod_netns_fd, &v->pod, err);
+		if (k < 0)
+			return -1;
+		pod = k == 0;
 		v->eg.uid = helper_uid(pl);
 	}
 	TRY(kis_mvm_guest_open(pl->ctx, &v->g, err));
@@ -560,7 +566,7 @@ static int vm_start(struct vm *v, const struct kis_plan *pl, int dfd, const char
 				.snap_fd = snap, .detach = detach, .vm_dir = dpath,
 				.stand_in = true, .mem_fd = memfd, .ignore_shared = snap >= 0,
 				.net_fd = -1};
-	if (pl->net == KIS_NET_EGRESS || pl->pod_net) {
+	if (pl->net == KIS_NET_EGRESS || pod) {
 		if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, link) < 0) {
 			kis_error_set(err, KIS_E_INTERNAL, errno, "egress: cannot link the VM to passt");
 			goto out;
@@ -617,7 +623,7 @@ static int vm_start(struct vm *v, const struct kis_plan *pl, int dfd, const char
 		trace("pasta ready, passt attached, both in the VM's cgroup");
 	/* a pod's passt, in the pod's namespace; in the VM's cgroup, killed
 	 * with it (and ending by itself as QEMU's end of the link closes) */
-	if (pl->pod_net &&
+	if (pod &&
 	    (kis_pod_attach_vm(&v->eg, pl->pod_netns_fd, &v->pod, link[1], !detach, err) < 0 ||
 	     kis_mvm_cgroup_join(dpath, v->eg.vm_pid, err) < 0))
 		goto out;
@@ -643,7 +649,7 @@ static int vm_start(struct vm *v, const struct kis_plan *pl, int dfd, const char
 		goto out;
 	}
 	trace("guest answered");
-	line = cfg_line(pl, &v->pod, sync_writes, detach);
+	line = cfg_line(pl, pod ? &v->pod : NULL, sync_writes, detach);
 	char rep[512];
 	if (!line || kis_mvm_ctl(v->ctl, line, rep, sizeof(rep), 30000) < 0 || strcmp(rep, "ok")) {
 		const char *why = line ? rep + (strncmp(rep, "err ", 4) ? 0 : 4) : "no memory";
