@@ -420,7 +420,8 @@ static char *cfg_line(const struct kis_plan *pl, const struct kis_pod_link *pod,
 	 * the difference, whose namespace passt serves, is the host's */
 	json_t *o = json_pack("{s:s, s:s, s:b, s:b, s:o, s:s, s:I, s:s, s:b}", "root",
 			      pl->root == KIS_ROOT_WORKSPACE ? "workspace" : "host", "net",
-			      kis_net_mode_name(pod ? KIS_NET_EGRESS : pl->net), "disk", pl->ws_path != NULL, "sync",
+			      kis_net_mode_name(pod ? KIS_NET_EGRESS : pl->net), "disk",
+			      pl->ws_path != NULL, "sync",
 			      sync_writes, "env", env, "cwd", pl->cwd, "pids", (json_int_t)pl->limits.pids,
 			      "seed", seed, "test_hooks", KIS_TEST_GETENV("KIS_MICROVM_TEST_HOOKS") != NULL);
 	/* a session's cwd is checked by the guest before its agent starts:
