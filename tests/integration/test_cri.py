@@ -407,32 +407,46 @@ def test_stop_and_remove_leave_nothing(handler, node):
             node.teardown_pod(p.id)
 
 
-def test_pod_ip_reaches_from_another_pod(pod, node):
-    """A second pod on the node reaches the first one's IP (the CNI
-    bridge): web's port 8080 answers. At kis-vm both ends are guests: the
-    pod's network reaches each through passt in the pod's namespace
-    (docs/network.md, "A kis-vm pod's network")."""
+def _from_another_pod(pod, node, cmd):
+    """cmd (with {ip}, the pod's IP) run in a client container of a second
+    pod of the same handler, until web's line comes back or 20 s pass."""
     ip = node.pod_info(pod.id)[0].network.ip
     other = Pod(node, pod.handler).run()
     try:
         cid = other.start("client", ["/bin/sleep", "100000"])
         end = time.monotonic() + 20
         while True:
-            # the client speaks first (a line, as an HTTP client does), with
-            # time: Debian 12's passt (2023-03-09) does not ACK a guest's
-            # SYN-ACK on a connection it forwards in (ACK_IF_NEEDED, fixed
-            # upstream since), so at kis-vm the guest's end of an inbound
-            # connection opens only when passt next sends to it: seconds
-            # later (docs/network.md, "A kis-vm pod's network")
-            t0 = time.monotonic()
-            out, err, rc = node.exec_sync(cid, ["sh", "-c", f"echo | nc {ip} 8080"], timeout=30)
-            print(f"{pod.handler}: the pod IP answered in {time.monotonic() - t0:.1f} s")
+            out, err, rc = node.exec_sync(cid, ["sh", "-c", cmd.format(ip=ip)], timeout=20)
             if "hello-from-web" in out or time.monotonic() > end:
-                break
+                return ip, out, err, rc
             time.sleep(0.2)
-        assert "hello-from-web" in out, (ip, out, err, rc)
     finally:
         node.teardown_pod(other.id)
+
+
+def test_pod_ip_reaches_from_another_pod(pod, node):
+    """A second pod on the node reaches the first one's IP (the CNI
+    bridge): web's port 8080 answers. At kis-vm both ends are guests: the
+    pod's network reaches each through passt in the pod's namespace
+    (docs/network.md, "A kis-vm pod's network"). The client speaks first
+    (a line, as an HTTP client does) and stops after 8 s: that the bytes
+    come back is this cell; how the connection ends is the next one's."""
+    ip, out, err, rc = _from_another_pod(pod, node, "echo | timeout 8 nc {ip} 8080")
+    assert "hello-from-web" in out, (ip, out, err, rc)
+
+
+def test_pod_ip_connection_is_whole_from_another_pod(pod, node):
+    """The same connection, whole: web's one line, once, then its close
+    ends the client (nc exits 0 by itself)."""
+    if pod.handler == "kis-vm":
+        # seen here: the line arrives, but several times, and the close
+        # never reaches the client (docs/network.md, "A kis-vm pod's network")
+        pytest.skip("kis-vm: Debian 12's passt (2023-03-09) does not ACK the guest's "
+                    "SYN-ACK on a connection it forwards in (ACK_IF_NEEDED after the "
+                    "handshake, fixed upstream since): the guest retransmits, the server's "
+                    "bytes reach the client repeated and its close does not reach it")
+    ip, out, err, rc = _from_another_pod(pod, node, "echo | nc {ip} 8080")
+    assert (out, rc) == ("hello-from-web\n", 0), (ip, out, err, rc)
 
 
 # A pod's security context beyond the default: each runs at the control;
