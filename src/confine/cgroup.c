@@ -285,6 +285,69 @@ static int make_leaf(const char *parent, const char *leaf, struct kis_error **er
 	return kis_error_set(err, KIS_E_INTERNAL, ENOENT, "cannot create cgroup '%s'", leaf);
 }
 
+static int set_limit(const char *dir, const char *file, const char *val, struct kis_error **err);
+
+/* The missing directories of dir below the existing one whose path is
+ * top (a hierarchy's mount), made one by one, each then given ctl in its
+ * cgroup.subtree_control when ctl is set (v2: a child's controllers come
+ * from its parent's file). Directories that exist are not touched. */
+static int make_parents(const char *top, const char *dir, const char *ctl, struct kis_error **err)
+{
+	char p[PATH_MAX];
+	if ((size_t)snprintf(p, sizeof(p), "%s", dir) >= sizeof(p))
+		return kis_error_set(err, KIS_E_INVALID_ARGUMENT, ENAMETOOLONG,
+				     "cgroup path '%s' is too long", dir);
+	if (strlen(p) <= strlen(top))
+		return 0; /* dir is top: nothing to make */
+	for (char *s = p + strlen(top) + 1; s && *s; s = strchr(s, '/') ? strchr(s, '/') + 1 : NULL) {
+		char *end = strchr(s, '/');
+		if (end)
+			*end = '\0';
+		if (mkdir(p, 0755) == 0) {
+			kis_debug("cgroup %s made (a parent)", p);
+			if (ctl && *ctl && set_limit(p, "cgroup.subtree_control", ctl, err) < 0)
+				return -1;
+		} else if (errno != EEXIST) {
+			return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot create cgroup '%s'", p);
+		}
+		if (end)
+			*end = '/';
+	}
+	return 0;
+}
+
+/* The leaf and its parent in the hierarchy mounted at mnt: at (o->at)
+ * below mnt, or name under `kis` below own, our own group. The parent is
+ * ours to remove when empty only in the second case. */
+static int leaf_paths(const char *mnt, const char *own, const char *name,
+		      const struct kis_cgroup_opts *o, char **parent, char **leaf, bool *ours,
+		      struct kis_error **err)
+{
+	int r;
+	if (o->at) {
+		r = asprintf(leaf, "%s%s", mnt, o->at);
+		*parent = r < 0 ? NULL : strndup(*leaf, (size_t)(strrchr(*leaf, '/') - *leaf));
+		*ours = false;
+	} else {
+		const char *sep = strcmp(own, "/") == 0 ? "" : own;
+		r = asprintf(parent, "%s%s/kis", mnt, sep);
+		if (r < 0)
+			*parent = NULL;
+		r = r < 0 ? r : asprintf(leaf, "%s/%s", *parent, name);
+		*ours = true;
+	}
+	if (r < 0)
+		*leaf = NULL;
+	if (r < 0 || !*parent)
+		return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "out of memory");
+	return 0;
+}
+
+static bool cpu_wanted(const struct kis_cgroup_opts *o)
+{
+	return o->cpu_quota_us || o->cpu_period_us || o->cpu_shares;
+}
+
 static const char *v_of(char *buf, size_t n, uint64_t v)
 {
 	u64_str(buf, n, v);
@@ -301,7 +364,7 @@ static int set_limit(const char *dir, const char *file, const char *val, struct 
 }
 
 static int create_v1(struct kis_cgroup *cg, const char *name, const struct kis_limits *lim,
-		     uint64_t cpu_millis, struct kis_error **err)
+		     const struct kis_cgroup_opts *o, struct kis_error **err)
 {
 	/* cpuacct always where it is mounted on its own: the run's total CPU
 	 * (limits.cpu_ms counts every process, kis_cgroup_cpu_fd); co-mounted
@@ -312,7 +375,7 @@ static int create_v1(struct kis_cgroup *cg, const char *name, const struct kis_l
 	bool want[KIS_CG_SLOTS];
 	for (int i = 0; i < (int)ARRAY_SIZE(cg_limits); i++)
 		want[i] = true;
-	want[V1_CPU] = cpu_millis > 0;
+	want[V1_CPU] = cpu_wanted(o);
 	want[V1_CPUACCT] = acct_alone;
 	for (int i = 0; i < KIS_CG_SLOTS; i++) {
 		char mnt[64], own[PATH_MAX / 2];
@@ -328,16 +391,21 @@ static int create_v1(struct kis_cgroup *cg, const char *name, const struct kis_l
 						     v1_ctrl[i]);
 			continue;
 		}
-		const char *sep = strcmp(own, "/") == 0 ? "" : own;
-		if (asprintf(&cg->parents[i], "%s%s/kis", mnt, sep) < 0) {
-			cg->parents[i] = NULL;
-			return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "out of memory");
+		_cleanup_free_ char *parent = NULL;
+		bool ours = false;
+		TRY(leaf_paths(mnt, own, name, o, &parent, &cg->dirs[i], &ours, err));
+		/* v1 has no subtree_control: a new group has every controller
+		 * of its hierarchy */
+		if (!ours)
+			TRY(make_parents(mnt, parent, NULL, err));
+		if (make_leaf(parent, cg->dirs[i], err) < 0) {
+			/* not made: an existing group of that name is not ours
+			 * to kill or remove on the way out */
+			free(steal_ptr(cg->dirs[i]));
+			return -1;
 		}
-		if (asprintf(&cg->dirs[i], "%s/%s", cg->parents[i], name) < 0) {
-			cg->dirs[i] = NULL;
-			return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "out of memory");
-		}
-		TRY(make_leaf(cg->parents[i], cg->dirs[i], err));
+		if (ours)
+			cg->parents[i] = steal_ptr(parent);
 	}
 	char v[32];
 	for (size_t i = 0; i < ARRAY_SIZE(cg_limits); i++) {
@@ -355,12 +423,18 @@ static int create_v1(struct kis_cgroup *cg, const char *name, const struct kis_l
 		 * file exists only with swap accounting (swapaccount=1). */
 		return kis_error_set(err, KIS_E_INTERNAL, errno,
 				     "cannot write memory.memsw.limit_in_bytes");
-	if (cpu_millis && cg->dirs[V1_CPU]) {
-		/* quota per 100 ms period: cpu_millis per second = cpu_millis/10 ms */
-		uint64_t quota = cpu_millis * 100;
-		TRY(set_limit(cg->dirs[V1_CPU], "cpu.cfs_period_us", "100000", err));
-		u64_str(v, sizeof(v), quota < 1000 ? 1000 : quota);
-		TRY(set_limit(cg->dirs[V1_CPU], "cpu.cfs_quota_us", v, err));
+	if (cg->dirs[V1_CPU]) {
+		/* Documentation/scheduler/sched-bwc.rst: the period first, so a
+		 * quota is checked against the period it is meant for */
+		if (o->cpu_shares)
+			TRY(set_limit(cg->dirs[V1_CPU], "cpu.shares",
+				      v_of(v, sizeof(v), o->cpu_shares), err));
+		if (o->cpu_period_us)
+			TRY(set_limit(cg->dirs[V1_CPU], "cpu.cfs_period_us",
+				      v_of(v, sizeof(v), o->cpu_period_us), err));
+		if (o->cpu_quota_us)
+			TRY(set_limit(cg->dirs[V1_CPU], "cpu.cfs_quota_us",
+				      v_of(v, sizeof(v), o->cpu_quota_us), err));
 	}
 	return 0;
 }
@@ -385,48 +459,74 @@ static bool has_controllers(const char *dir, const struct kis_limits *lim, bool 
 }
 
 static int create_v2(struct kis_cgroup *cg, const char *name, const struct kis_limits *lim,
-		     uint64_t cpu_millis, struct kis_error **err)
+		     const struct kis_cgroup_opts *o, struct kis_error **err)
 {
 	const char *mnt = v2_mount();
 	char own[PATH_MAX / 2];
 	if (!mnt || own_path(NULL, own, sizeof(own)) < 0)
 		return kis_error_set(err, KIS_E_PROFILE_UNSATISFIABLE, 0,
 				     "no cgroup v2 hierarchy with the memory and pids controllers");
-	bool cpu = cpu_millis > 0;
-	/* walk up from our own group to the nearest one delegating to us */
-	char anc[PATH_MAX];
-	snprintf(anc, sizeof(anc), "%s%s", mnt, strcmp(own, "/") == 0 ? "" : own);
-	size_t root_len = strlen(mnt);
-	while (!has_controllers(anc, lim, cpu)) {
-		char *slash = strrchr(anc, '/');
-		if (!slash || (size_t)(slash - anc) < root_len)
-			return kis_error_set(err, KIS_E_PROFILE_UNSATISFIABLE, 0,
-					     "no cgroup above '%s' delegates the memory and pids "
-					     "controllers",
-					     own);
-		*slash = '\0';
-	}
-	if (asprintf(&cg->parents[0], "%s/kis", anc) < 0) {
-		cg->parents[0] = NULL;
-		return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "out of memory");
-	}
-	if (asprintf(&cg->dirs[0], "%s/%s", cg->parents[0], name) < 0) {
-		cg->dirs[0] = NULL;
-		return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "out of memory");
-	}
-	if (mkdir(cg->parents[0], 0755) < 0 && errno != EEXIST)
-		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot create cgroup '%s'",
-				     cg->parents[0]);
+	bool cpu = cpu_wanted(o);
 	char ctl[256] = "";
-	for (size_t i = 0, o = 0; i < ARRAY_SIZE(cg_limits); i++)
+	for (size_t i = 0, n = 0; i < ARRAY_SIZE(cg_limits); i++)
 		if (kis_limit_get(lim, cg_limits[i].index))
-			o += (size_t)snprintf(ctl + o, sizeof(ctl) - o, "%s+%s", o ? " " : "",
+			n += (size_t)snprintf(ctl + n, sizeof(ctl) - n, "%s+%s", n ? " " : "",
 					      cg_limits[i].ctrl);
 	if (cpu)
-		snprintf(ctl + strlen(ctl), sizeof(ctl) - strlen(ctl), " +cpu");
-	if (set_limit(cg->parents[0], "cgroup.subtree_control", ctl, err) < 0)
+		snprintf(ctl + strlen(ctl), sizeof(ctl) - strlen(ctl), "%s+cpu", *ctl ? " " : "");
+	_cleanup_free_ char *parent = NULL;
+	bool ours = false;
+	TRY(leaf_paths(mnt, own, name, o, &parent, &cg->dirs[0], &ours, err));
+	/* the nearest existing group above the leaf must delegate what the
+	 * leaf needs: below our own group (kis's parent) or the path asked
+	 * for (o->at, whose missing levels we make and delegate through) */
+	char anc[PATH_MAX];
+	if (ours)
+		snprintf(anc, sizeof(anc), "%s%s", mnt, strcmp(own, "/") == 0 ? "" : own);
+	else
+		snprintf(anc, sizeof(anc), "%s", parent);
+	size_t root_len = strlen(mnt);
+	struct stat sb;
+	while (!ours && strlen(anc) > root_len && stat(anc, &sb) < 0)
+		*strrchr(anc, '/') = '\0';
+	while (!has_controllers(anc, lim, cpu)) {
+		char *slash = strrchr(anc, '/');
+		if (!ours || !slash || (size_t)(slash - anc) < root_len) {
+			free(steal_ptr(cg->dirs[0]));
+			return kis_error_set(err, KIS_E_PROFILE_UNSATISFIABLE, 0,
+					     "no cgroup above '%s' delegates the %s controllers",
+					     ours ? own : o->at, ctl);
+		}
+		*slash = '\0';
+	}
+	if (ours) {
+		/* walk up from our own group to the nearest one delegating to us */
+		free(parent);
+		if (asprintf(&parent, "%s/kis", anc) < 0) {
+			parent = NULL;
+			free(steal_ptr(cg->dirs[0]));
+			return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "out of memory");
+		}
+		free(cg->dirs[0]);
+		if (asprintf(&cg->dirs[0], "%s/%s", parent, name) < 0) {
+			cg->dirs[0] = NULL;
+			return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "out of memory");
+		}
+		if (mkdir(parent, 0755) < 0 && errno != EEXIST)
+			return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot create cgroup '%s'",
+					     parent);
+		if (set_limit(parent, "cgroup.subtree_control", ctl, err) < 0)
+			return -1;
+	} else if (make_parents(anc, parent, ctl, err) < 0) {
+		free(steal_ptr(cg->dirs[0]));
 		return -1;
-	TRY(make_leaf(cg->parents[0], cg->dirs[0], err));
+	}
+	if (make_leaf(parent, cg->dirs[0], err) < 0) {
+		free(steal_ptr(cg->dirs[0])); /* not ours: see create_v1 */
+		return -1;
+	}
+	if (ours)
+		cg->parents[0] = steal_ptr(parent);
 	char v[48];
 	for (size_t i = 0; i < ARRAY_SIZE(cg_limits); i++) {
 		uint64_t x = kis_limit_get(lim, cg_limits[i].index);
@@ -439,21 +539,61 @@ static int create_v2(struct kis_cgroup *cg, const char *name, const struct kis_l
 	if (lim->memory_bytes && write_file(cg->dirs[0], "memory.swap.max", "0") < 0 &&
 	    errno != ENOENT)
 		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot write memory.swap.max");
-	if (cpu) {
-		uint64_t quota = cpu_millis * 100;
-		snprintf(v, sizeof(v), "%llu 100000",
-			 (unsigned long long)(quota < 1000 ? 1000 : quota));
+	if (o->cpu_quota_us || o->cpu_period_us) {
+		/* cgroup-v2.rst "cpu.max": "$MAX $PERIOD", $MAX "max" for none */
+		if (o->cpu_quota_us)
+			u64_str(v, sizeof(v), o->cpu_quota_us);
+		else
+			snprintf(v, sizeof(v), "max");
+		snprintf(v + strlen(v), sizeof(v) - strlen(v), " %llu",
+			 (unsigned long long)(o->cpu_period_us ? o->cpu_period_us : 100000));
 		TRY(set_limit(cg->dirs[0], "cpu.max", v, err));
 	}
+	if (o->cpu_shares) {
+		/* v1's shares 2..262144 onto v2's weight 1..10000, the mapping
+		 * runc and crun use, so a bundle's shares weigh the same */
+		uint64_t sh = o->cpu_shares < 2 ? 2 : o->cpu_shares > 262144 ? 262144 : o->cpu_shares;
+		TRY(set_limit(cg->dirs[0], "cpu.weight",
+			      v_of(v, sizeof(v), 1 + ((sh - 2) * 9999) / 262142), err));
+	}
 	return 0;
+}
+
+/* An OCI cgroupsPath as o->at takes: '/' then components of [A-Za-z0-9_.:@-],
+ * none "." or ".." or empty (runtime/model.c refused those already). */
+static bool valid_at(const char *at)
+{
+	size_t n = strlen(at);
+	if (at[0] != '/' || n < 2 || n > 1024 || at[n - 1] == '/' || strstr(at, "//") ||
+	    strstr(at, "/./") || strstr(at, "/../") || !strcmp(at + n - 2, "/.") ||
+	    (n >= 3 && !strcmp(at + n - 3, "/..")))
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (!(isalnum((unsigned char)at[i]) || strchr("/_.:@-", at[i])))
+			return false;
+	return true;
 }
 
 int kis_cgroup_create(const char *name, const struct kis_limits *lim, uint64_t cpu_millis,
 		      struct kis_cgroup **out, struct kis_error **err)
 {
-	if (!name || !valid_name(name))
+	/* CPU bandwidth per second of wall time: cpu_millis/10 ms per 100 ms */
+	uint64_t quota = cpu_millis * 100;
+	struct kis_cgroup_opts o = {.cpu_quota_us = !cpu_millis ? 0 : quota < 1000 ? 1000 : quota,
+				    .cpu_period_us = cpu_millis ? 100000 : 0};
+	return kis_cgroup_create_with(name, lim, &o, out, err);
+}
+
+int kis_cgroup_create_with(const char *name, const struct kis_limits *lim,
+			   const struct kis_cgroup_opts *o, struct kis_cgroup **out,
+			   struct kis_error **err)
+{
+	static const struct kis_cgroup_opts no_opts;
+	if (!o)
+		o = &no_opts;
+	if (o->at ? !valid_at(o->at) : (!name || !valid_name(name)))
 		return kis_error_set(err, KIS_E_INVALID_ID, 0, "invalid cgroup name '%s'",
-				     name ? name : "");
+				     o->at ? o->at : name ? name : "");
 	static const struct kis_limits none;
 	if (!lim)
 		lim = &none;
@@ -463,8 +603,8 @@ int kis_cgroup_create(const char *name, const struct kis_limits *lim, uint64_t c
 	cg->mode = kis_cgroup_detect();
 	int r;
 	switch (cg->mode) {
-	case KIS_CG_V1: r = create_v1(cg, name, lim, cpu_millis, err); break;
-	case KIS_CG_V2: r = create_v2(cg, name, lim, cpu_millis, err); break;
+	case KIS_CG_V1: r = create_v1(cg, name, lim, o, err); break;
+	case KIS_CG_V2: r = create_v2(cg, name, lim, o, err); break;
 	case KIS_CG_NONE:
 	default:
 		r = kis_error_set(err, KIS_E_PROFILE_UNSATISFIABLE, 0,
@@ -479,7 +619,7 @@ int kis_cgroup_create(const char *name, const struct kis_limits *lim, uint64_t c
 		return -1;
 	}
 	*out = cg;
-	if (strncmp(name, "probe-", 6))
+	if (o->at || strncmp(name, "probe-", 6))
 		kis_test_pause("setup"); /* the run's group, not a probe's */
 	return 0;
 }
@@ -781,6 +921,35 @@ static bool ctrl_present(size_t i)
 	return false;
 }
 
+bool kis_cgroup_cpu_available(char *why, size_t why_len)
+{
+	const char *mnt = NULL;
+	char buf[512] = "";
+	switch (kis_cgroup_detect()) {
+	case KIS_CG_V1:
+		/* the cpu hierarchy of its own or co-mounted (cpu,cpuacct: the
+		 * /sys/fs/cgroup/cpu link): where create_v1 makes the leaf */
+		if (is_fs(CG_ROOT "/cpu", CGROUP_SUPER_MAGIC))
+			return true;
+		snprintf(why, why_len, "the cgroup v1 'cpu' controller is not mounted at "
+			 CG_ROOT "/cpu");
+		return false;
+	case KIS_CG_V2:
+		mnt = v2_mount();
+		if (mnt && read_file(mnt, "cgroup.controllers", buf, sizeof(buf)) >= 0)
+			for (char *sv = NULL, *w = strtok_r(buf, " \n", &sv); w;
+			     w = strtok_r(NULL, " \n", &sv))
+				if (!strcmp(w, "cpu"))
+					return true;
+		snprintf(why, why_len, "the cgroup v2 hierarchy has no 'cpu' controller");
+		return false;
+	case KIS_CG_NONE:
+	default:
+		snprintf(why, why_len, "no usable cgroup hierarchy on this host");
+		return false;
+	}
+}
+
 unsigned kis_cgroup_probe(char *why, size_t why_len)
 {
 	if (why && why_len)
@@ -843,13 +1012,29 @@ int kis_cgroup_save(int dir_fd, const char *name, const struct kis_cgroup *cg,
 	return 0;
 }
 
-/* A path read back must be a kis leaf or parent under /sys/fs/cgroup: the
- * file is ours (0600 in a directory of ours), this is belt and braces
- * before a destroy that kills what the group holds. */
+/* A path read back must be a group under /sys/fs/cgroup, a kis leaf or
+ * parent or a leaf made at a bundle's cgroupsPath, never a hierarchy's
+ * root (a mount point: its st_dev differs from its parent's): the file is
+ * ours (0600 in a directory of ours), this is belt and braces before a
+ * destroy that kills what the group holds. */
 static bool record_path_ok(const char *line)
 {
-	return !strncmp(line, "/sys/fs/cgroup/", 15) && !strstr(line, "/../") &&
-	       strstr(line, "/kis") != NULL;
+	if (strncmp(line, "/sys/fs/cgroup/", 15) || strstr(line, "/../") || strstr(line, "/./") ||
+	    strstr(line, "//"))
+		return false;
+	if (strstr(line, "/kis"))
+		return true;
+	char up[PATH_MAX];
+	snprintf(up, sizeof(up), "%s", line);
+	char *slash = strrchr(up, '/');
+	struct stat a, b;
+	if (!slash)
+		return false;
+	*slash = '\0';
+	/* gone already: nothing to kill, nothing to remove */
+	if (stat(line, &a) < 0)
+		return errno == ENOENT;
+	return stat(up, &b) == 0 && a.st_dev == b.st_dev;
 }
 
 struct kis_cgroup *kis_cgroup_load(int dir_fd, const char *name)

@@ -280,6 +280,30 @@ KIS_HIDDEN enum kis_cgroup_mode kis_cgroup_detect(void);
 KIS_HIDDEN int kis_cgroup_create(const char *name, const struct kis_limits *lim,
 				 uint64_t cpu_millis, struct kis_cgroup **out,
 				 struct kis_error **err);
+/* Where a group goes and its CPU bandwidth, beyond kis_cgroup_create's:
+ * what an OCI bundle asks for (kis-runtime's host tier). */
+struct kis_cgroup_opts {
+	/* NULL: the leaf `name` under a `kis` parent, as kis_cgroup_create.
+	 * Else the leaf's path from each hierarchy's root (an OCI
+	 * linux.cgroupsPath that begins with '/', as runc's cgroupfs driver
+	 * reads it; no '.', '..' or empty component): its missing parents are
+	 * made and left, as runc leaves them (the pod's group is the
+	 * kubelet's), and `name` is ignored. */
+	const char *at;
+	/* CFS bandwidth (OCI linux.resources.cpu quota and period, in us):
+	 * quota 0 is none, period 0 the kernel's 100000 */
+	uint64_t cpu_quota_us, cpu_period_us;
+	/* v1 cpu.shares (2..262144), v2 cpu.weight mapped as runc and crun
+	 * map it; 0: none */
+	uint64_t cpu_shares;
+};
+KIS_HIDDEN int kis_cgroup_create_with(const char *name, const struct kis_limits *lim,
+				      const struct kis_cgroup_opts *o, struct kis_cgroup **out,
+				      struct kis_error **err);
+/* Does this host have the cpu controller where kis_cgroup_create_with
+ * makes its groups (v1: a cpu hierarchy; v2: cpu in the hierarchy of the
+ * limits)? why gets the reason when not. */
+KIS_HIDDEN bool kis_cgroup_cpu_available(char *why, size_t why_len);
 /* Rewrite the group's pids.max (v1's pids leaf, v2's leaf): a helper of
  * the engine's that joins later adds itself to it (limits.pids is the
  * command's). */

@@ -540,6 +540,55 @@ static int res_limit(const char *k)
 	return -1;
 }
 
+/* linux.resources.cpu: the quota, period and shares go to a group of the
+ * container's in the cpu controller (v1 cpu.cfs_quota_us, cpu.cfs_period_us,
+ * cpu.shares; v2 cpu.max, cpu.weight), as runc and crun write them. A
+ * quota or period is a bound: where this host has no cpu controller it is
+ * refused. Shares are a weight among siblings under contention, no bound:
+ * the CRI plugin gives every sandbox one (2), so without a cpu controller
+ * they are taken unapplied. A CPU set or a realtime budget is refused. */
+static int plan_cpu(json_t *cpu, struct krt_host_plan *p, struct kis_error **err)
+{
+	const char *ck;
+	json_t *cv;
+	json_object_foreach(cpu, ck, cv) {
+		bool quota = !strcmp(ck, "quota"), period = !strcmp(ck, "period");
+		if (!quota && !period && strcmp(ck, "shares"))
+			return krt_host_refuse(err, "linux.resources.cpu.%s: the host tier binds "
+					   "cpu.quota, cpu.period and cpu.shares only", ck);
+		if (!json_is_integer(cv))
+			return kis_error_set(err, KIS_E_INVALID_PROFILE, 0,
+					     "linux.resources.cpu.%s is not an integer", ck);
+		json_int_t x = json_integer_value(cv);
+		/* quota -1 (or 0): no bound, a new group's own value */
+		if (quota && x > 0 && x < 1000)
+			return kis_error_set(err, KIS_E_INVALID_PROFILE, 0,
+					     "linux.resources.cpu.quota %lld is below the kernel's "
+					     "least, 1000 us (sched-bwc.rst)", (long long)x);
+		if (period && x != 0 && (x < 1000 || x > 1000000))
+			return kis_error_set(err, KIS_E_INVALID_PROFILE, 0,
+					     "linux.resources.cpu.period %lld is outside the "
+					     "kernel's 1000..1000000 us (sched-bwc.rst)",
+					     (long long)x);
+		if (!quota && !period && x != 0 && (x < 2 || x > 262144))
+			return kis_error_set(err, KIS_E_INVALID_PROFILE, 0,
+					     "linux.resources.cpu.shares %lld is outside "
+					     "2..262144", (long long)x);
+		uint64_t *slot = quota ? &p->cpu_quota_us : period ? &p->cpu_period_us
+								  : &p->cpu_shares;
+		*slot = x > 0 ? (uint64_t)x : 0;
+	}
+	char why[160];
+	if ((p->cpu_quota_us || p->cpu_period_us || p->cpu_shares) &&
+	    !kis_cgroup_cpu_available(why, sizeof(why))) {
+		if (p->cpu_quota_us || p->cpu_period_us)
+			return krt_host_refuse(err, "linux.resources.cpu.%s: %s",
+					       p->cpu_quota_us ? "quota" : "period", why);
+		p->cpu_shares = 0; /* a weight, taken unapplied */
+	}
+	return 0;
+}
+
 static int plan_resources(json_t *res, struct krt_host_plan *p, struct kis_error **err)
 {
 	const char *k;
@@ -566,20 +615,7 @@ static int plan_resources(json_t *res, struct krt_host_plan *p, struct kis_error
 			continue;
 		}
 		if (strcmp(k, "cpu") == 0) {
-			/* cpu.shares is a weight among sibling groups under
-			 * contention, no bound: the CRI plugin gives every
-			 * sandbox one (2). The host tier's group is kis's own
-			 * (memory and pids): the weight is taken and not
-			 * applied (the default, 1024), said in the README. A
-			 * quota, a period or a CPU set is a bound: refused. */
-			const char *ck;
-			json_t *cv;
-			json_object_foreach(v, ck, cv)
-				if (strcmp(ck, "shares") != 0)
-					return krt_host_refuse(err, "linux.resources.cpu.%s: the host "
-							   "tier enforces memory and pids only (cpu.shares "
-							   "is taken as a weight it does not apply)",
-						      ck);
+			TRY(plan_cpu(v, p, err));
 			continue;
 		}
 		if ((json_is_object(v) && !json_object_size(v)) ||
@@ -627,6 +663,11 @@ int krt_host_plan(const struct krt_model *mo, bool had_seccomp, struct krt_host_
 	TRY(krt_argv_push(&p->bwrap, "--as-pid-1", err));
 	TRY(plan_process(json_object_get(config, "process"), p, err));
 	TRY(plan_resources(json_object_get(linux_, "resources"), p, err));
+	/* the container's group where the engine asks for it (cgroupfs: a
+	 * path from the hierarchy's root, as runc reads it); a systemd
+	 * slice:prefix:name or a relative path: kis's own place for it */
+	const char *cgp = json_string_value(json_object_get(linux_, "cgroupsPath"));
+	p->cgroups_path = cgp && cgp[0] == '/' && cgp[1] ? cgp : NULL;
 	json_t *root = json_object_get(config, "root");
 	/* the root held since the model checked it: whatever root.path
 	 * names by now, bwrap binds that directory */

@@ -149,6 +149,10 @@ struct krt_host_plan {
 	bool has_oom_adj;
 	int net;               /* enum kis_net_mode: kis's seccomp filter's */
 	struct kis_limits limits; /* linux.resources' limits a cgroup binds (KIS_CGROUP_LIMITS) */
+	/* linux.resources.cpu's quota, period (us) and shares, 0 where
+	 * unset; linux.cgroupsPath where it begins with '/' (borrowed) */
+	uint64_t cpu_quota_us, cpu_period_us, cpu_shares;
+	const char *cgroups_path;
 };
 /* m->doc already through krt_policy_container; had_seccomp: the bundle
  * brought its own linux.seccomp. A field bwrap cannot enforce is refused
