@@ -1240,20 +1240,27 @@ int krt_host_exec(const struct krt_globals *g, const char *id, json_t *proc,
 	}
 	if (terminal && (tty = console_pty(o->console_socket, err)) < 0)
 		goto out;
-	/* the container's cgroup: read now, joined in the child */
-	char procs[3][PATH_MAX];
+	/* the container's cgroup: read now, joined in the child. v1: the
+	 * hierarchies its group is in (memory, pids, and the cpu and cpuacct
+	 * ones: an exec is bound by the container's CPU quota and counted in
+	 * its usage, as runc's exec is) */
+	static const char *const v1_joined[] = {"pids", "memory", "cpu", "cpuacct", "cpu,cpuacct"};
+	char procs[4][PATH_MAX];
 	size_t np = 0;
 	{
 		char path[64], line[1024];
 		snprintf(path, sizeof(path), "/proc/%d/cgroup", (int)target);
 		_cleanup_fclose_ FILE *f = fopen(path, "re");
-		while (f && fgets(line, sizeof(line), f) && np < 3) {
+		while (f && fgets(line, sizeof(line), f) && np < ARRAY_SIZE(procs)) {
 			line[strcspn(line, "\n")] = '\0';
 			char *c1 = strchr(line, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
 			if (!c2)
 				continue;
 			*c2 = '\0';
-			if (strcmp(c1 + 1, "pids") == 0 || strcmp(c1 + 1, "memory") == 0)
+			bool joined = false;
+			for (size_t j = 0; j < ARRAY_SIZE(v1_joined); j++)
+				joined |= strcmp(c1 + 1, v1_joined[j]) == 0;
+			if (joined)
 				snprintf(procs[np++], PATH_MAX, "/sys/fs/cgroup/%s%s/cgroup.procs",
 					 c1 + 1, c2 + 1);
 			else if (c1[1] == '\0' && kis_cgroup_detect() == KIS_CG_V2)
@@ -1262,7 +1269,7 @@ int krt_host_exec(const struct krt_globals *g, const char *id, json_t *proc,
 		}
 	}
 	/* opened here: /sys/fs/cgroup is not in the container's mount namespace */
-	int cgfd[3] = {-1, -1, -1};
+	int cgfd[ARRAY_SIZE(procs)] = {-1, -1, -1, -1};
 	for (size_t k = 0; k < np; k++)
 		cgfd[k] = open(procs[k], O_WRONLY | O_CLOEXEC);
 	/* The namespaces are joined in a child, never here: this process

@@ -26,10 +26,6 @@ QEMU = Path("/usr/bin/qemu-system-x86_64")
 # with the runtime's own message, which names the field; any other failure
 # fails. When the runtime learns to run pods at a tier, its cells run.
 KNOWN_REFUSALS = {
-    # the host tier's group is kis's own (memory and pids): a CPU quota is
-    # a bound it cannot give (cpu.shares, a weight, is taken unapplied)
-    "kis-host": r"profile_unsatisfiable: linux\.resources\.cpu\.(quota|period): the host tier "
-                r"enforces memory and pids only .*\(run\.kis\.tier 'host'\)",
     # one VM per pod (src/runtime/mvm_pod.c): what an app container of the
     # pod's VM cannot have of its own is refused by name
     "kis-vm": r"profile_unsatisfiable: (linux\.resources\.(memory\.limit|pids)[^:]*: an app "
@@ -315,7 +311,9 @@ def _cgroup_file(pid, controller, name):
 
 def test_pod_resources_apply_to_the_cgroup(pod, node):
     """CPU and memory limits of the container's spec are its cgroup's
-    (cgroup v1 here: memory.limit_in_bytes, cpu.cfs_quota_us/period, shares)."""
+    (cgroup v1 here: memory.limit_in_bytes, cpu.cfs_quota_us/period, shares),
+    at the cgroup parent the pod's config names (kis-host too: its group is
+    made at linux.cgroupsPath, as runc makes it)."""
     cid = pod.start("limited", ["/bin/sleep", "100000"], memory=96 << 20, cpu_quota=50000,
                     cpu_period=100000, cpu_shares=512)
     _, info = wait_state(node, cid, node.cri.pb.CONTAINER_RUNNING)
