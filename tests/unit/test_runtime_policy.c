@@ -19,6 +19,7 @@
 #include <cmocka.h>
 
 #include "kis/profile.h"
+#include "confine/confine.h"
 #include "runtime/runtime.h"
 
 /* A bundle directory of the test's own, with its rootfs (the model
@@ -397,11 +398,33 @@ static void test_host_tier_joins_a_pods_namespaces(void **state)
 	json_array_append_new(at(c, "linux", "namespaces"),
 			      json_pack("{s:s,s:s}", "type", "pid", "path", path));
 	expect_host_refusal(c, "joins only a network, ipc or uts namespace by path");
-	/* a bound, not a weight; a group of the host's */
+	/* a CPU quota, period and shares go to the container's cpu group
+	 * (where this host has a cpu controller), a CPU set is refused */
+	char why[160];
+	if (kis_cgroup_cpu_available(why, sizeof(why))) {
+		c = base_config();
+		json_object_set_new(at(c, "linux", NULL), "resources",
+				    json_pack("{s:{s:i,s:i,s:i}}", "cpu", "quota", 50000, "period",
+					      100000, "shares", 512));
+		json_object_set_new(at(c, "linux", NULL), "cgroupsPath",
+				    json_string("/kubepods/pod1/c1"));
+		struct kis_error *e2 = NULL;
+		struct krt_model m2;
+		struct krt_host_plan p2 = {0};
+		if (host_plan(c, &m2, &p2, &e2) < 0)
+			fail_msg("refused: %s", e2->message);
+		assert_int_equal(p2.cpu_quota_us, 50000);
+		assert_int_equal(p2.cpu_period_us, 100000);
+		assert_int_equal(p2.cpu_shares, 512);
+		assert_string_equal(p2.cgroups_path, "/kubepods/pod1/c1");
+		krt_host_plan_release(&p2);
+		krt_model_release(&m2);
+		json_decref(c);
+	}
 	c = base_config();
 	json_object_set_new(at(c, "linux", NULL), "resources",
-			    json_pack("{s:{s:i,s:i}}", "cpu", "quota", 50000, "period", 100000));
-	expect_host_refusal(c, "linux.resources.cpu.");
+			    json_pack("{s:{s:s}}", "cpu", "cpus", "0"));
+	expect_host_refusal(c, "linux.resources.cpu.cpus");
 	c = base_config();
 	json_object_set_new(at(c, "process", "user"), "additionalGids", json_pack("[i,i]", 0, 6));
 	expect_host_refusal(c, "process.user.additionalGids[1]");
