@@ -16,6 +16,12 @@
 _Atomic int kis_log_level_now = KIS_LOG_OFF;
 
 static __thread const char *scope_id;
+static _Atomic(kis_log_sink_fn) sink;
+
+void kis_log_set_sink(kis_log_sink_fn fn)
+{
+	atomic_store(&sink, fn);
+}
 
 static const char *const level_names[KIS_LOG__COUNT] = {
 	[KIS_LOG_OFF] = "off",   [KIS_LOG_ERROR] = "error", [KIS_LOG_WARN] = "warn",
@@ -93,7 +99,9 @@ static size_t prefix(char *buf, size_t len, enum kis_log_level l)
 	return n < 0 ? 0 : (size_t)n < len ? (size_t)n : len - 1;
 }
 
-static void finish(char *buf, size_t len, size_t n)
+/* The line: buf holds the prefix (pre bytes) then the message, n bytes in
+ * all (perhaps past len when cut). */
+static void finish(char *buf, size_t len, size_t n, enum kis_log_level l, size_t pre)
 {
 	/* cut to the buffer, one newline at the end, none inside: an event
 	 * is one line whatever a message carries (a tool's stderr) */
@@ -102,17 +110,25 @@ static void finish(char *buf, size_t len, size_t n)
 	for (size_t i = 0; i < n; i++)
 		if (buf[i] == '\n' || buf[i] == '\r')
 			buf[i] = ' ';
+	kis_log_sink_fn fn = atomic_load(&sink);
+	if (fn) {
+		buf[n] = '\0';
+		fn(l, buf + (pre < n ? pre : n));
+		return;
+	}
 	buf[n++] = '\n';
 	emit(buf, n);
 }
 
 /* The prefix and the message into buf; the length written (it may pass
  * len when the message was cut: finish clamps it). */
-static size_t start(char *buf, size_t len, enum kis_log_level l, const char *fmt, va_list ap)
-	__attribute__((format(printf, 4, 0)));
-static size_t start(char *buf, size_t len, enum kis_log_level l, const char *fmt, va_list ap)
+static size_t start(char *buf, size_t len, enum kis_log_level l, size_t *pre, const char *fmt,
+		    va_list ap) __attribute__((format(printf, 5, 0)));
+static size_t start(char *buf, size_t len, enum kis_log_level l, size_t *pre, const char *fmt,
+		    va_list ap)
 {
 	size_t n = prefix(buf, len, l);
+	*pre = n;
 	int m = vsnprintf(buf + n, len - n, fmt, ap);
 	return m > 0 ? n + (size_t)m : n;
 }
@@ -122,9 +138,10 @@ void kis_log_write(enum kis_log_level l, const char *fmt, ...)
 	char buf[4096];
 	va_list ap;
 	va_start(ap, fmt);
-	size_t n = start(buf, sizeof(buf), l, fmt, ap);
+	size_t pre;
+	size_t n = start(buf, sizeof(buf), l, &pre, fmt, ap);
 	va_end(ap);
-	finish(buf, sizeof(buf), n);
+	finish(buf, sizeof(buf), n, l, pre);
 }
 
 /* A word as a shell reads it back: bare when it holds only safe
@@ -161,7 +178,8 @@ void kis_log_argv_write(enum kis_log_level l, char *const *argv, const char *fmt
 	char buf[4096];
 	va_list ap;
 	va_start(ap, fmt);
-	size_t n = start(buf, sizeof(buf), l, fmt, ap);
+	size_t pre;
+	size_t n = start(buf, sizeof(buf), l, &pre, fmt, ap);
 	va_end(ap);
 	if (n + 1 < sizeof(buf))
 		buf[n++] = ':';
@@ -169,5 +187,5 @@ void kis_log_argv_write(enum kis_log_level l, char *const *argv, const char *fmt
 		buf[n++] = ' ';
 		n += quote(buf + n, sizeof(buf) - n, argv[i]);
 	}
-	finish(buf, sizeof(buf), n < sizeof(buf) ? n : sizeof(buf));
+	finish(buf, sizeof(buf), n < sizeof(buf) ? n : sizeof(buf), l, pre);
 }

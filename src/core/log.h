@@ -43,6 +43,12 @@ void kis_log_argv_write(enum kis_log_level l, char *const *argv, const char *fmt
 			kis_log_argv_write(l, argv, __VA_ARGS__); \
 	} while (0)
 
+/* Where the lines go instead of stderr: fn gets each event's level and
+ * its line without the prefix or the newline (kis-runtime writes them to
+ * its --log file in the engine's format); NULL: stderr again. */
+typedef void (*kis_log_sink_fn)(enum kis_log_level l, const char *msg);
+void kis_log_set_sink(kis_log_sink_fn fn);
+
 /* The sandbox id of the calling thread's events from now on (NULL: none);
  * returns the one it replaces, for the caller to put back. The string is
  * the caller's and must live until it is replaced. */

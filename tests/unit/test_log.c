@@ -122,12 +122,37 @@ static void test_a_long_event_is_one_cut_line(void **state)
 	assert_ptr_equal(strchr(out, '\n'), out + n - 1); /* one line */
 }
 
+static char sunk[512];
+
+static void to_sink(enum kis_log_level l, const char *msg)
+{
+	size_t n = strlen(sunk);
+	snprintf(sunk + n, sizeof(sunk) - n, "%s|%s;", kis_log_level_name(l), msg);
+}
+
+static void test_a_sink_takes_the_lines_from_stderr(void **state)
+{
+	(void)state;
+	set("debug");
+	sunk[0] = '\0';
+	kis_log_set_sink(to_sink);
+	_cleanup_free_ char *out = capture(events);
+	kis_log_set_sink(NULL);
+	assert_string_equal(out, "");
+	/* the level apart, the message without the prefix or a newline */
+	assert_string_equal(sunk, "debug|outside 1;info|two lines;debug|helper started, pid 7: "
+				  "/usr/bin/bwrap --bind 'a b' 'it'\\''s' '';debug|out again;");
+	_cleanup_free_ char *again = capture(events);
+	assert_non_null(strstr(again, "kis: debug: outside 1\n"));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_levels_and_their_refusal),
 		cmocka_unit_test(test_lines_prefix_id_and_quoting),
 		cmocka_unit_test(test_a_level_below_prints_nothing),
+		cmocka_unit_test(test_a_sink_takes_the_lines_from_stderr),
 		cmocka_unit_test(test_a_long_event_is_one_cut_line),
 	};
 	return cmocka_run_group_tests_name("log", tests, NULL, NULL);
