@@ -50,6 +50,7 @@ static const struct {
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: kis-runtime [--root DIR] [--log FILE] [--log-format text|json] "
+		   "[--log-level error|warn|info|debug] [--debug] "
 		   "[--systemd-cgroup] [--kis-guest-dir DIR] VERB [FLAGS] ID\n"
 		   "verbs: create start state kill delete run exec ps features pause resume "
 		   "list\n"
@@ -98,6 +99,8 @@ static int parse_globals(int argc, char **argv, struct krt_globals *g, int *verb
 			g->root = v;
 		else if ((m = global_flag(argv, argc, &i, "log", true, &v)) != 0)
 			g->log = v;
+		else if ((m = global_flag(argv, argc, &i, "log-level", true, &v)) != 0)
+			g->log_level = v;
 		else if ((m = global_flag(argv, argc, &i, "log-format", true, &v)) != 0) {
 			if (m > 0 && strcmp(v, "json") != 0 && strcmp(v, "text") != 0)
 				return kis_error_set(err, KIS_E_INVALID_ARGUMENT, 0,
@@ -165,7 +168,7 @@ int main(int argc, char **argv)
 		usage(stdout);
 		return 0;
 	}
-	if (parse_globals(argc, argv, &g, &at, &err) < 0) {
+	if (parse_globals(argc, argv, &g, &at, &err) < 0 || krt_log_setup(&g, &err) < 0) {
 		krt_log_error(&g, err);
 		kis_error_free(err);
 		return KRT_EXIT_REFUSED;

@@ -27,6 +27,7 @@
 struct krt_globals {
 	const char *root;       /* --root: the runtime's state directory */
 	const char *log;        /* --log FILE */
+	const char *log_level;  /* --log-level LEVEL (kis's: error, warn, info, debug) */
 	bool log_json;          /* --log-format json */
 	bool systemd_cgroup;    /* --systemd-cgroup (or --cgroup-manager systemd) */
 	bool debug;             /* --debug */
@@ -44,6 +45,10 @@ typedef int (*krt_verb_fn)(const struct krt_globals *g, int argc, char **argv,
  * --log, as one line of the log in its format ({"level","msg","time"} as
  * runc and crun write it), which is where containerd and conmon look. */
 void krt_log_error(const struct krt_globals *g, const struct kis_error *e);
+/* The level of kis's diagnostics (kis/log.h): --log-level, else --debug,
+ * else $KIS_LOG, else warn; with --log their lines go to that file in
+ * its format (a level of their own), else to stderr. g must outlive it. */
+int krt_log_setup(const struct krt_globals *g, struct kis_error **err);
 
 /* ---- model.c: config.json read into kis's own model ---- */
 /* A host path of the bundle's (root.path, a bind's source): checked, and

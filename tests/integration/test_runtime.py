@@ -553,6 +553,42 @@ def test_host_tier_cpu_quota_below_the_kernels_least_is_refused(work, roots):
     assert p.returncode != 0 and "linux.resources.cpu.quota 500" in p.stderr, p.stderr
 
 
+@pytest.mark.skipif("host" not in TIERS, reason="bubblewrap is not installed")
+def test_log_level_from_the_flag_or_kis_log_goes_to_the_log_file(work, roots):
+    """kis-runtime takes kis's level (--log-level, --debug, else $KIS_LOG,
+    else warn) and writes kis's diagnostics to its --log file in the
+    file's format, where the engine keeps it, not to stderr (the engine's
+    channel for the error); a level it does not know is refused."""
+    kr, _ = roots
+    b = make_bundle(work, ["true"], at_tier("host"))
+
+    def run(cid, log, fmt, *flags, env=None):
+        p = subprocess.run([str(KRT), "--root", str(kr), "--log", str(log), "--log-format", fmt,
+                            *flags, "run", "--bundle", str(b), cid], capture_output=True,
+                           text=True, timeout=60,
+                           env=dict({k: v for k, v in os.environ.items() if k != "KIS_LOG"},
+                                    **(env or {})))
+        return p, (log.read_text().splitlines() if log.exists() else [])
+
+    p, lines = run("krt-log0", work / "log0.json", "json")
+    assert p.returncode == 0 and not lines and not p.stderr, (p.stderr, lines)
+    p, lines = run("krt-log1", work / "log1.json", "json", "--log-level", "debug")
+    assert p.returncode == 0 and not p.stderr, p.stderr
+    rows = [json.loads(l) for l in lines]
+    assert rows and all(set(r) == {"level", "msg", "time"} for r in rows), lines
+    assert any(r["level"] == "debug" and "cgroup" in r["msg"] and "made" in r["msg"]
+               for r in rows), rows
+    p, lines = run("krt-log2", work / "log2.txt", "text", env={"KIS_LOG": "debug"})
+    assert p.returncode == 0 and not p.stderr, p.stderr
+    assert any(" debug: cgroup " in l for l in lines), lines
+    p, lines = run("krt-log3", work / "log3.json", "json", "--debug")
+    assert p.returncode == 0 and any('"level":"debug"' in l for l in lines), lines
+    p, lines = run("krt-log4", work / "log4.json", "json", "--log-level", "loud")
+    assert p.returncode == 125, p.stderr
+    assert "--log-level: expected error, warn, info or debug, not 'loud'" in p.stderr
+    assert json.loads(lines[-1])["level"] == "error", lines
+
+
 # A create's course: its groups are made early (before the fork), its state
 # last; kill points spread over it, measured first, as test_killed_engine's
 KILL_FRACTIONS = [k / 12 for k in range(1, 13)]
