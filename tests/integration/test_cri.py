@@ -511,3 +511,45 @@ def test_security_context_beyond_the_default_is_refused_by_name(handler, case, n
     assert re.search(r"(profile_unsatisfiable|escape_hatch_forbidden): ", got), got
     if handler in ("kis", "kis-host"):
         assert re.search(named, got), got
+
+
+@pytest.mark.parametrize("handler", [h for h in HANDLERS if h != "runc"])
+def test_a_pod_cannot_hand_itself_a_named_hatch(handler, node):
+    """The named hatches are kis's annotations (run.kis.allow-net-host,
+    run.kis.allow-hooks): a pod that writes them in its own annotations
+    does not reach the runtime with them (the README's handlers pass no
+    pod annotation: no pod_annotations), so only the operator's handler
+    configuration could give one."""
+    need_guest(handler)
+    hatches = {"run.kis.allow-net-host": "true", "run.kis.allow-hooks": "true"}
+    uid = uuid.uuid4().hex
+    logs = node.d / "pods" / f"kis-cri-test_hatch_{uid}"
+    logs.mkdir(parents=True)
+    cfg = node.cri.pod_config("hatch", logs, f"/{node.cgroup_top}/pod{uid[:12]}", uid=uid)
+    for k, v in hatches.items():
+        cfg.annotations[k] = v
+    pod = None
+    try:
+        try:
+            pod = node.cri.call("RunPodSandbox", config=cfg,
+                                runtime_handler=handler).pod_sandbox_id
+        except node.cri.grpc.RpcError as e:
+            refused(handler, "RunPodSandbox", e)
+        c = node.cri.container_config("c", ["/bin/sleep", "100000"])
+        for k, v in hatches.items():
+            c.annotations[k] = v
+        try:
+            cid = node.cri.call("CreateContainer", pod_sandbox_id=pod, config=c,
+                                sandbox_config=cfg).container_id
+        except node.cri.grpc.RpcError as e:
+            refused(handler, "CreateContainer", e)
+        _, sinfo = node.pod_info(pod)
+        _, cinfo = node.status(cid)
+        for what, info in (("sandbox", sinfo), ("container", cinfo)):
+            ann = info["runtimeSpec"].get("annotations", {})
+            # the CRI plugin's own annotations are there: this is the spec
+            assert any(k.startswith("io.kubernetes.cri.") for k in ann), (what, ann)
+            assert not [k for k in ann if k.startswith("run.kis.")], (what, ann)
+    finally:
+        if pod:
+            node.teardown_pod(pod)
