@@ -338,8 +338,12 @@ static int leaf_paths(const char *mnt, const char *own, const char *name,
 	}
 	if (r < 0)
 		*leaf = NULL;
-	if (r < 0 || !*parent)
+	if (r < 0 || !*parent) {
+		/* nothing made: no path is left for a destroy to act on */
+		free(steal_ptr(*leaf));
+		free(steal_ptr(*parent));
 		return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "out of memory");
+	}
 	return 0;
 }
 
@@ -396,8 +400,10 @@ static int create_v1(struct kis_cgroup *cg, const char *name, const struct kis_l
 		TRY(leaf_paths(mnt, own, name, o, &parent, &cg->dirs[i], &ours, err));
 		/* v1 has no subtree_control: a new group has every controller
 		 * of its hierarchy */
-		if (!ours)
-			TRY(make_parents(mnt, parent, NULL, err));
+		if (!ours && make_parents(mnt, parent, NULL, err) < 0) {
+			free(steal_ptr(cg->dirs[i])); /* not made: see below */
+			return -1;
+		}
 		if (make_leaf(parent, cg->dirs[i], err) < 0) {
 			/* not made: an existing group of that name is not ours
 			 * to kill or remove on the way out */
