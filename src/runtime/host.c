@@ -209,6 +209,34 @@ static pid_t process_pid(int dfd, json_t *st)
 	return child > 0 ? child : (pid_t)json_integer_value(json_object_get(st, "pid"));
 }
 
+/* Until bwrap's child has exec'd the bundle's process (its exe is no
+ * longer bwrap's, the parent's): start lets bwrap go and returns, and
+ * bwrap builds the container's mounts after (info.json names the child
+ * once it is cloned), so an exec right after start (the CRI's first
+ * ExecSync) would join a half-made mount namespace and find no command.
+ * Bounded (10 s); a child that is gone ends the wait at once. */
+static void await_setup(int dfd, json_t *st)
+{
+	pid_t bwrap = (pid_t)json_integer_value(json_object_get(st, "pid"));
+	char path[64], parent_exe[PATH_MAX], exe[PATH_MAX];
+	snprintf(path, sizeof(path), "/proc/%d/exe", (int)bwrap);
+	ssize_t pn = readlink(path, parent_exe, sizeof(parent_exe) - 1);
+	if (pn <= 0)
+		return;
+	parent_exe[pn] = '\0';
+	for (int i = 0; i < 5000; i++) {
+		pid_t child = process_pid(dfd, st);
+		if (child != bwrap) {
+			snprintf(path, sizeof(path), "/proc/%d/exe", (int)child);
+			ssize_t n = readlink(path, exe, sizeof(exe) - 1);
+			if (n < 0 || (exe[n] = '\0', strcmp(exe, parent_exe) != 0))
+				return;
+		}
+		struct timespec ts = {0, 2 * 1000 * 1000};
+		nanosleep(&ts, NULL);
+	}
+}
+
 static int print_state(int dfd, json_t *st)
 {
 	json_t *out = json_pack("{s:s,s:O,s:O,s:s,s:O,s:O,s:O,s:s,s:s}", "ociVersion", "1.0.0",
@@ -1175,6 +1203,7 @@ int krt_host_exec(const struct krt_globals *g, const char *id, json_t *proc,
 		kis_error_set(err, KIS_E_INVALID_ARGUMENT, 0, "container '%s' is not running", id);
 		goto out;
 	}
+	await_setup(dfd, st);
 	pid_t target = process_pid(dfd, st);
 	pfd = (int)syscall(SYS_pidfd_open, target, 0);
 	if (pfd < 0) {
