@@ -49,6 +49,31 @@ def many_functions(nf, tag=b""):
             + _sec(10, code) + custom)
 
 
+def huge_function(nl, depth, tag=b""):
+    """A valid module whose _start is one function of nl i32 locals and
+    depth nested loops (core spec 5.4: loop, br_if, local.get/set), the
+    innermost adding 1 to each local, each loop branching back while a
+    mutable global (0) says so. The compiler keeps locals in allocas
+    (jit_llvm_func.c); at -O1 SROA puts each local in SSA with a phi at
+    every loop header it is live across: nl * depth phis, GiBs of LLVM's
+    memory from ~10 bytes a local. One function is one range, whatever
+    the split (jit_llvm.c, RANGE_BYTES)."""
+    types = b"\x01" + b"\x60\x00\x00"
+    funcs = b"\x01\x00"
+    glob = b"\x01\x7f\x01\x41\x00\x0b"
+    exp = b"\x01\x06_start\x00\x00"
+    ops = b"\x03\x40" * depth
+    for i in range(nl):
+        ops += b"\x20" + _leb(i) + b"\x41\x01\x6a\x21" + _leb(i)
+    ops += b"\x23\x00\x0d\x00\x0b" * depth
+    body = b"\x01" + _leb(nl) + b"\x7f" + ops + b"\x0b"
+    code = b"\x01" + _leb(len(body)) + body
+    name = b"kis-test"
+    custom = _sec(0, bytes([len(name)]) + name + tag)
+    return (b"\0asm\x01\0\0\0" + _sec(1, types) + _sec(3, funcs) + _sec(6, glob)
+            + _sec(7, exp) + _sec(10, code) + custom)
+
+
 def call_chain(nf, tag=b""):
     """A valid module whose _start calls a chain of nf functions (i32) ->
     i32, each xoring in 25 constants, adding 1 and calling the next (the
@@ -105,8 +130,9 @@ def world(tmp_path):
     src = tmp_path / "mods"
     src.mkdir()
     tag = f"{tmp_path}".encode()
-    for n in (300, 3000, 50000):
+    for n in (300, 3000):
         (src / f"f{n}.wasm").write_bytes(many_functions(n, tag))
+    (src / "huge.wasm").write_bytes(huge_function(5000, 600, tag))
     b = sh(store, "base", "import", str(src))
     assert b.returncode == 0, b.stderr
     w = {"store": store, "base": b.stdout.strip()}
@@ -131,13 +157,18 @@ def run(w, *args):
 
 
 def test_compiler_memory_past_the_runs_limit_is_memory_limit(world):
-    """50,000 functions (750 KB) need GiBs of LLVM's memory: the compile
-    ends at the run's limit, named memory_limit (it ran unbounded in the
-    engine's cgroup before: 2.2 GB resident under --memory 256M, until
-    the wall clock). A smaller --memory does not bind it below 256 MiB
+    """A compile that needs more than the run's limit ends there, named
+    memory_limit (it ran unbounded in the engine's cgroup before: 50,000
+    small functions took 2.2 GB resident under --memory 256M, until the
+    wall clock). The compile now goes in ranges of ~32 KiB of body, one
+    LLVM module each (jit_llvm.c), which bounds a module of many small
+    functions (f50000 now compiles within 256 MiB); what the bound must
+    stop is one function LLVM needs GiBs for, and a range holds at least
+    one function: huge_function (5,000 locals live across 600 nested
+    loops, 40 KB). A smaller --memory does not bind it below 256 MiB
     (docs/wasm.md, "The compile's limits"): 256M is the tightest bound
     that is the run's own."""
-    d = run(world, "--memory", "256M", "--timeout", "240s", "--", "f50000.wasm")
+    d = run(world, "--memory", "256M", "--timeout", "240s", "--", "huge.wasm")
     t = d["termination"]
     assert t["reason"] == "memory_limit", d
     assert "compiler" in t["detail"] and "268435456" in t["detail"], d
