@@ -162,12 +162,14 @@ def test_compiler_memory_past_the_runs_limit_is_memory_limit(world):
     small functions took 2.2 GB resident under --memory 256M, until the
     wall clock). The compile now goes in ranges of ~32 KiB of body, one
     LLVM module each (jit_llvm.c), which bounds a module of many small
-    functions (f50000 now compiles within 256 MiB); what the bound must
+    functions: 50,000 of them now peak near the 256 MiB floor (~300 MB
+    resident with two threads, 2.5 min of CPU: ended exited or
+    memory_limit by a margin), no test of the bound. What the bound must
     stop is one function LLVM needs GiBs for, and a range holds at least
     one function: huge_function (5,000 locals live across 600 nested
-    loops, 40 KB). A smaller --memory does not bind it below 256 MiB
-    (docs/wasm.md, "The compile's limits"): 256M is the tightest bound
-    that is the run's own."""
+    loops, 49 KB) ends here in seconds. A smaller --memory does not bind
+    it below 256 MiB (docs/wasm.md, "The compile's limits"): 256M is the
+    tightest bound that is the run's own."""
     d = run(world, "--memory", "256M", "--timeout", "240s", "--", "huge.wasm")
     t = d["termination"]
     assert t["reason"] == "memory_limit", d
