@@ -38,10 +38,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	for (int round = 0; round < 2; round++) {
 		uint32_t nfuncs = round == 0 ? UINT32_MAX : 1;
 		struct wasm_jit_module *jm = NULL;
-		int check = wasm_jit_elf_load(data, size, nfuncs, false, &jm, err, sizeof(err));
+		int check = wasm_jit_elf_load(&wasm_jit_rt_externals, data, size, nfuncs, false, &jm,
+					      err, sizeof(err));
 		wasm_jit_elf_free(jm);
 		jm = NULL;
-		int link = wasm_jit_elf_load(data, size, nfuncs, true, &jm, err, sizeof(err));
+		int link = wasm_jit_elf_load(&wasm_jit_rt_externals, data, size, nfuncs, true, &jm,
+					     err, sizeof(err));
 		if ((check == 0) != (link == 0) && link != -WASM_ELF_E_MAP)
 			disagree(check, link, err);
 		if (link == 0 && nfuncs != UINT32_MAX) {
