@@ -15,13 +15,17 @@
 
 /* Agent ports per VM (kis.0 .. kis.11): one per process running at once
  * (mux.c), and a kis-vm pod's every container holds one for its life
- * (src/runtime/mvm_pod.c): 12 is a pod of ~10 containers and their execs.
- * Within KIS_MVM_MAX_FDS with the disks, ctl, qmp, net and memory. */
-#define KIS_MVM_PORTS 12
+ * (src/runtime/mvm_pod.c): 8 is a pod of a few containers and their execs.
+ * Each port costs the guest RAM (the virtio console's receive buffers and
+ * a relay process): with 12, a VM of --memory 128M, the least the tier
+ * takes, never answered its configuration (at 192M it did; test_matrix's
+ * microvm exec cells); with 8 it does. Within KIS_MVM_MAX_FDS with the
+ * disks, ctl, qmp, net and memory. */
+#define KIS_MVM_PORTS 8
 /* The version of QEMU's device set (argv of kis_mvm_spawn), part of the
  * stamp that names snapshots: a snapshot restores only into the device set
  * it was saved with. Bump it with any change there. */
-#define KIS_MVM_DEVSET 7
+#define KIS_MVM_DEVSET 8
 /* The profile's mounts (issue 21): a fixed number of slots, always in the
  * device set (a snapshot restores only into the devices it was saved
  * with), two read-only disks each: its lower layer (a base's image) and
