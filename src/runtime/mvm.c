@@ -68,19 +68,6 @@
 #define MVM_BIND_FILE_MAX (1u << 20)
 #define MVM_MIN_MEM (128ull << 20) /* microvm.c's MIN_MEM_MIB */
 
-static int mvm_refuse(struct kis_error **err, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
-static int mvm_refuse(struct kis_error **err, const char *fmt, ...)
-{
-	char msg[512];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	return kis_error_set(err, KIS_E_PROFILE_UNSATISFIABLE, 0, "%s (run.kis.tier 'microvm')",
-			     msg);
-}
-
 /* ---------------------------------------------------------- the plan */
 
 struct mvm_plan {
@@ -125,7 +112,7 @@ static int mvm_rlimits(json_t *rl, struct kis_limits *lim, struct kis_error **er
 			if (!lim->pids || (v && v < lim->pids))
 				lim->pids = v ? v : 1;
 		} else
-			return mvm_refuse(err, "process.rlimits %s: the guest's agent applies "
+			return krt_mvm_refuse(err, "process.rlimits %s: the guest's agent applies "
 					       "RLIMIT_NOFILE, RLIMIT_FSIZE, RLIMIT_CPU and "
 					       "RLIMIT_NPROC only", t);
 	}
@@ -150,7 +137,7 @@ static int mvm_resources(json_t *res, struct kis_limits *lim, struct kis_error *
 		} else if (strcmp(key, "memory") == 0) {
 			json_int_t m = json_integer_value(json_object_get(v, "limit"));
 			if (m > 0 && (uint64_t)m < MVM_MIN_MEM)
-				return mvm_refuse(err, "linux.resources.memory.limit %lld: the "
+				return krt_mvm_refuse(err, "linux.resources.memory.limit %lld: the "
 						       "microvm's memory is its RAM, at least %llu MiB",
 						  (long long)m, MVM_MIN_MEM >> 20);
 			if (m > 0)
@@ -171,11 +158,11 @@ static int mvm_resources(json_t *res, struct kis_limits *lim, struct kis_error *
 				    empty(cv) || (json_is_integer(cv) && json_integer_value(cv) <= 0) ||
 				    (json_is_string(cv) && !*json_string_value(cv)))
 					continue;
-				return mvm_refuse(err, "linux.resources.cpu.%s: not enforced in the "
+				return krt_mvm_refuse(err, "linux.resources.cpu.%s: not enforced in the "
 						       "guest", ck);
 			}
 		} else if (!empty(v)) {
-			return mvm_refuse(err, "linux.resources.%s: not enforced in the guest", key);
+			return krt_mvm_refuse(err, "linux.resources.%s: not enforced in the guest", key);
 		}
 	}
 	return 0;
@@ -203,7 +190,7 @@ static int mvm_mounts(json_t *mounts, json_t *files, struct kis_error **err)
 			for (size_t n = 0; type && n < ARRAY_SIZE(own); n++)
 				ok = ok || strcmp(type, own[n]) == 0;
 			if (!ok)
-				return mvm_refuse(err, "mounts[%zu] of type '%s' at '%s': the guest "
+				return krt_mvm_refuse(err, "mounts[%zu] of type '%s' at '%s': the guest "
 						       "mounts only its own proc, sysfs, devpts, "
 						       "mqueue, cgroup and tmpfs",
 						  i, type ? type : "", dst);
@@ -221,7 +208,7 @@ static int mvm_mounts(json_t *mounts, json_t *files, struct kis_error **err)
 		    (strcmp(dst, "/dev/shm") == 0 || strcmp(dst, "/dev/mqueue") == 0))
 			continue;
 		if (!S_ISREG(st.st_mode) || st.st_size > MVM_BIND_FILE_MAX)
-			return mvm_refuse(err, "mounts[%zu]: a bind of '%s' at '%s': a host "
+			return krt_mvm_refuse(err, "mounts[%zu]: a bind of '%s' at '%s': a host "
 					       "directory or device does not reach the guest (only "
 					       "files up to 1 MiB, copied at create)",
 					  i, src, dst);
@@ -262,7 +249,7 @@ static int mvm_plan(json_t *config, const struct krt_pod *pod, struct mvm_plan *
 	 * that the pause process write nothing to the image, holds: nothing
 	 * written in the guest reaches the bundle's rootfs. */
 	if (json_is_true(json_object_get(root, "readonly")) && pod->role != KRT_POD_SANDBOX)
-		return mvm_refuse(err, "root.readonly: the guest's root is its writable workspace");
+		return krt_mvm_refuse(err, "root.readonly: the guest's root is its writable workspace");
 	json_t *proc = json_object_get(config, "process");
 	p->args = json_object_get(proc, "args");
 	if (!json_array_size(p->args))
@@ -283,18 +270,18 @@ static int mvm_plan(json_t *config, const struct krt_pod *pod, struct mvm_plan *
 	json_t *user = json_object_get(proc, "user");
 	if (json_integer_value(json_object_get(user, "uid")) ||
 	    json_integer_value(json_object_get(user, "gid")))
-		return mvm_refuse(err, "process.user: the guest runs the process as its sandbox "
+		return krt_mvm_refuse(err, "process.user: the guest runs the process as its sandbox "
 				       "user, the bundle's root; another uid or gid is not had");
 	json_array_foreach(json_object_get(user, "additionalGids"), i, v)
 		if (json_integer_value(v))
-			return mvm_refuse(err, "process.user.additionalGids: not had in the guest");
+			return krt_mvm_refuse(err, "process.user.additionalGids: not had in the guest");
 	p->terminal = json_is_true(json_object_get(proc, "terminal"));
 	json_t *cs = json_object_get(proc, "consoleSize");
 	p->rows = (unsigned)json_integer_value(json_object_get(cs, "height"));
 	p->cols = (unsigned)json_integer_value(json_object_get(cs, "width"));
 	TRY(mvm_rlimits(json_object_get(proc, "rlimits"), &pr->limits, err));
 	if (!empty(json_object_get(config, "hooks")))
-		return mvm_refuse(err, "hooks: they run on the host against the container's "
+		return krt_mvm_refuse(err, "hooks: they run on the host against the container's "
 				       "namespaces, which are in the guest");
 	json_t *linux_ = json_object_get(config, "linux");
 	bool netns = false;
@@ -307,34 +294,34 @@ static int mvm_plan(json_t *config, const struct krt_pod *pod, struct mvm_plan *
 			netns = true;
 	}
 	if (!netns)
-		return mvm_refuse(err, "linux.namespaces: no network namespace means the host's "
+		return krt_mvm_refuse(err, "linux.namespaces: no network namespace means the host's "
 				       "network, which the guest has not (it has a loopback only)");
 	/* an app container's process is one of the pod VM's: its RAM is the
 	 * pod's, booted with the sandbox */
 	if (pod->role == KRT_POD_APP &&
 	    json_integer_value(json_object_get(json_object_get(json_object_get(linux_, "resources"),
 								 "memory"), "limit")) > 0)
-		return mvm_refuse(err, "linux.resources.memory.limit: an app container of a "
+		return krt_mvm_refuse(err, "linux.resources.memory.limit: an app container of a "
 				       "kis-vm pod shares the pod VM's RAM; a limit of its own "
 				       "is not enforced");
 	TRY(mvm_resources(json_object_get(linux_, "resources"), &pr->limits, err));
 	if (pod->role == KRT_POD_APP && pr->limits.pids)
-		return mvm_refuse(err, "linux.resources.pids (or RLIMIT_NPROC): an app container "
+		return krt_mvm_refuse(err, "linux.resources.pids (or RLIMIT_NPROC): an app container "
 				       "of a kis-vm pod counts in the pod VM's pids group; a limit "
 				       "of its own is not enforced");
 	if (json_array_size(json_object_get(linux_, "devices"))) {
 		const char *dp = json_string_value(
 			json_object_get(json_array_get(json_object_get(linux_, "devices"), 0), "path"));
-		return mvm_refuse(err, "linux.devices '%s': a host device does not reach the guest",
+		return krt_mvm_refuse(err, "linux.devices '%s': a host device does not reach the guest",
 				  dp ? dp : "");
 	}
 	if (json_object_size(json_object_get(linux_, "sysctl"))) {
 		const char *k = json_object_iter_key(json_object_iter(json_object_get(linux_, "sysctl")));
-		return mvm_refuse(err, "linux.sysctl '%s': not set in the guest", k ? k : "");
+		return krt_mvm_refuse(err, "linux.sysctl '%s': not set in the guest", k ? k : "");
 	}
 	if (!empty(json_object_get(linux_, "intelRdt")) ||
 	    !empty(json_object_get(linux_, "personality")))
-		return mvm_refuse(err, "linux.intelRdt and linux.personality: not had in the guest");
+		return krt_mvm_refuse(err, "linux.intelRdt and linux.personality: not had in the guest");
 	const char *prop = json_string_value(json_object_get(linux_, "rootfsPropagation"));
 	(void)prop; /* the guest's root is its own mount tree either way */
 	return mvm_mounts(json_object_get(config, "mounts"), p->files, err);
@@ -584,7 +571,7 @@ int krt_mvm_create(const struct krt_globals *g, const struct krt_model *m, const
 		goto out;
 	r = -1;
 	if (o->preserve_fds > 0) {
-		mvm_refuse(err, "--preserve-fds: a host fd does not reach the guest");
+		krt_mvm_refuse(err, "--preserve-fds: a host fd does not reach the guest");
 		goto out;
 	}
 	if (p.terminal && !o->console_socket) {
@@ -887,12 +874,12 @@ int krt_mvm_exec(const struct krt_globals *g, const char *id, json_t *proc,
 	json_t *user = json_object_get(proc, "user");
 	if (json_integer_value(json_object_get(user, "uid")) ||
 	    json_integer_value(json_object_get(user, "gid"))) {
-		mvm_refuse(err, "process.user: the guest runs the process as its sandbox user, "
+		krt_mvm_refuse(err, "process.user: the guest runs the process as its sandbox user, "
 				"the bundle's root");
 		goto out;
 	}
 	if (o->preserve_fds > 0) {
-		mvm_refuse(err, "--preserve-fds: a host fd does not reach the guest");
+		krt_mvm_refuse(err, "--preserve-fds: a host fd does not reach the guest");
 		goto out;
 	}
 	json_t *args = json_object_get(proc, "args");

@@ -30,6 +30,7 @@
 #include <fcntl.h>
 #include <ftw.h>
 #include <sched.h>
+#include <stdarg.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -40,9 +41,7 @@ const char *const krt_pod_ns_type[KRT_POD_NS] = {"network", "ipc", "uts"};
 static const char *const pod_procns[KRT_POD_NS] = {"net", "ipc", "uts"};
 static const int pod_clone[KRT_POD_NS] = {CLONE_NEWNET, CLONE_NEWIPC, CLONE_NEWUTS};
 
-static int pod_refuse(struct kis_error **err, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
-static int pod_refuse(struct kis_error **err, const char *fmt, ...)
+int krt_mvm_refuse(struct kis_error **err, const char *fmt, ...)
 {
 	char msg[512];
 	va_list ap;
@@ -75,7 +74,7 @@ int krt_pod_parse(const struct krt_model *m, const char *id, struct krt_pod *pod
 	if (!type && !sb)
 		return 0;
 	if (!type || !sb)
-		return pod_refuse(err, "annotations: %s without %s: a pod's bundle names both",
+		return krt_mvm_refuse(err, "annotations: %s without %s: a pod's bundle names both",
 				  type ? KRT_ANN_CRI_TYPE : KRT_ANN_CRI_SANDBOX,
 				  type ? KRT_ANN_CRI_SANDBOX : KRT_ANN_CRI_TYPE);
 	if (strcmp(type, "sandbox") == 0)
@@ -83,21 +82,21 @@ int krt_pod_parse(const struct krt_model *m, const char *id, struct krt_pod *pod
 	else if (strcmp(type, "container") == 0)
 		pod->role = KRT_POD_APP;
 	else
-		return pod_refuse(err, "annotations: " KRT_ANN_CRI_TYPE " '%s': 'sandbox' or "
+		return krt_mvm_refuse(err, "annotations: " KRT_ANN_CRI_TYPE " '%s': 'sandbox' or "
 				       "'container'", type);
 	struct kis_error *e = NULL;
 	if (strlen(sb) >= sizeof(pod->sandbox) || krt_valid_id(sb, &e) < 0) {
 		kis_error_free(e);
-		return pod_refuse(err, "annotations: " KRT_ANN_CRI_SANDBOX " '%.80s' is not a "
+		return krt_mvm_refuse(err, "annotations: " KRT_ANN_CRI_SANDBOX " '%.80s' is not a "
 				       "container id", sb);
 	}
 	snprintf(pod->sandbox, sizeof(pod->sandbox), "%s", sb);
 	/* containerd gives the sandbox its own id; an app another's */
 	if (pod->role == KRT_POD_SANDBOX && strcmp(sb, id) != 0)
-		return pod_refuse(err, "annotations: " KRT_ANN_CRI_SANDBOX " '%s' of a sandbox "
+		return krt_mvm_refuse(err, "annotations: " KRT_ANN_CRI_SANDBOX " '%s' of a sandbox "
 				       "is not its own id '%s'", sb, id);
 	if (pod->role == KRT_POD_APP && strcmp(sb, id) == 0)
-		return pod_refuse(err, "annotations: " KRT_ANN_CRI_SANDBOX " '%s' of an app "
+		return krt_mvm_refuse(err, "annotations: " KRT_ANN_CRI_SANDBOX " '%s' of an app "
 				       "container is its own id", sb);
 	return 0;
 }
@@ -118,10 +117,10 @@ int krt_pod_ns_path_ok(const struct krt_pod *pod, const char *type, const char *
 	if ((pod->role == KRT_POD_SANDBOX && k == 0) || (pod->role == KRT_POD_APP && k >= 0))
 		return 0;
 	if (pod->role == KRT_POD_NONE)
-		return pod_refuse(err, "linux.namespaces: joining the %s namespace at '%s': a "
+		return krt_mvm_refuse(err, "linux.namespaces: joining the %s namespace at '%s': a "
 				       "host namespace does not reach the guest",
 				  type ? type : "", path);
-	return pod_refuse(err, "linux.namespaces: joining the %s namespace at '%s': a pod's "
+	return krt_mvm_refuse(err, "linux.namespaces: joining the %s namespace at '%s': a pod's "
 			       "containers share its network, ipc and uts namespaces (the "
 			       "sandbox: its network only); a %s namespace does not reach the "
 			       "pod's guest",
@@ -139,7 +138,7 @@ int krt_pod_verify_app(const struct krt_globals *g, const char *mvm_dir, const c
 {
 	for (int k = 0; k < KRT_POD_NS; k++)
 		if (pod->ns_fd[k] < 0)
-			return pod_refuse(err, "linux.namespaces: an app container of pod '%s' "
+			return krt_mvm_refuse(err, "linux.namespaces: an app container of pod '%s' "
 					       "joins the pod's %s namespace by path; a %s "
 					       "namespace of its own is not the pod's",
 					  pod->sandbox, krt_pod_ns_type[k], krt_pod_ns_type[k]);
@@ -150,18 +149,18 @@ int krt_pod_verify_app(const struct krt_globals *g, const char *mvm_dir, const c
 	 * another runtime) is not found here */
 	if (krt_tier_load(g, mvm_dir, pod->sandbox, &dfd, &st, &e) < 0) {
 		kis_error_free(e);
-		return pod_refuse(err, "annotations: " KRT_ANN_CRI_SANDBOX " '%s' is not a kis-vm "
+		return krt_mvm_refuse(err, "annotations: " KRT_ANN_CRI_SANDBOX " '%s' is not a kis-vm "
 				       "pod sandbox of this runtime root", pod->sandbox);
 	}
 	_cleanup_close_ int d = dfd;
 	int r = -1;
 	if (strcmp(sget(st, "pod"), "sandbox") != 0) {
-		pod_refuse(err, "annotations: " KRT_ANN_CRI_SANDBOX " '%s' names a container that "
+		krt_mvm_refuse(err, "annotations: " KRT_ANN_CRI_SANDBOX " '%s' names a container that "
 				"is not a pod sandbox", pod->sandbox);
 		goto out;
 	}
 	if (strcmp(krt_status_of(dfd, st), "stopped") == 0) {
-		pod_refuse(err, "annotations: the pod sandbox '%s' has stopped", pod->sandbox);
+		krt_mvm_refuse(err, "annotations: the pod sandbox '%s' has stopped", pod->sandbox);
 		goto out;
 	}
 	pid_t pid = (pid_t)json_integer_value(json_object_get(st, "pid"));
@@ -192,19 +191,19 @@ int krt_pod_verify_app(const struct krt_globals *g, const char *mvm_dir, const c
 		if (fds[k] >= 0)
 			close(fds[k]);
 	if (!ok) {
-		pod_refuse(err, "annotations: the pod sandbox '%s''s process is gone",
+		krt_mvm_refuse(err, "annotations: the pod sandbox '%s''s process is gone",
 			   pod->sandbox);
 		goto out;
 	}
 	if (bad >= 0) {
-		pod_refuse(err, "linux.namespaces: the %s namespace joined by path is not the one "
+		krt_mvm_refuse(err, "linux.namespaces: the %s namespace joined by path is not the one "
 				"of pod sandbox '%s' (" KRT_ANN_CRI_SANDBOX ")",
 			   krt_pod_ns_type[bad], pod->sandbox);
 		goto out;
 	}
 	const char *sid = sget(st, "session");
 	if (!*sid || strlen(sid) >= sizeof(pod->session)) {
-		pod_refuse(err, "the pod sandbox '%s' has no VM", pod->sandbox);
+		krt_mvm_refuse(err, "the pod sandbox '%s' has no VM", pod->sandbox);
 		goto out;
 	}
 	/* the app runs in the pod guest's root, which is the sandbox's image:
@@ -214,7 +213,7 @@ int krt_pod_verify_app(const struct krt_globals *g, const char *mvm_dir, const c
 	if (krt_pod_same_tree(sget(st, "rootfs"), rootfs, &same, err) < 0)
 		goto out;
 	if (!same) {
-		pod_refuse(err, "root.path: an app container of a kis-vm pod runs in the pod "
+		krt_mvm_refuse(err, "root.path: an app container of a kis-vm pod runs in the pod "
 				"guest's root, the sandbox's image; this rootfs is another tree");
 		goto out;
 	}

@@ -28,6 +28,11 @@ enum krt_pod_role {
 #define KRT_POD_NS 3
 extern const char *const krt_pod_ns_type[KRT_POD_NS];
 
+/* A field the microvm tier cannot give, refused by name with the tier
+ * named (profile_unsatisfiable): the plan's (mvm.c) and the pod's. */
+int krt_mvm_refuse(struct kis_error **err, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
 struct krt_pod {
 	enum krt_pod_role role;
 	char sandbox[256];         /* the sandbox container's id (a runtime id) */
