@@ -247,17 +247,8 @@ static int place(struct kis_plan *pl, const struct kis_run_request *req)
 	const struct kis_profile *p = req->profile;
 	const char *home = req->workspace_path ? (p->root == KIS_ROOT_WORKSPACE ? "/" : "/workspace")
 					       : "/";
-	if (req->workspace_path && !(pl->workspace = strdup(req->workspace_path)))
+	if (kis_host_place_workspace(req, &pl->workspace, &pl->ws_dir, &pl->ws_lower) < 0)
 		return -1;
-	if (req->workspace_path && req->workspace_lower && req->workspace_upper) {
-		/* an overlay clone: upper/ and work/ sit in its directory */
-		const char *slash = strrchr(req->workspace_upper, '/');
-		if (!slash || strcmp(slash, "/upper") ||
-		    !(pl->ws_dir = strndup(req->workspace_upper,
-					   (size_t)(slash - req->workspace_upper))) ||
-		    !(pl->ws_lower = strdup(req->workspace_lower)))
-			return -1;
-	}
 	if (!(pl->inside_cwd = strdup(p->cwd ? p->cwd : home)) || plan_mounts(pl, req) < 0)
 		return -1;
 	/* Paths in the environment are the sandbox's, not the host's. */

@@ -342,3 +342,20 @@ int kis_host_cgroup_cpu_fd(const struct kis_session_ctx *ctx)
 	kis_cgroup_free(cg);
 	return fd;
 }
+
+int kis_host_place_workspace(const struct kis_run_request *req, char **workspace, char **ws_dir,
+			     char **ws_lower)
+{
+	if (req->workspace_path && !(*workspace = strdup(req->workspace_path)))
+		return -1;
+	if (req->workspace_path && req->workspace_lower && req->workspace_upper) {
+		/* an overlay clone: upper/ and work/ sit in its directory */
+		const char *slash = strrchr(req->workspace_upper, '/');
+		if (!slash || strcmp(slash, "/upper") ||
+		    !(*ws_dir = strndup(req->workspace_upper,
+					(size_t)(slash - req->workspace_upper))) ||
+		    !(*ws_lower = strdup(req->workspace_lower)))
+			return -1;
+	}
+	return 0;
+}

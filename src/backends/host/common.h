@@ -28,6 +28,13 @@ void kis_host_sandbox_user(uid_t *uid, gid_t *gid);
  * owns it already. lower, ws_dir: an overlay clone's layers (else NULL). */
 int kis_host_workspace_view(const char *path, const char *lower, const char *ws_dir, uid_t uid,
 			    gid_t gid, int *view_fd, struct kis_error **err);
+/* The request's workspace in a host plan: its path, and for an overlay
+ * clone (lower and upper given) its directory, where upper/ and work/ sit,
+ * and its lower layer; each malloc'ed, left NULL when absent. -1 on no
+ * memory or an upper that does not end in /upper. At plan time and again
+ * at amend, with the workspace the run made. */
+int kis_host_place_workspace(const struct kis_run_request *req, char **workspace, char **ws_dir,
+			     char **ws_lower);
 /* Make the workspace reachable by a user other than the store's owner: the
  * store's own directories on the way (store root, workspaces/, the id) get
  * search permission for others (0711-like: no listing); a directory above

@@ -93,17 +93,8 @@ struct kis_plan {
  * the one the run made after planning. */
 static int place_workspace(struct kis_plan *pl, const struct kis_run_request *req)
 {
-	if (req->workspace_path && !(pl->workspace = strdup(req->workspace_path)))
+	if (kis_host_place_workspace(req, &pl->workspace, &pl->ws_dir, &pl->ws_lower) < 0)
 		return -1;
-	if (req->workspace_path && req->workspace_lower && req->workspace_upper) {
-		/* an overlay clone: upper/ and work/ sit in its directory */
-		const char *slash = strrchr(req->workspace_upper, '/');
-		if (!slash || strcmp(slash, "/upper") ||
-		    !(pl->ws_dir = strndup(req->workspace_upper,
-					   (size_t)(slash - req->workspace_upper))) ||
-		    !(pl->ws_lower = strdup(req->workspace_lower)))
-			return -1;
-	}
 	/* No workspace and no cwd: start in /, never in the caller's directory */
 	if (!pl->n.cwd && !(pl->n.cwd = strdup("/")))
 		return -1;
