@@ -32,6 +32,15 @@ $(BUILD)/asan-tests/test_runtime_pod: tests/unit/test_runtime_pod.c $(ASAN_RUNTI
 	@mkdir -p $(dir $@)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(BASE_CFLAGS) -O1 -g $(ASAN_FLAGS) -o $@ $< $(ASAN_RUNTIME_OBJS) $(BUILD)/asan/libkis-sandbox.a $(PKG_LIBS) -lcmocka
+# The microvm tier's kept sandbox images (mvm_image.c), linked the same way.
+$(BUILD)/tests/test_runtime_image: tests/unit/test_runtime_image.c $(RUNTIME_LIB_OBJS) $(STATIC_LIB)
+	@mkdir -p $(dir $@)
+	@echo "  LD      $@"
+	$(Q)$(CC) $(ALL_CFLAGS) -pie $(HARD_LDFLAGS) -o $@ $< $(RUNTIME_LIB_OBJS) $(STATIC_LIB) $(PKG_LIBS) -lcmocka
+$(BUILD)/asan-tests/test_runtime_image: tests/unit/test_runtime_image.c $(ASAN_RUNTIME_OBJS) $(BUILD)/asan/libkis-sandbox.a
+	@mkdir -p $(dir $@)
+	@echo "  LD      $@"
+	$(Q)$(CC) $(BASE_CFLAGS) -O1 -g $(ASAN_FLAGS) -o $@ $< $(ASAN_RUNTIME_OBJS) $(BUILD)/asan/libkis-sandbox.a $(PKG_LIBS) -lcmocka
 -include $(ASAN_RUNTIME_OBJS:.o=.d)
 
 # kis-runtime-<tier>: the same binary with its tier pinned by its name, for

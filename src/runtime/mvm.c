@@ -58,6 +58,7 @@
 #include <linux/openat2.h>
 
 #include "kis/sandbox.h"
+#include "runtime/mvm_image.h"
 #include "runtime/mvm_pod.h"
 #include "runtime/runtime.h"
 
@@ -610,11 +611,16 @@ int krt_mvm_create(const struct krt_globals *g, const struct krt_model *m, const
 		goto out;
 	if (pod.role != KRT_POD_APP) {
 		/* the rootfs into the store: a base (an OS image: its device
-		 * nodes too), a workspace of the container's own over it */
+		 * nodes too), a workspace of the container's own over it. A
+		 * pod's sandbox: a kept base of the same tree, the node's
+		 * sandbox image, with its guest disk image (mvm_image.c);
+		 * base is then "", not the pod's to remove */
 		struct kis_import_options io = {.os_image = true};
 		if (kis_store_open(store_root, &store, err) < 0 ||
-		    kis_base_import(store, rootfs, &io, base, err) < 0 ||
-		    kis_workspace_clone(store, base, NULL, ws, err) < 0 ||
+		    (pod.role == KRT_POD_SANDBOX ?
+		     krt_mvm_image_clone(store, hfd, rootfs, base, ws, err) :
+		     kis_base_import(store, rootfs, &io, base, err) < 0 ? -1 :
+		     kis_workspace_clone(store, base, NULL, ws, err)) < 0 ||
 		    kis_workspace_path(store, ws, &ws_path, err) < 0 ||
 		    copy_bind_files(ws_path, p.files, err) < 0 ||
 		    kis_profile_set(&p.prof, "workspace", ws, err) < 0)

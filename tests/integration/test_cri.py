@@ -405,6 +405,31 @@ def test_stop_and_remove_leave_nothing(handler, node):
             node.teardown_pod(p.id)
 
 
+def test_kis_vm_pods_keep_one_base_of_the_sandbox_image(node):
+    """Every pod's sandbox brings the node's sandbox image: kis-vm imports
+    it once and keeps that base (with the guest disk image made of it) for
+    the next pods, rather than importing and imaging it per pod
+    (src/runtime/mvm_image.c). Two pods one after the other leave one kept
+    base, the store's only one, its disk image made; the pods' own
+    workspaces and sessions are gone."""
+    need_guest("kis-vm")
+    mvm = node.inside("/run/containerd/runc/k8s.io/kis-microvm")
+    for _ in range(2):
+        p = Pod(node, "kis-vm").run()
+        try:
+            cid = p.start("app", ["/bin/sleep", "100000"])
+            assert node.exec_sync(cid, ["/bin/echo", "ready"]) == ("ready\n", "", 0)
+        finally:
+            node.teardown_pod(p.id)
+    kept = sorted(x.name for x in (mvm / ".images").iterdir())
+    assert len(kept) == 1, f"kept bases of one image after two pods: {kept}"
+    store = mvm / ".store"
+    bases = sorted(x.name for x in (store / "bases").iterdir() if not x.name.startswith("."))
+    # other cells' kis-vm pods may still run: theirs are clones of it too
+    assert bases == kept, bases
+    assert (store / "bases" / kept[0] / "cache" / "microvm-base-v1.img").exists()
+
+
 def _from_another_pod(pod, node, cmd):
     """cmd (with {ip}, the pod's IP) run in a client container of a second
     pod of the same handler, until web's line comes back or 20 s pass."""

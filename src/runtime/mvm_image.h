@@ -1,0 +1,32 @@
+/* SPDX-License-Identifier: MIT */
+/* kis-runtime at the microvm tier: a pod sandbox's image kept as a base
+ * from one pod to the next (mvm_image.c). */
+#ifndef KIS_RUNTIME_MVM_IMAGE_H
+#define KIS_RUNTIME_MVM_IMAGE_H
+
+#include <stdbool.h>
+
+#include "kis/error.h"
+#include "kis/id.h"
+#include "kis/store.h"
+
+/* How many sandbox images stay kept (the least recently used beyond go):
+ * a node's pods share one sandbox ("pause") image, two across an upgrade. */
+#define KRT_MVM_IMAGES_KEPT 4
+
+/* The workspace of a pod sandbox whose rootfs is the tree at rootfs: a
+ * clone of a kept base whose tree is the same as rootfs (krt_mvm_same_tree),
+ * or else of a new import of rootfs, kept for the next pods (listed in
+ * mvm_fd's ".images"). base is the base the caller owns and removes with
+ * the pod: "" when it is a kept one, which stays. */
+int krt_mvm_image_clone(struct kis_store *store, int mvm_fd, const char *rootfs,
+			char base[KIS_ID_BUFSZ], char ws[KIS_ID_BUFSZ], struct kis_error **err);
+
+/* Are the trees at a and b the same, as an import and the guest's disk
+ * image would keep them: the same names, and for each its type, mode,
+ * owner, device number, link count, modification time (not a
+ * directory's), size, link target, extended attributes and bytes.
+ * Nothing is followed; the trees are read, never written. */
+int krt_mvm_same_tree(const char *a, const char *b, bool *same, struct kis_error **err);
+
+#endif
