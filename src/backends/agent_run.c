@@ -9,6 +9,7 @@
 
 #include "agent/client.h"
 #include "backends/agent_run.h"
+#include "core/log.h"
 
 static void set_detail(struct kis_result *res, enum kis_reason why, const char *detail)
 {
@@ -93,6 +94,8 @@ int kis_agent_session_exec(const struct kis_session_call *c, struct kis_result *
 			break;
 		if (out.sent || attempt == 3)
 			return -1;
+		kis_debug("session exec: the channel failed before the request went out (%s): "
+			  "again in %u ms", err && *err ? (*err)->message : "", 200u << attempt);
 		if (err) {
 			kis_error_free(*err);
 			*err = NULL;
