@@ -100,6 +100,8 @@ struct kis_run_request {
 	/* kis_run_options' pod_net and pod_netns_fd (a session's only) */
 	bool pod_net;
 	int pod_netns_fd;
+	/* kis_run_options' discard_workspace (a session's only) */
+	bool discard_workspace;
 };
 
 struct kis_plan; /* backend-private: what the backend will do, validated */

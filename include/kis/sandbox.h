@@ -56,6 +56,12 @@ struct kis_run_options {
 	 * profile's network.mode must be loopback, the tier microvm. */
 	bool pod_net;
 	int pod_netns_fd;
+	/* A session's: its workspace's changes are not wanted back when it
+	 * ends, the caller destroying the workspace right after (kis-runtime's
+	 * microvm containers). A microvm session then reads nothing back from
+	 * the disk its guest wrote: neither the time nor the parse of an image
+	 * the guest made is spent on changes about to be thrown away. */
+	bool discard_workspace;
 };
 
 /* Run one command under a profile: check the hatches, select a backend,

@@ -206,7 +206,8 @@ int kis_session_create_in(struct kis_engine_ctx *ec, const struct kis_profile *p
 	char *argv[] = {agent, "--listen-fd", "3", NULL};
 	struct kis_run_request req = {.ctx = ctx, .profile = p, .argv = argv, .io = o->io,
 				      .session = true, .pod_net = o->pod_net,
-				      .pod_netns_fd = o->pod_netns_fd};
+				      .pod_netns_fd = o->pod_netns_fd,
+				      .discard_workspace = o->discard_workspace};
 	/* only the microvm serves a pod's network, and only in place of the
 	 * guest's own loopback (kis_run_options) */
 	if (o->pod_net && (p->tier != KIS_TIER_MICROVM || p->net != KIS_NET_LOOPBACK ||

@@ -627,9 +627,12 @@ int krt_mvm_create(const struct krt_globals *g, const struct krt_model *m, const
 			goto out;
 		kis_store_free(store);
 		store = NULL;
+		/* the workspace is destroyed with the session (undo): what the
+		 * guest wrote is not copied back into it first */
 		struct kis_run_options ro = {
 			.io = {.stdin_fd = -1, .stdout_fd = 2, .stderr_fd = 2, .cancel_fd = -1},
-			.store_root = store_root, .resize_fd = -1, .tty_fd = -1};
+			.store_root = store_root, .resize_fd = -1, .tty_fd = -1,
+			.discard_workspace = true};
 		/* a pod's sandbox: the pod's network (CNI's namespace, the
 		 * one path of the bundle the allowlist accepted, held by the
 		 * model since it was checked) is served to the guest by passt

@@ -123,6 +123,8 @@ struct kis_plan {
 	 * caller's, borrowed for the session's create */
 	bool pod_net;
 	int pod_netns_fd;
+	/* a session whose workspace's changes are not wanted back */
+	bool discard_ws;
 };
 
 static void mounts_free(struct kis_plan *pl)
@@ -305,6 +307,7 @@ static int microvm_plan(const struct kis_caps *caps, const struct kis_run_reques
 	pl->ctx = req->ctx;
 	pl->pod_net = req->session && req->pod_net && p->net == KIS_NET_LOOPBACK;
 	pl->pod_netns_fd = pl->pod_net ? req->pod_netns_fd : -1;
+	pl->discard_ws = req->session && req->discard_workspace;
 	if (p->microvm.accel != KIS_ACCEL_AUTO)
 		snprintf(pl->accel_pin, sizeof(pl->accel_pin), "%s",
 			 p->microvm.accel == KIS_ACCEL_KVM ? "kvm" : "tcg");
@@ -813,8 +816,9 @@ static int microvm_start_session(struct kis_plan *pl, const struct kis_session_c
 {
 	struct vm v = {.dfd = -1, .ctl = -1, .eg = KIS_EGRESS_INIT};
 	/* files in the session's directory: QEMU's sockets, the disk, the log;
-	 * the workspace path, for end_session's copy back */
-	if (pl->ws_path) {
+	 * the workspace path, for end_session's copy back (none when the
+	 * caller discards the workspace: kis_run_options) */
+	if (pl->ws_path && !pl->discard_ws) {
 		_cleanup_close_ int f = openat(ctx->dir_fd, "microvm-workspace",
 					       O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 		if (f < 0 || write(f, pl->ws_path, strlen(pl->ws_path)) < 0)
