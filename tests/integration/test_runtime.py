@@ -99,10 +99,17 @@ def krt(root, *args, log=None, timeout=MVM_TIMEOUT):
 
 def mvm_left(root):
     """What of the microvm tier is left under a runtime root: sessions,
-    workspaces, bases in its store, and VMs."""
-    store = Path(root) / "kis-microvm" / ".store"
+    workspaces, bases in its store, and VMs. A pod sandbox's image kept
+    for the next pods (kis-microvm/.images lists it: src/runtime/mvm_image.c)
+    is the tier's cache, not a leftover; a kept name with no base is."""
+    mdir = Path(root) / "kis-microvm"
+    store = mdir / ".store"
+    kept = {p.name for p in (mdir / ".images").glob("*")}
     left = [str(p) for sub in ("sessions", "workspaces", "bases")
-            for p in (store / sub).glob("*") if not p.name.startswith(".")] if store.exists() else []
+            for p in (store / sub).glob("*")
+            if not p.name.startswith(".") and not (sub == "bases" and p.name in kept)] \
+        if store.exists() else []
+    left += [f"kept image without its base {k}" for k in kept if not (store / "bases" / k).is_dir()]
     return left + [f"qemu {p}" for p in qemu_pids(root)]
 
 
