@@ -2,6 +2,7 @@
 /* Tests of the microvm tier's kept sandbox images (src/runtime/mvm_image.c):
  * a kept base serves a pod only when its tree is the bundle's, byte for
  * byte, whatever else the two share. */
+#include <dirent.h>
 #include <fcntl.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -13,6 +14,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/xattr.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -126,10 +128,91 @@ static void test_kept_image_is_not_taken_for_a_tree_of_the_same_sizes_and_times(
 	assert_int_equal(system(cmd), 0);
 }
 
+static int count_kept(int mvm)
+{
+	char p[256];
+	snprintf(p, sizeof(p), "/proc/self/fd/%d/.images", mvm);
+	int n = 0;
+	DIR *d = opendir(p);
+	assert_non_null(d);
+	struct dirent *e;
+	while ((e = readdir(d)))
+		n += e->d_name[0] != '.';
+	closedir(d);
+	return n;
+}
+
+/* Pods of one image share one kept base (the pod's own base is then "",
+ * not removed with it); an image beyond the kept ones evicts the least
+ * recently used, whose base goes with its last workspace. */
+static void test_pods_of_one_image_share_a_kept_base_and_the_oldest_is_evicted(void **state)
+{
+	(void)state;
+	if (geteuid() != 0)
+		skip(); /* an OS image's import (device nodes) needs root */
+	snprintf(top, sizeof(top), "/tmp/krt-image-unit-XXXXXX");
+	assert_non_null(mkdtemp(top));
+	char sp[256], mp[256];
+	path(sp, sizeof(sp), "store", "");
+	path(mp, sizeof(mp), "mvm", "");
+	assert_int_equal(mkdir(mp, 0700), 0);
+	int mvm = open(mp, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	assert_true(mvm >= 0);
+	struct kis_store *st = NULL;
+	struct kis_error *err = NULL;
+	assert_int_equal(kis_store_open(sp, &st, &err), 0);
+	char base[KIS_ID_BUFSZ], ws[KIS_ID_BUFSZ], ws2[KIS_ID_BUFSZ], kept[KIS_ID_BUFSZ];
+	char rootfs[256];
+	image("pause");
+	path(rootfs, sizeof(rootfs), "pause", "");
+	assert_int_equal(krt_mvm_image_clone(st, mvm, rootfs, base, ws, &err), 0);
+	assert_string_equal(base, ""); /* kept: not the pod's */
+	struct kis_workspace_info wi;
+	assert_int_equal(kis_workspace_info(st, ws, &wi, &err), 0);
+	snprintf(kept, sizeof(kept), "%s", wi.base);
+	/* the second pod of the image: the same base, no import */
+	assert_int_equal(krt_mvm_image_clone(st, mvm, rootfs, base, ws2, &err), 0);
+	assert_string_equal(base, "");
+	assert_int_equal(kis_workspace_info(st, ws2, &wi, &err), 0);
+	assert_string_equal(wi.base, kept);
+	assert_int_equal(count_kept(mvm), 1);
+	assert_int_equal(kis_workspace_destroy(st, ws2, &err), 0);
+	/* its last use an hour ago: older than the others (file times can be
+	 * a clock tick coarse, and the imports below take milliseconds) */
+	char q[512];
+	snprintf(q, sizeof(q), "%s/.images/%s", mp, kept);
+	struct timespec hour_ago[2] = {{0, UTIME_OMIT}, {time(NULL) - 3600, 0}};
+	assert_int_equal(utimensat(AT_FDCWD, q, hour_ago, 0), 0);
+	/* KRT_MVM_IMAGES_KEPT other images, one pod each, ended: the first
+	 * image is the least recently used, evicted and freed (no clone
+	 * holds it but ws) once ws goes */
+	for (int i = 0; i < KRT_MVM_IMAGES_KEPT; i++) {
+		char t[32], w[KIS_ID_BUFSZ];
+		snprintf(t, sizeof(t), "other%d", i);
+		image(t);
+		put(t, "bin/busybox", t, 0755);
+		path(rootfs, sizeof(rootfs), t, "");
+		assert_int_equal(krt_mvm_image_clone(st, mvm, rootfs, base, w, &err), 0);
+		assert_string_equal(base, "");
+		assert_int_equal(kis_workspace_destroy(st, w, &err), 0);
+	}
+	assert_int_equal(count_kept(mvm), KRT_MVM_IMAGES_KEPT);
+	assert_int_equal(access(q, F_OK), -1);
+	assert_int_equal(kis_workspace_destroy(st, ws, &err), 0);
+	snprintf(q, sizeof(q), "%s/bases/%s", sp, kept);
+	assert_int_equal(access(q, F_OK), -1);
+	kis_store_free(st);
+	close(mvm);
+	char cmd[128];
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", top);
+	assert_int_equal(system(cmd), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_kept_image_is_not_taken_for_a_tree_of_the_same_sizes_and_times),
+		cmocka_unit_test(test_pods_of_one_image_share_a_kept_base_and_the_oldest_is_evicted),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
