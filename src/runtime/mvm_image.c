@@ -322,9 +322,13 @@ int krt_mvm_image_clone(struct kis_store *store, int mvm_fd, const char *rootfs,
 				  "%llu ms)", v[i].id, (unsigned long long)(kis_monotonic_ms() - t0));
 			return 0;
 		}
-		/* evicted (removed) since it was listed: import instead */
+		/* evicted (removed) since it was listed, or removed by hand: no
+		 * longer kept (and removed, should the clone have failed for
+		 * another reason: a base not listed is no one's), import instead */
 		kis_error_free(e);
 		ws[0] = '\0';
+		(void)unlinkat(idx, v[i].id, 0);
+		(void)kis_base_remove(store, v[i].id, NULL);
 	}
 	/* none: the rootfs into the store as a base (an OS image: its device
 	 * nodes too), a workspace over it, and the base kept */
