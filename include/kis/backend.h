@@ -133,6 +133,7 @@ struct kis_session_call {
 	struct kis_io io;          /* cancel_fd: each byte read is a signal to forward */
 	struct kis_limits limits;  /* the exec's, merged with the session's (resolved) */
 	int cpu_fd;                /* the session's CPU accounting (session_cpu_fd); -1 none */
+	const struct kis_exec_container *container; /* kis_exec_options' */
 	/* A fresh connection to the session's agent (the engine's: the
 	 * session's socket), or -1 with *err; called again when a channel
 	 * fails before the command was sent. */
@@ -218,6 +219,12 @@ struct kis_backend {
 	 * (the engine tells a destroy under it from a fault); < 0 failure. */
 	int (*session_exec)(const struct kis_session_call *call, struct kis_result *res,
 			    struct kis_error **err);
+	/* Optional: put a base's tree in mount slot `slot` of a running
+	 * session (the microvm: the slot's lower disk swapped for the base's
+	 * image over QMP, the VM's device set unchanged), for a pod
+	 * container's root (kis_session_attach_base). */
+	int (*session_attach)(const struct kis_session_ctx *ctx, int slot,
+			      const struct kis_mount_src *src, struct kis_error **err);
 	/* Optional: what a killed run of this backend left that only the
 	 * backend can remove (oci: the container). The run recorded it
 	 * (core/record.h) as the line "<leftover_record> <value>" before

@@ -135,6 +135,20 @@ KIS_API const struct kis_escape_hatch *kis_escape_hatches(size_t *n);
 /* Cross-field checks that need no backend: the escape hatches. */
 KIS_API int kis_profile_check_hatches(const struct kis_profile *p, struct kis_error **err);
 
+/* A container of a pod inside a microvm session (kis-runtime's kis-vm
+ * pods, docs/protocol.md "container"): an exec may start one (its first
+ * process in mount and pid namespaces of its own, its root the overlay of
+ * the session's mount slot `slot`), join one (an exec that sees its files
+ * and processes) or remove what one left (its upper layer). */
+enum kis_ctr_op { KIS_CTR_NONE, KIS_CTR_INIT, KIS_CTR_JOIN, KIS_CTR_REMOVE };
+struct kis_exec_container {
+	enum kis_ctr_op op;
+	const char *id;       /* the container's id: letters, digits, '-', '_', '.' */
+	int slot;             /* init: its root's mount slot, 0 .. 3 */
+	const char *hostname; /* init: the pod's, set in the guest's UTS; NULL none */
+	bool free_slot;       /* remove: the slot is free after it (its disk unmounted) */
+};
+
 /* The profile as JSON (malloc'ed), every field shown, for --dry-run. */
 KIS_API char *kis_profile_to_json(const struct kis_profile *p);
 

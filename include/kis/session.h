@@ -21,6 +21,9 @@ struct kis_exec_options {
 	const char *cwd;       /* NULL: the session's working directory */
 	struct kis_limits limits; /* 0: defaults */
 	const char *store_root;
+	/* NULL, or the pod container this exec starts, joins or removes (the
+	 * microvm's sessions only; kis/profile.h) */
+	const struct kis_exec_container *container;
 };
 
 /* Create a session under the profile; id receives its engine-minted id. */
@@ -33,6 +36,11 @@ KIS_API int kis_session_plan(const struct kis_profile *p, const struct kis_run_o
 /* Run one command in a session. res as for kis_run. */
 KIS_API int kis_session_exec(const char *id, char *const *argv, const struct kis_exec_options *o,
 			     struct kis_result *res, struct kis_error **err);
+/* Put the base base_id's tree in mount slot `slot` of session id while it
+ * runs (a kis-vm pod container's root: kis-runtime); the backend's own
+ * operation, refused by name where it has none. */
+KIS_API int kis_session_attach_base(const char *store_root, const char *id, int slot,
+				    const char *base_id, struct kis_error **err);
 /* JSON array of sessions: id, tier, backend, workspace, created, state. */
 KIS_API int kis_session_list(const char *store_root, char **json, struct kis_error **err);
 /* End every process of the session and release what it made. Idempotent. */

@@ -37,6 +37,7 @@
 #include "agent/agent.h"
 #include "agent/confine.h"
 #include "agent/exec_json.h"
+#include "agent/pod.h"
 #include "agent/proto.h"
 #include "exec/exec.h"
 #include "core/io.h"
@@ -88,6 +89,8 @@ struct worker {
 	char *state;          /* bytes read from the shell's fd 3 */
 	size_t state_len;
 	int cpu_fd;           /* this exec's leaf's cpu.stat, or -1 */
+	struct kis_pod_exec *pod; /* the exec's pod container (pod.c), or NULL */
+	bool last_exec;       /* serve no other exec on this connection */
 };
 
 static void send_error(int fd, uint32_t exec, const char *code, const char *msg)
@@ -319,6 +322,8 @@ static int on_attach(void *ctx, pid_t pid, struct kis_error **err)
 	struct worker *w = ctx;
 	w->pid = pid;
 	current_pgid = pid;
+	if (w->pod)
+		kis_pod_exec_started(w->pod, pid);
 	char body[48];
 	int n = snprintf(body, sizeof(body), "{\"pid\":%d}", (int)pid);
 	kis_frame_write(w->conn, KIS_F_STARTED, 0, w->exec_id, body, (uint32_t)n);
@@ -398,6 +403,53 @@ static int on_sigchld(void *ctx, int fd)
 	return 0;
 }
 
+/* A pod container's command: its /proc first (pid 1 of its namespace),
+ * then the confinement every command gets. */
+struct pod_child {
+	struct kis_agent_confine *confine;
+	const struct kis_pod_exec *pe;
+};
+
+static int pod_child_setup(void *ctx, struct kis_error **err)
+{
+	const struct pod_child *pc = ctx;
+	if (kis_pod_child(pc->pe) < 0)
+		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot mount the container's /proc");
+	return kis_agent_confine_child(pc->confine, err);
+}
+
+/* An exec that names a pod container (docs/protocol.md "container"): the
+ * worker enters it (pod.c) and serves nothing after this exec. A remove
+ * runs nothing: STARTED and EXIT 0 once done. 0 go on, 1 answered. */
+static int pod_enter(struct worker *w, struct kis_exec_req *req, struct kis_pod_exec *pe)
+{
+	char msg[512];
+	if (req->ctr_op == KIS_CTR_NONE)
+		return 0;
+	w->last_exec = true; /* this worker's namespaces are the container's now */
+	if (!confine) {
+		send_error(w->conn, w->exec_id, "profile_unsatisfiable",
+			   "container: only the microvm guest's agent runs a pod's containers");
+		return 1;
+	}
+	if (kis_pod_exec_prepare(req, pe, msg, sizeof(msg)) < 0) {
+		send_error(w->conn, w->exec_id, "internal", msg);
+		return 1;
+	}
+	if (!pe->done)
+		return 0;
+	struct kis_result res;
+	kis_result_init(&res);
+	res.reason = KIS_REASON_EXITED;
+	char *body = kis_exit_to_json(&res);
+	kis_frame_write(w->conn, KIS_F_STARTED, 0, w->exec_id, "{\"pid\":0}", 9);
+	if (body)
+		kis_frame_write(w->conn, KIS_F_EXIT, 0, w->exec_id, body, (uint32_t)strlen(body));
+	free(body);
+	kis_result_release(&res);
+	return 1;
+}
+
 static void run_exec(struct worker *w, struct kis_exec_req *req, int state_fd)
 {
 	struct kis_result res;
@@ -422,6 +474,17 @@ static void run_exec(struct worker *w, struct kis_exec_req *req, int state_fd)
 	 * outside the guest (egress's policy, on the host side of passt). */
 	bool as_root = test_hooks && !req->shell && req->argv[0] && req->argv[1] &&
 		       !strcmp(req->argv[0], "kis-test:guest-root");
+	struct kis_pod_exec pe = {.dir_fd = -1, .proc_fd = -1, .pod_root_fd = -1};
+	struct pod_child pc = {.confine = confine, .pe = &pe};
+	if (pod_enter(w, req, &pe)) {
+		kis_pod_exec_release(&pe);
+		return;
+	}
+	bool in_pod = req->ctr_op != KIS_CTR_NONE;
+	if (in_pod) {
+		as_root = false;
+		w->pod = &pe;
+	}
 	char *sh_argv[] = {"/bin/sh", "-c", (char *)shell_wrapper, "sh", req->argv[0], NULL};
 	char *const *argv = req->shell ? sh_argv : as_root ? req->argv + 1 : req->argv;
 	char *const *base_env = req->env ? req->env : state_env;
@@ -449,7 +512,7 @@ static void run_exec(struct worker *w, struct kis_exec_req *req, int state_fd)
 	if (req->tty) {
 		if (open_pty(req->rows, req->cols, &w->pty_master, &slave) < 0) {
 			send_error(w->conn, w->exec_id, "internal", "cannot allocate a terminal");
-			return;
+			goto out;
 		}
 		/* the terminal is the command's user's, as login(1) makes it:
 		 * a program that opens ttyname(0) again must be let in */
@@ -457,11 +520,11 @@ static void run_exec(struct worker *w, struct kis_exec_req *req, int state_fd)
 			send_error(w->conn, w->exec_id, "internal", "cannot give the terminal away");
 			kis_closep(&slave);
 			kis_closep(&w->pty_master);
-			return;
+			goto out;
 		}
 	} else if (pipe2(in, O_CLOEXEC) < 0) {
 		send_error(w->conn, w->exec_id, "internal", "cannot create a pipe");
-		return;
+		goto out;
 	}
 	if (req->shell && pipe2(st, O_CLOEXEC) < 0) {
 		send_error(w->conn, w->exec_id, "internal", "cannot create a pipe");
@@ -489,6 +552,13 @@ static void run_exec(struct worker *w, struct kis_exec_req *req, int state_fd)
 		confine->cwd = cwd;
 		sp.child_setup = kis_agent_confine_child;
 		sp.child_ctx = confine;
+	}
+	if (in_pod) {
+		/* a clone sharing our memory into another pid namespace: not
+		 * taken, a fork is one per container */
+		sp.vfork_ok = false;
+		sp.child_setup = pod_child_setup;
+		sp.child_ctx = &pc;
 	}
 	struct kis_supervise_hooks hooks = {.attach = on_attach, .ctx = w,
 					    .cpu_used_ms = w->cpu_fd >= 0 ? on_cpu_used : NULL,
@@ -537,6 +607,8 @@ static void run_exec(struct worker *w, struct kis_exec_req *req, int state_fd)
 		kis_frame_write(w->conn, KIS_F_EXIT, 0, w->exec_id, body, (uint32_t)strlen(body));
 	free(body);
 out:
+	w->pod = NULL;
+	kis_pod_exec_release(&pe);
 	exec_cg_drop(&cg);
 	w->cpu_fd = -1;
 	kis_strv_free(merged);
@@ -593,7 +665,7 @@ static int worker_main(int conn, int state_fd)
 		/* the reader may hold frames that belong to this exec (stdin) */
 		run_exec(&w, &req, state_fd);
 		kis_exec_req_release(&req);
-		if (w.conn_broken || w.rd.eof)
+		if (w.conn_broken || w.rd.eof || w.last_exec)
 			break;
 	}
 	kis_frame_reader_release(&w.rd);

@@ -16,7 +16,27 @@ void kis_exec_req_release(struct kis_exec_req *r)
 	kis_strv_free(r->env);
 	kis_strv_free(r->env_add);
 	free(r->cwd);
+	free(r->ctr_id);
+	free(r->ctr_hostname);
 	memset(r, 0, sizeof(*r));
+}
+
+static const char *const ctr_ops[] = {"", "init", "join", "remove"};
+
+/* A container id the guest makes a directory of: the OCI runtime's id
+ * alphabet, never "." or "..", so it names one directory and no path. */
+static bool ctr_id_ok(const char *id)
+{
+	size_t n = strlen(id);
+	if (!n || n > 128 || !strcmp(id, ".") || !strcmp(id, ".."))
+		return false;
+	for (size_t i = 0; i < n; i++) {
+		char c = id[i];
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+		      c == '-' || c == '_' || c == '.'))
+			return false;
+	}
+	return true;
 }
 
 char *kis_exec_req_to_json(const struct kis_exec_req *r)
@@ -32,6 +52,18 @@ char *kis_exec_req_to_json(const struct kis_exec_req *r)
 		return NULL;
 	if (r->env_add && r->env_add[0])
 		json_object_set_new(o, "env_add", kis_strv_json(r->env_add));
+	if (r->ctr_op != KIS_CTR_NONE && r->ctr_op < ARRAY_SIZE(ctr_ops)) {
+		json_t *c = json_pack("{s:s, s:s, s:i}", "op", ctr_ops[r->ctr_op], "id",
+				      r->ctr_id ? r->ctr_id : "", "slot", r->ctr_slot);
+		if (c && r->ctr_free_slot)
+			json_object_set_new(c, "free_slot", json_true());
+		if (c && r->ctr_hostname)
+			json_object_set_new(c, "hostname", json_string(r->ctr_hostname));
+		if (!c || json_object_set_new(o, "container", c) < 0) {
+			json_decref(o);
+			return NULL;
+		}
+	}
 	char *s = json_dumps(o, JSON_COMPACT);
 	json_decref(o);
 	return s;
@@ -111,6 +143,33 @@ int kis_exec_req_from_json(const char *text, size_t len, struct kis_exec_req *ou
 	json_t *l = json_object_get(o, "limits");
 	kis_limits_from_json(l, &out->limits, kis_limits_per_exec());
 	kis_limits_resolve(&out->limits, &out->limits);
+	json_t *c = json_object_get(o, "container");
+	if (c && !json_is_null(c)) {
+		const char *op = json_string_value(json_object_get(c, "op"));
+		const char *id = json_string_value(json_object_get(c, "id"));
+		json_t *slot = json_object_get(c, "slot");
+		json_t *hn = json_object_get(c, "hostname");
+		for (size_t i = 1; op && i < ARRAY_SIZE(ctr_ops); i++)
+			if (!strcmp(op, ctr_ops[i]))
+				out->ctr_op = (enum kis_ctr_op)i;
+		if (out->ctr_op == KIS_CTR_NONE || !id || !ctr_id_ok(id) ||
+		    (slot && (!json_is_integer(slot) || json_integer_value(slot) < 0 ||
+			      json_integer_value(slot) > 255)) ||
+		    (hn && !json_is_null(hn) &&
+		     (!json_is_string(hn) || json_string_length(hn) > 64 ||
+		      strlen(json_string_value(hn)) != json_string_length(hn)))) {
+			kis_error_set(err, KIS_E_INVALID_ARGUMENT, 0,
+				      "container: expected {op: init|join|remove, id, slot, hostname}");
+			goto out;
+		}
+		out->ctr_slot = (int)json_integer_value(slot);
+		out->ctr_free_slot = json_is_true(json_object_get(c, "free_slot"));
+		if (!(out->ctr_id = strdup(id)) ||
+		    (json_is_string(hn) && !(out->ctr_hostname = strdup(json_string_value(hn))))) {
+			kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "container");
+			goto out;
+		}
+	}
 	r = 0;
 out:
 	if (r < 0)

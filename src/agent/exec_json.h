@@ -18,6 +18,13 @@ struct kis_exec_req {
 	bool tty;
 	unsigned rows, cols;
 	struct kis_limits limits; /* resolved */
+	/* "container" (docs/protocol.md): KIS_CTR_NONE, or the pod container
+	 * this exec starts, joins or removes */
+	enum kis_ctr_op ctr_op;
+	char *ctr_id;
+	int ctr_slot;
+	bool ctr_free_slot;  /* remove: wait until the slot's disk is unmounted */
+	char *ctr_hostname;  /* NULL: leave the guest's */
 };
 
 void kis_exec_req_release(struct kis_exec_req *r);

@@ -56,6 +56,7 @@
 #include "agent/agent.h"
 #include "agent/confine.h"
 #include "agent/guest.h"
+#include "agent/pod.h"
 #include "agent/proto.h"
 #include "confine/confine.h"
 #include "core/io.h"
@@ -1048,6 +1049,9 @@ static _Noreturn void agent_main(int l, const struct agent_run *a)
 	if (a->pids > 0)
 		kis_agent_set_cgroup_dir(open(PIDS_CG, O_RDONLY | O_DIRECTORY | O_CLOEXEC));
 	if (a->root_ws) {
+		/* a pod's containers (pod.c) are made from the guest's own
+		 * root, which the chroot hides: its fd, the layers' id map */
+		kis_pod_set_guest(open("/", O_PATH | O_DIRECTORY | O_CLOEXEC), layers_ns, LAYERS);
 		/* the workspace as root: the kernel filesystems inside it
 		 * where it has the directories for them */
 		mount("proc", "/mnt/ws/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);

@@ -69,6 +69,13 @@ int kis_agent_session_exec(const struct kis_session_call *c, struct kis_result *
 				   .env_add = (char **)c->env_add, .cwd = (char *)c->cwd,
 				   .shell = c->shell, .tty = c->tty, .rows = c->rows, .cols = c->cols,
 				   .limits = c->limits};
+	if (c->container && c->container->op != KIS_CTR_NONE) {
+		req.ctr_op = c->container->op;
+		req.ctr_id = (char *)c->container->id;
+		req.ctr_slot = c->container->slot;
+		req.ctr_hostname = (char *)c->container->hostname;
+		req.ctr_free_slot = c->container->free_slot;
+	}
 	/* the agent enforces the exec's limits; signals from the caller (the
 	 * CLI's cancel pipe carries signal numbers) are forwarded */
 	struct kis_call call = {.req = &req, .io = c->io, .signal_fd = c->io.cancel_fd,

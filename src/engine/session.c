@@ -639,7 +639,8 @@ int kis_session_exec_in(struct kis_engine_ctx *ec, const char *id, char *const *
 					.env_add = o->env_add, .cwd = o->cwd, .shell = o->shell,
 					.tty = o->tty, .rows = o->rows, .cols = o->cols,
 					.resize_fd = o->resize_fd, .tty_fd = o->tty_fd, .io = o->io,
-					.cpu_fd = -1, .connect = session_connect, .connect_arg = &sc};
+					.cpu_fd = -1, .container = o->container,
+					.connect = session_connect, .connect_arg = &sc};
 	TRY(session_exec_limits(ec, id, o, &call.limits, err));
 	if (o->tty && o->tty_fd >= 0) {
 		struct winsize ws;
@@ -811,6 +812,45 @@ int kis_session_exec(const char *id, char *const *argv, const struct kis_exec_op
 	struct kis_engine_ctx ec;
 	kis_ctx_init(&ec, o->store_root, false);
 	int r = kis_session_exec_in(&ec, id, argv, o, res, err);
+	kis_ctx_release(&ec);
+	return r;
+}
+
+static int attach_in(struct kis_engine_ctx *ec, const char *id, int slot, const char *base_id,
+		     struct kis_error **err)
+{
+	TRY(kis_id_validate(id, "session id", err));
+	struct kis_store *st = NULL;
+	TRY(kis_ctx_store(ec, &st, err));
+	_cleanup_close_ int sdir = open_sessions_dir(ec, false, NULL, err);
+	if (sdir == -1)
+		return -1;
+	_cleanup_close_ int dfd = sdir < 0 ? -1 :
+		openat(sdir, id, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+	json_t *meta = dfd >= 0 ? kis_session_meta_read(dfd) : NULL;
+	const struct kis_backend *b = meta ? kis_session_meta_backend(meta) : NULL;
+	json_decref(meta);
+	if (!b)
+		return kis_error_set(err, KIS_E_NOT_FOUND, 0, "no session '%s'", id);
+	if (!b->session_attach)
+		return kis_error_set(err, KIS_E_PROFILE_UNSATISFIABLE, 0,
+				     "session '%s' (backend '%s') cannot take a base in a mount slot",
+				     id, b->name);
+	_cleanup_free_ char *tree = NULL, *cache = NULL;
+	TRY(kis_base_path(st, base_id, &tree, err));
+	TRY(kis_base_cache_dir(st, base_id, &cache, err));
+	struct kis_mount_src src = {.source = base_id, .target = "/", .base = true,
+				    .read_only = true, .path = tree, .cache = cache};
+	struct kis_session_ctx ctx = {.id = id, .dir_fd = dfd, .listen_fd = -1};
+	return b->session_attach(&ctx, slot, &src, err);
+}
+
+int kis_session_attach_base(const char *store_root, const char *id, int slot,
+			    const char *base_id, struct kis_error **err)
+{
+	struct kis_engine_ctx ec;
+	kis_ctx_init(&ec, store_root, false);
+	int r = attach_in(&ec, id, slot, base_id, err);
 	kis_ctx_release(&ec);
 	return r;
 }

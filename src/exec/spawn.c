@@ -346,8 +346,12 @@ void kis_child_main(const struct kis_spawn *sp, int report_fd, int out_fd, int e
 		/* Last, after every credential change: the kernel clears the
 		 * parent-death signal when the credentials change (prctl(2),
 		 * PR_SET_PDEATHSIG). An engine that died before this call is
-		 * seen by the parent's pid having changed. */
-		if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != sp->parent) {
+		 * seen by the parent's pid having changed. pid 1 of a pid
+		 * namespace of its own (a kis-vm pod's container, agent/pod.c)
+		 * reads its parent, in the namespace above, as 0
+		 * (pid_namespaces(7)): not comparable, the death signal stands. */
+		pid_t pp = getppid();
+		if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || (pp != sp->parent && pp != 0)) {
 			kis_child_report(report_fd, KIS_CHILD_SETUP, errno, KIS_E_INTERNAL,
 					 "the engine ended before the command started");
 			_exit(126);

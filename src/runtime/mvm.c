@@ -477,7 +477,7 @@ static void on_signal(int sig)
  * it (128+N for signal N), 125 when kis failed (named on stderr). */
 static int session_process(const char *store_root, const char *sid, char **argv, char **env,
 			   const char *cwd, int tty, unsigned rows, unsigned cols,
-			   const struct kis_limits *lim)
+			   const struct kis_limits *lim, const struct kis_exec_container *ctr)
 {
 	if (pipe2(sig_pipe, O_CLOEXEC | O_NONBLOCK) < 0 ||
 	    pipe2(winch_pipe, O_CLOEXEC | O_NONBLOCK) < 0) {
@@ -497,7 +497,7 @@ static int session_process(const char *store_root, const char *sid, char **argv,
 		       .cancel_fd = sig_pipe[0]},
 		.tty = tty >= 0, .rows = rows ? rows : 24, .cols = cols ? cols : 80,
 		.resize_fd = tty >= 0 ? winch_pipe[0] : -1, .tty_fd = tty,
-		.env = env, .cwd = cwd, .store_root = store_root};
+		.env = env, .cwd = cwd, .store_root = store_root, .container = ctr};
 	if (lim)
 		o.limits = *lim;
 	struct kis_result res;
@@ -549,6 +549,43 @@ static void strv_free(char **v)
 	free(v);
 }
 
+/* ---------------------------------------------- a pod app's end */
+
+struct app_end {
+	const char *store_root, *session, *id;
+};
+
+/* In the guest: the container's processes ended, its upper layer gone,
+ * and when it was the slot's last user its disk unmounted everywhere (so
+ * another tree may be swapped in); the slot is given back only then. */
+static int app_end_guest(void *arg, int slot, bool last)
+{
+	const struct app_end *a = arg;
+	struct kis_exec_container c = {.op = KIS_CTR_REMOVE, .id = a->id, .slot = slot,
+				       .free_slot = last};
+	char *argv[] = {"true", NULL};
+	struct kis_exec_options o = {
+		.io = {.stdin_fd = -1, .stdout_fd = 2, .stderr_fd = 2, .cancel_fd = -1},
+		.resize_fd = -1, .tty_fd = -1, .store_root = a->store_root, .container = &c};
+	struct kis_result res;
+	kis_result_init(&res);
+	struct kis_error *e = NULL;
+	int r = kis_session_exec(a->session, argv, &o, &res, &e);
+	/* the pod's VM gone (its sandbox deleted first): nothing is left in it */
+	if (r < 0 && e && e->code == KIS_E_NOT_FOUND)
+		r = 0;
+	kis_error_free(e);
+	kis_result_release(&res);
+	return r < 0 ? -1 : 0;
+}
+
+static void pod_app_end(const struct krt_globals *g, const char *store_root, const char *session,
+			const char *sandbox, const char *id)
+{
+	struct app_end a = {.store_root = store_root, .session = session, .id = id};
+	krt_pod_slot_release(g, MVM_DIR, sandbox, id, app_end_guest, &a);
+}
+
 /* ---------------------------------------------------------- create */
 
 int krt_mvm_create(const struct krt_globals *g, const struct krt_model *m, const char *bundle,
@@ -567,7 +604,7 @@ int krt_mvm_create(const struct krt_globals *g, const struct krt_model *m, const
 	char base[KIS_ID_BUFSZ] = "", ws[KIS_ID_BUFSZ] = "", sid[KIS_ID_BUFSZ] = "";
 	char **argv = NULL, **env = NULL;
 	struct kis_store *store = NULL;
-	bool made = false;
+	bool made = false, taken = false;
 	if (r < 0 || (r = krt_valid_id(id, err)) < 0)
 		goto out;
 	r = -1;
@@ -609,7 +646,28 @@ int krt_mvm_create(const struct krt_globals *g, const struct krt_model *m, const
 		goto out;
 	if (krt_tier_make(hfd, id, !o->run, &made, &dfd, &fifo, err) < 0)
 		goto out;
-	if (pod.role != KRT_POD_APP) {
+	struct kis_exec_container ctr = {.op = KIS_CTR_INIT, .id = id, .slot = -1,
+					 .hostname = pod.hostname};
+	if (pod.role == KRT_POD_APP) {
+		/* its own root in the pod's VM: a mount slot holding its tree
+		 * (one per distinct tree, mvm_pod.c), the tree imported as a
+		 * base and its image swapped into the slot while the slots'
+		 * lock is held */
+		bool fresh = false;
+		_cleanup_close_ int slock = -1;
+		if (krt_pod_slot_take(g, MVM_DIR, pod.sandbox, id, rootfs, &ctr.slot, &fresh, &slock,
+				      err) < 0)
+			goto out;
+		taken = true;
+		struct kis_import_options io = {.os_image = true};
+		if (fresh && (kis_store_open(store_root, &store, err) < 0 ||
+			      kis_base_import(store, rootfs, &io, base, err) < 0 ||
+			      kis_session_attach_base(store_root, pod.session, ctr.slot, base, err) < 0))
+			goto out;
+		if (store)
+			kis_store_free(store);
+		store = NULL;
+	} else {
 		/* the rootfs into the store: a base (an OS image: its device
 		 * nodes too), a workspace of the container's own over it. A
 		 * pod's sandbox: a kept base of the same tree, the node's
@@ -687,11 +745,11 @@ int krt_mvm_create(const struct krt_globals *g, const struct krt_model *m, const
 		if (pod.role == KRT_POD_APP) {
 			status = session_process(store_root, run_sid, argv, env,
 						 cwd && *cwd ? cwd : NULL, tty >= 0 ? 0 : -1, p.rows,
-						 p.cols, &app_lim);
+						 p.cols, &app_lim, &ctr);
 			_exit(status);
 		}
 		status = session_process(store_root, run_sid, argv, NULL, NULL, tty >= 0 ? 0 : -1,
-					 p.rows, p.cols, NULL);
+					 p.rows, p.cols, NULL, NULL);
 		/* stopped: the VM, its workspace and base go now, not at delete
 		 * (an engine's cleanup may call delete without the --root it
 		 * created with: podman 4.3's does); state.json stays for
@@ -717,7 +775,10 @@ int krt_mvm_create(const struct krt_globals *g, const struct krt_model *m, const
 	if (st && pod.role != KRT_POD_NONE &&
 	    (json_object_set_new(st, "pod", json_string(pod.role == KRT_POD_SANDBOX ? "sandbox"
 										 : "container")) < 0 ||
-	     json_object_set_new(st, "pod_session", json_string(run_sid)) < 0)) {
+	     json_object_set_new(st, "pod_session", json_string(run_sid)) < 0 ||
+	     json_object_set_new(st, "pod_sandbox", json_string(pod.sandbox)) < 0 ||
+	     (pod.role == KRT_POD_SANDBOX && hostname &&
+	      json_object_set_new(st, "hostname", json_string(hostname)) < 0))) {
 		json_decref(st);
 		st = NULL;
 	}
@@ -733,6 +794,8 @@ out:
 	if (store)
 		kis_store_free(store);
 	if (made && hfd >= 0) {
+		if (taken)
+			pod_app_end(g, store_root, pod.session, pod.sandbox, id);
 		if (store_root)
 			undo(store_root, sid, ws, base);
 		remove_state(hfd, id);
@@ -822,6 +885,9 @@ int krt_mvm_verb(const struct krt_globals *g, int argc, char **argv, struct kis_
 		} else {
 			if (strcmp(status, "stopped") != 0)
 				krt_signal_pid(st_pid(st), SIGKILL);
+			if (strcmp(sget(st, "pod"), "container") == 0 && *sget(st, "pod_sandbox"))
+				pod_app_end(g, sget(st, "store"), sget(st, "pod_session"),
+					    sget(st, "pod_sandbox"), id);
 			undo(sget(st, "store"), sget(st, "session"), sget(st, "workspace"),
 			     sget(st, "base"));
 			_cleanup_close_ int hfd = open_mvm_root(g, false, NULL);
@@ -927,8 +993,13 @@ int krt_mvm_exec(const struct krt_globals *g, const char *id, json_t *proc,
 	if (pid == 0) {
 		if (tty >= 0 ? krt_take_terminal(tty) < 0 : setsid() < 0)
 			_exit(125);
+		/* an app container's exec: in its namespaces (its files, its
+		 * processes) */
+		struct kis_exec_container join = {.op = KIS_CTR_JOIN, .id = id};
+		bool app = strcmp(sget(st, "pod"), "container") == 0;
 		_exit(session_process(sget(st, "store"), exec_session(st), argv, env,
-				      cwd && *cwd ? cwd : NULL, tty >= 0 ? 0 : -1, rows, cols, NULL));
+				      cwd && *cwd ? cwd : NULL, tty >= 0 ? 0 : -1, rows, cols, NULL,
+				      app ? &join : NULL));
 	}
 	if (o->pid_file && krt_write_pid_file(o->pid_file, pid, err) < 0) {
 		kill(pid, SIGKILL);

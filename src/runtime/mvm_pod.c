@@ -32,6 +32,7 @@
 #include <sched.h>
 #include <stdarg.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -105,6 +106,8 @@ void krt_pod_release(struct krt_pod *pod)
 {
 	free(pod->sandbox_rootfs);
 	pod->sandbox_rootfs = NULL;
+	free(pod->hostname);
+	pod->hostname = NULL;
 }
 
 int krt_pod_ns_path_ok(const struct krt_pod *pod, const char *type, const char *path,
@@ -136,6 +139,7 @@ static const char *sget(json_t *st, const char *k)
 int krt_pod_verify_app(const struct krt_globals *g, const char *mvm_dir, const char *rootfs,
 		       struct krt_pod *pod, struct kis_error **err)
 {
+	(void)rootfs; /* its own root in the guest: a slot (krt_pod_slot_take) */
 	for (int k = 0; k < KRT_POD_NS; k++)
 		if (pod->ns_fd[k] < 0)
 			return krt_mvm_refuse(err, "linux.namespaces: an app container of pod '%s' "
@@ -206,18 +210,11 @@ int krt_pod_verify_app(const struct krt_globals *g, const char *mvm_dir, const c
 		krt_mvm_refuse(err, "the pod sandbox '%s' has no VM", pod->sandbox);
 		goto out;
 	}
-	/* the app runs in the pod guest's root, which is the sandbox's image:
-	 * an app of another image is refused, never run in the wrong tree
-	 * (a rootfs of each container's own in the guest: not yet) */
-	bool same = false;
-	if (krt_pod_same_tree(sget(st, "rootfs"), rootfs, &same, err) < 0)
-		goto out;
-	if (!same) {
-		krt_mvm_refuse(err, "root.path: an app container of a kis-vm pod runs in the pod "
-				"guest's root, the sandbox's image; this rootfs is another tree");
+	snprintf(pod->session, sizeof(pod->session), "%s", sid);
+	if (*sget(st, "hostname") && !(pod->hostname = strdup(sget(st, "hostname")))) {
+		kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "pod");
 		goto out;
 	}
-	snprintf(pod->session, sizeof(pod->session), "%s", sid);
 	if (!(pod->sandbox_rootfs = strdup(sget(st, "rootfs")))) {
 		kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "pod");
 		goto out;
@@ -244,6 +241,157 @@ int krt_pod_enter(const struct krt_pod *pod, const char *hostname)
 			if (setns(pod->ns_fd[k], pod_clone[k]) < 0)
 				return -1;
 	return 0;
+}
+
+/* ------------------------------------------------ the pod VM's slots */
+
+/* slots.json: {"<slot>": {"rootfs": the first user's tree, "users": [ids]}} */
+static json_t *slots_read(int dfd)
+{
+	json_t *j = krt_read_json_at(dfd, "slots.json");
+	return json_is_object(j) ? j : (json_decref(j), json_object());
+}
+
+static int slots_write(int dfd, json_t *j)
+{
+	char *s = json_dumps(j, JSON_COMPACT);
+	if (!s)
+		return -1;
+	int fd = openat(dfd, "slots.json.tmp", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW,
+			0600);
+	size_t n = strlen(s);
+	int r = fd >= 0 && write(fd, s, n) == (ssize_t)n && fsync(fd) == 0 ? 0 : -1;
+	if (fd >= 0)
+		close(fd);
+	free(s);
+	return r < 0 ? -1 : renameat(dfd, "slots.json.tmp", dfd, "slots.json");
+}
+
+static int slots_lock(const struct krt_globals *g, const char *mvm_dir, const char *sandbox,
+		      int *dfd)
+{
+	*dfd = krt_tier_container(g, mvm_dir, sandbox);
+	if (*dfd < 0)
+		return -1;
+	int l = openat(*dfd, "slots.lock", O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (l < 0 || flock(l, LOCK_EX) < 0) {
+		if (l >= 0)
+			close(l);
+		close(*dfd);
+		*dfd = -1;
+		return -1;
+	}
+	return l;
+}
+
+int krt_pod_slot_take(const struct krt_globals *g, const char *mvm_dir, const char *sandbox,
+		      const char *id, const char *rootfs, int *slot, bool *fresh, int *lock,
+		      struct kis_error **err)
+{
+	int dfd;
+	*lock = -1;
+	*slot = -1;
+	*fresh = false;
+	int l = slots_lock(g, mvm_dir, sandbox, &dfd);
+	if (l < 0)
+		return kis_error_set(err, KIS_E_INTERNAL, errno,
+				     "cannot lock the mount slots of pod sandbox '%s'", sandbox);
+	_cleanup_close_ int d = dfd;
+	json_t *j = slots_read(dfd);
+	int r = -1, free_slot = -1;
+	for (int i = 0; i < KRT_POD_SLOTS && *slot < 0; i++) {
+		char k[16];
+		snprintf(k, sizeof(k), "%d", i);
+		json_t *e = json_object_get(j, k);
+		json_t *users = json_object_get(e, "users");
+		/* a user whose state is gone (deleted, or a create killed
+		 * before it recorded one) holds nothing */
+		size_t u;
+		json_t *v;
+		json_array_foreach(users, u, v) {
+			int c = krt_tier_container(g, mvm_dir, json_string_value(v));
+			if (c >= 0) {
+				close(c);
+				continue;
+			}
+			json_array_remove(users, u);
+			u--;
+		}
+		if (!json_array_size(users)) {
+			if (free_slot < 0)
+				free_slot = i;
+			continue;
+		}
+		bool same = false;
+		struct kis_error *e2 = NULL;
+		if (krt_pod_same_tree(json_string_value(json_object_get(e, "rootfs")), rootfs, &same,
+				      &e2) < 0)
+			same = false;
+		kis_error_free(e2);
+		if (same && json_array_append_new(users, json_string(id)) == 0)
+			*slot = i;
+	}
+	if (*slot < 0 && free_slot < 0) {
+		krt_mvm_refuse(err, "root.path: pod '%s' has app containers of %d distinct root "
+				"trees, the most a kis-vm pod's VM takes (its mount slots); "
+				"this one is a %dth", sandbox, KRT_POD_SLOTS, KRT_POD_SLOTS + 1);
+		goto out;
+	}
+	if (*slot < 0) {
+		char k[16];
+		snprintf(k, sizeof(k), "%d", free_slot);
+		json_t *e = json_pack("{s:s,s:[s]}", "rootfs", rootfs, "users", id);
+		if (!e || json_object_set_new(j, k, e) < 0) {
+			kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "slots");
+			goto out;
+		}
+		*slot = free_slot;
+		*fresh = true;
+	}
+	if (slots_write(dfd, j) < 0) {
+		kis_error_set(err, KIS_E_INTERNAL, errno, "cannot record the pod's mount slots");
+		goto out;
+	}
+	*lock = l;
+	l = -1;
+	r = 0;
+out:
+	if (l >= 0)
+		close(l);
+	json_decref(j);
+	return r;
+}
+
+void krt_pod_slot_release(const struct krt_globals *g, const char *mvm_dir, const char *sandbox,
+			  const char *id, int (*before)(void *arg, int slot, bool last),
+			  void *arg)
+{
+	int dfd;
+	int l = slots_lock(g, mvm_dir, sandbox, &dfd);
+	if (l < 0)
+		return;
+	json_t *j = slots_read(dfd);
+	int slot = -1;
+	for (int i = 0; i < KRT_POD_SLOTS && slot < 0; i++) {
+		char k[16];
+		snprintf(k, sizeof(k), "%d", i);
+		json_t *users = json_object_get(json_object_get(j, k), "users");
+		size_t u;
+		json_t *v;
+		json_array_foreach(users, u, v)
+			if (!strcmp(json_string_value(v) ? json_string_value(v) : "", id)) {
+				bool last = json_array_size(users) == 1;
+				if (before(arg, i, last) == 0) {
+					json_array_remove(users, u);
+					slots_write(dfd, j);
+				}
+				slot = i;
+				break;
+			}
+	}
+	json_decref(j);
+	close(l);
+	close(dfd);
 }
 
 /* ------------------------------------------------ comparing two trees */

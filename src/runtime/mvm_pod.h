@@ -42,7 +42,29 @@ struct krt_pod {
 	/* KRT_POD_APP, from the sandbox's state once verified: */
 	char session[KIS_ID_BUFSZ]; /* the pod VM's kis session */
 	char *sandbox_rootfs;
+	char *hostname;             /* the sandbox's config.json hostname, or NULL */
 };
+
+/* The pod VM's mount slots that app containers' roots take (the
+ * microvm's KIS_MVM_MOUNTS, the VM's fixed device set): one per distinct
+ * tree, shared by apps whose trees are the same. */
+#define KRT_POD_SLOTS 4
+/* Take a slot for app id (rootfs its tree) in the pod sandbox's record
+ * (slots.json in the sandbox's state directory, under slots.lock):
+ * *slot, and *fresh when the slot needs the tree's image put in it. The
+ * lock stays held in *lock (the caller closes it once the image is in),
+ * so no other app of the pod takes or frees a slot meanwhile. A fifth
+ * distinct tree is refused by name. */
+int krt_pod_slot_take(const struct krt_globals *g, const char *mvm_dir, const char *sandbox,
+		      const char *id, const char *rootfs, int *slot, bool *fresh, int *lock,
+		      struct kis_error **err);
+/* Give app id's slot back (at its delete), under the lock: first
+ * before(arg, slot, last) (last: no other app uses it now), which ends
+ * the container in the guest; the slot is given back only when it
+ * returns 0. Best effort: nothing when id holds no slot. */
+void krt_pod_slot_release(const struct krt_globals *g, const char *mvm_dir, const char *sandbox,
+			  const char *id, int (*before)(void *arg, int slot, bool last),
+			  void *arg);
 
 /* The role from the CRI annotations, an allowlist: both annotations or
  * neither; the type "sandbox" (whose sandbox-id is its own id) or
@@ -57,8 +79,7 @@ int krt_pod_ns_path_ok(const struct krt_pod *pod, const char *type, const char *
 /* KRT_POD_APP: the pod is a kis-vm sandbox of THIS runtime root (state
  * under g->root), not stopped, whose container process's network, ipc and
  * uts namespaces are the very ones the bundle joins (st_dev, st_ino of
- * the held fds), and whose rootfs is the app's tree; fills session and
- * sandbox_rootfs. Any other pod, path or id is refused by name. */
+ * the held fds); fills session, sandbox_rootfs and hostname. Any other pod, path or id is refused by name. */
 int krt_pod_verify_app(const struct krt_globals *g, const char *mvm_dir, const char *rootfs,
 		       struct krt_pod *pod, struct kis_error **err);
 /* In the container process (between fork and the start fifo): the

@@ -172,7 +172,8 @@ def test_one_vm_per_pod(work, roots, mvm_guest, other_netns, foreign, tmp_path):
 
         # accepted: the app runs in the pod's VM
         app = "krt-pod-app"
-        bb = pod_bundle(work, ["sh", "-c", "cat /tmp/mark; uname -r; echo app-ran; "
+        bb = pod_bundle(work, ["sh", "-c", "cat /tmp/mark 2>/dev/null || echo own-root; uname -r; "
+                                          "hostname; echo app-pid-$$; echo app-ran; "
                                           "trap 'exit 5' TERM; while :; do sleep 0.2; done"],
                         "container", sb, ns)
         # its streams are files: the container process keeps them open
@@ -189,6 +190,7 @@ def test_one_vm_per_pod(work, roots, mvm_guest, other_netns, foreign, tmp_path):
         end = time.monotonic() + 60
         while "app-ran" not in out.read_text() and time.monotonic() < end:
             time.sleep(0.2)
+        assert "app-ran" in out.read_text(), (out.read_text(), err.read_text())
         # refused: an app naming a running app container of the pod as
         # its sandbox, with the very namespaces it holds
         bb = pod_bundle(work, ["true"], "container", app, pod_ns(apid))
@@ -197,7 +199,11 @@ def test_one_vm_per_pod(work, roots, mvm_guest, other_netns, foreign, tmp_path):
         assert krt(kr, "kill", app, "TERM").returncode == 0
         wait_status(lambda *a: krt(kr, *a), app, "stopped", timeout=60)
         text = out.read_text()
-        assert "sandbox-was-here" in text, (text, err.read_text())
+        # its own root (not the pod guest's, where the sandbox wrote), pid 1
+        # of its own pid namespace, the pod's hostname
+        assert "own-root" in text and "sandbox-was-here" not in text, (text, err.read_text())
+        assert "app-pid-1\n" in text, text
+        assert "pod-host\n" in text, text
         assert (mvm_guest / "kernel.release").read_text().strip() in text, text
         assert krt(kr, "delete", app).returncode == 0
         # the pod's VM outlives its app

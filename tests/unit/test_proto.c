@@ -124,12 +124,40 @@ static void test_exec_request(void **state)
 	expect_bad_req("{\"argv\":[\"sh\"],\"env\":[3]}");
 }
 
+/* docs/protocol.md "container": a kis-vm pod's app container, round trip
+ * and the ids a guest would make a directory of refused */
+static void test_exec_request_container(void **state)
+{
+	(void)state;
+	char *argv[] = {"true", NULL};
+	struct kis_exec_req in = {.argv = argv, .ctr_op = KIS_CTR_INIT, .ctr_id = "app-1",
+				  .ctr_slot = 2, .ctr_hostname = "pod-host"};
+	char *s = kis_exec_req_to_json(&in);
+	assert_non_null(s);
+	struct kis_exec_req out;
+	struct kis_error *e = NULL;
+	assert_int_equal(kis_exec_req_from_json(s, strlen(s), &out, &e), 0);
+	assert_int_equal(out.ctr_op, KIS_CTR_INIT);
+	assert_string_equal(out.ctr_id, "app-1");
+	assert_int_equal(out.ctr_slot, 2);
+	assert_string_equal(out.ctr_hostname, "pod-host");
+	assert_false(out.ctr_free_slot);
+	kis_exec_req_release(&out);
+	free(s);
+	expect_bad_req("{\"argv\":[\"true\"],\"container\":{\"op\":\"init\",\"id\":\"../x\"}}");
+	expect_bad_req("{\"argv\":[\"true\"],\"container\":{\"op\":\"init\",\"id\":\"..\"}}");
+	expect_bad_req("{\"argv\":[\"true\"],\"container\":{\"op\":\"run\",\"id\":\"a\"}}");
+	expect_bad_req("{\"argv\":[\"true\"],\"container\":{\"op\":\"join\",\"id\":\"a\","
+		       "\"slot\":-1}}");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_roundtrip_through_a_pipe),
 		cmocka_unit_test(test_decoder_refusals),
 		cmocka_unit_test(test_exec_request),
+		cmocka_unit_test(test_exec_request_container),
 	};
 	return cmocka_run_group_tests_name("proto", tests, NULL, NULL);
 }

@@ -447,6 +447,11 @@ out:
 	return r;
 }
 
+int kis_mvm_base_image(const char *cache, const char *tree, char **out, struct kis_error **err)
+{
+	return cached_image(cache, "microvm-base-v1.img", tree, 0, false, "kis-base", out, err);
+}
+
 int kis_mvm_mount_disks_make(const struct kis_mvm_guest *g, const char *vm_dir,
 			     const struct kis_mount_src *m, size_t n, struct kis_mvm_disks *d,
 			     struct kis_error **err)

@@ -934,6 +934,19 @@ static int microvm_session_explain(const struct kis_session_ctx *ctx, struct kis
 	return explain_events(seen, now, NULL, res);
 }
 
+/* A pod container's root into a slot of the session's VM (slot.c). */
+static int microvm_session_attach(const struct kis_session_ctx *ctx, int slot,
+				  const struct kis_mount_src *src, struct kis_error **err)
+{
+	if (!src->base || !src->cache || !src->path)
+		return kis_error_set(err, KIS_E_INVALID_ARGUMENT, 0,
+				     "a mount slot takes a base's tree");
+	_cleanup_free_ char *img = NULL;
+	if (kis_mvm_base_image(src->cache, src->path, &img, err) < 0)
+		return kis_error_wrap(err, "the image of base '%s'", src->source);
+	return kis_mvm_slot_attach(ctx->dir_fd, slot, img, err);
+}
+
 static const char *microvm_session_state(const struct kis_session_ctx *ctx)
 {
 	/* QMP answers only while QEMU runs; its status tells a paused VM */
@@ -962,5 +975,6 @@ const struct kis_backend kis_backend_microvm = {
 	.session_exec = kis_agent_session_exec,
 	.end_session = microvm_end_session,
 	.session_state = microvm_session_state,
+	.session_attach = microvm_session_attach,
 	.session_explain = microvm_session_explain,
 };

@@ -627,8 +627,14 @@ int kis_mvm_spawn(const struct kis_mvm_guest *g, const struct kis_mvm_cfg *c, pi
 		add(&a, "-add-fd");
 		add(&a, fmt(&a, "fd=%d,set=%d", FD_MDISK + i, 4 + i));
 		add(&a, "-drive");
-		add(&a, fmt(&a, "if=none,id=m%d%s,format=raw,cache=writeback,readonly=on,"
-			     "file=/dev/fdset/%d", i / 2, role, 4 + i));
+		/* node names of our own for the format node (m<i><role>f) and
+		 * its file (m<i><role>p): a running VM's slot takes another
+		 * image by blockdev-reopen of the format node onto a new file
+		 * node (slot.c), which QEMU refuses for a node whose name it
+		 * generated ("Cannot change the option 'node-name'") */
+		add(&a, fmt(&a, "if=none,id=m%d%s,node-name=m%d%sf,format=raw,cache=writeback,"
+			     "readonly=on,file.driver=file,file.filename=/dev/fdset/%d,"
+			     "file.node-name=m%d%sp", i / 2, role, i / 2, role, 4 + i, i / 2, role));
 		add(&a, "-device");
 		add(&a, fmt(&a, "virtio-blk-device,drive=m%d%s,serial=kis-m%d%s", i / 2, role, i / 2,
 			     role));

@@ -25,7 +25,7 @@
 /* The version of QEMU's device set (argv of kis_mvm_spawn), part of the
  * stamp that names snapshots: a snapshot restores only into the device set
  * it was saved with. Bump it with any change there. */
-#define KIS_MVM_DEVSET 8
+#define KIS_MVM_DEVSET 9
 /* The profile's mounts (issue 21): a fixed number of slots, always in the
  * device set (a snapshot restores only into the devices it was saved
  * with), two read-only disks each: its lower layer (a base's image) and
@@ -246,6 +246,12 @@ void kis_mvm_disks_free(struct kis_mvm_disks *d);
 int kis_mvm_mount_disks_make(const struct kis_mvm_guest *g, const char *vm_dir,
 			     const struct kis_mount_src *m, size_t n, struct kis_mvm_disks *d,
 			     struct kis_error **err);
+/* A base's image (its tree as the read-only ext4 of a mount slot), made
+ * once and kept in its cache directory; *out malloc'ed. */
+int kis_mvm_base_image(const char *cache, const char *tree, char **out, struct kis_error **err);
+/* Swap mount slot `slot`'s lower disk of the running VM whose QMP socket
+ * is dfd's qmp.sock for the image at img (slot.c). */
+int kis_mvm_slot_attach(int dfd, int slot, const char *img, struct kis_error **err);
 /* Apply the guest's upper layer on the rw image (the directory layer in
  * it: "/upper" for the workspace, "/m<i>/upper" for mount i) to the host
  * directory dst_dir. */

@@ -1,0 +1,130 @@
+/* SPDX-License-Identifier: MIT */
+/* A running VM's mount slot given another image (a kis-vm pod container's
+ * root, src/runtime/mvm.c): its lower disk swapped over QMP, the device
+ * set (and so the snapshot it was restored from) unchanged.
+ *
+ * QEMU 7.2's block layer: the slot's drive has node names of our own
+ * (vm.c: m<i>lf the raw format node, m<i>lp its file); the image's fd
+ * goes to a new fd set (add-fd, SCM_RIGHTS: the jailed VMM opens no
+ * path), a file node is added on it (blockdev-add), and the format node
+ * is reopened onto that file (blockdev-reopen, "file"): the guest's
+ * virtio disk then reads the new image. The file node and fd set of the
+ * swap before are deleted (blockdev-del, remove-fd). Each swap's number,
+ * which names its node (kis-m<i>g<n>) and set (SLOT_FDSET_BASE + ...),
+ * is kept in the session's directory (slot<i>.gen), under a lock there. */
+#include "core/util.h"
+
+#include <fcntl.h>
+#include <string.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include "backends/microvm/vm.h"
+
+/* fd sets 1 .. 4 + KIS_MVM_MOUNT_DISKS are the argv's (vm.c) */
+#define SLOT_FDSET_BASE 1000
+#define SLOT_GEN_MAX 100000
+
+static unsigned read_gen(int dfd, const char *name)
+{
+	char buf[32];
+	int fd = openat(dfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return 0;
+	ssize_t k = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	buf[k > 0 ? k : 0] = '\0';
+	unsigned long v = strtoul(buf, NULL, 10);
+	return v < SLOT_GEN_MAX ? (unsigned)v : 0;
+}
+
+static int write_gen(int dfd, const char *name, unsigned gen)
+{
+	char tmp[48], buf[32];
+	snprintf(tmp, sizeof(tmp), "%s.tmp", name);
+	int fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd < 0)
+		return -1;
+	int n = snprintf(buf, sizeof(buf), "%u\n", gen);
+	int r = write(fd, buf, (size_t)n) == n ? 0 : -1;
+	close(fd);
+	return r < 0 ? -1 : renameat(dfd, tmp, dfd, name);
+}
+
+int kis_mvm_slot_attach(int dfd, int slot, const char *img, struct kis_error **err)
+{
+	if (slot < 0 || slot >= KIS_MVM_MOUNTS)
+		return kis_error_set(err, KIS_E_INVALID_ARGUMENT, 0, "no mount slot %d (0 .. %d)", slot,
+				     KIS_MVM_MOUNTS - 1);
+	_cleanup_close_ int lock = openat(dfd, "slots.lock", O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW,
+					  0600);
+	if (lock < 0 || flock(lock, LOCK_EX) < 0)
+		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot lock the VM's slots");
+	_cleanup_close_ int fd = open(img, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot open '%s'", img);
+	char gname[32];
+	snprintf(gname, sizeof(gname), "slot%d.gen", slot);
+	unsigned old = read_gen(dfd, gname), gen = old + 1;
+	if (gen >= SLOT_GEN_MAX)
+		return kis_error_set(err, KIS_E_INTERNAL, 0, "mount slot %d: swapped too often", slot);
+	long set = SLOT_FDSET_BASE + (long)slot * SLOT_GEN_MAX + gen;
+	_cleanup_close_ int q = kis_mvm_qmp_open(dfd, "qmp.sock", 5000);
+	if (q < 0)
+		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot reach the VM's QMP socket");
+	char cmd[512];
+	char *reply = NULL;
+	snprintf(cmd, sizeof(cmd),
+		 "{\"execute\":\"add-fd\",\"arguments\":{\"fdset-id\":%ld,\"opaque\":\"slot%d\"}}",
+		 set, slot);
+	int r = kis_mvm_qmp_cmd(q, cmd, fd, &reply, 5000);
+	if (r == 0) {
+		free(reply);
+		reply = NULL;
+		snprintf(cmd, sizeof(cmd),
+			 "{\"execute\":\"blockdev-add\",\"arguments\":{\"driver\":\"file\","
+			 "\"node-name\":\"kis-m%dg%u\",\"filename\":\"/dev/fdset/%ld\","
+			 "\"read-only\":true}}", slot, gen, set);
+		r = kis_mvm_qmp_cmd(q, cmd, -1, &reply, 10000);
+	}
+	if (r == 0) {
+		free(reply);
+		reply = NULL;
+		snprintf(cmd, sizeof(cmd),
+			 "{\"execute\":\"blockdev-reopen\",\"arguments\":{\"options\":[{"
+			 "\"node-name\":\"m%dlf\",\"driver\":\"raw\",\"file\":\"kis-m%dg%u\","
+			 "\"read-only\":true}]}}", slot, slot, gen);
+		r = kis_mvm_qmp_cmd(q, cmd, -1, &reply, 10000);
+		if (r < 0) {
+			/* the new node is no one's: not left behind */
+			char *rr = NULL;
+			snprintf(cmd, sizeof(cmd), "{\"execute\":\"blockdev-del\",\"arguments\":"
+				 "{\"node-name\":\"kis-m%dg%u\"}}", slot, gen);
+			kis_mvm_qmp_cmd(q, cmd, -1, &rr, 5000);
+			free(rr);
+		}
+	}
+	if (r < 0) {
+		kis_error_set(err, KIS_E_INTERNAL, 0, "cannot swap mount slot %d's disk: %.300s", slot,
+			      reply ? reply : "no answer from QMP");
+		free(reply);
+		snprintf(cmd, sizeof(cmd), "{\"execute\":\"remove-fd\",\"arguments\":{\"fdset-id\":%ld}}",
+			 set);
+		kis_mvm_qmp_cmd(q, cmd, -1, NULL, 5000);
+		return -1;
+	}
+	free(reply);
+	/* the number is kept before the old node goes: a failure below leaves
+	 * a node and a set behind in the VM, never a slot named wrong */
+	if (write_gen(dfd, gname, gen) < 0)
+		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot record mount slot %d", slot);
+	if (old > 0) {
+		snprintf(cmd, sizeof(cmd), "{\"execute\":\"blockdev-del\",\"arguments\":"
+			 "{\"node-name\":\"kis-m%dg%u\"}}", slot, old);
+		kis_mvm_qmp_cmd(q, cmd, -1, NULL, 5000);
+		snprintf(cmd, sizeof(cmd), "{\"execute\":\"remove-fd\",\"arguments\":{\"fdset-id\":%ld}}",
+			 SLOT_FDSET_BASE + (long)slot * SLOT_GEN_MAX + old);
+		kis_mvm_qmp_cmd(q, cmd, -1, NULL, 5000);
+	}
+	return 0;
+}
