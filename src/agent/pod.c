@@ -56,6 +56,8 @@
 #define CTR_RUN "/run/kis-ctr"
 /* how long remove waits for the init's end and the slot's last unmount */
 #define CTR_WAIT_MS 10000
+/* how long an exec waits for the container's init to be there */
+#define CTR_JOIN_WAIT_MS 30000
 /* the guest's /proc, by path, while the worker is in the guest's root */
 #define AT_FDCWD_PROC guest_proc_fd()
 
@@ -383,7 +385,13 @@ static int ctr_init_setup(const struct kis_exec_req *req, struct kis_pod_exec *p
 
 static int ctr_join(const struct kis_exec_req *req, char *msg, size_t n)
 {
+	/* the host's start returns once the container's process is told to
+	 * go, before its init has been made here: an exec right after it
+	 * (CRI's ExecSync after StartContainer) waits for that, a bounded time */
 	pid_t pid = ctr_init(req->ctr_id);
+	for (uint64_t end = kis_monotonic_ms() + CTR_JOIN_WAIT_MS;
+	     pid <= 0 && kis_monotonic_ms() < end; pid = ctr_init(req->ctr_id))
+		usleep(20000);
 	if (pid <= 0) {
 		snprintf(msg, n, "container '%s' is not running", req->ctr_id);
 		return -1;

@@ -211,3 +211,102 @@ def test_one_vm_per_pod(work, roots, mvm_guest, other_netns, foreign, tmp_path):
     finally:
         krt(kr, "kill", sb, "KILL")
         krt(kr, "delete", "--force", sb)
+
+
+def _tree(work, n):
+    """The module's rootfs with a marker file of its own: a distinct tree."""
+    import shutil
+    t = work / f"rootfs-tree{n}"
+    if not t.exists():
+        shutil.copytree(work / "rootfs", t, symlinks=True)
+        (t / f"marker-{n}").write_text(f"tree {n}\n")
+    return t
+
+
+def _in_tree(t):
+    def e(c):
+        c["root"]["path"] = str(t)
+    return e
+
+
+def _app_create(kr, bundle, cid, tmp_path):
+    out, err = tmp_path / f"{cid}.out", tmp_path / f"{cid}.err"
+    with open(out, "wb") as o, open(err, "wb") as e:
+        p = subprocess.run([str(KRT), "--root", str(kr), "--kis-guest-dir", str(GUEST),
+                            "create", "--bundle", str(bundle), cid], stdout=o, stderr=e,
+                           stdin=subprocess.DEVNULL, timeout=180)
+    return p.returncode, out, err
+
+
+def test_pod_apps_have_their_own_trees_and_slots(work, roots, mvm_guest, other_netns, tmp_path):
+    """Each app container of a kis-vm pod runs in its own tree (a mount
+    slot of the pod's VM) and its own pid namespace: an exec into app A
+    sees A's marker and processes only, not B's nor the sandbox's; the
+    VM has 4 slots, so a fifth distinct tree is refused by name while an
+    app of a tree already there shares its slot; a deleted app's slot is
+    free again, and the next tree swapped into it is what the app sees
+    (not the previous tree's cached superblock)."""
+    kr, _ = roots
+    sb = "krt-slots-sbx"
+    b = pod_bundle(work, ["sleep", "100000"], "sandbox", sb,
+                   {"network": f"/proc/{other_netns}/ns/net"})
+    assert krt(kr, "create", "--bundle", str(b), sb).returncode == 0
+    apps = []
+    try:
+        assert krt(kr, "start", sb).returncode == 0
+        spid = wait_status(lambda *a: krt(kr, *a), sb, "running")["pid"]
+        ns = pod_ns(spid)
+        loop = ["sh", "-c", "while :; do sleep 0.2; done"]
+        for n in (1, 2, 3, 4):
+            cid = f"krt-slots-app{n}"
+            rc, _, err = _app_create(kr, pod_bundle(work, loop, "container", sb, ns,
+                                                    _in_tree(_tree(work, n))), cid, tmp_path)
+            assert rc == 0, err.read_text()
+            apps.append(cid)
+        for cid in apps[:2]:
+            assert krt(kr, "start", cid).returncode == 0
+            wait_status(lambda *a: krt(kr, *a), cid, "running")
+        # a fifth distinct tree: refused by name, nothing of it left
+        rc, _, err = _app_create(kr, pod_bundle(work, loop, "container", sb, ns,
+                                                _in_tree(_tree(work, 5))), "krt-slots-app5",
+                                 tmp_path)
+        assert rc != 0
+        assert "4 distinct root trees" in err.read_text(), err.read_text()
+        assert not (kr / "kis-microvm" / "krt-slots-app5").exists()
+        # a tree already in a slot: shares it
+        rc, _, err = _app_create(kr, pod_bundle(work, loop, "container", sb, ns,
+                                                _in_tree(_tree(work, 1))), "krt-slots-app1b",
+                                 tmp_path)
+        assert rc == 0, err.read_text()
+        apps.append("krt-slots-app1b")
+        # app 1's exec: its files, its processes (pid 1 its own sh), the
+        # pod's hostname
+        p = krt(kr, "exec", "krt-slots-app1", "sh", "-c",
+                "ls /; echo ==; ps -o pid,args; echo ==; hostname")
+        assert p.returncode == 0, p.stderr
+        files, procs, host = p.stdout.split("==\n")
+        assert "marker-1" in files and "marker-2" not in files, p.stdout
+        assert "sleep 100000" not in procs, procs  # the sandbox's, another pid ns
+        assert any(line.split()[:1] == ["1"] and "sh -c" in line
+                   for line in procs.splitlines()), procs
+        assert host.strip() == "pod-host", p.stdout
+        p = krt(kr, "exec", "krt-slots-app2", "ls", "/")
+        assert "marker-2" in p.stdout and "marker-1" not in p.stdout, p.stdout
+        # a deleted app's slot is free: the fifth tree takes it, and its
+        # app sees that tree
+        assert krt(kr, "delete", "krt-slots-app3").returncode == 0
+        apps.remove("krt-slots-app3")
+        rc, _, err = _app_create(kr, pod_bundle(work, loop, "container", sb, ns,
+                                                _in_tree(_tree(work, 5))), "krt-slots-app5",
+                                 tmp_path)
+        assert rc == 0, err.read_text()
+        apps.append("krt-slots-app5")
+        assert krt(kr, "start", "krt-slots-app5").returncode == 0
+        wait_status(lambda *a: krt(kr, *a), "krt-slots-app5", "running")
+        p = krt(kr, "exec", "krt-slots-app5", "ls", "/")
+        assert "marker-5" in p.stdout and "marker-3" not in p.stdout, p.stdout
+    finally:
+        for cid in apps:
+            krt(kr, "delete", "--force", cid)
+        krt(kr, "kill", sb, "KILL")
+        krt(kr, "delete", "--force", sb)
