@@ -48,6 +48,10 @@ GUEST = Path(os.environ.get("KIS_MICROVM_GUEST_DIR", ROOT / "build" / "microvm-g
 # the control: runc where installed (crun 1.8 refuses hybrid cgroup hosts)
 CONTROL = shutil.which("runc") or shutil.which("crun")
 IMAGE = "localhost/kis-cri-busybox:1"
+# two app images of other trees (busybox-static and a marker file each), for
+# the pods whose app containers are not of the pause image (every real pod)
+APP_IMAGES = {"localhost/kis-cri-app-a:1": "kis-app-marker",
+              "localhost/kis-cri-app-b:1": "kis-app-b-marker"}
 STREAM_PORT = 10010
 # where the README's block begins (an HTML comment, not shown)
 CONFIG_MARK = "<!-- cri-config"
@@ -187,10 +191,11 @@ def cni_conflist(d):
 # ------------------------------------------------------------ the image
 
 
-def image_archive(path, entry=("/bin/sleep", "2147483647")):
+def image_archive(path, entry=("/bin/sleep", "2147483647"), tag=IMAGE, marker="kis-pause-marker"):
     """A docker-archive (what `ctr images import` reads) of one layer:
-    busybox-static and its applets, /etc/passwd, the usual directories.
-    Its entrypoint sleeps: it serves as the sandbox (pause) image too."""
+    busybox-static and its applets, /etc/passwd, the usual directories and
+    the file /<marker> that tells the image's tree apart. Its entrypoint
+    sleeps: it serves as the sandbox (pause) image too."""
     layer = io.BytesIO()
     with tarfile.open(fileobj=layer, mode="w") as t:
         def add_dir(name):
@@ -214,6 +219,7 @@ def image_archive(path, entry=("/bin/sleep", "2147483647")):
                 t.addfile(ti)
         add_file("etc/passwd", b"root:x:0:0:root:/root:/bin/sh\n")
         add_file("etc/group", b"root:x:0:\n")
+        add_file(marker, f"{tag}\n".encode())
     blob = layer.getvalue()
     diff = hashlib.sha256(blob).hexdigest()
     cfg = json.dumps({
@@ -223,7 +229,7 @@ def image_archive(path, entry=("/bin/sleep", "2147483647")):
         "history": [{"created_by": "kis tests/cri/harness.py"}],
     }).encode()
     cdig = hashlib.sha256(cfg).hexdigest()
-    manifest = json.dumps([{"Config": f"{cdig}.json", "RepoTags": [IMAGE],
+    manifest = json.dumps([{"Config": f"{cdig}.json", "RepoTags": [tag],
                             "Layers": [f"{diff}/layer.tar"]}]).encode()
     with tarfile.open(path, "w") as t:
         for name, data in ((f"{diff}/layer.tar", blob), (f"{cdig}.json", cfg),
@@ -292,13 +298,14 @@ class CRI:
                                                          ipc=pb.POD))))
 
     def container_config(self, name, args, log_path=None, tty=False, stdin=False,
-                         memory=0, cpu_quota=0, cpu_period=0, cpu_shares=0, env=None):
+                         memory=0, cpu_quota=0, cpu_period=0, cpu_shares=0, env=None,
+                         image=IMAGE):
         pb = self.pb
         res = pb.LinuxContainerResources(memory_limit_in_bytes=memory, cpu_quota=cpu_quota,
                                           cpu_period=cpu_period, cpu_shares=cpu_shares)
         return pb.ContainerConfig(
             metadata=pb.ContainerMetadata(name=name, attempt=0),
-            image=pb.ImageSpec(image=IMAGE), command=list(args), working_dir="/",
+            image=pb.ImageSpec(image=image), command=list(args), working_dir="/",
             envs=[pb.KeyValue(key=k, value=v) for k, v in (env or {}).items()],
             log_path=log_path or f"{name}/0.log", tty=tty, stdin=stdin,
             linux=pb.LinuxContainerConfig(
@@ -495,6 +502,8 @@ class Node:
         (d / "config.toml").write_text(cri_config(d, d / "bin"))
         (d / "net.d" / "10-kis-cri.conflist").write_text(cni_conflist(d))
         image_archive(d / "image.tar")
+        for i, (tag, marker) in enumerate(APP_IMAGES.items()):
+            image_archive(d / f"app{i}.tar", tag=tag, marker=marker)
         # /run's tmpfs holds the runtimes' roots (containerd's default
         # /run/containerd/runc/k8s.io), and with them the kis-vm tier's
         # store: each sandbox's rootfs copy and its guest disks, the rw
@@ -532,15 +541,16 @@ class Node:
                 if self.daemon.poll() is not None or time.monotonic() > end:
                     raise RuntimeError("the CRI plugin did not answer: " + self.logtail())
                 time.sleep(0.1)
-        p = self.ctr("images", "import", str(d / "image.tar"))
-        if p.returncode != 0:
-            raise RuntimeError(f"ctr images import: {p.stderr}")
+        for tar in ["image.tar"] + [f"app{i}.tar" for i in range(len(APP_IMAGES))]:
+            p = self.ctr("images", "import", str(d / tar))
+            if p.returncode != 0:
+                raise RuntimeError(f"ctr images import: {p.stderr}")
         # the CRI plugin learns of the image from containerd's events, and
         # its network is ready once it has read the CNI config
         while True:
             imgs = [t for i in self.cri.call("ListImages").images for t in i.repo_tags]
             st = {c.type: c.status for c in self.cri.call("Status").status.conditions}
-            if IMAGE in imgs and st.get("NetworkReady"):
+            if IMAGE in imgs and set(APP_IMAGES) <= set(imgs) and st.get("NetworkReady"):
                 break
             if time.monotonic() > end:
                 raise RuntimeError(f"not ready: images {imgs}, conditions {st}")

@@ -202,10 +202,13 @@ def test_app_containers_run_in_the_pods_namespaces(pod, node):
         assert _ns(_process(pod.handler, pids["web"]), kind) == _ns(sinfo["pid"], kind), kind
     if pod.handler == "kis-vm":
         # the host processes the CRI reports hold the pod's namespaces
-        # (above); the containers themselves run in the pod's guest
-        pytest.skip("kis-vm: the pod's containers share the guest's pid and mount "
-                    "namespaces and the guest has no hostname of the pod's (a pid and "
-                    "mount namespace of each container's own in the guest: not yet)")
+        # (above); the containers themselves run in the pod's guest, each
+        # in a pid namespace of its own there: seen from inside
+        out, _, rc = node.exec_sync(pod.c["app"], ["ps", "-o", "args"])
+        assert rc == 0 and "sleep 100000" in out and "nc -ll" not in out, out
+        out, _, rc = node.exec_sync(pod.c["app"], ["hostname"])
+        assert (out, rc) == (f"{pod.cfg.hostname}\n", 0)
+        return
     procs = {n: _process(pod.handler, p) for n, p in pids.items()}
     sandbox = _process(pod.handler, sinfo["pid"])
     assert len({_ns(procs["web"], "pid"), _ns(procs["app"], "pid"), _ns(sandbox, "pid"),
@@ -215,6 +218,42 @@ def test_app_containers_run_in_the_pods_namespaces(pod, node):
         assert _ns(sinfo["pid"], kind) != _ns(os.getpid(), kind), kind
     out, _, rc = node.exec_sync(pod.c["app"], ["hostname"])
     assert (out, rc) == (f"{pod.cfg.hostname}\n", 0)
+
+
+@pytest.mark.parametrize("handler", HANDLERS)
+def test_app_images_are_their_own_roots(handler, node):
+    """A real pod: the sandbox runs the pause image, each app container an
+    image of its own. Each app sees its image's tree (its marker, not the
+    pause image's nor the other app's), its own processes only (a pid
+    namespace of its own), and the pod's hostname."""
+    need_guest(handler)
+    p = Pod(node, handler)
+    (a_img, a_mark), (b_img, b_mark) = H.APP_IMAGES.items()
+    try:
+        p.run()
+        p.start("a", ["/bin/sleep", "100001"], image=a_img)
+        p.start("b", ["/bin/sleep", "100002"], image=b_img)
+        for name in ("a", "b"):
+            st, _ = wait_state(node, p.c[name], node.cri.pb.CONTAINER_RUNNING)
+            assert st.state == node.cri.pb.CONTAINER_RUNNING, (name, st)
+        out, err, rc = node.exec_sync(p.c["a"], ["ls", "/"])
+        assert rc == 0, err
+        assert a_mark in out.split() and b_mark not in out.split(), out
+        assert "kis-pause-marker" not in out.split(), out
+        out, err, rc = node.exec_sync(p.c["b"], ["ls", "/"])
+        assert rc == 0, err
+        assert b_mark in out.split() and a_mark not in out.split(), out
+        out, _, rc = node.exec_sync(p.c["a"], ["hostname"])
+        assert (out, rc) == (f"{p.cfg.hostname}\n", 0)
+        out, _, rc = node.exec_sync(p.c["a"], ["ps", "-o", "args"])
+        assert rc == 0 and "sleep 100001" in out and "sleep 100002" not in out, out
+        # what one app writes stays in its own root
+        node.exec_sync(p.c["a"], ["sh", "-c", "echo x > /written-by-a"])
+        out, _, _ = node.exec_sync(p.c["b"], ["ls", "/"])
+        assert "written-by-a" not in out.split(), out
+    finally:
+        if p.id:
+            node.teardown_pod(p.id)
 
 
 def test_exec_sync_returns_streams_and_exit_code(pod, node):
