@@ -33,12 +33,19 @@
  * A pod (containerd's CRI: annotated bundles, namespaces joined by path)
  * is one VM: the sandbox container creates as above, an app container
  * boots nothing and runs as an exec of its sandbox's session once
- * mvm_pod.c has proven the pod (its theory of operation is there); the
- * pod's network namespace reaches the guest through passt started inside
- * it (src/net/passt.c, kis_pod_attach_vm).
- * Differences from crun that the guest makes, and the README names: the
- * guest process is not pid 1 of a pid namespace (the guest's agent is), so
- * a signal it has no handler for takes its default action; it runs as the
+ * mvm_pod.c has proven the pod (its theory of operation is there): at
+ * create its rootfs is imported as a base and its image swapped into a
+ * mount slot of the pod's VM (krt_pod_slot_take, kis_session_attach_base;
+ * one slot per distinct tree, 4 in all), and its process starts as the
+ * init of a container of the guest's (agent/pod.c: its own root, mount
+ * and pid namespaces, the pod's hostname); its execs join that
+ * container, and its delete ends it in the guest and frees the slot
+ * (pod_app_end). The pod's network namespace reaches the guest through
+ * passt started inside it (src/net/passt.c, kis_pod_attach_vm).
+ * Differences from crun that the guest makes, and the README names: a
+ * container of its own VM is not pid 1 of a pid namespace (the guest's
+ * agent is; a pod's app container is, as under crun), so a signal it has
+ * no handler for takes its default action; it runs as the
  * guest's sandbox user (uid 65536, owning the rootfs's root files through
  * an idmapped mount) with no capability; memory is the VM's RAM. */
 #include "core/util.h"

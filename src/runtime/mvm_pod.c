@@ -17,7 +17,13 @@
  *   - an app container boots nothing: once its namespace paths are proven
  *     to be its sandbox's (krt_pod_verify_app), its process runs in the
  *     pod's VM, an exec of the sandbox's session, and its host process
- *     joins the same three namespaces.
+ *     joins the same three namespaces. In the guest it is a container of
+ *     its own (src/agent/pod.c): its root is its rootfs's tree, in one of
+ *     the VM's mount slots (krt_pod_slot_take: the pod's slots.json under
+ *     the sandbox's state, under slots.lock; apps of the same tree share a
+ *     slot, a fifth distinct tree is refused by name), in mount and pid
+ *     namespaces of its own; the guest's network, IPC and UTS are the
+ *     pod's, its hostname the sandbox's (recorded in its state).
  * Recognition is an allowlist: a path is accepted only when the held fd
  * the model opened (model.c: a namespace file of that type, not the
  * runtime's or init's own) is, by st_dev and st_ino, the namespace of the
