@@ -75,6 +75,10 @@
  * .containerenv) are small; a larger one is not a configuration file */
 #define MVM_BIND_FILE_MAX (1u << 20)
 #define MVM_MIN_MEM (128ull << 20) /* microvm.c's MIN_MEM_MIB */
+/* An app create's record, before its state, of what it has made (its pod,
+ * its slot, its base): a create killed midway leaves it, and delete
+ * undoes what it names (mvm_creating_undo). */
+#define MVM_CREATING "creating.json"
 
 /* ---------------------------------------------------------- the plan */
 
@@ -383,9 +387,19 @@ static void undo(const char *store_root, const char *sid, const char *ws, const 
 	kis_error_free(e);
 }
 
+/* the microvm's own files beside the state: a pod sandbox's slots
+ * (mvm_pod.c), an app create's record of what it made so far */
+static void remove_own_files(int dfd)
+{
+	static const char *const files[] = {"slots.json", "slots.json.tmp", "slots.lock",
+					    MVM_CREATING, MVM_CREATING ".tmp"};
+	for (size_t i = 0; i < ARRAY_SIZE(files); i++)
+		unlinkat(dfd, files[i], 0);
+}
+
 static void remove_state(int hfd, const char *id)
 {
-	krt_tier_remove(hfd, id, NULL);
+	krt_tier_remove(hfd, id, remove_own_files);
 }
 
 /* -------------------------------------------- the engine's file binds */
@@ -593,6 +607,35 @@ static void pod_app_end(const struct krt_globals *g, const char *store_root, con
 	krt_pod_slot_release(g, MVM_DIR, sandbox, id, app_end_guest, &a);
 }
 
+static const char *sget(json_t *st, const char *k)
+{
+	const char *v = json_string_value(json_object_get(st, k));
+	return v ? v : "";
+}
+
+/* A create killed before its state was written (an engine deletes the id
+ * after a failed create): what its record names is undone (its pod slot,
+ * its base) and its directory removed. 1 when there was such a create. */
+static int mvm_creating_undo(const struct krt_globals *g, const char *id)
+{
+	_cleanup_close_ int dfd = open_container(g, id);
+	if (dfd < 0 || faccessat(dfd, "state.json", F_OK, AT_SYMLINK_NOFOLLOW) == 0)
+		return 0;
+	json_t *rec = krt_read_json_at(dfd, MVM_CREATING);
+	if (!rec)
+		return 0;
+	const char *store = sget(rec, "store");
+	if (*sget(rec, "pod_sandbox"))
+		pod_app_end(g, store, sget(rec, "pod_session"), sget(rec, "pod_sandbox"), id);
+	if (*store)
+		undo(store, NULL, NULL, sget(rec, "base"));
+	json_decref(rec);
+	_cleanup_close_ int hfd = open_mvm_root(g, false, NULL);
+	if (hfd >= 0)
+		remove_state(hfd, id);
+	return 1;
+}
+
 /* ---------------------------------------------------------- create */
 
 int krt_mvm_create(const struct krt_globals *g, const struct krt_model *m, const char *bundle,
@@ -662,14 +705,33 @@ int krt_mvm_create(const struct krt_globals *g, const struct krt_model *m, const
 		 * lock is held */
 		bool fresh = false;
 		_cleanup_close_ int slock = -1;
-		if (krt_pod_slot_take(g, MVM_DIR, pod.sandbox, id, rootfs, &ctr.slot, &fresh, &slock,
-				      err) < 0)
+		json_t *rec = json_pack("{s:s,s:s,s:s}", "store", store_root, "pod_session",
+					pod.session, "pod_sandbox", pod.sandbox);
+		if (!rec || krt_write_json_at(dfd, MVM_CREATING, rec, err) < 0) {
+			json_decref(rec);
+			if (!*err)
+				kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "create");
 			goto out;
+		}
+		if (krt_pod_slot_take(g, MVM_DIR, pod.sandbox, id, rootfs, &ctr.slot, &fresh, &slock,
+				      err) < 0) {
+			json_decref(rec);
+			goto out;
+		}
 		taken = true;
 		struct kis_import_options io = {.os_image = true};
-		if (fresh && (kis_store_open(store_root, &store, err) < 0 ||
-			      kis_base_import(store, rootfs, &io, base, err) < 0 ||
-			      kis_session_attach_base(store_root, pod.session, ctr.slot, base, err) < 0))
+		/* the base's id is recorded as soon as it is minted: the
+		 * import's own temporaries are the store's to sweep */
+		int ir = fresh ? kis_store_open(store_root, &store, err) : 0;
+		if (ir == 0 && fresh)
+			ir = kis_base_import(store, rootfs, &io, base, err);
+		if (ir == 0 && *base &&
+		    (json_object_set_new(rec, "base", json_string(base)) < 0 ||
+		     krt_write_json_at(dfd, MVM_CREATING, rec, err) < 0))
+			ir = -1;
+		json_decref(rec);
+		if (ir < 0 ||
+		    (fresh && kis_session_attach_base(store_root, pod.session, ctr.slot, base, err) < 0))
 			goto out;
 		if (store)
 			kis_store_free(store);
@@ -822,12 +884,6 @@ static int load(const struct krt_globals *g, const char *id, int *dfd, json_t **
 	return krt_tier_load(g, MVM_DIR, id, dfd, st, err);
 }
 
-static const char *sget(json_t *st, const char *k)
-{
-	const char *v = json_string_value(json_object_get(st, k));
-	return v ? v : "";
-}
-
 /* the session a container's processes run in: its pod's (an app
  * container's, "pod_session") or its own */
 static const char *exec_session(json_t *st)
@@ -851,6 +907,8 @@ int krt_mvm_verb(const struct krt_globals *g, int argc, char **argv, struct kis_
 	bool force = va.force, json_fmt = va.json;
 	int dfd;
 	json_t *st;
+	if (strcmp(verb, "delete") == 0 && mvm_creating_undo(g, id) == 1)
+		return 0;
 	TRY(load(g, id, &dfd, &st, err));
 	const char *status = krt_status_of(dfd, st);
 	int r = 0;

@@ -12,6 +12,7 @@ import signal
 import subprocess
 import time
 import uuid
+from pathlib import Path
 
 import pytest
 
@@ -305,6 +306,91 @@ def test_pod_apps_have_their_own_trees_and_slots(work, roots, mvm_guest, other_n
         wait_status(lambda *a: krt(kr, *a), "krt-slots-app5", "running")
         p = krt(kr, "exec", "krt-slots-app5", "ls", "/")
         assert "marker-5" in p.stdout and "marker-3" not in p.stdout, p.stdout
+    finally:
+        for cid in apps:
+            krt(kr, "delete", "--force", cid)
+        krt(kr, "kill", sb, "KILL")
+        krt(kr, "delete", "--force", sb)
+
+
+def _pids_naming(cid):
+    out = []
+    for p in os.listdir("/proc"):
+        try:
+            if p.isdigit() and cid.encode() + b"\0" in Path(f"/proc/{p}/cmdline").read_bytes():
+                out.append(int(p))
+        except OSError:
+            pass
+    return out
+
+
+def test_app_create_killed_anywhere_leaves_nothing_after_delete(work, roots, mvm_guest,
+                                                                other_netns, tmp_path):
+    """kis-runtime SIGKILLed at points over an app container's create (its
+    slot taken, its tree imported, its image swapped into the pod's VM):
+    `delete --force` of the id, what an engine runs after a failed create,
+    leaves no state, no slot held and no base of it; the pod then takes
+    four distinct trees again."""
+    kr, _ = roots
+    sb = "krt-kill-sbx"
+    b = pod_bundle(work, ["sleep", "100000"], "sandbox", sb,
+                   {"network": f"/proc/{other_netns}/ns/net"})
+    assert krt(kr, "create", "--bundle", str(b), sb).returncode == 0
+    bases = kr / "kis-microvm" / ".store" / "bases"
+
+    def nbases():
+        return len([p for p in bases.glob("*") if not p.name.startswith(".")])
+
+    def slot_users():
+        f = kr / "kis-microvm" / sb / "slots.json"
+        j = json.loads(f.read_text()) if f.exists() else {}
+        return sorted(u for e in j.values() for u in e["users"])
+
+    apps = []
+    try:
+        assert krt(kr, "start", sb).returncode == 0
+        spid = wait_status(lambda *a: krt(kr, *a), sb, "running")["pid"]
+        ns = pod_ns(spid)
+        loop = ["sleep", "100000"]
+        before = nbases()
+        # the whole create measured once, then killed at fractions of it
+        t = time.monotonic()
+        rc, _, err = _app_create(kr, pod_bundle(work, loop, "container", sb, ns,
+                                                _in_tree(_tree(work, 11))), "krt-kill-m",
+                                 tmp_path)
+        took = time.monotonic() - t
+        assert rc == 0, err.read_text()
+        assert krt(kr, "delete", "--force", "krt-kill-m").returncode == 0
+        assert slot_users() == [] and nbases() == before
+        for i, frac in enumerate((0.15, 0.3, 0.45, 0.6, 0.75, 0.9), 1):
+            cid = f"krt-kill-{i}"
+            bb = pod_bundle(work, loop, "container", sb, ns, _in_tree(_tree(work, 11 + i)))
+            q = subprocess.Popen([str(KRT), "--root", str(kr), "--kis-guest-dir", str(GUEST),
+                                  "create", "--bundle", str(bb), cid],
+                                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                 stderr=subprocess.DEVNULL, start_new_session=True)
+            time.sleep(took * frac)
+            try:
+                os.killpg(q.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            q.wait()
+            # a container process forked before the kill, waiting for its
+            # start: the engine's delete below ends it through its state,
+            # when there is one; else it is the test's to end
+            krt(kr, "delete", "--force", cid)
+            for pid in _pids_naming(cid):
+                os.kill(pid, signal.SIGKILL)
+            assert not (kr / "kis-microvm" / cid).exists(), (cid, frac)
+            assert slot_users() == [], (cid, frac, slot_users())
+            assert nbases() == before, (cid, frac)
+        # all four slots are free: four distinct trees take them
+        for n in (21, 22, 23, 24):
+            cid = f"krt-kill-after{n}"
+            rc, _, err = _app_create(kr, pod_bundle(work, loop, "container", sb, ns,
+                                                    _in_tree(_tree(work, n))), cid, tmp_path)
+            assert rc == 0, err.read_text()
+            apps.append(cid)
     finally:
         for cid in apps:
             krt(kr, "delete", "--force", cid)
