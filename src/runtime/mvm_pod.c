@@ -34,7 +34,6 @@
 #include "core/util.h"
 
 #include <fcntl.h>
-#include <ftw.h>
 #include <sched.h>
 #include <stdarg.h>
 #include <string.h>
@@ -42,6 +41,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "runtime/mvm_image.h"
 #include "runtime/mvm_pod.h"
 
 const char *const krt_pod_ns_type[KRT_POD_NS] = {"network", "ipc", "uts"};
@@ -330,7 +330,7 @@ int krt_pod_slot_take(const struct krt_globals *g, const char *mvm_dir, const ch
 		}
 		bool same = false;
 		struct kis_error *e2 = NULL;
-		if (krt_pod_same_tree(json_string_value(json_object_get(e, "rootfs")), rootfs, &same,
+		if (krt_mvm_same_tree(json_string_value(json_object_get(e, "rootfs")), rootfs, &same,
 				      &e2) < 0)
 			same = false;
 		kis_error_free(e2);
@@ -398,103 +398,4 @@ void krt_pod_slot_release(const struct krt_globals *g, const char *mvm_dir, cons
 	json_decref(j);
 	close(l);
 	close(dfd);
-}
-
-/* ------------------------------------------------ comparing two trees */
-
-#define TREE_MAX_ENTRIES (1u << 20)
-
-struct tree {
-	char **v;
-	size_t n, cap;
-	size_t skip; /* the root's path length */
-	bool failed;
-};
-static struct tree *walking; /* nftw(3) passes no context */
-
-static int tree_entry(const char *path, const struct stat *sb, int flag, struct FTW *f)
-{
-	(void)f;
-	struct tree *t = walking;
-	const char *rel = path + t->skip;
-	if (!*rel)
-		return 0; /* the root itself: an overlay's is its upper directory */
-	if (flag == FTW_NS || flag == FTW_DNR || t->n >= TREE_MAX_ENTRIES) {
-		t->failed = true;
-		return 1;
-	}
-	char link[PATH_MAX] = "";
-	if (S_ISLNK(sb->st_mode)) {
-		ssize_t n = readlink(path, link, sizeof(link) - 1);
-		link[n > 0 ? n : 0] = '\0';
-	}
-	char *s = NULL;
-	int r = S_ISDIR(sb->st_mode)
-		? asprintf(&s, "%s\t%o\t%u\t%u", rel, sb->st_mode, sb->st_uid, sb->st_gid)
-		: asprintf(&s, "%s\t%o\t%u\t%u\t%lld\t%lld.%09ld\t%s", rel, sb->st_mode, sb->st_uid,
-			   sb->st_gid, (long long)sb->st_size, (long long)sb->st_mtim.tv_sec,
-			   sb->st_mtim.tv_nsec, link);
-	if (r < 0) {
-		t->failed = true;
-		return 1;
-	}
-	if (t->n == t->cap) {
-		size_t cap = t->cap ? 2 * t->cap : 1024;
-		char **v = realloc(t->v, cap * sizeof(*v));
-		if (!v) {
-			free(s);
-			t->failed = true;
-			return 1;
-		}
-		t->v = v;
-		t->cap = cap;
-	}
-	t->v[t->n++] = s;
-	return 0;
-}
-
-static int cmp_str(const void *a, const void *b)
-{
-	return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-static void tree_free(struct tree *t)
-{
-	for (size_t i = 0; i < t->n; i++)
-		free(t->v[i]);
-	free(t->v);
-}
-
-static int tree_read(const char *root, struct tree *t, struct kis_error **err)
-{
-	memset(t, 0, sizeof(*t));
-	t->skip = strlen(root);
-	walking = t;
-	int r = nftw(root, tree_entry, 16, FTW_PHYS | FTW_MOUNT);
-	walking = NULL;
-	if (r != 0 || t->failed)
-		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot read the tree '%s'", root);
-	qsort(t->v, t->n, sizeof(*t->v), cmp_str);
-	return 0;
-}
-
-int krt_pod_same_tree(const char *a, const char *b, bool *same, struct kis_error **err)
-{
-	struct tree ta, tb;
-	*same = false;
-	if (tree_read(a, &ta, err) < 0) {
-		tree_free(&ta);
-		return -1;
-	}
-	if (tree_read(b, &tb, err) < 0) {
-		tree_free(&ta);
-		tree_free(&tb);
-		return -1;
-	}
-	*same = ta.n == tb.n;
-	for (size_t i = 0; *same && i < ta.n; i++)
-		*same = strcmp(ta.v[i], tb.v[i]) == 0;
-	tree_free(&ta);
-	tree_free(&tb);
-	return 0;
 }

@@ -87,9 +87,5 @@ int krt_pod_verify_app(const struct krt_globals *g, const char *mvm_dir, const c
  * and uts namespaces, hostname set; an app's joins its sandbox's three.
  * -1 with errno. */
 int krt_pod_enter(const struct krt_pod *pod, const char *hostname);
-/* Do two trees hold the same entries (names, types, modes, owners; for a
- * file its size and mtime, for a link its target)? Directory times are not
- * compared (an overlay's root is its upper directory's). */
-int krt_pod_same_tree(const char *a, const char *b, bool *same, struct kis_error **err);
 
 #endif

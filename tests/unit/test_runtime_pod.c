@@ -16,6 +16,7 @@
 
 #include <cmocka.h>
 
+#include "runtime/mvm_image.h"
 #include "runtime/mvm_pod.h"
 
 static int parse(const char *type, const char *sandbox, const char *id, struct krt_pod *pod,
@@ -131,7 +132,7 @@ static bool same(const char *a, const char *b)
 	snprintf(pb, sizeof(pb), "%s/%s", top, b);
 	bool s = false;
 	struct kis_error *err = NULL;
-	assert_int_equal(krt_pod_same_tree(pa, pb, &s, &err), 0);
+	assert_int_equal(krt_mvm_same_tree(pa, pb, &s, &err), 0);
 	return s;
 }
 
