@@ -30,7 +30,9 @@
  * device set (a snapshot restores only into the devices it was saved
  * with), two read-only disks each: its lower layer (a base's image) and
  * its delta (an overlay workspace's own changes). An unused slot holds the
- * empty image. A read-write mount's writes go to the rw disk, m<i>/upper. */
+ * empty image. A read-write mount's writes go to the rw disk, m<i>/upper.
+ * A kis-vm pod's VM mounts none at its start: its app containers' roots
+ * are swapped into the lower disks while it runs (slot.c, QMP). */
 #define KIS_MVM_MOUNTS 4
 #define KIS_MVM_MOUNT_DISKS (2 * KIS_MVM_MOUNTS)
 /* Every guest disk has this virtual size (sparse), whatever it holds: the
