@@ -722,16 +722,25 @@ int krt_mvm_create(const struct krt_globals *g, const struct krt_model *m, const
 		struct kis_import_options io = {.os_image = true};
 		/* the base's id is recorded as soon as it is minted: the
 		 * import's own temporaries are the store's to sweep */
+		/* a tree the runtime keeps (the node's sandbox image, whose
+		 * disk image is made: mvm_image.c) is used as it is, not the
+		 * app's to remove; another is imported, the app's own */
+		char kept[KIS_ID_BUFSZ] = "";
 		int ir = fresh ? kis_store_open(store_root, &store, err) : 0;
 		if (ir == 0 && fresh)
+			ir = krt_mvm_image_find(store, hfd, rootfs, kept, err);
+		if (ir == 0 && fresh)
 			ir = kis_base_import(store, rootfs, &io, base, err);
+		else if (ir == 1)
+			ir = 0;
 		if (ir == 0 && *base &&
 		    (json_object_set_new(rec, "base", json_string(base)) < 0 ||
 		     krt_write_json_at(dfd, MVM_CREATING, rec, err) < 0))
 			ir = -1;
 		json_decref(rec);
 		if (ir < 0 ||
-		    (fresh && kis_session_attach_base(store_root, pod.session, ctr.slot, base, err) < 0))
+		    (fresh && kis_session_attach_base(store_root, pod.session, ctr.slot,
+						      *base ? base : kept, err) < 0))
 			goto out;
 		if (store)
 			kis_store_free(store);

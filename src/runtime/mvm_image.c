@@ -23,7 +23,12 @@
  * create clones it refuses the clone (removed), and that create imports.
  * An evicted base that a pod's workspace still holds is freed with that
  * workspace (kis_base_remove); a kept one stays in the store while it is
- * listed, at most KRT_MVM_IMAGES_KEPT of them. */
+ * listed, at most KRT_MVM_IMAGES_KEPT of them.
+ *
+ * A pod's app container of such a tree (krt_mvm_image_find) takes the
+ * kept base into its mount slot as it is: no import, no disk image made,
+ * and nothing of it removed with the app. An eviction meanwhile removes
+ * the base's files; the VM reads the image through the fd it was given. */
 #include "core/util.h"
 
 #include <dirent.h>
@@ -289,16 +294,20 @@ static void evict(struct kis_store *store, int idx)
 	}
 }
 
-int krt_mvm_image_clone(struct kis_store *store, int mvm_fd, const char *rootfs,
-			char base[KIS_ID_BUFSZ], char ws[KIS_ID_BUFSZ], struct kis_error **err)
+static int images_dir(int mvm_fd, struct kis_error **err)
 {
-	base[0] = ws[0] = '\0';
 	if (mkdirat(mvm_fd, IMAGES_DIR, 0700) < 0 && errno != EEXIST)
 		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot make the kept images' list");
-	_cleanup_close_ int idx = openat(mvm_fd, IMAGES_DIR,
-					 O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	int idx = openat(mvm_fd, IMAGES_DIR, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (idx < 0)
 		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot open the kept images' list");
+	return idx;
+}
+
+/* The most recently used kept base whose tree is the same as rootfs, in
+ * id (marked used now): 1, or 0 when none is. */
+static int kept_find(struct kis_store *store, int idx, const char *rootfs, char id[KIS_ID_BUFSZ])
+{
 	size_t n;
 	uint64_t t0 = kis_monotonic_ms();
 	_cleanup_free_ struct kept *v = kept_list(idx, &n);
@@ -316,19 +325,47 @@ int krt_mvm_image_clone(struct kis_store *store, int mvm_fd, const char *rootfs,
 			kis_error_free(e);
 			continue;
 		}
-		if (kis_workspace_clone(store, v[i].id, NULL, ws, &e) == 0) {
-			(void)utimensat(idx, v[i].id, NULL, AT_SYMLINK_NOFOLLOW); /* used now */
-			kis_debug("pod sandbox image: the kept base %s, the same tree (compared in "
-				  "%llu ms)", v[i].id, (unsigned long long)(kis_monotonic_ms() - t0));
+		(void)utimensat(idx, v[i].id, NULL, AT_SYMLINK_NOFOLLOW); /* used now */
+		kis_debug("pod image: the kept base %s, the same tree (compared in %llu ms)",
+			  v[i].id, (unsigned long long)(kis_monotonic_ms() - t0));
+		snprintf(id, KIS_ID_BUFSZ, "%s", v[i].id);
+		return 1;
+	}
+	return 0;
+}
+
+int krt_mvm_image_find(struct kis_store *store, int mvm_fd, const char *rootfs,
+		       char base[KIS_ID_BUFSZ], struct kis_error **err)
+{
+	base[0] = '\0';
+	_cleanup_close_ int idx = images_dir(mvm_fd, err);
+	if (idx < 0)
+		return -1;
+	return kept_find(store, idx, rootfs, base);
+}
+
+int krt_mvm_image_clone(struct kis_store *store, int mvm_fd, const char *rootfs,
+			char base[KIS_ID_BUFSZ], char ws[KIS_ID_BUFSZ], struct kis_error **err)
+{
+	base[0] = ws[0] = '\0';
+	_cleanup_close_ int idx = images_dir(mvm_fd, err);
+	if (idx < 0)
+		return -1;
+	uint64_t t0 = kis_monotonic_ms();
+	size_t n = 0;
+	char id[KIS_ID_BUFSZ];
+	while (kept_find(store, idx, rootfs, id) == 1) {
+		struct kis_error *e = NULL;
+		if (kis_workspace_clone(store, id, NULL, ws, &e) == 0)
 			return 0;
-		}
 		/* evicted (removed) since it was listed, or removed by hand: no
 		 * longer kept (and removed, should the clone have failed for
 		 * another reason: a base not listed is no one's), import instead */
 		kis_error_free(e);
 		ws[0] = '\0';
-		(void)unlinkat(idx, v[i].id, 0);
-		(void)kis_base_remove(store, v[i].id, NULL);
+		(void)unlinkat(idx, id, 0);
+		(void)kis_base_remove(store, id, NULL);
+		n++;
 	}
 	/* none: the rootfs into the store as a base (an OS image: its device
 	 * nodes too), a workspace over it, and the base kept */

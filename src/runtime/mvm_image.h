@@ -22,6 +22,12 @@
 int krt_mvm_image_clone(struct kis_store *store, int mvm_fd, const char *rootfs,
 			char base[KIS_ID_BUFSZ], char ws[KIS_ID_BUFSZ], struct kis_error **err);
 
+/* A kept base whose tree is the same as rootfs, in base (a pod app
+ * container's root: not its own, never removed with it): 1, 0 when none
+ * is kept (base ""), -1 with *err. */
+int krt_mvm_image_find(struct kis_store *store, int mvm_fd, const char *rootfs,
+		       char base[KIS_ID_BUFSZ], struct kis_error **err);
+
 /* Are the trees at a and b the same, as an import and the guest's disk
  * image would keep them: the same names, and for each its type, mode,
  * owner, device number, link count, modification time (not a
