@@ -55,6 +55,18 @@ static int open_sessions_dir(struct kis_engine_ctx *ec, bool create, char **path
 	return fd;
 }
 
+/* The directory of session id: its fd; -2 when there is none (no session
+ * yet at all, or none of that id); -1 with err set (when err is not NULL)
+ * on a failure. */
+static int session_dir(struct kis_engine_ctx *ec, const char *id, struct kis_error **err)
+{
+	_cleanup_close_ int sdir = open_sessions_dir(ec, false, NULL, err);
+	if (sdir < 0)
+		return sdir;
+	int dfd = openat(sdir, id, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+	return dfd >= 0 ? dfd : -2;
+}
+
 /* The path of a file inside a directory fd, short enough for sun_path:
  * /proc/self/fd/N/NAME resolves through the descriptor. */
 static int fd_sockaddr(int dfd, struct sockaddr_un *sa)
@@ -381,10 +393,7 @@ fail:
  * the backend say whether a limit it enforces (its cgroup) ended the exec. */
 static void explain_exec(struct kis_engine_ctx *ec, const char *id, struct kis_result *res)
 {
-	_cleanup_close_ int sdir = open_sessions_dir(ec, false, NULL, NULL);
-	if (sdir < 0)
-		return;
-	_cleanup_close_ int dfd = openat(sdir, id, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+	_cleanup_close_ int dfd = session_dir(ec, id, NULL);
 	json_t *meta = dfd >= 0 ? kis_session_meta_read(dfd) : NULL;
 	const struct kis_backend *b = meta ? kis_session_meta_backend(meta) : NULL;
 	if (b) {
@@ -428,11 +437,9 @@ static int connect_session(struct kis_engine_ctx *ec, const char *id, bool tty,
 			   struct kis_error **err)
 {
 	TRY(kis_id_validate(id, "session id", err));
-	_cleanup_close_ int sdir = open_sessions_dir(ec, false, NULL, err);
-	if (sdir == -1)
+	_cleanup_close_ int dfd = session_dir(ec, id, err);
+	if (dfd == -1)
 		return -1;
-	_cleanup_close_ int dfd = sdir < 0 ? -1 :
-		openat(sdir, id, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
 	if (dfd < 0)
 		return kis_error_set(err, KIS_E_NOT_FOUND, 0,
 				     "no session '%s' (see 'kis sandbox session list')", id);
@@ -475,11 +482,9 @@ static int exec_agentless(struct kis_engine_ctx *ec, const char *id, char *const
 			  struct kis_result *res, struct kis_error **err)
 {
 	TRY(kis_id_validate(id, "session id", err));
-	_cleanup_close_ int sdir = open_sessions_dir(ec, false, NULL, err);
-	if (sdir == -1)
+	_cleanup_close_ int dfd = session_dir(ec, id, err);
+	if (dfd == -1)
 		return -1;
-	_cleanup_close_ int dfd = sdir < 0 ? -1 :
-		openat(sdir, id, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
 	json_t *meta = dfd >= 0 ? kis_session_meta_read(dfd) : NULL;
 	if (!meta || !json_is_true(json_object_get(meta, "agentless"))) {
 		json_decref(meta);
@@ -549,10 +554,7 @@ out:
 
 static int session_cpu_fd(struct kis_engine_ctx *ec, const char *id)
 {
-	_cleanup_close_ int sdir = open_sessions_dir(ec, false, NULL, NULL);
-	if (sdir < 0)
-		return -1;
-	_cleanup_close_ int dfd = openat(sdir, id, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+	_cleanup_close_ int dfd = session_dir(ec, id, NULL);
 	json_t *meta = dfd >= 0 ? kis_session_meta_read(dfd) : NULL;
 	const struct kis_backend *b = meta ? kis_session_meta_backend(meta) : NULL;
 	int fd = -1;
@@ -569,11 +571,9 @@ static int session_exec_limits(struct kis_engine_ctx *ec, const char *id,
 			       const struct kis_exec_options *o,
 			       struct kis_limits *out, struct kis_error **err)
 {
-	_cleanup_close_ int sdir = open_sessions_dir(ec, false, NULL, err);
-	if (sdir == -1)
+	_cleanup_close_ int dfd = session_dir(ec, id, err);
+	if (dfd == -1)
 		return -1;
-	_cleanup_close_ int dfd = sdir < 0 ? -1 :
-		openat(sdir, id, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
 	json_t *meta = dfd >= 0 ? kis_session_meta_read(dfd) : NULL;
 	if (!meta)
 		return kis_error_set(err, KIS_E_NOT_FOUND, 0,
@@ -613,10 +613,7 @@ static int session_connect(void *arg, struct kis_error **err)
 /* The backend whose session id is, from its meta; NULL: none known. */
 static const struct kis_backend *session_backend_of(struct kis_engine_ctx *ec, const char *id)
 {
-	_cleanup_close_ int sdir = open_sessions_dir(ec, false, NULL, NULL);
-	if (sdir < 0)
-		return NULL;
-	_cleanup_close_ int dfd = openat(sdir, id, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+	_cleanup_close_ int dfd = session_dir(ec, id, NULL);
 	json_t *meta = dfd >= 0 ? kis_session_meta_read(dfd) : NULL;
 	const struct kis_backend *b = meta ? kis_session_meta_backend(meta) : NULL;
 	json_decref(meta);
@@ -822,11 +819,9 @@ static int attach_in(struct kis_engine_ctx *ec, const char *id, int slot, const 
 	TRY(kis_id_validate(id, "session id", err));
 	struct kis_store *st = NULL;
 	TRY(kis_ctx_store(ec, &st, err));
-	_cleanup_close_ int sdir = open_sessions_dir(ec, false, NULL, err);
-	if (sdir == -1)
+	_cleanup_close_ int dfd = session_dir(ec, id, err);
+	if (dfd == -1)
 		return -1;
-	_cleanup_close_ int dfd = sdir < 0 ? -1 :
-		openat(sdir, id, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
 	json_t *meta = dfd >= 0 ? kis_session_meta_read(dfd) : NULL;
 	const struct kis_backend *b = meta ? kis_session_meta_backend(meta) : NULL;
 	json_decref(meta);
