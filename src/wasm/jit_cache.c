@@ -112,19 +112,6 @@ static void pending_name(const char name[32], char out[40])
 	snprintf(out, 40, "%.16s.pending", name);
 }
 
-static int read_all(int fd, uint8_t *buf, size_t len)
-{
-	for (size_t got = 0; got < len;) {
-		ssize_t r = read(fd, buf + got, len - got);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			return -1;
-		got += (size_t)r;
-	}
-	return 0;
-}
-
 static int write_all(int fd, const void *buf, size_t len)
 {
 	const uint8_t *p = buf;
@@ -163,21 +150,25 @@ int wasm_code_cache_get_tier(const char *store_root, const uint8_t *mod, size_t 
 		return -1;
 	int rc = -1;
 	uint8_t *buf = NULL;
+	size_t size = 0;
 	struct stat st;
-	if (!trusted(fd, false) || fstat(fd, &st) < 0 || st.st_size < 8 + 4 + 4 + 8 + 8)
+	if (!trusted(fd, false) || fstat(fd, &st) < 0 || st.st_size < 8 + 4 + 4 + 8 + 8 ||
+	    (uint64_t)st.st_size > SIZE_MAX / 2)
 		goto out;
-	size_t size = (size_t)st.st_size;
-	/* A mapping of its own, its pages made present in one call: a fresh
-	 * page costs ~80 us to fault in on this machine, and malloc's would
-	 * fault one by one as read() fills them (a 64 KB object: 16). */
-	buf = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE,
-		   -1, 0);
+	size = (size_t)st.st_size;
+	/* The file mapped, its pages made present in one call, and read
+	 * where it lies: a read(2) into memory of our own had the kernel
+	 * copy the whole file (SQLite's 3.6 MB: 12% of a cached --size 1
+	 * run's CPU) and the object then moved to the front of the buffer
+	 * (a second copy). MAP_PRIVATE of a file only the engine's user may
+	 * write (trusted()), which the writer never changes in place (it
+	 * writes a temporary file and renames it over, eviction unlinks):
+	 * the pages this maps stay the ones compared and checked below. */
+	buf = mmap(NULL, size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
 	if (buf == MAP_FAILED) {
 		buf = NULL;
 		goto out;
 	}
-	if (read_all(fd, buf, size) < 0)
-		goto out;
 	/* magic, tier, id, module, object: each length checked against
 	 * what is left */
 	size_t at = 8;
@@ -213,12 +204,12 @@ int wasm_code_cache_get_tier(const char *store_root, const uint8_t *mod, size_t 
 	struct wasm_jit_module *none = NULL;
 	if (wasm_jit_elf_load(&wasm_jit_rt_externals, buf + at, on, UINT32_MAX, false, &none, NULL, 0) < 0)
 		goto out;
-	memmove(buf, buf + at, on);
-	/* keep the object's pages only (wasm_code_cache_free unmaps them) */
-	size_t keep = (on + 4095) & ~(size_t)4095;
-	if (keep < size)
-		munmap(buf + keep, size - keep);
-	*obj = buf;
+	/* keep the object's pages only: the header and the module's copy
+	 * before it are unmapped now, the rest by wasm_code_cache_free */
+	size_t head = at & ~(size_t)4095;
+	if (head)
+		munmap(buf, head);
+	*obj = buf + at;
 	buf = NULL;
 	*objlen = on;
 	*tier = t;
@@ -232,8 +223,11 @@ out:
 
 void wasm_code_cache_free(uint8_t *obj, size_t objlen)
 {
-	if (obj)
-		munmap(obj, objlen);
+	/* the mapping begins at the page that holds the object's start */
+	if (obj) {
+		uintptr_t start = (uintptr_t)obj & ~(uintptr_t)4095;
+		munmap((void *)start, (size_t)((uintptr_t)obj - start) + objlen);
+	}
 }
 
 void wasm_code_cache_drop(const char *store_root, const uint8_t *mod, size_t len)
