@@ -107,6 +107,14 @@ int wasm_memory_reserve(struct kis_wasm_memory *mem)
 		munmap(p, WASM_JIT_RESERVE);
 		return -1;
 	}
+	/* Transparent huge pages where the kernel offers them (madvise
+	 * mode): a page first touched costs a fault, and in a VM a second
+	 * one in the hypervisor (~8 us a 4 KiB page on this PVM guest, 8 MiB
+	 * in 17 ms, against 0.3 ms in 2 MiB pages). Only whole 2 MiB extents
+	 * inside the read-write part are ever huge, so what is resident stays
+	 * within what memory.grow made accessible. Advice only: refused on a
+	 * kernel without THP, and then nothing changes. */
+	madvise(p, WASM_JIT_RESERVE, MADV_HUGEPAGE);
 	mem->data = p;
 	mem->reserved = WASM_JIT_RESERVE;
 	return 0;
