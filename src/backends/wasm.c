@@ -346,6 +346,8 @@ struct child_ctx {
 	size_t len;
 	const uint8_t *cached; /* object code from the store's cache, or NULL */
 	size_t cached_len;
+	/* that code, linked by the engine (read-write) for the child to seal */
+	struct wasm_jit_module *prelinked;
 	struct code_out *code; /* where a fresh compile's code goes, or NULL */
 	size_t code_map;       /* its mapping's length */
 	struct child_status *st;
@@ -683,7 +685,8 @@ static int child_main(void *vctx, struct kis_error **err)
 		 * are still decoded under seccomp only. Where it fails, the
 		 * code links at instantiation under the two filters. */
 		c->linked = c->cached && c->linked_filter.prog &&
-			    kis_wasm_store_link_cached_code(g_store) == 0;
+			    ((c->prelinked && wasm_store_use_prelinked(g_store, c->prelinked) == 0) ||
+			     kis_wasm_store_link_cached_code(g_store) == 0);
 		if (kis_wasm_store_use_compiler(g_store, c->mode, &je) < 0) {
 			kis_error_free(je);
 			errno = ENOSYS;
@@ -890,11 +893,13 @@ static void explain(const struct kis_plan *pl, const struct child_status *st,
 struct cached_code {
 	uint8_t *obj;
 	size_t len;
+	struct wasm_jit_module *prelinked;
 };
 
 static void cached_release(struct cached_code *c)
 {
 	wasm_code_cache_free(c->obj, c->len);
+	wasm_jit_elf_free(c->prelinked);
 }
 
 /* ---- the compiler process's share of the run (compile_spawn) ---- */
@@ -1153,7 +1158,7 @@ static int wasm_run(struct kis_plan *pl, struct kis_result *res, struct kis_erro
 	struct child_ctx cc = {.pl = pl, .bytes = bytes, .len = len, .st = st, .landlock_fd = -1};
 	/* The compiler's cache: code made for this module before, and room
 	 * for what a compile makes now (pages cost only once written). */
-	_cleanup_(cached_release) struct cached_code cached = {NULL, 0};
+	_cleanup_(cached_release) struct cached_code cached = {NULL, 0, NULL};
 	struct kis_store *store = NULL;
 	const char *root = NULL;
 	bool is_auto = !strcmp(pl->engine, "auto");
@@ -1172,10 +1177,16 @@ static int wasm_run(struct kis_plan *pl, struct kis_result *res, struct kis_erro
 				root = kis_store_root(store);
 			kis_error_free(se);
 		}
-		if (root && wasm_code_cache_get_tier(root, bytes, len, &cached.obj, &cached.len,
-						     &cached_tier) == 0) {
+		/* the engine's check of the cached code is its link, left
+		 * read-write here and sealed in the child (a fork: the same
+		 * addresses), which then links nothing: linking twice, each
+		 * copying the object's sections, was a sixth of a cached
+		 * SQLite start */
+		if (root && wasm_code_cache_get_linked(root, bytes, len, &cached.obj, &cached.len,
+						       &cached_tier, &cached.prelinked) == 0) {
 			cc.cached = cached.obj;
 			cc.cached_len = cached.len;
+			cc.prelinked = cached.prelinked;
 		}
 		/* auto: compiled when that costs no compile (cached) or a
 		 * short one; a module that fails to compile runs interpreted */

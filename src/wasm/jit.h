@@ -78,6 +78,11 @@ KIS_HIDDEN bool wasm_jit_guard_mode(void);
 KIS_HIDDEN int wasm_jit_fault_init(char *err, size_t errlen);
 /* runtime.c: is addr inside a guard reservation of a memory of s? */
 KIS_HIDDEN bool wasm_store_guard_fault(const struct kis_wasm_store *s, uintptr_t addr);
+/* runtime.c: cached code linked by the engine before the fork
+ * (wasm_code_cache_get_linked), sealed and taken as s's linked code, as
+ * kis_wasm_store_link_cached_code would have linked it; 0, or -1 leaving
+ * jm to the caller. */
+KIS_HIDDEN int wasm_store_use_prelinked(struct kis_wasm_store *s, struct wasm_jit_module *jm);
 /* runtime.c: move mem into a guard reservation (a memory made before its
  * store compiled); 0, or -1 (errno) leaving it as it was. */
 KIS_HIDDEN int wasm_memory_reserve(struct kis_wasm_memory *mem);
@@ -296,6 +301,16 @@ KIS_HIDDEN extern const struct wasm_jit_externals wasm_jit_rt_externals;
 KIS_HIDDEN int wasm_jit_elf_load(const struct wasm_jit_externals *ext, const uint8_t *obj,
 				 size_t len, uint32_t nfuncs, bool exec,
 				 struct wasm_jit_module **out, char *err, size_t errlen);
+/* The whole link of wasm_jit_elf_load, left read-write (never executable)
+ * for another process to seal: the engine links cached code once, and the
+ * wasm tier's child, a fork that shares the image's addresses and the
+ * runtime's, makes it read-execute (docs/wasm.md, "The code cache"). */
+KIS_HIDDEN int wasm_jit_elf_prelink(const struct wasm_jit_externals *ext, const uint8_t *obj,
+				    size_t len, uint32_t nfuncs, struct wasm_jit_module **out,
+				    char *err, size_t errlen);
+/* A prelinked image made read-execute (code) and read-only (constants,
+ * GOT); 0 for one already sealed or linked. 0, or -WASM_ELF_E_MAP. */
+KIS_HIDDEN int wasm_jit_elf_seal(struct wasm_jit_module *jm, char *err, size_t errlen);
 KIS_HIDDEN void wasm_jit_elf_free(struct wasm_jit_module *jm);
 /* How many functions jm has entries for (linked with nfuncs UINT32_MAX:
  * as many as its object defines). */

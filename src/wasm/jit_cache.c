@@ -133,9 +133,27 @@ int wasm_code_cache_get(const char *store_root, const uint8_t *mod, size_t len, 
 	return wasm_code_cache_get_tier(store_root, mod, len, obj, objlen, &tier);
 }
 
+static int get(const char *store_root, const uint8_t *mod, size_t len, uint8_t **obj,
+	       size_t *objlen, unsigned *tier, struct wasm_jit_module **pre);
+
 int wasm_code_cache_get_tier(const char *store_root, const uint8_t *mod, size_t len,
 			     uint8_t **obj, size_t *objlen, unsigned *tier)
 {
+	return get(store_root, mod, len, obj, objlen, tier, NULL);
+}
+
+int wasm_code_cache_get_linked(const char *store_root, const uint8_t *mod, size_t len,
+			       uint8_t **obj, size_t *objlen, unsigned *tier,
+			       struct wasm_jit_module **pre)
+{
+	return get(store_root, mod, len, obj, objlen, tier, pre);
+}
+
+static int get(const char *store_root, const uint8_t *mod, size_t len, uint8_t **obj,
+	       size_t *objlen, unsigned *tier, struct wasm_jit_module **pre)
+{
+	if (pre)
+		*pre = NULL;
 	char id[1024], name[32];
 	*obj = NULL;
 	*objlen = 0;
@@ -202,7 +220,8 @@ int wasm_code_cache_get_tier(const char *store_root, const uint8_t *mod, size_t 
 	 * refuses is a miss (the run compiles and replaces it), never a
 	 * failure of the run that finds it */
 	struct wasm_jit_module *none = NULL;
-	if (wasm_jit_elf_load(&wasm_jit_rt_externals, buf + at, on, UINT32_MAX, false, &none, NULL, 0) < 0)
+	if (pre ? wasm_jit_elf_prelink(&wasm_jit_rt_externals, buf + at, on, UINT32_MAX, pre, NULL, 0) < 0
+		: wasm_jit_elf_load(&wasm_jit_rt_externals, buf + at, on, UINT32_MAX, false, &none, NULL, 0) < 0)
 		goto out;
 	/* keep the object's pages only: the header and the module's copy
 	 * before it are unmapped now, the rest by wasm_code_cache_free */

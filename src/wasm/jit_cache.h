@@ -17,6 +17,14 @@ KIS_HIDDEN int wasm_code_cache_get(const char *store_root, const uint8_t *mod, s
 /* The same, and the tier the code was made at (WASM_JIT_TIER_*, jit.h). */
 KIS_HIDDEN int wasm_code_cache_get_tier(const char *store_root, const uint8_t *mod, size_t len,
 					uint8_t **obj, size_t *objlen, unsigned *tier);
+/* The same, the check being the link itself: *pre is the object linked,
+ * read-write, never executable here (wasm_jit_elf_prelink), for a forked
+ * child to seal and run instead of linking it again; the caller frees it
+ * (wasm_jit_elf_free). */
+struct wasm_jit_module;
+KIS_HIDDEN int wasm_code_cache_get_linked(const char *store_root, const uint8_t *mod, size_t len,
+					  uint8_t **obj, size_t *objlen, unsigned *tier,
+					  struct wasm_jit_module **pre);
 KIS_HIDDEN void wasm_code_cache_free(uint8_t *obj, size_t objlen);
 /* Forget what is cached for mod (refused where it was to run). */
 KIS_HIDDEN void wasm_code_cache_drop(const char *store_root, const uint8_t *mod, size_t len);

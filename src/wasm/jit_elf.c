@@ -76,6 +76,10 @@ struct wasm_jit_module {
 	uint8_t *obj; /* a fresh compile's object code, for the cache; else NULL */
 	size_t obj_len;
 	bool from_cache;
+	/* prelinked (wasm_jit_elf_prelink): still all read-write, these
+	 * regions to protect at wasm_jit_elf_seal */
+	bool unsealed;
+	size_t rx_len, r_at, r_len;
 };
 
 static const char *const names[] = {
@@ -618,9 +622,43 @@ void wasm_jit_elf_free(struct wasm_jit_module *jm)
 	free(jm);
 }
 
+enum load_mode { LOAD_CHECK, LOAD_LINK, LOAD_PRELINK };
+
+static int load(const struct wasm_jit_externals *ext, const uint8_t *b, size_t len,
+		uint32_t nfuncs, enum load_mode mode, struct wasm_jit_module **out, char *err,
+		size_t errlen);
+
 int wasm_jit_elf_load(const struct wasm_jit_externals *ext, const uint8_t *b, size_t len,
 		      uint32_t nfuncs, bool exec, struct wasm_jit_module **out, char *err,
 		      size_t errlen)
+{
+	return load(ext, b, len, nfuncs, exec ? LOAD_LINK : LOAD_CHECK, out, err, errlen);
+}
+
+int wasm_jit_elf_prelink(const struct wasm_jit_externals *ext, const uint8_t *b, size_t len,
+			 uint32_t nfuncs, struct wasm_jit_module **out, char *err, size_t errlen)
+{
+	return load(ext, b, len, nfuncs, LOAD_PRELINK, out, err, errlen);
+}
+
+int wasm_jit_elf_seal(struct wasm_jit_module *jm, char *err, size_t errlen)
+{
+	if (!jm || !jm->unsealed)
+		return 0;
+	if (mprotect(jm->map, jm->rx_len, PROT_READ | PROT_EXEC) < 0 ||
+	    (jm->r_len && mprotect(jm->map + jm->r_at, jm->r_len, PROT_READ) < 0)) {
+		if (err)
+			snprintf(err, errlen, "wasm.engine: compiled code refused (%s): cannot protect the code: %s",
+				 wasm_elf_strerror(WASM_ELF_E_MAP), strerror(errno));
+		return -WASM_ELF_E_MAP;
+	}
+	jm->unsealed = false;
+	return 0;
+}
+
+static int load(const struct wasm_jit_externals *ext, const uint8_t *b, size_t len,
+		uint32_t nfuncs, enum load_mode mode, struct wasm_jit_module **out, char *err,
+		size_t errlen)
 {
 	struct obj h = {.b = b, .len = len, .ext = ext, .err = err, .errlen = errlen};
 	struct link L = {0};
@@ -663,7 +701,7 @@ int wasm_jit_elf_load(const struct wasm_jit_externals *ext, const uint8_t *b, si
 		rc = fail(&h, WASM_ELF_E_NOMEM, "entry tables");
 		goto out;
 	}
-	if (!exec) {
+	if (mode == LOAD_CHECK) {
 		/* The check: the whole link computed for an image where mmap
 		 * would put one, nothing mapped or written (a fresh page costs
 		 * ~80 us to fault in here: the engine checks before each run) */
@@ -735,6 +773,17 @@ int wasm_jit_elf_load(const struct wasm_jit_externals *ext, const uint8_t *b, si
 	for (uint32_t k = 0; k < L.n; k++)
 		if ((rc = relocate(&L.o[k], &L, base, img, true)) < 0)
 			goto out;
+	jm->rx_len = L.rx_len;
+	jm->r_at = L.r_at;
+	jm->r_len = L.r_len;
+	if (mode == LOAD_PRELINK) {
+		/* read-write still: wasm_jit_elf_seal protects it where it runs */
+		jm->unsealed = true;
+		*out = jm;
+		jm = NULL;
+		rc = 0;
+		goto out;
+	}
 	/* Written: now read-execute code and read-only constants and GOT. */
 	if (mprotect(img, L.rx_len, PROT_READ | PROT_EXEC) < 0 ||
 	    (L.r_len && mprotect(img + L.r_at, L.r_len, PROT_READ) < 0)) {

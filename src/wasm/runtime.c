@@ -207,6 +207,15 @@ int kis_wasm_store_link_cached_code(struct kis_wasm_store *s)
 	return wasm_jit_link_cached(s->cached, s->cached_len, &s->linked);
 }
 
+int wasm_store_use_prelinked(struct kis_wasm_store *s, struct wasm_jit_module *jm)
+{
+	if (!jm || s->linked || wasm_jit_elf_seal(jm, NULL, 0) < 0)
+		return -1;
+	wasm_jit_elf_keep_object(jm, NULL, 0, true);
+	s->linked = jm;
+	return 0;
+}
+
 const char *kis_wasm_compiler_memory_mode(void)
 {
 	return wasm_jit_guard_mode() ? "guard" : "check";
