@@ -401,6 +401,57 @@ static void early_link_counts_the_functions(void **state)
 	assert_int_equal(wasm_jit_link_cached(NULL, 0, &jm), -1);
 }
 
+/* The permissions /proc/self/maps gives the mapping holding p ("r-xp"). */
+static void perms_at(const void *p, char out[5])
+{
+	FILE *f = fopen("/proc/self/maps", "re");
+	char line[512];
+	strcpy(out, "none");
+	while (f && fgets(line, sizeof(line), f)) {
+		unsigned long lo, hi;
+		char pr[5];
+		if (sscanf(line, "%lx-%lx %4s", &lo, &hi, pr) == 3 && (uintptr_t)p >= lo &&
+		    (uintptr_t)p < hi) {
+			memcpy(out, pr, 5);
+			break;
+		}
+	}
+	if (f)
+		fclose(f);
+}
+
+/* The engine's link of cached code (wasm_code_cache_get_linked) is
+ * never executable where it was made: read-write until the child seals
+ * it, then read-execute, and it runs as a direct link does. */
+static void prelinked_code_is_executable_only_once_sealed(void **state)
+{
+	(void)state;
+	NEED_SAMPLE();
+	struct wasm_jit_module *jm = NULL;
+	char err[300] = "", pr[5];
+	assert_int_equal(wasm_jit_elf_prelink(&ext, sample, sample_len, 1, &jm, err, sizeof(err)), 0);
+	void *fn;
+	void (*wrap)(void *, uint64_t *);
+	assert_int_equal(wasm_jit_elf_lookup(jm, 0, &fn, &wrap), 0);
+	perms_at(fn, pr);
+	assert_string_equal(pr, "rw-p");
+	assert_int_equal(wasm_jit_elf_seal(jm, err, sizeof(err)), 0);
+	perms_at(fn, pr);
+	assert_string_equal(pr, "r-xp");
+	assert_int_equal(wasm_jit_elf_seal(jm, err, sizeof(err)), 0); /* once is enough */
+	uint64_t buf[8] = {0};
+	((void (*)(uint64_t *))fn)(buf);
+	assert_int_equal(buf[1], 42);
+	assert_int_equal(buf[5], 0x0707070707070707ull);
+	wasm_jit_elf_free(jm);
+	/* a refused object is refused by the prelink as by the check */
+	uint8_t *b = copy();
+	memset(b, 0, 16);
+	assert_true(wasm_jit_elf_prelink(&ext, b, sample_len, 1, &jm, err, sizeof(err)) < 0);
+	assert_null(jm);
+	free(b);
+}
+
 static void functions_of_another_module_refused(void **state)
 {
 	(void)state;
@@ -631,6 +682,7 @@ int main(void)
 		cmocka_unit_test(writable_code_refused),
 		cmocka_unit_test(symbol_name_outside_strings_refused),
 		cmocka_unit_test(functions_of_another_module_refused),
+		cmocka_unit_test(prelinked_code_is_executable_only_once_sealed),
 		cmocka_unit_test(early_link_counts_the_functions),
 		cmocka_unit_test(out_of_range_absolute_refused),
 		cmocka_unit_test(random_damage_never_crashes),
