@@ -743,6 +743,7 @@ static void module_buf_release(struct module_buf *b)
 		munmap(b->p, b->map);
 }
 
+
 static int read_module(int wsfd, const char *rel, struct module_buf *buf, size_t *len, int *sys)
 {
 	struct open_how how = {
@@ -759,14 +760,15 @@ static int read_module(int wsfd, const char *rel, struct module_buf *buf, size_t
 		*sys = ENOEXEC;
 		return -1;
 	}
-	size_t map = (size_t)st.st_size;
-	uint8_t *b = mmap(NULL, map, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE,
-			  -1, 0);
+	/* huge pages for a large one (kis_map_populated): read, hashed and
+	 * compared here, then read again by the child after the fork */
+	size_t want = (size_t)st.st_size, map;
+	uint8_t *b = kis_map_populated(want, &map);
 	if (b == MAP_FAILED)
 		b = NULL;
 	size_t n = 0;
-	while (b && n < map) {
-		ssize_t r = RETRY_EINTR(read(fd, b + n, map - n));
+	while (b && n < want) {
+		ssize_t r = RETRY_EINTR(read(fd, b + n, want - n));
 		if (r <= 0)
 			break;
 		n += (size_t)r;

@@ -3,10 +3,13 @@
 #include "core/util.h"
 
 #include <dirent.h>
+#include <errno.h>
 #include <limits.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <string.h>
+#include <stdint.h>
+#include <sys/mman.h>
 #include <time.h>
 
 #include "core/io.h"
@@ -229,4 +232,33 @@ int kis_helper_path(char *out, size_t len)
 	}
 	snprintf(out, len, "%s", KIS_HELPER);
 	return access(out, X_OK) == 0 ? 0 : -1;
+}
+
+void *kis_map_populated(size_t len, size_t *map_len)
+{
+	const size_t huge = (size_t)2 << 20;
+	*map_len = len;
+	if (len < KIS_MAP_HUGE_MIN)
+		return mmap(NULL, len, PROT_READ | PROT_WRITE,
+			    MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+	if (len > SIZE_MAX - 2 * huge) {
+		errno = ENOMEM;
+		return MAP_FAILED;
+	}
+	size_t size = (len + huge - 1) & ~(huge - 1);
+	uint8_t *p = mmap(NULL, size + huge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+			  -1, 0);
+	if (p == MAP_FAILED)
+		return p;
+	uint8_t *a = (uint8_t *)(((uintptr_t)p + huge - 1) & ~(uintptr_t)(huge - 1));
+	if (a > p)
+		munmap(p, (size_t)(a - p));
+	munmap(a + size, (size_t)(p + huge - a));
+	/* advice only: without THP (or with it off) the pages are small,
+	 * and MADV_POPULATE_WRITE (Linux 5.14) missing leaves them to fault
+	 * in as written, as before */
+	madvise(a, size, MADV_HUGEPAGE);
+	madvise(a, len, MADV_POPULATE_WRITE);
+	*map_len = size;
+	return a;
 }

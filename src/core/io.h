@@ -28,6 +28,16 @@ int kis_read_all(int fd, void *buf, size_t n);
 /* Append to a captured stream, keeping it NUL-terminated. -1 on ENOMEM. */
 int kis_stream_append(struct kis_stream *s, const void *buf, size_t n);
 
+/* A private anonymous read-write mapping of at least len bytes, the first
+ * len made present in one call (a page first written is a fault each, one
+ * populated ~1 us here). One of KIS_MAP_HUGE_MIN bytes or more starts on
+ * a 2 MiB boundary, is rounded up to whole 2 MiB and advised
+ * MADV_HUGEPAGE: under this machine's hypervisor a 4 KiB page first
+ * touched by a process costs ~5-12 us, a huge page about as much once.
+ * *map_len is what to munmap. MAP_FAILED with errno on failure. */
+#define KIS_MAP_HUGE_MIN ((size_t)512 << 10)
+void *kis_map_populated(size_t len, size_t *map_len);
+
 /* A directory stream on a duplicate of fd, which stays the caller's; NULL
  * with errno set on failure. */
 DIR *kis_opendir_dup(int fd);
