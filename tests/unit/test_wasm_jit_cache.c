@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
-/* Unit tests of the code cache's tier-up claims and bound (jit_cache.c)
- * and of tier-up's budget (jit_tierup.c). */
+/* Unit tests of the code cache's tier-up claims, bound and reader
+ * (jit_cache.c), of tier-up's budget (jit_tierup.c), and of the large
+ * module's buffers (core/io.c). */
 #include <dirent.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -9,11 +10,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmocka.h>
 
+#include "core/io.h"
 #include "kis/wasm.h"
 #include "wasm/jit.h"
 #include "wasm/jit_cache.h"
@@ -104,6 +107,58 @@ static void test_put_leaves_one_file_and_no_temporary(void **state)
 	assert_null(o);
 }
 
+/* The engine's reader that links (wasm_code_cache_get_linked): an entry
+ * whose object the loader refuses is a miss, with nothing linked and
+ * nothing left mapped for the caller, as the check-only reader's. A
+ * module past a page puts the object at an offset the reader unmaps up
+ * to. */
+static void test_linked_read_of_a_refused_object_is_a_miss(void **state)
+{
+	const char *root = *state;
+	char name[32];
+	if (wasm_code_cache_name(MOD, sizeof(MOD), name) < 0)
+		skip();
+	size_t ml = 3 * 4096 + 100;
+	uint8_t *mod = calloc(1, ml);
+	assert_non_null(mod);
+	memcpy(mod, MOD, sizeof(MOD));
+	const uint8_t obj[] = {0x7f, 'E', 'L', 'F', 2, 1, 1, 0};
+	assert_int_equal(wasm_code_cache_put(root, mod, ml, obj, sizeof(obj)), 0);
+	uint8_t *o = (uint8_t *)1;
+	size_t n = 1;
+	unsigned tier = 9;
+	struct wasm_jit_module *pre = (struct wasm_jit_module *)1;
+	assert_int_equal(wasm_code_cache_get_linked(root, mod, ml, &o, &n, &tier, &pre), -1);
+	assert_null(o);
+	assert_null(pre);
+	assert_int_equal(n, 0);
+	/* another module of the same length is a miss as well (compared) */
+	mod[ml - 1] = 1;
+	assert_int_equal(wasm_code_cache_get_linked(root, mod, ml, &o, &n, &tier, &pre), -1);
+	free(mod);
+}
+
+/* kis_map_populated (core/io.c), the large module's buffers: a small one
+ * is exactly its length, a large one starts on a 2 MiB boundary and
+ * covers whole 2 MiB, and all of it can be written and unmapped. */
+static void test_large_buffers_are_whole_huge_pages(void **state)
+{
+	(void)state;
+	size_t ml = 0;
+	uint8_t *p = kis_map_populated(4096, &ml);
+	assert_true(p != MAP_FAILED);
+	assert_int_equal(ml, 4096);
+	memset(p, 1, ml);
+	assert_int_equal(munmap(p, ml), 0);
+	size_t want = (1u << 20) + 12345;
+	p = kis_map_populated(want, &ml);
+	assert_true(p != MAP_FAILED);
+	assert_int_equal((uintptr_t)p % (2u << 20), 0);
+	assert_int_equal(ml, 2u << 20);
+	memset(p, 2, ml);
+	assert_int_equal(munmap(p, ml), 0);
+}
+
 /* The budget grows with the module and stops at its caps; the wall bound
  * is never below its floor. */
 static void test_budget_grows_with_the_module_and_is_capped(void **state)
@@ -127,6 +182,9 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_put_leaves_one_file_and_no_temporary, setup,
 						teardown),
 		cmocka_unit_test(test_budget_grows_with_the_module_and_is_capped),
+		cmocka_unit_test_setup_teardown(test_linked_read_of_a_refused_object_is_a_miss, setup,
+						teardown),
+		cmocka_unit_test(test_large_buffers_are_whole_huge_pages),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
