@@ -147,6 +147,9 @@ struct kis_exec_container {
 	int slot;             /* init: its root's mount slot, 0 .. 3 */
 	const char *hostname; /* init: the pod's, set in the guest's UTS; NULL none */
 	bool free_slot;       /* remove: the slot is free after it (its disk unmounted) */
+	/* init: the container's own memory.max in the guest (a cgroup v2 group
+	 * of its own, its execs joining it); 0 none */
+	uint64_t memory_max;
 };
 
 /* The profile as JSON (malloc'ed), every field shown, for --dry-run. */

@@ -474,7 +474,8 @@ static void run_exec(struct worker *w, struct kis_exec_req *req, int state_fd)
 	 * outside the guest (egress's policy, on the host side of passt). */
 	bool as_root = test_hooks && !req->shell && req->argv[0] && req->argv[1] &&
 		       !strcmp(req->argv[0], "kis-test:guest-root");
-	struct kis_pod_exec pe = {.dir_fd = -1, .proc_fd = -1, .pod_root_fd = -1};
+	struct kis_pod_exec pe = {.dir_fd = -1, .proc_fd = -1, .pod_root_fd = -1,
+				  .cg_procs_fd = -1, .cg_fd = -1};
 	struct pod_child pc = {.confine = confine, .pe = &pe};
 	if (pod_enter(w, req, &pe)) {
 		kis_pod_exec_release(&pe);
@@ -559,6 +560,11 @@ static void run_exec(struct worker *w, struct kis_exec_req *req, int state_fd)
 		sp.vfork_ok = false;
 		sp.child_setup = pod_child_setup;
 		sp.child_ctx = &pc;
+		/* a container with a memory limit: its command joins the
+		 * container's group (pod.c), which the pod's refusal of a
+		 * pids group beside it keeps the only group to join */
+		if (confine && pe.cg_procs_fd >= 0)
+			confine->cg_procs_fd = pe.cg_procs_fd;
 	}
 	struct kis_supervise_hooks hooks = {.attach = on_attach, .ctx = w,
 					    .cpu_used_ms = w->cpu_fd >= 0 ? on_cpu_used : NULL,
@@ -602,6 +608,14 @@ static void run_exec(struct worker *w, struct kis_exec_req *req, int state_fd)
 			state_apply(w->state, w->state_len);
 		}
 	}
+	/* a container's init: the OOM kills at its memory limit, the
+	 * evidence for memory_limit (kis_result_blame_limits, as every tier);
+	 * the host's proxy of the container reports 128+SIGKILL from it */
+	if (pe.cg_fd >= 0)
+		kis_result_blame_limits(&res, kis_pod_oom_kills(&pe), 0,
+					"the container's memory limit (its group's memory.max in "
+					"the guest) was reached: the OOM killer ended a process",
+					"");
 	char *body = kis_exit_to_json(&res);
 	if (body && !w->conn_broken)
 		kis_frame_write(w->conn, KIS_F_EXIT, 0, w->exec_id, body, (uint32_t)strlen(body));

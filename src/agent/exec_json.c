@@ -59,6 +59,8 @@ char *kis_exec_req_to_json(const struct kis_exec_req *r)
 			json_object_set_new(c, "free_slot", json_true());
 		if (c && r->ctr_hostname)
 			json_object_set_new(c, "hostname", json_string(r->ctr_hostname));
+		if (c && r->ctr_memory_max)
+			json_object_set_new(c, "memory_max", json_integer((json_int_t)r->ctr_memory_max));
 		if (!c || json_object_set_new(o, "container", c) < 0) {
 			json_decref(o);
 			return NULL;
@@ -149,21 +151,25 @@ int kis_exec_req_from_json(const char *text, size_t len, struct kis_exec_req *ou
 		const char *id = json_string_value(json_object_get(c, "id"));
 		json_t *slot = json_object_get(c, "slot");
 		json_t *hn = json_object_get(c, "hostname");
+		json_t *mm = json_object_get(c, "memory_max");
 		for (size_t i = 1; op && i < ARRAY_SIZE(ctr_ops); i++)
 			if (!strcmp(op, ctr_ops[i]))
 				out->ctr_op = (enum kis_ctr_op)i;
 		if (out->ctr_op == KIS_CTR_NONE || !id || !ctr_id_ok(id) ||
 		    (slot && (!json_is_integer(slot) || json_integer_value(slot) < 0 ||
 			      json_integer_value(slot) > 255)) ||
+		    (mm && (!json_is_integer(mm) || json_integer_value(mm) < 0)) ||
 		    (hn && !json_is_null(hn) &&
 		     (!json_is_string(hn) || json_string_length(hn) > 64 ||
 		      strlen(json_string_value(hn)) != json_string_length(hn)))) {
 			kis_error_set(err, KIS_E_INVALID_ARGUMENT, 0,
-				      "container: expected {op: init|join|remove, id, slot, hostname}");
+				      "container: expected {op: init|join|remove, id, slot, hostname, "
+				      "memory_max}");
 			goto out;
 		}
 		out->ctr_slot = (int)json_integer_value(slot);
 		out->ctr_free_slot = json_is_true(json_object_get(c, "free_slot"));
+		out->ctr_memory_max = (uint64_t)json_integer_value(mm);
 		if (!(out->ctr_id = strdup(id)) ||
 		    (json_is_string(hn) && !(out->ctr_hostname = strdup(json_string_value(hn))))) {
 			kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "container");
@@ -227,6 +233,12 @@ int kis_exit_from_json(const char *text, size_t len, struct kis_result *r, struc
 	r->usage.major_faults = get_u64(u, "major_faults");
 	r->usage.voluntary_ctxsw = get_u64(u, "voluntary_ctxsw");
 	r->usage.involuntary_ctxsw = get_u64(u, "involuntary_ctxsw");
+	json_t *le = json_object_get(o, "limit_events");
+	if (json_is_object(le)) {
+		r->limit_events.counted = true;
+		r->limit_events.oom_kills = get_u64(le, "oom_kills");
+		r->limit_events.forks_refused = get_u64(le, "forks_refused");
+	}
 	json_t *s = json_object_get(o, "streams");
 	for (int i = 0; i < 2; i++) {
 		json_t *e = json_array_get(s, (size_t)i);

@@ -25,6 +25,7 @@ struct kis_exec_req {
 	int ctr_slot;
 	bool ctr_free_slot;  /* remove: wait until the slot's disk is unmounted */
 	char *ctr_hostname;  /* NULL: leave the guest's */
+	uint64_t ctr_memory_max; /* init: its group's memory.max; 0 none */
 };
 
 void kis_exec_req_release(struct kis_exec_req *r);

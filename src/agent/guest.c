@@ -1039,10 +1039,15 @@ static _Noreturn void agent_main(int l, const struct agent_run *a)
 	sigset_t none;
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
-	/* into the pids group before anything is served */
+	/* into the pids group before anything is served: its leaf "agent",
+	 * not the group itself, so that the group holds no process of its
+	 * own and a pod container's memory group may be made in it with
+	 * +memory in its subtree_control (cgroup-v2.rst, "No Internal
+	 * Process Constraint"; agent/pod.c) */
 	char self[32];
 	snprintf(self, sizeof(self), "%d", (int)getpid());
-	if (a->pids > 0 && write_str(PIDS_CG "/cgroup.procs", self) < 0)
+	if (a->pids > 0 && ((mkdir(PIDS_CG "/agent", 0755) < 0 && errno != EEXIST) ||
+			    write_str(PIDS_CG "/agent/cgroup.procs", self) < 0))
 		_exit(1);
 	/* the group each exec's leaf is made under, opened before a
 	 * chroot hides it (issue 15) */

@@ -120,6 +120,119 @@ static void ctr_paths(const char *id, char *dir, size_t n)
 	snprintf(dir, n, CTR_RUN "/%s", id);
 }
 
+/* The container's memory group (linux.resources.memory.limit of its
+ * bundle): "kis-ctr-<id>" in the guest's pids group (guest.c's PIDS_CG)
+ * when the pod has one, so that the pod's pids.max counts the container
+ * still, else in the cgroup v2 root. The pids group holds no process of
+ * its own (the agent is in its leaf "agent"), so +memory may be enabled
+ * in its subtree_control (cgroup-v2.rst, "No Internal Process
+ * Constraint"); the root is exempt from that rule. */
+#define CTR_PIDS_CG "/sys/fs/cgroup/kis"
+#define CTR_CG_NAME "kis-ctr-"
+
+/* The group's path under parent (NULL: where it is, the pids group's
+ * first; the root's when neither is there). */
+static void ctr_cg_path(const char *id, const char *parent, char *p, size_t n)
+{
+	if (parent) {
+		snprintf(p, n, "%s/" CTR_CG_NAME "%s", parent, id);
+		return;
+	}
+	snprintf(p, n, CTR_PIDS_CG "/" CTR_CG_NAME "%s", id);
+	if (access(p, F_OK) == 0)
+		return;
+	snprintf(p, n, "/sys/fs/cgroup/" CTR_CG_NAME "%s", id);
+}
+
+static int cg_write(int dfd, const char *file, const char *v)
+{
+	int fd = openat(dfd, file, O_WRONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	ssize_t w = write(fd, v, strlen(v));
+	int e = errno;
+	close(fd);
+	errno = e;
+	return w == (ssize_t)strlen(v) ? 0 : -1;
+}
+
+/* Is the worker (the agent's fork) in the root group? Not when the pod
+ * has a pids limit: then the agent is in PIDS_CG's leaf and every command
+ * under PIDS_CG, and a group outside it would take the container out of
+ * the pod's count. */
+static bool in_root_cgroup(void)
+{
+	char buf[256];
+	int fd = openat(guest_proc_fd(), "self/cgroup", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	ssize_t k = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	buf[k > 0 ? k : 0] = '\0';
+	return !strcmp(buf, "0::/\n");
+}
+
+/* init with a memory limit: the group made afresh (a stale one of an
+ * earlier container of this id would carry its memory.events), memory.max
+ * written, no swap (memory.swap.max, where the kernel has swap
+ * accounting); the command joins it from its child (confine.c, before its
+ * cgroup namespace is made: the group is that namespace's root). */
+static int ctr_cg_make(const struct kis_exec_req *req, struct kis_pod_exec *pe, char *msg,
+		       size_t n)
+{
+	char p[300], v[32];
+	if (!req->ctr_memory_max)
+		return 0;
+	bool top = in_root_cgroup();
+	ctr_cg_path(req->ctr_id, top ? "/sys/fs/cgroup" : CTR_PIDS_CG, p, sizeof(p));
+	(void)rmdir(p);
+	/* the controller enabled down to the parent: the root's, then the
+	 * pids group's (a no-op where enabled already) */
+	int root = open("/sys/fs/cgroup", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	int pids = top ? -1 : open(CTR_PIDS_CG, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	int ok = root >= 0 && cg_write(root, "cgroup.subtree_control", "+memory") == 0 &&
+		 (top || (pids >= 0 && cg_write(pids, "cgroup.subtree_control", "+memory") == 0)) &&
+		 mkdir(p, 0755) == 0;
+	int e = errno;
+	if (root >= 0)
+		close(root);
+	if (pids >= 0)
+		close(pids);
+	if (!ok) {
+		snprintf(msg, n, "container: cannot make its memory cgroup '%s': %s", p, strerror(e));
+		return -1;
+	}
+	pe->cg_fd = open(p, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	snprintf(v, sizeof(v), "%llu", (unsigned long long)req->ctr_memory_max);
+	if (pe->cg_fd < 0 || cg_write(pe->cg_fd, "memory.max", v) < 0 ||
+	    (faccessat(pe->cg_fd, "memory.swap.max", F_OK, 0) == 0 &&
+	     cg_write(pe->cg_fd, "memory.swap.max", "0") < 0) ||
+	    (pe->cg_procs_fd = openat(pe->cg_fd, "cgroup.procs", O_WRONLY | O_CLOEXEC)) < 0) {
+		snprintf(msg, n, "container: cannot set its memory.max %s: %s", v, strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+uint64_t kis_pod_oom_kills(const struct kis_pod_exec *pe)
+{
+	char buf[512];
+	if (pe->cg_fd < 0)
+		return 0;
+	int fd = openat(pe->cg_fd, "memory.events", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	ssize_t k = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	buf[k > 0 ? k : 0] = '\0';
+	/* cgroup-v2.rst: "oom_kill": processes of the group the OOM killer
+	 * ended; "oom_group_kill" is another line, hence the line start */
+	for (char *s = buf; s && *s; s = strchr(s, '\n') ? strchr(s, '\n') + 1 : NULL)
+		if (!strncmp(s, "oom_kill ", 9))
+			return strtoull(s + 9, NULL, 10);
+	return 0;
+}
+
 /* The start time of pid (proc(5) /proc/<pid>/stat field 22) in the
  * guest's /proc at proc_fd; 0 when it is gone. */
 static unsigned long long proc_start(int proc_fd, pid_t pid)
@@ -264,6 +377,8 @@ static int ctr_init_setup(const struct kis_exec_req *req, struct kis_pod_exec *p
 		snprintf(msg, n, "container: the disk of slot %d is not there", req->ctr_slot);
 		return -1;
 	}
+	if (ctr_cg_make(req, pe, msg, n) < 0)
+		return -1;
 	snprintf(root, sizeof(root), "%s/root", dir);
 	snprintf(lower, sizeof(lower), "%s/lower", dir);
 	snprintf(stage, sizeof(stage), "%s/stage", dir);
@@ -383,7 +498,7 @@ static int ctr_init_setup(const struct kis_exec_req *req, struct kis_pod_exec *p
 	return 0;
 }
 
-static int ctr_join(const struct kis_exec_req *req, char *msg, size_t n)
+static int ctr_join(const struct kis_exec_req *req, struct kis_pod_exec *pe, char *msg, size_t n)
 {
 	/* the host's start returns once the container's process is told to
 	 * go, before its init has been made here: an exec right after it
@@ -396,7 +511,15 @@ static int ctr_join(const struct kis_exec_req *req, char *msg, size_t n)
 		snprintf(msg, n, "container '%s' is not running", req->ctr_id);
 		return -1;
 	}
-	char p[64];
+	char p[300];
+	ctr_cg_path(req->ctr_id, NULL, p, sizeof(p));
+	strncat(p, "/cgroup.procs", sizeof(p) - strlen(p) - 1);
+	int cg_procs = open(p, O_WRONLY | O_CLOEXEC);
+	if (cg_procs < 0 && errno != ENOENT) {
+		snprintf(msg, n, "container '%s': cannot open its memory group: %s", req->ctr_id,
+			 strerror(errno));
+		return -1;
+	}
 	snprintf(p, sizeof(p), "/proc/%d/ns/mnt", (int)pid);
 	int mfd = open(p, O_RDONLY | O_CLOEXEC);
 	snprintf(p, sizeof(p), "/proc/%d/ns/pid", (int)pid);
@@ -409,10 +532,19 @@ static int ctr_join(const struct kis_exec_req *req, char *msg, size_t n)
 		close(mfd);
 	if (pfd >= 0)
 		close(pfd);
-	if (r < 0)
+	if (r < 0 && cg_procs >= 0)
+		close(cg_procs);
+	if (r < 0) {
 		snprintf(msg, n, "container '%s': cannot join its namespaces: %s", req->ctr_id,
 			 strerror(e));
-	return r;
+		return r;
+	}
+	/* its memory group, if it has one: an exec counts in the
+	 * container's memory as runc puts an exec'd process in the
+	 * container's cgroup (opened before: the guest's /sys/fs/cgroup is
+	 * in the mount namespace left) */
+	pe->cg_procs_fd = cg_procs;
+	return 0;
 }
 
 static int ctr_remove(const struct kis_exec_req *req, char *msg, size_t n)
@@ -424,6 +556,11 @@ static int ctr_remove(const struct kis_exec_req *req, char *msg, size_t n)
 	while (pid > 0 && ctr_init(req->ctr_id) == pid && kis_monotonic_ms() < end)
 		usleep(10000);
 	char dir[256], p[512];
+	/* its memory group, once its last process is gone (rmdir(2) of a
+	 * populated group is EBUSY; the pid namespace's end kills the rest) */
+	ctr_cg_path(req->ctr_id, NULL, p, sizeof(p));
+	while (rmdir(p) < 0 && errno == EBUSY && kis_monotonic_ms() < end)
+		usleep(10000);
 	ctr_paths(req->ctr_id, dir, sizeof(dir));
 	int rfd = open("/run", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (rfd >= 0) {
@@ -474,7 +611,7 @@ int kis_pod_exec_prepare(const struct kis_exec_req *req, struct kis_pod_exec *pe
 			 size_t n)
 {
 	memset(pe, 0, sizeof(*pe));
-	pe->dir_fd = pe->pod_root_fd = pe->proc_fd = -1;
+	pe->dir_fd = pe->pod_root_fd = pe->proc_fd = pe->cg_procs_fd = pe->cg_fd = -1;
 	if (req->ctr_op == KIS_CTR_NONE)
 		return 0;
 	/* the pod's root (the chroot) before we leave it: its /etc's files */
@@ -485,7 +622,7 @@ int kis_pod_exec_prepare(const struct kis_exec_req *req, struct kis_pod_exec *pe
 	case KIS_CTR_INIT:
 		return ctr_init_setup(req, pe, msg, n);
 	case KIS_CTR_JOIN:
-		return ctr_join(req, msg, n);
+		return ctr_join(req, pe, msg, n);
 	case KIS_CTR_REMOVE:
 		pe->done = true;
 		return ctr_remove(req, msg, n);
@@ -517,6 +654,8 @@ void kis_pod_exec_release(struct kis_pod_exec *pe)
 	kis_closep(&pe->dir_fd);
 	kis_closep(&pe->pod_root_fd);
 	kis_closep(&pe->proc_fd);
+	kis_closep(&pe->cg_procs_fd);
+	kis_closep(&pe->cg_fd);
 }
 
 int kis_pod_child(const struct kis_pod_exec *pe)

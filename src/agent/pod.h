@@ -25,6 +25,8 @@ struct kis_pod_exec {
 	int pod_root_fd;   /* the pod root's /etc, for the file binds */
 	bool mount_proc;   /* init: the command mounts its /proc (kis_pod_child) */
 	bool done;         /* remove: nothing to run */
+	int cg_procs_fd;   /* init, join: the container's memory group's cgroup.procs; -1 none */
+	int cg_fd;         /* init: that group, read for memory.events once the init ends */
 };
 /* Before the command starts: for req's container (none: nothing), the
  * worker enters what the command is to run in (init: the container's
@@ -36,6 +38,9 @@ int kis_pod_exec_prepare(const struct kis_exec_req *req, struct kis_pod_exec *pe
 /* init: the command started as pid (in the worker's pid namespace). */
 void kis_pod_exec_started(struct kis_pod_exec *pe, pid_t pid);
 void kis_pod_exec_release(struct kis_pod_exec *pe);
+/* init, once its command has ended: the OOM kills in the container's
+ * memory group (memory.events "oom_kill"); 0 without one. */
+uint64_t kis_pod_oom_kills(const struct kis_pod_exec *pe);
 /* In the command's child, before its confinement; -1 with errno. */
 int kis_pod_child(const struct kis_pod_exec *pe);
 

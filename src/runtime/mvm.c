@@ -88,6 +88,7 @@ struct mvm_plan {
 	bool terminal;
 	unsigned rows, cols;
 	json_t *files;           /* [[source, destination]]: file binds to copy */
+	uint64_t app_memory;     /* a pod app's linux.resources.memory.limit; 0 none */
 };
 
 static void mvm_plan_release(struct mvm_plan *p)
@@ -137,7 +138,10 @@ static bool empty(json_t *v)
 	       (json_is_array(v) && !json_array_size(v));
 }
 
-static int mvm_resources(json_t *res, struct kis_limits *lim, struct kis_error **err)
+/* app: a pod's app container, whose memory limit is its own group's in
+ * the pod's guest (app_mem), not the VM's RAM. */
+static int mvm_resources(json_t *res, bool app, uint64_t *app_mem, struct kis_limits *lim,
+			 struct kis_error **err)
 {
 	const char *key;
 	json_t *v;
@@ -148,6 +152,15 @@ static int mvm_resources(json_t *res, struct kis_limits *lim, struct kis_error *
 			continue;
 		} else if (strcmp(key, "memory") == 0) {
 			json_int_t m = json_integer_value(json_object_get(v, "limit"));
+			if (app) {
+				/* memory.max of a cgroup of the container's own in
+				 * the guest (agent/pod.c). A limit above the pod
+				 * VM's RAM is taken as given: harmless, the VM's
+				 * RAM binds first (its OOM is the guest's), and
+				 * the group still counts the container's kills */
+				*app_mem = m > 0 ? (uint64_t)m : 0;
+				continue;
+			}
 			if (m > 0 && (uint64_t)m < MVM_MIN_MEM)
 				return krt_mvm_refuse(err, "linux.resources.memory.limit %lld: the "
 						       "microvm's memory is its RAM, at least %llu MiB",
@@ -308,15 +321,10 @@ static int mvm_plan(json_t *config, const struct krt_pod *pod, struct mvm_plan *
 	if (!netns)
 		return krt_mvm_refuse(err, "linux.namespaces: no network namespace means the host's "
 				       "network, which the guest has not (it has a loopback only)");
-	/* an app container's process is one of the pod VM's: its RAM is the
-	 * pod's, booted with the sandbox */
-	if (pod->role == KRT_POD_APP &&
-	    json_integer_value(json_object_get(json_object_get(json_object_get(linux_, "resources"),
-								 "memory"), "limit")) > 0)
-		return krt_mvm_refuse(err, "linux.resources.memory.limit: an app container of a "
-				       "kis-vm pod shares the pod VM's RAM; a limit of its own "
-				       "is not enforced");
-	TRY(mvm_resources(json_object_get(linux_, "resources"), &pr->limits, err));
+	/* an app container's memory limit: a group of its own in the pod's
+	 * guest (agent/pod.c), its init and execs in it */
+	TRY(mvm_resources(json_object_get(linux_, "resources"), pod->role == KRT_POD_APP,
+			  &p->app_memory, &pr->limits, err));
 	if (pod->role == KRT_POD_APP && pr->limits.pids)
 		return krt_mvm_refuse(err, "linux.resources.pids (or RLIMIT_NPROC): an app container "
 				       "of a kis-vm pod counts in the pod VM's pids group; a limit "
@@ -697,7 +705,7 @@ int krt_mvm_create(const struct krt_globals *g, const struct krt_model *m, const
 	if (krt_tier_make(hfd, id, !o->run, &made, &dfd, &fifo, err) < 0)
 		goto out;
 	struct kis_exec_container ctr = {.op = KIS_CTR_INIT, .id = id, .slot = -1,
-					 .hostname = pod.hostname};
+					 .hostname = pod.hostname, .memory_max = p.app_memory};
 	if (pod.role == KRT_POD_APP) {
 		/* its own root in the pod's VM: a mount slot holding its tree
 		 * (one per distinct tree, mvm_pod.c), the tree imported as a
@@ -797,7 +805,8 @@ int krt_mvm_create(const struct krt_globals *g, const struct krt_model *m, const
 	}
 	/* an app's process is an exec of its pod's session, with the limits
 	 * an exec may tighten (the agent applies them to it: kis/limits.h
-	 * per_exec); its memory and pids were refused in the plan */
+	 * per_exec); its memory limit is its guest group's (ctr.memory_max),
+	 * its pids were refused in the plan */
 	const char *run_sid = pod.role == KRT_POD_APP ? pod.session : sid;
 	struct kis_limits app_lim = {
 		.wall_ms = p.prof.limits.wall_ms, .cpu_ms = p.prof.limits.cpu_ms,
