@@ -32,6 +32,14 @@
  *     free_slot, waits until no mount of the slot's disk is left anywhere
  *     (an exclusive open succeeds), so that the host may swap another
  *     image in: a stale superblock of the old one would be reused.
+ *   memory: with memory_max, init makes the cgroup v2 group kis-ctr-<id>
+ *     (in the pod's pids group when it has one, whose processes live in
+ *     its leaf "agent" so that +memory may be enabled there; else in the
+ *     root), writes memory.max and memory.swap.max 0; the init and every
+ *     join exec enter it from their child (confine.c), so its cgroup
+ *     namespace is rooted there. When the init ends, memory.events
+ *     oom_kill is the evidence of memory_limit (agent.c); remove removes
+ *     the group once its processes are gone.
  * The guest's network, IPC and UTS namespaces are the pod's, shared. */
 #include "core/util.h"
 

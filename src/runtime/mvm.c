@@ -47,7 +47,12 @@
  * agent is; a pod's app container is, as under crun), so a signal it has
  * no handler for takes its default action; it runs as the
  * guest's sandbox user (uid 65536, owning the rootfs's root files through
- * an idmapped mount) with no capability; memory is the VM's RAM. */
+ * an idmapped mount) with no capability; memory is the VM's RAM, and a
+ * pod app's memory limit is a guest cgroup of its own (agent/pod.c: its
+ * OOM kill ends it 137 with memory_limit). containerd learns of no OOM:
+ * the container process on the host is this proxy, in the cgroups of the
+ * kis-runtime that forked it (the shim's), where nothing is OOM-killed,
+ * so CRI's ContainerStatus says "Error", not "OOMKilled". */
 #include "core/util.h"
 
 #include <fcntl.h>

@@ -131,7 +131,8 @@ static void test_exec_request_container(void **state)
 	(void)state;
 	char *argv[] = {"true", NULL};
 	struct kis_exec_req in = {.argv = argv, .ctr_op = KIS_CTR_INIT, .ctr_id = "app-1",
-				  .ctr_slot = 2, .ctr_hostname = "pod-host"};
+				  .ctr_slot = 2, .ctr_hostname = "pod-host",
+				  .ctr_memory_max = 32u << 20};
 	char *s = kis_exec_req_to_json(&in);
 	assert_non_null(s);
 	struct kis_exec_req out;
@@ -142,6 +143,7 @@ static void test_exec_request_container(void **state)
 	assert_int_equal(out.ctr_slot, 2);
 	assert_string_equal(out.ctr_hostname, "pod-host");
 	assert_false(out.ctr_free_slot);
+	assert_int_equal(out.ctr_memory_max, 32u << 20);
 	kis_exec_req_release(&out);
 	free(s);
 	expect_bad_req("{\"argv\":[\"true\"],\"container\":{\"op\":\"init\",\"id\":\"../x\"}}");
@@ -149,6 +151,38 @@ static void test_exec_request_container(void **state)
 	expect_bad_req("{\"argv\":[\"true\"],\"container\":{\"op\":\"run\",\"id\":\"a\"}}");
 	expect_bad_req("{\"argv\":[\"true\"],\"container\":{\"op\":\"join\",\"id\":\"a\","
 		       "\"slot\":-1}}");
+	/* a memory.max the guest would write must be a byte count */
+	expect_bad_req("{\"argv\":[\"true\"],\"container\":{\"op\":\"init\",\"id\":\"a\","
+		       "\"memory_max\":-1}}");
+	expect_bad_req("{\"argv\":[\"true\"],\"container\":{\"op\":\"init\",\"id\":\"a\","
+		       "\"memory_max\":\"32m\"}}");
+}
+
+/* The EXIT frame of a pod container's init killed at its memory.max:
+ * reason, signal and the OOM count reach the host (the count was dropped
+ * by the decoder before) */
+static void test_exit_carries_limit_events(void **state)
+{
+	(void)state;
+	struct kis_result in, out;
+	kis_result_init(&in);
+	kis_result_init(&out);
+	in.reason = KIS_REASON_SIGNALED;
+	in.signal = 9;
+	in.exit_code = -1;
+	assert_int_equal(kis_result_blame_limits(&in, 1, 0, "mem", "pids"), 1);
+	char *s = kis_exit_to_json(&in);
+	assert_non_null(s);
+	struct kis_error *e = NULL;
+	assert_int_equal(kis_exit_from_json(s, strlen(s), &out, &e), 0);
+	assert_int_equal(out.reason, KIS_REASON_MEMORY_LIMIT);
+	assert_int_equal(out.signal, 9);
+	assert_true(out.limit_events.counted);
+	assert_int_equal(out.limit_events.oom_kills, 1);
+	assert_int_equal(kis_result_exit_status(&out), 137);
+	free(s);
+	kis_result_release(&in);
+	kis_result_release(&out);
 }
 
 int main(void)
@@ -158,6 +192,7 @@ int main(void)
 		cmocka_unit_test(test_decoder_refusals),
 		cmocka_unit_test(test_exec_request),
 		cmocka_unit_test(test_exec_request_container),
+		cmocka_unit_test(test_exit_carries_limit_events),
 	};
 	return cmocka_run_group_tests_name("proto", tests, NULL, NULL);
 }
