@@ -201,6 +201,16 @@ char *kis_exit_to_json(const struct kis_result *r)
 		(json_int_t)r->streams[1].bytes, "truncated", r->streams[1].truncated);
 	if (!o)
 		return NULL;
+	/* the guest's count for a pod container's own memory group
+	 * (agent/pod.c): where counted, as the result's JSON says it */
+	if (r->limit_events.counted &&
+	    json_object_set_new(o, "limit_events",
+				json_pack("{s:I, s:I}", "oom_kills",
+					  (json_int_t)r->limit_events.oom_kills, "forks_refused",
+					  (json_int_t)r->limit_events.forks_refused)) < 0) {
+		json_decref(o);
+		return NULL;
+	}
 	char *s = json_dumps(o, JSON_COMPACT);
 	json_decref(o);
 	return s;
