@@ -15,7 +15,7 @@
 
 /* Bumped whenever the generated code or the layout it reads changes: part
  * of the cache key of compiled code. */
-#define WASM_JIT_VERSION 8u
+#define WASM_JIT_VERSION 9u
 
 /* What compiled code of one instance reads, through the pointer every
  * compiled function takes first. The generator (jit_llvm.c) addresses the
@@ -87,9 +87,11 @@ KIS_HIDDEN int wasm_store_use_prelinked(struct kis_wasm_store *s, struct wasm_ji
  * store compiled); 0, or -1 (errno) leaving it as it was. */
 KIS_HIDDEN int wasm_memory_reserve(struct kis_wasm_memory *mem);
 
-/* How hard the compiler works (struct kis_wasm_module.jit_tier). OPT: the
- * -O1 pipeline and LLVM's default code generator, what a run that compiles
- * gets. FAST: the baseline tier of tier-up (docs/wasm.md, "Tier-up"):
+/* How hard the compiler works (struct kis_wasm_module.jit_tier). OPT: SROA,
+ * early CSE, instcombine and CFG simplification, then LLVM's default code
+ * generator (SelectionDAG, the greedy allocator), what a run that compiles
+ * gets: default<O1>'s code speed for half its compile (jit_llvm.c,
+ * OPT_PASSES). FAST: the baseline tier of tier-up (docs/wasm.md, "Tier-up"):
  * SROA, early CSE and CFG simplification only, then FastISel and the fast
  * register allocator (CodeGenLevelNone); measured on Lua 5.4's 635 KB
  * module, 1.5 s of CPU against 13 to 15 s, its code ~1.5x slower. */

@@ -70,8 +70,11 @@ static LLVMTargetMachineRef host_machine(bool fast, char *err, size_t errlen)
 	} else {
 		/* the fast tier: at CodeGenLevelNone x86 selects instructions
 		 * with FastISel and allocates registers with the fast
-		 * allocator, where -O1's greedy allocator and SelectionDAG took
-		 * 55% of Lua's compile */
+		 * allocator, where the greedy allocator and SelectionDAG take
+		 * most of the optimising tier's compile. That one stays at
+		 * CodeGenLevelDefault: Less compiled no faster (measured, issue
+		 * 44), and FastISel at either (LLVM's -fast-isel) made code 5 to
+		 * 17% slower for a quarter less compile time */
 		tm = LLVMCreateTargetMachine(target, triple, cpu, features,
 					     fast ? LLVMCodeGenLevelNone : LLVMCodeGenLevelDefault,
 					     LLVMRelocPIC, LLVMCodeModelSmall);
@@ -83,6 +86,47 @@ static LLVMTargetMachineRef host_machine(bool fast, char *err, size_t errlen)
 	LLVMDisposeMessage(cpu);
 	LLVMDisposeMessage(features);
 	return tm;
+}
+
+/* The IR passes of each tier (docs/wasm.md, "The optimising tier's
+ * passes"). Our walker's IR is wasm's stack machine written out: locals and
+ * operands in stack slots, a boolean widened to i32 and compared with zero
+ * again, the context's fields loaded where used; memory accesses are
+ * volatile, so no pass may merge, move or drop them. What pays on such IR
+ * is making the slots SSA values (sroa), folding repeated loads of the
+ * context (early-cse) and the arithmetic and compares around them
+ * (instcombine), and dropping empty blocks (simplifycfg); code generation
+ * (SelectionDAG, the greedy register allocator) does the rest.
+ *
+ * OPT, the optimising tier (a compiling run, tier-up's second stage):
+ * measured on Lua 5.4, bzip2 and SQLite's speedtest1 against LLVM's
+ * default<O1> (issue 44, interleaved runs from the cache): the same code
+ * speed within 1 to 2% (geomean), for about half the compile's CPU (Lua's
+ * 635 KB module 4.2 s against 8.5 s). default<O1>'s cost is its inliner
+ * and the CGSCC walk around it and six rounds of instcombine: the inliner
+ * bought nothing measurable here (a call into another range cannot be
+ * inlined anyway), nor did licm, gvn, dse, loop rotation and unrolling
+ * added to this list (each within the runs' noise, for 10 to 60% more
+ * compile time). FAST, tier-up's first stage, with CodeGenLevelNone
+ * (host_machine): the same minus instcombine, 0.3 s of passes against 5.5
+ * s for default<O1> on Lua, its code 1.7x slower (the register allocator
+ * and FastISel: the passes here changed nothing at CodeGenLevelNone). */
+#define OPT_PASSES "function(sroa,early-cse,simplifycfg,instcombine,simplifycfg)"
+#define FAST_PASSES "function(sroa,early-cse,simplifycfg)"
+
+/* Nothing unwinds through compiled code: a trap longjmps to the entry
+ * (wasm_jit_rt_trap), a fault is made a trap by the signal handler and
+ * resumes at a function that longjmps, and host calls return. Marked
+ * nounwind, the functions need no unwind tables, which our loader would
+ * not map anyway (jit_elf.c skips .eh_frame): LLVM then emits no CFI and
+ * no .eh_frame, 10% of Lua's object and a little of its compile. */
+static void no_unwind(struct gen *g)
+{
+	LLVMAttributeRef nu =
+		LLVMCreateEnumAttribute(g->C, LLVMGetEnumAttributeKindForName("nounwind", 8), 0);
+	for (LLVMValueRef f = LLVMGetFirstFunction(g->M); f; f = LLVMGetNextFunction(f))
+		if (!LLVMIsDeclaration(f))
+			LLVMAddAttributeAtIndex(f, LLVMAttributeFunctionIndex, nu);
 }
 
 /* Defined functions [lo, hi) of m to an object file in *objp (0), or -1
@@ -139,6 +183,7 @@ static int generate_range(struct kis_wasm_module *m, uint32_t lo, uint32_t hi,
 			goto out;
 	for (uint32_t i = lo; i < hi; i++)
 		gen_wrap(&g, i);
+	no_unwind(&g);
 	char *vmsg = NULL;
 	if (LLVMVerifyModule(g.M, LLVMReturnStatusAction, &vmsg)) {
 		snprintf(err, errlen, "wasm.engine: the compiler made invalid LLVM IR: %.300s",
@@ -150,18 +195,7 @@ static int generate_range(struct kis_wasm_module *m, uint32_t lo, uint32_t hi,
 	}
 	LLVMDisposeMessage(vmsg);
 	LLVMPassBuilderOptionsRef po = LLVMCreatePassBuilderOptions();
-	/* -O1: the first run of a module pays its compile inside the run's
-	 * time limit, and -O2 took 2.5x as long (a 91 KB Rust test of the
-	 * WASI suite: 14.5 s against 5.6 s, on this loaded machine); the
-	 * cache makes later runs free either way. Tier-up compiles at the
-	 * fast tier first, then at this one (docs/wasm.md, "Tier-up"). */
-	/* The fast tier: the stack slots our walker makes become SSA values
-	 * (sroa), repeated loads of the context and memory base fold
-	 * (early-cse), empty blocks go (simplifycfg); measured on Lua's
-	 * module: 0.3 s of passes against 5.5 s for default<O1>, and its
-	 * code 1.5x slower than -O1's where default<O0>'s was 1.6x. */
-	LLVMErrorRef e = LLVMRunPasses(
-		g.M, fast ? "function(sroa,early-cse,simplifycfg)" : "default<O1>", tm, po);
+	LLVMErrorRef e = LLVMRunPasses(g.M, fast ? FAST_PASSES : OPT_PASSES, tm, po);
 	LLVMDisposePassBuilderOptions(po);
 	if (e) {
 		llvm_fail(err, errlen, "LLVM's optimiser failed", e);
