@@ -1,22 +1,25 @@
 #!/bin/sh
 # SPDX-License-Identifier: MIT
 # The wasm compiler's cold compile time on real programs, at both tiers
-# (src/wasm/jit.h: opt, the -O1 pipeline a compiling run gets; fast, the
+# (src/wasm/jit.h: opt, the optimising tier a compiling run gets; fast, the
 # first tier of tier-up), and what each tier's code then costs a run.
 # The modules are bench/wasm-real.sh's (Lua 5.4, bzip2, SQLite's
 # speedtest1, a WASI hello world: run it once first, it builds them into
 # WORK). Each compile runs in this process (build/kis-jit-time, the plugin
-# dlopen'ed as kis-helper does), the fastest of ROUNDS; the figure that
-# load on shared cores disturbs least is the CPU time, printed beside the
-# wall time. Then Lua's mixed.lua runs through the tier from the cache
-# filled at each tier (user CPU of the run, the median of RUNS).
+# dlopen'ed as kis-helper does, on THREADS threads), the fastest of ROUNDS;
+# the figure that load on shared cores disturbs least is the CPU time,
+# printed beside the wall time. Then the three programs run through the
+# tier from a cache filled at each tier (one store per tier), the tiers
+# interleaved in each of RUNS rounds: CPU of the run (user + sys, the
+# tier's child included, from --json), the median, and fast / opt.
 #
-# Usage: bench/wasm-compile.sh [BUILD]   ROUNDS=1 RUNS=3 WORK=/var/tmp/kis-bench-wasm
+# Usage: bench/wasm-compile.sh [BUILD]   ROUNDS=1 RUNS=5 THREADS=1 WORK=/var/tmp/kis-bench-wasm
 set -eu
 cd "$(dirname "$0")/.."
 BUILD=${1:-build}
 ROUNDS=${ROUNDS:-1}
-RUNS=${RUNS:-3}
+RUNS=${RUNS:-5}
+THREADS=${THREADS:-1}
 WORK=${WORK:-/var/tmp/kis-bench-wasm}
 KIS=$(pwd)/$BUILD/kis
 [ -x "$KIS" ] && [ -f "$BUILD/libkis-jit.so" ] ||
@@ -31,37 +34,77 @@ for m in hello lua bzip2 speedtest1; do
 	[ -f "$WORK/bin/$m.wasm" ] && MODS="$MODS $WORK/bin/$m.wasm"
 done
 for t in opt fast; do
-	echo "== tier $t (ROUNDS=$ROUNDS)"
+	echo "== tier $t (ROUNDS=$ROUNDS THREADS=$THREADS, load average $(cut -d' ' -f1 /proc/loadavg))"
 	# shellcheck disable=SC2086
-	ROUNDS=$ROUNDS "$BUILD/kis-jit-time" --tier $t $MODS
+	ROUNDS=$ROUNDS THREADS=$THREADS "$BUILD/kis-jit-time" --tier $t $MODS
 done
 
 OUT=$(mktemp -d /tmp/kis-wasm-compile.XXXXXX)
-export KIS_SANDBOX_ROOT="$OUT/store"
-WS=""
 cleanup() {
-	[ -n "$WS" ] && "$KIS" sandbox destroy "$WS" >/dev/null 2>&1 || true
+	for t in opt fast; do
+		[ -s "$OUT/ws-$t" ] || continue
+		KIS_SANDBOX_ROOT="$OUT/store-$t" "$KIS" sandbox destroy "$(cat "$OUT/ws-$t")" >/dev/null 2>&1 || true
+	done
 	rm -rf "$OUT"
 }
 trap cleanup EXIT INT TERM
 mkdir -p "$OUT/base"
-cp "$WORK/bin/lua.wasm" bench/wasm-real/mixed.lua "$OUT/base/"
-BASE=$("$KIS" sandbox base import "$OUT/base")
-WS=$("$KIS" sandbox clone "$BASE")
-median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
-run_ms() { # $1 engine: user+sys ms of the run, median of RUNS
-	i=0
-	while [ $i -lt "$RUNS" ]; do
-		"$KIS" sandbox run --json --tier wasm --wasm-engine "$1" --workspace "$WS" -- \
-			lua.wasm mixed.lua | python3 -c 'import json,sys; d=json.load(sys.stdin)
-u=d["usage"]; print(u["user_ms"] + u["sys_ms"], d.get("wasm", {}).get("code", "-"))'
-		i=$((i + 1))
-	done | median
-}
-echo "== Lua mixed.lua through the tier, CPU ms (user + sys), median of $RUNS"
+cp "$WORK/bin/lua.wasm" "$WORK/bin/bzip2.wasm" "$WORK/bin/speedtest1.wasm" bench/wasm-real/mixed.lua "$OUT/base/"
+# bzip2's input, as bench/wasm-real.sh's: the first 4 MB of SQLite's amalgamation
+SQ=$(ls "$WORK"/src/sqlite3-*/bld/sqlite3.c 2>/dev/null | head -1)
+[ -n "$SQ" ] || { echo "wasm-compile: no SQLite amalgamation in $WORK/src (run bench/wasm-real.sh once)"; exit 0; }
+head -c 4000000 "$SQ" > "$OUT/bz.in"
+# one store per tier, its cache filled at that tier only
 for t in opt fast; do
-	rm -rf "$KIS_SANDBOX_ROOT/cache/wasm-code"
-	PUT="$KIS_SANDBOX_ROOT" "$BUILD/kis-jit-time" --tier $t "$WORK/bin/lua.wasm" >/dev/null
-	echo "compiled, cached at tier $t: $(run_ms compiler)"
+	export KIS_SANDBOX_ROOT="$OUT/store-$t"
+	base=$("$KIS" sandbox base import "$OUT/base")
+	"$KIS" sandbox clone "$base" > "$OUT/ws-$t"
+	PUT="$KIS_SANDBOX_ROOT" THREADS=$THREADS "$BUILD/kis-jit-time" --tier $t "$WORK/bin/lua.wasm" \
+		"$WORK/bin/bzip2.wasm" "$WORK/bin/speedtest1.wasm" >/dev/null
 done
-echo "interpreter: $(run_ms interpreter)"
+run_cpu() { # $1 tier, $2 program: "cpu_ms code" of one run from that tier's store
+	export KIS_SANDBOX_ROOT="$OUT/store-$1"
+	ws=$(cat "$OUT/ws-$1")
+	case $2 in
+	lua) set -- lua.wasm mixed.lua; in=/dev/null ;;
+	bzip2) set -- bzip2.wasm -9 -c; in=$OUT/bz.in ;;
+	sqlite) set -- speedtest1.wasm --memdb --size 8; in=/dev/null ;;
+	esac
+	"$KIS" sandbox run --json --tier wasm --wasm-engine compiler --workspace "$ws" -- "$@" \
+		< "$in" | python3 -c 'import re,sys
+s = sys.stdin.buffer.read().decode("latin-1")  # bzip2 -c writes binary into the JSON
+g = lambda k: re.search(k, s).group(1)
+print(int(g(r"\"user_ms\":(\d+)")) + int(g(r"\"sys_ms\":(\d+)")), g(r"\"code\":\"?(\w+)"),
+      g(r"\"exit_status\":(\w+)"))'
+}
+: > "$OUT/times"
+echo "== through the tier from the cache, CPU ms (user + sys), median of $RUNS interleaved rounds"
+echo "   (load average $(cut -d' ' -f1 /proc/loadavg) at the start)"
+r=0
+while [ $r -lt "$RUNS" ]; do
+	for p in lua bzip2 sqlite; do
+		for t in opt fast; do
+			# shellcheck disable=SC2046
+			set -- $(run_cpu $t $p)
+			[ "$2" = cached ] && [ "$3" = 0 ] ||
+				{ echo "wasm-compile: $p at tier $t: code $2, exit $3 (expected cached, 0)" >&2; exit 1; }
+			echo "$p $t $1" >> "$OUT/times"
+		done
+	done
+	r=$((r + 1))
+done
+printf '%-8s %10s %10s %10s\n' program opt_ms fast_ms fast/opt
+awk '{ v[$1 " " $2] = v[$1 " " $2] " " $3 }
+END {
+	split("lua bzip2 sqlite", ps, " ")
+	for (i = 1; i <= 3; i++) {
+		o = med(v[ps[i] " opt"]); f = med(v[ps[i] " fast"])
+		printf "%-8s %10d %10d %9.2fx\n", ps[i], o, f, f / o
+	}
+}
+function med(s,   a, n, j, k, t) {
+	n = split(s, a, " ")
+	for (j = 1; j <= n; j++) for (k = j + 1; k <= n; k++) if (a[k] < a[j]) { t = a[j]; a[j] = a[k]; a[k] = t }
+	return a[int((n + 1) / 2)]
+}' "$OUT/times"
+echo "   (load average $(cut -d' ' -f1 /proc/loadavg) at the end)"
