@@ -73,8 +73,8 @@ static LLVMTargetMachineRef host_machine(bool fast, char *err, size_t errlen)
 		 * allocator, where the greedy allocator and SelectionDAG take
 		 * most of the optimising tier's compile. That one stays at
 		 * CodeGenLevelDefault: Less compiled no faster (measured, issue
-		 * 44), and FastISel at either (LLVM's -fast-isel) made code 5 to
-		 * 17% slower for a quarter less compile time */
+		 * 44), and FastISel at either (LLVM's -fast-isel) made code 4 to
+		 * 12% slower (geomean) for up to a quarter less compile time */
 		tm = LLVMCreateTargetMachine(target, triple, cpu, features,
 					     fast ? LLVMCodeGenLevelNone : LLVMCodeGenLevelDefault,
 					     LLVMRelocPIC, LLVMCodeModelSmall);
@@ -102,7 +102,7 @@ static LLVMTargetMachineRef host_machine(bool fast, char *err, size_t errlen)
  * measured on Lua 5.4, bzip2 and SQLite's speedtest1 against LLVM's
  * default<O1> (issue 44, interleaved runs from the cache): the same code
  * speed within 1 to 2% (geomean), for about half the compile's CPU (Lua's
- * 635 KB module 4.2 s against 8.5 s). default<O1>'s cost is its inliner
+ * 635 KB module 3.8 to 5.2 s against 6 to 9 s on this loaded machine). default<O1>'s cost is its inliner
  * and the CGSCC walk around it and six rounds of instcombine: the inliner
  * bought nothing measurable here (a call into another range cannot be
  * inlined anyway), nor did licm, gvn, dse, loop rotation and unrolling
