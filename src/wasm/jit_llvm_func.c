@@ -487,7 +487,9 @@ void gen_wrap(struct gen *g, uint32_t di)
 	for (uint32_t i = 0; i < ft->np; i++)
 		args[1 + i] = get_slots(g, io, &k, ft->t[i]);
 	LLVMValueRef r = LLVMBuildCall2(g->B, g->ftys[ti], fn_decl(g, di), args, ft->np + 1, "");
-	/* never the body inlined here: -O1's inliner copied every small
+	/* never the body inlined here: -O1's inliner (the optimising tier
+	 * ran default<O1> then; its own pass list has no inliner now, and
+	 * the attribute keeps it so should one come back) copied every small
 	 * function into its wrapper, and LLVM's work per function (its
 	 * passes, instruction selection, the assembly printer: ~1 ms a
 	 * function here) then came twice; 50,000 functions of 15 bytes
