@@ -353,36 +353,6 @@ void reset_func(struct gen *g)
 	g->ltypes = NULL;
 }
 
-/* A leaf's stack check. A function that calls nothing that may run wasm
- * (no call, call_indirect or runtime helper: only LLVM intrinsics, the
- * trap, which unwinds, and the tick, runtime code) cannot recurse, and its
- * caller passed its own check (its stack pointer at least the limit): a
- * leaf whose frame estimate is at most LEAF_FRAME_MAX stays within
- * WASM_JIT_STACK_MARGIN (jit.h, 256 KiB) below the limit, far above the
- * guard page below the stack (jit_rt.c), with room left for the runtime
- * code the margin is for. Its compare is made constant false after the
- * body, and LLVM drops it; the trap on exhaustion stays in every function
- * that can recurse. */
-#define LEAF_FRAME_MAX 4096u
-_Static_assert(LEAF_FRAME_MAX * 8 <= WASM_JIT_STACK_MARGIN, "a leaf's frame fits the margin");
-
-static bool is_leaf(struct gen *g)
-{
-	for (LLVMBasicBlockRef bb = LLVMGetFirstBasicBlock(g->F); bb; bb = LLVMGetNextBasicBlock(bb))
-		for (LLVMValueRef i = LLVMGetFirstInstruction(bb); i; i = LLVMGetNextInstruction(i)) {
-			if (LLVMGetInstructionOpcode(i) != LLVMCall && LLVMGetInstructionOpcode(i) != LLVMInvoke)
-				continue;
-			LLVMValueRef callee = LLVMGetCalledValue(i);
-			if (callee == g->wasm_jit_rt_trap || callee == g->wasm_jit_rt_tick)
-				continue;
-			if (LLVMIsAFunction(callee) && LLVMGetIntrinsicID(callee) != 0)
-				continue;
-			return false;
-		}
-	return true;
-}
-
-
 int gen_func(struct gen *g, uint32_t di)
 {
 	const struct kis_wasm_module *m = g->m;
@@ -451,8 +421,7 @@ int gen_func(struct gen *g, uint32_t di)
 	LLVMValueRef spi = LLVMBuildPtrToInt(g->B, sp, g->i64, "");
 	LLVMValueRef lim = ldi(g, g->ctx, CTX(stack_limit), g->i64);
 	LLVMValueRef need = LLVMBuildAdd(g->B, lim, k64(g, frame), "");
-	LLVMValueRef below = LLVMBuildICmp(g->B, LLVMIntULT, spi, need, "");
-	trap_if(g, below, KIS_WASM_TRAP_STACK_EXHAUSTED);
+	trap_if(g, LLVMBuildICmp(g->B, LLVMIntULT, spi, need, ""), KIS_WASM_TRAP_STACK_EXHAUSTED);
 	tick(g);
 	load_mem(g);
 	enum known_fn known = known_routine(m, di, false);
@@ -496,8 +465,6 @@ int gen_func(struct gen *g, uint32_t di)
 		}
 	}
 	LLVMBuildBr(g->AB, body);
-	if (frame <= LEAF_FRAME_MAX && is_leaf(g))
-		LLVMReplaceAllUsesWith(below, LLVMConstInt(g->i1, 0, 0));
 	return 0;
 }
 
