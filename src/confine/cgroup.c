@@ -273,6 +273,13 @@ static int make_leaf(const char *parent, const char *leaf, struct kis_error **er
 					     leaf);
 		if (mkdir(leaf, 0755) == 0) {
 			kis_debug("cgroup %s made", leaf);
+			/* and made by us, noted at once: a leaf at a path the
+			 * caller chose (an OCI cgroupsPath) may be another's
+			 * when the note above was written (EEXIST below), so a
+			 * sweep of a killed create takes only a leaf this line
+			 * names (kis-runtime's host tier, sweep_noted); the
+			 * window a kill leaks a group in is this one write */
+			(void)kis_owner_note("made", "%s", leaf);
 			return 0;
 		}
 		if (errno == EEXIST)

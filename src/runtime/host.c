@@ -617,15 +617,16 @@ static int open_cgroup(int dfd, const char *cgname, const struct krt_host_plan *
 	struct kis_record_sink sink;
 	kis_record_init(&sink, fd, cgname);
 	kis_record_push(&sink);
+	/* each leaf is noted twice (confine/cgroup.c, make_leaf): "cgroup"
+	 * before its mkdir, "made" right after it succeeded. A leaf at a
+	 * cgroupsPath may have been another's when its first note was
+	 * written (mkdir's EEXIST), and the sweep takes only what a "made"
+	 * line names (a kill between the mkdir and that line leaks the
+	 * group rather than end one not ours). Once noted after all limits
+	 * were written, the window was the whole setup of the groups: a
+	 * kill test hit it (test_runtime.py, killed anywhere). */
 	int r = kis_cgroup_create_with(cgname, &rc->limits, &o, &rc->cg, err);
 	kis_record_pop(&sink);
-	/* each leaf is ours now: a leaf at a cgroupsPath may have been
-	 * another's when its note was written (mkdir's EEXIST), and the
-	 * sweep takes only what this line names (a kill before it leaks
-	 * the group rather than end one not ours) */
-	for (size_t k = 0; r == 0 && k < ARRAY_SIZE(rc->cg->dirs); k++)
-		if (rc->cg->dirs[k])
-			dprintf(fd, "made %s\n", rc->cg->dirs[k]);
 	if (r < 0) {
 		/* no cgroup hierarchy: nothing binds memory and pids */
 		if (*err && (*err)->code == KIS_E_PROFILE_UNSATISFIABLE) {
