@@ -105,22 +105,43 @@ def _enter_suite_groups():
     return made
 
 
+def _suite_pids(suite):
+    pids = set()
+    for d in [suite, *(p for p in suite.rglob("*") if p.is_dir())]:
+        try:
+            pids |= {int(x) for x in (d / "cgroup.procs").read_text().split()}
+        except (OSError, ValueError):
+            pass
+    return pids - {os.getpid()}
+
+
 def _leave_suite_groups(made):
+    """Back to the groups the suite came from, and the suite's groups
+    removed. A process of the suite's that outlived it (a detached wasm
+    tier-up compile, a daemon a failed test did not stop) keeps its group
+    busy: it is the suite's own, so it is ended, and the groups go with it
+    (before, each such suite left an empty group at the hierarchies'
+    root, one more per run)."""
     for c, old, suite in made:
         try:
             (old / "cgroup.procs").write_text(str(os.getpid()))
         except OSError:
             continue  # still a member: the group cannot go
-        kis_parent = suite / "kis"
-        if kis_parent.is_dir():
-            for d in kis_parent.iterdir():
-                if d.is_dir():
-                    try:
-                        d.rmdir()
-                    except OSError:
-                        pass
+    for c, old, suite in made:
+        end = time.monotonic() + 5
+        while (left := _suite_pids(suite)) and time.monotonic() < end:
+            for pid in left:
+                try:
+                    os.kill(pid, 9)
+                except OSError:
+                    pass
+            time.sleep(0.05)
+        if not suite.is_dir():
+            continue  # cpu and cpuacct: one hierarchy, two names
+        for d in sorted((p for p in suite.rglob("*") if p.is_dir()),
+                        key=lambda p: len(p.parts), reverse=True):
             try:
-                kis_parent.rmdir()
+                d.rmdir()
             except OSError:
                 pass
         try:
