@@ -15,6 +15,7 @@
 #include "core/util.h"
 
 #include <fcntl.h>
+#include <stdarg.h>
 #include <string.h>
 #include <sys/file.h>
 #include <unistd.h>
@@ -24,6 +25,24 @@
 /* fd sets 1 .. 4 + KIS_MVM_MOUNT_DISKS are the argv's (vm.c) */
 #define SLOT_FDSET_BASE 1000
 #define SLOT_GEN_MAX 100000
+
+/* One QMP command made from fmt, sent with fd (-1 none); *reply (when
+ * reply is not NULL) is freed first and then holds the answer, kept for
+ * the caller's message on a failure. */
+static int __attribute__((format(printf, 5, 6)))
+qmp(int q, int fd, char **reply, int ms, const char *fmt, ...)
+{
+	char cmd[512];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(cmd, sizeof(cmd), fmt, ap);
+	va_end(ap);
+	if (reply) {
+		free(*reply);
+		*reply = NULL;
+	}
+	return kis_mvm_qmp_cmd(q, cmd, fd, reply, ms);
+}
 
 static unsigned read_gen(int dfd, const char *name)
 {
@@ -72,45 +91,31 @@ int kis_mvm_slot_attach(int dfd, int slot, const char *img, struct kis_error **e
 	_cleanup_close_ int q = kis_mvm_qmp_open(dfd, "qmp.sock", 5000);
 	if (q < 0)
 		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot reach the VM's QMP socket");
-	char cmd[512];
 	char *reply = NULL;
-	snprintf(cmd, sizeof(cmd),
-		 "{\"execute\":\"add-fd\",\"arguments\":{\"fdset-id\":%ld,\"opaque\":\"slot%d\"}}",
-		 set, slot);
-	int r = kis_mvm_qmp_cmd(q, cmd, fd, &reply, 5000);
+	long old_set = SLOT_FDSET_BASE + (long)slot * SLOT_GEN_MAX + old;
+	int r = qmp(q, fd, &reply, 5000,
+		    "{\"execute\":\"add-fd\",\"arguments\":{\"fdset-id\":%ld,\"opaque\":\"slot%d\"}}",
+		    set, slot);
+	if (r == 0)
+		r = qmp(q, -1, &reply, 10000,
+			"{\"execute\":\"blockdev-add\",\"arguments\":{\"driver\":\"file\","
+			"\"node-name\":\"kis-m%dg%u\",\"filename\":\"/dev/fdset/%ld\","
+			"\"read-only\":true}}", slot, gen, set);
 	if (r == 0) {
-		free(reply);
-		reply = NULL;
-		snprintf(cmd, sizeof(cmd),
-			 "{\"execute\":\"blockdev-add\",\"arguments\":{\"driver\":\"file\","
-			 "\"node-name\":\"kis-m%dg%u\",\"filename\":\"/dev/fdset/%ld\","
-			 "\"read-only\":true}}", slot, gen, set);
-		r = kis_mvm_qmp_cmd(q, cmd, -1, &reply, 10000);
-	}
-	if (r == 0) {
-		free(reply);
-		reply = NULL;
-		snprintf(cmd, sizeof(cmd),
-			 "{\"execute\":\"blockdev-reopen\",\"arguments\":{\"options\":[{"
-			 "\"node-name\":\"m%dlf\",\"driver\":\"raw\",\"file\":\"kis-m%dg%u\","
-			 "\"read-only\":true}]}}", slot, slot, gen);
-		r = kis_mvm_qmp_cmd(q, cmd, -1, &reply, 10000);
-		if (r < 0) {
-			/* the new node is no one's: not left behind */
-			char *rr = NULL;
-			snprintf(cmd, sizeof(cmd), "{\"execute\":\"blockdev-del\",\"arguments\":"
-				 "{\"node-name\":\"kis-m%dg%u\"}}", slot, gen);
-			kis_mvm_qmp_cmd(q, cmd, -1, &rr, 5000);
-			free(rr);
-		}
+		r = qmp(q, -1, &reply, 10000,
+			"{\"execute\":\"blockdev-reopen\",\"arguments\":{\"options\":[{"
+			"\"node-name\":\"m%dlf\",\"driver\":\"raw\",\"file\":\"kis-m%dg%u\","
+			"\"read-only\":true}]}}", slot, slot, gen);
+		if (r < 0) /* the new node is no one's: not left behind */
+			qmp(q, -1, NULL, 5000, "{\"execute\":\"blockdev-del\",\"arguments\":"
+			    "{\"node-name\":\"kis-m%dg%u\"}}", slot, gen);
 	}
 	if (r < 0) {
 		kis_error_set(err, KIS_E_INTERNAL, 0, "cannot swap mount slot %d's disk: %.300s", slot,
 			      reply ? reply : "no answer from QMP");
 		free(reply);
-		snprintf(cmd, sizeof(cmd), "{\"execute\":\"remove-fd\",\"arguments\":{\"fdset-id\":%ld}}",
-			 set);
-		kis_mvm_qmp_cmd(q, cmd, -1, NULL, 5000);
+		qmp(q, -1, NULL, 5000, "{\"execute\":\"remove-fd\",\"arguments\":{\"fdset-id\":%ld}}",
+		    set);
 		return -1;
 	}
 	free(reply);
@@ -119,12 +124,10 @@ int kis_mvm_slot_attach(int dfd, int slot, const char *img, struct kis_error **e
 	if (write_gen(dfd, gname, gen) < 0)
 		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot record mount slot %d", slot);
 	if (old > 0) {
-		snprintf(cmd, sizeof(cmd), "{\"execute\":\"blockdev-del\",\"arguments\":"
-			 "{\"node-name\":\"kis-m%dg%u\"}}", slot, old);
-		kis_mvm_qmp_cmd(q, cmd, -1, NULL, 5000);
-		snprintf(cmd, sizeof(cmd), "{\"execute\":\"remove-fd\",\"arguments\":{\"fdset-id\":%ld}}",
-			 SLOT_FDSET_BASE + (long)slot * SLOT_GEN_MAX + old);
-		kis_mvm_qmp_cmd(q, cmd, -1, NULL, 5000);
+		qmp(q, -1, NULL, 5000, "{\"execute\":\"blockdev-del\",\"arguments\":"
+		    "{\"node-name\":\"kis-m%dg%u\"}}", slot, old);
+		qmp(q, -1, NULL, 5000, "{\"execute\":\"remove-fd\",\"arguments\":{\"fdset-id\":%ld}}",
+		    old_set);
 	}
 	return 0;
 }
