@@ -150,7 +150,20 @@ struct kis_exec_container {
 	/* init: the container's own memory.max in the guest (a cgroup v2 group
 	 * of its own, its execs joining it); 0 none */
 	uint64_t memory_max;
+	/* init: that group's cpu.max, "$QUOTA $PERIOD" in microseconds
+	 * (cgroup-v2.rst "cpu.max"): quota 0 none; period 0 the kernel's
+	 * default (100000). Quota KIS_CPU_QUOTA_MIN_US .. KIS_CPU_QUOTA_MAX_US,
+	 * period KIS_CPU_PERIOD_MIN_US .. KIS_CPU_PERIOD_MAX_US */
+	uint64_t cpu_quota_us, cpu_period_us;
 };
+/* The kernel's bounds for a CFS bandwidth quota and period
+ * (kernel/sched/core.c tg_set_cfs_bandwidth: 1 ms .. 1 s for the period,
+ * at least 1 ms and at most max_cfs_runtime, 2^44-1 us, for the quota;
+ * Documentation/scheduler/sched-bwc.rst) */
+#define KIS_CPU_PERIOD_MIN_US 1000ull
+#define KIS_CPU_PERIOD_MAX_US 1000000ull
+#define KIS_CPU_QUOTA_MIN_US 1000ull
+#define KIS_CPU_QUOTA_MAX_US ((1ull << 44) - 1)
 
 /* The profile as JSON (malloc'ed), every field shown, for --dry-run. */
 KIS_API char *kis_profile_to_json(const struct kis_profile *p);

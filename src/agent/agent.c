@@ -548,6 +548,7 @@ static void run_exec(struct worker *w, struct kis_exec_req *req, int state_fd)
 	if (confine && !as_root) {
 		/* the worker is one thread with its own copy: per exec fields */
 		confine->cg_procs_fd = cg.procs_fd;
+		confine->mount_cgroup = false;
 		confine->keep_fd3 = req->shell;
 		confine->limits = &req->limits;
 		confine->cwd = cwd;
@@ -560,11 +561,14 @@ static void run_exec(struct worker *w, struct kis_exec_req *req, int state_fd)
 		sp.vfork_ok = false;
 		sp.child_setup = pod_child_setup;
 		sp.child_ctx = &pc;
-		/* a container with a memory limit: its command joins the
-		 * container's group (pod.c), which the pod's refusal of a
-		 * pids group beside it keeps the only group to join */
-		if (confine && pe.cg_procs_fd >= 0)
+		/* a container with a memory or CPU limit: its command joins
+		 * the container's group (pod.c), which the pod's refusal of a
+		 * pids group beside it keeps the only group to join; its init
+		 * mounts that group at the container's /sys/fs/cgroup */
+		if (confine && pe.cg_procs_fd >= 0) {
 			confine->cg_procs_fd = pe.cg_procs_fd;
+			confine->mount_cgroup = pe.mount_cgroup;
+		}
 	}
 	struct kis_supervise_hooks hooks = {.attach = on_attach, .ctx = w,
 					    .cpu_used_ms = w->cpu_fd >= 0 ? on_cpu_used : NULL,

@@ -17,6 +17,7 @@
 
 #include <sched.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <unistd.h>
 
 #include "agent/confine.h"
@@ -60,6 +61,14 @@ int kis_agent_confine_child(void *ctx, struct kis_error **err)
 	 * the file permissions say. Needs CAP_SYS_ADMIN: first. */
 	if (unshare(CLONE_NEWCGROUP) < 0)
 		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot make a cgroup namespace");
+	/* cgroup_namespaces(7): a cgroup2 mount made from inside shows the
+	 * namespace's root as its own; read-only, and nsdelegate (guest.c)
+	 * keeps the root's interface files (cpu.max, memory.max) unwritable
+	 * from inside whatever the mount says */
+	if (c->mount_cgroup && mount("cgroup2", "/sys/fs/cgroup", "cgroup2",
+				     MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
+		return kis_error_set(err, KIS_E_INTERNAL, errno,
+				     "cannot mount the container's cgroup at /sys/fs/cgroup");
 	int keep = 3;
 	struct kis_harden_opts h = {
 		.limits = c->limits, .keep_fds = c->keep_fd3 ? &keep : NULL,

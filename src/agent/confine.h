@@ -24,6 +24,11 @@ struct kis_agent_confine {
 	/* per exec, set by the worker before it starts the command */
 	bool keep_fd3;        /* the durable shell's state pipe */
 	int cg_procs_fd;      /* the exec's leaf's cgroup.procs (or -1), joined first */
+	/* a pod container's init with a group of its own (pod.c): the cgroup2
+	 * hierarchy mounted read-only at /sys/fs/cgroup once the cgroup
+	 * namespace is made, so that the container sees its group as its
+	 * root, as runc shows it */
+	bool mount_cgroup;
 	const struct kis_limits *limits;
 	const char *cwd;      /* entered again as the sandbox user (or NULL) */
 };
@@ -36,7 +41,8 @@ int kis_agent_confine_prepare(struct kis_agent_confine *c, enum kis_net_mode net
 			      struct kis_error **err);
 /* In the command's child, between fork and exec (a struct kis_spawn
  * child_setup; ctx is the struct kis_agent_confine): the exec's leaf
- * joined, a cgroup namespace rooted there, then kis_harden_self (hard rlimits, fds,
+ * joined, a cgroup namespace rooted there (with mount_cgroup, mounted at
+ * /sys/fs/cgroup), then kis_harden_self (hard rlimits, fds,
  * no_new_privs, securebits, the bounding set emptied, the sandbox user,
  * every other capability set cleared), the working directory entered
  * again as that user, then the seccomp policy, last.

@@ -61,6 +61,12 @@ char *kis_exec_req_to_json(const struct kis_exec_req *r)
 			json_object_set_new(c, "hostname", json_string(r->ctr_hostname));
 		if (c && r->ctr_memory_max)
 			json_object_set_new(c, "memory_max", json_integer((json_int_t)r->ctr_memory_max));
+		if (c && r->ctr_cpu_quota_us)
+			json_object_set_new(c, "cpu_quota_us",
+					    json_integer((json_int_t)r->ctr_cpu_quota_us));
+		if (c && r->ctr_cpu_period_us)
+			json_object_set_new(c, "cpu_period_us",
+					    json_integer((json_int_t)r->ctr_cpu_period_us));
 		if (!c || json_object_set_new(o, "container", c) < 0) {
 			json_decref(o);
 			return NULL;
@@ -93,6 +99,21 @@ static int strv_from_json(json_t *a, char ***out, const char *what, struct kis_e
 	}
 	*out = v;
 	return 0;
+}
+
+/* An optional integer in lo..hi (absent: 0, none); false when it is
+ * there and anything else: the value the guest would write to a cgroup
+ * file is checked before it gets there. */
+static bool opt_range(json_t *v, uint64_t lo, uint64_t hi, uint64_t *out)
+{
+	*out = 0;
+	if (!v)
+		return true;
+	if (!json_is_integer(v) || json_integer_value(v) < 0 ||
+	    (uint64_t)json_integer_value(v) < lo || (uint64_t)json_integer_value(v) > hi)
+		return false;
+	*out = (uint64_t)json_integer_value(v);
+	return true;
 }
 
 static uint64_t get_u64(json_t *o, const char *k)
@@ -159,12 +180,22 @@ int kis_exec_req_from_json(const char *text, size_t len, struct kis_exec_req *ou
 		    (slot && (!json_is_integer(slot) || json_integer_value(slot) < 0 ||
 			      json_integer_value(slot) > 255)) ||
 		    (mm && (!json_is_integer(mm) || json_integer_value(mm) < 0)) ||
+		    /* cpu.max's bounds (kis/profile.h); a period is the
+		     * quota's, never alone */
+		    !opt_range(json_object_get(c, "cpu_quota_us"), KIS_CPU_QUOTA_MIN_US,
+			       KIS_CPU_QUOTA_MAX_US, &out->ctr_cpu_quota_us) ||
+		    !opt_range(json_object_get(c, "cpu_period_us"), KIS_CPU_PERIOD_MIN_US,
+			       KIS_CPU_PERIOD_MAX_US, &out->ctr_cpu_period_us) ||
+		    (out->ctr_cpu_period_us && !out->ctr_cpu_quota_us) ||
 		    (hn && !json_is_null(hn) &&
 		     (!json_is_string(hn) || json_string_length(hn) > 64 ||
 		      strlen(json_string_value(hn)) != json_string_length(hn)))) {
 			kis_error_set(err, KIS_E_INVALID_ARGUMENT, 0,
 				      "container: expected {op: init|join|remove, id, slot, hostname, "
-				      "memory_max}");
+				      "memory_max, cpu_quota_us: %llu..%llu, cpu_period_us: "
+				      "%llu..%llu with a quota}",
+				      KIS_CPU_QUOTA_MIN_US, KIS_CPU_QUOTA_MAX_US,
+				      KIS_CPU_PERIOD_MIN_US, KIS_CPU_PERIOD_MAX_US);
 			goto out;
 		}
 		out->ctr_slot = (int)json_integer_value(slot);

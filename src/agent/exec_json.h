@@ -26,6 +26,9 @@ struct kis_exec_req {
 	bool ctr_free_slot;  /* remove: wait until the slot's disk is unmounted */
 	char *ctr_hostname;  /* NULL: leave the guest's */
 	uint64_t ctr_memory_max; /* init: its group's memory.max; 0 none */
+	/* init: its group's cpu.max (kis_exec_container's bounds, checked
+	 * when parsed); quota 0 none, period 0 the kernel's default */
+	uint64_t ctr_cpu_quota_us, ctr_cpu_period_us;
 };
 
 void kis_exec_req_release(struct kis_exec_req *r);

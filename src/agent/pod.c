@@ -32,14 +32,17 @@
  *     free_slot, waits until no mount of the slot's disk is left anywhere
  *     (an exclusive open succeeds), so that the host may swap another
  *     image in: a stale superblock of the old one would be reused.
- *   memory: with memory_max, init makes the cgroup v2 group kis-ctr-<id>
- *     (in the pod's pids group when it has one, whose processes live in
- *     its leaf "agent" so that +memory may be enabled there; else in the
- *     root), writes memory.max and memory.swap.max 0; the init and every
+ *   limits: with memory_max or cpu_quota_us, init makes the cgroup v2
+ *     group kis-ctr-<id> (in the pod's pids group when it has one, whose
+ *     processes live in its leaf "agent" so that +memory and +cpu may be
+ *     enabled there; else in the root), writes memory.max and
+ *     memory.swap.max 0, and cpu.max "$QUOTA $PERIOD"; the init and every
  *     join exec enter it from their child (confine.c), so its cgroup
- *     namespace is rooted there. When the init ends, memory.events
- *     oom_kill is the evidence of memory_limit (agent.c); remove removes
- *     the group once its processes are gone.
+ *     namespace is rooted there, and the init mounts that view read-only
+ *     at the container's /sys/fs/cgroup (the join execs share its mount
+ *     namespace). When the init ends, memory.events oom_kill is the
+ *     evidence of memory_limit (agent.c); remove removes the group once
+ *     its processes are gone.
  * The guest's network, IPC and UTS namespaces are the pod's, shared. */
 #include "core/util.h"
 
@@ -128,12 +131,12 @@ static void ctr_paths(const char *id, char *dir, size_t n)
 	snprintf(dir, n, CTR_RUN "/%s", id);
 }
 
-/* The container's memory group (linux.resources.memory.limit of its
- * bundle): "kis-ctr-<id>" in the guest's pids group (guest.c's PIDS_CG)
+/* The container's group (linux.resources.memory.limit and cpu.quota of
+ * its bundle): "kis-ctr-<id>" in the guest's pids group (guest.c's PIDS_CG)
  * when the pod has one, so that the pod's pids.max counts the container
  * still, else in the cgroup v2 root. The pids group holds no process of
  * its own (the agent is in its leaf "agent"), so +memory may be enabled
- * in its subtree_control (cgroup-v2.rst, "No Internal Process
+ * and +cpu in its subtree_control (cgroup-v2.rst, "No Internal Process
  * Constraint"); the root is exempt from that rule. */
 #define CTR_PIDS_CG "/sys/fs/cgroup/kis"
 #define CTR_CG_NAME "kis-ctr-"
@@ -180,45 +183,95 @@ static bool in_root_cgroup(void)
 	return !strcmp(buf, "0::/\n");
 }
 
-/* init with a memory limit: the group made afresh (a stale one of an
- * earlier container of this id would carry its memory.events), memory.max
- * written, no swap (memory.swap.max, where the kernel has swap
- * accounting); the command joins it from its child (confine.c, before its
- * cgroup namespace is made: the group is that namespace's root). */
+/* Enable a controller ("+cpu") for the container's group: in the root's
+ * subtree_control, then the pids group's (pids < 0: the group is the
+ * root's child); a no-op where it is. false with errno. */
+static bool cg_enable(int root, int pids, const char *ctrl)
+{
+	return root >= 0 && cg_write(root, "cgroup.subtree_control", ctrl) == 0 &&
+	       (pids < 0 || cg_write(pids, "cgroup.subtree_control", ctrl) == 0);
+}
+
+/* init with a memory or CPU limit: the group made afresh (a stale one of
+ * an earlier container of this id would carry its memory.events),
+ * memory.max written, no swap (memory.swap.max, where the kernel has swap
+ * accounting), cpu.max "$QUOTA $PERIOD" (cgroup-v2.rst "cpu.max"; the
+ * quota alone keeps the new group's period, the kernel's default); the
+ * command joins it from its child (confine.c, before its cgroup namespace
+ * is made: the group is that namespace's root, which it then mounts at
+ * its /sys/fs/cgroup, read-only). Each controller is enabled only where
+ * a limit asks for it, down the path: the root's subtree_control, then
+ * the pids group's. */
 static int ctr_cg_make(const struct kis_exec_req *req, struct kis_pod_exec *pe, char *msg,
 		       size_t n)
 {
-	char p[300], v[32];
-	if (!req->ctr_memory_max)
+	char p[300], v[64];
+	bool mem = req->ctr_memory_max > 0, cpu = req->ctr_cpu_quota_us > 0;
+	if (!mem && !cpu)
 		return 0;
 	bool top = in_root_cgroup();
 	ctr_cg_path(req->ctr_id, top ? "/sys/fs/cgroup" : CTR_PIDS_CG, p, sizeof(p));
 	(void)rmdir(p);
-	/* the controller enabled down to the parent: the root's, then the
-	 * pids group's (a no-op where enabled already) */
 	int root = open("/sys/fs/cgroup", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	int pids = top ? -1 : open(CTR_PIDS_CG, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	int ok = root >= 0 && cg_write(root, "cgroup.subtree_control", "+memory") == 0 &&
-		 (top || (pids >= 0 && cg_write(pids, "cgroup.subtree_control", "+memory") == 0)) &&
-		 mkdir(p, 0755) == 0;
+	const char *ctrl = NULL; /* the controller that could not be enabled */
+	bool ok = root >= 0 && (top || pids >= 0);
+	if (ok && mem && !cg_enable(root, pids, "+memory"))
+		ctrl = "memory";
+	else if (ok && cpu && !cg_enable(root, pids, "+cpu"))
+		ctrl = "cpu";
+	ok = ok && !ctrl && mkdir(p, 0755) == 0;
 	int e = errno;
 	if (root >= 0)
 		close(root);
 	if (pids >= 0)
 		close(pids);
 	if (!ok) {
-		snprintf(msg, n, "container: cannot make its memory cgroup '%s': %s", p, strerror(e));
+		/* cgroup-v2.rst: ENOENT, the guest kernel has no such
+		 * controller; EINVAL for cpu, a realtime process outside the
+		 * root group */
+		snprintf(msg, n, "container: cannot make its cgroup '%s'%s%s: %s", p,
+			 ctrl ? " with the controller " : "", ctrl ? ctrl : "", strerror(e));
 		return -1;
 	}
 	pe->cg_fd = open(p, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	snprintf(v, sizeof(v), "%llu", (unsigned long long)req->ctr_memory_max);
-	if (pe->cg_fd < 0 || cg_write(pe->cg_fd, "memory.max", v) < 0 ||
-	    (faccessat(pe->cg_fd, "memory.swap.max", F_OK, 0) == 0 &&
-	     cg_write(pe->cg_fd, "memory.swap.max", "0") < 0) ||
-	    (pe->cg_procs_fd = openat(pe->cg_fd, "cgroup.procs", O_WRONLY | O_CLOEXEC)) < 0) {
-		snprintf(msg, n, "container: cannot set its memory.max %s: %s", v, strerror(errno));
+	if (pe->cg_fd < 0) {
+		snprintf(msg, n, "container: cannot open its cgroup '%s': %s", p, strerror(errno));
 		return -1;
 	}
+	if (mem) {
+		snprintf(v, sizeof(v), "%llu", (unsigned long long)req->ctr_memory_max);
+		if (cg_write(pe->cg_fd, "memory.max", v) < 0 ||
+		    (faccessat(pe->cg_fd, "memory.swap.max", F_OK, 0) == 0 &&
+		     cg_write(pe->cg_fd, "memory.swap.max", "0") < 0)) {
+			snprintf(msg, n, "container: cannot set its memory.max %s: %s", v,
+				 strerror(errno));
+			return -1;
+		}
+	}
+	if (cpu) {
+		if (req->ctr_cpu_period_us)
+			snprintf(v, sizeof(v), "%llu %llu", (unsigned long long)req->ctr_cpu_quota_us,
+				 (unsigned long long)req->ctr_cpu_period_us);
+		else
+			snprintf(v, sizeof(v), "%llu", (unsigned long long)req->ctr_cpu_quota_us);
+		/* no cpu.max in a group with the cpu controller: a kernel
+		 * without CONFIG_CFS_BANDWIDTH, which cannot bound a quota */
+		if (cg_write(pe->cg_fd, "cpu.max", v) < 0) {
+			int ce = errno;
+			snprintf(msg, n, "container: cannot set its cpu.max '%s': %s%s", v,
+				 strerror(ce),
+				 ce == ENOENT ? " (the guest kernel has no CFS bandwidth control, "
+						"CONFIG_CFS_BANDWIDTH)"
+					      : "");
+			return -1;
+		}
+	}
+	if ((pe->cg_procs_fd = openat(pe->cg_fd, "cgroup.procs", O_WRONLY | O_CLOEXEC)) < 0) {
+		snprintf(msg, n, "container: cannot open its cgroup.procs: %s", strerror(errno));
+		return -1;
+	}
+	pe->mount_cgroup = true;
 	return 0;
 }
 
@@ -524,7 +577,7 @@ static int ctr_join(const struct kis_exec_req *req, struct kis_pod_exec *pe, cha
 	strncat(p, "/cgroup.procs", sizeof(p) - strlen(p) - 1);
 	int cg_procs = open(p, O_WRONLY | O_CLOEXEC);
 	if (cg_procs < 0 && errno != ENOENT) {
-		snprintf(msg, n, "container '%s': cannot open its memory group: %s", req->ctr_id,
+		snprintf(msg, n, "container '%s': cannot open its cgroup: %s", req->ctr_id,
 			 strerror(errno));
 		return -1;
 	}
@@ -547,8 +600,8 @@ static int ctr_join(const struct kis_exec_req *req, struct kis_pod_exec *pe, cha
 			 strerror(e));
 		return r;
 	}
-	/* its memory group, if it has one: an exec counts in the
-	 * container's memory as runc puts an exec'd process in the
+	/* its group, if it has one: an exec counts in the container's
+	 * memory and CPU bounds as runc puts an exec'd process in the
 	 * container's cgroup (opened before: the guest's /sys/fs/cgroup is
 	 * in the mount namespace left) */
 	pe->cg_procs_fd = cg_procs;
@@ -564,7 +617,7 @@ static int ctr_remove(const struct kis_exec_req *req, char *msg, size_t n)
 	while (pid > 0 && ctr_init(req->ctr_id) == pid && kis_monotonic_ms() < end)
 		usleep(10000);
 	char dir[256], p[512];
-	/* its memory group, once its last process is gone (rmdir(2) of a
+	/* its group, once its last process is gone (rmdir(2) of a
 	 * populated group is EBUSY; the pid namespace's end kills the rest) */
 	ctr_cg_path(req->ctr_id, NULL, p, sizeof(p));
 	while (rmdir(p) < 0 && errno == EBUSY && kis_monotonic_ms() < end)

@@ -25,8 +25,9 @@ struct kis_pod_exec {
 	int pod_root_fd;   /* the pod root's /etc, for the file binds */
 	bool mount_proc;   /* init: the command mounts its /proc (kis_pod_child) */
 	bool done;         /* remove: nothing to run */
-	int cg_procs_fd;   /* init, join: the container's memory group's cgroup.procs; -1 none */
+	int cg_procs_fd;   /* init, join: the container's group's cgroup.procs; -1 none */
 	int cg_fd;         /* init: that group, read for memory.events once the init ends */
+	bool mount_cgroup; /* init: the command mounts its group at /sys/fs/cgroup */
 };
 /* Before the command starts: for req's container (none: nothing), the
  * worker enters what the command is to run in (init: the container's

@@ -76,6 +76,8 @@ int kis_agent_session_exec(const struct kis_session_call *c, struct kis_result *
 		req.ctr_hostname = (char *)c->container->hostname;
 		req.ctr_free_slot = c->container->free_slot;
 		req.ctr_memory_max = c->container->memory_max;
+		req.ctr_cpu_quota_us = c->container->cpu_quota_us;
+		req.ctr_cpu_period_us = c->container->cpu_period_us;
 	}
 	/* the agent enforces the exec's limits; signals from the caller (the
 	 * CLI's cancel pipe carries signal numbers) are forwarded */

@@ -132,7 +132,8 @@ static void test_exec_request_container(void **state)
 	char *argv[] = {"true", NULL};
 	struct kis_exec_req in = {.argv = argv, .ctr_op = KIS_CTR_INIT, .ctr_id = "app-1",
 				  .ctr_slot = 2, .ctr_hostname = "pod-host",
-				  .ctr_memory_max = 32u << 20};
+				  .ctr_memory_max = 32u << 20, .ctr_cpu_quota_us = 50000,
+				  .ctr_cpu_period_us = 100000};
 	char *s = kis_exec_req_to_json(&in);
 	assert_non_null(s);
 	struct kis_exec_req out;
@@ -144,6 +145,18 @@ static void test_exec_request_container(void **state)
 	assert_string_equal(out.ctr_hostname, "pod-host");
 	assert_false(out.ctr_free_slot);
 	assert_int_equal(out.ctr_memory_max, 32u << 20);
+	assert_int_equal(out.ctr_cpu_quota_us, 50000);
+	assert_int_equal(out.ctr_cpu_period_us, 100000);
+	kis_exec_req_release(&out);
+	free(s);
+	/* a quota alone: the group keeps the kernel's period */
+	in.ctr_cpu_period_us = 0;
+	s = kis_exec_req_to_json(&in);
+	assert_non_null(s);
+	assert_null(strstr(s, "cpu_period_us"));
+	assert_int_equal(kis_exec_req_from_json(s, strlen(s), &out, &e), 0);
+	assert_int_equal(out.ctr_cpu_quota_us, 50000);
+	assert_int_equal(out.ctr_cpu_period_us, 0);
 	kis_exec_req_release(&out);
 	free(s);
 	expect_bad_req("{\"argv\":[\"true\"],\"container\":{\"op\":\"init\",\"id\":\"../x\"}}");
@@ -156,6 +169,35 @@ static void test_exec_request_container(void **state)
 		       "\"memory_max\":-1}}");
 	expect_bad_req("{\"argv\":[\"true\"],\"container\":{\"op\":\"init\",\"id\":\"a\","
 		       "\"memory_max\":\"32m\"}}");
+	/* cpu.max the guest would write: within the kernel's bounds
+	 * (sched-bwc.rst), a period only with a quota */
+	static const char *const bad_cpu[] = {
+		"\"cpu_quota_us\":999",
+		"\"cpu_quota_us\":0",
+		"\"cpu_quota_us\":-1",
+		"\"cpu_quota_us\":17592186044416", /* 2^44 */
+		"\"cpu_quota_us\":\"max\"",
+		"\"cpu_quota_us\":\"50000 100000\"",
+		"\"cpu_quota_us\":50000.5",
+		"\"cpu_quota_us\":50000,\"cpu_period_us\":999",
+		"\"cpu_quota_us\":50000,\"cpu_period_us\":1000001",
+		"\"cpu_quota_us\":50000,\"cpu_period_us\":-100000",
+		"\"cpu_period_us\":100000",
+	};
+	for (size_t i = 0; i < sizeof(bad_cpu) / sizeof(bad_cpu[0]); i++) {
+		char req[256];
+		snprintf(req, sizeof(req),
+			 "{\"argv\":[\"true\"],\"container\":{\"op\":\"init\",\"id\":\"a\",%s}}",
+			 bad_cpu[i]);
+		expect_bad_req(req);
+	}
+	/* the bounds themselves are taken */
+	const char *edge = "{\"argv\":[\"true\"],\"container\":{\"op\":\"init\",\"id\":\"a\","
+			   "\"cpu_quota_us\":1000,\"cpu_period_us\":1000000}}";
+	assert_int_equal(kis_exec_req_from_json(edge, strlen(edge), &out, &e), 0);
+	assert_int_equal(out.ctr_cpu_quota_us, 1000);
+	assert_int_equal(out.ctr_cpu_period_us, 1000000);
+	kis_exec_req_release(&out);
 }
 
 /* The EXIT frame of a pod container's init killed at its memory.max:
