@@ -561,15 +561,18 @@ static int plan_cpu(json_t *cpu, struct krt_host_plan *p, struct kis_error **err
 					     "linux.resources.cpu.%s is not an integer", ck);
 		json_int_t x = json_integer_value(cv);
 		/* quota -1 (or 0): no bound, a new group's own value */
-		if (quota && x > 0 && x < 1000)
+		if (quota && x > 0 &&
+		    ((uint64_t)x < KIS_CPU_QUOTA_MIN_US || (uint64_t)x > KIS_CPU_QUOTA_MAX_US))
 			return kis_error_set(err, KIS_E_INVALID_PROFILE, 0,
-					     "linux.resources.cpu.quota %lld is below the kernel's "
-					     "least, 1000 us (sched-bwc.rst)", (long long)x);
-		if (period && x != 0 && (x < 1000 || x > 1000000))
+					     "linux.resources.cpu.quota %lld is outside the "
+					     "kernel's %llu..%llu us (sched-bwc.rst); -1 is none",
+					     (long long)x, KIS_CPU_QUOTA_MIN_US, KIS_CPU_QUOTA_MAX_US);
+		if (period && x != 0 &&
+		    ((uint64_t)x < KIS_CPU_PERIOD_MIN_US || (uint64_t)x > KIS_CPU_PERIOD_MAX_US))
 			return kis_error_set(err, KIS_E_INVALID_PROFILE, 0,
 					     "linux.resources.cpu.period %lld is outside the "
-					     "kernel's 1000..1000000 us (sched-bwc.rst)",
-					     (long long)x);
+					     "kernel's %llu..%llu us (sched-bwc.rst)",
+					     (long long)x, KIS_CPU_PERIOD_MIN_US, KIS_CPU_PERIOD_MAX_US);
 		if (!quota && !period && x != 0 && (x < 2 || x > 262144))
 			return kis_error_set(err, KIS_E_INVALID_PROFILE, 0,
 					     "linux.resources.cpu.shares %lld is outside "

@@ -93,7 +93,11 @@ struct mvm_plan {
 	bool terminal;
 	unsigned rows, cols;
 	json_t *files;           /* [[source, destination]]: file binds to copy */
-	uint64_t app_memory;     /* a pod app's linux.resources.memory.limit; 0 none */
+	struct mvm_app_res {
+		uint64_t memory;        /* a pod app's linux.resources.memory.limit; 0 none */
+		uint64_t cpu_quota_us;  /* its linux.resources.cpu.quota; 0 none */
+		uint64_t cpu_period_us; /* its period with that quota; 0 the kernel's */
+	} app;
 };
 
 static void mvm_plan_release(struct mvm_plan *p)
@@ -143,14 +147,90 @@ static bool empty(json_t *v)
 	       (json_is_array(v) && !json_array_size(v));
 }
 
-/* app: a pod's app container, whose memory limit is its own group's in
- * the pod's guest (app_mem), not the VM's RAM. */
-static int mvm_resources(json_t *res, bool app, uint64_t *app_mem, struct kis_limits *lim,
-			 struct kis_error **err)
+/* linux.resources.cpu. An app container of a pod: its quota (with its
+ * period) is cpu.max of its own group in the pod's guest (agent/pod.c),
+ * the kernel's bounds checked here first (a value the guest's kernel
+ * refuses would fail the start, not the create). A quota is a bound on
+ * the container's processes, as runc binds the container's cgroup:
+ *   - the sandbox (pause) container's: runc binds the pause process's own
+ *     group with it; kis-vm's pause container is the pod's VM, and a quota
+ *     there would read as a bound on the pod that nothing enforces (the
+ *     VM's vCPUs bound it): refused, naming where a quota binds (the app
+ *     containers');
+ *   - a lone microvm container's: its process is its VM's session's
+ *     command, in no group of its own; refused.
+ * A period without a quota bounds nothing (the group's quota stays
+ * "max"): checked, not carried. shares are a weight among the host's
+ * groups: the VM's vCPUs are the guest's; taken unapplied. A CPU set, a
+ * realtime budget, burst and idle are not had. */
+static int mvm_cpu(json_t *cpu, enum krt_pod_role role, struct mvm_app_res *res,
+		   struct kis_error **err)
 {
+	bool app = role == KRT_POD_APP;
+	const char *ck;
+	json_t *cv;
+	uint64_t quota = 0, period = 0;
+	json_object_foreach(cpu, ck, cv) {
+		bool is_quota = strcmp(ck, "quota") == 0, is_period = strcmp(ck, "period") == 0;
+		if (is_quota || is_period) {
+			/* the model typed them (an integer; period at least 0) */
+			json_int_t x = json_integer_value(cv);
+			if (is_quota && x > 0 &&
+			    ((uint64_t)x < KIS_CPU_QUOTA_MIN_US || (uint64_t)x > KIS_CPU_QUOTA_MAX_US))
+				return kis_error_set(err, KIS_E_INVALID_PROFILE, 0,
+						     "linux.resources.cpu.quota %lld is outside the "
+						     "kernel's %llu..%llu us (sched-bwc.rst); -1 is "
+						     "none",
+						     (long long)x, KIS_CPU_QUOTA_MIN_US,
+						     KIS_CPU_QUOTA_MAX_US);
+			if (is_period && x != 0 &&
+			    ((uint64_t)x < KIS_CPU_PERIOD_MIN_US || (uint64_t)x > KIS_CPU_PERIOD_MAX_US))
+				return kis_error_set(err, KIS_E_INVALID_PROFILE, 0,
+						     "linux.resources.cpu.period %lld is outside the "
+						     "kernel's %llu..%llu us (sched-bwc.rst)",
+						     (long long)x, KIS_CPU_PERIOD_MIN_US,
+						     KIS_CPU_PERIOD_MAX_US);
+			/* quota -1 (or 0): none, as runc reads it */
+			*(is_quota ? &quota : &period) = x > 0 ? (uint64_t)x : 0;
+			continue;
+		}
+		if (strcmp(ck, "shares") == 0 || empty(cv) ||
+		    (json_is_integer(cv) && json_integer_value(cv) <= 0) ||
+		    (json_is_string(cv) && !*json_string_value(cv)))
+			continue;
+		return krt_mvm_refuse(err, "linux.resources.cpu.%s: not enforced in the guest%s", ck,
+				  app ? " (an app container of a kis-vm pod binds cpu.quota and "
+					"cpu.period, its guest group's cpu.max)"
+				      : "");
+	}
+	if (!quota)
+		return 0;
+	if (role == KRT_POD_SANDBOX)
+		return krt_mvm_refuse(err, "linux.resources.cpu.quota %llu: a kis-vm pod's sandbox "
+				       "(pause) container is the pod's VM, whose CPU no quota "
+				       "bounds (its vCPUs do); set the quota on the pod's app "
+				       "containers (each one's is cpu.max of its own group in the "
+				       "guest)",
+				  (unsigned long long)quota);
+	if (!app)
+		return krt_mvm_refuse(err, "linux.resources.cpu.quota %llu: not enforced in the "
+				       "guest: a lone kis-vm container's process has no group of "
+				       "its own there (its VM's vCPUs bound it)",
+				  (unsigned long long)quota);
+	res->cpu_quota_us = quota;
+	res->cpu_period_us = period;
+	return 0;
+}
+
+/* An app container of a pod (role): its memory and CPU limits are its
+ * own group's in the pod's guest (res), not the VM's RAM. */
+static int mvm_resources(json_t *jres, enum krt_pod_role role, struct mvm_app_res *res,
+			 struct kis_limits *lim, struct kis_error **err)
+{
+	bool app = role == KRT_POD_APP;
 	const char *key;
 	json_t *v;
-	json_object_foreach(res, key, v) {
+	json_object_foreach(jres, key, v) {
 		if (strcmp(key, "devices") == 0) {
 			/* the device cgroup's rules: the guest's /dev is its own and
 			 * its sandbox user opens none of the host's devices */
@@ -163,7 +243,7 @@ static int mvm_resources(json_t *res, bool app, uint64_t *app_mem, struct kis_li
 				 * VM's RAM is taken as given: harmless, the VM's
 				 * RAM binds first (its OOM is the guest's), and
 				 * the group still counts the container's kills */
-				*app_mem = m > 0 ? (uint64_t)m : 0;
+				res->memory = m > 0 ? (uint64_t)m : 0;
 				continue;
 			}
 			if (m > 0 && (uint64_t)m < MVM_MIN_MEM)
@@ -179,18 +259,7 @@ static int mvm_resources(json_t *res, bool app, uint64_t *app_mem, struct kis_li
 			if (n > 0 && (!lim->pids || (uint64_t)n < lim->pids))
 				lim->pids = (uint64_t)n;
 		} else if (strcmp(key, "cpu") == 0) {
-			/* shares are a weight among the host's groups: the VM's
-			 * vCPU is the guest's; quota, cpusets, realtime are not had */
-			const char *ck;
-			json_t *cv;
-			json_object_foreach(v, ck, cv) {
-				if (strcmp(ck, "shares") == 0 || (strcmp(ck, "period") == 0) ||
-				    empty(cv) || (json_is_integer(cv) && json_integer_value(cv) <= 0) ||
-				    (json_is_string(cv) && !*json_string_value(cv)))
-					continue;
-				return krt_mvm_refuse(err, "linux.resources.cpu.%s: not enforced in the "
-						       "guest", ck);
-			}
+			TRY(mvm_cpu(v, role, res, err));
 		} else if (!empty(v)) {
 			return krt_mvm_refuse(err, "linux.resources.%s: not enforced in the guest", key);
 		}
@@ -326,10 +395,10 @@ static int mvm_plan(json_t *config, const struct krt_pod *pod, struct mvm_plan *
 	if (!netns)
 		return krt_mvm_refuse(err, "linux.namespaces: no network namespace means the host's "
 				       "network, which the guest has not (it has a loopback only)");
-	/* an app container's memory limit: a group of its own in the pod's
-	 * guest (agent/pod.c), its init and execs in it */
-	TRY(mvm_resources(json_object_get(linux_, "resources"), pod->role == KRT_POD_APP,
-			  &p->app_memory, &pr->limits, err));
+	/* an app container's memory and CPU limits: a group of its own in
+	 * the pod's guest (agent/pod.c), its init and execs in it */
+	TRY(mvm_resources(json_object_get(linux_, "resources"), pod->role, &p->app, &pr->limits,
+			  err));
 	if (pod->role == KRT_POD_APP && pr->limits.pids)
 		return krt_mvm_refuse(err, "linux.resources.pids (or RLIMIT_NPROC): an app container "
 				       "of a kis-vm pod counts in the pod VM's pids group; a limit "
@@ -710,7 +779,9 @@ int krt_mvm_create(const struct krt_globals *g, const struct krt_model *m, const
 	if (krt_tier_make(hfd, id, !o->run, &made, &dfd, &fifo, err) < 0)
 		goto out;
 	struct kis_exec_container ctr = {.op = KIS_CTR_INIT, .id = id, .slot = -1,
-					 .hostname = pod.hostname, .memory_max = p.app_memory};
+					 .hostname = pod.hostname, .memory_max = p.app.memory,
+					 .cpu_quota_us = p.app.cpu_quota_us,
+					 .cpu_period_us = p.app.cpu_period_us};
 	if (pod.role == KRT_POD_APP) {
 		/* its own root in the pod's VM: a mount slot holding its tree
 		 * (one per distinct tree, mvm_pod.c), the tree imported as a
@@ -810,7 +881,8 @@ int krt_mvm_create(const struct krt_globals *g, const struct krt_model *m, const
 	}
 	/* an app's process is an exec of its pod's session, with the limits
 	 * an exec may tighten (the agent applies them to it: kis/limits.h
-	 * per_exec); its memory limit is its guest group's (ctr.memory_max),
+	 * per_exec); its memory and CPU limits are its guest group's
+	 * (ctr.memory_max, ctr.cpu_quota_us),
 	 * its pids were refused in the plan */
 	const char *run_sid = pod.role == KRT_POD_APP ? pod.session : sid;
 	struct kis_limits app_lim = {

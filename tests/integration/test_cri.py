@@ -14,6 +14,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "cri"))
 import harness as H  # noqa: E402
+from cpu_probe import busy_probe, busy_share  # noqa: E402
 
 WHY = H.why_skip()
 pytestmark = pytest.mark.skipif(WHY is not None, reason=WHY or "")
@@ -28,9 +29,8 @@ QEMU = Path("/usr/bin/qemu-system-x86_64")
 KNOWN_REFUSALS = {
     # one VM per pod (src/runtime/mvm_pod.c): what an app container of the
     # pod's VM cannot have of its own is refused by name
-    "kis-vm": r"profile_unsatisfiable: (linux\.resources\.(memory\.limit|pids)[^:]*: an app "
-              r"container of a kis-vm pod|linux\.resources\.cpu\.\w+: not enforced in the "
-              r"guest).* \(run\.kis\.tier 'microvm'\)",
+    "kis-vm": r"profile_unsatisfiable: linux\.resources\.(memory\.limit|pids)[^:]*: an app "
+              r"container of a kis-vm pod.* \(run\.kis\.tier 'microvm'\)",
 }
 
 
@@ -362,16 +362,48 @@ def test_pod_resources_apply_to_the_cgroup(pod, node):
     """CPU and memory limits of the container's spec are its cgroup's
     (cgroup v1 here: memory.limit_in_bytes, cpu.cfs_quota_us/period, shares),
     at the cgroup parent the pod's config names (kis-host too: its group is
-    made at linux.cgroupsPath, as runc makes it)."""
+    made at linux.cgroupsPath, as runc makes it). At kis-vm the container
+    runs in the pod's guest and the host pid is a proxy: judged there, in
+    its own group (cgroup v2, src/agent/pod.c), by what the container sees
+    and by the effect, against a container of the same pod without a
+    quota."""
     cid = pod.start("limited", ["/bin/sleep", "100000"], memory=96 << 20, cpu_quota=50000,
                     cpu_period=100000, cpu_shares=512)
     _, info = wait_state(node, cid, node.cri.pb.CONTAINER_RUNNING)
+    if pod.handler == "kis-vm":
+        _judge_in_the_guest(pod, node, cid)
+        return
     pid = info["pid"]
     assert _cgroup_file(pid, "memory", "memory.limit_in_bytes") == str(96 << 20)
     assert _cgroup_file(pid, "cpu", "cpu.cfs_quota_us") == "50000"
     assert _cgroup_file(pid, "cpu", "cpu.cfs_period_us") == "100000"
     assert _cgroup_file(pid, "cpu", "cpu.shares") == "512"
     assert f"/{node.cgroup_top}/" in Path(f"/proc/{pid}/cgroup").read_text()
+
+
+def _judge_in_the_guest(pod, node, cid):
+    """kis-vm: the container's cgroup namespace is rooted at its group,
+    which it sees at /sys/fs/cgroup: cpu.max "$QUOTA $PERIOD" and
+    memory.max as asked (shares are a weight among the host's groups, not
+    applied in the guest). A busy loop there has about quota/period (half)
+    of a CPU and is throttled; in a control container of the same pod with
+    a memory limit only (a group of its own, cpu.max "max") it has a whole
+    CPU and is never throttled."""
+    out, err, rc = node.exec_sync(cid, ["cat", "/sys/fs/cgroup/cpu.max",
+                                        "/sys/fs/cgroup/memory.max"])
+    assert (out, rc) == (f"50000 100000\n{96 << 20}\n", 0), (out, err, rc)
+    ctl = pod.start("unthrottled", ["/bin/sleep", "100000"], memory=96 << 20)
+    wait_state(node, ctl, node.cri.pb.CONTAINER_RUNNING)
+    out, err, rc = node.exec_sync(ctl, ["cat", "/sys/fs/cgroup/cpu.max"])
+    assert (rc, out.split()[:1]) == (0, ["max"]), (out, err, rc)
+    out, err, rc = node.exec_sync(cid, busy_probe(3), timeout=60)
+    assert rc == 0, err
+    share, throttled = busy_share(out)
+    assert 0.35 <= share <= 0.65 and throttled > 0, (share, throttled, out)
+    out, err, rc = node.exec_sync(ctl, busy_probe(2), timeout=60)
+    assert rc == 0, err
+    share, throttled = busy_share(out)
+    assert share >= 0.75 and throttled == 0, (share, throttled, out)
 
 
 def _shim_pids(pod_id):

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from cpu_probe import busy_probe, busy_share
 from test_runtime import (WHY, KRT, GUEST, crun_ref, krt, make_bundle, microvm_tier, mvm_guest,  # noqa: F401
                           roots, state, wait_status, work)
 
@@ -172,6 +173,100 @@ def test_app_memory_limit_is_its_own_group_in_the_guest(work, roots, mvm_guest, 
             krt(kr, "delete", "--force", cid)
         krt(kr, "kill", sb, "KILL")
         krt(kr, "delete", "--force", sb)
+
+
+def test_app_cpu_quota_is_its_own_groups_cpu_max_in_the_guest(work, roots, mvm_guest,
+                                                              other_netns, tmp_path):
+    """An app container's linux.resources.cpu.quota and period are cpu.max
+    of a cgroup of its own in the pod's guest (src/agent/pod.c), made for
+    the quota alone: the container sees its group at /sys/fs/cgroup (its
+    cgroup namespace's root), cannot write it, and a busy loop there has
+    about quota/period of a CPU, throttled; an app of the same pod with a
+    memory limit only (a group of its own, no quota) has a whole CPU and
+    is never throttled."""
+    kr, _ = roots
+    sb = "krt-cpu-sbx"
+    b = pod_bundle(work, ["sleep", "100000"], "sandbox", sb,
+                   {"network": f"/proc/{other_netns}/ns/net"})
+    assert krt(kr, "create", "--bundle", str(b), sb).returncode == 0
+    apps = []
+
+    def quota(c):
+        c["linux"]["resources"] = {"cpu": {"quota": 20000, "period": 100000, "shares": 512}}
+
+    def mem_only(c):
+        c["linux"]["resources"] = {"memory": {"limit": 256 << 20}}
+    try:
+        assert krt(kr, "start", sb).returncode == 0
+        ns = pod_ns(wait_status(lambda *a: krt(kr, *a), sb, "running")["pid"])
+        for cid, edit in (("krt-cpu-lim", quota), ("krt-cpu-free", mem_only)):
+            rc, _, err = _app_create(kr, pod_bundle(work, ["sleep", "100000"], "container", sb,
+                                                    ns, edit), cid, tmp_path)
+            assert rc == 0, err.read_text()
+            apps.append(cid)
+            assert krt(kr, "start", cid).returncode == 0
+            wait_status(lambda *a: krt(kr, *a), cid, "running")
+        p = krt(kr, "exec", "krt-cpu-lim", "cat", "/sys/fs/cgroup/cpu.max")
+        assert (p.returncode, p.stdout) == (0, "20000 100000\n"), (p.returncode, p.stderr)
+        # its cgroup namespace's root is its group: the limit is there,
+        # not to be raised from inside (a read-only mount; the group's
+        # files are the guest root's; nsdelegate)
+        p = krt(kr, "exec", "krt-cpu-lim", "sh", "-c",
+                "echo max > /sys/fs/cgroup/cpu.max; "
+                "cat /proc/self/cgroup /sys/fs/cgroup/cpu.max")
+        assert p.stdout.split("\n")[-3:] == ["0::/", "20000 100000", ""], (p.stdout, p.stderr)
+        p = krt(kr, "exec", "krt-cpu-free", "cat", "/sys/fs/cgroup/cpu.max")
+        assert (p.returncode, p.stdout.split()[0]) == (0, "max"), (p.stdout, p.stderr)
+        p = krt(kr, "exec", "krt-cpu-lim", *busy_probe(3))
+        assert p.returncode == 0, p.stderr
+        share, throttled = busy_share(p.stdout)
+        assert 0.1 <= share <= 0.32 and throttled > 0, (share, throttled, p.stdout)
+        p = krt(kr, "exec", "krt-cpu-free", *busy_probe(2))
+        assert p.returncode == 0, p.stderr
+        share, throttled = busy_share(p.stdout)
+        assert share >= 0.6 and throttled == 0, (share, throttled, p.stdout)
+    finally:
+        for cid in apps:
+            krt(kr, "kill", cid, "KILL")
+            krt(kr, "delete", "--force", cid)
+        krt(kr, "kill", sb, "KILL")
+        krt(kr, "delete", "--force", sb)
+
+
+def _cpu(**kw):
+    def e(c):
+        c["linux"]["resources"] = {"cpu": kw}
+    return e
+
+
+@pytest.mark.parametrize("role,cpu,named", [
+    ("container", {"quota": 999, "period": 100000},
+     "linux.resources.cpu.quota 999 is outside the kernel's 1000..17592186044415 us"),
+    ("container", {"quota": 1 << 44}, "linux.resources.cpu.quota 17592186044416 is outside"),
+    ("container", {"quota": 50000, "period": 999},
+     "linux.resources.cpu.period 999 is outside the kernel's 1000..1000000 us"),
+    ("container", {"quota": 50000, "period": 1000001}, "linux.resources.cpu.period 1000001"),
+    ("container", {"period": 5}, "linux.resources.cpu.period 5"),
+    ("container", {"quota": 50000, "cpus": "0"}, "linux.resources.cpu.cpus: not enforced"),
+    ("container", {"realtimeRuntime": 1000}, "linux.resources.cpu.realtimeRuntime: not"),
+    ("sandbox", {"quota": 50000, "period": 100000},
+     "a kis-vm pod's sandbox (pause) container is the pod's VM"),
+])
+def test_cpu_limits_the_guest_cannot_bind_are_refused_by_name(work, roots, other_netns, role,
+                                                               cpu, named):
+    """A hostile bundle's CPU values are checked before anything is made:
+    outside the kernel's cpu.max bounds (sched-bwc.rst), a CPU set or a
+    realtime budget, or a quota for the pod's sandbox, which is its VM."""
+    kr, _ = roots
+    cid = f"krt-cpu-bad-{uuid.uuid4().hex[:6]}"
+    ns = pod_ns(other_netns) if role == "container" else \
+        {"network": f"/proc/{other_netns}/ns/net"}
+    b = pod_bundle(work, ["true"], role, "krt-cpu-pod" if role == "container" else cid, ns,
+                   _cpu(**cpu))
+    p = krt(kr, "create", "--bundle", str(b), cid)
+    assert p.returncode != 0, p.stdout
+    assert named in p.stderr, p.stderr
+    assert not (kr / "kis-microvm" / cid).exists()
 
 
 def test_one_vm_per_pod(work, roots, mvm_guest, other_netns, foreign, tmp_path):
