@@ -17,10 +17,13 @@
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -385,9 +388,9 @@ static int create_v1(struct kis_cgroup *cg, const char *name, const struct kis_l
 			  !(realpath(CG_ROOT "/cpu", cpu_real) && !strcmp(cpu_real, acct_real));
 	bool want[KIS_CG_SLOTS];
 	for (int i = 0; i < (int)ARRAY_SIZE(cg_limits); i++)
-		want[i] = true;
-	want[V1_CPU] = cpu_wanted(o);
-	want[V1_CPUACCT] = acct_alone;
+		want[i] = !o->memory_only || i == V1_MEMORY;
+	want[V1_CPU] = !o->memory_only && cpu_wanted(o);
+	want[V1_CPUACCT] = !o->memory_only && acct_alone;
 	for (int i = 0; i < KIS_CG_SLOTS; i++) {
 		char mnt[64], own[PATH_MAX / 2];
 		snprintf(mnt, sizeof(mnt), CG_ROOT "/%s", v1_ctrl[i]);
@@ -724,6 +727,139 @@ int kis_cgroup_read_events(const struct kis_cgroup *cg, struct kis_cgroup_events
 			return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot read pids.events");
 		ev->pids_max = keyed_value(buf, "max");
 	}
+	return 0;
+}
+
+/* ---- an OOM kill made to happen in a group, for its watchers ---- */
+
+/* Headroom above the group's usage when the relay's child lowers the
+ * limit, and how far past it the child touches: the child's first
+ * pages (its stack, copied on write) fit, the rest cannot. */
+#define RELAY_HEADROOM (512u << 10)
+#define RELAY_TOUCH (RELAY_HEADROOM + (32u << 20))
+#define RELAY_WAIT_MS 10000
+
+static uint64_t oom_kill_count(const char *dir, bool v1, bool *found)
+{
+	char buf[512];
+	*found = read_file(dir, v1 ? "memory.oom_control" : "memory.events", buf, sizeof(buf)) >= 0 &&
+		 strstr(buf, "oom_kill ") != NULL;
+	return *found ? keyed_value(buf, "oom_kill") : 0;
+}
+
+/* The relay's child: the OOM killer's victim of choice in the group,
+ * the group's limit brought down to its usage, pages touched until the
+ * kernel ends it. It never returns. */
+static void __attribute__((noreturn)) relay_child(const char *dir, bool v1, uint64_t limit)
+{
+	/* proc(5) oom_score_adj: 1000 makes this the victim among the group's
+	 * processes (the caller keeps its own); raising it needs no privilege.
+	 * A group whose every process is at -1000 has no victim, and a
+	 * charge that cannot be met then waits forever. */
+	int fd = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
+	if (fd < 0 || write(fd, "1000", 4) != 4)
+		_exit(2);
+	close(fd);
+	if (v1) {
+		/* cgroup-v1/memory.rst 10: oom_kill_disable is inherited from
+		 * the parent; 0 lets the OOM killer act in this group (with 1
+		 * the charging task would sleep until memory is freed). memcg
+		 * swappiness 0: reclaim in the group does not swap anon pages
+		 * out, so touching them runs into the limit. */
+		if (write_file(dir, "memory.oom_control", "0") < 0)
+			_exit(3);
+		(void)write_file(dir, "memory.swappiness", "0");
+	} else {
+		/* cgroup-v2.rst memory.swap.max: no swap to spill into */
+		(void)write_file(dir, "memory.swap.max", "0");
+	}
+	long page = sysconf(_SC_PAGESIZE);
+	char v[32];
+	bool lowered = false;
+	for (int tries = 0; !lowered && tries < 8; tries++) {
+		char buf[64];
+		if (read_file(dir, v1 ? "memory.usage_in_bytes" : "memory.current", buf,
+			      sizeof(buf)) < 0)
+			_exit(4);
+		uint64_t want = strtoull(buf, NULL, 10) + RELAY_HEADROOM;
+		want = (want + (uint64_t)page - 1) / (uint64_t)page * (uint64_t)page;
+		if (want >= limit)
+			break; /* the limit is already that close */
+		u64_str(v, sizeof(v), want);
+		/* v1 refuses a limit under the usage it cannot reclaim (EBUSY):
+		 * the usage moved, read it again */
+		if (write_file(dir, v1 ? "memory.limit_in_bytes" : "memory.max", v) == 0)
+			lowered = true;
+		else if (errno != EBUSY)
+			_exit(5);
+	}
+	volatile char *p = mmap(NULL, RELAY_TOUCH, PROT_READ | PROT_WRITE,
+				MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (p == MAP_FAILED)
+		_exit(6);
+	/* each write faults a page in, charged to the group: past the limit
+	 * the charge fails and the memcg OOM killer picks this process */
+	for (size_t off = 0; off < RELAY_TOUCH; off += (size_t)page)
+		p[off] = 1;
+	_exit(7); /* not killed: the limit did not bind */
+}
+
+int kis_cgroup_oom_relay(const struct kis_cgroup *cg, struct kis_error **err)
+{
+	bool v1 = cg->mode == KIS_CG_V1;
+	const char *dir = v1 ? cg->dirs[V1_MEMORY] : cg->dirs[0];
+	const char *max_file = v1 ? "memory.limit_in_bytes" : "memory.max";
+	if (!dir || cg->mode == KIS_CG_NONE)
+		return kis_error_set(err, KIS_E_INVALID_ARGUMENT, 0,
+				     "the group has no memory controller");
+	char was[32];
+	if (read_file(dir, max_file, was, sizeof(was)) <= 0)
+		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot read %s/%s", dir,
+				     max_file);
+	was[strcspn(was, "\n")] = '\0';
+	/* v2's "max" is no limit */
+	uint64_t limit = strcmp(was, "max") == 0 ? UINT64_MAX : strtoull(was, NULL, 10);
+	bool counted;
+	uint64_t before = oom_kill_count(dir, v1, &counted);
+	/* a forked child, not a helper program: it only touches its own
+	 * memory until the kernel kills it (no exec, so not src/exec/'s) */
+	pid_t pid = fork();
+	if (pid < 0)
+		return kis_error_set(err, KIS_E_INTERNAL, errno, "fork");
+	if (pid == 0)
+		relay_child(dir, v1, limit);
+	int ws = 0;
+	pid_t got = 0;
+	for (int ms = 0; (got = waitpid(pid, &ws, WNOHANG)) == 0 && ms < RELAY_WAIT_MS; ms += 10) {
+		struct timespec ts = {0, 10 * 1000 * 1000};
+		nanosleep(&ts, NULL);
+	}
+	if (got == 0) {
+		/* under an OOM that kills nobody: end it ourselves */
+		kill(pid, SIGKILL);
+		while (waitpid(pid, &ws, 0) < 0 && errno == EINTR)
+			;
+	}
+	/* the group's limit as it was (the child's pages are gone with it) */
+	int restored = write_file(dir, max_file, was);
+	int e = errno;
+	bool now_counted;
+	uint64_t after = oom_kill_count(dir, v1, &now_counted);
+	if (got == 0)
+		return kis_error_set(err, KIS_E_INTERNAL, 0,
+				     "the OOM killer did not act in %s within %d ms", dir,
+				     RELAY_WAIT_MS);
+	if (!WIFSIGNALED(ws) || WTERMSIG(ws) != SIGKILL)
+		return kis_error_set(err, KIS_E_INTERNAL, 0,
+				     "the OOM relay's process in %s was not OOM-killed (status %d)",
+				     dir, WIFEXITED(ws) ? WEXITSTATUS(ws) : -WTERMSIG(ws));
+	if (counted && now_counted && after <= before)
+		return kis_error_set(err, KIS_E_INTERNAL, 0,
+				     "the OOM relay's process in %s was killed, but not by the "
+				     "OOM killer", dir);
+	if (restored < 0)
+		return kis_error_set(err, KIS_E_INTERNAL, e, "cannot put back %s/%s", dir,
+				     max_file);
 	return 0;
 }
 

@@ -296,6 +296,10 @@ struct kis_cgroup_opts {
 	/* v1 cpu.shares (2..262144), v2 cpu.weight mapped as runc and crun
 	 * map it; 0: none */
 	uint64_t cpu_shares;
+	/* the memory controller's group alone (v1: the memory hierarchy's
+	 * leaf, no pids or cpuacct one; v2: the one leaf, +memory): a process
+	 * placed there for its memory accounting keeps its other groups */
+	bool memory_only;
 };
 KIS_HIDDEN int kis_cgroup_create_with(const char *name, const struct kis_limits *lim,
 				      const struct kis_cgroup_opts *o, struct kis_cgroup **out,
@@ -309,6 +313,15 @@ KIS_HIDDEN bool kis_cgroup_cpu_available(char *why, size_t why_len);
  * command's). */
 KIS_HIDDEN int kis_cgroup_set_pids(const struct kis_cgroup *cg, uint64_t pids,
 				   struct kis_error **err);
+/* Make the group's memory controller OOM-kill a process of its own in
+ * it, so that whoever watches the group's OOM events (a containerd
+ * shim: v1 memory.oom_control's eventfd, v2 memory.events' oom_kill)
+ * sees one: a child forked into the group (it is the caller's) lowers
+ * the group's limit just above its usage and touches memory until the
+ * OOM killer ends it; the limit is put back after. The caller, which
+ * must be in the group, lives on. 0 when the kernel's OOM killer ended
+ * the child (the group's oom_kill count rose), else an error. */
+KIS_HIDDEN int kis_cgroup_oom_relay(const struct kis_cgroup *cg, struct kis_error **err);
 /* Move pid (0: the caller itself) into the group. No allocation. */
 KIS_HIDDEN int kis_cgroup_attach(const struct kis_cgroup *cg, pid_t pid, struct kis_error **err);
 KIS_HIDDEN int kis_cgroup_read_events(const struct kis_cgroup *cg, struct kis_cgroup_events *ev,

@@ -31,7 +31,6 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
-#include <sys/random.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -592,11 +591,6 @@ static void remove_state(int hfd, const char *id)
 	krt_tier_remove(hfd, id, end_cgroups);
 }
 
-/* The container's groups (core/record.h notes each leaf in NOTED, in its
- * state directory, before making it): a create killed after that leaves
- * the note, which delete sweeps (sweep_noted) */
-#define NOTED "cgroups.noted"
-
 /* The container's group: memory and pids (kis's defaults when unset),
  * the CPU bandwidth and shares of linux.resources.cpu, at the bundle's
  * linux.cgroupsPath (host_plan.c) or as krt-<random> under kis's own
@@ -610,23 +604,7 @@ static int open_cgroup(int dfd, const char *cgname, const struct krt_host_plan *
 	rc->limits = p->limits;
 	struct kis_cgroup_opts o = {.at = p->cgroups_path, .cpu_quota_us = p->cpu_quota_us,
 				    .cpu_period_us = p->cpu_period_us, .cpu_shares = p->cpu_shares};
-	_cleanup_close_ int fd = openat(dfd, NOTED, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC |
-							 O_NOFOLLOW, 0600);
-	if (fd < 0)
-		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot make " NOTED);
-	struct kis_record_sink sink;
-	kis_record_init(&sink, fd, cgname);
-	kis_record_push(&sink);
-	/* each leaf is noted twice (confine/cgroup.c, make_leaf): "cgroup"
-	 * before its mkdir, "made" right after it succeeded. A leaf at a
-	 * cgroupsPath may have been another's when its first note was
-	 * written (mkdir's EEXIST), and the sweep takes only what a "made"
-	 * line names (a kill between the mkdir and that line leaks the
-	 * group rather than end one not ours). Once noted after all limits
-	 * were written, the window was the whole setup of the groups: a
-	 * kill test hit it (test_runtime.py, killed anywhere). */
-	int r = kis_cgroup_create_with(cgname, &rc->limits, &o, &rc->cg, err);
-	kis_record_pop(&sink);
+	int r = krt_cgroup_make_noted(dfd, cgname, &rc->limits, &o, &rc->cg, err);
 	if (r < 0) {
 		/* no cgroup hierarchy: nothing binds memory and pids */
 		if (*err && (*err)->code == KIS_E_PROFILE_UNSATISFIABLE) {
@@ -642,68 +620,10 @@ static int open_cgroup(int dfd, const char *cgname, const struct krt_host_plan *
 	return 0;
 }
 
-/* The groups NOTED names that a killed create left (the saved record,
- * kis_host_cgroup_end's, has ended the rest): killed and removed. Taken
- * only under /sys/fs/cgroup/ with no '..', and only a group known to be
- * ours: a "made" line names it, or its name is krt-<random> (ours by
- * name, open_cgroup's), noted before its mkdir. */
-static void sweep_noted(int dfd)
-{
-	int fd = openat(dfd, NOTED, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-	_cleanup_fclose_ FILE *f = fd >= 0 ? fdopen(fd, "re") : NULL;
-	if (!f) {
-		if (fd >= 0)
-			close(fd);
-		return;
-	}
-	char line[PATH_MAX + 16], made[16][PATH_MAX / 4];
-	size_t n_made = 0;
-	while (fgets(line, sizeof(line), f)) {
-		size_t n = strlen(line);
-		if (n > 5 && line[n - 1] == '\n' && !strncmp(line, "made ", 5) && n_made < 16 &&
-		    n - 5 < sizeof(made[0])) {
-			line[n - 1] = '\0';
-			memcpy(made[n_made++], line + 5, n - 5); /* with its NUL */
-		}
-	}
-	rewind(f);
-	while (fgets(line, sizeof(line), f)) {
-		size_t n = strlen(line);
-		/* a line cut by the kill has no newline: its mkdir never ran */
-		if (n < 2 || line[n - 1] != '\n' || strncmp(line, "cgroup /sys/fs/cgroup/", 22))
-			continue;
-		line[n - 1] = '\0';
-		char *path = line + 7;
-		const char *base = strrchr(path, '/');
-		bool ours = base && !strncmp(base, "/krt-", 5);
-		for (size_t i = 0; !ours && i < n_made; i++)
-			ours = !strcmp(made[i], path);
-		if (!ours || strstr(path, "/../") || strstr(path, "/./") || access(path, F_OK) < 0)
-			continue;
-		struct kis_cgroup *cg = calloc(1, sizeof(*cg));
-		if (!cg || !(cg->dirs[0] = strdup(path))) {
-			free(cg);
-			continue;
-		}
-		cg->mode = kis_cgroup_detect();
-		kis_debug("a killed create's cgroup %s: removed", path);
-		kis_cgroup_destroy(cg, NULL);
-		/* kis's own parent goes when empty, as destroy's would */
-		char *slash = strrchr(path, '/');
-		if (slash) {
-			*slash = '\0';
-			const char *up = strrchr(path, '/');
-			if (up && !strcmp(up, "/kis"))
-				(void)rmdir(path);
-		}
-	}
-	unlinkat(dfd, NOTED, 0);
-}
-
 static void end_cgroups(int dfd)
 {
 	kis_host_cgroup_end(dfd);
-	sweep_noted(dfd);
+	krt_cgroup_sweep_noted(dfd);
 }
 
 static int own_dev_nodes(const struct krt_globals *g, int dfd, const char *id,
@@ -786,15 +706,9 @@ int krt_host_create(const struct krt_globals *g, const struct krt_model *m, bool
 		kis_error_set(err, KIS_E_INTERNAL, errno, "cannot make info.json");
 		goto out;
 	}
-	unsigned char rnd[8];
-	if (getrandom(rnd, sizeof(rnd), 0) != sizeof(rnd)) {
-		kis_error_set(err, KIS_E_INTERNAL, errno, "getrandom");
-		goto out;
-	}
 	char cgname[32];
-	snprintf(cgname, sizeof(cgname), "krt-%02x%02x%02x%02x%02x%02x%02x%02x", rnd[0], rnd[1],
-		 rnd[2], rnd[3], rnd[4], rnd[5], rnd[6], rnd[7]);
-	if (open_cgroup(dfd, cgname, &p, &rc, err) < 0)
+	if (krt_cgroup_name(cgname, sizeof(cgname), err) < 0 ||
+	    open_cgroup(dfd, cgname, &p, &rc, err) < 0)
 		goto out;
 	struct kis_seccomp_opts so = {.net = p.net, .allow_sysv_ipc = true};
 	if (kis_host_seccomp_fd(&so, &sc, err) < 0)

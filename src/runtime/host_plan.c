@@ -669,8 +669,7 @@ int krt_host_plan(const struct krt_model *mo, bool had_seccomp, struct krt_host_
 	/* the container's group where the engine asks for it (cgroupfs: a
 	 * path from the hierarchy's root, as runc reads it); a systemd
 	 * slice:prefix:name or a relative path: kis's own place for it */
-	const char *cgp = json_string_value(json_object_get(linux_, "cgroupsPath"));
-	p->cgroups_path = cgp && cgp[0] == '/' && cgp[1] ? cgp : NULL;
+	p->cgroups_path = krt_cgroups_path(config);
 	json_t *root = json_object_get(config, "root");
 	/* the root held since the model checked it: whatever root.path
 	 * names by now, bwrap binds that directory */

@@ -49,10 +49,13 @@
  * guest's sandbox user (uid 65536, owning the rootfs's root files through
  * an idmapped mount) with no capability; memory is the VM's RAM, and a
  * pod app's memory limit is a guest cgroup of its own (agent/pod.c: its
- * OOM kill ends it 137 with memory_limit). containerd learns of no OOM:
- * the container process on the host is this proxy, in the cgroups of the
- * kis-runtime that forked it (the shim's), where nothing is OOM-killed,
- * so CRI's ContainerStatus says "Error", not "OOMKilled". */
+ * OOM kill ends it 137 with memory_limit). The engine's shim learns of
+ * an OOM from the host memory group of the container process: an app
+ * with a limit has its proxy in a leaf of its own at linux.cgroupsPath,
+ * where the proxy makes an OOM kill happen when the guest reports one
+ * (relay_leaf: CRI's ContainerStatus then says "OOMKilled", as for runc);
+ * another container process stays in the cgroups of the kis-runtime that
+ * forked it (the shim's). */
 #include "core/util.h"
 
 #include <fcntl.h>
@@ -69,6 +72,8 @@
 
 #include <linux/openat2.h>
 
+#include "confine/confine.h"
+#include "core/log.h"
 #include "kis/sandbox.h"
 #include "runtime/mvm_image.h"
 #include "runtime/mvm_pod.h"
@@ -470,9 +475,11 @@ static void undo(const char *store_root, const char *sid, const char *ws, const 
 }
 
 /* the microvm's own files beside the state: a pod sandbox's slots
- * (mvm_pod.c), an app create's record of what it made so far */
+ * (mvm_pod.c), an app create's record of what it made so far, an app
+ * proxy's host memory group and its record (relay_leaf) */
 static void remove_own_files(int dfd)
 {
+	krt_cgroup_sweep_noted(dfd);
 	static const char *const files[] = {"slots.json", "slots.json.tmp", "slots.lock",
 					    MVM_CREATING, MVM_CREATING ".tmp"};
 	for (size_t i = 0; i < ARRAY_SIZE(files); i++)
@@ -577,10 +584,13 @@ static void on_signal(int sig)
 
 /* Run argv in the session with this process's stdio (or the terminal tty,
  * -1: none), signals forwarded; returns the exit status as a shell gives
- * it (128+N for signal N), 125 when kis failed (named on stderr). */
+ * it (128+N for signal N), 125 when kis failed (named on stderr).
+ * oom_kills (NULL: not asked): the processes the OOM killer ended at the
+ * guest group's memory limit while it ran (its limit_events). */
 static int session_process(const char *store_root, const char *sid, char **argv, char **env,
 			   const char *cwd, int tty, unsigned rows, unsigned cols,
-			   const struct kis_limits *lim, const struct kis_exec_container *ctr)
+			   const struct kis_limits *lim, const struct kis_exec_container *ctr,
+			   uint64_t *oom_kills)
 {
 	if (pipe2(sig_pipe, O_CLOEXEC | O_NONBLOCK) < 0 ||
 	    pipe2(winch_pipe, O_CLOEXEC | O_NONBLOCK) < 0) {
@@ -613,6 +623,8 @@ static int session_process(const char *store_root, const char *sid, char **argv,
 		st = 125;
 	} else {
 		st = kis_result_exit_status(&res);
+		if (oom_kills && res.limit_events.counted)
+			*oom_kills = res.limit_events.oom_kills;
 	}
 	kis_result_release(&res);
 	return st;
@@ -718,6 +730,64 @@ static int mvm_creating_undo(const struct krt_globals *g, const char *id)
 	return 1;
 }
 
+/* ------------------------------------------ an app's OOM, relayed */
+
+/* containerd's runc shims learn of a container's OOM only from the host
+ * memory cgroup of its init pid (what /proc/<pid>/cgroup names when
+ * create returns): on a v1 or hybrid host an eventfd on that group's
+ * memory.oom_control (cgroup-v1/memory.rst 9), on a v2 host inotify on
+ * its memory.events and a rise of oom_kill; containerd's CRI plugin then
+ * says reason OOMKilled. An app's limit binds in the guest (agent/pod.c)
+ * and its init pid here is this proxy, which would sit in the shim's own
+ * group, where nothing is OOM-killed. So an app with a memory limit has
+ * a leaf of its own where runc would put its init (linux.cgroupsPath,
+ * cgroupfs; else krt-<random> under kis's parent), the memory
+ * controller's only (its other groups stay the shim's): a new group
+ * only (an existing one is refused, never joined or written), made with
+ * the container's limit (what a reader of the group, as runc's, finds;
+ * the proxy itself uses a few pages of it), noted in the state directory
+ * before its mkdir, removed by delete or the sweep after a killed
+ * create. When the guest reports OOM kills at the limit, the proxy makes
+ * one happen in its leaf (kis_cgroup_oom_relay: a child of its own, the
+ * victim) before it exits with the container's status, 137 for an init
+ * the OOM killer ended, as under runc. Without the leaf (no memory
+ * controller on this host) the app runs as before, its OOM not told. */
+static int relay_leaf(int dfd, json_t *config, uint64_t limit, struct kis_cgroup **out,
+		      struct kis_error **err)
+{
+	char cgname[32];
+	TRY(krt_cgroup_name(cgname, sizeof(cgname), err));
+	struct kis_limits lim = {.memory_bytes = limit};
+	struct kis_cgroup_opts o = {.at = krt_cgroups_path(config), .memory_only = true};
+	if (krt_cgroup_make_noted(dfd, cgname, &lim, &o, out, err) == 0)
+		return 0;
+	if ((*err)->code != KIS_E_PROFILE_UNSATISFIABLE)
+		return -1;
+	kis_debug("no OOM relay for the app: %s", (*err)->message);
+	kis_error_free(*err);
+	*err = NULL;
+	return 0;
+}
+
+/* In the forked proxy, before its start: into its leaf ("tasks": the
+ * caller alone, kis_cgroup_attach) */
+static int relay_join(const struct kis_cgroup *cg)
+{
+	struct kis_error *e = NULL;
+	int r = kis_cgroup_attach(cg, 0, &e);
+	kis_error_free(e);
+	return r;
+}
+
+static void relay_oom(const struct kis_cgroup *cg, const char *id)
+{
+	struct kis_error *e = NULL;
+	if (kis_cgroup_oom_relay(cg, &e) < 0)
+		dprintf(2, "kis-runtime: %s: the guest's OOM kill is not relayed: %s: %s\n", id,
+			kis_errc_name(e->code), e->message);
+	kis_error_free(e);
+}
+
 /* ---------------------------------------------------------- create */
 
 int krt_mvm_create(const struct krt_globals *g, const struct krt_model *m, const char *bundle,
@@ -736,6 +806,7 @@ int krt_mvm_create(const struct krt_globals *g, const struct krt_model *m, const
 	char base[KIS_ID_BUFSZ] = "", ws[KIS_ID_BUFSZ] = "", sid[KIS_ID_BUFSZ] = "";
 	char **argv = NULL, **env = NULL;
 	struct kis_store *store = NULL;
+	struct kis_cgroup *relay = NULL;
 	bool made = false, taken = false;
 	if (r < 0 || (r = krt_valid_id(id, err)) < 0)
 		goto out;
@@ -866,6 +937,11 @@ int krt_mvm_create(const struct krt_globals *g, const struct krt_model *m, const
 		if (kis_session_create(&p.prof, &ro, sid, err) < 0)
 			goto out;
 	}
+	/* an app with a memory limit: its proxy's own host leaf, where the
+	 * engine's shim watches for its OOM (relay_leaf) */
+	if (pod.role == KRT_POD_APP && p.app.memory &&
+	    relay_leaf(dfd, config, p.app.memory, &relay, err) < 0)
+		goto out;
 	if (p.terminal && ((tty = krt_console_pty(o->console_socket, err)) < 0))
 		goto out;
 	if (tty >= 0 && raw_tty(tty) < 0) {
@@ -903,17 +979,21 @@ int krt_mvm_create(const struct krt_globals *g, const struct krt_model *m, const
 		 * namespaces on the host, then start */
 		close(sync[0]);
 		int fail = (tty >= 0 ? krt_take_terminal(tty) : (setsid() < 0 ? -1 : 0)) < 0 ? 1 :
-			   krt_pod_enter(&pod, hostname) < 0 ? 2 : 0;
+			   krt_pod_enter(&pod, hostname) < 0 ? 2 :
+			   relay && relay_join(relay) < 0 ? 3 : 0;
 		krt_child_ready(sync[1], fail, fifo);
 		int status;
 		if (pod.role == KRT_POD_APP) {
+			uint64_t oom_kills = 0;
 			status = session_process(store_root, run_sid, argv, env,
 						 cwd && *cwd ? cwd : NULL, tty >= 0 ? 0 : -1, p.rows,
-						 p.cols, &app_lim, &ctr);
+						 p.cols, &app_lim, &ctr, &oom_kills);
+			if (relay && oom_kills)
+				relay_oom(relay, id);
 			_exit(status);
 		}
 		status = session_process(store_root, run_sid, argv, NULL, NULL, tty >= 0 ? 0 : -1,
-					 p.rows, p.cols, NULL, NULL);
+					 p.rows, p.cols, NULL, NULL, NULL);
 		/* stopped: the VM, its workspace and base go now, not at delete
 		 * (an engine's cleanup may call delete without the --root it
 		 * created with: podman 4.3's does); state.json stays for
@@ -923,7 +1003,8 @@ int krt_mvm_create(const struct krt_globals *g, const struct krt_model *m, const
 	}
 	close(sync[1]);
 	static const char *const what[] = {"", "taking the terminal or a session of its own",
-					   "entering the pod's namespaces"};
+					   "entering the pod's namespaces",
+					   "joining its host memory group"};
 	if (krt_child_setup(sync[0], pid, what, ARRAY_SIZE(what), err) < 0)
 		goto out;
 	unsigned long long start = 0;
@@ -957,6 +1038,9 @@ int krt_mvm_create(const struct krt_globals *g, const struct krt_model *m, const
 out:
 	if (store)
 		kis_store_free(store);
+	/* the handle only: the leaf is the container's until delete (or,
+	 * the create failed, remove_state's sweep below) */
+	kis_cgroup_free(relay);
 	if (made && hfd >= 0) {
 		if (taken)
 			pod_app_end(g, store_root, pod.session, pod.sandbox, id);
@@ -1159,7 +1243,7 @@ int krt_mvm_exec(const struct krt_globals *g, const char *id, json_t *proc,
 		bool app = strcmp(sget(st, "pod"), "container") == 0;
 		_exit(session_process(sget(st, "store"), exec_session(st), argv, env,
 				      cwd && *cwd ? cwd : NULL, tty >= 0 ? 0 : -1, rows, cols, NULL,
-				      app ? &join : NULL));
+				      app ? &join : NULL, NULL));
 	}
 	if (o->pid_file && krt_write_pid_file(o->pid_file, pid, err) < 0) {
 		kill(pid, SIGKILL);

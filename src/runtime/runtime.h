@@ -170,6 +170,27 @@ void krt_host_plan_release(struct krt_host_plan *p);
 int krt_host_refuse(struct kis_error **err, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 
+/* ---- cgroup_noted.c: a container's host cgroup leaves, noted ---- */
+struct kis_cgroup;
+struct kis_cgroup_opts;
+struct kis_limits;
+/* linux.cgroupsPath where runc's cgroupfs driver takes it as a path from
+ * each hierarchy's root (it begins with '/'), borrowed from doc; else
+ * NULL (a systemd slice:prefix:name, a relative path: kis's own place) */
+const char *krt_cgroups_path(json_t *doc);
+/* "krt-<16 random hex digits>": a group's name under kis's own parent,
+ * known to the sweep as ours by that name alone */
+int krt_cgroup_name(char *out, size_t len, struct kis_error **err);
+/* kis_cgroup_create_with, each leaf noted in the state directory dfd's
+ * record as it is made (confine/cgroup.c, make_leaf): delete, or the
+ * delete after a killed create, removes it (krt_cgroup_sweep_noted) */
+int krt_cgroup_make_noted(int dfd, const char *cgname, const struct kis_limits *lim,
+			  const struct kis_cgroup_opts *o, struct kis_cgroup **out,
+			  struct kis_error **err);
+/* Kill what the groups the record in dfd names hold, remove them, and
+ * the record */
+void krt_cgroup_sweep_noted(int dfd);
+
 /* ---- host.c: run.kis.tier host (bubblewrap) ---- */
 struct krt_host_opts {
 	const char *pid_file;

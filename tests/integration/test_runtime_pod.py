@@ -8,6 +8,7 @@
 # /proc/<pid>/ns path or a malformed annotation is refused by name.
 import json
 import os
+import re
 import signal
 import subprocess
 import time
@@ -17,8 +18,9 @@ from pathlib import Path
 import pytest
 
 from cpu_probe import busy_probe, busy_share
-from test_runtime import (WHY, KRT, GUEST, crun_ref, krt, make_bundle, microvm_tier, mvm_guest,  # noqa: F401
-                          roots, state, wait_status, work)
+from test_runtime import (WHY, KRT, GUEST, LAYOUT, cgroup_dirs, crun_ref, krt, make_bundle,  # noqa: F401
+                          microvm_tier, mvm_guest, remove_cgroup_tree, roots, state,
+                          wait_status, work)
 
 pytestmark = pytest.mark.skipif(WHY is not None, reason=WHY or "")
 
@@ -267,6 +269,93 @@ def test_cpu_limits_the_guest_cannot_bind_are_refused_by_name(work, roots, other
     assert p.returncode != 0, p.stdout
     assert named in p.stderr, p.stderr
     assert not (kr / "kis-microvm" / cid).exists()
+
+
+def _memory_cgroup(pid):
+    """pid's group in the memory controller's hierarchy (v1), or its v2 group."""
+    rows = [l.split(":", 2) for l in Path(f"/proc/{pid}/cgroup").read_text().splitlines()]
+    mem = [r[2] for r in rows if "memory" in r[1].split(",")]
+    return mem[0] if mem else [r[2] for r in rows if r[0] == "0"][0]
+
+
+def _memory_dir(path):
+    return Path("/sys/fs/cgroup/memory" if LAYOUT in (1, 3) else "/sys/fs/cgroup") / \
+        path.lstrip("/")
+
+
+def _app_cgroup(top, cid):
+    def e(c):
+        c["linux"]["resources"] = {"memory": {"limit": 32 << 20}}
+        c["linux"]["cgroupsPath"] = f"/{top}/pod0/{cid}"
+    return e
+
+
+@pytest.mark.skipif(LAYOUT == 0, reason="no cgroup hierarchy on this host")
+def test_app_proxy_relays_the_guests_oom_in_a_leaf_of_its_own(work, roots, mvm_guest,
+                                                              other_netns, tmp_path):
+    """An app with a memory limit: its container process on the host (the
+    proxy, the init pid an engine's shim sees) is alone in a new memory
+    group at linux.cgroupsPath, where runc puts its init, with the
+    container's limit; its other groups are the runtime's. When the guest
+    OOM-kills the app at its limit, the proxy makes an OOM kill happen in
+    that group, which the shim watches for (v1: an eventfd on
+    memory.oom_control through cgroup.event_control, as containerd's runc
+    shim registers it; v2: memory.events' oom_kill). delete removes the
+    group and only it (the pod's parent is the engine's)."""
+    kr, _ = roots
+    top = f"kis-krt-oom-{uuid.uuid4().hex[:8]}"
+    sb, cid = "krt-oom-sbx", "krt-oom-hog"
+    b = pod_bundle(work, ["sleep", "100000"], "sandbox", sb,
+                   {"network": f"/proc/{other_netns}/ns/net"})
+    assert krt(kr, "create", "--bundle", str(b), sb).returncode == 0
+    efd = -1
+    try:
+        assert krt(kr, "start", sb).returncode == 0
+        spid = wait_status(lambda *a: krt(kr, *a), sb, "running")["pid"]
+        # the sandbox's proxy is where it was: no limit, no group of its own
+        assert _memory_cgroup(spid) == _memory_cgroup(os.getpid())
+        rc, _, err = _app_create(kr, pod_bundle(work, HOG, "container", sb, pod_ns(spid),
+                                                _app_cgroup(top, cid)), cid, tmp_path)
+        assert rc == 0, err.read_text()
+        pid = json.loads(krt(kr, "state", cid).stdout)["pid"]
+        leaf = _memory_dir(f"/{top}/pod0/{cid}")
+        assert _memory_cgroup(pid) == f"/{top}/pod0/{cid}"
+        assert (leaf / "cgroup.procs").read_text().split() == [str(pid)]
+        limit = "memory.limit_in_bytes" if LAYOUT in (1, 3) else "memory.max"
+        assert (leaf / limit).read_text().strip() == str(32 << 20)
+        if LAYOUT in (1, 3):
+            # v1: the memory group alone; its pids group is the runtime's
+            rows = Path(f"/proc/{pid}/cgroup").read_text()
+            assert f"pids:/{top}" not in rows, rows
+            # the shim's watch (cgroup-v1/memory.rst 9, "OOM Control")
+            efd = os.eventfd(0, os.EFD_CLOEXEC)
+            ofd = os.open(leaf / "memory.oom_control", os.O_RDONLY | os.O_CLOEXEC)
+            try:
+                (leaf / "cgroup.event_control").write_text(f"{efd} {ofd}")
+            finally:
+                os.close(ofd)
+        assert krt(kr, "start", cid).returncode == 0
+        wait_status(lambda *a: krt(kr, *a), cid, "stopped", timeout=120)
+        if LAYOUT in (1, 3):
+            import select
+            assert select.select([efd], [], [], 10)[0], "no OOM event on the proxy's group"
+            text = (leaf / "memory.oom_control").read_text()
+        else:
+            text = (leaf / "memory.events").read_text()
+        kills = int(re.search(r"^oom_kill (\d+)", text, re.M).group(1))
+        assert kills >= 1, text
+        # its limit is the container's again, for whoever reads it
+        assert (leaf / limit).read_text().strip() == str(32 << 20)
+        assert krt(kr, "delete", cid).returncode == 0
+        assert not leaf.exists()
+        assert leaf.parent.exists(), "delete removed the pod's parent, not the runtime's"
+    finally:
+        if efd >= 0:
+            os.close(efd)
+        krt(kr, "delete", "--force", cid)
+        krt(kr, "kill", sb, "KILL")
+        krt(kr, "delete", "--force", sb)
+        remove_cgroup_tree(top)
 
 
 def test_one_vm_per_pod(work, roots, mvm_guest, other_netns, foreign, tmp_path):
