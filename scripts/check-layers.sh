@@ -94,6 +94,7 @@ src/backends/microvm/jail.c 2 the VMM's jail: a raw clone whose child is pid 1 o
 src/backends/microvm/mux.c 3 a session's port broker and its relays: forks running our code, detached like QEMU
 src/backends/microvm/ram.c 1 the snapshot's RAM filler: a fork that fills a memfd while QEMU starts, our code
 src/cli/cmd_guest.c 1 the guest fetch script: the CLI is a client of the public API only (no src/exec)
+src/confine/cgroup.c 1 the OOM relay's victim: a fork that lowers its own group's limit and touches pages until the memcg OOM killer ends it, our code, no program
 src/confine/subid_remote.c 1 kis-helper from the static kis: confine is beside exec, not above it
 src/confine/userns.c 1 a user namespace's holder: a clone sharing our memory that makes raw system calls only (no exec)
 src/helper/main.c 1 kis-helper's compiler process under its own rlimits: helper does not use exec, and the child runs LLVM in our code

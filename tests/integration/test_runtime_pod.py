@@ -557,15 +557,24 @@ def _pids_naming(cid):
     return out
 
 
+def _both(*edits):
+    def e(c):
+        for f in edits:
+            f(c)
+    return e
+
+
 def test_app_create_killed_anywhere_leaves_nothing_after_delete(work, roots, mvm_guest,
                                                                 other_netns, tmp_path):
     """kis-runtime SIGKILLed at points over an app container's create (its
-    slot taken, its tree imported, its image swapped into the pod's VM):
-    `delete --force` of the id, what an engine runs after a failed create,
-    leaves no state, no slot held and no base of it; the pod then takes
-    four distinct trees again."""
+    slot taken, its tree imported, its image swapped into the pod's VM,
+    its proxy's memory group made at linux.cgroupsPath and the proxy in
+    it): `delete --force` of the id, what an engine runs after a failed
+    create, leaves no state, no slot held, no base and no group of it;
+    the pod then takes four distinct trees again."""
     kr, _ = roots
     sb = "krt-kill-sbx"
+    top = f"kis-krt-kill-{uuid.uuid4().hex[:8]}"
     b = pod_bundle(work, ["sleep", "100000"], "sandbox", sb,
                    {"network": f"/proc/{other_netns}/ns/net"})
     assert krt(kr, "create", "--bundle", str(b), sb).returncode == 0
@@ -579,6 +588,22 @@ def test_app_create_killed_anywhere_leaves_nothing_after_delete(work, roots, mvm
         j = json.loads(f.read_text()) if f.exists() else {}
         return sorted(u for e in j.values() for u in e["users"])
 
+    def leaf(cid):
+        return _memory_dir(f"/{top}/pod0/{cid}")
+
+    def noted(cid):
+        f = kr / "kis-microvm" / cid / "cgroups.noted"
+        try:
+            return "made /sys/fs/cgroup/" in f.read_text()
+        except OSError:
+            return False
+
+    def proxy_in(cid):
+        try:
+            return bool((leaf(cid) / "cgroup.procs").read_text().split())
+        except OSError:
+            return False
+
     apps = []
     try:
         assert krt(kr, "start", sb).returncode == 0
@@ -586,23 +611,41 @@ def test_app_create_killed_anywhere_leaves_nothing_after_delete(work, roots, mvm
         ns = pod_ns(spid)
         loop = ["sleep", "100000"]
         before = nbases()
-        # the whole create measured once, then killed at fractions of it
+        # the whole create measured once, then killed at fractions of it,
+        # and as soon as its group is noted, and as soon as its proxy is in it
         t = time.monotonic()
         rc, _, err = _app_create(kr, pod_bundle(work, loop, "container", sb, ns,
-                                                _in_tree(_tree(work, 11))), "krt-kill-m",
-                                 tmp_path)
+                                                _both(_in_tree(_tree(work, 11)),
+                                                      _app_cgroup(top, "krt-kill-m"))),
+                                 "krt-kill-m", tmp_path)
         took = time.monotonic() - t
         assert rc == 0, err.read_text()
+        assert proxy_in("krt-kill-m"), "the measured create made no group where the test looks"
         assert krt(kr, "delete", "--force", "krt-kill-m").returncode == 0
+        assert not leaf("krt-kill-m").exists()
         assert slot_users() == [] and nbases() == before
-        for i, frac in enumerate((0.15, 0.3, 0.45, 0.6, 0.75, 0.9), 1):
+        # (the two points of the proxy's group first: a kill inside the
+        # slot swap's QMP calls can leave the next swap of the slot a
+        # node name already taken, src/backends/microvm/slot.c)
+        points = [noted, proxy_in, 0.15, 0.3, 0.45, 0.6, 0.75, 0.9]
+        for i, when in enumerate(points, 1):
             cid = f"krt-kill-{i}"
-            bb = pod_bundle(work, loop, "container", sb, ns, _in_tree(_tree(work, 11 + i)))
-            q = subprocess.Popen([str(KRT), "--root", str(kr), "--kis-guest-dir", str(GUEST),
-                                  "create", "--bundle", str(bb), cid],
-                                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                 stderr=subprocess.DEVNULL, start_new_session=True)
-            time.sleep(took * frac)
+            bb = pod_bundle(work, loop, "container", sb, ns,
+                            _both(_in_tree(_tree(work, 11 + i)), _app_cgroup(top, cid)))
+            qerr = tmp_path / f"{cid}.err"
+            with open(qerr, "wb") as e:
+                q = subprocess.Popen([str(KRT), "--root", str(kr), "--kis-guest-dir",
+                                      str(GUEST), "create", "--bundle", str(bb), cid],
+                                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                     stderr=e, start_new_session=True)
+            if callable(when):
+                end = time.monotonic() + 3 * took + 30
+                while not when(cid) and q.poll() is None and time.monotonic() < end:
+                    time.sleep(0.001)
+                assert when(cid), (cid, when.__name__, "the create never got there",
+                                   q.poll(), qerr.read_text())
+            else:
+                time.sleep(took * when)
             try:
                 os.killpg(q.pid, signal.SIGKILL)
             except ProcessLookupError:
@@ -610,13 +653,16 @@ def test_app_create_killed_anywhere_leaves_nothing_after_delete(work, roots, mvm
             q.wait()
             # a container process forked before the kill, waiting for its
             # start: the engine's delete below ends it through its state,
-            # when there is one; else it is the test's to end
+            # or its group, when there is one; else it is the test's to end
             krt(kr, "delete", "--force", cid)
             for pid in _pids_naming(cid):
                 os.kill(pid, signal.SIGKILL)
-            assert not (kr / "kis-microvm" / cid).exists(), (cid, frac)
-            assert slot_users() == [], (cid, frac, slot_users())
-            assert nbases() == before, (cid, frac)
+            state_dir = kr / "kis-microvm" / cid
+            assert not state_dir.exists(), (cid, when, "state left",
+                                            sorted(p.name for p in state_dir.iterdir()))
+            assert slot_users() == [], (cid, when, slot_users())
+            assert nbases() == before, (cid, when, "base left")
+            assert not leaf(cid).exists(), (cid, when, "group left")
         # all four slots are free: four distinct trees take them
         for n in (21, 22, 23, 24):
             cid = f"krt-kill-after{n}"
@@ -629,3 +675,4 @@ def test_app_create_killed_anywhere_leaves_nothing_after_delete(work, roots, mvm
             krt(kr, "delete", "--force", cid)
         krt(kr, "kill", sb, "KILL")
         krt(kr, "delete", "--force", sb)
+        remove_cgroup_tree(top)
