@@ -732,12 +732,36 @@ int kis_cgroup_read_events(const struct kis_cgroup *cg, struct kis_cgroup_events
 
 /* ---- an OOM kill made to happen in a group, for its watchers ---- */
 
-/* Headroom above the group's usage when the relay's child lowers the
- * limit, and how far past it the child touches: the child's first
- * pages (its stack, copied on write) fit, the rest cannot. */
-#define RELAY_HEADROOM (512u << 10)
-#define RELAY_TOUCH (RELAY_HEADROOM + (32u << 20))
+/* How far past the headroom the relay's child touches, and how long
+ * the caller waits for the OOM killer */
+#define RELAY_BEYOND (32u << 20)
 #define RELAY_WAIT_MS 10000
+
+/* The headroom above the group's usage that the relay's child is given
+ * before the limit binds: more than the caller's resident set, plus a
+ * MiB. The OOM killer takes the member of the group with the most
+ * points (mm/oom_kill.c, oom_badness: resident pages plus oom_score_adj
+ * thousandths of the limit's pages), and under a limit this low the
+ * child's adj of 1000 weighs a few hundred pages only; the child's
+ * resident set is the caller's anonymous pages (copied at fork) and what
+ * it touched, the caller's also its file pages (its text), so the child
+ * must touch more than those to be the one taken. */
+static uint64_t relay_headroom(void)
+{
+	char buf[4096];
+	uint64_t rss_kb = 0;
+	int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
+	ssize_t n = fd < 0 ? -1 : RETRY_EINTR(read(fd, buf, sizeof(buf) - 1));
+	if (fd >= 0)
+		close(fd);
+	if (n > 0) {
+		buf[n] = '\0';
+		const char *v = strstr(buf, "\nVmRSS:");
+		if (v)
+			rss_kb = strtoull(v + 8, NULL, 10);
+	}
+	return (rss_kb << 10) + (1u << 20);
+}
 
 static uint64_t oom_kill_count(const char *dir, bool v1, bool *found)
 {
@@ -750,7 +774,8 @@ static uint64_t oom_kill_count(const char *dir, bool v1, bool *found)
 /* The relay's child: the OOM killer's victim of choice in the group,
  * the group's limit brought down to its usage, pages touched until the
  * kernel ends it. It never returns. */
-static void __attribute__((noreturn)) relay_child(const char *dir, bool v1, uint64_t limit)
+static void __attribute__((noreturn)) relay_child(const char *dir, bool v1, uint64_t limit,
+						  uint64_t headroom)
 {
 	/* proc(5) oom_score_adj: 1000 makes this the victim among the group's
 	 * processes (the caller keeps its own); raising it needs no privilege.
@@ -781,7 +806,7 @@ static void __attribute__((noreturn)) relay_child(const char *dir, bool v1, uint
 		if (read_file(dir, v1 ? "memory.usage_in_bytes" : "memory.current", buf,
 			      sizeof(buf)) < 0)
 			_exit(4);
-		uint64_t want = strtoull(buf, NULL, 10) + RELAY_HEADROOM;
+		uint64_t want = strtoull(buf, NULL, 10) + headroom;
 		want = (want + (uint64_t)page - 1) / (uint64_t)page * (uint64_t)page;
 		if (want >= limit)
 			break; /* the limit is already that close */
@@ -793,13 +818,16 @@ static void __attribute__((noreturn)) relay_child(const char *dir, bool v1, uint
 		else if (errno != EBUSY)
 			_exit(5);
 	}
-	volatile char *p = mmap(NULL, RELAY_TOUCH, PROT_READ | PROT_WRITE,
+	/* a limit left as it was (the container's, near the usage) binds
+	 * within its own distance; else within the headroom */
+	size_t touch = (size_t)(lowered || limit == UINT64_MAX ? headroom : limit) + RELAY_BEYOND;
+	volatile char *p = mmap(NULL, touch, PROT_READ | PROT_WRITE,
 				MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	if (p == MAP_FAILED)
 		_exit(6);
 	/* each write faults a page in, charged to the group: past the limit
 	 * the charge fails and the memcg OOM killer picks this process */
-	for (size_t off = 0; off < RELAY_TOUCH; off += (size_t)page)
+	for (size_t off = 0; off < touch; off += (size_t)page)
 		p[off] = 1;
 	_exit(7); /* not killed: the limit did not bind */
 }
@@ -821,13 +849,14 @@ int kis_cgroup_oom_relay(const struct kis_cgroup *cg, struct kis_error **err)
 	uint64_t limit = strcmp(was, "max") == 0 ? UINT64_MAX : strtoull(was, NULL, 10);
 	bool counted;
 	uint64_t before = oom_kill_count(dir, v1, &counted);
+	uint64_t headroom = relay_headroom();
 	/* a forked child, not a helper program: it only touches its own
 	 * memory until the kernel kills it (no exec, so not src/exec/'s) */
 	pid_t pid = fork();
 	if (pid < 0)
 		return kis_error_set(err, KIS_E_INTERNAL, errno, "fork");
 	if (pid == 0)
-		relay_child(dir, v1, limit);
+		relay_child(dir, v1, limit, headroom);
 	int ws = 0;
 	pid_t got = 0;
 	for (int ms = 0; (got = waitpid(pid, &ws, WNOHANG)) == 0 && ms < RELAY_WAIT_MS; ms += 10) {

@@ -481,7 +481,7 @@ static void remove_own_files(int dfd)
 {
 	krt_cgroup_sweep_noted(dfd);
 	static const char *const files[] = {"slots.json", "slots.json.tmp", "slots.lock",
-					    MVM_CREATING, MVM_CREATING ".tmp"};
+					    MVM_CREATING, "." MVM_CREATING ".tmp"};
 	for (size_t i = 0; i < ARRAY_SIZE(files); i++)
 		unlinkat(dfd, files[i], 0);
 }
