@@ -301,7 +301,8 @@ def test_app_proxy_relays_the_guests_oom_in_a_leaf_of_its_own(work, roots, mvm_g
     that group, which the shim watches for (v1: an eventfd on
     memory.oom_control through cgroup.event_control, as containerd's runc
     shim registers it; v2: memory.events' oom_kill). delete removes the
-    group and only it (the pod's parent is the engine's)."""
+    group and only it (the pod's parent is the engine's); a cgroupsPath
+    naming a group that exists is refused, that group left as it was."""
     kr, _ = roots
     top = f"kis-krt-oom-{uuid.uuid4().hex[:8]}"
     sb, cid = "krt-oom-sbx", "krt-oom-hog"
@@ -314,6 +315,23 @@ def test_app_proxy_relays_the_guests_oom_in_a_leaf_of_its_own(work, roots, mvm_g
         spid = wait_status(lambda *a: krt(kr, *a), sb, "running")["pid"]
         # the sandbox's proxy is where it was: no limit, no group of its own
         assert _memory_cgroup(spid) == _memory_cgroup(os.getpid())
+        # a cgroupsPath naming a group that exists (here the pod's parent,
+        # the engine's) is refused, and the group is left as it was: the
+        # runtime writes in a new leaf of its own only
+        pod0 = _memory_dir(f"/{top}/pod0")
+        pod0.mkdir(parents=True)
+        limit = "memory.limit_in_bytes" if LAYOUT in (1, 3) else "memory.max"
+        was = (pod0 / limit).read_text()
+
+        def at_parent(c):
+            _app_cgroup(top, cid)(c)
+            c["linux"]["cgroupsPath"] = f"/{top}/pod0"
+        rc, _, err = _app_create(kr, pod_bundle(work, HOG, "container", sb, pod_ns(spid),
+                                                at_parent), "krt-oom-taken", tmp_path)
+        assert rc != 0 and f"cgroup '{pod0}' already exists" in err.read_text(), \
+            err.read_text()
+        assert (pod0 / limit).read_text() == was
+        assert not (kr / "kis-microvm" / "krt-oom-taken").exists()
         rc, _, err = _app_create(kr, pod_bundle(work, HOG, "container", sb, pod_ns(spid),
                                                 _app_cgroup(top, cid)), cid, tmp_path)
         assert rc == 0, err.read_text()
@@ -321,7 +339,6 @@ def test_app_proxy_relays_the_guests_oom_in_a_leaf_of_its_own(work, roots, mvm_g
         leaf = _memory_dir(f"/{top}/pod0/{cid}")
         assert _memory_cgroup(pid) == f"/{top}/pod0/{cid}"
         assert (leaf / "cgroup.procs").read_text().split() == [str(pid)]
-        limit = "memory.limit_in_bytes" if LAYOUT in (1, 3) else "memory.max"
         assert (leaf / limit).read_text().strip() == str(32 << 20)
         if LAYOUT in (1, 3):
             # v1: the memory group alone; its pids group is the runtime's
