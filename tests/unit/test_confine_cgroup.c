@@ -241,6 +241,74 @@ static void test_pids_limit_stops_fork_bomb(void **state)
 	assert_int_equal(kis_cgroup_count(cur, &e), 0);
 }
 
+/* The OOM relay (a kis-vm app's proxy, runtime/mvm.c): a memory-only
+ * group (v1: no pids leaf), a "proxy" child in it that asks for an OOM
+ * kill there. Its own forked victim is what the OOM killer takes: the
+ * proxy lives on and says so, the group's oom_kill count rose, and the
+ * group's limit is what it was. */
+static void test_oom_relay_kills_its_own_child_not_the_caller(void **state)
+{
+	(void)state;
+	if (kis_cgroup_detect() == KIS_CG_NONE)
+		skip();
+	struct kis_limits lim = {.memory_bytes = 64ull << 20};
+	struct kis_cgroup_opts o = {.memory_only = true};
+	char name[64];
+	snprintf(name, sizeof(name), "test-relay-%ld", (long)getpid());
+	struct kis_error *e = NULL;
+	if (kis_cgroup_create_with(name, &lim, &o, &cur, &e) < 0) {
+		print_message("cannot create a cgroup here: %s\n", e->message);
+		kis_error_free(e);
+		skip();
+	}
+	if (cur->mode == KIS_CG_V1)
+		assert_null(cur->dirs[KIS_CG_V1_PIDS]);
+	const char *dir = cur->mode == KIS_CG_V1 ? cur->dirs[KIS_CG_V1_MEMORY] : cur->dirs[0];
+	const char *file = cur->mode == KIS_CG_V1 ? "memory.limit_in_bytes" : "memory.max";
+	assert_non_null(dir);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		struct kis_error *ce = NULL;
+		/* resident pages of the caller's that a fork does not copy (a
+		 * shared mapping's, as a proxy's text is), charged before it
+		 * joined the group (as a proxy's text is, to the shim's): the
+		 * group's usage, and so its lowered limit and the weight of the
+		 * victim's oom_score_adj, stay small, and without the relay's
+		 * headroom the caller outweighs its victim */
+		size_t sz = 8u << 20;
+		int mfd = memfd_create("relay-test", MFD_CLOEXEC);
+		if (mfd < 0 || ftruncate(mfd, (off_t)sz) < 0)
+			_exit(4);
+		char *p = mmap(NULL, sz, PROT_READ | PROT_WRITE, MAP_SHARED, mfd, 0);
+		if (p == MAP_FAILED)
+			_exit(4);
+		memset(p, 1, sz);
+		if (kis_cgroup_attach(cur, 0, &ce) < 0)
+			_exit(3);
+		if (kis_cgroup_oom_relay(cur, &ce) < 0) {
+			fprintf(stderr, "relay: %s\n", ce->message);
+			_exit(5);
+		}
+		_exit(0);
+	}
+	int st;
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	print_message("relay caller status 0x%x\n", st);
+	assert_true(WIFEXITED(st));
+	assert_int_equal(WEXITSTATUS(st), 0);
+	struct kis_cgroup_events ev;
+	assert_int_equal(kis_cgroup_read_events(cur, &ev, &e), 0);
+	assert_true(ev.oom_kills >= 1);
+	char path[4096], buf[64] = "";
+	snprintf(path, sizeof(path), "%s/%s", dir, file);
+	FILE *f = fopen(path, "re");
+	assert_non_null(f);
+	assert_non_null(fgets(buf, sizeof(buf), f));
+	fclose(f);
+	assert_int_equal(strtoull(buf, NULL, 10), 64ull << 20);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -250,6 +318,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_create_attach_destroy, teardown),
 		cmocka_unit_test_teardown(test_memory_limit_kills_balloon, teardown),
 		cmocka_unit_test_teardown(test_pids_limit_stops_fork_bomb, teardown),
+		cmocka_unit_test_teardown(test_oom_relay_kills_its_own_child_not_the_caller, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
