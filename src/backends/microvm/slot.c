@@ -25,6 +25,14 @@
 /* fd sets 1 .. 4 + KIS_MVM_MOUNT_DISKS are the argv's (vm.c) */
 #define SLOT_FDSET_BASE 1000
 #define SLOT_GEN_MAX 100000
+/* numbers a swap tries past a killed swap's leftovers (one is enough:
+ * a swap is made under the slots' lock, one at a time) */
+#define SLOT_TRIES 3
+
+static long slot_set(int slot, unsigned gen)
+{
+	return SLOT_FDSET_BASE + (long)slot * SLOT_GEN_MAX + gen;
+}
 
 /* One QMP command made from fmt, sent with fd (-1 none); *reply (when
  * reply is not NULL) is freed first and then holds the answer, kept for
@@ -84,50 +92,79 @@ int kis_mvm_slot_attach(int dfd, int slot, const char *img, struct kis_error **e
 		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot open '%s'", img);
 	char gname[32];
 	snprintf(gname, sizeof(gname), "slot%d.gen", slot);
-	unsigned old = read_gen(dfd, gname), gen = old + 1;
-	if (gen >= SLOT_GEN_MAX)
-		return kis_error_set(err, KIS_E_INTERNAL, 0, "mount slot %d: swapped too often", slot);
-	long set = SLOT_FDSET_BASE + (long)slot * SLOT_GEN_MAX + gen;
+	unsigned old = read_gen(dfd, gname), gen = old;
 	_cleanup_close_ int q = kis_mvm_qmp_open(dfd, "qmp.sock", 5000);
 	if (q < 0)
 		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot reach the VM's QMP socket");
 	char *reply = NULL;
-	long old_set = SLOT_FDSET_BASE + (long)slot * SLOT_GEN_MAX + old;
-	int r = qmp(q, fd, &reply, 5000,
-		    "{\"execute\":\"add-fd\",\"arguments\":{\"fdset-id\":%ld,\"opaque\":\"slot%d\"}}",
-		    set, slot);
-	if (r == 0)
-		r = qmp(q, -1, &reply, 10000,
-			"{\"execute\":\"blockdev-add\",\"arguments\":{\"driver\":\"file\","
-			"\"node-name\":\"kis-m%dg%u\",\"filename\":\"/dev/fdset/%ld\","
-			"\"read-only\":true}}", slot, gen, set);
-	if (r == 0) {
-		r = qmp(q, -1, &reply, 10000,
-			"{\"execute\":\"blockdev-reopen\",\"arguments\":{\"options\":[{"
-			"\"node-name\":\"m%dlf\",\"driver\":\"raw\",\"file\":\"kis-m%dg%u\","
-			"\"read-only\":true}]}}", slot, slot, gen);
-		if (r < 0) /* the new node is no one's: not left behind */
-			qmp(q, -1, NULL, 5000, "{\"execute\":\"blockdev-del\",\"arguments\":"
-			    "{\"node-name\":\"kis-m%dg%u\"}}", slot, gen);
+	int r = -1;
+	/* A swap killed before it recorded its number (a kis-runtime create
+	 * SIGKILLed) left in the VM what it had made under the next number:
+	 * a set, a node, even the slot reopened onto that node. Each try
+	 * first clears a set and a node of its number that no one uses
+	 * (remove-fd on a set whose fd a node holds only marks it: QEMU
+	 * frees it with the node), so the set holds our fd alone; a node of
+	 * that name still in use (blockdev-add: "Duplicate nodes") moves the
+	 * swap to the next number, and every number between the recorded
+	 * one and ours is cleared once the slot is on ours. */
+	for (int tries = 0; r < 0 && tries < SLOT_TRIES; tries++) {
+		if (++gen >= SLOT_GEN_MAX) {
+			free(reply);
+			return kis_error_set(err, KIS_E_INTERNAL, 0,
+					     "mount slot %d: swapped too often", slot);
+		}
+		long set = slot_set(slot, gen);
+		qmp(q, -1, NULL, 5000, "{\"execute\":\"blockdev-del\",\"arguments\":"
+		    "{\"node-name\":\"kis-m%dg%u\"}}", slot, gen);
+		qmp(q, -1, NULL, 5000, "{\"execute\":\"remove-fd\",\"arguments\":{\"fdset-id\":%ld}}",
+		    set);
+		r = qmp(q, fd, &reply, 5000,
+			"{\"execute\":\"add-fd\",\"arguments\":{\"fdset-id\":%ld,\"opaque\":\"slot%d\"}}",
+			set, slot);
+		if (r == 0)
+			r = qmp(q, -1, &reply, 10000,
+				"{\"execute\":\"blockdev-add\",\"arguments\":{\"driver\":\"file\","
+				"\"node-name\":\"kis-m%dg%u\",\"filename\":\"/dev/fdset/%ld\","
+				"\"read-only\":true}}", slot, gen, set);
+		if (r < 0 && reply && strstr(reply, "Duplicate")) {
+			qmp(q, -1, NULL, 5000,
+			    "{\"execute\":\"remove-fd\",\"arguments\":{\"fdset-id\":%ld}}", set);
+			continue;
+		}
+		if (r == 0) {
+			r = qmp(q, -1, &reply, 10000,
+				"{\"execute\":\"blockdev-reopen\",\"arguments\":{\"options\":[{"
+				"\"node-name\":\"m%dlf\",\"driver\":\"raw\",\"file\":\"kis-m%dg%u\","
+				"\"read-only\":true}]}}", slot, slot, gen);
+			if (r < 0) /* the new node is no one's: not left behind */
+				qmp(q, -1, NULL, 5000, "{\"execute\":\"blockdev-del\",\"arguments\":"
+				    "{\"node-name\":\"kis-m%dg%u\"}}", slot, gen);
+		}
+		if (r < 0) {
+			kis_error_set(err, KIS_E_INTERNAL, 0, "cannot swap mount slot %d's disk: %.300s",
+				      slot, reply ? reply : "no answer from QMP");
+			free(reply);
+			qmp(q, -1, NULL, 5000,
+			    "{\"execute\":\"remove-fd\",\"arguments\":{\"fdset-id\":%ld}}", set);
+			return -1;
+		}
 	}
 	if (r < 0) {
 		kis_error_set(err, KIS_E_INTERNAL, 0, "cannot swap mount slot %d's disk: %.300s", slot,
 			      reply ? reply : "no answer from QMP");
 		free(reply);
-		qmp(q, -1, NULL, 5000, "{\"execute\":\"remove-fd\",\"arguments\":{\"fdset-id\":%ld}}",
-		    set);
 		return -1;
 	}
 	free(reply);
-	/* the number is kept before the old node goes: a failure below leaves
+	/* the number is kept before the old nodes go: a failure below leaves
 	 * a node and a set behind in the VM, never a slot named wrong */
 	if (write_gen(dfd, gname, gen) < 0)
 		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot record mount slot %d", slot);
-	if (old > 0) {
+	for (unsigned g = old > 0 ? old : 1; g < gen; g++) {
 		qmp(q, -1, NULL, 5000, "{\"execute\":\"blockdev-del\",\"arguments\":"
-		    "{\"node-name\":\"kis-m%dg%u\"}}", slot, old);
+		    "{\"node-name\":\"kis-m%dg%u\"}}", slot, g);
 		qmp(q, -1, NULL, 5000, "{\"execute\":\"remove-fd\",\"arguments\":{\"fdset-id\":%ld}}",
-		    old_set);
+		    slot_set(slot, g));
 	}
 	return 0;
 }
