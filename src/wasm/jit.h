@@ -15,7 +15,7 @@
 
 /* Bumped whenever the generated code or the layout it reads changes: part
  * of the cache key of compiled code. */
-#define WASM_JIT_VERSION 9u
+#define WASM_JIT_VERSION 10u
 
 /* What compiled code of one instance reads, through the pointer every
  * compiled function takes first. The generator (jit_llvm.c) addresses the
@@ -30,6 +30,11 @@ struct wasm_jit_ctx {
 	const struct wasm_functype *types; /* the module's types */
 	struct kis_wasm_instance *inst;
 	struct kis_wasm_store *store;
+	/* memory 0's data in guard mode, where it never moves (the
+	 * reservation is made before this context, memory.grow only opens
+	 * more of it): one load at a function's entry, not two through
+	 * mem; NULL in check mode, whose code reads mem->data */
+	uint8_t *mem0;
 };
 
 /* The store's state for compiled code: the stack it runs on (a mapping with
@@ -109,6 +114,7 @@ KIS_HIDDEN int wasm_memory_reserve(struct kis_wasm_memory *mem);
 #define WASM_JIT_HELPERS(X)                 \
 	X(wasm_jit_rt_trap)                 \
 	X(wasm_jit_rt_tick)                 \
+	X(wasm_jit_rt_tick_saved)           \
 	X(wasm_jit_rt_call)                 \
 	X(wasm_jit_rt_sig_eq)               \
 	X(wasm_jit_rt_memory_grow)          \
@@ -141,6 +147,12 @@ KIS_HIDDEN int wasm_memory_reserve(struct kis_wasm_memory *mem);
 
 KIS_HIDDEN __attribute__((noreturn)) void wasm_jit_rt_trap(struct wasm_jit_ctx *c, uint32_t kind);
 KIS_HIDDEN void wasm_jit_rt_tick(struct wasm_jit_ctx *c);
+/* wasm_jit_rt_tick for generated code, in LLVM's preserve_most convention
+ * (every general register kept but r11; the vector registers are the
+ * caller's to keep): the tick's call, rarely taken, then clobbers nothing
+ * the caller holds in those registers, so the common path of a function
+ * or loop need not keep its values out of them (jit_rt.c). */
+KIS_HIDDEN void wasm_jit_rt_tick_saved(struct wasm_jit_ctx *c);
 KIS_HIDDEN void wasm_jit_rt_call(struct wasm_jit_ctx *c, struct kis_wasm_func *f, uint64_t *io);
 KIS_HIDDEN uint32_t wasm_jit_rt_sig_eq(const struct wasm_functype *a, const struct wasm_functype *b);
 KIS_HIDDEN uint32_t wasm_jit_rt_memory_grow(struct wasm_jit_ctx *c, uint32_t delta);

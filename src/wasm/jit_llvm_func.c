@@ -517,6 +517,8 @@ void declare_helpers(struct gen *g)
 	} while (0)
 	DECL(wasm_jit_rt_trap, v, p, i32);
 	DECL(wasm_jit_rt_tick, v, p);
+	DECL(wasm_jit_rt_tick_saved, v, p);
+	LLVMSetFunctionCallConv(g->wasm_jit_rt_tick_saved, LLVMPreserveMostCallConv);
 	DECL(wasm_jit_rt_call, v, p, p, g->i64p);
 	DECL(wasm_jit_rt_sig_eq, i32, p, p);
 	DECL(wasm_jit_rt_memory_grow, i32, p, i32);

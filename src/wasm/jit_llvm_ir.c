@@ -245,7 +245,9 @@ void tick(struct gen *g)
 	LLVMBasicBlockRef on = LLVMAppendBasicBlockInContext(g->C, g->F, "");
 	LLVMBuildCondBr(g->B, set, slow, on);
 	LLVMPositionBuilderAtEnd(g->B, slow);
-	LLVMBuildCall2(g->B, g->wasm_jit_rt_tick_t, g->wasm_jit_rt_tick, &g->ctx, 1, "");
+	LLVMValueRef call = LLVMBuildCall2(g->B, g->wasm_jit_rt_tick_saved_t, g->wasm_jit_rt_tick_saved,
+					   &g->ctx, 1, "");
+	LLVMSetInstructionCallConv(call, LLVMPreserveMostCallConv);
 	LLVMBuildBr(g->B, on);
 	LLVMPositionBuilderAtEnd(g->B, on);
 }
@@ -258,7 +260,10 @@ void load_mem(struct gen *g)
 	if (!g->m->nmems)
 		return;
 	LLVMValueRef mem = ldi(g, g->ctx, CTX(mem), g->i8p);
-	LLVMBuildStore(g->B, ld(g, mem, offsetof(struct kis_wasm_memory, data), g->i8p), g->membase);
+	/* guard mode: the context's copy, which never changes (jit.h) */
+	LLVMValueRef base = g->guard ? ldi(g, g->ctx, CTX(mem0), g->i8p)
+				     : ld(g, mem, offsetof(struct kis_wasm_memory, data), g->i8p);
+	LLVMBuildStore(g->B, base, g->membase);
 	LLVMBuildStore(g->B, ld(g, mem, offsetof(struct kis_wasm_memory, size), g->i64), g->memsize);
 }
 
@@ -664,7 +669,8 @@ int op_call_indirect(struct gen *g, uint32_t tidx, uint32_t tab)
 	if (pop_args(g, ft, args) < 0)
 		return -1;
 	LLVMValueRef tables = ldi(g, g->ctx, CTX(tables), g->i8p);
-	LLVMValueRef t = ld(g, tables, (uint64_t)tab * sizeof(void *), g->i8p);
+	/* the table itself never changes (its size and elements do) */
+	LLVMValueRef t = ldi(g, tables, (uint64_t)tab * sizeof(void *), g->i8p);
 	LLVMValueRef size = ld(g, t, offsetof(struct kis_wasm_table, size), g->i32);
 	trap_if(g, LLVMBuildICmp(g->B, LLVMIntUGE, i, size, ""), KIS_WASM_TRAP_UNDEFINED_ELEMENT);
 	LLVMValueRef elems = ld(g, t, offsetof(struct kis_wasm_table, elems), g->i8p);

@@ -133,6 +133,8 @@ int wasm_jit_instance_init(struct kis_wasm_instance *inst, char *err, size_t err
 		snprintf(err, errlen, "cannot reserve the guard region of memory 0: %s", strerror(errno));
 		return -1;
 	}
+	if (m->jit_guard && c->mem)
+		c->mem0 = c->mem->data;
 	c->globals = inst->globals;
 	c->tables = inst->tables;
 	c->funcs = inst->funcs;
@@ -398,6 +400,41 @@ void wasm_jit_rt_tick(struct wasm_jit_ctx *c)
 		wasm_jit_rt_trap(c, KIS_WASM_TRAP_OUT_OF_FUEL);
 }
 
+/* wasm_jit_rt_tick_saved (jit.h): the registers the System V ABI lets
+ * wasm_jit_rt_tick clobber and preserve_most has the callee keep (rax,
+ * rcx, rdx, rsi, rdi, r8 to r10), saved around the call; entered with the
+ * stack 8 bytes off 16 (the return address), so eight pushes and 8 bytes
+ * more align it for the call (System V x86-64 3.2.2). A trap in the tick
+ * longjmps out of it like any other helper. */
+__asm__(".text\n"
+	".p2align 4\n"
+	".hidden wasm_jit_rt_tick_saved\n"
+	".globl wasm_jit_rt_tick_saved\n"
+	".type wasm_jit_rt_tick_saved,@function\n"
+	"wasm_jit_rt_tick_saved:\n"
+	"\tendbr64\n"
+	"\tpushq %rax\n"
+	"\tpushq %rcx\n"
+	"\tpushq %rdx\n"
+	"\tpushq %rsi\n"
+	"\tpushq %rdi\n"
+	"\tpushq %r8\n"
+	"\tpushq %r9\n"
+	"\tpushq %r10\n"
+	"\tsubq $8, %rsp\n"
+	"\tcallq wasm_jit_rt_tick\n"
+	"\taddq $8, %rsp\n"
+	"\tpopq %r10\n"
+	"\tpopq %r9\n"
+	"\tpopq %r8\n"
+	"\tpopq %rdi\n"
+	"\tpopq %rsi\n"
+	"\tpopq %rdx\n"
+	"\tpopq %rcx\n"
+	"\tpopq %rax\n"
+	"\tretq\n"
+	".size wasm_jit_rt_tick_saved, .-wasm_jit_rt_tick_saved\n");
+
 /* A call that compiled code does not make directly: a host function, or a
  * function of an instance that runs in the interpreter. io holds the
  * arguments and receives the results (as many slots as the larger). */
@@ -499,18 +536,35 @@ void wasm_jit_rt_memory_fill(struct wasm_jit_ctx *c, uint32_t d, uint32_t v, uin
 int32_t wasm_jit_rt_memcmp(struct wasm_jit_ctx *c, uint32_t l, uint32_t r, uint32_t n)
 {
 	const uint8_t *a = c->mem->data + l, *b = c->mem->data + r;
+	uint64_t x, y;
 	uint32_t i = 0;
-	for (; n - i >= 8; i += 8) { /* eight bytes at a time up to the first difference */
-		uint64_t x, y;
+	/* eight bytes at a time; where two words differ, the first differing
+	 * byte is the lowest set byte of their xor (x86-64 is little-endian:
+	 * the byte at the lower address is the less significant) */
+	for (; n - i >= 8; i += 8) {
 		memcpy(&x, a + i, 8);
 		memcpy(&y, b + i, 8);
 		if (x != y)
-			break;
+			goto differ;
+	}
+	if (i == n)
+		return 0;
+	if (n >= 8) {
+		/* the last eight bytes, overlapping ones already equal */
+		i = n - 8;
+		memcpy(&x, a + i, 8);
+		memcpy(&y, b + i, 8);
+		if (x == y)
+			return 0;
+		goto differ;
 	}
 	for (; i < n; i++)
 		if (a[i] != b[i])
 			return (int32_t)a[i] - (int32_t)b[i];
 	return 0;
+differ:
+	i += (uint32_t)__builtin_ctzll(x ^ y) >> 3;
+	return (int32_t)a[i] - (int32_t)b[i];
 }
 
 void wasm_jit_rt_table_init(struct wasm_jit_ctx *c, uint32_t tab, uint32_t x, uint32_t d,
