@@ -7,8 +7,12 @@
  * run by bench/wasm-compile.sh.
  *
  * THREADS: the compile's threads (default 1; kis-helper uses one per CPU).
+ * PROF: at --tier mixed, the interpreter's profile of a run of the module
+ * (src/wasm/jit.h: WASM_JIT_TIER_MIXED), as the file a run under
+ * KIS_WASM_PROFILE=FILE wrote (one count per line, per defined function);
+ * the modules' files, in order, separated by commas.
  *
- *   kis-jit-time [--tier opt|fast] MODULE...   ROUNDS=1 THREADS=1 PUT=<store root> */
+ *   kis-jit-time [--tier opt|fast|mixed] MODULE...   ROUNDS=1 THREADS=1 PUT=<store root> PROF= */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,13 +30,38 @@ static double now(clockid_t c)
 	return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
 }
 
+static void read_prof(const char *path, uint32_t **out, uint32_t *n)
+{
+	FILE *f = fopen(path, "r");
+	uint32_t cap = 0;
+	unsigned long v;
+	*out = NULL;
+	*n = 0;
+	if (!f) {
+		perror(path);
+		exit(1);
+	}
+	while (fscanf(f, "%lu", &v) == 1) {
+		if (*n == cap) {
+			cap = cap ? 2 * cap : 1024;
+			*out = realloc(*out, cap * sizeof(uint32_t));
+			if (!*out)
+				exit(1);
+		}
+		(*out)[(*n)++] = (uint32_t)v;
+	}
+	fclose(f);
+}
+
 int main(int argc, char **argv)
 {
 	int rounds = getenv("ROUNDS") ? atoi(getenv("ROUNDS")) : 1;
 	unsigned tier = WASM_JIT_TIER_OPT;
 	int first = 1;
 	if (argc > 2 && !strcmp(argv[1], "--tier")) {
-		tier = !strcmp(argv[2], "fast") ? WASM_JIT_TIER_FAST : WASM_JIT_TIER_OPT;
+		tier = !strcmp(argv[2], "fast")	   ? WASM_JIT_TIER_FAST
+		       : !strcmp(argv[2], "mixed") ? WASM_JIT_TIER_MIXED
+						   : WASM_JIT_TIER_OPT;
 		first = 3;
 	}
 	char err[512];
@@ -40,6 +69,8 @@ int main(int argc, char **argv)
 		fprintf(stderr, "jit_time: %s\n", err);
 		return 1;
 	}
+	char *profs = getenv("PROF") ? strdup(getenv("PROF")) : NULL, *psave = NULL;
+	char *pnext = profs ? strtok_r(profs, ",", &psave) : NULL;
 	printf("%-28s %9s %10s %9s %10s\n", "module", "bytes", "wall_ms", "cpu_ms", "object");
 	for (int a = first; a < argc; a++) {
 		FILE *f = fopen(argv[a], "rb");
@@ -54,6 +85,11 @@ int main(int argc, char **argv)
 		if (!b || fread(b, 1, (size_t)n, f) != (size_t)n)
 			return 1;
 		fclose(f);
+		uint32_t *prof = NULL, nprof = 0;
+		if (pnext) {
+			read_prof(pnext, &prof, &nprof);
+			pnext = strtok_r(NULL, ",", &psave);
+		}
 		double bw = 1e18, bc = 1e18;
 		size_t olen = 0;
 		for (int r = 0; r < rounds; r++) {
@@ -65,6 +101,8 @@ int main(int argc, char **argv)
 			}
 			m->jit_guard = wasm_jit_guard_mode();
 			m->jit_tier = (uint8_t)tier;
+			m->jit_prof = prof;
+			m->jit_nprof = nprof;
 			m->jit_threads = (uint8_t)(getenv("THREADS") ? atoi(getenv("THREADS")) : 1);
 			uint8_t *obj = NULL;
 			double w0 = now(CLOCK_MONOTONIC), c0 = now(CLOCK_PROCESS_CPUTIME_ID);
@@ -86,6 +124,8 @@ int main(int argc, char **argv)
 		const char *base = strrchr(argv[a], '/');
 		printf("%-28s %9ld %10.0f %9.0f %10zu\n", base ? base + 1 : argv[a], n, bw, bc, olen);
 		free(b);
+		free(prof);
 	}
+	free(profs);
 	return 0;
 }

@@ -17,6 +17,7 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <time.h>
 
 #include "backends/common.h"
@@ -362,6 +363,9 @@ struct child_ctx {
 	/* the compiler process's limits (compile_spawn): the run's compile
 	 * group, or NULL and RLIMIT_DATA (compile_mem) where there is none */
 	const struct kis_cgroup *compile_cg;
+	/* where the interpreter leaves its profile for tier-up's mixed
+	 * stage (jit_tierup.h), a shared mapping; NULL: no tier-up waits */
+	struct wasm_prof_out *prof;
 };
 
 /* The compile's memory bound: limits.memory_bytes, but never below this.
@@ -673,6 +677,8 @@ static int child_main(void *vctx, struct kis_error **err)
 	    timer_settime(g_timer, TIMER_ABSTIME, &its, NULL) < 0)
 		child_fail(st, "cannot arm the deadline");
 	st->pid = getpid(); /* signals may come now: the handlers are in place */
+	if (c->prof)
+		wasm_store_profile_to(g_store, c->prof);
 	if (jit) {
 		struct kis_error *je = NULL;
 		/* first: with cached code the store loads no compiler */
@@ -1076,9 +1082,11 @@ static void compile_account(struct compile_group *g, const struct kis_plan *pl,
  * compile and start `kis-helper wasm-tierup` detached, the claim (a locked
  * file holding the module) as its fd 3, its budget in its arguments. It
  * outlives the run by design: a short run of a large module is the case
- * it is for (docs/wasm.md, "Tier-up"); its own budget bounds it. */
+ * it is for (docs/wasm.md, "Tier-up"); its own budget bounds it. prof_fd
+ * (or -1): its stdin, the pipe the run's profile comes down at its end
+ * (prof_send). */
 static enum wasm_tierup tierup_start(const char *root, const uint8_t *mod, size_t len,
-				     bool fast_first)
+				     bool fast_first, int prof_fd)
 {
 	char helper[PATH_MAX], name[32];
 	if (!root || kis_helper_path(helper, sizeof(helper)) < 0 ||
@@ -1098,7 +1106,7 @@ static enum wasm_tierup tierup_start(const char *root, const uint8_t *mod, size_
 			fast_first ? "fast" : "opt", NULL};
 	char *envp[] = {NULL};
 	struct kis_spawn sp = {
-		.argv = argv, .envp = envp, .stdin_fd = -1, .pass_fd3 = true, .fd3 = claim,
+		.argv = argv, .envp = envp, .stdin_fd = prof_fd, .pass_fd3 = true, .fd3 = claim,
 		.exec_path = helper,
 	};
 	pid_t pid;
@@ -1112,6 +1120,65 @@ static enum wasm_tierup tierup_start(const char *root, const uint8_t *mod, size_
 	/* the helper holds the claim now: the same open file, as its fd 3 */
 	close(claim);
 	return WASM_TIERUP_STARTED;
+}
+
+/* The profile's way from the run to tier-up (jit_tierup.h): a shared
+ * mapping the child's interpreter fills at the run's end, and a pipe, its
+ * read end the background compile's stdin; the parent writes what the
+ * child left there once the child is gone, and closes. The helper takes
+ * end of file without a profile (a run killed before it wrote one, an
+ * engine that died) as "none": it then compiles at the optimising tier. */
+struct prof_pipe {
+	struct wasm_prof_out *out;
+	size_t map;
+	int wr;
+};
+
+static void prof_close(struct prof_pipe *p)
+{
+	if (p->out)
+		munmap(p->out, p->map);
+	p->out = NULL;
+	kis_closep(&p->wr);
+}
+
+/* The read end, or -1 (no profile then: the helper reads /dev/null). */
+static int prof_open(struct prof_pipe *p, size_t len)
+{
+	uint32_t cap = WASM_PROF_CAP(len);
+	p->map = sizeof(struct wasm_prof_out) + (size_t)cap * 4;
+	p->out = mmap(NULL, p->map, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS | MAP_NORESERVE,
+		      -1, 0);
+	int fds[2];
+	if (p->out == MAP_FAILED) {
+		p->out = NULL;
+		return -1;
+	}
+	if (pipe2(fds, O_CLOEXEC) < 0) {
+		prof_close(p);
+		return -1;
+	}
+	p->out->cap = cap;
+	p->wr = fds[1];
+	return fds[0];
+}
+
+/* What the child wrote, to the pipe: never blocking this run's end (the
+ * helper may still be in its fast stage), so the pipe is made large
+ * enough first; a profile that does not fit is not sent. */
+static void prof_send(struct prof_pipe *p)
+{
+	uint32_t n = p->out ? p->out->n : 0;
+	if (p->wr < 0 || n == 0 || n > p->out->cap)
+		return;
+	struct wasm_jit_frame f = {.magic = WASM_JIT_REMOTE_MAGIC, .word = 0, .len = (uint64_t)n * 4};
+	size_t need = sizeof(f) + (size_t)n * 4;
+	if (need > 65536 && (need > INT32_MAX || fcntl(p->wr, F_SETPIPE_SZ, (int)need) < 0))
+		return;
+	if (fcntl(p->wr, F_SETFL, O_NONBLOCK) < 0)
+		return;
+	struct iovec iov[2] = {{&f, sizeof(f)}, {p->out->c, (size_t)n * 4}};
+	(void)!writev(p->wr, iov, 2); /* a short write: the helper sees no profile */
 }
 
 static int wasm_run(struct kis_plan *pl, struct kis_result *res, struct kis_error **err)
@@ -1166,6 +1233,7 @@ static int wasm_run(struct kis_plan *pl, struct kis_result *res, struct kis_erro
 	bool is_auto = !strcmp(pl->engine, "auto");
 	enum wasm_tierup tier_up = WASM_TIERUP_NONE;
 	unsigned cached_tier = WASM_JIT_TIER_OPT;
+	_cleanup_(prof_close) struct prof_pipe prof = {.wr = -1};
 	cc.mode = !strcmp(pl->engine, "compiler") ? KIS_WASM_COMPILE : KIS_WASM_INTERPRET;
 	if (cc.mode == KIS_WASM_COMPILE || is_auto) {
 		/* the engine opened (and swept) this store already and hands
@@ -1198,14 +1266,24 @@ static int wasm_run(struct kis_plan *pl, struct kis_result *res, struct kis_erro
 					  : KIS_WASM_INTERPRET;
 		/* and a larger one, interpreted now, compiled meanwhile for
 		 * its next run (tier-up) */
-		if (is_auto && cc.mode == KIS_WASM_INTERPRET && kis_wasm_compiler_available())
-			tier_up = tierup_start(root, bytes, len, true);
+		if (is_auto && cc.mode == KIS_WASM_INTERPRET && kis_wasm_compiler_available()) {
+			/* with the pipe and the mapping its profile goes by
+			 * (prof_open): the mixed stage waits for it */
+			int rd = prof_open(&prof, len);
+			tier_up = tierup_start(root, bytes, len, true, rd);
+			if (rd >= 0)
+				close(rd);
+			if (tier_up == WASM_TIERUP_STARTED)
+				cc.prof = prof.out;
+			else
+				prof_close(&prof);
+		}
 		/* and cached code of the fast tier, linked now, is compiled at
 		 * the optimising one for the next run (unless that compile is
 		 * under way: then the claim is held) */
 		else if (is_auto && cc.cached && cached_tier == WASM_JIT_TIER_FAST &&
 			 kis_wasm_compiler_available())
-			tier_up = tierup_start(root, bytes, len, false);
+			tier_up = tierup_start(root, bytes, len, false, -1);
 	}
 	if (cc.mode != KIS_WASM_INTERPRET) {
 		cc.code_map = len > (16u << 20) ? (1u << 30) : 64 * len + (16u << 20);
@@ -1336,6 +1414,11 @@ static int wasm_run(struct kis_plan *pl, struct kis_result *res, struct kis_erro
 	 * not this module's): dropped, so the next run compiles */
 	if (r == 0 && cc.cached && st->done && (st->load_failed || st->code_refused))
 		wasm_code_cache_drop(root, bytes, len);
+	/* the interpreter's profile, if the child wrote one, to the
+	 * background compile waiting for it; then its end of file */
+	if (cc.prof)
+		prof_send(&prof);
+	prof_close(&prof);
 	munmap(st, sizeof(*st));
 	if (cc.code) {
 		/* the next run of this module links this instead of compiling;

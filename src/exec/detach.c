@@ -52,7 +52,10 @@ int kis_spawn_detached(struct kis_spawn *sp, pid_t *pid, struct kis_error **err)
 		}
 		int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
 		struct kis_spawn s = *sp;
-		s.stdin_fd = devnull;
+		/* stdin: the caller's descriptor where it gave one (tier-up's
+		 * profile pipe, src/backends/wasm.c), else /dev/null */
+		if (s.stdin_fd < 0)
+			s.stdin_fd = devnull;
 		kis_child_main(&s, sock[1], devnull, devnull);
 	}
 	close(sock[1]);

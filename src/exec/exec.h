@@ -142,7 +142,8 @@ int kis_cpuacct_read_ms(int fd, uint64_t *ms);
 int kis_cpu_next_look_ms(uint64_t used_ms, uint64_t limit_ms, int tick_ms);
 
 /* Start a long-lived command (an agent) detached from the caller: a new
- * session, stdin/stdout/stderr on /dev/null, reparented away from us
+ * session, stdout/stderr on /dev/null, stdin sp->stdin_fd or /dev/null
+ * for -1, reparented away from us
  * (double fork; tethered, once the run hands it over). Returns once it
  * has exec'd; *pid is its pid. */
 int kis_spawn_detached(struct kis_spawn *sp, pid_t *pid, struct kis_error **err);

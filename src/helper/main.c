@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/mman.h>
@@ -37,6 +38,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "confine/confine.h"
@@ -46,6 +48,7 @@
 #include "wasm/jit.h"
 #include "wasm/jit_cache.h"
 #include "wasm/jit_remote.h"
+#include "wasm/jit_tierup.h"
 
 static int answer(int fd, uint32_t status, const void *body, size_t len)
 {
@@ -174,6 +177,24 @@ static int wasm_compile(void)
 			free(bytes);
 			return 1;
 		}
+		/* the mixed tier's profile (jit_remote.h), bounded by the
+		 * module's size (jit_tierup.h); what it says only picks each
+		 * function's tier */
+		uint32_t *prof = NULL;
+		uint32_t nprof = 0;
+		if (f.word & WASM_JIT_REMOTE_MIXED) {
+			struct wasm_jit_frame pf;
+			if (kis_read_all(fd, &pf, sizeof(pf)) < 0 || pf.magic != WASM_JIT_REMOTE_MAGIC ||
+			    pf.len % 4 || pf.len / 4 > WASM_PROF_CAP(f.len) ||
+			    !(prof = malloc(pf.len ? (size_t)pf.len : 4)) ||
+			    kis_read_all(fd, prof, (size_t)pf.len) < 0) {
+				free(prof);
+				free(bytes);
+				fail(fd, "wasm.engine: a bad request to the compiler process");
+				return 1;
+			}
+			nprof = (uint32_t)(pf.len / 4);
+		}
 		struct kis_wasm_module *m = NULL;
 		struct kis_error *e = NULL;
 		int r;
@@ -183,8 +204,11 @@ static int wasm_compile(void)
 			r = fail(fd, err);
 		} else {
 			m->jit_guard = (f.word & WASM_JIT_REMOTE_GUARD) != 0;
-			m->jit_tier = f.word & WASM_JIT_REMOTE_FAST ? WASM_JIT_TIER_FAST
-								    : WASM_JIT_TIER_OPT;
+			m->jit_tier = f.word & WASM_JIT_REMOTE_FAST    ? WASM_JIT_TIER_FAST
+				      : f.word & WASM_JIT_REMOTE_MIXED ? WASM_JIT_TIER_MIXED
+								       : WASM_JIT_TIER_OPT;
+			m->jit_prof = prof;
+			m->jit_nprof = nprof;
 			m->jit_threads = threads;
 			uint8_t *obj = NULL;
 			size_t len = 0;
@@ -195,6 +219,7 @@ static int wasm_compile(void)
 			free(obj);
 			kis_wasm_module_free(m);
 		}
+		free(prof);
 		free(bytes);
 		if (r < 0)
 			return 1;
@@ -239,17 +264,22 @@ static int parse_u64(const char *s, uint64_t *v)
 
 /* One compile through the compiler's frames (jit_remote.c's protocol):
  * the hello, the request, the answer. 0 and *obj (malloc'd), or -1. */
-static int tierup_compile(int fd, const uint8_t *mod, size_t len, unsigned tier, uint8_t **obj,
-			  size_t *olen)
+static int tierup_compile(int fd, const uint8_t *mod, size_t len, unsigned tier,
+			  const uint32_t *prof, uint32_t nprof, uint8_t **obj, size_t *olen)
 {
 	struct wasm_jit_frame f;
 	if (kis_read_all(fd, &f, sizeof(f)) < 0 || f.magic != WASM_JIT_REMOTE_MAGIC || f.word)
 		return -1;
 	f = (struct wasm_jit_frame){.magic = WASM_JIT_REMOTE_MAGIC,
 				    .word = (wasm_jit_guard_mode() ? WASM_JIT_REMOTE_GUARD : 0) |
-					    (tier == WASM_JIT_TIER_FAST ? WASM_JIT_REMOTE_FAST : 0),
+					    (tier == WASM_JIT_TIER_FAST ? WASM_JIT_REMOTE_FAST : 0) |
+					    (tier == WASM_JIT_TIER_MIXED ? WASM_JIT_REMOTE_MIXED : 0),
 				    .len = len};
-	if (kis_write_all(fd, &f, sizeof(f)) < 0 || kis_write_all(fd, mod, len) < 0)
+	struct wasm_jit_frame pf = {.magic = WASM_JIT_REMOTE_MAGIC, .len = (uint64_t)nprof * 4};
+	if (kis_write_all(fd, &f, sizeof(f)) < 0 || kis_write_all(fd, mod, len) < 0 ||
+	    (tier == WASM_JIT_TIER_MIXED &&
+	     (kis_write_all(fd, &pf, sizeof(pf)) < 0 ||
+	      (nprof && kis_write_all(fd, prof, (size_t)nprof * 4) < 0))))
 		return -1;
 	if (kis_read_all(fd, &f, sizeof(f)) < 0 || f.magic != WASM_JIT_REMOTE_MAGIC || f.word ||
 	    !f.len || f.len > WASM_JIT_REMOTE_MAX_OBJECT)
@@ -269,7 +299,8 @@ static int tierup_compile(int fd, const uint8_t *mod, size_t len, unsigned tier,
 /* One compile at tier in a compiler process of its own under the budget;
  * the object written to the cache when whole. 0, or -1. */
 static int tierup_stage(const char *root, int claim, const uint8_t *mod, size_t len,
-			unsigned tier, uint64_t mem, uint64_t cpu, uint64_t wall)
+			unsigned tier, const uint32_t *prof, uint32_t nprof, uint64_t mem,
+			uint64_t cpu, uint64_t wall)
 {
 	int sv[2];
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
@@ -302,7 +333,7 @@ static int tierup_stage(const char *root, int claim, const uint8_t *mod, size_t 
 	sigemptyset(&sa.sa_mask);
 	if (sigaction(SIGALRM, &sa, NULL) == 0) {
 		alarm((unsigned)(wall > 86400 ? 86400 : wall));
-		rc = tierup_compile(sv[0], mod, len, tier, &obj, &olen);
+		rc = tierup_compile(sv[0], mod, len, tier, prof, nprof, &obj, &olen);
 		alarm(0);
 	}
 	close(sv[0]); /* the compiler reads its end: done */
@@ -315,6 +346,57 @@ static int tierup_stage(const char *root, int claim, const uint8_t *mod, size_t 
 		rc = -1;
 	free(obj);
 	return rc;
+}
+
+/* The run's profile on fd 0 (the engine's pipe, src/backends/wasm.c):
+ * a frame {magic, 0, len} and len bytes, a u32 count per defined function
+ * (jit_tierup.h), written when the run ended; EOF without it (the run was
+ * killed, or it ran compiled) or wait_s seconds without it: none. The
+ * bytes are the interpreter's, in a child that ran the module: untrusted,
+ * bounded here, and they only choose each function's tier. 0 and *prof
+ * (malloc'd), or -1. */
+static int tierup_profile(size_t modlen, uint64_t wait_s, uint32_t **prof, uint32_t *nprof)
+{
+	struct timespec end;
+	clock_gettime(CLOCK_MONOTONIC, &end);
+	end.tv_sec += (time_t)(wait_s > 86400 ? 86400 : wait_s);
+	struct wasm_jit_frame f;
+	uint8_t *p = (uint8_t *)&f;
+	size_t want = sizeof(f), got = 0;
+	uint8_t *buf = NULL;
+	for (;;) {
+		struct timespec now;
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		long ms = (long)(end.tv_sec - now.tv_sec) * 1000 + (end.tv_nsec - now.tv_nsec) / 1000000;
+		struct pollfd pfd = {.fd = 0, .events = POLLIN};
+		int r = ms > 0 ? poll(&pfd, 1, ms > INT32_MAX ? INT32_MAX : (int)ms) : 0;
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			break;
+		ssize_t n = read(0, p + got, want - got);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		got += (size_t)n;
+		if (got < want)
+			continue;
+		if (!buf) { /* the header: then the counts */
+			if (f.magic != WASM_JIT_REMOTE_MAGIC || f.word || !f.len || f.len % 4 ||
+			    f.len / 4 > WASM_PROF_CAP(modlen) || !(buf = malloc((size_t)f.len)))
+				break;
+			p = buf;
+			want = (size_t)f.len;
+			got = 0;
+			continue;
+		}
+		*prof = (uint32_t *)(void *)buf;
+		*nprof = (uint32_t)(f.len / 4);
+		return 0;
+	}
+	free(buf);
+	return -1;
 }
 
 static int tierup(char **argv)
@@ -363,17 +445,26 @@ static int tierup(char **argv)
 	bool cached = wasm_code_cache_get_tier(root, mod, len, &have, &hlen, &tier) == 0;
 	wasm_code_cache_free(have, hlen);
 	rc = 0;
-	if (cached && tier == WASM_JIT_TIER_OPT)
-		goto out;
+	if (cached && tier != WASM_JIT_TIER_FAST)
+		goto out; /* optimised, or mixed from a profile: final */
 	/* two stages: the fast tier first, so that the next run links
-	 * compiled code seconds from now, then the optimising one, which
-	 * replaces it; a failed stage ends the compile (its budget is the
-	 * same for both, and the fast one needs less of everything) */
+	 * compiled code seconds from now, then, once the run that started
+	 * this ended and sent its profile, the mixed tier (what ran hot at
+	 * the optimising tier, the rest at the fast one), or without a
+	 * profile the optimising tier; it replaces the fast code. A failed
+	 * stage ends the compile (its budget is the same for both, and the
+	 * fast one needs less of everything) */
 	if (fast_first && !cached &&
-	    tierup_stage(root, claim, mod, len, WASM_JIT_TIER_FAST, mem, cpu, wall) < 0)
+	    tierup_stage(root, claim, mod, len, WASM_JIT_TIER_FAST, NULL, 0, mem, cpu, wall) < 0)
 		rc = 1;
-	if (rc == 0 && tierup_stage(root, claim, mod, len, WASM_JIT_TIER_OPT, mem, cpu, wall) < 0)
+	uint32_t *prof = NULL, nprof = 0;
+	if (rc == 0 && fast_first && tierup_profile(len, wall, &prof, &nprof) < 0)
+		prof = NULL;
+	if (rc == 0 && tierup_stage(root, claim, mod, len,
+				    prof ? WASM_JIT_TIER_MIXED : WASM_JIT_TIER_OPT, prof, nprof, mem,
+				    cpu, wall) < 0)
 		rc = 1;
+	free(prof);
 out:
 	free(mod);
 	wasm_code_cache_unclaim(root, name, claim);

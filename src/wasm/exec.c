@@ -154,6 +154,7 @@ static enum kis_wasm_trap run(struct kis_wasm_store *s, struct kis_wasm_func *en
 	do {                                                    \
 		uint32_t t_ = (word);                           \
 		if (t_ & WASM_LOOP_EDGE) {                      \
+			fn->prof++;                             \
 			TICK();                                 \
 			t_ &= ~WASM_LOOP_EDGE;                  \
 		}                                               \
@@ -1176,6 +1177,7 @@ next:
 	call:
 		/* Calls (spec 4.4.8): the interrupt flag and fuel are checked
 		 * here and at loop headers, so every unbounded run passes one. */
+		callee->prof++; /* the mixed tier's profile (internal.h) */
 		TICK();
 		if (s->depth >= KIS_WASM_MAX_CALL_DEPTH) {
 			trap = KIS_WASM_TRAP_STACK_EXHAUSTED;

@@ -129,7 +129,13 @@ struct kis_wasm_module {
 	 * compiler's files (issue 42: decode.c <-> jit_load.c was a circle) */
 	void (*jit_free)(struct wasm_jit_module *jm);
 	bool jit_guard; /* the code is for guard-region memories (jit.h) */
-	uint8_t jit_tier; /* WASM_JIT_TIER_OPT or _FAST (jit.h): how hard LLVM works */
+	uint8_t jit_tier; /* WASM_JIT_TIER_OPT, _FAST or _MIXED (jit.h): how hard LLVM works */
+	/* at WASM_JIT_TIER_MIXED, the interpreter's profile: per defined
+	 * function, its count (struct kis_wasm_func.prof, saturated), owned
+	 * by whoever set it; jit_nprof entries (other than the defined
+	 * functions' count: no profile, all at the optimising tier) */
+	const uint32_t *jit_prof;
+	uint32_t jit_nprof;
 	/* threads the compile may use (0 or 1: this one only). Set only by
 	 * a caller whose confinement allows thread creation (kis-helper's
 	 * filter does; the wasm tier's child kills a clone) */
@@ -429,6 +435,10 @@ struct kis_wasm_func {
 	void *jit_fn;
 	void *jit_ctx;
 	void (*jit_wrap)(void *ctx, uint64_t *io);
+	/* the interpreter's profile (exec.c): calls of this function and
+	 * back-edges taken in it, the mixed tier's choice of what to optimise
+	 * (jit_llvm.c, plan); compiled code does not count */
+	uint64_t prof;
 };
 
 struct kis_wasm_table {
@@ -504,6 +514,7 @@ struct kis_wasm_store {
 	bool compile; /* instances made from now on run compiled (jit.h) */
 	bool compile_or_interpret; /* ... or interpreted where compiling fails */
 	uint8_t jit_tier; /* the tier its compiles are made at (WASM_JIT_TIER_*, jit.h) */
+	struct wasm_prof_out *prof_out; /* where a run's profile goes (jit_tierup.h), or NULL */
 	/* called once a module's code is mapped: its object code, and
 	 * whether that came from the cache */
 	void (*compiled)(void *user, const uint8_t *obj, size_t len, int from_cache);

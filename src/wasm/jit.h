@@ -102,6 +102,13 @@ KIS_HIDDEN int wasm_memory_reserve(struct kis_wasm_memory *mem);
  * module, 1.5 s of CPU against 13 to 15 s, its code ~1.5x slower. */
 #define WASM_JIT_TIER_OPT 0u
 #define WASM_JIT_TIER_FAST 1u
+/* MIXED: tier-up's second stage (docs/wasm.md, "Tier-up"): the functions
+ * that held 99.9% of the interpreter's counts in the run that started it
+ * (struct kis_wasm_module.jit_prof) at OPT, the rest at FAST; on Lua 5.4 a
+ * quarter of the code, 1.3 s of CPU against OPT's 3.7 s, its code within
+ * the noise of OPT's (jit_llvm.c, choose_hot). Without a profile of the
+ * module's length, OPT. */
+#define WASM_JIT_TIER_MIXED 2u
 
 /* Native stack for compiled code: 8 MiB, one guard page below it, and a
  * margin above the guard that only runtime and host functions use, so a

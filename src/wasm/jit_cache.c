@@ -3,7 +3,7 @@
  * one file per module, written by the engine, read only where it trusts it.
  *
  * A file holds "KISJIT2\n", the tier the code was made at (a u32:
- * WASM_JIT_TIER_OPT or _FAST, jit.h), the compiler's id (kis_wasm_compiler_id: this
+ * WASM_JIT_TIER_OPT, _FAST or _MIXED, jit.h), the compiler's id (kis_wasm_compiler_id: this
  * compiler's and LLVM's versions and the CPU), the module's bytes and the
  * object code, each after its length. The name is a 64-bit FNV-1a hash
  * (over 8-byte words) of id and module, only to find the file: a hit is the exact id and module
@@ -196,7 +196,7 @@ static int get(const char *store_root, const uint8_t *mod, size_t len, uint8_t *
 		goto out;
 	memcpy(&t, buf + at, 4);
 	at += 4;
-	if (t != WASM_JIT_TIER_OPT && t != WASM_JIT_TIER_FAST)
+	if (t != WASM_JIT_TIER_OPT && t != WASM_JIT_TIER_FAST && t != WASM_JIT_TIER_MIXED)
 		goto out;
 	memcpy(&idn, buf + at, 4);
 	at += 4;

@@ -129,14 +129,15 @@ static void no_unwind(struct gen *g)
 			LLVMAddAttributeAtIndex(f, LLVMAttributeFunctionIndex, nu);
 }
 
-/* Defined functions [lo, hi) of m to an object file in *objp (0), or -1
- * with err. A defined function is declared where the range first names it
- * (fn_decl: a call out of the range names f<i>, which the loader resolves
- * against the object that defines it, jit_elf.c), only the range's are
- * defined, with their wrappers. One
- * LLVMContext, module and target machine of its own: LLVM's contexts share
- * nothing, so ranges compile on threads of their own (compile_ranges). */
-static int generate_range(struct kis_wasm_module *m, uint32_t lo, uint32_t hi,
+/* The defined functions fs[0..nf) of m to an object file in *objp (0), or
+ * -1 with err, at the fast tier (fast: FAST_PASSES, CodeGenLevelNone) or
+ * the optimising one. A defined function is declared where the range
+ * first names it (fn_decl: a call out of the range names f<i>, which the
+ * loader resolves against the object that defines it, jit_elf.c), only
+ * the range's are defined, with their wrappers. One LLVMContext, module
+ * and target machine of its own: LLVM's contexts share nothing, so ranges
+ * compile on threads of their own (generate). */
+static int generate_range(struct kis_wasm_module *m, const uint32_t *fs, uint32_t nf, bool fast,
 			  LLVMMemoryBufferRef *objp, char *err, size_t errlen)
 {
 	struct gen g = {.m = m, .err = err, .errlen = errlen, .guard = m->jit_guard};
@@ -156,7 +157,6 @@ static int generate_range(struct kis_wasm_module *m, uint32_t lo, uint32_t hi,
 	g.vd = LLVMVoidTypeInContext(g.C);
 	g.i8p = LLVMPointerType(g.i8, 0);
 	g.i64p = LLVMPointerType(g.i64, 0);
-	bool fast = m->jit_tier == WASM_JIT_TIER_FAST;
 	LLVMTargetMachineRef tm = host_machine(fast, err, errlen);
 	int rc = -1;
 	uint32_t n = m->nfuncs - m->nfunc_imports;
@@ -178,11 +178,11 @@ static int generate_range(struct kis_wasm_module *m, uint32_t lo, uint32_t hi,
 	declare_helpers(&g);
 	for (uint32_t i = 0; i < m->ntypes; i++)
 		g.ftys[i] = func_type(&g, &m->types[i]);
-	for (uint32_t i = lo; i < hi; i++)
-		if (gen_func(&g, i) < 0)
+	for (uint32_t i = 0; i < nf; i++)
+		if (gen_func(&g, fs[i]) < 0)
 			goto out;
-	for (uint32_t i = lo; i < hi; i++)
-		gen_wrap(&g, i);
+	for (uint32_t i = 0; i < nf; i++)
+		gen_wrap(&g, fs[i]);
 	no_unwind(&g);
 	char *vmsg = NULL;
 	if (LLVMVerifyModule(g.M, LLVMReturnStatusAction, &vmsg)) {
@@ -224,21 +224,73 @@ out:
 	return rc;
 }
 
+/* ---- which functions are hot (the mixed tier) ----
+ *
+ * WASM_JIT_TIER_MIXED compiles the functions where a run's time went at
+ * the optimising tier and the rest at the fast one: a compile near the
+ * fast tier's cost, its code at the optimising tier's speed where it
+ * matters (docs/wasm.md, "The mixed tier"). Where the time went is the
+ * interpreter's profile of an earlier run (m->jit_prof: calls and loop
+ * back-edges per function, exec.c): the functions with the most counts,
+ * until they hold HOT_PER_MILLE of all counts. Measured on Lua 5.4, bzip2
+ * and SQLite's speedtest1 (issue 44): 99% of the counts lie in 16 to 27%
+ * of the code, 99.9% in 23 to 28%. A guess from the module alone
+ * (functions with loops, smallest first, up to a quarter of the code)
+ * found too little of it (its code 1.35x to 1.62x the optimising tier's,
+ * the fast tier's 1.44x to 1.79x), so without a profile of the right
+ * length every function is optimised. */
+#define HOT_PER_MILLE 999u
+
+/* hot[i] set for the functions chosen; m->jit_nprof == n. */
+static void choose_hot(const struct kis_wasm_module *m, uint32_t n, uint8_t *hot, uint32_t *ord)
+{
+	const uint32_t *c = m->jit_prof;
+	uint64_t total = 0, acc = 0;
+	uint32_t k = 0;
+	for (uint32_t i = 0; i < n; i++) {
+		total += c[i];
+		if (c[i])
+			ord[k++] = i;
+	}
+	/* the counted functions, most counts first (ties by index: the same
+	 * set on every compile of the same profile) */
+	for (uint32_t gap = k / 2; gap > 0; gap /= 2) /* Shell's sort */
+		for (uint32_t i = gap; i < k; i++) {
+			uint32_t v = ord[i], j = i;
+			while (j >= gap && (c[ord[j - gap]] < c[v] ||
+					    (c[ord[j - gap]] == c[v] && ord[j - gap] > v))) {
+				ord[j] = ord[j - gap];
+				j -= gap;
+			}
+			ord[j] = v;
+		}
+	for (uint32_t i = 0; i < k && acc * 1000 < total * HOT_PER_MILLE; i++) {
+		hot[ord[i]] = 1;
+		acc += c[ord[i]];
+	}
+}
+
 /* ---- the compile in parallel ----
  *
- * A module's defined functions are cut into contiguous ranges of about
- * RANGE_BYTES of body each (at most WASM_JIT_OBJS_MAX), each range one
- * object (generate_range), and the ranges are taken from a shared counter
- * by m->jit_threads threads (this one among them). The cut depends on the
- * module only, never on the thread count, so one or two threads make the
- * same objects, in the same order: the container (jit.h, "KISOBJS1") that
- * the loader links as one image. Both costs of a compile (LLVM's passes
- * and its code generation) are per function, so the ranges add only their
- * fixed part: a context, the declarations, a target machine, an object. */
+ * A module's defined functions are cut into ranges of about RANGE_BYTES of
+ * body each (at most WASM_JIT_OBJS_MAX in all), each range one object
+ * (generate_range) at one tier, and the ranges are taken from a shared
+ * counter by m->jit_threads threads (this one among them). At one tier a
+ * range is contiguous; at the mixed tier the hot functions are cut into
+ * ranges of their own (in index order), then the others, and the hot
+ * ranges go first (they take most of the time: a thread that finishes
+ * early then takes the cheap ones). The cut depends on the module (and
+ * the hot set) only, never on the thread count, so one or two threads
+ * make the same objects, in the same order: the container (jit.h,
+ * "KISOBJS1") that the loader links as one image. Both costs of a compile
+ * (LLVM's passes and its code generation) are per function, so the ranges
+ * add only their fixed part: a context, the declarations, a target
+ * machine, an object. */
 #define RANGE_BYTES (32u << 10)
 
 struct range {
-	uint32_t lo, hi;
+	uint32_t lo, hi; /* into the order of functions (struct ranges.ord) */
+	bool fast;
 	LLVMMemoryBufferRef obj;
 	int rc;
 	char err[512];
@@ -246,6 +298,7 @@ struct range {
 
 struct ranges {
 	struct kis_wasm_module *m;
+	uint32_t *ord; /* the defined functions, each range's together */
 	struct range *r;
 	uint32_t n;
 	atomic_uint next;
@@ -260,37 +313,72 @@ static void *range_worker(void *arg)
 		if (i >= rs->n || atomic_load(&rs->failed))
 			return NULL;
 		struct range *r = &rs->r[i];
-		r->rc = generate_range(rs->m, r->lo, r->hi, &r->obj, r->err, sizeof(r->err));
+		r->rc = generate_range(rs->m, rs->ord + r->lo, r->hi - r->lo, r->fast, &r->obj,
+				       r->err, sizeof(r->err));
 		if (r->rc < 0)
 			atomic_store(&rs->failed, true);
 	}
 }
 
-/* Cut [0, n) by the bodies' bytes; the number of ranges. */
-static uint32_t cut_ranges(const struct kis_wasm_module *m, uint32_t n, struct range *r)
+/* Cut ord[from, to) by the bodies' bytes into at most max ranges at r,
+ * at one tier; the number of ranges (0 for no functions). */
+static uint32_t cut_ranges(const struct kis_wasm_module *m, const uint32_t *ord, uint32_t from,
+			   uint32_t to, uint32_t max, bool fast, struct range *r)
 {
+	if (from == to || max == 0)
+		return 0;
 	uint64_t total = 0;
-	for (uint32_t i = 0; i < n; i++)
-		total += m->codes[i].body_len;
+	for (uint32_t i = from; i < to; i++)
+		total += m->codes[ord[i]].body_len;
 	uint64_t want = total / RANGE_BYTES;
-	if (want > WASM_JIT_OBJS_MAX)
-		want = WASM_JIT_OBJS_MAX;
-	if (want > n)
-		want = n;
+	if (want > max)
+		want = max;
+	if (want > to - from)
+		want = to - from;
 	if (want < 1)
 		want = 1;
 	uint64_t per = (total + want - 1) / want, acc = 0;
 	uint32_t k = 0;
-	r[0].lo = 0;
-	for (uint32_t i = 0; i < n; i++) {
-		acc += m->codes[i].body_len;
-		if (acc >= per * (k + 1) && k + 1 < want && i + 1 < n) {
+	r[0].lo = from;
+	for (uint32_t i = from; i < to; i++) {
+		acc += m->codes[ord[i]].body_len;
+		if (acc >= per * (k + 1) && k + 1 < want && i + 1 < to) {
 			r[k].hi = i + 1;
 			r[++k].lo = i + 1;
 		}
 	}
-	r[k].hi = n;
+	r[k].hi = to;
+	for (uint32_t i = 0; i <= k; i++)
+		r[i].fast = fast;
 	return k + 1;
+}
+
+/* The order and the cut, by the tier: all at one, or the hot functions
+ * (optimising) then the others (fast). 0, or -1 out of memory. */
+static int plan(struct kis_wasm_module *m, uint32_t n, struct ranges *rs)
+{
+	uint8_t *hot = calloc(n ? n : 1, 1);
+	if (!hot)
+		return -1;
+	if (m->jit_tier == WASM_JIT_TIER_MIXED && m->jit_prof && m->jit_nprof == n)
+		choose_hot(m, n, hot, rs->ord);
+	else if (m->jit_tier != WASM_JIT_TIER_FAST)
+		memset(hot, 1, n);
+	uint32_t nh = 0;
+	for (uint32_t i = 0; i < n; i++)
+		nh += hot[i] != 0;
+	uint32_t h = 0, c = nh;
+	for (uint32_t i = 0; i < n; i++)
+		rs->ord[hot[i] ? h++ : c++] = i;
+	free(hot);
+	/* the cold part's share of the objects: as many as its bytes ask
+	 * for, at most half when there are hot ones too */
+	uint32_t cold_max = nh ? WASM_JIT_OBJS_MAX / 2 : WASM_JIT_OBJS_MAX;
+	rs->n = cut_ranges(m, rs->ord, 0, nh, WASM_JIT_OBJS_MAX - (nh < n ? 1 : 0), false, rs->r);
+	if (rs->n + cold_max > WASM_JIT_OBJS_MAX)
+		cold_max = WASM_JIT_OBJS_MAX - rs->n;
+	rs->n += cut_ranges(m, rs->ord, nh, n, cold_max, true, rs->r + rs->n);
+	return 0;
 }
 
 /* m's functions to the container of objects (malloc'd into *out). */
@@ -298,12 +386,19 @@ static int generate(struct kis_wasm_module *m, uint8_t **out, size_t *len, char 
 		    size_t errlen)
 {
 	uint32_t n = m->nfuncs - m->nfunc_imports;
-	struct ranges rs = {.m = m, .r = calloc(WASM_JIT_OBJS_MAX, sizeof(struct range))};
-	if (!rs.r) {
+	struct ranges rs = {.m = m,
+			    .r = calloc(WASM_JIT_OBJS_MAX, sizeof(struct range)),
+			    .ord = calloc(n ? n : 1, sizeof(uint32_t))};
+	if (!rs.r || !rs.ord || plan(m, n, &rs) < 0) {
+		free(rs.r);
+		free(rs.ord);
 		snprintf(err, errlen, "out of memory");
 		return -1;
 	}
-	rs.n = cut_ranges(m, n, rs.r);
+	if (rs.n == 0) { /* no defined functions: one empty object, as before */
+		rs.r[0] = (struct range){.lo = 0, .hi = 0, .fast = m->jit_tier == WASM_JIT_TIER_FAST};
+		rs.n = 1;
+	}
 	atomic_init(&rs.next, 0);
 	atomic_init(&rs.failed, false);
 	/* the other threads: a thread that cannot be made (a pids limit, a
@@ -357,6 +452,7 @@ out:
 		if (rs.r[i].obj)
 			LLVMDisposeMemoryBuffer(rs.r[i].obj);
 	free(rs.r);
+	free(rs.ord);
 	return rc;
 }
 

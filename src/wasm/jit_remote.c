@@ -25,7 +25,8 @@
  *   answer   helper -> us  struct frame {magic, status, len} + the object
  *                          (status 0) or a message
  * flags: WASM_JIT_REMOTE_GUARD, the code is for guard-region memories;
- * WASM_JIT_REMOTE_FAST, the fast tier. */
+ * WASM_JIT_REMOTE_FAST, the fast tier; WASM_JIT_REMOTE_MIXED, the mixed
+ * tier, the profile in a frame of its own after the module. */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -186,13 +187,19 @@ int wasm_jit_emit(struct kis_wasm_module *m, uint8_t **obj, size_t *len, char *e
 	pthread_mutex_lock(&lock);
 	struct wasm_jit_frame f = {.magic = WASM_JIT_REMOTE_MAGIC,
 				   .word = (m->jit_guard ? WASM_JIT_REMOTE_GUARD : 0) |
-					   (m->jit_tier == WASM_JIT_TIER_FAST ? WASM_JIT_REMOTE_FAST : 0),
+					   (m->jit_tier == WASM_JIT_TIER_FAST ? WASM_JIT_REMOTE_FAST : 0) |
+					   (m->jit_tier == WASM_JIT_TIER_MIXED ? WASM_JIT_REMOTE_MIXED : 0),
 				   .len = m->src_len};
+	bool mixed = m->jit_tier == WASM_JIT_TIER_MIXED;
+	struct wasm_jit_frame pf = {.magic = WASM_JIT_REMOTE_MAGIC,
+				    .len = mixed && m->jit_prof ? (uint64_t)m->jit_nprof * 4 : 0};
 	int r = -1;
 	if (chan < 0)
 		snprintf(err, errlen, "wasm.engine: the compiler process (kis-helper) ended");
 	else if (kis_write_all(chan, &f, sizeof(f)) < 0 ||
-		 kis_write_all(chan, m->src, m->src_len) < 0)
+		 kis_write_all(chan, m->src, m->src_len) < 0 ||
+		 (mixed && (kis_write_all(chan, &pf, sizeof(pf)) < 0 ||
+			    (pf.len && kis_write_all(chan, m->jit_prof, (size_t)pf.len) < 0))))
 		snprintf(err, errlen, "wasm.engine: the compiler process (kis-helper) ended");
 	else
 		r = read_frame(chan, WASM_JIT_REMOTE_MAX_OBJECT, obj, len, err, errlen);

@@ -12,6 +12,10 @@
 #define WASM_JIT_REMOTE_MAGIC 0x314a434bu /* "KCJ1" */
 #define WASM_JIT_REMOTE_GUARD 1u	  /* request: code for guard-region memories */
 #define WASM_JIT_REMOTE_FAST 2u	  /* request: the fast tier (WASM_JIT_TIER_FAST) */
+/* request: the mixed tier (WASM_JIT_TIER_MIXED); the module is followed by
+ * a second frame {magic, 0, len} and len bytes: the profile, a u32 count
+ * per defined function (jit_tierup.h, struct wasm_prof_out) */
+#define WASM_JIT_REMOTE_MIXED 4u
 /* the largest object accepted back (SQLite's is ~6 MiB) */
 #define WASM_JIT_REMOTE_MAX_OBJECT ((uint64_t)512 << 20)
 

@@ -27,6 +27,29 @@ struct wasm_tierup_budget {
 };
 KIS_HIDDEN void wasm_tierup_budget(size_t len, struct wasm_tierup_budget *b);
 
+/* The interpreter's profile of a run, for the mixed tier (jit.h,
+ * WASM_JIT_TIER_MIXED): a shared mapping the engine makes before the run
+ * (cap entries), its child's interpreter fills at the run's end (n, then
+ * per defined function its count of calls and loop back-edges), and the
+ * engine hands to the background compile (docs/wasm.md, "Tier-up"). What
+ * the child wrote is untrusted: it only chooses a tier per function, and
+ * the compiler takes it only when n is the module's count. */
+struct wasm_prof_out {
+	uint32_t cap;
+	volatile uint32_t n; /* 0 until written */
+	uint32_t c[];
+};
+/* The bound on its entries for a module of len bytes: a defined
+ * function's body takes at least 2 bytes (its size and locals count,
+ * spec 5.5.13) */
+#define WASM_PROF_CAP(len) ((uint32_t)((len) / 2 + 1))
+/* The store's instances write their profile to o at the end of a WASI run
+ * (kis_wasi_run_module); NULL: none. */
+struct kis_wasm_store;
+struct kis_wasm_instance;
+KIS_HIDDEN void wasm_store_profile_to(struct kis_wasm_store *s, struct wasm_prof_out *o);
+KIS_HIDDEN void wasm_instance_profile_out(const struct kis_wasm_instance *inst);
+
 /* The name the result gives it ("started", "running"), NULL for none. */
 KIS_HIDDEN const char *wasm_tierup_name(enum wasm_tierup t);
 

@@ -14,6 +14,7 @@
 
 #include "wasm/internal.h"
 #include "wasm/jit.h"
+#include "wasm/jit_tierup.h"
 
 static const char *const trap_messages[KIS_WASM_TRAP__COUNT] = {
 	[KIS_WASM_OK] = "ok",
@@ -249,6 +250,29 @@ int64_t kis_wasm_fuel_left(const struct kis_wasm_store *s)
 {
 	/* an unlimited run counts down from INT64_MAX (see kis_wasm_call) */
 	return s->fuel_budget < 0 ? -1 : s->fuel;
+}
+
+void wasm_store_profile_to(struct kis_wasm_store *s, struct wasm_prof_out *o)
+{
+	s->prof_out = o;
+}
+
+/* The counts of inst's defined functions (struct kis_wasm_func.prof, what
+ * the interpreter counted), saturated to 32 bits, then n: a reader that
+ * sees n sees the counts before it (the engine reads them after the
+ * child exited, waitpid orders the rest). */
+void wasm_instance_profile_out(const struct kis_wasm_instance *inst)
+{
+	struct wasm_prof_out *o = inst->store->prof_out;
+	const struct kis_wasm_module *m = inst->m;
+	uint32_t n = m->nfuncs - m->nfunc_imports;
+	if (!o || n == 0 || n > o->cap)
+		return;
+	for (uint32_t i = 0; i < n; i++) {
+		uint64_t c = inst->funcs[m->nfunc_imports + i]->prof;
+		o->c[i] = c > UINT32_MAX ? UINT32_MAX : (uint32_t)c;
+	}
+	o->n = n;
 }
 
 void kis_wasm_set_memory_limit(struct kis_wasm_store *s, uint32_t max_pages)

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "wasm/internal.h"
+#include "wasm/jit_tierup.h"
 
 /* ---- args and environ: an array of pointers, then the NUL-terminated
  * strings one after another (wasi_snapshot_preview1.witx, args_get) ---- */
@@ -803,6 +804,9 @@ int kis_wasi_run_module(struct kis_wasi *w, struct kis_wasm_store *s, const uint
 		goto done;
 	}
 	trap = kis_wasm_call(s, ex.u.func, NULL, NULL);
+	/* however the run ended (returned, proc_exit, a trap, interrupted):
+	 * the interpreter's profile for tier-up (jit_tierup.h) */
+	wasm_instance_profile_out(inst);
 	rc = 0;
 	if (trap == KIS_WASM_OK) {
 		out->exited = true;

@@ -196,10 +196,11 @@ def test_auto_tiers_up_a_large_module_on_its_second_run(world, modules, tmp_path
     assert not list(cache.glob(".*.tmp")), list(cache.iterdir())
     (obj,) = new
     assert obj.stat().st_mode & 0o777 == 0o600
-    # the fast tier first, then the optimising one over it (jit_cache.c:
-    # "KISJIT2\n", then the tier as a u32; 0 is WASM_JIT_TIER_OPT)
+    # the fast tier first, then, with the run's profile, the mixed one
+    # over it (jit_cache.c: "KISJIT2\n", then the tier as a u32; 2 is
+    # WASM_JIT_TIER_MIXED, src/wasm/jit.h)
     head = obj.read_bytes()[:12]
-    assert head[:8] == b"KISJIT2\n" and int.from_bytes(head[8:], "little") == 0, head
+    assert head[:8] == b"KISJIT2\n" and int.from_bytes(head[8:], "little") == 2, head
     d = _auto(store, base, "big.wasm", "hello")
     assert d["stdout"] == "hello from wasm\n", d
     assert d["wasm"] == {"engine": "compiler", "code": "cached", "tier_up": None}, d
