@@ -31,11 +31,12 @@ wasm-spec-json:
 	  fi; \
 	done
 
-# Every script runs four times: interpreted, then compiled (src/wasm/jit_llvm.c,
+# Every script runs five times: interpreted, then compiled (src/wasm/jit_llvm.c,
 # kis-wasm-spectest --engine compiler) on a cold code cache, then linked
 # from that cache by our own loader (src/wasm/jit_elf.c; --expect-cached
 # fails a module that was compiled again), then compiled at tier-up's fast
-# tier (--tier fast, src/wasm/jit.h), with the same known failures.
+# tier (--tier fast, src/wasm/jit.h), then at its mixed tier (--tier mixed:
+# every other function optimised, the rest fast), with the same known failures.
 # Without wabt or the spec tests this is a skip that says why, as for any
 # test that needs a package.
 check-wasm: $(SPECTEST)
@@ -55,6 +56,9 @@ check-wasm: $(SPECTEST)
 	    --known-failures $(WASM_KNOWN_FAILURES) $(BUILD)/spectest/*.json && \
 	  echo "check-wasm: the same scripts compiled at tier-up's fast tier (--tier fast)" && \
 	  $(SPECTEST) --engine compiler --tier fast \
+	    --known-failures $(WASM_KNOWN_FAILURES) $(BUILD)/spectest/*.json && \
+	  echo "check-wasm: the same scripts compiled at tier-up's mixed tier (--tier mixed)" && \
+	  $(SPECTEST) --engine compiler --tier mixed \
 	    --known-failures $(WASM_KNOWN_FAILURES) $(BUILD)/spectest/*.json; \
 	fi
 

@@ -45,6 +45,10 @@ struct file_run {
 static struct known known;
 static bool use_compiler; /* --engine compiler: every module runs compiled */
 static bool fast_tier;    /* --tier fast: compiled at tier-up's first tier (jit.h) */
+/* --tier mixed: at the mixed tier (jit.h), with a made-up profile that
+ * counts every odd-numbered defined function once, so those are
+ * optimised, the others fast, and calls cross from one tier to the other */
+static bool mixed_tier;
 static bool verbose;
 /* --code-cache DIR: compiled code kept in DIR/cache/wasm-code as the wasm
  * tier keeps it in its store (jit_cache.c), and linked from there when
@@ -236,7 +240,18 @@ static int instantiate(struct file_run *r, struct kis_wasm_module *m, struct kis
 	 * was used or the instantiation stopped before compiling */
 	if (r->cur && wasm_code_cache_get(code_cache, r->cur, r->cur_len, &cached, &cached_len) == 0)
 		kis_wasm_store_use_cached_code(r->store, cached, cached_len);
+	/* the made-up profile (mixed_tier), for the compile at instantiation */
+	uint32_t n = m->nfuncs - m->nfunc_imports, *prof = NULL;
+	if (mixed_tier && use_compiler && n && (prof = calloc(n, sizeof(uint32_t))) != NULL) {
+		for (uint32_t i = 1; i < n; i += 2)
+			prof[i] = 1;
+		m->jit_prof = prof;
+		m->jit_nprof = n;
+	}
 	int rc = kis_wasm_instantiate(r->store, m, resolve, r, inst, trap, &err);
+	m->jit_prof = NULL;
+	m->jit_nprof = 0;
+	free(prof);
 	kis_wasm_store_use_cached_code(r->store, NULL, 0);
 	wasm_code_cache_free(cached, cached_len);
 	r->cur = NULL;
@@ -684,6 +699,8 @@ static int run_file(const char *json_path, int *passed, int *failed, int *skippe
 	r.store = kis_wasm_store_new();
 	if (r.store && fast_tier)
 		r.store->jit_tier = WASM_JIT_TIER_FAST;
+	if (r.store && mixed_tier)
+		r.store->jit_tier = WASM_JIT_TIER_MIXED;
 	struct kis_error *cerr = NULL;
 	if (!r.store || make_spectest(&r) < 0 ||
 	    (use_compiler && kis_wasm_store_use_compiler(r.store, 1, &cerr) < 0)) {
@@ -743,8 +760,10 @@ int main(int argc, char **argv)
 		} else if (!strcmp(argv[i], "--expect-cached")) {
 			expect_cached = true;
 		} else if (!strcmp(argv[i], "--tier") && i + 1 < argc &&
-			   (!strcmp(argv[i + 1], "fast") || !strcmp(argv[i + 1], "opt"))) {
+			   (!strcmp(argv[i + 1], "fast") || !strcmp(argv[i + 1], "opt") ||
+			    !strcmp(argv[i + 1], "mixed"))) {
 			fast_tier = !strcmp(argv[++i], "fast");
+			mixed_tier = !strcmp(argv[i], "mixed");
 		} else if (!strcmp(argv[i], "-v")) {
 			verbose = true;
 		} else if (!strcmp(argv[i], "--engine") && i + 1 < argc &&
