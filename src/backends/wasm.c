@@ -1131,6 +1131,7 @@ static enum wasm_tierup tierup_start(const char *root, const uint8_t *mod, size_
 struct prof_pipe {
 	struct wasm_prof_out *out;
 	size_t map;
+	uint32_t cap; /* the parent's own copy: the child may write out->cap */
 	int wr;
 };
 
@@ -1140,6 +1141,7 @@ static void prof_close(struct prof_pipe *p)
 		munmap(p->out, p->map);
 	p->out = NULL;
 	kis_closep(&p->wr);
+	p->wr = -1;
 }
 
 /* The read end, or -1 (no profile then: the helper reads /dev/null). */
@@ -1158,7 +1160,7 @@ static int prof_open(struct prof_pipe *p, size_t len)
 		prof_close(p);
 		return -1;
 	}
-	p->out->cap = cap;
+	p->out->cap = p->cap = cap;
 	p->wr = fds[1];
 	return fds[0];
 }
@@ -1169,7 +1171,7 @@ static int prof_open(struct prof_pipe *p, size_t len)
 static void prof_send(struct prof_pipe *p)
 {
 	uint32_t n = p->out ? p->out->n : 0;
-	if (p->wr < 0 || n == 0 || n > p->out->cap)
+	if (p->wr < 0 || n == 0 || n > p->cap)
 		return;
 	struct wasm_jit_frame f = {.magic = WASM_JIT_REMOTE_MAGIC, .word = 0, .len = (uint64_t)n * 4};
 	size_t need = sizeof(f) + (size_t)n * 4;

@@ -148,13 +148,27 @@ static enum kis_wasm_trap run(struct kis_wasm_store *s, struct kis_wasm_func *en
 			goto out_of_fuel;                                         \
 	} while (0)
 
+	/* The mixed tier's profile (struct kis_wasm_func.prof): each
+	 * function's calls (counted at the call) and the ticks taken while it
+	 * was the running frame (its loop back-edges and the calls it makes),
+	 * charged when the frame changes, from the fuel count that TICK
+	 * keeps anyway: nothing is added at a back-edge. A budget reset
+	 * meanwhile (kis_wasm_set_fuel from a host call) charges nothing. */
+	int64_t prof_mark = s->fuel;
+#define CHARGE()                                                \
+	do {                                                    \
+		int64_t d_ = prof_mark - s->fuel;               \
+		prof_mark = s->fuel;                            \
+		if (fn && d_ > 0)                               \
+			fn->prof += (uint64_t)d_;               \
+	} while (0)
+
 	/* A taken simple jump: a back-edge to a loop (WASM_LOOP_EDGE) runs the
 	 * loop's check here instead of dispatching OP_LOOP_CHECK. */
 #define JUMP(word)                                              \
 	do {                                                    \
 		uint32_t t_ = (word);                           \
 		if (t_ & WASM_LOOP_EDGE) {                      \
-			fn->prof++;                             \
 			TICK();                                 \
 			t_ &= ~WASM_LOOP_EDGE;                  \
 		}                                               \
@@ -280,6 +294,7 @@ next:
 				fp[i] = from[i];
 			sp = fp + n;
 			struct wasm_frame *fr = &s->frames[--s->depth];
+			CHARGE();
 			if (s->depth == entry_depth) {
 				s->sp = sp;
 				return KIS_WASM_OK;
@@ -1232,6 +1247,7 @@ next:
 			}
 			fp = nfp;
 			sp = fp + cd->nlocals;
+			CHARGE();
 			fn = callee;
 			code = cd->ops;
 			pc = code;
@@ -1250,6 +1266,7 @@ next:
 #undef SET_TOP
 #undef PUSH_TOP
 #undef TICK
+#undef CHARGE
 #undef JUMP
 out_of_fuel:
 	s->fuel = 0;

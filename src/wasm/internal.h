@@ -435,9 +435,10 @@ struct kis_wasm_func {
 	void *jit_fn;
 	void *jit_ctx;
 	void (*jit_wrap)(void *ctx, uint64_t *io);
-	/* the interpreter's profile (exec.c): calls of this function and
-	 * back-edges taken in it, the mixed tier's choice of what to optimise
-	 * (jit_llvm.c, plan); compiled code does not count */
+	/* the interpreter's profile (exec.c, CHARGE): calls of this function
+	 * and the ticks taken while it ran (its back-edges and calls), the
+	 * mixed tier's choice of what to optimise (jit_llvm.c, choose_hot);
+	 * compiled code does not count */
 	uint64_t prof;
 };
 

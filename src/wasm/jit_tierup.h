@@ -30,7 +30,7 @@ KIS_HIDDEN void wasm_tierup_budget(size_t len, struct wasm_tierup_budget *b);
 /* The interpreter's profile of a run, for the mixed tier (jit.h,
  * WASM_JIT_TIER_MIXED): a shared mapping the engine makes before the run
  * (cap entries), its child's interpreter fills at the run's end (n, then
- * per defined function its count of calls and loop back-edges), and the
+ * per defined function its count of calls and of ticks taken in it), and the
  * engine hands to the background compile (docs/wasm.md, "Tier-up"). What
  * the child wrote is untrusted: it only chooses a tier per function, and
  * the compiler takes it only when n is the module's count. */
