@@ -7,10 +7,13 @@
  * run by bench/wasm-compile.sh.
  *
  * THREADS: the compile's threads (default 1; kis-helper uses one per CPU).
- * PROF: at --tier mixed, the interpreter's profile of a run of the module
- * (src/wasm/jit.h: WASM_JIT_TIER_MIXED), as the file a run under
- * KIS_WASM_PROFILE=FILE wrote (one count per line, per defined function);
- * the modules' files, in order, separated by commas.
+ * PROF: at --tier mixed (src/wasm/jit.h: WASM_JIT_TIER_MIXED), a profile
+ * of a run of each module, as the interpreter counts it (struct
+ * kis_wasm_func.prof): a file of one count per line, per defined function
+ * in order, per module, the files separated by commas. No build writes
+ * such files (tier-up hands the counts over a pipe, src/backends/wasm.c);
+ * docs/wasm.md, "The mixed tier", says how the measured ones were made.
+ * Without PROF, --tier mixed compiles all at the optimising tier.
  *
  *   kis-jit-time [--tier opt|fast|mixed] MODULE...   ROUNDS=1 THREADS=1 PUT=<store root> PROF= */
 #include <stdio.h>
