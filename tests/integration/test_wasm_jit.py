@@ -206,6 +206,31 @@ def test_auto_tiers_up_a_large_module_on_its_second_run(world, modules, tmp_path
     assert d["wasm"] == {"engine": "compiler", "code": "cached", "tier_up": None}, d
 
 
+def test_tier_up_without_the_runs_profile_optimises_it_all(world, modules, tmp_path):
+    """A first run killed at its CPU limit (SIGKILL: its interpreter never
+    wrote its counts) sends the background compile no profile: its second
+    stage, after the pipe's end of file, compiles the whole module at the
+    optimising tier (0), not the mixed one (2), and the next run links it."""
+    if "compiler" not in kis("backends").stdout:
+        pytest.skip("this build has no wasm compiler")
+    store = world["store"]
+    cache = Path(store) / "cache" / "wasm-code"
+    base = _fresh_base(store, tmp_path, modules / "wasitest.wasm", "spin.wasm", 300_000)
+    before = set(cache.glob("*.o")) if cache.exists() else set()
+    p = kis("run", "--json", "--tier", "wasm", "--cpu-time", "1s", "--base", base, "--",
+            "spin.wasm", "spin", env={"KIS_SANDBOX_ROOT": str(store)}, check=False)
+    d = json.loads(p.stdout)
+    assert d["termination"]["reason"] != "exited", d
+    assert d["wasm"] == {"engine": "interpreter", "code": None, "tier_up": "started"}, d
+    _tier_up_done(cache)
+    new = set(cache.glob("*.o")) - before
+    assert len(new) == 1, (new, list(cache.iterdir()))
+    head = next(iter(new)).read_bytes()[:12]
+    assert head[:8] == b"KISJIT2\n" and int.from_bytes(head[8:], "little") == 0, head
+    d = _auto(store, base, "spin.wasm", "hello")
+    assert d["wasm"] == {"engine": "compiler", "code": "cached", "tier_up": None}, d
+
+
 def test_racing_first_runs_compile_a_module_once(world, modules, tmp_path):
     """Two first runs of the same fresh module at the same time: both run
     interpreted, one starts the compile and the other finds it running
