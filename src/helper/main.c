@@ -351,7 +351,8 @@ static int tierup_stage(const char *root, int claim, const uint8_t *mod, size_t 
 /* The run's profile on fd 0 (the engine's pipe, src/backends/wasm.c):
  * a frame {magic, 0, len} and len bytes, a u32 count per defined function
  * (jit_tierup.h), written when the run ended; EOF without it (the run was
- * killed, or it ran compiled) or wait_s seconds without it: none. The
+ * killed, or it ran compiled), wait_s seconds without it, or fewer counts
+ * than WASM_TIERUP_PROFILE_MIN: none. The
  * bytes are the interpreter's, in a child that ran the module: untrusted,
  * bounded here, and they only choose each function's tier. 0 and *prof
  * (malloc'd), or -1. */
@@ -391,6 +392,12 @@ static int tierup_profile(size_t modlen, uint64_t wait_s, uint32_t **prof, uint3
 			got = 0;
 			continue;
 		}
+		/* a run too short to tell (jit_tierup.h): none */
+		uint64_t total = 0;
+		for (size_t i = 0; i < (size_t)f.len / 4; i++)
+			total += ((const uint32_t *)(void *)buf)[i];
+		if (total < WASM_TIERUP_PROFILE_MIN)
+			break;
 		*prof = (uint32_t *)(void *)buf;
 		*nprof = (uint32_t)(f.len / 4);
 		return 0;

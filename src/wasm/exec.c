@@ -1266,7 +1266,6 @@ next:
 #undef SET_TOP
 #undef PUSH_TOP
 #undef TICK
-#undef CHARGE
 #undef JUMP
 out_of_fuel:
 	s->fuel = 0;
@@ -1290,6 +1289,11 @@ overflow:
 bad_conversion:
 	trap = KIS_WASM_TRAP_INVALID_CONVERSION;
 trapped:
+	/* a run that ends here (proc_exit, a trap, the deadline's interrupt)
+	 * still charges its running frame: a loop that never calls out, cut
+	 * off by the deadline, took all its ticks there */
+	CHARGE();
+#undef CHARGE
 	s->depth = entry_depth;
 	return trap;
 }

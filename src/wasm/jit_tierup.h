@@ -39,6 +39,12 @@ struct wasm_prof_out {
 	volatile uint32_t n; /* 0 until written */
 	uint32_t c[];
 };
+/* Fewer counts than this in all (about 0.15 s of interpretation here; Lua,
+ * bzip2 and SQLite's measured runs counted 50 to 90 million in ~3 s): the
+ * run was too short to say where a real one spends its time (a
+ * `--version`, a hello world), and mixed code is final (docs/wasm.md,
+ * "Tier-up"), so the stage optimises everything instead. */
+#define WASM_TIERUP_PROFILE_MIN (1u << 22)
 /* The bound on its entries for a module of len bytes: a defined
  * function's body takes at least 2 bytes (its size and locals count,
  * spec 5.5.13) */
