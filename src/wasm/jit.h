@@ -15,7 +15,7 @@
 
 /* Bumped whenever the generated code or the layout it reads changes: part
  * of the cache key of compiled code. */
-#define WASM_JIT_VERSION 10u
+#define WASM_JIT_VERSION 11u
 
 /* What compiled code of one instance reads, through the pointer every
  * compiled function takes first. The generator (jit_llvm.c) addresses the
