@@ -192,6 +192,7 @@ $(WASM_RUN): $(BUILD)/obj/bench/wasm/run.o $(STATIC_LIB) | $(JIT_PLUGIN)
 # test_wasm_jit.py drives both engines through it (the edge and the
 # differential tests): make check builds it rather than skip them.
 check-integration: $(WASM_RUN)
+test-build: $(WASM_RUN)
 
 .PHONY: bench-wasm
 bench-wasm: $(WASM_RUN)
