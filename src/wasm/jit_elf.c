@@ -127,6 +127,7 @@ struct obj {
 	const char *str; /* the symbol string table */
 	uint64_t strlen_;
 	const struct wasm_jit_externals *ext; /* what externals resolve to */
+	const uint32_t *ext_order; /* ext's indices by name (sort_externals) */
 	char *err;
 	size_t errlen;
 };
@@ -135,6 +136,7 @@ struct obj {
 struct link {
 	struct obj *o;
 	uint32_t n;
+	uint32_t *ext_order;
 	uint64_t rx_len, r_at, r_len, rw_at, rw_len, size;
 	uint64_t stubs_at, got_at;
 	uint32_t nstubs, ngot;
@@ -314,6 +316,47 @@ static bool entry_name(const char *nm, bool *wrap, uint32_t *idx)
 	return true;
 }
 
+/* The externals' indices ordered by name, equal names by index: a
+ * binary search per undefined symbol finds the first of a name, as a
+ * linear search would. That linear search (a strcmp against each of the
+ * runtime's externals for every undefined symbol, calls between the
+ * container's objects included) was a third of the engine's link of
+ * SQLite's cached code, 29 objects (docs/wasm.md, issue 44's fifth pass). */
+static int by_name(const void *a, const void *b, void *ctx)
+{
+	const struct wasm_jit_externals *ext = ctx;
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+	int c = strcmp(ext->syms[x].name, ext->syms[y].name);
+	return c ? c : (x > y) - (x < y);
+}
+
+static uint32_t *sort_externals(const struct wasm_jit_externals *ext)
+{
+	uint32_t *v = malloc((ext->n ? ext->n : 1) * sizeof(*v));
+	if (!v)
+		return NULL;
+	for (size_t i = 0; i < ext->n; i++)
+		v[i] = (uint32_t)i;
+	qsort_r(v, ext->n, sizeof(*v), by_name, (void *)ext);
+	return v;
+}
+
+static bool find_external(const struct obj *o, const char *name, size_t *at)
+{
+	size_t lo = 0, hi = o->ext->n;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (strcmp(o->ext->syms[o->ext_order[mid]].name, name) < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo == o->ext->n || strcmp(o->ext->syms[o->ext_order[lo]].name, name))
+		return false;
+	*at = o->ext_order[lo];
+	return true;
+}
+
 static int read_symbols(struct obj *o)
 {
 	const Elf64_Shdr *st = &o->secs[o->symtab].h;
@@ -346,13 +389,11 @@ static int read_symbols(struct obj *o)
 		} else if (x == SHN_UNDEF) {
 			y->kind = SYM_BAD;
 			y->bad = WASM_ELF_E_UNKNOWN_SYMBOL;
-			if (ELF64_ST_BIND(y->s.st_info) != STB_WEAK)
-				for (uint32_t k = 0; k < o->ext->n; k++)
-					if (!strcmp(o->ext->syms[k].name, name)) {
-						y->kind = SYM_EXTERNAL;
-						y->ext = k;
-						break;
-					}
+			size_t k;
+			if (ELF64_ST_BIND(y->s.st_info) != STB_WEAK && find_external(o, name, &k)) {
+				y->kind = SYM_EXTERNAL;
+				y->ext = (uint32_t)k;
+			}
 			/* another range's entry: resolved once all are placed */
 			if (y->kind == SYM_BAD && ELF64_ST_BIND(y->s.st_info) != STB_WEAK &&
 			    entry_name(name, &y->wrap, &y->ext))
@@ -592,7 +633,8 @@ static int split_objects(struct obj *h, struct link *L, const uint8_t *b, size_t
 				return fail(h, WASM_ELF_E_TRUNCATED, "object %u of %llu bytes passes the end",
 					    k, (unsigned long long)l);
 		}
-		L->o[k] = (struct obj){.b = b + at, .len = (size_t)l, .ext = h->ext, .err = h->err,
+		L->o[k] = (struct obj){.b = b + at, .len = (size_t)l, .ext = h->ext,
+				       .ext_order = L->ext_order, .err = h->err,
 				       .errlen = h->errlen};
 		at += l;
 	}
@@ -608,6 +650,7 @@ static void link_release(struct link *L)
 		free(L->o[k].syms);
 	}
 	free(L->o);
+	free(L->ext_order);
 }
 
 void wasm_jit_elf_free(struct wasm_jit_module *jm)
@@ -623,6 +666,44 @@ void wasm_jit_elf_free(struct wasm_jit_module *jm)
 }
 
 enum load_mode { LOAD_CHECK, LOAD_LINK, LOAD_PRELINK };
+
+/* The image's mapping: size bytes, of which the first written (code,
+ * stubs, constants, GOT) are made present by the caller. From
+ * IMAGE_HUGE_MIN on it starts on a 2 MiB boundary and its written part's
+ * extents are advised MADV_HUGEPAGE: under this machine's hypervisor
+ * (a PVM guest) a 4 KiB page first written costs a fault in the guest and
+ * one in the host even after MADV_POPULATE_WRITE, and SQLite's image
+ * (~2.3 MB) was ~2 ms of int3 fill for that alone; in two huge pages
+ * ~0.2 ms. The writable tail past those extents (bss, which a hostile
+ * object may make large) keeps small pages, faulted in if used. Advice
+ * only: without THP the pages are small, as before. *map_len: the
+ * length to munmap (the written part's last extent whole, at least). */
+#define IMAGE_HUGE ((size_t)2 << 20)
+#define IMAGE_HUGE_MIN ((size_t)1 << 20)
+static uint8_t *map_image(uint64_t size, uint64_t written, size_t *map_len)
+{
+	*map_len = (size_t)size;
+	if (size < IMAGE_HUGE_MIN)
+		return mmap(NULL, (size_t)size, PROT_READ | PROT_WRITE,
+			    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	/* the written part's last extent whole (a huge page needs all of
+	 * it mapped); size <= IMAGE_MAX + a page (layout): no overflow */
+	size_t adv = ((size_t)written + IMAGE_HUGE - 1) & ~(IMAGE_HUGE - 1);
+	size_t len = adv > size ? adv : (size_t)size, over = len + IMAGE_HUGE;
+	uint8_t *p = mmap(NULL, over, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED)
+		return p;
+	uint8_t *a = (uint8_t *)(((uintptr_t)p + IMAGE_HUGE - 1) & ~(uintptr_t)(IMAGE_HUGE - 1));
+	/* the reservation's slack, both sides of [a, a + len), returned */
+	if (a > p)
+		munmap(p, (size_t)(a - p));
+	size_t tail = (size_t)(p + over - (a + len));
+	if (tail)
+		munmap(a + len, tail);
+	madvise(a, adv, MADV_HUGEPAGE);
+	*map_len = len;
+	return a;
+}
 
 static int load(const struct wasm_jit_externals *ext, const uint8_t *b, size_t len,
 		uint32_t nfuncs, enum load_mode mode, struct wasm_jit_module **out, char *err,
@@ -670,6 +751,10 @@ static int load(const struct wasm_jit_externals *ext, const uint8_t *b, size_t l
 		rc = fail(&h, WASM_ELF_E_TOO_BIG, "an object of %zu bytes", len);
 		goto out;
 	}
+	if (ext->n > UINT32_MAX || !(L.ext_order = sort_externals(ext))) {
+		rc = fail(&h, WASM_ELF_E_NOMEM, "externals' index");
+		goto out;
+	}
 	if ((rc = split_objects(&h, &L, b, len)) < 0)
 		goto out;
 	uint64_t nsyms = 0;
@@ -712,14 +797,15 @@ static int load(const struct wasm_jit_externals *ext, const uint8_t *b, size_t l
 			rc = relocate(&L.o[k], &L, CHECK_BASE, NULL, true);
 		goto out;
 	}
-	img = mmap(NULL, L.size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	size_t map_len;
+	img = map_image(L.size, L.rx_len + L.r_len, &map_len);
 	if (img == MAP_FAILED) {
 		rc = fail(&h, WASM_ELF_E_MAP, "cannot map %llu bytes: %s",
 			  (unsigned long long)L.size, strerror(errno));
 		goto out;
 	}
 	jm->map = img;
-	jm->map_len = L.size;
+	jm->map_len = map_len;
 	/* The pages written next (code, stubs, constants, GOT: all bounded by
 	 * the file's size) made present in one call rather than one fault
 	 * each (MADV_POPULATE_WRITE, Linux 5.14; on an older kernel they

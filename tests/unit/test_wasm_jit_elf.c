@@ -452,6 +452,120 @@ static void prelinked_code_is_executable_only_once_sealed(void **state)
 	free(b);
 }
 
+/* Externals resolve by name through a sorted index (jit_elf.c,
+ * sort_externals): names given out of order, one a prefix of another, one
+ * twice (the first of them wins, as the linear search it replaced found),
+ * each reached through an absolute relocation in data. */
+static char ext_marks[6];
+static const struct wasm_jit_sym many_syms[] = {
+	{"zeta", (void (*)(void))(void *)&ext_marks[0]},
+	{"mem", (void (*)(void))(void *)&ext_marks[1]},
+	{"alpha", (void (*)(void))(void *)&ext_marks[2]},
+	{"memset", (void (*)(void))(void *)&ext_marks[3]},
+	{"alpha", (void (*)(void))(void *)&ext_marks[4]},
+	{"f9", (void (*)(void))(void *)&ext_marks[5]},
+};
+static const struct wasm_jit_externals many = {many_syms, sizeof(many_syms) / sizeof(*many_syms)};
+
+static void externals_found_by_name(void **state)
+{
+	(void)state;
+	uint8_t *b = NULL;
+	size_t len = 0;
+	const char *src = "\t.text\n\t.globl f0\n\t.type f0,@function\n"
+			  "f0:\n\tleaq tab(%rip), %rax\n\tret\n"
+			  "\t.globl w0\n\t.type w0,@function\nw0:\n\tjmp f0@PLT\n"
+			  "\t.data\n\t.p2align 3\ntab:\t.quad memset, alpha, zeta, mem, f9\n"
+			  "\t.section .note.GNU-stack,\"\",@progbits\n";
+	if (assemble(src, &b, &len) < 0) {
+		print_message("skipped: no system assembler (cc)\n");
+		skip();
+	}
+	struct wasm_jit_module *jm = NULL;
+	char err[300] = "";
+	int rc = wasm_jit_elf_load(&many, b, len, 1, true, &jm, err, sizeof(err));
+	if (rc < 0)
+		print_error("%s\n", err);
+	assert_int_equal(rc, 0);
+	void *fn;
+	void (*wrap)(void *, uint64_t *);
+	assert_int_equal(wasm_jit_elf_lookup(jm, 0, &fn, &wrap), 0);
+	void **tab = ((void **(*)(void))fn)();
+	assert_ptr_equal(tab[0], &ext_marks[3]);
+	assert_ptr_equal(tab[1], &ext_marks[2]);
+	assert_ptr_equal(tab[2], &ext_marks[0]);
+	assert_ptr_equal(tab[3], &ext_marks[1]);
+	/* an external named like an entry is the external */
+	assert_ptr_equal(tab[4], &ext_marks[5]);
+	wasm_jit_elf_free(jm);
+	/* a name between two of the table's, and one past its last: unknown */
+	static const char *const absent[] = {"beta", "zz", "a", "me"};
+	for (size_t k = 0; k < sizeof(absent) / sizeof(*absent); k++) {
+		char src2[512];
+		snprintf(src2, sizeof(src2),
+			 "\t.text\n\t.globl f0\n\t.type f0,@function\n"
+			 "f0:\n\tret\n\t.globl w0\n\t.type w0,@function\nw0:\n\tret\n"
+			 "\t.data\n\t.p2align 3\n\t.quad %s\n"
+			 "\t.section .note.GNU-stack,\"\",@progbits\n",
+			 absent[k]);
+		uint8_t *c = NULL;
+		size_t clen = 0;
+		assert_int_equal(assemble(src2, &c, &clen), 0);
+		assert_int_equal(wasm_jit_elf_load(&many, c, clen, 1, true, &jm, err, sizeof(err)),
+				 -WASM_ELF_E_UNKNOWN_SYMBOL);
+		assert_null(jm);
+		free(c);
+	}
+	free(b);
+}
+
+/* An image of a MiB and more is mapped on a 2 MiB boundary with its
+ * written part in whole 2 MiB extents (jit_elf.c, map_image: huge pages
+ * where the kernel gives them); prelinked, sealed and run as any other,
+ * its gaps int3 and its bss zero. */
+static void large_image_links_and_runs(void **state)
+{
+	(void)state;
+	uint8_t *b = NULL;
+	size_t len = 0;
+	const char *src = "\t.text\n\t.globl f0\n\t.type f0,@function\n"
+			  "f0:\n\tmovq k(%rip), %rax\n\taddq z(%rip), %rax\n\tret\n"
+			  "\t.p2align 4\n\t.skip 1500000, 0x90\n"
+			  "\t.globl f1\n\t.type f1,@function\n"
+			  "f1:\n\tleaq f0(%rip), %rax\n\tret\n"
+			  "\t.globl w0\n\t.type w0,@function\nw0:\n\tjmp f0@PLT\n"
+			  "\t.globl w1\n\t.type w1,@function\nw1:\n\tjmp f1@PLT\n"
+			  "\t.section .rodata\n\t.p2align 3\nk:\t.quad 42\n"
+			  "\t.bss\n\t.p2align 3\nz:\t.zero 3000000\n"
+			  "\t.section .note.GNU-stack,\"\",@progbits\n";
+	if (assemble(src, &b, &len) < 0) {
+		print_message("skipped: no system assembler (cc)\n");
+		skip();
+	}
+	for (int pre = 0; pre < 2; pre++) {
+		struct wasm_jit_module *jm = NULL;
+		char err[300] = "", pr[5];
+		int rc = pre ? wasm_jit_elf_prelink(&ext, b, len, 2, &jm, err, sizeof(err))
+			     : wasm_jit_elf_load(&ext, b, len, 2, true, &jm, err, sizeof(err));
+		if (rc < 0)
+			print_error("%s\n", err);
+		assert_int_equal(rc, 0);
+		if (pre)
+			assert_int_equal(wasm_jit_elf_seal(jm, err, sizeof(err)), 0);
+		void *f0, *f1;
+		void (*wrap)(void *, uint64_t *);
+		assert_int_equal(wasm_jit_elf_lookup(jm, 0, &f0, &wrap), 0);
+		assert_int_equal(wasm_jit_elf_lookup(jm, 1, &f1, &wrap), 0);
+		assert_int_equal((uintptr_t)f0 % ((uintptr_t)2 << 20), 0);
+		perms_at(f1, pr);
+		assert_string_equal(pr, "r-xp");
+		assert_int_equal(((uint64_t (*)(void))f0)(), 42);
+		assert_ptr_equal(((void *(*)(void))f1)(), f0);
+		wasm_jit_elf_free(jm);
+	}
+	free(b);
+}
+
 static void functions_of_another_module_refused(void **state)
 {
 	(void)state;
@@ -688,6 +802,8 @@ int main(void)
 		cmocka_unit_test(random_damage_never_crashes),
 		cmocka_unit_test(calls_cross_the_objects_of_a_container),
 		cmocka_unit_test(bad_containers_refused),
+		cmocka_unit_test(externals_found_by_name),
+		cmocka_unit_test(large_image_links_and_runs),
 	};
 	int rc = cmocka_run_group_tests_name("jit_elf", tests, setup, NULL);
 	free(sample);
