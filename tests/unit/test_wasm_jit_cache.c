@@ -138,6 +138,109 @@ static void test_linked_read_of_a_refused_object_is_a_miss(void **state)
 	free(mod);
 }
 
+/* An object the loader accepts (f0 and w0, each a ret), assembled by the
+ * system's compiler driver; -1 without one. */
+static int tiny_object(uint8_t **out, size_t *len)
+{
+	char dir[] = "/tmp/kis-jit-cache-obj.XXXXXX";
+	if (!mkdtemp(dir))
+		return -1;
+	char src[64], obj[64], cmd[256];
+	snprintf(src, sizeof(src), "%s/s.s", dir);
+	snprintf(obj, sizeof(obj), "%s/s.o", dir);
+	FILE *f = fopen(src, "w");
+	int rc = -1;
+	if (f) {
+		fputs("\t.text\n\t.globl f0\n\t.type f0,@function\nf0:\n\tret\n"
+		      "\t.globl w0\n\t.type w0,@function\nw0:\n\tret\n"
+		      "\t.section .note.GNU-stack,\"\",@progbits\n", f);
+		fclose(f);
+		snprintf(cmd, sizeof(cmd), "cc -c -o %s %s 2>/dev/null", obj, src);
+		struct stat st;
+		if (system(cmd) == 0 && stat(obj, &st) == 0 && (f = fopen(obj, "rb"))) {
+			*out = malloc((size_t)st.st_size);
+			if (*out && fread(*out, 1, (size_t)st.st_size, f) == (size_t)st.st_size) {
+				*len = (size_t)st.st_size;
+				rc = 0;
+			}
+			fclose(f);
+		}
+	}
+	unlink(src);
+	unlink(obj);
+	rmdir(dir);
+	return rc;
+}
+
+/* A hit of a large entry (a file of 700 KB and more, read into huge
+ * pages, the slack past its end unmapped) gives the object's exact bytes,
+ * linked; every shorter copy of the file, one
+ * byte longer, and one whose module copy differs in its last byte, is a
+ * miss with nothing handed out. */
+static void test_large_entry_hits_and_its_damage_is_a_miss(void **state)
+{
+	const char *root = *state;
+	char name[32];
+	if (wasm_code_cache_name(MOD, sizeof(MOD), name) < 0)
+		skip();
+	uint8_t *obj = NULL;
+	size_t ol = 0;
+	if (tiny_object(&obj, &ol) < 0) {
+		print_message("skipped: no system assembler (cc)\n");
+		skip();
+	}
+	size_t ml = 700u << 10;
+	uint8_t *mod = malloc(ml);
+	assert_non_null(mod);
+	for (size_t i = 0; i < ml; i++)
+		mod[i] = (uint8_t)(i * 131 + 7);
+	memcpy(mod, MOD, sizeof(MOD));
+	assert_int_equal(wasm_code_cache_name(mod, ml, name), 0);
+	assert_int_equal(wasm_code_cache_put(root, mod, ml, obj, ol), 0);
+	uint8_t *o = NULL;
+	size_t n = 0;
+	unsigned tier = 9;
+	struct wasm_jit_module *pre = NULL;
+	assert_int_equal(wasm_code_cache_get_linked(root, mod, ml, &o, &n, &tier, &pre), 0);
+	assert_non_null(pre);
+	assert_int_equal(n, ol);
+	assert_memory_equal(o, obj, ol);
+	assert_int_equal(tier, WASM_JIT_TIER_OPT);
+	wasm_jit_elf_free(pre);
+	wasm_code_cache_free(o, n);
+	/* the file, cut or lengthened or changed, in place of the entry */
+	char path[512];
+	snprintf(path, sizeof(path), "%s/cache/wasm-code/%s", root, name);
+	FILE *f = fopen(path, "rb");
+	assert_non_null(f);
+	struct stat st;
+	assert_int_equal(stat(path, &st), 0);
+	size_t fl = (size_t)st.st_size;
+	uint8_t *whole = malloc(fl + 1);
+	assert_non_null(whole);
+	assert_int_equal(fread(whole, 1, fl, f), fl);
+	fclose(f);
+	whole[fl] = 0;
+	const size_t cuts[] = {fl - 1, fl - ol / 2, fl - ol, fl - ol - 9, ml / 2, 40, 7, 0, fl + 1};
+	for (size_t k = 0; k <= sizeof(cuts) / sizeof(*cuts); k++) {
+		size_t len = k < sizeof(cuts) / sizeof(*cuts) ? cuts[k] : fl;
+		f = fopen(path, "wb");
+		assert_non_null(f);
+		if (k == sizeof(cuts) / sizeof(*cuts))
+			whole[fl - ol - 9] ^= 1; /* the module copy's last byte */
+		assert_int_equal(fwrite(whole, 1, len, f), len);
+		fclose(f);
+		o = (uint8_t *)1;
+		pre = (struct wasm_jit_module *)1;
+		assert_int_equal(wasm_code_cache_get_linked(root, mod, ml, &o, &n, &tier, &pre), -1);
+		assert_null(o);
+		assert_null(pre);
+	}
+	free(whole);
+	free(mod);
+	free(obj);
+}
+
 /* kis_map_populated (core/io.c), the large module's buffers: a small one
  * is exactly its length, a large one starts on a 2 MiB boundary and
  * covers whole 2 MiB, and all of it can be written and unmapped. */
@@ -185,6 +288,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_linked_read_of_a_refused_object_is_a_miss, setup,
 						teardown),
 		cmocka_unit_test(test_large_buffers_are_whole_huge_pages),
+		cmocka_unit_test_setup_teardown(test_large_entry_hits_and_its_damage_is_a_miss, setup,
+						teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
