@@ -67,7 +67,7 @@ uninstall-runtime-links:
 # does); what else they call comes from the library.
 FUZZ_OCI := $(BUILD)/fuzz/fuzz_oci_config
 FUZZ_OCI_SRCS := tests/fuzz/fuzz_oci_config.c src/runtime/model.c src/runtime/policy.c src/runtime/host_plan.c \
-	src/runtime/crun.c $(wildcard src/core/*.c)
+	src/runtime/cgroup_noted.c src/runtime/crun.c $(wildcard src/core/*.c)
 $(FUZZ_OCI): $(FUZZ_OCI_SRCS) $(wildcard src/runtime/*.h) $(STATIC_LIB)
 	@mkdir -p $(dir $@)
 	clang -std=gnu11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined \
