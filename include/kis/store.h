@@ -164,6 +164,14 @@ struct kis_import_options {
 	 * is undone, KIS_E_INVALID_ARGUMENT naming max_size. 0: the default,
 	 * KIS_IMPORT_MAX_DEFAULT. */
 	uint64_t max_bytes;
+	/* Called with the new base's id once it is minted, before anything of
+	 * it is in the store, so that a caller that may be killed can record
+	 * the id first (a temporary of an import cut short is the store's to
+	 * sweep; the base published under that id is the caller's to remove).
+	 * A negative return stops the import (the callback sets *err). May
+	 * be NULL. */
+	int (*minted)(void *ctx, const char *id, struct kis_error **err);
+	void *minted_ctx;
 };
 /* 16 GiB: a tree larger than most source trees, far below a disk. */
 #define KIS_IMPORT_MAX_DEFAULT (16ull << 30)

@@ -707,6 +707,22 @@ static const char *sget(json_t *st, const char *k)
 	return v ? v : "";
 }
 
+/* An app create's record (MVM_CREATING in dfd) given its base's id the
+ * moment the import mints it (kis_import_options.minted), written before
+ * the base can exist. */
+struct creating_rec {
+	int dfd;
+	json_t *rec;
+};
+
+static int record_base(void *ctx, const char *id, struct kis_error **err)
+{
+	struct creating_rec *c = ctx;
+	if (json_object_set_new(c->rec, "base", json_string(id)) < 0)
+		return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "create");
+	return krt_write_json_at(c->dfd, MVM_CREATING, c->rec, err);
+}
+
 /* A create killed before its state was written (an engine deletes the id
  * after a failed create): what its record names is undone (its pod slot,
  * its base) and its directory removed. 1 when there was such a create. */
@@ -874,9 +890,13 @@ int krt_mvm_create(const struct krt_globals *g, const struct krt_model *m, const
 			goto out;
 		}
 		taken = true;
-		struct kis_import_options io = {.os_image = true};
-		/* the base's id is recorded as soon as it is minted: the
-		 * import's own temporaries are the store's to sweep */
+		/* the base's id is recorded as soon as it is minted, before
+		 * the import publishes it (a create killed in between would
+		 * leave a base no record names): the import's own temporaries
+		 * are the store's to sweep */
+		struct creating_rec cr = {.dfd = dfd, .rec = rec};
+		struct kis_import_options io = {.os_image = true, .minted = record_base,
+						.minted_ctx = &cr};
 		/* a tree the runtime keeps (the node's sandbox image, whose
 		 * disk image is made: mvm_image.c) is used as it is, not the
 		 * app's to remove; another is imported, the app's own */
@@ -888,10 +908,6 @@ int krt_mvm_create(const struct krt_globals *g, const struct krt_model *m, const
 			ir = kis_base_import(store, rootfs, &io, base, err);
 		else if (ir == 1)
 			ir = 0;
-		if (ir == 0 && *base &&
-		    (json_object_set_new(rec, "base", json_string(base)) < 0 ||
-		     krt_write_json_at(dfd, MVM_CREATING, rec, err) < 0))
-			ir = -1;
 		json_decref(rec);
 		if (ir < 0 ||
 		    (fresh && kis_session_attach_base(store_root, pod.session, ctr.slot,

@@ -307,6 +307,8 @@ int kis_base_import(struct kis_store *s, const char *src, const struct kis_impor
 	}
 	char id[KIS_ID_BUFSZ], tmp[KIS_ID_BUFSZ + 8];
 	TRY(kis_id_mint('b', id, err));
+	if (opts->minted)
+		TRY(opts->minted(opts->minted_ctx, id, err));
 	snprintf(tmp, sizeof(tmp), STORE_TMP_PREFIX "%s", id);
 
 	_cleanup_close_ int t = store_mktemp_locked(s, s->bases_fd, tmp);

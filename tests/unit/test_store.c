@@ -318,6 +318,53 @@ static void test_import_refuses_fifo(void **state)
 	free(v);
 }
 
+/* kis_import_options.minted: called once with the id the import then
+ * returns, before the base exists (a caller records it first); a
+ * negative return stops the import with the callback's error, nothing
+ * left visible. */
+struct minted_seen {
+	char id[KIS_ID_BUFSZ];
+	int calls, fail, bases_then;
+	struct kis_store *s;
+};
+
+static int on_minted(void *ctx, const char *id, struct kis_error **err)
+{
+	struct minted_seen *m = ctx;
+	m->calls++;
+	snprintf(m->id, sizeof(m->id), "%s", id);
+	struct kis_base_info *v = NULL;
+	size_t n = 0;
+	if (kis_base_list(m->s, &v, &n, NULL) == 0)
+		m->bases_then = (int)n;
+	free(v);
+	if (m->fail)
+		return kis_error_set(err, KIS_E_INTERNAL, 0, "recording failed");
+	return 0;
+}
+
+static void test_import_tells_the_id_before_the_base_exists(void **state)
+{
+	struct fixture *f = *state;
+	struct minted_seen m = {.s = f->s, .bases_then = -1};
+	struct kis_import_options io = {.minted = on_minted, .minted_ctx = &m};
+	char id[KIS_ID_BUFSZ];
+	struct kis_error *err = NULL;
+	assert_int_equal(kis_base_import(f->s, f->src, &io, id, &err), 0);
+	assert_int_equal(m.calls, 1);
+	assert_string_equal(m.id, id);
+	assert_int_equal(m.bases_then, 0);
+	m = (struct minted_seen){.s = f->s, .fail = 1};
+	assert_int_equal(kis_base_import(f->s, f->src, &io, id, &err), -1);
+	assert_non_null(strstr(err->message, "recording failed"));
+	kis_error_free(err);
+	struct kis_base_info *v = NULL;
+	size_t n = 0;
+	assert_int_equal(kis_base_list(f->s, &v, &n, NULL), 0);
+	assert_int_equal(n, 1); /* the first import's only */
+	free(v);
+}
+
 static void test_sweep_reclaims_dead_clone(void **state)
 {
 	struct fixture *f = *state;
@@ -374,6 +421,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_import_clone_destroy_auto, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_import_clone_destroy_overlay, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_refcount_entries, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_import_tells_the_id_before_the_base_exists, setup,
+						teardown),
 		cmocka_unit_test_setup_teardown(test_destination_exists, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_pinned_strategy_refused, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_import_refuses_fifo, setup, teardown),
