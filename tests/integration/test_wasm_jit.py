@@ -206,6 +206,26 @@ def test_auto_tiers_up_a_large_module_on_its_second_run(world, modules, tmp_path
     assert d["wasm"] == {"engine": "compiler", "code": "cached", "tier_up": None}, d
 
 
+def _first_run_then_cached_tier(world, modules, tmp_path, name, limit):
+    """A fresh 300 KB module's first run, spinning until limit (kis run
+    flags) ends it: interpreted, starting tier-up; returns (its result, the
+    tier of the one object tier-up cached, the next run's result)."""
+    store = world["store"]
+    cache = Path(store) / "cache" / "wasm-code"
+    base = _fresh_base(store, tmp_path, modules / "wasitest.wasm", name, 300_000)
+    before = set(cache.glob("*.o")) if cache.exists() else set()
+    p = kis("run", "--json", "--tier", "wasm", *limit, "--base", base, "--",
+            name, "spin", env={"KIS_SANDBOX_ROOT": str(store)}, check=False)
+    first = json.loads(p.stdout)
+    assert first["wasm"] == {"engine": "interpreter", "code": None, "tier_up": "started"}, first
+    _tier_up_done(cache)
+    new = set(cache.glob("*.o")) - before
+    assert len(new) == 1, (new, list(cache.iterdir()))
+    head = next(iter(new)).read_bytes()[:12]
+    assert head[:8] == b"KISJIT2\n", head
+    return first, int.from_bytes(head[8:], "little"), _auto(store, base, name, "hello")
+
+
 def test_tier_up_mixes_the_tiers_by_the_runs_profile(world, modules, tmp_path):
     """A first run that spins until its deadline interrupts it: its
     interpreter counted tens of millions of loop back-edges and wrote
@@ -214,21 +234,10 @@ def test_tier_up_mixes_the_tiers_by_the_runs_profile(world, modules, tmp_path):
     run links that code and runs right."""
     if "compiler" not in kis("backends").stdout:
         pytest.skip("this build has no wasm compiler")
-    store = world["store"]
-    cache = Path(store) / "cache" / "wasm-code"
-    base = _fresh_base(store, tmp_path, modules / "wasitest.wasm", "mix.wasm", 300_000)
-    before = set(cache.glob("*.o")) if cache.exists() else set()
-    p = kis("run", "--json", "--tier", "wasm", "--timeout", "1s", "--base", base, "--",
-            "mix.wasm", "spin", env={"KIS_SANDBOX_ROOT": str(store)}, check=False)
-    d = json.loads(p.stdout)
-    assert d["termination"]["reason"] == "timeout", d
-    assert d["wasm"] == {"engine": "interpreter", "code": None, "tier_up": "started"}, d
-    _tier_up_done(cache)
-    new = set(cache.glob("*.o")) - before
-    assert len(new) == 1, (new, list(cache.iterdir()))
-    head = next(iter(new)).read_bytes()[:12]
-    assert head[:8] == b"KISJIT2\n" and int.from_bytes(head[8:], "little") == 2, head
-    d = _auto(store, base, "mix.wasm", "hello")
+    first, tier, d = _first_run_then_cached_tier(world, modules, tmp_path, "mix.wasm",
+                                                 ["--timeout", "1s"])
+    assert first["termination"]["reason"] == "timeout", first
+    assert tier == 2, tier
     assert d["stdout"] == "hello from wasm\n", d
     assert d["wasm"] == {"engine": "compiler", "code": "cached", "tier_up": None}, d
 
@@ -240,21 +249,10 @@ def test_tier_up_without_the_runs_profile_optimises_it_all(world, modules, tmp_p
     optimising tier (0), not the mixed one (2), and the next run links it."""
     if "compiler" not in kis("backends").stdout:
         pytest.skip("this build has no wasm compiler")
-    store = world["store"]
-    cache = Path(store) / "cache" / "wasm-code"
-    base = _fresh_base(store, tmp_path, modules / "wasitest.wasm", "spin.wasm", 300_000)
-    before = set(cache.glob("*.o")) if cache.exists() else set()
-    p = kis("run", "--json", "--tier", "wasm", "--cpu-time", "1s", "--base", base, "--",
-            "spin.wasm", "spin", env={"KIS_SANDBOX_ROOT": str(store)}, check=False)
-    d = json.loads(p.stdout)
-    assert d["termination"]["reason"] != "exited", d
-    assert d["wasm"] == {"engine": "interpreter", "code": None, "tier_up": "started"}, d
-    _tier_up_done(cache)
-    new = set(cache.glob("*.o")) - before
-    assert len(new) == 1, (new, list(cache.iterdir()))
-    head = next(iter(new)).read_bytes()[:12]
-    assert head[:8] == b"KISJIT2\n" and int.from_bytes(head[8:], "little") == 0, head
-    d = _auto(store, base, "spin.wasm", "hello")
+    first, tier, d = _first_run_then_cached_tier(world, modules, tmp_path, "spin.wasm",
+                                                 ["--cpu-time", "1s"])
+    assert first["termination"]["reason"] != "exited", first
+    assert tier == 0, tier
     assert d["wasm"] == {"engine": "compiler", "code": "cached", "tier_up": None}, d
 
 
