@@ -6,6 +6,7 @@
 # sandbox container process's network, IPC and UTS namespaces by path and
 # runs in that VM. A bundle that names another pod, a foreign
 # /proc/<pid>/ns path or a malformed annotation is refused by name.
+import contextlib
 import json
 import os
 import re
@@ -124,6 +125,27 @@ def test_sandbox_refuses_joining_more_than_the_pods_network(work, roots, other_n
              "joining the ipc namespace at")
 
 
+@contextlib.contextmanager
+def running_pod(kr, work, sb, netns):
+    """A kis-vm pod's sandbox sb (sleeping) created and started in the
+    network namespace of pid netns; yields its container process's pid and
+    a list the test appends its apps' ids to. At the end, also when the
+    test fails: those apps killed and deleted, then the sandbox."""
+    b = pod_bundle(work, ["sleep", "100000"], "sandbox", sb,
+                   {"network": f"/proc/{netns}/ns/net"})
+    assert krt(kr, "create", "--bundle", str(b), sb).returncode == 0
+    apps = []
+    try:
+        assert krt(kr, "start", sb).returncode == 0
+        yield wait_status(lambda *a: krt(kr, *a), sb, "running")["pid"], apps
+    finally:
+        for cid in apps:
+            krt(kr, "kill", cid, "KILL")
+            krt(kr, "delete", "--force", cid)
+        krt(kr, "kill", sb, "KILL")
+        krt(kr, "delete", "--force", sb)
+
+
 HOG = ["/bin/sh", "-c", "a=x; while :; do a=$a$a; done"]
 
 
@@ -136,16 +158,11 @@ def test_app_memory_limit_is_its_own_group_in_the_guest(work, roots, mvm_guest, 
     that app's group (137) and its init lives on."""
     kr, _ = roots
     sb = "krt-mem-sbx"
-    b = pod_bundle(work, ["sleep", "100000"], "sandbox", sb,
-                   {"network": f"/proc/{other_netns}/ns/net"})
-    assert krt(kr, "create", "--bundle", str(b), sb).returncode == 0
-    apps = []
 
     def mem(c):
         c["linux"]["resources"] = {"memory": {"limit": 32 << 20}}
-    try:
-        assert krt(kr, "start", sb).returncode == 0
-        ns = pod_ns(wait_status(lambda *a: krt(kr, *a), sb, "running")["pid"])
+    with running_pod(kr, work, sb, other_netns) as (spid, apps):
+        ns = pod_ns(spid)
         loop = ["sh", "-c", "while :; do sleep 0.2; done"]
         for cid, edit in (("krt-mem-free", None), ("krt-mem-lim", mem)):
             rc, _, err = _app_create(kr, pod_bundle(work, loop, "container", sb, ns, edit), cid,
@@ -170,12 +187,6 @@ def test_app_memory_limit_is_its_own_group_in_the_guest(work, roots, mvm_guest, 
         p = krt(kr, "exec", "krt-mem-free", "sh", "-c",
                 "a=x; i=0; while [ $i -lt 25 ]; do a=$a$a; i=$((i+1)); done; echo ${#a}")
         assert (p.returncode, p.stdout.strip()) == (0, str(1 << 25)), (p.returncode, p.stderr)
-    finally:
-        for cid in apps:
-            krt(kr, "kill", cid, "KILL")
-            krt(kr, "delete", "--force", cid)
-        krt(kr, "kill", sb, "KILL")
-        krt(kr, "delete", "--force", sb)
 
 
 def test_app_cpu_quota_is_its_own_groups_cpu_max_in_the_guest(work, roots, mvm_guest,
@@ -189,19 +200,14 @@ def test_app_cpu_quota_is_its_own_groups_cpu_max_in_the_guest(work, roots, mvm_g
     is never throttled."""
     kr, _ = roots
     sb = "krt-cpu-sbx"
-    b = pod_bundle(work, ["sleep", "100000"], "sandbox", sb,
-                   {"network": f"/proc/{other_netns}/ns/net"})
-    assert krt(kr, "create", "--bundle", str(b), sb).returncode == 0
-    apps = []
 
     def quota(c):
         c["linux"]["resources"] = {"cpu": {"quota": 20000, "period": 100000, "shares": 512}}
 
     def mem_only(c):
         c["linux"]["resources"] = {"memory": {"limit": 256 << 20}}
-    try:
-        assert krt(kr, "start", sb).returncode == 0
-        ns = pod_ns(wait_status(lambda *a: krt(kr, *a), sb, "running")["pid"])
+    with running_pod(kr, work, sb, other_netns) as (spid, apps):
+        ns = pod_ns(spid)
         for cid, edit in (("krt-cpu-lim", quota), ("krt-cpu-free", mem_only)):
             rc, _, err = _app_create(kr, pod_bundle(work, ["sleep", "100000"], "container", sb,
                                                     ns, edit), cid, tmp_path)
@@ -228,12 +234,6 @@ def test_app_cpu_quota_is_its_own_groups_cpu_max_in_the_guest(work, roots, mvm_g
         assert p.returncode == 0, p.stderr
         share, throttled = busy_share(p.stdout)
         assert share >= 0.6 and throttled == 0, (share, throttled, p.stdout)
-    finally:
-        for cid in apps:
-            krt(kr, "kill", cid, "KILL")
-            krt(kr, "delete", "--force", cid)
-        krt(kr, "kill", sb, "KILL")
-        krt(kr, "delete", "--force", sb)
 
 
 def _cpu(**kw):
@@ -307,75 +307,69 @@ def test_app_proxy_relays_the_guests_oom_in_a_leaf_of_its_own(work, roots, mvm_g
     kr, _ = roots
     top = f"kis-krt-oom-{uuid.uuid4().hex[:8]}"
     sb, cid = "krt-oom-sbx", "krt-oom-hog"
-    b = pod_bundle(work, ["sleep", "100000"], "sandbox", sb,
-                   {"network": f"/proc/{other_netns}/ns/net"})
-    assert krt(kr, "create", "--bundle", str(b), sb).returncode == 0
     efd = -1
     try:
-        assert krt(kr, "start", sb).returncode == 0
-        spid = wait_status(lambda *a: krt(kr, *a), sb, "running")["pid"]
-        # the sandbox's proxy is where it was: no limit, no group of its own
-        assert _memory_cgroup(spid) == _memory_cgroup(os.getpid())
-        # a cgroupsPath naming a group that exists (here the pod's parent,
-        # the engine's) is refused, and the group is left as it was: the
-        # runtime writes in a new leaf of its own only
-        pod0 = _memory_dir(f"/{top}/pod0")
-        pod0.mkdir(parents=True)
-        limit = "memory.limit_in_bytes" if LAYOUT in (1, 3) else "memory.max"
-        was = (pod0 / limit).read_text()
+        with running_pod(kr, work, sb, other_netns) as (spid, apps):
+            apps.append(cid)  # its delete --force, after the test's own
+            # the sandbox's proxy is where it was: no limit, no group of its own
+            assert _memory_cgroup(spid) == _memory_cgroup(os.getpid())
+            # a cgroupsPath naming a group that exists (here the pod's parent,
+            # the engine's) is refused, and the group is left as it was: the
+            # runtime writes in a new leaf of its own only
+            pod0 = _memory_dir(f"/{top}/pod0")
+            pod0.mkdir(parents=True)
+            limit = "memory.limit_in_bytes" if LAYOUT in (1, 3) else "memory.max"
+            was = (pod0 / limit).read_text()
 
-        def at_parent(c):
-            _app_cgroup(top, cid)(c)
-            c["linux"]["cgroupsPath"] = f"/{top}/pod0"
-        rc, _, err = _app_create(kr, pod_bundle(work, HOG, "container", sb, pod_ns(spid),
-                                                at_parent), "krt-oom-taken", tmp_path)
-        assert rc != 0 and f"cgroup '{pod0}' already exists" in err.read_text(), \
-            err.read_text()
-        assert (pod0 / limit).read_text() == was
-        assert not (kr / "kis-microvm" / "krt-oom-taken").exists()
-        rc, _, err = _app_create(kr, pod_bundle(work, HOG, "container", sb, pod_ns(spid),
-                                                _app_cgroup(top, cid)), cid, tmp_path)
-        assert rc == 0, err.read_text()
-        pid = json.loads(krt(kr, "state", cid).stdout)["pid"]
-        leaf = _memory_dir(f"/{top}/pod0/{cid}")
-        assert _memory_cgroup(pid) == f"/{top}/pod0/{cid}"
-        assert (leaf / "cgroup.procs").read_text().split() == [str(pid)]
-        assert (leaf / limit).read_text().strip() == str(32 << 20)
-        if LAYOUT in (1, 3):
-            # v1: the memory group alone; its pids group is the runtime's
-            rows = Path(f"/proc/{pid}/cgroup").read_text()
-            assert f"pids:/{top}" not in rows, rows
-            # the shim's watch (cgroup-v1/memory.rst 9, "OOM Control")
-            efd = os.eventfd(0, os.EFD_CLOEXEC)
-            ofd = os.open(leaf / "memory.oom_control", os.O_RDONLY | os.O_CLOEXEC)
-            try:
-                (leaf / "cgroup.event_control").write_text(f"{efd} {ofd}")
-            finally:
-                os.close(ofd)
-        assert krt(kr, "start", cid).returncode == 0
-        wait_status(lambda *a: krt(kr, *a), cid, "stopped", timeout=120)
-        if LAYOUT in (1, 3):
-            import select
-            assert select.select([efd], [], [], 10)[0], "no OOM event on the proxy's group"
-            text = (leaf / "memory.oom_control").read_text()
-        else:
-            text = (leaf / "memory.events").read_text()
-        kills = int(re.search(r"^oom_kill (\d+)", text, re.M).group(1))
-        assert kills >= 1, text
-        # the relay's own process was the victim, not the proxy: the proxy
-        # put the container's limit back, for whoever reads it, and said
-        # nothing went wrong
-        assert (leaf / limit).read_text().strip() == str(32 << 20)
-        assert "not relayed" not in err.read_text(), err.read_text()
-        assert krt(kr, "delete", cid).returncode == 0
-        assert not leaf.exists()
-        assert leaf.parent.exists(), "delete removed the pod's parent, not the runtime's"
+            def at_parent(c):
+                _app_cgroup(top, cid)(c)
+                c["linux"]["cgroupsPath"] = f"/{top}/pod0"
+            rc, _, err = _app_create(kr, pod_bundle(work, HOG, "container", sb, pod_ns(spid),
+                                                    at_parent), "krt-oom-taken", tmp_path)
+            assert rc != 0 and f"cgroup '{pod0}' already exists" in err.read_text(), \
+                err.read_text()
+            assert (pod0 / limit).read_text() == was
+            assert not (kr / "kis-microvm" / "krt-oom-taken").exists()
+            rc, _, err = _app_create(kr, pod_bundle(work, HOG, "container", sb, pod_ns(spid),
+                                                    _app_cgroup(top, cid)), cid, tmp_path)
+            assert rc == 0, err.read_text()
+            pid = json.loads(krt(kr, "state", cid).stdout)["pid"]
+            leaf = _memory_dir(f"/{top}/pod0/{cid}")
+            assert _memory_cgroup(pid) == f"/{top}/pod0/{cid}"
+            assert (leaf / "cgroup.procs").read_text().split() == [str(pid)]
+            assert (leaf / limit).read_text().strip() == str(32 << 20)
+            if LAYOUT in (1, 3):
+                # v1: the memory group alone; its pids group is the runtime's
+                rows = Path(f"/proc/{pid}/cgroup").read_text()
+                assert f"pids:/{top}" not in rows, rows
+                # the shim's watch (cgroup-v1/memory.rst 9, "OOM Control")
+                efd = os.eventfd(0, os.EFD_CLOEXEC)
+                ofd = os.open(leaf / "memory.oom_control", os.O_RDONLY | os.O_CLOEXEC)
+                try:
+                    (leaf / "cgroup.event_control").write_text(f"{efd} {ofd}")
+                finally:
+                    os.close(ofd)
+            assert krt(kr, "start", cid).returncode == 0
+            wait_status(lambda *a: krt(kr, *a), cid, "stopped", timeout=120)
+            if LAYOUT in (1, 3):
+                import select
+                assert select.select([efd], [], [], 10)[0], "no OOM event on the proxy's group"
+                text = (leaf / "memory.oom_control").read_text()
+            else:
+                text = (leaf / "memory.events").read_text()
+            kills = int(re.search(r"^oom_kill (\d+)", text, re.M).group(1))
+            assert kills >= 1, text
+            # the relay's own process was the victim, not the proxy: the proxy
+            # put the container's limit back, for whoever reads it, and said
+            # nothing went wrong
+            assert (leaf / limit).read_text().strip() == str(32 << 20)
+            assert "not relayed" not in err.read_text(), err.read_text()
+            assert krt(kr, "delete", cid).returncode == 0
+            assert not leaf.exists()
+            assert leaf.parent.exists(), "delete removed the pod's parent, not the runtime's"
     finally:
         if efd >= 0:
             os.close(efd)
-        krt(kr, "delete", "--force", cid)
-        krt(kr, "kill", sb, "KILL")
-        krt(kr, "delete", "--force", sb)
         remove_cgroup_tree(top)
 
 
@@ -498,13 +492,7 @@ def test_pod_apps_have_their_own_trees_and_slots(work, roots, mvm_guest, other_n
     (not the previous tree's cached superblock)."""
     kr, _ = roots
     sb = "krt-slots-sbx"
-    b = pod_bundle(work, ["sleep", "100000"], "sandbox", sb,
-                   {"network": f"/proc/{other_netns}/ns/net"})
-    assert krt(kr, "create", "--bundle", str(b), sb).returncode == 0
-    apps = []
-    try:
-        assert krt(kr, "start", sb).returncode == 0
-        spid = wait_status(lambda *a: krt(kr, *a), sb, "running")["pid"]
+    with running_pod(kr, work, sb, other_netns) as (spid, apps):
         ns = pod_ns(spid)
         loop = ["sh", "-c", "while :; do sleep 0.2; done"]
         for n in (1, 2, 3, 4):
@@ -560,11 +548,6 @@ def test_pod_apps_have_their_own_trees_and_slots(work, roots, mvm_guest, other_n
         wait_status(lambda *a: krt(kr, *a), "krt-slots-app5", "running")
         p = krt(kr, "exec", "krt-slots-app5", "ls", "/")
         assert "marker-5" in p.stdout and "marker-3" not in p.stdout, p.stdout
-    finally:
-        for cid in apps:
-            krt(kr, "delete", "--force", cid)
-        krt(kr, "kill", sb, "KILL")
-        krt(kr, "delete", "--force", sb)
 
 
 def _pids_naming(cid):
@@ -657,9 +640,6 @@ def test_app_create_killed_anywhere_leaves_nothing_after_delete(work, roots, mvm
     kr, _ = roots
     sb = "krt-kill-sbx"
     top = f"kis-krt-kill-{uuid.uuid4().hex[:8]}"
-    b = pod_bundle(work, ["sleep", "100000"], "sandbox", sb,
-                   {"network": f"/proc/{other_netns}/ns/net"})
-    assert krt(kr, "create", "--bundle", str(b), sb).returncode == 0
     bases = kr / "kis-microvm" / ".store" / "bases"
 
     def nbases():
@@ -686,91 +666,85 @@ def test_app_create_killed_anywhere_leaves_nothing_after_delete(work, roots, mvm
         except OSError:
             return False
 
-    apps = []
     try:
-        assert krt(kr, "start", sb).returncode == 0
-        spid = wait_status(lambda *a: krt(kr, *a), sb, "running")["pid"]
-        ns = pod_ns(spid)
-        loop = ["sleep", "100000"]
-        before = nbases()
-        # the whole create measured once, then killed at fractions of it,
-        # as soon as its base is published, as soon as its group is noted,
-        # and as soon as its proxy is in it
-        t = time.monotonic()
-        rc, _, err = _app_create(kr, pod_bundle(work, loop, "container", sb, ns,
-                                                _both(_in_tree(_tree(work, 11)),
-                                                      _app_cgroup(top, "krt-kill-m"))),
-                                 "krt-kill-m", tmp_path)
-        took = time.monotonic() - t
-        assert rc == 0, err.read_text()
-        assert proxy_in("krt-kill-m"), "the measured create made no group where the test looks"
-        assert krt(kr, "delete", "--force", "krt-kill-m").returncode == 0
-        assert not leaf("krt-kill-m").exists()
-        assert slot_users() == [] and nbases() == before
-        def published(cid):
-            # the app's base in the store (its import's rename done): a
-            # record written only after the import would miss it here
-            return nbases() > before
-
-        points = [published, noted, proxy_in, 0.15, 0.3, 0.45, 0.6, 0.75, 0.9]
-        for i, when in enumerate(points, 1):
-            cid = f"krt-kill-{i}"
-            bb = pod_bundle(work, loop, "container", sb, ns,
-                            _both(_in_tree(_tree(work, 11 + i)), _app_cgroup(top, cid)))
-            qerr = tmp_path / f"{cid}.err"
-            with open(qerr, "wb") as e:
-                q = subprocess.Popen([str(KRT), "--root", str(kr), "--kis-guest-dir",
-                                      str(GUEST), "create", "--bundle", str(bb), cid],
-                                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                     stderr=e, start_new_session=True)
-            if callable(when):
-                end = time.monotonic() + 3 * took + 30
-                while not when(cid) and q.poll() is None and time.monotonic() < end:
-                    time.sleep(0.001)
-                assert when(cid), (cid, when.__name__, "the create never got there",
-                                   q.poll(), qerr.read_text())
-            else:
-                time.sleep(took * when)
-            try:
-                os.killpg(q.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            q.wait()
-            # a container process forked before the kill, waiting for its
-            # start: the engine's delete below ends it through its state,
-            # or its group, when there is one; else it is the test's to end
-            krt(kr, "delete", "--force", cid)
-            for pid in _pids_naming(cid):
-                os.kill(pid, signal.SIGKILL)
-            state_dir = kr / "kis-microvm" / cid
-            assert not state_dir.exists(), (cid, when, "state left",
-                                            sorted(p.name for p in state_dir.iterdir()))
-            assert slot_users() == [], (cid, when, slot_users())
-            assert nbases() == before, (cid, when, "base left")
-            assert not leaf(cid).exists(), (cid, when, "group left")
-        # a swap killed before it recorded its number, left exactly (the
-        # kill points above hit it only now and then): slot 0 reopened onto
-        # a node of the next number, slot 1 with a node of the next number
-        # that no one uses; the next swaps of both still take their trees
-        vm = _vm_dir(kr)
-        _leave_a_killed_swap(vm, 0, _tree(work, 31), reopen=True)
-        _leave_a_killed_swap(vm, 1, _tree(work, 32), reopen=False)
-        # all four slots are free: four distinct trees take them
-        for n in (21, 22, 23, 24):
-            cid = f"krt-kill-after{n}"
+        with running_pod(kr, work, sb, other_netns) as (spid, apps):
+            ns = pod_ns(spid)
+            loop = ["sleep", "100000"]
+            before = nbases()
+            # the whole create measured once, then killed at fractions of it,
+            # as soon as its base is published, as soon as its group is noted,
+            # and as soon as its proxy is in it
+            t = time.monotonic()
             rc, _, err = _app_create(kr, pod_bundle(work, loop, "container", sb, ns,
-                                                    _in_tree(_tree(work, n))), cid, tmp_path)
+                                                    _both(_in_tree(_tree(work, 11)),
+                                                          _app_cgroup(top, "krt-kill-m"))),
+                                     "krt-kill-m", tmp_path)
+            took = time.monotonic() - t
             assert rc == 0, err.read_text()
-            apps.append(cid)
-            assert krt(kr, "start", cid).returncode == 0
-            wait_status(lambda *a: krt(kr, *a), cid, "running")
-            p = krt(kr, "exec", cid, "ls", "/")
-            assert p.returncode == 0, p.stderr
-            marks = [w for w in p.stdout.split() if w.startswith("marker-")]
-            assert marks == [f"marker-{n}"], (cid, p.stdout)
+            assert proxy_in("krt-kill-m"), "the measured create made no group where the test looks"
+            assert krt(kr, "delete", "--force", "krt-kill-m").returncode == 0
+            assert not leaf("krt-kill-m").exists()
+            assert slot_users() == [] and nbases() == before
+            def published(cid):
+                # the app's base in the store (its import's rename done): a
+                # record written only after the import would miss it here
+                return nbases() > before
+
+            points = [published, noted, proxy_in, 0.15, 0.3, 0.45, 0.6, 0.75, 0.9]
+            for i, when in enumerate(points, 1):
+                cid = f"krt-kill-{i}"
+                bb = pod_bundle(work, loop, "container", sb, ns,
+                                _both(_in_tree(_tree(work, 11 + i)), _app_cgroup(top, cid)))
+                qerr = tmp_path / f"{cid}.err"
+                with open(qerr, "wb") as e:
+                    q = subprocess.Popen([str(KRT), "--root", str(kr), "--kis-guest-dir",
+                                          str(GUEST), "create", "--bundle", str(bb), cid],
+                                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                         stderr=e, start_new_session=True)
+                if callable(when):
+                    end = time.monotonic() + 3 * took + 30
+                    while not when(cid) and q.poll() is None and time.monotonic() < end:
+                        time.sleep(0.001)
+                    assert when(cid), (cid, when.__name__, "the create never got there",
+                                       q.poll(), qerr.read_text())
+                else:
+                    time.sleep(took * when)
+                try:
+                    os.killpg(q.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                q.wait()
+                # a container process forked before the kill, waiting for its
+                # start: the engine's delete below ends it through its state,
+                # or its group, when there is one; else it is the test's to end
+                krt(kr, "delete", "--force", cid)
+                for pid in _pids_naming(cid):
+                    os.kill(pid, signal.SIGKILL)
+                state_dir = kr / "kis-microvm" / cid
+                assert not state_dir.exists(), (cid, when, "state left",
+                                                sorted(p.name for p in state_dir.iterdir()))
+                assert slot_users() == [], (cid, when, slot_users())
+                assert nbases() == before, (cid, when, "base left")
+                assert not leaf(cid).exists(), (cid, when, "group left")
+            # a swap killed before it recorded its number, left exactly (the
+            # kill points above hit it only now and then): slot 0 reopened onto
+            # a node of the next number, slot 1 with a node of the next number
+            # that no one uses; the next swaps of both still take their trees
+            vm = _vm_dir(kr)
+            _leave_a_killed_swap(vm, 0, _tree(work, 31), reopen=True)
+            _leave_a_killed_swap(vm, 1, _tree(work, 32), reopen=False)
+            # all four slots are free: four distinct trees take them
+            for n in (21, 22, 23, 24):
+                cid = f"krt-kill-after{n}"
+                rc, _, err = _app_create(kr, pod_bundle(work, loop, "container", sb, ns,
+                                                        _in_tree(_tree(work, n))), cid, tmp_path)
+                assert rc == 0, err.read_text()
+                apps.append(cid)
+                assert krt(kr, "start", cid).returncode == 0
+                wait_status(lambda *a: krt(kr, *a), cid, "running")
+                p = krt(kr, "exec", cid, "ls", "/")
+                assert p.returncode == 0, p.stderr
+                marks = [w for w in p.stdout.split() if w.startswith("marker-")]
+                assert marks == [f"marker-{n}"], (cid, p.stdout)
     finally:
-        for cid in apps:
-            krt(kr, "delete", "--force", cid)
-        krt(kr, "kill", sb, "KILL")
-        krt(kr, "delete", "--force", sb)
         remove_cgroup_tree(top)
