@@ -15,7 +15,11 @@
 
 /* Bumped whenever the generated code or the layout it reads changes: part
  * of the cache key of compiled code. */
-#define WASM_JIT_VERSION 11u
+#define WASM_JIT_VERSION 12u
+
+/* Bytes a recognised wasi-libc routine's fast path may touch between two
+ * interrupt checks (jit_llvm.h, jit_rt.c): a few ms at most. */
+#define WASM_JIT_FAST_MAX (16u << 20)
 
 /* What compiled code of one instance reads, through the pointer every
  * compiled function takes first. The generator (jit_llvm.c) addresses the
@@ -135,6 +139,8 @@ KIS_HIDDEN int wasm_memory_reserve(struct kis_wasm_memory *mem);
 	X(wasm_jit_rt_table_grow)           \
 	X(wasm_jit_rt_table_fill)           \
 	X(wasm_jit_rt_memcmp)               \
+	X(wasm_jit_rt_strcspn)              \
+	X(wasm_jit_rt_strspn)               \
 	X(wasm_jit_rt_simd)
 
 /* The C library functions LLVM's code generator calls for some IR (a
@@ -172,6 +178,13 @@ KIS_HIDDEN void wasm_jit_rt_memory_fill(struct wasm_jit_ctx *c, uint32_t d, uint
  * differing bytes' difference, 0 if none): for jit_llvm.c's fast path of a
  * recognised memcmp, which checked l + n and r + n against the size. */
 KIS_HIDDEN int32_t wasm_jit_rt_memcmp(struct wasm_jit_ctx *c, uint32_t l, uint32_t r, uint32_t n);
+/* wasi-libc's strcspn and strspn (Debian's build: musl's C, a 32-byte set
+ * at sp - 32 on the shadow stack, sp being global 0) for jit_llvm.c's fast
+ * path of the recognised bodies: the result, with memory left as the
+ * routine leaves it, or -1 without a write when the call could trap or
+ * its set overlaps a string it reads (the routine's own code then runs). */
+KIS_HIDDEN int64_t wasm_jit_rt_strcspn(struct wasm_jit_ctx *c, uint32_t s, uint32_t set, uint32_t sp);
+KIS_HIDDEN int64_t wasm_jit_rt_strspn(struct wasm_jit_ctx *c, uint32_t s, uint32_t set, uint32_t sp);
 KIS_HIDDEN void wasm_jit_rt_table_init(struct wasm_jit_ctx *c, uint32_t tab, uint32_t seg,
 				       uint32_t d, uint32_t s, uint32_t n);
 KIS_HIDDEN void wasm_jit_rt_elem_drop(struct wasm_jit_ctx *c, uint32_t seg);

@@ -102,9 +102,29 @@ struct gen {
  * loop iteration (FAST_MAX bounds how long it runs between two checks).
  * The bodies are known by two 64-bit hashes and the length: a module
  * that forged a collision would only give its own function these
- * semantics, under the same bounds checks (no access outside memory). */
-enum known_fn { KNOWN_NONE, KNOWN_MEMCPY, KNOWN_MEMMOVE, KNOWN_MEMSET, KNOWN_MEMCMP };
-#define FAST_MAX (16u << 20) /* bytes: a few ms at most between interrupt checks */
+ * semantics, under the same bounds checks (no access outside memory).
+ *
+ * The string routines the same way: strlen and __strchrnul (musl's word
+ * loops: aligned 4-byte reads, so with memory a whole number of pages they
+ * trap exactly when no terminator lies in [s, size)) are a vector scan in
+ * line, 16-byte reads at 16-byte-aligned offsets below the size, which
+ * returns only when it found the byte below the size and FAST_MAX past s;
+ * strcspn and strspn (a 32-byte set on the shadow stack, global 0) go to
+ * the runtime (jit_rt.c), which does the work, set included, only when
+ * nothing of it could trap or overlap the set. Whatever is left runs the
+ * function's own code, from the start: it has written nothing yet. */
+enum known_fn {
+	KNOWN_NONE,
+	KNOWN_MEMCPY,
+	KNOWN_MEMMOVE,
+	KNOWN_MEMSET,
+	KNOWN_MEMCMP,
+	KNOWN_STRLEN,
+	KNOWN_STRCHRNUL,
+	KNOWN_STRCSPN,
+	KNOWN_STRSPN,
+};
+#define FAST_MAX WASM_JIT_FAST_MAX
 
 #define CTX(field) offsetof(struct wasm_jit_ctx, field)
 
@@ -171,7 +191,7 @@ int table_access(struct gen *g, uint8_t op);
 LLVMValueRef global_ptr(struct gen *g, uint32_t x);
 
 /* jit_llvm_known.c */
-enum known_fn known_routine(const struct kis_wasm_module *m, uint32_t di, bool inner);
+enum known_fn known_routine(const struct kis_wasm_module *m, uint32_t di);
 void gen_known(struct gen *g, enum known_fn k);
 
 /* jit_llvm_func.c */

@@ -424,7 +424,7 @@ int gen_func(struct gen *g, uint32_t di)
 	trap_if(g, LLVMBuildICmp(g->B, LLVMIntULT, spi, need, ""), KIS_WASM_TRAP_STACK_EXHAUSTED);
 	tick(g);
 	load_mem(g);
-	enum known_fn known = known_routine(m, di, false);
+	enum known_fn known = known_routine(m, di);
 	if (known != KNOWN_NONE)
 		gen_known(g, known);
 
@@ -527,6 +527,8 @@ void declare_helpers(struct gen *g)
 	DECL(wasm_jit_rt_memory_copy, v, p, i32, i32, i32);
 	DECL(wasm_jit_rt_memory_fill, v, p, i32, i32, i32);
 	DECL(wasm_jit_rt_memcmp, i32, p, i32, i32, i32);
+	DECL(wasm_jit_rt_strcspn, i64, p, i32, i32, i32);
+	DECL(wasm_jit_rt_strspn, i64, p, i32, i32, i32);
 	DECL(wasm_jit_rt_table_init, v, p, i32, i32, i32, i32, i32);
 	DECL(wasm_jit_rt_elem_drop, v, p, i32);
 	DECL(wasm_jit_rt_table_copy, v, p, i32, i32, i32, i32, i32);

@@ -567,6 +567,86 @@ differ:
 	return (int32_t)a[i] - (int32_t)b[i];
 }
 
+/* The offset from s of the first NUL of [s, size), looked for no further
+ * than WASM_JIT_FAST_MAX bytes; -1 if none: the string crosses the end of
+ * memory (the wasm routine traps there) or is too long for a fast path. */
+static int64_t str_end(const struct kis_wasm_memory *m, uint32_t s)
+{
+	if (s >= m->size)
+		return -1;
+	uint64_t n = m->size - s;
+	const uint8_t *p = m->data + s, *z = memchr(p, 0, n < WASM_JIT_FAST_MAX ? n : WASM_JIT_FAST_MAX);
+	return z ? z - p : -1;
+}
+
+/* Whether [a, a + n) meets the set's 32 bytes at lo (64-bit: no wrap). */
+static bool meets_set(uint64_t a, uint64_t n, uint64_t lo)
+{
+	return a < lo + 32 && lo < a + n;
+}
+
+/* The set as musl's strcspn/strspn leave it: bit (ch & 31) of the
+ * little-endian word ch >> 5 for each byte ch of set[0..n). */
+static void put_set(uint8_t *d, uint32_t lo, const uint8_t *set, int64_t n)
+{
+	uint32_t w[8] = {0};
+	for (int64_t i = 0; i < n; i++)
+		w[set[i] >> 5] |= 1u << (set[i] & 31);
+	memcpy(d + lo, w, sizeof(w)); /* x86-64: the words' bytes as wasm stores them */
+}
+
+/* wasi-libc's strcspn (musl's, as clang 14 compiled it): it moves global 0
+ * down by 32 (put back on return); with set[0] or set[1] NUL it returns
+ * __strchrnul(s, set[0]) - s and writes nothing; otherwise it zeroes the
+ * 32 bytes at sp - 32, sets a bit there for each byte of set, then reads
+ * s up to the first byte whose bit is set or NUL. Here: the same result
+ * and the same bytes written, when every read lies inside memory (both
+ * strings end below its size), the set's bytes do too, and no string read
+ * after the set's first write overlaps them (set: its bytes from set[2]
+ * on are read after the zeroing; s: read after the whole set in both, so
+ * not for the result, but its NUL, found before the write, could be
+ * overwritten, and the scan would then run on unbounded). */
+int64_t wasm_jit_rt_strcspn(struct wasm_jit_ctx *c, uint32_t s, uint32_t set, uint32_t sp)
+{
+	const struct kis_wasm_memory *m = c->mem;
+	uint8_t *d = m->data;
+	int64_t lc = str_end(m, set), ls = str_end(m, s);
+	if (lc < 0 || ls < 0)
+		return -1;
+	if (lc < 2) { /* __strchrnul: the first set[0] or NUL */
+		const uint8_t *z = lc ? memchr(d + s, d[set], (size_t)ls) : NULL;
+		return z ? z - (d + s) : ls;
+	}
+	if (sp < 32 || sp > m->size || meets_set(s, (uint64_t)ls + 1, sp - 32u) ||
+	    meets_set(set, (uint64_t)lc + 1, sp - 32u))
+		return -1;
+	put_set(d, sp - 32u, d + set, lc);
+	return (int64_t)strcspn((const char *)d + s, (const char *)d + set);
+}
+
+/* wasi-libc's strspn: it zeroes the 32 bytes at sp - 32 first (global 0
+ * unmoved), then reads set[0] (NUL: returns 0); with set[1] NUL it counts
+ * the bytes of s equal to set[0]; otherwise it sets a bit for each byte of
+ * set and reads s up to the first byte whose bit is clear. The same
+ * conditions as wasm_jit_rt_strcspn's for doing it here. */
+int64_t wasm_jit_rt_strspn(struct wasm_jit_ctx *c, uint32_t s, uint32_t set, uint32_t sp)
+{
+	const struct kis_wasm_memory *m = c->mem;
+	uint8_t *d = m->data;
+	if (sp < 32 || sp > m->size || set >= m->size || meets_set(set, 1, sp - 32u))
+		return -1;
+	if (!d[set]) {
+		memset(d + sp - 32u, 0, 32);
+		return 0;
+	}
+	int64_t lc = str_end(m, set), ls = str_end(m, s);
+	if (lc < 0 || ls < 0 || meets_set(s, (uint64_t)ls + 1, sp - 32u) ||
+	    meets_set(set, (uint64_t)lc + 1, sp - 32u))
+		return -1;
+	put_set(d, sp - 32u, d + set, lc < 2 ? 0 : lc); /* one byte: no bit set */
+	return (int64_t)strspn((const char *)d + s, (const char *)d + set);
+}
+
 void wasm_jit_rt_table_init(struct wasm_jit_ctx *c, uint32_t tab, uint32_t x, uint32_t d,
 			    uint32_t s, uint32_t n)
 {
