@@ -27,6 +27,7 @@
  * entry, and it runs, and links, without a compiler (issue 42: exec.c and
  * this file were one circle). So this file is above the interpreter, and
  * the interpreter names nothing of it. */
+#include <emmintrin.h>
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
@@ -567,16 +568,65 @@ differ:
 	return (int32_t)a[i] - (int32_t)b[i];
 }
 
-/* The offset from s of the first NUL of [s, size), looked for no further
- * than WASM_JIT_FAST_MAX bytes; -1 if none: the string crosses the end of
- * memory (the wasm routine traps there) or is too long for a fast path. */
-static int64_t str_end(const struct kis_wasm_memory *m, uint32_t s)
+/* ---- the string routines' fast paths (jit.h) ----
+ * A scan reads memory in 16-byte blocks at 16-byte-aligned offsets below
+ * its size, which is a whole number of pages: a block that starts inside
+ * memory ends inside it, so nothing past the end is ever read (the bytes
+ * of the first block below s are masked off). A scan stops at
+ * min(size, s + WASM_JIT_FAST_MAX): -1, the routine's own code goes on. */
+
+static uint64_t scan_end(const struct kis_wasm_memory *m, uint32_t s)
+{
+	uint64_t far = (uint64_t)s + WASM_JIT_FAST_MAX;
+	return far < m->size ? far : m->size;
+}
+
+/* The offset from s of the first byte that is NUL or one of the n <= 4
+ * bytes k (stop), or the first that is not one of them (!stop: NUL never
+ * is one); -1 if none before the scan's end. */
+static int64_t scan_small(const struct kis_wasm_memory *m, uint32_t s, const uint8_t *k, int n,
+			  bool stop)
 {
 	if (s >= m->size)
 		return -1;
-	uint64_t n = m->size - s;
-	const uint8_t *p = m->data + s, *z = memchr(p, 0, n < WASM_JIT_FAST_MAX ? n : WASM_JIT_FAST_MAX);
-	return z ? z - p : -1;
+	uint64_t end = scan_end(m, s), p = s & ~15ull;
+	__m128i v[4];
+	for (int i = 0; i < n; i++)
+		v[i] = _mm_set1_epi8((char)k[i]);
+	unsigned below = (1u << (s & 15)) - 1; /* the first block's bytes before s */
+	for (;;) {
+		__m128i x = _mm_loadu_si128((const __m128i *)(m->data + p));
+		__m128i e = stop ? _mm_cmpeq_epi8(x, _mm_setzero_si128()) : _mm_setzero_si128();
+		for (int i = 0; i < n; i++)
+			e = _mm_or_si128(e, _mm_cmpeq_epi8(x, v[i]));
+		unsigned hit = (unsigned)_mm_movemask_epi8(e);
+		if (!stop)
+			hit = ~hit & 0xffffu;
+		hit &= ~below;
+		if (hit)
+			return (int64_t)(p + (unsigned)__builtin_ctz(hit) - s);
+		below = 0;
+		p += 16;
+		if (p >= end)
+			return -1;
+	}
+}
+
+/* The same for any set, as musl's bit set w (bytes of the set: bit
+ * ch & 31 of word ch >> 5): the first byte that is NUL or in it (stop),
+ * or the first not in it (!stop). */
+static int64_t scan_set(const struct kis_wasm_memory *m, uint32_t s, const uint32_t *w, bool stop)
+{
+	if (s >= m->size)
+		return -1;
+	const uint8_t *d = m->data;
+	for (uint64_t i = s, end = scan_end(m, s); i < end; i++) {
+		uint8_t ch = d[i];
+		bool in = (w[ch >> 5] >> (ch & 31)) & 1;
+		if (stop ? !ch || in : !in)
+			return (int64_t)(i - s);
+	}
+	return -1;
 }
 
 /* Whether [a, a + n) meets the set's 32 bytes at lo (64-bit: no wrap). */
@@ -585,14 +635,12 @@ static bool meets_set(uint64_t a, uint64_t n, uint64_t lo)
 	return a < lo + 32 && lo < a + n;
 }
 
-/* The set as musl's strcspn/strspn leave it: bit (ch & 31) of the
- * little-endian word ch >> 5 for each byte ch of set[0..n). */
-static void put_set(uint8_t *d, uint32_t lo, const uint8_t *set, int64_t n)
+/* musl's set of set[0..n): bit (ch & 31) of word ch >> 5 */
+static void make_set(uint32_t *w, const uint8_t *set, int64_t n)
 {
-	uint32_t w[8] = {0};
+	memset(w, 0, 32);
 	for (int64_t i = 0; i < n; i++)
 		w[set[i] >> 5] |= 1u << (set[i] & 31);
-	memcpy(d + lo, w, sizeof(w)); /* x86-64: the words' bytes as wasm stores them */
 }
 
 /* wasi-libc's strcspn (musl's, as clang 14 compiled it): it moves global 0
@@ -600,28 +648,26 @@ static void put_set(uint8_t *d, uint32_t lo, const uint8_t *set, int64_t n)
  * __strchrnul(s, set[0]) - s and writes nothing; otherwise it zeroes the
  * 32 bytes at sp - 32, sets a bit there for each byte of set, then reads
  * s up to the first byte whose bit is set or NUL. Here: the same result
- * and the same bytes written, when every read lies inside memory (both
- * strings end below its size), the set's bytes do too, and no string read
- * after the set's first write overlaps them (set: its bytes from set[2]
- * on are read after the zeroing; s: read after the whole set in both, so
- * not for the result, but its NUL, found before the write, could be
- * overwritten, and the scan would then run on unbounded). */
+ * and the same bytes written, when every read lies inside memory, the
+ * set's bytes do too, and nothing read after the set's first write (set
+ * from set[2] on, s) overlaps them: then the write changes nothing read,
+ * and s may be scanned before it. */
 int64_t wasm_jit_rt_strcspn(struct wasm_jit_ctx *c, uint32_t s, uint32_t set, uint32_t sp)
 {
 	const struct kis_wasm_memory *m = c->mem;
 	uint8_t *d = m->data;
-	int64_t lc = str_end(m, set), ls = str_end(m, s);
-	if (lc < 0 || ls < 0)
+	int64_t lc = scan_small(m, set, NULL, 0, true), r;
+	if (lc < 2) /* __strchrnul: the first set[0] or NUL (lc -1: a trap) */
+		return lc < 0 ? -1 : scan_small(m, s, d + set, (int)lc, true);
+	if (sp < 32 || sp > m->size || meets_set(set, (uint64_t)lc + 1, sp - 32u))
 		return -1;
-	if (lc < 2) { /* __strchrnul: the first set[0] or NUL */
-		const uint8_t *z = lc ? memchr(d + s, d[set], (size_t)ls) : NULL;
-		return z ? z - (d + s) : ls;
-	}
-	if (sp < 32 || sp > m->size || meets_set(s, (uint64_t)ls + 1, sp - 32u) ||
-	    meets_set(set, (uint64_t)lc + 1, sp - 32u))
+	uint32_t w[8];
+	make_set(w, d + set, lc);
+	r = lc <= 4 ? scan_small(m, s, d + set, (int)lc, true) : scan_set(m, s, w, true);
+	if (r < 0 || meets_set(s, (uint64_t)r + 1, sp - 32u))
 		return -1;
-	put_set(d, sp - 32u, d + set, lc);
-	return (int64_t)strcspn((const char *)d + s, (const char *)d + set);
+	memcpy(d + sp - 32u, w, sizeof(w)); /* x86-64: the words' bytes as wasm stores them */
+	return r;
 }
 
 /* wasi-libc's strspn: it zeroes the 32 bytes at sp - 32 first (global 0
@@ -633,18 +679,22 @@ int64_t wasm_jit_rt_strspn(struct wasm_jit_ctx *c, uint32_t s, uint32_t set, uin
 {
 	const struct kis_wasm_memory *m = c->mem;
 	uint8_t *d = m->data;
+	uint32_t w[8] = {0};
+	int64_t lc = 0, r = 0;
 	if (sp < 32 || sp > m->size || set >= m->size || meets_set(set, 1, sp - 32u))
 		return -1;
-	if (!d[set]) {
-		memset(d + sp - 32u, 0, 32);
-		return 0;
+	if (d[set]) {
+		lc = scan_small(m, set, NULL, 0, true);
+		if (lc < 0 || meets_set(set, (uint64_t)lc + 1, sp - 32u))
+			return -1;
+		if (lc >= 2) /* one byte: compared, no bit set */
+			make_set(w, d + set, lc);
+		r = lc <= 4 ? scan_small(m, s, d + set, (int)lc, false) : scan_set(m, s, w, false);
+		if (r < 0 || meets_set(s, (uint64_t)r + 1, sp - 32u))
+			return -1;
 	}
-	int64_t lc = str_end(m, set), ls = str_end(m, s);
-	if (lc < 0 || ls < 0 || meets_set(s, (uint64_t)ls + 1, sp - 32u) ||
-	    meets_set(set, (uint64_t)lc + 1, sp - 32u))
-		return -1;
-	put_set(d, sp - 32u, d + set, lc < 2 ? 0 : lc); /* one byte: no bit set */
-	return (int64_t)strspn((const char *)d + s, (const char *)d + set);
+	memcpy(d + sp - 32u, w, sizeof(w));
+	return r;
 }
 
 void wasm_jit_rt_table_init(struct wasm_jit_ctx *c, uint32_t tab, uint32_t x, uint32_t d,

@@ -238,9 +238,10 @@ def _string_calls(rng, sp0):
     calls.append(f"setsp {sp0}")
     put(196100, "yz")
     put(196200, "abcxyz")
+    put(196300, "qr")  # none of the string's: strcspn reads it into the set
     for at in (sp0 - 48, sp0 - 40, sp0 - 33, sp0 - 32, sp0 - 31, sp0 - 2):
         put(sp0 - 60, "abcxyz" * 12)
-        for t in (196100, 196200, at):
+        for t in (196100, 196200, 196300, at):
             calls += [f"cspn {at} {t}", "sumall", f"spn {at} {t}", "sumall"]
             put(sp0 - 60, "abcxyz" * 12)
         for s in (BASE + 100, at):
