@@ -584,8 +584,8 @@ static uint64_t scan_end(const struct kis_wasm_memory *m, uint32_t s)
 /* The offset from s of the first byte that is NUL or one of the n <= 4
  * bytes k (stop), or the first that is not one of them (!stop: NUL never
  * is one); -1 if none before the scan's end. */
-static int64_t scan_small(const struct kis_wasm_memory *m, uint32_t s, const uint8_t *k, int n,
-			  bool stop)
+static inline __attribute__((always_inline)) int64_t
+scan_n(const struct kis_wasm_memory *m, uint32_t s, const uint8_t *k, int n, bool stop)
 {
 	if (s >= m->size)
 		return -1;
@@ -609,6 +609,24 @@ static int64_t scan_small(const struct kis_wasm_memory *m, uint32_t s, const uin
 		p += 16;
 		if (p >= end)
 			return -1;
+	}
+}
+
+/* scan_n with n a constant in each copy: its compares unrolled */
+static int64_t scan_small(const struct kis_wasm_memory *m, uint32_t s, const uint8_t *k, int n,
+			  bool stop)
+{
+	switch (n) {
+	case 0:
+		return scan_n(m, s, k, 0, stop);
+	case 1:
+		return stop ? scan_n(m, s, k, 1, true) : scan_n(m, s, k, 1, false);
+	case 2:
+		return stop ? scan_n(m, s, k, 2, true) : scan_n(m, s, k, 2, false);
+	case 3:
+		return stop ? scan_n(m, s, k, 3, true) : scan_n(m, s, k, 3, false);
+	default:
+		return stop ? scan_n(m, s, k, 4, true) : scan_n(m, s, k, 4, false);
 	}
 }
 
