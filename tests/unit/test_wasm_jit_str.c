@@ -111,6 +111,8 @@ static void test_string_running_off_the_end_is_left_to_the_routine(void **state)
 	 * neither read past the end (the page there faults) nor write */
 	assert_int_equal(wasm_jit_rt_strcspn(&f->ctx, MEM - 5, 200, SP), -1);
 	assert_int_equal(wasm_jit_rt_strcspn(&f->ctx, MEM - 5, 300, SP), -1);
+	memset(f->map + MEM - 5, 'a', 5); /* all in the set "ab": strspn too */
+	snap(f);
 	assert_int_equal(wasm_jit_rt_strspn(&f->ctx, MEM - 5, 200, SP), -1);
 	assert_int_equal(wasm_jit_rt_strcspn(&f->ctx, 200, MEM - 1, SP), -1);
 	assert_int_equal(wasm_jit_rt_strcspn(&f->ctx, MEM, 200, SP), -1);
@@ -119,8 +121,10 @@ static void test_string_running_off_the_end_is_left_to_the_routine(void **state)
 	same_but(f, 0, 0);
 	/* a NUL in the very last byte: a string, read to its end */
 	f->map[MEM - 1] = 0;
-	assert_int_equal(wasm_jit_rt_strcspn(&f->ctx, MEM - 5, 200, SP), 4);
-	assert_int_equal(wasm_jit_rt_strcspn(&f->ctx, MEM - 5, 300, SP), 4);
+	assert_int_equal(wasm_jit_rt_strcspn(&f->ctx, MEM - 5, 200 + 2, SP), 4);
+	assert_int_equal(wasm_jit_rt_strspn(&f->ctx, MEM - 5, 200, SP), 4);
+	/* stopped before the end: no trap in the routine either */
+	assert_int_equal(wasm_jit_rt_strcspn(&f->ctx, MEM - 5, 300, SP), 0);
 }
 
 static void test_set_out_of_memory_or_over_a_string_is_left_to_the_routine(void **state)
@@ -137,10 +141,15 @@ static void test_set_out_of_memory_or_over_a_string_is_left_to_the_routine(void 
 	/* over the set (read after its first write), or over s */
 	assert_int_equal(wasm_jit_rt_strcspn(&f->ctx, 100, 200, 200 + 34), -1);
 	assert_int_equal(wasm_jit_rt_strcspn(&f->ctx, 100, 200, 200 + 32 + 3), 5);
-	assert_int_equal(wasm_jit_rt_strspn(&f->ctx, 100, 200, 100 + 33), -1);
+	assert_int_equal(wasm_jit_rt_strspn(&f->ctx, 100, 200, 100 + 32), -1);
 	same_but(f, 200 + 3, 32);
 	/* ending exactly at the end of memory: allowed */
 	assert_int_equal(wasm_jit_rt_strcspn(&f->ctx, 100, 200, MEM), 5);
+	/* only what is read counts: strspn reads s[0] alone here (and then
+	 * its set, written over the rest of s, is there) */
+	assert_int_equal(wasm_jit_rt_strspn(&f->ctx, 100, 200, 100 + 33), 0);
+	assert_int_equal(f->map[100], 'h');
+	assert_int_equal(f->map[101], 0);
 }
 
 static void test_strspn_zeroes_the_set_first(void **state)
