@@ -62,6 +62,16 @@ struct kis_run_options {
 	 * the disk its guest wrote: neither the time nor the parse of an image
 	 * the guest made is spent on changes about to be thrown away. */
 	bool discard_workspace;
+	/* Called with a new session's id once it is minted, before anything
+	 * of the session exists (its directory, its owner record, a process
+	 * of it), so that a caller that may be killed can record the id first:
+	 * kis_session_destroy of that id then undoes whatever the create had
+	 * made (a create whose caller died midway is its dead owner's, reaped
+	 * by id; a published session is destroyed as any other). A negative
+	 * return stops the create (the callback sets *err). May be NULL.
+	 * Appended last: a caller built against the older struct leaves it 0. */
+	int (*minted)(void *ctx, const char *id, struct kis_error **err);
+	void *minted_ctx;
 };
 
 /* Run one command under a profile: check the hatches, select a backend,

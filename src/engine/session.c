@@ -243,6 +243,9 @@ int kis_session_create_in(struct kis_engine_ctx *ec, const struct kis_profile *p
 		b->plan_free(cp);
 	}
 	TRY(kis_id_mint('s', id, err));
+	/* told before anything of the session exists (kis_run_options) */
+	if (o->minted)
+		TRY(o->minted(o->minted_ctx, id, err));
 	req.sandbox_id = id;
 
 	_cleanup_free_ char *sessions_path = NULL;
