@@ -85,9 +85,11 @@
  * .containerenv) are small; a larger one is not a configuration file */
 #define MVM_BIND_FILE_MAX (1u << 20)
 #define MVM_MIN_MEM (128ull << 20) /* microvm.c's MIN_MEM_MIB */
-/* An app create's record, before its state, of what it has made (its pod,
- * its slot, its base): a create killed midway leaves it, and delete
- * undoes what it names (mvm_creating_undo). */
+/* A create's record, before its state, of what it has made: an app's pod,
+ * slot and base; a lone container's or a pod sandbox's base, workspace and
+ * session, each id written the moment it is minted, before what it names
+ * can exist. A create killed midway leaves it, and delete undoes what it
+ * names (mvm_creating_undo). */
 #define MVM_CREATING "creating.json"
 
 /* ---------------------------------------------------------- the plan */
@@ -707,40 +709,71 @@ static const char *sget(json_t *st, const char *k)
 	return v ? v : "";
 }
 
-/* An app create's record (MVM_CREATING in dfd) given its base's id the
- * moment the import mints it (kis_import_options.minted), written before
- * the base can exist. */
+/* A create's record (MVM_CREATING in dfd), given each id the moment it
+ * is minted (kis_import_options.minted, kis_run_options.minted,
+ * krt_mvm_minted, or minted here), written before what it names can
+ * exist. what: "base" (the container's own), "image_base" (imported for
+ * the node's sandbox image: the container's only while not kept),
+ * "workspace", "session". */
 struct creating_rec {
 	int dfd;
 	json_t *rec;
 };
 
-static int record_base(void *ctx, const char *id, struct kis_error **err)
+static int creating_note(void *ctx, const char *what, const char *id, struct kis_error **err)
 {
 	struct creating_rec *c = ctx;
-	if (json_object_set_new(c->rec, "base", json_string(id)) < 0)
+	if (json_object_set_new(c->rec, what, json_string(id)) < 0)
 		return kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "create");
 	return krt_write_json_at(c->dfd, MVM_CREATING, c->rec, err);
 }
 
+static int record_base(void *ctx, const char *id, struct kis_error **err)
+{
+	return creating_note(ctx, "base", id, err);
+}
+
+static int record_session(void *ctx, const char *id, struct kis_error **err)
+{
+	return creating_note(ctx, "session", id, err);
+}
+
+/* An id read back from a record in the container's directory: a file
+ * anyone who can write there can forge, so it is used only when it is an
+ * id of the kind expected ("b-", "w-", "s-" and kis_id_validate's
+ * charset: no '/', no '.', never a path), else "" (nothing undone by
+ * it). */
+static const char *rec_id(json_t *rec, const char *k, char kind)
+{
+	const char *v = sget(rec, k);
+	return v[0] == kind && v[1] == '-' && kis_id_validate(v, k, NULL) == 0 ? v : "";
+}
+
 /* A create killed before its state was written (an engine deletes the id
- * after a failed create): what its record names is undone (its pod slot,
- * its base) and its directory removed. 1 when there was such a create. */
+ * after a failed create): what its record names is undone (an app's pod
+ * slot; the session, its VMM and passt gone with it; the workspace; the
+ * container's own base, or the image base it imported and did not keep)
+ * and its directory removed. The store is the runtime's own, never one a
+ * record names. A directory without state or record (a create killed
+ * before its first record) is removed. 1 when there was such a create. */
 static int mvm_creating_undo(const struct krt_globals *g, const char *id)
 {
 	_cleanup_close_ int dfd = open_container(g, id);
 	if (dfd < 0 || faccessat(dfd, "state.json", F_OK, AT_SYMLINK_NOFOLLOW) == 0)
 		return 0;
-	json_t *rec = krt_read_json_at(dfd, MVM_CREATING);
-	if (!rec)
-		return 0;
-	const char *store = sget(rec, "store");
-	if (*sget(rec, "pod_sandbox"))
-		pod_app_end(g, store, sget(rec, "pod_session"), sget(rec, "pod_sandbox"), id);
-	if (*store)
-		undo(store, NULL, NULL, sget(rec, "base"));
-	json_decref(rec);
 	_cleanup_close_ int hfd = open_mvm_root(g, false, NULL);
+	_cleanup_free_ char *store = store_path(g);
+	json_t *rec = krt_read_json_at(dfd, MVM_CREATING);
+	const char *sandbox = sget(rec, "pod_sandbox");
+	if (store && *sandbox && krt_valid_id(sandbox, NULL) == 0)
+		pod_app_end(g, store, rec_id(rec, "pod_session", 's'), sandbox, id);
+	if (store)
+		undo(store, rec_id(rec, "session", 's'), rec_id(rec, "workspace", 'w'),
+		     rec_id(rec, "base", 'b'));
+	const char *ib = rec_id(rec, "image_base", 'b');
+	if (store && hfd >= 0 && *ib && !krt_mvm_image_kept(hfd, ib))
+		undo(store, NULL, NULL, ib);
+	json_decref(rec);
 	if (hfd >= 0)
 		remove_state(hfd, id);
 	return 1;
@@ -806,6 +839,27 @@ static void relay_oom(const struct kis_cgroup *cg, const char *id)
 
 /* ---------------------------------------------------------- create */
 
+/* A lone container's root, or a pod sandbox's: a workspace over a base of
+ * the rootfs (a kept one for a sandbox: krt_mvm_image_clone), each id
+ * noted in cr before what it names can exist. base: the container's own,
+ * "" for a kept one. */
+static int root_clone(struct kis_store *store, int hfd, const char *rootfs,
+		      enum krt_pod_role role, struct creating_rec *cr, char base[KIS_ID_BUFSZ],
+		      char ws[KIS_ID_BUFSZ], struct kis_error **err)
+{
+	if (role == KRT_POD_SANDBOX) {
+		struct krt_mvm_minted note = {.fn = creating_note, .ctx = cr};
+		return krt_mvm_image_clone(store, hfd, rootfs, &note, base, ws, err);
+	}
+	struct kis_import_options io = {.os_image = true, .minted = record_base,
+					.minted_ctx = cr};
+	char wid[KIS_ID_BUFSZ];
+	TRY(kis_base_import(store, rootfs, &io, base, err));
+	TRY(kis_id_mint('w', wid, err));
+	TRY(creating_note(cr, "workspace", wid, err));
+	return kis_workspace_clone(store, base, wid, ws, err);
+}
+
 int krt_mvm_create(const struct krt_globals *g, const struct krt_model *m, const char *bundle,
 		   const char *id, const struct krt_host_opts *o, struct kis_error **err)
 {
@@ -817,7 +871,7 @@ int krt_mvm_create(const struct krt_globals *g, const struct krt_model *m, const
 		r = mvm_plan(config, &pod, &p, err);
 	else
 		memset(&p, 0, sizeof(p)), kis_profile_init(&p.prof);
-	_cleanup_close_ int hfd = -1, dfd = -1, fifo = -1, tty = -1;
+	_cleanup_close_ int hfd = -1, dfd = -1, fifo = -1, tty = -1, on_record = -1;
 	_cleanup_free_ char *store_root = NULL, *ws_path = NULL;
 	char base[KIS_ID_BUFSZ] = "", ws[KIS_ID_BUFSZ] = "", sid[KIS_ID_BUFSZ] = "";
 	char **argv = NULL, **env = NULL;
@@ -921,17 +975,27 @@ int krt_mvm_create(const struct krt_globals *g, const struct krt_model *m, const
 		 * nodes too), a workspace of the container's own over it. A
 		 * pod's sandbox: a kept base of the same tree, the node's
 		 * sandbox image, with its guest disk image (mvm_image.c);
-		 * base is then "", not the pod's to remove */
-		struct kis_import_options io = {.os_image = true};
-		if (kis_store_open(store_root, &store, err) < 0 ||
-		    (pod.role == KRT_POD_SANDBOX ?
-		     krt_mvm_image_clone(store, hfd, rootfs, base, ws, err) :
-		     kis_base_import(store, rootfs, &io, base, err) < 0 ? -1 :
-		     kis_workspace_clone(store, base, NULL, ws, err)) < 0 ||
+		 * base is then "", not the pod's to remove.
+		 * Each id (base, workspace, session) goes into the record the
+		 * moment it is minted, before what it names can exist: a
+		 * create killed anywhere leaves nothing that delete cannot
+		 * find (mvm_creating_undo); what an import or a session's
+		 * create had half made is the store's to sweep. */
+		struct creating_rec cr = {.dfd = dfd,
+					  .rec = json_pack("{s:s}", "store", store_root)};
+		if (!cr.rec) {
+			kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "create");
+			goto out;
+		}
+		if (krt_write_json_at(dfd, MVM_CREATING, cr.rec, err) < 0 ||
+		    kis_store_open(store_root, &store, err) < 0 ||
+		    root_clone(store, hfd, rootfs, pod.role, &cr, base, ws, err) < 0 ||
 		    kis_workspace_path(store, ws, &ws_path, err) < 0 ||
 		    copy_bind_files(ws_path, p.files, err) < 0 ||
-		    kis_profile_set(&p.prof, "workspace", ws, err) < 0)
+		    kis_profile_set(&p.prof, "workspace", ws, err) < 0) {
+			json_decref(cr.rec);
 			goto out;
+		}
 		kis_store_free(store);
 		store = NULL;
 		/* the workspace is destroyed with the session (undo): what the
@@ -939,7 +1003,7 @@ int krt_mvm_create(const struct krt_globals *g, const struct krt_model *m, const
 		struct kis_run_options ro = {
 			.io = {.stdin_fd = -1, .stdout_fd = 2, .stderr_fd = 2, .cancel_fd = -1},
 			.store_root = store_root, .resize_fd = -1, .tty_fd = -1,
-			.discard_workspace = true};
+			.discard_workspace = true, .minted = record_session, .minted_ctx = &cr};
 		/* a pod's sandbox: the pod's network (CNI's namespace, the
 		 * one path of the bundle the allowlist accepted, held by the
 		 * model since it was checked) is served to the guest by passt
@@ -950,7 +1014,9 @@ int krt_mvm_create(const struct krt_globals *g, const struct krt_model *m, const
 			ro.pod_net = true;
 			ro.pod_netns_fd = pod.ns_fd[0];
 		}
-		if (kis_session_create(&p.prof, &ro, sid, err) < 0)
+		int sr = kis_session_create(&p.prof, &ro, sid, err);
+		json_decref(cr.rec);
+		if (sr < 0)
 			goto out;
 	}
 	/* an app with a memory limit: its proxy's own host leaf, where the
@@ -966,11 +1032,23 @@ int krt_mvm_create(const struct krt_globals *g, const struct krt_model *m, const
 	}
 	char created[KRT_STAMP_LEN];
 	krt_now(created);
-	int sync[2];
+	/* sync: the child's setup told; recorded: its state on record, one
+	 * byte, or end-of-file when this process dies before (SIGKILLed
+	 * mid-create): the child then ends, never left blocked on a start
+	 * fifo that no state names (pipe(7): a read sees EOF once every
+	 * write end is closed, the child having closed its own) */
+	int sync[2], recorded[2];
 	if (pipe2(sync, O_CLOEXEC) < 0) {
 		kis_error_set(err, KIS_E_INTERNAL, errno, "pipe");
 		goto out;
 	}
+	if (pipe2(recorded, O_CLOEXEC) < 0) {
+		kis_error_set(err, KIS_E_INTERNAL, errno, "pipe");
+		close(sync[0]);
+		close(sync[1]);
+		goto out;
+	}
+	on_record = recorded[1];
 	/* an app's process is an exec of its pod's session, with the limits
 	 * an exec may tighten (the agent applies them to it: kis/limits.h
 	 * per_exec); its memory and CPU limits are its guest group's
@@ -988,16 +1066,26 @@ int krt_mvm_create(const struct krt_globals *g, const struct krt_model *m, const
 		kis_error_set(err, KIS_E_INTERNAL, errno, "fork");
 		close(sync[0]);
 		close(sync[1]);
+		close(recorded[0]);
 		goto out;
 	}
 	if (pid == 0) {
 		/* the container process: its session, its terminal, the pod's
-		 * namespaces on the host, then start */
+		 * namespaces on the host, its state on record, then start */
 		close(sync[0]);
+		close(recorded[1]);
 		int fail = (tty >= 0 ? krt_take_terminal(tty) : (setsid() < 0 ? -1 : 0)) < 0 ? 1 :
 			   krt_pod_enter(&pod, hostname) < 0 ? 2 :
 			   relay && relay_join(relay) < 0 ? 3 : 0;
-		krt_child_ready(sync[1], fail, fifo);
+		krt_child_ready(sync[1], fail, -1);
+		char b;
+		if (RETRY_EINTR(read(recorded[0], &b, 1)) != 1)
+			_exit(125);
+		close(recorded[0]);
+		if (fifo >= 0 && RETRY_EINTR(read(fifo, &b, 1)) != 1)
+			_exit(125);
+		if (fifo >= 0)
+			close(fifo);
 		int status;
 		if (pod.role == KRT_POD_APP) {
 			uint64_t oom_kills = 0;
@@ -1018,6 +1106,7 @@ int krt_mvm_create(const struct krt_globals *g, const struct krt_model *m, const
 		_exit(status);
 	}
 	close(sync[1]);
+	close(recorded[0]);
 	static const char *const what[] = {"", "taking the terminal or a session of its own",
 					   "entering the pod's namespaces",
 					   "joining its host memory group"};
@@ -1045,6 +1134,12 @@ int krt_mvm_create(const struct krt_globals *g, const struct krt_model *m, const
 	}
 	if (krt_tier_record(dfd, st, config, o->pid_file, pid, err) < 0)
 		goto out;
+	if (RETRY_EINTR(write(on_record, "r", 1)) != 1) {
+		kis_error_set(err, KIS_E_INTERNAL, errno, "cannot let the container process on");
+		kill(pid, SIGKILL);
+		waitpid(pid, NULL, 0);
+		goto out;
+	}
 	made = false;
 	r = 0;
 	if (krt_tier_run_wait(dfd, o, pid, &r)) {

@@ -344,19 +344,37 @@ int krt_mvm_image_find(struct kis_store *store, int mvm_fd, const char *rootfs,
 	return kept_find(store, idx, rootfs, base);
 }
 
+/* The import's kis_import_options.minted: on to the caller's, as an
+ * "image_base" */
+static int note_image_base(void *ctx, const char *id, struct kis_error **err)
+{
+	const struct krt_mvm_minted *m = ctx;
+	return m->fn(m->ctx, "image_base", id, err);
+}
+
 int krt_mvm_image_clone(struct kis_store *store, int mvm_fd, const char *rootfs,
-			char base[KIS_ID_BUFSZ], char ws[KIS_ID_BUFSZ], struct kis_error **err)
+			const struct krt_mvm_minted *minted, char base[KIS_ID_BUFSZ],
+			char ws[KIS_ID_BUFSZ], struct kis_error **err)
 {
 	base[0] = ws[0] = '\0';
 	_cleanup_close_ int idx = images_dir(mvm_fd, err);
 	if (idx < 0)
 		return -1;
+	/* the workspace's id minted here and told before any clone: every
+	 * attempt below clones under it (a failed clone leaves nothing
+	 * under it, kis_workspace_clone_ex) */
+	char wid[KIS_ID_BUFSZ] = "";
+	if (minted) {
+		TRY(kis_id_mint('w', wid, err));
+		TRY(minted->fn(minted->ctx, "workspace", wid, err));
+	}
+	const char *want = *wid ? wid : NULL;
 	uint64_t t0 = kis_monotonic_ms();
 	size_t n = 0;
 	char id[KIS_ID_BUFSZ];
 	while (kept_find(store, idx, rootfs, id) == 1) {
 		struct kis_error *e = NULL;
-		if (kis_workspace_clone(store, id, NULL, ws, &e) == 0)
+		if (kis_workspace_clone(store, id, want, ws, &e) == 0)
 			return 0;
 		/* evicted (removed) since it was listed, or removed by hand: no
 		 * longer kept (and removed, should the clone have failed for
@@ -368,11 +386,16 @@ int krt_mvm_image_clone(struct kis_store *store, int mvm_fd, const char *rootfs,
 		n++;
 	}
 	/* none: the rootfs into the store as a base (an OS image: its device
-	 * nodes too), a workspace over it, and the base kept */
+	 * nodes too), a workspace over it, and the base kept; its id told
+	 * before the import publishes it */
 	struct kis_import_options io = {.os_image = true};
+	if (minted) {
+		io.minted = note_image_base;
+		io.minted_ctx = (void *)minted;
+	}
 	char nb[KIS_ID_BUFSZ];
 	TRY(kis_base_import(store, rootfs, &io, nb, err));
-	if (kis_workspace_clone(store, nb, NULL, ws, err) < 0) {
+	if (kis_workspace_clone(store, nb, want, ws, err) < 0) {
 		(void)kis_base_remove(store, nb, NULL);
 		return -1;
 	}
@@ -387,4 +410,13 @@ int krt_mvm_image_clone(struct kis_store *store, int mvm_fd, const char *rootfs,
 	kis_debug("pod sandbox image: imported as the base %s, kept (%zu kept before; %llu ms)",
 		  nb, n, (unsigned long long)(kis_monotonic_ms() - t0));
 	return 0;
+}
+
+bool krt_mvm_image_kept(int mvm_fd, const char *base)
+{
+	_cleanup_close_ int idx = openat(mvm_fd, IMAGES_DIR,
+					 O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	struct stat st;
+	return idx >= 0 && kis_id_validate(base, "base id", NULL) == 0 &&
+	       fstatat(idx, base, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode);
 }

@@ -142,6 +142,31 @@ static int count_kept(int mvm)
 	return n;
 }
 
+/* krt_mvm_minted: what was told, and whether what it named existed then */
+struct told {
+	struct kis_store *st;
+	int n, existed;
+	char what[4][16], id[4][KIS_ID_BUFSZ];
+};
+
+static int on_minted(void *ctx, const char *what, const char *id, struct kis_error **err)
+{
+	(void)err;
+	struct told *t = ctx;
+	assert_true(t->n < 4);
+	snprintf(t->what[t->n], sizeof(t->what[0]), "%s", what);
+	snprintf(t->id[t->n], sizeof(t->id[0]), "%s", id);
+	t->n++;
+	char *p = NULL;
+	struct kis_error *e = NULL;
+	int r = strcmp(what, "workspace") == 0 ? kis_workspace_path(t->st, id, &p, &e)
+					       : kis_base_path(t->st, id, &p, &e);
+	free(p);
+	kis_error_free(e);
+	t->existed += r == 0;
+	return 0;
+}
+
 /* Pods of one image share one kept base (the pod's own base is then "",
  * not removed with it); an image beyond the kept ones evicts the least
  * recently used, whose base goes with its last workspace. */
@@ -165,13 +190,26 @@ static void test_pods_of_one_image_share_a_kept_base_and_the_oldest_is_evicted(v
 	char rootfs[256];
 	image("pause");
 	path(rootfs, sizeof(rootfs), "pause", "");
-	assert_int_equal(krt_mvm_image_clone(st, mvm, rootfs, base, ws, &err), 0);
+	/* the first pod's ids told before what they name exists: the
+	 * workspace's, then the imported base's */
+	struct told tl = {.st = st};
+	struct krt_mvm_minted note = {.fn = on_minted, .ctx = &tl};
+	assert_int_equal(krt_mvm_image_clone(st, mvm, rootfs, &note, base, ws, &err), 0);
 	assert_string_equal(base, ""); /* kept: not the pod's */
+	assert_int_equal(tl.n, 2);
+	assert_string_equal(tl.what[0], "workspace");
+	assert_string_equal(tl.id[0], ws);
+	assert_string_equal(tl.what[1], "image_base");
+	assert_int_equal(tl.existed, 0);
 	struct kis_workspace_info wi;
 	assert_int_equal(kis_workspace_info(st, ws, &wi, &err), 0);
 	snprintf(kept, sizeof(kept), "%s", wi.base);
+	assert_string_equal(tl.id[1], kept);
+	assert_true(krt_mvm_image_kept(mvm, kept));
+	assert_false(krt_mvm_image_kept(mvm, ws));
+	assert_false(krt_mvm_image_kept(mvm, "../mvm"));
 	/* the second pod of the image: the same base, no import */
-	assert_int_equal(krt_mvm_image_clone(st, mvm, rootfs, base, ws2, &err), 0);
+	assert_int_equal(krt_mvm_image_clone(st, mvm, rootfs, NULL, base, ws2, &err), 0);
 	assert_string_equal(base, "");
 	assert_int_equal(kis_workspace_info(st, ws2, &wi, &err), 0);
 	assert_string_equal(wi.base, kept);
@@ -192,7 +230,7 @@ static void test_pods_of_one_image_share_a_kept_base_and_the_oldest_is_evicted(v
 		image(t);
 		put(t, "bin/busybox", t, 0755);
 		path(rootfs, sizeof(rootfs), t, "");
-		assert_int_equal(krt_mvm_image_clone(st, mvm, rootfs, base, w, &err), 0);
+		assert_int_equal(krt_mvm_image_clone(st, mvm, rootfs, NULL, base, w, &err), 0);
 		assert_string_equal(base, "");
 		assert_int_equal(kis_workspace_destroy(st, w, &err), 0);
 	}
