@@ -930,8 +930,8 @@ int krt_mvm_create(const struct krt_globals *g, const struct krt_model *m, const
 		 * lock is held */
 		bool fresh = false;
 		_cleanup_close_ int slock = -1;
-		json_t *rec = json_pack("{s:s,s:s,s:s}", "store", store_root, "pod_session",
-					pod.session, "pod_sandbox", pod.sandbox);
+		json_t *rec = json_pack("{s:s,s:s}", "pod_session", pod.session, "pod_sandbox",
+					pod.sandbox);
 		if (!rec || krt_write_json_at(dfd, MVM_CREATING, rec, err) < 0) {
 			json_decref(rec);
 			if (!*err)
@@ -981,8 +981,7 @@ int krt_mvm_create(const struct krt_globals *g, const struct krt_model *m, const
 		 * create killed anywhere leaves nothing that delete cannot
 		 * find (mvm_creating_undo); what an import or a session's
 		 * create had half made is the store's to sweep. */
-		struct creating_rec cr = {.dfd = dfd,
-					  .rec = json_pack("{s:s}", "store", store_root)};
+		struct creating_rec cr = {.dfd = dfd, .rec = json_object()};
 		if (!cr.rec) {
 			kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "create");
 			goto out;
