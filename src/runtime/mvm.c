@@ -73,6 +73,7 @@
 #include <linux/openat2.h>
 
 #include "confine/confine.h"
+#include "core/io.h"
 #include "core/log.h"
 #include "kis/sandbox.h"
 #include "runtime/mvm_image.h"
@@ -749,33 +750,80 @@ static const char *rec_id(json_t *rec, const char *k, char kind)
 	return v[0] == kind && v[1] == '-' && kis_id_validate(v, k, NULL) == 0 ? v : "";
 }
 
+/* The session, workspace and bases a killed create's record names,
+ * released in undo's order, each "" skipped; an id that names nothing is
+ * gone already (a create killed before it made it). What a dead creator
+ * was making is still its owner's for a moment: a helper it forked may
+ * hold the owner's lock until it sees the creator gone and ends what it
+ * started (exec/tether.h), and kis_session_destroy is busy meanwhile;
+ * the destroy is tried again for up to MVM_UNDO_WAIT_MS. -1 with *err
+ * naming what is left, for the record to be kept and the delete retried. */
+#define MVM_UNDO_WAIT_MS 10000
+static int undo_recorded(const char *store_root, const char *sid, const char *ws,
+			 const char *base, const char *image_base, int hfd, struct kis_error **err)
+{
+	uint64_t end = kis_monotonic_ms() + MVM_UNDO_WAIT_MS;
+	while (*sid) {
+		struct kis_error *e = NULL;
+		if (kis_session_destroy(store_root, sid, &e) == 0)
+			break;
+		if (kis_monotonic_ms() >= end) {
+			kis_error_set(err, e->code, 0, "session '%s': %s", sid, e->message);
+			kis_error_free(e);
+			return -1;
+		}
+		kis_info("session '%s' of a killed create: %s; tried again", sid, e->message);
+		kis_error_free(e);
+		usleep(50000);
+	}
+	struct kis_store *s = NULL;
+	TRY(kis_store_open(store_root, &s, err));
+	const char *what = NULL;
+	struct kis_error *e = NULL;
+	if (*ws && kis_workspace_destroy(s, ws, &e) < 0 && e->code != KIS_E_NOT_FOUND)
+		what = ws;
+	/* an image base that was kept is the runtime's (krt_mvm_image_kept) */
+	else if (*base && kis_base_remove(s, base, &e) < 0 && e->code != KIS_E_NOT_FOUND)
+		what = base;
+	else if (*image_base && !krt_mvm_image_kept(hfd, image_base) &&
+		 kis_base_remove(s, image_base, &e) < 0 && e->code != KIS_E_NOT_FOUND)
+		what = image_base;
+	kis_store_free(s);
+	if (what)
+		kis_error_set(err, e->code, 0, "'%s': %s", what, e->message);
+	kis_error_free(e);
+	return what ? -1 : 0;
+}
+
 /* A create killed before its state was written (an engine deletes the id
  * after a failed create): what its record names is undone (an app's pod
  * slot; the session, its VMM and passt gone with it; the workspace; the
  * container's own base, or the image base it imported and did not keep)
  * and its directory removed. The store is the runtime's own, never one a
  * record names. A directory without state or record (a create killed
- * before its first record) is removed. 1 when there was such a create. */
-static int mvm_creating_undo(const struct krt_globals *g, const char *id)
+ * before its first record) is removed. 1 when there was such a create, 0
+ * when there was none; -1 with *err when something it named could not be
+ * undone: the record stays, for a later delete to try again. */
+static int mvm_creating_undo(const struct krt_globals *g, const char *id, struct kis_error **err)
 {
 	_cleanup_close_ int dfd = open_container(g, id);
 	if (dfd < 0 || faccessat(dfd, "state.json", F_OK, AT_SYMLINK_NOFOLLOW) == 0)
 		return 0;
 	_cleanup_close_ int hfd = open_mvm_root(g, false, NULL);
-	_cleanup_free_ char *store = store_path(g);
+	_cleanup_free_ char *store = hfd < 0 ? NULL : store_path(g);
+	if (!store)
+		return kis_error_set(err, KIS_E_INTERNAL, errno, "the runtime's store of '%s'", id);
 	json_t *rec = krt_read_json_at(dfd, MVM_CREATING);
 	const char *sandbox = sget(rec, "pod_sandbox");
-	if (store && *sandbox && krt_valid_id(sandbox, NULL) == 0)
+	if (*sandbox && krt_valid_id(sandbox, NULL) == 0)
 		pod_app_end(g, store, rec_id(rec, "pod_session", 's'), sandbox, id);
-	if (store)
-		undo(store, rec_id(rec, "session", 's'), rec_id(rec, "workspace", 'w'),
-		     rec_id(rec, "base", 'b'));
-	const char *ib = rec_id(rec, "image_base", 'b');
-	if (store && hfd >= 0 && *ib && !krt_mvm_image_kept(hfd, ib))
-		undo(store, NULL, NULL, ib);
+	int r = undo_recorded(store, rec_id(rec, "session", 's'), rec_id(rec, "workspace", 'w'),
+			      rec_id(rec, "base", 'b'), rec_id(rec, "image_base", 'b'), hfd, err);
 	json_decref(rec);
-	if (hfd >= 0)
-		remove_state(hfd, id);
+	if (r < 0)
+		return kis_error_wrap(err, "container '%s' (a create killed midway; delete it again)",
+				      id);
+	remove_state(hfd, id);
 	return 1;
 }
 
@@ -1196,8 +1244,11 @@ int krt_mvm_verb(const struct krt_globals *g, int argc, char **argv, struct kis_
 	bool force = va.force, json_fmt = va.json;
 	int dfd;
 	json_t *st;
-	if (strcmp(verb, "delete") == 0 && mvm_creating_undo(g, id) == 1)
-		return 0;
+	if (strcmp(verb, "delete") == 0) {
+		int c = mvm_creating_undo(g, id, err);
+		if (c != 0)
+			return c < 0 ? -1 : 0;
+	}
 	TRY(load(g, id, &dfd, &st, err));
 	const char *status = krt_status_of(dfd, st);
 	int r = 0;

@@ -112,6 +112,13 @@ def _kill_at(q, when, took, cid, err):
     q.wait()
 
 
+def _delete(kr, cid, tmp_path):
+    """What an engine runs after a failed create, its log at info kept
+    beside the test's files (a retry of the undo is told there)."""
+    return krt(kr, "--log-level", "info", "delete", "--force", cid,
+               log=tmp_path / f"{cid}.delete.log")
+
+
 def _nothing_left(kr, cid, more=lambda: []):
     """After delete --force: no state, nothing of the store's but kept
     images, no QEMU, no process naming the id (its container process), and
@@ -170,7 +177,7 @@ def test_lone_create_killed_anywhere_leaves_nothing_after_delete(work, roots, mv
         err = tmp_path / f"{cid}.err"
         q = _create(kr, b, cid, err)
         _kill_at(q, when, took, cid, err)
-        p = krt(kr, "delete", "--force", cid)
+        p = _delete(kr, cid, tmp_path)
         assert p.returncode == 0, (cid, when, p.stderr)
         _nothing_left(kr, cid)
 
@@ -223,7 +230,7 @@ def test_sandbox_create_killed_anywhere_leaves_nothing_after_delete(work, roots,
         before = set(_published(kr, "bases"))
         q = _create(kr, bundle(i), cid, err)
         _kill_at(q, when, took, cid, err)
-        p = krt(kr, "delete", "--force", cid)
+        p = _delete(kr, cid, tmp_path)
         assert p.returncode == 0, (cid, when, p.stderr)
         _nothing_left(kr, cid, passts)
 
@@ -272,7 +279,7 @@ def test_lone_create_killed_after_its_fork_leaves_no_container_process(work, roo
             while time.monotonic() < end and _running(child):
                 time.sleep(0.05)
             assert not _running(child), (cid, "the container process waits on")
-        p = krt(kr, "delete", "--force", cid)
+        p = _delete(kr, cid, tmp_path)
         assert p.returncode == 0, (cid, p.stderr)
         _nothing_left(kr, cid)
         if hit:
