@@ -101,7 +101,9 @@ def _kill_at(q, when, took, cid, err):
     be found by delete, not killed with it) at `when`: a fraction of a
     whole create's duration, or a predicate polled until it holds."""
     if callable(when):
-        end = time.monotonic() + 3 * took + 30
+        # a create may wait its turn for the guest snapshot's memory,
+        # shared with every user of the guest directory (microvm/ram.c)
+        end = time.monotonic() + 3 * took + 120
         while not when() and q.poll() is None and time.monotonic() < end:
             time.sleep(0.001)
         assert when(), (cid, when.__name__, "the create never got there", q.poll(),
