@@ -7,6 +7,7 @@
 # no base, workspace or session in the runtime's store (a kept sandbox
 # image is the runtime's cache, not a leftover), no QEMU, no passt, no
 # container process, no state (src/runtime/mvm.c, mvm_creating_undo).
+import json
 import os
 import shutil
 import signal
@@ -296,3 +297,24 @@ def _running(pid):
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
     except OSError:
         return False
+
+
+def test_delete_takes_no_path_from_a_forged_creating_record(work, roots, tmp_path):
+    """The record of a killed create lives in the container's directory: an
+    id read back from it that is not an id of its kind (a path, '..', an
+    id of another kind) undoes nothing, and no store it names is used."""
+    kr, _ = roots
+    victim = tmp_path / "victim"
+    (victim / "workspaces" / "w-x").mkdir(parents=True)
+    (victim / "bases" / "b-x").mkdir(parents=True)
+    mdir = Path(kr) / "kis-microvm"
+    (mdir / "forged").mkdir(parents=True)
+    rec = {"store": str(victim), "session": f"../../{victim}", "workspace": "../../w-x",
+           "base": str(victim / "bases" / "b-x"), "image_base": "w-x",
+           "pod_session": "/tmp", "pod_sandbox": "../forged"}
+    (mdir / "forged" / "creating.json").write_text(json.dumps(rec))
+    p = krt(kr, "delete", "--force", "forged")
+    assert p.returncode == 0, p.stderr
+    assert not (mdir / "forged").exists()
+    assert (victim / "workspaces" / "w-x").is_dir() and (victim / "bases" / "b-x").is_dir()
+    assert not (victim / "sessions").exists() and not (victim / "owners").exists()
