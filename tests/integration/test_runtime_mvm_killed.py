@@ -318,3 +318,27 @@ def test_delete_takes_no_path_from_a_forged_creating_record(work, roots, tmp_pat
     assert not (mdir / "forged").exists()
     assert (victim / "workspaces" / "w-x").is_dir() and (victim / "bases" / "b-x").is_dir()
     assert not (victim / "sessions").exists() and not (victim / "owners").exists()
+
+
+def test_delete_keeps_a_creating_record_it_cannot_undo(work, roots, mvm_guest, tmp_path):
+    """What a killed create's record names and delete cannot undo (here a
+    workspace a live session holds) is not forgotten: delete fails naming
+    it, the record stays, and a delete once it can be undone succeeds."""
+    kr, _ = roots
+    b = make_bundle(work, ["sleep", "100000"], microvm_tier)
+    p = krt(kr, "create", "--bundle", str(b), "krt-held")
+    assert p.returncode == 0, p.stderr
+    ws = _published(kr, "workspaces")
+    assert len(ws) == 1
+    mdir = Path(kr) / "kis-microvm"
+    (mdir / "krt-left").mkdir()
+    (mdir / "krt-left" / "creating.json").write_text(json.dumps({"workspace": ws[0]}))
+    p = krt(kr, "delete", "--force", "krt-left")
+    assert p.returncode != 0 and ws[0] in p.stderr and "delete it again" in p.stderr, p.stderr
+    assert (mdir / "krt-left" / "creating.json").exists()
+    assert _published(kr, "workspaces") == ws
+    assert krt(kr, "delete", "--force", "krt-held").returncode == 0
+    p = krt(kr, "delete", "--force", "krt-left")
+    assert p.returncode == 0, p.stderr
+    assert not (mdir / "krt-left").exists()
+    _nothing_left(kr, "krt-held")
