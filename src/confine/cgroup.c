@@ -1190,15 +1190,38 @@ int kis_cgroup_save(int dir_fd, const char *name, const struct kis_cgroup *cg,
 	return 0;
 }
 
+bool kis_cgroup_path_ok(const char *path)
+{
+	if (strncmp(path, "/sys/fs/cgroup/", 15) || strlen(path) >= PATH_MAX)
+		return false;
+	/* each part as a cgroupsPath's was checked (runtime/model.c): not
+	 * empty, not "." or ".." (a trailing "/.." names the parent) */
+	for (const char *p = path + 15;;) {
+		size_t n = strcspn(p, "/");
+		if (n == 0 || (n == 1 && p[0] == '.') || (n == 2 && p[0] == '.' && p[1] == '.'))
+			return false;
+		if (!p[n])
+			break;
+		p += n + 1;
+	}
+	/* a hierarchy's root (v1: /sys/fs/cgroup/memory, a mount of its
+	 * own) holds every process: never a group of ours (statx(2),
+	 * STATX_ATTR_MOUNT_ROOT, Linux 5.8) */
+	struct statx sx;
+	if (statx(AT_FDCWD, path, 0, 0, &sx) == 0 && (sx.stx_attributes_mask & STATX_ATTR_MOUNT_ROOT) &&
+	    (sx.stx_attributes & STATX_ATTR_MOUNT_ROOT))
+		return false;
+	return true;
+}
+
 /* A path read back must be a kis leaf or parent under /sys/fs/cgroup: the
  * file is ours (0600 in a directory of ours), this is belt and braces
  * before a destroy that kills what the group holds. (A leaf kis-runtime
  * made at a bundle's cgroupsPath is ended from its own note instead:
- * runtime/host.c, sweep_noted.) */
+ * runtime/cgroup_noted.c, krt_cgroup_sweep_noted.) */
 static bool record_path_ok(const char *line)
 {
-	return !strncmp(line, "/sys/fs/cgroup/", 15) && !strstr(line, "/../") &&
-	       strstr(line, "/kis") != NULL;
+	return kis_cgroup_path_ok(line) && strstr(line, "/kis") != NULL;
 }
 
 struct kis_cgroup *kis_cgroup_load(int dir_fd, const char *name)

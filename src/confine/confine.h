@@ -345,8 +345,13 @@ KIS_HIDDEN void kis_cgroup_free(struct kis_cgroup *cg);
 KIS_HIDDEN int kis_cgroup_save(int dir_fd, const char *name, const struct kis_cgroup *cg,
 			       struct kis_error **err);
 /* The group recorded in dir_fd's name, or NULL (none, or not ours: only a
- * kis group under /sys/fs/cgroup/ with no ".." is read back). */
+ * kis group that kis_cgroup_path_ok takes is read back). */
 KIS_HIDDEN struct kis_cgroup *kis_cgroup_load(int dir_fd, const char *name);
+/* A group's path read back from a record (a file anyone who can write its
+ * directory can forge), checked before a destroy kills what it holds:
+ * under /sys/fs/cgroup/, every part non-empty and neither "." nor "..",
+ * and not a hierarchy's root. */
+KIS_HIDDEN bool kis_cgroup_path_ok(const char *path);
 
 /* ------------------------------------------------------- the sandbox's ids */
 

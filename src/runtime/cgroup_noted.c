@@ -68,7 +68,10 @@ int krt_cgroup_make_noted(int dfd, const char *cgname, const struct kis_limits *
  * whole life: delete ends them here): killed and removed. Taken only
  * under /sys/fs/cgroup/ with no '..', and only a group known to be ours:
  * a "made" line names it, or its name is krt-<random> (ours by name,
- * krt_cgroup_name's), noted before its mkdir. */
+ * krt_cgroup_name's), noted before its mkdir. The note is a file in the
+ * state directory: each path is checked as create's cgroupsPath was
+ * (kis_cgroup_path_ok: no empty, "." or ".." part, no hierarchy's root)
+ * before the destroy that kills what the group holds. */
 void krt_cgroup_sweep_noted(int dfd)
 {
 	int fd = openat(dfd, NOTED, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
@@ -100,7 +103,7 @@ void krt_cgroup_sweep_noted(int dfd)
 		bool ours = base && !strncmp(base, "/krt-", 5);
 		for (size_t i = 0; !ours && i < n_made; i++)
 			ours = !strcmp(made[i], path);
-		if (!ours || strstr(path, "/../") || strstr(path, "/./") || access(path, F_OK) < 0)
+		if (!ours || !kis_cgroup_path_ok(path) || access(path, F_OK) < 0)
 			continue;
 		struct kis_cgroup *cg = calloc(1, sizeof(*cg));
 		if (!cg || !(cg->dirs[0] = strdup(path))) {
