@@ -69,8 +69,12 @@ static int host_exec(const struct krt_globals *g, const struct krt_parsed *p,
 		return *err ? -1
 			    : kis_error_set(err, KIS_E_NOT_FOUND, 0, "container '%s' has no process",
 					    id);
-	int r = 0;
-	if (!p->process) {
+	/* a host-tier container's own process, read back from its
+	 * state.json: its capabilities checked again as a --process file's
+	 * are (the microvm tier's bound nothing on the host: the guest is
+	 * the boundary) */
+	int r = p->process || mvm ? 0 : krt_policy_process(proc, "state.json's process", err);
+	if (!p->process && r >= 0) {
 		json_t *args = json_array();
 		for (size_t i = 1; args && i < p->pos.n; i++)
 			json_array_append_new(args, json_string(p->pos.v[i]));

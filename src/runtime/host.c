@@ -174,10 +174,35 @@ static int proc_stat(pid_t pid, unsigned long long *start, char *st)
 	return p && sscanf(p, " %llu", start) == 1 ? 0 : -1;
 }
 
+/* info.json's child-pid (bwrap writes it: --info-fd) when that process is
+ * bwrap's child still, the pid state.json names (whose start time
+ * status_of checked): a pid the file names that is another's is not
+ * the container's. 0 when none. */
+static pid_t bwrap_child(int dfd, json_t *st, char *letter)
+{
+	json_t *info = read_json_at(dfd, "info.json");
+	pid_t child = krt_state_pid(info, "child-pid");
+	json_decref(info);
+	char path[64], buf[512];
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)child);
+	_cleanup_close_ int fd = child > 0 ? open(path, O_RDONLY | O_CLOEXEC) : -1;
+	ssize_t n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
+	if (n <= 0)
+		return 0;
+	buf[n] = '\0';
+	/* proc(5): "pid (comm) state ppid ..." */
+	const char *p = strrchr(buf, ')');
+	int ppid = 0;
+	if (!p || sscanf(p + 1, " %c %d", letter, &ppid) != 2 ||
+	    ppid != krt_state_pid(st, "pid"))
+		return 0;
+	return child;
+}
+
 /* "created", "running" or "stopped" */
 static const char *status_of(int dfd, json_t *st)
 {
-	pid_t pid = (pid_t)json_integer_value(json_object_get(st, "pid"));
+	pid_t pid = krt_state_pid(st, "pid");
 	unsigned long long start = 0, want = (unsigned long long)json_integer_value(
 						  json_object_get(st, "starttime"));
 	char letter = 0;
@@ -190,10 +215,9 @@ static const char *status_of(int dfd, json_t *st)
 	/* the process itself (bwrap's child) ends a moment before bwrap does:
 	 * once it is gone or a zombie, the container has stopped */
 	json_t *info = read_json_at(dfd, "info.json");
-	pid_t child = (pid_t)json_integer_value(json_object_get(info, "child-pid"));
+	bool named = krt_state_pid(info, "child-pid") > 0;
 	json_decref(info);
-	unsigned long long cstart;
-	if (child > 0 && (proc_stat(child, &cstart, &letter) < 0 || letter == 'Z' || letter == 'X'))
+	if (named && (!bwrap_child(dfd, st, &letter) || letter == 'Z' || letter == 'X'))
 		return "stopped";
 	return "running";
 }
@@ -202,10 +226,9 @@ static const char *status_of(int dfd, json_t *st)
  * else the pid of the one waiting to become bwrap. */
 static pid_t process_pid(int dfd, json_t *st)
 {
-	json_t *info = read_json_at(dfd, "info.json");
-	pid_t child = (pid_t)json_integer_value(json_object_get(info, "child-pid"));
-	json_decref(info);
-	return child > 0 ? child : (pid_t)json_integer_value(json_object_get(st, "pid"));
+	char letter;
+	pid_t child = bwrap_child(dfd, st, &letter);
+	return child > 0 ? child : krt_state_pid(st, "pid");
 }
 
 /* Until bwrap's child has exec'd the bundle's process (its exe is no
@@ -216,7 +239,7 @@ static pid_t process_pid(int dfd, json_t *st)
  * Bounded (10 s); a child that is gone ends the wait at once. */
 static void await_setup(int dfd, json_t *st)
 {
-	pid_t bwrap = (pid_t)json_integer_value(json_object_get(st, "pid"));
+	pid_t bwrap = krt_state_pid(st, "pid");
 	char path[64], parent_exe[PATH_MAX], exe[PATH_MAX];
 	snprintf(path, sizeof(path), "/proc/%d/exe", (int)bwrap);
 	ssize_t pn = readlink(path, parent_exe, sizeof(parent_exe) - 1);
@@ -862,26 +885,45 @@ out:
 
 /* ------------------------------------------------ the other verbs */
 
-/* A tier's container: its directory and state.json, or not_found. */
+/* A tier's container: its directory and state.json, or not_found; a
+ * state whose id, pid or start time is not one create wrote is refused
+ * (krt_state_check), whatever the verb: nothing is signalled or removed
+ * by it. */
 int krt_tier_load(const struct krt_globals *g, const char *dir, const char *id, int *dfd,
 		  json_t **st, struct kis_error **err)
 {
 	*dfd = krt_tier_container(g, dir, id);
 	*st = *dfd >= 0 ? read_json_at(*dfd, "state.json") : NULL;
-	if (!*st) {
+	int r = *st ? krt_state_check(*st, id, NULL, 0, err)
+		    : kis_error_set(err, KIS_E_NOT_FOUND, 0, "container '%s' does not exist",
+				    id ? id : "");
+	if (r < 0) {
+		json_decref(*st);
+		*st = NULL;
 		if (*dfd >= 0)
 			close(*dfd);
 		*dfd = -1;
-		return kis_error_set(err, KIS_E_NOT_FOUND, 0, "container '%s' does not exist",
-				     id ? id : "");
 	}
-	return 0;
+	return r;
 }
 
+/* ... and the host tier's own field: "net", the exec's seccomp filter's
+ * network mode (enum kis_net_mode), absent in none but the strictest. */
 static int load(const struct krt_globals *g, const char *id, int *dfd, json_t **st,
 		struct kis_error **err)
 {
-	return krt_tier_load(g, HOST_DIR, id, dfd, st, err);
+	TRY(krt_tier_load(g, HOST_DIR, id, dfd, st, err));
+	json_t *net = json_object_get(*st, "net");
+	if (!net || (json_is_integer(net) && json_integer_value(net) >= 0 &&
+		     json_integer_value(net) < KIS_NET__COUNT))
+		return 0;
+	json_decref(*st);
+	*st = NULL;
+	close(*dfd);
+	*dfd = -1;
+	return kis_error_set(err, KIS_E_INVALID_ID, 0,
+			     "container '%s': state.json's 'net' is not a network mode; nothing "
+			     "is done by it", id);
 }
 
 /* cgroup.procs of pid's pids group (v1) or its group (v2), from
@@ -968,7 +1010,7 @@ static int host_kill(int dfd, json_t *st, const char *id, const char *signame, b
 		return kis_error_set(err, KIS_E_INVALID_ARGUMENT, 0,
 				     "cannot signal '%s': container not running", id);
 	pid_t target = strcmp(status, "created") == 0
-			       ? (pid_t)json_integer_value(json_object_get(st, "pid"))
+			       ? krt_state_pid(st, "pid")
 			       : process_pid(dfd, st);
 	if (all) {
 		/* --all: every process of the container (its cgroup's members) */
@@ -994,7 +1036,7 @@ static int host_delete(const struct krt_globals *g, int dfd, json_t *st, const c
 				     "container '%s' is %s: stop it or delete --force", id, status);
 	if (strcmp(status, "stopped") != 0) {
 		signal_pid(process_pid(dfd, st), SIGKILL);
-		signal_pid((pid_t)json_integer_value(json_object_get(st, "pid")), SIGKILL);
+		signal_pid(krt_state_pid(st, "pid"), SIGKILL);
 	}
 	_cleanup_close_ int hfd = open_host_root(g, false, NULL);
 	if (hfd >= 0)
@@ -1043,7 +1085,8 @@ int krt_host_verb(const struct krt_globals *g, int argc, char **argv, struct kis
 		 * with --force says no more, as runc's delete does for an
 		 * aborted create. */
 		_cleanup_close_ int hfd = -1;
-		if (strcmp(verb, "delete") || !krt_host_owns(g, id) ||
+		if (strcmp(verb, "delete") || (*err)->code != KIS_E_NOT_FOUND ||
+		    !krt_host_owns(g, id) ||
 		    (hfd = open_host_root(g, false, NULL)) < 0)
 			return -1;
 		kis_debug("container '%s': a create that did not finish, removed", id);

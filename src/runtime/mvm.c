@@ -739,15 +739,14 @@ static int record_session(void *ctx, const char *id, struct kis_error **err)
 	return creating_note(ctx, "session", id, err);
 }
 
-/* An id read back from a record in the container's directory: a file
- * anyone who can write there can forge, so it is used only when it is an
- * id of the kind expected ("b-", "w-", "s-" and kis_id_validate's
- * charset: no '/', no '.', never a path), else "" (nothing undone by
- * it). */
+/* An id read back from a record in the container's directory (the
+ * creating record, state.json): a file anyone who can write there can
+ * forge, so it is used only when it is an id of the kind expected ("b-",
+ * "w-", "s-" and kis_id_validate's charset: no '/', no '.', never a
+ * path), else "" (nothing undone by it): krt_state_id. */
 static const char *rec_id(json_t *rec, const char *k, char kind)
 {
-	const char *v = sget(rec, k);
-	return v[0] == kind && v[1] == '-' && kis_id_validate(v, k, NULL) == 0 ? v : "";
+	return krt_state_id(rec, k, kind);
 }
 
 /* The session, workspace and bases a killed create's record names,
@@ -814,8 +813,8 @@ static int mvm_creating_undo(const struct krt_globals *g, const char *id, struct
 	if (!store)
 		return kis_error_set(err, KIS_E_INTERNAL, errno, "the runtime's store of '%s'", id);
 	json_t *rec = krt_read_json_at(dfd, MVM_CREATING);
-	const char *sandbox = sget(rec, "pod_sandbox");
-	if (*sandbox && krt_valid_id(sandbox, NULL) == 0)
+	const char *sandbox = rec_id(rec, "pod_sandbox", KRT_KIND_CONTAINER);
+	if (*sandbox)
 		pod_app_end(g, store, rec_id(rec, "pod_session", 's'), sandbox, id);
 	int r = undo_recorded(store, rec_id(rec, "session", 's'), rec_id(rec, "workspace", 'w'),
 			      rec_id(rec, "base", 'b'), rec_id(rec, "image_base", 'b'), hfd, err);
@@ -1162,11 +1161,11 @@ int krt_mvm_create(const struct krt_globals *g, const struct krt_model *m, const
 	unsigned long long start = 0;
 	char letter;
 	krt_proc_stat(pid, &start, &letter);
-	json_t *st = json_pack("{s:s,s:i,s:I,s:s,s:s,s:s,s:O,s:s,s:s,s:s,s:s}", "id", id, "pid",
+	json_t *st = json_pack("{s:s,s:i,s:I,s:s,s:s,s:s,s:O,s:s,s:s,s:s}", "id", id, "pid",
 			       (int)pid, "starttime", (json_int_t)start, "bundle", bundle_abs,
 			       "rootfs", rootfs, "created", created, "process",
 			       json_object_get(config, "process"), "session", sid, "workspace", ws,
-			       "base", base, "store", store_root);
+			       "base", base);
 	/* the pod's: a sandbox is found by its apps (krt_pod_verify_app); an
 	 * app's session is its pod's, never destroyed with the app */
 	if (st && pod.role != KRT_POD_NONE &&
@@ -1215,23 +1214,58 @@ out:
 
 /* ------------------------------------------------ the other verbs */
 
+/* A container's state, its ids checked (krt_state_check): each is one
+ * create minted or "" (an app has no session of its own, a sandbox no
+ * base of its own). The store is never taken from it: the runtime's own
+ * (store_path); a "store" older kis-runtimes wrote is not read. */
+static const struct krt_state_field mvm_fields[] = {
+	{"session", 's'}, {"workspace", 'w'}, {"base", 'b'}, {"pod_session", 's'},
+	{"pod_sandbox", KRT_KIND_CONTAINER}};
+
 static int load(const struct krt_globals *g, const char *id, int *dfd, json_t **st,
 		struct kis_error **err)
 {
-	return krt_tier_load(g, MVM_DIR, id, dfd, st, err);
+	TRY(krt_tier_load(g, MVM_DIR, id, dfd, st, err));
+	const char *pod = sget(*st, "pod");
+	if (krt_state_check(*st, id, mvm_fields, ARRAY_SIZE(mvm_fields), err) == 0 &&
+	    (!*pod || !strcmp(pod, "sandbox") || !strcmp(pod, "container")))
+		return 0;
+	if (!*err)
+		kis_error_set(err, KIS_E_INVALID_ID, 0,
+			      "container '%s': state.json's 'pod' is not a pod role; nothing is "
+			      "done by it", id);
+	json_decref(*st);
+	*st = NULL;
+	close(*dfd);
+	*dfd = -1;
+	return -1;
+}
+
+/* the ids of a loaded state, each "" unless one of its kind */
+static const char *st_session(json_t *st)
+{
+	return krt_state_id(st, "session", 's');
 }
 
 /* the session a container's processes run in: its pod's (an app
  * container's, "pod_session") or its own */
 static const char *exec_session(json_t *st)
 {
-	const char *p = sget(st, "pod_session");
-	return *p ? p : sget(st, "session");
+	const char *p = krt_state_id(st, "pod_session", 's');
+	return *p ? p : st_session(st);
 }
 
 static pid_t st_pid(json_t *st)
 {
-	return (pid_t)json_integer_value(json_object_get(st, "pid"));
+	return krt_state_pid(st, "pid");
+}
+
+/* What create made of a loaded state, released (undo) in the runtime's
+ * own store. */
+static void undo_state(const char *store, json_t *st)
+{
+	undo(store, st_session(st), krt_state_id(st, "workspace", 'w'),
+	     krt_state_id(st, "base", 'b'));
 }
 
 int krt_mvm_verb(const struct krt_globals *g, int argc, char **argv, struct kis_error **err)
@@ -1251,8 +1285,11 @@ int krt_mvm_verb(const struct krt_globals *g, int argc, char **argv, struct kis_
 	}
 	TRY(load(g, id, &dfd, &st, err));
 	const char *status = krt_status_of(dfd, st);
+	_cleanup_free_ char *store = store_path(g);
 	int r = 0;
-	if (strcmp(verb, "state") == 0) {
+	if (!store && (strcmp(verb, "kill") == 0 || strcmp(verb, "delete") == 0)) {
+		r = kis_error_set(err, KIS_E_INTERNAL, errno, "the runtime's store of '%s'", id);
+	} else if (strcmp(verb, "state") == 0) {
 		r = krt_print_state(dfd, st) < 0 ? kis_error_set(err, KIS_E_INTERNAL, ENOMEM, "state")
 						 : 0;
 	} else if (strcmp(verb, "start") == 0) {
@@ -1278,8 +1315,7 @@ int krt_mvm_verb(const struct krt_globals *g, int argc, char **argv, struct kis_
 			for (int i = 0; i < 50 && strcmp(krt_status_of(dfd, st), "stopped") != 0; i++)
 				usleep(10000);
 			if (strcmp(krt_status_of(dfd, st), "stopped") == 0)
-				undo(sget(st, "store"), sget(st, "session"), sget(st, "workspace"),
-				     sget(st, "base"));
+				undo_state(store, st);
 		}
 	} else if (strcmp(verb, "delete") == 0) {
 		/* created: deleted without --force, as runc and crun do */
@@ -1290,11 +1326,11 @@ int krt_mvm_verb(const struct krt_globals *g, int argc, char **argv, struct kis_
 		} else {
 			if (strcmp(status, "stopped") != 0)
 				krt_signal_pid(st_pid(st), SIGKILL);
-			if (strcmp(sget(st, "pod"), "container") == 0 && *sget(st, "pod_sandbox"))
-				pod_app_end(g, sget(st, "store"), sget(st, "pod_session"),
-					    sget(st, "pod_sandbox"), id);
-			undo(sget(st, "store"), sget(st, "session"), sget(st, "workspace"),
-			     sget(st, "base"));
+			const char *sandbox = krt_state_id(st, "pod_sandbox", KRT_KIND_CONTAINER);
+			if (strcmp(sget(st, "pod"), "container") == 0 && *sandbox)
+				pod_app_end(g, store, krt_state_id(st, "pod_session", 's'), sandbox,
+					    id);
+			undo_state(store, st);
 			_cleanup_close_ int hfd = open_mvm_root(g, false, NULL);
 			if (hfd >= 0)
 				remove_state(hfd, id);
@@ -1345,8 +1381,13 @@ int krt_mvm_exec(const struct krt_globals *g, const char *id, json_t *proc,
 	TRY(load(g, id, &dfd, &st, err));
 	_cleanup_close_ int d = dfd;
 	_cleanup_close_ int tty = -1;
+	_cleanup_free_ char *store = store_path(g);
 	char **argv = NULL, **env = NULL;
 	int r = -1;
+	if (!store) {
+		kis_error_set(err, KIS_E_INTERNAL, errno, "the runtime's store of '%s'", id);
+		goto out;
+	}
 	if (strcmp(krt_status_of(dfd, st), "running") != 0) {
 		kis_error_set(err, KIS_E_INVALID_ARGUMENT, 0, "container '%s' is not running", id);
 		goto out;
@@ -1402,7 +1443,7 @@ int krt_mvm_exec(const struct krt_globals *g, const char *id, json_t *proc,
 		 * processes) */
 		struct kis_exec_container join = {.op = KIS_CTR_JOIN, .id = id};
 		bool app = strcmp(sget(st, "pod"), "container") == 0;
-		_exit(session_process(sget(st, "store"), exec_session(st), argv, env,
+		_exit(session_process(store, exec_session(st), argv, env,
 				      cwd && *cwd ? cwd : NULL, tty >= 0 ? 0 : -1, rows, cols, NULL,
 				      app ? &join : NULL, NULL));
 	}

@@ -211,7 +211,8 @@ int krt_pod_verify_app(const struct krt_globals *g, const char *mvm_dir, const c
 			   krt_pod_ns_type[bad], pod->sandbox);
 		goto out;
 	}
-	const char *sid = sget(st, "session");
+	/* an id of a session only: the app runs in what it names */
+	const char *sid = krt_state_id(st, "session", 's');
 	if (!*sid || strlen(sid) >= sizeof(pod->session)) {
 		krt_mvm_refuse(err, "the pod sandbox '%s' has no VM", pod->sandbox);
 		goto out;

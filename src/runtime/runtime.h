@@ -261,6 +261,29 @@ int krt_write_pid_file(const char *path, pid_t pid, struct kis_error **err);
 int krt_parse_signal(const char *s, int *out);
 int krt_signal_pid(pid_t pid, int sig);
 
+/* ---- state_check.c: what a state directory gives back, checked ---- */
+/* A container's state directory is the runtime's (0700 under --root), yet
+ * what is read back from it is taken as a forger's: an id of the kind
+ * create wrote, a pid a process could have, never a path. */
+#define KRT_KIND_CONTAINER 'c' /* a container id (krt_valid_id) */
+#define KRT_PID_MAX 4194304    /* PID_MAX_LIMIT, the kernel's bound (threads.h) */
+/* doc's k when it is an id of kind ('b', 'w', 's': kis_id_mint's prefix
+ * and kis_id_validate; KRT_KIND_CONTAINER), else "" (nothing named). */
+const char *krt_state_id(json_t *doc, const char *k, char kind);
+/* doc's k when it is an integer pid in 2..KRT_PID_MAX, else 0. */
+pid_t krt_state_pid(json_t *doc, const char *k);
+struct krt_state_field {
+	const char *key;
+	char kind;
+};
+/* state.json st of container id refused (KIS_E_INVALID_ID, naming the
+ * field) unless its id is id, its pid and starttime are integers a
+ * process can have, and each of fields is absent, "" or an id of its
+ * kind. Any "store" it holds (written by older kis-runtimes) is never
+ * read: the store is the runtime's own. */
+int krt_state_check(json_t *st, const char *id, const struct krt_state_field *fields, size_t n,
+		    struct kis_error **err);
+
 /* ---- mvm.c: run.kis.tier microvm (a kis microvm session) ---- */
 /* Is id a microvm-tier container in g->root? */
 bool krt_mvm_owns(const struct krt_globals *g, const char *id);
