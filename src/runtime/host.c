@@ -58,16 +58,6 @@
 
 /* ---------------------------------------------------------- the state */
 
-static int valid_id(const char *id, struct kis_error **err)
-{
-	size_t n = strlen(id);
-	bool ok = n > 0 && n <= 256 && id[0] != '.' && id[0] != '-';
-	for (size_t i = 0; ok && i < n; i++)
-		ok = (id[i] >= 'a' && id[i] <= 'z') || (id[i] >= 'A' && id[i] <= 'Z') ||
-		     (id[i] >= '0' && id[i] <= '9') || id[i] == '-' || id[i] == '_' || id[i] == '.';
-	return ok ? 0 : kis_error_set(err, KIS_E_INVALID_ID, 0, "container id '%s' is not valid", id);
-}
-
 /* --root and the directories above it, as runc and crun make them
  * (the containerd shim names /run/containerd/runc/<namespace>, whose
  * parents need not exist yet). */
@@ -111,7 +101,7 @@ int krt_tier_root(const struct krt_globals *g, const char *dir, bool create,
 /* A container's state directory in a tier's, or -1 (not that tier's). */
 int krt_tier_container(const struct krt_globals *g, const char *dir, const char *id)
 {
-	if (!id || valid_id(id, NULL) < 0)
+	if (!id || krt_valid_id(id, NULL) < 0)
 		return -1;
 	_cleanup_close_ int h = krt_tier_root(g, dir, false, NULL);
 	return h < 0 ? -1 : openat(h, id, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
@@ -712,7 +702,7 @@ int krt_host_create(const struct krt_globals *g, const struct krt_model *m, bool
 	_cleanup_close_ int hfd = -1, dfd = -1, fifo = -1, sc = -1, info = -1, tty = -1;
 	struct rl_set rls;
 	bool made = false;
-	if (r < 0 || (r = valid_id(id, err)) < 0 || (r = parse_rlimits(p.rlimits, &rls, err)) < 0)
+	if (r < 0 || (r = krt_valid_id(id, err)) < 0 || (r = parse_rlimits(p.rlimits, &rls, err)) < 0)
 		goto out;
 	r = -1;
 	if (p.terminal && !o->console_socket) {
@@ -1412,10 +1402,6 @@ out:
 
 /* --------------------------------- shared with the microvm tier */
 
-int krt_valid_id(const char *id, struct kis_error **err)
-{
-	return valid_id(id, err);
-}
 
 json_t *krt_read_json_at(int dfd, const char *name)
 {

@@ -219,7 +219,6 @@ json_t *krt_host_base_process(const struct krt_globals *g, const char *id);
  * container's state directory holds state.json ({id, pid, starttime,
  * bundle, rootfs, created, annotations}) and the marker `started`. */
 #include <sys/types.h>
-int krt_valid_id(const char *id, struct kis_error **err);
 /* mkdir -p of --root (0700 for what it makes) */
 int krt_make_root(const char *root, struct kis_error **err);
 /* A tier's state under --root (its directory name: kis-host, kis-microvm):
@@ -265,6 +264,9 @@ int krt_signal_pid(pid_t pid, int sig);
 /* A container's state directory is the runtime's (0700 under --root), yet
  * what is read back from it is taken as a forger's: an id of the kind
  * create wrote, a pid a process could have, never a path. */
+/* A container id (the name of its state directory: runc's charset, no
+ * leading '.' or '-'); KIS_E_INVALID_ID naming it. */
+int krt_valid_id(const char *id, struct kis_error **err);
 #define KRT_KIND_CONTAINER 'c' /* a container id (krt_valid_id) */
 #define KRT_PID_MAX 4194304    /* PID_MAX_LIMIT, the kernel's bound (threads.h) */
 /* doc's k when it is an id of kind ('b', 'w', 's': kis_id_mint's prefix

@@ -13,6 +13,18 @@
  * are still read as a forger's: a value that is not what create wrote
  * names nothing (defense in depth, as the creating record's ids). */
 
+/* A container id, as runc takes one: the name of its state directory,
+ * so never '/', never "." or ".." (no leading '.'). */
+int krt_valid_id(const char *id, struct kis_error **err)
+{
+	size_t n = strlen(id);
+	bool ok = n > 0 && n <= 256 && id[0] != '.' && id[0] != '-';
+	for (size_t i = 0; ok && i < n; i++)
+		ok = (id[i] >= 'a' && id[i] <= 'z') || (id[i] >= 'A' && id[i] <= 'Z') ||
+		     (id[i] >= '0' && id[i] <= '9') || id[i] == '-' || id[i] == '_' || id[i] == '.';
+	return ok ? 0 : kis_error_set(err, KIS_E_INVALID_ID, 0, "container id '%s' is not valid", id);
+}
+
 static const char *str_of(json_t *doc, const char *k)
 {
 	const char *v = json_string_value(json_object_get(doc, k));
