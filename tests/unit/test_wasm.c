@@ -278,6 +278,38 @@ static void fuel_stops_loop(void **state)
 	kis_wasm_set_fuel(f->s, -1);
 }
 
+/* A function's entry checks the stack's depth and takes its tick in one
+ * compare in compiled code (jit.h, the tick word): fuel still counts one
+ * per call, exactly as the interpreter counts (fib(10) calls fib 177
+ * times), and with a budget set, which fails every entry's compare, a
+ * runaway recursion is still the exhaustion trap, not a fault. */
+static void fuel_counts_calls_and_stack_still_checked(void **state)
+{
+	struct fixture *f = *state;
+	kis_wasm_slot args[2] = { 10, 0 }, res[1] = { 0 };
+	kis_wasm_set_fuel(f->s, 1000);
+	assert_int_equal(kis_wasm_call(f->s, export_func(f, "fib"), args, res), KIS_WASM_OK);
+	assert_int_equal(res[0], 55);
+	assert_int_equal(kis_wasm_fuel_left(f->s), 1000 - 177);
+	kis_wasm_set_fuel(f->s, 177);
+	assert_int_equal(kis_wasm_call(f->s, export_func(f, "fib"), args, res), KIS_WASM_OK);
+	assert_int_equal(kis_wasm_fuel_left(f->s), 0);
+	kis_wasm_set_fuel(f->s, 176);
+	assert_int_equal(kis_wasm_call(f->s, export_func(f, "fib"), args, res),
+			 KIS_WASM_TRAP_OUT_OF_FUEL);
+	kis_wasm_set_fuel(f->s, INT64_MAX / 2);
+	assert_int_equal(kis_wasm_call(f->s, export_func(f, "rec"), NULL, NULL),
+			 KIS_WASM_TRAP_STACK_EXHAUSTED);
+	/* no budget: the word is the limit alone again, and both still work */
+	kis_wasm_set_fuel(f->s, -1);
+	assert_int_equal(kis_wasm_call(f->s, export_func(f, "rec"), NULL, NULL),
+			 KIS_WASM_TRAP_STACK_EXHAUSTED);
+	args[0] = 20;
+	assert_int_equal(kis_wasm_call(f->s, export_func(f, "fib"), args, res), KIS_WASM_OK);
+	assert_int_equal(res[0], 6765);
+	assert_int_equal(kis_wasm_fuel_left(f->s), -1);
+}
+
 static void *interrupt_later(void *arg)
 {
 	struct timespec ts = { 0, 50 * 1000 * 1000 };
@@ -543,6 +575,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(traps_are_named, setup, teardown),
 		cmocka_unit_test_setup_teardown(interrupt_stops_loop, setup, teardown),
 		cmocka_unit_test_setup_teardown(fuel_stops_loop, setup, teardown),
+		cmocka_unit_test_setup_teardown(fuel_counts_calls_and_stack_still_checked, setup,
+						teardown),
 		cmocka_unit_test(interrupt_from_thread),
 		cmocka_unit_test(fuel_counts_iterations),
 		cmocka_unit_test(memory_limit),
