@@ -15,7 +15,7 @@
 
 /* Bumped whenever the generated code or the layout it reads changes: part
  * of the cache key of compiled code. */
-#define WASM_JIT_VERSION 13u
+#define WASM_JIT_VERSION 12u
 
 /* Bytes a recognised wasi-libc routine's fast path may touch between two
  * interrupt checks (jit_llvm.h, jit_rt.c): a few ms at most. */
@@ -39,18 +39,6 @@ struct wasm_jit_ctx {
 	 * more of it): one load at a function's entry, not two through
 	 * mem; NULL in check mode, whose code reads mem->data */
 	uint8_t *mem0;
-	/* The globals the instance defines (not those it imports), in index
-	 * order from the module's first defined one: the objects themselves,
-	 * which inst->globals points at, so that compiled code reaches one
-	 * at a fixed offset of the pointer it already holds (one access, not
-	 * two loads through globals first: the shadow stack pointer, global
-	 * 0 of clang's output, is read and written by most calls). Everything
-	 * else (the interpreter, host functions, exports, another instance
-	 * importing one) goes through inst->globals as for any global, so it
-	 * sees every store compiled code made, at a trap too. The context
-	 * lives as long as the instance, which lives as long as its store,
-	 * as the store's global objects do (runtime.c). */
-	struct kis_wasm_global own_globals[];
 };
 
 /* The store's state for compiled code: the stack it runs on (a mapping with

@@ -489,13 +489,6 @@ int table_access(struct gen *g, uint8_t op)
 
 LLVMValueRef global_ptr(struct gen *g, uint32_t x)
 {
-	if (x >= g->m->nglobal_imports) /* the instance's own: in the context (jit.h) */
-		return ptr_at(g, g->ctx,
-			      k64(g, CTX(own_globals) +
-					     (uint64_t)(x - g->m->nglobal_imports) *
-						     sizeof(struct kis_wasm_global) +
-					     offsetof(struct kis_wasm_global, val)),
-			      g->i64);
 	LLVMValueRef globals = ldi(g, g->ctx, CTX(globals), g->i8p);
 	LLVMValueRef gp = ldi(g, globals, (uint64_t)x * sizeof(void *), g->i8p);
 	return ptr_at(g, gp, k64(g, offsetof(struct kis_wasm_global, val)), g->i64);

@@ -119,8 +119,7 @@ int wasm_jit_instance_init(struct kis_wasm_instance *inst, char *err, size_t err
 	wasm_set_compiled_entry(wasm_jit_invoke);
 	const struct kis_wasm_module *m = inst->m;
 	struct wasm_jit_store *js = jit_store(inst->store);
-	uint32_t nown = m->nglobals - m->nglobal_imports;
-	struct wasm_jit_ctx *c = calloc(1, sizeof(*c) + (size_t)nown * sizeof(c->own_globals[0]));
+	struct wasm_jit_ctx *c = calloc(1, sizeof(*c));
 	if (!js || !c) {
 		free(c);
 		snprintf(err, errlen, "cannot allocate the compiled code's stack");
@@ -137,14 +136,6 @@ int wasm_jit_instance_init(struct kis_wasm_instance *inst, char *err, size_t err
 	}
 	if (m->jit_guard && c->mem)
 		c->mem0 = c->mem->data;
-	/* the instance's own globals move into the context (jit.h): made
-	 * and initialised just before this, nothing holds their address yet
-	 * but inst->globals (exports are taken from it later); the first
-	 * objects stay the store's, unused, freed with it */
-	for (uint32_t i = 0; i < nown; i++) {
-		c->own_globals[i] = *inst->globals[m->nglobal_imports + i];
-		inst->globals[m->nglobal_imports + i] = &c->own_globals[i];
-	}
 	c->globals = inst->globals;
 	c->tables = inst->tables;
 	c->funcs = inst->funcs;
