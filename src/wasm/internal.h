@@ -507,7 +507,7 @@ struct kis_wasm_store {
 	struct wasm_frame *frames;
 	uint32_t depth;
 	atomic_int interrupt;
-	_Atomic uint64_t jit_tick; /* what compiled code tests: jit.h, WASM_JIT_TICK_* */
+	atomic_int jit_tick; /* what compiled code tests: jit.h, WASM_JIT_TICK_* */
 	int64_t fuel, fuel_budget; /* fuel: steps left in this run, INT64_MAX when unlimited */
 	uint32_t mem_limit_pages; /* per memory, see kis_wasm_set_memory_limit */
 	struct wasm_obj *objs;

@@ -15,7 +15,7 @@
 
 /* Bumped whenever the generated code or the layout it reads changes: part
  * of the cache key of compiled code. */
-#define WASM_JIT_VERSION 13u
+#define WASM_JIT_VERSION 12u
 
 /* Bytes a recognised wasi-libc routine's fast path may touch between two
  * interrupt checks (jit_llvm.h, jit_rt.c): a few ms at most. */
@@ -29,7 +29,7 @@ struct wasm_jit_ctx {
 	struct kis_wasm_global **globals;
 	struct kis_wasm_table **tables;
 	struct kis_wasm_func **funcs;
-	_Atomic uint64_t *tick;      /* the store's jit_tick: WASM_JIT_TICK_* */
+	atomic_int *tick;            /* the store's jit_tick: WASM_JIT_TICK_* */
 	uintptr_t stack_limit;       /* lowest stack address a prologue may reach */
 	const struct wasm_functype *types; /* the module's types */
 	struct kis_wasm_instance *inst;
@@ -54,29 +54,18 @@ struct wasm_jit_store {
 };
 
 /* The one word compiled code tests at every function entry and loop header
- * (struct kis_wasm_store.jit_tick), where the interpreter checks the
- * stack's depth (at a call) and tests the interrupt flag and then takes one
- * step of fuel (exec.c TICK). Its low 56 bits hold the lowest address the
- * compiled code's stack may reach (struct wasm_jit_store.stack_limit, 0
- * before the store has that stack; user addresses are below 2^47), its
- * high byte the WASM_JIT_TICK_* bits, zero on a run with no fuel budget
- * that nobody interrupted. So a function's entry makes one compare, of its
- * stack pointer less its frame against the whole word, which fails both
- * when the stack is exhausted and when a bit is set (the way V8's stack
- * guard doubles as its interrupt check), and a loop header tests the high
- * byte: a load and a branch each, and no register held for a separate
- * limit. A failed entry calls wasm_jit_rt_enter, which tells the two
- * apart; a set byte calls wasm_jit_rt_tick, which does what TICK does (the
- * interrupt flag, then one step of the store's fuel when the run is
- * METERed): a budgeted run takes that call at every tick (slower, counted
- * exactly as the interpreter counts). INTERRUPT is set by
+ * (struct kis_wasm_store.jit_tick), where the interpreter tests the
+ * interrupt flag and then takes one step of fuel (exec.c TICK): zero on a
+ * run with no fuel budget that nobody interrupted, so the common tick is a
+ * load and a branch. Anything else calls wasm_jit_rt_tick, which does what
+ * TICK does (the interrupt flag, then one step of the store's fuel when the
+ * run is METERed): a budgeted run takes that call at every tick (slower,
+ * counted exactly as the interpreter counts). INTERRUPT is set by
  * kis_wasm_interrupt after the store's interrupt flag, which stays what
  * the interrupt means; METER by kis_wasm_call at a run's start when a
- * budget is set (docs/wasm.md, "The tick as the stack's limit"). */
-#define WASM_JIT_TICK_INTERRUPT (1ull << 56)
-#define WASM_JIT_TICK_METER (2ull << 56)
-#define WASM_JIT_TICK_BITS (0xffull << 56)
-_Static_assert(ATOMIC_LLONG_LOCK_FREE == 2, "kis_wasm_interrupt's word must be lock-free");
+ * budget is set. */
+#define WASM_JIT_TICK_INTERRUPT 1
+#define WASM_JIT_TICK_METER 2
 
 /* Guard-region memory (docs/wasm.md, "The compiler"). Compiled code makes
  * the address of an access as data + zext(i32 index) + offset (a u32):
@@ -137,7 +126,6 @@ KIS_HIDDEN int wasm_memory_reserve(struct kis_wasm_memory *mem);
 	X(wasm_jit_rt_trap)                 \
 	X(wasm_jit_rt_tick)                 \
 	X(wasm_jit_rt_tick_saved)           \
-	X(wasm_jit_rt_enter_saved)          \
 	X(wasm_jit_rt_call)                 \
 	X(wasm_jit_rt_sig_eq)               \
 	X(wasm_jit_rt_memory_grow)          \
@@ -178,18 +166,6 @@ KIS_HIDDEN void wasm_jit_rt_tick(struct wasm_jit_ctx *c);
  * the caller holds in those registers, so the common path of a function
  * or loop need not keep its values out of them (jit_rt.c). */
 KIS_HIDDEN void wasm_jit_rt_tick_saved(struct wasm_jit_ctx *c);
-/* A function's entry whose compare of need (its stack pointer less its
- * frame estimate) with the tick word failed: the exhaustion trap if need
- * is below the stack's limit, else the tick; in preserve_most as
- * wasm_jit_rt_tick_saved, for the same reason (jit_rt.c). */
-KIS_HIDDEN void wasm_jit_rt_enter(struct wasm_jit_ctx *c, uintptr_t need);
-KIS_HIDDEN void wasm_jit_rt_enter_saved(struct wasm_jit_ctx *c, uintptr_t need);
-/* The word kis_wasm_call stores at a run's start: s's stack limit, and
- * METER if the run has a fuel budget. */
-static inline uint64_t wasm_jit_tick_word(const struct kis_wasm_store *s, bool meter)
-{
-	return (s->jit ? s->jit->stack_limit : 0) | (meter ? WASM_JIT_TICK_METER : 0);
-}
 KIS_HIDDEN void wasm_jit_rt_call(struct wasm_jit_ctx *c, struct kis_wasm_func *f, uint64_t *io);
 KIS_HIDDEN uint32_t wasm_jit_rt_sig_eq(const struct wasm_functype *a, const struct wasm_functype *b);
 KIS_HIDDEN uint32_t wasm_jit_rt_memory_grow(struct wasm_jit_ctx *c, uint32_t delta);

@@ -156,7 +156,6 @@ LLVMValueRef pop(struct gen *g);
 void trap_if(struct gen *g, LLVMValueRef cond, uint32_t kind);
 void trap_now(struct gen *g, uint32_t kind);
 void tick(struct gen *g);
-void enter_check(struct gen *g, uint64_t frame);
 void load_mem(struct gen *g);
 void reload_mem(struct gen *g);
 LLVMValueRef entry_alloca(struct gen *g, LLVMTypeRef t);

@@ -416,7 +416,13 @@ int gen_func(struct gen *g, uint32_t di)
 	/* Prologue: the stack limit, less this frame's estimate (its locals
 	 * and operands spilled, and the calls it makes), then the tick a
 	 * call takes in the interpreter. */
-	enter_check(g, 16ull * code->max_height + 512);
+	uint64_t frame = 16ull * code->max_height + 512;
+	LLVMValueRef sp = intrinsic(g, "llvm.stacksave", NULL, 0, NULL, 0);
+	LLVMValueRef spi = LLVMBuildPtrToInt(g->B, sp, g->i64, "");
+	LLVMValueRef lim = ldi(g, g->ctx, CTX(stack_limit), g->i64);
+	LLVMValueRef need = LLVMBuildAdd(g->B, lim, k64(g, frame), "");
+	trap_if(g, LLVMBuildICmp(g->B, LLVMIntULT, spi, need, ""), KIS_WASM_TRAP_STACK_EXHAUSTED);
+	tick(g);
 	load_mem(g);
 	enum known_fn known = known_routine(m, di);
 	if (known != KNOWN_NONE)
@@ -513,8 +519,6 @@ void declare_helpers(struct gen *g)
 	DECL(wasm_jit_rt_tick, v, p);
 	DECL(wasm_jit_rt_tick_saved, v, p);
 	LLVMSetFunctionCallConv(g->wasm_jit_rt_tick_saved, LLVMPreserveMostCallConv);
-	DECL(wasm_jit_rt_enter_saved, v, p, i64);
-	LLVMSetFunctionCallConv(g->wasm_jit_rt_enter_saved, LLVMPreserveMostCallConv);
 	DECL(wasm_jit_rt_call, v, p, p, g->i64p);
 	DECL(wasm_jit_rt_sig_eq, i32, p, p);
 	DECL(wasm_jit_rt_memory_grow, i32, p, i32);

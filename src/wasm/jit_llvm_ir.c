@@ -222,63 +222,34 @@ void trap_now(struct gen *g, uint32_t kind)
 	g->dead = true;
 }
 
-/* A rarely true cond (i1) calls fn (a preserve_most stub of jit_rt.c)
- * with the context and arg (NULL: none), then code goes on. */
-static void rare_call(struct gen *g, LLVMValueRef cond, LLVMValueRef fn, LLVMTypeRef fnt,
-		      LLVMValueRef arg)
-{
-	LLVMValueRef eargs[2] = {cond, LLVMConstInt(g->i1, 0, 0)};
-	LLVMTypeRef i1 = g->i1;
-	cond = intrinsic(g, "llvm.expect", &i1, 1, eargs, 2);
-	LLVMBasicBlockRef slow = LLVMAppendBasicBlockInContext(g->C, g->F, "tick");
-	LLVMBasicBlockRef on = LLVMAppendBasicBlockInContext(g->C, g->F, "");
-	LLVMBuildCondBr(g->B, cond, slow, on);
-	LLVMPositionBuilderAtEnd(g->B, slow);
-	LLVMValueRef args[2] = {g->ctx, arg};
-	LLVMValueRef call = LLVMBuildCall2(g->B, fnt, fn, args, arg ? 2 : 1, "");
-	LLVMSetInstructionCallConv(call, LLVMPreserveMostCallConv);
-	LLVMBuildBr(g->B, on);
-	LLVMPositionBuilderAtEnd(g->B, on);
-}
-
-/* The store's tick word (jit.h), or its byte at off, as read by one
- * relaxed atomic load: kis_wasm_interrupt may write it from anywhere. */
-static LLVMValueRef tick_load(struct gen *g, uint64_t off, LLVMTypeRef t, unsigned align)
-{
-	LLVMValueRef tp = ldi(g, g->ctx, CTX(tick), g->i8p);
-	LLVMValueRef w = LLVMBuildLoad2(g->B, t, ptr_at(g, tp, k64(g, off), t), "");
-	LLVMSetOrdering(w, LLVMAtomicOrderingMonotonic);
-	LLVMSetAlignment(w, align);
-	return w;
-}
-
-/* The interpreter's TICK (exec.c), the interrupt flag then one fuel, at a
- * loop header: one test of the tick word's high byte (jit.h), zero in the
- * usual case (no budget, no interrupt); anything else calls the runtime,
+/* The interpreter's TICK (exec.c), the interrupt flag then one fuel, as
+ * one test of the store's jit_tick word (jit.h): zero, the usual case
+ * (no budget, no interrupt), goes on; anything else calls the runtime,
  * which traps or counts the fuel and returns. Measured against the
  * flag's test then a fuel decrement in memory (docs/wasm.md, "The tick,
- * SQLite's profile, zlib") and against a test of the whole word ("The
- * tick as the stack's limit").
+ * SQLite's profile, zlib").
  */
 void tick(struct gen *g)
 {
-	LLVMValueRef hi = tick_load(g, 7, g->i8, 1); /* little-endian: bits 56 to 63 */
-	LLVMValueRef set = LLVMBuildICmp(g->B, LLVMIntNE, hi, LLVMConstInt(g->i8, 0, 0), "");
-	rare_call(g, set, g->wasm_jit_rt_tick_saved, g->wasm_jit_rt_tick_saved_t, NULL);
-}
-
-/* A function's entry: the stack's depth and the tick in one compare of
- * the stack pointer less this frame's estimate with the whole tick word
- * (jit.h), which is the stack's limit when nothing is pending and above
- * any address when a bit is set; wasm_jit_rt_enter tells them apart. */
-void enter_check(struct gen *g, uint64_t frame)
-{
-	LLVMValueRef sp = intrinsic(g, "llvm.stacksave", NULL, 0, NULL, 0);
-	LLVMValueRef need = LLVMBuildSub(g->B, LLVMBuildPtrToInt(g->B, sp, g->i64, ""),
-					 k64(g, frame), "");
-	LLVMValueRef w = tick_load(g, 0, g->i64, 8);
-	rare_call(g, LLVMBuildICmp(g->B, LLVMIntULT, need, w, ""), g->wasm_jit_rt_enter_saved,
-		  g->wasm_jit_rt_enter_saved_t, need);
+	LLVMValueRef tp = ldi(g, g->ctx, CTX(tick), g->i8p);
+	LLVMValueRef tpp = LLVMBuildBitCast(g->B, tp, LLVMPointerType(g->i32, 0), "");
+	LLVMValueRef w = LLVMBuildLoad2(g->B, g->i32, tpp, "");
+	LLVMSetOrdering(w, LLVMAtomicOrderingMonotonic);
+	LLVMSetAlignment(w, 4);
+	LLVMValueRef set = LLVMBuildICmp(g->B, LLVMIntNE, w, k32(g, 0), "");
+	LLVMValueRef f = LLVMConstInt(g->i1, 0, 0);
+	LLVMValueRef eargs[2] = {set, f};
+	LLVMTypeRef i1 = g->i1;
+	set = intrinsic(g, "llvm.expect", &i1, 1, eargs, 2);
+	LLVMBasicBlockRef slow = LLVMAppendBasicBlockInContext(g->C, g->F, "tick");
+	LLVMBasicBlockRef on = LLVMAppendBasicBlockInContext(g->C, g->F, "");
+	LLVMBuildCondBr(g->B, set, slow, on);
+	LLVMPositionBuilderAtEnd(g->B, slow);
+	LLVMValueRef call = LLVMBuildCall2(g->B, g->wasm_jit_rt_tick_saved_t, g->wasm_jit_rt_tick_saved,
+					   &g->ctx, 1, "");
+	LLVMSetInstructionCallConv(call, LLVMPreserveMostCallConv);
+	LLVMBuildBr(g->B, on);
+	LLVMPositionBuilderAtEnd(g->B, on);
 }
 
 /* Memory 0's base and size into their allocas: at entry, and after

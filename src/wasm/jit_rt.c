@@ -93,9 +93,6 @@ static struct wasm_jit_store *jit_store(struct kis_wasm_store *s)
 	js->stack_top = ((uintptr_t)js->map + js->map_len) & ~(uintptr_t)15;
 	js->stack_limit = (uintptr_t)js->map + page + WASM_JIT_STACK_MARGIN;
 	s->jit = js;
-	/* the tick word's limit part (jit.h), 0 until now; later runs store
-	 * it whole (kis_wasm_call) */
-	atomic_fetch_or(&s->jit_tick, (uint64_t)js->stack_limit);
 	return js;
 }
 
@@ -389,7 +386,7 @@ void wasm_jit_rt_tick(struct wasm_jit_ctx *c)
 	struct kis_wasm_store *s = c->store;
 	if (atomic_load(&s->interrupt))
 		wasm_jit_rt_trap(c, KIS_WASM_TRAP_INTERRUPTED);
-	uint64_t w = atomic_load(&s->jit_tick);
+	int w = atomic_load(&s->jit_tick);
 	if (w & WASM_JIT_TICK_INTERRUPT) {
 		/* an interrupt of a run before this one, which kis_wasm_call's
 		 * reset of the word raced with: the flag, cleared, is what
@@ -438,46 +435,6 @@ __asm__(".text\n"
 	"\tpopq %rax\n"
 	"\tretq\n"
 	".size wasm_jit_rt_tick_saved, .-wasm_jit_rt_tick_saved\n");
-
-/* A failed entry compare (jit.h): the stack first, as the prologue's own
- * check did, then the tick. */
-void wasm_jit_rt_enter(struct wasm_jit_ctx *c, uintptr_t need)
-{
-	if (need < c->stack_limit)
-		wasm_jit_rt_trap(c, KIS_WASM_TRAP_STACK_EXHAUSTED);
-	wasm_jit_rt_tick(c);
-}
-
-/* wasm_jit_rt_enter_saved: the same stub for wasm_jit_rt_enter (rdi and
- * rsi, its arguments, are among the registers kept). */
-__asm__(".text\n"
-	".p2align 4\n"
-	".hidden wasm_jit_rt_enter_saved\n"
-	".globl wasm_jit_rt_enter_saved\n"
-	".type wasm_jit_rt_enter_saved,@function\n"
-	"wasm_jit_rt_enter_saved:\n"
-	"\tendbr64\n"
-	"\tpushq %rax\n"
-	"\tpushq %rcx\n"
-	"\tpushq %rdx\n"
-	"\tpushq %rsi\n"
-	"\tpushq %rdi\n"
-	"\tpushq %r8\n"
-	"\tpushq %r9\n"
-	"\tpushq %r10\n"
-	"\tsubq $8, %rsp\n"
-	"\tcallq wasm_jit_rt_enter\n"
-	"\taddq $8, %rsp\n"
-	"\tpopq %r10\n"
-	"\tpopq %r9\n"
-	"\tpopq %r8\n"
-	"\tpopq %rdi\n"
-	"\tpopq %rsi\n"
-	"\tpopq %rdx\n"
-	"\tpopq %rcx\n"
-	"\tpopq %rax\n"
-	"\tretq\n"
-	".size wasm_jit_rt_enter_saved, .-wasm_jit_rt_enter_saved\n");
 
 /* A call that compiled code does not make directly: a host function, or a
  * function of an instance that runs in the interpreter. io holds the

@@ -683,7 +683,7 @@ enum kis_wasm_trap kis_wasm_call(struct kis_wasm_store *s, struct kis_wasm_func 
 		s->fuel = s->fuel_budget < 0 ? INT64_MAX : s->fuel_budget;
 		/* compiled code counts fuel only in a budgeted run: unlimited,
 		 * the count is never read (kis_wasm_fuel_left says -1) */
-		atomic_store(&s->jit_tick, wasm_jit_tick_word(s, s->fuel_budget >= 0));
+		atomic_store(&s->jit_tick, s->fuel_budget < 0 ? 0 : WASM_JIT_TICK_METER);
 	}
 	return wasm_invoke(s, f, args, results);
 }
