@@ -23,7 +23,19 @@ progs = os.environ.get("PROGS", "lua,bzip2,sqlite,zlib").split(",")
 SQSIZE = os.environ.get("SQSIZE", "25")
 sq = [x for x in os.listdir(W + "/src") if x.startswith("sqlite3-") and os.path.isdir(W + "/src/" + x)][0]
 tmp = tempfile.mkdtemp(prefix="kis-wasm-ab.")
-atexit.register(shutil.rmtree, tmp, True)  # also when a run fails
+ws = {}
+
+
+def cleanup():
+    # also when a run fails (sys.exit): each workspace destroyed by its
+    # own build (its mounts go with it), then the stores' directory
+    for d, (env, w) in ws.items():
+        subprocess.call([d + "/kis", "sandbox", "destroy", w], env=env,
+                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    shutil.rmtree(tmp, ignore_errors=True)
+
+
+atexit.register(cleanup)
 base = tmp + "/base"
 os.mkdir(base)
 for f in os.listdir(W + "/bin"):
@@ -50,7 +62,6 @@ def run(cmd, stdin, env=None, cwd=None):
         sys.exit(1)
     return ru.ru_utime + ru.ru_stime
 
-ws = {}
 for d in dirs:
     env = dict(os.environ, KIS_SANDBOX_ROOT=tmp + "/store-" + d.replace("/", "_"))
     kis = d + "/kis"
@@ -93,7 +104,3 @@ for d in dirs[1:]:
     for p in progs:
         q = [b / a for a, b in zip(times[(p, dirs[0])], times[(p, d)])]
         print("%-8s %s/%s per round median %.3f [%.3f..%.3f]; min %.1f vs %.1f" % (p, os.path.basename(d), os.path.basename(dirs[0]), statistics.median(q), min(q), max(q), min(times[(p, d)]) * 1000, min(times[(p, dirs[0])]) * 1000))
-for d in dirs:
-    env, w = ws[d]
-    subprocess.call([d + "/kis", "sandbox", "destroy", w], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-shutil.rmtree(tmp, ignore_errors=True)
