@@ -104,7 +104,7 @@ void kis_owner_end(struct kis_owner *o, bool undo)
 		/* Removed while still locked: a sweeper that opened it meanwhile
 		 * holds a name no longer there, and its lock waits for ours. */
 		(void)unlinkat(o->owners_fd, o->id, 0);
-		close(o->fd);
+		store_lock_close(o->fd);
 	}
 	if (o->owners_fd >= 0)
 		close(o->owners_fd);

@@ -311,7 +311,7 @@ int kis_base_import(struct kis_store *s, const char *src, const struct kis_impor
 		TRY(opts->minted(opts->minted_ctx, id, err));
 	snprintf(tmp, sizeof(tmp), STORE_TMP_PREFIX "%s", id);
 
-	_cleanup_close_ int t = store_mktemp_locked(s, s->bases_fd, tmp);
+	_cleanup_lock_ int t = store_mktemp_locked(s, s->bases_fd, tmp);
 	if (t < 0)
 		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot create '%s' in '%s/bases'",
 				     tmp, s->root);

@@ -188,7 +188,7 @@ static int template_open(struct kis_store *s, uint64_t bytes, struct kis_error *
 	snprintf(tmp, sizeof(tmp), ".tmp-%s-%s", name, suffix);
 	/* flocked while it is made: a kill leaves a temporary the sweep
 	 * (store_disk_sweep_templates) tells from one being made */
-	_cleanup_close_ int t = store_mkfile_locked(s, dir, tmp);
+	_cleanup_lock_ int t = store_mkfile_locked(s, dir, tmp);
 	if (t < 0)
 		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot make a disk template");
 	uint64_t size = (bytes + bytes / 64 + (4ull << 20) + 4095) & ~4095ull, w = 0;

@@ -4,6 +4,7 @@
  * shared lock, and the reflink/overlay probes. Every other store file uses
  * these; this one uses none of them. */
 #include "store_internal.h"
+#include "store/locks.h"
 #include <dirent.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -70,6 +71,48 @@ int store_mkdir_p1(int dirfd, const char *name, mode_t mode)
 int store_flock(int fd, int op)
 {
 	return (int)RETRY_EINTR(flock(fd, op));
+}
+
+/* The descriptors of store_mktemp_locked and store_mkfile_locked while
+ * they are open, for kis_store_locks_drop (store/locks.h). A slot holds
+ * fd + 1, 0 when free; a number is put in after its flock is taken and
+ * taken out before its close(2), so a fork of any thread at any moment
+ * finds on it only descriptors that are locks. The list full (a process
+ * holding 64 such locks at once), a lock is not listed and a forked child
+ * keeps it as it would without the list. */
+#define STORE_LOCKS_MAX 64
+static int store_locks[STORE_LOCKS_MAX];
+
+static void lock_list(int fd)
+{
+	for (size_t i = 0; i < STORE_LOCKS_MAX; i++) {
+		int free_slot = 0;
+		if (__atomic_compare_exchange_n(&store_locks[i], &free_slot, fd + 1, false,
+						__ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
+			return;
+	}
+}
+
+void store_lock_close(int fd)
+{
+	if (fd < 0)
+		return;
+	for (size_t i = 0; i < STORE_LOCKS_MAX; i++) {
+		int mine = fd + 1;
+		if (__atomic_compare_exchange_n(&store_locks[i], &mine, 0, false, __ATOMIC_SEQ_CST,
+						__ATOMIC_SEQ_CST))
+			break;
+	}
+	close(fd);
+}
+
+void kis_store_locks_drop(void)
+{
+	for (size_t i = 0; i < STORE_LOCKS_MAX; i++) {
+		int v = __atomic_exchange_n(&store_locks[i], 0, __ATOMIC_SEQ_CST);
+		if (v > 0)
+			close(v - 1);
+	}
 }
 
 int store_rand_suffix(char buf[9], struct kis_error **err)
@@ -224,6 +267,8 @@ int store_mktemp_locked(struct kis_store *s, int dirfd, const char *name)
 			t = -1;
 		}
 	}
+	if (t >= 0)
+		lock_list(t);
 	int saved = errno;
 	(void)store_flock(s->lock_fd, LOCK_UN);
 	errno = saved;
@@ -244,6 +289,8 @@ int store_mkfile_locked(struct kis_store *s, int dirfd, const char *name)
 		errno = e;
 		t = -1;
 	}
+	if (t >= 0)
+		lock_list(t);
 	int saved = errno;
 	(void)store_flock(s->lock_fd, LOCK_UN);
 	errno = saved;

@@ -103,6 +103,19 @@ int store_mktemp_locked(struct kis_store *s, int dirfd, const char *name);
  * directory's own block: rmdir(2) on this project's ext4 (discard) waits
  * 0.4 ms idle and ~3 ms under load, unlink(2) of a small file 0.02 ms. */
 int store_mkfile_locked(struct kis_store *s, int dirfd, const char *name);
+/* Close a descriptor of those two (its lock goes with it) and take it out
+ * of the list kis_store_locks_drop closes (store/locks.h): the only way
+ * they are closed, so that no number on the list is ever another's. */
+void store_lock_close(int fd);
+static inline void store_lock_closep(int *fd)
+{
+	if (*fd >= 0) {
+		int saved = errno;
+		store_lock_close(*fd);
+		errno = saved;
+	}
+}
+#define _cleanup_lock_ _cleanup_(store_lock_closep)
 /* An owner below owners_fd, read-only, file or (older stores) directory. */
 int store_open_owner(int owners_fd, const char *name);
 

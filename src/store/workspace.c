@@ -256,7 +256,7 @@ int kis_workspace_clone_ex(struct kis_store *s, const char *base_id, const char 
 
 	char tmp[KIS_ID_BUFSZ + 8];
 	snprintf(tmp, sizeof(tmp), STORE_TMP_PREFIX "%s", id);
-	_cleanup_close_ int t = store_mktemp_locked(s, s->ws_fd, tmp);
+	_cleanup_lock_ int t = store_mktemp_locked(s, s->ws_fd, tmp);
 	int saved = errno;
 	if (t < 0) {
 		if (saved == EEXIST)
@@ -719,7 +719,7 @@ static bool probe_overlay(struct kis_store *s)
 	if (store_rand_suffix(sfx, NULL) < 0)
 		return false;
 	snprintf(name, sizeof(name), STORE_TMP_PREFIX "probe-%s", sfx);
-	_cleanup_close_ int d = store_mktemp_locked(s, s->ws_fd, name);
+	_cleanup_lock_ int d = store_mktemp_locked(s, s->ws_fd, name);
 	if (d < 0)
 		return false;
 	static const char *const sub[] = {"lower", "upper", "work", "merged"};

@@ -36,6 +36,7 @@
 #include <sys/wait.h>
 
 #include "backends/microvm/vm.h"
+#include "store/locks.h"
 #include "confine/confine.h"
 #include "exec/tether.h"
 #include "exec/tool.h"
@@ -537,6 +538,7 @@ static pid_t jail_launch(const struct kis_mvm_jail *j, const struct kis_mvm_jail
 		ns |= CLONE_NEWUSER; /* the others are then this namespace's */
 	long p = syscall(SYS_clone, ns | SIGCHLD, NULL, NULL, NULL, 0);
 	if (p == 0) {
+		kis_store_locks_drop(); /* a run's: an engine's locks until the execve */
 		close(go[1]);
 		close(rep[0]);
 		jail_child(j, c, go[0], rep[1]);
@@ -610,6 +612,12 @@ int kis_mvm_jail_spawn(const struct kis_mvm_jail *j, const struct kis_mvm_jail_c
 		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot fork");
 	}
 	if (m == 0) {
+		/* The store's locks are the engine's, never the watcher's: held
+		 * here, an engine killed meanwhile would leave its session
+		 * "being created" for as long as the launch below takes. What
+		 * it starts is the tether's to end (exec/tether.h). */
+		kis_store_locks_drop();
+		kis_test_pause("vmm-launch");
 		close(sp[0]);
 		setsid();
 		/* an engine gone meanwhile must not kill us by SIGPIPE before

@@ -29,6 +29,7 @@
 #include "agent/proto.h"
 #include "backends/microvm/mux.h"
 #include "backends/microvm/vm.h"
+#include "store/locks.h"
 
 static int pump(int from, int to)
 {
@@ -188,6 +189,7 @@ int kis_mvm_broker_start(int listen_fd, int dfd, pid_t qemu, struct kis_error **
 		return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot fork");
 	}
 	if (p == 0) {
+		kis_store_locks_drop(); /* before close_range below: the engine may die meanwhile */
 		/* detached like QEMU: it outlives the client that made the session */
 		setsid();
 		if (fork() != 0)

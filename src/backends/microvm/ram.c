@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 
 #include "backends/microvm/vm.h"
+#include "store/locks.h"
 
 /* Why a memfd and not the RAM file itself: QEMU 7.2's memory-backend-file
  * opens its mem-path O_RDWR even for share=off (only 8.2's rom=off opens
@@ -193,6 +194,10 @@ static void write_id(const char *idp, int mfd)
  * and dies with the engine. */
 static _Noreturn void filler_main(pid_t engine, int mfd, int src, off_t size, const char *idp)
 {
+	/* the snapshot's lock (lf) is meant to stay held; the store's are
+	 * the engine's: with them held a killed engine's session would stay
+	 * "being created" until the signal below reached us */
+	kis_store_locks_drop();
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
 	if (getppid() != engine)
 		_exit(1);
