@@ -287,3 +287,63 @@ def test_killed_microvm_engine_leaves_no_vmm_without_a_later_command(guest, verb
     else:
         r = kill_at_points(verb, [*flags, "--", "sleep", "60"], MVM_RUN_POINTS, guest, 2)
         check("microvm", verb, r, len(MVM_RUN_POINTS))
+
+
+def _alive(pid):
+    """pid runs and is no zombie."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_killed_microvm_create_leaves_its_session_to_destroy_at_once(guest):
+    """A child the engine forks without exec (the VMM's launcher, the
+    snapshot's memory filler) shares the engine's open file descriptions,
+    and with them the flock(2) on the create's owner record: held there,
+    the session of a killed create stayed "being created" for as long as
+    the child lived, and `session destroy` was refused. The engine is
+    stopped with its launcher forked and not yet launching (the test
+    build's pause point vmm-launch, in the launcher) and SIGKILLed; with
+    the launcher still alive, destroy of the half-made session succeeds
+    at once and leaves nothing in the store. One create, no boot."""
+    top = Path(tempfile.mkdtemp(prefix="kis-killed-lock-", dir="/tmp"))
+    env = {**os.environ, **guest, "KIS_SANDBOX_ROOT": str(top / "store")}
+    q = subprocess.Popen([str(KIS), "sandbox", "create", "--tier", "microvm"],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                         env={**env, "KIS_TEST_PAUSE_AT": "vmm-launch"})
+    launcher = None
+    try:
+        line = ""
+        end = time.monotonic() + 120
+        while time.monotonic() < end and "test pause at" not in line:
+            line = q.stderr.readline()
+            if not line:
+                break
+        assert "test pause at vmm-launch" in line, f"never reached vmm-launch: {line!r}"
+        sid = line.split("owner ")[1].split(",")[0]
+        launcher = int(line.rsplit("pid ", 1)[1].rstrip(")\n"))
+        assert launcher != q.pid, "the pause must be the launcher's, a child of the engine"
+        q.kill()
+        q.wait()
+        assert _alive(launcher)
+        t0 = time.monotonic()
+        p = kis("session", "destroy", sid, env=env, timeout=60)
+        took = time.monotonic() - t0
+        assert p.returncode == 0, (sid, p.stderr)
+        assert took < 3.0, f"destroy took {took:.1f} s"
+        # the launcher outlived the engine and still lives: its locks were not the session's
+        assert _alive(launcher)
+        store = top / "store"
+        for sub in ("owners", "sessions", "workspaces"):
+            assert not list((store / sub).iterdir()), (sub, list((store / sub).iterdir()))
+    finally:
+        if q.poll() is None:
+            q.kill()
+            q.wait()
+        if launcher and _alive(launcher):
+            os.kill(launcher, signal.SIGKILL)  # paused before it launched anything
+        if q.stderr:
+            q.stderr.close()
+        kis("gc", env=env, timeout=120)
+        shutil.rmtree(top, ignore_errors=True)
