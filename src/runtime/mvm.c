@@ -73,7 +73,6 @@
 #include <linux/openat2.h>
 
 #include "confine/confine.h"
-#include "core/io.h"
 #include "core/log.h"
 #include "kis/sandbox.h"
 #include "runtime/mvm_image.h"
@@ -751,29 +750,22 @@ static const char *rec_id(json_t *rec, const char *k, char kind)
 
 /* The session, workspace and bases a killed create's record names,
  * released in undo's order, each "" skipped; an id that names nothing is
- * gone already (a create killed before it made it). What a dead creator
- * was making is still its owner's for a moment: a helper it forked may
- * hold the owner's lock until it sees the creator gone and ends what it
- * started (exec/tether.h), and kis_session_destroy is busy meanwhile;
- * the destroy is tried again for up to MVM_UNDO_WAIT_MS. -1 with *err
- * naming what is left, for the record to be kept and the delete retried. */
-#define MVM_UNDO_WAIT_MS 10000
+ * gone already (a create killed before it made it). Tried once: with its
+ * creator dead nothing holds the owner's lock (the helpers the engine
+ * forks without exec drop the store's locks first, store/locks.h), so a
+ * busy session is a create still running, not one to wait for. -1 with
+ * *err naming what is left, for the record to be kept and the delete
+ * retried. */
 static int undo_recorded(const char *store_root, const char *sid, const char *ws,
 			 const char *base, const char *image_base, int hfd, struct kis_error **err)
 {
-	uint64_t end = kis_monotonic_ms() + MVM_UNDO_WAIT_MS;
-	while (*sid) {
+	if (*sid) {
 		struct kis_error *e = NULL;
-		if (kis_session_destroy(store_root, sid, &e) == 0)
-			break;
-		if (kis_monotonic_ms() >= end) {
+		if (kis_session_destroy(store_root, sid, &e) < 0) {
 			kis_error_set(err, e->code, 0, "session '%s': %s", sid, e->message);
 			kis_error_free(e);
 			return -1;
 		}
-		kis_info("session '%s' of a killed create: %s; tried again", sid, e->message);
-		kis_error_free(e);
-		usleep(50000);
 	}
 	struct kis_store *s = NULL;
 	TRY(kis_store_open(store_root, &s, err));

@@ -117,7 +117,7 @@ def _kill_at(q, when, took, cid, err):
 
 def _delete(kr, cid, tmp_path):
     """What an engine runs after a failed create, its log at info kept
-    beside the test's files (a retry of the undo is told there)."""
+    beside the test's files."""
     return krt(kr, "--log-level", "info", "delete", "--force", cid,
                log=tmp_path / f"{cid}.delete.log")
 
