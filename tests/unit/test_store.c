@@ -8,14 +8,19 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
 
 #include "kis/store.h"
+#include "store/locks.h"
+#include "store/store_internal.h"
 
 struct fixture {
 	char dir[64];   /* mkdtemp: holds src/ and store/ */
@@ -413,10 +418,67 @@ static void test_workspace_info_and_cow(void **state)
 	kis_error_free(err);
 }
 
+/* A child forked without exec that calls kis_store_locks_drop keeps no
+ * flock of the store's: the lock goes with the parent's close although
+ * the child lives on (flock(2): the lock is the open file description's,
+ * which the child shares until it closes it). A lock closed is off the
+ * list: a later child leaves a descriptor that reuses its number open. */
+static int forked_drop(int check_fd, int *go_w)
+{
+	int ready[2], go[2];
+	assert_int_equal(pipe2(ready, O_CLOEXEC), 0);
+	assert_int_equal(pipe2(go, O_CLOEXEC), 0);
+	pid_t p = fork();
+	assert_true(p >= 0);
+	if (p == 0) {
+		close(ready[0]);
+		close(go[1]); /* EOF on go once the parent closes its end */
+		kis_store_locks_drop();
+		char b = fcntl(check_fd, F_GETFD) < 0 && errno == EBADF ? 'c' : 'o';
+		if (write(ready[1], &b, 1) != 1 || read(go[0], &b, 1) < 0)
+			_exit(1);
+		_exit(0);
+	}
+	close(ready[1]);
+	close(go[0]);
+	char b = 0;
+	assert_int_equal(read(ready[0], &b, 1), 1);
+	close(ready[0]);
+	*go_w = go[1];
+	return b;
+}
+
+static void test_forked_child_drops_the_store_locks(void **state)
+{
+	struct fixture *f = *state;
+	int fd = store_mkfile_locked(f->s, f->s->owners_fd, "s-lock-test");
+	assert_true(fd >= 0);
+	int go = -1;
+	pid_t before = getpid();
+	assert_int_equal(forked_drop(fd, &go), 'c');
+	assert_int_equal(getpid(), before);
+	store_lock_close(fd);
+	/* the child still runs: the lock is free all the same */
+	int other = openat(f->s->owners_fd, "s-lock-test", O_RDONLY | O_CLOEXEC);
+	assert_true(other >= 0);
+	assert_int_equal(flock(other, LOCK_EX | LOCK_NB), 0);
+	close(go);
+	int st;
+	assert_true(wait(&st) > 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	/* other may well have fd's number: off the list, it stays open */
+	assert_int_equal(forked_drop(other, &go), 'o');
+	close(go);
+	assert_true(wait(&st) > 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	close(other);
+	assert_int_equal(unlinkat(f->s->owners_fd, "s-lock-test", 0), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_id_catalogue_refused, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_forked_child_drops_the_store_locks, setup,
+						teardown),
 		cmocka_unit_test_setup_teardown(test_import_clone_destroy_copy, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_import_clone_destroy_auto, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_import_clone_destroy_overlay, setup, teardown),
