@@ -20,7 +20,7 @@ import pytest
 from conftest import qemu_pids
 from test_runtime import (WHY, KRT, GUEST, krt, make_bundle, microvm_tier, mvm_guest,  # noqa: F401
                           mvm_left, roots, work)
-from test_runtime_pod import _in_tree, _tree, pod_bundle
+from test_runtime_pod import _in_tree, _pids_naming, _tree, pod_bundle
 
 pytestmark = pytest.mark.skipif(WHY is not None, reason=WHY or "")
 
@@ -34,17 +34,6 @@ def _published(kr, sub):
     """An entry of the store published under its id (a temporary's name
     starts with '.')."""
     return [n for n in _store(kr, sub) if not n.startswith(".")]
-
-
-def _pids_naming(cid):
-    out = []
-    for p in os.listdir("/proc"):
-        try:
-            if p.isdigit() and cid.encode() + b"\0" in Path(f"/proc/{p}/cmdline").read_bytes():
-                out.append(int(p))
-        except OSError:
-            pass
-    return out
 
 
 def _passts_in(netns_pid):

@@ -74,22 +74,9 @@ def _bodies_by_name(path):
                 bodies.append(b[j:j + ln])
                 j += ln
         elif sid == 0:
-            ln, j = _leb(b, i)
-            if b[j:j + ln] == b"name":
-                j += ln
-                while j < end:
-                    sub = b[j]
-                    sz, j = _leb(b, j + 1)
-                    if sub == 1:
-                        n, k = _leb(b, j)
-                        for _ in range(n):
-                            idx, k = _leb(b, k)
-                            ln2, k = _leb(b, k)
-                            names[b[k:k + ln2].decode()] = idx - nimp
-                            k += ln2
-                    j += sz
+            names.update(_names(b, i, end))
         i = end
-    return {nm: bodies[ix] for nm, ix in names.items() if 0 <= ix < len(bodies)}
+    return {nm: bodies[ix - nimp] for nm, ix in names.items() if 0 <= ix - nimp < len(bodies)}
 
 
 def _hash(body, call_at):
@@ -324,6 +311,29 @@ def test_string_routine_changed_by_a_byte_is_not_recognised(module, tmp_path):
     assert out["interpreter"] == out["compiler"]
 
 
+def _names(b, i, end):
+    """The name section's function names (custom section "name",
+    subsection 1) in the custom section b[i:end], by name: their function
+    indices, imports counted."""
+    ln, j = _leb(b, i)
+    names = {}
+    if b[j:j + ln] != b"name":
+        return names
+    j += ln
+    while j < end:
+        sub = b[j]
+        sz, j = _leb(b, j + 1)
+        if sub == 1:
+            n, k = _leb(b, j)
+            for _ in range(n):
+                idx, k = _leb(b, k)
+                ln2, k = _leb(b, k)
+                names[b[k:k + ln2].decode()] = idx
+                k += ln2
+        j += sz
+    return names
+
+
 def _name_index(b, name):
     """The function index the name section gives name (imports not counted
     out)."""
@@ -331,22 +341,7 @@ def _name_index(b, name):
     while i < len(b):
         sid = b[i]
         size, i = _leb(b, i + 1)
-        end = i + size
-        if sid == 0:
-            ln, j = _leb(b, i)
-            if b[j:j + ln] == b"name":
-                j += ln
-                while j < end:
-                    sub = b[j]
-                    sz, j = _leb(b, j + 1)
-                    if sub == 1:
-                        n, k = _leb(b, j)
-                        for _ in range(n):
-                            idx, k = _leb(b, k)
-                            ln2, k = _leb(b, k)
-                            if b[k:k + ln2] == name.encode():
-                                return idx
-                            k += ln2
-                    j += sz
-        i = end
+        if sid == 0 and name in (names := _names(b, i, i + size)):
+            return names[name]
+        i += size
     raise AssertionError(f"no function {name}")
