@@ -738,16 +738,6 @@ static int record_session(void *ctx, const char *id, struct kis_error **err)
 	return creating_note(ctx, "session", id, err);
 }
 
-/* An id read back from a record in the container's directory (the
- * creating record, state.json): a file anyone who can write there can
- * forge, so it is used only when it is an id of the kind expected ("b-",
- * "w-", "s-" and kis_id_validate's charset: no '/', no '.', never a
- * path), else "" (nothing undone by it): krt_state_id. */
-static const char *rec_id(json_t *rec, const char *k, char kind)
-{
-	return krt_state_id(rec, k, kind);
-}
-
 /* The session, workspace and bases a killed create's record names,
  * released in undo's order, each "" skipped; an id that names nothing is
  * gone already (a create killed before it made it). Tried once: with its
@@ -805,11 +795,14 @@ static int mvm_creating_undo(const struct krt_globals *g, const char *id, struct
 	if (!store)
 		return kis_error_set(err, KIS_E_INTERNAL, errno, "the runtime's store of '%s'", id);
 	json_t *rec = krt_read_json_at(dfd, MVM_CREATING);
-	const char *sandbox = rec_id(rec, "pod_sandbox", KRT_KIND_CONTAINER);
+	const char *sandbox = krt_state_id(rec, "pod_sandbox", KRT_KIND_CONTAINER);
 	if (*sandbox)
-		pod_app_end(g, store, rec_id(rec, "pod_session", 's'), sandbox, id);
-	int r = undo_recorded(store, rec_id(rec, "session", 's'), rec_id(rec, "workspace", 'w'),
-			      rec_id(rec, "base", 'b'), rec_id(rec, "image_base", 'b'), hfd, err);
+		pod_app_end(g, store, krt_state_id(rec, "pod_session", 's'), sandbox, id);
+	/* the record's ids as state.json's: of their kind, else "" (a
+	 * forged one undoes nothing) */
+	int r = undo_recorded(store, krt_state_id(rec, "session", 's'),
+			      krt_state_id(rec, "workspace", 'w'), krt_state_id(rec, "base", 'b'),
+			      krt_state_id(rec, "image_base", 'b'), hfd, err);
 	json_decref(rec);
 	if (r < 0)
 		return kis_error_wrap(err, "container '%s' (a create killed midway; delete it again)",
