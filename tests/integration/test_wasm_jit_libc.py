@@ -151,14 +151,7 @@ def test_known_libc_routines_agree_with_the_interpreter(module):
             calls.append(f"cpy {a} {b} {rng.randrange(3000)}")
         calls.append(f"{f} {a} {b} {count()}")
         calls.append("sum")
-    text = "\n".join(calls) + "\n"
-    out = {}
-    for engine in ("interpreter", "compiler"):
-        p = subprocess.run([str(RUNNER), "--engine", engine, "--batch", str(module)],
-                           input=text, capture_output=True, text=True, timeout=300)
-        assert p.returncode == 0, (engine, p.stderr)
-        out[engine] = p.stdout.splitlines()
-    assert len(out["interpreter"]) == len(calls)
+    out = _run_both(module, calls)
     # both kinds of outcome were met: calls that ran and calls that trapped
     assert any(x.startswith("trap") for x in out["interpreter"])
     assert sum(not x.startswith("trap") for x in out["interpreter"]) > len(calls) // 3
