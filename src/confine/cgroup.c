@@ -270,7 +270,18 @@ static int make_leaf(const char *parent, const char *leaf, struct kis_error **er
 			return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot create cgroup '%s'",
 					     parent);
 		/* Recorded before it exists: a run killed from here on leaves
-		 * the record the sweep removes the group by (core/record.h, engine/owner.h). */
+		 * the record the sweep removes the group by (core/record.h,
+		 * engine/owner.h). "absent" first when nothing is there yet:
+		 * a kill during the mkdir below (a v1 memory group's takes
+		 * milliseconds) leaves no "made" line, and kis-runtime's sweep
+		 * then removes a leaf at a path of the bundle's only if it was
+		 * absent before and is empty now (rmdir, no kill:
+		 * runtime/cgroup_noted.c) */
+		struct stat sb;
+		if (tries == 0 && lstat(leaf, &sb) < 0 && errno == ENOENT &&
+		    kis_owner_note("absent", "%s", leaf) < 0)
+			return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot record cgroup '%s'",
+					     leaf);
 		if (tries == 0 && kis_owner_note("cgroup", "%s", leaf) < 0)
 			return kis_error_set(err, KIS_E_INTERNAL, errno, "cannot record cgroup '%s'",
 					     leaf);
@@ -280,8 +291,8 @@ static int make_leaf(const char *parent, const char *leaf, struct kis_error **er
 			 * caller chose (an OCI cgroupsPath) may be another's
 			 * when the note above was written (EEXIST below), so a
 			 * sweep of a killed create takes only a leaf this line
-			 * names (kis-runtime's host tier, sweep_noted); the
-			 * window a kill leaks a group in is this one write */
+			 * names (kis-runtime's host tier, sweep_noted); a kill
+			 * before this write leaves "absent" for that sweep */
 			(void)kis_owner_note("made", "%s", leaf);
 			return 0;
 		}

@@ -51,14 +51,14 @@ int krt_cgroup_make_noted(int dfd, const char *cgname, const struct kis_limits *
 	struct kis_record_sink sink;
 	kis_record_init(&sink, fd, cgname);
 	kis_record_push(&sink);
-	/* each leaf is noted twice (confine/cgroup.c, make_leaf): "cgroup"
-	 * before its mkdir, "made" right after it succeeded. A leaf at a
-	 * cgroupsPath may have been another's when its first note was
-	 * written (mkdir's EEXIST), and the sweep takes only what a "made"
-	 * line names (a kill between the mkdir and that line leaks the
-	 * group rather than end one not ours). Once noted after all limits
-	 * were written, the window was the whole setup of the groups: a
-	 * kill test hit it (test_runtime.py, killed anywhere). */
+	/* each leaf is noted (confine/cgroup.c, make_leaf): "absent" when
+	 * nothing was at its path, "cgroup" before its mkdir, "made" right
+	 * after it succeeded. A leaf at a cgroupsPath may have been another's
+	 * when its "cgroup" line was written (mkdir's EEXIST): the sweep
+	 * kills and removes what a "made" line names; a leaf noted "absent"
+	 * with no "made" (a kill during the mkdir, a v1 memory group's takes
+	 * milliseconds: test_runtime.py, killed anywhere, hit it) it only
+	 * removes when empty. */
 	int r = kis_cgroup_create_with(cgname, lim, o, out, err);
 	kis_record_pop(&sink);
 	return r;
@@ -68,7 +68,8 @@ int krt_cgroup_make_noted(int dfd, const char *cgname, const struct kis_limits *
  * whole life: delete ends them here): killed and removed. Taken only
  * under /sys/fs/cgroup/ with no '..', and only a group known to be ours:
  * a "made" line names it, or its name is krt-<random> (ours by name,
- * krt_cgroup_name's), noted before its mkdir. The note is a file in the
+ * krt_cgroup_name's), noted before its mkdir; one noted "absent" and not
+ * "made" is removed only when empty. The note is a file in the
  * state directory: each path is checked as create's cgroupsPath was
  * (kis_cgroup_path_ok: no empty, "." or ".." part, no hierarchy's root)
  * before the destroy that kills what the group holds. */
@@ -81,14 +82,18 @@ void krt_cgroup_sweep_noted(int dfd)
 			close(fd);
 		return;
 	}
-	char line[PATH_MAX + 16], made[16][PATH_MAX / 4];
-	size_t n_made = 0;
+	char line[PATH_MAX + 16], made[16][PATH_MAX / 4], absent[16][PATH_MAX / 4];
+	size_t n_made = 0, n_absent = 0;
 	while (fgets(line, sizeof(line), f)) {
 		size_t n = strlen(line);
 		if (n > 5 && line[n - 1] == '\n' && !strncmp(line, "made ", 5) && n_made < 16 &&
 		    n - 5 < sizeof(made[0])) {
 			line[n - 1] = '\0';
 			memcpy(made[n_made++], line + 5, n - 5); /* with its NUL */
+		} else if (n > 7 && line[n - 1] == '\n' && !strncmp(line, "absent ", 7) &&
+			   n_absent < 16 && n - 7 < sizeof(absent[0])) {
+			line[n - 1] = '\0';
+			memcpy(absent[n_absent++], line + 7, n - 7);
 		}
 	}
 	rewind(f);
@@ -103,8 +108,20 @@ void krt_cgroup_sweep_noted(int dfd)
 		bool ours = base && !strncmp(base, "/krt-", 5);
 		for (size_t i = 0; !ours && i < n_made; i++)
 			ours = !strcmp(made[i], path);
-		if (!ours || !kis_cgroup_path_ok(path) || access(path, F_OK) < 0)
+		if (!kis_cgroup_path_ok(path) || access(path, F_OK) < 0)
 			continue;
+		bool fresh = false;
+		for (size_t i = 0; !ours && !fresh && i < n_absent; i++)
+			fresh = !strcmp(absent[i], path);
+		if (!ours) {
+			/* absent before, killed before "made": most likely
+			 * ours, but another's made in that instant is not
+			 * ruled out, so nothing in it is killed and rmdir(2)
+			 * refuses a group with a process or a child */
+			if (fresh && rmdir(path) == 0)
+				kis_debug("a container's empty cgroup %s: removed", path);
+			continue;
+		}
 		struct kis_cgroup *cg = calloc(1, sizeof(*cg));
 		if (!cg || !(cg->dirs[0] = strdup(path))) {
 			free(cg);

@@ -220,3 +220,38 @@ def test_host_delete_destroys_no_cgroup_a_record_names_by_dotdot(work, roots, vi
     assert _alive(victim), "the group a record named by '..' was destroyed"
     assert victim_cgroup.is_dir()
     assert str(victim.pid) in (victim_cgroup / "cgroup.procs").read_text()
+
+
+def test_host_delete_removes_an_absent_noted_leaf_only_when_empty(work, roots, victim,
+                                                                  victim_cgroup):
+    """A create killed during a leaf's mkdir (a v1 memory group's takes
+    milliseconds) notes "absent" and "cgroup" but never "made": delete
+    removes such a leaf when it is empty, and never kills what another's
+    group at a noted path holds (rmdir(2) refuses it, nothing is killed)."""
+    kr, _ = roots
+    fresh = victim_cgroup / "x"  # empty, as a leaf just made
+    text = (f"absent {fresh}\ncgroup {fresh}\n"
+            f"absent {victim_cgroup}\ncgroup {victim_cgroup}\n")
+    d = _forge(kr, "kis-host", "forged",
+               {"id": "forged", "pid": _dead_pid(), "starttime": 0, "net": 0},
+               {"cgroups.noted": text})
+    p = krt(kr, "delete", "--force", "forged")
+    assert p.returncode == 0, p.stderr
+    assert not d.exists()
+    assert not fresh.exists(), "an empty leaf noted absent before its mkdir was left"
+    assert _alive(victim), "a group noted with no 'made' line had its process killed"
+    assert str(victim.pid) in (victim_cgroup / "cgroup.procs").read_text()
+
+
+def test_host_delete_leaves_a_noted_leaf_with_neither_absent_nor_made(work, roots, victim_cgroup):
+    """The control: a "cgroup" line alone (the path was there before the
+    create, another's) is not touched, empty or not."""
+    kr, _ = roots
+    other = victim_cgroup / "x"
+    d = _forge(kr, "kis-host", "forged",
+               {"id": "forged", "pid": _dead_pid(), "starttime": 0, "net": 0},
+               {"cgroups.noted": f"cgroup {other}\n"})
+    p = krt(kr, "delete", "--force", "forged")
+    assert p.returncode == 0, p.stderr
+    assert not d.exists()
+    assert other.is_dir(), "a group noted neither absent nor made was removed"
