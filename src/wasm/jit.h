@@ -15,7 +15,7 @@
 
 /* Bumped whenever the generated code or the layout it reads changes: part
  * of the cache key of compiled code. */
-#define WASM_JIT_VERSION 12u
+#define WASM_JIT_VERSION 13u
 
 /* Bytes a recognised wasi-libc routine's fast path may touch between two
  * interrupt checks (jit_llvm.h, jit_rt.c): a few ms at most. */
@@ -41,16 +41,39 @@ struct wasm_jit_ctx {
 	uint8_t *mem0;
 };
 
+/* The poll page (guard mode, docs/wasm.md "The poll page"): each context
+ * is the second page of a two-page mapping whose first page, readable and
+ * never written, is where compiled code ticks, with one instruction of a
+ * fixed form, `cmpb $0, -4096(%reg)` holding the context (jit_llvm_ir.c,
+ * tick). Nothing set, the page reads and the tick costs that load; an
+ * interrupt, or a fuel budget, makes the page PROT_NONE (wasm_jit_poll_set)
+ * and the tick faults into the handler (jit_rt.c), which traps, or counts
+ * one step of fuel and resumes after the instruction. Check mode keeps the
+ * tick word (WASM_JIT_TICK_*). */
+#define WASM_JIT_POLL_OFF 4096u
+struct wasm_jit_poll {
+	_Atomic(uint8_t *) page; /* the poll page, NULL once its instance is freed */
+	struct wasm_jit_poll *next;
+};
+
 /* The store's state for compiled code: the stack it runs on (a mapping with
- * a guard page below it) and the way back from a trap. */
+ * a guard region below it) and the way back from a trap. */
 struct wasm_jit_store {
-	uint8_t *map;  /* guard page then stack */
+	uint8_t *map;  /* guard region then stack */
 	size_t map_len;
 	uintptr_t stack_top;
 	uintptr_t stack_limit;
 	bool on_stack; /* compiled code is running: a nested entry stays here */
 	uint32_t in_host; /* inside a host or interpreted callee of compiled code */
 	jmp_buf *trap_jb;
+	/* below the innermost entry's frame (run_entry): where a fault of a
+	 * stack run into the guard resumes, to longjmp from (jit_rt.c) */
+	uintptr_t trap_sp;
+	/* the poll pages of the store's instances, newest first, published
+	 * whole (kis_wasm_interrupt walks them, from a signal handler maybe);
+	 * each freed with the store */
+	_Atomic(struct wasm_jit_poll *) polls;
+	atomic_int poll_prot; /* PROT_READ or PROT_NONE, what the pages were last set to */
 };
 
 /* The one word compiled code tests at every function entry and loop header
@@ -114,11 +137,19 @@ KIS_HIDDEN int wasm_memory_reserve(struct kis_wasm_memory *mem);
  * module's length, OPT. */
 #define WASM_JIT_TIER_MIXED 2u
 
-/* Native stack for compiled code: 8 MiB, one guard page below it, and a
- * margin above the guard that only runtime and host functions use, so a
- * host call made at the limit still has room (WASI calls take little). */
+/* Native stack for compiled code: 8 MiB, a guard region below it, and a
+ * margin above the guard that runtime and host functions use, so a host
+ * call made at the limit still has room (WASI calls take little). In
+ * guard mode a function that calls nothing but compiled functions of its
+ * module and the trap checks no limit (jit_llvm_func.c, gen_func): its
+ * frames may run into the margin and on to the guard, whose fault the
+ * handler turns into the stack-exhausted trap (jit_rt.c, on_fault); every
+ * function that calls out (a host or imported function, an indirect call,
+ * a runtime helper) checks, so what runs outside compiled code always has
+ * the margin. */
 #define WASM_JIT_STACK_BYTES (8u << 20)
 #define WASM_JIT_STACK_MARGIN (256u << 10)
+#define WASM_JIT_STACK_GUARD (64u << 10)
 
 /* Runtime helpers the generated code calls (jit_rt.c), by these names:
  * with WASM_JIT_LIBC, all that compiled code may link to (jit_elf.c). */
@@ -361,6 +392,11 @@ KIS_HIDDEN const uint8_t *wasm_jit_elf_object(const struct wasm_jit_module *jm, 
  * entries (after imports are linked, before segments and start). */
 KIS_HIDDEN int wasm_jit_instance_init(struct kis_wasm_instance *inst, char *err, size_t errlen);
 KIS_HIDDEN void wasm_jit_store_free(struct wasm_jit_store *js);
+/* An instance's compiled-code context, and its poll page, released. */
+KIS_HIDDEN void wasm_jit_instance_free(struct kis_wasm_instance *inst);
+/* Every poll page of s made prot (PROT_READ or PROT_NONE), when it is not
+ * already: async-signal-safe (kis_wasm_interrupt). */
+KIS_HIDDEN void wasm_jit_poll_set(struct kis_wasm_store *s, int prot);
 /* Run compiled f from the host or the interpreter (wasm_invoke's path for
  * a compiled function). */
 KIS_HIDDEN enum kis_wasm_trap wasm_jit_invoke(struct kis_wasm_store *s, struct kis_wasm_func *f,

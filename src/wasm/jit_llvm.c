@@ -471,7 +471,9 @@ int kis_wasm_jit_plugin_init(const struct wasm_jit_host *host, struct wasm_jit_p
 {
 	if (!host || host->version != WASM_JIT_VERSION)
 		return -1;
-	if (LLVMInitializeNativeTarget() || LLVMInitializeNativeAsmPrinter())
+	/* the asm parser: the poll tick is inline assembly (jit_llvm_ir.c) */
+	if (LLVMInitializeNativeTarget() || LLVMInitializeNativeAsmPrinter() ||
+	    LLVMInitializeNativeAsmParser())
 		return -1;
 	jit_llvm_host = host;
 	out->emit = plugin_emit;

@@ -337,6 +337,50 @@ static int skip_dead(struct gen *g)
 	return gfail(g, "wasm.engine: the compiler met a malformed body");
 }
 
+/* Intrinsics LLVM lowers to instructions on x86-64 (never to a call of
+ * a library function, as llvm.floor without SSE4.1 or llvm.memset are). */
+static bool inline_intrinsic(const char *name)
+{
+	static const char *const ok[] = {"llvm.expect.",   "llvm.stacksave", "llvm.ctlz.",
+					 "llvm.cttz.",     "llvm.ctpop.",    "llvm.fshl.",
+					 "llvm.fshr.",     "llvm.fabs.",     "llvm.copysign.",
+					 "llvm.sqrt.",     "llvm.fptosi.sat.", "llvm.fptoui.sat."};
+	for (size_t i = 0; i < sizeof(ok) / sizeof(*ok); i++)
+		if (!strncmp(name, ok[i], strlen(ok[i])))
+			return true;
+	return false;
+}
+
+/* Does F call anything but compiled functions of the module (f<n>: each
+ * checks its own stack or calls nothing out either), the trap helper
+ * (which longjmps, holding nothing) and intrinsics made of instructions?
+ * An indirect call (its callee may be a host function), a call of an
+ * import or of any other runtime helper or library function runs C on
+ * the stack, which needs the margin above the guard: such a function
+ * keeps its limit check (jit.h, WASM_JIT_STACK_GUARD). The poll is inline
+ * assembly, no call. */
+static bool calls_out(LLVMValueRef F, LLVMValueRef trap)
+{
+	for (LLVMBasicBlockRef bb = LLVMGetFirstBasicBlock(F); bb; bb = LLVMGetNextBasicBlock(bb))
+		for (LLVMValueRef i = LLVMGetFirstInstruction(bb); i; i = LLVMGetNextInstruction(i)) {
+			if (!LLVMIsACallInst(i))
+				continue;
+			LLVMValueRef callee = LLVMGetCalledValue(i);
+			if (LLVMIsAInlineAsm(callee) || callee == trap)
+				continue;
+			if (!LLVMIsAFunction(callee))
+				return true;
+			size_t n;
+			const char *name = LLVMGetValueName2(callee, &n);
+			bool own = n > 1 && name[0] == 'f';
+			for (size_t k = 1; own && k < n; k++)
+				own = name[k] >= '0' && name[k] <= '9';
+			if (!own && !inline_intrinsic(name))
+				return true;
+		}
+	return false;
+}
+
 void reset_func(struct gen *g)
 {
 	for (uint32_t i = 0; i < g->nctl; i++)
@@ -421,7 +465,9 @@ int gen_func(struct gen *g, uint32_t di)
 	LLVMValueRef spi = LLVMBuildPtrToInt(g->B, sp, g->i64, "");
 	LLVMValueRef lim = ldi(g, g->ctx, CTX(stack_limit), g->i64);
 	LLVMValueRef need = LLVMBuildAdd(g->B, lim, k64(g, frame), "");
+	LLVMBasicBlockRef check_bb = LLVMGetInsertBlock(g->B);
 	trap_if(g, LLVMBuildICmp(g->B, LLVMIntULT, spi, need, ""), KIS_WASM_TRAP_STACK_EXHAUSTED);
+	LLVMValueRef check = LLVMGetBasicBlockTerminator(check_bb);
 	tick(g);
 	load_mem(g);
 	enum known_fn known = known_routine(m, di);
@@ -465,6 +511,12 @@ int gen_func(struct gen *g, uint32_t di)
 		}
 	}
 	LLVMBuildBr(g->AB, body);
+	/* guard mode: a function that calls nothing outside compiled code
+	 * checks no limit, its stack's guard region traps instead (jit.h,
+	 * WASM_JIT_STACK_GUARD); the check's branch never taken, LLVM's
+	 * CFG simplification removes it */
+	if (g->guard && check && !calls_out(g->F, g->wasm_jit_rt_trap))
+		LLVMSetCondition(check, LLVMConstInt(g->i1, 0, 0));
 	return 0;
 }
 

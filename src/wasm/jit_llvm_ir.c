@@ -222,8 +222,9 @@ void trap_now(struct gen *g, uint32_t kind)
 	g->dead = true;
 }
 
-/* The interpreter's TICK (exec.c), the interrupt flag then one fuel, as
- * one test of the store's jit_tick word (jit.h): zero, the usual case
+/* The interpreter's TICK (exec.c), the interrupt flag then one fuel: in
+ * guard mode the poll page's one instruction (jit.h), else one test of
+ * the store's jit_tick word (jit.h): zero, the usual case
  * (no budget, no interrupt), goes on; anything else calls the runtime,
  * which traps or counts the fuel and returns. Measured against the
  * flag's test then a fuel decrement in memory (docs/wasm.md, "The tick,
@@ -231,6 +232,22 @@ void trap_now(struct gen *g, uint32_t kind)
  */
 void tick(struct gen *g)
 {
+	if (g->guard) {
+		/* the poll page (jit.h): one compare with the context's page
+		 * before it, in the one form the fault handler steps over
+		 * (jit_rt.c, poll_len), so inline assembly, not a load LLVM
+		 * would encode as it likes; it reads no memory LLVM knows of,
+		 * so nothing around it is kept from moving */
+		static char text[] = "cmpb $$0, -4096($0)";
+		static char cons[] = "r,~{dirflag},~{fpsr},~{flags}";
+		_Static_assert(WASM_JIT_POLL_OFF == 4096, "the poll's displacement");
+		LLVMTypeRef p = g->i8p;
+		LLVMTypeRef ft = LLVMFunctionType(g->vd, &p, 1, 0);
+		LLVMValueRef asm_ = LLVMGetInlineAsm(ft, text, sizeof(text) - 1, cons, sizeof(cons) - 1,
+						     1, 0, LLVMInlineAsmDialectATT, 0);
+		LLVMBuildCall2(g->B, ft, asm_, &g->ctx, 1, "");
+		return;
+	}
 	LLVMValueRef tp = ldi(g, g->ctx, CTX(tick), g->i8p);
 	LLVMValueRef tpp = LLVMBuildBitCast(g->B, tp, LLVMPointerType(g->i32, 0), "");
 	LLVMValueRef w = LLVMBuildLoad2(g->B, g->i32, tpp, "");

@@ -5,10 +5,12 @@
  *
  * Theory of operation. kis_wasm_call reaches wasm_invoke, which hands a
  * compiled function to wasm_jit_invoke. That switches to the store's own
- * stack (a mapping with a guard page below it; every compiled function's
- * prologue compares the stack pointer with ctx->stack_limit, above the
- * guard by a margin, so exhaustion is a trap and the guard is only the
- * backstop), sets a jmp_buf and calls the function's slot-form wrapper.
+ * stack (a mapping with a guard region below it; a compiled function
+ * that calls out of compiled code compares the stack pointer with
+ * ctx->stack_limit, above the guard by a margin, and in guard mode one
+ * that does not runs into the guard, whose fault is the trap: jit.h,
+ * WASM_JIT_STACK_GUARD), sets a jmp_buf and calls the function's
+ * slot-form wrapper.
  * Every trap, from generated code or from a helper here, is a call of
  * wasm_jit_rt_trap, which longjmps to that jmp_buf with the trap kind.
  * Compiled frames hold no resources, so unwinding them is only resetting
@@ -75,23 +77,28 @@ static struct wasm_jit_store *jit_store(struct kis_wasm_store *s)
 	if (!js)
 		return NULL;
 	size_t page = (size_t)sysconf(_SC_PAGESIZE);
-	js->map_len = WASM_JIT_STACK_BYTES + page;
+	size_t guard = WASM_JIT_STACK_GUARD > page ? WASM_JIT_STACK_GUARD : page;
+	js->map_len = WASM_JIT_STACK_BYTES + guard;
 	/* MAP_NORESERVE and untouched: pages cost only once used. The guard
-	 * page is PROT_NONE, so running past the limit check (a host function
-	 * deeper than the margin) faults instead of writing below. */
+	 * region is PROT_NONE, so a function with no limit check (jit.h), or
+	 * a host function deeper than the margin, faults instead of writing
+	 * below; a frame larger than a page probes it page by page (LLVM's
+	 * probe-stack, jit_llvm_ir.c fn_decl), so none steps over it. */
 	js->map = mmap(NULL, js->map_len, PROT_READ | PROT_WRITE,
 		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK, -1, 0);
 	if (js->map == MAP_FAILED) {
 		free(js);
 		return NULL;
 	}
-	if (mprotect(js->map, page, PROT_NONE) < 0) {
+	if (mprotect(js->map, guard, PROT_NONE) < 0) {
 		munmap(js->map, js->map_len);
 		free(js);
 		return NULL;
 	}
 	js->stack_top = ((uintptr_t)js->map + js->map_len) & ~(uintptr_t)15;
-	js->stack_limit = (uintptr_t)js->map + page + WASM_JIT_STACK_MARGIN;
+	js->stack_limit = (uintptr_t)js->map + guard + WASM_JIT_STACK_MARGIN;
+	atomic_init(&js->polls, NULL);
+	atomic_init(&js->poll_prot, PROT_READ);
 	s->jit = js;
 	return js;
 }
@@ -101,7 +108,76 @@ void wasm_jit_store_free(struct wasm_jit_store *js)
 	if (!js)
 		return;
 	munmap(js->map, js->map_len);
+	for (struct wasm_jit_poll *p = atomic_load(&js->polls), *n; p; p = n) {
+		n = p->next;
+		free(p);
+	}
 	free(js);
+}
+
+/* ---- the poll page (jit.h) ---- */
+
+void wasm_jit_poll_set(struct kis_wasm_store *s, int prot)
+{
+	struct wasm_jit_store *js = s->jit;
+	if (!js)
+		return;
+	/* PROT_NONE always walks (an interrupt is rare, and a walk of its
+	 * racing with a run's reset to PROT_READ must end with the pages
+	 * shut: kis_wasm_call looks at the flag again after its reset);
+	 * PROT_READ only on a change, so a run's start costs no system call
+	 * when nothing was set */
+	if (atomic_exchange(&js->poll_prot, prot) == prot && prot != PROT_NONE)
+		return;
+	for (struct wasm_jit_poll *p = atomic_load(&js->polls); p; p = p->next) {
+		uint8_t *page = atomic_load(&p->page);
+		if (page)
+			(void)mprotect(page, WASM_JIT_POLL_OFF, prot);
+	}
+}
+
+/* The context with its poll page before it: a mapping of two pages, the
+ * first readable only (never written: no process-wide zero page
+ * aliasing matters, it is read and faulted on, nothing else), published
+ * in the store's list and then given the pages' current protection. */
+static struct wasm_jit_ctx *ctx_new(struct wasm_jit_store *js, bool poll)
+{
+	_Static_assert(sizeof(struct wasm_jit_ctx) <= WASM_JIT_POLL_OFF, "one page of context");
+	if (!poll)
+		return calloc(1, sizeof(struct wasm_jit_ctx));
+	struct wasm_jit_poll *node = calloc(1, sizeof(*node));
+	uint8_t *map = mmap(NULL, 2 * WASM_JIT_POLL_OFF, PROT_READ | PROT_WRITE,
+			    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (!node || map == MAP_FAILED || mprotect(map, WASM_JIT_POLL_OFF, PROT_READ) < 0) {
+		free(node);
+		if (map != MAP_FAILED)
+			munmap(map, 2 * WASM_JIT_POLL_OFF);
+		return NULL;
+	}
+	atomic_init(&node->page, map);
+	node->next = atomic_load(&js->polls);
+	atomic_store(&js->polls, node);
+	int prot = atomic_load(&js->poll_prot);
+	if (prot != PROT_READ)
+		(void)mprotect(map, WASM_JIT_POLL_OFF, prot);
+	return (struct wasm_jit_ctx *)(map + WASM_JIT_POLL_OFF);
+}
+
+void wasm_jit_instance_free(struct kis_wasm_instance *inst)
+{
+	struct wasm_jit_ctx *c = inst->jit;
+	if (!c)
+		return;
+	inst->jit = NULL;
+	struct wasm_jit_store *js = inst->store->jit;
+	uint8_t *page = (uint8_t *)c - WASM_JIT_POLL_OFF;
+	for (struct wasm_jit_poll *p = js ? atomic_load(&js->polls) : NULL; p; p = p->next)
+		if (atomic_load(&p->page) == page) {
+			atomic_store(&p->page, NULL);
+			munmap(page, 2 * WASM_JIT_POLL_OFF);
+			return;
+		}
+	free(c); /* check mode's, from calloc */
 }
 
 static const struct wasm_jit_sym externals[] = {
@@ -119,18 +195,17 @@ int wasm_jit_instance_init(struct kis_wasm_instance *inst, char *err, size_t err
 	wasm_set_compiled_entry(wasm_jit_invoke);
 	const struct kis_wasm_module *m = inst->m;
 	struct wasm_jit_store *js = jit_store(inst->store);
-	struct wasm_jit_ctx *c = calloc(1, sizeof(*c));
-	if (!js || !c) {
-		free(c);
-		snprintf(err, errlen, "cannot allocate the compiled code's stack");
+	struct wasm_jit_ctx *c = js ? ctx_new(js, m->jit_guard) : NULL;
+	if (!c) {
+		snprintf(err, errlen, "cannot allocate the compiled code's stack and context");
 		return -1;
 	}
+	inst->jit = c; /* freed with the instance from here on (wasm_jit_instance_free) */
 	c->mem = m->nmems ? inst->mems[0] : NULL;
 	if (m->jit_guard && c->mem && wasm_memory_reserve(c->mem) < 0) {
 		/* code without checks needs memory 0 in a reservation (one
 		 * made before its store compiled moves there now); without
 		 * one it does not run */
-		free(c);
 		snprintf(err, errlen, "cannot reserve the guard region of memory 0: %s", strerror(errno));
 		return -1;
 	}
@@ -147,7 +222,6 @@ int wasm_jit_instance_init(struct kis_wasm_instance *inst, char *err, size_t err
 	for (uint32_t i = 0; i < m->nfuncs - m->nfunc_imports; i++) {
 		struct kis_wasm_func *f = &inst->own_funcs[i];
 		if (wasm_jit_elf_lookup(m->jit, i, &f->jit_fn, &f->jit_wrap) < 0) {
-			free(c);
 			for (uint32_t k = 0; k < i; k++)
 				inst->own_funcs[k].jit_fn = NULL, inst->own_funcs[k].jit_wrap = NULL;
 			snprintf(err, errlen, "compiled code of function %u is missing",
@@ -156,13 +230,13 @@ int wasm_jit_instance_init(struct kis_wasm_instance *inst, char *err, size_t err
 		}
 		f->jit_ctx = c;
 	}
-	inst->jit = c;
 	return 0;
 }
 
 struct entry {
 	struct kis_wasm_func *f;
 	uint64_t *io;
+	struct wasm_jit_store *js;
 	jmp_buf jb;
 	enum kis_wasm_trap trap;
 };
@@ -197,35 +271,109 @@ static pthread_once_t fault_once = PTHREAD_ONCE_INIT;
 static int fault_errno;
 static struct sigaction old_segv, old_bus;
 
+/* The trap a fault of this thread's becomes, for fault_trap. */
+static __thread int fault_kind __attribute__((tls_model("initial-exec")));
+
 /* Where a fault resumes: as if compiled code had called the trap helper
  * (the handler leaves the stack as a call would), with the store the
  * handler saw on this thread. */
 __attribute__((noreturn)) static void fault_trap(void)
 {
-	longjmp(*running->jit->trap_jb, KIS_WASM_TRAP_MEMORY_OOB);
+	if (fault_kind == KIS_WASM_TRAP_OUT_OF_FUEL)
+		running->fuel = 0; /* as wasm_jit_rt_trap leaves it */
+	longjmp(*running->jit->trap_jb, fault_kind);
 }
 
-/* SIGSEGV/SIGBUS. A trap only when all of: this thread runs compiled code
- * of a store (not inside a host or interpreted callee), the stack pointer
- * is on that store's stack, and the address lies in a guard reservation
- * of one of its memories. Anything else is a crash as before: the previous
- * handler, or the default action (the disposition reset, the faulting
- * instruction runs again and the kernel ends the process, signal(7)). */
+/* The length of the tick at ip if it is the poll instruction the
+ * generator emits (jit.h): cmpb $0, -4096(%reg), that is an optional REX
+ * prefix, 0x80 with a ModRM of mod 2 (disp32) and reg 7 (CMP), a SIB byte
+ * when rm is 4 (Intel SDM vol. 2, 2.1 and 2.2.1), the displacement -4096
+ * and the immediate 0; else 0. */
+static size_t poll_len(const uint8_t *ip)
+{
+	size_t n = (ip[0] & 0xf0) == 0x40 ? 1 : 0;
+	if (ip[n] != 0x80)
+		return 0;
+	uint8_t modrm = ip[n + 1];
+	if (modrm >> 6 != 2 || ((modrm >> 3) & 7) != 7)
+		return 0;
+	n += (modrm & 7) == 4 ? 3 : 2;
+	int32_t disp;
+	memcpy(&disp, ip + n, 4);
+	if (disp != -(int32_t)WASM_JIT_POLL_OFF || ip[n + 4] != 0)
+		return 0;
+	return n + 5;
+}
+
+/* Is page one of s's poll pages? */
+static bool is_poll_page(struct wasm_jit_store *js, uintptr_t page)
+{
+	for (struct wasm_jit_poll *p = atomic_load(&js->polls); p; p = p->next)
+		if ((uintptr_t)atomic_load(&p->page) == page)
+			return true;
+	return false;
+}
+
+/* SIGSEGV/SIGBUS. Only when this thread runs compiled code of a store
+ * (not inside a host or interpreted callee), on that store's stack, is a
+ * fault one of ours, and only when it is one of:
+ *   - an access in a guard reservation of one of its memories: the
+ *     out-of-bounds trap;
+ *   - an access in the stack's guard region (a function with no limit
+ *     check ran into it, jit.h): the stack-exhausted trap, resumed below
+ *     the innermost entry's frame, the stack above the guard being used up;
+ *   - the poll instruction (jit.h) on one of its poll pages: the interrupt
+ *     trap when the store is interrupted, else in a budgeted run one step
+ *     of fuel (the trap when it is spent), else nothing; without a trap the
+ *     instruction is stepped over.
+ * Anything else is a crash as before: the previous handler, or the default
+ * action (the disposition reset, the faulting instruction runs again and
+ * the kernel ends the process, signal(7)). */
 static void on_fault(int sig, siginfo_t *si, void *ucv)
 {
 	ucontext_t *uc = ucv;
 	struct kis_wasm_store *s = running;
 	struct wasm_jit_store *js = s ? s->jit : NULL;
 	uintptr_t sp = (uintptr_t)uc->uc_mcontext.gregs[REG_RSP];
-	bool on_jit_stack = js && sp - 4096 >= js->stack_limit - WASM_JIT_STACK_MARGIN &&
-			    sp < (uintptr_t)js->map + js->map_len;
-	if (on_jit_stack && js->on_stack && !js->in_host && si->si_code > 0 &&
-	    wasm_store_guard_fault(s, (uintptr_t)si->si_addr)) {
-		/* below the faulting frame (and its red zone), 16-byte aligned
-		 * less the return address a call would have pushed (System V
-		 * x86-64 3.2.2); the return from the handler (rt_sigreturn)
-		 * restores the signal mask and leaves the alternate stack */
-		uc->uc_mcontext.gregs[REG_RSP] = (greg_t)(((sp - 512) & ~(uintptr_t)15) - 8);
+	uintptr_t addr = (uintptr_t)si->si_addr;
+	bool ours = js && js->on_stack && !js->in_host && si->si_code > 0;
+	bool on_jit_stack = js && sp >= (uintptr_t)js->map && sp < (uintptr_t)js->map + js->map_len;
+	uintptr_t guard_end = js ? js->stack_limit - WASM_JIT_STACK_MARGIN : 0;
+	/* where the trap is taken: below the faulting frame (and its red
+	 * zone), 16-byte aligned less the return address a call would have
+	 * pushed (System V x86-64 3.2.2); or, that close to the guard, below
+	 * the innermost entry's frame (every frame under it is done with) */
+	uintptr_t resume = on_jit_stack && sp - 4096 >= guard_end ? sp - 512 : js ? js->trap_sp : 0;
+	resume = (resume & ~(uintptr_t)15) - 8;
+	if (ours && sig == SIGSEGV && on_jit_stack && addr >= (uintptr_t)js->map && addr < guard_end) {
+		fault_kind = KIS_WASM_TRAP_STACK_EXHAUSTED;
+		uc->uc_mcontext.gregs[REG_RSP] = (greg_t)resume;
+		uc->uc_mcontext.gregs[REG_RIP] = (greg_t)(uintptr_t)fault_trap;
+		return;
+	}
+	uint8_t *ip = (uint8_t *)uc->uc_mcontext.gregs[REG_RIP];
+	size_t plen;
+	if (ours && sig == SIGSEGV && on_jit_stack && addr % WASM_JIT_POLL_OFF == 0 && is_poll_page(js, addr) &&
+	    (plen = poll_len(ip)) != 0) {
+		int kind = 0;
+		if (atomic_load(&s->interrupt))
+			kind = KIS_WASM_TRAP_INTERRUPTED;
+		else if ((atomic_load(&s->jit_tick) & WASM_JIT_TICK_METER) && --s->fuel < 0)
+			kind = KIS_WASM_TRAP_OUT_OF_FUEL;
+		if (!kind) {
+			uc->uc_mcontext.gregs[REG_RIP] = (greg_t)(uintptr_t)(ip + plen);
+			return;
+		}
+		fault_kind = kind;
+		uc->uc_mcontext.gregs[REG_RSP] = (greg_t)resume;
+		uc->uc_mcontext.gregs[REG_RIP] = (greg_t)(uintptr_t)fault_trap;
+		return;
+	}
+	if (ours && on_jit_stack && wasm_store_guard_fault(s, addr)) {
+		/* the return from the handler (rt_sigreturn) restores the
+		 * signal mask and leaves the alternate stack */
+		fault_kind = KIS_WASM_TRAP_MEMORY_OOB;
+		uc->uc_mcontext.gregs[REG_RSP] = (greg_t)resume;
 		uc->uc_mcontext.gregs[REG_RIP] = (greg_t)(uintptr_t)fault_trap;
 		return;
 	}
@@ -260,44 +408,18 @@ static void fault_install(void)
  * entry into compiled code. */
 static pthread_mutex_t fault_lock = PTHREAD_MUTEX_INITIALIZER;
 
-static void fault_keep(void)
-{
-	struct sigaction cur;
-	if (sigaction(SIGSEGV, NULL, &cur) == 0 && (cur.sa_flags & SA_SIGINFO) &&
-	    cur.sa_sigaction == on_fault && sigaction(SIGBUS, NULL, &cur) == 0 &&
-	    (cur.sa_flags & SA_SIGINFO) && cur.sa_sigaction == on_fault)
-		return;
-	struct sigaction sa = {.sa_sigaction = on_fault, .sa_flags = SA_SIGINFO | SA_ONSTACK};
-	sigemptyset(&sa.sa_mask);
-	pthread_mutex_lock(&fault_lock);
-	const int sigs[2] = {SIGSEGV, SIGBUS};
-	for (int i = 0; i < 2; i++) {
-		struct sigaction *old = sigs[i] == SIGBUS ? &old_bus : &old_segv;
-		if (sigaction(sigs[i], NULL, &cur) < 0 ||
-		    ((cur.sa_flags & SA_SIGINFO) && cur.sa_sigaction == on_fault))
-			continue;
-		struct sigaction prev;
-		if (sigaction(sigs[i], &sa, &prev) == 0)
-			*old = prev;
-	}
-	pthread_mutex_unlock(&fault_lock);
-}
+/* This thread has an alternate signal stack (ours or its own): the fault
+ * of a stack run into its guard needs one to be handled at all. */
+static __thread bool alt_ok __attribute__((tls_model("initial-exec")));
 
-int wasm_jit_fault_init(char *err, size_t errlen)
+static int alt_stack(char *err, size_t errlen)
 {
-	pthread_once(&fault_once, fault_install);
-	if (fault_errno) {
-		snprintf(err, errlen, "cannot install the compiled code's fault handler: %s",
-			 strerror(fault_errno));
-		errno = fault_errno;
-		return -1;
-	}
 	/* An alternate stack for this thread, if it has none: the handler
 	 * then runs there whatever the stack the fault happened on. Kept for
 	 * the thread's life (sigaltstack(2) has no owner to free it). */
 	stack_t cur;
-	if (sigaltstack(NULL, &cur) == 0 && !(cur.ss_flags & SS_DISABLE))
-		return 0;
+	if (alt_ok || (sigaltstack(NULL, &cur) == 0 && !(cur.ss_flags & SS_DISABLE)))
+		return alt_ok = true, 0;
 	long min = sysconf(_SC_SIGSTKSZ);
 	size_t len = 64u << 10;
 	if (min > 0 && (size_t)min * 4 > len)
@@ -315,12 +437,59 @@ int wasm_jit_fault_init(char *err, size_t errlen)
 		errno = e;
 		return -1;
 	}
+	return alt_ok = true, 0;
+}
+
+/* Before compiled code runs on this thread: our handler in front, and an
+ * alternate stack; -1 when the thread has none and cannot get one (a
+ * seccomp filter denies sigaltstack(2) on a thread the store was not
+ * made on), where a stack running into its guard could not trap. */
+static int fault_keep(void)
+{
+	char why[128];
+	if (!alt_ok && alt_stack(why, sizeof(why)) < 0)
+		return -1;
+	struct sigaction cur;
+	if (sigaction(SIGSEGV, NULL, &cur) == 0 && (cur.sa_flags & SA_SIGINFO) &&
+	    cur.sa_sigaction == on_fault && sigaction(SIGBUS, NULL, &cur) == 0 &&
+	    (cur.sa_flags & SA_SIGINFO) && cur.sa_sigaction == on_fault)
+		return 0;
+	struct sigaction sa = {.sa_sigaction = on_fault, .sa_flags = SA_SIGINFO | SA_ONSTACK};
+	sigemptyset(&sa.sa_mask);
+	pthread_mutex_lock(&fault_lock);
+	const int sigs[2] = {SIGSEGV, SIGBUS};
+	for (int i = 0; i < 2; i++) {
+		struct sigaction *old = sigs[i] == SIGBUS ? &old_bus : &old_segv;
+		if (sigaction(sigs[i], NULL, &cur) < 0 ||
+		    ((cur.sa_flags & SA_SIGINFO) && cur.sa_sigaction == on_fault))
+			continue;
+		struct sigaction prev;
+		if (sigaction(sigs[i], &sa, &prev) == 0)
+			*old = prev;
+	}
+	pthread_mutex_unlock(&fault_lock);
 	return 0;
+}
+
+int wasm_jit_fault_init(char *err, size_t errlen)
+{
+	pthread_once(&fault_once, fault_install);
+	if (fault_errno) {
+		snprintf(err, errlen, "cannot install the compiled code's fault handler: %s",
+			 strerror(fault_errno));
+		errno = fault_errno;
+		return -1;
+	}
+	return alt_stack(err, errlen);
 }
 
 static void run_entry(void *p)
 {
 	struct entry *e = p;
+	/* below this frame: what a fault of the stack's guard resumes on
+	 * (on_fault), every frame under this one being done with then */
+	volatile char anchor = 0;
+	e->js->trap_sp = (uintptr_t)&anchor - 1024;
 	int k = setjmp(e->jb);
 	if (k == 0) {
 		e->f->jit_wrap(e->f->jit_ctx, e->io);
@@ -342,16 +511,22 @@ enum kis_wasm_trap wasm_jit_invoke(struct kis_wasm_store *s, struct kis_wasm_fun
 		return KIS_WASM_TRAP_STACK_EXHAUSTED;
 	if (ft->nps)
 		memcpy(io, args, (size_t)ft->nps * 8);
-	struct entry e = {.f = f, .io = io};
+	struct entry e = {.f = f, .io = io, .js = js};
 	jmp_buf *outer = js->trap_jb;
+	uintptr_t outer_sp = js->trap_sp;
 	uint32_t in_host = js->in_host;
 	js->trap_jb = &e.jb;
 	js->in_host = 0; /* compiled code again, inside a host call maybe */
 	if (js->on_stack) {
 		run_entry(&e);
 	} else {
-		if (wasm_jit_guard_mode())
-			fault_keep();
+		if (wasm_jit_guard_mode() && fault_keep() < 0) {
+			js->in_host = in_host;
+			js->trap_jb = outer;
+			if (io != small)
+				free(io);
+			return KIS_WASM_TRAP_STACK_EXHAUSTED;
+		}
 		struct kis_wasm_store *prev = running;
 		running = s;
 		js->on_stack = true;
@@ -361,6 +536,7 @@ enum kis_wasm_trap wasm_jit_invoke(struct kis_wasm_store *s, struct kis_wasm_fun
 	}
 	js->in_host = in_host;
 	js->trap_jb = outer;
+	js->trap_sp = outer_sp;
 	if (e.trap == KIS_WASM_OK && ft->nrs)
 		memcpy(results, io, (size_t)ft->nrs * 8);
 	if (io != small)

@@ -103,7 +103,7 @@ static void instance_free(struct kis_wasm_instance *inst)
 			free(inst->elems[i].refs);
 	free(inst->elems);
 	free(inst->data_dropped);
-	free(inst->jit);
+	wasm_jit_instance_free(inst);
 	free(inst);
 }
 
@@ -239,6 +239,9 @@ void kis_wasm_interrupt(struct kis_wasm_store *s)
 	/* after the flag: compiled code that sees this bit finds it set
 	 * (both sequentially consistent, lock-free: signal safe) */
 	atomic_fetch_or(&s->jit_tick, WASM_JIT_TICK_INTERRUPT);
+	/* and guard mode's poll pages shut: its compiled code's next tick
+	 * faults into the trap (jit.h) */
+	wasm_jit_poll_set(s, PROT_NONE);
 }
 
 void kis_wasm_set_fuel(struct kis_wasm_store *s, int64_t fuel)
@@ -684,6 +687,12 @@ enum kis_wasm_trap kis_wasm_call(struct kis_wasm_store *s, struct kis_wasm_func 
 		/* compiled code counts fuel only in a budgeted run: unlimited,
 		 * the count is never read (kis_wasm_fuel_left says -1) */
 		atomic_store(&s->jit_tick, s->fuel_budget < 0 ? 0 : WASM_JIT_TICK_METER);
+		/* guard mode's poll pages (jit.h): readable, or shut for a
+		 * budget (each tick then faults and counts); then the flag
+		 * again, for an interrupt that came while they were opened */
+		wasm_jit_poll_set(s, s->fuel_budget < 0 ? PROT_READ : PROT_NONE);
+		if (atomic_load(&s->interrupt))
+			wasm_jit_poll_set(s, PROT_NONE);
 	}
 	return wasm_invoke(s, f, args, results);
 }

@@ -161,12 +161,16 @@ struct fixture {
 	struct kis_wasm_store *s;
 	struct kis_wasm_instance *inst;
 	int ticks, stop_after;
+	struct kis_wasm_func *nested; /* called by each tick, when set */
+	enum kis_wasm_trap nested_trap[4];
 };
 
 static enum kis_wasm_trap tick(void *user, struct kis_wasm_instance *caller,
 			       const kis_wasm_slot *args, kis_wasm_slot *results)
 {
 	struct fixture *f = user;
+	if (f->nested && f->ticks < 4)
+		f->nested_trap[f->ticks] = kis_wasm_call(f->s, f->nested, NULL, NULL);
 	if (++f->ticks == f->stop_after)
 		kis_wasm_interrupt(f->s);
 	return KIS_WASM_OK;
@@ -308,6 +312,30 @@ static void fuel_counts_calls_and_stack_still_checked(void **state)
 	assert_int_equal(kis_wasm_call(f->s, export_func(f, "fib"), args, res), KIS_WASM_OK);
 	assert_int_equal(res[0], 6765);
 	assert_int_equal(kis_wasm_fuel_left(f->s), -1);
+}
+
+/* A host function called from wasm enters wasm again, and that nested run
+ * recurses until the stack is spent (compiled, "rec" calls nothing out of
+ * compiled code and checks no limit: the guard's fault is its trap,
+ * jit.h): each nested run ends in the exhaustion trap, the host function
+ * returns, and the outer run goes on to its own end (here the interrupt
+ * the third tick asks for); the store then runs again as new. */
+static void nested_run_spends_the_stack_and_the_outer_goes_on(void **state)
+{
+	struct fixture *f = *state;
+	f->nested = export_func(f, "rec");
+	f->stop_after = 3;
+	assert_int_equal(kis_wasm_call(f->s, export_func(f, "spin"), NULL, NULL),
+			 KIS_WASM_TRAP_INTERRUPTED);
+	assert_int_equal(f->ticks, 3);
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(f->nested_trap[i], KIS_WASM_TRAP_STACK_EXHAUSTED);
+	f->nested = NULL;
+	kis_wasm_slot args[2] = { 20, 0 }, res[1] = { 0 };
+	assert_int_equal(kis_wasm_call(f->s, export_func(f, "fib"), args, res), KIS_WASM_OK);
+	assert_int_equal(res[0], 6765);
+	assert_int_equal(kis_wasm_call(f->s, export_func(f, "rec"), NULL, NULL),
+			 KIS_WASM_TRAP_STACK_EXHAUSTED);
 }
 
 static void *interrupt_later(void *arg)
@@ -577,6 +605,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(fuel_stops_loop, setup, teardown),
 		cmocka_unit_test_setup_teardown(fuel_counts_calls_and_stack_still_checked, setup,
 						teardown),
+		cmocka_unit_test_setup_teardown(nested_run_spends_the_stack_and_the_outer_goes_on,
+						setup, teardown),
 		cmocka_unit_test(interrupt_from_thread),
 		cmocka_unit_test(fuel_counts_iterations),
 		cmocka_unit_test(memory_limit),
