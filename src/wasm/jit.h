@@ -76,7 +76,8 @@ struct wasm_jit_store {
 	atomic_int poll_prot; /* PROT_READ or PROT_NONE, what the pages were last set to */
 };
 
-/* The one word compiled code tests at every function entry and loop header
+/* The one word check mode's compiled code tests at every function entry
+ * and loop header (guard mode polls a page instead: WASM_JIT_POLL_OFF)
  * (struct kis_wasm_store.jit_tick), where the interpreter tests the
  * interrupt flag and then takes one step of fuel (exec.c TICK): zero on a
  * run with no fuel budget that nobody interrupted, so the common tick is a
