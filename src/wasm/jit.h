@@ -15,7 +15,7 @@
 
 /* Bumped whenever the generated code or the layout it reads changes: part
  * of the cache key of compiled code. */
-#define WASM_JIT_VERSION 13u
+#define WASM_JIT_VERSION 14u
 
 /* Bytes a recognised wasi-libc routine's fast path may touch between two
  * interrupt checks (jit_llvm.h, jit_rt.c): a few ms at most. */
@@ -44,15 +44,23 @@ struct wasm_jit_ctx {
 /* The poll page (guard mode, docs/wasm.md "The poll page"): each context
  * is the second page of a two-page mapping whose first page, readable and
  * never written, is where compiled code ticks, with one instruction of a
- * fixed form, `cmpb $0, -4096(%reg)` holding the context (jit_llvm_ir.c,
+ * fixed form, `cmpb $0, -8192(%reg)` from P (WASM_JIT_CTX_ARG) (jit_llvm_ir.c,
  * tick). Nothing set, the page reads and the tick costs that load; an
  * interrupt, or a fuel budget, makes the page PROT_NONE (wasm_jit_poll_set)
  * and the tick faults into the handler (jit_rt.c), which traps, or counts
  * one step of fuel and resumes after the instruction. Check mode keeps the
  * tick word (WASM_JIT_TICK_*). */
 #define WASM_JIT_POLL_OFF 4096u
+/* What a compiled function takes first is not the context but the
+ * context plus one page, P: where memory 0 is when the module defines it
+ * (WASM_JIT_PREFIX), so that one register serves both, and an access at
+ * a small offset is a small displacement from it; the context's fields
+ * are at P - 4096 + offset, the poll at P - 8192. C passes the context
+ * to a function's wrapper (w<i>), which adds the page. */
+#define WASM_JIT_CTX_ARG 4096u
 struct wasm_jit_poll {
 	_Atomic(uint8_t *) page; /* the poll page, NULL once its instance is freed */
+	bool in_prefix; /* in its memory's prefix (WASM_JIT_PREFIX): not unmapped with the instance */
 	struct wasm_jit_poll *next;
 };
 
@@ -104,6 +112,20 @@ struct wasm_jit_store {
  * is the process's, decided once, and part of the code's cache key. */
 /* 8 GiB and 2 MiB more: past the largest access, and 2 MiB aligned */
 #define WASM_JIT_RESERVE ((8ull << 30) + (2u << 20))
+/* and 2 MiB before the data (so the data stays 2 MiB aligned for huge
+ * pages), whose last two pages are the poll page and the context of the
+ * instance that defines the memory (jit_rt.c, ctx_new): its compiled code
+ * then reaches memory 0 at the context plus one page, from the one
+ * register that holds the context (jit_llvm_ir.c, load_mem), and no other
+ * register holds the base (wasm_jit_mem_at_ctx) */
+#define WASM_JIT_PREFIX (2u << 20)
+/* Does m's compiled code find memory 0 one page above its context? In
+ * guard mode, when the module defines its memory 0 (an imported one has
+ * another instance's context below it). */
+static inline bool wasm_jit_mem_at_ctx(const struct kis_wasm_module *m)
+{
+	return m->jit_guard && m->nmems && !m->nmem_imports;
+}
 KIS_HIDDEN bool wasm_jit_guard_mode(void);
 /* Install the SIGSEGV/SIGBUS handler (once per process) and an alternate
  * signal stack for the calling thread: before any seccomp filter, which

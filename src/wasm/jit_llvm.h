@@ -56,7 +56,10 @@ struct gen {
 	WASM_JIT_HELPERS(H)
 #undef H
 	/* per function */
-	LLVMValueRef F, ctx;
+	/* ctx: the context (struct wasm_jit_ctx *), for its fields and the
+	 * helpers; P: the function's first parameter, the context plus one
+	 * page (jit.h, WASM_JIT_CTX_ARG), what compiled functions pass */
+	LLVMValueRef F, ctx, P;
 	LLVMBasicBlockRef alloca_bb;
 	LLVMValueRef *locals;
 	LLVMTypeRef *ltypes;

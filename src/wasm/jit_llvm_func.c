@@ -404,12 +404,16 @@ int gen_func(struct gen *g, uint32_t di)
 	const struct wasm_functype *ft = &m->types[m->func_types[m->nfunc_imports + di]];
 	reset_func(g);
 	g->F = fn_decl(g, di);
-	g->ctx = LLVMGetParam(g->F, 0);
+	g->P = LLVMGetParam(g->F, 0);
 	g->p = code->body;
 	g->end = code->body + code->body_len;
 	g->alloca_bb = LLVMAppendBasicBlockInContext(g->C, g->F, "entry");
 	LLVMBasicBlockRef body = LLVMAppendBasicBlockInContext(g->C, g->F, "body");
 	LLVMPositionBuilderAtEnd(g->AB, g->alloca_bb);
+	/* the context, one page below P (jit.h, WASM_JIT_CTX_ARG): LLVM folds
+	 * the page into each field's displacement */
+	LLVMValueRef back = k64(g, -(uint64_t)WASM_JIT_CTX_ARG);
+	g->ctx = LLVMBuildGEP2(g->AB, g->i8, g->P, &back, 1, "ctx");
 	LLVMPositionBuilderAtEnd(g->B, body);
 
 	/* locals: the params, then the declared ones (spec 5.5.13), zero;
@@ -534,7 +538,7 @@ void gen_wrap(struct gen *g, uint32_t di)
 	LLVMPositionBuilderAtEnd(g->B, bb);
 	LLVMValueRef io = LLVMGetParam(W, 1);
 	LLVMValueRef args[KIS_WASM_MAX_PARAMS + 1];
-	args[0] = LLVMGetParam(W, 0);
+	args[0] = ptr_at(g, LLVMGetParam(W, 0), k64(g, WASM_JIT_CTX_ARG), g->i8); /* P (jit.h) */
 	uint32_t k = 0;
 	for (uint32_t i = 0; i < ft->np; i++)
 		args[1 + i] = get_slots(g, io, &k, ft->t[i]);

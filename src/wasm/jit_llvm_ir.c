@@ -238,14 +238,14 @@ void tick(struct gen *g)
 		 * (jit_rt.c, poll_len), so inline assembly, not a load LLVM
 		 * would encode as it likes; it reads no memory LLVM knows of,
 		 * so nothing around it is kept from moving */
-		static char text[] = "cmpb $$0, -4096($0)";
+		static char text[] = "cmpb $$0, -8192($0)"; /* from P (jit.h) */
 		static char cons[] = "r,~{dirflag},~{fpsr},~{flags}";
-		_Static_assert(WASM_JIT_POLL_OFF == 4096, "the poll's displacement");
+		_Static_assert(WASM_JIT_POLL_OFF + WASM_JIT_CTX_ARG == 8192, "the poll's displacement");
 		LLVMTypeRef p = g->i8p;
 		LLVMTypeRef ft = LLVMFunctionType(g->vd, &p, 1, 0);
 		LLVMValueRef asm_ = LLVMGetInlineAsm(ft, text, sizeof(text) - 1, cons, sizeof(cons) - 1,
 						     1, 0, LLVMInlineAsmDialectATT, 0);
-		LLVMBuildCall2(g->B, ft, asm_, &g->ctx, 1, "");
+		LLVMBuildCall2(g->B, ft, asm_, &g->P, 1, "");
 		return;
 	}
 	LLVMValueRef tp = ldi(g, g->ctx, CTX(tick), g->i8p);
@@ -277,9 +277,13 @@ void load_mem(struct gen *g)
 	if (!g->m->nmems)
 		return;
 	LLVMValueRef mem = ldi(g, g->ctx, CTX(mem), g->i8p);
-	/* guard mode: the context's copy, which never changes (jit.h) */
-	LLVMValueRef base = g->guard ? ldi(g, g->ctx, CTX(mem0), g->i8p)
-				     : ld(g, mem, offsetof(struct kis_wasm_memory, data), g->i8p);
+	/* guard mode: the context's copy, which never changes (jit.h); or,
+	 * a memory the module defines, the page after the context's (jit.h,
+	 * WASM_JIT_PREFIX): an offset of the context's register */
+	LLVMValueRef base = wasm_jit_mem_at_ctx(g->m)
+				    ? g->P
+			    : g->guard ? ldi(g, g->ctx, CTX(mem0), g->i8p)
+				       : ld(g, mem, offsetof(struct kis_wasm_memory, data), g->i8p);
 	LLVMBuildStore(g->B, base, g->membase);
 	LLVMBuildStore(g->B, ld(g, mem, offsetof(struct kis_wasm_memory, size), g->i64), g->memsize);
 }
@@ -574,7 +578,8 @@ static int call_func_ptr(struct gen *g, LLVMValueRef fptr, const struct wasm_fun
 
 	LLVMPositionBuilderAtEnd(g->B, fast);
 	LLVMValueRef cargs[KIS_WASM_MAX_PARAMS + 1];
-	cargs[0] = ld(g, fptr, offsetof(struct kis_wasm_func, jit_ctx), g->i8p);
+	cargs[0] = ptr_at(g, ld(g, fptr, offsetof(struct kis_wasm_func, jit_ctx), g->i8p),
+			  k64(g, WASM_JIT_CTX_ARG), g->i8); /* its P (jit.h) */
 	for (uint32_t i = 0; i < ft->np; i++)
 		cargs[1 + i] = args[i];
 	LLVMValueRef fnp = LLVMBuildBitCast(g->B, jfn, LLVMPointerType(fty, 0), "");
@@ -665,7 +670,7 @@ int op_call(struct gen *g, uint32_t idx)
 	if (idx < m->nfunc_imports)
 		return call_func_ptr(g, func_ptr(g, idx), ft, args);
 	LLVMValueRef cargs[KIS_WASM_MAX_PARAMS + 1];
-	cargs[0] = g->ctx;
+	cargs[0] = g->P;
 	memcpy(cargs + 1, args, ft->np * sizeof(LLVMValueRef));
 	LLVMValueRef fn = fn_decl(g, idx - m->nfunc_imports);
 	LLVMValueRef r = LLVMBuildCall2(g->B, g->ftys[m->func_types[idx]], fn, cargs, ft->np + 1, "");

@@ -136,24 +136,37 @@ void wasm_jit_poll_set(struct kis_wasm_store *s, int prot)
 	}
 }
 
-/* The context with its poll page before it: a mapping of two pages, the
- * first readable only (never written: no process-wide zero page
- * aliasing matters, it is read and faulted on, nothing else), published
- * in the store's list and then given the pages' current protection. */
-static struct wasm_jit_ctx *ctx_new(struct wasm_jit_store *js, bool poll)
+/* The context with its poll page before it: two pages, the first
+ * readable only (never written: it is read and faulted on, nothing
+ * else), published in the store's list and then given the pages' current
+ * protection. The last two pages of mem's prefix when mem is given (a
+ * memory the module defines, in guard mode: jit.h, WASM_JIT_PREFIX), else
+ * a mapping of their own. */
+static struct wasm_jit_ctx *ctx_new(struct wasm_jit_store *js, bool poll,
+				    struct kis_wasm_memory *mem)
 {
 	_Static_assert(sizeof(struct wasm_jit_ctx) <= WASM_JIT_POLL_OFF, "one page of context");
+	_Static_assert(WASM_JIT_PREFIX >= 2 * WASM_JIT_POLL_OFF, "room for the context");
 	if (!poll)
 		return calloc(1, sizeof(struct wasm_jit_ctx));
 	struct wasm_jit_poll *node = calloc(1, sizeof(*node));
-	uint8_t *map = mmap(NULL, 2 * WASM_JIT_POLL_OFF, PROT_READ | PROT_WRITE,
-			    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (!node || map == MAP_FAILED || mprotect(map, WASM_JIT_POLL_OFF, PROT_READ) < 0) {
+	uint8_t *map = mem ? mem->data - 2 * WASM_JIT_POLL_OFF
+			   : mmap(NULL, 2 * WASM_JIT_POLL_OFF, PROT_READ | PROT_WRITE,
+				  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (!node || map == MAP_FAILED || mprotect(map, WASM_JIT_POLL_OFF, PROT_READ) < 0 ||
+	    (mem && mprotect(map + WASM_JIT_POLL_OFF, WASM_JIT_POLL_OFF,
+			     PROT_READ | PROT_WRITE) < 0)) {
 		free(node);
-		if (map != MAP_FAILED)
+		if (mem && map != MAP_FAILED)
+			mprotect(map, 2 * WASM_JIT_POLL_OFF, PROT_NONE);
+		else if (map != MAP_FAILED)
 			munmap(map, 2 * WASM_JIT_POLL_OFF);
 		return NULL;
 	}
+	/* a prefix's context page may hold an earlier context of the same
+	 * memory's (an instantiation that failed after it was made) */
+	memset(map + WASM_JIT_POLL_OFF, 0, sizeof(struct wasm_jit_ctx));
+	node->in_prefix = mem != NULL;
 	atomic_init(&node->page, map);
 	node->next = atomic_load(&js->polls);
 	atomic_store(&js->polls, node);
@@ -174,7 +187,12 @@ void wasm_jit_instance_free(struct kis_wasm_instance *inst)
 	for (struct wasm_jit_poll *p = js ? atomic_load(&js->polls) : NULL; p; p = p->next)
 		if (atomic_load(&p->page) == page) {
 			atomic_store(&p->page, NULL);
-			munmap(page, 2 * WASM_JIT_POLL_OFF);
+			/* in a memory's prefix: the memory's mapping, shut again
+			 * (the memory, freed after its instances, unmaps it) */
+			if (p->in_prefix)
+				mprotect(page, 2 * WASM_JIT_POLL_OFF, PROT_NONE);
+			else
+				munmap(page, 2 * WASM_JIT_POLL_OFF);
 			return;
 		}
 	free(c); /* check mode's, from calloc */
@@ -195,20 +213,22 @@ int wasm_jit_instance_init(struct kis_wasm_instance *inst, char *err, size_t err
 	wasm_set_compiled_entry(wasm_jit_invoke);
 	const struct kis_wasm_module *m = inst->m;
 	struct wasm_jit_store *js = jit_store(inst->store);
-	struct wasm_jit_ctx *c = js ? ctx_new(js, m->jit_guard) : NULL;
-	if (!c) {
-		snprintf(err, errlen, "cannot allocate the compiled code's stack and context");
-		return -1;
-	}
-	inst->jit = c; /* freed with the instance from here on (wasm_jit_instance_free) */
-	c->mem = m->nmems ? inst->mems[0] : NULL;
-	if (m->jit_guard && c->mem && wasm_memory_reserve(c->mem) < 0) {
+	struct kis_wasm_memory *mem0 = m->nmems ? inst->mems[0] : NULL;
+	if (m->jit_guard && mem0 && wasm_memory_reserve(mem0) < 0) {
 		/* code without checks needs memory 0 in a reservation (one
 		 * made before its store compiled moves there now); without
 		 * one it does not run */
 		snprintf(err, errlen, "cannot reserve the guard region of memory 0: %s", strerror(errno));
 		return -1;
 	}
+	struct wasm_jit_ctx *c =
+		js ? ctx_new(js, m->jit_guard, wasm_jit_mem_at_ctx(m) ? mem0 : NULL) : NULL;
+	if (!c) {
+		snprintf(err, errlen, "cannot allocate the compiled code's stack and context");
+		return -1;
+	}
+	inst->jit = c; /* freed with the instance from here on (wasm_jit_instance_free) */
+	c->mem = mem0;
 	if (m->jit_guard && c->mem)
 		c->mem0 = c->mem->data;
 	c->globals = inst->globals;
@@ -285,10 +305,11 @@ __attribute__((noreturn)) static void fault_trap(void)
 }
 
 /* The length of the tick at ip if it is the poll instruction the
- * generator emits (jit.h): cmpb $0, -4096(%reg), that is an optional REX
+ * generator emits (jit.h): cmpb $0, -8192(%reg), that is an optional REX
  * prefix, 0x80 with a ModRM of mod 2 (disp32) and reg 7 (CMP), a SIB byte
- * when rm is 4 (Intel SDM vol. 2, 2.1 and 2.2.1), the displacement -4096
- * and the immediate 0; else 0. */
+ * when rm is 4 (Intel SDM vol. 2, 2.1 and 2.2.1), the displacement
+ * -8192 (the poll page from P, jit.h WASM_JIT_CTX_ARG) and the immediate 0;
+ * else 0. */
 static size_t poll_len(const uint8_t *ip)
 {
 	size_t n = (ip[0] & 0xf0) == 0x40 ? 1 : 0;
@@ -300,7 +321,7 @@ static size_t poll_len(const uint8_t *ip)
 	n += (modrm & 7) == 4 ? 3 : 2;
 	int32_t disp;
 	memcpy(&disp, ip + n, 4);
-	if (disp != -(int32_t)WASM_JIT_POLL_OFF || ip[n + 4] != 0)
+	if (disp != -(int32_t)(WASM_JIT_POLL_OFF + WASM_JIT_CTX_ARG) || ip[n + 4] != 0)
 		return 0;
 	return n + 5;
 }

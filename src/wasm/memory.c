@@ -85,11 +85,12 @@ static _Atomic uint64_t reserve_hint = RESERVE_HINT_BASE;
 
 static void *reserve_hint_next(void)
 {
-	uint64_t h = atomic_fetch_add(&reserve_hint, WASM_JIT_RESERVE);
-	if (h + WASM_JIT_RESERVE > RESERVE_HINT_END) {
-		uint64_t want = h + WASM_JIT_RESERVE;
+	const uint64_t step = WASM_JIT_PREFIX + WASM_JIT_RESERVE;
+	uint64_t h = atomic_fetch_add(&reserve_hint, step);
+	if (h + step > RESERVE_HINT_END) {
+		uint64_t want = h + step;
 		atomic_compare_exchange_strong(&reserve_hint, &want, RESERVE_HINT_BASE);
-		h = atomic_fetch_add(&reserve_hint, WASM_JIT_RESERVE);
+		h = atomic_fetch_add(&reserve_hint, step);
 	}
 	return (void *)(uintptr_t)h;
 }
@@ -98,13 +99,16 @@ int wasm_memory_reserve(struct kis_wasm_memory *mem)
 {
 	if (mem->reserved)
 		return 0;
-	uint8_t *p = mmap(reserve_hint_next(), WASM_JIT_RESERVE, PROT_NONE,
+	/* the prefix first (jit.h, WASM_JIT_PREFIX), PROT_NONE too until an
+	 * instance's context is made there */
+	uint8_t *q = mmap(reserve_hint_next(), WASM_JIT_PREFIX + WASM_JIT_RESERVE, PROT_NONE,
 			  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-	if (p == MAP_FAILED)
+	if (q == MAP_FAILED)
 		return -1;
+	uint8_t *p = q + WASM_JIT_PREFIX;
 	if (mem->data && mremap(mem->data, mem->size, mem->size, MREMAP_MAYMOVE | MREMAP_FIXED, p) ==
 				 MAP_FAILED) {
-		munmap(p, WASM_JIT_RESERVE);
+		munmap(q, WASM_JIT_PREFIX + WASM_JIT_RESERVE);
 		return -1;
 	}
 	/* Transparent huge pages where the kernel offers them (madvise

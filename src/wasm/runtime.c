@@ -86,8 +86,10 @@ static int track(struct kis_wasm_store *s, int kind, void *p)
 
 static void memory_free(struct kis_wasm_memory *mem)
 {
-	if (mem->data)
-		munmap(mem->data, mem->reserved ? mem->reserved : mem->size);
+	if (mem->data && mem->reserved) /* with its prefix (jit.h) */
+		munmap(mem->data - WASM_JIT_PREFIX, WASM_JIT_PREFIX + mem->reserved);
+	else if (mem->data)
+		munmap(mem->data, mem->size);
 	free(mem);
 }
 
